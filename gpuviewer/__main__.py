@@ -1,0 +1,5 @@
+import sys
+
+from gpuviewer.app.cli import main
+
+sys.exit(main())

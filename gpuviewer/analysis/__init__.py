@@ -1,0 +1,1 @@
+"""Metrics and findings computed from a Trace. Pure functions; never imports Qt."""

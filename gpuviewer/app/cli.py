@@ -1,0 +1,96 @@
+"""Command line: `gpuviewer [FILE...]` opens the window; subcommands work headless."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from .. import __version__
+
+SUBCOMMANDS = ("info", "screenshot", "analyze", "report")
+
+
+def _fail(msg: str, debug: bool = False) -> int:
+    if debug:
+        import traceback
+        traceback.print_exc()
+    print(f"gpuviewer: {msg}", file=sys.stderr)
+    return 2
+
+
+def _load(paths: list[str], args) -> "object":
+    from ..io.session import load
+    return load(paths, use_cache=not args.no_cache)
+
+
+def cmd_info(args) -> int:
+    from ..io.errors import TraceError
+    from ..model.summary import summarize
+    t0 = time.perf_counter()
+    try:
+        trace = _load(args.paths, args)
+    except TraceError as e:
+        return _fail(str(e), args.debug)
+    except Exception as e:  # noqa: BLE001 - never a traceback for bad input
+        return _fail(f"{', '.join(args.paths)}: cannot read ({type(e).__name__}: {e})", args.debug)
+    s = summarize(trace)
+    s["load_seconds"] = round(time.perf_counter() - t0, 4)
+    s["warnings"] = list(trace.warnings)
+    try:
+        from ..analysis.memory import peak_bytes_by_rank
+        peaks = peak_bytes_by_rank(trace)
+        for r in s["ranks"]:
+            r["memory_peak_bytes"] = {str(d): v for d, v in peaks.get(r["rank"], {}).items()}
+    except ImportError:
+        pass
+    if args.json:
+        import msgspec
+        sys.stdout.write(msgspec.json.encode(s).decode() + "\n")
+        return 0
+    print(f"format      {s['format']}")
+    for f in s["files"]:
+        print(f"file        {f}")
+    print(f"events      {s['events']:,}")
+    print(f"kernels     {s['kernels']:,}")
+    print(f"load        {s['load_seconds']:.3f} s")
+    for r in s["ranks"]:
+        dur_ms = (r["end_ns"] - r["start_ns"]) / 1e6
+        steps = ",".join(map(str, r["steps"])) or "-"
+        print(f"rank {r['rank']:<3}    {r['events']:,} events, {r['kernels']:,} kernels "
+              f"({r['nccl_kernels']:,} NCCL), {r['lanes']} lanes, devices {r['devices']}, "
+              f"steps {steps}, {dur_ms:.1f} ms")
+    for w in s["warnings"]:
+        print(f"warning     {w}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpuviewer", description="GPU and distributed-training trace explorer")
+    p.add_argument("--version", action="version", version=f"gpuviewer {__version__}")
+    sub = p.add_subparsers(dest="cmd")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("paths", nargs="+", metavar="PATH", help="trace files or folders (one session)")
+    common.add_argument("--no-cache", action="store_true", help="do not read or write the column cache")
+    common.add_argument("--debug", action="store_true", help="show tracebacks")
+    info = sub.add_parser("info", parents=[common], help="summarise a trace")
+    info.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    info.set_defaults(func=cmd_info)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS or any(a in ("-h", "--help", "--version") for a in argv[:1]):
+        p = build_parser()
+        args = p.parse_args(argv)
+        if not getattr(args, "func", None):
+            p.print_help()
+            return 2
+        return args.func(args)
+    from .gui import run_gui
+    return run_gui(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""On-disk cache of a session's columns: one .npy per column, memory-mapped on reopen.
+
+.npy + np.load(mmap_mode="r") reopens 10^7 rows in ~1.5 ms (engineering.md 2.4); Arrow IPC is
+as fast once imported, but importing pyarrow alone costs ~0.25 s here, the whole reopen budget.
+The key covers every file's absolute path, size and mtime plus STORE_VERSION, so an edited
+file or a newer program never reads stale columns. Writes go to a temporary folder renamed into
+place, and anything unreadable is deleted and rebuilt, never trusted.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+
+import msgspec
+import numpy as np
+
+from ..model.trace import EVENT_COLUMNS, Counter, Lane, RankInfo, Source, Step, Trace
+
+STORE_VERSION = 3
+
+
+def cache_root() -> str:
+    env = os.environ.get("GPUVIEWER_CACHE_DIR")
+    if env:
+        return env
+    import platformdirs
+    return os.path.join(platformdirs.user_cache_dir("gpuviewer", appauthor=False), "sessions")
+
+
+def key_for(files: list[str]) -> str:
+    parts = []
+    for f in files:
+        st = os.stat(f)
+        parts.append([os.path.abspath(f), st.st_size, st.st_mtime_ns])
+    blob = msgspec.json.encode({"v": STORE_VERSION, "files": parts})
+    return hashlib.sha256(blob).hexdigest()[:32]
+
+
+def _dir_for(key: str) -> str:
+    return os.path.join(cache_root(), key)
+
+
+def store(files: list[str], trace: Trace) -> str | None:
+    """Write the cache; failures (read-only disk, full disk) only cost the speed-up."""
+    try:
+        key = key_for(files)
+        root = cache_root()
+        os.makedirs(root, exist_ok=True)
+        final = _dir_for(key)
+        tmp = tempfile.mkdtemp(prefix=".tmp-", dir=root)
+        try:
+            arrays = dict(trace.columns)
+            arrays["flow_src"], arrays["flow_dst"] = trace.flows
+            for k, v in trace.instants.items():
+                arrays[f"inst_{k}"] = v
+            c_index = []
+            for i, c in enumerate(trace.counters):
+                arrays[f"counter{i}_t"] = c.t
+                arrays[f"counter{i}_v"] = c.v
+                c_index.append({"rank": c.rank, "device": c.device, "name": c.name})
+            for name, arr in arrays.items():
+                np.save(os.path.join(tmp, f"{name}.npy"), np.ascontiguousarray(arr))
+            meta = {
+                "key": key, "version": STORE_VERSION, "format": trace.format, "n": len(trace),
+                "names": trace.names,
+                "lanes": [msgspec.structs.asdict(_LaneS(**_lane_dict(ln))) for ln in trace.lanes],
+                "ranks": [_rank_dict(r) for r in trace.ranks],
+                "steps": [[s.rank, s.step, s.start, s.end] for s in trace.steps],
+                "counters": c_index,
+                "sources": [s.__dict__ for s in trace.sources],
+                "warnings": trace.warnings,
+                "metadata": trace.metadata,
+            }
+            # meta.json is written last: its presence marks a complete cache.
+            with open(os.path.join(tmp, "meta.json"), "wb") as f:
+                f.write(msgspec.json.encode(meta))
+                f.flush()
+                os.fsync(f.fileno())
+            if os.path.exists(final):
+                shutil.rmtree(final, ignore_errors=True)
+            os.replace(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return final
+    except (OSError, TypeError, ValueError, msgspec.EncodeError):
+        return None
+
+
+class _LaneS(msgspec.Struct):
+    rank: int
+    kind: str
+    device: int
+    stream: int
+    label: str
+    order: int
+    source: int
+    pid: int
+
+
+def _lane_dict(ln: Lane) -> dict:
+    return {"rank": ln.rank, "kind": ln.kind, "device": ln.device, "stream": ln.stream,
+            "label": ln.label, "order": ln.order, "source": ln.source, "pid": ln.pid}
+
+
+def _rank_dict(r: RankInfo) -> dict:
+    return {"rank": r.rank, "files": r.files, "devices": r.devices,
+            "device_props": {str(k): v for k, v in r.device_props.items()}, "host": r.host,
+            "clock_offset_ns": r.clock_offset_ns, "world_size": r.world_size}
+
+
+def load(files: list[str]) -> Trace | None:
+    try:
+        key = key_for(files)
+    except OSError:
+        return None
+    d = _dir_for(key)
+    meta_path = os.path.join(d, "meta.json")
+    if not os.path.exists(meta_path):
+        return None
+    try:
+        with open(meta_path, "rb") as f:
+            meta = msgspec.json.decode(f.read())
+        if meta.get("key") != key or meta.get("version") != STORE_VERSION:
+            raise ValueError("stale cache")
+        n = int(meta["n"])
+
+        def arr(name, length=None):
+            a = np.load(os.path.join(d, f"{name}.npy"), mmap_mode="r", allow_pickle=False)
+            if length is not None and len(a) != length:
+                raise ValueError(f"{name}: wrong length")
+            return a
+
+        cols = {}
+        for name, dtype in EVENT_COLUMNS.items():
+            a = arr(name, n)
+            if a.dtype != np.dtype(dtype):
+                raise ValueError(f"{name}: wrong dtype")
+            cols[name] = a
+        flows = (arr("flow_src"), arr("flow_dst"))
+        inst = {k: arr(f"inst_{k}") for k in ("t", "lane", "name")}
+        counters = [Counter(c["rank"], c["device"], c["name"], arr(f"counter{i}_t"), arr(f"counter{i}_v"))
+                    for i, c in enumerate(meta["counters"])]
+        lanes = [Lane(**ln) for ln in meta["lanes"]]
+        ranks = []
+        for r in meta["ranks"]:
+            r = dict(r)
+            r["device_props"] = {int(k): v for k, v in r["device_props"].items()}
+            ranks.append(RankInfo(**r))
+        t = Trace(format=meta["format"], columns=cols, names=meta["names"], lanes=lanes,
+                  ranks=ranks, counters=counters, steps=[Step(*s) for s in meta["steps"]],
+                  flows=flows, instants=inst, sources=[Source(**s) for s in meta["sources"]],
+                  warnings=meta["warnings"], metadata=meta["metadata"])
+        t.metadata["from_cache"] = True
+        return t
+    except (OSError, ValueError, KeyError, TypeError, msgspec.DecodeError):
+        shutil.rmtree(d, ignore_errors=True)  # corrupt or stale: rebuild
+        return None

@@ -1,0 +1,483 @@
+"""PyTorch profiler (Kineto) and generic Chrome trace JSON -> TraceBuilder.
+
+Meaning follows formats.md section C: GPU events have pid = device and tid = stream; host
+events pid/tid of the OS thread; `[memory]` instants are allocator counters; ProfilerStep#N
+are steps; NCCL kernels and record_param_comms / nccl:* ops are communication.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Callable
+
+import numpy as np
+
+from ..model.build import TraceBuilder
+from ..model.categories import Cat, LaneKind
+from ..model.trace import Counter, Source, Step
+import msgspec
+
+from .chrome_json import Fallback, read_chrome_json
+from .errors import TraceError
+from .kineto_piece import extract_piece, floats, us_to_ns
+
+# cat string (lower-cased) -> (category, lane kind). Old spellings map to the new ones.
+_CATS = {
+    "kernel": (Cat.KERNEL, LaneKind.GPU),
+    "gpu_memcpy": (Cat.MEMCPY, LaneKind.GPU),
+    "memcpy": (Cat.MEMCPY, LaneKind.GPU),
+    "gpu_memset": (Cat.MEMSET, LaneKind.GPU),
+    "memset": (Cat.MEMSET, LaneKind.GPU),
+    "gpu_user_annotation": (Cat.GPU_ANNOTATION, LaneKind.GPU_ANNOTATION),
+    "cuda_sync": (Cat.SYNC, LaneKind.GPU),
+    "cuda_runtime": (Cat.CUDA_RUNTIME, LaneKind.CUDA_API),
+    "runtime": (Cat.CUDA_RUNTIME, LaneKind.CUDA_API),
+    "cuda_driver": (Cat.CUDA_DRIVER, LaneKind.CUDA_API),
+    "driver": (Cat.CUDA_DRIVER, LaneKind.CUDA_API),
+    "cpu_op": (Cat.CPU_OP, LaneKind.CPU),
+    "operator": (Cat.CPU_OP, LaneKind.CPU),
+    "user_annotation": (Cat.USER_ANNOTATION, LaneKind.CPU),
+    "python_function": (Cat.PYTHON, LaneKind.CPU),
+    "overhead": (Cat.OVERHEAD, LaneKind.OTHER),
+    "trace": (Cat.OTHER, LaneKind.OTHER),
+    "collective_comm": (Cat.COMM_OP, LaneKind.CPU),
+    "cuda_event": (Cat.CUDA_EVENT, LaneKind.GPU),
+    "cpu_instant_event": (Cat.INSTANT, LaneKind.CPU),
+}
+_GPU_KINDS = (LaneKind.GPU, LaneKind.GPU_ANNOTATION)
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_STREAM_NUM = re.compile(r"(-?\d+)")
+
+
+def _int_or_none(v) -> int | None:
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v == v:
+        return int(v)
+    if isinstance(v, str):
+        m = _STREAM_NUM.search(v)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+_floats = floats
+_us_to_ns = us_to_ns
+
+
+class _CatMap(dict):
+    def __missing__(self, cat):
+        c = cat.lower() if isinstance(cat, str) else ""
+        v = _CATS.get(c)
+        if v is None:
+            v = (Cat.OTHER, LaneKind.CPU)
+        self[cat] = v
+        return v
+
+
+class _NameMap(dict):
+    def __init__(self, interner) -> None:
+        super().__init__()
+        self.interner = interner
+
+    def __missing__(self, name):
+        s = name if isinstance(name, str) else ("" if name is None else str(name))
+        v = self[name] = self.interner.id(s)
+        return v
+
+
+# -- worker pool: pieces of big files are decoded on every core --------------------------------
+_POOL = None
+_PARALLEL_MIN_BYTES = 4 << 20  # compressed or plain size above which the pool pays off
+
+
+def _noop() -> int:
+    return 0
+
+
+def _pool():
+    global _POOL
+    if _POOL is None:
+        import concurrent.futures as cf
+        import multiprocessing as mp
+        n = min(4, os.cpu_count() or 1)
+        # fork: workers inherit the imported modules (spawn would re-import for ~0.3 s). The pool
+        # is started here, before the decompression thread exists, so no thread is forked.
+        _POOL = cf.ProcessPoolExecutor(n, mp_context=mp.get_context("fork"))
+        for f in [_POOL.submit(_noop) for _ in range(n)]:
+            f.result()
+    return _POOL
+
+
+def shutdown_pool() -> None:
+    global _POOL
+    if _POOL is not None:
+        _POOL.shutdown(wait=False, cancel_futures=True)
+        _POOL = None
+
+
+class _FileReader:
+    def __init__(self, b: TraceBuilder, path: str, file_index: int, parallel: bool) -> None:
+        self.b = b
+        self.path = path
+        self.source = file_index
+        self.parallel = parallel and (os.cpu_count() or 1) > 1 and hasattr(os, "fork")
+        self.pool = _pool() if self.parallel else None
+        self.reset()
+
+    def reset(self) -> None:
+        self.cats = _CatMap()
+        self.names = _NameMap(self.b.names)
+        self.lanes: list[dict] = []  # local lanes: kind, device, stream, pid, pidtid
+        self.lane_index: dict = {}
+        self.chunks: list[dict] = []
+        self.inst: list[tuple] = []
+        self.begins: list[tuple] = []  # B/E and b/e events, matched at the end
+        self.mem: list[tuple] = []  # (ts, device, allocated, reserved)
+        self.counters: dict[tuple, list] = {}
+        self.meta_events: list[tuple] = []
+        self.n_flow = 0
+        self.min_ts = np.inf
+        self.pending: list = []
+
+    def lane_for(self, kind: str, pid, tid) -> int:
+        if kind in _GPU_KINDS:
+            device, stream, p = _int_or_none(pid), _int_or_none(tid), -1
+            device = -1 if device is None else device
+        else:
+            device, stream, p = -1, _int_or_none(tid), _int_or_none(pid)
+        key = (kind, device, -1 if p is None else p, -1 if stream is None else stream)
+        i = self.lane_index.get(key)
+        if i is None:
+            i = self.lane_index[key] = len(self.lanes)
+            self.lanes.append({"kind": kind, "device": key[1], "pid": key[2], "stream": key[3],
+                               "pidtid": (pid, tid)})
+        return i
+
+    # -- pieces ----------------------------------------------------------------------------
+    def on_chunk(self, evs, chunk: int, buf: bytes) -> None:
+        if evs is None and self.pool is not None:
+            self.pending.append(self.pool.submit(extract_piece, buf, chunk))
+            while len(self.pending) > 3:  # bound the memory held by pieces in flight
+                self._merge(self._result(self.pending.pop(0)))
+            return
+        self.flush()
+        try:
+            res = extract_piece(buf, chunk, evs)
+        except msgspec.DecodeError:
+            raise Fallback() from None
+        self._merge(res)
+
+    @staticmethod
+    def _result(fut) -> dict:
+        try:
+            return fut.result()
+        except msgspec.DecodeError:
+            raise Fallback() from None
+
+    def flush(self) -> None:
+        while self.pending:
+            self._merge(self._result(self.pending.pop(0)))
+
+    def _merge(self, r: dict) -> None:
+        self.n_flow += r["n_flow"]
+        if r.get("other"):
+            self._others(r["other"], r["chunk"])
+        for name, pid, id_, ts, args in r.get("counters", ()):
+            self._counter(name, pid, id_, ts, args)
+        if not len(r["start"]):
+            return
+        keys = r["keys"]
+        key_lane = np.empty(len(keys), np.int32)
+        key_cat = np.empty(len(keys), np.uint8)
+        for k, (cat, pid, tid) in enumerate(keys):
+            c, kind = self.cats[cat]
+            key_lane[k] = self.lane_for(kind, pid, tid)
+            key_cat[k] = c
+        name_ids = np.array([self.names[n] for n in r["names"]], np.int32)
+        lk = r["lane_key"]
+        self.min_ts = min(self.min_ts, r["min_ts"])
+        self.chunks.append({"start": r["start"], "dur": r["dur"], "lane": key_lane[lk],
+                            "cat": key_cat[lk], "name": name_ids[r["name"]], "corr": r["corr"],
+                            "src": r["src"]})
+
+    def _others(self, other: list, chunk: int) -> None:
+        inst_t, inst_lane, inst_name = [], [], []
+        for ph, name, cat, pid, tid, ts, dur, id_, scope, a, pos in other:
+            if ph in ("i", "I", "R", "n"):
+                if name == "[memory]" and a is not None:
+                    dtype, dev, alloc, res = a[0], _int_or_none(a[1]), a[2], a[3]
+                    if dtype in (1, "1") or (dtype is None and dev not in (None, -1)):
+                        self.mem.append((ts, dev, alloc, res))
+                    continue
+                if ph == "n" or ts is None:
+                    continue
+                kind = LaneKind.OTHER if scope == "g" else self.cats[cat][1]
+                if kind == LaneKind.GPU_ANNOTATION:
+                    kind = LaneKind.GPU
+                inst_lane.append(self.lane_for(kind, pid, tid))
+                inst_t.append(ts)
+                inst_name.append(self.names[name])
+            elif ph in ("B", "E", "b", "e"):
+                self.begins.append((ph, name, cat, pid, tid, ts, id_, (chunk << 32) | pos))
+            elif ph == "M":
+                self.meta_events.append((name, pid, tid, a))
+        if inst_t:
+            self.inst.append((_us_to_ns(_floats(inst_t)), np.array(inst_lane, np.int32),
+                              np.array(inst_name, np.int32)))
+            self.min_ts = min(self.min_ts, float(np.nanmin(_floats(inst_t))))
+
+    def _counter(self, name, pid, id_, ts, args) -> None:
+        if ts is None:
+            return
+        series = {}
+        for k, v in args.items():
+            try:
+                series[k] = float(v)
+            except (TypeError, ValueError):
+                continue
+        for k, v in series.items():
+            cname = f"{name}" if len(series) == 1 else f"{name}.{k}"
+            if id_ is not None:
+                cname = f"{cname}[{id_}]"
+            self.counters.setdefault((str(pid), cname), []).append((ts, v))
+
+    # -- end of file -----------------------------------------------------------------------
+    def finish(self, meta: dict, rank: int, offset_ns: int, base_ns: int) -> None:
+        """Commit this file's events to the builder as rank `rank`, shifted onto the session axis."""
+        b = self.b
+        self._match_begin_end()
+        add = base_ns + offset_ns
+        lane_map = np.empty(len(self.lanes), np.int32)
+        for i, ln in enumerate(self.lanes):
+            lane_map[i] = b.lane(rank, ln["kind"], ln["device"], ln["stream"], "", pid=ln["pid"],
+                                 source=self.source)
+        self.global_lanes = lane_map
+        for c in self.chunks:
+            c["start"] += add
+            c["lane"] = lane_map[c["lane"]]
+        self._nccl_and_comm()
+        for c in self.chunks:
+            b.add(**c)
+        for t, ln, nm in self.inst:
+            b.add_instants(t + add, lane_map[ln], nm)
+        info = b.rank(rank)
+        info.files.append(self.path)
+        info.clock_offset_ns = offset_ns
+        dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
+        if isinstance(dist.get("world_size"), int):
+            info.world_size = dist["world_size"]
+        for dp in meta.get("deviceProperties") or []:
+            if isinstance(dp, dict) and isinstance(dp.get("id"), int):
+                info.device_props[dp["id"]] = {k: v for k, v in dp.items()
+                                               if isinstance(v, (int, float, str))}
+        if isinstance(meta.get("host_name"), str):
+            info.host = meta["host_name"]
+        self._labels()
+        self._steps(rank)
+        self._memory(rank, add)
+        for (pid, name), pts in self.counters.items():
+            arr = np.array(pts, dtype=np.float64)
+            o = np.argsort(arr[:, 0], kind="stable")
+            dev = _int_or_none(pid)
+            b.counters.append(Counter(rank, -1 if dev is None else dev, name,
+                                      _us_to_ns(arr[o, 0]) + add, arr[o, 1]))
+
+    def _match_begin_end(self) -> None:
+        if not self.begins:
+            return
+        stacks: dict = {}
+        async_open: dict = {}
+        starts, durs, lanes, names, cats, srcs = [], [], [], [], [], []
+        last_ts = 0.0
+        for row in self.begins:
+            try:
+                last_ts = max(last_ts, float(row[5]))
+            except (TypeError, ValueError):
+                pass
+        unmatched = 0
+
+        def emit(row, ts1, name, is_async=False):
+            _ph, _n, cat, pid, tid, ts0, _id, src = row
+            c, kind = self.cats[cat]
+            starts.append(float(ts0))
+            durs.append(max(0.0, float(ts1) - float(ts0)))
+            if is_async:
+                lanes.append(self.lane_for(LaneKind.OTHER, pid, f"async {cat}"))
+                cats.append(Cat.ASYNC)
+            else:
+                lanes.append(self.lane_for(kind, pid, tid))
+                cats.append(c)
+            names.append(self.names[name])
+            srcs.append(src)
+
+        for row in self.begins:
+            ph, name, cat, pid, tid, ts, id_, _src = row
+            if ts is None:
+                continue
+            if ph == "B":
+                stacks.setdefault((pid, tid), []).append(row)
+            elif ph == "E":
+                st = stacks.get((pid, tid))
+                if st:
+                    rb = st.pop()
+                    emit(rb, ts, rb[1] if rb[1] is not None else name)
+                else:
+                    unmatched += 1
+                    emit(row, ts, name or "(end without begin)")
+            elif ph == "b":
+                async_open.setdefault((cat, id_, name), []).append(row)
+            elif ph == "e":
+                st = async_open.get((cat, id_, name)) or async_open.get((cat, id_, None))
+                if st:
+                    rb = st.pop()
+                    emit(rb, ts, rb[1], True)
+                else:
+                    unmatched += 1
+        for st in stacks.values():
+            for rb in st:
+                unmatched += 1
+                emit(rb, last_ts, rb[1])
+        for st in async_open.values():
+            for rb in st:
+                unmatched += 1
+                emit(rb, last_ts, rb[1], True)
+        if unmatched:
+            self.b.warnings.append(f"{os.path.basename(self.path)}: {unmatched} begin/end events "
+                                   "without a partner (kept; open ones end at the last event)")
+        if starts:
+            self.chunks.append({"start": _us_to_ns(np.array(starts)), "dur": _us_to_ns(np.array(durs)),
+                                "lane": np.array(lanes, np.int32), "name": np.array(names, np.int32),
+                                "cat": np.array(cats, np.uint8), "corr": np.zeros(len(starts), np.uint32),
+                                "src": np.array(srcs, np.int64)})
+            self.min_ts = min(self.min_ts, min(starts))
+
+    def _labels(self) -> None:
+        proc, thread = {}, {}
+        for name, pid, tid, a in self.meta_events:
+            if a is None:
+                continue
+            label = a[4]
+            if name == "process_name" and isinstance(label, str):
+                proc[pid] = label
+            elif name == "thread_name" and isinstance(label, str):
+                thread[(pid, tid)] = label.strip()
+        for i, local in enumerate(self.lanes):
+            lane = self.b.lanes[self.global_lanes[i]]
+            if lane.label:
+                continue
+            pid, tid = local["pidtid"]
+            tname = thread.get((pid, tid))
+            if lane.kind in _GPU_KINDS or lane.kind == LaneKind.COMM:
+                base = f"stream {lane.stream}"
+                lane.label = f"{base} annotations" if lane.kind == LaneKind.GPU_ANNOTATION else base
+            elif lane.kind == LaneKind.CUDA_API:
+                lane.label = f"CUDA API · {tname or f'thread {tid}'}"
+            elif lane.kind == LaneKind.CPU:
+                lane.label = tname or f"thread {tid}"
+            else:
+                lane.label = str(pid) if pid not in ("", None) else "trace"
+                if isinstance(tid, str) and tid.startswith("async "):
+                    lane.label = f"{lane.label} · {tid}"
+
+    def _nccl_and_comm(self) -> None:
+        """NCCL kernels -> COMM_KERNEL; CPU-side collectives -> COMM_OP; stream lanes that run
+        only NCCL kernels become communication lanes."""
+        strings = self.b.names.strings
+        nccl = np.array([i for i, s in enumerate(strings) if s.startswith("nccl")], np.int32)
+        comm_ops = np.array([i for i, s in enumerate(strings)
+                             if s.startswith("nccl:") or s == "record_param_comms"
+                             or s.startswith("c10d::")], np.int32)
+        lane_kernels: dict[int, list[int]] = {}
+        for c in self.chunks:
+            cat = c["cat"]
+            k = cat == Cat.KERNEL
+            if len(nccl):
+                cat[k & np.isin(c["name"], nccl)] = Cat.COMM_KERNEL
+            if len(comm_ops):
+                host = (cat == Cat.CPU_OP) | (cat == Cat.USER_ANNOTATION)
+                cat[host & np.isin(c["name"], comm_ops)] = Cat.COMM_OP
+            kk = (cat == Cat.KERNEL) | (cat == Cat.COMM_KERNEL)
+            if kk.any():
+                ln, cnt_comm = c["lane"][kk], cat[kk] == Cat.COMM_KERNEL
+                for lane_id in np.unique(ln):
+                    m = ln == lane_id
+                    t = lane_kernels.setdefault(int(lane_id), [0, 0])
+                    t[0] += int(m.sum())
+                    t[1] += int(cnt_comm[m].sum())
+        for lane_id, (n, n_comm) in lane_kernels.items():
+            lane = self.b.lanes[lane_id]
+            if n_comm and n_comm == n:
+                lane.kind = LaneKind.COMM
+                lane.label = f"stream {lane.stream} · NCCL"
+            elif n_comm:
+                lane.label = f"stream {lane.stream} · compute + NCCL"
+
+    def _steps(self, rank: int) -> None:
+        strings = self.b.names.strings
+        step_ids = {i: int(m.group(1)) for i, s in enumerate(strings) if (m := _STEP.match(s))}
+        if not step_ids:
+            return
+        ids = np.array(list(step_ids), np.int32)
+        seen = set()
+        for c in self.chunks:
+            m = np.isin(c["name"], ids) & (c["cat"] == Cat.USER_ANNOTATION)
+            for s, d, n in zip(c["start"][m].tolist(), c["dur"][m].tolist(), c["name"][m].tolist()):
+                step = step_ids[n]
+                if step in seen:
+                    continue
+                seen.add(step)
+                self.b.steps.append(Step(rank, step, s, s + d))
+
+    def _memory(self, rank: int, add: int) -> None:
+        if not self.mem:
+            return
+        by_dev: dict[int, list] = {}
+        for ts, dev, alloc, res in self.mem:
+            if ts is None or dev is None:
+                continue
+            by_dev.setdefault(dev, []).append((ts, alloc, res))
+        for dev, rows in by_dev.items():
+            t = _us_to_ns(_floats([r[0] for r in rows])) + add
+            o = np.argsort(t, kind="stable")
+            for j, name in ((1, "allocated"), (2, "reserved")):
+                v = _floats([r[j] if r[j] is not None else np.nan for r in rows])
+                ok = ~np.isnan(v[o])
+                if ok.any():
+                    self.b.counters.append(Counter(rank, dev, name, t[o][ok], v[o][ok]))
+
+
+def rank_from_meta(meta: dict, path: str) -> int | None:
+    dist = meta.get("distributedInfo")
+    if isinstance(dist, dict):
+        r = _int_or_none(dist.get("rank"))
+        if r is not None:
+            return r
+    m = _RANK_IN_NAME.search(os.path.basename(path))
+    return int(m.group(1)) if m else None
+
+
+def read_kineto(b: TraceBuilder, path: str, file_index: int, *, progress: Callable | None = None,
+                cancelled: Callable | None = None) -> dict:
+    """Read one Chrome/Kineto JSON file. Returns per-file facts for the session (rank, clock
+    base, metadata) and the reader, whose finish() commits the events once ranks are known."""
+    parallel = os.path.getsize(path) >= _PARALLEL_MIN_BYTES
+    fr = _FileReader(b, path, file_index, parallel)
+    meta, chunks, warnings, gz = read_chrome_json(path, fr.on_chunk, progress=progress,
+                                                  cancelled=cancelled, restart=fr.reset,
+                                                  flush=fr.flush)
+    fr.flush()
+    if fr.min_ts == np.inf and not fr.mem:
+        raise TraceError(path, "no trace events in the file")
+    for w in warnings:
+        b.warnings.append(f"{os.path.basename(path)}: {w}")
+    st = os.stat(path)
+    b.sources.append(Source(path=os.path.abspath(path), format="kineto", size=st.st_size,
+                            mtime_ns=st.st_mtime_ns, chunks=chunks, gzip=gz))
+    base = meta.get("baseTimeNanoseconds")
+    base_ns = int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) else 0
+    return {"reader": fr, "meta": meta, "rank": rank_from_meta(meta, path), "base_ns": base_ns,
+            "min_ts_us": fr.min_ts}

@@ -1,0 +1,122 @@
+"""Open a session: one or more files (or folders) -> one Trace on one time axis."""
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+from ..model.build import TraceBuilder
+from ..model.trace import Trace
+from . import sniff as sn
+from .errors import TraceError
+
+Progress = Callable[[float, str], None]
+
+
+def _check_readable(path: str) -> None:
+    if not os.path.exists(path):
+        raise TraceError(path, "no such file or folder")
+    if os.path.isdir(path):
+        return
+    if not os.access(path, os.R_OK):
+        raise TraceError(path, "permission denied")
+    if os.path.getsize(path) == 0:
+        raise TraceError(path, "the file is empty")
+
+
+def load(paths: list[str], *, use_cache: bool = True, progress: Progress | None = None,
+         cancelled: Callable[[], bool] | None = None) -> Trace:
+    for p in paths:
+        _check_readable(p)
+    files = sn.expand(paths)
+    if not files:
+        raise TraceError(", ".join(paths), "no trace files found in the folder")
+    if use_cache:
+        from . import cache
+        t = cache.load(files)
+        if t is not None:
+            if progress:
+                progress(1.0, "opened from cache")
+            return t
+    formats = []
+    for f in files:
+        fmt = sn.sniff(f)
+        if fmt is None:
+            raise TraceError(f, "not a trace this program reads (expected PyTorch profiler / Chrome "
+                                "trace JSON, optionally gzipped, or an Nsight Systems SQLite export)")
+        formats.append(fmt)
+    kinds = set(formats)
+    if kinds == {sn.KINETO}:
+        trace = _load_kineto(files, progress, cancelled)
+    elif kinds == {sn.NSYS_SQLITE}:
+        from .nsys import load_nsys
+        trace = load_nsys(files, progress=progress, cancelled=cancelled)
+    elif sn.NSYS_REP in kinds:
+        from .nsys_rep import export_reports
+        return load(export_reports(files, progress=progress), use_cache=use_cache,
+                    progress=progress, cancelled=cancelled)
+    else:
+        raise TraceError(", ".join(files), "cannot open these together (mixed or unsupported "
+                                           f"formats: {', '.join(sorted(map(str, kinds)))})")
+    if use_cache:
+        from . import cache
+        cache.store(files, trace)
+        t = cache.load(files)  # reopen memory-mapped so the parse buffers are released
+        if t is not None:
+            return t
+    return trace
+
+
+def _load_kineto(files: list[str], progress: Progress | None, cancelled) -> Trace:
+    from .kineto import read_kineto, shutdown_pool
+    b = TraceBuilder("kineto")
+    per_file = []
+    sizes = [max(1, os.path.getsize(f)) for f in files]
+    total = sum(sizes)
+    done = 0
+    for i, f in enumerate(files):
+        def prog(frac, _done=done, _size=sizes[i], _name=os.path.basename(f)):
+            if progress:
+                progress((_done + frac * _size) / total * 0.9, f"reading {_name}")
+        try:
+            per_file.append(read_kineto(b, f, i, progress=prog, cancelled=cancelled))
+        finally:
+            if i == len(files) - 1:
+                shutdown_pool()
+        done += sizes[i]
+    _assign_ranks_and_clocks(b, per_file)
+    if progress:
+        progress(0.95, "sorting and nesting events")
+    trace = b.finish()
+    trace.metadata["files"] = [os.path.abspath(f) for f in files]
+    return trace
+
+
+def _assign_ranks_and_clocks(b: TraceBuilder, per_file: list[dict]) -> None:
+    used: set[int] = set()
+    ranks: list[int] = []
+    for info in per_file:
+        r = info["rank"]
+        if r is None or r in used:
+            if r is not None:
+                b.warnings.append(f"{os.path.basename(info['reader'].path)}: rank {r} appears twice; "
+                                  "shown as another rank")
+            r = 0
+            while r in used:
+                r += 1
+        used.add(r)
+        ranks.append(r)
+    # One host's ranks share a clock: Unix epoch ns (baseTimeNanoseconds + relative µs, or
+    # epoch µs). Files whose times are relative with no base are aligned at their first event
+    # to the earliest absolute file, and the offset is recorded.
+    absolute = [i for i in per_file if i["base_ns"] or i["min_ts_us"] > 1e14]
+    ref_ns = min((i["base_ns"] + int(i["min_ts_us"] * 1000) for i in absolute), default=0)
+    for info, r in zip(per_file, ranks):
+        offset = 0
+        if not (info["base_ns"] or info["min_ts_us"] > 1e14) and absolute:
+            offset = ref_ns - int(info["min_ts_us"] * 1000)
+            b.warnings.append(f"{os.path.basename(info['reader'].path)}: no absolute clock; aligned "
+                              f"at its first event (offset {offset} ns)")
+        info["reader"].finish(info["meta"], r, offset, info["base_ns"])
+        b.metadata.setdefault("per_file", []).append(
+            {"path": info["reader"].path, "rank": r, "clock_offset_ns": offset,
+             "base_ns": info["base_ns"], "flow_events": info["reader"].n_flow})

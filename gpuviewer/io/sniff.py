@@ -1,0 +1,52 @@
+"""Decide what a file is from its content, never from its name."""
+from __future__ import annotations
+
+import os
+
+from .streams import GZIP_MAGIC, SQLITE_MAGIC, first_text_bytes, head
+
+KINETO = "kineto"
+NSYS_SQLITE = "nsys-sqlite"
+NSYS_REP = "nsys-rep"
+TOPO = "nvidia-smi-topo"
+MEMSNAP = "memory-snapshot"
+
+
+def sniff(path: str) -> str | None:
+    """Return the format name, or None when the content is not something we read."""
+    try:
+        h = head(path, 16)
+    except OSError:
+        return None
+    if h.startswith(SQLITE_MAGIC):
+        return NSYS_SQLITE
+    if h.startswith(b"\x80") and len(h) > 1 and h[1] in (2, 3, 4, 5):
+        return MEMSNAP  # pickle protocol header
+    if path.lower().endswith((".nsys-rep", ".qdrep")):
+        return NSYS_REP  # proprietary container; only nsys itself can export it
+    text = first_text_bytes(path, 4096) if (h[:2] == GZIP_MAGIC or h) else b""
+    body = text.lstrip(b" \t\r\n\xef\xbb\xbf")
+    if body[:1] in (b"{", b"["):
+        return KINETO
+    if b"GPU0" in text and (b"Legend" in text or b"\tX" in text or b" X " in text):
+        return TOPO
+    return None
+
+
+_TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".nsys-rep", ".pickle", ".txt")
+
+
+def expand(paths: list[str]) -> list[str]:
+    """Files named directly are kept; folders contribute every trace file inside them
+    (a tensorboard_trace_handler log dir), found by content."""
+    out: list[str] = []
+    for p in paths:
+        if os.path.isdir(p):
+            for root, _dirs, files in os.walk(p):
+                for f in sorted(files):
+                    fp = os.path.join(root, f)
+                    if sniff(fp) in (KINETO, NSYS_SQLITE):
+                        out.append(fp)
+        else:
+            out.append(p)
+    return out

@@ -1,0 +1,1 @@
+"""Columnar event store and the small models the views draw. Never imports Qt."""

@@ -1,0 +1,133 @@
+"""TraceBuilder: readers append column chunks; finish() sorts, nests and links them."""
+from __future__ import annotations
+
+import numpy as np
+
+from .categories import GPU_WORK, Cat
+from .depth import lane_depth
+from .strings import Interner
+from .trace import EVENT_COLUMNS, Counter, Lane, RankInfo, Source, Step, Trace
+
+_API = np.array([Cat.CUDA_RUNTIME, Cat.CUDA_DRIVER], dtype=np.uint8)
+_GPU = np.array(list(GPU_WORK) + [Cat.SYNC, Cat.CUDA_EVENT], dtype=np.uint8)
+
+
+class TraceBuilder:
+    def __init__(self, format: str) -> None:
+        self.format = format
+        self.names = Interner()
+        self.lanes: list[Lane] = []
+        self._lane_index: dict[tuple, int] = {}
+        self._chunks: list[dict[str, np.ndarray]] = []
+        self._inst: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.ranks: dict[int, RankInfo] = {}
+        self.counters: list[Counter] = []
+        self.steps: list[Step] = []
+        self.sources: list[Source] = []
+        self.warnings: list[str] = []
+        self.metadata: dict = {}
+
+    # -- lanes ---------------------------------------------------------------------------
+    def lane(self, rank: int, kind: str, device: int, stream: int, label: str, *, pid: int = -1,
+             source: int = 0) -> int:
+        key = (rank, kind, device, pid, stream)
+        i = self._lane_index.get(key)
+        if i is None:
+            i = self._lane_index[key] = len(self.lanes)
+            self.lanes.append(Lane(rank, kind, device, stream, label, 0, source, pid))
+        return i
+
+    def rank(self, r: int) -> RankInfo:
+        info = self.ranks.get(r)
+        if info is None:
+            info = self.ranks[r] = RankInfo(r)
+        return info
+
+    # -- events --------------------------------------------------------------------------
+    def add(self, **cols: np.ndarray) -> None:
+        n = len(cols["start"])
+        if n == 0:
+            return
+        chunk = {}
+        for name, dtype in EVENT_COLUMNS.items():
+            v = cols.get(name)
+            chunk[name] = np.zeros(n, dtype) if v is None else np.asarray(v, dtype=dtype)
+        self._chunks.append(chunk)
+
+    def add_instants(self, t: np.ndarray, lane: np.ndarray, name: np.ndarray) -> None:
+        if len(t):
+            self._inst.append((np.asarray(t, np.int64), np.asarray(lane, np.int32),
+                               np.asarray(name, np.int32)))
+
+    # -- finish --------------------------------------------------------------------------
+    def finish(self) -> Trace:
+        cols = _concat(self._chunks)
+        cols["dur"] = np.maximum(cols["dur"], 0)
+        order = np.lexsort((-cols["dur"], cols["start"], cols["lane"]))
+        cols = {k: v[order] for k, v in cols.items()}
+        offsets = np.searchsorted(cols["lane"], np.arange(len(self.lanes) + 1))
+        depth = cols["depth"]
+        for ln in range(len(self.lanes)):
+            a, b = offsets[ln], offsets[ln + 1]
+            if b > a:
+                depth[a:b] = lane_depth(cols["start"][a:b], cols["dur"][a:b])
+        self._order_lanes()
+        inst = _concat_inst(self._inst)
+        flows = link_flows(cols, np.array([ln.rank for ln in self.lanes], np.int64))
+        for info in self.ranks.values():
+            info.devices = sorted({ln.device for ln in self.lanes
+                                   if ln.rank == info.rank and ln.device >= 0} | set(info.devices))
+        return Trace(format=self.format, columns=cols, names=self.names.strings, lanes=self.lanes,
+                     ranks=[self.ranks[r] for r in sorted(self.ranks)], counters=self.counters,
+                     steps=sorted(self.steps, key=lambda s: (s.rank, s.step)), flows=flows,
+                     instants=inst, sources=self.sources, warnings=self.warnings,
+                     metadata=self.metadata)
+
+    def _order_lanes(self) -> None:
+        from .categories import LaneKind
+        ranked = sorted(range(len(self.lanes)), key=lambda i: (
+            self.lanes[i].rank, LaneKind.ORDER.get(self.lanes[i].kind, 9), self.lanes[i].device,
+            self.lanes[i].pid, self.lanes[i].stream))
+        for pos, i in enumerate(ranked):
+            self.lanes[i].order = pos
+
+
+def _concat(chunks: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    if not chunks:
+        return {k: np.zeros(0, d) for k, d in EVENT_COLUMNS.items()}
+    if len(chunks) == 1:
+        return dict(chunks[0])
+    return {k: np.concatenate([c[k] for c in chunks]) for k in EVENT_COLUMNS}
+
+
+def _concat_inst(parts) -> dict[str, np.ndarray]:
+    if not parts:
+        return {"t": np.zeros(0, np.int64), "lane": np.zeros(0, np.int32), "name": np.zeros(0, np.int32)}
+    t = np.concatenate([p[0] for p in parts])
+    lane = np.concatenate([p[1] for p in parts])
+    name = np.concatenate([p[2] for p in parts])
+    o = np.lexsort((t, lane))
+    return {"t": t[o], "lane": lane[o], "name": name[o]}
+
+
+def link_flows(cols: dict[str, np.ndarray], lane_rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CPU launch -> GPU work pairs, joined on (rank, correlation id)."""
+    corr, cat = cols["corr"], cols["cat"]
+    if len(corr) == 0 or len(lane_rank) == 0:
+        e = np.zeros(0, np.int64)
+        return e, e
+    has = corr > 0
+    api = np.flatnonzero(has & np.isin(cat, _API))
+    gpu = np.flatnonzero(has & np.isin(cat, _GPU))
+    if len(api) == 0 or len(gpu) == 0:
+        e = np.zeros(0, np.int64)
+        return e, e
+    key = lane_rank[cols["lane"]] << 32 | corr.astype(np.int64)
+    ak = key[api]
+    o = np.argsort(ak, kind="stable")
+    ak, api = ak[o], api[o]
+    gk = key[gpu]
+    pos = np.searchsorted(ak, gk)
+    pos_c = np.minimum(pos, len(ak) - 1)
+    ok = ak[pos_c] == gk
+    return api[pos_c[ok]].astype(np.int64), gpu[ok].astype(np.int64)
