@@ -142,6 +142,8 @@ class _FileReader:
         self.n_flow = 0
         self.min_ts = np.inf
         self.pending: list = []
+        self.next_ordinal = 0  # ordinal (position in traceEvents) of the next piece's first event
+        self.chunk_first: dict[int, int] = {}
 
     def lane_for(self, kind: str, pid, tid) -> int:
         if kind in _GPU_KINDS:
@@ -183,9 +185,12 @@ class _FileReader:
             self._merge(self._result(self.pending.pop(0)))
 
     def _merge(self, r: dict) -> None:
+        base = self.next_ordinal
+        self.chunk_first[r["chunk"]] = base
+        self.next_ordinal += r["n_events"]
         self.n_flow += r["n_flow"]
         if r.get("other"):
-            self._others(r["other"], r["chunk"])
+            self._others(r["other"], base)
         for name, pid, id_, ts, args in r.get("counters", ()):
             self._counter(name, pid, id_, ts, args)
         if not len(r["start"]):
@@ -202,9 +207,9 @@ class _FileReader:
         self.min_ts = min(self.min_ts, r["min_ts"])
         self.chunks.append({"start": r["start"], "dur": r["dur"], "lane": key_lane[lk],
                             "cat": key_cat[lk], "name": name_ids[r["name"]], "corr": r["corr"],
-                            "src": r["src"]})
+                            "src": r["src"] + base})
 
-    def _others(self, other: list, chunk: int) -> None:
+    def _others(self, other: list, base: int) -> None:
         inst_t, inst_lane, inst_name = [], [], []
         for ph, name, cat, pid, tid, ts, dur, id_, scope, a, pos in other:
             if ph in ("i", "I", "R", "n"):
@@ -222,7 +227,7 @@ class _FileReader:
                 inst_t.append(ts)
                 inst_name.append(self.names[name])
             elif ph in ("B", "E", "b", "e"):
-                self.begins.append((ph, name, cat, pid, tid, ts, id_, (chunk << 32) | pos))
+                self.begins.append((ph, name, cat, pid, tid, ts, id_, base + pos))
             elif ph == "M":
                 self.meta_events.append((name, pid, tid, a))
         if inst_t:
@@ -256,6 +261,7 @@ class _FileReader:
             lane_map[i] = b.lane(rank, ln["kind"], ln["device"], ln["stream"], "", pid=ln["pid"],
                                  source=self.source)
         self.global_lanes = lane_map
+        self._densify_correlation()
         for c in self.chunks:
             c["start"] += add
             c["lane"] = lane_map[c["lane"]]
@@ -285,6 +291,22 @@ class _FileReader:
             dev = _int_or_none(pid)
             b.counters.append(Counter(rank, -1 if dev is None else dev, name,
                                       _us_to_ns(arr[o, 0]) + add, arr[o, 1]))
+
+    def _densify_correlation(self) -> None:
+        """Correlation ids only matter for equality within a rank; ids past 32 bits (merged or
+        scaled traces) are renumbered densely so the column stays uint32."""
+        big = any(len(c["corr"]) and int(c["corr"].max()) > 0xFFFFFFFF for c in self.chunks)
+        if big:
+            allc = np.concatenate([c["corr"] for c in self.chunks])
+            uniq, inv = np.unique(allc, return_inverse=True)
+            dense = inv.astype(np.int64) + (0 if uniq[0] == 0 else 1)
+            pos = 0
+            for c in self.chunks:
+                n = len(c["corr"])
+                c["corr"] = dense[pos:pos + n]
+                pos += n
+        for c in self.chunks:
+            c["corr"] = c["corr"].astype(np.uint32)
 
     def _match_begin_end(self) -> None:
         if not self.begins:
@@ -351,7 +373,7 @@ class _FileReader:
         if starts:
             self.chunks.append({"start": _us_to_ns(np.array(starts)), "dur": _us_to_ns(np.array(durs)),
                                 "lane": np.array(lanes, np.int32), "name": np.array(names, np.int32),
-                                "cat": np.array(cats, np.uint8), "corr": np.zeros(len(starts), np.uint32),
+                                "cat": np.array(cats, np.uint8), "corr": np.zeros(len(starts), np.int64),
                                 "src": np.array(srcs, np.int64)})
             self.min_ts = min(self.min_ts, min(starts))
 
@@ -470,7 +492,11 @@ def read_kineto(b: TraceBuilder, path: str, file_index: int, *, progress: Callab
                                                   cancelled=cancelled, restart=fr.reset,
                                                   flush=fr.flush)
     fr.flush()
+    for c in chunks:  # third entry: the ordinal of the chunk's first event (args lookup)
+        c[2] = fr.chunk_first.get(c[2], 0)
     if fr.min_ts == np.inf and not fr.mem:
+        if any("ends early" in w for w in warnings):
+            raise TraceError(path, "the file ends before its first complete event (cut off?)")
         raise TraceError(path, "no trace events in the file")
     for w in warnings:
         b.warnings.append(f"{os.path.basename(path)}: {w}")

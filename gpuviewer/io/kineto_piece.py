@@ -44,9 +44,9 @@ def _corr(x) -> np.ndarray:
     try:
         a = np.array([c if c is not None else 0 for c in vals], dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
-        a = np.array([c if isinstance(c, int) and 0 <= c <= 0xFFFFFFFF else 0 for c in vals], np.int64)
-    a[(a < 0) | (a > 0xFFFFFFFF)] = 0
-    return a.astype(np.uint32)
+        a = np.array([c if isinstance(c, int) and 0 <= c < 2**63 else 0 for c in vals], np.int64)
+    a[a < 0] = 0
+    return a  # int64 here; the file reader densifies ids above 2**32 before storing uint32
 
 
 def extract_piece(buf: bytes, chunk: int, evs: list | None = None) -> dict:
@@ -83,5 +83,6 @@ def extract_piece(buf: bytes, chunk: int, evs: list | None = None) -> dict:
     out["start"] = us_to_ns(ts)
     out["dur"] = us_to_ns(floats([e.dur if e.dur is not None else 0.0 for e in x]))
     out["corr"] = _corr(x)
-    out["src"] = (np.int64(chunk) << 32) | pos
+    out["src"] = pos  # position in the piece; the reader adds the piece's first ordinal
+    out["n_events"] = len(evs)
     return out

@@ -40,6 +40,8 @@ def load(paths: list[str], *, use_cache: bool = True, progress: Progress | None 
     formats = []
     for f in files:
         fmt = sn.sniff(f)
+        if fmt is None and sn.is_empty_gzip(f):
+            raise TraceError(f, "the file is empty (a gzip stream of nothing)")
         if fmt is None:
             raise TraceError(f, "not a trace this program reads (expected PyTorch profiler / Chrome "
                                 "trace JSON, optionally gzipped, or an Nsight Systems SQLite export)")
@@ -62,6 +64,7 @@ def load(paths: list[str], *, use_cache: bool = True, progress: Progress | None 
         cache.store(files, trace)
         t = cache.load(files)  # reopen memory-mapped so the parse buffers are released
         if t is not None:
+            t.metadata["from_cache"] = False
             return t
     return trace
 

@@ -50,3 +50,10 @@ def expand(paths: list[str]) -> list[str]:
         else:
             out.append(p)
     return out
+
+
+def is_empty_gzip(path: str) -> bool:
+    try:
+        return head(path, 2) == GZIP_MAGIC and first_text_bytes(path, 1) == b""
+    except OSError:
+        return False

@@ -130,4 +130,5 @@ def link_flows(cols: dict[str, np.ndarray], lane_rank: np.ndarray) -> tuple[np.n
     pos = np.searchsorted(ak, gk)
     pos_c = np.minimum(pos, len(ak) - 1)
     ok = ak[pos_c] == gk
-    return api[pos_c[ok]].astype(np.int64), gpu[ok].astype(np.int64)
+    itype = np.int32 if len(corr) < 2**31 else np.int64  # 8 bytes a flow, not 16
+    return api[pos_c[ok]].astype(itype), gpu[ok].astype(itype)

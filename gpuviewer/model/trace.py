@@ -20,7 +20,7 @@ EVENT_COLUMNS: dict[str, Any] = {
     "name": np.int32,
     "cat": np.uint8,
     "corr": np.uint32,  # CUDA correlation id, 0 when none
-    "src": np.int64,  # position of the event in its source (JSON ordinal, or table row)
+    "src": np.uint32,  # position of the event in its source (JSON ordinal, or table rowid)
 }
 
 

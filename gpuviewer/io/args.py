@@ -1,0 +1,73 @@
+"""Event arguments, fetched on demand from the source file (the store keeps none of them).
+
+Kineto: an event's src is its ordinal in traceEvents; the chunk table of the source says where
+each piece of the event array lies in the decompressed file, so one piece is decoded again.
+nsys: src is the rowid in the table its category comes from, and one row is selected. The last piece is kept, so
+clicking around one region costs one decode.
+"""
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+import msgspec
+
+from ..model.trace import Source, Trace
+from .errors import TraceError
+from .streams import open_bytes
+
+_any = msgspec.json.Decoder()
+
+
+def event_args(trace: Trace, i: int) -> dict:
+    lane = trace.lanes[int(trace.columns["lane"][i])]
+    if not trace.sources:
+        return {}
+    src = trace.sources[min(lane.source, len(trace.sources) - 1)]
+    code = int(trace.columns["src"][i])
+    _check_unchanged(src)
+    if src.format == "kineto":
+        ev = _kineto_event(src.path, src.size, src.mtime_ns, tuple(map(tuple, src.chunks)), code)
+        args = ev.get("args") if isinstance(ev, dict) else None
+        return dict(args) if isinstance(args, dict) else {}
+    if src.format == "nsys":
+        from .nsys import row_args
+        return row_args(src.path, int(trace.columns["cat"][i]), code)
+    return {}
+
+
+def _check_unchanged(src: Source) -> None:
+    try:
+        st = os.stat(src.path)
+    except OSError as e:
+        raise TraceError(src.path, f"cannot read the arguments: {e.strerror}") from None
+    if st.st_size != src.size or st.st_mtime_ns != src.mtime_ns:
+        raise TraceError(src.path, "the file changed since it was opened; reopen it to see arguments")
+
+
+@lru_cache(maxsize=2)
+def _piece(path: str, size: int, mtime: int, offset: int, length: int) -> list:
+    with open_bytes(path) as f:
+        if offset < 0:
+            doc = _any.decode(f.read())
+            return doc["traceEvents"] if isinstance(doc, dict) else doc
+        remaining = offset
+        while remaining > 0:
+            got = f.read(min(remaining, 16 << 20))
+            if not got:
+                break
+            remaining -= len(got)
+        data = f.read(length)
+    return _any.decode(b"[" + data + b"]")
+
+
+def _kineto_event(path: str, size: int, mtime: int, chunks: tuple, ordinal: int) -> dict:
+    if not chunks:
+        return {}
+    firsts = [c[2] for c in chunks]
+    import bisect
+    k = max(0, bisect.bisect_right(firsts, ordinal) - 1)
+    offset, length, first = chunks[k]
+    pos = ordinal - first if offset >= 0 else ordinal
+    events = _piece(path, size, mtime, offset, length)
+    return events[pos] if 0 <= pos < len(events) else {}

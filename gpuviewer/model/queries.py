@@ -1,0 +1,151 @@
+"""Queries over the store, as pure functions: range, level of detail, aggregation."""
+from __future__ import annotations
+
+import numpy as np
+
+from .trace import Trace
+
+
+def _lane_arrays(trace: Trace, lane: int) -> dict:
+    """Per-lane derived arrays, built once: end times and their running maximum (so a range
+    query needs two binary searches even when slices overlap)."""
+    c = trace._lane_cache.get(("arr", lane))
+    if c is None:
+        sl = trace.lane_slice(lane)
+        start = np.asarray(trace.columns["start"][sl])
+        end = start + np.asarray(trace.columns["dur"][sl])
+        c = {"start": start, "end": end, "maxend": np.maximum.accumulate(end) if len(end) else end,
+             "offset": sl.start}
+        trace._lane_cache[("arr", lane)] = c
+    return c
+
+
+def events_in_range(trace: Trace, lane: int, t0: int, t1: int) -> np.ndarray:
+    """Global indices of the lane's events that intersect [t0, t1] (sorted by start)."""
+    a = _lane_arrays(trace, lane)
+    lo = int(np.searchsorted(a["maxend"], t0, side="left"))
+    hi = int(np.searchsorted(a["start"], t1, side="right"))
+    if hi <= lo:
+        return np.zeros(0, np.int64)
+    idx = np.arange(lo, hi)
+    idx = idx[a["end"][lo:hi] >= t0]
+    return idx + a["offset"]
+
+
+def lod_level(span_ns: float, width_px: int, base_buckets: int = 512, factor: int = 4) -> int:
+    """Pyramid level for drawing span_ns over width_px: the coarsest level whose bucket is at
+    most one pixel. Level 0 is exact; level k merges gaps below span_total/512/4**(L-k)."""
+    if width_px <= 0 or span_ns <= 0:
+        return 0
+    return max(0, int(np.floor(np.log(max(span_ns / width_px, 1.0)) / np.log(factor))))
+
+
+def merge_runs(start: np.ndarray, end: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merge slices separated by gaps < q into runs. Returns (run starts, run ends, index of the
+    longest slice of each run, which gives the run its colour and name)."""
+    n = len(start)
+    if n == 0:
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    maxend = np.maximum.accumulate(end)
+    brk = np.flatnonzero(start[1:] - maxend[:-1] >= q) + 1
+    first = np.concatenate(([0], brk))
+    last = np.concatenate((brk - 1, [n - 1]))
+    rs, re = start[first], maxend[last]
+    dur = end - start
+    # longest slice per run: reduceat over argmax is not available; use a lexsort trick.
+    run_id = np.repeat(np.arange(len(first)), np.diff(np.concatenate((first, [n]))))
+    order = np.lexsort((-dur, run_id))
+    rep = order[np.searchsorted(run_id[order], np.arange(len(first)))]
+    return rs, re, rep
+
+
+def lod_runs(trace: Trace, lane: int, depth: int, t0: int, t1: int, ns_per_px: float
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What to draw for one (lane, depth) row: runs at most a pixel apart, from the pyramid
+    level whose bucket fits ns_per_px. Returns (starts, ends, representative event index)."""
+    levels = _pyramid(trace, lane, depth)
+    k = 0
+    for i, (q, _s, _e, _r) in enumerate(levels):
+        if q <= ns_per_px:
+            k = i
+    q, s, e, rep = levels[k]
+    maxe = np.maximum.accumulate(e) if len(e) else e
+    lo = int(np.searchsorted(maxe, t0, side="left"))
+    hi = int(np.searchsorted(s, t1, side="right"))
+    return s[lo:hi], e[lo:hi], rep[lo:hi]
+
+
+def _pyramid(trace: Trace, lane: int, depth: int) -> list:
+    key = ("pyr", lane, depth)
+    p = trace._lane_cache.get(key)
+    if p is not None:
+        return p
+    sl = trace.lane_slice(lane)
+    d = np.asarray(trace.columns["depth"][sl])
+    idx = np.flatnonzero(d == depth) + sl.start
+    s = np.asarray(trace.columns["start"][idx])
+    e = s + np.asarray(trace.columns["dur"][idx])
+    levels = [(0.0, s, e, idx)]
+    if len(s) > 1:
+        span = float(e.max() - s.min()) or 1.0
+        q = span / 512 / 4 ** 8
+        while q < span:
+            rs, re, rep = merge_runs(s, e, q)
+            if len(rs) < 0.5 * len(levels[-1][1]):  # keep a level only when it halves the work
+                levels.append((q, rs, re, idx[rep]))
+            if len(rs) <= 1:
+                break
+            q *= 4
+    trace._lane_cache[key] = levels
+    return levels
+
+
+def self_times(trace: Trace, idx: np.ndarray) -> np.ndarray:
+    """Self time of each event = duration minus the time covered by its direct children."""
+    cols = trace.columns
+    out = np.asarray(cols["dur"][idx]).astype(np.int64).copy()
+    lanes = np.asarray(cols["lane"][idx])
+    for lane in np.unique(lanes):
+        sl = trace.lane_slice(int(lane))
+        s = np.asarray(cols["start"][sl])
+        e = s + np.asarray(cols["dur"][sl])
+        d = np.asarray(cols["depth"][sl]).astype(np.int64)
+        # parent of each slice: the nearest earlier slice one level up that still covers it.
+        parent = np.full(len(s), -1, np.int64)
+        for depth in range(1, int(d.max()) + 1 if len(d) else 0):
+            child = np.flatnonzero(d == depth)
+            up = np.flatnonzero(d == depth - 1)
+            if not len(child) or not len(up):
+                continue
+            pos = np.searchsorted(s[up], s[child], side="right") - 1
+            ok = pos >= 0
+            cand = up[np.maximum(pos, 0)]
+            ok &= e[cand] >= e[child]
+            parent[child[ok]] = cand[ok]
+        child_sum = np.zeros(len(s), np.int64)
+        has = parent >= 0
+        np.add.at(child_sum, parent[has], (e - s)[has])
+        sel = np.flatnonzero(lanes == lane)
+        out[sel] = np.maximum(0, out[sel] - child_sum[idx[sel] - sl.start])
+    return out
+
+
+def aggregate(trace: Trace, lanes: list[int], t0: int, t1: int) -> list[dict]:
+    """Per name over events of `lanes` that intersect [t0, t1]: count, total, self, mean (ns),
+    sorted by total descending (what an area selection shows)."""
+    parts = [events_in_range(trace, ln, t0, t1) for ln in lanes]
+    idx = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    if not len(idx):
+        return []
+    names = np.asarray(trace.columns["name"][idx])
+    dur = np.asarray(trace.columns["dur"][idx]).astype(np.int64)
+    selft = self_times(trace, idx)
+    uniq, inv = np.unique(names, return_inverse=True)
+    count = np.bincount(inv)
+    total = np.bincount(inv, weights=dur)
+    self_total = np.bincount(inv, weights=selft)
+    rows = [{"name": trace.names[int(n)], "count": int(c), "total_ns": int(t), "self_ns": int(st),
+             "mean_ns": float(t) / c} for n, c, t, st in zip(uniq, count, total, self_total)]
+    rows.sort(key=lambda r: -r["total_ns"])
+    return rows

@@ -1,0 +1,38 @@
+import os
+import sys
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.environ.get("GPUVIEWER_SHARED", os.path.join(os.path.dirname(ROOT), "shared"))
+TRACES = os.path.join(SHARED, "traces")
+COMPAT = os.path.join(SHARED, "compat")
+SAMPLES = os.path.join(ROOT, "samples")
+
+if not os.path.isdir(TRACES):
+    raise RuntimeError(f"the real traces are expected at {TRACES} (set GPUVIEWER_SHARED)")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cache_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cache")
+    os.environ["GPUVIEWER_CACHE_DIR"] = str(d)
+    yield d
+
+
+def trace_path(*parts: str) -> str:
+    return os.path.join(TRACES, *parts)
+
+
+def compat_path(*parts: str) -> str:
+    return os.path.join(COMPAT, *parts)
+
+
+def run_cli(*args: str, env: dict | None = None):
+    import subprocess
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "gpuviewer", *args], capture_output=True, text=True,
+                          env=e, cwd=ROOT, timeout=600)

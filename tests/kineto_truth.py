@@ -1,0 +1,29 @@
+"""Independent counting of a Chrome/Kineto trace with the standard library, for tests."""
+import gzip
+import json
+import re
+
+
+def load_json(path):
+    with open(path, "rb") as f:
+        head = f.read(2)
+    opener = gzip.open if head == b"\x1f\x8b" else open
+    with opener(path, "rb") as f:
+        doc = json.loads(f.read())
+    return doc if isinstance(doc, list) else doc["traceEvents"], ({} if isinstance(doc, list) else doc)
+
+
+KERNEL_CATS = {"kernel", "Kernel"}
+
+
+def count(path):
+    events, meta = load_json(path)
+    xs = [e for e in events if e.get("ph") == "X"]
+    b = sum(1 for e in events if e.get("ph") == "B")
+    inst = [e for e in events if e.get("ph") in ("i", "I") and e.get("name") != "[memory]"]
+    kernels = [e for e in xs if e.get("cat") in KERNEL_CATS]
+    nccl = [e for e in kernels if str(e.get("name", "")).startswith("nccl")]
+    steps = sorted({int(m.group(1)) for e in xs if e.get("cat") == "user_annotation"
+                    and (m := re.match(r"^ProfilerStep#(\d+)$", str(e.get("name", ""))))})
+    return {"events": len(xs) + b + len(inst), "kernels": len(kernels), "nccl_kernels": len(nccl),
+            "steps": steps, "meta": meta}
