@@ -9,6 +9,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("GPUVIEWER_SHARED", os.path.join(os.path.dirname(ROOT), "shared"))
 TRACES = os.path.join(SHARED, "traces")
+if ROOT not in sys.path:  # run from a checkout without installing
+    sys.path.insert(0, ROOT)
 
 # Runs in a fresh interpreter: open the paths, report seconds, peak RSS (this process and the
 # largest worker), events and store bytes.

@@ -172,7 +172,7 @@ OnChunk = Callable[[list | None, int, bytes], None]
 
 
 def read_chrome_json(path: str, on_chunk: OnChunk, *, progress: Callable[[float], None] | None = None,
-                     cancelled: Callable[[], bool] | None = None, chunk_bytes: int = 8 << 20,
+                     cancelled: Callable[[], bool] | None = None, chunk_bytes: int = 2 << 20,
                      restart: Callable[[], None] | None = None, flush: Callable[[], None] | None = None
                      ) -> tuple[dict, list[list[int]], list[str], bool]:
     """Decode a Chrome/Kineto JSON trace, calling on_chunk per piece of the event array.
@@ -281,7 +281,7 @@ def _fast(reader: _BlockReader, on_chunk: OnChunk, chunks, warnings, progress, c
     (evs, piece), tail_meta, truncated = _decode_tail(data, form)
     if evs:
         on_chunk(evs, len(chunks), piece)
-        chunks.append([data_abs, len(data), len(chunks)])
+        chunks.append([data_abs, len(piece) - 2, len(chunks)])  # piece = "[" + events + "]"
     if truncated:
         warnings.append(f"the file ends early (cut off while writing?): kept the {len(evs)} complete "
                         "events of its last part before the cut")
