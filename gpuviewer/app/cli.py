@@ -76,10 +76,22 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", parents=[common], help="summarise a trace")
     info.add_argument("--json", action="store_true", help="one JSON object on stdout")
     info.set_defaults(func=cmd_info)
+    shot = sub.add_parser("screenshot", parents=[common], help="render the window to PNG or SVG, headless")
+    shot.add_argument("-o", "--output", required=True, help="OUT.png or OUT.svg")
+    shot.add_argument("--window", help="START_MS:END_MS, relative to the session start (default: all)")
+    shot.add_argument("--size", default="1600x900", help="WxH in pixels (default 1600x900)")
+    shot.set_defaults(func=_screenshot)
     return p
 
 
+def _screenshot(args) -> int:
+    from .gui import cmd_screenshot
+    return cmd_screenshot(args)
+
+
 def main(argv: list[str] | None = None) -> int:
+    import multiprocessing
+    multiprocessing.freeze_support()  # the frozen app's loader process
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS or any(a in ("-h", "--help", "--version") for a in argv[:1]):
         p = build_parser()

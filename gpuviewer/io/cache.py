@@ -18,7 +18,7 @@ import numpy as np
 
 from ..model.trace import EVENT_COLUMNS, Counter, Lane, RankInfo, Source, Step, Trace
 
-STORE_VERSION = 4
+STORE_VERSION = 5
 
 
 def cache_root() -> str:

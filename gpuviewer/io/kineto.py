@@ -400,6 +400,8 @@ class _FileReader:
                 lane.label = f"CUDA API · {tname or f'thread {tid}'}"
             elif lane.kind == LaneKind.CPU:
                 lane.label = tname or f"thread {tid}"
+            elif pid in (-1, "-1"):
+                lane.label = "profiler overhead"
             else:
                 lane.label = str(pid) if pid not in ("", None) else "trace"
                 if isinstance(tid, str) and tid.startswith("async "):

@@ -63,5 +63,6 @@ class LaneKind:
     OSRT = "osrt"
     OTHER = "other"
 
-    # Display order of lane groups inside a rank.
-    ORDER = {CPU: 0, CUDA_API: 1, OSRT: 2, NVTX: 3, GPU: 4, COMM: 5, GPU_ANNOTATION: 6, OTHER: 7}
+    # Display order of lane groups inside a rank: the GPU first (what this tool is about), then
+    # the host lanes that feed it.
+    ORDER = {GPU: 0, COMM: 1, GPU_ANNOTATION: 2, NVTX: 3, CUDA_API: 4, CPU: 5, OSRT: 6, OTHER: 7}

@@ -102,7 +102,8 @@ class Trace:
         self.warnings = warnings or []
         self.metadata = metadata or {}
         self.lane_offsets = np.searchsorted(columns["lane"], np.arange(len(lanes) + 1)).astype(np.int64)
-        self._lane_cache: dict = {}  # per-lane derived arrays (end, max-end, LOD pyramid)
+        self._lane_cache: dict = {}
+        self._span: tuple[int, int] | None = None  # per-lane derived arrays (end, max-end, LOD pyramid)
 
     # -- basic shape -------------------------------------------------------------------
     def __len__(self) -> int:
@@ -115,13 +116,25 @@ class Trace:
 
     @property
     def start_ns(self) -> int:
-        s = self.columns["start"]
-        return int(s.min()) if len(s) else 0
+        if self._span is None:
+            self._span = self._compute_span()
+        return self._span[0]
 
     @property
     def end_ns(self) -> int:
+        if self._span is None:
+            self._span = self._compute_span()
+        return self._span[1]
+
+    def _compute_span(self) -> tuple[int, int]:
         s = self.columns["start"]
-        return int((s + self.columns["dur"]).max()) if len(s) else 0
+        it = self.instants["t"]
+        lo = [int(s.min())] if len(s) else []
+        hi = [int((s + self.columns["dur"]).max())] if len(s) else []
+        if len(it):
+            lo.append(int(it.min()))
+            hi.append(int(it.max()))
+        return (min(lo), max(hi)) if lo else (0, 0)
 
     def lane_slice(self, lane: int) -> slice:
         return slice(int(self.lane_offsets[lane]), int(self.lane_offsets[lane + 1]))

@@ -1,0 +1,122 @@
+"""Start the window, and render it headless for `gpuviewer screenshot`."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def _app():
+    from PySide6.QtWidgets import QApplication
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication(sys.argv[:1])
+        app.setApplicationName("gpuviewer")
+        app.setOrganizationName("gpuviewer")
+    import pyqtgraph as pg
+    pg.setConfigOptions(antialias=False, useOpenGL=False)
+    return app
+
+
+def run_gui(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="gpuviewer", description="Open traces in the window. "
+                                "Subcommands: info, screenshot (see gpuviewer SUBCOMMAND --help).")
+    p.add_argument("paths", nargs="*", help="trace files or folders, opened as one session")
+    args = p.parse_args(argv)
+    app = _app()
+    from ..widgets.main_window import MainWindow
+    win = MainWindow()
+    win.timeline.apply_renderer(str(win.settings.value("renderer", "auto")))
+    win.show()
+    if args.paths:
+        win.open_paths(args.paths)
+    return app.exec()
+
+
+def _parse_size(s: str) -> tuple[int, int]:
+    w, h = s.lower().split("x")
+    return int(w), int(h)
+
+
+def _parse_window(s: str) -> tuple[float, float]:
+    a, b = s.split(":")
+    return float(a), float(b)
+
+
+def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, use_cache=True,
+                  setup=None) -> int:
+    """Load, lay out and save the main window as the user would see it. Returns an exit code."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    app = _app()
+    from PySide6.QtCore import QSettings
+    from ..widgets.main_window import MainWindow
+    settings = QSettings(os.path.join(_tmpdir(), "screenshot.ini"), QSettings.IniFormat)
+    win = MainWindow(settings)
+    win.quiet_errors = True
+    win.resize(*size)
+    if not win.open_paths(paths, block=True):
+        print(f"gpuviewer: {win.last_error}", file=sys.stderr)
+        return 2
+    win.show()
+    for _ in range(3):
+        app.processEvents()
+    if window_ms is not None:
+        o = win.trace.start_ns
+        win.timeline.set_range(o + int(window_ms[0] * 1e6), o + int(window_ms[1] * 1e6))
+    if setup is not None:
+        setup(win)
+    for _ in range(3):
+        app.processEvents()
+    ok = save_widget(win, out)
+    win.close()
+    if not ok:
+        print(f"gpuviewer: cannot write {out}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def save_widget(widget, out: str, scale: float = 1.0) -> bool:
+    if out.lower().endswith(".svg"):
+        from PySide6.QtCore import QRect, QSize
+        from PySide6.QtGui import QPainter
+        from PySide6.QtSvg import QSvgGenerator
+        gen = QSvgGenerator()
+        gen.setFileName(out)
+        gen.setSize(QSize(widget.width(), widget.height()))
+        gen.setViewBox(QRect(0, 0, widget.width(), widget.height()))
+        gen.setTitle("gpuviewer")
+        p = QPainter(gen)
+        widget.render(p)
+        p.end()
+        return os.path.exists(out)
+    img = widget.grab()
+    if scale != 1.0:
+        from PySide6.QtCore import Qt
+        img = img.scaled(int(img.width() * scale), int(img.height() * scale), Qt.KeepAspectRatio,
+                         Qt.SmoothTransformation)
+    return img.save(out)
+
+
+def _tmpdir() -> str:
+    import tempfile
+    return tempfile.gettempdir()
+
+
+def cmd_screenshot(args) -> int:
+    try:
+        size = _parse_size(args.size)
+        window = _parse_window(args.window) if args.window else None
+    except ValueError:
+        print("gpuviewer: --size is WxH (e.g. 1600x900) and --window START_MS:END_MS", file=sys.stderr)
+        return 2
+    if size[0] < 200 or size[1] < 150:
+        print("gpuviewer: --size is too small (at least 200x150)", file=sys.stderr)
+        return 2
+    if not args.output.lower().endswith((".png", ".svg")):
+        print("gpuviewer: the output must end in .png or .svg", file=sys.stderr)
+        return 2
+    for p in args.paths:
+        if not os.path.exists(p):
+            print(f"gpuviewer: {p}: no such file or folder", file=sys.stderr)
+            return 2
+    return render_window(args.paths, args.output, size, window, use_cache=not args.no_cache)

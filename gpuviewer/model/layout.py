@@ -1,0 +1,190 @@
+"""Vertical layout of the timeline: rank groups, lanes and their depth rows (no Qt).
+
+y grows downward in row units: a depth row is 1.0 high, a rank header HEADER_H. The view state
+(collapsed ranks, hidden, pinned and reordered lanes) is keyed by Lane.key, so it survives
+reopening the trace (lane numbers may differ, keys do not).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .categories import LaneKind
+from .trace import Trace
+
+HEADER_H = 1.4
+ROW_H = 1.0
+GAP = 0.3  # between lanes
+COLLAPSED_ROWS = 6  # deep lanes (Python stacks) show this many rows until expanded
+
+
+@dataclass
+class ViewState:
+    collapsed_ranks: set[int] = field(default_factory=set)
+    hidden: set[str] = field(default_factory=set)
+    pinned: list[str] = field(default_factory=list)
+    order: list[str] = field(default_factory=list)  # lane keys in user order (partial)
+    expanded: set[str] = field(default_factory=set)  # deep lanes shown with every row
+
+    def to_json(self) -> dict:
+        return {"collapsed_ranks": sorted(self.collapsed_ranks), "hidden": sorted(self.hidden),
+                "pinned": list(self.pinned), "order": list(self.order), "expanded": sorted(self.expanded)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "ViewState":
+        return cls(set(d.get("collapsed_ranks", [])), set(d.get("hidden", [])),
+                   list(d.get("pinned", [])), list(d.get("order", [])), set(d.get("expanded", [])))
+
+
+@dataclass
+class Row:
+    kind: str  # "header" or "lane"
+    y: float
+    h: float
+    rank: int
+    lane: int = -1
+    depths: int = 0  # rows of nesting shown for the lane
+    label: str = ""
+    hidden_rows: int = 0  # deeper rows not shown until the lane is expanded
+
+
+def lane_depths(trace: Trace) -> np.ndarray:
+    """Number of depth rows of every lane."""
+    out = np.ones(len(trace.lanes), np.int64)
+    d = trace.columns["depth"]
+    for i in range(len(trace.lanes)):
+        sl = trace.lane_slice(i)
+        if sl.stop > sl.start:
+            out[i] = int(np.asarray(d[sl]).max()) + 1
+    return out
+
+
+def rank_title(trace: Trace, rank: int) -> str:
+    info = next((r for r in trace.ranks if r.rank == rank), None)
+    if info is None:
+        return f"Rank {rank}"
+    gpus = []
+    for dev in info.devices:
+        name = (info.device_props.get(dev) or {}).get("name")
+        gpus.append(f"GPU {dev}" + (f" {name}" if name else ""))
+    host = f" · {info.host}" if info.host else ""
+    return f"Rank {rank}" + (f" · {', '.join(gpus)}" if gpus else "") + host
+
+
+class Layout:
+    def __init__(self, trace: Trace, state: ViewState | None = None, depths: np.ndarray | None = None):
+        self.trace = trace
+        self.state = state or ViewState()
+        self.depths = depths if depths is not None else lane_depths(trace)
+        self.rows: list[Row] = []
+        self.rebuild()
+
+    def ordered_lanes(self, rank: int) -> list[int]:
+        lanes = [i for i, ln in enumerate(self.trace.lanes) if ln.rank == rank]
+        L = self.trace.lanes
+        lanes.sort(key=lambda i: (LaneKind.ORDER.get(L[i].kind, 9), L[i].device, L[i].pid, L[i].stream))
+        pos = {k: n for n, k in enumerate(self.state.order)}
+        natural = {i: n for n, i in enumerate(lanes)}
+        # user order first for lanes it names; the others keep their natural order after
+        lanes.sort(key=lambda i: pos.get(self.trace.lanes[i].key, len(pos) + natural[i]))
+        return lanes
+
+    def rebuild(self) -> None:
+        rows: list[Row] = []
+        y = 0.0
+        key_to_lane = {ln.key: i for i, ln in enumerate(self.trace.lanes)}
+        pinned = [key_to_lane[k] for k in self.state.pinned if k in key_to_lane]
+        if pinned:
+            rows.append(Row("header", y, HEADER_H, -1, label="Pinned"))
+            y += HEADER_H
+            for ln in pinned:
+                y = self._add_lane(rows, y, ln, self.lane_label(ln, with_rank=True))
+        for info in self.trace.ranks:
+            r = info.rank
+            rows.append(Row("header", y, HEADER_H, r, label=rank_title(self.trace, r)))
+            y += HEADER_H
+            if r in self.state.collapsed_ranks:
+                continue
+            for ln in self.ordered_lanes(r):
+                lane = self.trace.lanes[ln]
+                if lane.key in self.state.hidden or ln in pinned:
+                    continue
+                y = self._add_lane(rows, y, ln, self.lane_label(ln))
+        self.rows = rows
+        self.height = y
+        self._ys = np.array([row.y for row in rows]) if rows else np.zeros(0)
+
+    def _add_lane(self, rows: list, y: float, ln: int, label: str) -> float:
+        full = int(self.depths[ln])
+        shown = full if self.trace.lanes[ln].key in self.state.expanded else min(full, COLLAPSED_ROWS)
+        h = shown * ROW_H
+        rows.append(Row("lane", y, h, self.trace.lanes[ln].rank, ln, shown, label, full - shown))
+        return y + h + GAP
+
+    def toggle_expand(self, lane: int) -> None:
+        self.state.expanded.symmetric_difference_update({self.trace.lanes[lane].key})
+        self.rebuild()
+
+    def lane_label(self, ln: int, with_rank: bool = False) -> str:
+        lane = self.trace.lanes[ln]
+        prefix = {LaneKind.GPU: "GPU", LaneKind.COMM: "GPU", LaneKind.GPU_ANNOTATION: "GPU"}.get(lane.kind, "")
+        dev = f"{prefix} {lane.device} · " if prefix and lane.device >= 0 else ""
+        rk = f"r{lane.rank} · " if with_rank else ""
+        return f"{rk}{dev}{lane.label}"
+
+    def row_at(self, y: float) -> Row | None:
+        if not len(self._ys):
+            return None
+        k = int(np.searchsorted(self._ys, y, side="right")) - 1
+        if k < 0:
+            return None
+        row = self.rows[k]
+        return row if y < row.y + row.h else None
+
+    def lane_y(self, lane: int) -> float | None:
+        for row in self.rows:
+            if row.kind == "lane" and row.lane == lane:
+                return row.y
+        return None
+
+    def visible_rows(self, y0: float, y1: float) -> list[Row]:
+        if not len(self._ys):
+            return []
+        lo = max(0, int(np.searchsorted(self._ys, y0, side="right")) - 1)
+        hi = int(np.searchsorted(self._ys, y1, side="right"))
+        return [r for r in self.rows[lo:hi] if r.y + r.h >= y0]
+
+    # -- edits of the view state ---------------------------------------------------------
+    def toggle_rank(self, rank: int) -> None:
+        s = self.state.collapsed_ranks
+        s.symmetric_difference_update({rank})
+        self.rebuild()
+
+    def hide(self, lane: int) -> None:
+        self.state.hidden.add(self.trace.lanes[lane].key)
+        self.rebuild()
+
+    def show_all(self) -> None:
+        self.state.hidden.clear()
+        self.rebuild()
+
+    def toggle_pin(self, lane: int) -> None:
+        k = self.trace.lanes[lane].key
+        if k in self.state.pinned:
+            self.state.pinned.remove(k)
+        else:
+            self.state.pinned.append(k)
+        self.rebuild()
+
+    def move(self, lane: int, delta: int) -> None:
+        """Move a lane up (-1) or down (+1) within its rank."""
+        r = self.trace.lanes[lane].rank
+        order = [self.trace.lanes[i].key for i in self.ordered_lanes(r)]
+        k = self.trace.lanes[lane].key
+        i = order.index(k)
+        j = max(0, min(len(order) - 1, i + delta))
+        order[i], order[j] = order[j], order[i]
+        others = [x for x in self.state.order if x not in order]
+        self.state.order = others + order
+        self.rebuild()

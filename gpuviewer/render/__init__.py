@@ -1,0 +1,1 @@
+"""pyqtgraph items that draw what model/ returns: timeline, axis, overlays."""

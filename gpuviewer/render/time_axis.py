@@ -1,0 +1,44 @@
+"""Time axis in readable units (s, ms, µs, ns) relative to the session start."""
+from __future__ import annotations
+
+import pyqtgraph as pg
+
+
+def format_ns(v: float, spacing: float | None = None) -> str:
+    ref = abs(spacing) if spacing else abs(v)
+    if ref >= 1e9:
+        return f"{v / 1e9:.{_dec(spacing, 1e9)}f} s"
+    if ref >= 1e6:
+        return f"{v / 1e6:.{_dec(spacing, 1e6)}f} ms"
+    if ref >= 1e3:
+        return f"{v / 1e3:.{_dec(spacing, 1e3)}f} µs"
+    return f"{v:.0f} ns"
+
+
+def _dec(spacing: float | None, unit: float) -> int:
+    if not spacing:
+        return 3
+    x = spacing / unit
+    if x >= 1:
+        return 0 if x == int(x) else 1
+    if x >= 0.1:
+        return 1
+    if x >= 0.01:
+        return 2
+    return 3
+
+
+def format_duration(ns: float) -> str:
+    ns = float(ns)
+    if ns >= 1e9:
+        return f"{ns / 1e9:.3f} s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.3f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.3f} µs"
+    return f"{ns:.0f} ns"
+
+
+class TimeAxis(pg.AxisItem):
+    def tickStrings(self, values, scale, spacing):
+        return [format_ns(v, spacing) for v in values]

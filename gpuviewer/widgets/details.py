@@ -1,0 +1,87 @@
+"""Details of the selected event: fields, every argument, and the linked launch or kernel."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QTreeWidget, QTreeWidgetItem
+
+from ..model.categories import CAT_LABEL, Cat
+from ..model.trace import Trace
+from ..render.time_axis import format_duration, format_ns
+
+
+class DetailsPanel(QTreeWidget):
+    linkActivated = Signal(int)  # event index of a linked launch/kernel
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.setColumnCount(2)
+        self.setHeaderLabels(["Field", "Value"])
+        self.setColumnWidth(0, 150)
+        self.setAlternatingRowColors(True)
+        self.itemActivated.connect(self._activated)
+        self.trace: Trace | None = None
+        self.origin = 0
+
+    def set_trace(self, trace: Trace) -> None:
+        self.trace = trace
+        self.origin = trace.start_ns
+        self.clear()
+
+    def show_event(self, i: int | None) -> None:
+        self.clear()
+        if i is None or self.trace is None:
+            return
+        t = self.trace
+        c = t.columns
+        lane = t.lanes[int(c["lane"][i])]
+        start, dur = int(c["start"][i]), int(c["dur"][i])
+        rows = [
+            ("Name", t.names[int(c["name"][i])]),
+            ("Category", CAT_LABEL.get(Cat(int(c["cat"][i])), str(int(c["cat"][i])))),
+            ("Rank", str(lane.rank)),
+            ("Lane", (f"GPU {lane.device} · " if lane.device >= 0 else "") + lane.label),
+            ("Start", f"{format_ns(start - self.origin)}  (t = {start} ns)"),
+            ("Duration", format_duration(dur)),
+            ("End", format_ns(start + dur - self.origin)),
+            ("Depth", str(int(c["depth"][i]))),
+        ]
+        if int(c["corr"][i]):
+            rows.append(("Correlation id", str(int(c["corr"][i]))))
+        for k, v in rows:
+            QTreeWidgetItem(self, [k, v])
+        src, dst = t.flows
+        links = [(int(d), "GPU work launched") for d in dst[src == i]] + \
+                [(int(s), "Launched by") for s in src[dst == i]]
+        if links:
+            top = QTreeWidgetItem(self, ["Linked", f"{len(links)} (double-click to go)"])
+            for j, what in links[:200]:
+                it = QTreeWidgetItem(top, [what, f"{t.names[int(c['name'][j])]}  ·  {format_duration(int(c['dur'][j]))}"])
+                it.setData(0, Qt.UserRole, j)
+            top.setExpanded(True)
+        args_item = QTreeWidgetItem(self, ["Arguments", ""])
+        try:
+            from ..io.args import event_args
+            args = event_args(t, i)
+        except Exception as e:  # noqa: BLE001 - a details panel never raises
+            args = {}
+            args_item.setText(1, f"unavailable: {e}")
+        for k, v in args.items():
+            QTreeWidgetItem(args_item, [str(k), _fmt(v)])
+        if not args and not args_item.text(1):
+            args_item.setText(1, "none")
+        args_item.setExpanded(True)
+
+    def _activated(self, item, _col) -> None:
+        j = item.data(0, Qt.UserRole)
+        if j is not None:
+            self.linkActivated.emit(int(j))
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, (list, dict)):
+        import json
+        s = json.dumps(v)
+        return s if len(s) < 400 else s[:400] + "…"
+    return str(v)

@@ -1,0 +1,111 @@
+"""Left panel of the timeline: rank headers and lane names, aligned with the plot's rows.
+Click a rank header to collapse it; right-click a lane to hide, pin or move it."""
+from __future__ import annotations
+
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QPainter
+from PySide6.QtWidgets import QMenu, QWidget
+
+from ..model.layout import Layout
+
+
+class LaneLabels(QWidget):
+    changed = Signal()  # the layout changed (collapse, hide, pin, move)
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.layout_model: Layout | None = None
+        self.y_range = (0.0, 1.0)
+        self.plot_top = 0  # device y of the plot area's top inside this widget
+        self.plot_height = 1
+        self.setMinimumWidth(120)
+        self.font_lane = QFont()
+        self.font_lane.setPixelSize(11)
+        self.font_head = QFont(self.font_lane)
+        self.font_head.setBold(True)
+        self.setContextMenuPolicy(Qt.CustomContextMenu)
+        self.customContextMenuRequested.connect(self._menu)
+
+    def set_view(self, y0: float, y1: float, top: int, height: int) -> None:
+        self.y_range = (y0, y1)
+        self.plot_top, self.plot_height = top, max(1, height)
+        self.update()
+
+    def _to_dev(self, y: float) -> float:
+        y0, y1 = self.y_range
+        return self.plot_top + (y - y0) / max(y1 - y0, 1e-9) * self.plot_height
+
+    def _to_data(self, Y: float) -> float:
+        y0, y1 = self.y_range
+        return y0 + (Y - self.plot_top) / self.plot_height * (y1 - y0)
+
+    def paintEvent(self, ev) -> None:
+        if self.layout_model is None:
+            return
+        p = QPainter(self)
+        p.fillRect(self.rect(), QColor(250, 250, 251))
+        y0, y1 = self.y_range
+        p.setClipRect(0, self.plot_top, self.width(), self.plot_height)
+        for row in self.layout_model.visible_rows(y0, y1):
+            top, bot = self._to_dev(row.y), self._to_dev(row.y + min(row.h, 1.0 if row.kind == "lane" else row.h))
+            if row.kind == "header":
+                p.fillRect(QRectF(0, top, self.width(), self._to_dev(row.y + row.h) - top), QColor(226, 232, 240))
+                p.setFont(self.font_head)
+                p.setPen(QColor(20, 20, 20))
+                arrow = "▸" if row.rank in self.layout_model.state.collapsed_ranks else "▾"
+                p.drawText(QRectF(4, top, self.width() - 8, self._to_dev(row.y + row.h) - top),
+                           Qt.AlignVCenter | Qt.AlignLeft, f"{arrow} {row.label}")
+            else:
+                p.setFont(self.font_lane)
+                p.setPen(QColor(40, 40, 40))
+                key = self.layout_model.trace.lanes[row.lane].key
+                expandable = row.hidden_rows > 0 or key in self.layout_model.state.expanded
+                mark = ("▸ " if row.hidden_rows else "▾ ") if expandable else "   "
+                p.drawText(QRectF(6, top, self.width() - 10, max(bot - top, 12)),
+                           Qt.AlignVCenter | Qt.AlignLeft,
+                           p.fontMetrics().elidedText(mark + row.label, Qt.ElideMiddle, self.width() - 10))
+                if row.hidden_rows:
+                    p.setPen(QColor(120, 120, 120))
+                    nb = self._to_dev(row.y + 2)
+                    p.drawText(QRectF(20, bot, self.width() - 24, max(nb - bot, 12)),
+                               Qt.AlignVCenter | Qt.AlignLeft, f"+{row.hidden_rows} deeper rows (click)")
+                p.setPen(QColor(228, 228, 231))
+                yb = self._to_dev(row.y + row.h)
+                p.drawLine(0, int(yb), self.width(), int(yb))
+        p.end()
+
+    def row_at(self, Y: float):
+        if self.layout_model is None:
+            return None
+        return self.layout_model.row_at(self._to_data(Y))
+
+    def mousePressEvent(self, ev) -> None:
+        row = self.row_at(ev.position().y())
+        if row is None or ev.button() != Qt.LeftButton:
+            return
+        if row.kind == "header" and row.rank >= 0:
+            self.layout_model.toggle_rank(row.rank)
+            self.changed.emit()
+        elif row.kind == "lane" and (row.hidden_rows or self.layout_model.trace.lanes[row.lane].key
+                                     in self.layout_model.state.expanded):
+            self.layout_model.toggle_expand(row.lane)
+            self.changed.emit()
+
+    def _menu(self, pos) -> None:
+        row = self.row_at(pos.y())
+        if row is None or self.layout_model is None:
+            return
+        m = QMenu(self)
+        lm = self.layout_model
+        if row.kind == "lane":
+            key = lm.trace.lanes[row.lane].key
+            m.addAction("Hide lane", lambda: (lm.hide(row.lane), self.changed.emit()))
+            m.addAction("Unpin" if key in lm.state.pinned else "Pin to top",
+                        lambda: (lm.toggle_pin(row.lane), self.changed.emit()))
+            m.addAction("Move up", lambda: (lm.move(row.lane, -1), self.changed.emit()))
+            m.addAction("Move down", lambda: (lm.move(row.lane, +1), self.changed.emit()))
+        elif row.rank >= 0:
+            m.addAction("Collapse / expand", lambda: (lm.toggle_rank(row.rank), self.changed.emit()))
+        if lm.state.hidden:
+            m.addAction(f"Show {len(lm.state.hidden)} hidden lanes", lambda: (lm.show_all(), self.changed.emit()))
+        m.exec(self.mapToGlobal(pos))

@@ -1,0 +1,91 @@
+"""Loading without freezing the window: the parse runs in a separate process that writes the
+column cache; the window then memory-maps it. Progress comes back over a queue; Cancel ends the
+process. (A thread would share the GIL with the UI; a process does not.)"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+
+def _child(paths: list[str], q) -> None:
+    try:
+        from gpuviewer.io.errors import TraceError
+        from gpuviewer.io.session import load
+        try:
+            load(paths, use_cache=True, progress=lambda f, m: q.put(("progress", float(f), str(m))))
+            q.put(("done",))
+        except TraceError as e:
+            q.put(("error", str(e)))
+    except Exception as e:  # noqa: BLE001 - reported as a message, never a traceback dialog
+        q.put(("error", f"{', '.join(paths)}: cannot read ({type(e).__name__}: {e})"))
+
+
+class Loader(QObject):
+    progress = Signal(float, str)
+    loaded = Signal(object, list)  # trace, paths
+    failed = Signal(str)
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.proc = None
+        self.q = None
+        self.paths: list[str] = []
+        self.timer = QTimer(self)
+        self.timer.setInterval(40)
+        self.timer.timeout.connect(self._poll)
+
+    def busy(self) -> bool:
+        return self.proc is not None
+
+    def start(self, paths: list[str]) -> None:
+        self.cancel()
+        ctx = mp.get_context("spawn")
+        self.q = ctx.Queue()
+        self.paths = list(paths)
+        self.proc = ctx.Process(target=_child, args=(self.paths, self.q), daemon=True)
+        self.proc.start()
+        self.timer.start()
+
+    def cancel(self) -> None:
+        if self.proc is not None:
+            self.timer.stop()
+            if self.proc.is_alive():
+                self.proc.terminate()
+            self.proc.join(2)
+            self.proc = None
+
+    def _poll(self) -> None:
+        while True:
+            try:
+                msg = self.q.get_nowait()
+            except queue.Empty:
+                break
+            if msg[0] == "progress":
+                self.progress.emit(msg[1], msg[2])
+            elif msg[0] == "done":
+                self._finish()
+                return
+            elif msg[0] == "error":
+                self.cancel()
+                self.failed.emit(msg[1])
+                return
+        if self.proc is not None and not self.proc.is_alive() and self.q.empty():
+            code = self.proc.exitcode
+            self.cancel()
+            self.failed.emit(f"{', '.join(self.paths)}: the reader stopped (exit code {code})")
+
+    def _finish(self) -> None:
+        self.cancel()
+        from ..io.errors import TraceError
+        from ..io.session import load
+        try:
+            trace = load(self.paths, use_cache=True)  # a cache hit: memory-mapped
+        except TraceError as e:
+            self.failed.emit(str(e))
+            return
+        except Exception as e:  # noqa: BLE001
+            self.failed.emit(f"{', '.join(self.paths)}: cannot read ({type(e).__name__}: {e})")
+            return
+        self.loaded.emit(trace, self.paths)

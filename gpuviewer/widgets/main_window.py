@@ -1,0 +1,306 @@
+"""The main window: timeline in the centre, details and selection docks, status bar."""
+from __future__ import annotations
+
+import os
+
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
+                               QProgressBar, QPushButton, QSpinBox, QToolBar, QWidget)
+
+from .. import __version__
+from ..model.trace import Trace
+from ..render.time_axis import format_duration, format_ns
+from .area_table import AreaTable
+from .details import DetailsPanel
+from .loader import Loader
+from .timeline_view import TimelineView
+
+SHORTCUTS = [
+    ("W / S", "zoom in / out (at the cursor when it is over the timeline)"),
+    ("A / D", "pan left / right"),
+    ("wheel", "zoom at the cursor;  Shift+wheel scrolls lanes"),
+    ("drag", "pan;  Shift+drag selects an area and summarises it"),
+    ("click", "select an event (details, flow arrows to its launch or kernels)"),
+    ("F", "zoom to the selection"),
+    ("0 / Home", "fit the whole trace"),
+    ("← / →", "previous / next event on the selected lane"),
+    ("↑ / ↓", "scroll lanes"),
+    ("/", "search; Enter / Shift+Enter step through matches"),
+    ("[ / ]", "previous / next step"),
+    ("Esc", "clear the selection"),
+    ("?", "this help"),
+]
+MAX_RECENT = 10
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, settings: QSettings | None = None) -> None:
+        super().__init__()
+        self.setWindowTitle("gpuviewer")
+        self.resize(1600, 950)
+        self.settings = settings or QSettings("gpuviewer", "gpuviewer")
+        self.trace: Trace | None = None
+        self.paths: list[str] = []
+        self.setAcceptDrops(True)
+
+        self.timeline = TimelineView(self)
+        self.setCentralWidget(self.timeline)
+        self.details = DetailsPanel()
+        self.details_dock = self._dock("Details", self.details, Qt.RightDockWidgetArea)
+        self.area = AreaTable()
+        self.area_dock = self._dock("Selection summary", self.area, Qt.BottomDockWidgetArea)
+        self.area_dock.hide()  # shown when an area is selected
+        self.setDockOptions(QMainWindow.AnimatedDocks | QMainWindow.AllowNestedDocks | QMainWindow.AllowTabbedDocks)
+
+        self.loader = Loader(self)
+        self.loader.progress.connect(self._progress)
+        self.loader.loaded.connect(self._loaded)
+        self.loader.failed.connect(self._failed)
+
+        self._menus()
+        self._steps_toolbar()
+        self._status()
+        self.timeline.selectionChanged.connect(self.details.show_event)
+        self.timeline.rangeChanged.connect(self._range_changed)
+        self.timeline.areaSelected.connect(self._area)
+        self.timeline.helpRequested.connect(self.show_shortcuts)
+        self.details.linkActivated.connect(self._goto_event)
+
+    def _dock(self, title: str, w: QWidget, area) -> QDockWidget:
+        d = QDockWidget(title, self)
+        d.setObjectName(title)
+        d.setWidget(w)
+        self.addDockWidget(area, d)
+        return d
+
+    # -- menus and bars ---------------------------------------------------------------------
+    def _menus(self) -> None:
+        m = self.menuBar().addMenu("&File")
+        m.addAction("&Open files…", QKeySequence.Open, self.open_dialog)
+        m.addAction("Open &folder…", self.open_folder_dialog)
+        self.recent_menu = m.addMenu("Open &recent")
+        self._fill_recent()
+        m.addSeparator()
+        m.addAction("&Quit", QKeySequence.Quit, self.close)
+        v = self.menuBar().addMenu("&View")
+        v.addAction("Fit all", self.timeline.fit_all)
+        self.steps_action = QAction("Show step boundaries", self, checkable=True, checked=True)
+        self.steps_action.toggled.connect(self._toggle_steps)
+        v.addAction(self.steps_action)
+        v.addAction(self.details_dock.toggleViewAction())
+        v.addAction(self.area_dock.toggleViewAction())
+        r = v.addMenu("Renderer")
+        for mode, label in (("auto", "Automatic (GPU if it is real hardware)"), ("opengl", "OpenGL"),
+                            ("raster", "Raster (CPU)")):
+            a = QAction(label, self, checkable=True, checked=self.settings.value("renderer", "auto") == mode)
+            a.triggered.connect(lambda _=False, md=mode: self._set_renderer(md))
+            r.addAction(a)
+        h = self.menuBar().addMenu("&Help")
+        h.addAction("Keyboard shortcuts  ?", self.show_shortcuts)
+        h.addAction("About", lambda: QMessageBox.about(self, "gpuviewer", f"gpuviewer {__version__}"))
+
+    def _steps_toolbar(self) -> None:
+        tb = QToolBar("Steps", self)
+        tb.setObjectName("steps")
+        self.addToolBar(Qt.TopToolBarArea, tb)
+        tb.addAction("◀ step", lambda: self.step_nav(-1)).setShortcut(QKeySequence("["))
+        tb.addAction("step ▶", lambda: self.step_nav(+1)).setShortcut(QKeySequence("]"))
+        tb.addWidget(QLabel(" go to step "))
+        self.step_box = QSpinBox()
+        self.step_box.setRange(0, 0)
+        self.step_box.setKeyboardTracking(False)
+        self.step_box.valueChanged.connect(self.goto_step)
+        tb.addWidget(self.step_box)
+        self.step_label = QLabel("")
+        tb.addWidget(self.step_label)
+
+    def _status(self) -> None:
+        sb = self.statusBar()
+        self.status_files = QLabel("Open a trace: File > Open, drop files here, or `gpuviewer FILE…`")
+        self.status_range = QLabel("")
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setMaximumWidth(260)
+        self.progress_msg = QLabel("")
+        self.cancel_btn = QPushButton("Cancel")
+        self.cancel_btn.clicked.connect(self.cancel_load)
+        for w in (self.progress, self.progress_msg, self.cancel_btn):
+            w.hide()
+        sb.addWidget(self.status_files, 1)
+        sb.addPermanentWidget(self.progress_msg)
+        sb.addPermanentWidget(self.progress)
+        sb.addPermanentWidget(self.cancel_btn)
+        sb.addPermanentWidget(self.status_range)
+
+    # -- opening --------------------------------------------------------------------------
+    def open_dialog(self) -> None:
+        files, _ = QFileDialog.getOpenFileNames(
+            self, "Open traces", "", "Traces (*.json *.json.gz *.gz *.sqlite *.nsys-rep);;All files (*)")
+        if files:
+            self.open_paths(files)
+
+    def open_folder_dialog(self) -> None:
+        d = QFileDialog.getExistingDirectory(self, "Open a folder of traces (one file per rank)")
+        if d:
+            self.open_paths([d])
+
+    def open_paths(self, paths: list[str], block: bool = False) -> bool:
+        """Open a session. block=True loads in this thread (headless screenshots, tests)."""
+        paths = [os.path.abspath(p) for p in paths]
+        if block:
+            from ..io.errors import TraceError
+            from ..io.session import load
+            try:
+                trace = load(paths)
+            except TraceError as e:
+                self._failed(str(e))
+                return False
+            except Exception as e:  # noqa: BLE001
+                self._failed(f"{', '.join(paths)}: cannot read ({type(e).__name__}: {e})")
+                return False
+            self._loaded(trace, paths)
+            return True
+        self.progress.setValue(0)
+        for w in (self.progress, self.progress_msg, self.cancel_btn):
+            w.show()
+        self.progress_msg.setText(f"opening {os.path.basename(paths[0])}…")
+        self.loader.start(paths)
+        return True
+
+    def cancel_load(self) -> None:
+        self.loader.cancel()
+        self._hide_progress()
+        self.statusBar().showMessage("Loading cancelled", 4000)
+
+    def _hide_progress(self) -> None:
+        for w in (self.progress, self.progress_msg, self.cancel_btn):
+            w.hide()
+
+    def _progress(self, frac: float, msg: str) -> None:
+        self.progress.setValue(int(frac * 1000))
+        self.progress_msg.setText(msg)
+
+    def _failed(self, msg: str) -> None:
+        self._hide_progress()
+        self.last_error = msg
+        if getattr(self, "quiet_errors", False):
+            return
+        QMessageBox.warning(self, "Cannot open", msg)
+
+    def _loaded(self, trace: Trace, paths: list[str]) -> None:
+        self._hide_progress()
+        self.trace = trace
+        self.paths = paths
+        self.timeline.set_trace(trace)
+        self.details.set_trace(trace)
+        steps = sorted({s.step for s in trace.steps})
+        self.step_box.blockSignals(True)
+        self.step_box.setRange(min(steps) if steps else 0, max(steps) if steps else 0)
+        self.step_box.blockSignals(False)
+        self.step_label.setText(f"  {len(steps)} steps" if steps else "  no steps")
+        names = ", ".join(os.path.basename(p) for p in paths)
+        self.setWindowTitle(f"{names} — gpuviewer")
+        self.status_files.setText(f"{len(trace.sources) or len(paths)} files · {len(trace.ranks)} ranks · "
+                                  f"{trace.n_events:,} events" + (f" · {len(trace.warnings)} warnings"
+                                                                  if trace.warnings else ""))
+        if trace.warnings:
+            self.status_files.setToolTip("\n".join(trace.warnings))
+        self._add_recent(paths)
+        self._range_changed(*self.timeline.visible_range())
+
+    # -- recent files, drag and drop ----------------------------------------------------------
+    def _recent(self) -> list[list[str]]:
+        import json
+        try:
+            v = json.loads(self.settings.value("recent", "[]"))
+            return [r for r in v if isinstance(r, list)]
+        except (TypeError, ValueError):
+            return []
+
+    def _add_recent(self, paths: list[str]) -> None:
+        import json
+        r = [x for x in self._recent() if x != paths]
+        r.insert(0, paths)
+        self.settings.setValue("recent", json.dumps(r[:MAX_RECENT]))
+        self._fill_recent()
+
+    def _fill_recent(self) -> None:
+        self.recent_menu.clear()
+        for paths in self._recent():
+            label = " + ".join(os.path.basename(p) for p in paths)
+            self.recent_menu.addAction(label, lambda _=False, ps=paths: self.open_paths(ps))
+        self.recent_menu.setEnabled(bool(self._recent()))
+
+    def dragEnterEvent(self, ev) -> None:
+        if ev.mimeData().hasUrls():
+            ev.acceptProposedAction()
+
+    def dropEvent(self, ev) -> None:
+        paths = [u.toLocalFile() for u in ev.mimeData().urls() if u.isLocalFile()]
+        if paths:
+            self.open_paths(paths)
+            ev.acceptProposedAction()
+
+    # -- steps, status ------------------------------------------------------------------------
+    def _rank0_steps(self):
+        if self.trace is None or not self.trace.steps:
+            return []
+        r0 = self.trace.ranks[0].rank
+        return [s for s in self.trace.steps if s.rank == r0]
+
+    def goto_step(self, n: int) -> None:
+        if self.trace is None:
+            return
+        same = [s for s in self.trace.steps if s.step == n]
+        if same:
+            self.timeline.set_range(min(s.start for s in same), max(s.end for s in same), padding=0.02)
+
+    def step_nav(self, direction: int) -> None:
+        steps = self._rank0_steps()
+        if not steps:
+            return
+        t0, t1 = self.timeline.visible_range()
+        mid = (t0 + t1) / 2
+        ordered = sorted(steps, key=lambda s: s.start)
+        if direction > 0:
+            nxt = next((s for s in ordered if s.start > mid), ordered[-1])
+        else:
+            nxt = next((s for s in reversed(ordered) if s.end < mid), ordered[0])
+        self.step_box.blockSignals(True)
+        self.step_box.setValue(nxt.step)
+        self.step_box.blockSignals(False)
+        self.goto_step(nxt.step)
+
+    def _range_changed(self, t0: int, t1: int) -> None:
+        if self.trace is None:
+            return
+        o = self.trace.start_ns
+        self.status_range.setText(f"visible {format_ns(t0 - o)} – {format_ns(t1 - o)}  ({format_duration(t1 - t0)})")
+
+    def _area(self, lanes: list[int], t0: int, t1: int) -> None:
+        if self.trace is not None:
+            self.area.show_area(self.trace, lanes, t0, t1)
+            self.area_dock.show()
+            self.area_dock.raise_()
+
+    def _goto_event(self, i: int) -> None:
+        self.timeline.select(i)
+        self.timeline.center_on(i)
+
+    def _toggle_steps(self, on: bool) -> None:
+        if self.timeline.item is not None:
+            self.timeline.item.show_steps = on
+            self.timeline.item.update()
+
+    def _set_renderer(self, mode: str) -> None:
+        self.settings.setValue("renderer", mode)
+        self.timeline.apply_renderer(mode)
+
+    def show_shortcuts(self) -> None:
+        rows = "".join(f"<tr><td><b>{k}</b></td><td>&nbsp;&nbsp;{v}</td></tr>" for k, v in SHORTCUTS)
+        QMessageBox.information(self, "Keyboard shortcuts", f"<table>{rows}</table>")
+
+    def closeEvent(self, ev) -> None:
+        self.loader.cancel()
+        super().closeEvent(ev)

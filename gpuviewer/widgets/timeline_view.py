@@ -1,0 +1,412 @@
+"""The timeline panel: lane labels | plot (TimelineItem) | vertical scroll bar, a search bar,
+and Perfetto's keys (W/S zoom, A/D pan, F focus, 0 fit, arrows step, / search, ? help)."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QKeySequence, QPen, QShortcut
+from PySide6.QtWidgets import (QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QLineEdit,
+                               QScrollBar, QToolTip, QVBoxLayout, QWidget)
+
+from ..model import queries as q
+from ..model.categories import CAT_LABEL, Cat
+from ..model.layout import Layout, ViewState
+from ..model.trace import Trace
+from ..render.time_axis import TimeAxis, format_duration, format_ns
+from ..render.timeline_item import TimelineItem
+from .lane_labels import LaneLabels
+
+ROW_PX = 17  # pixels per row unit
+
+
+class _ViewBox(pg.ViewBox):
+    """x-only pan and zoom; Shift+drag selects an area (time range x lanes)."""
+    areaDragged = Signal(float, float, float, float, bool)  # x0, y0, x1, y1, finished
+
+    def mouseDragEvent(self, ev, axis=None):
+        if ev.button() == Qt.LeftButton and ev.modifiers() & Qt.ShiftModifier:
+            ev.accept()
+            a = self.mapSceneToView(ev.buttonDownScenePos())
+            b = self.mapSceneToView(ev.scenePos())
+            self.areaDragged.emit(a.x(), a.y(), b.x(), b.y(), ev.isFinish())
+            return
+        super().mouseDragEvent(ev, axis)
+
+    def wheelEvent(self, ev, axis=None):
+        if ev.modifiers() & Qt.ShiftModifier:
+            ev.ignore()  # Shift+wheel scrolls lanes (handled by the view)
+            return
+        super().wheelEvent(ev, axis=0)
+
+
+class TimelineView(QWidget):
+    selectionChanged = Signal(object)  # event index or None
+    rangeChanged = Signal(object, object)  # absolute ns (64-bit: not a C int)
+    areaSelected = Signal(object, object, object)  # lanes, t0, t1 (absolute ns)
+    helpRequested = Signal()
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.trace: Trace | None = None
+        self.layout_model: Layout | None = None
+        self.item: TimelineItem | None = None
+        self.origin = 0
+        self.selected: int | None = None
+        self.matches = np.zeros(0, np.int64)
+        self.match_pos = -1
+        self.setFocusPolicy(Qt.StrongFocus)
+
+        self.labels = LaneLabels(self)
+        self.labels.setFixedWidth(280)
+        self.vb = _ViewBox()
+        self.plot = pg.PlotWidget(viewBox=self.vb, axisItems={"bottom": TimeAxis("bottom")})
+        self.plot.setBackground("w")
+        self.plot.hideAxis("left")
+        self.plot.showAxis("top")
+        self.plot.setAxisItems({"top": TimeAxis("top")})
+        self.plot.setMenuEnabled(False)
+        self.plot.hideButtons()
+        self.vb.setMouseEnabled(x=True, y=False)
+        self.vb.invertY(True)
+        self.vb.disableAutoRange()
+        self.plot.setFocusPolicy(Qt.NoFocus)
+        self.scroll = QScrollBar(Qt.Vertical)
+        self.scroll.valueChanged.connect(self._scrolled)
+
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search names (substring; tick regex for a regular expression)   /")
+        self.search.returnPressed.connect(self._search_enter)
+        self.search.installEventFilter(self)
+        self.regex = QCheckBox("regex")
+        self.match_label = QLabel("")
+        bar = QHBoxLayout()
+        bar.setContentsMargins(4, 2, 4, 2)
+        bar.addWidget(self.search, 1)
+        bar.addWidget(self.regex)
+        bar.addWidget(self.match_label)
+        body = QHBoxLayout()
+        body.setContentsMargins(0, 0, 0, 0)
+        body.setSpacing(0)
+        body.addWidget(self.labels)
+        body.addWidget(self.plot, 1)
+        body.addWidget(self.scroll)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.setSpacing(0)
+        outer.addLayout(bar)
+        outer.addLayout(body, 1)
+
+        self.area_rect = QGraphicsRectItem()
+        self.area_rect.setPen(QPen(QColor(37, 99, 235), 0))
+        self.area_rect.setBrush(QColor(37, 99, 235, 40))
+        self.area_rect.setZValue(10)
+        self.area_rect.hide()
+        self.vb.addItem(self.area_rect, ignoreBounds=True)
+        self.vb.areaDragged.connect(self._area_drag)
+        self.vb.sigXRangeChanged.connect(self._x_changed)
+        self.vb.sigResized.connect(self._resized)
+        self.plot.scene().sigMouseClicked.connect(self._clicked)
+        self.plot.scene().sigMouseMoved.connect(self._hover)
+        self.plot.viewport().installEventFilter(self)
+        self.labels.changed.connect(self._relayout)
+        QShortcut(QKeySequence("/"), self, activated=self.focus_search)
+
+    def apply_renderer(self, mode: str | None = None) -> bool:
+        from .gl import apply_renderer
+        used = apply_renderer(self.plot, mode)
+        self.plot.viewport().installEventFilter(self)
+        return used
+
+    # -- data -------------------------------------------------------------------------------
+    def set_trace(self, trace: Trace, state: ViewState | None = None) -> None:
+        if self.item is not None:
+            self.vb.removeItem(self.item)
+        self.trace = trace
+        self.origin = trace.start_ns
+        self.layout_model = Layout(trace, state)
+        self.labels.layout_model = self.layout_model
+        self.item = TimelineItem(trace, self.layout_model, self.origin)
+        self.vb.addItem(self.item)
+        span = max(1.0, float(trace.end_ns - self.origin))
+        self.vb.setLimits(xMin=-0.05 * span, xMax=1.05 * span, minXRange=50)
+        self.selected = None
+        self.matches = np.zeros(0, np.int64)
+        self.match_label.setText("")
+        self._update_scroll()
+        self.fit_all()
+
+    # -- geometry ---------------------------------------------------------------------------
+    def _rows_visible(self) -> float:
+        return max(1.0, self.vb.height() / ROW_PX)
+
+    def _update_scroll(self) -> None:
+        if self.layout_model is None:
+            return
+        total = self.layout_model.height
+        page = self._rows_visible()
+        self.scroll.setRange(0, max(0, int((total - page + 1) * 10)))
+        self.scroll.setPageStep(int(page * 10))
+        self._apply_y()
+
+    def _scrolled(self, _v) -> None:
+        self._apply_y()
+
+    def _apply_y(self) -> None:
+        y0 = self.scroll.value() / 10.0
+        self.vb.setYRange(y0, y0 + self._rows_visible(), padding=0)
+        self._sync_labels()
+
+    def _resized(self, *_):
+        self._update_scroll()
+
+    def _sync_labels(self) -> None:
+        (_, _), (y0, y1) = self.vb.viewRange()
+        top = self.vb.mapToDevice(self.vb.mapFromView(pg.Point(0, y0)))
+        top_y = self.plot.mapTo(self, top.toPoint()).y() if top is not None else 0
+        top_y -= self.labels.y()
+        self.labels.set_view(y0, y1, int(top_y), int(self.vb.height()))
+
+    def _relayout(self) -> None:
+        if self.item is not None:
+            self.item.relayout()
+        self._update_scroll()
+        self.labels.update()
+
+    def _x_changed(self, *_):
+        self._sync_labels()
+        t0, t1 = self.visible_range()
+        self.rangeChanged.emit(t0, t1)
+
+    # -- navigation -------------------------------------------------------------------------
+    def visible_range(self) -> tuple[int, int]:
+        (x0, x1), _ = self.vb.viewRange()
+        return self.origin + int(x0), self.origin + int(x1)
+
+    def set_range(self, t0: int, t1: int, padding: float = 0.0) -> None:
+        span = max(t1 - t0, 50)
+        pad = span * padding
+        self.vb.setXRange(t0 - self.origin - pad, t0 - self.origin + span + pad, padding=0)
+
+    def fit_all(self) -> None:
+        if self.trace is not None:
+            self.set_range(self.trace.start_ns, self.trace.end_ns, padding=0.01)
+
+    def zoom(self, factor: float, center_x: float | None = None) -> None:
+        (x0, x1), _ = self.vb.viewRange()
+        c = (x0 + x1) / 2 if center_x is None else center_x
+        self.vb.setXRange(c - (c - x0) / factor, c + (x1 - c) / factor, padding=0)
+
+    def pan(self, fraction: float) -> None:
+        (x0, x1), _ = self.vb.viewRange()
+        d = (x1 - x0) * fraction
+        self.vb.setXRange(x0 + d, x1 + d, padding=0)
+
+    def focus_selection(self) -> None:
+        if self.selected is None or self.trace is None:
+            return
+        c = self.trace.columns
+        s, d = int(c["start"][self.selected]), int(c["dur"][self.selected])
+        self.set_range(s, s + max(d, 1000), padding=0.1)
+        self.scroll_to_lane(int(c["lane"][self.selected]))
+
+    def scroll_to_lane(self, lane: int) -> None:
+        y = self.layout_model.lane_y(lane) if self.layout_model else None
+        if y is None:
+            return
+        y0 = self.scroll.value() / 10.0
+        if not (y0 <= y < y0 + self._rows_visible() - 1):
+            self.scroll.setValue(int(max(0, y - 2) * 10))
+
+    def center_on(self, i: int) -> None:
+        c = self.trace.columns
+        s, d = int(c["start"][i]), int(c["dur"][i])
+        (x0, x1), _ = self.vb.viewRange()
+        w = x1 - x0
+        if d > w:
+            self.set_range(s, s + d, padding=0.1)
+        else:
+            mid = s + d / 2 - self.origin
+            self.vb.setXRange(mid - w / 2, mid + w / 2, padding=0)
+        self.scroll_to_lane(int(c["lane"][i]))
+
+    def step_event(self, direction: int) -> None:
+        """Select the previous/next event on the selected event's lane and depth."""
+        if self.selected is None or self.trace is None:
+            return
+        c = self.trace.columns
+        lane, depth = int(c["lane"][self.selected]), int(c["depth"][self.selected])
+        sl = self.trace.lane_slice(lane)
+        same = np.flatnonzero(np.asarray(c["depth"][sl]) == depth) + sl.start
+        k = int(np.searchsorted(same, self.selected))
+        k2 = k + direction
+        if 0 <= k2 < len(same):
+            self.select(int(same[k2]))
+            self.center_on(int(same[k2]))
+
+    def keyPressEvent(self, ev) -> None:
+        k = ev.key()
+        if k == Qt.Key_W:
+            self.zoom(1.25, self._cursor_x())
+        elif k == Qt.Key_S:
+            self.zoom(0.8, self._cursor_x())
+        elif k == Qt.Key_A:
+            self.pan(-0.1)
+        elif k == Qt.Key_D:
+            self.pan(0.1)
+        elif k == Qt.Key_F:
+            self.focus_selection()
+        elif k in (Qt.Key_0, Qt.Key_Home):
+            self.fit_all()
+        elif k == Qt.Key_Left:
+            self.step_event(-1)
+        elif k == Qt.Key_Right:
+            self.step_event(+1)
+        elif k == Qt.Key_Up:
+            self.scroll.setValue(self.scroll.value() - 10)
+        elif k == Qt.Key_Down:
+            self.scroll.setValue(self.scroll.value() + 10)
+        elif k == Qt.Key_Slash:
+            self.focus_search()
+        elif k == Qt.Key_Question or (k == Qt.Key_Slash and ev.modifiers() & Qt.ShiftModifier):
+            self.helpRequested.emit()
+        elif k == Qt.Key_Escape:
+            self.select(None)
+        else:
+            super().keyPressEvent(ev)
+
+    def _cursor_x(self) -> float | None:
+        pos = self.plot.mapFromGlobal(self.cursor().pos())
+        if not self.plot.rect().contains(pos):
+            return None
+        return self.vb.mapSceneToView(self.plot.mapToScene(pos)).x()
+
+    def eventFilter(self, obj, ev):
+        if obj is self.plot.viewport() and ev.type() == QEvent.Wheel and ev.modifiers() & Qt.ShiftModifier:
+            self.scroll.setValue(self.scroll.value() - int(ev.angleDelta().y() / 12))
+            return True
+        if obj is self.search and ev.type() == QEvent.KeyPress:
+            if ev.key() in (Qt.Key_Return, Qt.Key_Enter) and ev.modifiers() & Qt.ShiftModifier:
+                self.step_match(-1)
+                return True
+            if ev.key() == Qt.Key_Escape:
+                self.setFocus()
+                return True
+        return super().eventFilter(obj, ev)
+
+    # -- selection, hover ---------------------------------------------------------------------
+    def _tol(self) -> float:
+        (x0, x1), _ = self.vb.viewRange()
+        return 3 * (x1 - x0) / max(1.0, self.vb.width())
+
+    def _clicked(self, ev) -> None:
+        if self.item is None or ev.button() != Qt.LeftButton:
+            return
+        p = self.vb.mapSceneToView(ev.scenePos())
+        self.select(self.item.pick(p.x(), p.y(), self._tol()))
+        self.setFocus()
+
+    def select(self, i: int | None) -> None:
+        self.selected = i
+        if self.item is not None:
+            self.item.selected = i
+            self.item.flow_pairs = self.flows_of(i) if i is not None else []
+            self.item.update()
+        self.selectionChanged.emit(i)
+
+    def flows_of(self, i: int) -> list[tuple[int, int]]:
+        src, dst = self.trace.flows
+        pairs = [(int(a), int(b)) for a, b in zip(src[dst == i], dst[dst == i])]
+        pairs += [(int(a), int(b)) for a, b in zip(src[src == i], dst[src == i])]
+        return pairs
+
+    def _hover(self, pos) -> None:
+        if self.item is None:
+            return
+        p = self.vb.mapSceneToView(pos)
+        n = self.item.count_under(p.x(), p.y(), self._tol())
+        i = self.item.pick(p.x(), p.y(), self._tol())
+        if i is None:
+            QToolTip.hideText()
+            return
+        c = self.trace.columns
+        text = (f"<b>{_esc(self.trace.names[int(c['name'][i])])}</b><br>"
+                f"{CAT_LABEL.get(Cat(int(c['cat'][i])), '')} · {format_duration(int(c['dur'][i]))}"
+                f" · at {format_ns(int(c['start'][i]) - self.origin)}")
+        if n > 1:
+            text += f"<br>{n} events under the cursor: zoom in (W) to separate them"
+        QToolTip.showText(self.plot.mapToGlobal(self.plot.mapFromScene(pos)).toPoint()
+                          if hasattr(self.plot.mapFromScene(pos), "toPoint") else self.cursor().pos(), text)
+
+    # -- area selection --------------------------------------------------------------------
+    def _area_drag(self, x0, y0, x1, y1, finished) -> None:
+        xa, xb = sorted((x0, x1))
+        ya, yb = sorted((y0, y1))
+        self.area_rect.setRect(QRectF(xa, ya, xb - xa, yb - ya))
+        self.area_rect.show()
+        if finished:
+            self.select_area(self.origin + int(xa), self.origin + int(xb), ya, yb)
+
+    def select_area(self, t0: int, t1: int, ya: float, yb: float) -> list[int]:
+        lanes = [r.lane for r in self.layout_model.visible_rows(ya, yb) if r.kind == "lane"]
+        self.areaSelected.emit(lanes, t0, t1)
+        return lanes
+
+    # -- search ---------------------------------------------------------------------------
+    def focus_search(self) -> None:
+        self.search.setFocus()
+        self.search.selectAll()
+
+    def _search_enter(self) -> None:
+        text = self.search.text()
+        if text != getattr(self, "_last_query", None):
+            self.run_search(text, self.regex.isChecked())
+        else:
+            self.step_match(+1)
+        self.search.setFocus()
+
+    def run_search(self, text: str, regex: bool = False) -> int:
+        self._last_query = text
+        if self.trace is None or not text:
+            self.matches = np.zeros(0, np.int64)
+            if self.item:
+                self.item.match_mask = None
+                self.item.update()
+            self.match_label.setText("")
+            return 0
+        try:
+            if regex:
+                pat = re.compile(text)
+                ids = [i for i, n in enumerate(self.trace.names) if pat.search(n)]
+            else:
+                low = text.lower()
+                ids = [i for i, n in enumerate(self.trace.names) if low in n.lower()]
+        except re.error as e:
+            self.match_label.setText(f"bad regex: {e}")
+            return 0
+        names = np.asarray(self.trace.columns["name"])
+        mask = np.isin(names, np.array(ids, np.int32)) if ids else np.zeros(len(names), bool)
+        idx = np.flatnonzero(mask)
+        self.matches = idx[np.argsort(np.asarray(self.trace.columns["start"])[idx], kind="stable")]
+        self.match_pos = -1
+        self.item.match_mask = mask
+        self.item.update()
+        self.match_label.setText(f"{len(self.matches):,} matches")
+        if len(self.matches):
+            self.step_match(+1)
+        return len(self.matches)
+
+    def step_match(self, direction: int) -> None:
+        if not len(self.matches):
+            return
+        self.match_pos = (self.match_pos + direction) % len(self.matches)
+        i = int(self.matches[self.match_pos])
+        self.select(i)
+        self.center_on(i)
+        self.match_label.setText(f"{self.match_pos + 1:,} / {len(self.matches):,} matches")
+
+
+def _esc(s: str) -> str:
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
