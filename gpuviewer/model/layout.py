@@ -26,20 +26,33 @@ class ViewState:
     pinned: list[str] = field(default_factory=list)
     order: list[str] = field(default_factory=list)  # lane keys in user order (partial)
     expanded: set[str] = field(default_factory=set)  # deep lanes shown with every row
+    groups: dict[str, bool] = field(default_factory=dict)  # "r{rank}/{kind}" -> collapsed
 
     def to_json(self) -> dict:
         return {"collapsed_ranks": sorted(self.collapsed_ranks), "hidden": sorted(self.hidden),
-                "pinned": list(self.pinned), "order": list(self.order), "expanded": sorted(self.expanded)}
+                "pinned": list(self.pinned), "order": list(self.order), "expanded": sorted(self.expanded),
+                "groups": dict(self.groups)}
 
     @classmethod
     def from_json(cls, d: dict) -> "ViewState":
         return cls(set(d.get("collapsed_ranks", [])), set(d.get("hidden", [])),
-                   list(d.get("pinned", [])), list(d.get("order", [])), set(d.get("expanded", [])))
+                   list(d.get("pinned", [])), list(d.get("order", [])), set(d.get("expanded", [])),
+                   {str(k): bool(v) for k, v in (d.get("groups") or {}).items()})
+
+
+# Lanes of one kind inside a rank form a collapsible group when there are at least this many;
+# OS-runtime threads (often dozens, mostly waiting) start collapsed.
+GROUP_MIN = 3
+GROUP_H = 1.1
+KIND_TITLE = {LaneKind.GPU: "GPU streams", LaneKind.COMM: "Communication", LaneKind.GPU_ANNOTATION: "GPU annotations",
+              LaneKind.NVTX: "NVTX", LaneKind.CUDA_API: "CUDA API", LaneKind.CPU: "CPU threads",
+              LaneKind.OSRT: "OS runtime", LaneKind.OTHER: "Other"}
+COLLAPSED_BY_DEFAULT = {LaneKind.OSRT}
 
 
 @dataclass
 class Row:
-    kind: str  # "header" or "lane"
+    kind: str  # "header" (rank), "group" (lanes of one kind) or "lane"
     y: float
     h: float
     rank: int
@@ -47,6 +60,7 @@ class Row:
     depths: int = 0  # rows of nesting shown for the lane
     label: str = ""
     hidden_rows: int = 0  # deeper rows not shown until the lane is expanded
+    group: str = ""  # group key of a "group" row
 
 
 def lane_depths(trace: Trace) -> np.ndarray:
@@ -106,10 +120,26 @@ class Layout:
             y += HEADER_H
             if r in self.state.collapsed_ranks:
                 continue
-            for ln in self.ordered_lanes(r):
-                lane = self.trace.lanes[ln]
-                if lane.key in self.state.hidden or ln in pinned:
-                    continue
+            lanes = [ln for ln in self.ordered_lanes(r)
+                     if self.trace.lanes[ln].key not in self.state.hidden and ln not in pinned]
+            by_kind: dict[str, int] = {}
+            for ln in lanes:
+                k = self.trace.lanes[ln].kind
+                by_kind[k] = by_kind.get(k, 0) + 1
+            current = None
+            for ln in lanes:
+                kind = self.trace.lanes[ln].kind
+                if by_kind[kind] >= GROUP_MIN:
+                    gkey = f"r{r}/{kind}"
+                    if gkey != current:
+                        current = gkey
+                        rows.append(Row("group", y, GROUP_H, r, label=f"{KIND_TITLE.get(kind, kind)} · "
+                                        f"{by_kind[kind]} lanes", group=gkey))
+                        y += GROUP_H
+                    if self.group_collapsed(gkey):
+                        continue
+                else:
+                    current = None
                 y = self._add_lane(rows, y, ln, self.lane_label(ln))
         self.rows = rows
         self.height = y
@@ -121,6 +151,16 @@ class Layout:
         h = shown * ROW_H
         rows.append(Row("lane", y, h, self.trace.lanes[ln].rank, ln, shown, label, full - shown))
         return y + h + GAP
+
+    def group_collapsed(self, gkey: str) -> bool:
+        v = self.state.groups.get(gkey)
+        if v is None:
+            return gkey.split("/", 1)[1] in COLLAPSED_BY_DEFAULT
+        return v
+
+    def toggle_group(self, gkey: str) -> None:
+        self.state.groups[gkey] = not self.group_collapsed(gkey)
+        self.rebuild()
 
     def toggle_expand(self, lane: int) -> None:
         self.state.expanded.symmetric_difference_update({self.trace.lanes[lane].key})

@@ -19,6 +19,7 @@ from .colors import BRUSHES, COLORS, color_index, name_shades, text_color
 from .rects import RectBuffer
 
 HEADER_BRUSH = QBrush(QColor(236, 239, 244))
+GROUP_BRUSH = QBrush(QColor(248, 250, 252))
 STEP_PEN = QPen(QColor(90, 90, 90, 170), 1, Qt.DashLine)
 SEL_PEN = QPen(QColor(0, 0, 0), 2)
 MATCH_PEN = QPen(QColor(250, 204, 21), 2)
@@ -71,7 +72,7 @@ class TimelineItem(pg.GraphicsObject):
         p.resetTransform()
         p.setRenderHint(QPainter.Antialiasing, False)
         p.setPen(Qt.NoPen)
-        dev_w = (x1 - x0) * sx
+        left, right = x0 * sx + ox, x1 * sx + ox  # device x of the visible edges
         ns_per_px = 1.0 / sx
         t0, t1 = self.origin + int(x0) - 1, self.origin + int(x1) + 1
         rows = self.layout.visible_rows(y0, y1)
@@ -79,7 +80,10 @@ class TimelineItem(pg.GraphicsObject):
         for row in rows:
             Y = row.y * sy + oy
             if row.kind == "header":
-                p.fillRect(QRectF(-1, Y, dev_w + ox + 2, row.h * sy), HEADER_BRUSH)
+                p.fillRect(QRectF(left - 1, Y, right - left + 2, row.h * sy), HEADER_BRUSH)
+                continue
+            if row.kind == "group":
+                p.fillRect(QRectF(left - 1, Y, right - left + 2, row.h * sy), GROUP_BRUSH)
                 continue
             for d in range(row.depths):
                 yd = row.y + d
@@ -90,8 +94,8 @@ class TimelineItem(pg.GraphicsObject):
                     continue
                 X0 = np.floor((s - self.origin) * sx + ox)
                 X1 = np.maximum(np.ceil((e - self.origin) * sx + ox), X0 + 1)
-                X0 = np.maximum(X0, -2.0)
-                X1 = np.minimum(X1, ox + dev_w + 2)
+                X0 = np.maximum(X0, left - 2)
+                X1 = np.minimum(X1, right + 2)
                 xs.append(X0)
                 ws.append(X1 - X0)
                 ys.append(np.full(len(s), yd * sy + oy + 0.08 * sy))
@@ -135,7 +139,8 @@ class TimelineItem(pg.GraphicsObject):
         names = self.trace.columns["name"]
         for k in wide.tolist():
             text = self.trace.names[int(names[int(R[k])])]
-            x, w = max(X[k], 0.0) + 3, W[k] - 6 - max(0.0, -X[k])
+            x = max(X[k], 0.0) + 3
+            w = X[k] + W[k] - x - 3
             if w < 20:
                 continue
             p.setPen(text_color(int(C[k])))

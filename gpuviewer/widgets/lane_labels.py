@@ -55,6 +55,13 @@ class LaneLabels(QWidget):
                 arrow = "▸" if row.rank in self.layout_model.state.collapsed_ranks else "▾"
                 p.drawText(QRectF(4, top, self.width() - 8, self._to_dev(row.y + row.h) - top),
                            Qt.AlignVCenter | Qt.AlignLeft, f"{arrow} {row.label}")
+            elif row.kind == "group":
+                p.fillRect(QRectF(0, top, self.width(), self._to_dev(row.y + row.h) - top), QColor(241, 245, 249))
+                p.setFont(self.font_lane)
+                p.setPen(QColor(51, 65, 85))
+                arrow = "▸" if self.layout_model.group_collapsed(row.group) else "▾"
+                p.drawText(QRectF(6, top, self.width() - 10, self._to_dev(row.y + row.h) - top),
+                           Qt.AlignVCenter | Qt.AlignLeft, f"{arrow} {row.label}")
             else:
                 p.setFont(self.font_lane)
                 p.setPen(QColor(40, 40, 40))
@@ -85,6 +92,9 @@ class LaneLabels(QWidget):
             return
         if row.kind == "header" and row.rank >= 0:
             self.layout_model.toggle_rank(row.rank)
+            self.changed.emit()
+        elif row.kind == "group":
+            self.layout_model.toggle_group(row.group)
             self.changed.emit()
         elif row.kind == "lane" and (row.hidden_rows or self.layout_model.trace.lanes[row.lane].key
                                      in self.layout_model.state.expanded):

@@ -1,0 +1,196 @@
+"""The window on real traces, offscreen: keys, selection, details, search, area totals."""
+import numpy as np
+import pytest
+from PySide6.QtCore import QPointF, QSettings, Qt
+
+from conftest import trace_path
+
+from gpuviewer.model import queries as q
+from gpuviewer.model.categories import Cat, LaneKind
+
+
+@pytest.fixture
+def win(qtbot, tmp_path):
+    from gpuviewer.widgets.main_window import MainWindow
+    w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
+    w.quiet_errors = True
+    qtbot.addWidget(w)
+    w.resize(1600, 900)
+    w.show()
+    qtbot.waitExposed(w)
+    assert w.open_paths([trace_path("kineto", "ddp")], block=True)
+    return w
+
+
+def test_both_ranks_labelled(win):
+    rows = win.timeline.layout_model.rows
+    headers = [r for r in rows if r.kind == "header"]
+    assert [h.rank for h in headers] == [0, 1]
+    assert "NVIDIA H200" in headers[0].label
+    labels = [r.label for r in rows if r.kind == "lane"]
+    assert any("NCCL" in lab for lab in labels)
+    assert "2 ranks" in win.status_files.text()
+
+
+def test_keys_zoom_and_pan(win, qtbot):
+    tv = win.timeline
+    tv.setFocus()
+    t0, t1 = tv.visible_range()
+    qtbot.keyClick(tv, Qt.Key_W)
+    a0, a1 = tv.visible_range()
+    assert (a1 - a0) == pytest.approx((t1 - t0) / 1.25, rel=1e-3)
+    qtbot.keyClick(tv, Qt.Key_D)
+    b0, b1 = tv.visible_range()
+    assert b0 - a0 == pytest.approx(0.1 * (a1 - a0), rel=1e-2)
+    qtbot.keyClick(tv, Qt.Key_A)
+    qtbot.keyClick(tv, Qt.Key_S)
+    c0, c1 = tv.visible_range()
+    assert (c1 - c0) == pytest.approx(t1 - t0, rel=1e-3)
+    qtbot.keyClick(tv, Qt.Key_W)
+    qtbot.keyClick(tv, Qt.Key_0)
+    assert tv.visible_range() == pytest.approx((t0, t1), rel=1e-9)
+
+
+def _kernel_point(win):
+    tv = win.timeline
+    t = win.trace
+    lane = next(r.lane for r in tv.layout_model.rows if r.kind == "lane" and t.lanes[r.lane].kind == LaneKind.GPU)
+    sl = t.lane_slice(lane)
+    durs = np.asarray(t.columns["dur"][sl])
+    i = sl.start + int(np.argmax(durs))
+    return i, lane
+
+
+def test_click_selects_and_fills_details(win, qtbot):
+    tv = win.timeline
+    i, lane = _kernel_point(win)
+    c = win.trace.columns
+    tv.set_range(int(c["start"][i]) - 1000, int(c["start"][i]) + int(c["dur"][i]) + 1000)
+    qtbot.wait(10)
+    y = tv.layout_model.lane_y(lane) + 0.5
+    x = int(c["start"][i]) + int(c["dur"][i]) / 2 - tv.origin
+    scene = tv.vb.mapViewToScene(QPointF(x, y))
+    view_pt = tv.plot.mapFromScene(scene)
+    qtbot.mouseClick(tv.plot.viewport(), Qt.LeftButton, pos=view_pt)
+    assert tv.selected == i
+    fields = {win.details.topLevelItem(k).text(0): win.details.topLevelItem(k).text(1)
+              for k in range(win.details.topLevelItemCount())}
+    assert fields["Name"] == win.trace.name_of(i)
+    assert fields["Rank"] == "0"
+    assert "Linked" in fields  # the launch that issued this kernel
+    args = [win.details.topLevelItem(k) for k in range(win.details.topLevelItemCount())
+            if win.details.topLevelItem(k).text(0) == "Arguments"][0]
+    keys = {args.child(k).text(0) for k in range(args.childCount())}
+    assert {"correlation", "stream", "device"} <= keys
+    # flow arrows from the launch
+    assert tv.item.flow_pairs and all(b == i for a, b in tv.item.flow_pairs)
+    # F zooms to it, arrows step along the lane
+    qtbot.keyClick(tv, Qt.Key_F)
+    v0, v1 = tv.visible_range()
+    assert v0 <= int(c["start"][i]) and v1 >= int(c["start"][i]) + int(c["dur"][i])
+    qtbot.keyClick(tv, Qt.Key_Right)
+    assert tv.selected != i and int(c["lane"][tv.selected]) == lane
+    assert int(c["start"][tv.selected]) >= int(c["start"][i])
+
+
+def test_search_counts_matches(win, qtbot):
+    tv = win.timeline
+    n = tv.run_search("ncclDevKernel")
+    want = sum(1 for k in np.asarray(win.trace.columns["name"]) if win.trace.names[k].lower().startswith("nccldevkernel"))
+    assert n == want == 87
+    assert "87" in tv.match_label.text()
+    first = tv.selected
+    tv.step_match(+1)
+    assert tv.selected != first
+    tv.step_match(-1)
+    assert tv.selected == first
+    assert tv.run_search(r"^nccl:all_reduce$", regex=True) == sum(
+        1 for k in np.asarray(win.trace.columns["name"]) if win.trace.names[k] == "nccl:all_reduce")
+    # typing in the search box and pressing Enter
+    tv.search.setText("ProfilerStep#")
+    qtbot.keyClick(tv.search, Qt.Key_Return)
+    want = sum(1 for k in np.asarray(win.trace.columns["name"]) if "profilerstep#" in win.trace.names[k].lower())
+    assert len(tv.matches) == want >= 6  # CPU annotations and their GPU projections
+
+
+def test_area_selection_totals_equal_direct_computation(win, qtbot):
+    tv = win.timeline
+    t = win.trace
+    gpu_rows = [r for r in tv.layout_model.rows if r.kind == "lane" and r.rank == 0 and
+                t.lanes[r.lane].kind in (LaneKind.GPU, LaneKind.COMM)]
+    ya, yb = gpu_rows[0].y + 0.1, gpu_rows[-1].y + 0.5
+    t0 = t.start_ns + (t.end_ns - t.start_ns) // 4
+    t1 = t0 + 30_000_000
+    with qtbot.waitSignal(tv.areaSelected):
+        lanes = tv.select_area(t0, t1, ya, yb)
+    assert sorted(lanes) == sorted(r.lane for r in gpu_rows)
+    rows = win.area.rows
+    c = t.columns
+    m = np.isin(c["lane"], lanes) & (c["start"] <= t1) & (c["start"] + c["dur"] >= t0)
+    assert sum(r["count"] for r in rows) == int(m.sum())
+    assert sum(r["total_ns"] for r in rows) == int(c["dur"][m].sum())
+    assert win.area.table.rowCount() == len(rows)
+    assert win.area_dock.isVisible()
+
+
+def test_step_navigator(win):
+    win.goto_step(3)
+    t0, t1 = win.timeline.visible_range()
+    s3 = [s for s in win.trace.steps if s.step == 3]
+    assert t0 <= min(s.start for s in s3) and t1 >= max(s.end for s in s3)
+    win.step_nav(+1)
+    assert win.step_box.value() == 4
+
+
+def test_collapse_hide_pin(win):
+    lm = win.timeline.layout_model
+    n = len([r for r in lm.rows if r.kind == "lane"])
+    lm.toggle_rank(1)
+    assert len([r for r in lm.rows if r.kind == "lane"]) < n
+    lm.toggle_rank(1)
+    lane = next(r.lane for r in lm.rows if r.kind == "lane")
+    lm.hide(lane)
+    assert lane not in [r.lane for r in lm.rows]
+    lm.show_all()
+    other = [r.lane for r in lm.rows if r.kind == "lane"][3]
+    lm.toggle_pin(other)
+    assert lm.rows[0].label == "Pinned" and lm.rows[1].lane == other
+    first, second = [r.lane for r in lm.rows if r.kind == "lane" and r.rank == 0][1:3]
+    lm.move(second, -1)
+    order = [r.lane for r in lm.rows if r.kind == "lane" and r.rank == 0]
+    assert order.index(second) < order.index(first)
+
+
+def test_unreadable_file_keeps_window_working(win, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("this is not a trace")
+    assert not win.open_paths([str(bad)], block=True)
+    assert "bad.json" in win.last_error
+    assert win.trace is not None and win.timeline.item is not None  # previous session still shown
+
+
+def test_background_loader_with_progress(qtbot, tmp_path):
+    from gpuviewer.widgets.main_window import MainWindow
+    w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
+    w.quiet_errors = True
+    qtbot.addWidget(w)
+    with qtbot.waitSignal(w.loader.loaded, timeout=120_000):
+        w.open_paths([trace_path("kineto", "dataloader_stall.json.gz")])
+        assert w.cancel_btn.isVisibleTo(w)
+    assert w.trace is not None and w.trace.n_events > 10_000
+    assert not w.cancel_btn.isVisibleTo(w)
+    with qtbot.waitSignal(w.loader.failed, timeout=60_000):
+        bad = tmp_path / "bad.json"
+        bad.write_text("{}")
+        w.open_paths([str(bad)])
+    assert "bad.json" in w.last_error
+
+
+def test_nsys_session_in_window(qtbot, tmp_path):
+    from gpuviewer.widgets.main_window import MainWindow
+    w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
+    qtbot.addWidget(w)
+    assert w.open_paths([trace_path("nsys", "nsys_ddp.sqlite")], block=True)
+    headers = [r for r in w.timeline.layout_model.rows if r.kind == "header"]
+    assert [h.rank for h in headers] == [0, 1]
+    assert len({s.step for s in w.trace.steps}) == 10

@@ -1,0 +1,54 @@
+"""A real X11 window (xcb under Xvfb), not only offscreen: starts and shows a trace."""
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, SAMPLES
+
+SCRIPT = r'''
+import sys
+from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import QTimer
+app = QApplication(sys.argv[:1])
+assert app.platformName() == "xcb", app.platformName()
+from gpuviewer.widgets.main_window import MainWindow
+w = MainWindow()
+w.resize(1400, 850)
+w.show()
+def check():
+    assert w.windowHandle().isExposed()
+    assert w.trace is not None and len(w.trace.ranks) == 2
+    img = w.grab()
+    img.save(sys.argv[2])
+    print("shown", w.trace.n_events, img.width(), img.height())
+    app.quit()
+w.loader.loaded.connect(lambda *a: QTimer.singleShot(300, check))
+w.loader.failed.connect(lambda m: (print("failed", m), app.exit(3)))
+w.open_paths([sys.argv[1]])
+QTimer.singleShot(90000, lambda: app.exit(4))
+sys.exit(app.exec())
+'''
+
+
+@pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed (.ci/run installs it)")
+def test_real_window_under_xvfb(tmp_path):
+    display = f":{90 + os.getpid() % 100}"
+    xvfb = subprocess.Popen(["Xvfb", display, "-screen", "0", "1600x1000x24", "-nolisten", "tcp"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.0)
+        env = dict(os.environ, DISPLAY=display, QT_QPA_PLATFORM="xcb", PYTHONPATH=ROOT,
+                   GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "cfg"))
+        out = tmp_path / "xcb.png"
+        p = subprocess.run([sys.executable, "-c", SCRIPT, os.path.join(SAMPLES, "ddp"), str(out)],
+                           capture_output=True, text=True, env=env, timeout=180)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert p.stdout.startswith("shown")
+        assert out.exists() and out.stat().st_size > 20_000
+    finally:
+        xvfb.terminate()
+        xvfb.wait(5)
