@@ -40,24 +40,27 @@ def lod_level(span_ns: float, width_px: int, base_buckets: int = 512, factor: in
     return max(0, int(np.floor(np.log(max(span_ns / width_px, 1.0)) / np.log(factor))))
 
 
-def merge_runs(start: np.ndarray, end: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Merge slices separated by gaps < q into runs. Returns (run starts, run ends, index of the
-    longest slice of each run, which gives the run its colour and name)."""
+def merge_runs(start: np.ndarray, end: np.ndarray, q: float, rep: np.ndarray | None = None,
+               weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merge slices (or runs) separated by gaps < q. Returns (run starts, run ends, the index
+    (into rep, default 0..n-1) of the heaviest member of each run, which gives the run its
+    colour and name). weight defaults to the duration. O(n), no sort."""
     n = len(start)
+    rep = np.arange(n) if rep is None else rep
     if n == 0:
         z = np.zeros(0, np.int64)
         return z, z, z
+    weight = (end - start) if weight is None else weight
     maxend = np.maximum.accumulate(end)
     brk = np.flatnonzero(start[1:] - maxend[:-1] >= q) + 1
     first = np.concatenate(([0], brk))
     last = np.concatenate((brk - 1, [n - 1]))
-    rs, re = start[first], maxend[last]
-    dur = end - start
-    # longest slice per run: reduceat over argmax is not available; use a lexsort trick.
+    best = np.maximum.reduceat(weight, first)
     run_id = np.repeat(np.arange(len(first)), np.diff(np.concatenate((first, [n]))))
-    order = np.lexsort((-dur, run_id))
-    rep = order[np.searchsorted(run_id[order], np.arange(len(first)))]
-    return rs, re, rep
+    cand = np.flatnonzero(weight == best[run_id])
+    rc = run_id[cand]  # non-decreasing: the first candidate of each run is where it changes
+    pos = np.flatnonzero(np.diff(rc, prepend=-1) != 0)
+    return start[first], maxend[last], rep[cand[pos]]
 
 
 def lod_runs(trace: Trace, lane: int, depth: int, t0: int, t1: int, ns_per_px: float
@@ -77,6 +80,9 @@ def lod_runs(trace: Trace, lane: int, depth: int, t0: int, t1: int, ns_per_px: f
 
 
 def _pyramid(trace: Trace, lane: int, depth: int) -> list:
+    """Levels of merged runs for one (lane, depth) row, each from the previous one (merging
+    runs at a larger gap equals merging the slices at that gap), q growing 4x a level. A level
+    is kept when it at least halves the rectangles of the last kept one."""
     key = ("pyr", lane, depth)
     p = trace._lane_cache.get(key)
     if p is not None:
@@ -85,17 +91,20 @@ def _pyramid(trace: Trace, lane: int, depth: int) -> list:
     d = np.asarray(trace.columns["depth"][sl])
     idx = np.flatnonzero(d == depth) + sl.start
     s = np.asarray(trace.columns["start"][idx])
-    e = s + np.asarray(trace.columns["dur"][idx])
+    dur = np.asarray(trace.columns["dur"][idx])
+    e = s + dur
     levels = [(0.0, s, e, idx)]
-    if len(s) > 1:
+    if len(s) > 64:
+        gaps = s[1:] - np.maximum.accumulate(e)[:-1]
+        pos = gaps[gaps > 0]
+        q = float(max(np.percentile(pos, 5), 1.0)) if len(pos) else 1.0
         span = float(e.max() - s.min()) or 1.0
-        q = span / 512 / 4 ** 8
-        while q < span:
-            rs, re, rep = merge_runs(s, e, q)
-            if len(rs) < 0.5 * len(levels[-1][1]):  # keep a level only when it halves the work
-                levels.append((q, rs, re, idx[rep]))
-            if len(rs) <= 1:
-                break
+        cs, ce, crep, cw = s, e, idx, dur
+        while q < span and len(cs) > 64:
+            rs, re, k = merge_runs(cs, ce, q, np.arange(len(cs)), cw)
+            cs, ce, crep, cw = rs, re, crep[k], cw[k]
+            if len(cs) < 0.5 * len(levels[-1][1]):
+                levels.append((q, cs, ce, crep))
             q *= 4
     trace._lane_cache[key] = levels
     return levels
