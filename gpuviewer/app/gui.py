@@ -77,7 +77,7 @@ def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, 
 
 def save_widget(widget, out: str, scale: float = 1.0) -> bool:
     if out.lower().endswith(".svg"):
-        from PySide6.QtCore import QRect, QSize
+        from PySide6.QtCore import QPoint, QRect, QSize
         from PySide6.QtGui import QPainter
         from PySide6.QtSvg import QSvgGenerator
         gen = QSvgGenerator()
@@ -86,8 +86,10 @@ def save_widget(widget, out: str, scale: float = 1.0) -> bool:
         gen.setViewBox(QRect(0, 0, widget.width(), widget.height()))
         gen.setTitle("gpuviewer")
         p = QPainter(gen)
-        widget.render(p)
-        p.end()
+        try:
+            widget.render(p, QPoint(0, 0))
+        finally:
+            p.end()
         return os.path.exists(out)
     img = widget.grab()
     if scale != 1.0:

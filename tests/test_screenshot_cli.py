@@ -1,0 +1,45 @@
+"""`gpuviewer screenshot` in a real subprocess, offscreen."""
+import struct
+
+from conftest import SAMPLES, run_cli, trace_path
+
+
+def _png_size(path):
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", head[16:24])
+
+
+def test_png_default_size_and_window(tmp_path):
+    out = tmp_path / "ddp.png"
+    p = run_cli("screenshot", f"{SAMPLES}/ddp", "-o", str(out), env={"QT_QPA_PLATFORM": "offscreen"})
+    assert p.returncode == 0, p.stderr
+    w, h = _png_size(out)
+    assert w >= 1600 and h >= 900
+    out2 = tmp_path / "win.png"
+    p = run_cli("screenshot", trace_path("nsys", "nsys_ddp.sqlite"), "-o", str(out2), "--window", "8400:9300",
+                "--size", "1200x700", env={"QT_QPA_PLATFORM": "offscreen"})
+    assert p.returncode == 0, p.stderr
+    assert _png_size(out2) == (1200, 700)
+
+
+def test_svg_contains_lane_labels(tmp_path):
+    out = tmp_path / "ddp.svg"
+    p = run_cli("screenshot", f"{SAMPLES}/ddp", "-o", str(out), env={"QT_QPA_PLATFORM": "offscreen"})
+    assert p.returncode == 0, p.stderr
+    text = out.read_text(errors="replace")
+    assert text.lstrip().startswith("<?xml") and "<svg" in text
+    assert "Rank 0" in text and "NCCL" in text
+
+
+def test_bad_input_and_arguments_exit_2(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("nope")
+    for args in ([str(bad), "-o", str(tmp_path / "x.png")],
+                 [f"{SAMPLES}/ddp", "-o", str(tmp_path / "x.jpg")],
+                 [f"{SAMPLES}/ddp", "-o", str(tmp_path / "x.png"), "--size", "big"],
+                 ["/nonexistent", "-o", str(tmp_path / "x.png")]):
+        p = run_cli("screenshot", *args, env={"QT_QPA_PLATFORM": "offscreen"})
+        assert p.returncode == 2, (args, p.stderr)
+        assert "Traceback" not in p.stderr and p.stderr.startswith("gpuviewer:")
