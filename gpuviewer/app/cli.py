@@ -65,6 +65,36 @@ def cmd_info(args) -> int:
     return 0
 
 
+def cmd_analyze(args) -> int:
+    from ..analysis.findings import analyze
+    from ..io.errors import TraceError
+    try:
+        trace = _load(args.paths, args)
+    except TraceError as e:
+        return _fail(str(e), args.debug)
+    except Exception as e:  # noqa: BLE001
+        return _fail(f"{', '.join(args.paths)}: cannot read ({type(e).__name__}: {e})", args.debug)
+    try:
+        a = analyze(trace)
+    except Exception as e:  # noqa: BLE001 - an analysis bug must not look like a crash
+        return _fail(f"analysis failed ({type(e).__name__}: {e})", args.debug)
+    if args.md:
+        from ..analysis.report_md import to_markdown
+        sys.stdout.write(to_markdown(a, "gpuviewer analysis: " + ", ".join(os.path.basename(p) for p in args.paths)))
+        return 0
+    if args.json:
+        import msgspec
+        sys.stdout.write(msgspec.json.encode(a).decode() + "\n")
+        return 0
+    for f in a["findings"]:
+        print(f"[{f['severity']:<6}] {f['rule']:<22} {f['title']}")
+    if not a["findings"]:
+        print("no findings")
+    for r in a["ranks"]:
+        print(f"rank {r['rank']}: GPU utilization {r['gpu_utilization']:.0%}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpuviewer", description="GPU and distributed-training trace explorer")
     p.add_argument("--version", action="version", version=f"gpuviewer {__version__}")
@@ -76,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", parents=[common], help="summarise a trace")
     info.add_argument("--json", action="store_true", help="one JSON object on stdout")
     info.set_defaults(func=cmd_info)
+    an = sub.add_parser("analyze", parents=[common], help="per-step breakdown and findings")
+    an.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    an.add_argument("--md", action="store_true", help="a Markdown report on stdout")
+    an.set_defaults(func=cmd_analyze)
     shot = sub.add_parser("screenshot", parents=[common], help="render the window to PNG or SVG, headless")
     shot.add_argument("-o", "--output", required=True, help="OUT.png or OUT.svg")
     shot.add_argument("--window", help="START_MS:END_MS, relative to the session start (default: all)")

@@ -110,31 +110,47 @@ def _pyramid(trace: Trace, lane: int, depth: int) -> list:
     return levels
 
 
-def self_times(trace: Trace, idx: np.ndarray) -> np.ndarray:
-    """Self time of each event = duration minus the time covered by its direct children."""
+def self_times(trace: Trace, idx: np.ndarray, window: tuple[int, int] | None = None) -> np.ndarray:
+    """Self time of each event = duration minus the time covered by its direct children.
+    With a window, durations are first clipped to it (self time inside the window)."""
     cols = trace.columns
-    out = np.asarray(cols["dur"][idx]).astype(np.int64).copy()
+    if window is None:
+        out = np.asarray(cols["dur"][idx]).astype(np.int64).copy()
+    else:
+        s0 = np.asarray(cols["start"][idx]).astype(np.int64)
+        out = (np.minimum(s0 + np.asarray(cols["dur"][idx]), window[1]) - np.maximum(s0, window[0])).clip(0)
     lanes = np.asarray(cols["lane"][idx])
     for lane in np.unique(lanes):
         sl = trace.lane_slice(int(lane))
         s = np.asarray(cols["start"][sl])
         e = s + np.asarray(cols["dur"][sl])
         d = np.asarray(cols["depth"][sl]).astype(np.int64)
-        # parent of each slice: the nearest earlier slice one level up that still covers it.
+        # parent of each slice: the nearest enclosing slice above it. Usually one level up; where
+        # partially overlapping slices (Kineto annotations) pushed rows down, further up.
         parent = np.full(len(s), -1, np.int64)
-        for depth in range(1, int(d.max()) + 1 if len(d) else 0):
-            child = np.flatnonzero(d == depth)
-            up = np.flatnonzero(d == depth - 1)
-            if not len(child) or not len(up):
-                continue
-            pos = np.searchsorted(s[up], s[child], side="right") - 1
-            ok = pos >= 0
-            cand = up[np.maximum(pos, 0)]
-            ok &= e[cand] >= e[child]
-            parent[child[ok]] = cand[ok]
+        maxd = int(d.max()) if len(d) else 0
+        rows = [np.flatnonzero(d == k) for k in range(maxd + 1)]
+        for depth in range(1, maxd + 1):
+            todo = rows[depth]
+            for up_depth in range(depth - 1, -1, -1):
+                if not len(todo):
+                    break
+                up = rows[up_depth]
+                if not len(up):
+                    continue
+                pos = np.searchsorted(s[up], s[todo], side="right") - 1
+                ok = pos >= 0
+                cand = up[np.maximum(pos, 0)]
+                ok &= e[cand] >= e[todo]
+                parent[todo[ok]] = cand[ok]
+                todo = todo[~ok]
         child_sum = np.zeros(len(s), np.int64)
         has = parent >= 0
-        np.add.at(child_sum, parent[has], (e - s)[has])
+        if window is None:
+            cd = e - s
+        else:
+            cd = (np.minimum(e, window[1]) - np.maximum(s, window[0])).clip(0)
+        np.add.at(child_sum, parent[has], cd[has])
         sel = np.flatnonzero(lanes == lane)
         out[sel] = np.maximum(0, out[sel] - child_sum[idx[sel] - sl.start])
     return out

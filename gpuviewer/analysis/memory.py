@@ -1,0 +1,44 @@
+"""Memory: peak allocated per device (whole trace and per step) against the device's capacity."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.trace import Trace
+
+
+def allocated_counters(trace: Trace):
+    return [c for c in trace.counters if c.name == "allocated" and c.device >= 0 and len(c.v)]
+
+
+def peak_bytes_by_rank(trace: Trace) -> dict[int, dict[int, int]]:
+    """{rank: {device: maximum allocated bytes}}, exactly the counter's maximum."""
+    out: dict[int, dict[int, int]] = {}
+    for c in allocated_counters(trace):
+        d = out.setdefault(c.rank, {})
+        d[c.device] = max(d.get(c.device, 0), int(np.max(c.v)))
+    return out
+
+
+def capacity_bytes(trace: Trace, rank: int, device: int) -> int | None:
+    info = next((r for r in trace.ranks if r.rank == rank), None)
+    if info is None:
+        return None
+    props = info.device_props.get(device) or {}
+    v = props.get("totalGlobalMem") or props.get("totalMemory")
+    return int(v) if v else None
+
+
+def peaks_per_step(trace: Trace, rank: int, device: int) -> list[dict]:
+    """Peak allocated within each step window: the top of the sawtooth."""
+    cs = [c for c in allocated_counters(trace) if c.rank == rank and c.device == device]
+    if not cs:
+        return []
+    t = np.asarray(cs[0].t)
+    v = np.asarray(cs[0].v)
+    out = []
+    for st in sorted(trace.steps_of_rank(rank), key=lambda s: s.start):
+        lo, hi = np.searchsorted(t, st.start), np.searchsorted(t, st.end, side="right")
+        if hi > lo:
+            k = lo + int(np.argmax(v[lo:hi]))
+            out.append({"step": st.step, "peak_bytes": int(v[k]), "t_ns": int(t[k])})
+    return out

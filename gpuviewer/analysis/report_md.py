@@ -1,0 +1,37 @@
+"""The analysis as Markdown (gpuviewer analyze --md)."""
+from __future__ import annotations
+
+
+def _ms(ns) -> str:
+    return f"{ns / 1e6:.1f}"
+
+
+def to_markdown(a: dict, title: str = "gpuviewer analysis") -> str:
+    out = [f"# {title}", ""]
+    out += ["## Findings", ""]
+    if not a["findings"]:
+        out.append("No findings.")
+    for f in a["findings"]:
+        where = f"ranks {', '.join(map(str, f['ranks']))}" + (f", step {f['step']}" if f["step"] is not None else "")
+        out.append(f"- **{f['severity'].upper()} · {f['rule']}** ({where}): {f['title']}")
+        out.append(f"  - advice: {f['advice']}")
+    out += ["", "## Per rank and step (ms)", ""]
+    for r in a["ranks"]:
+        out.append(f"### Rank {r['rank']} — GPU utilization {r['gpu_utilization']:.0%}")
+        out.append("")
+        out.append("| step | window | busy | compute | comm | exposed comm | memcpy | idle | util |")
+        out.append("|---|---|---|---|---|---|---|---|---|")
+        for s in r["steps"]:
+            out.append(f"| {s['step']} | {_ms(s['end_ns'] - s['start_ns'])} | {_ms(s['busy_ns'])} | "
+                       f"{_ms(s['compute_ns'])} | {_ms(s['comm_ns'])} | {_ms(s['exposed_comm_ns'])} | "
+                       f"{_ms(s['memcpy_ns'])} | {_ms(s['idle_ns'])} | {s['utilization']:.0%} |")
+        k = r.get("kernels") or {}
+        if k.get("top"):
+            out += ["", f"Top kernels ({k['kernels']:,} kernels, Tensor Cores {k['tensor_core_share']:.0%} "
+                    f"of kernel time, mean {k['mean_kernel_us']:.1f} µs, mean gap {k['mean_gap_us']:.1f} µs):", "",
+                    "| kernel | count | total ms | share |", "|---|---|---|---|"]
+            for row in k["top"][:10]:
+                name = row["name"] if len(row["name"]) < 90 else row["name"][:87] + "…"
+                out.append(f"| `{name}` | {row['count']} | {_ms(row['total_ns'])} | {row['share']:.1%} |")
+        out.append("")
+    return "\n".join(out) + "\n"
