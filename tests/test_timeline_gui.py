@@ -194,3 +194,41 @@ def test_nsys_session_in_window(qtbot, tmp_path):
     headers = [r for r in w.timeline.layout_model.rows if r.kind == "header"]
     assert [h.rank for h in headers] == [0, 1]
     assert len({s.step for s in w.trace.steps}) == 10
+
+
+def test_findings_dock_takes_the_timeline_there(qtbot, tmp_path):
+    from gpuviewer.widgets.main_window import MainWindow
+    w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
+    w.quiet_errors = True
+    qtbot.addWidget(w)
+    w.resize(1600, 900)
+    w.show()
+    with qtbot.waitSignal(w.analysisReady, timeout=60_000):
+        assert w.open_paths([trace_path("kineto", "ddp")], block=True)
+    shown = w.findings.visible_findings()
+    assert shown and shown[0]["severity"] == "high"  # sorted by severity
+    assert w.findings.tree.topLevelItemCount() == len(shown)
+    k = next(i for i, f in enumerate(shown) if f["rule"] == "straggler")
+    w.findings.choose(k)
+    f = shown[k]
+    t0, t1 = w.timeline.visible_range()
+    assert t0 <= f["start_ns"] and t1 >= f["end_ns"] and (t1 - t0) < 2 * (f["end_ns"] - f["start_ns"])
+    assert w.timeline.item.highlight == (f["start_ns"], f["end_ns"], set(f["ranks"]))
+    sel = w.timeline.selected
+    assert sel is not None and w.trace.name_of(sel) == f["metrics"]["evidence"][0]["name"]
+    # the selected evidence is on a visible row (its lane was unfolded)
+    lane = int(w.trace.columns["lane"][sel])
+    row = next(r for r in w.timeline.layout_model.rows if r.kind == "lane" and r.lane == lane)
+    assert int(w.trace.columns["depth"][sel]) < row.depths
+    # filter
+    w.findings.severity.setCurrentIndex(1)
+    assert all(x["severity"] == "high" for x in w.findings.visible_findings())
+    w.findings.severity.setCurrentIndex(0)
+    w.findings.text.setText("rank 1")
+    assert all(1 in x["ranks"] for x in w.findings.visible_findings())
+    # overview stacks add up to each step window
+    steps, v = w.overview.stacks(0)
+    r0 = next(r for r in w.analysis["ranks"] if r["rank"] == 0)
+    for s, row_ in zip(r0["steps"], v):
+        assert row_.sum() == pytest.approx((s["end_ns"] - s["start_ns"]) / 1e6, rel=1e-6)
+    assert w.overview.table.rowCount() > 0

@@ -53,6 +53,7 @@ def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, 
     settings = QSettings(os.path.join(_tmpdir(), "screenshot.ini"), QSettings.IniFormat)
     win = MainWindow(settings)
     win.quiet_errors = True
+    win._block_analysis = True  # findings in the picture, computed before it is taken
     win.resize(*size)
     if not win.open_paths(paths, block=True):
         print(f"gpuviewer: {win.last_error}", file=sys.stderr)

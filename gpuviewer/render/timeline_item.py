@@ -40,6 +40,7 @@ class TimelineItem(pg.GraphicsObject):
         self.selected: int | None = None
         self.match_mask: np.ndarray | None = None  # bool per event
         self.flow_pairs: list[tuple[int, int]] = []
+        self.highlight: tuple[int, int, set] | None = None  # a finding's range on its ranks
         self.font = QFont()
         self.font.setPixelSize(11)
         self.fm = QFontMetrics(self.font)
@@ -121,6 +122,8 @@ class TimelineItem(pg.GraphicsObject):
         self.last_rect_count = n_total
         if self.show_steps:
             self._steps(p, rows, sx, ox, sy, oy, y0, y1)
+        if self.highlight is not None:
+            self._highlight(p, rows, sx, ox, sy, oy)
         if self.match_mask is not None:
             self._matches(p, rows, t0, t1, sx, ox, sy, oy, y0, y1)
         if self.selected is not None:
@@ -169,6 +172,17 @@ class TimelineItem(pg.GraphicsObject):
                     if Xe - X > self.fm.horizontalAdvance(label) + 6:
                         p.drawText(QRectF(X + 3, hdr.y * sy + oy, Xe - X - 3, hdr.h * sy),
                                    Qt.AlignVCenter | Qt.AlignLeft, label)
+        p.setPen(Qt.NoPen)
+
+    def _highlight(self, p, rows, sx, ox, sy, oy) -> None:
+        h0, h1, ranks = self.highlight
+        X0 = (h0 - self.origin) * sx + ox
+        X1 = max((h1 - self.origin) * sx + ox, X0 + 2)
+        p.setPen(QPen(QColor(202, 138, 4), 1))
+        p.setBrush(QBrush(QColor(250, 204, 21, 45)))
+        for row in rows:
+            if row.rank in ranks:
+                p.drawRect(QRectF(X0, row.y * sy + oy, X1 - X0, row.h * sy))
         p.setPen(Qt.NoPen)
 
     def _event_rect(self, i: int, sx, ox, sy, oy) -> QRectF | None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import QSettings, Qt, QThread, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
                                QProgressBar, QPushButton, QSpinBox, QToolBar, QWidget)
@@ -13,7 +13,9 @@ from ..model.trace import Trace
 from ..render.time_axis import format_duration, format_ns
 from .area_table import AreaTable
 from .details import DetailsPanel
+from .findings_panel import FindingsPanel
 from .loader import Loader
+from .overview_panel import OverviewPanel
 from .timeline_view import TimelineView
 
 SHORTCUTS = [
@@ -34,7 +36,26 @@ SHORTCUTS = [
 MAX_RECENT = 10
 
 
+class _AnalysisThread(QThread):
+    """Runs the analysis off the UI thread (numpy releases the GIL for most of it)."""
+    done = Signal(object, object)
+    failed = Signal(str)
+
+    def __init__(self, trace, parent=None) -> None:
+        super().__init__(parent)
+        self.trace = trace
+
+    def run(self) -> None:
+        try:
+            from ..analysis.findings import analyze
+            self.done.emit(analyze(self.trace), self.trace)
+        except Exception as e:  # noqa: BLE001
+            self.failed.emit(f"{type(e).__name__}: {e}")
+
+
 class MainWindow(QMainWindow):
+    analysisReady = Signal(object)
+
     def __init__(self, settings: QSettings | None = None) -> None:
         super().__init__()
         self.setWindowTitle("gpuviewer")
@@ -51,6 +72,17 @@ class MainWindow(QMainWindow):
         self.area = AreaTable()
         self.area_dock = self._dock("Selection summary", self.area, Qt.BottomDockWidgetArea)
         self.area_dock.hide()  # shown when an area is selected
+        self.findings = FindingsPanel()
+        self.findings_dock = self._dock("Findings", self.findings, Qt.BottomDockWidgetArea)
+        self.overview = OverviewPanel()
+        self.overview_dock = self._dock("Overview", self.overview, Qt.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.findings_dock, self.overview_dock)
+        self.tabifyDockWidget(self.findings_dock, self.area_dock)
+        self.findings_dock.raise_()
+        self.analysis: dict | None = None
+        self._analysis_thread = None
+        self.resizeDocks([self.findings_dock], [230], Qt.Vertical)
+        self.resizeDocks([self.details_dock], [330], Qt.Horizontal)
         self.setDockOptions(QMainWindow.AnimatedDocks | QMainWindow.AllowNestedDocks | QMainWindow.AllowTabbedDocks)
 
         self.loader = Loader(self)
@@ -66,6 +98,7 @@ class MainWindow(QMainWindow):
         self.timeline.areaSelected.connect(self._area)
         self.timeline.helpRequested.connect(self.show_shortcuts)
         self.details.linkActivated.connect(self._goto_event)
+        self.findings.findingActivated.connect(self.show_finding)
 
     def _dock(self, title: str, w: QWidget, area) -> QDockWidget:
         d = QDockWidget(title, self)
@@ -90,6 +123,8 @@ class MainWindow(QMainWindow):
         v.addAction(self.steps_action)
         v.addAction(self.details_dock.toggleViewAction())
         v.addAction(self.area_dock.toggleViewAction())
+        v.addAction(self.findings_dock.toggleViewAction())
+        v.addAction(self.overview_dock.toggleViewAction())
         r = v.addMenu("Renderer")
         for mode, label in (("auto", "Automatic (GPU if it is real hardware)"), ("opengl", "OpenGL"),
                             ("raster", "Raster (CPU)")):
@@ -208,6 +243,77 @@ class MainWindow(QMainWindow):
             self.status_files.setToolTip("\n".join(trace.warnings))
         self._add_recent(paths)
         self._range_changed(*self.timeline.visible_range())
+        self.run_analysis(block=getattr(self, "_block_analysis", False))
+
+    # -- analysis ---------------------------------------------------------------------------
+    def run_analysis(self, block: bool = False) -> None:
+        self.analysis = None
+        self.findings.set_findings([])
+        if self.trace is None:
+            return
+        if block:
+            from ..analysis.findings import analyze
+            try:
+                self._analysis_done(analyze(self.trace), self.trace)
+            except Exception as e:  # noqa: BLE001 - a failed analysis must not break viewing
+                self.findings.set_busy(f"analysis failed: {type(e).__name__}: {e}")
+            return
+        self.findings.set_busy("analysing…")
+        th = _AnalysisThread(self.trace, self)
+        th.done.connect(self._analysis_done)
+        th.failed.connect(lambda m: self.findings.set_busy(f"analysis failed: {m}"))
+        self._analysis_thread = th
+        th.start()
+
+    def _analysis_done(self, a: dict, trace) -> None:
+        if trace is not self.trace:
+            return  # a newer session replaced it
+        self.analysis = a
+        self.findings.set_findings(a["findings"])
+        self.overview.set_analysis(a)
+        self.analysisReady.emit(a)
+
+    def show_finding(self, f: dict) -> None:
+        """Zoom to the finding's range on its ranks and highlight the evidence."""
+        if self.trace is None:
+            return
+        self.timeline.set_range(f["start_ns"], f["end_ns"], padding=0.08)
+        item = self.timeline.item
+        if item is not None:
+            item.highlight = (f["start_ns"], f["end_ns"], set(f["ranks"]))
+            item.update()
+        rank = f["ranks"][0] if f["ranks"] else None
+        lm = self.timeline.layout_model
+        if rank is not None and lm is not None:
+            hdr = next((r for r in lm.rows if r.kind == "header" and r.rank == rank), None)
+            if hdr is not None:
+                self.timeline.scroll.setValue(int(hdr.y * 10))
+        ev = f["metrics"].get("evidence") or f["metrics"].get("causes") or f["metrics"].get("host_activity") or []
+        if ev and rank is not None:
+            i = self._find_event(ev[0]["name"], rank, f["start_ns"], f["end_ns"])
+            if i is not None:
+                self.timeline.select(i)
+                self.timeline.scroll_to_lane(int(self.trace.columns["lane"][i]))
+
+    def _find_event(self, name: str, rank: int, t0: int, t1: int):
+        import numpy as np
+        try:
+            nid = self.trace.names.index(name)
+        except ValueError:
+            return None
+        c = self.trace.columns
+        lanes = self.trace.lanes_of_rank(rank)
+        best = None
+        for ln in lanes:
+            sl = self.trace.lane_slice(ln)
+            names = np.asarray(c["name"][sl])
+            hit = np.flatnonzero(names == nid)
+            for k in hit:
+                i = sl.start + int(k)
+                s = int(c["start"][i])
+                if t0 <= s <= t1 and (best is None or int(c["dur"][i]) > int(c["dur"][best])):
+                    best = i
+        return best
 
     # -- recent files, drag and drop ----------------------------------------------------------
     def _recent(self) -> list[list[str]]:
@@ -303,4 +409,6 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, ev) -> None:
         self.loader.cancel()
+        if self._analysis_thread is not None:
+            self._analysis_thread.wait(10000)
         super().closeEvent(ev)

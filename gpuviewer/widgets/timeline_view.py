@@ -60,7 +60,7 @@ class TimelineView(QWidget):
         self.setFocusPolicy(Qt.StrongFocus)
 
         self.labels = LaneLabels(self)
-        self.labels.setFixedWidth(280)
+        self.labels.setFixedWidth(250)
         self.vb = _ViewBox()
         self.plot = pg.PlotWidget(viewBox=self.vb, axisItems={"bottom": TimeAxis("bottom")})
         self.plot.setBackground("w")
@@ -310,11 +310,37 @@ class TimelineView(QWidget):
 
     def select(self, i: int | None) -> None:
         self.selected = i
+        if i is not None and self.layout_model is not None:
+            self._reveal(i)
         if self.item is not None:
             self.item.selected = i
             self.item.flow_pairs = self.flows_of(i) if i is not None else []
             self.item.update()
         self.selectionChanged.emit(i)
+
+    def _reveal(self, i: int) -> None:
+        """Unfold what hides the event: its rank, its lane group, its lane's deeper rows."""
+        lm = self.layout_model
+        lane = int(self.trace.columns["lane"][i])
+        ln = self.trace.lanes[lane]
+        changed = False
+        if ln.rank in lm.state.collapsed_ranks:
+            lm.state.collapsed_ranks.discard(ln.rank)
+            changed = True
+        g = f"r{ln.rank}/{ln.kind}"
+        if lm.group_collapsed(g) and any(r.kind == "group" and r.group == g for r in lm.rows):
+            lm.state.groups[g] = False
+            changed = True
+        if ln.key in lm.state.hidden:
+            lm.state.hidden.discard(ln.key)
+            changed = True
+        if int(self.trace.columns["depth"][i]) >= min(lm.depths[lane], 6) and ln.key not in lm.state.expanded \
+                and int(self.trace.columns["depth"][i]) >= 6:
+            lm.state.expanded.add(ln.key)
+            changed = True
+        if changed:
+            lm.rebuild()
+            self._relayout()
 
     def flows_of(self, i: int) -> list[tuple[int, int]]:
         src, dst = self.trace.flows

@@ -1,0 +1,91 @@
+"""Overview per rank, as the TensorBoard profiler's Overview had: GPU utilization, a stacked
+compute / exposed communication / other GPU work / idle bar per step, and the top kernels."""
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QTableWidget, QTableWidgetItem,
+                               QVBoxLayout, QWidget)
+
+PARTS = [("compute", (66, 133, 244)), ("exposed communication", (234, 88, 12)),
+         ("memcpy / other GPU", (22, 163, 74)), ("idle", (203, 213, 225))]
+
+
+class OverviewPanel(QWidget):
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.analysis: dict | None = None
+        self.rank_box = QComboBox()
+        self.util = QLabel("")
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Rank"))
+        top.addWidget(self.rank_box)
+        top.addWidget(self.util, 1)
+        self.plot = pg.PlotWidget()
+        self.plot.setBackground("w")
+        self.plot.setLabel("left", "ms")
+        self.plot.setLabel("bottom", "step")
+        self.plot.setMouseEnabled(x=False, y=False)
+        self.plot.setMenuEnabled(False)
+        self.legend = self.plot.addLegend(offset=(10, 5))
+        self.table = QTableWidget(0, 4)
+        self.table.setHorizontalHeaderLabels(["Kernel", "Count", "Total ms", "Share"])
+        self.table.setColumnWidth(0, 380)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(2, 2, 2, 2)
+        lay.addLayout(top)
+        lay.addWidget(self.plot, 3)
+        lay.addWidget(self.table, 2)
+        self.rank_box.currentIndexChanged.connect(self._show)
+        self.bars: list = []
+
+    def set_analysis(self, a: dict) -> None:
+        self.analysis = a
+        self.rank_box.blockSignals(True)
+        self.rank_box.clear()
+        for r in a["ranks"]:
+            self.rank_box.addItem(f"{r['rank']}", r["rank"])
+        self.rank_box.blockSignals(False)
+        self._show()
+
+    def stacks(self, rank: int) -> tuple[list, np.ndarray]:
+        """Per step: compute, exposed communication, other GPU work, idle (ms); they add up to
+        the step window."""
+        r = next(x for x in self.analysis["ranks"] if x["rank"] == rank)
+        steps = [s["step"] if s["step"] is not None else 0 for s in r["steps"]]
+        rows = []
+        for s in r["steps"]:
+            comp, exp_ = s["compute_ns"], s["exposed_comm_ns"]
+            other = max(0, s["busy_ns"] - comp - exp_)
+            rows.append([comp, exp_, other, s["idle_ns"]])
+        return steps, np.array(rows, np.float64).reshape(-1, 4) / 1e6
+
+    def _show(self) -> None:
+        if not self.analysis or self.rank_box.count() == 0:
+            return
+        rank = self.rank_box.currentData()
+        r = next(x for x in self.analysis["ranks"] if x["rank"] == rank)
+        self.util.setText(f"  GPU utilization {r['gpu_utilization']:.0%}")
+        self.plot.clear()
+        self.legend.clear()
+        steps, v = self.stacks(rank)
+        x = np.arange(len(steps))
+        base = np.zeros(len(steps))
+        for k, (label, rgb) in enumerate(PARTS):
+            bar = pg.BarGraphItem(x=x, height=v[:, k], y0=base, width=0.7, brush=QColor(*rgb), pen=None,
+                                  name=label)
+            self.plot.addItem(bar)
+            self.legend.addItem(bar, label)
+            base = base + v[:, k]
+        ax = self.plot.getAxis("bottom")
+        ax.setTicks([[(i, str(s)) for i, s in enumerate(steps)]])
+        top = (r.get("kernels") or {}).get("top", [])
+        self.table.setRowCount(len(top))
+        for i, row in enumerate(top):
+            self.table.setItem(i, 0, QTableWidgetItem(row["name"]))
+            for j, val in enumerate((f"{row['count']:,}", f"{row['total_ns'] / 1e6:.2f}", f"{row['share']:.1%}"), 1):
+                it = QTableWidgetItem(val)
+                it.setTextAlignment(Qt.AlignRight | Qt.AlignVCenter)
+                self.table.setItem(i, j, it)
