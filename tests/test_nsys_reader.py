@@ -207,3 +207,19 @@ def test_input_never_modified():
     before = (os.path.getsize(path), os.stat(path).st_mtime_ns, _sha(path))
     load([path], use_cache=False)
     assert (os.path.getsize(path), os.stat(path).st_mtime_ns, _sha(path)) == before
+
+
+def test_rank_variable_in_captured_environment_wins(tmp_path):
+    import shutil
+    p = tmp_path / "rank3.sqlite"
+    shutil.copy(trace_path("nsys", "nsys_single.sqlite"), p)
+    db = sqlite3.connect(p)
+    db.execute("INSERT INTO META_DATA_CAPTURE (name, value) VALUES ('PROCESS_0:ENVIRONMENT_VARIABLE', 'RANK=\"3\"')")
+    db.execute("INSERT INTO META_DATA_CAPTURE (name, value) VALUES ('PROCESS_0:ENVIRONMENT_VARIABLE', 'SECRET_TOKEN=\"abc\"')")
+    db.commit()
+    db.close()
+    t = load([str(p), trace_path("nsys", "nsys_single.sqlite")], use_cache=False)
+    assert [r.rank for r in t.ranks] == [3, 4]
+    r = run_cli("info", str(p), "--json", "--no-cache")
+    assert json.loads(r.stdout)["ranks"][0]["rank"] == 3
+    assert "SECRET_TOKEN" not in r.stdout and "abc" not in r.stdout

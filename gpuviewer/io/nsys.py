@@ -169,6 +169,9 @@ def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
         if not procs:
             procs = sorted(host_pids)
         rank_of = {p: rank_base + i for i, p in enumerate(procs)}
+        env_rank = _captured_rank(rep)
+        if env_rank is not None and len(procs) == 1 and env_rank not in b.ranks:
+            rank_of = {procs[0]: env_rank}  # one rank per report: the launcher's RANK wins
         dropped = sorted(set(host_pids) - set(rank_of))
         names_lut = _NameLUT(b, strings)
 
@@ -243,6 +246,29 @@ def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
         raise TraceError(path, f"the export is damaged or cut short (sqlite: {e})") from None
     finally:
         db.close()
+
+
+_RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "PMIX_RANK")
+
+
+def _captured_rank(rep: _Report) -> int | None:
+    """RANK (or the MPI/Slurm equivalents) from the captured environment of the profiled
+    process. Only these variables are looked at; nothing else of the environment is kept."""
+    if "META_DATA_CAPTURE" not in rep.tables:
+        return None
+    try:
+        rows = rep.db.execute("SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE'")
+        for (v,) in rows:
+            if not isinstance(v, str) or "=" not in v:
+                continue
+            key, _, val = v.partition("=")
+            if key.strip() in _RANK_VARS:
+                val = val.strip().strip('"')
+                if val.isdigit():
+                    return int(val)
+    except sqlite3.Error:
+        return None
+    return None
 
 
 class _NameLUT:
@@ -513,7 +539,7 @@ def load_nsys(files: list[str], *, progress=None, cancelled=None) -> Trace:
         if cancelled and cancelled():
             from .errors import Cancelled
             raise Cancelled()
-        base = len(b.ranks)
+        base = max(b.ranks) + 1 if b.ranks else 0
         per_file.append(read_report(b, f, i, base, progress))
     if progress:
         progress(0.9, "sorting and nesting events")
