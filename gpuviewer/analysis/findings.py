@@ -103,8 +103,8 @@ def analyze(trace: Trace) -> dict:
 # -- rules ---------------------------------------------------------------------------------------
 def _utilization(rb: RankBreakdown) -> list[dict]:
     u = rb.gpu_utilization
-    if not rb.steps or u >= LOW_UTILIZATION:
-        return []
+    if not rb.steps or u >= LOW_UTILIZATION or rb.ops is None or not len(rb.ops):
+        return []  # no GPU work recorded (a CPU-only trace, a memory snapshot) says nothing
     s0, s1 = _span(rb)
     return [_finding("low_gpu_utilization", "high" if u < 0.4 else "medium",
                      f"Rank {rb.rank}: GPU busy {u:.0%} of the time (below {LOW_UTILIZATION:.0%})",

@@ -7,6 +7,8 @@ from ..model.trace import Trace
 
 
 def allocated_counters(trace: Trace):
+    """The allocator's allocated-bytes curves (Kineto [memory], nsys CUDA memory usage). A
+    snapshot replay is relative to its ring buffer's start, so it is not used for peaks."""
     return [c for c in trace.counters if c.name == "allocated" and c.device >= 0 and len(c.v)]
 
 

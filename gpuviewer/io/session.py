@@ -30,6 +30,12 @@ def load(paths: list[str], *, use_cache: bool = True, progress: Progress | None 
     files = sn.expand(paths)
     if not files:
         raise TraceError(", ".join(paths), "no trace files found in the folder")
+    snaps = [f for f in files if sn.sniff(f) == sn.MEMSNAP]
+    if snaps:
+        rest = [f for f in files if f not in snaps]
+        trace = load(rest, use_cache=use_cache, progress=progress, cancelled=cancelled) if rest \
+            else _empty_trace(snaps)
+        return attach_snapshots(trace, snaps)
     if use_cache:
         from . import cache
         t = cache.load(files)
@@ -123,3 +129,29 @@ def _assign_ranks_and_clocks(b: TraceBuilder, per_file: list[dict]) -> None:
         b.metadata.setdefault("per_file", []).append(
             {"path": info["reader"].path, "rank": r, "clock_offset_ns": offset,
              "base_ns": info["base_ns"], "flow_events": info["reader"].n_flow})
+
+
+def _empty_trace(files: list[str]) -> Trace:
+    b = TraceBuilder("memory-snapshot")
+    b.rank(0).files.extend(os.path.abspath(f) for f in files)
+    return b.finish()
+
+
+def attach_snapshots(trace: Trace, files: list[str]) -> Trace:
+    """Memory snapshots join the session on its Unix-time axis, as rank 0's (or the only
+    rank's) devices; their replayed allocated-bytes curve becomes a counter."""
+    from ..model.trace import Counter
+    from .memsnap import read_snapshot
+    rank = trace.ranks[0].rank if trace.ranks else 0
+    trace.snapshots = getattr(trace, "snapshots", [])
+    for f in files:
+        for s in read_snapshot(f):
+            s.rank = rank
+            trace.snapshots.append(s)
+            trace.counters.append(Counter(rank, s.device, "allocated (snapshot)", s.t, s.allocated))
+            info = next((r for r in trace.ranks if r.rank == rank), None)
+            if info is not None and s.device not in info.devices:
+                info.devices.append(s.device)
+    trace.metadata.setdefault("files", []).extend(os.path.abspath(f) for f in files)
+    trace._span = None
+    return trace

@@ -103,7 +103,8 @@ class Trace:
         self.metadata = metadata or {}
         self.lane_offsets = np.searchsorted(columns["lane"], np.arange(len(lanes) + 1)).astype(np.int64)
         self._lane_cache: dict = {}
-        self._span: tuple[int, int] | None = None  # per-lane derived arrays (end, max-end, LOD pyramid)
+        self._span: tuple[int, int] | None = None
+        self.snapshots: list = []  # memory snapshot replays (model.memory.SnapshotSeries)  # per-lane derived arrays (end, max-end, LOD pyramid)
 
     # -- basic shape -------------------------------------------------------------------
     def __len__(self) -> int:
@@ -134,6 +135,11 @@ class Trace:
         if len(it):
             lo.append(int(it.min()))
             hi.append(int(it.max()))
+        if not lo:  # no events (a memory snapshot alone): the counters' span
+            for c in self.counters:
+                if len(c.t):
+                    lo.append(int(c.t[0]))
+                    hi.append(int(c.t[-1]))
         return (min(lo), max(hi)) if lo else (0, 0)
 
     def lane_slice(self, lane: int) -> slice:

@@ -41,6 +41,7 @@ class TimelineItem(pg.GraphicsObject):
         self.match_mask: np.ndarray | None = None  # bool per event
         self.flow_pairs: list[tuple[int, int]] = []
         self.highlight: tuple[int, int, set] | None = None  # a finding's range on its ranks
+        self.cursor_ns: int | None = None  # a time picked elsewhere (memory panel)
         self.font = QFont()
         self.font.setPixelSize(11)
         self.fm = QFontMetrics(self.font)
@@ -128,6 +129,10 @@ class TimelineItem(pg.GraphicsObject):
             self._matches(p, rows, t0, t1, sx, ox, sy, oy, y0, y1)
         if self.selected is not None:
             self._selection(p, sx, ox, sy, oy)
+        if self.cursor_ns is not None:
+            X = (self.cursor_ns - self.origin) * sx + ox
+            p.setPen(QPen(QColor(37, 99, 235), 1.5))
+            p.drawLine(QPointF(X, y0 * sy + oy), QPointF(X, y1 * sy + oy))
         if self.flow_pairs:
             self._flows(p, sx, ox, sy, oy)
         p.restore()

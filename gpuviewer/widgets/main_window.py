@@ -15,6 +15,7 @@ from .area_table import AreaTable
 from .details import DetailsPanel
 from .findings_panel import FindingsPanel
 from .loader import Loader
+from .memory_panel import MemoryPanel
 from .overview_panel import OverviewPanel
 from .timeline_view import TimelineView
 
@@ -71,17 +72,28 @@ class MainWindow(QMainWindow):
         self.details_dock = self._dock("Details", self.details, Qt.RightDockWidgetArea)
         self.area = AreaTable()
         self.area_dock = self._dock("Selection summary", self.area, Qt.BottomDockWidgetArea)
-        self.area_dock.hide()  # shown when an area is selected
+
+        self.memory = MemoryPanel()
+        self.memory_dock = self._dock("Memory", self.memory, Qt.BottomDockWidgetArea)
+        self.memory.cursorMoved.connect(self._memory_cursor)
         self.findings = FindingsPanel()
         self.findings_dock = self._dock("Findings", self.findings, Qt.BottomDockWidgetArea)
         self.overview = OverviewPanel()
         self.overview_dock = self._dock("Overview", self.overview, Qt.BottomDockWidgetArea)
+        self.memory_dock.hide()  # shown when the session has memory data
+        self.analysis: dict | None = None
+        self._analysis_thread = None
+        # Bottom: the memory curve right under the timeline, then a tab group of findings,
+        # overview and selection summary.
+        # The right dock spans the full height so the bottom docks sit exactly under the timeline.
+        self.setCorner(Qt.BottomRightCorner, Qt.RightDockWidgetArea)
+        self.setCorner(Qt.TopRightCorner, Qt.RightDockWidgetArea)
+        self.splitDockWidget(self.memory_dock, self.findings_dock, Qt.Vertical)
         self.tabifyDockWidget(self.findings_dock, self.overview_dock)
         self.tabifyDockWidget(self.findings_dock, self.area_dock)
         self.findings_dock.raise_()
-        self.analysis: dict | None = None
-        self._analysis_thread = None
-        self.resizeDocks([self.findings_dock], [230], Qt.Vertical)
+        self.resizeDocks([self.memory_dock, self.findings_dock], [230, 170], Qt.Vertical)
+        self.resizeDocks([self.details_dock], [330], Qt.Horizontal)
         self.resizeDocks([self.details_dock], [330], Qt.Horizontal)
         self.setDockOptions(QMainWindow.AnimatedDocks | QMainWindow.AllowNestedDocks | QMainWindow.AllowTabbedDocks)
 
@@ -124,6 +136,7 @@ class MainWindow(QMainWindow):
         v.addAction(self.details_dock.toggleViewAction())
         v.addAction(self.area_dock.toggleViewAction())
         v.addAction(self.findings_dock.toggleViewAction())
+        v.addAction(self.memory_dock.toggleViewAction())
         v.addAction(self.overview_dock.toggleViewAction())
         r = v.addMenu("Renderer")
         for mode, label in (("auto", "Automatic (GPU if it is real hardware)"), ("opengl", "OpenGL"),
@@ -229,6 +242,15 @@ class MainWindow(QMainWindow):
         self.paths = paths
         self.timeline.set_trace(trace)
         self.details.set_trace(trace)
+        self.memory.align_with(self.timeline.labels.width(), self.timeline.scroll.sizeHint().width())
+        self.memory.set_trace(trace, self.timeline.origin, self.timeline.vb)
+        if self.memory.has_data():
+            self.memory_dock.show()
+            self.memory_dock.raise_()
+            if len(trace) == 0:  # a memory snapshot alone: the curve is the content
+                self.resizeDocks([self.memory_dock], [560], Qt.Vertical)
+        else:
+            self.memory_dock.hide()
         steps = sorted({s.step for s in trace.steps})
         self.step_box.blockSignals(True)
         self.step_box.setRange(min(steps) if steps else 0, max(steps) if steps else 0)
@@ -381,6 +403,8 @@ class MainWindow(QMainWindow):
     def _range_changed(self, t0: int, t1: int) -> None:
         if self.trace is None:
             return
+        o0 = self.timeline.origin
+        self.memory.follow(t0 - o0, t1 - o0)
         o = self.trace.start_ns
         self.status_range.setText(f"visible {format_ns(t0 - o)} – {format_ns(t1 - o)}  ({format_duration(t1 - t0)})")
 
@@ -389,6 +413,12 @@ class MainWindow(QMainWindow):
             self.area.show_area(self.trace, lanes, t0, t1)
             self.area_dock.show()
             self.area_dock.raise_()
+
+    def _memory_cursor(self, t: int) -> None:
+        item = self.timeline.item
+        if item is not None:
+            item.cursor_ns = t
+            item.update()
 
     def _goto_event(self, i: int) -> None:
         self.timeline.select(i)

@@ -74,8 +74,7 @@ class OverviewPanel(QWidget):
         x = np.arange(len(steps))
         base = np.zeros(len(steps))
         for k, (label, rgb) in enumerate(PARTS):
-            bar = pg.BarGraphItem(x=x, height=v[:, k], y0=base, width=0.7, brush=QColor(*rgb), pen=None,
-                                  name=label)
+            bar = pg.BarGraphItem(x=x, height=v[:, k], y0=base, width=0.7, brush=QColor(*rgb), pen=None)
             self.plot.addItem(bar)
             self.legend.addItem(bar, label)
             base = base + v[:, k]

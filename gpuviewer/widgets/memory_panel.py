@@ -1,0 +1,254 @@
+"""Memory panel: allocated and reserved bytes per rank and device on the timeline's time axis
+(x-linked, so pan and zoom follow it), the device's capacity, each step's peak, headroom;
+snapshot replays with call-site categories as stacked areas. Hover shows the value (and the
+snapshot allocation); a click puts a cursor on the timeline at that time."""
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor, QPen
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QTextBrowser, QVBoxLayout, QWidget
+
+from ..analysis.memory import capacity_bytes, peaks_per_step
+from ..model.trace import Trace
+from ..render.time_axis import TimeAxis, format_ns
+
+RANK_COLORS = [(37, 99, 235), (220, 38, 38), (22, 163, 74), (147, 51, 234), (234, 88, 12), (8, 145, 178),
+               (202, 138, 4), (219, 39, 119)]
+CAT_COLORS = [(96, 165, 250, 150), (251, 146, 60, 150), (74, 222, 128, 150), (192, 132, 252, 150),
+              (148, 163, 184, 150), (250, 204, 21, 150)]
+GB = 1e9
+
+
+class MemoryPanel(QWidget):
+    cursorMoved = Signal(object)  # absolute ns
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.trace: Trace | None = None
+        self.origin = 0
+        self.multiples = QCheckBox("small multiples (one plot per rank)")
+        self.info = QLabel("")
+        self.frames = QTextBrowser()
+        self.frames.setMaximumWidth(420)
+        self.frames.hide()
+        top = QHBoxLayout()
+        top.addWidget(self.info, 1)
+        top.addWidget(self.multiples)
+        self.plots_box = QVBoxLayout()
+        self.plots_box.setSpacing(0)
+        body = QHBoxLayout()
+        body.addLayout(self.plots_box, 1)
+        body.addWidget(self.frames)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(2, 2, 2, 2)
+        lay.addLayout(top)
+        lay.addLayout(body, 1)
+        self.plots: list[pg.PlotWidget] = []
+        self.link_to = None
+        self.series: list[dict] = []  # what is drawn: rank, device, name, x, y
+        self.multiples.toggled.connect(lambda _: self.rebuild())
+
+    def align_with(self, left_px: int, right_px: int) -> None:
+        """Line the plot area up with the timeline's (its lane labels on the left, its scroll
+        bar on the right), so a time is at the same x in both."""
+        self._align = (left_px, right_px)
+
+    def set_trace(self, trace: Trace, origin: int, link_viewbox=None) -> None:
+        self.trace = trace
+        self.origin = origin
+        self.link_to = link_viewbox
+        self.rebuild()
+
+    def has_data(self) -> bool:
+        return bool(self.trace is not None and any(len(c.t) for c in self.trace.counters
+                                       if c.name.startswith(("allocated", "reserved"))))
+
+    def _clear(self) -> None:
+        for p in self.plots:
+            self.plots_box.removeWidget(p)
+            p.deleteLater()
+        self.plots = []
+        self.series = []
+
+    def _new_plot(self, title: str) -> pg.PlotWidget:
+        p = pg.PlotWidget(axisItems={"bottom": TimeAxis("bottom")})
+        left, right = getattr(self, "_align", (0, 0))
+        p.getAxis("left").setWidth(max(40, left))
+        p.getPlotItem().layout.setContentsMargins(0, 0, right, 0)
+        p.setMinimumHeight(120)
+        p.setBackground("w")
+        p.setLabel("left", "GB")
+        p.setMenuEnabled(False)
+        p.hideButtons()
+        p.setMouseEnabled(x=True, y=False)
+        p.setTitle(title, size="9pt")
+        p.addLegend(offset=(-10, 5))
+        if self.link_to is not None:
+            # Same range as the timeline, both ways. (pyqtgraph's setXLink aligns views by screen
+            # geometry, which is off when the plot areas differ; an exact range is simpler.)
+            vb = p.getViewBox()
+            x0, x1 = self.link_to.viewRange()[0]
+            vb.setXRange(x0, x1, padding=0)
+            vb.sigXRangeChanged.connect(lambda v, r: self._from_memory(v))
+        p.scene().sigMouseMoved.connect(lambda pos, pw=p: self._hover(pw, pos))
+        p.scene().sigMouseClicked.connect(lambda ev, pw=p: self._click(pw, ev))
+        self.plots_box.addWidget(p)
+        self.plots.append(p)
+        return p
+
+    def follow(self, x0: float, x1: float) -> None:
+        """The timeline moved: show the same range."""
+        self._syncing = True
+        try:
+            for p in self.plots:
+                p.getViewBox().setXRange(x0, x1, padding=0)
+        finally:
+            self._syncing = False
+
+    def _from_memory(self, vb) -> None:
+        if getattr(self, "_syncing", False) or self.link_to is None:
+            return
+        x0, x1 = vb.viewRange()[0]
+        self.link_to.setXRange(x0, x1, padding=0)
+
+    def rebuild(self) -> None:
+        self._clear()
+        t = self.trace
+        if t is None:
+            return
+        ranks = sorted({c.rank for c in t.counters if c.name.startswith(("allocated", "reserved"))})
+        if not ranks:
+            self.info.setText("No memory data in this session (Kineto profile_memory=True, nsys "
+                              "--cuda-memory-usage=true, or open a torch.cuda.memory snapshot).")
+            return
+        groups = [[r] for r in ranks] if self.multiples.isChecked() else [ranks]
+        notes = []
+        for group in groups:
+            plot = self._new_plot("rank " + ", ".join(map(str, group)) if self.multiples.isChecked() else "")
+            ymax = 0.0
+            for r in group:
+                col = RANK_COLORS[r % len(RANK_COLORS)]
+                for c in t.counters:
+                    if c.rank != r or not c.name.startswith(("allocated", "reserved")) or not len(c.t):
+                        continue
+                    dash = c.name.startswith("reserved")
+                    x = (np.asarray(c.t) - self.origin).astype(np.float64)
+                    y = np.asarray(c.v, np.float64) / GB
+                    item = pg.PlotDataItem()
+                    plot.addItem(item)
+                    pen = pg.mkPen(col, width=1.5, style=Qt.DashLine if dash else Qt.SolidLine)
+                    item.setData(x, y, pen=pen)
+                    plot.plotItem.legend.addItem(item, f"r{r} GPU{c.device} {c.name}")
+                    item.setDownsampling(auto=True, method="peak")
+                    item.setClipToView(True)
+                    self.series.append({"rank": r, "device": c.device, "name": c.name, "x": x, "y": y})
+                    ymax = max(ymax, float(y.max()))
+                    if c.name == "allocated":
+                        # each step's peak: the top of the forward/backward sawtooth
+                        pks = peaks_per_step(t, r, c.device)
+                        if pks:
+                            sx = pg.ScatterPlotItem([pk["t_ns"] - self.origin for pk in pks],
+                                                    [pk["peak_bytes"] / GB for pk in pks], size=8,
+                                                    brush=pg.mkBrush(*col), pen=pg.mkPen("w"), symbol="t1")
+                            sx.setToolTip("\n".join(f"step {pk['step']}: peak {pk['peak_bytes'] / GB:.3f} GB"
+                                                     for pk in pks))
+                            plot.addItem(sx)
+                            top = max(pks, key=lambda pk: pk["peak_bytes"])
+                            if len(group) > 1:
+                                continue  # overlaid ranks: the peaks are in the line above the plot
+                            lab = pg.TextItem(f"r{r} peak {top['peak_bytes'] / GB:.2f} GB (step {top['step']})",
+                                              color=col, anchor=(0.5, 1.3))
+                            lab.setPos(top["t_ns"] - self.origin, top["peak_bytes"] / GB)
+                            plot.addItem(lab)
+                cap_devs = {c.device for c in t.counters if c.rank == r}
+                data_max = max((float(s_["y"].max()) for s_ in self.series if s_["rank"] == r), default=0.0)
+                for d in sorted(cap_devs):
+                    cap = capacity_bytes(t, r, d)
+                    if cap and cap / GB <= 1.6 * max(data_max, 1e-9):
+                        line = pg.InfiniteLine(pos=cap / GB, angle=0, pen=QPen(QColor(30, 30, 30), 1, Qt.DashDotLine),
+                                               label=f"r{r} GPU{d} capacity {cap / GB:.1f} GB",
+                                               labelOpts={"position": 0.02, "color": (30, 30, 30), "anchors": [(0, 1), (0, 1)]})
+                        plot.addItem(line)
+                        ymax = max(ymax, cap / GB)
+                    if cap:
+                        peak = max((s["y"].max() for s in self.series if s["rank"] == r and s["device"] == d
+                                    and s["name"] == "allocated"), default=None)
+                        if peak is not None:
+                            notes.append(f"rank {r} GPU {d}: peak {peak:.1f} GB of {cap / GB:.1f} GB, "
+                                         f"headroom {cap / GB - peak:.1f} GB")
+            for s in getattr(t, "snapshots", []):
+                if s.rank in group:
+                    self._stacked(plot, s)
+                    ymax = max(ymax, float(s.allocated.max()) / GB)
+                    notes.append(f"snapshot GPU {s.device}: {len(s.allocations):,} allocations, peak "
+                                 f"{s.allocated.max() / GB:.2f} GB in the recorded history (click for the stack)")
+            plot.setYRange(0, ymax * 1.3 if ymax else 1, padding=0)
+        self.info.setText("  ·  ".join(notes) or "allocated (solid) and reserved (dashed) per rank and device")
+
+    def _stacked(self, plot, s) -> None:
+        """Call-site categories as stacked areas: cumulative curves filled down to zero, drawn
+        from the top one down so each band shows its own colour."""
+        names, tt, vals = s.categories()
+        x = (tt - self.origin).astype(np.float64)
+        cum = np.cumsum(vals, axis=0) / GB
+        for k in range(len(names) - 1, -1, -1):
+            rgba = CAT_COLORS[k % len(CAT_COLORS)]
+            item = pg.PlotDataItem()
+            plot.addItem(item)
+            item.setData(x, cum[k], pen=pg.mkPen(rgba[:3], width=0.5), fillLevel=0.0,
+                         brush=pg.mkBrush(*rgba[:3], 200), name=f"snapshot: {names[k]}")
+            item.setZValue(-10 - k)
+            plot.plotItem.legend.addItem(item, f"{names[k]} (by call site)")
+        self.series.append({"rank": s.rank, "device": s.device, "name": "snapshot", "x": x,
+                            "y": s.allocated / GB, "snapshot": s})
+
+    def value_at(self, x: float) -> list[tuple[dict, float]]:
+        out = []
+        for s in self.series:
+            if not len(s["x"]):
+                continue
+            k = int(np.searchsorted(s["x"], x, side="right")) - 1
+            if k >= 0:
+                out.append((s, float(s["y"][k])))
+        return out
+
+    def _hover(self, plot, pos) -> None:
+        vb = plot.getViewBox()
+        if not plot.sceneBoundingRect().contains(pos):
+            return
+        x = vb.mapSceneToView(pos).x()
+        parts = [f"r{s['rank']} GPU{s['device']} {s['name']}: {v:.3f} GB" for s, v in self.value_at(x)]
+        snap = next((s["snapshot"] for s in self.series if "snapshot" in s), None)
+        if snap is not None:
+            a = snap.allocation_at(int(x + self.origin))
+            if a is not None:
+                parts.append(f"allocation {a.size / 1e6:.2f} MB ({a.category})")
+        plot.setToolTip(f"{format_ns(x)}\n" + "\n".join(parts))
+
+    def _click(self, plot, ev) -> None:
+        if ev.button() != Qt.LeftButton:
+            return
+        x = plot.getViewBox().mapSceneToView(ev.scenePos()).x()
+        self.show_allocation(x)
+        self.cursorMoved.emit(int(x + self.origin))
+
+    def show_allocation(self, x: float) -> None:
+        snap = next((s["snapshot"] for s in self.series if "snapshot" in s), None)
+        if snap is None:
+            self.frames.hide()
+            return
+        a = snap.allocation_at(int(x + self.origin))
+        if a is None:
+            return
+        rows = "".join(f"<li>{_esc(str(f.get('name')))} <span style='color:gray'>{_esc(str(f.get('filename')))}:"
+                       f"{f.get('line')}</span></li>" for f in a.frames[:40])
+        freed = f", freed after {(a.free_ns - a.t_ns) / 1e6:.2f} ms" if a.free_ns else ", not freed in the history"
+        self.frames.setHtml(f"<b>{a.size / 1e6:.2f} MB</b> at {format_ns(a.t_ns - self.origin)} "
+                            f"({a.category}{freed})<ol>{rows}</ol>")
+        self.frames.show()
+
+
+def _esc(s: str) -> str:
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
