@@ -48,6 +48,10 @@ ADVICE = {
     "load_imbalance": "Ranks do unequal work, so the fast ones wait for the slow one at every "
                       "collective. Balance the partition (layers per pipeline stage, sequence lengths "
                       "per data-parallel rank) or move extra work off the slow rank.",
+    "topology_split": "The communication group crosses slow paths (another NVLink island, a PCIe "
+                      "host bridge, the inter-socket link). Keep tensor parallel and the chattiest "
+                      "groups inside an NVLink domain; place ranks so each group maps to one island; "
+                      "check NCCL_P2P_LEVEL and that P2P is not disabled.",
     "memory_headroom": "Peak allocated memory is close to the device's capacity: an OOM risk and "
                        "allocator thrash. Use activation checkpointing, a smaller micro-batch, 8-bit "
                        "optimizers or sharded optimizer state (ZeRO/FSDP), and free tensors held "
@@ -80,6 +84,12 @@ def analyze(trace: Trace) -> dict:
     findings += _stragglers(trace, rbs, colls)
     findings += _pipeline(trace, rbs)
     findings += _imbalance(trace, rbs, colls)
+    topo = getattr(trace, "topology", None)
+    comm = None
+    if topo is not None:
+        from .topology import comm_stats, topology_findings
+        findings += topology_findings(trace, topo)
+        comm = comm_stats(trace)
     order = {"high": 0, "medium": 1, "low": 2}
     findings.sort(key=lambda f: (order[f["severity"]], f["rule"], f["ranks"], f["step"] or -1))
     ranks = []
@@ -93,7 +103,7 @@ def analyze(trace: Trace) -> dict:
                                  "memcpy_ns": s.memcpy_ns, "idle_ns": s.idle_ns,
                                  "utilization": round(s.utilization, 4)} for s in rb.steps],
                       "kernels": ks})
-    return {"ranks": ranks, "findings": findings,
+    return {"ranks": ranks, "findings": findings, "comm": comm,
             "collectives": [{"step": c.step, "matched": c.n,
                              "wait_ms": {str(r): round(w / 1e6, 3) for r, w in c.wait_ns.items()},
                              "last_arrivals": {str(r): n for r, n in c.last_arrivals.items()},

@@ -34,6 +34,19 @@ def cmd_info(args) -> int:
         return _fail(str(e), args.debug)
     except Exception as e:  # noqa: BLE001 - never a traceback for bad input
         return _fail(f"{', '.join(args.paths)}: cannot read ({type(e).__name__}: {e})", args.debug)
+    if trace.format == "nvidia-smi-topo" and trace.topology is not None:
+        out = trace.topology.to_json()
+        if args.json:
+            import msgspec
+            sys.stdout.write(msgspec.json.encode(out).decode() + "\n")
+        else:
+            print(f"format      {out['format']}")
+            for g in out["gpus"]:
+                print(f"{g['name']:<11} {g['product'] or ''} NUMA {g['numa']} CPUs {g['cpu_affinity']}")
+            for ln in out["links"]:
+                print(f"link        {ln['a']} - {ln['b']}: {ln['type']}")
+            print(f"islands     {out['islands']}")
+        return 0
     s = summarize(trace)
     s["load_seconds"] = round(time.perf_counter() - t0, 4)
     s["warnings"] = list(trace.warnings)

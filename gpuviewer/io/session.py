@@ -30,6 +30,16 @@ def load(paths: list[str], *, use_cache: bool = True, progress: Progress | None 
     files = sn.expand(paths)
     if not files:
         raise TraceError(", ".join(paths), "no trace files found in the folder")
+    topo = [f for f in files if sn.sniff(f) in (sn.TOPO, sn.TOPO_AUX)]
+    if topo:
+        from .topo import read_topology
+        rest = [f for f in files if f not in topo]
+        topology = read_topology(topo)
+        trace = load(rest, use_cache=use_cache, progress=progress, cancelled=cancelled) if rest \
+            else _empty_trace(topo, format="nvidia-smi-topo")
+        trace.topology = topology
+        trace.metadata.setdefault("files", []).extend(os.path.abspath(f) for f in topo)
+        return trace
     snaps = [f for f in files if sn.sniff(f) == sn.MEMSNAP]
     if snaps:
         rest = [f for f in files if f not in snaps]
@@ -126,13 +136,16 @@ def _assign_ranks_and_clocks(b: TraceBuilder, per_file: list[dict]) -> None:
             b.warnings.append(f"{os.path.basename(info['reader'].path)}: no absolute clock; aligned "
                               f"at its first event (offset {offset} ns)")
         info["reader"].finish(info["meta"], r, offset, info["base_ns"])
+        for g in _process_groups(info["meta"]):
+            if g not in b.metadata.setdefault("process_groups", []):
+                b.metadata["process_groups"].append(g)
         b.metadata.setdefault("per_file", []).append(
             {"path": info["reader"].path, "rank": r, "clock_offset_ns": offset,
              "base_ns": info["base_ns"], "flow_events": info["reader"].n_flow})
 
 
-def _empty_trace(files: list[str]) -> Trace:
-    b = TraceBuilder("memory-snapshot")
+def _empty_trace(files: list[str], format: str = "memory-snapshot") -> Trace:
+    b = TraceBuilder(format)
     b.rank(0).files.extend(os.path.abspath(f) for f in files)
     return b.finish()
 
@@ -155,3 +168,21 @@ def attach_snapshots(trace: Trace, files: list[str]) -> Trace:
     trace.metadata.setdefault("files", []).extend(os.path.abspath(f) for f in files)
     trace._span = None
     return trace
+
+
+def _process_groups(meta: dict) -> list[list[int]]:
+    """distributedInfo.pg_config[].ranks (a list, or a string "[0, 1]" in on-demand traces)."""
+    import json
+    dist = meta.get("distributedInfo")
+    out = []
+    if isinstance(dist, dict):
+        for pg in dist.get("pg_config") or []:
+            r = pg.get("ranks") if isinstance(pg, dict) else None
+            if isinstance(r, str):
+                try:
+                    r = json.loads(r)
+                except ValueError:
+                    r = None
+            if isinstance(r, list) and all(isinstance(x, int) for x in r):
+                out.append(sorted(r))
+    return out

@@ -9,6 +9,7 @@ KINETO = "kineto"
 NSYS_SQLITE = "nsys-sqlite"
 NSYS_REP = "nsys-rep"
 TOPO = "nvidia-smi-topo"
+TOPO_AUX = "nvidia-smi-text"  # nvlink --status, -q: details joined to a topology
 MEMSNAP = "memory-snapshot"
 
 
@@ -30,6 +31,8 @@ def sniff(path: str) -> str | None:
         return KINETO
     if b"GPU0" in text and (b"Legend" in text or b"\tX" in text or b" X " in text):
         return TOPO
+    if (b"GPU 0:" in text and b"Link 0:" in text) or b"NVSMI LOG" in text:
+        return TOPO_AUX
     return None
 
 
@@ -45,7 +48,7 @@ def expand(paths: list[str]) -> list[str]:
             for root, _dirs, files in os.walk(p):
                 for f in sorted(files):
                     fp = os.path.join(root, f)
-                    if sniff(fp) in (KINETO, NSYS_SQLITE):
+                    if sniff(fp) in (KINETO, NSYS_SQLITE, MEMSNAP, TOPO, TOPO_AUX):
                         out.append(fp)
         else:
             out.append(p)

@@ -104,7 +104,8 @@ class Trace:
         self.lane_offsets = np.searchsorted(columns["lane"], np.arange(len(lanes) + 1)).astype(np.int64)
         self._lane_cache: dict = {}
         self._span: tuple[int, int] | None = None
-        self.snapshots: list = []  # memory snapshot replays (model.memory.SnapshotSeries)  # per-lane derived arrays (end, max-end, LOD pyramid)
+        self.snapshots: list = []  # memory snapshot replays (model.memory.SnapshotSeries)
+        self.topology = None  # model.topology.Topology, when a topology file joined the session  # per-lane derived arrays (end, max-end, LOD pyramid)
 
     # -- basic shape -------------------------------------------------------------------
     def __len__(self) -> int:

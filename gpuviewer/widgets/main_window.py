@@ -17,6 +17,7 @@ from .findings_panel import FindingsPanel
 from .loader import Loader
 from .memory_panel import MemoryPanel
 from .overview_panel import OverviewPanel
+from .topology_view import TopologyView
 from .timeline_view import TimelineView
 
 SHORTCUTS = [
@@ -76,6 +77,10 @@ class MainWindow(QMainWindow):
         self.memory = MemoryPanel()
         self.memory_dock = self._dock("Memory", self.memory, Qt.BottomDockWidgetArea)
         self.memory.cursorMoved.connect(self._memory_cursor)
+        self.topology = TopologyView()
+        self.topology_dock = self._dock("Topology", self.topology, Qt.RightDockWidgetArea)
+        self.tabifyDockWidget(self.details_dock, self.topology_dock)
+        self.details_dock.raise_()
         self.findings = FindingsPanel()
         self.findings_dock = self._dock("Findings", self.findings, Qt.BottomDockWidgetArea)
         self.overview = OverviewPanel()
@@ -128,6 +133,8 @@ class MainWindow(QMainWindow):
         self._fill_recent()
         m.addSeparator()
         m.addAction("&Quit", QKeySequence.Quit, self.close)
+        e = self.menuBar().addMenu("&Edit")
+        e.addAction("Paste topology (nvidia-smi topo -m)", self.paste_topology)
         v = self.menuBar().addMenu("&View")
         v.addAction("Fit all", self.timeline.fit_all)
         self.steps_action = QAction("Show step boundaries", self, checkable=True, checked=True)
@@ -137,6 +144,7 @@ class MainWindow(QMainWindow):
         v.addAction(self.area_dock.toggleViewAction())
         v.addAction(self.findings_dock.toggleViewAction())
         v.addAction(self.memory_dock.toggleViewAction())
+        v.addAction(self.topology_dock.toggleViewAction())
         v.addAction(self.overview_dock.toggleViewAction())
         r = v.addMenu("Renderer")
         for mode, label in (("auto", "Automatic (GPU if it is real hardware)"), ("opengl", "OpenGL"),
@@ -196,6 +204,10 @@ class MainWindow(QMainWindow):
     def open_paths(self, paths: list[str], block: bool = False) -> bool:
         """Open a session. block=True loads in this thread (headless screenshots, tests)."""
         paths = [os.path.abspath(p) for p in paths]
+        from ..io import sniff as sn
+        if self.trace is not None and paths and all(
+                os.path.isfile(p) and sn.sniff(p) in (sn.TOPO, sn.TOPO_AUX) for p in paths):
+            return self.attach_topology_files(paths)
         if block:
             from ..io.errors import TraceError
             from ..io.session import load
@@ -242,6 +254,7 @@ class MainWindow(QMainWindow):
         self.paths = paths
         self.timeline.set_trace(trace)
         self.details.set_trace(trace)
+        self._show_topology()
         self.memory.align_with(self.timeline.labels.width(), self.timeline.scroll.sizeHint().width())
         self.memory.set_trace(trace, self.timeline.origin, self.timeline.vb)
         if self.memory.has_data():
@@ -266,6 +279,58 @@ class MainWindow(QMainWindow):
         self._add_recent(paths)
         self._range_changed(*self.timeline.visible_range())
         self.run_analysis(block=getattr(self, "_block_analysis", False))
+
+    # -- topology -------------------------------------------------------------------------
+    def attach_topology_files(self, paths: list[str]) -> bool:
+        from ..io.errors import TraceError
+        from ..io.topo import read_topology
+        try:
+            topo = read_topology(paths)
+        except TraceError as e:
+            self._failed(str(e))
+            return False
+        self.set_topology(topo)
+        return True
+
+    def paste_topology(self, text: str | None = None) -> bool:
+        from PySide6.QtWidgets import QApplication
+        from ..io.errors import TraceError
+        from ..io.topo import parse_topo_matrix
+        text = text if text is not None else QApplication.clipboard().text()
+        try:
+            topo = parse_topo_matrix(text, "pasted")
+        except TraceError as e:
+            self._failed(f"The clipboard does not hold `nvidia-smi topo -m` output ({e.problem})")
+            return False
+        self.set_topology(topo)
+        return True
+
+    def set_topology(self, topo) -> None:
+        if self.trace is not None:
+            self.trace.topology = topo
+        self._show_topology()
+        if self.trace is not None and len(self.trace):
+            self.run_analysis(block=getattr(self, "_block_analysis", False))
+
+    def _show_topology(self) -> None:
+        topo = getattr(self.trace, "topology", None) if self.trace is not None else None
+        if topo is None:
+            self.topology.set_topology(None)
+            return
+        from ..analysis.topology import rank_gpus
+        ranks_of_gpu: dict[str, list[int]] = {}
+        if len(self.trace):
+            for r, gs in rank_gpus(self.trace).items():
+                for g in gs:
+                    ranks_of_gpu.setdefault(g, []).append(r)
+        comm = None
+        if self.analysis is not None:
+            comm = self.analysis.get("comm")
+        self.topology.set_topology(topo, ranks_of_gpu, comm)
+        self.topology_dock.show()
+        self.topology_dock.raise_()
+        if not len(self.trace):  # a topology alone: give it the room
+            self.resizeDocks([self.topology_dock], [max(600, int(self.width() * 0.75))], Qt.Horizontal)
 
     # -- analysis ---------------------------------------------------------------------------
     def run_analysis(self, block: bool = False) -> None:
@@ -293,6 +358,8 @@ class MainWindow(QMainWindow):
         self.analysis = a
         self.findings.set_findings(a["findings"])
         self.overview.set_analysis(a)
+        if getattr(trace, "topology", None) is not None:
+            self._show_topology()
         self.analysisReady.emit(a)
 
     def show_finding(self, f: dict) -> None:
