@@ -66,11 +66,15 @@ def comm_stats(trace: Trace, max_args: int = 400) -> dict:
         per_rank[r.rank] = {"nccl_ms": round(float(np.asarray(c["dur"][idx]).sum()) / 1e6, 3),
                             "collectives": int(len(idx)), "bytes": int(nbytes) if seen else None}
     pairs: dict[tuple[int, int], int] = {}
+    from ..model.categories import LaneKind
+    host = np.array([ln.kind == LaneKind.CPU for ln in trace.lanes], bool)
+    on_host = host[np.asarray(c["lane"])] if len(host) else np.zeros(0, bool)
+    names = np.asarray(c["name"])
     for i, n in enumerate(trace.names):
         m = _P2P.match(n)
-        if m and m.group(1) == "send":
+        if m and m.group(1) == "send":  # host-side ops (their GPU projections are not counted)
             a, b = int(m.group(2)), int(m.group(4))
-            cnt = int((np.asarray(c["name"]) == i).sum())
+            cnt = int(((names == i) & on_host).sum())
             pairs[(a, b)] = pairs.get((a, b), 0) + cnt
     return {"ranks": per_rank, "p2p_sends": {f"{a}->{b}": n for (a, b), n in pairs.items()}}
 

@@ -158,8 +158,12 @@ class TopologyView(QWidget):
                 if rk:
                     txt = "rank " + ",".join(map(str, rk))
                     if comm:
-                        ms = sum((comm["ranks"].get(x) or {}).get("nccl_ms", 0) for x in rk)
+                        st = [comm["ranks"].get(x) or {} for x in rk]
+                        ms = sum(x.get("nccl_ms", 0) for x in st)
                         txt += f" · NCCL {ms:.1f} ms"
+                        nb = [x.get("bytes") for x in st if x.get("bytes")]
+                        if nb:
+                            txt += f", {sum(nb) / 1e9:.2f} GB"
                     lines.append(txt)
                 if d.nvlinks:
                     lines.append(f"{d.nvlinks} NVLinks · {d.nvlink_gbps:.0f} GB/s")
