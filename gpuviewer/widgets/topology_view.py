@@ -131,9 +131,21 @@ class TopologyView(QWidget):
             line = self.scene.addLine(a.x(), a.y(), b.x(), b.y(), pen)
             line.setZValue(-1)
             line.setToolTip(f"{ln.a} – {ln.b}: {ln.type}")
+            extra = ""
+            ra, rb = ranks_of_gpu.get(ln.a, []), ranks_of_gpu.get(ln.b, [])
+            if comm and ra and rb and ln.type != "affinity":
+                p2p = comm.get("p2p_sends") or {}
+                sends = [f"{x}->{y}: {p2p[f'{x}->{y}']}" for x in ra for y in rb if f"{x}->{y}" in p2p]
+                sends += [f"{y}->{x}: {p2p[f'{y}->{x}']}" for x in ra for y in rb if f"{y}->{x}" in p2p]
+                if sends:
+                    extra = "\nsend/recv " + ", ".join(sends)
+                else:
+                    ms = min((comm["ranks"].get(x) or {}).get("nccl_ms", 0) for x in ra + rb)
+                    extra = f"\ncollectives {ms:.0f} ms"
+                line.setToolTip(line.toolTip() + extra)
             if label_links and ln.type != "affinity":
                 mid = (a + b) / 2
-                lt = QGraphicsSimpleTextItem(ln.type)
+                lt = QGraphicsSimpleTextItem(ln.type + extra)
                 lt.setFont(font)
                 lt.setBrush(col.darker(130))
                 lt.setPos(mid + QPointF(4, -16))
