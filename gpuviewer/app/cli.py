@@ -127,8 +127,18 @@ def build_parser() -> argparse.ArgumentParser:
     shot.add_argument("-o", "--output", required=True, help="OUT.png or OUT.svg")
     shot.add_argument("--window", help="START_MS:END_MS, relative to the session start (default: all)")
     shot.add_argument("--size", default="1600x900", help="WxH in pixels (default 1600x900)")
+    shot.add_argument("--annotations", help="an annotations JSON file to draw")
     shot.set_defaults(func=_screenshot)
+    rep = sub.add_parser("report", parents=[common], help="a self-contained HTML or Markdown report")
+    rep.add_argument("-o", "--output", required=True, help="OUT.html or OUT.md")
+    rep.add_argument("--annotations", help="an annotations JSON file to include")
+    rep.set_defaults(func=_report)
     return p
+
+
+def _report(args) -> int:
+    from .gui import cmd_report
+    return cmd_report(args)
 
 
 def _screenshot(args) -> int:

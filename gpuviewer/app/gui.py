@@ -44,7 +44,7 @@ def _parse_window(s: str) -> tuple[float, float]:
 
 
 def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, use_cache=True,
-                  setup=None) -> int:
+                  setup=None, annotations: str | None = None, report: bool = False) -> int:
     """Load, lay out and save the main window as the user would see it. Returns an exit code."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     app = _app()
@@ -61,6 +61,14 @@ def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, 
     win.show()
     for _ in range(3):
         app.processEvents()
+    if annotations:
+        from ..io.errors import TraceError
+        try:
+            win.load_annotation_file(annotations)
+        except TraceError as e:
+            print(f"gpuviewer: {e}", file=sys.stderr)
+            win.close()
+            return 2
     if window_ms is not None:
         o = win.trace.start_ns
         win.timeline.set_range(o + int(window_ms[0] * 1e6), o + int(window_ms[1] * 1e6))
@@ -68,7 +76,16 @@ def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, 
         setup(win)
     for _ in range(3):
         app.processEvents()
-    ok = save_widget(win, out)
+    if report:
+        from .report import write_report
+        try:
+            write_report(win, out)
+            ok = True
+        except OSError:
+            ok = False
+    else:
+        ok = save_widget(win, out)
+    win.sidecar = None  # headless runs never write a sidecar
     win.close()
     if not ok:
         print(f"gpuviewer: cannot write {out}", file=sys.stderr)
@@ -122,4 +139,17 @@ def cmd_screenshot(args) -> int:
         if not os.path.exists(p):
             print(f"gpuviewer: {p}: no such file or folder", file=sys.stderr)
             return 2
-    return render_window(args.paths, args.output, size, window, use_cache=not args.no_cache)
+    return render_window(args.paths, args.output, size, window, use_cache=not args.no_cache,
+                         annotations=args.annotations)
+
+
+def cmd_report(args) -> int:
+    if not args.output.lower().endswith((".html", ".htm", ".md")):
+        print("gpuviewer: the report must end in .html or .md", file=sys.stderr)
+        return 2
+    for p in args.paths:
+        if not os.path.exists(p):
+            print(f"gpuviewer: {p}: no such file or folder", file=sys.stderr)
+            return 2
+    return render_window(args.paths, args.output, (1500, 900), None, use_cache=not args.no_cache,
+                         annotations=args.annotations, report=True)

@@ -47,6 +47,8 @@ def expand(paths: list[str]) -> list[str]:
         if os.path.isdir(p):
             for root, _dirs, files in os.walk(p):
                 for f in sorted(files):
+                    if f.endswith(".gpuviewer.json") or f.startswith(".gpuviewer-"):
+                        continue  # our own annotation sidecars
                     fp = os.path.join(root, f)
                     if sniff(fp) in (KINETO, NSYS_SQLITE, MEMSNAP, TOPO, TOPO_AUX):
                         out.append(fp)

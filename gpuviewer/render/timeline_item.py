@@ -42,6 +42,7 @@ class TimelineItem(pg.GraphicsObject):
         self.flow_pairs: list[tuple[int, int]] = []
         self.highlight: tuple[int, int, set] | None = None  # a finding's range on its ranks
         self.cursor_ns: int | None = None  # a time picked elsewhere (memory panel)
+        self.annotations: list = []  # model.annotations.Annotation
         self.font = QFont()
         self.font.setPixelSize(11)
         self.fm = QFontMetrics(self.font)
@@ -129,6 +130,8 @@ class TimelineItem(pg.GraphicsObject):
             self._matches(p, rows, t0, t1, sx, ox, sy, oy, y0, y1)
         if self.selected is not None:
             self._selection(p, sx, ox, sy, oy)
+        if self.annotations:
+            self._annotations(p, rows, sx, ox, sy, oy, left, right)
         if self.cursor_ns is not None:
             X = (self.cursor_ns - self.origin) * sx + ox
             p.setPen(QPen(QColor(37, 99, 235), 1.5))
@@ -188,6 +191,72 @@ class TimelineItem(pg.GraphicsObject):
         for row in rows:
             if row.rank in ranks:
                 p.drawRect(QRectF(X0, row.y * sy + oy, X1 - X0, row.h * sy))
+        p.setPen(Qt.NoPen)
+
+    def _ann_rows(self, rank: int, lane_key: str | None, rows) -> tuple[float, float] | None:
+        """Device-independent y span (rows units) of an annotation's rank or lane."""
+        ys = [(r.y, r.y + r.h) for r in self.layout.rows
+              if r.rank == rank and (r.kind == "header" or r.kind == "lane" and (
+                  lane_key is None or self.trace.lanes[r.lane].key == lane_key))]
+        if lane_key is not None:
+            ys = [(r.y, r.y + r.h) for r in self.layout.rows
+                  if r.kind == "lane" and self.trace.lanes[r.lane].key == lane_key] or ys
+        if not ys:
+            return None
+        return min(a for a, _ in ys), max(b for _, b in ys)
+
+    def _annotations(self, p, rows, sx, ox, sy, oy, left, right) -> None:
+        p.setFont(self.font)
+        for a in self.annotations:
+            col = QColor(a.color)
+            span = self._ann_rows(a.rank, a.lane, rows)
+            if span is None:
+                continue
+            Y0, Y1 = span[0] * sy + oy, span[1] * sy + oy
+            X0 = (a.start_ns - self.origin) * sx + ox
+            if a.kind == "region":
+                X1 = (a.end_ns - self.origin) * sx + ox
+                fill = QColor(col)
+                fill.setAlpha(40)
+                p.setPen(QPen(col, 1.5))
+                p.setBrush(QBrush(fill))
+                p.drawRect(QRectF(X0, Y0, max(X1 - X0, 2), Y1 - Y0))
+                label = (a.title + ": " if a.title else "") + a.text
+                p.setPen(col.darker(150))
+                p.drawText(QRectF(X0 + 4, Y0 + 2, max(X1 - X0 - 8, 160), 16), Qt.AlignLeft | Qt.AlignTop,
+                           self.fm.elidedText(label, Qt.ElideRight, int(max(X1 - X0 - 8, 160))))
+            elif a.kind == "note":
+                p.setPen(QPen(col, 2))
+                p.drawLine(QPointF(X0, Y0), QPointF(X0, Y1))
+                flag = QPolygonF([QPointF(X0, Y0), QPointF(X0 + 10, Y0 + 5), QPointF(X0, Y0 + 10)])
+                p.setBrush(QBrush(col))
+                p.drawPolygon(flag)
+                w = min(self.fm.horizontalAdvance(a.text) + 10, 420)
+                box = QRectF(X0 + 12, Y0, w, 16)
+                p.setBrush(QBrush(QColor(255, 255, 255, 230)))
+                p.drawRect(box)
+                p.setPen(col.darker(150))
+                p.drawText(box.adjusted(4, 0, -2, 0), Qt.AlignVCenter | Qt.AlignLeft,
+                           self.fm.elidedText(a.text, Qt.ElideRight, int(w - 6)))
+            elif a.kind == "arrow":
+                end = self._ann_rows(a.end_rank if a.end_rank is not None else a.rank, a.end_lane, rows)
+                if end is None:
+                    continue
+                X1 = (a.end_ns - self.origin) * sx + ox
+                start = QPointF(X0, (Y0 + min(Y1, Y0 + sy)) / 2)
+                tip = QPointF(X1, (end[0] * sy + oy + min(end[1], end[0] + 1) * sy + oy) / 2)
+                p.setPen(QPen(col, 2))
+                p.setBrush(QBrush(col))
+                p.drawLine(start, tip)
+                v = tip - start
+                length = max((v.x() ** 2 + v.y() ** 2) ** 0.5, 1e-6)
+                ux, uy = v.x() / length, v.y() / length
+                p.drawPolygon(QPolygonF([tip, QPointF(tip.x() - 10 * ux + 5 * uy, tip.y() - 10 * uy - 5 * ux),
+                                         QPointF(tip.x() - 10 * ux - 5 * uy, tip.y() - 10 * uy + 5 * ux)]))
+                if a.text:
+                    mid = (start + tip) / 2
+                    p.setPen(col.darker(150))
+                    p.drawText(QRectF(mid.x() + 4, mid.y() - 16, 400, 16), Qt.AlignLeft | Qt.AlignVCenter, a.text)
         p.setPen(Qt.NoPen)
 
     def _event_rect(self, i: int, sx, ox, sy, oy) -> QRectF | None:

@@ -17,6 +17,7 @@ from .findings_panel import FindingsPanel
 from .loader import Loader
 from .memory_panel import MemoryPanel
 from .overview_panel import OverviewPanel
+from .annotations_panel import AnnotationsPanel
 from .topology_view import TopologyView
 from .timeline_view import TimelineView
 
@@ -81,6 +82,20 @@ class MainWindow(QMainWindow):
         self.topology_dock = self._dock("Topology", self.topology, Qt.RightDockWidgetArea)
         self.tabifyDockWidget(self.details_dock, self.topology_dock)
         self.details_dock.raise_()
+        self.annotations = AnnotationsPanel()
+        self.annotations_dock = self._dock("Annotations", self.annotations, Qt.RightDockWidgetArea)
+        self.tabifyDockWidget(self.details_dock, self.annotations_dock)
+        self.details_dock.raise_()
+        self.annotations.jumpTo.connect(self.goto_annotation)
+        self.annotations.changed.connect(self._annotations_changed)
+        from ..model.annotations import AnnotationDoc
+        self.doc = AnnotationDoc()
+        self.sidecar: str | None = None
+        from PySide6.QtCore import QTimer
+        self._save_timer = QTimer(self)
+        self._save_timer.setSingleShot(True)
+        self._save_timer.setInterval(400)
+        self._save_timer.timeout.connect(self.save_annotations)
         self.findings = FindingsPanel()
         self.findings_dock = self._dock("Findings", self.findings, Qt.BottomDockWidgetArea)
         self.overview = OverviewPanel()
@@ -112,10 +127,14 @@ class MainWindow(QMainWindow):
         self._status()
         self.timeline.selectionChanged.connect(self.details.show_event)
         self.timeline.rangeChanged.connect(self._range_changed)
+        self.timeline.rangeChanged.connect(self._view_changed)
+        self.timeline.labels.changed.connect(self._view_changed)
         self.timeline.areaSelected.connect(self._area)
         self.timeline.helpRequested.connect(self.show_shortcuts)
         self.details.linkActivated.connect(self._goto_event)
         self.findings.findingActivated.connect(self.show_finding)
+        self.timeline.markRequested.connect(self.mark)
+        self.timeline.contextRequested.connect(self._timeline_menu)
 
     def _dock(self, title: str, w: QWidget, area) -> QDockWidget:
         d = QDockWidget(title, self)
@@ -132,6 +151,10 @@ class MainWindow(QMainWindow):
         self.recent_menu = m.addMenu("Open &recent")
         self._fill_recent()
         m.addSeparator()
+        m.addAction("Export &image…", self.export_image_dialog)
+        m.addAction("Copy image to clipboard", self.copy_image)
+        m.addAction("Export &report…", self.export_report_dialog)
+        m.addSeparator()
         m.addAction("&Quit", QKeySequence.Quit, self.close)
         e = self.menuBar().addMenu("&Edit")
         e.addAction("Paste topology (nvidia-smi topo -m)", self.paste_topology)
@@ -145,6 +168,7 @@ class MainWindow(QMainWindow):
         v.addAction(self.findings_dock.toggleViewAction())
         v.addAction(self.memory_dock.toggleViewAction())
         v.addAction(self.topology_dock.toggleViewAction())
+        v.addAction(self.annotations_dock.toggleViewAction())
         v.addAction(self.overview_dock.toggleViewAction())
         r = v.addMenu("Renderer")
         for mode, label in (("auto", "Automatic (GPU if it is real hardware)"), ("opengl", "OpenGL"),
@@ -277,8 +301,200 @@ class MainWindow(QMainWindow):
         if trace.warnings:
             self.status_files.setToolTip("\n".join(trace.warnings))
         self._add_recent(paths)
+        self._load_annotations(paths)
         self._range_changed(*self.timeline.visible_range())
         self.run_analysis(block=getattr(self, "_block_analysis", False))
+
+    # -- annotations and view state ------------------------------------------------------------
+    def _load_annotations(self, paths: list[str]) -> None:
+        from ..io.errors import TraceError
+        from ..io.sidecar import load_doc, sidecar_path
+        from ..model.annotations import AnnotationDoc
+        from ..model.layout import ViewState
+        self.sidecar = sidecar_path(paths)
+        try:
+            self.doc = load_doc(self.sidecar)
+        except TraceError as e:
+            # a damaged sidecar is kept as it is (never overwritten) and annotations start empty
+            self.doc = AnnotationDoc()
+            self.sidecar = None
+            self.statusBar().showMessage(f"Annotations not loaded: {e}", 10000)
+        self._apply_annotations()
+        view = self.doc.view or {}
+        if view.get("lanes") and self.timeline.layout_model is not None:
+            self.timeline.layout_model.state = ViewState.from_json(view["lanes"])
+            self.timeline.layout_model.rebuild()
+            self.timeline._relayout()
+        rng = view.get("range")
+        if isinstance(rng, list) and len(rng) == 2 and all(isinstance(x, int) for x in rng) and rng[1] > rng[0]:
+            self.timeline.set_range(rng[0], rng[1])
+
+    def load_annotation_file(self, path: str) -> None:
+        """Annotations from a file (the CLI's --annotations) instead of the sidecar."""
+        from ..io.sidecar import load_doc
+        self.doc = load_doc(path)
+        self.sidecar = None  # do not write back over the user's file
+        self._apply_annotations()
+
+    def _apply_annotations(self) -> None:
+        origin = self.timeline.origin
+        self.annotations.set_annotations(self.doc.annotations, origin)
+        if self.timeline.item is not None:
+            self.timeline.item.annotations = self.doc.annotations
+            self.timeline.item.update()
+
+    def _annotations_changed(self) -> None:
+        self._apply_annotations()
+        self._save_timer.start()
+
+    def _view_changed(self, *_a) -> None:
+        # The view is saved with the annotations; a sidecar is only created once there is an
+        # annotation (panning alone never writes a file beside the user's trace).
+        import os
+        if self.sidecar and (self.doc.annotations or os.path.exists(self.sidecar)):
+            self._save_timer.start()
+
+    def view_state(self) -> dict:
+        t0, t1 = self.timeline.visible_range()
+        lm = self.timeline.layout_model
+        return {"range": [int(t0), int(t1)], "lanes": lm.state.to_json() if lm else {}}
+
+    def save_annotations(self) -> bool:
+        """Autosave: the sidecar (atomically); never the trace."""
+        if self.sidecar is None or self.trace is None:
+            return False
+        from ..io.sidecar import save_doc
+        self.doc.view = self.view_state()
+        try:
+            save_doc(self.sidecar, self.doc)
+        except OSError as e:
+            self.statusBar().showMessage(f"Could not save annotations to {self.sidecar}: {e.strerror}", 10000)
+            return False
+        return True
+
+    def add_annotation(self, a) -> None:
+        self.doc.annotations.append(a)
+        self._annotations_changed()
+
+    def mark(self, region: bool = False, text: str | None = None):
+        """M: a note at the selected event (or the middle of the view); Shift+M: a region over the
+        area selection (or the selected event)."""
+        from ..model.annotations import Annotation
+        if self.trace is None:
+            return None
+        c = self.trace.columns
+        sel = self.timeline.selected
+        rank, lane_key, t0, t1 = self.trace.ranks[0].rank if self.trace.ranks else 0, None, None, None
+        if region and self.timeline.last_area is not None:
+            t0, t1, lanes = self.timeline.last_area
+            ranks = sorted({self.trace.lanes[ln].rank for ln in lanes}) or [rank]
+            rank = ranks[0]
+            lane_key = self.trace.lanes[lanes[0]].key if len(lanes) == 1 else None
+        elif sel is not None:
+            lane = self.trace.lanes[int(c["lane"][sel])]
+            rank, lane_key = lane.rank, lane.key
+            t0 = int(c["start"][sel])
+            t1 = t0 + int(c["dur"][sel])
+        else:
+            v0, v1 = self.timeline.visible_range()
+            t0 = t1 = (v0 + v1) // 2
+        if text is None:
+            text = self.annotations.ask_text(self, "Region" if region else "Note", "")
+            if text is None:
+                return None
+        if region:
+            a = Annotation("region", text, int(t0), int(max(t1, t0 + 1)), rank, lane_key if not self.timeline.last_area else None)
+        else:
+            a = Annotation("note", text, int(t0), None, rank, lane_key)
+        self.add_annotation(a)
+        return a
+
+    def arrow_to(self, j: int, text: str = ""):
+        """An arrow from the selected event to event j."""
+        from ..model.annotations import Annotation
+        i = self.timeline.selected
+        if i is None or self.trace is None:
+            return None
+        c = self.trace.columns
+        la, lb = self.trace.lanes[int(c["lane"][i])], self.trace.lanes[int(c["lane"][j])]
+        a = Annotation("arrow", text, int(c["start"][i]), int(c["start"][j]), la.rank, la.key,
+                       end_rank=lb.rank, end_lane=lb.key)
+        self.add_annotation(a)
+        return a
+
+    def goto_annotation(self, a) -> None:
+        t1 = a.end_ns if a.end_ns is not None else a.start_ns
+        lo, hi = min(a.start_ns, t1), max(a.start_ns, t1)
+        span = max(hi - lo, 2_000_000)
+        self.timeline.set_range(lo - span // 4, hi + span // 4)
+        lm = self.timeline.layout_model
+        hdr = next((r for r in lm.rows if r.kind == "header" and r.rank == a.rank), None) if lm else None
+        if hdr is not None:
+            self.timeline.scroll.setValue(int(hdr.y * 10))
+
+    def _timeline_menu(self, global_pos, x: float, y: float) -> None:
+        from PySide6.QtWidgets import QMenu
+        from ..model.annotations import Annotation
+        if self.trace is None:
+            return
+        m = QMenu(self)
+        row = self.timeline.layout_model.row_at(y) if self.timeline.layout_model else None
+        t = int(x) + self.timeline.origin
+
+        def note_here():
+            text = self.annotations.ask_text(self, "Note", "")
+            if text is not None:
+                rank = row.rank if row is not None and row.rank >= 0 else self.trace.ranks[0].rank
+                key = self.trace.lanes[row.lane].key if row is not None and row.kind == "lane" else None
+                self.add_annotation(Annotation("note", text, t, None, rank, key))
+        m.addAction("Add a note here", note_here)
+        if self.timeline.last_area is not None:
+            m.addAction("Make a region of the area selection", lambda: self.mark(region=True))
+        j = self.timeline.item.pick(x, y, self.timeline._tol()) if self.timeline.item else None
+        if self.timeline.selected is not None and j is not None and j != self.timeline.selected:
+            m.addAction(f"Arrow from the selected event to {self.trace.name_of(j)[:40]}",
+                        lambda: self.arrow_to(j, self.annotations.ask_text(self, "Arrow label", "") or ""))
+        m.exec(global_pos)
+
+    # -- export -------------------------------------------------------------------------------
+    def export_image(self, path: str, scale: float = 1.0) -> bool:
+        from ..app.gui import save_widget
+        return save_widget(self, path, scale)
+
+    def export_image_dialog(self) -> None:
+        from PySide6.QtWidgets import QInputDialog
+        path, filt = QFileDialog.getSaveFileName(self, "Export image", "gpuviewer.png",
+                                                 "PNG image (*.png);;SVG (text stays text) (*.svg)")
+        if not path:
+            return
+        scale = 1.0
+        if path.lower().endswith(".png"):
+            s, ok = QInputDialog.getItem(self, "Scale", "Pixel scale (2x for slides):", ["1x", "2x", "3x"], 1, False)
+            if not ok:
+                return
+            scale = float(s[0])
+        if not self.export_image(path, scale):
+            QMessageBox.warning(self, "Export image", f"Could not write {path}")
+
+    def copy_image(self) -> None:
+        from PySide6.QtWidgets import QApplication
+        QApplication.clipboard().setPixmap(self.grab())
+        self.statusBar().showMessage("Image copied to the clipboard", 3000)
+
+    def export_report_dialog(self) -> None:
+        if self.trace is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "Export report", "gpuviewer-report.html",
+                                              "HTML (*.html);;Markdown (*.md)")
+        if not path:
+            return
+        from ..app.report import write_report
+        try:
+            write_report(self, path)
+        except OSError as e:
+            QMessageBox.warning(self, "Export report", f"Could not write {path}: {e.strerror}")
+            return
+        self.statusBar().showMessage(f"Report written to {path}", 5000)
 
     # -- topology -------------------------------------------------------------------------
     def attach_topology_files(self, paths: list[str]) -> bool:
@@ -505,6 +721,9 @@ class MainWindow(QMainWindow):
         QMessageBox.information(self, "Keyboard shortcuts", f"<table>{rows}</table>")
 
     def closeEvent(self, ev) -> None:
+        if self._save_timer.isActive():
+            self._save_timer.stop()
+            self.save_annotations()
         self.loader.cancel()
         if self._analysis_thread is not None:
             self._analysis_thread.wait(10000)

@@ -47,6 +47,8 @@ class TimelineView(QWidget):
     rangeChanged = Signal(object, object)  # absolute ns (64-bit: not a C int)
     areaSelected = Signal(object, object, object)  # lanes, t0, t1 (absolute ns)
     helpRequested = Signal()
+    markRequested = Signal(bool)  # M (False) or Shift+M (True)
+    contextRequested = Signal(object, float, float)  # global pos, x (ns from origin), y (rows)
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -55,6 +57,7 @@ class TimelineView(QWidget):
         self.item: TimelineItem | None = None
         self.origin = 0
         self.selected: int | None = None
+        self.last_area: tuple[int, int, list[int]] | None = None
         self.matches = np.zeros(0, np.int64)
         self.match_pos = -1
         self.setFocusPolicy(Qt.StrongFocus)
@@ -272,6 +275,8 @@ class TimelineView(QWidget):
             self.focus_search()
         elif k == Qt.Key_Question or (k == Qt.Key_Slash and ev.modifiers() & Qt.ShiftModifier):
             self.helpRequested.emit()
+        elif k == Qt.Key_M:
+            self.markRequested.emit(bool(ev.modifiers() & Qt.ShiftModifier))
         elif k == Qt.Key_Escape:
             self.select(None)
         else:
@@ -302,7 +307,14 @@ class TimelineView(QWidget):
         return 3 * (x1 - x0) / max(1.0, self.vb.width())
 
     def _clicked(self, ev) -> None:
-        if self.item is None or ev.button() != Qt.LeftButton:
+        if self.item is None:
+            return
+        if ev.button() == Qt.RightButton:
+            p = self.vb.mapSceneToView(ev.scenePos())
+            ev.accept()
+            self.contextRequested.emit(ev.screenPos().toPoint(), p.x(), p.y())
+            return
+        if ev.button() != Qt.LeftButton:
             return
         p = self.vb.mapSceneToView(ev.scenePos())
         self.select(self.item.pick(p.x(), p.y(), self._tol()))
@@ -377,6 +389,7 @@ class TimelineView(QWidget):
 
     def select_area(self, t0: int, t1: int, ya: float, yb: float) -> list[int]:
         lanes = [r.lane for r in self.layout_model.visible_rows(ya, yb) if r.kind == "lane"]
+        self.last_area = (t0, t1, lanes)
         self.areaSelected.emit(lanes, t0, t1)
         return lanes
 

@@ -1,0 +1,165 @@
+"""Reports: one self-contained HTML (or Markdown) file with the trace summary, a per-rank
+overview, every finding with its evidence and an image of its time range, and the annotations
+with images. Images are PNGs embedded as data URIs: no network, no side files."""
+from __future__ import annotations
+
+import base64
+import html
+import os
+
+from ..model.summary import summarize
+from ..render.time_axis import format_duration, format_ns
+
+CSS = """
+body{font-family:-apple-system,Segoe UI,Roboto,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1280px;color:#1e293b}
+h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #e2e8f0;padding-bottom:4px;margin-top:28px}
+h3{font-size:15px;margin-bottom:4px}table{border-collapse:collapse;margin:8px 0}
+td,th{border:1px solid #e2e8f0;padding:3px 8px;font-size:13px;text-align:right}th{background:#f1f5f9}
+td:first-child,th:first-child{text-align:left}.sev-high{color:#dc2626;font-weight:600}
+.sev-medium{color:#d97706;font-weight:600}.sev-low{color:#64748b}.advice{color:#475569;font-style:italic}
+img{max-width:100%;border:1px solid #cbd5e1;margin:6px 0}.muted{color:#64748b;font-size:12px}
+code{background:#f1f5f9;padding:0 3px}
+"""
+
+
+def _png_data_uri(widget) -> str:
+    from PySide6.QtCore import QBuffer, QByteArray, QIODevice
+    img = widget.grab()
+    ba = QByteArray()
+    buf = QBuffer(ba)
+    buf.open(QIODevice.WriteOnly)
+    img.save(buf, "PNG")
+    return "data:image/png;base64," + base64.b64encode(bytes(ba)).decode()
+
+
+def _image_of_range(win, t0: int, t1: int, ranks: list[int]) -> str:
+    from PySide6.QtWidgets import QApplication
+    span = max(t1 - t0, 1_000_000)
+    win.timeline.set_range(t0 - span // 10, t1 + span // 10)
+    lm = win.timeline.layout_model
+    if ranks and lm is not None:
+        hdr = next((r for r in lm.rows if r.kind == "header" and r.rank == ranks[0]), None)
+        if hdr is not None:
+            win.timeline.scroll.setValue(int(hdr.y * 10))
+    QApplication.processEvents()
+    return _png_data_uri(win.timeline)
+
+
+def build_report(win) -> dict:
+    """Everything the report shows, with images, as plain data."""
+    from ..analysis.findings import analyze
+    trace = win.trace
+    a = win.analysis or analyze(trace)
+    saved_range = win.timeline.visible_range()
+    saved_scroll = win.timeline.scroll.value()
+    saved_hl = win.timeline.item.highlight if win.timeline.item else None
+    try:
+        s = summarize(trace)
+        overview = _png_data_uri(win.timeline)
+        findings = []
+        for f in a["findings"]:
+            if win.timeline.item is not None:
+                win.timeline.item.highlight = (f["start_ns"], f["end_ns"], set(f["ranks"]))
+            img = _image_of_range(win, f["start_ns"], f["end_ns"], f["ranks"])
+            findings.append(dict(f, image=img))
+        if win.timeline.item is not None:
+            win.timeline.item.highlight = None
+        anns = []
+        for ann in win.doc.annotations:
+            t1 = ann.end_ns if ann.end_ns is not None else ann.start_ns
+            img = _image_of_range(win, min(ann.start_ns, t1), max(ann.start_ns, t1), [ann.rank])
+            anns.append({"a": ann, "image": img})
+    finally:
+        win.timeline.set_range(*saved_range)
+        win.timeline.scroll.setValue(saved_scroll)
+        if win.timeline.item is not None:
+            win.timeline.item.highlight = saved_hl
+    return {"summary": s, "analysis": a, "overview": overview, "findings": findings, "annotations": anns,
+            "origin": trace.start_ns, "files": [os.path.basename(p) for p in s["files"]]}
+
+
+def to_html(r: dict) -> str:
+    e = html.escape
+    s, a, o = r["summary"], r["analysis"], r["origin"]
+    out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>gpuviewer report</title><style>{CSS}</style></head><body>",
+           f"<h1>gpuviewer report — {e(', '.join(r['files']))}</h1>",
+           f"<p class='muted'>{s['format']} · {len(s['ranks'])} ranks · {s['events']:,} events · {s['kernels']:,} kernels</p>",
+           "<h2>Trace</h2><table><tr><th>rank</th><th>devices</th><th>events</th><th>kernels</th><th>NCCL kernels</th>"
+           "<th>steps</th><th>GPU utilization</th></tr>"]
+    util = {x["rank"]: x["gpu_utilization"] for x in a["ranks"]}
+    for rk in s["ranks"]:
+        out.append(f"<tr><td>{rk['rank']}</td><td>{rk['devices']}</td><td>{rk['events']:,}</td><td>{rk['kernels']:,}</td>"
+                   f"<td>{rk['nccl_kernels']:,}</td><td>{', '.join(map(str, rk['steps'])) or '-'}</td>"
+                   f"<td>{util.get(rk['rank'], 0):.0%}</td></tr>")
+    out.append(f"</table><img alt='timeline' src='{r['overview']}'>")
+    out.append("<h2>Per rank and step</h2>")
+    for rk in a["ranks"]:
+        out.append(f"<h3>Rank {rk['rank']} — GPU utilization {rk['gpu_utilization']:.0%}</h3><table><tr><th>step</th>"
+                   "<th>window</th><th>busy</th><th>compute</th><th>communication</th><th>exposed comm</th>"
+                   "<th>memcpy</th><th>idle</th></tr>")
+        for st in rk["steps"]:
+            out.append("<tr>" + "".join(f"<td>{v}</td>" for v in (
+                st["step"], format_duration(st["end_ns"] - st["start_ns"]), format_duration(st["busy_ns"]),
+                format_duration(st["compute_ns"]), format_duration(st["comm_ns"]),
+                format_duration(st["exposed_comm_ns"]), format_duration(st["memcpy_ns"]),
+                format_duration(st["idle_ns"]))) + "</tr>")
+        out.append("</table>")
+        top = (rk.get("kernels") or {}).get("top", [])[:8]
+        if top:
+            out.append("<table><tr><th>top kernels</th><th>count</th><th>total</th><th>share</th></tr>")
+            for k in top:
+                out.append(f"<tr><td><code>{e(k['name'][:110])}</code></td><td>{k['count']:,}</td>"
+                           f"<td>{format_duration(k['total_ns'])}</td><td>{k['share']:.1%}</td></tr>")
+            out.append("</table>")
+    out.append(f"<h2>Findings ({len(r['findings'])})</h2>")
+    if not r["findings"]:
+        out.append("<p>No findings.</p>")
+    for f in r["findings"]:
+        where = f"ranks {', '.join(map(str, f['ranks']))}" + (f", step {f['step']}" if f["step"] is not None else "")
+        out.append(f"<h3><span class='sev-{f['severity']}'>{f['severity'].upper()}</span> · {e(f['rule'])} "
+                   f"({where})</h3><p>{e(f['title'])}</p>")
+        flat = {k: v for k, v in f["metrics"].items() if not isinstance(v, (list, dict))}
+        if flat:
+            out.append("<table>" + "".join(f"<tr><td>{e(str(k))}</td><td>{e(str(v))}</td></tr>" for k, v in flat.items()) + "</table>")
+        ev = f["metrics"].get("evidence") or f["metrics"].get("causes") or f["metrics"].get("host_activity") or []
+        if ev:
+            out.append("<p>Evidence:</p><ul>" + "".join(
+                f"<li><code>{e(x['name'][:120])}</code> — {x.get('excess_ms', x.get('ms'))} ms on {e(x['lane'])}</li>"
+                for x in ev[:6]) + "</ul>")
+        out.append(f"<p class='advice'>{e(f['advice'])}</p>")
+        out.append(f"<p class='muted'>{format_ns(f['start_ns'] - o)} – {format_ns(f['end_ns'] - o)}</p>"
+                   f"<img alt='{e(f['rule'])}' src='{f['image']}'>")
+    out.append(f"<h2>Annotations ({len(r['annotations'])})</h2>")
+    if not r["annotations"]:
+        out.append("<p>No annotations.</p>")
+    for x in r["annotations"]:
+        ann = x["a"]
+        span = f" – {format_ns(ann.end_ns - o)}" if ann.end_ns is not None else ""
+        title = f"{e(ann.title)}: " if ann.title else ""
+        out.append(f"<h3>{ann.kind} · rank {ann.rank} · {format_ns(ann.start_ns - o)}{span}</h3>"
+                   f"<p>{title}{e(ann.text)}</p><img alt='annotation' src='{x['image']}'>")
+    out.append("<p class='muted'>Made by gpuviewer.</p></body></html>")
+    return "\n".join(out)
+
+
+def to_markdown(r: dict) -> str:
+    from ..analysis.report_md import to_markdown as md
+    text = md(r["analysis"], "gpuviewer report: " + ", ".join(r["files"]))
+    parts = [text, f"![timeline]({r['overview']})", "", "## Finding images", ""]
+    for f in r["findings"]:
+        parts += [f"### {f['rule']}: {f['title']}", "", f"![{f['rule']}]({f['image']})", ""]
+    parts += ["## Annotations", ""]
+    for x in r["annotations"]:
+        ann = x["a"]
+        parts += [f"### {ann.kind} · rank {ann.rank}", "", (ann.title + ": " if ann.title else "") + ann.text, "",
+                  f"![annotation]({x['image']})", ""]
+    return "\n".join(parts) + "\n"
+
+
+def write_report(win, path: str) -> None:
+    r = build_report(win)
+    text = to_markdown(r) if path.lower().endswith(".md") else to_html(r)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)

@@ -1,0 +1,91 @@
+"""Annotations dock: the list of notes, regions and arrows; jump to, edit, recolour, delete."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (QColorDialog, QHBoxLayout, QInputDialog, QPushButton, QTreeWidget,
+                               QTreeWidgetItem, QVBoxLayout, QWidget)
+
+from ..render.time_axis import format_duration, format_ns
+
+
+class AnnotationsPanel(QWidget):
+    jumpTo = Signal(object)  # Annotation
+    changed = Signal()
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.tree = QTreeWidget()
+        self.tree.setHeaderLabels(["Kind", "Text", "Rank", "At", "Length"])
+        self.tree.setRootIsDecorated(False)
+        self.tree.setColumnWidth(1, 260)
+        self.tree.itemActivated.connect(lambda it, _c: self.jumpTo.emit(it.data(0, Qt.UserRole)))
+        row = QHBoxLayout()
+        for label, fn in (("Go to", self._go), ("Edit…", self._edit), ("Colour…", self._color), ("Delete", self._delete)):
+            b = QPushButton(label)
+            b.clicked.connect(fn)
+            row.addWidget(b)
+        row.addStretch(1)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(2, 2, 2, 2)
+        lay.addWidget(self.tree, 1)
+        lay.addLayout(row)
+        self.annotations: list = []
+        self.origin = 0
+        self.ask_text = _ask_text  # replaced in tests
+
+    def set_annotations(self, anns: list, origin: int) -> None:
+        self.annotations = anns
+        self.origin = origin
+        self.refresh()
+
+    def refresh(self) -> None:
+        self.tree.clear()
+        for a in self.annotations:
+            length = format_duration(a.end_ns - a.start_ns) if a.end_ns is not None else ""
+            text = (a.title + ": " if a.title else "") + a.text
+            it = QTreeWidgetItem([a.kind, text, str(a.rank), format_ns(a.start_ns - self.origin), length])
+            it.setForeground(0, QBrush(QColor(a.color)))
+            it.setData(0, Qt.UserRole, a)
+            self.tree.addTopLevelItem(it)
+
+    def current(self):
+        it = self.tree.currentItem()
+        return it.data(0, Qt.UserRole) if it is not None else None
+
+    def _go(self) -> None:
+        a = self.current()
+        if a is not None:
+            self.jumpTo.emit(a)
+
+    def _edit(self) -> None:
+        a = self.current()
+        if a is None:
+            return
+        text = self.ask_text(self, "Edit annotation", a.text)
+        if text is not None:
+            a.text = text
+            self.refresh()
+            self.changed.emit()
+
+    def _color(self) -> None:
+        a = self.current()
+        if a is None:
+            return
+        c = QColorDialog.getColor(QColor(a.color), self, "Annotation colour")
+        if c.isValid():
+            a.color = c.name()
+            self.refresh()
+            self.changed.emit()
+
+    def _delete(self) -> None:
+        a = self.current()
+        if a is not None:
+            self.annotations.remove(a)
+            self.refresh()
+            self.changed.emit()
+
+
+def _ask_text(parent, title: str, text: str = "") -> str | None:
+    t, ok = QInputDialog.getMultiLineText(parent, title, "Text:", text)
+    return t if ok else None
