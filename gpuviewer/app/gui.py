@@ -7,10 +7,22 @@ import sys
 
 
 def _app():
+    from PySide6.QtCore import QEvent
     from PySide6.QtWidgets import QApplication
+
+    class App(QApplication):
+        """Handles macOS's open-document events (a file opened from Finder while we run)."""
+        fileOpened = None
+
+        def event(self, ev):
+            if ev.type() == QEvent.FileOpen and self.fileOpened is not None:
+                self.fileOpened([ev.file()])
+                return True
+            return super().event(ev)
+
     app = QApplication.instance()
     if app is None:
-        app = QApplication(sys.argv[:1])
+        app = App(sys.argv[:1])
         app.setApplicationName("gpuviewer")
         app.setOrganizationName("gpuviewer")
     import pyqtgraph as pg
@@ -20,16 +32,59 @@ def _app():
 
 def run_gui(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="gpuviewer", description="Open traces in the window. "
-                                "Subcommands: info, screenshot (see gpuviewer SUBCOMMAND --help).")
+                                "Subcommands: info, analyze, screenshot, report (gpuviewer SUBCOMMAND --help).")
     p.add_argument("paths", nargs="*", help="trace files or folders, opened as one session")
+    p.add_argument("--install-desktop", action="store_true",
+                   help="register gpuviewer and its file types for this user (Linux desktops)")
+    p.add_argument("--new-instance", action="store_true",
+                   help="do not hand the files to a gpuviewer that is already running")
     args = p.parse_args(argv)
+    if args.install_desktop:
+        from .desktop import install_desktop
+        try:
+            for line in install_desktop():
+                print(line)
+        except (OSError, RuntimeError) as e:
+            print(f"gpuviewer: cannot register the desktop entry: {e}", file=sys.stderr)
+            return 2
+        return 0
+    paths = [os.path.abspath(x) for x in args.paths]
     app = _app()
+    from PySide6.QtCore import QSettings
+    from .single_instance import InstanceServer, send_to_running
+    settings = QSettings("gpuviewer", "gpuviewer")
+    single = str(settings.value("single_instance", "true")) == "true" and not args.new_instance
+    if single and paths and send_to_running(paths):
+        print("gpuviewer: opened in the running window", file=sys.stderr)
+        return 0
     from ..widgets.main_window import MainWindow
-    win = MainWindow()
-    win.timeline.apply_renderer(str(win.settings.value("renderer", "auto")))
-    win.show()
-    if args.paths:
-        win.open_paths(args.paths)
+    windows = []
+
+    def new_window():
+        w = MainWindow()
+        w.timeline.apply_renderer(str(w.settings.value("renderer", "auto")))
+        windows.append(w)
+        w.show()
+        return w
+
+    win = new_window()
+    server = InstanceServer() if single else None
+
+    def open_from_elsewhere(ps: list[str]) -> None:
+        # the user's choice (File > Preferences): a new window, or replace this session
+        target = win
+        if str(settings.value("open_in", "replace")) == "new-window" and win.trace is not None:
+            target = new_window()
+        target.open_paths(ps)
+        target.raise_()
+        target.activateWindow()
+        print(f"gpuviewer: opening {', '.join(ps)} from another start", file=sys.stderr, flush=True)
+
+    if server is not None:
+        server.openRequested.connect(open_from_elsewhere)
+    app.fileOpened = open_from_elsewhere
+    if paths:
+        win.open_paths(paths)
     return app.exec()
 
 

@@ -176,6 +176,15 @@ class MainWindow(QMainWindow):
             a = QAction(label, self, checkable=True, checked=self.settings.value("renderer", "auto") == mode)
             a.triggered.connect(lambda _=False, md=mode: self._set_renderer(md))
             r.addAction(a)
+        o = v.addMenu("When files are opened from another start")
+        for mode, label in (("replace", "Replace this session"), ("new-window", "Open a new window")):
+            a = QAction(label, self, checkable=True, checked=str(self.settings.value("open_in", "replace")) == mode)
+            a.triggered.connect(lambda _=False, md=mode: self.settings.setValue("open_in", md))
+            o.addAction(a)
+        si = QAction("One window for all starts (single instance)", self, checkable=True,
+                     checked=str(self.settings.value("single_instance", "true")) == "true")
+        si.toggled.connect(lambda on: self.settings.setValue("single_instance", "true" if on else "false"))
+        v.addAction(si)
         h = self.menuBar().addMenu("&Help")
         h.addAction("Keyboard shortcuts  ?", self.show_shortcuts)
         h.addAction("About", lambda: QMessageBox.about(self, "gpuviewer", f"gpuviewer {__version__}"))

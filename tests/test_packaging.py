@@ -1,0 +1,113 @@
+"""Desktop integration, single instance, awkward paths; the frozen bundle (slow)."""
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, SAMPLES, run_cli, trace_path
+
+ENV_GUI = {"QT_QPA_PLATFORM": "offscreen"}
+
+
+@pytest.mark.skipif(shutil.which("xdg-mime") is None, reason="xdg-utils not installed (.ci/run installs it)")
+def test_install_desktop_registers_our_types(tmp_path):
+    data = tmp_path / "data"
+    env = {"XDG_DATA_HOME": str(data), "XDG_DATA_DIRS": "/usr/share"}
+    p = run_cli("--install-desktop", env=env)
+    assert p.returncode == 0, p.stderr
+    desktop = (data / "applications" / "gpuviewer.desktop").read_text()
+    assert "MimeType=application/x-nsys-rep;" in desktop and "%F" in desktop
+    files = tmp_path / "files"
+    files.mkdir()
+    shutil.copy(trace_path("kineto", "ddp", "ddp_rank0.json.gz"), files / "rank0.pt.trace.json.gz")
+    shutil.copy(trace_path("nsys", "nsys_single.sqlite"), files / "run.nsys.sqlite")
+    shutil.copy(trace_path("nsys", "nsys_single.sqlite"), files / "other.sqlite")
+    (files / "report1.nsys-rep").write_bytes(b"\0" * 16)
+    e = dict(os.environ, **env)
+
+    def query(*args):
+        return subprocess.run(["xdg-mime", "query", *args], capture_output=True, text=True, env=e).stdout.strip()
+    assert query("filetype", str(files / "rank0.pt.trace.json.gz")) == "application/x-pytorch-trace+gzip"
+    assert query("filetype", str(files / "run.nsys.sqlite")) == "application/x-nsys-sqlite"
+    assert query("filetype", str(files / "report1.nsys-rep")) == "application/x-nsys-rep"
+    assert query("filetype", str(files / "other.sqlite")) == "application/vnd.sqlite3"  # not taken over
+    for t in ("application/x-pytorch-trace+gzip", "application/x-nsys-sqlite", "application/x-nsys-rep"):
+        assert query("default", t) == "gpuviewer.desktop"
+
+
+def test_single_instance_hands_files_to_the_running_window(tmp_path):
+    name = f"gv-test-{os.getpid()}"
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", GPUVIEWER_INSTANCE_NAME=name,
+               XDG_CONFIG_HOME=str(tmp_path / "cfg"), GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=ROOT)
+    first = subprocess.Popen([sys.executable, "-m", "gpuviewer", os.path.join(SAMPLES, "dataloader_stall.json.gz")],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        import tempfile
+        sock = os.path.join(tempfile.gettempdir(), name)  # QLocalServer's socket on Linux
+        for _ in range(240):  # until the first window listens
+            if os.path.exists(sock):
+                break
+            assert first.poll() is None, first.communicate()[1][-2000:]
+            time.sleep(0.25)
+        second = subprocess.run([sys.executable, "-m", "gpuviewer", os.path.join(SAMPLES, "ddp")],
+                                env=env, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 0 and "running window" in second.stderr, second.stderr
+        assert first.poll() is None  # the first keeps running
+        time.sleep(1.0)
+    finally:
+        first.terminate()
+        out, err = first.communicate(timeout=20)
+    assert f"opening {os.path.join(SAMPLES, 'ddp')}" in err
+
+
+def test_paths_with_spaces_and_non_ascii_from_any_directory(tmp_path):
+    d = tmp_path / "my traces" / "ünïcødé 実行"
+    d.mkdir(parents=True)
+    shutil.copy(trace_path("kineto", "dataloader_stall.json.gz"), d / "run 1 — ✓.pt.trace.json.gz")
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    target = str(d / "run 1 — ✓.pt.trace.json.gz")
+    e = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=ROOT)
+    p = subprocess.run([sys.executable, "-m", "gpuviewer", "info", target, "--json"], cwd=elsewhere,
+                       capture_output=True, text=True, env=e)
+    assert p.returncode == 0, p.stderr
+    assert "ünïcødé" in p.stdout
+    rel = os.path.relpath(target, elsewhere)
+    out = d / "shot ✓.png"
+    p = subprocess.run([sys.executable, "-m", "gpuviewer", "screenshot", rel, "-o", str(out)], cwd=elsewhere,
+                       capture_output=True, text=True, env=e)
+    assert p.returncode == 0, p.stderr
+    assert out.stat().st_size > 20_000
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("pyinstaller") is None and not os.path.exists(os.path.join(os.path.dirname(sys.executable), "pyinstaller")),
+                    reason="PyInstaller not installed")
+def test_frozen_bundle_builds_and_renders(tmp_path):
+    pyi = shutil.which("pyinstaller") or os.path.join(os.path.dirname(sys.executable), "pyinstaller")
+    work, dist = tmp_path / "build", tmp_path / "dist"
+    b = subprocess.run([pyi, "--noconfirm", "--log-level", "WARN", "--workpath", str(work), "--distpath", str(dist),
+                        os.path.join(ROOT, "gpuviewer.spec")], cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    assert b.returncode == 0, b.stderr[-3000:]
+    exe = dist / "gpuviewer" / "gpuviewer"
+    assert exe.exists()
+    size = sum(f.stat().st_size for f in (dist / "gpuviewer").rglob("*") if f.is_file())
+    print(f"bundle size: {size / 2**20:.1f} MiB")
+    e = dict(os.environ, QT_QPA_PLATFORM="offscreen", GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"))
+    p = subprocess.run([str(exe), "info", os.path.join(SAMPLES, "ddp"), "--json"], capture_output=True, text=True,
+                       env=e, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert '"kernels":3984' in p.stdout
+    out = tmp_path / "frozen.png"
+    p = subprocess.run([str(exe), "screenshot", os.path.join(SAMPLES, "ddp"), "-o", str(out)], capture_output=True,
+                       text=True, env=e, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert out.stat().st_size > 50_000
+    # a big trace opens through the worker pool inside the bundle
+    p = subprocess.run([str(exe), "info", trace_path("kineto", "launch_bound_big.json.gz"), "--json", "--no-cache"],
+                       capture_output=True, text=True, env=e, timeout=600)
+    assert p.returncode == 0 and '"kernels":200000' in p.stdout, p.stderr[-2000:]
