@@ -95,7 +95,7 @@ def test_frozen_bundle_builds_and_renders(tmp_path):
     assert b.returncode == 0, b.stderr[-3000:]
     exe = dist / "gpuviewer" / "gpuviewer"
     assert exe.exists()
-    size = sum(f.stat().st_size for f in (dist / "gpuviewer").rglob("*") if f.is_file())
+    size = sum(f.lstat().st_size for f in (dist / "gpuviewer").rglob("*") if f.is_file() and not f.is_symlink())
     print(f"bundle size: {size / 2**20:.1f} MiB")
     e = dict(os.environ, QT_QPA_PLATFORM="offscreen", GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"))
     p = subprocess.run([str(exe), "info", os.path.join(SAMPLES, "ddp"), "--json"], capture_output=True, text=True,
