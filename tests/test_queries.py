@@ -28,10 +28,15 @@ def test_events_in_range_equals_brute_force(ddp):
             assert np.array_equal(np.sort(got), want)
 
 
-def test_lod_level_is_at_most_one_pixel():
-    assert q.lod_level(1_000, 1000) == 0  # 1 ns a pixel: exact
-    lvl = q.lod_level(1e9, 1000)  # 1 ms a pixel
-    assert 4 ** lvl <= 1e6 < 4 ** (lvl + 1)
+def test_lod_level_is_at_most_one_pixel(ddp):
+    lane = next(i for i, ln in enumerate(ddp.lanes) if ln.kind == LaneKind.GPU)
+    levels = q._pyramid(ddp, lane, 0)
+    assert len(levels) > 2 and levels[0][0] == 0.0
+    assert q.lod_level(ddp, lane, 0, 0.5) == 0  # half a ns a pixel: the events themselves
+    for px in (1e3, 1e5, 1e7):
+        k = q.lod_level(ddp, lane, 0, px)
+        assert levels[k][0] <= px  # merged gaps are at most one pixel
+        assert k == len(levels) - 1 or levels[k + 1][0] > px  # and it is the coarsest such level
 
 
 def test_lod_runs_cover_every_event_and_are_pixel_separated(ddp):

@@ -5,8 +5,7 @@ from PySide6.QtCore import QPointF, QSettings, Qt
 
 from conftest import trace_path
 
-from gpuviewer.model import queries as q
-from gpuviewer.model.categories import Cat, LaneKind
+from gpuviewer.model.categories import LaneKind
 
 
 @pytest.fixture

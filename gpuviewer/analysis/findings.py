@@ -362,7 +362,6 @@ def _pipeline(trace: Trace, rbs: list[RankBreakdown]) -> list[dict]:
 def _imbalance(trace: Trace, rbs: list[RankBreakdown], colls: list[StepCollectives]) -> list[dict]:
     if len(rbs) < 2:
         return []
-    out = []
     steps = sorted(set.intersection(*({s.step for s in rb.steps} for rb in rbs)) - {None})
     if not steps:
         return []

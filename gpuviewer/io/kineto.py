@@ -64,8 +64,6 @@ def _int_or_none(v) -> int | None:
     return None
 
 
-_floats = floats
-_us_to_ns = us_to_ns
 
 
 class _CatMap(dict):
@@ -231,9 +229,9 @@ class _FileReader:
             elif ph == "M":
                 self.meta_events.append((name, pid, tid, a))
         if inst_t:
-            self.inst.append((_us_to_ns(_floats(inst_t)), np.array(inst_lane, np.int32),
+            self.inst.append((us_to_ns(floats(inst_t)), np.array(inst_lane, np.int32),
                               np.array(inst_name, np.int32)))
-            self.min_ts = min(self.min_ts, float(np.nanmin(_floats(inst_t))))
+            self.min_ts = min(self.min_ts, float(np.nanmin(floats(inst_t))))
 
     def _counter(self, name, pid, id_, ts, args) -> None:
         if ts is None:
@@ -290,7 +288,7 @@ class _FileReader:
             o = np.argsort(arr[:, 0], kind="stable")
             dev = _int_or_none(pid)
             b.counters.append(Counter(rank, -1 if dev is None else dev, name,
-                                      _us_to_ns(arr[o, 0]) + add, arr[o, 1]))
+                                      us_to_ns(arr[o, 0]) + add, arr[o, 1]))
 
     def _densify_correlation(self) -> None:
         """Correlation ids only matter for equality within a rank; ids past 32 bits (merged or
@@ -371,7 +369,7 @@ class _FileReader:
             self.b.warnings.append(f"{os.path.basename(self.path)}: {unmatched} begin/end events "
                                    "without a partner (kept; open ones end at the last event)")
         if starts:
-            self.chunks.append({"start": _us_to_ns(np.array(starts)), "dur": _us_to_ns(np.array(durs)),
+            self.chunks.append({"start": us_to_ns(np.array(starts)), "dur": us_to_ns(np.array(durs)),
                                 "lane": np.array(lanes, np.int32), "name": np.array(names, np.int32),
                                 "cat": np.array(cats, np.uint8), "corr": np.zeros(len(starts), np.int64),
                                 "src": np.array(srcs, np.int64)})
@@ -465,10 +463,10 @@ class _FileReader:
                 continue
             by_dev.setdefault(dev, []).append((ts, alloc, res))
         for dev, rows in by_dev.items():
-            t = _us_to_ns(_floats([r[0] for r in rows])) + add
+            t = us_to_ns(floats([r[0] for r in rows])) + add
             o = np.argsort(t, kind="stable")
             for j, name in ((1, "allocated"), (2, "reserved")):
-                v = _floats([r[j] if r[j] is not None else np.nan for r in rows])
+                v = floats([r[j] if r[j] is not None else np.nan for r in rows])
                 ok = ~np.isnan(v[o])
                 if ok.any():
                     self.b.counters.append(Counter(rank, dev, name, t[o][ok], v[o][ok]))

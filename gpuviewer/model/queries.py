@@ -32,14 +32,6 @@ def events_in_range(trace: Trace, lane: int, t0: int, t1: int) -> np.ndarray:
     return idx + a["offset"]
 
 
-def lod_level(span_ns: float, width_px: int, base_buckets: int = 512, factor: int = 4) -> int:
-    """Pyramid level for drawing span_ns over width_px: the coarsest level whose bucket is at
-    most one pixel. Level 0 is exact; level k merges gaps below span_total/512/4**(L-k)."""
-    if width_px <= 0 or span_ns <= 0:
-        return 0
-    return max(0, int(np.floor(np.log(max(span_ns / width_px, 1.0)) / np.log(factor))))
-
-
 def merge_runs(start: np.ndarray, end: np.ndarray, q: float, rep: np.ndarray | None = None,
                weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Merge slices (or runs) separated by gaps < q. Returns (run starts, run ends, the index
@@ -67,16 +59,21 @@ def lod_runs(trace: Trace, lane: int, depth: int, t0: int, t1: int, ns_per_px: f
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What to draw for one (lane, depth) row: runs at most a pixel apart, from the pyramid
     level whose bucket fits ns_per_px. Returns (starts, ends, representative event index)."""
-    levels = _pyramid(trace, lane, depth)
-    k = 0
-    for i, (q, _s, _e, _r) in enumerate(levels):
-        if q <= ns_per_px:
-            k = i
-    q, s, e, rep = levels[k]
+    q, s, e, rep = _pyramid(trace, lane, depth)[lod_level(trace, lane, depth, ns_per_px)]
     maxe = np.maximum.accumulate(e) if len(e) else e
     lo = int(np.searchsorted(maxe, t0, side="left"))
     hi = int(np.searchsorted(s, t1, side="right"))
     return s[lo:hi], e[lo:hi], rep[lo:hi]
+
+
+def lod_level(trace: Trace, lane: int, depth: int, ns_per_px: float) -> int:
+    """The pyramid level to draw a (lane, depth) row at ns_per_px: the coarsest whose runs are
+    merged across gaps of at most one pixel (level 0 is the events themselves)."""
+    k = 0
+    for i, (q, _s, _e, _r) in enumerate(_pyramid(trace, lane, depth)):
+        if q <= ns_per_px:
+            k = i
+    return k
 
 
 def _pyramid(trace: Trace, lane: int, depth: int) -> list:

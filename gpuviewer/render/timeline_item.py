@@ -15,7 +15,7 @@ from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPainter, QPen, Q
 from ..model import queries as q
 from ..model.layout import Layout
 from ..model.trace import Trace
-from .colors import BRUSHES, COLORS, color_index, name_shades, text_color
+from .colors import BRUSHES, color_index, name_shades, text_color
 from .rects import RectBuffer
 
 HEADER_BRUSH = QBrush(QColor(236, 239, 244))

@@ -6,12 +6,11 @@ import re
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QRectF, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QKeySequence, QPen, QShortcut
 from PySide6.QtWidgets import (QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QLineEdit,
                                QScrollBar, QToolTip, QVBoxLayout, QWidget)
 
-from ..model import queries as q
 from ..model.categories import CAT_LABEL, Cat
 from ..model.layout import Layout, ViewState
 from ..model.trace import Trace
