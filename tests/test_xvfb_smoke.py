@@ -52,3 +52,38 @@ def test_real_window_under_xvfb(tmp_path):
     finally:
         xvfb.terminate()
         xvfb.wait(5)
+
+
+GL_SCRIPT = r'''
+from PySide6.QtWidgets import QApplication
+app = QApplication([])
+from gpuviewer.widgets.gl import SOFTWARE, gl_renderer_string, want_opengl
+r = gl_renderer_string()
+software = r is None or any(s in r.lower() for s in SOFTWARE)
+assert want_opengl("auto") == (not software), (r, want_opengl("auto"))
+assert want_opengl("raster") is False
+assert want_opengl("opengl") == (r is not None)
+import pyqtgraph as pg
+from gpuviewer.widgets.timeline_view import TimelineView
+tv = TimelineView()
+used = tv.apply_renderer("opengl")
+assert used == (r is not None)
+assert (type(tv.plot.viewport()).__name__ == "QOpenGLWidget") == used
+print("renderer", r, "auto-gl", not software)
+'''
+
+
+@pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed (.ci/run installs it)")
+def test_opengl_only_on_hardware_renderers(tmp_path):
+    display = f":{200 + os.getpid() % 100}"
+    xvfb = subprocess.Popen(["Xvfb", display, "-screen", "0", "1280x1024x24", "-nolisten", "tcp"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.0)
+        env = dict(os.environ, DISPLAY=display, QT_QPA_PLATFORM="xcb", PYTHONPATH=ROOT)
+        p = subprocess.run([sys.executable, "-c", GL_SCRIPT], capture_output=True, text=True, env=env, timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert p.stdout.startswith("renderer")
+    finally:
+        xvfb.terminate()
+        xvfb.wait(5)
