@@ -112,3 +112,17 @@ def test_snapshot_session_window(qtbot, tmp_path):
     snap = next(s for s in w.memory.series if s["name"] == "snapshot")
     w.memory.show_allocation(snap["x"][len(snap["x"]) // 2])
     assert "MB" in w.memory.frames.toHtml()
+
+
+def test_torch_memory_timeline_export():
+    path = os.path.join(COMPAT, "facebookresearch__HolisticTraceAnalysis", "memory_analysis", "memory_timeline.raw.gz")
+    from gpuviewer.io.memtimeline import CATEGORIES, read_memory_timeline
+    s = read_memory_timeline(path)
+    rows = json.loads(gzip.open(path).read())
+    for cat in {r[3] for r in rows}:
+        want = np.cumsum([r[2] for r in sorted(rows, key=lambda r: (r[0] if r[0] >= 0 else -1)) if r[3] == cat])
+        k = s.names.index(CATEGORIES[cat])
+        assert s.values[k].max() == want.max()
+    assert s.values.sum(axis=0).min() >= 0
+    out = json.loads(run_cli("info", path, "--json").stdout)
+    assert out["format"] == "torch-memory-timeline"

@@ -40,11 +40,12 @@ def load(paths: list[str], *, use_cache: bool = True, progress: Progress | None 
         trace.topology = topology
         trace.metadata.setdefault("files", []).extend(os.path.abspath(f) for f in topo)
         return trace
-    snaps = [f for f in files if sn.sniff(f) == sn.MEMSNAP]
+    snaps = [f for f in files if sn.sniff(f) in (sn.MEMSNAP, sn.MEMTIMELINE)]
     if snaps:
         rest = [f for f in files if f not in snaps]
+        kind = "torch-memory-timeline" if all(sn.sniff(f) == sn.MEMTIMELINE for f in snaps) else "memory-snapshot"
         trace = load(rest, use_cache=use_cache, progress=progress, cancelled=cancelled) if rest \
-            else _empty_trace(snaps)
+            else _empty_trace(snaps, format=kind)
         return attach_snapshots(trace, snaps)
     if use_cache:
         from . import cache
@@ -155,13 +156,16 @@ def attach_snapshots(trace: Trace, files: list[str]) -> Trace:
     rank's) devices; their replayed allocated-bytes curve becomes a counter."""
     from ..model.trace import Counter
     from .memsnap import read_snapshot
+    from .memtimeline import read_memory_timeline
     rank = trace.ranks[0].rank if trace.ranks else 0
     trace.snapshots = getattr(trace, "snapshots", [])
     for f in files:
-        for s in read_snapshot(f):
+        series = [read_memory_timeline(f)] if sn.sniff(f) == sn.MEMTIMELINE else read_snapshot(f)
+        for s in series:
             s.rank = rank
             trace.snapshots.append(s)
-            trace.counters.append(Counter(rank, s.device, "allocated (snapshot)", s.t, s.allocated))
+            label = "allocated (memory timeline)" if not s.allocations else "allocated (snapshot)"
+            trace.counters.append(Counter(rank, s.device, label, s.t, s.allocated))
             info = next((r for r in trace.ranks if r.rank == rank), None)
             if info is not None and s.device not in info.devices:
                 info.devices.append(s.device)

@@ -10,6 +10,7 @@ NSYS_SQLITE = "nsys-sqlite"
 NSYS_REP = "nsys-rep"
 TOPO = "nvidia-smi-topo"
 TOPO_AUX = "nvidia-smi-text"  # nvlink --status, -q: details joined to a topology
+MEMTIMELINE = "torch-memory-timeline"
 MEMSNAP = "memory-snapshot"
 
 
@@ -27,6 +28,8 @@ def sniff(path: str) -> str | None:
         return NSYS_REP  # proprietary container; only nsys itself can export it
     text = first_text_bytes(path, 4096) if (h[:2] == GZIP_MAGIC or h) else b""
     body = text.lstrip(b" \t\r\n\xef\xbb\xbf")
+    if body[:2] == b"[[" and (body[2:3].isdigit() or body[2:4] == b"-1"):
+        return MEMTIMELINE  # rows of numbers, not trace events
     if body[:1] in (b"{", b"["):
         return KINETO
     if b"GPU0" in text and (b"Legend" in text or b"\tX" in text or b" X " in text):
@@ -50,7 +53,7 @@ def expand(paths: list[str]) -> list[str]:
                     if f.endswith(".gpuviewer.json") or f.startswith(".gpuviewer-"):
                         continue  # our own annotation sidecars
                     fp = os.path.join(root, f)
-                    if sniff(fp) in (KINETO, NSYS_SQLITE, MEMSNAP, TOPO, TOPO_AUX):
+                    if sniff(fp) in (KINETO, NSYS_SQLITE, MEMSNAP, MEMTIMELINE, TOPO, TOPO_AUX):
                         out.append(fp)
         else:
             out.append(p)

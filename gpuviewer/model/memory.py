@@ -54,3 +54,23 @@ class SnapshotSeries:
         ts = np.array([a.t_ns for a in self.allocations])
         k = int(np.argmin(np.abs(ts - t_ns)))
         return self.allocations[k]
+
+
+@dataclass
+class CategorySeries:
+    """Bytes per category over time (a torch memory-timeline export): drawn like a snapshot's
+    stacked areas, without per-allocation stacks."""
+    device: int
+    t: np.ndarray
+    allocated: np.ndarray
+    names: list[str]
+    values: np.ndarray  # [category, time]
+    source: str = ""
+    rank: int = 0
+    allocations: list = field(default_factory=list)
+
+    def categories(self) -> tuple[list[str], np.ndarray, np.ndarray]:
+        return self.names, self.t, self.values
+
+    def allocation_at(self, t_ns: int):
+        return None

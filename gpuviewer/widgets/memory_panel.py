@@ -19,6 +19,12 @@ RANK_COLORS = [(37, 99, 235), (220, 38, 38), (22, 163, 74), (147, 51, 234), (234
 CAT_COLORS = [(96, 165, 250, 150), (251, 146, 60, 150), (74, 222, 128, 150), (192, 132, 252, 150),
               (148, 163, 184, 150), (250, 204, 21, 150)]
 GB = 1e9
+# Category colours as PyTorch's memory timeline draws them, for both snapshots and timelines.
+CATEGORY_COLOR = {"parameters": (22, 101, 52), "parameters / inputs": (22, 101, 52), "optimizer state": (218, 165, 32),
+                  "inputs": (71, 85, 105), "temporaries": (147, 112, 219), "activations": (220, 38, 38),
+                  "activations (forward)": (220, 38, 38), "gradients": (37, 99, 235),
+                  "gradients (backward)": (37, 99, 235), "autograd detail": (96, 165, 250),
+                  "unknown": (148, 163, 184), "other": (148, 163, 184)}
 
 
 class MemoryPanel(QWidget):
@@ -182,8 +188,11 @@ class MemoryPanel(QWidget):
                 if s.rank in group:
                     self._stacked(plot, s)
                     ymax = max(ymax, float(s.allocated.max()) / GB)
-                    notes.append(f"snapshot GPU {s.device}: {len(s.allocations):,} allocations, peak "
-                                 f"{s.allocated.max() / GB:.2f} GB in the recorded history (click for the stack)")
+                    if s.allocations:
+                        notes.append(f"snapshot GPU {s.device}: {len(s.allocations):,} allocations, peak "
+                                     f"{s.allocated.max() / GB:.2f} GB in the recorded history (click for the stack)")
+                    else:
+                        notes.append(f"memory timeline: peak {s.allocated.max() / GB:.2f} GB by category")
             plot.setYRange(0, ymax * 1.3 if ymax else 1, padding=0)
         self.info.setText("  ·  ".join(notes) or "allocated (solid) and reserved (dashed) per rank and device")
 
@@ -194,13 +203,13 @@ class MemoryPanel(QWidget):
         x = (tt - self.origin).astype(np.float64)
         cum = np.cumsum(vals, axis=0) / GB
         for k in range(len(names) - 1, -1, -1):
-            rgba = CAT_COLORS[k % len(CAT_COLORS)]
+            rgba = CATEGORY_COLOR.get(names[k], CAT_COLORS[k % len(CAT_COLORS)][:3])
             item = pg.PlotDataItem()
             plot.addItem(item)
             item.setData(x, cum[k], pen=pg.mkPen(rgba[:3], width=0.5), fillLevel=0.0,
                          brush=pg.mkBrush(*rgba[:3], 200), name=f"snapshot: {names[k]}")
             item.setZValue(-10 - k)
-            plot.plotItem.legend.addItem(item, f"{names[k]} (by call site)")
+            plot.plotItem.legend.addItem(item, f"{names[k]} (by call site)" if s.allocations else names[k])
         self.series.append({"rank": s.rank, "device": s.device, "name": "snapshot", "x": x,
                             "y": s.allocated / GB, "snapshot": s})
 
