@@ -231,3 +231,24 @@ def test_findings_dock_takes_the_timeline_there(qtbot, tmp_path):
     for s, row_ in zip(r0["steps"], v):
         assert row_.sum() == pytest.approx((s["end_ns"] - s["start_ns"]) / 1e6, rel=1e-6)
     assert w.overview.table.rowCount() > 0
+
+
+def test_drop_and_recent_files(qtbot, tmp_path):
+    from PySide6.QtCore import QMimeData, QPointF, QUrl
+    from PySide6.QtGui import QDropEvent
+    from gpuviewer.widgets.main_window import MainWindow
+    w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
+    w.quiet_errors = True
+    qtbot.addWidget(w)
+    md = QMimeData()
+    md.setUrls([QUrl.fromLocalFile(trace_path("kineto", "dataloader_stall.json.gz"))])
+    ev = QDropEvent(QPointF(10, 10), Qt.CopyAction, md, Qt.LeftButton, Qt.NoModifier)
+    with qtbot.waitSignal(w.loader.loaded, timeout=120_000):
+        w.dropEvent(ev)
+    assert w.trace is not None and "dataloader_stall" in w.windowTitle()
+    labels = [a.text() for a in w.recent_menu.actions()]
+    assert labels and "dataloader_stall.json.gz" in labels[0]
+    # the recent list survives a restart (same settings file)
+    w2 = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
+    qtbot.addWidget(w2)
+    assert [a.text() for a in w2.recent_menu.actions()][:1] == labels[:1]
