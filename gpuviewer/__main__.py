@@ -2,4 +2,6 @@ import sys
 
 from gpuviewer.app.cli import main
 
-sys.exit(main())
+# The guard matters: the loader's spawned process imports this module again as __mp_main__.
+if __name__ == "__main__":
+    sys.exit(main())

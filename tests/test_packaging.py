@@ -43,8 +43,10 @@ def test_single_instance_hands_files_to_the_running_window(tmp_path):
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", GPUVIEWER_INSTANCE_NAME=name,
                XDG_CONFIG_HOME=str(tmp_path / "cfg"), GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"),
                PYTHONPATH=ROOT)
-    first = subprocess.Popen([sys.executable, "-m", "gpuviewer", os.path.join(SAMPLES, "dataloader_stall.json.gz")],
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "first.err"
+    log_f = open(log, "w")
+    first = subprocess.Popen([sys.executable, "-m", "gpuviewer", "--debug", os.path.join(SAMPLES, "dataloader_stall.json.gz")],
+                             env=env, stdout=subprocess.DEVNULL, stderr=log_f, text=True)
     try:
         import tempfile
         sock = os.path.join(tempfile.gettempdir(), name)  # QLocalServer's socket on Linux
@@ -57,11 +59,20 @@ def test_single_instance_hands_files_to_the_running_window(tmp_path):
                                 env=env, capture_output=True, text=True, timeout=60)
         assert second.returncode == 0 and "running window" in second.stderr, second.stderr
         assert first.poll() is None  # the first keeps running
-        time.sleep(1.0)
+        deadline = time.time() + 60  # until it has loaded the handed-over session
+        while time.time() < deadline and first.poll() is None:
+            time.sleep(0.5)
+            if os.path.exists(log) and f"loaded {os.path.join(SAMPLES, 'ddp')}" in log.read_text():
+                break
     finally:
         first.terminate()
-        out, err = first.communicate(timeout=20)
+        first.wait(20)
+        log_f.close()
+    err = log.read_text()
     assert f"opening {os.path.join(SAMPLES, 'ddp')}" in err
+    # both sessions loaded through the reader process (spawned from `python -m gpuviewer`)
+    assert "loaded " + os.path.join(SAMPLES, "dataloader_stall.json.gz") in err
+    assert "loaded " + os.path.join(SAMPLES, "ddp") in err
 
 
 def test_paths_with_spaces_and_non_ascii_from_any_directory(tmp_path):

@@ -38,6 +38,7 @@ def run_gui(argv: list[str]) -> int:
                    help="register gpuviewer and its file types for this user (Linux desktops)")
     p.add_argument("--new-instance", action="store_true",
                    help="do not hand the files to a gpuviewer that is already running")
+    p.add_argument("--debug", action="store_true", help="log loads and errors to stderr")
     args = p.parse_args(argv)
     if args.install_desktop:
         from .desktop import install_desktop
@@ -62,6 +63,7 @@ def run_gui(argv: list[str]) -> int:
 
     def new_window():
         w = MainWindow()
+        w.debug = args.debug
         w.timeline.apply_renderer(str(w.settings.value("renderer", "auto")))
         windows.append(w)
         w.show()

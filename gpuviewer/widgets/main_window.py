@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from PySide6.QtCore import QSettings, Qt, QThread, Signal
 from PySide6.QtGui import QAction, QKeySequence
@@ -277,12 +278,16 @@ class MainWindow(QMainWindow):
     def _failed(self, msg: str) -> None:
         self._hide_progress()
         self.last_error = msg
+        if getattr(self, "debug", False):
+            print(f"gpuviewer: {msg}", file=sys.stderr, flush=True)
         if getattr(self, "quiet_errors", False):
             return
         QMessageBox.warning(self, "Cannot open", msg)
 
     def _loaded(self, trace: Trace, paths: list[str]) -> None:
         self._hide_progress()
+        if getattr(self, "debug", False):
+            print(f"gpuviewer: loaded {', '.join(paths)}: {trace.n_events} events", file=sys.stderr, flush=True)
         self.trace = trace
         self.paths = paths
         self.timeline.set_trace(trace)
