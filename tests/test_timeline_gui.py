@@ -252,3 +252,38 @@ def test_drop_and_recent_files(qtbot, tmp_path):
     w2 = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
     qtbot.addWidget(w2)
     assert [a.text() for a in w2.recent_menu.actions()][:1] == labels[:1]
+
+
+def test_background_loader_with_a_big_file(qtbot, tmp_path):
+    """Files big enough for the reader's worker pool load through the window's reader process
+    (a pool inside a daemonic process used to fail)."""
+    from gpuviewer.widgets.main_window import MainWindow
+    w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
+    w.quiet_errors = True
+    w._block_analysis = True
+    qtbot.addWidget(w)
+    errors = []
+    w.loader.failed.connect(errors.append)
+    with qtbot.waitSignal(w.loader.loaded, timeout=300_000):
+        w.open_paths([trace_path("kineto", "launch_bound_big.json.gz")])
+    assert not errors
+    assert w.trace.n_events == 600_053
+
+
+def test_reader_in_a_daemonic_process_decodes_in_process(tmp_path):
+    import multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_count_in_child, args=(trace_path("kineto", "launch_bound_big.json.gz"), q), daemon=True)
+    p.start()
+    got = q.get(timeout=300)
+    p.join(30)
+    assert got == 600_053
+
+
+def _count_in_child(path, q):
+    from gpuviewer.io.session import load
+    try:
+        q.put(load([path], use_cache=False).n_events)
+    except Exception as e:  # noqa: BLE001
+        q.put(repr(e))

@@ -122,7 +122,10 @@ class _FileReader:
         self.b = b
         self.path = path
         self.source = file_index
-        self.parallel = parallel and (os.cpu_count() or 1) > 1 and hasattr(os, "fork")
+        import multiprocessing as mp
+        # a daemonic process (someone else's worker) may not start children: decode in-process
+        self.parallel = parallel and (os.cpu_count() or 1) > 1 and hasattr(os, "fork") \
+            and not mp.current_process().daemon
         self.pool = _pool() if self.parallel else None
         self.reset()
 

@@ -44,7 +44,9 @@ class Loader(QObject):
         ctx = mp.get_context("spawn")
         self.q = ctx.Queue()
         self.paths = list(paths)
-        self.proc = ctx.Process(target=_child, args=(self.paths, self.q), daemon=True)
+        # Not a daemon: the reader forks its own worker pool for big files, which a daemonic
+        # process may not do. cancel() (also called when the window closes) ends it.
+        self.proc = ctx.Process(target=_child, args=(self.paths, self.q), daemon=False)
         self.proc.start()
         self.timer.start()
 
