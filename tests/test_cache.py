@@ -71,3 +71,25 @@ def test_unwritable_cache_dir_only_costs_speed(tmp_path, monkeypatch):
     p = _copy(tmp_path)
     t = load([p])
     assert t.n_events > 0
+
+
+def test_eviction_removes_least_recently_used(tmp_path, monkeypatch):
+    import time
+    monkeypatch.setenv("GPUVIEWER_CACHE_DIR", str(tmp_path / "c"))
+    a = _copy(tmp_path, "dataloader_stall.json.gz")
+    b_dir = tmp_path / "b"
+    b_dir.mkdir()
+    b = str(b_dir / "single.json.gz")
+    shutil.copy(trace_path("kineto", "single_gpt_train.json.gz"), b)
+    load([a])
+    time.sleep(0.05)
+    load([b])
+    time.sleep(0.05)
+    load([a])  # a used last
+    da = os.path.join(cache.cache_root(), cache.key_for([a]))
+    db = os.path.join(cache.cache_root(), cache.key_for([b]))
+    size_a = cache._dir_size(da)
+    removed = cache.evict(max_bytes=size_a + 1)
+    assert removed == [db]
+    assert os.path.exists(da) and not os.path.exists(db)
+    assert load([b]).n_events > 0  # simply rebuilt

@@ -84,6 +84,7 @@ def store(files: list[str], trace: Trace) -> str | None:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        evict(keep=final)
         return final
     except (OSError, TypeError, ValueError, msgspec.EncodeError):
         return None
@@ -109,6 +110,50 @@ def _rank_dict(r: RankInfo) -> dict:
     return {"rank": r.rank, "files": r.files, "devices": r.devices,
             "device_props": {str(k): v for k, v in r.device_props.items()}, "host": r.host,
             "clock_offset_ns": r.clock_offset_ns, "world_size": r.world_size}
+
+
+def _dir_size(d: str) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(d):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def evict(keep: str | None = None, max_bytes: int | None = None) -> list[str]:
+    """Keep the cache under its size limit (GPUVIEWER_CACHE_MAX_GB, default 20 GB): remove the
+    sessions used longest ago. Returns what was removed."""
+    if max_bytes is None:
+        try:
+            max_bytes = int(float(os.environ.get("GPUVIEWER_CACHE_MAX_GB", "20")) * 1e9)
+        except ValueError:
+            max_bytes = int(20e9)
+    root = cache_root()
+    try:
+        entries = [os.path.join(root, d) for d in os.listdir(root) if not d.startswith(".")]
+    except OSError:
+        return []
+    sized = []
+    for d in entries:
+        try:
+            used = os.stat(os.path.join(d, "meta.json")).st_mtime
+        except OSError:
+            used = 0.0
+        sized.append((used, d, _dir_size(d)))
+    total = sum(x[2] for x in sized)
+    removed = []
+    for used, d, size in sorted(sized):
+        if total <= max_bytes:
+            break
+        if d == keep:
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        total -= size
+        removed.append(d)
+    return removed
 
 
 def load(files: list[str]) -> Trace | None:
@@ -154,6 +199,10 @@ def load(files: list[str]) -> Trace | None:
                   flows=flows, instants=inst, sources=[Source(**s) for s in meta["sources"]],
                   warnings=meta["warnings"], metadata=meta["metadata"])
         t.metadata["from_cache"] = True
+        try:
+            os.utime(meta_path)  # "used last" for eviction
+        except OSError:
+            pass
         return t
     except (OSError, ValueError, KeyError, TypeError, msgspec.DecodeError):
         shutil.rmtree(d, ignore_errors=True)  # corrupt or stale: rebuild
