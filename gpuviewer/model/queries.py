@@ -94,7 +94,8 @@ def _pyramid(trace: Trace, lane: int, depth: int) -> list:
     if len(s) > 64:
         gaps = s[1:] - np.maximum.accumulate(e)[:-1]
         pos = gaps[gaps > 0]
-        q = float(max(np.percentile(pos, 5), 1.0)) if len(pos) else 1.0
+        # below the median gap a level would not halve the rectangles: start there
+        q = float(max(np.median(pos), 1.0)) if len(pos) else 1.0
         span = float(e.max() - s.min()) or 1.0
         cs, ce, crep, cw = s, e, idx, dur
         while q < span and len(cs) > 64:
