@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..model.build import TraceBuilder
+from ..model.build import TraceBuilder, mark_comm_lanes, nccl_name_ids
 from ..model.categories import Cat, LaneKind
 from ..model.trace import Counter, Source, Step
 import msgspec
@@ -412,34 +412,18 @@ class _FileReader:
         """NCCL kernels -> COMM_KERNEL; CPU-side collectives -> COMM_OP; stream lanes that run
         only NCCL kernels become communication lanes."""
         strings = self.b.names.strings
-        nccl = np.array([i for i, s in enumerate(strings) if s.startswith("nccl")], np.int32)
+        nccl = nccl_name_ids(strings)
         comm_ops = np.array([i for i, s in enumerate(strings)
                              if s.startswith("nccl:") or s == "record_param_comms"
                              or s.startswith("c10d::")], np.int32)
-        lane_kernels: dict[int, list[int]] = {}
         for c in self.chunks:
             cat = c["cat"]
-            k = cat == Cat.KERNEL
             if len(nccl):
-                cat[k & np.isin(c["name"], nccl)] = Cat.COMM_KERNEL
+                cat[(cat == Cat.KERNEL) & np.isin(c["name"], nccl)] = Cat.COMM_KERNEL
             if len(comm_ops):
                 host = (cat == Cat.CPU_OP) | (cat == Cat.USER_ANNOTATION)
                 cat[host & np.isin(c["name"], comm_ops)] = Cat.COMM_OP
-            kk = (cat == Cat.KERNEL) | (cat == Cat.COMM_KERNEL)
-            if kk.any():
-                ln, cnt_comm = c["lane"][kk], cat[kk] == Cat.COMM_KERNEL
-                for lane_id in np.unique(ln):
-                    m = ln == lane_id
-                    t = lane_kernels.setdefault(int(lane_id), [0, 0])
-                    t[0] += int(m.sum())
-                    t[1] += int(cnt_comm[m].sum())
-        for lane_id, (n, n_comm) in lane_kernels.items():
-            lane = self.b.lanes[lane_id]
-            if n_comm and n_comm == n:
-                lane.kind = LaneKind.COMM
-                lane.label = f"stream {lane.stream} · NCCL"
-            elif n_comm:
-                lane.label = f"stream {lane.stream} · compute + NCCL"
+        mark_comm_lanes(self.b.lanes, self.chunks)
 
     def _steps(self, rank: int) -> None:
         strings = self.b.names.strings

@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..model.build import TraceBuilder
+from ..model.build import TraceBuilder, mark_comm_lanes, nccl_name_ids
 from ..model.categories import Cat, LaneKind
 from ..model.trace import Counter, Source, Step, Trace
 from .errors import TraceError
@@ -194,9 +194,7 @@ def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
             if cat == Cat.KERNEL:
                 name = names_lut.ids(t["name"])
                 cats = np.full(len(name), Cat.KERNEL, np.uint8)
-                nccl = np.array([names_lut.b.names.strings[i].startswith("nccl") for i in range(len(names_lut.b.names))],
-                                bool)
-                cats[nccl[name]] = Cat.COMM_KERNEL
+                cats[np.isin(name, nccl_name_ids(b.names.strings))] = Cat.COMM_KERNEL
             else:
                 if cat == Cat.MEMCPY:
                     labels = {k: b.names.id(f"Memcpy {v}") for k, v in COPY_KIND.items()}
@@ -215,7 +213,7 @@ def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
                 lane[m] = b.lane(rank_of[p], LaneKind.GPU, d, s, label, pid=p, source=file_index)
             b.add(start=t["start"] + rep.utc_ns, dur=t["end"] - t["start"], lane=lane, name=name,
                   cat=cats, corr=np.clip(t["corr"], 0, 0xFFFFFFFF), src=t["rowid"])
-        _mark_comm_lanes(b, file_index)
+        mark_comm_lanes(b.lanes, b._chunks, source=file_index)
 
         # -- host lanes: CUDA API, NVTX, OS runtime --------------------------------------------
         if progress:
@@ -296,57 +294,35 @@ def _host_pids(rep: _Report) -> set[int]:
     return pids
 
 
-def _mark_comm_lanes(b: TraceBuilder, source: int) -> None:
-    per_lane: dict[int, list[int]] = {}
-    for c in b._chunks:
-        k = (c["cat"] == Cat.KERNEL) | (c["cat"] == Cat.COMM_KERNEL)
-        if not k.any():
-            continue
-        for ln in np.unique(c["lane"][k]).tolist():
-            m = k & (c["lane"] == ln)
-            t = per_lane.setdefault(ln, [0, 0])
-            t[0] += int(m.sum())
-            t[1] += int((m & (c["cat"] == Cat.COMM_KERNEL)).sum())
-    for ln, (n, n_comm) in per_lane.items():
-        lane = b.lanes[ln]
-        if lane.source != source:
-            continue
-        if n_comm and n_comm == n:
-            lane.kind = LaneKind.COMM
-            lane.label = f"stream {lane.stream} · NCCL"
-        elif n_comm:
-            lane.label = f"stream {lane.stream} · compute + NCCL"
-
-
-def _host_lanes(b, rank_of, pid, tid, kind, label, source):
-    return b.lane(rank_of[pid], kind, -1, tid, label, pid=pid, source=source)
-
-
-def _assign_host_lanes(b, rank_of, pid, tid, kind, prefix, source) -> np.ndarray:
-    lane = np.full(len(pid), -1, np.int32)
+def _host_rows(rep, b, rank_of, table: str, extra: list[str], kind: str, prefix: str, source: int):
+    """Rows of a host-side table (rowid, start, end, pid, tid, *extra) of the ranks' processes,
+    with the lane of each row's thread; None when the table is absent or empty."""
+    if table not in rep.tables:
+        return None
+    have = columns(rep.db, table)
+    if not {"start", "end", "globalTid"} <= have:
+        return None
+    cols = ", ".join(_col(have, c, default="0" if c in ("correlationId", "eventClass") else "-1") for c in extra)
+    a = _fetch_int(rep.db, f"SELECT rowid, start, end, (globalTid >> 24) & 16777215, globalTid & 16777215, "
+                           f"{cols} FROM {table}", 5 + len(extra))
+    if not len(a):
+        return None
+    lane = np.full(len(a), -1, np.int32)
+    pid, tid = a[:, 3], a[:, 4]
     for p, t in set(zip(pid.tolist(), tid.tolist())):
-        if p not in rank_of:
-            continue
-        m = (pid == p) & (tid == t)
-        lane[m] = b.lane(rank_of[p], kind, -1, t, f"{prefix} · thread {t}", pid=p, source=source)
-    return lane
+        if p in rank_of:
+            lane[(pid == p) & (tid == t)] = b.lane(rank_of[p], kind, -1, t, f"{prefix} · thread {t}", pid=p,
+                                                   source=source)
+    keep = lane >= 0
+    return a[keep], lane[keep]
 
 
 def _runtime(rep, b, rank_of, names_lut, source) -> None:
-    t = "CUPTI_ACTIVITY_KIND_RUNTIME"
-    if t not in rep.tables:
+    got = _host_rows(rep, b, rank_of, "CUPTI_ACTIVITY_KIND_RUNTIME", ["correlationId", "nameId", "eventClass"],
+                     LaneKind.CUDA_API, "CUDA API", source)
+    if got is None:
         return
-    have = columns(rep.db, t)
-    if not {"start", "end", "globalTid"} <= have:
-        return
-    a = _fetch_int(rep.db, f"SELECT rowid, start, end, (globalTid >> 24) & 16777215, globalTid & 16777215, "
-                           f"{_col(have, 'correlationId', default='0')}, {_col(have, 'nameId')}, "
-                           f"{_col(have, 'eventClass', default='0')} FROM {t}", 8)
-    if not len(a):
-        return
-    lane = _assign_host_lanes(b, rank_of, a[:, 3], a[:, 4], LaneKind.CUDA_API, "CUDA API", source)
-    keep = lane >= 0
-    a, lane = a[keep], lane[keep]
+    a, lane = got
     # Names carry a CUPTI version suffix (cudaLaunchKernel_v7000): shown without it.
     name = names_lut.ids(a[:, 6], lambda s: _VERSION_SUFFIX.sub("", s))
     cat = np.where(a[:, 7] == 1, Cat.CUDA_DRIVER, Cat.CUDA_RUNTIME).astype(np.uint8)
@@ -447,21 +423,11 @@ def _nvtx(rep, b, rank_of, source, warnings) -> None:
 
 
 def _osrt(rep, b, rank_of, names_lut, source) -> None:
-    t = "OSRT_API"
-    if t not in rep.tables:
-        return
-    have = columns(rep.db, t)
-    if not {"start", "end", "globalTid"} <= have:
-        return
-    a = _fetch_int(rep.db, f"SELECT rowid, start, end, (globalTid >> 24) & 16777215, globalTid & 16777215, "
-                           f"{_col(have, 'nameId')} FROM {t}", 6)
-    if not len(a):
-        return
-    lane = _assign_host_lanes(b, rank_of, a[:, 3], a[:, 4], LaneKind.OSRT, "OS runtime", source)
-    keep = lane >= 0
-    a, lane = a[keep], lane[keep]
-    b.add(start=a[:, 1] + rep.utc_ns, dur=a[:, 2] - a[:, 1], lane=lane, name=names_lut.ids(a[:, 5]),
-          cat=np.full(len(a), Cat.OSRT, np.uint8), src=a[:, 0])
+    got = _host_rows(rep, b, rank_of, "OSRT_API", ["nameId"], LaneKind.OSRT, "OS runtime", source)
+    if got is not None:
+        a, lane = got
+        b.add(start=a[:, 1] + rep.utc_ns, dur=a[:, 2] - a[:, 1], lane=lane, name=names_lut.ids(a[:, 5]),
+              cat=np.full(len(a), Cat.OSRT, np.uint8), src=a[:, 0])
 
 
 def _thread_labels(rep, b, source) -> None:

@@ -110,6 +110,38 @@ def _concat_inst(parts) -> dict[str, np.ndarray]:
     return {"t": t[o], "lane": lane[o], "name": name[o]}
 
 
+def nccl_name_ids(strings: list[str]) -> np.ndarray:
+    """Interned ids of NCCL kernel names (they start with "nccl")."""
+    return np.array([i for i, s in enumerate(strings) if s.startswith("nccl")], np.int32)
+
+
+def mark_comm_lanes(lanes: list[Lane], chunks: list[dict[str, np.ndarray]], source: int | None = None) -> None:
+    """GPU lanes that run only NCCL kernels become communication lanes; lanes that mix them
+    with compute say so in their label. `source` limits the relabelling to one file's lanes."""
+    per_lane: dict[int, list[int]] = {}
+    for c in chunks:
+        cat = c["cat"]
+        k = (cat == Cat.KERNEL) | (cat == Cat.COMM_KERNEL)
+        if not k.any():
+            continue
+        ln, is_comm = c["lane"][k], cat[k] == Cat.COMM_KERNEL
+        for lane_id in np.unique(ln).tolist():
+            m = ln == lane_id
+            t = per_lane.setdefault(lane_id, [0, 0])
+            t[0] += int(m.sum())
+            t[1] += int(is_comm[m].sum())
+    from .categories import LaneKind
+    for lane_id, (n, n_comm) in per_lane.items():
+        lane = lanes[lane_id]
+        if source is not None and lane.source != source:
+            continue
+        if n_comm and n_comm == n:
+            lane.kind = LaneKind.COMM
+            lane.label = f"stream {lane.stream} · NCCL"
+        elif n_comm:
+            lane.label = f"stream {lane.stream} · compute + NCCL"
+
+
 def link_flows(cols: dict[str, np.ndarray], lane_rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """CPU launch -> GPU work pairs, joined on (rank, correlation id)."""
     corr, cat = cols["corr"], cols["cat"]
