@@ -179,6 +179,14 @@ def _tmpdir() -> str:
     return tempfile.gettempdir()
 
 
+def _paths_exist(paths: list[str]) -> bool:
+    for p in paths:
+        if not os.path.exists(p):
+            print(f"gpuviewer: {p}: no such file or folder", file=sys.stderr)
+            return False
+    return True
+
+
 def cmd_screenshot(args) -> int:
     try:
         size = _parse_size(args.size)
@@ -192,10 +200,8 @@ def cmd_screenshot(args) -> int:
     if not args.output.lower().endswith((".png", ".svg")):
         print("gpuviewer: the output must end in .png or .svg", file=sys.stderr)
         return 2
-    for p in args.paths:
-        if not os.path.exists(p):
-            print(f"gpuviewer: {p}: no such file or folder", file=sys.stderr)
-            return 2
+    if not _paths_exist(args.paths):
+        return 2
     return render_window(args.paths, args.output, size, window, use_cache=not args.no_cache,
                          annotations=args.annotations)
 
@@ -204,9 +210,7 @@ def cmd_report(args) -> int:
     if not args.output.lower().endswith((".html", ".htm", ".md")):
         print("gpuviewer: the report must end in .html or .md", file=sys.stderr)
         return 2
-    for p in args.paths:
-        if not os.path.exists(p):
-            print(f"gpuviewer: {p}: no such file or folder", file=sys.stderr)
-            return 2
+    if not _paths_exist(args.paths):
+        return 2
     return render_window(args.paths, args.output, (1500, 900), None, use_cache=not args.no_cache,
                          annotations=args.annotations, report=True)

@@ -30,23 +30,29 @@ def load(paths: list[str], *, use_cache: bool = True, progress: Progress | None 
     files = sn.expand(paths)
     if not files:
         raise TraceError(", ".join(paths), "no trace files found in the folder")
-    topo = [f for f in files if sn.sniff(f) in (sn.TOPO, sn.TOPO_AUX)]
+    kinds = {f: sn.sniff(f) for f in files}  # each file's content is looked at once
+    return _load(files, kinds, use_cache, progress, cancelled)
+
+
+def _load(files: list[str], kinds: dict, use_cache: bool, progress, cancelled) -> Trace:
+    """Topology and memory files join the session of the traces beside them."""
+    topo = [f for f in files if kinds[f] in (sn.TOPO, sn.TOPO_AUX)]
     if topo:
         from .topo import read_topology
         rest = [f for f in files if f not in topo]
         topology = read_topology(topo)
-        trace = load(rest, use_cache=use_cache, progress=progress, cancelled=cancelled) if rest \
+        trace = _load(rest, kinds, use_cache, progress, cancelled) if rest \
             else _empty_trace(topo, format="nvidia-smi-topo")
         trace.topology = topology
         trace.metadata.setdefault("files", []).extend(os.path.abspath(f) for f in topo)
         return trace
-    snaps = [f for f in files if sn.sniff(f) in (sn.MEMSNAP, sn.MEMTIMELINE)]
+    snaps = [f for f in files if kinds[f] in (sn.MEMSNAP, sn.MEMTIMELINE)]
     if snaps:
         rest = [f for f in files if f not in snaps]
-        kind = "torch-memory-timeline" if all(sn.sniff(f) == sn.MEMTIMELINE for f in snaps) else "memory-snapshot"
-        trace = load(rest, use_cache=use_cache, progress=progress, cancelled=cancelled) if rest \
+        kind = "torch-memory-timeline" if all(kinds[f] == sn.MEMTIMELINE for f in snaps) else "memory-snapshot"
+        trace = _load(rest, kinds, use_cache, progress, cancelled) if rest \
             else _empty_trace(snaps, format=kind)
-        return attach_snapshots(trace, snaps)
+        return attach_snapshots(trace, snaps, kinds)
     if use_cache:
         from . import cache
         t = cache.load(files)
@@ -56,7 +62,7 @@ def load(paths: list[str], *, use_cache: bool = True, progress: Progress | None 
             return t
     formats = []
     for f in files:
-        fmt = sn.sniff(f)
+        fmt = kinds[f]
         if fmt is None and sn.is_empty_gzip(f):
             raise TraceError(f, "the file is empty (a gzip stream of nothing)")
         if fmt is None:
@@ -71,8 +77,8 @@ def load(paths: list[str], *, use_cache: bool = True, progress: Progress | None 
         trace = load_nsys(files, progress=progress, cancelled=cancelled)
     elif sn.NSYS_REP in kinds:
         from .nsys_rep import export_reports
-        return load(export_reports(files, progress=progress), use_cache=use_cache,
-                    progress=progress, cancelled=cancelled)
+        exported = export_reports(files, progress=progress)
+        return _load(exported, {f: sn.sniff(f) for f in exported}, use_cache, progress, cancelled)
     else:
         raise TraceError(", ".join(files), "cannot open these together (mixed or unsupported "
                                            f"formats: {', '.join(sorted(map(str, kinds)))})")
@@ -151,7 +157,7 @@ def _empty_trace(files: list[str], format: str = "memory-snapshot") -> Trace:
     return b.finish()
 
 
-def attach_snapshots(trace: Trace, files: list[str]) -> Trace:
+def attach_snapshots(trace: Trace, files: list[str], kinds: dict | None = None) -> Trace:
     """Memory snapshots join the session on its Unix-time axis, as rank 0's (or the only
     rank's) devices; their replayed allocated-bytes curve becomes a counter."""
     from ..model.trace import Counter
@@ -160,7 +166,8 @@ def attach_snapshots(trace: Trace, files: list[str]) -> Trace:
     rank = trace.ranks[0].rank if trace.ranks else 0
     trace.snapshots = getattr(trace, "snapshots", [])
     for f in files:
-        series = [read_memory_timeline(f)] if sn.sniff(f) == sn.MEMTIMELINE else read_snapshot(f)
+        kind = kinds[f] if kinds else sn.sniff(f)
+        series = [read_memory_timeline(f)] if kind == sn.MEMTIMELINE else read_snapshot(f)
         for s in series:
             s.rank = rank
             trace.snapshots.append(s)

@@ -29,14 +29,8 @@ def _dec(spacing: float | None, unit: float) -> int:
 
 
 def format_duration(ns: float) -> str:
-    ns = float(ns)
-    if ns >= 1e9:
-        return f"{ns / 1e9:.3f} s"
-    if ns >= 1e6:
-        return f"{ns / 1e6:.3f} ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:.3f} µs"
-    return f"{ns:.0f} ns"
+    """A duration with three decimals in its own unit (format_ns without a tick spacing)."""
+    return format_ns(float(ns))
 
 
 class TimeAxis(pg.AxisItem):
