@@ -36,3 +36,18 @@ def run_cli(*args: str, env: dict | None = None):
     e.update(env or {})
     return subprocess.run([sys.executable, "-m", "gpuviewer", *args], capture_output=True, text=True,
                           env=e, cwd=ROOT, timeout=600)
+
+
+def make_window(qtbot, tmp_path, *, block_analysis: bool = False, size: tuple[int, int] | None = None):
+    """A main window with its own settings file, errors kept off dialogs; shown at `size`."""
+    from PySide6.QtCore import QSettings
+
+    from gpuviewer.widgets.main_window import MainWindow
+    w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
+    w.quiet_errors = True
+    w._block_analysis = block_analysis
+    qtbot.addWidget(w)
+    if size is not None:
+        w.resize(*size)
+        w.show()
+    return w

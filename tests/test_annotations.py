@@ -9,9 +9,9 @@ import sys
 import time
 
 import pytest
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import Qt
 
-from conftest import ROOT, SAMPLES, run_cli, trace_path
+from conftest import ROOT, SAMPLES, make_window, run_cli, trace_path
 
 from gpuviewer.io.sidecar import load_doc, save_doc, sidecar_path
 from gpuviewer.model.annotations import Annotation, AnnotationDoc, AnnotationError
@@ -25,14 +25,8 @@ def ddp_copy(tmp_path):
 
 
 def _window(qtbot, tmp_path):
-    from gpuviewer.widgets.main_window import MainWindow
-    w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
-    w.quiet_errors = True
-    w._block_analysis = True
+    w = make_window(qtbot, tmp_path, block_analysis=True, size=(1600, 900))
     w.annotations.ask_text = lambda *a, **k: "typed text"
-    qtbot.addWidget(w)
-    w.resize(1600, 900)
-    w.show()
     return w
 
 

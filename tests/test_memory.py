@@ -8,9 +8,8 @@ import sqlite3
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QSettings
 
-from conftest import COMPAT, run_cli, trace_path
+from conftest import COMPAT, make_window, run_cli, trace_path
 
 from gpuviewer.io.errors import TraceError
 from gpuviewer.io.memsnap import read_snapshot
@@ -77,11 +76,7 @@ def test_malicious_pickle_is_refused(tmp_path):
 
 
 def test_memory_panel_under_the_timeline(qtbot, tmp_path):
-    from gpuviewer.widgets.main_window import MainWindow
-    w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
-    qtbot.addWidget(w)
-    w.resize(1600, 1000)
-    w.show()
+    w = make_window(qtbot, tmp_path, size=(1600, 1000))
     assert w.open_paths([trace_path("kineto", "memory_pressure.json.gz")], block=True)
     assert w.memory_dock.isVisible()
     m = w.memory
@@ -104,9 +99,7 @@ def test_memory_panel_under_the_timeline(qtbot, tmp_path):
 
 
 def test_snapshot_session_window(qtbot, tmp_path):
-    from gpuviewer.widgets.main_window import MainWindow
-    w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
-    qtbot.addWidget(w)
+    w = make_window(qtbot, tmp_path)
     assert w.open_paths([trace_path("memory", "single_gpt_memsnap.pickle")], block=True)
     assert w.memory.has_data()
     snap = next(s for s in w.memory.series if s["name"] == "snapshot")

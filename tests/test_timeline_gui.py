@@ -1,21 +1,16 @@
 """The window on real traces, offscreen: keys, selection, details, search, area totals."""
 import numpy as np
 import pytest
-from PySide6.QtCore import QPointF, QSettings, Qt
+from PySide6.QtCore import QPointF, Qt
 
-from conftest import trace_path
+from conftest import make_window, trace_path
 
 from gpuviewer.model.categories import LaneKind
 
 
 @pytest.fixture
 def win(qtbot, tmp_path):
-    from gpuviewer.widgets.main_window import MainWindow
-    w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
-    w.quiet_errors = True
-    qtbot.addWidget(w)
-    w.resize(1600, 900)
-    w.show()
+    w = make_window(qtbot, tmp_path, size=(1600, 900))
     qtbot.waitExposed(w)
     assert w.open_paths([trace_path("kineto", "ddp")], block=True)
     return w
@@ -169,10 +164,7 @@ def test_unreadable_file_keeps_window_working(win, tmp_path):
 
 
 def test_background_loader_with_progress(qtbot, tmp_path):
-    from gpuviewer.widgets.main_window import MainWindow
-    w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
-    w.quiet_errors = True
-    qtbot.addWidget(w)
+    w = make_window(qtbot, tmp_path)
     with qtbot.waitSignal(w.loader.loaded, timeout=120_000):
         w.open_paths([trace_path("kineto", "dataloader_stall.json.gz")])
         assert w.cancel_btn.isVisibleTo(w)
@@ -186,9 +178,7 @@ def test_background_loader_with_progress(qtbot, tmp_path):
 
 
 def test_nsys_session_in_window(qtbot, tmp_path):
-    from gpuviewer.widgets.main_window import MainWindow
-    w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
-    qtbot.addWidget(w)
+    w = make_window(qtbot, tmp_path)
     assert w.open_paths([trace_path("nsys", "nsys_ddp.sqlite")], block=True)
     headers = [r for r in w.timeline.layout_model.rows if r.kind == "header"]
     assert [h.rank for h in headers] == [0, 1]
@@ -196,12 +186,7 @@ def test_nsys_session_in_window(qtbot, tmp_path):
 
 
 def test_findings_dock_takes_the_timeline_there(qtbot, tmp_path):
-    from gpuviewer.widgets.main_window import MainWindow
-    w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
-    w.quiet_errors = True
-    qtbot.addWidget(w)
-    w.resize(1600, 900)
-    w.show()
+    w = make_window(qtbot, tmp_path, size=(1600, 900))
     with qtbot.waitSignal(w.analysisReady, timeout=60_000):
         assert w.open_paths([trace_path("kineto", "ddp")], block=True)
     shown = w.findings.visible_findings()
@@ -236,10 +221,7 @@ def test_findings_dock_takes_the_timeline_there(qtbot, tmp_path):
 def test_drop_and_recent_files(qtbot, tmp_path):
     from PySide6.QtCore import QMimeData, QPointF, QUrl
     from PySide6.QtGui import QDropEvent
-    from gpuviewer.widgets.main_window import MainWindow
-    w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
-    w.quiet_errors = True
-    qtbot.addWidget(w)
+    w = make_window(qtbot, tmp_path)
     md = QMimeData()
     md.setUrls([QUrl.fromLocalFile(trace_path("kineto", "dataloader_stall.json.gz"))])
     ev = QDropEvent(QPointF(10, 10), Qt.CopyAction, md, Qt.LeftButton, Qt.NoModifier)
@@ -249,19 +231,14 @@ def test_drop_and_recent_files(qtbot, tmp_path):
     labels = [a.text() for a in w.recent_menu.actions()]
     assert labels and "dataloader_stall.json.gz" in labels[0]
     # the recent list survives a restart (same settings file)
-    w2 = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
-    qtbot.addWidget(w2)
+    w2 = make_window(qtbot, tmp_path)
     assert [a.text() for a in w2.recent_menu.actions()][:1] == labels[:1]
 
 
 def test_background_loader_with_a_big_file(qtbot, tmp_path):
     """Files big enough for the reader's worker pool load through the window's reader process
     (a pool inside a daemonic process used to fail)."""
-    from gpuviewer.widgets.main_window import MainWindow
-    w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
-    w.quiet_errors = True
-    w._block_analysis = True
-    qtbot.addWidget(w)
+    w = make_window(qtbot, tmp_path, block_analysis=True)
     errors = []
     w.loader.failed.connect(errors.append)
     with qtbot.waitSignal(w.loader.loaded, timeout=300_000):

@@ -2,9 +2,8 @@
 import json
 import os
 
-from PySide6.QtCore import QSettings
 
-from conftest import ROOT, run_cli, trace_path
+from conftest import ROOT, make_window, run_cli, trace_path
 
 from gpuviewer.analysis.topology import split_finding
 from gpuviewer.io.topo import parse_topo_matrix, read_topology
@@ -75,11 +74,7 @@ def test_not_a_topology(tmp_path):
 
 
 def test_topology_in_the_window(qtbot, tmp_path):
-    from gpuviewer.widgets.main_window import MainWindow
-    w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
-    w.quiet_errors = True
-    w._block_analysis = True
-    qtbot.addWidget(w)
+    w = make_window(qtbot, tmp_path, block_analysis=True)
     assert w.open_paths([trace_path("kineto", "ddp")], block=True)
     # dropping a topology onto an open session attaches it instead of replacing the session
     assert w.open_paths([trace_path("topology", "topo_matrix.txt")], block=True)
