@@ -27,26 +27,28 @@ def _info(path):
     return p
 
 
-def test_json_cut_mid_event_is_salvaged(tmp_path, small_json):
-    p = tmp_path / "cut.json"
-    p.write_bytes(small_json[: len(small_json) // 2])
-    r = _info(p)
-    assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout)
-    assert out["events"] > 1000
-    assert any("ends early" in w for w in out["warnings"])
-
-
-def test_gzip_cut_mid_stream_is_salvaged(tmp_path):
-    src = trace_path("kineto", "dataloader_stall.json.gz")
-    data = open(src, "rb").read()
-    p = tmp_path / "cut.json.gz"
-    p.write_bytes(data[: len(data) // 2])
-    r = _info(p)
+def _salvaged(path) -> dict:
+    """`info` keeps the complete events before the cut and says so."""
+    r = _info(path)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["events"] > 1000
     assert out["warnings"]
+    return out
+
+
+def test_json_cut_mid_event_is_salvaged(tmp_path, small_json):
+    p = tmp_path / "cut.json"
+    p.write_bytes(small_json[: len(small_json) // 2])
+    out = _salvaged(p)
+    assert any("ends early" in w for w in out["warnings"])
+
+
+def test_gzip_cut_mid_stream_is_salvaged(tmp_path):
+    data = open(trace_path("kineto", "dataloader_stall.json.gz"), "rb").read()
+    p = tmp_path / "cut.json.gz"
+    p.write_bytes(data[: len(data) // 2])
+    _salvaged(p)
 
 
 def test_missing_closing_bracket_array_form(tmp_path):

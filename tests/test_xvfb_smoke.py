@@ -1,4 +1,5 @@
 """A real X11 window (xcb under Xvfb), not only offscreen: starts and shows a trace."""
+import contextlib
 import os
 import shutil
 import subprocess
@@ -34,13 +35,23 @@ sys.exit(app.exec())
 '''
 
 
-@pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed (.ci/run installs it)")
-def test_real_window_under_xvfb(tmp_path):
-    display = f":{90 + os.getpid() % 100}"
-    xvfb = subprocess.Popen(["Xvfb", display, "-screen", "0", "1600x1000x24", "-nolisten", "tcp"],
+@contextlib.contextmanager
+def xvfb(first: int, screen: str):
+    """A private X server for one test; yields its DISPLAY."""
+    display = f":{first + os.getpid() % 100}"
+    proc = subprocess.Popen(["Xvfb", display, "-screen", "0", screen, "-nolisten", "tcp"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(1.0)
+        yield display
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+@pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed (.ci/run installs it)")
+def test_real_window_under_xvfb(tmp_path):
+    with xvfb(90, "1600x1000x24") as display:
         env = dict(os.environ, DISPLAY=display, QT_QPA_PLATFORM="xcb", PYTHONPATH=ROOT,
                    GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "cfg"))
         out = tmp_path / "xcb.png"
@@ -49,9 +60,6 @@ def test_real_window_under_xvfb(tmp_path):
         assert p.returncode == 0, p.stdout + p.stderr
         assert p.stdout.startswith("shown")
         assert out.exists() and out.stat().st_size > 20_000
-    finally:
-        xvfb.terminate()
-        xvfb.wait(5)
 
 
 GL_SCRIPT = r'''
@@ -75,15 +83,8 @@ print("renderer", r, "auto-gl", not software)
 
 @pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed (.ci/run installs it)")
 def test_opengl_only_on_hardware_renderers(tmp_path):
-    display = f":{200 + os.getpid() % 100}"
-    xvfb = subprocess.Popen(["Xvfb", display, "-screen", "0", "1280x1024x24", "-nolisten", "tcp"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        time.sleep(1.0)
+    with xvfb(200, "1280x1024x24") as display:
         env = dict(os.environ, DISPLAY=display, QT_QPA_PLATFORM="xcb", PYTHONPATH=ROOT)
         p = subprocess.run([sys.executable, "-c", GL_SCRIPT], capture_output=True, text=True, env=env, timeout=120)
         assert p.returncode == 0, p.stdout + p.stderr
         assert p.stdout.startswith("renderer")
-    finally:
-        xvfb.terminate()
-        xvfb.wait(5)
