@@ -7,6 +7,7 @@ import re
 import numpy as np
 
 from ..model.categories import Cat, LaneKind
+from ..model.plain import plain
 from ..model.trace import Trace
 from . import intervals as iv
 from .breakdown import RankBreakdown, breakdown
@@ -62,7 +63,7 @@ ADVICE = {
 def _finding(rule, severity, title, ranks, step, start, end, metrics) -> dict:
     return {"rule": rule, "severity": severity, "title": title, "ranks": [int(r) for r in ranks],
             "step": None if step is None else int(step), "start_ns": int(start), "end_ns": int(end),
-            "metrics": metrics, "advice": ADVICE[rule]}
+            "metrics": plain(metrics), "advice": ADVICE[rule]}
 
 
 def _span(rb: RankBreakdown) -> tuple[int, int]:

@@ -12,11 +12,30 @@ SUBCOMMANDS = ("info", "screenshot", "analyze", "report")
 
 
 def _fail(msg: str, debug: bool = False) -> int:
+    from ..model.plain import term
     if debug:
         import traceback
         traceback.print_exc()
-    print(f"gpuviewer: {msg}", file=sys.stderr)
+    print(f"gpuviewer: {term(msg)}", file=sys.stderr)
     return 2
+
+
+def _out(line: str = "") -> None:
+    """Print text that may carry names from a trace: control characters are escaped, so a kernel
+    named with terminal escape sequences cannot drive the user's terminal."""
+    from ..model.plain import term
+    print(term(line))
+
+
+def _json(obj) -> None:
+    from ..model.plain import json_bytes
+    sys.stdout.write(json_bytes(obj).decode() + "\n")
+
+
+def _cannot_read(paths: list[str], e: BaseException, debug: bool) -> int:
+    from ..io.errors import unexpected
+    name = paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} more"
+    return _fail(str(unexpected(name, e)), debug)
 
 
 def _load(paths: list[str], args) -> "object":
@@ -33,19 +52,18 @@ def cmd_info(args) -> int:
     except TraceError as e:
         return _fail(str(e), args.debug)
     except Exception as e:  # noqa: BLE001 - never a traceback for bad input
-        return _fail(f"{', '.join(args.paths)}: cannot read ({type(e).__name__}: {e})", args.debug)
+        return _cannot_read(args.paths, e, args.debug)
     if trace.format == "nvidia-smi-topo" and trace.topology is not None:
         out = trace.topology.to_json()
         if args.json:
-            import msgspec
-            sys.stdout.write(msgspec.json.encode(out).decode() + "\n")
+            _json(out)
         else:
-            print(f"format      {out['format']}")
+            _out(f"format      {out['format']}")
             for g in out["gpus"]:
-                print(f"{g['name']:<11} {g['product'] or ''} NUMA {g['numa']} CPUs {g['cpu_affinity']}")
+                _out(f"{g['name']:<11} {g['product'] or ''} NUMA {g['numa']} CPUs {g['cpu_affinity']}")
             for ln in out["links"]:
-                print(f"link        {ln['a']} - {ln['b']}: {ln['type']}")
-            print(f"islands     {out['islands']}")
+                _out(f"link        {ln['a']} - {ln['b']}: {ln['type']}")
+            _out(f"islands     {out['islands']}")
         return 0
     s = summarize(trace)
     s["load_seconds"] = round(time.perf_counter() - t0, 4)
@@ -58,23 +76,22 @@ def cmd_info(args) -> int:
     except ImportError:
         pass
     if args.json:
-        import msgspec
-        sys.stdout.write(msgspec.json.encode(s).decode() + "\n")
+        _json(s)
         return 0
-    print(f"format      {s['format']}")
+    _out(f"format      {s['format']}")
     for f in s["files"]:
-        print(f"file        {f}")
-    print(f"events      {s['events']:,}")
-    print(f"kernels     {s['kernels']:,}")
-    print(f"load        {s['load_seconds']:.3f} s")
+        _out(f"file        {f}")
+    _out(f"events      {s['events']:,}")
+    _out(f"kernels     {s['kernels']:,}")
+    _out(f"load        {s['load_seconds']:.3f} s")
     for r in s["ranks"]:
         dur_ms = (r["end_ns"] - r["start_ns"]) / 1e6
         steps = ",".join(map(str, r["steps"])) or "-"
-        print(f"rank {r['rank']:<3}    {r['events']:,} events, {r['kernels']:,} kernels "
+        _out(f"rank {r['rank']:<3}    {r['events']:,} events, {r['kernels']:,} kernels "
               f"({r['nccl_kernels']:,} NCCL), {r['lanes']} lanes, devices {r['devices']}, "
               f"steps {steps}, {dur_ms:.1f} ms")
     for w in s["warnings"]:
-        print(f"warning     {w}")
+        _out(f"warning     {w}")
     return 0
 
 
@@ -86,25 +103,27 @@ def cmd_analyze(args) -> int:
     except TraceError as e:
         return _fail(str(e), args.debug)
     except Exception as e:  # noqa: BLE001
-        return _fail(f"{', '.join(args.paths)}: cannot read ({type(e).__name__}: {e})", args.debug)
+        return _cannot_read(args.paths, e, args.debug)
     try:
         a = analyze(trace)
     except Exception as e:  # noqa: BLE001 - an analysis bug must not look like a crash
-        return _fail(f"analysis failed ({type(e).__name__}: {e})", args.debug)
+        name = args.paths[0] if len(args.paths) == 1 else f"{args.paths[0]} and {len(args.paths) - 1} more"
+        return _fail(f"{name}: the analysis failed on this trace, a bug in gpuviewer ({type(e).__name__}); "
+                     "please report it with the output of --debug", args.debug)
     if args.md:
         from ..analysis.report_md import to_markdown
-        sys.stdout.write(to_markdown(a, "gpuviewer analysis: " + ", ".join(os.path.basename(p) for p in args.paths)))
+        from ..model.plain import term
+        sys.stdout.write(term(to_markdown(a, "gpuviewer analysis: " + ", ".join(os.path.basename(p) for p in args.paths))))
         return 0
     if args.json:
-        import msgspec
-        sys.stdout.write(msgspec.json.encode(a).decode() + "\n")
+        _json(a)
         return 0
     for f in a["findings"]:
-        print(f"[{f['severity']:<6}] {f['rule']:<22} {f['title']}")
+        _out(f"[{f['severity']:<6}] {f['rule']:<22} {f['title']}")
     if not a["findings"]:
-        print("no findings")
+        _out("no findings")
     for r in a["ranks"]:
-        print(f"rank {r['rank']}: GPU utilization {r['gpu_utilization']:.0%}")
+        _out(f"rank {r['rank']}: GPU utilization {r['gpu_utilization']:.0%}")
     return 0
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..model.trace import EVENT_COLUMNS, Counter, Lane, RankInfo, Source, Step, Trace
 
-STORE_VERSION = 5
+STORE_VERSION = 6  # 6: key from the paths' bytes
 
 
 def cache_root() -> str:
@@ -33,7 +33,8 @@ def key_for(files: list[str]) -> str:
     parts = []
     for f in files:
         st = os.stat(f)
-        parts.append([os.path.abspath(f), st.st_size, st.st_mtime_ns])
+        # the path's bytes, so names that are not UTF-8 get a key too
+        parts.append([os.fsencode(os.path.abspath(f)).hex(), st.st_size, st.st_mtime_ns])
     blob = msgspec.json.encode({"v": STORE_VERSION, "files": parts})
     return hashlib.sha256(blob).hexdigest()[:32]
 
@@ -159,7 +160,7 @@ def evict(keep: str | None = None, max_bytes: int | None = None) -> list[str]:
 def load(files: list[str]) -> Trace | None:
     try:
         key = key_for(files)
-    except OSError:
+    except (OSError, ValueError):
         return None
     d = _dir_for(key)
     meta_path = os.path.join(d, "meta.json")

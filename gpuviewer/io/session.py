@@ -7,7 +7,7 @@ from typing import Callable
 from ..model.build import TraceBuilder
 from ..model.trace import Trace
 from . import sniff as sn
-from .errors import TraceError
+from .errors import Cancelled, TraceError, unexpected
 
 Progress = Callable[[float, str], None]
 
@@ -17,6 +17,8 @@ def _check_readable(path: str) -> None:
         raise TraceError(path, "no such file or folder")
     if os.path.isdir(path):
         return
+    if not sn.is_regular(path):
+        raise TraceError(path, "not a regular file (a pipe, socket or device); save the trace to a file first")
     if not os.access(path, os.R_OK):
         raise TraceError(path, "permission denied")
     if os.path.getsize(path) == 0:
@@ -27,11 +29,45 @@ def load(paths: list[str], *, use_cache: bool = True, progress: Progress | None 
          cancelled: Callable[[], bool] | None = None) -> Trace:
     for p in paths:
         _check_readable(p)
-    files = sn.expand(paths)
+    files, dup_warnings = _dedupe(sn.expand(paths))
     if not files:
         raise TraceError(", ".join(paths), "no trace files found in the folder")
     kinds = {f: sn.sniff(f) for f in files}  # each file's content is looked at once
-    return _load(files, kinds, use_cache, progress, cancelled)
+    trace = _load(files, kinds, use_cache, progress, cancelled)
+    for w in dup_warnings:
+        if w not in trace.warnings:
+            trace.warnings.append(w)
+    return trace
+
+
+_FORMAT_WORDS = {sn.KINETO: "PyTorch profiler / Chrome trace JSON", sn.NSYS_SQLITE: "an Nsight Systems export",
+                 sn.NSYS_REP: "an Nsight Systems report"}
+
+
+def _names(files: list[str]) -> str:
+    """Files for a message: all of a few, the first two and a count of many."""
+    if len(files) <= 3:
+        return ", ".join(files)
+    return f"{files[0]}, {files[1]} and {len(files) - 2} more files"
+
+
+def _dedupe(files: list[str]) -> tuple[list[str], list[str]]:
+    """One file named twice (or by other spellings of its path, or through a link) is one
+    rank, not several: keep its first mention and say so."""
+    seen: dict[tuple, str] = {}
+    out, warnings = [], []
+    for f in files:
+        try:
+            st = os.stat(f)
+            ident = (st.st_dev, st.st_ino)
+        except OSError:
+            ident = ("path", os.path.realpath(f))
+        if ident in seen:
+            warnings.append(f"{f}: the same file as {seen[ident]}; read once")
+            continue
+        seen[ident] = f
+        out.append(f)
+    return out, warnings
 
 
 def _load(files: list[str], kinds: dict, use_cache: bool, progress, cancelled) -> Trace:
@@ -74,14 +110,23 @@ def _load(files: list[str], kinds: dict, use_cache: bool, progress, cancelled) -
         trace = _load_kineto(files, progress, cancelled)
     elif kinds == {sn.NSYS_SQLITE}:
         from .nsys import load_nsys
-        trace = load_nsys(files, progress=progress, cancelled=cancelled)
+        try:
+            trace = load_nsys(files, progress=progress, cancelled=cancelled)
+        except (TraceError, Cancelled):
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise unexpected(_names(files), e) from e
     elif sn.NSYS_REP in kinds:
         from .nsys_rep import export_reports
         exported = export_reports(files, progress=progress)
         return _load(exported, {f: sn.sniff(f) for f in exported}, use_cache, progress, cancelled)
     else:
-        raise TraceError(", ".join(files), "cannot open these together (mixed or unsupported "
-                                           f"formats: {', '.join(sorted(map(str, kinds)))})")
+        from collections import Counter as _Count
+        common = _Count(formats).most_common(1)[0][0]
+        odd, odd_fmt = next((f, fmt) for f, fmt in zip(files, formats) if fmt != common)
+        raise TraceError(odd, f"is {_FORMAT_WORDS.get(odd_fmt, 'another format')}, "
+                              f"but the other files are {_FORMAT_WORDS.get(common, common)}: open them "
+                              "as separate sessions")
     if use_cache:
         from . import cache
         cache.store(files, trace)
@@ -105,6 +150,10 @@ def _load_kineto(files: list[str], progress: Progress | None, cancelled) -> Trac
                 progress((_done + frac * _size) / total * 0.9, f"reading {_name}")
         try:
             per_file.append(read_kineto(b, f, i, progress=prog, cancelled=cancelled))
+        except (TraceError, Cancelled):
+            raise
+        except Exception as e:  # noqa: BLE001 - named after the file that caused it
+            raise unexpected(f, e) from e
         finally:
             if i == len(files) - 1:
                 shutdown_pool()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import stat
 
 from .streams import GZIP_MAGIC, SQLITE_MAGIC, first_text_bytes, head
 
@@ -53,11 +54,22 @@ def expand(paths: list[str]) -> list[str]:
                     if f.endswith(".gpuviewer.json") or f.startswith(".gpuviewer-"):
                         continue  # our own annotation sidecars
                     fp = os.path.join(root, f)
+                    if not is_regular(fp):
+                        continue  # a FIFO or device would block the read
                     if sniff(fp) in (KINETO, NSYS_SQLITE, MEMSNAP, MEMTIMELINE, TOPO, TOPO_AUX):
                         out.append(fp)
         else:
             out.append(p)
     return out
+
+
+def is_regular(path: str) -> bool:
+    """A regular file (after following links): only those are read, since opening a FIFO, a
+    socket or a device can block forever."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def is_empty_gzip(path: str) -> bool:
