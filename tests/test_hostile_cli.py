@@ -200,3 +200,35 @@ def test_same_nsys_file_twice_is_one_report(tmp_path):
     out = json.loads(r.stdout)
     assert out["kernels"] == kernels
     assert any("same file" in w for w in out["warnings"])
+
+
+# -- 14. noise: edge-case traces analysed with Python warnings turned into errors ------------------
+
+def _edge_cases():
+    k = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "args": {"device": 0, "stream": 7}}
+    step = {"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1}
+    mem = {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "s": "t"}
+    return {
+        "one_kernel": [dict(k, ts=1000, dur=5)],
+        "zero_durations": [dict(k, ts=1000 + i, dur=0) for i in range(5)]
+        + [dict(step, name=f"ProfilerStep#{i}", ts=1000 + i, dur=0) for i in range(3)],
+        "steps_without_kernels": [dict(step, name=f"ProfilerStep#{i}", ts=1000 + 100 * i, dur=50) for i in range(5)],
+        "memory_only": [dict(mem, ts=1000 + i, args={"Total Allocated": i, "Total Reserved": 10, "Device Id": 0,
+                                                     "Device Type": 1, "Bytes": 1}) for i in range(4)],
+        "negative_duration": [dict(k, ts=1000, dur=-5), dict(step, name="ProfilerStep#1", ts=900, dur=500)],
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_edge_cases()))
+def test_edge_case_traces_analyse_without_warnings(tmp_path, case):
+    p = tmp_path / f"{case}.json"
+    p.write_text(json.dumps({"traceEvents": _edge_cases()[case]}))
+    for cmd in (["info", str(p), "--json"], ["analyze", str(p), "--json"], ["analyze", str(p)]):
+        # --debug keeps warnings on; PYTHONWARNINGS=error makes any of them fail the run
+        r = run(*cmd, "--no-cache", "--debug", env={"PYTHONWARNINGS": "error"})
+        assert r.returncode in (0, 2), r.stderr[-2000:]
+        assert "Warning" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+        if r.returncode == 2:
+            assert_refused(r, str(p))
+        r = run(*cmd, "--no-cache")
+        assert r.stderr == "" or r.returncode == 2, r.stderr

@@ -31,7 +31,7 @@ def kernel_stats(trace: Trace, rb: RankBreakdown, top: int = 15) -> dict:
     cnt = np.bincount(inv)
     order = np.argsort(-tot)[:top]
     rows = [{"name": trace.names[int(uniq[i])], "count": int(cnt[i]), "total_ns": int(tot[i]),
-             "mean_ns": float(tot[i] / cnt[i]), "share": float(tot[i] / total)} for i in order]
+             "mean_ns": float(tot[i] / cnt[i]), "share": float(tot[i] / total) if total else 0.0} for i in order]
     tc_names = np.array([bool(TENSOR_CORE.search(trace.names[int(u)])) for u in uniq])
     tc = float(tot[tc_names].sum() / total) if total else 0.0
     # launch statistics on compute kernels: gaps between consecutive kernels on the same lane

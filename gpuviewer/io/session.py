@@ -1,6 +1,7 @@
 """Open a session: one or more files (or folders) -> one Trace on one time axis."""
 from __future__ import annotations
 
+import math
 import os
 from typing import Callable
 
@@ -183,11 +184,13 @@ def _assign_ranks_and_clocks(b: TraceBuilder, per_file: list[dict]) -> None:
     # One host's ranks share a clock: Unix epoch ns (baseTimeNanoseconds + relative µs, or
     # epoch µs). Files whose times are relative with no base are aligned at their first event
     # to the earliest absolute file, and the offset is recorded.
-    absolute = [i for i in per_file if i["base_ns"] or i["min_ts_us"] > 1e14]
+    # A file with no timed slices (only counters) has min_ts_us = inf: it takes no part in this.
+    timed = [i for i in per_file if math.isfinite(i["min_ts_us"])]
+    absolute = [i for i in timed if i["base_ns"] or i["min_ts_us"] > 1e14]
     ref_ns = min((i["base_ns"] + int(i["min_ts_us"] * 1000) for i in absolute), default=0)
     for info, r in zip(per_file, ranks):
         offset = 0
-        if not (info["base_ns"] or info["min_ts_us"] > 1e14) and absolute:
+        if info in timed and not (info["base_ns"] or info["min_ts_us"] > 1e14) and absolute:
             offset = ref_ns - int(info["min_ts_us"] * 1000)
             b.warnings.append(f"{os.path.basename(info['reader'].path)}: no absolute clock; aligned "
                               f"at its first event (offset {offset} ns)")

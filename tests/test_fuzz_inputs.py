@@ -1,0 +1,190 @@
+"""Seeded fuzzing of the readers through the real CLI (issue 18): mutations of real traces
+(truncation, flipped bytes, spliced or duplicated events, hostile values, damaged SQLite pages
+and rows). Every case must end with exit 0 and a JSON summary, or exit 2 and one line naming
+the file; never a traceback, a hang, unbounded memory, a changed input or a new file beside it.
+
+GPUVIEWER_FUZZ_CASES (default 240 over all families) and GPUVIEWER_FUZZ_SEED (default 18)
+choose the run; a failure prints the family, case number and seed to reproduce it.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import shutil
+import sqlite3
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conftest import SAMPLES, trace_path
+from hostile import folder_state, run
+
+CASES = int(os.environ.get("GPUVIEWER_FUZZ_CASES", "240"))
+SEED = int(os.environ.get("GPUVIEWER_FUZZ_SEED", "18"))
+RSS_LIMIT_MB = 3000  # the bases are a few MB; a mutation must not blow memory up
+FAMILIES = ("truncate", "flip", "splice", "values", "sqlite_bytes", "sqlite_rows")
+PER_FAMILY = max(1, CASES // len(FAMILIES))
+
+
+@pytest.fixture(scope="module")
+def bases(tmp_path_factory):
+    """Small real inputs: the first ~3,000 events of a real Kineto trace (its metadata kept), as
+    plain JSON and gzip; a real nsys export; a real memory snapshot."""
+    d = tmp_path_factory.mktemp("fuzzbase")
+    with gzip.open(trace_path("kineto", "dataloader_stall.json.gz"), "rb") as f:
+        doc = json.loads(f.read())
+    doc["traceEvents"] = doc["traceEvents"][:3000]
+    text = json.dumps(doc, indent=1).encode()
+    (d / "base.json").write_bytes(text)
+    (d / "base.json.gz").write_bytes(gzip.compress(text, 6))
+    shutil.copy(os.path.join(SAMPLES, "nsys_single.sqlite"), d / "base.sqlite")
+    return {"json": text, "gz": (d / "base.json.gz").read_bytes(),
+            "sqlite": (d / "base.sqlite").read_bytes(), "sqlite_path": str(d / "base.sqlite")}
+
+
+_HOSTILE_VALUES = [b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e400", b"99999999999999999999999999",
+                   b'"abc"', b"[]", b"{}", b"null", b"true", b'"\\u0000\\u001b[2J"', b'"\xff\xfe"',
+                   b"[" * 5000 + b"]" * 5000, b"-1", b"0", b"1.5e300", b'"12.5"']
+
+
+def _mutate(family: str, rng: random.Random, bases: dict, out_dir: str) -> tuple[str, bool]:
+    """Write one mutated input into out_dir; return its path and whether the end of a plain JSON
+    document is untouched (then the file is damaged, not cut short, and must not be called so)."""
+    intact = False
+    if family in ("truncate", "flip"):
+        kind = rng.choice(["json", "gz", "sqlite"])
+        data = bytearray(bases[kind])
+        if family == "truncate":
+            data = data[: rng.randrange(1, len(data))]
+        else:
+            pos = [rng.randrange(len(data)) for _ in range(rng.randint(1, 24))]
+            for i in pos:
+                data[i] = rng.randrange(256)
+            intact = kind == "json" and max(pos) < len(data) - 64
+        name = {"json": "m.json", "gz": "m.json.gz", "sqlite": "m.sqlite"}[kind]
+    elif family == "splice":
+        data = bytearray(bases["json"])
+        op = rng.choice(["move", "dup", "delete"])
+        a = rng.randrange(len(data))
+        b = min(len(data), a + rng.randint(1, 4000))
+        piece = bytes(data[a:b])
+        if op == "delete":
+            del data[a:b]
+        else:
+            c = rng.randrange(len(data))
+            data[c:c] = piece
+            if op == "move":
+                if c > b:
+                    del data[a:b]
+        intact = max(a, b, locals().get("c", 0)) < len(bases["json"]) - 4064
+        name = "m.json"
+        if rng.random() < 0.3:
+            data, name = bytearray(gzip.compress(bytes(data), 1)), "m.json.gz"
+    elif family == "values":
+        data = bytearray(bases["json"])
+        import re
+        nums = [m.span() for m in re.finditer(rb"(?<=: )-?\d+(\.\d+)?", bytes(data[:400000]))]
+        for _ in range(rng.randint(1, 5)):
+            s, e = rng.choice(nums)
+            # replace from the end so earlier spans stay valid
+            data[s:e] = rng.choice(_HOSTILE_VALUES)
+            nums = [x for x in nums if x[1] <= s]
+            if not nums:
+                break
+        intact = len(data) > 500000
+        name = "m.json"
+    elif family == "sqlite_bytes":
+        data = bytearray(bases["sqlite"])
+        page = 4096
+        for _ in range(rng.randint(1, 6)):
+            p = rng.randrange(1, len(data) // page)
+            off = p * page + rng.randrange(page)
+            for i in range(off, min(len(data), off + rng.randint(1, 64))):
+                data[i] = rng.randrange(256)
+        if rng.random() < 0.3:
+            data = data[: (len(data) // page) * rng.randint(1, 9) // 10 * page or page]
+        name = "m.sqlite"
+    else:  # sqlite_rows: values of the wrong type or range in real rows
+        path = os.path.join(out_dir, "m.sqlite")
+        with open(path, "wb") as f:
+            f.write(bases["sqlite"])
+        con = sqlite3.connect(path)
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                  if r[0].startswith(("CUPTI", "NVTX", "StringIds", "TARGET", "PROCESSES", "ThreadNames"))]
+        for _ in range(rng.randint(1, 4)):
+            t = rng.choice(tables)
+            cols = [r[1] for r in con.execute(f"PRAGMA table_info('{t}')")]
+            if not cols:
+                continue
+            col = rng.choice(cols)
+            val = rng.choice(["'abc'", "NULL", "-1", "9223372036854775807", "-9223372036854775808",
+                              "1e300", "x'ff00ff'", "''", "0"])
+            where = rng.choice(["", f" WHERE rowid % {rng.randint(2, 50)} = 0", " WHERE rowid = 1"])
+            try:
+                con.execute(f"UPDATE '{t}' SET '{col}' = {val}{where}")
+            except sqlite3.Error:
+                pass  # a constraint: this mutation is not possible, try others
+        if rng.random() < 0.2:
+            t = rng.choice(tables)
+            con.execute(f"DELETE FROM '{t}'")
+        con.commit()
+        con.close()
+        return path, False
+    path = os.path.join(out_dir, name)
+    with open(path, "wb") as f:
+        f.write(bytes(data))
+    return path, intact
+
+
+def _check(family: str, i: int, path: str, intact: bool, analyze: bool) -> list[str]:
+    folder = os.path.dirname(path)
+    before = folder_state(folder)
+    problems = []
+    cmds = [["info", path, "--json", "--no-cache"]] + ([["analyze", path, "--json", "--no-cache"]] if analyze else [])
+    for cmd in cmds:
+        try:
+            r = run(*cmd, timeout=180)
+        except AssertionError as e:  # a hang
+            problems.append(f"{family}#{i} {cmd[0]}: {e}")
+            continue
+        tag = f"{family}#{i} (seed {SEED}) {cmd[0]}"
+        if "Traceback" in r.stderr:
+            problems.append(f"{tag}: traceback\n{r.stderr[-1500:]}")
+        elif r.returncode == 0:
+            try:
+                json.loads(r.stdout)
+            except ValueError:
+                problems.append(f"{tag}: exit 0 without a JSON object: {r.stdout[:200]!r}")
+            noise = [ln for ln in r.lines() if "Warning" in ln or "warning:" in ln.lower()]
+            if noise:
+                problems.append(f"{tag}: noise on stderr: {noise[:3]}")
+        elif r.returncode == 2:
+            lines = r.lines()
+            if len(lines) != 1 or os.path.basename(path) not in lines[0]:
+                problems.append(f"{tag}: message is not one line naming the file: {lines[:5]}")
+        else:
+            problems.append(f"{tag}: exit {r.returncode}: {r.stderr[-800:]}")
+        if intact and any(w in (r.stderr + r.stdout) for w in ("ends early", "cut off", "ends before")):
+            problems.append(f"{tag}: called cut short, but only its middle is damaged: "
+                            f"{(r.lines() or [r.stdout[:300]])[0]}")
+        if r.rss_mb > RSS_LIMIT_MB:
+            problems.append(f"{tag}: peak RSS {r.rss_mb:.0f} MB > {RSS_LIMIT_MB}")
+    if folder_state(folder) != before:
+        problems.append(f"{family}#{i}: the folder of the input changed: {sorted(folder_state(folder))}")
+    return problems
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_fuzz(family, bases, tmp_path):
+    rng = random.Random(f"{SEED}-{family}")
+    jobs = []
+    for i in range(PER_FAMILY):
+        d = tmp_path / f"c{i}"
+        d.mkdir()
+        path, intact = _mutate(family, rng, bases, str(d))
+        jobs.append((family, i, path, intact, i % 4 == 0))
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        problems = [p for ps in ex.map(lambda j: _check(*j), jobs) for p in ps]
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:20])
