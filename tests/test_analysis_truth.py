@@ -7,8 +7,8 @@ import pytest
 
 from conftest import TRACES, run_cli, trace_path
 
-from gpuviewer.analysis.findings import analyze
 from gpuviewer.io.session import load
+from gpuviewer.run_analysis import analyze_session
 
 TRUTH = json.load(open(os.path.join(TRACES, "truth.json")))
 _cache = {}
@@ -16,12 +16,19 @@ _cache = {}
 
 def findings(path):
     if path not in _cache:
-        _cache[path] = analyze(load([trace_path(*path.split("/"))]))
+        _cache[path] = analyze_session(load([trace_path(*path.split("/"))]))
     return _cache[path]
 
 
+def flat(fs):
+    for f in fs:
+        yield f
+        yield from flat(f.get("children", []))
+
+
 def rules(a, rule):
-    return [f for f in a["findings"] if f["rule"] == rule]
+    """Every finding of the rule, top-level or a symptom under its cause."""
+    return [f for f in flat(a["findings"]) if f["rule"] == rule]
 
 
 @pytest.mark.parametrize("path,truth_key", [
@@ -29,16 +36,25 @@ def rules(a, rule):
     ("nsys/nsys_ddp.sqlite", "ddp_plain (nsys_ddp.sqlite: 10 steps; nsys_ddp_big.sqlite: 30 steps, emit_nvtx, CUDA memory usage)"),
 ])
 def test_straggler_names_the_planted_rank_and_step(path, truth_key):
+    """The planted one-step stall is an episodic straggler finding on top of the rank's usual
+    lateness, with its excess over that lateness near the planted sleep, the sleep as evidence,
+    and the finding that holds it first in the list."""
     truth = TRUTH[truth_key]
-    s = rules(findings(path), "straggler")
-    assert len(s) == 1, [f["title"] for f in s]  # none for any other (rank, step)
-    f = s[0]
-    assert f["metrics"]["straggler"] == truth["slow_rank"] == f["ranks"][0]
-    assert f["step"] == truth["slow_step"]
-    assert abs(f["metrics"]["delay_ms"] - truth["slow_ms"]) <= 0.25 * truth["slow_ms"]
+    a = findings(path)
+    episodic = [f for f in rules(a, "straggler") if f["metrics"]["kind"] == "episodic"
+                and f["step"] == truth["slow_step"]]
+    assert len(episodic) == 1, [f["title"] for f in rules(a, "straggler")]
+    f = episodic[0]
+    assert f["metrics"]["late_rank"] == truth["slow_rank"] == f["ranks"][0]
+    assert 0.5 * truth["slow_ms"] <= f["metrics"]["excess_over_usual_ms"] <= 1.5 * truth["slow_ms"]
     assert f["metrics"]["evidence"], "says what on that rank took the time"
     assert "sleep" in f["metrics"]["evidence"][0]["name"]
     assert f["start_ns"] < f["end_ns"]
+    first = a["findings"][0]
+    assert first is f or f in list(flat([first])), first["title"]
+    # and the usual lateness is there as a persistent finding naming the late rank
+    assert any(x["metrics"]["kind"] == "persistent" for x in rules(a, "straggler"))
+    assert f["title"].startswith(f"Step {truth['slow_step']}: rank {truth['slow_rank']} held the others back")
 
 
 def test_dataloader_stall_is_host_bound():
@@ -78,16 +94,19 @@ def test_pipeline_bubble_pp_gpu():
 
 
 def test_tp_exposed_communication_and_waiting_rank():
+    """Tensor parallel: rank 1 waits at all 32 all-reduces of every step for rank 0, whose host
+    starts each step later: the exposure is rank 1's, explained by rank 0's lateness."""
     a = findings("kineto/tp")
     f = rules(a, "exposed_communication")
-    assert f
     waiting = [x for x in f if x["metrics"]["waits_every_step"]]
     assert len(waiting) == 1
     assert waiting[0]["metrics"]["collectives_per_step"] == 32
-    # the rank that waits is the one whose matched collectives start first every step
-    for c in a["collectives"]:
-        assert c["wait_ms"][str(waiting[0]["ranks"][0])] >= max(c["wait_ms"].values())
-    assert not rules(a, "straggler")
+    w = waiting[0]["ranks"][0]
+    for c in a["collectives"]:  # the waiting rank waits at least as long as any other on average
+        assert c["wait_ms"][str(w)] >= max(c["wait_ms"].values())
+    s = rules(a, "straggler")
+    assert len(s) == 1 and s[0]["metrics"]["late_rank"] != w and s[0]["metrics"]["kind"] == "persistent"
+    assert waiting[0] in s[0]["children"]
 
 
 def test_single_gpt_train_low_utilization_no_straggler():
@@ -136,7 +155,9 @@ def test_breakdown_adds_up():
     for st, d in zip(c["start"][ops].tolist(), c["dur"][ops].tolist()):
         grid[(st - s0) // 1000:(st + d - s0) // 1000] = True
     total_busy = sum(s["busy_ns"] for s in a["ranks"][1]["steps"])
-    assert abs(grid.sum() * 1000 - total_busy) / total_busy < 0.02
+    # steps hold at most the rank's busy time (ops launched before the first recorded step
+    # belong to none), and most of it
+    assert 0.85 * grid.sum() * 1000 <= total_busy <= 1.02 * grid.sum() * 1000
 
 
 def test_analyze_cli_json_shape():
@@ -147,7 +168,8 @@ def test_analyze_cli_json_shape():
     keys = {"step", "start_ns", "end_ns", "busy_ns", "compute_ns", "comm_ns", "exposed_comm_ns", "idle_ns"}
     assert keys <= set(out["ranks"][0]["steps"][0])
     for f in out["findings"]:
-        assert set(f) == {"rule", "severity", "title", "ranks", "step", "start_ns", "end_ns", "metrics", "advice"}
+        assert set(f) == {"rule", "severity", "title", "ranks", "step", "start_ns", "end_ns", "metrics", "advice",
+                          "impact_ms", "children"}
         assert f["severity"] in ("high", "medium", "low")
     md = run_cli("analyze", trace_path("kineto", "ddp"), "--md")
     assert md.returncode == 0 and md.stdout.startswith("# gpuviewer analysis")

@@ -1,6 +1,15 @@
-"""Per rank and step: GPU busy, compute, communication, their overlap, exposed communication,
-idle, utilization. A GPU op belongs to the step whose window holds its launch (the CUDA API
-call with its correlation id); ops with no launch on record go by their own start."""
+"""Per rank and step: the step's GPU window and what filled it (busy, compute, communication
+split into waiting for other ranks and transfer, memcpy, idle).
+
+Step attribution: a GPU op belongs to the step whose host window (ProfilerStep#N, NVTX "step N")
+holds the CUDA call that launched it (flows by correlation id). An op with no launch on record
+(a memset, work launched by a library thread) takes the step of the previous linked op on its
+stream, since a stream runs in launch order; before the first linked op it belongs to no step.
+One rank's GPU windows are contiguous and disjoint: the first starts at its first op, the last
+ends at its last op, and the boundary between two steps is where the earlier one's last op ended,
+or, when the GPU had drained, where the later one began on the host (see rank_breakdown), so the
+windows follow the GPU when it runs steps behind the host. A first step much slower than the rest on every rank is marked warm-up.
+"""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -12,22 +21,30 @@ from ..model.trace import Trace
 from . import intervals as iv
 
 GPU_LANES = (LaneKind.GPU, LaneKind.COMM)
+WARMUP_FACTOR = 2.0  # a first step this many times the median of the others is warm-up
 
 
 @dataclass
 class StepBreakdown:
     step: int | None
-    start_ns: int
+    start_ns: int  # GPU window
     end_ns: int
+    host_start_ns: int = 0  # the host's step range
+    host_end_ns: int = 0
     busy_ns: int = 0
     compute_ns: int = 0
     comm_ns: int = 0
+    wait_ns: int = 0  # part of comm_ns spent waiting for the last rank to arrive
+    transfer_ns: int = 0  # comm_ns - wait_ns
+    caused_ns: int = 0  # the other ranks' wait at collectives where this rank came last (mean per rank)
     memcpy_ns: int = 0
     overlap_ns: int = 0
     exposed_comm_ns: int = 0
     idle_ns: int = 0
+    ops: int = 0
     kernels: int = 0
     comm_kernels: int = 0
+    warmup: bool = False
 
     @property
     def window_ns(self) -> int:
@@ -51,12 +68,18 @@ class RankBreakdown:
     op_step: np.ndarray | None = None  # step number of each op (-1: outside every step)
 
     @property
+    def measured(self) -> list[StepBreakdown]:
+        """The steps summaries and outlier detection use: all but warm-up."""
+        return [s for s in self.steps if not s.warmup] or self.steps
+
+    @property
     def gpu_utilization(self) -> float:
-        w = sum(s.window_ns for s in self.steps)
-        return sum(s.busy_ns for s in self.steps) / w if w else 0.0
+        steps = self.measured
+        w = sum(s.window_ns for s in steps)
+        return sum(s.busy_ns for s in steps) / w if w else 0.0
 
     def total(self, key: str) -> int:
-        return sum(getattr(s, key) for s in self.steps)
+        return sum(getattr(s, key) for s in self.measured)
 
 
 def gpu_ops(trace: Trace, rank: int) -> np.ndarray:
@@ -70,18 +93,49 @@ def gpu_ops(trace: Trace, rank: int) -> np.ndarray:
     return idx[keep]
 
 
-def launch_times(trace: Trace, ops: np.ndarray) -> np.ndarray:
-    """Start of the CUDA API call that launched each op (its own start when unknown)."""
+def launch_times(trace: Trace, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start of the CUDA call that launched each op, and whether one is on record."""
     start = np.asarray(trace.columns["start"])
     out = start[ops].copy()
+    linked = np.zeros(len(ops), bool)
     src, dst = trace.flows
-    if len(dst):
-        o = np.argsort(dst)
+    if len(dst) and len(ops):
+        o = np.argsort(dst, kind="stable")
         d_sorted = np.asarray(dst)[o]
-        pos = np.searchsorted(d_sorted, ops)
-        pos_c = np.minimum(pos, len(d_sorted) - 1)
-        hit = d_sorted[pos_c] == ops
-        out[hit] = start[np.asarray(src)[o][pos_c[hit]]]
+        pos = np.minimum(np.searchsorted(d_sorted, ops), len(d_sorted) - 1)
+        hit = d_sorted[pos] == ops
+        out[hit] = start[np.asarray(src)[o][pos[hit]]]
+        linked = hit
+    return out, linked
+
+
+def attribute_steps(trace: Trace, ops: np.ndarray, host_st: np.ndarray, host_en: np.ndarray) -> np.ndarray:
+    """Index into the host steps of each op (-1: none), by launch, then by stream order."""
+    if not len(ops):
+        return np.zeros(0, np.int64)
+    launch, linked = launch_times(trace, ops)
+    k = np.searchsorted(host_st, launch, side="right") - 1
+    inside = linked & (k >= 0) & (launch <= host_en[np.maximum(k, 0)])
+    k = np.where(inside, k, -1)
+    # Ops without a launch record: the step of the previous linked op on the same lane. An op
+    # linked to a launch outside every step stays outside (it is still "linked").
+    lane = np.asarray(trace.columns["lane"][ops])
+    start = np.asarray(trace.columns["start"][ops])
+    order = np.lexsort((start, lane))
+    k_o, linked_o, lane_o = k[order], linked[order], lane[order]
+    pos = np.where(linked_o, np.arange(len(ops)), -1)
+    # carry the last linked position forward, restarting at each lane
+    first_of_lane = np.r_[True, lane_o[1:] != lane_o[:-1]]
+    pos = np.where(first_of_lane & ~linked_o, -1, pos)
+    seg = np.cumsum(first_of_lane) - 1
+    carried = np.maximum.accumulate(np.where(pos >= 0, pos, -1) + 0)
+    # maximum.accumulate carries across lanes: a carried position from an earlier lane is void
+    lane_start = np.flatnonzero(first_of_lane)[seg]
+    carried = np.where(carried >= lane_start, carried, -1)
+    filled = np.where(carried >= 0, k_o[np.maximum(carried, 0)], -1)
+    k_o = np.where(linked_o, k_o, filled)
+    out = np.empty_like(k)
+    out[order] = k_o
     return out
 
 
@@ -91,49 +145,122 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
     steps = sorted(trace.steps_of_rank(rank), key=lambda s: s.start)
     rb = RankBreakdown(rank)
     s_all = np.asarray(c["start"][ops]).astype(np.int64)
-    e_all = s_all + np.asarray(c["dur"][ops])
+    e_all = s_all + np.asarray(c["dur"][ops]).astype(np.int64)
     cat = np.asarray(c["cat"][ops])
     if steps:
-        launch = launch_times(trace, ops)
-        st = np.array([s.start for s in steps], np.int64)
-        en = np.array([s.end for s in steps], np.int64)
-        k = np.searchsorted(st, launch, side="right") - 1
-        inside = (k >= 0) & (launch <= en[np.maximum(k, 0)])
-        op_step = np.where(inside, k, -1)
+        host_st = np.array([s.start for s in steps], np.int64)
+        host_en = np.array([s.end for s in steps], np.int64)
+        k = attribute_steps(trace, ops, host_st, host_en)
         windows = [(s.step, s.start, s.end) for s in steps]
     else:
-        lane_ids = trace.lanes_of_rank(rank)
-        lo = min((int(c["start"][trace.lane_slice(i)].min()) for i in lane_ids
-                  if trace.lane_slice(i).stop > trace.lane_slice(i).start), default=0)
+        lo = int(s_all.min()) if len(s_all) else 0
         hi = int(e_all.max()) if len(e_all) else lo
-        op_step = np.zeros(len(ops), np.int64)
+        k = np.zeros(len(ops), np.int64)
         windows = [(None, lo, hi)]
     rb.ops = ops
-    rb.op_step = np.array([windows[i][0] if i >= 0 and windows[i][0] is not None else -1
-                           for i in op_step], np.int64) if len(op_step) else np.zeros(0, np.int64)
-    for i, (step, w0, w1) in enumerate(windows):
-        m = op_step == i
-        s, e, ct = s_all[m], e_all[m], cat[m]
-        end = max(w1, int(e.max())) if len(e) else w1
-        busy = iv.union(s, e)
-        comp = iv.union(s[ct == Cat.KERNEL], e[ct == Cat.KERNEL])
-        comm = iv.union(s[ct == Cat.COMM_KERNEL], e[ct == Cat.COMM_KERNEL])
-        mem = (ct == Cat.MEMCPY) | (ct == Cat.MEMSET)
-        memcpy = iv.union(s[mem], e[mem])
-        overlap = iv.intersect(comp, comm)
-        sb = StepBreakdown(step, int(w0), int(end))
-        sb.busy_ns = iv.length(busy)
-        sb.compute_ns = iv.length(comp)
-        sb.comm_ns = iv.length(comm)
-        sb.memcpy_ns = iv.length(memcpy)
-        sb.overlap_ns = iv.length(overlap)
-        sb.exposed_comm_ns = sb.comm_ns - sb.overlap_ns
-        sb.idle_ns = max(0, sb.window_ns - sb.busy_ns)
-        sb.kernels = int(((ct == Cat.KERNEL) | (ct == Cat.COMM_KERNEL)).sum())
-        sb.comm_kernels = int((ct == Cat.COMM_KERNEL).sum())
+    step_no = np.array([w[0] if w[0] is not None else -1 for w in windows], np.int64)
+    rb.op_step = np.where(k >= 0, step_no[np.maximum(k, 0)], -1) if len(k) else np.zeros(0, np.int64)
+    # Step boundaries on the GPU: step k begins when step k-1's last op ended, or, when the GPU
+    # had drained before that, at whichever came first of step k's host start and its first op.
+    # So GPU idle while the host finished step k-1 (host-only work at its end) is k-1's, idle
+    # while the host prepared step k (a slow input pipeline) is k's, and when the GPU runs
+    # behind the host the windows simply follow its work.
+    first = [int(s_all[k == i].min()) if (k == i).any() else None for i in range(len(windows))]
+    last = [int(e_all[k == i].max()) if (k == i).any() else None for i in range(len(windows))]
+    bounds = []
+    prev_last = None
+    for i, (_step, h0, _h1) in enumerate(windows):
+        if prev_last is None:
+            b0 = first[i] if first[i] is not None else int(h0)
+        else:
+            b0 = max(prev_last, min(int(h0), first[i]) if first[i] is not None else int(h0))
+        if bounds:
+            b0 = max(b0, bounds[-1])
+        bounds.append(b0)
+        if last[i] is not None:
+            prev_last = max(last[i], prev_last or last[i])
+    ends = bounds[1:] + [max(prev_last or bounds[-1], bounds[-1])] if bounds else []
+    for i, (step, h0, h1) in enumerate(windows):
+        m = k == i
+        w0, w1 = bounds[i], max(ends[i], bounds[i])  # ends[i] >= every op of step i
+        sb = StepBreakdown(step, w0, w1, int(h0), int(h1))
+        _fill(sb, s_all[m], e_all[m], cat[m])
         rb.steps.append(sb)
+    _mark_warmup(rb)
     return rb
 
 
+def _fill(sb: StepBreakdown, s: np.ndarray, e: np.ndarray, ct: np.ndarray) -> None:
+    """Measure the step's ops inside its window (an op cut by the previous window's end counts
+    only for its part in this window)."""
+    s = np.clip(s, sb.start_ns, sb.end_ns)
+    e = np.clip(e, sb.start_ns, sb.end_ns)
+    busy = iv.union(s, e)
+    comp = iv.union(s[ct == Cat.KERNEL], e[ct == Cat.KERNEL])
+    comm = iv.union(s[ct == Cat.COMM_KERNEL], e[ct == Cat.COMM_KERNEL])
+    mem = (ct == Cat.MEMCPY) | (ct == Cat.MEMSET)
+    sb.busy_ns = iv.length(busy)
+    sb.compute_ns = iv.length(comp)
+    sb.comm_ns = iv.length(comm)
+    sb.transfer_ns = sb.comm_ns
+    sb.memcpy_ns = iv.length(iv.union(s[mem], e[mem]))
+    sb.overlap_ns = iv.length(iv.intersect(comp, comm))
+    sb.exposed_comm_ns = sb.comm_ns - sb.overlap_ns
+    sb.idle_ns = max(0, sb.window_ns - sb.busy_ns)
+    sb.ops = int(len(s))
+    sb.kernels = int(((ct == Cat.KERNEL) | (ct == Cat.COMM_KERNEL)).sum())
+    sb.comm_kernels = int((ct == Cat.COMM_KERNEL).sum())
+
+
+def _mark_warmup(rb: RankBreakdown) -> None:
+    """Only the first step can be warm-up, and only when the rank has at least three steps."""
+    st = [s for s in rb.steps if s.step is not None]
+    if len(st) < 3:
+        return
+    rest = np.median([s.window_ns for s in st[1:]])
+    if rest > 0 and st[0].window_ns > WARMUP_FACTOR * rest:
+        st[0].warmup = True
+
+
 def breakdown(trace: Trace) -> list[RankBreakdown]:
-    return [rank_breakdown(trace, r.rank) for r in trace.ranks]
+    rbs = [rank_breakdown(trace, r.rank) for r in trace.ranks]
+    # warm-up is a property of the job: a first step slow on every rank
+    if len(rbs) > 1:
+        warm = all(rb.steps and rb.steps[0].warmup for rb in rbs if rb.steps)
+        if not warm:
+            for rb in rbs:
+                for s in rb.steps:
+                    s.warmup = False
+    return rbs
+
+
+def set_caused(rbs: list[RankBreakdown], per_step: dict[int, dict]) -> None:
+    """Per rank and step, the wait it caused the others (mean over the other ranks)."""
+    n = max(1, len(rbs) - 1)
+    for rb in rbs:
+        for sb in rb.steps:
+            d = per_step.get(sb.step)
+            if d is not None:
+                sb.caused_ns = int(d["caused"].get(rb.rank, 0) / n)
+
+
+def split_wait(rbs: list[RankBreakdown], trace: Trace, waits: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
+    """Per rank: waits[rank] = (op indices, wait end) of its matched collective kernels; the
+    union of [start, wait end) in a step's window is its wait, the rest of comm its transfer."""
+    c = trace.columns
+    for rb in rbs:
+        w = waits.get(rb.rank)
+        if w is None or not len(w[0]):
+            continue
+        idx, wend = w
+        s = np.asarray(c["start"][idx]).astype(np.int64)
+        step_of = dict(zip(rb.ops.tolist(), rb.op_step.tolist()))
+        st = np.array([step_of.get(i, -1) for i in idx.tolist()], np.int64)
+        for sb in rb.steps:
+            m = st == (sb.step if sb.step is not None else -1)
+            if not m.any():
+                continue
+            a = np.clip(s[m], sb.start_ns, sb.end_ns)
+            b = np.clip(np.maximum(wend[m], s[m]), sb.start_ns, sb.end_ns)
+            sb.wait_ns = min(sb.comm_ns, iv.length(iv.union(a, b)))
+            sb.transfer_ns = sb.comm_ns - sb.wait_ns

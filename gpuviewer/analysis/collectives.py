@@ -1,7 +1,17 @@
-"""Collectives across ranks: NCCL kernels matched by their order within a step, each split
-into waiting for the last rank to arrive and the transfer after it."""
+"""Collectives matched across ranks.
+
+NCCL runs a process group's collectives in the order they were issued, on every member rank, so
+the n-th collective of a group in step s is one collective on all its ranks. The group comes
+from the kernel's arguments (PyTorch profiler: 'Process Group Name'); without them, from the
+order in which the rank's NCCL streams first appear. For one instance: every rank's arrival (its
+kernel start), the last arrival, each rank's wait (last arrival - its arrival), the transfer
+(last arrival to the end of the last kernel), bytes, algorithm and bus bandwidth with NCCL's bus
+factors (nccl-tests' PERFORMANCE.md). Point-to-point send/recv are not collectives: they count
+as transfer, and the pipeline rule reads them.
+"""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -10,56 +20,191 @@ from ..model.categories import Cat
 from ..model.trace import Trace
 from .breakdown import RankBreakdown
 
+_KERNEL_COLL = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+?)(?:_|\(|$)")
+_DTYPE_BYTES = {"float": 4, "float32": 4, "f32": 4, "half": 2, "float16": 2, "f16": 2, "bfloat16": 2,
+                "bf16": 2, "double": 8, "float64": 8, "int": 4, "int32": 4, "long": 8, "int64": 8,
+                "byte": 1, "uint8": 1, "char": 1, "int8": 1, "bool": 1, "float8_e4m3fn": 1,
+                "float8_e5m2": 1}
+P2P = {"Send", "Recv", "SendRecv"}
+
+
+def collective_kind(arg_name: str | None, kernel_name: str) -> str:
+    """A canonical name: AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll,
+    Send, Recv, SendRecv (or the producer's own word when it is none of those)."""
+    for raw in (arg_name, kernel_name):
+        if not raw:
+            continue
+        s = re.sub(r"[^a-z]", "", raw.lower())
+        for key, name in (("allreduce", "AllReduce"), ("allgather", "AllGather"),
+                          ("reducescatter", "ReduceScatter"), ("alltoall", "AllToAll"),
+                          ("broadcast", "Broadcast"), ("sendrecv", "SendRecv"), ("send", "Send"),
+                          ("recv", "Recv"), ("reduce", "Reduce")):
+            if key in s:
+                return name
+    m = _KERNEL_COLL.search(kernel_name)
+    return m.group(1) if m else kernel_name.split("(")[0]
+
+
+def bus_factor(kind: str, n: int) -> float:
+    if n < 2:
+        return 1.0
+    if kind == "AllReduce":
+        return 2 * (n - 1) / n
+    if kind in ("AllGather", "ReduceScatter", "AllToAll"):
+        return (n - 1) / n
+    return 1.0
+
+
+def _int(v) -> int | None:
+    try:
+        x = int(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return x if 0 <= x < 1 << 62 else None
+
 
 @dataclass
-class StepCollectives:
+class Instance:
+    group: str
+    kind: str
     step: int
+    order: int
     ranks: list[int]
-    n: int  # collectives matched in this step
-    starts: np.ndarray  # (ranks, n) kernel starts
+    idx: np.ndarray  # event index per member rank
+    starts: np.ndarray
     ends: np.ndarray
-    idx: np.ndarray  # (ranks, n) event indices
-    wait_ns: dict[int, int] = field(default_factory=dict)  # per rank: time waiting for others
-    last_arrivals: dict[int, int] = field(default_factory=dict)  # per rank: collectives it arrived last at
-    transfer_ns: int = 0  # summed over collectives: last arrival -> end (max over ranks)
+    bytes: int | None
+
+    @property
+    def last(self) -> int:
+        return int(self.starts.max())
+
+    @property
+    def late_rank(self) -> int:
+        return self.ranks[int(np.argmax(self.starts))]
+
+    def waits(self) -> np.ndarray:
+        return self.last - self.starts
+
+    @property
+    def transfer_ns(self) -> int:
+        return max(0, int(self.ends.max()) - self.last)
 
 
-def comm_kernels_by_step(trace: Trace, rb: RankBreakdown) -> dict[int, np.ndarray]:
-    cat = np.asarray(trace.columns["cat"][rb.ops])
+@dataclass
+class Collectives:
+    instances: list[Instance] = field(default_factory=list)
+    ranks: list[int] = field(default_factory=list)
+    unmatched: int = 0  # kernels whose counterpart on another rank was not found
+
+    def per_step(self) -> dict[int, dict]:
+        """step -> {"wait": {rank: ns}, "caused": {rank: ns}, "n": instances}."""
+        out: dict[int, dict] = {}
+        for ins in self.instances:
+            d = out.setdefault(ins.step, {"wait": {r: 0 for r in self.ranks},
+                                          "caused": {r: 0 for r in self.ranks}, "n": 0})
+            w = ins.waits()
+            for r, x in zip(ins.ranks, w.tolist()):
+                d["wait"][r] = d["wait"].get(r, 0) + int(x)
+            d["caused"][ins.late_rank] = d["caused"].get(ins.late_rank, 0) + int(w.sum())
+            d["n"] += 1
+        return out
+
+    def wait_ends(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """rank -> (kernel indices, time its wait ends = the instance's last arrival)."""
+        acc: dict[int, tuple[list, list]] = {}
+        for ins in self.instances:
+            for r, i in zip(ins.ranks, ins.idx.tolist()):
+                a = acc.setdefault(r, ([], []))
+                a[0].append(i)
+                a[1].append(ins.last)
+        return {r: (np.array(a, np.int64), np.array(b, np.int64)) for r, (a, b) in acc.items()}
+
+    def summary(self) -> list[dict]:
+        """Per group and collective: count, bytes, mean transfer, algbw/busbw, mean wait per rank."""
+        groups: dict[tuple[str, str], list[Instance]] = {}
+        for ins in self.instances:
+            groups.setdefault((ins.group, ins.kind), []).append(ins)
+        rows = []
+        for (g, kind), inss in sorted(groups.items()):
+            tr = np.array([i.transfer_ns for i in inss], np.float64)
+            by = [i.bytes for i in inss if i.bytes]
+            n = max(len(i.ranks) for i in inss)
+            total_bytes = sum(i.bytes for i in inss if i.bytes and i.transfer_ns > 0)
+            total_t = sum(i.transfer_ns for i in inss if i.bytes and i.transfer_ns > 0)
+            algbw = total_bytes / total_t if total_t else None  # bytes/ns = GB/s
+            waits: dict[int, list[int]] = {}
+            for i in inss:
+                for r, w in zip(i.ranks, i.waits().tolist()):
+                    waits.setdefault(r, []).append(w)
+            rows.append({"group": g, "name": kind, "count": len(inss), "ranks": n,
+                         "bytes": int(np.median(by)) if by else None,
+                         "transfer_ms": round(float(tr.mean()) / 1e6, 4),
+                         "algbw_gbps": round(algbw, 3) if algbw else None,
+                         "busbw_gbps": round(algbw * bus_factor(kind, n), 3) if algbw else None,
+                         "wait_ms": {str(r): round(float(np.mean(w)) / 1e6, 4) for r, w in sorted(waits.items())},
+                         "late_count": {str(r): sum(1 for i in inss if i.late_rank == r)
+                                        for r in sorted(waits)}})
+        return rows
+
+
+def _rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tuple, list[tuple]]:
+    """(group, step) -> [(start, end, idx, kind, bytes)] in issue order, p2p left out."""
+    if rb.ops is None or not len(rb.ops):
+        return {}
+    c = trace.columns
+    cat = np.asarray(c["cat"][rb.ops])
     m = cat == Cat.COMM_KERNEL
     ops, steps = rb.ops[m], rb.op_step[m]
-    start = np.asarray(trace.columns["start"][ops])
-    out = {}
-    for s in np.unique(steps):
-        if s < 0:
+    start = np.asarray(c["start"][ops]).astype(np.int64)
+    end = start + np.asarray(c["dur"][ops]).astype(np.int64)
+    lane = np.asarray(c["lane"][ops])
+    o = np.argsort(start, kind="stable")
+    lane_rank: dict[int, int] = {}  # fallback group: order of first use of each NCCL stream
+    out: dict[tuple, list[tuple]] = {}
+    for j in o.tolist():
+        if steps[j] < 0:
             continue
-        sel = steps == s
-        o = np.argsort(start[sel], kind="stable")
-        out[int(s)] = ops[sel][o]
+        i = int(ops[j])
+        a = args.get(i, {})
+        kind = collective_kind(a.get("collective"), trace.names[int(c["name"][i])])
+        if kind in P2P:
+            continue
+        if a.get("group") is not None:
+            group = str(a["group"])
+            if a.get("group_desc"):
+                group += f" ({a['group_desc']})"
+        else:
+            group = f"stream #{lane_rank.setdefault(int(lane[j]), len(lane_rank))}"
+        nel = max(_int(a.get("in_nelems")) or 0, _int(a.get("out_nelems")) or 0)
+        size = _DTYPE_BYTES.get(str(a.get("dtype", "")).lower().replace("torch.", ""))
+        nbytes = nel * size if nel and size else None
+        out.setdefault((group, int(steps[j])), []).append((int(start[j]), int(end[j]), i, kind, nbytes))
     return out
 
 
-def match(trace: Trace, rbs: list[RankBreakdown]) -> list[StepCollectives]:
+def match(trace: Trace, rbs: list[RankBreakdown], args: dict[int, dict] | None = None) -> Collectives:
+    res = Collectives(ranks=[rb.rank for rb in rbs])
     if len(rbs) < 2:
-        return []
-    per_rank = {rb.rank: comm_kernels_by_step(trace, rb) for rb in rbs}
-    common = set.intersection(*(set(v) for v in per_rank.values())) if per_rank else set()
-    c = trace.columns
-    out = []
-    ranks = [rb.rank for rb in rbs]
-    for step in sorted(common):
-        n = min(len(per_rank[r][step]) for r in ranks)
-        if n == 0:
+        return res
+    args = args or {}
+    per_rank = {rb.rank: _rank_comm(trace, rb, args) for rb in rbs}
+    keys = sorted({k for v in per_rank.values() for k in v}, key=lambda k: (k[1], k[0]))
+    for key in keys:
+        members = [r for r in res.ranks if key in per_rank[r]]
+        if len(members) < 2:
+            res.unmatched += sum(len(per_rank[r][key]) for r in members)
             continue
-        idx = np.stack([per_rank[r][step][:n] for r in ranks])
-        starts = np.asarray(c["start"][idx.ravel()]).reshape(idx.shape).astype(np.int64)
-        ends = starts + np.asarray(c["dur"][idx.ravel()]).reshape(idx.shape)
-        last = starts.max(axis=0)
-        wait = last[None, :] - starts
-        sc = StepCollectives(step, ranks, n, starts, ends, idx)
-        for k, r in enumerate(ranks):
-            sc.wait_ns[r] = int(wait[k].sum())
-            sc.last_arrivals[r] = int((starts[k] == last).sum())
-        sc.transfer_ns = int(np.maximum(ends.max(axis=0) - last, 0).sum())
-        out.append(sc)
-    return out
+        lists = [per_rank[r][key] for r in members]
+        n = min(len(x) for x in lists)
+        res.unmatched += sum(len(x) - n for x in lists)
+        for k in range(n):
+            row = [x[k] for x in lists]
+            if len({e[3] for e in row}) > 1:  # different collectives at the same position
+                res.unmatched += len(row)
+                continue
+            nbytes = next((e[4] for e in row if e[4]), None)
+            res.instances.append(Instance(
+                key[0], row[0][3], key[1], k, members, np.array([e[2] for e in row], np.int64),
+                np.array([e[0] for e in row], np.int64), np.array([e[1] for e in row], np.int64), nbytes))
+    return res

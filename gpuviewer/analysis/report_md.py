@@ -11,19 +11,35 @@ def to_markdown(a: dict, title: str = "gpuviewer analysis") -> str:
     out += ["## Findings", ""]
     if not a["findings"]:
         out.append("No findings.")
-    for f in a["findings"]:
+    def item(f, depth):
+        pad = "  " * depth
         where = f"ranks {', '.join(map(str, f['ranks']))}" + (f", step {f['step']}" if f["step"] is not None else "")
-        out.append(f"- **{f['severity'].upper()} · {f['rule']}** ({where}): {f['title']}")
-        out.append(f"  - advice: {f['advice']}")
+        out.append(f"{pad}- **{f['severity'].upper()} · {f['rule']}** · {f.get('impact_ms', 0):.1f} ms lost "
+                   f"({where}): {f['title']}")
+        if depth == 0:
+            out.append(f"{pad}  - advice: {f['advice']}")
+        for c in f.get("children", []):
+            item(c, depth + 1)
+    for f in a["findings"]:
+        item(f, 0)
+    if a.get("collectives"):
+        out += ["", "## Collectives", "", "| group | collective | count | bytes | transfer ms | algbw GB/s | "
+                "busbw GB/s | mean wait ms per rank |", "|---|---|---|---|---|---|---|---|"]
+        for c in a["collectives"]:
+            waits = ", ".join(f"{r}: {w:.2f}" for r, w in c["wait_ms"].items())
+            out.append(f"| {c['group']} | {c['name']} | {c['count']} | {c['bytes'] or '-'} | {c['transfer_ms']:.3f} | "
+                       f"{c['algbw_gbps'] or '-'} | {c['busbw_gbps'] or '-'} | {waits} |")
     out += ["", "## Per rank and step (ms)", ""]
     for r in a["ranks"]:
         out.append(f"### Rank {r['rank']} — GPU utilization {r['gpu_utilization']:.0%}")
         out.append("")
-        out.append("| step | window | busy | compute | comm | exposed comm | memcpy | idle | util |")
-        out.append("|---|---|---|---|---|---|---|---|---|")
+        out.append("| step | GPU window | busy | compute | comm | wait | transfer | exposed comm | memcpy | idle | util |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
         for s in r["steps"]:
-            out.append(f"| {s['step']} | {_ms(s['end_ns'] - s['start_ns'])} | {_ms(s['busy_ns'])} | "
-                       f"{_ms(s['compute_ns'])} | {_ms(s['comm_ns'])} | {_ms(s['exposed_comm_ns'])} | "
+            step = f"{s['step']} (warm-up)" if s.get("warmup") else f"{s['step']}"
+            out.append(f"| {step} | {_ms(s['end_ns'] - s['start_ns'])} | {_ms(s['busy_ns'])} | "
+                       f"{_ms(s['compute_ns'])} | {_ms(s['comm_ns'])} | {_ms(s.get('wait_ns', 0))} | "
+                       f"{_ms(s.get('transfer_ns', s['comm_ns']))} | {_ms(s['exposed_comm_ns'])} | "
                        f"{_ms(s['memcpy_ns'])} | {_ms(s['idle_ns'])} | {s['utilization']:.0%} |")
         k = r.get("kernels") or {}
         if k.get("top"):

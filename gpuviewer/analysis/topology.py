@@ -94,14 +94,14 @@ def split_finding(topo: Topology, gpu_group: list[str], ranks: list[int] | None 
                 slow.append({"a": a, "b": b, "type": ln.type})
     if len(islands) <= 1 and not slow:
         return None
-    from .findings import _finding
+    from .rules import finding
     isl = topo.islands()
     parts = [f"spans {len(islands)} NVLink islands"] if len(islands) > 1 else []
     if slow:
         kinds = sorted({s["type"] for s in slow})
         parts.append(f"{len(slow)} GPU pairs talk over {'/'.join(kinds)}")
     who = f"ranks {', '.join(map(str, ranks))}" if ranks else ", ".join(gpus)
-    f = _finding("topology_split", "high" if len(islands) > 1 else "medium",
+    f = finding("topology_split", "high" if len(islands) > 1 else "medium",
                  f"Communication group ({who}) " + " and ".join(parts) + ": collectives run at the speed of "
                  "the slowest link", ranks or [], None, start_ns, end_ns,
                  {"gpus": gpus, "islands": [isl[i] for i in islands], "slow_links": slow})

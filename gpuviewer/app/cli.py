@@ -96,7 +96,7 @@ def cmd_info(args) -> int:
 
 
 def cmd_analyze(args) -> int:
-    from ..analysis.findings import analyze
+    from ..run_analysis import analyze_session
     from ..io.errors import TraceError
     try:
         trace = _load(args.paths, args)
@@ -105,7 +105,7 @@ def cmd_analyze(args) -> int:
     except Exception as e:  # noqa: BLE001
         return _cannot_read(args.paths, e, args.debug)
     try:
-        a = analyze(trace)
+        a = analyze_session(trace)
     except Exception as e:  # noqa: BLE001 - an analysis bug must not look like a crash
         name = args.paths[0] if len(args.paths) == 1 else f"{args.paths[0]} and {len(args.paths) - 1} more"
         return _fail(f"{name}: the analysis failed on this trace, a bug in gpuviewer ({type(e).__name__}); "
@@ -118,8 +118,15 @@ def cmd_analyze(args) -> int:
     if args.json:
         _json(a)
         return 0
+    def show(f, depth=0):
+        lead = "    " * depth + ("└ " if depth else "")
+        _out(f"{lead}[{f['severity']:<6}] {f['impact_ms']:>9.1f} ms  {f['rule']:<22} {f['title']}")
+        for c in f.get("children", []):
+            show(c, depth + 1)
+    if a["findings"]:
+        _out("severity   time lost  rule                   finding (symptoms indented under their cause)")
     for f in a["findings"]:
-        _out(f"[{f['severity']:<6}] {f['rule']:<22} {f['title']}")
+        show(f)
     if not a["findings"]:
         _out("no findings")
     for r in a["ranks"]:

@@ -32,7 +32,9 @@ def plain(o):
     if isinstance(o, np.bool_):
         return bool(o)
     if isinstance(o, dict):
-        return {text(str(k)): plain(v) for k, v in o.items()}
+        # int keys stay ints (the window reads them; JSON encoders write them as strings)
+        return {(int(k) if isinstance(k, (int, np.integer)) and not isinstance(k, bool) else text(str(k))): plain(v)
+                for k, v in o.items()}
     if isinstance(o, np.ndarray):
         return [plain(v) for v in o.tolist()]
     if isinstance(o, (list, tuple, set, frozenset)):

@@ -51,8 +51,8 @@ class _AnalysisThread(QThread):
 
     def run(self) -> None:
         try:
-            from ..analysis.findings import analyze
-            self.done.emit(analyze(self.trace), self.trace)
+            from ..run_analysis import analyze_session
+            self.done.emit(analyze_session(self.trace), self.trace)
         except Exception as e:  # noqa: BLE001
             self.failed.emit(f"{type(e).__name__}: {e}")
 
@@ -329,9 +329,8 @@ class MainWindow(QMainWindow):
         try:
             self.doc = load_doc(self.sidecar)
         except TraceError as e:
-            # a damaged sidecar is kept as it is (never overwritten) and annotations start empty
+            # a damaged sidecar is never overwritten: save_doc moves it aside first
             self.doc = AnnotationDoc()
-            self.sidecar = None
             self.statusBar().showMessage(f"Annotations not loaded: {e}", 10000)
         self._apply_annotations()
         view = self.doc.view or {}
@@ -380,7 +379,9 @@ class MainWindow(QMainWindow):
         from ..io.sidecar import save_doc
         self.doc.view = self.view_state()
         try:
-            save_doc(self.sidecar, self.doc)
+            moved = save_doc(self.sidecar, self.doc)
+            if moved:
+                self.statusBar().showMessage(f"The damaged annotations file was kept as {moved}", 15000)
         except OSError as e:
             self.statusBar().showMessage(f"Could not save annotations to {self.sidecar}: {e.strerror}", 10000)
             return False
@@ -569,9 +570,9 @@ class MainWindow(QMainWindow):
         if self.trace is None:
             return
         if block:
-            from ..analysis.findings import analyze
+            from ..run_analysis import analyze_session
             try:
-                self._analysis_done(analyze(self.trace), self.trace)
+                self._analysis_done(analyze_session(self.trace), self.trace)
             except Exception as e:  # noqa: BLE001 - a failed analysis must not break viewing
                 self.findings.set_busy(f"analysis failed: {type(e).__name__}: {e}")
             return

@@ -1,0 +1,359 @@
+"""The rules: each turns the measurements into findings (a place on the timeline, the numbers
+behind it, the time it cost, advice in the terms of the bottleneck guide). Per-rank rules report
+one rank; findings.py merges the same finding across ranks and ranks them by impact."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..model.categories import Cat, LaneKind
+from ..model.plain import plain
+from ..model.trace import Trace
+from . import intervals as iv
+from .breakdown import RankBreakdown
+from .host import explain
+from .memory import allocated_counters, capacity_bytes, peaks_per_step
+
+LOW_UTILIZATION = 0.70  # the guide's threshold
+HOST_GAP_MIN_NS = 1_000_000  # gaps shorter than 1 ms are launch gaps, not host stalls
+MEM_HEADROOM_WARN = 0.80
+
+ADVICE = {
+    "low_gpu_utilization": "The GPU waits for work most of the step. Find what the host does in the gaps "
+                           "(see the other findings): feed it faster (DataLoader workers, pin_memory, GPU-side "
+                           "preprocessing), launch less often (torch.compile, CUDA graphs), or give it more "
+                           "work per launch (larger batch, AMP so Tensor Cores are used).",
+    "host_bound_idle": "The GPU drains while the host is busy elsewhere at the start of the step: an input "
+                       "pipeline that is too slow. Use DataLoader(num_workers>0, pin_memory=True, "
+                       "persistent_workers=True, prefetch_factor), move preprocessing to the GPU, and "
+                       "overlap the next batch's copy (non_blocking=True) with this step's compute.",
+    "launch_bound": "Many tiny kernels separated by about the launch cost: the CPU cannot launch fast "
+                    "enough. Fuse them (torch.compile), capture the step in CUDA graphs, use fused "
+                    "optimizers (foreach/fused AdamW), and use bigger tensors per kernel (batch more).",
+    "exposed_communication": "Communication is not hidden behind compute. Overlap it: DDP bucket size "
+                             "(bucket_cap_mb), gradient accumulation with no_sync, FSDP prefetch; keep "
+                             "tensor parallel inside an NVLink domain; fix the late rank first if one "
+                             "rank waits in every collective.",
+    "straggler": "One rank arrived late and every other rank waited for it in the collectives. Look at "
+                 "what that rank's host did (the evidence): data loading, logging, checkpointing, "
+                 "garbage collection, a slow node. Balance the work or move the stall off the step.",
+    "step_outlier": "One step is far slower than the rest. Look for synchronous host-device copies "
+                    "(.cpu(), .item(), pageable memory), allocator churn (cudaMalloc/cudaFree after "
+                    "empty_cache), checkpointing or evaluation inside the step; pin memory and keep "
+                    "tensors on the GPU.",
+    "pipeline_bubble": "Pipeline stages sit idle at the ramp-up and ramp-down. Use more micro-batches "
+                       "(bubble = (p-1)/(m+p-1)), an interleaved 1F1B schedule, and balance the layers "
+                       "so no stage is heavier than the others (the last stage holds the LM head and loss).",
+    "load_imbalance": "Ranks do unequal work, so the fast ones wait for the slow one at every "
+                      "collective. Balance the partition (layers per pipeline stage, sequence lengths "
+                      "per data-parallel rank) or move extra work off the slow rank.",
+    "topology_split": "The communication group crosses slow paths (another NVLink island, a PCIe "
+                      "host bridge, the inter-socket link). Keep tensor parallel and the chattiest "
+                      "groups inside an NVLink domain; place ranks so each group maps to one island; "
+                      "check NCCL_P2P_LEVEL and that P2P is not disabled.",
+    "warmup": "The first step pays one-time costs (CUDA context, cuDNN/cuBLAS autotuning, NCCL "
+              "communicator set-up, allocator growth, torch.compile). Profile after it: a profiler "
+              "schedule with wait/warmup steps, or skip it when reading the numbers.",
+    "memory_headroom": "Peak allocated memory is close to the device's capacity: an OOM risk and "
+                       "allocator thrash. Use activation checkpointing, a smaller micro-batch, 8-bit "
+                       "optimizers or sharded optimizer state (ZeRO/FSDP), and free tensors held "
+                       "outside the step.",
+}
+
+
+def finding(rule, severity, title, ranks, step, start, end, metrics, impact_ns=0.0) -> dict:
+    return {"rule": rule, "severity": severity, "title": title, "ranks": [int(r) for r in ranks],
+            "step": None if step is None else int(step), "start_ns": int(start), "end_ns": int(end),
+            "metrics": plain(metrics), "advice": ADVICE[rule], "impact_ms": round(float(impact_ns) / 1e6, 3),
+            "children": []}
+
+
+def _span(rb: RankBreakdown) -> tuple[int, int]:
+    st = rb.measured
+    return (min(s.start_ns for s in st), max(s.end_ns for s in st)) if st else (0, 0)
+
+
+def critical(rb: RankBreakdown, lost: dict) -> float:
+    """Time lost on the job's critical path: per step, what the rank lost beyond the time it
+    waited for other ranks anyway (a rank that waits at the collectives would only wait longer
+    if its own losses went away) and beyond the time it made the others wait (that is the late
+    rank's finding: its GPU idling while its host is late is the same lost time)."""
+    return float(sum(max(0.0, float(lost.get(s.step, 0)) - s.wait_ns - s.caused_ns) for s in rb.measured))
+
+
+def _warm_note(rb: RankBreakdown) -> str:
+    w = [s.step for s in rb.steps if s.warmup]
+    return f" (warm-up step {w[0]} left out)" if w else ""
+
+
+def _utilization(rb: RankBreakdown) -> list[dict]:
+    u = rb.gpu_utilization
+    if not rb.measured or u >= LOW_UTILIZATION or rb.ops is None or not len(rb.ops):
+        return []  # no GPU work recorded (a CPU-only trace, a memory snapshot) says nothing
+    s0, s1 = _span(rb)
+    return [finding("low_gpu_utilization", "high" if u < 0.4 else "medium",
+                     f"Rank {rb.rank}: GPU busy {u:.0%} of the time (below {LOW_UTILIZATION:.0%}){_warm_note(rb)}",
+                     [rb.rank], None, s0, s1,
+                     {"utilization": round(u, 4), "busy_ms": round(rb.total("busy_ns") / 1e6, 3),
+                      "window_ms": round(sum(s.window_ns for s in rb.measured) / 1e6, 3),
+                      "idle_ms": round(rb.total("idle_ns") / 1e6, 3)},
+                     impact_ns=critical(rb, {x.step: x.idle_ns for x in rb.measured}))]
+
+
+def _busy(trace: Trace, rb: RankBreakdown):
+    c = trace.columns
+    s = np.asarray(c["start"][rb.ops]).astype(np.int64)
+    return iv.union(s, s + np.asarray(c["dur"][rb.ops]))
+
+
+def _host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
+    """The largest GPU idle gap of each step (>= 1 ms): the host did something else."""
+    if not rb.steps or rb.steps[0].step is None:
+        return []
+    busy = _busy(trace, rb)
+    per_step = []
+    for s in rb.measured:
+        g = iv.gaps(busy, s.start_ns, s.end_ns)
+        glen = g[1] - g[0]
+        big = glen >= HOST_GAP_MIN_NS
+        if big.any():
+            k = int(np.argmax(glen))
+            per_step.append((s, int(glen[k]), int(g[0][k]), int(g[1][k]), int(glen[big].sum())))
+        else:
+            per_step.append((s, 0, s.start_ns, s.start_ns, 0))
+    typical = float(np.median([p[1] for p in per_step]))
+    med_window = float(np.median([s.window_ns for s in rb.measured]))
+    if typical < max(2 * HOST_GAP_MIN_NS, 0.15 * med_window):
+        return []
+    # the step whose largest gap is closest to the typical one is the evidence
+    s, glen, g0, g1, _ = min(per_step, key=lambda p: abs(p[1] - typical))
+    what = explain(trace, rb.rank, (g0, g1), [], top=3)
+    at_start = np.median([(p[2] - p[0].start_ns) / max(p[0].window_ns, 1) for p in per_step]) < 0.25
+    share = typical / med_window
+    who = f": the host was in {what[0]['name']}" if what else ""
+    return [finding("host_bound_idle", "high" if share > 0.3 else "medium",
+                     f"Rank {rb.rank}: the GPU sits idle {typical / 1e6:.1f} ms a step "
+                     f"{'at the start of the step ' if at_start else ''}waiting for the host{who}",
+                     [rb.rank], s.step, g0, g1,
+                     {"gap_ms_per_step": round(typical / 1e6, 3), "share_of_step": round(share, 4),
+                      "gaps_ms": [round(p[1] / 1e6, 3) for p in per_step],
+                      "at_step_start": bool(at_start), "host_activity": what},
+                     impact_ns=critical(rb, {p[0].step: p[4] for p in per_step}))]
+
+
+def _short_gaps(trace: Trace, rb: RankBreakdown) -> dict:
+    """Per step: GPU idle time in gaps shorter than 100 µs (the launch path)."""
+    busy = _busy(trace, rb)
+    out = {}
+    for s in rb.measured:
+        g = iv.gaps(busy, s.start_ns, s.end_ns)
+        gl = g[1] - g[0]
+        out[s.step] = int(gl[gl < 100_000].sum())
+    return out
+
+
+def _launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
+    n = ks["kernels"]
+    if not rb.steps or n < 1000:
+        return []
+    u = rb.gpu_utilization
+    gaps = ks.get("gaps")
+    if gaps is None or not len(gaps):
+        return []
+    short = gaps[gaps < 100_000]  # < 100 µs: the launch path, not a stall
+    idle = rb.total("idle_ns")
+    short_share = float(short.sum() / idle) if idle else 0.0
+    mean_k, mean_gap = ks["mean_kernel_us"], float(short.mean() / 1e3) if len(short) else 0.0
+    if not (u < LOW_UTILIZATION and ks["median_kernel_us"] < 20 and short_share >= 0.5
+            and mean_gap >= 0.5 * ks["median_kernel_us"]):
+        return []
+    s0, s1 = _span(rb)
+    return [finding("launch_bound", "high" if u < 0.3 else "medium",
+                     f"Rank {rb.rank}: launch-bound — {n:,} kernels of {mean_k:.1f} µs on average "
+                     f"separated by {mean_gap:.1f} µs; the GPU is idle {1 - u:.0%} of the time",
+                     [rb.rank], None, s0, s1,
+                     {"kernels": n, "mean_kernel_us": round(mean_k, 3), "mean_gap_us": round(mean_gap, 3),
+                      "median_kernel_us": round(ks["median_kernel_us"], 3),
+                      "idle_fraction": round(1 - u, 4), "idle_in_short_gaps": round(short_share, 4)},
+                     impact_ns=critical(rb, _short_gaps(trace, rb)))]
+
+
+def _exposed(rb: RankBreakdown) -> list[dict]:
+    steps = rb.measured
+    if not any(s.comm_ns > 0 for s in steps):
+        return []
+    exposed = float(np.median([s.exposed_comm_ns for s in steps]))
+    window = float(np.median([s.window_ns for s in steps]))
+    share = exposed / window if window else 0.0
+    if share < 0.10 or exposed < 1_000_000:
+        return []
+    per_step = int(np.median([s.comm_kernels for s in steps]))
+    wait = float(np.median([s.wait_ns for s in steps]))
+    waits_every_step = all(s.wait_ns >= 500_000 for s in steps)
+    worst = max(steps, key=lambda s: s.exposed_comm_ns)
+    title = (f"Rank {rb.rank}: {exposed / 1e6:.1f} ms a step of communication not overlapped with compute "
+             f"({share:.0%} of the step; {per_step} collectives a step)")
+    if wait >= 500_000:
+        title += f", {wait / 1e6:.1f} ms of it waiting for other ranks"
+    return [finding("exposed_communication", "high" if share > 0.3 else "medium", title, [rb.rank],
+                    worst.step, worst.start_ns, worst.end_ns,
+                    {"exposed_ms_per_step": round(exposed / 1e6, 3), "share": round(share, 4),
+                     "comm_ms_per_step": round(float(np.median([s.comm_ns for s in steps])) / 1e6, 3),
+                     "wait_ms_per_step": round(wait / 1e6, 3),
+                     "transfer_ms_per_step": round(float(np.median([s.transfer_ns for s in steps])) / 1e6, 3),
+                     "collectives_per_step": per_step, "waits_every_step": waits_every_step},
+                    impact_ns=critical(rb, {s.step: s.exposed_comm_ns for s in steps}))]
+
+
+def _step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
+    steps = [s for s in rb.measured if s.step is not None]
+    if len(steps) < 5:
+        return []
+    d = np.array([s.window_ns for s in steps], np.float64)
+    med = float(np.median(d))
+    mad = float(np.median(np.abs(d - med))) or 1.0
+    out = []
+    for s, x in zip(steps, d):
+        z = 0.6745 * (x - med) / mad
+        if z < 3.5 or x < 1.5 * med:
+            continue
+        base = [(o.start_ns, o.end_ns) for o in steps if o is not s]
+        what = explain(trace, rb.rank, (s.start_ns, s.end_ns), base,
+                       kinds=tuple(LaneKind.ORDER), top=25)
+        # Lead with GPU work when it explains a good part of the extra time (the copy, the wait
+        # in a collective); the host calls that waited for it follow.
+        gpu = [w for w in what if w["category"] in ("memcpy", "memset", "kernel", "communication")]
+        excess = (x - med) / 1e6
+        lead = gpu[0] if gpu and gpu[0]["excess_ms"] >= 0.3 * excess else (what[0] if what else None)
+        what = ([lead] if lead else []) + [w for w in what if w is not lead][:5]
+        cause = f": {lead['name']} {lead['ms'] / 1e3:.2f} s" if lead and lead["ms"] >= 1000 else \
+            (f": {lead['name']} {lead['ms']:.1f} ms" if lead else "")
+        out.append(finding("step_outlier", "high", f"Rank {rb.rank}: step {s.step} took {x / 1e6:.0f} ms, "
+                            f"{x / med:.0f}x the median {med / 1e6:.1f} ms{cause}", [rb.rank], s.step,
+                            s.start_ns, s.end_ns,
+                            {"duration_ms": round(x / 1e6, 3), "median_ms": round(med / 1e6, 3),
+                             "robust_z": round(z, 2), "causes": what}, impact_ns=x - med))
+    return out
+
+
+_SEND = re.compile(r"^nccl:send\b")
+
+
+def _pipeline(trace: Trace, rbs: list[RankBreakdown]) -> list[dict]:
+    """Ranks joined by send/recv: per stage and step, the bubble = time the stage's GPU does not
+    compute (idle or in send/recv) / window, next to the ideal (p-1)/(m+p-1)."""
+    if len(rbs) < 2:
+        return []
+    c = trace.columns
+    names = trace.names
+    sendrecv_k = {i for i, n in enumerate(names) if "SendRecv" in n or re.search(r"nccl\w*Kernel_(Send|Recv)", n)}
+    send_ops = np.array([i for i, n in enumerate(names) if _SEND.match(n)], np.int32)
+    if not sendrecv_k and not len(send_ops):
+        return []
+    per_stage = []
+    m_est = []
+    for rb in rbs:
+        kn = np.asarray(c["name"][rb.ops])
+        if not np.isin(kn, list(sendrecv_k)).any():
+            return []  # not every rank exchanges point-to-point: no pipeline
+        cpu = [i for i, ln in enumerate(trace.lanes) if ln.rank == rb.rank and ln.kind == LaneKind.CPU]
+        sends = []
+        for st in trace.steps_of_rank(rb.rank):  # the CPU step window: send ops it issued
+            n = 0
+            for ln in cpu:
+                sl = trace.lane_slice(ln)
+                ls = np.asarray(c["start"][sl])
+                lo, hi = np.searchsorted(ls, st.start), np.searchsorted(ls, st.end)
+                n += int(np.isin(np.asarray(c["name"][sl.start + lo:sl.start + hi]), send_ops).sum())
+            sends.append(n)
+        if sends:
+            m_est.append(int(np.median(sends)))
+        # The stage's GPU window of a step runs from its first to its last op (breakdown.py);
+        # inside it, time not computing is idle or waiting in send/recv: the bubble.
+        bubbles = [1 - x.compute_ns / x.window_ns for x in rb.measured if x.window_ns > 0]
+        comps = [x.compute_ns for x in rb.measured if x.window_ns > 0]
+        per_stage.append((rb.rank, float(np.mean(bubbles)) if bubbles else 0.0,
+                          float(np.mean(comps)) if comps else 0.0))
+    p = len(rbs)
+    m = min(m_est) if m_est and min(m_est) > 0 else None
+    if m is None:
+        ks = [int(np.median([s.comm_kernels for s in rb.measured])) for rb in rbs]
+        m = max(1, min(ks) // 2)
+    ideal = (p - 1) / (m + p - 1)
+    heavy = max(per_stage, key=lambda x: x[2])
+    worst = max(per_stage, key=lambda x: x[1])
+    s0 = min(s.start_ns for rb in rbs for s in rb.measured)
+    s1 = max(s.end_ns for rb in rbs for s in rb.measured)
+    title = (f"Pipeline of {p} stages, {m} micro-batches: bubble "
+             + ", ".join(f"stage {i} {b:.0%}" for i, (_, b, _) in enumerate(per_stage))
+             + f" (ideal {ideal:.1%})")
+    if worst[0] != heavy[0] and worst[1] > ideal * 1.2:
+        title += f"; rank {worst[0]} waits for the heavier rank {heavy[0]}"
+    sev = "high" if worst[1] > 2 * ideal else "medium"
+    n_steps = max(1, min(len(rb.measured) for rb in rbs))
+    windows = float(np.median([s.window_ns for rb in rbs for s in rb.measured])) if rbs else 0.0
+    impact = sum(max(0.0, b - ideal) for _, b, _ in per_stage) * windows * n_steps
+    return [finding("pipeline_bubble", sev, title, [r for r, _, _ in per_stage], None, s0, s1,
+                     {"micro_batches": m, "stages": [{"rank": r, "bubble_fraction": round(b, 4),
+                                                      "compute_ms_per_step": round(cm / 1e6, 3)}
+                                                     for r, b, cm in per_stage],
+                      "ideal": round(ideal, 4), "heaviest_rank": heavy[0]}, impact_ns=impact)]
+
+
+def _imbalance(trace: Trace, rbs: list[RankBreakdown]) -> list[dict]:
+    """One rank computes clearly more than the others in every step (late arrivals at the
+    collectives are the straggler rule's)."""
+    if len(rbs) < 2:
+        return []
+    steps = sorted(set.intersection(*({s.step for s in rb.measured} for rb in rbs)) - {None})
+    if not steps:
+        return []
+    comp = {rb.rank: {s.step: s.compute_ns for s in rb.measured} for rb in rbs}
+    ratios, heaviest, lost = [], [], 0.0
+    for st in steps:
+        v = {r: comp[r][st] for r in comp}
+        hi = max(v, key=v.get)
+        lo = min(v.values())
+        ratios.append((v[hi] - lo) / v[hi] if v[hi] else 0.0)
+        heaviest.append(hi)
+        lost += v[hi] - lo
+    if float(np.median(ratios)) < 0.10 or len(set(heaviest)) != 1:
+        return []
+    r_heavy = heaviest[0]
+    others = [rb.rank for rb in rbs if rb.rank != r_heavy]
+    s0 = min(s.start_ns for rb in rbs for s in rb.measured)
+    s1 = max(s.end_ns for rb in rbs for s in rb.measured)
+    extra = (1 / (1 - float(np.median(ratios))) - 1) if np.median(ratios) < 1 else 0.0
+    per_rank = {str(r): round(float(np.median(list(comp[r].values()))) / 1e6, 3) for r in comp}
+    return [finding("load_imbalance", "medium",
+                    f"Load imbalance: rank {r_heavy} computes {extra:.0%} more than the lightest rank in "
+                    f"every step ({per_rank[str(r_heavy)]:.1f} ms vs {min(per_rank.values()):.1f} ms of GPU compute)",
+                    [r_heavy] + others, None, s0, s1,
+                    {"compute_ms_per_step": per_rank, "imbalance": round(float(np.median(ratios)), 4),
+                     "heaviest_rank": r_heavy}, impact_ns=lost)]
+
+
+def _memory(trace: Trace, rank: int) -> list[dict]:
+    out = []
+    for cnt in allocated_counters(trace):
+        if cnt.rank != rank:
+            continue
+        cap = capacity_bytes(trace, rank, cnt.device)
+        if not cap:
+            continue
+        k = int(np.argmax(cnt.v))
+        peak = int(cnt.v[k])
+        frac = peak / cap
+        if frac < MEM_HEADROOM_WARN:
+            continue
+        per_step = peaks_per_step(trace, rank, cnt.device)
+        t = int(cnt.t[k])
+        out.append(finding("memory_headroom", "high" if frac >= 0.85 else "medium",
+                            f"Rank {rank} GPU {cnt.device}: peak {peak / 1e9:.1f} GB allocated of "
+                            f"{cap / 1e9:.1f} GB ({frac:.0%}); only {(cap - peak) / 1e9:.1f} GB headroom",
+                            [rank], None, t - 1_000_000, t + 1_000_000,
+                            {"peak_bytes": peak, "capacity_bytes": cap, "headroom_bytes": cap - peak,
+                             "fraction": round(frac, 4), "device": cnt.device,
+                             "per_step": per_step}))
+    return out

@@ -1,0 +1,240 @@
+"""Late ranks: who made the others wait at the collectives, in which steps, and why.
+
+Per step, the wait a rank caused is the sum of the others' waits at the collectives where it
+arrived last. A rank late in a good share of the steps is a persistent straggler; a step where
+the late rank caused clearly more waiting than usual (the job's usual lateness and that rank's)
+is an episodic stall, reported on top of the persistent lateness. Why it was late: at the
+collectives where it arrived last, did its kernel start right after the host launched it (the
+host was late: which host ops took longer than on the other ranks, or than on its own other
+steps; input when those are the data loader's) or long after (its GPU was busy: which kernels
+took longer than on the other ranks)?
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..model.categories import LaneKind
+from ..model.trace import Trace
+from .breakdown import RankBreakdown, launch_times
+from .collectives import Collectives
+from .host import _per_name, _step_markers, explain
+
+PERSISTENT_SHARE = 1 / 3  # late in at least this share of the steps (and two of them)
+_INPUT = re.compile(r"DataLoader|dataloader|_next_data|__next__|enumerate\(", re.IGNORECASE)
+# Python object addresses differ between processes: strip them so ranks' ops compare by name.
+_ADDRESS = re.compile(r" (?:object )?at 0x[0-9a-fA-F]+")
+# Helper threads blocking in these are idle, not working: never a reason for lateness.
+_IDLE_WAIT = re.compile(r"^(poll|ppoll|epoll_wait|epoll_pwait|select|pselect6?|pthread_cond_(timed)?wait|"
+                        r"sem_(timed)?wait|futex|pthread_join|read|recv|recvmsg|accept)$")
+
+
+def _ms(ns: float) -> float:
+    return round(float(ns) / 1e6, 3)
+
+
+def late_ranks(trace: Trace, rbs: list[RankBreakdown], colls: Collectives) -> list[dict]:
+    """Straggler findings' parts (dicts with title, metrics, ranks, steps, impact): persistent
+    ones first, then episodic stalls."""
+    if len(rbs) < 2 or not colls.instances:
+        return []
+    warm = {s.step for rb in rbs for s in rb.steps if s.warmup}
+    per_step = {s: d for s, d in colls.per_step().items() if s not in warm}
+    if len(per_step) < 2:
+        return []
+    steps = sorted(per_step)
+    windows = [s.window_ns for rb in rbs for s in rb.measured]
+    med_window = float(np.median(windows)) if windows else 0.0
+    floor = max(1e6, 0.02 * med_window)  # below this a step has no meaningful late rank
+    late = {}
+    for s in steps:
+        caused = per_step[s]["caused"]
+        r = max(caused, key=caused.get)
+        if caused[r] >= floor:
+            late[s] = (r, caused[r])
+    caused_all = np.array([per_step[s]["caused"][max(per_step[s]["caused"], key=per_step[s]["caused"].get)]
+                           for s in steps], np.float64)
+    usual_job = float(np.median(caused_all))
+    spread = 1.4826 * float(np.median(np.abs(caused_all - usual_job)))
+
+    # episodic stalls: far above the job's usual lateness and above the rank's own usual
+    episodic = []
+    for s, (r, c) in late.items():
+        own = [late[t][1] for t in late if t != s and late[t][0] == r]
+        usual_r = float(np.median(own)) if own else 0.0
+        # the spread of a handful of steps says little: used from five steps on
+        thr = max(2e6, 0.25 * usual_job, 3 * spread if len(steps) >= 5 else 0.0, 0.1 * med_window)
+        if c - usual_job >= thr and c - usual_r >= thr:
+            episodic.append((s, r, c, usual_r))
+    stall_steps = {e[0] for e in episodic}
+
+    out = []
+    n = len(steps)
+    by_rank: dict[int, list[int]] = {}
+    for s, (r, _) in late.items():
+        by_rank.setdefault(r, []).append(s)
+    for r, ss in sorted(by_rank.items(), key=lambda kv: -len(kv[1])):
+        usual = sorted(x for x in ss if x not in stall_steps)  # its lateness without the stalls
+        if len(ss) < 2 or len(ss) < PERSISTENT_SHARE * n or not usual:
+            continue
+        out.append(_persistent(trace, rbs, colls, r, usual, len(ss), n, per_step, sorted(ss)))
+    for s, r, c, usual_r in sorted(episodic):
+        out.append(_episodic(trace, rbs, colls, r, s, c, usual_r, per_step))
+    for x in out:  # where it sits on the timeline: its steps' GPU windows on every rank
+        spans = [(sb.start_ns, sb.end_ns) for rb in rbs for sb in rb.steps if sb.step in set(x["steps"])]
+        x["window"] = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else (0, 0)
+    return out
+
+
+def _persistent(trace, rbs, colls, r, steps, n_late, n_steps, per_step, all_steps) -> dict:
+    """steps: its late steps without stalls (its usual lateness); all_steps: with them."""
+    caused = {s: per_step[s]["caused"][r] for s in steps}
+    per = float(np.median(list(caused.values())))
+    total = float(sum(per_step[s]["caused"][r] for s in all_steps))
+    cause, excess, split = _why(trace, rbs, colls, r, steps)
+    waiting = [rb.rank for rb in rbs if rb.rank != r]
+    kind = "persistent"
+    what = "; " + _explain_split(cause, split, excess)
+    title = (f"Rank {r} arrives last at the collectives in {n_late} of {n_steps} steps: the others "
+             f"wait {_ms(per):.1f} ms a step ({_ms(total):.0f} ms in all){what}")
+    return {"kind": kind, "late_rank": r, "steps": all_steps, "title": title, "waiting": waiting,
+            "impact_ns": total, "cause": cause, "excess": excess,
+            "wait_caused_ms": _ms(total),
+            "wait_caused_ms_per_step": {str(s): _ms(per_step[s]["caused"][r]) for s in all_steps},
+            "usual_ms_per_step": _ms(per), "lateness_parts_ms": split}
+
+
+def _episodic(trace, rbs, colls, r, s, c, usual_r, per_step) -> dict:
+    cause, excess, split = _why(trace, rbs, colls, r, [s])
+    # what this rank's host did in this step beyond its own other steps
+    st = next((x for x in trace.steps_of_rank(r) if x.step == s), None)
+    host = []
+    if st is not None:
+        base = [(x.start, x.end) for x in trace.steps_of_rank(r) if x.step != s]
+        host = [h for h in explain(trace, r, (st.start, st.end), base, top=5)
+                if h["excess_ms"] >= 0.5 and not _IDLE_WAIT.match(h["name"])][:3]
+    over = c - usual_r
+    what = f": {host[0]['name']} took {host[0]['excess_ms']:.0f} ms more than usual" if host else ""
+    title = (f"Step {s}: rank {r} held the others back {_ms(c):.1f} ms, {_ms(over):.1f} ms more than its "
+             f"usual {_ms(usual_r):.1f} ms{what}")
+    waiting = [rb.rank for rb in rbs if rb.rank != r]
+    return {"kind": "episodic", "late_rank": r, "steps": [s], "title": title, "waiting": waiting,
+            "impact_ns": float(over), "cause": cause, "excess": excess, "evidence": host,
+            "wait_caused_ms": _ms(c), "wait_caused_ms_per_step": {str(s): _ms(c)},
+            "excess_over_usual_ms": _ms(over), "usual_ms": _ms(usual_r), "lateness_parts_ms": split,
+            "others_wait_ms": {str(k): _ms(v) for k, v in per_step[s]["wait"].items() if k != r}}
+
+
+def _explain_split(cause: str, split: dict, excess: list[dict]) -> str:
+    top = f" ({excess[0]['name']} +{excess[0]['ms']:.1f} ms)" if excess else ""
+    if cause == "gpu":
+        return f"its GPU is busy longer: its collective waits {split['gpu_queue']:.1f} ms more in the queue{top}"
+    bits = []
+    if split["step_start"] >= 0.5:
+        bits.append(f"its host starts each step {split['step_start']:.1f} ms later")
+    if split["host_to_launch"] >= 0.5:
+        bits.append(f"takes {split['host_to_launch']:.1f} ms longer to launch the collective{top}")
+    what = " and ".join(bits) if bits else "its host launches the collective later" + top
+    return ("input: " if cause == "input" else "") + what
+
+
+def _why(trace: Trace, rbs, colls: Collectives, r: int, steps: list[int]) -> tuple[str, list[dict], dict]:
+    """Why rank r arrived last: 'host', 'gpu' or 'input'; the ops with the largest excess over
+    the other ranks; and its lateness split into parts that add up to it, measured at the
+    collective of each step that waited longest for it: its host started the step later
+    (step_start), its host took longer from the step start to the launch (host_to_launch), or
+    its kernel waited longer in the GPU queue after the launch (gpu_queue)."""
+    step_set = set(steps)
+    late = [ins for ins in colls.instances if ins.step in step_set and ins.late_rank == r]
+    others = [rb.rank for rb in rbs if rb.rank != r]
+    parts = {"step_start": [], "host_to_launch": [], "gpu_queue": []}
+    host_start = {(x.rank, x.step): x.start for x in trace.steps}
+    for s in steps:
+        ins = max((i for i in late if i.step == s), key=lambda i: float(i.waits().sum()), default=None)
+        if ins is None:
+            continue
+        lt, lk = launch_times(trace, ins.idx)
+        rows = {}
+        for k, rank in enumerate(ins.ranks):
+            h0 = host_start.get((rank, s))
+            if h0 is None or not lk[k]:
+                continue
+            rows[rank] = (h0, int(lt[k]) - h0, int(ins.starts[k]) - int(lt[k]))
+        if r not in rows or not any(o in rows for o in others):
+            continue
+        base = [rows[o] for o in others if o in rows]
+        for key, j in (("step_start", 0), ("host_to_launch", 1), ("gpu_queue", 2)):
+            parts[key].append(rows[r][j] - float(np.median([b[j] for b in base])))
+    split = {k: _ms(np.mean(v)) if v else 0.0 for k, v in parts.items()}
+    host_part = split["step_start"] + split["host_to_launch"]
+    if split["gpu_queue"] > host_part:
+        windows = {(rb.rank, x.step): (x.start_ns, x.end_ns) for rb in rbs for x in rb.steps}
+        ex = _excess(trace, r, others, steps, (LaneKind.GPU, LaneKind.COMM), windows)
+        return "gpu", ex, split
+    # Host: what ran longer (wall time) on this rank's host than on the others' in the same
+    # step. Wall time, not self time: a main thread waiting inside run_backward for the autograd
+    # thread is the backward taking longer.
+    windows = {(rank, x.step): (x.start, x.end) for rank in [r] + others
+               for x in trace.steps_of_rank(rank) if x.step in step_set}
+    ex = _excess(trace, r, others, steps, (LaneKind.CPU, LaneKind.NVTX, LaneKind.OSRT, LaneKind.CUDA_API),
+                 windows, inclusive=True)
+    cause = "input" if ex and _INPUT.search(ex[0]["name"]) else "host"
+    return cause, ex, split
+
+
+def _excess(trace: Trace, r: int, others: list[int], steps: list[int], kinds,
+            windows: dict[tuple[int, int], tuple[int, int]], top: int = 5, inclusive: bool = False) -> list[dict]:
+    """Per op name, time in rank r's window of a step (self time, or wall time when inclusive)
+    minus the median of the other ranks' in theirs, averaged over the steps; largest first.
+    Wrappers that span most of the step (the training-loop function) say nothing and are left out."""
+    def per_rank(rank: int, s: int) -> dict[str, int]:
+        w = windows.get((rank, s))
+        if w is None:
+            return {}
+        lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in kinds]
+        acc: dict[str, int] = {}
+        items = _wall_per_name(trace, lanes, *w) if inclusive else _per_name(trace, lanes, *w)
+        for (name, _cat, _lane), v in items.items():
+            if inclusive and v >= 0.8 * (w[1] - w[0]):
+                continue
+            nm = _ADDRESS.sub("", trace.names[name])
+            if "nccl" in nm.lower() or _IDLE_WAIT.match(nm):
+                continue  # waiting in a collective, or a helper thread idling: not a cause
+            acc[nm] = acc.get(nm, 0) + v
+        return acc
+
+    tot: dict[str, float] = {}
+    for s in steps:
+        mine = per_rank(r, s)
+        theirs = [per_rank(o, s) for o in others]
+        for nm, v in mine.items():
+            base = float(np.median([t.get(nm, 0) for t in theirs])) if theirs else 0.0
+            if v > base:
+                tot[nm] = tot.get(nm, 0.0) + (v - base)
+    rows = sorted(tot.items(), key=lambda kv: -kv[1])[:top]
+    return [{"name": nm, "ms": _ms(v / len(steps))} for nm, v in rows if v / len(steps) >= 1e4]
+
+
+def _wall_per_name(trace: Trace, lanes: list[int], t0: int, t1: int) -> dict[tuple[int, int, int], int]:
+    """Per (name, cat, lane): wall time of its events inside [t0, t1] (nested calls of one name
+    on one lane counted once, by their outermost call)."""
+    from ..model import queries as q
+    from . import intervals as iv
+    c = trace.columns
+    out: dict[tuple[int, int, int], int] = {}
+    markers = _step_markers(trace)
+    for ln in lanes:
+        idx = q.events_in_range(trace, ln, t0, t1)
+        if not len(idx):
+            continue
+        names = np.asarray(c["name"][idx])
+        s = np.clip(np.asarray(c["start"][idx]).astype(np.int64), t0, t1)
+        e = np.clip(np.asarray(c["start"][idx]).astype(np.int64) + np.asarray(c["dur"][idx]), t0, t1)
+        cats = np.asarray(c["cat"][idx])
+        for n in np.unique(names).tolist():
+            if n in markers:
+                continue
+            m = names == n
+            out[(n, int(cats[m][0]), ln)] = iv.length(iv.union(s[m], e[m]))
+    return out
