@@ -190,11 +190,13 @@ def test_findings_dock_takes_the_timeline_there(qtbot, tmp_path):
     with qtbot.waitSignal(w.analysisReady, timeout=60_000):
         assert w.open_paths([trace_path("kineto", "ddp")], block=True)
     shown = w.findings.visible_findings()
-    assert shown and shown[0]["severity"] == "high"  # sorted by severity
+    impacts = [x["impact_ms"] for x in shown]
+    assert shown and impacts == sorted(impacts, reverse=True)  # ranked by the time lost
     assert w.findings.tree.topLevelItemCount() == len(shown)
-    k = next(i for i, f in enumerate(shown) if f["rule"] == "straggler")
-    w.findings.choose(k)
-    f = shown[k]
+    assert w.findings.detail.toPlainText().startswith(shown[0]["title"])  # never empty on open
+    # the planted stall: an episodic straggler under rank 1's lateness
+    f = next(c for c in shown[0]["children"] if c["rule"] == "straggler")
+    assert w.findings.choose_finding(f)
     t0, t1 = w.timeline.visible_range()
     assert t0 <= f["start_ns"] and t1 >= f["end_ns"] and (t1 - t0) < 2 * (f["end_ns"] - f["start_ns"])
     assert w.timeline.item.highlight == (f["start_ns"], f["end_ns"], set(f["ranks"]))

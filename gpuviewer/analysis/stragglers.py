@@ -81,8 +81,9 @@ def late_ranks(trace: Trace, rbs: list[RankBreakdown], colls: Collectives) -> li
         out.append(_persistent(trace, rbs, colls, r, usual, len(ss), n, per_step, sorted(ss)))
     for s, r, c, usual_r in sorted(episodic):
         out.append(_episodic(trace, rbs, colls, r, s, c, usual_r, per_step))
-    for x in out:  # where it sits on the timeline: its steps' GPU windows on every rank
-        spans = [(sb.start_ns, sb.end_ns) for rb in rbs for sb in rb.steps if sb.step in set(x["steps"])]
+    for x in out:  # where it sits on the timeline: its steps on every rank, host and GPU
+        spans = [(min(sb.start_ns, sb.host_start_ns), max(sb.end_ns, sb.host_end_ns))
+                 for rb in rbs for sb in rb.steps if sb.step in set(x["steps"])]
         x["window"] = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else (0, 0)
     return out
 

@@ -1,4 +1,5 @@
-"""Findings dock: by severity, filterable; choosing one takes the timeline there."""
+"""Findings dock: ranked by the time each cost, symptoms under their cause, filterable;
+choosing one takes the timeline there."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
@@ -24,12 +25,13 @@ class FindingsPanel(QWidget):
         top.addWidget(self.severity)
         top.addWidget(self.text, 1)
         self.tree = QTreeWidget()
-        self.tree.setHeaderLabels(["Severity", "Finding", "Rule", "Ranks", "Step"])
-        self.tree.setRootIsDecorated(False)
-        self.tree.setColumnWidth(0, 64)
-        self.tree.setColumnWidth(1, 640)
-        self.tree.setColumnWidth(2, 150)
-        self.tree.setColumnWidth(3, 50)
+        self.tree.setHeaderLabels(["Severity", "Time lost", "Finding", "Rule", "Ranks", "Step"])
+        self.tree.setRootIsDecorated(True)
+        self.tree.setColumnWidth(0, 78)
+        self.tree.setColumnWidth(1, 72)
+        self.tree.setColumnWidth(2, 620)
+        self.tree.setColumnWidth(3, 150)
+        self.tree.setColumnWidth(4, 50)
         self.detail = QTextBrowser()
         from PySide6.QtWidgets import QSplitter
         split = QSplitter(Qt.Horizontal)
@@ -53,53 +55,92 @@ class FindingsPanel(QWidget):
         self.status.setText(text)
 
     def visible_findings(self) -> list[dict]:
+        """Top-level findings that match the filter themselves or through a symptom."""
+        return [f for f in self.findings if self._matches(f) or any(self._matches(c) for c in _flat(f["children"]))]
+
+    def _matches(self, f: dict) -> bool:
         import re
         sev = self.severity.currentIndex()
         text = self.text.text().lower()
         want_ranks = {int(m) for m in re.findall(r"rank\s*(\d+)", text)}
         words = re.sub(r"rank\s*\d+", " ", text).split()
-        out = []
-        for f in self.findings:
-            if sev == 1 and f["severity"] != "high":
-                continue
-            if sev == 2 and f["severity"] == "low":
-                continue
-            if want_ranks and not want_ranks & set(f["ranks"]):
-                continue
-            hay = f"{f['rule']} {f['title']} {f['severity']}".lower()
-            if all(w in hay for w in words):
-                out.append(f)
-        return out
+        if sev == 1 and f["severity"] != "high":
+            return False
+        if sev == 2 and f["severity"] == "low":
+            return False
+        if want_ranks and not want_ranks & set(f["ranks"]):
+            return False
+        hay = f"{f['rule']} {f['title']} {f['severity']}".lower()
+        return all(w in hay for w in words)
+
+    def _item(self, f: dict) -> QTreeWidgetItem:
+        it = QTreeWidgetItem([f["severity"], f"{f.get('impact_ms', 0):.1f} ms", f["title"], f["rule"],
+                              ",".join(map(str, f["ranks"])), "" if f["step"] is None else str(f["step"])])
+        it.setForeground(0, QBrush(SEV_COLOR.get(f["severity"], QColor(0, 0, 0))))
+        it.setTextAlignment(1, Qt.AlignRight | Qt.AlignVCenter)
+        it.setData(0, Qt.UserRole, f)
+        it.setToolTip(2, f["title"])
+        for c in f.get("children", []):
+            it.addChild(self._item(c))
+        return it
 
     def _refill(self) -> None:
         self.tree.clear()
         shown = self.visible_findings()
         for f in shown:
-            it = QTreeWidgetItem([f["severity"], f["title"], f["rule"], ",".join(map(str, f["ranks"])),
-                                  "" if f["step"] is None else str(f["step"])])
-            it.setForeground(0, QBrush(SEV_COLOR.get(f["severity"], QColor(0, 0, 0))))
-            it.setData(0, Qt.UserRole, f)
-            it.setToolTip(1, f["title"])
+            it = self._item(f)
             self.tree.addTopLevelItem(it)
-        self.status.setText(f"{len(shown)} of {len(self.findings)} findings")
+            it.setExpanded(True)
+        n = sum(1 for _ in _flat(self.findings))
+        self.status.setText(f"{len(shown)} of {len(self.findings)} findings ({n} with symptoms)")
+        if shown:
+            # the details pane is never empty; selecting it here does not move the timeline
+            first = self.tree.topLevelItem(0)
+            self.tree.blockSignals(True)
+            self.tree.setCurrentItem(first)
+            self.tree.blockSignals(False)
+            self._show(first.data(0, Qt.UserRole))
 
     def choose(self, row: int) -> None:
         it = self.tree.topLevelItem(row)
         if it is not None:
+            self._choose_item(it)
+
+    def choose_finding(self, f: dict) -> bool:
+        """Select a finding wherever it sits (a symptom under its cause included)."""
+        from PySide6.QtWidgets import QTreeWidgetItemIterator
+        it = QTreeWidgetItemIterator(self.tree)
+        while it.value() is not None:
+            if it.value().data(0, Qt.UserRole) == f:  # (Qt hands back a copy)
+                self._choose_item(it.value())
+                return True
+            it += 1
+        return False
+
+    def _choose_item(self, it) -> None:
+        if self.tree.currentItem() is it:
+            self._chosen(it)  # already current (selected on open): act on it anyway
+        else:
             self.tree.setCurrentItem(it)
 
     def _chosen(self, item, _prev=None) -> None:
         if item is None:
             return
         f = item.data(0, Qt.UserRole)
+        self._show(f)
+        self.findingActivated.emit(f)
+
+    def _show(self, f: dict) -> None:
         metrics = "".join(f"<tr><td>{k}</td><td>{_fmt(v)}</td></tr>" for k, v in f["metrics"].items()
                           if not isinstance(v, (list, dict)))
         ev = f["metrics"].get("evidence") or f["metrics"].get("causes") or f["metrics"].get("host_activity") or []
-        evid = "".join(f"<li>{_esc(e['name'])} — {e.get('excess_ms', e.get('ms'))} ms ({e['lane']})</li>" for e in ev[:5])
-        self.detail.setHtml(f"<b>{_esc(f['title'])}</b><table>{metrics}</table>"
+        ev = ev or f["metrics"].get("excess") or []
+        evid = "".join(f"<li>{_esc(e['name'])} — {e.get('excess_ms', e.get('ms'))} ms"
+                       + (f" ({_esc(e['lane'])})" if e.get("lane") else "") + "</li>" for e in ev[:5])
+        self.detail.setHtml(f"<b>{_esc(f['title'])}</b><p>Time lost: {f.get('impact_ms', 0):.1f} ms</p>"
+                            f"<table>{metrics}</table>"
                             + (f"<p>Evidence:</p><ul>{evid}</ul>" if evid else "")
                             + f"<p><i>{_esc(f['advice'])}</i></p>")
-        self.findingActivated.emit(f)
 
 
 def _fmt(v) -> str:
@@ -108,3 +149,9 @@ def _fmt(v) -> str:
 
 def _esc(s: str) -> str:
     return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _flat(fs):
+    for f in fs:
+        yield f
+        yield from _flat(f.get("children", []))
