@@ -21,6 +21,7 @@ from .breakdown import RankBreakdown, launch_times
 from .collectives import Collectives
 from .host import _per_name, _step_markers, explain
 
+MAX_COMPARED = 16  # other ranks a late rank is compared with
 PERSISTENT_SHARE = 1 / 3  # late in at least this share of the steps (and two of them)
 _INPUT = re.compile(r"DataLoader|dataloader|_next_data|__next__|enumerate\(", re.IGNORECASE)
 # Python object addresses differ between processes: strip them so ranks' ops compare by name.
@@ -149,6 +150,8 @@ def _why(trace: Trace, rbs, colls: Collectives, r: int, steps: list[int]) -> tup
     step_set = set(steps)
     late = [ins for ins in colls.instances if ins.step in step_set and ins.late_rank == r]
     others = [rb.rank for rb in rbs if rb.rank != r]
+    if len(others) > MAX_COMPARED:  # a median over a spread sample of the others is as good
+        others = [others[int(i)] for i in np.linspace(0, len(others) - 1, MAX_COMPARED)]
     parts = {"step_start": [], "host_to_launch": [], "gpu_queue": []}
     host_start = {(x.rank, x.step): x.start for x in trace.steps}
     for s in steps:
@@ -219,23 +222,33 @@ def _excess(trace: Trace, r: int, others: list[int], steps: list[int], kinds,
 
 def _wall_per_name(trace: Trace, lanes: list[int], t0: int, t1: int) -> dict[tuple[int, int, int], int]:
     """Per (name, cat, lane): wall time of its events inside [t0, t1] (nested calls of one name
-    on one lane counted once, by their outermost call)."""
+    on one lane counted once: the union of their intervals, computed for all names at once)."""
     from ..model import queries as q
-    from . import intervals as iv
     c = trace.columns
     out: dict[tuple[int, int, int], int] = {}
     markers = _step_markers(trace)
+    span = max(1, t1 - t0) + 1
     for ln in lanes:
         idx = q.events_in_range(trace, ln, t0, t1)
         if not len(idx):
             continue
-        names = np.asarray(c["name"][idx])
-        s = np.clip(np.asarray(c["start"][idx]).astype(np.int64), t0, t1)
-        e = np.clip(np.asarray(c["start"][idx]).astype(np.int64) + np.asarray(c["dur"][idx]), t0, t1)
+        names = np.asarray(c["name"][idx]).astype(np.int64)
+        st = np.asarray(c["start"][idx]).astype(np.int64)
+        s = np.clip(st, t0, t1) - t0
+        e = np.clip(st + np.asarray(c["dur"][idx]), t0, t1) - t0
+        gid, inv = np.unique(names, return_inverse=True)
+        # one sorted pass: groups laid end to end (offset by the window's span), a running max
+        # of ends, and each interval counts what sticks out beyond everything before it
+        key = inv.astype(np.int64) * span
+        o = np.lexsort((s, inv))
+        ss, ee = s[o] + key[o], e[o] + key[o]
+        prev = np.maximum.accumulate(np.r_[np.int64(-1), ee[:-1]])
+        contrib = np.maximum(0, ee - np.maximum(ss, prev))
+        tot = np.bincount(inv[o], weights=contrib, minlength=len(gid))
         cats = np.asarray(c["cat"][idx])
-        for n in np.unique(names).tolist():
-            if n in markers:
-                continue
-            m = names == n
-            out[(n, int(cats[m][0]), ln)] = iv.length(iv.union(s[m], e[m]))
+        first_cat = np.zeros(len(gid), np.int64)
+        first_cat[inv[::-1]] = cats[::-1]
+        for g, n in enumerate(gid.tolist()):
+            if n not in markers and tot[g] > 0:
+                out[(n, int(first_cat[g]), ln)] = int(tot[g])
     return out

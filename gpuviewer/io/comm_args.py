@@ -1,19 +1,43 @@
 """The arguments of NCCL kernels that collective matching needs: process group, collective
 name, element counts, dtype and group size (PyTorch profiler traces record them on the kernel
 since 2.1). The store keeps no arguments, so they are fetched from the source once per session,
-in source order (each piece of the file decoded once), and kept on the trace."""
+in source order (each piece of the file decompressed and decoded once, by a decoder that builds
+only these fields), and kept on the trace."""
 from __future__ import annotations
 
+import bisect
+from typing import Any
+
+import msgspec
 import numpy as np
 
 from ..model.categories import Cat
-from ..model.trace import Trace
+from ..model.trace import Source, Trace
 from .errors import TraceError
+from .streams import open_bytes
 
-_KEYS = {"Process Group Name": "group", "Process Group Description": "group_desc",
-         "Process Group Ranks": "group_ranks", "Collective name": "collective",
-         "In msg nelems": "in_nelems", "Out msg nelems": "out_nelems", "dtype": "dtype",
-         "Group size": "group_size"}
+
+class _CommArgs(msgspec.Struct):
+    group: Any = msgspec.field(default=None, name="Process Group Name")
+    group_desc: Any = msgspec.field(default=None, name="Process Group Description")
+    group_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    collective: Any = msgspec.field(default=None, name="Collective name")
+    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    dtype: Any = None
+    group_size: Any = msgspec.field(default=None, name="Group size")
+
+
+class _Ev(msgspec.Struct):
+    args: _CommArgs | None = None  # only these keys are built; every other key is skipped
+
+
+class _EvLoose(msgspec.Struct):
+    args: Any = None
+
+
+_pieces = msgspec.json.Decoder(list[_Ev])
+_loose = msgspec.json.Decoder(list[_EvLoose])
 
 
 def collective_args(trace: Trace) -> dict[int, dict]:
@@ -23,19 +47,80 @@ def collective_args(trace: Trace) -> dict[int, dict]:
     if cached is not None:
         return cached
     out: dict[int, dict] = {}
-    idx = np.flatnonzero(np.asarray(trace.columns["cat"]) == Cat.COMM_KERNEL)
+    c = trace.columns
+    idx = np.flatnonzero(np.asarray(c["cat"]) == Cat.COMM_KERNEL)
     if len(idx) and trace.sources and all(s.format == "kineto" for s in trace.sources):
-        from .args import event_args
         lane_src = np.array([ln.source for ln in trace.lanes], np.int64)
-        src_file = lane_src[np.asarray(trace.columns["lane"][idx])]
-        order = np.lexsort((np.asarray(trace.columns["src"][idx]), src_file))
-        for i in idx[order].tolist():
+        src_file = lane_src[np.asarray(c["lane"][idx])]
+        ordinal = np.asarray(c["src"][idx]).astype(np.int64)
+        for f in np.unique(src_file).tolist():
+            m = src_file == f
             try:
-                a = event_args(trace, i)
-            except (TraceError, OSError, ValueError, KeyError, IndexError):
-                break  # the file changed or cannot be read again: match by kernel name and order
-            rec = {v: a[k] for k, v in _KEYS.items() if k in a}
-            if rec:
-                out[i] = rec
+                got = _from_source(trace.sources[min(f, len(trace.sources) - 1)], ordinal[m])
+            except (TraceError, OSError, EOFError, ValueError, msgspec.DecodeError):
+                continue  # changed or unreadable now: these kernels match by name and order
+            for i, rec in zip(idx[m].tolist(), got):
+                if rec:
+                    out[i] = rec
     trace._lane_cache["collective_args"] = out
     return out
+
+
+def _from_source(src: Source, ordinals: np.ndarray) -> list[dict]:
+    from .args import _check_unchanged
+    _check_unchanged(src)
+    chunks = src.chunks
+    if not chunks:
+        return [{} for _ in ordinals]
+    firsts = [ch[2] for ch in chunks]
+    want: dict[int, list[tuple[int, int]]] = {}  # chunk -> [(position in chunk, output slot)]
+    for slot, o in enumerate(ordinals.tolist()):
+        k = max(0, bisect.bisect_right(firsts, o) - 1)
+        offset, _length, first = chunks[k]
+        want.setdefault(k, []).append((o - first if offset >= 0 else o, slot))
+    out: list[dict] = [{} for _ in ordinals]
+    with open_bytes(src.path) as fh:
+        pos = 0
+        for k in sorted(want, key=lambda k: chunks[k][0]):
+            offset, length, _ = chunks[k]
+            if offset < 0:  # decoded as a whole document: the events are its traceEvents
+                doc = msgspec.json.decode(fh.read())
+                events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
+                evs = [e.get("args") if isinstance(e, dict) else None for e in events]
+            else:
+                while pos < offset:  # decompress forward to the piece (streams cannot seek back)
+                    got = fh.read(min(offset - pos, 16 << 20))
+                    if not got:
+                        break
+                    pos += len(got)
+                data = fh.read(length)
+                pos += len(data)
+                try:
+                    evs = _pieces.decode(b"[" + data + b"]")
+                except msgspec.ValidationError:  # an event whose args are not an object
+                    evs = _loose.decode(b"[" + data + b"]")
+                evs = [e.args for e in evs]
+            for p, slot in want[k]:
+                a = evs[p] if 0 <= p < len(evs) else None
+                if isinstance(a, _CommArgs):
+                    a = _as_dict(a)
+                if isinstance(a, dict):
+                    out[slot] = _pick(a) if "group" not in a else {k: v for k, v in a.items() if v is not None}
+    return out
+
+
+_KEYS = {"Process Group Name": "group", "Process Group Description": "group_desc",
+         "Process Group Ranks": "group_ranks", "Collective name": "collective",
+         "In msg nelems": "in_nelems", "Out msg nelems": "out_nelems", "dtype": "dtype",
+         "Group size": "group_size"}
+
+
+def _as_dict(a: _CommArgs | None) -> dict | None:
+    if a is None:
+        return None
+    return {f: getattr(a, f) for f in _CommArgs.__struct_fields__}
+
+
+def _pick(a: dict) -> dict:
+    """From a raw args object (the loose path): our names for the keys that are present."""
+    return {v: a[k] for k, v in _KEYS.items() if k in a}
