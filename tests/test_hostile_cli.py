@@ -232,3 +232,17 @@ def test_edge_case_traces_analyse_without_warnings(tmp_path, case):
             assert_refused(r, str(p))
         r = run(*cmd, "--no-cache")
         assert r.stderr == "" or r.returncode == 2, r.stderr
+
+
+def test_output_into_a_closed_pipe_is_not_an_error():
+    """`gpuviewer analyze ... | head -1`: the reader leaves early; no traceback."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    p = subprocess.Popen([sys.executable, "-m", "gpuviewer", "analyze", trace_path("kineto", "ddp_long")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    p.stdout.readline()
+    p.stdout.close()  # like head after its first line
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=300) == 0
+    assert "Traceback" not in err and "BrokenPipe" not in err, err

@@ -138,6 +138,8 @@ def _explain_split(cause: str, split: dict, excess: list[dict]) -> str:
     if split["host_to_launch"] >= 0.5:
         bits.append(f"takes {split['host_to_launch']:.1f} ms longer to launch the collective{top}")
     what = " and ".join(bits) if bits else "its host launches the collective later" + top
+    if top and top not in what:
+        what += f"; most extra host time: {excess[0]['name']} +{excess[0]['ms']:.1f} ms a step"
     return ("input: " if cause == "input" else "") + what
 
 

@@ -187,7 +187,11 @@ def main(argv: list[str] | None = None) -> int:
             # know of are fixed and tested (tests/test_hostile_cli.py) with warnings as errors.
             import warnings
             warnings.simplefilter("ignore")
-        return args.func(args)
+        try:
+            return args.func(args)
+        except BrokenPipeError:  # `gpuviewer analyze ... | head`: the reader left, not an error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
     from .gui import run_gui
     return run_gui(argv)
 
