@@ -120,6 +120,21 @@ class Collectives:
                 a[1].append(ins.last)
         return {r: (np.array(a, np.int64), np.array(b, np.int64)) for r, (a, b) in acc.items()}
 
+    def per_kernel(self) -> dict[int, dict]:
+        """Event index -> its instance: wait and transfer on this rank, bytes, busbw, the late
+        rank (for the window's details and its wait/transfer drawing)."""
+        out = {}
+        for ins in self.instances:
+            n = len(ins.ranks)
+            algbw = ins.bytes / ins.transfer_ns if ins.bytes and ins.transfer_ns > 0 else None
+            for k, (r, i) in enumerate(zip(ins.ranks, ins.idx.tolist())):
+                out[i] = {"collective": ins.kind, "group": ins.group, "order": ins.order, "step": ins.step,
+                          "ranks": n, "wait_ns": int(ins.last - ins.starts[k]), "wait_end_ns": ins.last,
+                          "transfer_ns": max(0, int(ins.ends[k]) - ins.last), "bytes": ins.bytes,
+                          "late_rank": ins.late_rank,
+                          "algbw_gbps": algbw, "busbw_gbps": algbw * bus_factor(ins.kind, n) if algbw else None}
+        return out
+
     def summary(self) -> list[dict]:
         """Per group and collective: count, bytes, mean transfer, algbw/busbw, mean wait per rank."""
         groups: dict[tuple[str, str], list[Instance]] = {}

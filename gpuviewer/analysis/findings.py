@@ -52,9 +52,12 @@ def analyze(trace: Trace, comm_args: dict[int, dict] | None = None) -> dict:
     findings.sort(key=_order)
     for f in findings:
         f["children"].sort(key=_order)
-    return plain({"ranks": [_rank_json(rb, kstats[rb.rank]) for rb in rbs], "findings": findings,
-                  "comm": comm, "collectives": colls.summary(), "collective_steps": _steps_json(colls, rbs),
-                  "unmatched_collectives": colls.unmatched})
+    out = plain({"ranks": [_rank_json(rb, kstats[rb.rank]) for rb in rbs], "findings": findings,
+                 "comm": comm, "collectives": colls.summary(), "collective_steps": _steps_json(colls, rbs),
+                 "unmatched_collectives": colls.unmatched})
+    # for the window (details and drawing of each collective kernel), never written as JSON
+    out["_kernel_collectives"] = colls.per_kernel()
+    return out
 
 
 def _order(f: dict):

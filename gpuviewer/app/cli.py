@@ -116,7 +116,7 @@ def cmd_analyze(args) -> int:
         sys.stdout.write(term(to_markdown(a, "gpuviewer analysis: " + ", ".join(os.path.basename(p) for p in args.paths))))
         return 0
     if args.json:
-        _json(a)
+        _json({k: v for k, v in a.items() if not k.startswith("_")})
         return 0
     def show(f, depth=0):
         lead = "    " * depth + ("└ " if depth else "")

@@ -13,6 +13,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPainter, QPen, QPolygonF
 
 from ..model import queries as q
+from ..model.categories import LaneKind
 from ..model.layout import Layout
 from ..model.trace import Trace
 from .colors import BRUSHES, color_index, name_shades, text_color
@@ -24,6 +25,7 @@ STEP_PEN = QPen(QColor(90, 90, 90, 170), 1, Qt.DashLine)
 SEL_PEN = QPen(QColor(0, 0, 0), 2)
 MATCH_PEN = QPen(QColor(250, 204, 21), 2)
 FLOW_PEN = QPen(QColor(30, 30, 30), 1.5)
+WAIT_BRUSH = QBrush(QColor(255, 255, 255, 150))  # over a collective kernel: the part spent waiting
 MAX_LABELS = 600
 
 
@@ -41,6 +43,8 @@ class TimelineItem(pg.GraphicsObject):
         self.match_mask: np.ndarray | None = None  # bool per event
         self.flow_pairs: list[tuple[int, int]] = []
         self.highlight: tuple[int, int, set] | None = None  # a finding's range on its ranks
+        self.wait_idx = np.zeros(0, np.int64)  # collective kernels with a wait part, sorted
+        self.wait_end = np.zeros(0, np.int64)  # ...and when their wait ended (the last arrival)
         self.cursor_ns: int | None = None  # a time picked elsewhere (memory panel)
         self.annotations: list = []  # model.annotations.Annotation
         self.font = QFont()
@@ -56,6 +60,35 @@ class TimelineItem(pg.GraphicsObject):
 
     def dataBounds(self, ax, frac=1.0, orthoRange=None):
         return (0, float(self.span)) if ax == 0 else (0, float(self.layout.height))
+
+    def set_comm_waits(self, per_kernel: dict) -> None:
+        """Collective kernels are drawn with their wait for the last rank lighter than the
+        transfer after it."""
+        items = sorted((int(i), int(v["wait_end_ns"])) for i, v in per_kernel.items() if v["wait_ns"] > 0)
+        self.wait_idx = np.array([a for a, _ in items], np.int64)
+        self.wait_end = np.array([b for _, b in items], np.int64)
+        self.update()
+
+    def _waits(self, p, rows, t0, t1, sx, ox, sy, oy) -> None:
+        c = self.trace.columns
+        p.setBrush(WAIT_BRUSH)
+        for row in rows:
+            if row.kind != "lane" or self.trace.lanes[row.lane].kind != LaneKind.COMM:
+                continue
+            idx = q.events_in_range(self.trace, row.lane, t0, t1)
+            pos = np.searchsorted(self.wait_idx, idx)
+            hit = (pos < len(self.wait_idx)) & (self.wait_idx[np.minimum(pos, len(self.wait_idx) - 1)] == idx)
+            if not hit.any():
+                continue
+            i, we = idx[hit], self.wait_end[pos[hit]]
+            st = np.asarray(c["start"][i])
+            en = np.minimum(we, st + np.asarray(c["dur"][i]))
+            X0 = (st - self.origin) * sx + ox
+            X1 = (en - self.origin) * sx + ox
+            wide = X1 - X0 >= 1
+            Y = (row.y + np.asarray(c["depth"][i][wide])) * sy + oy + 0.08 * sy
+            n = self.buf.fill(X0[wide], Y, (X1 - X0)[wide], np.full(int(wide.sum()), 0.84 * sy))
+            self.buf.draw(p, n)
 
     def relayout(self) -> None:
         self.prepareGeometryChange()
@@ -122,6 +155,8 @@ class TimelineItem(pg.GraphicsObject):
                 n_total += n
             self._labels(p, X, W, Y, H, C, R)
         self.last_rect_count = n_total
+        if len(self.wait_idx):
+            self._waits(p, rows, t0, t1, sx, ox, sy, oy)
         if self.show_steps:
             self._steps(p, rows, sx, ox, sy, oy, y0, y1)
         if self.highlight is not None:

@@ -21,6 +21,7 @@ class DetailsPanel(QTreeWidget):
         self.itemActivated.connect(self._activated)
         self.trace: Trace | None = None
         self.origin = 0
+        self.collectives: dict[int, dict] = {}  # event index -> its matched collective (analysis)
 
     def set_trace(self, trace: Trace) -> None:
         self.trace = trace
@@ -47,6 +48,9 @@ class DetailsPanel(QTreeWidget):
         ]
         if int(c["corr"][i]):
             rows.append(("Correlation id", str(int(c["corr"][i]))))
+        coll = self.collectives.get(int(i))
+        if coll is not None:
+            rows += _collective_rows(coll)
         for k, v in rows:
             QTreeWidgetItem(self, [k, v])
         src, dst = t.flows
@@ -75,6 +79,20 @@ class DetailsPanel(QTreeWidget):
         j = item.data(0, Qt.UserRole)
         if j is not None:
             self.linkActivated.emit(int(j))
+
+
+def _collective_rows(c: dict) -> list[tuple[str, str]]:
+    """A collective kernel: the part spent waiting for the last rank, the transfer, bandwidth."""
+    rows = [("Collective", f"{c['collective']} #{c['order'] + 1} of step {c['step']} · group {c['group']} · "
+                           f"{c['ranks']} ranks"),
+            ("Waiting for others", f"{format_duration(c['wait_ns'])} (rank {c['late_rank']} arrived last)"
+             if c["wait_ns"] > 0 else "none (this rank arrived last)"),
+            ("Transfer", format_duration(c["transfer_ns"]))]
+    if c.get("bytes"):
+        bw = (f" · algbw {c['algbw_gbps']:.1f} GB/s · busbw {c['busbw_gbps']:.1f} GB/s"
+              if c.get("algbw_gbps") else "")
+        rows.append(("Bytes", f"{c['bytes']:,}{bw}"))
+    return rows
 
 
 def _fmt(v) -> str:

@@ -588,6 +588,10 @@ class MainWindow(QMainWindow):
             return  # a newer session replaced it
         self.analysis = a
         self.findings.set_findings(a["findings"])
+        kc = a.get("_kernel_collectives") or {}
+        self.details.collectives = kc
+        if self.timeline.item is not None:
+            self.timeline.item.set_comm_waits(kc)
         self.overview.set_analysis(a)
         if getattr(trace, "topology", None) is not None:
             self._show_topology()
