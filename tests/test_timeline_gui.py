@@ -266,3 +266,25 @@ def _count_in_child(path, q):
         q.put(load([path], use_cache=False).n_events)
     except Exception as e:  # noqa: BLE001
         q.put(repr(e))
+
+
+def test_collective_kernel_shows_wait_and_transfer(qtbot, tmp_path):
+    """A collective kernel on the waiting rank: details list its wait (and who came last), its
+    transfer and bandwidth; the timeline knows which part to draw lighter."""
+    w = make_window(qtbot, tmp_path, size=(1600, 900))
+    with qtbot.waitSignal(w.analysisReady, timeout=60_000):
+        assert w.open_paths([trace_path("kineto", "ddp")], block=True)
+    kc = w.analysis["_kernel_collectives"]
+    i, info = max(kc.items(), key=lambda kv: kv[1]["wait_ns"])
+    # the wait ends where the last rank's kernel of the same collective starts
+    c = w.trace.columns
+    partner = [j for j, v in kc.items() if v["step"] == info["step"] and v["order"] == info["order"]
+               and v["group"] == info["group"] and j != i]
+    assert partner and info["wait_end_ns"] == max(int(c["start"][j]) for j in partner + [i])
+    assert info["wait_ns"] == info["wait_end_ns"] - int(c["start"][i]) > 0
+    w.timeline.select(i)
+    rows = {w.details.topLevelItem(k).text(0): w.details.topLevelItem(k).text(1)
+            for k in range(w.details.topLevelItemCount())}
+    assert "arrived last" in rows["Waiting for others"] and rows["Transfer"]
+    assert "busbw" in rows["Bytes"]
+    assert i in set(w.timeline.item.wait_idx.tolist())
