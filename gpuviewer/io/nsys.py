@@ -3,7 +3,9 @@
 Facts: formats.md section A. Every table and non-core column is optional (lazy exports, drifting
 columns); SELECTs are built from what PRAGMA table_info reports. Times are ns since the capture
 started; TARGET_INFO_SESSION_START_TIME.utcEpochNs anchors them to Unix time so several
-reports share one axis. The file is opened read-only (URI mode=ro) and nothing is written to it.
+reports share one axis. The file is opened through sqlite_safe: read-only, immutable, bounded,
+only real tables; nothing is written to it or beside it. A row whose times are not integers, are
+out of range or run backwards is skipped and counted in a warning.
 The captured environment (META_DATA_CAPTURE, TARGET_INFO_SYSTEM_ENV) is never read here.
 """
 from __future__ import annotations
@@ -17,8 +19,10 @@ import numpy as np
 
 from ..model.build import TraceBuilder, mark_comm_lanes, nccl_name_ids
 from ..model.categories import Cat, LaneKind
-from ..model.trace import Counter, Source, Step, Trace
-from .errors import TraceError
+from ..model.trace import Counter, Source, Trace
+from . import sqlite_safe as sq
+from .errors import Cancelled, TraceError
+from .nsys_nvtx import read_nvtx
 
 NSYS_MARKER_TABLES = ("StringIds", "TARGET_INFO_GPU", "CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS",
                       "CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_SESSION_START_TIME", "ThreadNames",
@@ -36,32 +40,24 @@ COPY_KIND = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA"
 MEM_KIND = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
             6: "Managed Static", 7: "Unknown"}
 SYNC_TYPE = {0: "Unknown", 1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Context Sync"}
-NVTX_RANGES = (59, 60, 70, 71)  # push/pop and start/end ranges (and their NVTXt twins)
-NVTX_MARK = 34
-NVTX_DOMAIN_CREATE = 75
-_STEP = re.compile(r"^(?:step[ _#]?|ProfilerStep#)(\d+)$", re.IGNORECASE)
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
+# Every table this reader queries: a view or virtual table under one of these names is refused.
+READ_TABLES = set(NSYS_MARKER_TABLES) | set(TABLE_OF_CAT.values()) | {
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "TARGET_INFO_CUDA_GPU", "TARGET_INFO_CUDA_DEVICE",
+    "CUDA_GPU_MEMORY_USAGE_EVENTS", "META_DATA_CAPTURE"}
+_BAD_VALUES = (TypeError, ValueError, OverflowError, KeyError, IndexError, AttributeError)
 
 
-def connect(path: str) -> sqlite3.Connection:
-    try:
-        from urllib.parse import quote
-        db = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
-        db.execute("PRAGMA query_only = 1")
-        # Strings written by other tools are not always UTF-8 (a Latin-1 author name in the
-        # Extra-P samples): show a replacement character rather than refuse the file.
-        db.text_factory = lambda b: b.decode("utf-8", "replace")
-        return db
-    except sqlite3.Error as e:
-        raise TraceError(path, f"cannot open the SQLite database ({e})") from None
+def connect(path: str, cancelled=None) -> sqlite3.Connection:
+    return sq.open_readonly(path, cancelled)
 
 
-def tables(db: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')")}
+def tables(db: sq.SafeConnection) -> set[str]:
+    return sq.real_tables(db, READ_TABLES)
 
 
-def columns(db: sqlite3.Connection, table: str) -> set[str]:
-    return {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+def columns(db: sq.SafeConnection, table: str) -> set[str]:
+    return sq.columns(db, table)
 
 
 def _col(have: set[str], *names: str, default: str = "-1") -> str:
@@ -71,23 +67,30 @@ def _col(have: set[str], *names: str, default: str = "-1") -> str:
     return default
 
 
-def _fetch_int(db, sql: str, ncols: int) -> np.ndarray:
-    rows = db.execute(sql).fetchall()
-    if not rows:
-        return np.zeros((0, ncols), np.int64)
-    return np.array(rows, dtype=np.int64).reshape(len(rows), ncols)
-
-
 class _Report:
     """One .sqlite file."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, cancelled=None) -> None:
         self.path = path
-        self.db = connect(path)
+        self.db = connect(path, cancelled)
+        self.bad_rows: dict[str, int] = {}  # table -> rows skipped for bad values
+        self.notes: list[str] = []
         try:
             self.tables = tables(self.db)
+            self._check_nsys()
+            # Ids that are not integers name nothing; values that are not text become text.
+            self.strings = dict(self.db.execute(
+                "SELECT id, CAST(value AS TEXT) FROM StringIds WHERE typeof(id) = 'integer' AND value IS NOT NULL"))
+            self.utc_ns = self._utc_start()
         except sqlite3.DatabaseError as e:
-            raise TraceError(path, f"the export is damaged or cut short (sqlite: {e})") from None
+            self.db.close()
+            raise sq.explain(self.db, path, e) from None
+        except BaseException:
+            self.db.close()
+            raise
+
+    def _check_nsys(self) -> None:
+        path = self.path
         if not (self.tables & set(NSYS_MARKER_TABLES)) and not any(
                 t.startswith(("CUPTI_ACTIVITY_KIND_", "TARGET_INFO_")) for t in self.tables):
             raise TraceError(path, "an SQLite database, but not an Nsight Systems export "
@@ -95,27 +98,31 @@ class _Report:
         if "StringIds" not in self.tables:
             raise TraceError(path, "the export has no StringIds table, so no event can be named; "
                                    "export it again with `nsys export --type sqlite`")
-        try:
-            self.strings = dict(self.db.execute("SELECT id, value FROM StringIds"))
-        except sqlite3.DatabaseError as e:
-            raise TraceError(path, f"the export is damaged or cut short (sqlite: {e})") from None
-        self.utc_ns = self._utc_start()
 
     def _utc_start(self) -> int:
         if "TARGET_INFO_SESSION_START_TIME" in self.tables and \
                 "utcEpochNs" in columns(self.db, "TARGET_INFO_SESSION_START_TIME"):
             r = self.db.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
-            if r and r[0]:
-                return int(r[0])
+            if r and type(r[0]) is int and 0 <= r[0] < sq.TIME_LIMIT:
+                return r[0]
+            if r and r[0] is not None:
+                self.notes.append("the session start time (utcEpochNs) is not a valid number: times "
+                                  "are shown from the capture start")
         return 0
 
     def version(self) -> dict:
         for t in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
             if t in self.tables:
                 rows = dict(self.db.execute(f"SELECT name, value FROM {t}").fetchall())
-                return {k: rows[k] for k in ("EXPORT_PRODUCT_VERSION", "EXPORT_SCHEMA_VERSION")
+                return {k: str(rows[k]) for k in ("EXPORT_PRODUCT_VERSION", "EXPORT_SCHEMA_VERSION")
                         if k in rows}
         return {}
+
+    def fetch(self, table: str, sql: str, ncols: int, required=(0, 1, 2), times=(1, 2)) -> np.ndarray:
+        a, bad = sq.fetch_ints(self.db, sql, ncols, required, times)
+        if bad:
+            self.bad_rows[table] = self.bad_rows.get(table, 0) + bad
+        return a
 
 
 def _gpu_table(rep: _Report, table: str, cat: Cat, name_sql: str | None) -> dict | None:
@@ -124,13 +131,15 @@ def _gpu_table(rep: _Report, table: str, cat: Cat, name_sql: str | None) -> dict
     have = columns(rep.db, table)
     if not {"start", "end"} <= have:
         return None
-    pid = "(globalPid >> 24) & 16777215" if "globalPid" in have else "-1"
+    # The raw globalPid, split here: SQL would turn text into pid 0, a process that is not there.
+    pid = "globalPid" if "globalPid" in have else "-1"
     name = name_sql(have) if callable(name_sql) else (name_sql or "-1")
     sql = (f"SELECT rowid, start, end, {_col(have, 'deviceId')}, {_col(have, 'streamId')}, "
            f"{_col(have, 'correlationId', default='0')}, {pid}, {name} FROM {table}")
-    a = _fetch_int(rep.db, sql, 8)
+    a = rep.fetch(table, sql, 8, required=(0, 1, 2, 6) if pid != "-1" else (0, 1, 2))
+    p = (a[:, 6] >> 24) & 0xFFFFFF if pid != "-1" else a[:, 6]
     return {"rowid": a[:, 0], "start": a[:, 1], "end": a[:, 2], "device": a[:, 3], "stream": a[:, 4],
-            "corr": a[:, 5], "pid": a[:, 6], "name": a[:, 7], "cat": cat}
+            "corr": a[:, 5], "pid": p, "name": a[:, 7], "cat": cat}
 
 
 def _kernel_name(have):
@@ -141,8 +150,8 @@ def _kernel_name(have):
 
 
 def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
-                progress: Callable[[float, str], None] | None = None) -> dict:
-    rep = _Report(path)
+                progress: Callable[[float, str], None] | None = None, cancelled=None) -> dict:
+    rep = _Report(path, cancelled)
     db = rep.db
     strings = rep.strings
     warnings: list[str] = []
@@ -221,7 +230,7 @@ def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
         _runtime(rep, b, rank_of, names_lut, file_index)
         if progress:
             progress(0.65, f"{os.path.basename(path)}: NVTX")
-        _nvtx(rep, b, rank_of, file_index, warnings)
+        read_nvtx(rep, b, rank_of, file_index, warnings)
         if progress:
             progress(0.8, f"{os.path.basename(path)}: OS runtime")
         _osrt(rep, b, rank_of, names_lut, file_index)
@@ -233,7 +242,10 @@ def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
             info.files.append(os.path.abspath(path))
         if dropped:
             warnings.append(f"{len(dropped)} processes without GPU work are not shown as ranks")
-        for w in warnings:
+        for table, n in rep.bad_rows.items():
+            warnings.append(f"{n:,} row{'s' * (n != 1)} of {table} skipped: a time or id that is "
+                            "missing, not an integer, out of range, or an end earlier than its start")
+        for w in warnings + rep.notes + db.warnings:
             b.warnings.append(f"{os.path.basename(path)}: {w}")
         st = os.stat(path)
         b.sources.append(Source(path=os.path.abspath(path), format="nsys", size=st.st_size,
@@ -241,7 +253,10 @@ def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
         return {"ranks": len(rank_of), "utc_ns": rep.utc_ns, "version": rep.version(),
                 "pids": {str(p): r for p, r in rank_of.items()}}
     except sqlite3.DatabaseError as e:
-        raise TraceError(path, f"the export is damaged or cut short (sqlite: {e})") from None
+        raise sq.explain(db, path, e) from None
+    except _BAD_VALUES as e:  # a value of a type no export has: one line, not Python's words
+        raise TraceError(path, "the export holds values of a type or size Nsight Systems does not "
+                               "write; it is damaged or was made by another program") from e
     finally:
         db.close()
 
@@ -290,7 +305,7 @@ def _host_pids(rep: _Report) -> set[int]:
     for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"):
         if t in rep.tables and "globalTid" in columns(rep.db, t):
             pids |= {r[0] for r in rep.db.execute(
-                f"SELECT DISTINCT (globalTid >> 24) & 16777215 FROM {t} WHERE globalTid IS NOT NULL")}
+                f"SELECT DISTINCT (globalTid >> 24) & 16777215 FROM {t} WHERE globalTid BETWEEN 0 AND {2**63 - 1}")}
     return pids
 
 
@@ -303,10 +318,13 @@ def _host_rows(rep, b, rank_of, table: str, extra: list[str], kind: str, prefix:
     if not {"start", "end", "globalTid"} <= have:
         return None
     cols = ", ".join(_col(have, c, default="0" if c in ("correlationId", "eventClass") else "-1") for c in extra)
-    a = _fetch_int(rep.db, f"SELECT rowid, start, end, (globalTid >> 24) & 16777215, globalTid & 16777215, "
-                           f"{cols} FROM {table}", 5 + len(extra))
+    # globalTid twice, split here (SQL would turn text into thread 0 of process 0)
+    a = rep.fetch(table, f"SELECT rowid, start, end, globalTid, globalTid, {cols} FROM {table}",
+                  5 + len(extra), required=(0, 1, 2, 3))
     if not len(a):
         return None
+    a[:, 3] = (a[:, 3] >> 24) & 0xFFFFFF
+    a[:, 4] &= 0xFFFFFF
     lane = np.full(len(a), -1, np.int32)
     pid, tid = a[:, 3], a[:, 4]
     for p, t in set(zip(pid.tolist(), tid.tolist())):
@@ -330,98 +348,6 @@ def _runtime(rep, b, rank_of, names_lut, source) -> None:
           corr=np.clip(a[:, 5], 0, 0xFFFFFFFF), src=a[:, 0])
 
 
-def _short_nvtx(s: str) -> str:
-    """PyTorch emit_nvtx names ("aten::add, seq = 3, op_id = 7, sizes = [...]") are grouped by
-    the op; the rest stays in the row's arguments."""
-    cut = s.find(", ")
-    if cut > 0 and ("op_id =" in s or "seq =" in s or "sizes =" in s):
-        return s[:cut]
-    return s
-
-
-def _nvtx(rep, b, rank_of, source, warnings) -> None:
-    t = "NVTX_EVENTS"
-    if t not in rep.tables:
-        return
-    have = columns(rep.db, t)
-    if not {"start", "eventType", "globalTid"} <= have:
-        return
-    text = "text" if "text" in have else "NULL"
-    text_id = "textId" if "textId" in have else "NULL"
-    end = "end" if "end" in have else "NULL"
-    dom = "domainId" if "domainId" in have else "0"
-    rows = rep.db.execute(
-        f"SELECT rowid, start, {end}, eventType, globalTid, {text}, {text_id}, {dom} FROM {t}").fetchall()
-    if not rows:
-        return
-    session_end = max((r[2] or r[1]) for r in rows)
-    domains = {}
-    for r in rows:
-        if r[3] == NVTX_DOMAIN_CREATE:
-            name = r[5] if r[5] is not None else rep.strings.get(r[6])
-            if name:
-                domains[(r[4] >> 24 & 0xFFFFFF, r[7])] = name
-    names_cache: dict = {}
-    rowid, start, dur, lane_l, name_l, is_mark = [], [], [], [], [], []
-    lane_ids: dict = {}
-    open_ended = 0
-    for r in rows:
-        et = r[3]
-        if et not in NVTX_RANGES and et != NVTX_MARK:
-            continue
-        g = r[4]
-        if g is None:
-            continue
-        pid, tid = g >> 24 & 0xFFFFFF, g & 0xFFFFFF
-        if pid not in rank_of:
-            continue
-        raw = r[5] if r[5] is not None else rep.strings.get(r[6], "")
-        nid = names_cache.get(raw)
-        if nid is None:
-            nid = names_cache[raw] = b.names.id(_short_nvtx(raw or ""))
-        key = (pid, tid, r[7])
-        ln = lane_ids.get(key)
-        if ln is None:
-            dname = domains.get((pid, r[7]))
-            label = f"NVTX{' ' + dname if dname else ''} · thread {tid}"
-            ln = lane_ids[key] = b.lane(rank_of[pid], LaneKind.NVTX, -1, tid * 1000 + r[7] if r[7] else tid,
-                                        label, pid=pid, source=source)
-        e = r[2]
-        if e is None and et != NVTX_MARK:
-            e = session_end
-            open_ended += 1
-        rowid.append(r[0])
-        start.append(r[1])
-        dur.append(0 if e is None else e - r[1])
-        lane_l.append(ln)
-        name_l.append(nid)
-        is_mark.append(et == NVTX_MARK)
-    if open_ended:
-        warnings.append(f"{open_ended} NVTX ranges without an end (closed at the end of the capture)")
-    if not rowid:
-        return
-    mark = np.array(is_mark, bool)
-    start_a = np.array(start, np.int64) + rep.utc_ns
-    lane_a = np.array(lane_l, np.int32)
-    name_a = np.array(name_l, np.int32)
-    rng = ~mark
-    b.add(start=start_a[rng], dur=np.array(dur, np.int64)[rng], lane=lane_a[rng], name=name_a[rng],
-          cat=np.full(int(rng.sum()), Cat.NVTX, np.uint8), src=np.array(rowid, np.int64)[rng])
-    if mark.any():
-        b.add_instants(start_a[mark], lane_a[mark], name_a[mark])
-    # Steps: NVTX ranges "step N" (or ProfilerStep#N), per rank.
-    lane_rank = {ln: b.lanes[ln].rank for ln in set(lane_l)}
-    seen = set()
-    for s, d, ln, n in zip(start_a[rng].tolist(), np.array(dur)[rng].tolist(), lane_a[rng].tolist(),
-                           name_a[rng].tolist()):
-        m = _STEP.match(b.names.strings[n])
-        if m:
-            key = (lane_rank[ln], int(m.group(1)))
-            if key not in seen:
-                seen.add(key)
-                b.steps.append(Step(key[0], key[1], s, s + d))
-
-
 def _osrt(rep, b, rank_of, names_lut, source) -> None:
     got = _host_rows(rep, b, rank_of, "OSRT_API", ["nameId"], LaneKind.OSRT, "OS runtime", source)
     if got is not None:
@@ -434,7 +360,7 @@ def _thread_labels(rep, b, source) -> None:
     if "ThreadNames" not in rep.tables:
         return
     names = {}
-    for nid, g in rep.db.execute("SELECT nameId, globalTid FROM ThreadNames"):
+    for nid, g in rep.db.execute("SELECT nameId, globalTid FROM ThreadNames WHERE typeof(globalTid) = 'integer'"):
         if g is not None:
             names[(g >> 24 & 0xFFFFFF, g & 0xFFFFFF)] = rep.strings.get(nid)
     for ln in b.lanes:
@@ -456,11 +382,11 @@ def _devices(rep, b, rank_of, proc_dev) -> None:
                   if c in have]
         if idcol:
             for row in rep.db.execute(f"SELECT {idcol}, {', '.join(fields) or 'NULL'} FROM TARGET_INFO_GPU"):
-                gpus[row[0]] = {k: v for k, v in zip(fields, row[1:]) if v is not None}
-    if not gpus and "TARGET_INFO_CUDA_GPU" in rep.tables:  # 2021 exports
-        for row in rep.db.execute("SELECT deviceId, name, pciBusId, globalMemorySize, numMultiprocessors "
-                                  "FROM TARGET_INFO_CUDA_GPU"):
-            gpus[row[0]] = {"name": row[1], "busLocation": row[2], "totalMemory": row[3], "smCount": row[4]}
+                gpus[row[0]] = _props(zip(fields, row[1:]))
+    old = ("deviceId", "name", "pciBusId", "globalMemorySize", "numMultiprocessors")  # 2021 exports
+    if not gpus and "TARGET_INFO_CUDA_GPU" in rep.tables and set(old) <= columns(rep.db, "TARGET_INFO_CUDA_GPU"):
+        for row in rep.db.execute(f"SELECT {', '.join(old)} FROM TARGET_INFO_CUDA_GPU"):
+            gpus[row[0]] = _props(zip(("name", "busLocation", "totalMemory", "smCount"), row[1:]))
     # (pid, cudaId) -> gpuId (2025.1+); before that the CUDA ordinal is cuDevice.
     cuda_map = {}
     if "TARGET_INFO_CUDA_DEVICE" in rep.tables and {"gpuId", "cudaId", "pid"} <= columns(rep.db, "TARGET_INFO_CUDA_DEVICE"):
@@ -480,6 +406,12 @@ def _devices(rep, b, rank_of, proc_dev) -> None:
                 info.device_props[d] = props
 
 
+def _props(pairs) -> dict:
+    """Device properties of the types an export writes (text names, numeric sizes); others dropped."""
+    text = ("name", "busLocation", "chipName", "uuid")
+    return {k: v for k, v in pairs if (type(v) is str) == (k in text) and type(v) in (str, int, float)}
+
+
 def _memory(rep, b, rank_of) -> None:
     t = "CUDA_GPU_MEMORY_USAGE_EVENTS"
     if t not in rep.tables:
@@ -487,8 +419,9 @@ def _memory(rep, b, rank_of) -> None:
     have = columns(rep.db, t)
     if not {"start", "bytes", "memoryOperationType", "globalPid", "deviceId"} <= have:
         return
-    a = _fetch_int(rep.db, f"SELECT start, (globalPid >> 24) & 16777215, deviceId, bytes, memoryOperationType "
-                           f"FROM {t} ORDER BY start", 5)
+    a = rep.fetch(t, f"SELECT start, globalPid, deviceId, bytes, memoryOperationType FROM {t} ORDER BY start",
+                  5, required=(0, 1, 2, 3), times=(0, None))
+    a[:, 1] = (a[:, 1] >> 24) & 0xFFFFFF
     for p, d in set(zip(a[:, 1].tolist(), a[:, 2].tolist())):
         if p not in rank_of:
             continue
@@ -501,12 +434,22 @@ def _memory(rep, b, rank_of) -> None:
 def load_nsys(files: list[str], *, progress=None, cancelled=None) -> Trace:
     b = TraceBuilder("nsys")
     per_file = []
+    empty: list[str] = []
     for i, f in enumerate(files):
         if cancelled and cancelled():
-            from .errors import Cancelled
             raise Cancelled()
         base = max(b.ranks) + 1 if b.ranks else 0
-        per_file.append(read_report(b, f, i, base, progress))
+        before = (len(b._chunks), len(b._inst), len(b.counters))  # b.add skips empty chunks
+        per_file.append(read_report(b, f, i, base, progress, cancelled))
+        if (len(b._chunks), len(b._inst), len(b.counters)) == before:
+            empty.append(f)
+    # An empty capture (profiling stopped before anything ran, or every activity table empty)
+    # is refused rather than shown as a blank window; in a session it is named and skipped.
+    if empty and len(empty) == len(files):
+        raise TraceError(", ".join(empty), "the export holds no events (no GPU or CPU activity was "
+                                           "recorded in it)")
+    for f in empty:
+        b.warnings.append(f"{os.path.basename(f)}: the export holds no events")
     if progress:
         progress(0.9, "sorting and nesting events")
     trace = b.finish()
@@ -522,6 +465,9 @@ def row_args(path: str, cat: int, rowid: int) -> dict:
         return {}
     db = connect(path)
     try:
+        if table not in tables(db):
+            return {}
+        columns(db, table)  # refuses computed columns before SELECT * would run them
         cur = db.execute(f"SELECT * FROM {table} WHERE rowid = ?", (rowid,))
         row = cur.fetchone()
         if row is None:
@@ -540,14 +486,16 @@ def row_args(path: str, cat: int, rowid: int) -> dict:
                 v = MEM_KIND.get(v, v)
             elif k == "syncType":
                 v = SYNC_TYPE.get(v, v)
-            elif k in ("globalTid", "globalPid"):
+            elif k in ("globalTid", "globalPid") and type(v) is int:
                 out["pid"] = (v >> 24) & 0xFFFFFF
                 if k == "globalTid":
                     out["tid"] = v & 0xFFFFFF
                 continue
             out[k] = v
-        if "bytes" in out and "start" in out and "end" in out and out["end"] > out["start"]:
+        if all(type(out.get(k)) is int for k in ("bytes", "start", "end")) and out["end"] > out["start"]:
             out["bandwidth GB/s"] = round(out["bytes"] / (out["end"] - out["start"]), 3)
         return out
+    except sqlite3.DatabaseError as e:
+        raise sq.explain(db, path, e) from None
     finally:
         db.close()

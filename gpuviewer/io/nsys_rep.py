@@ -5,10 +5,10 @@ import os
 import shutil
 import subprocess
 
-from .errors import TraceError
+from .errors import Cancelled, TraceError
 
 
-def export_reports(files: list[str], progress=None) -> list[str]:
+def export_reports(files: list[str], progress=None, cancelled=None) -> list[str]:
     nsys = shutil.which("nsys")
     out = []
     for f in files:
@@ -22,15 +22,38 @@ def export_reports(files: list[str], progress=None) -> list[str]:
         from .cache import cache_root, key_for
         dest_dir = os.path.join(os.path.dirname(cache_root()), "nsys-export")
         os.makedirs(dest_dir, exist_ok=True)
-        dest = os.path.join(dest_dir, key_for([f]) + ".sqlite")
+        key = key_for([f])
+        dest = os.path.join(dest_dir, key + ".sqlite")
         if not os.path.exists(dest):
             if progress:
                 progress(0.05, f"exporting {os.path.basename(f)} with nsys")
-            tmp = dest + ".part"
-            r = subprocess.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true",
-                                "--output", tmp, f], capture_output=True, text=True)
-            if r.returncode != 0 or not os.path.exists(tmp):
-                raise TraceError(f, f"nsys export failed: {(r.stderr or r.stdout).strip()[:300]}")
-            os.replace(tmp, dest)
+            # Ends in .sqlite, or nsys would add the suffix itself and the file would not be found.
+            tmp = os.path.join(dest_dir, f".part-{key}.sqlite")
+            try:
+                rc, err = _run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true",
+                                "--output", tmp, f], cancelled)
+                if rc != 0 or not os.path.isfile(tmp):
+                    msg = " ".join(err.split())[:300] or f"exit status {rc}"
+                    raise TraceError(f, f"nsys export failed: {msg}")
+                os.replace(tmp, dest)
+            finally:
+                if os.path.exists(tmp):
+                    os.remove(tmp)  # half-written by a failed or cancelled export
         out.append(dest)
     return out
+
+
+def _run(cmd: list[str], cancelled) -> tuple[int, str]:
+    """Run nsys; Cancel ends it (an export of a big report takes minutes). Returns the exit
+    status and what it said (stderr, else stdout)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL, text=True, errors="replace")
+    while True:
+        try:
+            out, err = p.communicate(timeout=0.2)
+            return p.returncode, (err or "").strip() or (out or "")
+        except subprocess.TimeoutExpired:
+            if cancelled is not None and cancelled():
+                p.kill()
+                p.communicate()
+                raise Cancelled() from None
