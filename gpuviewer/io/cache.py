@@ -35,6 +35,12 @@ def key_for(files: list[str]) -> str:
         st = os.stat(f)
         # the path's bytes, so names that are not UTF-8 get a key too
         parts.append([os.fsencode(os.path.abspath(f)).hex(), st.st_size, st.st_mtime_ns])
+        for side in ("-wal", "-journal"):  # SQLite commits into these without touching the file
+            try:
+                ss = os.stat(f + side)
+                parts.append([side, ss.st_size, ss.st_mtime_ns])
+            except OSError:
+                pass
     blob = msgspec.json.encode({"v": STORE_VERSION, "files": parts})
     return hashlib.sha256(blob).hexdigest()[:32]
 

@@ -40,7 +40,8 @@ def max_snapshot_objects() -> int:
 
 
 def max_sqlite_steps() -> int:
-    """Most SQLite virtual-machine steps (in thousands) one query may run before it is stopped."""
+    """Most SQLite virtual-machine steps (in thousands) one query may run before it is stopped,
+    plus 4 steps per byte of the file (so a big export is never refused for its size)."""
     return _env_int("GPUVIEWER_MAX_SQLITE_KSTEPS", 2_000_000)
 
 

@@ -119,7 +119,7 @@ def _load(files: list[str], kinds: dict, use_cache: bool, progress, cancelled) -
             raise unexpected(_names(files), e) from e
     elif sn.NSYS_REP in kinds:
         from .nsys_rep import export_reports
-        exported = export_reports(files, progress=progress)
+        exported = export_reports(files, progress=progress, cancelled=cancelled)
         return _load(exported, {f: sn.sniff(f) for f in exported}, use_cache, progress, cancelled)
     else:
         from collections import Counter as _Count
