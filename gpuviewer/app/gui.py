@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
@@ -90,21 +91,76 @@ def run_gui(argv: list[str]) -> int:
     return app.exec()
 
 
+# Largest side of a screenshot: 8192x8192 is 256 MB of pixels; far beyond it Qt cannot paint
+# (a 100000x100000 window renders nothing but "Painter not active" warnings).
+MAX_SIDE = 8192
+MIN_SIZE = (200, 150)
+# --window ends in ms from the session start; 1e10 ms is 115 days, past any trace, and keeps
+# START*1e6 ns well inside int64.
+MAX_WINDOW_MS = 1e10
+
+
 def _parse_size(s: str) -> tuple[int, int]:
-    w, h = s.lower().split("x")
-    return int(w), int(h)
+    """WxH, each side MIN_SIZE..MAX_SIDE; ValueError says what is wrong."""
+    parts = s.lower().split("x")
+    try:
+        w, h = (int(p) for p in parts)  # int() also takes a sign: -5x10 is "too small"
+    except ValueError:
+        raise ValueError("expected WxH in pixels, e.g. 1600x900") from None
+    if w < MIN_SIZE[0] or h < MIN_SIZE[1]:
+        raise ValueError(f"too small (at least {MIN_SIZE[0]}x{MIN_SIZE[1]})")
+    if w > MAX_SIDE or h > MAX_SIDE:
+        raise ValueError(f"too large (at most {MAX_SIDE} pixels a side)")
+    return w, h
 
 
 def _parse_window(s: str) -> tuple[float, float]:
-    a, b = s.split(":")
-    return float(a), float(b)
+    """START_MS:END_MS, finite, START < END; ValueError says what is wrong."""
+    parts = s.split(":")
+    if len(parts) != 2:
+        raise ValueError("expected START_MS:END_MS, e.g. 100:250")
+    try:
+        a, b = float(parts[0]), float(parts[1])
+    except ValueError:
+        raise ValueError("START and END must be numbers of milliseconds") from None
+    if not all(math.isfinite(x) and abs(x) <= MAX_WINDOW_MS for x in (a, b)):
+        raise ValueError(f"START and END must be finite, within ±{MAX_WINDOW_MS:.0e} ms")
+    if not a < b:
+        raise ValueError("START must be before END")
+    return a, b
+
+
+# Qt messages that the offscreen platform prints on every headless run and that say nothing
+# about the result; anything else still reaches stderr.
+_QT_NOISE = ("This plugin does not support propagateSizeHints()",)
+
+
+def _quiet_qt() -> None:
+    from PySide6.QtCore import qInstallMessageHandler
+
+    def handler(_mode, _context, msg: str) -> None:
+        if not any(n in msg for n in _QT_NOISE):
+            sys.stderr.write(msg + "\n")
+    qInstallMessageHandler(handler)
 
 
 def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, use_cache=True,
                   setup=None, annotations: str | None = None, report: bool = False) -> int:
-    """Load, lay out and save the main window as the user would see it. Returns an exit code."""
+    """Load, lay out and save the main window as the user would see it. Returns an exit code.
+    Headless runs read the annotations sidecar (a damaged one is reported and left alone) but
+    never write it."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from ..io.errors import TraceError
+    from ..io.sidecar import load_doc, problem, sidecar_path
+    doc = None
+    if annotations:  # checked before the (long) load, so a bad file fails at once
+        try:
+            doc = load_doc(annotations, missing_ok=False)
+        except TraceError as e:
+            print(f"gpuviewer: {e}", file=sys.stderr)
+            return 2
     app = _app()
+    _quiet_qt()
     from PySide6.QtCore import QSettings
     from ..widgets.main_window import MainWindow
     settings = QSettings(os.path.join(_tmpdir(), "screenshot.ini"), QSettings.IniFormat)
@@ -115,14 +171,28 @@ def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, 
     if not win.open_paths(paths, block=True):
         print(f"gpuviewer: {win.last_error}", file=sys.stderr)
         return 2
+    win.sidecar = None  # before any event runs the autosave timer: headless runs never write
+    if doc is None:
+        side = sidecar_path(paths)
+        why = problem(side)
+        if win.doc.warnings:
+            for w in win.doc.warnings:
+                print(f"gpuviewer: warning: {side}: {w}", file=sys.stderr)
+        elif why:
+            print(f"gpuviewer: warning: {side}: {why}; going on without its annotations", file=sys.stderr)
     win.show()
     for _ in range(3):
         app.processEvents()
+    if (win.width(), win.height()) != tuple(size) and not report:
+        # Qt keeps a window at least as large as its docks and toolbars need
+        print(f"gpuviewer: warning: --size {size[0]}x{size[1]} is smaller than the window can be; "
+              f"the picture is {win.width()}x{win.height()}", file=sys.stderr)
     if annotations:
-        from ..io.errors import TraceError
+        for w in doc.warnings:
+            print(f"gpuviewer: warning: {annotations}: {w}", file=sys.stderr)
         try:
             win.load_annotation_file(annotations)
-        except TraceError as e:
+        except TraceError as e:  # changed since it was checked above
             print(f"gpuviewer: {e}", file=sys.stderr)
             win.close()
             return 2
@@ -142,7 +212,6 @@ def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, 
             ok = False
     else:
         ok = save_widget(win, out)
-    win.sidecar = None  # headless runs never write a sidecar
     win.close()
     if not ok:
         print(f"gpuviewer: cannot write {out}", file=sys.stderr)
@@ -190,12 +259,13 @@ def _paths_exist(paths: list[str]) -> bool:
 def cmd_screenshot(args) -> int:
     try:
         size = _parse_size(args.size)
-        window = _parse_window(args.window) if args.window else None
-    except ValueError:
-        print("gpuviewer: --size is WxH (e.g. 1600x900) and --window START_MS:END_MS", file=sys.stderr)
+    except ValueError as e:
+        print(f"gpuviewer: --size {args.size}: {e}", file=sys.stderr)
         return 2
-    if size[0] < 200 or size[1] < 150:
-        print("gpuviewer: --size is too small (at least 200x150)", file=sys.stderr)
+    try:
+        window = _parse_window(args.window) if args.window else None
+    except ValueError as e:
+        print(f"gpuviewer: --window {args.window}: {e}", file=sys.stderr)
         return 2
     if not args.output.lower().endswith((".png", ".svg")):
         print("gpuviewer: the output must end in .png or .svg", file=sys.stderr)

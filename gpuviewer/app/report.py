@@ -1,6 +1,10 @@
 """Reports: one self-contained HTML (or Markdown) file with the trace summary, a per-rank
 overview, every finding with its evidence and an image of its time range, and the annotations
-with images. Images are PNGs embedded as data URIs: no network, no side files."""
+with images. Images are PNGs embedded as data URIs: no network, no side files.
+
+An image costs a re-render of the timeline (about 65 ms on the 2-core VM), so only the first
+MAX_ANNOTATION_IMAGES annotations get one; the others are rows of a table, and a report's time
+grows by about a millisecond an annotation beyond those."""
 from __future__ import annotations
 
 import base64
@@ -20,6 +24,7 @@ td:first-child,th:first-child{text-align:left}.sev-high{color:#dc2626;font-weigh
 img{max-width:100%;border:1px solid #cbd5e1;margin:6px 0}.muted{color:#64748b;font-size:12px}
 code{background:#f1f5f9;padding:0 3px}
 """
+MAX_ANNOTATION_IMAGES = 24
 
 
 def _png_data_uri(widget) -> str:
@@ -32,7 +37,7 @@ def _png_data_uri(widget) -> str:
     return "data:image/png;base64," + base64.b64encode(bytes(ba)).decode()
 
 
-def _image_of_range(win, t0: int, t1: int, ranks: list[int]) -> str:
+def _image_of_range(win, t0: int, t1: int, ranks: list[int], anns: list) -> str:
     from PySide6.QtWidgets import QApplication
     span = max(t1 - t0, 1_000_000)
     win.timeline.set_range(t0 - span // 10, t1 + span // 10)
@@ -41,8 +46,25 @@ def _image_of_range(win, t0: int, t1: int, ranks: list[int]) -> str:
         hdr = next((r for r in lm.rows if r.kind == "header" and r.rank == ranks[0]), None)
         if hdr is not None:
             win.timeline.scroll.setValue(int(hdr.y * 10))
+    if win.timeline.item is not None:
+        # the timeline paints every annotation it holds, on screen or not: hand it only those
+        # in this image, so that an image costs the same with 10 annotations or 10,000
+        win.timeline.item.annotations = _in_range(anns, *win.timeline.visible_range())
     QApplication.processEvents()
     return _png_data_uri(win.timeline)
+
+
+def _in_range(anns: list, lo: int, hi: int) -> list:
+    """Annotations that can show between lo and hi: a note's label reaches right of its time
+    (up to 430 px, under half the view), so notes up to half a view to the left count."""
+    left = lo - (hi - lo) // 2
+    out = []
+    for a in anns:
+        a0 = a.start_ns if a.end_ns is None else min(a.start_ns, a.end_ns)
+        a1 = a.start_ns if a.end_ns is None else max(a.start_ns, a.end_ns)
+        if a1 >= (left if a.kind == "note" else lo) and a0 <= hi:
+            out.append(a)
+    return out
 
 
 def build_report(win) -> dict:
@@ -53,6 +75,8 @@ def build_report(win) -> dict:
     saved_range = win.timeline.visible_range()
     saved_scroll = win.timeline.scroll.value()
     saved_hl = win.timeline.item.highlight if win.timeline.item else None
+    saved_anns = win.timeline.item.annotations if win.timeline.item else None
+    all_anns = list(win.doc.annotations)
     try:
         s = summarize(trace)
         overview = _png_data_uri(win.timeline)
@@ -60,20 +84,23 @@ def build_report(win) -> dict:
         for f in a["findings"]:
             if win.timeline.item is not None:
                 win.timeline.item.highlight = (f["start_ns"], f["end_ns"], set(f["ranks"]))
-            img = _image_of_range(win, f["start_ns"], f["end_ns"], f["ranks"])
+            img = _image_of_range(win, f["start_ns"], f["end_ns"], f["ranks"], all_anns)
             findings.append(dict(f, image=img))
         if win.timeline.item is not None:
             win.timeline.item.highlight = None
         anns = []
-        for ann in win.doc.annotations:
-            t1 = ann.end_ns if ann.end_ns is not None else ann.start_ns
-            img = _image_of_range(win, min(ann.start_ns, t1), max(ann.start_ns, t1), [ann.rank])
+        for n, ann in enumerate(all_anns):
+            img = None
+            if n < MAX_ANNOTATION_IMAGES:
+                t1 = ann.end_ns if ann.end_ns is not None else ann.start_ns
+                img = _image_of_range(win, min(ann.start_ns, t1), max(ann.start_ns, t1), [ann.rank], all_anns)
             anns.append({"a": ann, "image": img})
     finally:
         win.timeline.set_range(*saved_range)
         win.timeline.scroll.setValue(saved_scroll)
         if win.timeline.item is not None:
             win.timeline.item.highlight = saved_hl
+            win.timeline.item.annotations = saved_anns
     return {"summary": s, "analysis": a, "overview": overview, "findings": findings, "annotations": anns,
             "origin": trace.start_ns, "files": [os.path.basename(p) for p in s["files"]]}
 
@@ -132,12 +159,21 @@ def to_html(r: dict) -> str:
     out.append(f"<h2>Annotations ({len(r['annotations'])})</h2>")
     if not r["annotations"]:
         out.append("<p>No annotations.</p>")
-    for x in r["annotations"]:
+    shown = [x for x in r["annotations"] if x["image"]]
+    for x in shown:
         ann = x["a"]
         span = f" – {format_ns(ann.end_ns - o)}" if ann.end_ns is not None else ""
         title = f"{e(ann.title)}: " if ann.title else ""
         out.append(f"<h3>{ann.kind} · rank {ann.rank} · {format_ns(ann.start_ns - o)}{span}</h3>"
                    f"<p>{title}{e(ann.text)}</p><img alt='annotation' src='{x['image']}'>")
+    rest = [x["a"] for x in r["annotations"] if not x["image"]]
+    if rest:
+        out.append(f"<p class='muted'>Images for the first {len(shown):,} annotations; the other "
+                   f"{len(rest):,} are listed here.</p><table><tr><th>kind</th><th>rank</th><th>at</th>"
+                   "<th>length</th><th>text</th></tr>")
+        out.extend(f"<tr><td>{a.kind}</td><td>{a.rank}</td><td>{format_ns(a.start_ns - o)}</td><td>{_length(a)}</td>"
+                   f"<td>{e((a.title + ': ' if a.title else '') + a.text)}</td></tr>" for a in rest)
+        out.append("</table>")
     out.append("<p class='muted'>Made by gpuviewer.</p></body></html>")
     return "\n".join(out)
 
@@ -149,11 +185,29 @@ def to_markdown(r: dict) -> str:
     for f in r["findings"]:
         parts += [f"### {f['rule']}: {f['title']}", "", f"![{f['rule']}]({f['image']})", ""]
     parts += ["## Annotations", ""]
+    rest = []
     for x in r["annotations"]:
         ann = x["a"]
+        if not x["image"]:
+            rest.append(ann)
+            continue
         parts += [f"### {ann.kind} · rank {ann.rank}", "", (ann.title + ": " if ann.title else "") + ann.text, "",
                   f"![annotation]({x['image']})", ""]
+    if rest:
+        o = r["origin"]
+        parts += [f"{len(rest):,} more annotations:", "", "| kind | rank | at | length | text |", "|---|---|---|---|---|"]
+        parts += [f"| {a.kind} | {a.rank} | {format_ns(a.start_ns - o)} | {_length(a)} | "
+                  f"{_md_cell((a.title + ': ' if a.title else '') + a.text)} |" for a in rest]
+        parts.append("")
     return "\n".join(parts) + "\n"
+
+
+def _length(a) -> str:
+    return format_duration(abs(a.end_ns - a.start_ns)) if a.end_ns is not None else ""
+
+
+def _md_cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
 
 
 def write_report(win, path: str) -> None:

@@ -10,33 +10,129 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import stat
 
 import numpy as np
 
 from ..model.memory import Allocation, SnapshotSeries
 from .errors import TraceError
+from .limits import max_snapshot_objects
 
 _ALLOWED = {("builtins", "tuple"), ("builtins", "list"), ("builtins", "dict"), ("builtins", "set"),
             ("builtins", "frozenset"), ("collections", "OrderedDict")}
+# Deepest nesting walked; a real snapshot is about 6 deep (dict > list > entry > frames > frame).
+MAX_DEPTH = 100
+_CONTAINERS = (dict, list, tuple, set, frozenset)
+
+
+class TooManyObjects(Exception):
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self.n = n
 
 
 class RestrictedUnpickler(pickle.Unpickler):
+    """Plain containers only. Each allowed class reached through REDUCE (a protocol-2 set or
+    OrderedDict) copies its argument: a few bytes can copy a big shared list again and again,
+    so those copies are charged against the object budget."""
+
+    def __init__(self, f, budget: int) -> None:
+        super().__init__(f)
+        self.budget = budget
+        self.charged = 0
+
     def find_class(self, module: str, name: str):
+        if module == "__builtin__":  # protocol 2 names builtins as Python 2 did
+            module = "builtins"
         if (module, name) in _ALLOWED:
             import builtins
             import collections
-            return getattr(collections if module == "collections" else builtins, name)
+            cls = getattr(collections if module == "collections" else builtins, name)
+            # a hash table holds about five times the bytes of a list per element
+            weight = 1 if name in ("list", "tuple") else 5
+
+            def build(*args):
+                n = 1 + weight * sum(len(a) for a in args if hasattr(a, "__len__"))
+                self.charged += n
+                if self.charged > self.budget:
+                    raise TooManyObjects(self.charged)
+                return cls(*args)
+            return build
         raise pickle.UnpicklingError(f"refused to load {module}.{name}: only plain data is allowed in a snapshot")
 
 
+def _too_many(path: str, n: int, limit: int) -> TraceError:
+    shown = f"{n:,}" if n < 10**15 else "more than 10^15"
+    return TraceError(path, f"too many objects ({shown} > {limit:,}; raise GPUVIEWER_MAX_SNAPSHOT_OBJECTS to read it)")
+
+
+def expanded_size(root, limit: int) -> int:
+    """Objects a full walk of `root` visits, counting a shared object once per reference
+    (a container is 1 plus one per element or dict item), as the replay below would. Each
+    distinct container is expanded once (sizes are memoized by id), so this costs the size of
+    the pickle, not of the expansion. Raises ValueError for nesting deeper than MAX_DEPTH or a
+    reference cycle (which would expand forever)."""
+    if not isinstance(root, _CONTAINERS):
+        return 1
+    memo: dict[int, int] = {}
+    on_path = {id(root)}
+    # an explicit stack of [container, its iterator, size so far]: deep nesting must not reach
+    # Python's recursion limit
+    stack = [[root, _children(root), 1 + len(root)]]
+    while stack:
+        top = stack[-1]
+        for child in top[1]:
+            if not isinstance(child, _CONTAINERS):
+                continue
+            cid = id(child)
+            if cid in memo:
+                top[2] += memo[cid]
+            elif cid in on_path:
+                raise ValueError("a reference cycle (a list or dict that contains itself)")
+            elif len(stack) >= MAX_DEPTH:
+                raise ValueError(f"nested more than {MAX_DEPTH} levels deep")
+            else:
+                on_path.add(cid)
+                stack.append([child, _children(child), 1 + len(child)])
+                break
+        else:
+            stack.pop()
+            on_path.discard(id(top[0]))
+            memo[id(top[0])] = top[2]
+            if stack:
+                stack[-1][2] += top[2]
+            if top[2] > limit:  # the answer is already known: stop early
+                return top[2]
+    return memo[id(root)]
+
+
+def _children(obj):
+    return iter(obj.values()) if isinstance(obj, dict) else iter(obj)
+
+
 def load_pickle(path: str):
+    """The pickle's plain data, after checking that walking it (shared references expanded)
+    stays within limits.max_snapshot_objects."""
+    limit = max_snapshot_objects()
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or device would block or never end
+            raise TraceError(path, "not a regular file")
         with open(path, "rb") as f:
-            return RestrictedUnpickler(f).load()
-    except pickle.UnpicklingError as e:
+            d = RestrictedUnpickler(f, limit).load()
+        n = expanded_size(d, limit)
+    except TooManyObjects as e:
+        raise _too_many(path, e.n, limit) from None
+    except (pickle.UnpicklingError, ValueError, RecursionError) as e:
         raise TraceError(path, f"not a plain memory snapshot ({e})") from None
-    except (EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError) as e:
+    except MemoryError:
+        raise TraceError(path, "the snapshot does not fit in memory") from None
+    except OSError as e:
+        raise TraceError(path, f"cannot read the snapshot ({e.strerror or e})") from None
+    except (EOFError, TypeError, IndexError, KeyError, AttributeError, OverflowError) as e:
         raise TraceError(path, f"the snapshot is damaged or cut short ({type(e).__name__})") from None
+    if n > limit:
+        raise _too_many(path, n, limit)
+    return d
 
 
 # Call-site categories, from the Python frames of each allocation (innermost first), else from
@@ -51,24 +147,38 @@ _CPP_BACKWARD = re.compile(r"autograd|Backward", re.I)
 
 
 def categorize(frames: list[dict]) -> str:
-    py = [f for f in frames if str(f.get("filename", "")).endswith(".py")]
+    py = [f for f in frames if _text(f.get("filename")).endswith(".py")]
     for f in py:
-        text = f"{f.get('filename', '')} {f.get('name', '')}"
+        text = f"{_text(f.get('filename'))} {_text(f.get('name'))}"
         for cat, pat in _PY_RULES:
             if pat.search(text):
                 return cat
-    if any(_CPP_BACKWARD.search(str(f.get("name", ""))) for f in frames):
+    if any(_CPP_BACKWARD.search(_text(f.get("name"))) for f in frames):
         return "gradients (backward)"
     return "other"
+
+
+def _text(x) -> str:
+    return x if isinstance(x, str) else ""  # str() of a nested value could be huge
+
+
+# time_us * 1000 must fit int64 ns; sizes beyond 2^62 bytes are not memory
+_MAX_US = (1 << 63) // 1000 - 1
+
+
+def _int(x, bound: int) -> bool:
+    return isinstance(x, int) and -bound <= x <= bound
 
 
 def read_snapshot(path: str) -> list[SnapshotSeries]:
     d = load_pickle(path)
     if not isinstance(d, dict) or "device_traces" not in d:
         raise TraceError(path, "a pickle, but not a torch.cuda.memory snapshot (no device_traces)")
+    traces = d.get("device_traces")
     out = []
-    for dev, entries in enumerate(d.get("device_traces") or []):
-        if not entries:
+    # entries whose fields have the wrong types are skipped, as entries of unknown actions are
+    for dev, entries in enumerate(traces if isinstance(traces, (list, tuple)) else []):
+        if not entries or not isinstance(entries, (list, tuple)):
             continue
         t, delta, allocs = [], [], []
         live: dict[int, int] = {}
@@ -77,21 +187,22 @@ def read_snapshot(path: str) -> list[SnapshotSeries]:
                 continue
             act = e.get("action")
             ts = e.get("time_us")
-            size = int(e.get("size") or 0)
+            size = e.get("size") or 0
             addr = e.get("addr")
-            if ts is None:
+            if not (_int(ts, _MAX_US) and _int(size, 1 << 62) and _int(addr, 1 << 64)):
                 continue
             if act == "alloc":
-                frames = [f for f in (e.get("frames") or []) if isinstance(f, dict)]
+                fr = e.get("frames")
+                frames = [f for f in fr if isinstance(f, dict)] if isinstance(fr, (list, tuple)) else []
                 live[addr] = len(allocs)
-                allocs.append(Allocation(int(ts) * 1000, size, addr, frames, categorize(frames)))
-                t.append(int(ts) * 1000)
+                allocs.append(Allocation(ts * 1000, size, addr, frames, categorize(frames)))
+                t.append(ts * 1000)
                 delta.append(size)
             elif act == "free_completed":
                 k = live.pop(addr, None)
                 if k is not None:
-                    allocs[k].free_ns = int(ts) * 1000
-                t.append(int(ts) * 1000)
+                    allocs[k].free_ns = ts * 1000
+                t.append(ts * 1000)
                 delta.append(-size)
         if not t:
             continue

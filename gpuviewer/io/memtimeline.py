@@ -32,9 +32,17 @@ def read_memory_timeline(path: str) -> CategorySeries:
             rows = msgspec.json.decode(f.read())
     except (OSError, EOFError, msgspec.DecodeError) as e:
         raise TraceError(path, f"not a readable memory timeline ({e})") from None
+    except RecursionError:  # msgspec stops at Python's recursion limit
+        raise TraceError(path, "not a torch memory timeline (nested too deeply)") from None
+    shape = "expected rows of [time, action, bytes, category]"
     if not isinstance(rows, list) or not rows or not all(isinstance(r, list) and len(r) == 4 for r in rows[:100]):
-        raise TraceError(path, "not a torch memory timeline (expected rows of [time, action, bytes, category])")
-    a = np.array(rows, dtype=np.int64)
+        raise TraceError(path, f"not a torch memory timeline ({shape})")
+    try:  # every row, not only the first hundred checked above, must be four integers
+        a = np.array(rows, dtype=np.int64)
+    except (ValueError, TypeError, OverflowError):
+        raise TraceError(path, f"not a torch memory timeline ({shape}, all integers)") from None
+    if a.ndim != 2 or a.shape[1] != 4:
+        raise TraceError(path, f"not a torch memory timeline ({shape})")
     t, nbytes, cat = a[:, 0], a[:, 2], a[:, 3]
     if (cat < 0).any() or (cat >= len(CATEGORIES)).any():
         raise TraceError(path, "unknown memory category numbers in the timeline")

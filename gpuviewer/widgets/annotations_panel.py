@@ -41,13 +41,19 @@ class AnnotationsPanel(QWidget):
 
     def refresh(self) -> None:
         self.tree.clear()
+        items = []
+        brushes: dict[str, QBrush] = {}  # a few colours for thousands of rows
         for a in self.annotations:
             length = format_duration(a.end_ns - a.start_ns) if a.end_ns is not None else ""
             text = (a.title + ": " if a.title else "") + a.text
-            it = QTreeWidgetItem([a.kind, text, str(a.rank), format_ns(a.start_ns - self.origin), length])
-            it.setForeground(0, QBrush(QColor(a.color)))
+            it = QTreeWidgetItem([a.kind, text[:500], str(a.rank), format_ns(a.start_ns - self.origin), length])
+            b = brushes.get(a.color)
+            if b is None:
+                b = brushes[a.color] = QBrush(QColor(a.color))
+            it.setForeground(0, b)
             it.setData(0, Qt.UserRole, a)
-            self.tree.addTopLevelItem(it)
+            items.append(it)
+        self.tree.addTopLevelItems(items)  # one insertion: rows one by one re-sort and re-lay out
 
     def current(self):
         it = self.tree.currentItem()
