@@ -110,3 +110,24 @@ def test_qt_filter_keeps_real_messages(capfd):
         qInstallMessageHandler(None)
     err = capfd.readouterr().err
     assert "propagateSizeHints" not in err and "QPainter::begin: a real problem" in err
+
+
+def test_region_far_wider_than_the_view_does_not_crash(tmp_path):
+    """A region annotation reaching 1e15 ns before the trace: clipped to the view, no crash
+    (Qt's raster engine segfaults on rectangles that wide)."""
+    import json as _json
+
+    from conftest import SAMPLES
+    from hostile import assert_clean
+    from hostile import run as _run
+    src = os.path.join(SAMPLES, "dataloader_stall.json.gz")
+    info = _json.loads(_run("info", src, "--json").stdout)
+    t0, t1 = info["ranks"][0]["start_ns"], info["ranks"][0]["end_ns"]
+    ann = tmp_path / "wide.json"
+    ann.write_text(_json.dumps({"annotations": [
+        {"kind": "region", "text": "wide", "start_ns": t0 - 10 ** 15, "end_ns": t1 + 10 ** 15, "rank": 0},
+        {"kind": "note", "text": "far", "start_ns": t0 - 10 ** 15, "end_ns": t0 - 10 ** 15, "rank": 0}]}))
+    out = tmp_path / "x.png"
+    r = _run("screenshot", src, "-o", str(out), "--annotations", str(ann))
+    assert_clean(r)
+    assert out.stat().st_size > 10_000

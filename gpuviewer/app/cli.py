@@ -39,8 +39,9 @@ def _cannot_read(paths: list[str], e: BaseException, debug: bool) -> int:
 
 
 def _load(paths: list[str], args) -> "object":
-    from ..io.session import load
-    return load(paths, use_cache=not args.no_cache)
+    from ..session import open_session
+    return open_session(paths, use_cache=not args.no_cache, align=not getattr(args, "no_align", False),
+                        hosts=getattr(args, "hosts", None))
 
 
 def cmd_info(args) -> int:
@@ -68,6 +69,10 @@ def cmd_info(args) -> int:
     s = summarize(trace)
     s["load_seconds"] = round(time.perf_counter() - t0, 4)
     s["warnings"] = list(trace.warnings)
+    s["alignment"] = trace.metadata.get("alignment", {"method": "same-host", "residual_ns": None})
+    hosts = {r.rank: (r.host, r.clock_offset_ns) for r in trace.ranks}
+    for r in s["ranks"]:
+        r["host"], r["clock_offset_ns"] = hosts.get(r["rank"], (None, 0))
     try:
         from ..analysis.memory import peak_bytes_by_rank
         peaks = peak_bytes_by_rank(trace)
@@ -90,6 +95,8 @@ def cmd_info(args) -> int:
         _out(f"rank {r['rank']:<3}    {r['events']:,} events, {r['kernels']:,} kernels "
               f"({r['nccl_kernels']:,} NCCL), {r['lanes']} lanes, devices {r['devices']}, "
               f"steps {steps}, {dur_ms:.1f} ms")
+    from ..session import alignment_text
+    _out(f"clocks      {alignment_text(trace)}")
     for w in s["warnings"]:
         _out(f"warning     {w}")
     return 0
@@ -142,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("paths", nargs="+", metavar="PATH", help="trace files or folders (one session)")
     common.add_argument("--no-cache", action="store_true", help="do not read or write the column cache")
     common.add_argument("--debug", action="store_true", help="show tracebacks")
+    common.add_argument("--hosts", metavar="SPEC", help="ranks per host, e.g. 0-3,4-7 (default: from the files)")
+    common.add_argument("--no-align", action="store_true",
+                        help="keep each host's clock as recorded (default: align hosts by their collectives)")
     info = sub.add_parser("info", parents=[common], help="summarise a trace")
     info.add_argument("--json", action="store_true", help="one JSON object on stdout")
     info.set_defaults(func=cmd_info)
@@ -151,8 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     an.set_defaults(func=cmd_analyze)
     shot = sub.add_parser("screenshot", parents=[common], help="render the window to PNG or SVG, headless")
     shot.add_argument("-o", "--output", required=True, help="OUT.png or OUT.svg")
-    shot.add_argument("--window", help="START_MS:END_MS, relative to the session start (default: all)")
-    shot.add_argument("--size", default="1600x900", help="WxH in pixels (default 1600x900)")
+    shot.add_argument("--window", help="START_MS:END_MS, relative to the session start (default: all; "
+                                       "write --window=-5:10 for a negative start)")
+    shot.add_argument("--size", default="1600x900", help="WxH in pixels, each side 200-8192 (default 1600x900)")
     shot.add_argument("--annotations", help="an annotations JSON file to draw")
     shot.set_defaults(func=_screenshot)
     rep = sub.add_parser("report", parents=[common], help="a self-contained HTML or Markdown report")

@@ -251,6 +251,10 @@ class TimelineItem(pg.GraphicsObject):
             X0 = (a.start_ns - self.origin) * sx + ox
             if a.kind == "region":
                 X1 = (a.end_ns - self.origin) * sx + ox
+                if X1 < left or X0 > right:
+                    continue
+                # clip to the view: Qt's raster engine crashes on rectangles ~1e15 px wide
+                X0, X1 = max(X0, left - 20), min(X1, right + 20)
                 fill = QColor(col)
                 fill.setAlpha(40)
                 p.setPen(QPen(col, 1.5))
@@ -260,6 +264,8 @@ class TimelineItem(pg.GraphicsObject):
                 p.setPen(col.darker(150))
                 p.drawText(QRectF(X0 + 4, Y0 + 2, max(X1 - X0 - 8, 160), 16), Qt.AlignLeft | Qt.AlignTop,
                            self.fm.elidedText(label, Qt.ElideRight, int(max(X1 - X0 - 8, 160))))
+            elif a.kind == "note" and not (left - 200 <= X0 <= right + 20):
+                continue  # off screen
             elif a.kind == "note":
                 p.setPen(QPen(col, 2))
                 p.drawLine(QPointF(X0, Y0), QPointF(X0, Y1))
