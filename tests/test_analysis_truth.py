@@ -54,7 +54,7 @@ def test_straggler_names_the_planted_rank_and_step(path, truth_key):
     assert first is f or f in list(flat([first])), first["title"]
     # and the usual lateness is there as a persistent finding naming the late rank
     assert any(x["metrics"]["kind"] == "persistent" for x in rules(a, "straggler"))
-    assert f["title"].startswith(f"Step {truth['slow_step']}: rank {truth['slow_rank']} held the others back")
+    assert f["title"].startswith(f"Step {truth['slow_step']}: rank {truth['slow_rank']} held the other rank back")
 
 
 def test_dataloader_stall_is_host_bound():

@@ -152,8 +152,9 @@ def _nest_stalls(roots: list[dict]) -> list[dict]:
         p = persistent.get(f["metrics"]["late_rank"])
         if f["metrics"]["kind"] == "episodic" and p is not None:
             p["children"].append(f)
-            p["title"] += (f"; in step {f['step']} it held them back {f['metrics']['wait_caused_ms']:.1f} ms, "
-                           f"{f['metrics']['excess_over_usual_ms']:.1f} ms more than usual")
+            k = max(1, len(f["metrics"]["waiting_ranks"]))
+            p["title"] += (f"; in step {f['step']} it held them back {f['metrics']['wait_caused_ms'] / k:.1f} ms, "
+                           f"{f['metrics']['excess_over_usual_ms'] / k:.1f} ms more than usual")
         else:
             out.append(f)
     return out
@@ -175,8 +176,9 @@ def _merge_persistent(roots: list[dict]) -> list[dict]:
     n_steps = len(m["wait_caused_ms_per_step"])
     per = sorted(m["wait_caused_ms_per_step"].values())[n_steps // 2]
     who = " and ".join(f"rank {f['metrics']['late_rank']} in steps {_steps_text(f['metrics']['steps'])}" for f in pers)
+    k = max(1, len(m["waiting_ranks"]))
     lead["title"] = (f"The ranks take turns arriving last at the collectives ({who}): the others wait "
-                     f"{per:.1f} ms a step ({m['wait_caused_ms']:.0f} ms in all)"
+                     f"{per / k:.1f} ms a step each ({m['wait_caused_ms']:.0f} ms in all)"
                      + lead["title"][lead["title"].index(" in all)") + len(" in all)"):])
     lead["ranks"] = sorted({r for f in pers for r in f["ranks"]}, key=lambda r: (r != m["late_rank"], r))
     for f in pers[1:]:

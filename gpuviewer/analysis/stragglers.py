@@ -98,8 +98,8 @@ def _persistent(trace, rbs, colls, r, steps, n_late, n_steps, per_step, all_step
     waiting = [rb.rank for rb in rbs if rb.rank != r]
     kind = "persistent"
     what = "; " + _explain_split(cause, split, excess)
-    title = (f"Rank {r} arrives last at the collectives in {n_late} of {n_steps} steps: the others "
-             f"wait {_ms(per):.1f} ms a step ({_ms(total):.0f} ms in all){what}")
+    title = (f"Rank {r} arrives last at the collectives in {n_late} of {n_steps} steps: {_others(waiting)} "
+             f"{_ms(per / len(waiting)):.1f} ms a step ({_ms(total):.0f} ms in all){what}")
     return {"kind": kind, "late_rank": r, "steps": all_steps, "title": title, "waiting": waiting,
             "impact_ns": total, "cause": cause, "excess": excess,
             "wait_caused_ms": _ms(total),
@@ -118,14 +118,19 @@ def _episodic(trace, rbs, colls, r, s, c, usual_r, per_step) -> dict:
                 if h["excess_ms"] >= 0.5 and not _IDLE_WAIT.match(h["name"])][:3]
     over = c - usual_r
     what = f": {host[0]['name']} took {host[0]['excess_ms']:.0f} ms more than usual" if host else ""
-    title = (f"Step {s}: rank {r} held the others back {_ms(c):.1f} ms, {_ms(over):.1f} ms more than its "
-             f"usual {_ms(usual_r):.1f} ms{what}")
     waiting = [rb.rank for rb in rbs if rb.rank != r]
+    k = len(waiting)
+    title = (f"Step {s}: rank {r} held {'the other rank' if k == 1 else f'each of the other {k} ranks'} back "
+             f"{_ms(c / k):.1f} ms, {_ms(over / k):.1f} ms more than its usual {_ms(usual_r / k):.1f} ms{what}")
     return {"kind": "episodic", "late_rank": r, "steps": [s], "title": title, "waiting": waiting,
             "impact_ns": float(over), "cause": cause, "excess": excess, "evidence": host,
             "wait_caused_ms": _ms(c), "wait_caused_ms_per_step": {str(s): _ms(c)},
             "excess_over_usual_ms": _ms(over), "usual_ms": _ms(usual_r), "lateness_parts_ms": split,
             "others_wait_ms": {str(k): _ms(v) for k, v in per_step[s]["wait"].items() if k != r}}
+
+
+def _others(waiting: list[int]) -> str:
+    return "the other rank waits" if len(waiting) == 1 else f"the other {len(waiting)} ranks wait"
 
 
 def _explain_split(cause: str, split: dict, excess: list[dict]) -> str:

@@ -27,6 +27,9 @@ class Loader(QObject):
     loaded = Signal(object, list)  # trace, paths
     failed = Signal(str)
 
+    align = True  # align the hosts' clocks by their collectives (View menu)
+    hosts: str | None = None  # "0-3,4-7": ranks per host, overriding what the files say
+
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.proc = None
@@ -81,9 +84,10 @@ class Loader(QObject):
     def _finish(self) -> None:
         self.cancel()
         from ..io.errors import TraceError
-        from ..io.session import load
+        from ..session import open_session
         try:
-            trace = load(self.paths, use_cache=True)  # a cache hit: memory-mapped
+            # a cache hit (memory-mapped), then hosts and their clocks aligned
+            trace = open_session(self.paths, use_cache=True, align=self.align, hosts=self.hosts)
         except TraceError as e:
             self.failed.emit(str(e))
             return

@@ -244,9 +244,9 @@ class MainWindow(QMainWindow):
             return self.attach_topology_files(paths)
         if block:
             from ..io.errors import TraceError
-            from ..io.session import load
+            from ..session import open_session
             try:
-                trace = load(paths)
+                trace = open_session(paths, align=self.loader.align, hosts=self.loader.hosts)
             except TraceError as e:
                 self._failed(str(e))
                 return False
@@ -312,8 +312,11 @@ class MainWindow(QMainWindow):
         self.status_files.setText(f"{len(trace.sources) or len(paths)} files · {len(trace.ranks)} ranks · "
                                   f"{trace.n_events:,} events" + (f" · {len(trace.warnings)} warnings"
                                                                   if trace.warnings else ""))
-        if trace.warnings:
-            self.status_files.setToolTip("\n".join(trace.warnings))
+        from ..session import alignment_text
+        tip = [alignment_text(trace)] + list(trace.warnings)
+        self.status_files.setToolTip("\n".join(tip))
+        if trace.metadata.get("alignment", {}).get("method") == "collectives":
+            self.statusBar().showMessage(alignment_text(trace), 15000)
         self._add_recent(paths)
         self._load_annotations(paths)
         self._range_changed(*self.timeline.visible_range())

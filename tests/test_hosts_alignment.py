@@ -1,0 +1,85 @@
+"""Hosts and clocks (issue 12): which ranks share a clock, offsets recovered from the
+collectives, nothing moved on one host, and a late rank found only after alignment.
+
+Sessions are made here from a real rank (tests/make_hosts.py): every rank a copy of the same real
+trace with a few µs of jitter, hosts' clocks moved by known offsets."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from conftest import trace_path
+from hostile import assert_clean, run
+from make_hosts import make
+
+SRC = trace_path("kineto", "ddp_clean", "ddp_clean_rank0.json.gz")
+
+
+def _info(path, *extra):
+    r = run("info", path, "--json", "--no-cache", *extra)
+    assert_clean(r)
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("offset_us", [100.0, 2700.0, 20000.0])
+@pytest.mark.parametrize("layout", ["folders", "hostnames"])
+def test_known_offsets_recovered_within_20us(tmp_path, offset_us, layout):
+    make(SRC, str(tmp_path), ranks=4, hosts=2, offsets_us=[0.0, offset_us], layout=layout, seed=int(offset_us))
+    out = _info(str(tmp_path))
+    a = out["alignment"]
+    assert a["method"] == "collectives"
+    hosts = {r["rank"]: r["host"] for r in out["ranks"]}
+    assert hosts[0] == hosts[1] != hosts[2] == hosts[3]  # found from the folders or file names
+    offs = {r["rank"]: r["clock_offset_ns"] for r in out["ranks"]}
+    assert offs[0] == offs[1] == 0 and offs[2] == offs[3]  # ranks of a host keep one offset
+    assert abs(offs[2] - (-offset_us * 1000)) <= 20_000, offs
+    assert a["residual_ns"] <= 20_000 < a["spread_before_ns"] or offset_us < 20
+    # the events really moved: rank 2's first event now sits where rank 0's does (copies)
+    starts = {r["rank"]: r["start_ns"] for r in out["ranks"]}
+    assert abs(starts[2] - starts[0]) <= 20_000
+
+
+def test_single_host_gets_no_correction():
+    out = _info(trace_path("kineto", "ddp_clean"))
+    assert out["alignment"]["method"] == "same-host"
+    assert all(r["clock_offset_ns"] == 0 for r in out["ranks"])
+    assert len({r["host"] for r in out["ranks"]}) == 1
+
+
+def test_hosts_given_on_the_command_line(tmp_path):
+    make(SRC, str(tmp_path), ranks=4, hosts=2, offsets_us=[0.0, 5000.0], layout="flat")
+    # one folder, no host names: one host, no correction...
+    assert _info(str(tmp_path))["alignment"]["method"] == "same-host"
+    # ...unless the user says which ranks share a clock
+    out = _info(str(tmp_path), "--hosts", "0-1,2-3")
+    assert out["alignment"]["method"] == "collectives"
+    offs = {r["rank"]: r["clock_offset_ns"] for r in out["ranks"]}
+    assert abs(offs[2] + 5_000_000) <= 20_000 and offs[0] == 0
+    r = run("info", str(tmp_path), "--hosts", "3-1", "--no-cache")
+    assert r.returncode == 2 and "--hosts" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_alignment_can_be_turned_off(tmp_path):
+    make(SRC, str(tmp_path), ranks=4, hosts=2, offsets_us=[0.0, 3000.0])
+    out = _info(str(tmp_path), "--no-align")
+    assert out["alignment"]["method"] == "none"
+    assert all(r["clock_offset_ns"] == 0 for r in out["ranks"])
+
+
+def _stragglers(path, *extra):
+    r = run("analyze", path, "--json", "--no-cache", *extra)
+    assert_clean(r)
+    return [f for f in json.loads(r.stdout)["findings"] if f["rule"] == "straggler"]
+
+
+def test_late_rank_found_only_after_alignment(tmp_path):
+    """Host 1's clock runs 20 ms ahead; rank 2 (host 0) is 10 ms late at every collective."""
+    make(SRC, str(tmp_path), ranks=8, hosts=2, offsets_us=[0.0, 20000.0], late_rank=2, late_ms=10.0,
+         layout="hostnames")
+    aligned = _stragglers(str(tmp_path))
+    assert [f["metrics"]["late_rank"] for f in aligned] == [2], [f["title"] for f in aligned]
+    assert aligned[0]["metrics"]["kind"] == "persistent"
+    raw = _stragglers(str(tmp_path), "--no-align")
+    assert raw and all(f["metrics"]["late_rank"] != 2 for f in raw), [f["title"] for f in raw]
