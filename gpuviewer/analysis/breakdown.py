@@ -5,10 +5,10 @@ Step attribution: a GPU op belongs to the step whose host window (ProfilerStep#N
 holds the CUDA call that launched it (flows by correlation id). An op with no launch on record
 (a memset, work launched by a library thread) takes the step of the previous linked op on its
 stream, since a stream runs in launch order; before the first linked op it belongs to no step.
-One rank's GPU windows are contiguous and disjoint: the first starts at its first op, the last
-ends at its last op, and the boundary between two steps is where the earlier one's last op ended,
-or, when the GPU had drained, where the later one began on the host (see rank_breakdown), so the
-windows follow the GPU when it runs steps behind the host. A first step much slower than the rest on every rank is marked warm-up.
+A step's GPU window runs from its first op to its last and never starts before the previous
+step's window ended, so one rank's windows are disjoint and follow the GPU when it runs steps
+behind the host. GPU idle between two windows is kept beside them (idle_before / idle_after: the
+host preparing the next step, or finishing the last), so a slow input pipeline still shows. A first step much slower than the rest on every rank is marked warm-up.
 """
 from __future__ import annotations
 
@@ -40,7 +40,9 @@ class StepBreakdown:
     memcpy_ns: int = 0
     overlap_ns: int = 0
     exposed_comm_ns: int = 0
-    idle_ns: int = 0
+    idle_ns: int = 0  # inside the window
+    idle_before_ns: int = 0  # GPU idle before the window while the host prepared this step
+    idle_after_ns: int = 0  # GPU idle after it while the host finished this step
     ops: int = 0
     kernels: int = 0
     comm_kernels: int = 0
@@ -51,8 +53,17 @@ class StepBreakdown:
         return self.end_ns - self.start_ns
 
     @property
+    def gpu_time_ns(self) -> int:
+        """The window and the GPU idle around it that belongs to this step."""
+        return self.window_ns + self.idle_before_ns + self.idle_after_ns
+
+    @property
+    def idle_total_ns(self) -> int:
+        return self.idle_ns + self.idle_before_ns + self.idle_after_ns
+
+    @property
     def utilization(self) -> float:
-        return self.busy_ns / self.window_ns if self.window_ns > 0 else 0.0
+        return self.busy_ns / self.gpu_time_ns if self.gpu_time_ns > 0 else 0.0
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -75,7 +86,7 @@ class RankBreakdown:
     @property
     def gpu_utilization(self) -> float:
         steps = self.measured
-        w = sum(s.window_ns for s in steps)
+        w = sum(s.gpu_time_ns for s in steps)
         return sum(s.busy_ns for s in steps) / w if w else 0.0
 
     def total(self, key: str) -> int:
@@ -160,32 +171,29 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
     rb.ops = ops
     step_no = np.array([w[0] if w[0] is not None else -1 for w in windows], np.int64)
     rb.op_step = np.where(k >= 0, step_no[np.maximum(k, 0)], -1) if len(k) else np.zeros(0, np.int64)
-    # Step boundaries on the GPU: step k begins when step k-1's last op ended, or, when the GPU
-    # had drained before that, at whichever came first of step k's host start and its first op.
-    # So GPU idle while the host finished step k-1 (host-only work at its end) is k-1's, idle
-    # while the host prepared step k (a slow input pipeline) is k's, and when the GPU runs
-    # behind the host the windows simply follow its work.
-    first = [int(s_all[k == i].min()) if (k == i).any() else None for i in range(len(windows))]
-    last = [int(e_all[k == i].max()) if (k == i).any() else None for i in range(len(windows))]
-    bounds = []
-    prev_last = None
-    for i, (_step, h0, _h1) in enumerate(windows):
-        if prev_last is None:
-            b0 = first[i] if first[i] is not None else int(h0)
-        else:
-            b0 = max(prev_last, min(int(h0), first[i]) if first[i] is not None else int(h0))
-        if bounds:
-            b0 = max(b0, bounds[-1])
-        bounds.append(b0)
-        if last[i] is not None:
-            prev_last = max(last[i], prev_last or last[i])
-    ends = bounds[1:] + [max(prev_last or bounds[-1], bounds[-1])] if bounds else []
+    # A step's GPU window runs from its first op to its last, never starting before the previous
+    # step's window ended. GPU idle between two windows is kept beside them: the part after the
+    # host began the next step is that step's idle_before (the host was preparing it: a slow input
+    # pipeline), the part before is the previous step's idle_after (the host was finishing it).
+    busy_all = iv.union(s_all, e_all)
+    prev_end = None
     for i, (step, h0, h1) in enumerate(windows):
         m = k == i
-        w0, w1 = bounds[i], max(ends[i], bounds[i])  # ends[i] >= every op of step i
+        if m.any():
+            w0, w1 = int(s_all[m].min()), int(e_all[m].max())
+        else:  # no GPU work: an empty window
+            w0 = w1 = int(h0) if prev_end is None else prev_end
+        if prev_end is not None:
+            w0 = max(w0, prev_end)
+            w1 = max(w1, w0)
         sb = StepBreakdown(step, w0, w1, int(h0), int(h1))
         _fill(sb, s_all[m], e_all[m], cat[m])
+        if prev_end is not None and w0 > prev_end:
+            split = min(max(int(h0), prev_end), w0)
+            sb.idle_before_ns = iv.length(iv.gaps(busy_all, split, w0))
+            rb.steps[-1].idle_after_ns = iv.length(iv.gaps(busy_all, prev_end, split))
         rb.steps.append(sb)
+        prev_end = w1
     _mark_warmup(rb)
     return rb
 

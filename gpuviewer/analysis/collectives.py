@@ -6,8 +6,10 @@ from the kernel's arguments (PyTorch profiler: 'Process Group Name'); without th
 order in which the rank's NCCL streams first appear. For one instance: every rank's arrival (its
 kernel start), the last arrival, each rank's wait (last arrival - its arrival), the transfer
 (last arrival to the end of the last kernel), bytes, algorithm and bus bandwidth with NCCL's bus
-factors (nccl-tests' PERFORMANCE.md). Point-to-point send/recv are not collectives: they count
-as transfer, and the pipeline rule reads them.
+factors (nccl-tests' PERFORMANCE.md). Point-to-point transfers are paired the same way (the n-th
+send from rank a to rank b in a step with b's n-th receive from a) when the producer recorded the
+peer; they are waits like any other, but late ranks are judged on collectives only (in a pipeline
+the waits at sends and receives are its bubble).
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ _DTYPE_BYTES = {"float": 4, "float32": 4, "f32": 4, "half": 2, "float16": 2, "f1
                 "bf16": 2, "double": 8, "float64": 8, "int": 4, "int32": 4, "long": 8, "int64": 8,
                 "byte": 1, "uint8": 1, "char": 1, "int8": 1, "bool": 1, "float8_e4m3fn": 1,
                 "float8_e5m2": 1}
-P2P = {"Send", "Recv", "SendRecv"}
+P2P = {"Send", "Recv", "SendRecv"}  # paired sender to receiver, under the kind "SendRecv"
 
 
 def collective_kind(arg_name: str | None, kernel_name: str) -> str:
@@ -84,7 +86,9 @@ class Instance:
         return self.ranks[int(np.argmax(self.starts))]
 
     def waits(self) -> np.ndarray:
-        return self.last - self.starts
+        """Per member: last arrival - its arrival, but never past its own kernel's end (a
+        broadcast's root can finish before a receiver arrives: its GPU did not wait)."""
+        return np.minimum(self.last, self.ends) - np.minimum(self.starts, self.ends)
 
     @property
     def transfer_ns(self) -> int:
@@ -96,6 +100,9 @@ class Collectives:
     instances: list[Instance] = field(default_factory=list)
     ranks: list[int] = field(default_factory=list)
     unmatched: int = 0  # kernels whose counterpart on another rank was not found
+
+    def collectives_only(self) -> "Collectives":
+        return Collectives([i for i in self.instances if i.kind != "SendRecv"], self.ranks, self.unmatched)
 
     def per_step(self) -> dict[int, dict]:
         """step -> {"wait": {rank: ns}, "caused": {rank: ns}, "n": instances}."""
@@ -114,10 +121,10 @@ class Collectives:
         """rank -> (kernel indices, time its wait ends = the instance's last arrival)."""
         acc: dict[int, tuple[list, list]] = {}
         for ins in self.instances:
-            for r, i in zip(ins.ranks, ins.idx.tolist()):
+            for r, i, e in zip(ins.ranks, ins.idx.tolist(), ins.ends.tolist()):
                 a = acc.setdefault(r, ([], []))
                 a[0].append(i)
-                a[1].append(ins.last)
+                a[1].append(min(ins.last, e))
         return {r: (np.array(a, np.int64), np.array(b, np.int64)) for r, (a, b) in acc.items()}
 
     def per_kernel(self) -> dict[int, dict]:
@@ -127,10 +134,12 @@ class Collectives:
         for ins in self.instances:
             n = len(ins.ranks)
             algbw = ins.bytes / ins.transfer_ns if ins.bytes and ins.transfer_ns > 0 else None
+            waits = ins.waits()
             for k, (r, i) in enumerate(zip(ins.ranks, ins.idx.tolist())):
+                w = int(waits[k])
                 out[i] = {"collective": ins.kind, "group": ins.group, "order": ins.order, "step": ins.step,
-                          "ranks": n, "wait_ns": int(ins.last - ins.starts[k]), "wait_end_ns": ins.last,
-                          "transfer_ns": max(0, int(ins.ends[k]) - ins.last), "bytes": ins.bytes,
+                          "ranks": n, "wait_ns": w, "wait_end_ns": int(ins.starts[k]) + w,
+                          "transfer_ns": max(0, int(ins.ends[k]) - int(ins.starts[k]) - w), "bytes": ins.bytes,
                           "late_rank": ins.late_rank,
                           "algbw_gbps": algbw, "busbw_gbps": algbw * bus_factor(ins.kind, n) if algbw else None}
         return out
@@ -184,6 +193,15 @@ def _rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[t
         a = args.get(i, {})
         kind = collective_kind(a.get("collective"), trace.names[int(c["name"][i])])
         if kind in P2P:
+            # a send pairs with the peer's receive: the n-th transfer from a to b in a step
+            peer = _int(a.get("dst_rank") if kind == "Send" else a.get("src_rank"))
+            if kind == "SendRecv" or peer is None:
+                continue  # no peer on record: cannot be paired
+            pair = (rb.rank, peer) if kind == "Send" else (peer, rb.rank)
+            nel = _int(a.get("in_nelems")) or _int(a.get("out_nelems")) or 0
+            size = _DTYPE_BYTES.get(str(a.get("dtype", "")).lower().replace("torch.", ""))
+            out.setdefault((f"p2p {pair[0]}->{pair[1]}", int(steps[j])), []).append(
+                (int(start[j]), int(end[j]), i, "SendRecv", nel * size if nel and size else None))
             continue
         if a.get("group") is not None:
             group = str(a["group"])

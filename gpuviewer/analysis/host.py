@@ -13,6 +13,9 @@ from ..model.trace import Trace
 SYNC_CALL = re.compile(r"(Stream|Device|Event|Ctx)Synchroni[sz]e|^cudaMemcpy(_v\d+)?$|^cuMemcpy[DH]to[DH](_v2)?$",
                        re.IGNORECASE)
 HOST_KINDS = (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.OSRT, LaneKind.NVTX)
+# Helper threads blocking in these are idle, not working: never a reason a step was slow.
+IDLE_WAIT = re.compile(r"^(poll|ppoll|epoll_wait|epoll_pwait|select|pselect6?|pthread_cond_(timed)?wait|"
+                       r"sem_(timed)?wait|futex|pthread_join|read|recv|recvmsg|accept)$")
 
 
 def sync_name_ids(trace: Trace) -> np.ndarray:

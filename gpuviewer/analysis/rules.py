@@ -12,7 +12,7 @@ from ..model.plain import plain
 from ..model.trace import Trace
 from . import intervals as iv
 from .breakdown import RankBreakdown
-from .host import explain
+from .host import IDLE_WAIT, explain
 from .memory import allocated_counters, capacity_bytes, peaks_per_step
 
 LOW_UTILIZATION = 0.70  # the guide's threshold
@@ -96,9 +96,9 @@ def _utilization(rb: RankBreakdown) -> list[dict]:
                      f"Rank {rb.rank}: GPU busy {u:.0%} of the time (below {LOW_UTILIZATION:.0%}){_warm_note(rb)}",
                      [rb.rank], None, s0, s1,
                      {"utilization": round(u, 4), "busy_ms": round(rb.total("busy_ns") / 1e6, 3),
-                      "window_ms": round(sum(s.window_ns for s in rb.measured) / 1e6, 3),
-                      "idle_ms": round(rb.total("idle_ns") / 1e6, 3)},
-                     impact_ns=critical(rb, {x.step: x.idle_ns for x in rb.measured}))]
+                      "gpu_time_ms": round(sum(s.gpu_time_ns for s in rb.measured) / 1e6, 3),
+                      "idle_ms": round(sum(s.idle_total_ns for s in rb.measured) / 1e6, 3)},
+                     impact_ns=critical(rb, {x.step: x.idle_total_ns for x in rb.measured}))]
 
 
 def _busy(trace: Trace, rb: RankBreakdown):
@@ -114,7 +114,7 @@ def _host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     busy = _busy(trace, rb)
     per_step = []
     for s in rb.measured:
-        g = iv.gaps(busy, s.start_ns, s.end_ns)
+        g = iv.gaps(busy, s.start_ns - s.idle_before_ns, s.end_ns + s.idle_after_ns)
         glen = g[1] - g[0]
         big = glen >= HOST_GAP_MIN_NS
         if big.any():
@@ -123,13 +123,14 @@ def _host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         else:
             per_step.append((s, 0, s.start_ns, s.start_ns, 0))
     typical = float(np.median([p[1] for p in per_step]))
-    med_window = float(np.median([s.window_ns for s in rb.measured]))
+    med_window = float(np.median([s.gpu_time_ns for s in rb.measured]))
     if typical < max(2 * HOST_GAP_MIN_NS, 0.15 * med_window):
         return []
     # the step whose largest gap is closest to the typical one is the evidence
     s, glen, g0, g1, _ = min(per_step, key=lambda p: abs(p[1] - typical))
     what = explain(trace, rb.rank, (g0, g1), [], top=3)
-    at_start = np.median([(p[2] - p[0].start_ns) / max(p[0].window_ns, 1) for p in per_step]) < 0.25
+    at_start = np.median([(p[2] - (p[0].start_ns - p[0].idle_before_ns)) / max(p[0].gpu_time_ns, 1)
+                          for p in per_step]) < 0.25
     share = typical / med_window
     who = f": the host was in {what[0]['name']}" if what else ""
     return [finding("host_bound_idle", "high" if share > 0.3 else "medium",
@@ -162,7 +163,7 @@ def _launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
     if gaps is None or not len(gaps):
         return []
     short = gaps[gaps < 100_000]  # < 100 µs: the launch path, not a stall
-    idle = rb.total("idle_ns")
+    idle = sum(s.idle_total_ns for s in rb.measured)
     short_share = float(short.sum() / idle) if idle else 0.0
     mean_k, mean_gap = ks["mean_kernel_us"], float(short.mean() / 1e3) if len(short) else 0.0
     if not (u < LOW_UTILIZATION and ks["median_kernel_us"] < 20 and short_share >= 0.5
@@ -210,7 +211,7 @@ def _step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
     steps = [s for s in rb.measured if s.step is not None]
     if len(steps) < 5:
         return []
-    d = np.array([s.window_ns for s in steps], np.float64)
+    d = np.array([s.gpu_time_ns for s in steps], np.float64)
     med = float(np.median(d))
     mad = float(np.median(np.abs(d - med))) or 1.0
     out = []
@@ -219,8 +220,8 @@ def _step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
         if z < 3.5 or x < 1.5 * med:
             continue
         base = [(o.start_ns, o.end_ns) for o in steps if o is not s]
-        what = explain(trace, rb.rank, (s.start_ns, s.end_ns), base,
-                       kinds=tuple(LaneKind.ORDER), top=25)
+        what = [w for w in explain(trace, rb.rank, (s.start_ns, s.end_ns), base,
+                                   kinds=tuple(LaneKind.ORDER), top=25) if not IDLE_WAIT.match(w["name"])]
         # Lead with GPU work when it explains a good part of the extra time (the copy, the wait
         # in a collective); the host calls that waited for it follow.
         gpu = [w for w in what if w["category"] in ("memcpy", "memset", "kernel", "communication")]

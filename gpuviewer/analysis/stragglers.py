@@ -19,16 +19,14 @@ from ..model.categories import LaneKind
 from ..model.trace import Trace
 from .breakdown import RankBreakdown, launch_times
 from .collectives import Collectives
-from .host import _per_name, _step_markers, explain
+from .host import IDLE_WAIT, _per_name, _step_markers, explain
 
 MAX_COMPARED = 16  # other ranks a late rank is compared with
 PERSISTENT_SHARE = 1 / 3  # late in at least this share of the steps (and two of them)
 _INPUT = re.compile(r"DataLoader|dataloader|_next_data|__next__|enumerate\(", re.IGNORECASE)
 # Python object addresses differ between processes: strip them so ranks' ops compare by name.
 _ADDRESS = re.compile(r" (?:object )?at 0x[0-9a-fA-F]+")
-# Helper threads blocking in these are idle, not working: never a reason for lateness.
-_IDLE_WAIT = re.compile(r"^(poll|ppoll|epoll_wait|epoll_pwait|select|pselect6?|pthread_cond_(timed)?wait|"
-                        r"sem_(timed)?wait|futex|pthread_join|read|recv|recvmsg|accept)$")
+_IDLE_WAIT = IDLE_WAIT
 
 
 def _ms(ns: float) -> float:

@@ -26,6 +26,8 @@ class _CommArgs(msgspec.Struct):
     out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
     dtype: Any = None
     group_size: Any = msgspec.field(default=None, name="Group size")
+    src_rank: Any = msgspec.field(default=None, name="Src Rank")  # point-to-point: the peer
+    dst_rank: Any = msgspec.field(default=None, name="Dst Rank")
 
 
 class _Ev(msgspec.Struct):
@@ -112,7 +114,7 @@ def _from_source(src: Source, ordinals: np.ndarray) -> list[dict]:
 _KEYS = {"Process Group Name": "group", "Process Group Description": "group_desc",
          "Process Group Ranks": "group_ranks", "Collective name": "collective",
          "In msg nelems": "in_nelems", "Out msg nelems": "out_nelems", "dtype": "dtype",
-         "Group size": "group_size"}
+         "Group size": "group_size", "Src Rank": "src_rank", "Dst Rank": "dst_rank"}
 
 
 def _as_dict(a: _CommArgs | None) -> dict | None:
