@@ -83,3 +83,26 @@ def test_late_rank_found_only_after_alignment(tmp_path):
     assert aligned[0]["metrics"]["kind"] == "persistent"
     raw = _stragglers(str(tmp_path), "--no-align")
     assert raw and all(f["metrics"]["late_rank"] != 2 for f in raw), [f["title"] for f in raw]
+
+
+def test_job_folder_with_configs_opens_with_its_traces(tmp_path):
+    """A real job folder holds configs and metric dumps beside the traces: they are skipped with
+    a word; named on their own they are still refused; a folder with no trace is an error."""
+    import shutil
+    from hostile import assert_refused, folder_state
+    for f in ("ddp_rank0.json.gz", "ddp_rank1.json.gz"):
+        shutil.copy(trace_path("kineto", "ddp", f), tmp_path)
+    (tmp_path / "config.json").write_text('{"lr": 0.001, "batch": 32}')
+    (tmp_path / "metrics.json").write_text('[{"loss": 1.5}]')
+    before = folder_state(str(tmp_path))
+    out = _info(str(tmp_path))
+    assert len(out["ranks"]) == 2 and out["kernels"] > 0
+    skipped = [w for w in out["warnings"] if "skipped" in w]
+    assert len(skipped) == 2 and any("config.json" in w for w in skipped)
+    assert folder_state(str(tmp_path)) == before
+    assert_refused(run("info", str(tmp_path / "config.json"), "--no-cache"), str(tmp_path / "config.json"))
+    only = tmp_path / "only_configs"
+    only.mkdir()
+    shutil.copy(tmp_path / "config.json", only)
+    r = run("info", str(only), "--no-cache")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.lines()) == 1

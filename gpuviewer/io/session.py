@@ -34,7 +34,9 @@ def load(paths: list[str], *, use_cache: bool = True, progress: Progress | None 
     if not files:
         raise TraceError(", ".join(paths), "no trace files found in the folder")
     kinds = {f: sn.sniff(f) for f in files}  # each file's content is looked at once
-    trace = _load(files, kinds, use_cache, progress, cancelled)
+    named = {os.path.abspath(p) for p in paths if not os.path.isdir(p)}
+    optional = frozenset(f for f in files if os.path.abspath(f) not in named)
+    trace = _load(files, kinds, use_cache, progress, cancelled, optional)
     for w in dup_warnings:
         if w not in trace.warnings:
             trace.warnings.append(w)
@@ -71,14 +73,15 @@ def _dedupe(files: list[str]) -> tuple[list[str], list[str]]:
     return out, warnings
 
 
-def _load(files: list[str], kinds: dict, use_cache: bool, progress, cancelled) -> Trace:
+def _load(files: list[str], kinds: dict, use_cache: bool, progress, cancelled,
+          optional: frozenset = frozenset()) -> Trace:
     """Topology and memory files join the session of the traces beside them."""
     topo = [f for f in files if kinds[f] in (sn.TOPO, sn.TOPO_AUX)]
     if topo:
         from .topo import read_topology
         rest = [f for f in files if f not in topo]
         topology = read_topology(topo)
-        trace = _load(rest, kinds, use_cache, progress, cancelled) if rest \
+        trace = _load(rest, kinds, use_cache, progress, cancelled, optional) if rest \
             else _empty_trace(topo, format="nvidia-smi-topo")
         trace.topology = topology
         trace.metadata.setdefault("files", []).extend(os.path.abspath(f) for f in topo)
@@ -87,7 +90,7 @@ def _load(files: list[str], kinds: dict, use_cache: bool, progress, cancelled) -
     if snaps:
         rest = [f for f in files if f not in snaps]
         kind = "torch-memory-timeline" if all(kinds[f] == sn.MEMTIMELINE for f in snaps) else "memory-snapshot"
-        trace = _load(rest, kinds, use_cache, progress, cancelled) if rest \
+        trace = _load(rest, kinds, use_cache, progress, cancelled, optional) if rest \
             else _empty_trace(snaps, format=kind)
         return attach_snapshots(trace, snaps, kinds)
     if use_cache:
@@ -108,7 +111,7 @@ def _load(files: list[str], kinds: dict, use_cache: bool, progress, cancelled) -
         formats.append(fmt)
     kinds = set(formats)
     if kinds == {sn.KINETO}:
-        trace = _load_kineto(files, progress, cancelled)
+        trace = _load_kineto(files, progress, cancelled, optional)
     elif kinds == {sn.NSYS_SQLITE}:
         from .nsys import load_nsys
         try:
@@ -138,20 +141,31 @@ def _load(files: list[str], kinds: dict, use_cache: bool, progress, cancelled) -
     return trace
 
 
-def _load_kineto(files: list[str], progress: Progress | None, cancelled) -> Trace:
+def _load_kineto(files: list[str], progress: Progress | None, cancelled, optional: frozenset = frozenset()) -> Trace:
+    """optional: files found inside an opened folder (others were named by the user)."""
     from .kineto import read_kineto, shutdown_pool
     b = TraceBuilder("kineto")
     per_file = []
     sizes = [max(1, os.path.getsize(f)) for f in files]
     total = sum(sizes)
     done = 0
+    skipped = []
     for i, f in enumerate(files):
         def prog(frac, _done=done, _size=sizes[i], _name=os.path.basename(f)):
             if progress:
                 progress((_done + frac * _size) / total * 0.9, f"reading {_name}")
         try:
-            per_file.append(read_kineto(b, f, i, progress=prog, cancelled=cancelled))
-        except (TraceError, Cancelled):
+            per_file.append(read_kineto(b, f, len(per_file), progress=prog, cancelled=cancelled))
+        except TraceError as e:
+            # A job folder also holds configs and metrics dumps: JSON that is not a trace is
+            # skipped when the folder was opened (not when the file was named), with a word.
+            if f in optional and any(w in e.problem for w in _NOT_A_TRACE):
+                skipped.append(f)
+                b.warnings.append(f"{f}: skipped ({e.problem})")
+                done += sizes[i]
+                continue
+            raise
+        except Cancelled:
             raise
         except Exception as e:  # noqa: BLE001 - named after the file that caused it
             raise unexpected(f, e) from e
@@ -159,12 +173,18 @@ def _load_kineto(files: list[str], progress: Progress | None, cancelled) -> Trac
             if i == len(files) - 1:
                 shutdown_pool()
         done += sizes[i]
+    if not per_file:
+        raise TraceError(_names(files), "no trace in these files (each is JSON, but not a profiler trace)")
     _assign_ranks_and_clocks(b, per_file)
     if progress:
         progress(0.95, "sorting and nesting events")
     trace = b.finish()
-    trace.metadata["files"] = [os.path.abspath(f) for f in files]
+    trace.metadata["files"] = [os.path.abspath(f) for f in files if f not in skipped]
+    trace.metadata["skipped_files"] = [os.path.abspath(f) for f in skipped]
     return trace
+
+
+_NOT_A_TRACE = ("not a trace", "no trace events", "not a JSON trace", "no readable trace events")
 
 
 def _assign_ranks_and_clocks(b: TraceBuilder, per_file: list[dict]) -> None:
