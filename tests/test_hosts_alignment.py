@@ -106,3 +106,31 @@ def test_job_folder_with_configs_opens_with_its_traces(tmp_path):
     shutil.copy(tmp_path / "config.json", only)
     r = run("info", str(only), "--no-cache")
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.lines()) == 1
+
+
+def test_rank_overview_in_the_window(qtbot, tmp_path):
+    """Ranks x steps of the wait each rank caused: the late rank's row is the hot one, sorted by
+    lateness it comes first, and a click takes the timeline to that step."""
+    from conftest import make_window
+    make(SRC, str(tmp_path / "job"), ranks=4, hosts=2, offsets_us=[0.0, 1500.0], late_rank=3, late_ms=8.0,
+         layout="hostnames")
+    w = make_window(qtbot, tmp_path, block_analysis=True, size=(1600, 900))
+    assert w.open_paths([str(tmp_path / "job")], block=True)
+    rv = w.ranks_view
+    vals = rv.values()  # wait caused, ms
+    assert set(vals) == {0, 1, 2, 3}
+    for step, v in vals[3].items():
+        assert v > 5.0 and all(vals[r][step] < 1.0 for r in (0, 1, 2)), (step, vals)
+    rv.order.setCurrentIndex(2)  # by lateness
+    assert rv.row_order()[0] == 3
+    assert rv.table.verticalHeaderItem(0).text().startswith("rank 3")
+    step = sorted(vals[3])[1]
+    col = sorted(vals[3]).index(step)
+    rv.table.cellClicked.emit(0, col)
+    t0, t1 = w.timeline.visible_range()
+    same = [s for s in w.trace.steps if s.step == step]
+    assert t0 <= min(s.start for s in same) and t1 >= max(s.end for s in same)
+    assert w.trace.metadata["alignment"]["method"] == "collectives"
+    # the switch: without alignment the session is opened again with the recorded clocks
+    w.align_action.setChecked(False)
+    assert w.trace.metadata["alignment"]["method"] == "none"

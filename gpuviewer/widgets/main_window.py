@@ -101,6 +101,10 @@ class MainWindow(QMainWindow):
         self.findings_dock = self._dock("Findings", self.findings, Qt.BottomDockWidgetArea)
         self.overview = OverviewPanel()
         self.overview_dock = self._dock("Overview", self.overview, Qt.BottomDockWidgetArea)
+        from .rank_overview import RankOverview
+        self.ranks_view = RankOverview()
+        self.ranks_dock = self._dock("Ranks", self.ranks_view, Qt.BottomDockWidgetArea)
+        self.ranks_view.cellChosen.connect(self.goto_rank_step)
         self.memory_dock.hide()  # shown when the session has memory data
         self.analysis: dict | None = None
         self._analysis_thread = None
@@ -111,6 +115,7 @@ class MainWindow(QMainWindow):
         self.setCorner(Qt.TopRightCorner, Qt.RightDockWidgetArea)
         self.splitDockWidget(self.memory_dock, self.findings_dock, Qt.Vertical)
         self.tabifyDockWidget(self.findings_dock, self.overview_dock)
+        self.tabifyDockWidget(self.findings_dock, self.ranks_dock)
         self.tabifyDockWidget(self.findings_dock, self.area_dock)
         self.findings_dock.raise_()
         self.resizeDocks([self.memory_dock, self.findings_dock], [230, 170], Qt.Vertical)
@@ -171,6 +176,11 @@ class MainWindow(QMainWindow):
         v.addAction(self.topology_dock.toggleViewAction())
         v.addAction(self.annotations_dock.toggleViewAction())
         v.addAction(self.overview_dock.toggleViewAction())
+        v.addAction(self.ranks_dock.toggleViewAction())
+        self.align_action = v.addAction("Align host clocks by collectives")
+        self.align_action.setCheckable(True)
+        self.align_action.setChecked(True)
+        self.align_action.toggled.connect(self.set_align)
         r = v.addMenu("Renderer")
         for mode, label in (("auto", "Automatic (GPU if it is real hardware)"), ("opengl", "OpenGL"),
                             ("raster", "Raster (CPU)")):
@@ -596,6 +606,7 @@ class MainWindow(QMainWindow):
         if self.timeline.item is not None:
             self.timeline.item.set_comm_waits(kc)
         self.overview.set_analysis(a)
+        self.ranks_view.set_analysis(a, {r.rank: r.host for r in trace.ranks if r.host})
         if getattr(trace, "topology", None) is not None:
             self._show_topology()
         self.analysisReady.emit(a)
@@ -681,6 +692,20 @@ class MainWindow(QMainWindow):
             return []
         r0 = self.trace.ranks[0].rank
         return [s for s in self.trace.steps if s.rank == r0]
+
+    def set_align(self, on: bool) -> None:
+        """The switch for clock alignment: the open session is opened again with or without it."""
+        self.loader.align = bool(on)
+        if self.trace is not None and self.paths:
+            self.open_paths(list(self.paths), block=getattr(self, "_block_analysis", False))
+
+    def goto_rank_step(self, rank: int, step: int) -> None:
+        """From the rank overview: that step on the timeline, scrolled to that rank."""
+        self.goto_step(step)
+        lm = self.timeline.layout_model
+        hdr = next((r for r in lm.rows if r.kind == "header" and r.rank == rank), None) if lm else None
+        if hdr is not None:
+            self.timeline.scroll.setValue(int(hdr.y * 10))
 
     def goto_step(self, n: int) -> None:
         if self.trace is None:

@@ -36,6 +36,10 @@ class MemoryPanel(QWidget):
         self.origin = 0
         self.multiples = QCheckBox("small multiples (one plot per rank)")
         self.info = QLabel("")
+        # many ranks make a long line: it must never widen the window (the full text is its tooltip)
+        from PySide6.QtWidgets import QSizePolicy
+        self.info.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.info.setMinimumWidth(0)
         self.frames = QTextBrowser()
         self.frames.setMaximumWidth(420)
         self.frames.hide()
@@ -195,6 +199,7 @@ class MemoryPanel(QWidget):
                         notes.append(f"memory timeline: peak {s.allocated.max() / GB:.2f} GB by category")
             plot.setYRange(0, ymax * 1.3 if ymax else 1, padding=0)
         self.info.setText("  ·  ".join(notes) or "allocated (solid) and reserved (dashed) per rank and device")
+        self.info.setToolTip("\n".join(notes))
 
     def _stacked(self, plot, s) -> None:
         """Call-site categories as stacked areas: cumulative curves filled down to zero, drawn

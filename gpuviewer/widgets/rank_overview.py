@@ -1,0 +1,103 @@
+"""Rank overview: a ranks x steps heatmap of the step's GPU time, the wait a rank caused the
+others, or the wait it suffered; sortable by rank, host or lateness; a click takes the timeline
+to that rank and step. Filled from the analysis (no parsing here)."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QHeaderView, QLabel, QTableWidget, QTableWidgetItem,
+                               QVBoxLayout, QWidget)
+
+MEASURES = {"step time (GPU)": "gpu_time", "wait caused": "caused_ns", "wait suffered": "wait_ns"}
+ORDERS = ("rank", "host", "lateness")
+
+
+class RankOverview(QWidget):
+    cellChosen = Signal(int, int)  # rank, step
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.measure = QComboBox()
+        self.measure.addItems(list(MEASURES))
+        self.measure.setCurrentIndex(1)
+        self.order = QComboBox()
+        self.order.addItems([f"sort by {o}" for o in ORDERS])
+        self.note = QLabel("")
+        top = QHBoxLayout()
+        top.addWidget(QLabel("colour:"))
+        top.addWidget(self.measure)
+        top.addWidget(self.order)
+        top.addWidget(self.note, 1)
+        self.table = QTableWidget()
+        self.table.setEditTriggers(QTableWidget.NoEditTriggers)
+        self.table.verticalHeader().setDefaultSectionSize(16)  # 8 ranks fit without scrolling
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.Stretch)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(2, 2, 2, 2)
+        lay.addLayout(top)
+        lay.addWidget(self.table, 1)
+        self.analysis: dict | None = None
+        self.hosts: dict[int, str] = {}
+        self.measure.currentIndexChanged.connect(self._fill)
+        self.order.currentIndexChanged.connect(self._fill)
+        self.table.cellClicked.connect(self._clicked)
+
+    def set_analysis(self, a: dict | None, hosts: dict[int, str] | None = None) -> None:
+        self.analysis = a
+        self.hosts = hosts or {}
+        self._fill()
+
+    def values(self) -> dict[int, dict[int, float]]:
+        """rank -> step -> ms of the chosen measure."""
+        key = MEASURES[self.measure.currentText()]
+        out: dict[int, dict[int, float]] = {}
+        for r in (self.analysis or {}).get("ranks", []):
+            row = out.setdefault(r["rank"], {})
+            for s in r["steps"]:
+                if s["step"] is None:
+                    continue
+                v = (s["end_ns"] - s["start_ns"] + s.get("idle_before_ns", 0) + s.get("idle_after_ns", 0)) \
+                    if key == "gpu_time" else s.get(key, 0)
+                row[s["step"]] = v / 1e6
+        return out
+
+    def row_order(self) -> list[int]:
+        vals = self.values()
+        ranks = sorted(vals)
+        how = ORDERS[self.order.currentIndex()]
+        if how == "host":
+            return sorted(ranks, key=lambda r: (self.hosts.get(r) or "", r))
+        if how == "lateness":
+            caused = {r["rank"]: sum(s.get("caused_ns", 0) for s in r["steps"])
+                      for r in (self.analysis or {}).get("ranks", [])}
+            return sorted(ranks, key=lambda r: (-caused.get(r, 0), r))
+        return ranks
+
+    def _fill(self) -> None:
+        vals = self.values()
+        ranks = self.row_order()
+        steps = sorted({s for v in vals.values() for s in v})
+        self.table.clear()
+        self.table.setRowCount(len(ranks))
+        self.table.setColumnCount(len(steps))
+        self.table.setHorizontalHeaderLabels([f"step {s}" for s in steps])
+        self.table.setVerticalHeaderLabels([f"rank {r}" + (f" · {self.hosts[r]}" if self.hosts.get(r) else "")
+                                            for r in ranks])
+        hi = max((x for v in vals.values() for x in v.values()), default=0.0) or 1.0
+        for i, r in enumerate(ranks):
+            for j, s in enumerate(steps):
+                x = vals.get(r, {}).get(s)
+                it = QTableWidgetItem("" if x is None else f"{x:.1f}")
+                it.setTextAlignment(Qt.AlignCenter)
+                it.setData(Qt.UserRole, (r, s))
+                if x is not None:
+                    k = min(1.0, x / hi)  # white -> deep orange
+                    it.setBackground(QBrush(QColor(255, int(255 - 160 * k), int(255 - 230 * k))))
+                self.table.setItem(i, j, it)
+        self.note.setText(f"{len(ranks)} ranks x {len(steps)} steps, ms; darkest = {hi:.1f} ms")
+
+    def _clicked(self, row: int, col: int) -> None:
+        it = self.table.item(row, col)
+        if it is not None and it.data(Qt.UserRole):
+            r, s = it.data(Qt.UserRole)
+            self.cellChosen.emit(int(r), int(s))
