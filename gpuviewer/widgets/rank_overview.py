@@ -30,7 +30,7 @@ class RankOverview(QWidget):
         top.addWidget(self.note, 1)
         self.table = QTableWidget()
         self.table.setEditTriggers(QTableWidget.NoEditTriggers)
-        self.table.verticalHeader().setDefaultSectionSize(16)  # 8 ranks fit without scrolling
+        self.table.setStyleSheet("QTableWidget { font-size: 8pt; }")
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.Stretch)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)
@@ -95,6 +95,21 @@ class RankOverview(QWidget):
                     it.setBackground(QBrush(QColor(255, int(255 - 160 * k), int(255 - 230 * k))))
                 self.table.setItem(i, j, it)
         self.note.setText(f"{len(ranks)} ranks x {len(steps)} steps, ms; darkest = {hi:.1f} ms")
+        self._fit_rows()
+
+    def resizeEvent(self, ev) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(ev)
+        self._fit_rows()
+
+    def _fit_rows(self) -> None:
+        """Rows shrink (to 11 px) so that up to 8 ranks fit in the dock without scrolling."""
+        n = max(1, min(8, self.table.rowCount()))
+        avail = self.table.viewport().height()
+        h = max(11, min(22, avail // n))
+        self.table.verticalHeader().setMinimumSectionSize(11)
+        self.table.verticalHeader().setDefaultSectionSize(h)
+        for i in range(self.table.rowCount()):
+            self.table.setRowHeight(i, h)
 
     def _clicked(self, row: int, col: int) -> None:
         it = self.table.item(row, col)
