@@ -1,4 +1,5 @@
-"""model/, io/ and analysis/ must import with Qt unavailable."""
+"""model/, io/, analysis/ and the session (opening, alignment, analysis runs) must import and
+run with Qt unavailable."""
 import subprocess
 import sys
 
@@ -14,11 +15,15 @@ for pkg in ("gpuviewer.model", "gpuviewer.io", "gpuviewer.analysis"):
     m = importlib.import_module(pkg)
     for info in pkgutil.iter_modules(m.__path__):
         importlib.import_module(pkg + "." + info.name)
+import gpuviewer.session, gpuviewer.run_analysis
+t = gpuviewer.session.open_session([sys.argv[1]], use_cache=False)
+assert gpuviewer.run_analysis.analyze_session(t)["findings"]
 print("ok")
 '''
 
 
 def test_core_packages_never_import_qt():
-    p = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True)
+    from conftest import trace_path
+    p = subprocess.run([sys.executable, "-c", CODE, trace_path("kineto", "ddp")], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "ok"
