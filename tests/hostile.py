@@ -44,7 +44,8 @@ def run(*args: str, env: dict | None = None, timeout: float = 300) -> Result:
             "try:\n    rc = main(sys.argv[1:])\nexcept SystemExit as e:\n    rc = e.code\n"
             "m = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
             "try:\n"  # ru_maxrss carries the parent's peak over a fork+exec: the kernel's own figure
-            "    m = int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])\n"
+            "    with open('/proc/self/status') as st:\n"
+            "        m = int(next(l for l in st if l.startswith('VmHWM')).split()[1])\n"
             "except Exception:\n    pass\n"
             "c = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
             "os.write(2, f'@@rss_kb={max(m, c)}\\n'.encode())\n"

@@ -183,6 +183,9 @@ def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, 
     win.show()
     for _ in range(3):
         app.processEvents()
+    win.resize(*size)  # showing can grow the window to its docks' preferred sizes: ask again
+    for _ in range(3):
+        app.processEvents()
     if (win.width(), win.height()) != tuple(size) and not report:
         # Qt keeps a window at least as large as its docks and toolbars need
         print(f"gpuviewer: warning: --size {size[0]}x{size[1]} is smaller than the window can be; "

@@ -74,7 +74,7 @@ class MainWindow(QMainWindow):
         self.details = DetailsPanel()
         self.details_dock = self._dock("Details", self.details, Qt.RightDockWidgetArea)
         self.area = AreaTable()
-        self.area_dock = self._dock("Selection summary", self.area, Qt.BottomDockWidgetArea)
+        self.area_dock = self._dock("Selection", self.area, Qt.BottomDockWidgetArea)  # short: dock tab bars set the window's minimum width
 
         self.memory = MemoryPanel()
         self.memory_dock = self._dock("Memory", self.memory, Qt.BottomDockWidgetArea)
@@ -122,6 +122,14 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.details_dock], [330], Qt.Horizontal)
         self.resizeDocks([self.details_dock], [330], Qt.Horizontal)
         self.setDockOptions(QMainWindow.AnimatedDocks | QMainWindow.AllowNestedDocks | QMainWindow.AllowTabbedDocks)
+        self._tabs_scroll()
+
+    def _tabs_scroll(self) -> None:
+        """Dock tab bars scroll (and elide) rather than make the window wider than the screen."""
+        from PySide6.QtWidgets import QTabBar
+        for tb in self.findChildren(QTabBar):
+            tb.setUsesScrollButtons(True)
+            tb.setElideMode(Qt.ElideRight)
 
         self.loader = Loader(self)
         self.loader.progress.connect(self._progress)

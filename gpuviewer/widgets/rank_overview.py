@@ -23,6 +23,8 @@ class RankOverview(QWidget):
         self.order = QComboBox()
         self.order.addItems([f"sort by {o}" for o in ORDERS])
         self.note = QLabel("")
+        from PySide6.QtWidgets import QSizePolicy
+        self.note.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)  # never widens the window
         top = QHBoxLayout()
         top.addWidget(QLabel("colour:"))
         top.addWidget(self.measure)
