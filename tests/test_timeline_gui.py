@@ -288,3 +288,27 @@ def test_collective_kernel_shows_wait_and_transfer(qtbot, tmp_path):
     assert "arrived last" in rows["Waiting for others"] and rows["Transfer"]
     assert "busbw" in rows["Bytes"]
     assert i in set(w.timeline.item.wait_idx.tolist())
+
+
+def test_opens_on_the_profiled_steps(qtbot, tmp_path):
+    """nsys_ddp is a 10 s capture whose 10 steps sit at 8.5-9.2 s: the window opens on the
+    steps (from the export's own NVTX 'step N' ranges, read here with sqlite3), 0 shows all."""
+    import sqlite3
+
+    from PySide6.QtCore import Qt
+    path = trace_path("nsys", "nsys_ddp.sqlite")
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    rows = con.execute("SELECT e.start, e.end FROM NVTX_EVENTS e LEFT JOIN StringIds s ON e.textId = s.id "
+                       "WHERE COALESCE(e.text, s.value) LIKE 'step %' AND e.end IS NOT NULL").fetchall()
+    con.close()
+    assert rows
+    w = make_window(qtbot, tmp_path, block_analysis=True, size=(1600, 900))
+    assert w.open_paths([path], block=True)
+    t0, t1 = w.timeline.visible_range()
+    # the trace's axis is the export's axis plus a constant (its utcEpochNs): compare lengths
+    steps_ns = max(e for _, e in rows) - min(s for s, _ in rows)
+    assert steps_ns <= (t1 - t0) <= 1.3 * steps_ns
+    assert (t1 - t0) < 0.2 * (w.trace.end_ns - w.trace.start_ns)
+    qtbot.keyClick(w.timeline, Qt.Key_0)
+    a0, a1 = w.timeline.visible_range()
+    assert a0 <= w.trace.start_ns and a1 >= w.trace.end_ns

@@ -70,6 +70,9 @@ def cmd_info(args) -> int:
     s["load_seconds"] = round(time.perf_counter() - t0, 4)
     s["warnings"] = list(trace.warnings)
     s["alignment"] = trace.metadata.get("alignment", {"method": "same-host", "residual_ns": None})
+    from ..model.view import initial_view
+    v0, v1 = initial_view(trace)
+    s["view"] = {"start_ns": v0, "end_ns": v1}  # the range the window opens on
     hosts = {r.rank: (r.host, r.clock_offset_ns) for r in trace.ranks}
     for r in s["ranks"]:
         r["host"], r["clock_offset_ns"] = hosts.get(r["rank"], (None, 0))

@@ -138,7 +138,8 @@ class TimelineView(QWidget):
         self.matches = np.zeros(0, np.int64)
         self.match_label.setText("")
         self._update_scroll()
-        self.fit_all()
+        from ..model.view import initial_view
+        self.set_range(*initial_view(trace), padding=0.0)  # the steps; 0 / Home shows everything
 
     # -- geometry ---------------------------------------------------------------------------
     def _rows_visible(self) -> float:
