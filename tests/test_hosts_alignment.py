@@ -134,3 +134,19 @@ def test_rank_overview_in_the_window(qtbot, tmp_path):
     # the switch: without alignment the session is opened again with the recorded clocks
     w.align_action.setChecked(False)
     assert w.trace.metadata["alignment"]["method"] == "none"
+
+
+def test_more_than_8_ranks_start_as_summary_rows(qtbot, tmp_path):
+    """Nine ranks: each starts as one row showing its GPU work; a rank expands on request."""
+    from conftest import make_window
+    make(SRC, str(tmp_path / "job"), ranks=9, hosts=1, layout="flat")
+    w = make_window(qtbot, tmp_path, block_analysis=True, size=(1600, 900))
+    assert w.open_paths([str(tmp_path / "job")], block=True)
+    lm = w.timeline.layout_model
+    assert [r.kind for r in lm.rows] == ["header"] * 9
+    assert lm.state.collapsed_ranks == set(range(9))
+    w.timeline.grab()  # the summary rows paint (GPU compute and communication on the header)
+    lm.toggle_rank(4)
+    lm.rebuild()
+    assert any(r.kind == "lane" and r.rank == 4 for r in lm.rows)
+    assert not any(r.kind == "lane" and r.rank != 4 for r in lm.rows)

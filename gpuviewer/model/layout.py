@@ -48,6 +48,7 @@ KIND_TITLE = {LaneKind.GPU: "GPU streams", LaneKind.COMM: "Communication", LaneK
               LaneKind.NVTX: "NVTX", LaneKind.CUDA_API: "CUDA API", LaneKind.CPU: "CPU threads",
               LaneKind.OSRT: "OS runtime", LaneKind.OTHER: "Other"}
 COLLAPSED_BY_DEFAULT = {LaneKind.OSRT}
+SUMMARY_ABOVE = 8  # with more ranks than this, each starts as one summary row
 
 
 @dataclass
@@ -89,7 +90,12 @@ def rank_title(trace: Trace, rank: int) -> str:
 class Layout:
     def __init__(self, trace: Trace, state: ViewState | None = None, depths: np.ndarray | None = None):
         self.trace = trace
-        self.state = state or ViewState()
+        if state is None:
+            state = ViewState()
+            if len(trace.ranks) > SUMMARY_ABOVE:
+                # many ranks: one summary row each (their GPU work on the header), a click expands
+                state.collapsed_ranks = {r.rank for r in trace.ranks}
+        self.state = state
         self.depths = depths if depths is not None else lane_depths(trace)
         self.rows: list[Row] = []
         self.rebuild()

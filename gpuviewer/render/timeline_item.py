@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtCore import QLineF, QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetrics, QPainter, QPen, QPolygonF
 
 from ..model import queries as q
@@ -25,7 +25,9 @@ STEP_PEN = QPen(QColor(90, 90, 90, 170), 1, Qt.DashLine)
 SEL_PEN = QPen(QColor(0, 0, 0), 2)
 MATCH_PEN = QPen(QColor(250, 204, 21), 2)
 FLOW_PEN = QPen(QColor(30, 30, 30), 1.5)
-WAIT_BRUSH = QBrush(QColor(255, 255, 255, 150))  # over a collective kernel: the part spent waiting
+WAIT_BRUSH = QBrush(QColor(255, 255, 255, 150))
+SUMMARY_GPU = QBrush(QColor(59, 130, 246))  # a collapsed rank's compute streams
+SUMMARY_COMM = QBrush(QColor(234, 88, 12))  # ...and its communication  # over a collective kernel: the part spent waiting
 MAX_LABELS = 600
 
 
@@ -43,6 +45,8 @@ class TimelineItem(pg.GraphicsObject):
         self.match_mask: np.ndarray | None = None  # bool per event
         self.flow_pairs: list[tuple[int, int]] = []
         self.highlight: tuple[int, int, set] | None = None  # a finding's range on its ranks
+        self._steps_by_rank: dict[int, list] | None = None  # rank -> its steps (drawn every frame)
+        self._gpu_lanes: dict[int, list] = {}  # rank -> its GPU and communication lanes (summary rows)
         self.wait_idx = np.zeros(0, np.int64)  # collective kernels with a wait part, sorted
         self.wait_end = np.zeros(0, np.int64)  # ...and when their wait ended (the last arrival)
         self.cursor_ns: int | None = None  # a time picked elsewhere (memory panel)
@@ -60,6 +64,35 @@ class TimelineItem(pg.GraphicsObject):
 
     def dataBounds(self, ax, frac=1.0, orthoRange=None):
         return (0, float(self.span)) if ax == 0 else (0, float(self.layout.height))
+
+    def _summaries(self, p, rows, t0, t1, ns_per_px, sx, ox, sy, oy, left, right) -> None:
+        """Collapsed ranks' headers show their GPU work: compute streams in blue, communication
+        in orange, in the lower part of the row (the rank's name stays readable above). All
+        ranks' runs go out in one batch per colour."""
+        acc = {False: ([], [], []), True: ([], [], [])}  # comm? -> x, w, y
+        for row in rows:
+            lanes = self._gpu_lanes.get(row.rank)
+            if lanes is None:
+                lanes = self._gpu_lanes[row.rank] = [
+                    (i, ln.kind == LaneKind.COMM) for i, ln in enumerate(self.trace.lanes)
+                    if ln.rank == row.rank and ln.kind in (LaneKind.GPU, LaneKind.COMM)]
+            Y = (row.y + row.h * 0.55) * sy + oy
+            for lane, is_comm in lanes:
+                s, e, _rep = q.lod_runs(self.trace, lane, 0, t0, t1, ns_per_px)
+                if len(s):
+                    X0 = np.maximum(np.floor((s - self.origin) * sx + ox), left - 2)
+                    X1 = np.minimum(np.maximum(np.ceil((e - self.origin) * sx + ox), X0 + 1), right + 2)
+                    xs, ws, ys = acc[is_comm]
+                    xs.append(X0)
+                    ws.append(X1 - X0)
+                    ys.append(np.full(len(X0), Y))
+        H = rows[0].h * 0.4 * sy
+        for comm, (xs, ws, ys) in acc.items():
+            if xs:
+                X = np.concatenate(xs)
+                n = self.buf.fill(X, np.concatenate(ys), np.concatenate(ws), np.full(len(X), H))
+                p.setBrush(SUMMARY_COMM if comm else SUMMARY_GPU)
+                self.buf.draw(p, n)
 
     def set_comm_waits(self, per_kernel: dict) -> None:
         """Collective kernels are drawn with their wait for the last rank lighter than the
@@ -113,10 +146,13 @@ class TimelineItem(pg.GraphicsObject):
         t0, t1 = self.origin + int(x0) - 1, self.origin + int(x1) + 1
         rows = self.layout.visible_rows(y0, y1)
         xs, ys, ws, hs, cs, reps = [], [], [], [], [], []
+        summary_rows = []
         for row in rows:
             Y = row.y * sy + oy
             if row.kind == "header":
                 p.fillRect(QRectF(left - 1, Y, right - left + 2, row.h * sy), HEADER_BRUSH)
+                if row.rank in self.layout.state.collapsed_ranks:
+                    summary_rows.append(row)
                 continue
             if row.kind == "group":
                 p.fillRect(QRectF(left - 1, Y, right - left + 2, row.h * sy), GROUP_BRUSH)
@@ -138,6 +174,8 @@ class TimelineItem(pg.GraphicsObject):
                 hs.append(np.full(len(s), 0.84 * sy))
                 cs.append(self.cidx[rep])
                 reps.append(rep)
+        if summary_rows:
+            self._summaries(p, summary_rows, t0, t1, ns_per_px, sx, ox, sy, oy, left, right)
         n_total = 0
         if xs:
             X, W, Y, H, C = (np.concatenate(a) for a in (xs, ws, ys, hs, cs))
@@ -196,25 +234,42 @@ class TimelineItem(pg.GraphicsObject):
 
     def _steps(self, p, rows, sx, ox, sy, oy, y0, y1) -> None:
         by_rank: dict[int, list] = {}
+        headers: dict[int, object] = {}
         for row in rows:
             if row.rank >= 0:
                 lo, hi = by_rank.get(row.rank, (row.y, row.y + row.h))
                 by_rank[row.rank] = (min(lo, row.y), max(hi, row.y + row.h))
+                if row.kind == "header":
+                    headers[row.rank] = row
+        steps = self._steps_by_rank
+        if steps is None:
+            steps = self._steps_by_rank = {}
+            for st in self.trace.steps:
+                steps.setdefault(st.rank, []).append(st)
+        collapsed = self.layout.state.collapsed_ranks
+        labelled = False
         p.setFont(self.font)
+        p.setPen(STEP_PEN)
+        lines = []
         for rank, (ya, yb) in by_rank.items():
             Ya, Yb = max(ya, y0) * sy + oy, min(yb, y1) * sy + oy
-            for st in self.trace.steps_of_rank(rank):
+            for st in steps.get(rank, []):
                 X = (st.start - self.origin) * sx + ox
-                p.setPen(STEP_PEN)
-                p.drawLine(QPointF(X, Ya), QPointF(X, Yb))
-                hdr = next((r for r in rows if r.kind == "header" and r.rank == rank), None)
-                if hdr is not None:
-                    p.setPen(QColor(60, 60, 60))
-                    Xe = (st.end - self.origin) * sx + ox
-                    label = f"step {st.step}"
-                    if Xe - X > self.fm.horizontalAdvance(label) + 6:
-                        p.drawText(QRectF(X + 3, hdr.y * sy + oy, Xe - X - 3, hdr.h * sy),
-                                   Qt.AlignVCenter | Qt.AlignLeft, label)
+                lines.append(QLineF(X, Ya, X, Yb))
+        p.drawLines(lines)  # one call for every rank's step lines
+        p.setPen(QColor(60, 60, 60))
+        for rank, hdr in headers.items():
+            # summary rows (collapsed ranks) carry their GPU work: step names on the first only
+            if rank in collapsed and labelled:
+                continue
+            labelled = labelled or rank in collapsed
+            for st in steps.get(rank, []):
+                X = (st.start - self.origin) * sx + ox
+                Xe = (st.end - self.origin) * sx + ox
+                label = f"step {st.step}"
+                if Xe - X > self.fm.horizontalAdvance(label) + 6:
+                    p.drawText(QRectF(X + 3, hdr.y * sy + oy, Xe - X - 3, hdr.h * sy),
+                               Qt.AlignVCenter | Qt.AlignLeft, label)
         p.setPen(Qt.NoPen)
 
     def _highlight(self, p, rows, sx, ox, sy, oy) -> None:
