@@ -21,8 +21,6 @@ Definitions (the ones issue 11 states):
 from __future__ import annotations
 
 import ast
-import gzip
-import json
 import os
 import re
 import sqlite3
@@ -126,12 +124,9 @@ def _ns(us) -> int:
 
 
 def load_json(path):
-    with open(path, "rb") as f:
-        head = f.read(2)
-    opener = gzip.open if head == b"\x1f\x8b" else open
-    with opener(path, "rb") as f:
-        doc = json.loads(f.read())
-    return doc
+    from kineto_truth import load_json as events_and_meta
+    events, meta = events_and_meta(path)
+    return dict(meta, traceEvents=events)
 
 
 def kineto_rank(path: str, fallback_rank: int = 0) -> Rank:

@@ -51,3 +51,12 @@ def make_window(qtbot, tmp_path, *, block_analysis: bool = False, size: tuple[in
         w.resize(*size)
         w.show()
     return w
+
+
+def png_size(path) -> tuple[int, int]:
+    """Width and height from a PNG's header."""
+    import struct
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", head[16:24])

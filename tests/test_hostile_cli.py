@@ -3,12 +3,10 @@ each case is built here; every run asserts the exit code, the one-line message n
 no traceback, and the input folder unchanged (hashes, mtimes, no new files)."""
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import shutil
 import sqlite3
-import threading
 
 import pytest
 

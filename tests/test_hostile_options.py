@@ -6,7 +6,7 @@ import resource
 
 import pytest
 
-from conftest import SAMPLES
+from conftest import SAMPLES, png_size
 from hostile import folder_state, run
 
 from gpuviewer.app.gui import MAX_SIDE, _parse_size, _parse_window
@@ -68,12 +68,6 @@ def test_parsers_accept_good_values():
         _parse_size(f"{MAX_SIDE + 1}x900")
 
 
-def _png_size(path) -> tuple[int, int]:
-    import struct
-    with open(path, "rb") as f:
-        head = f.read(24)
-    assert head[:8] == b"\x89PNG\r\n\x1a\n"
-    return struct.unpack(">II", head[16:24])
 
 
 def test_normal_screenshot_prints_nothing_on_stderr(tmp_path):
@@ -81,7 +75,7 @@ def test_normal_screenshot_prints_nothing_on_stderr(tmp_path):
     r = run("screenshot", DDP, "-o", str(out), "--window", "0:50", "--size", "1400x800", timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stderr == "", r.stderr[-3000:]  # no "propagateSizeHints()" noise from the offscreen platform
-    assert _png_size(out) == (1400, 800)
+    assert png_size(out) == (1400, 800)
 
 
 def test_size_below_the_window_minimum_says_so(tmp_path):
@@ -89,7 +83,7 @@ def test_size_below_the_window_minimum_says_so(tmp_path):
     r = run("screenshot", DDP, "-o", str(out), "--size", "640x400", timeout=300)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
     (line,) = r.lines()
-    w, h = _png_size(out)
+    w, h = png_size(out)
     assert line.startswith("gpuviewer: warning: --size 640x400") and f"the picture is {w}x{h}" in line
 
 

@@ -277,19 +277,25 @@ LOCKERS = {
 }
 
 
+def _hold(p, statements: list[str]) -> subprocess.Popen:
+    """Another program with the file open, having run these statements, until its stdin closes."""
+    code = ("import sqlite3, sys\n"
+            "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+            f"for s in {list(statements)!r}: db.execute(s)\n"
+            "print('ready', flush=True)\n"
+            "sys.stdin.read()\n")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(p)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "ready"
+    return holder
+
+
 @pytest.mark.parametrize("case", sorted(LOCKERS))
 def test_file_locked_by_another_program(tmp_path, case):
     p = _copy(tmp_path)
     pragmas, statements = LOCKERS[case]
-    code = ("import sqlite3, sys\n"
-            "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-            f"for s in {pragmas + statements!r}: db.execute(s)\n"
-            "print('locked', flush=True)\n"
-            "sys.stdin.read()\n")
-    holder = subprocess.Popen([sys.executable, "-c", code, str(p)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    holder = _hold(p, pragmas + statements)
     try:
-        assert holder.stdout.readline().strip() == "locked"
         before = folder_state(tmp_path)
         r = _info(p)
         line = assert_refused(r, p, "locked by another program (close it or wait)")
@@ -304,16 +310,8 @@ def test_file_locked_by_another_program(tmp_path, case):
 def test_reader_and_writer_in_progress_do_not_block(tmp_path, single_kernels):
     """Another reader, or a writer that has not started to commit, leaves the file readable."""
     p = _copy(tmp_path)
-    code = ("import sqlite3, sys\n"
-            "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-            "db.execute('BEGIN IMMEDIATE')\n"
-            "db.execute('DELETE FROM StringIds WHERE id < 0')\n"
-            "print('ready', flush=True)\n"
-            "sys.stdin.read()\n")
-    holder = subprocess.Popen([sys.executable, "-c", code, str(p)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    holder = _hold(p, ["BEGIN IMMEDIATE", "DELETE FROM StringIds WHERE id < 0"])
     try:
-        assert holder.stdout.readline().strip() == "ready"
         out = _opened(_info(p))
         assert out["kernels"] == single_kernels
         assert not out["warnings"]  # its -journal is in use, not left behind

@@ -6,7 +6,6 @@ trace with a few µs of jitter, hosts' clocks moved by known offsets."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 

@@ -1,27 +1,21 @@
 """`gpuviewer screenshot` in a real subprocess, offscreen."""
-import struct
 
-from conftest import SAMPLES, run_cli, trace_path
+from conftest import SAMPLES, png_size, run_cli, trace_path
 
 
-def _png_size(path):
-    with open(path, "rb") as f:
-        head = f.read(24)
-    assert head[:8] == b"\x89PNG\r\n\x1a\n"
-    return struct.unpack(">II", head[16:24])
 
 
 def test_png_default_size_and_window(tmp_path):
     out = tmp_path / "ddp.png"
     p = run_cli("screenshot", f"{SAMPLES}/ddp", "-o", str(out), env={"QT_QPA_PLATFORM": "offscreen"})
     assert p.returncode == 0, p.stderr
-    w, h = _png_size(out)
+    w, h = png_size(out)
     assert w >= 1600 and h >= 900
     out2 = tmp_path / "win.png"
     p = run_cli("screenshot", trace_path("nsys", "nsys_ddp.sqlite"), "-o", str(out2), "--window", "8400:9300",
                 "--size", "1200x700", env={"QT_QPA_PLATFORM": "offscreen"})
     assert p.returncode == 0, p.stderr
-    assert _png_size(out2) == (1200, 700)
+    assert png_size(out2) == (1200, 700)
 
 
 def test_svg_contains_lane_labels(tmp_path):

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 
-from ..model.categories import Cat, LaneKind
+from ..model.categories import LaneKind
 from ..model.plain import plain
 from ..model.trace import Trace
 from . import intervals as iv
