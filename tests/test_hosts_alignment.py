@@ -149,3 +149,15 @@ def test_more_than_8_ranks_start_as_summary_rows(qtbot, tmp_path):
     lm.rebuild()
     assert any(r.kind == "lane" and r.rank == 4 for r in lm.rows)
     assert not any(r.kind == "lane" and r.rank != 4 for r in lm.rows)
+
+
+def test_hosts_set_in_the_window(qtbot, tmp_path):
+    """One folder, no host names: one host; saying which ranks share a clock aligns them."""
+    from conftest import make_window
+    make(SRC, str(tmp_path / "job"), ranks=4, hosts=2, offsets_us=[0.0, 4000.0], layout="flat")
+    w = make_window(qtbot, tmp_path, block_analysis=True)
+    assert w.open_paths([str(tmp_path / "job")], block=True)
+    assert w.trace.metadata["alignment"]["method"] == "same-host"
+    w.set_hosts("0-1,2-3")
+    assert w.trace.metadata["alignment"]["method"] == "collectives"
+    assert abs(next(r for r in w.trace.ranks if r.rank == 2).clock_offset_ns + 4_000_000) <= 20_000

@@ -189,6 +189,7 @@ class MainWindow(QMainWindow):
         self.align_action.setCheckable(True)
         self.align_action.setChecked(True)
         self.align_action.toggled.connect(self.set_align)
+        v.addAction("Hosts (which ranks share a clock)…", self.hosts_dialog)
         r = v.addMenu("Renderer")
         for mode, label in (("auto", "Automatic (GPU if it is real hardware)"), ("opengl", "OpenGL"),
                             ("raster", "Raster (CPU)")):
@@ -700,6 +701,19 @@ class MainWindow(QMainWindow):
             return []
         r0 = self.trace.ranks[0].rank
         return [s for s in self.trace.steps if s.rank == r0]
+
+    def hosts_dialog(self) -> None:
+        """Say which ranks share a host's clock ("0-3,4-7"; empty: from the files)."""
+        from PySide6.QtWidgets import QInputDialog
+        text, ok = QInputDialog.getText(self, "Hosts", "Ranks per host, e.g. 0-3,4-7 (empty: found from the files):",
+                                        text=self.loader.hosts or "")
+        if ok:
+            self.set_hosts(text.strip() or None)
+
+    def set_hosts(self, spec: str | None) -> None:
+        self.loader.hosts = spec
+        if self.trace is not None and self.paths:
+            self.open_paths(list(self.paths), block=getattr(self, "_block_analysis", False))
 
     def set_align(self, on: bool) -> None:
         """The switch for clock alignment: the open session is opened again with or without it."""
