@@ -10,13 +10,11 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
-import msgspec
-
 from ..model.trace import Source, Trace
 from .errors import TraceError
-from .streams import open_bytes
-
-_any = msgspec.json.Decoder()
+from .json_sanitize import cap_strings, loads_lenient
+from .limits import max_event_bytes
+from .streams import open_salvage
 
 
 def event_args(trace: Trace, i: int) -> dict:
@@ -29,7 +27,7 @@ def event_args(trace: Trace, i: int) -> dict:
     if src.format == "kineto":
         ev = _kineto_event(src.path, src.size, src.mtime_ns, tuple(map(tuple, src.chunks)), code)
         args = ev.get("args") if isinstance(ev, dict) else None
-        return dict(args) if isinstance(args, dict) else {}
+        return cap_strings(args) if isinstance(args, dict) else {}
     if src.format == "nsys":
         from .nsys import row_args
         return row_args(src.path, int(trace.columns["cat"][i]), code)
@@ -47,18 +45,42 @@ def _check_unchanged(src: Source) -> None:
 
 @lru_cache(maxsize=2)
 def _piece(path: str, size: int, mtime: int, offset: int, length: int) -> list:
-    with open_bytes(path) as f:
-        if offset < 0:
-            doc = _any.decode(f.read())
-            return doc["traceEvents"] if isinstance(doc, dict) else doc
+    """The events of one piece, decoded as a browser would (NaN kept, bad UTF-8 replaced)."""
+    with open_salvage(path) as f:
+        if offset < 0:  # "the whole document" (caches from before pieces were exact)
+            data = _read(f, 4 * max_event_bytes())
+            if data is None:
+                raise TraceError(path, "too large to fetch arguments from without the cache; reopen it")
+            try:
+                doc = loads_lenient(data)
+            except ValueError:
+                return []
+            ev = doc.get("traceEvents") if isinstance(doc, dict) else doc
+            return ev if isinstance(ev, list) else []
         remaining = offset
         while remaining > 0:
             got = f.read(min(remaining, 16 << 20))
             if not got:
                 break
             remaining -= len(got)
-        data = f.read(length)
-    return _any.decode(b"[" + data + b"]")
+        data = _read(f, length, whole=False) or b""
+    try:
+        ev = loads_lenient(b"[" + data + b"]")
+    except ValueError:
+        return []
+    return ev if isinstance(ev, list) else []
+
+
+def _read(f, n: int, whole: bool = True) -> bytes | None:
+    """Up to n bytes; (whole) None when the stream holds more than n."""
+    parts, got = [], 0
+    while got < n + whole:
+        b = f.read(min(16 << 20, n + whole - got))
+        if not b:
+            break
+        parts.append(b)
+        got += len(b)
+    return None if got > n else b"".join(parts)
 
 
 def _kineto_event(path: str, size: int, mtime: int, chunks: tuple, ordinal: int) -> dict:

@@ -6,6 +6,7 @@ are steps; NCCL kernels and record_param_comms / nccl:* ops are communication.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 from typing import Callable
@@ -19,7 +20,8 @@ import msgspec
 
 from .chrome_json import Fallback, read_chrome_json
 from .errors import TraceError
-from .kineto_piece import extract_piece, floats, us_to_ns
+from .kineto_piece import extract_piece, floats, num, text, us_to_ns
+from .limits import max_string_bytes
 
 # cat string (lower-cased) -> (category, lane kind). Old spellings map to the new ones.
 _CATS = {
@@ -45,22 +47,26 @@ _CATS = {
     "cpu_instant_event": (Cat.INSTANT, LaneKind.CPU),
 }
 _GPU_KINDS = (LaneKind.GPU, LaneKind.GPU_ANNOTATION)
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
-_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
-_STREAM_NUM = re.compile(r"(-?\d+)")
+_STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")  # 19 digits and more do not fit int64
+_HUGE_STEP = re.compile(r"^ProfilerStep#\d{19,}$")
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d{1,9})", re.IGNORECASE)
+_STREAM_NUM = re.compile(r"(?<!\d)(-?\d{1,18})(?!\d)")
+_ID_MAX = 1 << 62  # pids, tids, streams: anything past this is not a real id
+_RANK_MAX = 1 << 20  # ranks, world sizes, device ordinals
+# baseTimeNanoseconds must be ns since 1970 before 2065, so that ns sums stay in int64
+BASE_NS_MAX = 3_000_000_000_000_000_000
 
 
-def _int_or_none(v) -> int | None:
+def _int_or_none(v, bound: int = _ID_MAX) -> int | None:
     if isinstance(v, bool):
         return int(v)
-    if isinstance(v, int):
+    if isinstance(v, float):
+        v = int(v) if math.isfinite(v) and abs(v) < 2 ** 63 else None
+    elif isinstance(v, str):
+        m = _STREAM_NUM.search(v[:256])
+        v = int(m.group(1)) if m else None
+    if isinstance(v, int) and -bound < v < bound:
         return v
-    if isinstance(v, float) and v == v:
-        return int(v)
-    if isinstance(v, str):
-        m = _STREAM_NUM.search(v)
-        if m:
-            return int(m.group(1))
     return None
 
 
@@ -145,10 +151,11 @@ class _FileReader:
         self.pending: list = []
         self.next_ordinal = 0  # ordinal (position in traceEvents) of the next piece's first event
         self.chunk_first: dict[int, int] = {}
+        self.bad: dict[str, int] = {}  # events skipped or coerced, by reason (kineto_piece)
 
     def lane_for(self, kind: str, pid, tid) -> int:
         if kind in _GPU_KINDS:
-            device, stream, p = _int_or_none(pid), _int_or_none(tid), -1
+            device, stream, p = _int_or_none(pid, _RANK_MAX), _int_or_none(tid), -1
             device = -1 if device is None else device
         else:
             device, stream, p = -1, _int_or_none(tid), _int_or_none(pid)
@@ -190,6 +197,8 @@ class _FileReader:
         self.chunk_first[r["chunk"]] = base
         self.next_ordinal += r["n_events"]
         self.n_flow += r["n_flow"]
+        for k, n in r.get("bad", {}).items():
+            self.bad[k] = self.bad.get(k, 0) + n
         if r.get("other"):
             self._others(r["other"], base)
         for name, pid, id_, ts, args in r.get("counters", ()):
@@ -215,11 +224,11 @@ class _FileReader:
         for ph, name, cat, pid, tid, ts, dur, id_, scope, a, pos in other:
             if ph in ("i", "I", "R", "n"):
                 if name == "[memory]" and a is not None:
-                    dtype, dev, alloc, res = a[0], _int_or_none(a[1]), a[2], a[3]
+                    dtype, dev, alloc, res = a[0], _int_or_none(a[1], _RANK_MAX), a[2], a[3]
                     if dtype in (1, "1") or (dtype is None and dev not in (None, -1)):
                         self.mem.append((ts, dev, alloc, res))
                     continue
-                if ph == "n" or ts is None:
+                if ph == "n":
                     continue
                 kind = LaneKind.OTHER if scope == "g" else self.cats[cat][1]
                 if kind == LaneKind.GPU_ANNOTATION:
@@ -241,10 +250,9 @@ class _FileReader:
             return
         series = {}
         for k, v in args.items():
-            try:
-                series[k] = float(v)
-            except (TypeError, ValueError):
-                continue
+            f = num(v)
+            if math.isfinite(f):
+                series[text(k, 256)] = f
         for k, v in series.items():
             cname = f"{name}" if len(series) == 1 else f"{name}.{k}"
             if id_ is not None:
@@ -275,21 +283,23 @@ class _FileReader:
         info.files.append(self.path)
         info.clock_offset_ns = offset_ns
         dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
-        if isinstance(dist.get("world_size"), int):
-            info.world_size = dist["world_size"]
-        for dp in meta.get("deviceProperties") or []:
-            if isinstance(dp, dict) and isinstance(dp.get("id"), int):
-                info.device_props[dp["id"]] = {k: v for k, v in dp.items()
-                                               if isinstance(v, (int, float, str))}
+        ws = dist.get("world_size")
+        if type(ws) is int and 0 < ws < _RANK_MAX:
+            info.world_size = ws
+        props = meta.get("deviceProperties")
+        for dp in props if isinstance(props, list) else []:
+            if isinstance(dp, dict) and type(dp.get("id")) is int and 0 <= dp["id"] < _RANK_MAX:
+                info.device_props[dp["id"]] = {text(k, 256): _plain(v) for k, v in dp.items()
+                                               if _plain(v) is not None}
         if isinstance(meta.get("host_name"), str):
-            info.host = meta["host_name"]
+            info.host = text(meta["host_name"], 4096)
         self._labels()
         self._steps(rank)
         self._memory(rank, add)
         for (pid, name), pts in self.counters.items():
             arr = np.array(pts, dtype=np.float64)
             o = np.argsort(arr[:, 0], kind="stable")
-            dev = _int_or_none(pid)
+            dev = _int_or_none(pid, _RANK_MAX)
             b.counters.append(Counter(rank, -1 if dev is None else dev, name,
                                       us_to_ns(arr[o, 0]) + add, arr[o, 1]))
 
@@ -383,7 +393,7 @@ class _FileReader:
         for name, pid, tid, a in self.meta_events:
             if a is None:
                 continue
-            label = a[4]
+            label = a[4] if not isinstance(a[4], str) else text(a[4], 4096)
             if name == "process_name" and isinstance(label, str):
                 proc[pid] = label
             elif name == "thread_name" and isinstance(label, str):
@@ -428,6 +438,11 @@ class _FileReader:
     def _steps(self, rank: int) -> None:
         strings = self.b.names.strings
         step_ids = {i: int(m.group(1)) for i, s in enumerate(strings) if (m := _STEP.match(s))}
+        huge = sum(1 for s in strings if s.startswith("ProfilerStep#") and _HUGE_STEP.match(s))
+        if huge:
+            self.b.warnings.append(f"{os.path.basename(self.path)}: {huge} ProfilerStep annotation "
+                                   "name(s) with a step number too large to be one (19 digits or "
+                                   "more): shown, but not used as steps")
         if not step_ids:
             return
         ids = np.array(list(step_ids), np.int32)
@@ -450,7 +465,7 @@ class _FileReader:
                 continue
             by_dev.setdefault(dev, []).append((ts, alloc, res))
         for dev, rows in by_dev.items():
-            t = us_to_ns(floats([r[0] for r in rows])) + add
+            t = us_to_ns(floats([r[0] for r in rows])) + add  # ts were checked in kineto_piece
             o = np.argsort(t, kind="stable")
             for j, name in ((1, "allocated"), (2, "reserved")):
                 v = floats([r[j] if r[j] is not None else np.nan for r in rows])
@@ -459,11 +474,55 @@ class _FileReader:
                     self.b.counters.append(Counter(rank, dev, name, t[o][ok], v[o][ok]))
 
 
+def _plain(v):
+    """A device property kept for display: text, a finite number or an int64; else None."""
+    if isinstance(v, str):
+        return text(v, 4096)
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        return v if -2 ** 63 <= v < 2 ** 63 else None
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    return None
+
+
+def _base_ns(meta: dict, warnings: list[str]) -> int:
+    """baseTimeNanoseconds (ns since 1970 that relative ts count from), 0 when absent; an
+    absurd value is ignored with a warning rather than shifting or breaking the time axis."""
+    base = meta.get("baseTimeNanoseconds")
+    if base is None:
+        return 0
+    v = num(base)
+    if 0 <= v <= BASE_NS_MAX:
+        return int(base) if type(base) is int else int(v)
+    shown = text(base, 40)
+    warnings.append(f"baseTimeNanoseconds {shown} is not a plausible time (ns since 1970, before "
+                    "2065): ignored, times are shown as written")
+    return 0
+
+
+def _bad_warnings(bad: dict) -> list[str]:
+    out = []
+    if bad.get("ts"):
+        out.append(f"{bad['ts']} events with an unreadable ts (missing, not a number, or out of "
+                   "range) skipped")
+    if bad.get("dur"):
+        out.append(f"{bad['dur']} events with a negative or unreadable duration skipped")
+    if bad.get("odd"):
+        out.append(f"{bad['odd']} events with a list, object, true/false or out-of-range number as "
+                   "pid, tid, name or category: kept, with that value shown as text")
+    if bad.get("long"):
+        out.append(f"{bad['long']} events with a name longer than {max_string_bytes():,} characters: "
+                   "the name is cut (raise GPUVIEWER_MAX_STRING_BYTES to keep it whole)")
+    return out
+
+
 def rank_from_meta(meta: dict, path: str) -> int | None:
     dist = meta.get("distributedInfo")
     if isinstance(dist, dict):
-        r = _int_or_none(dist.get("rank"))
-        if r is not None:
+        r = _int_or_none(dist.get("rank"), _RANK_MAX)
+        if r is not None and r >= 0:
             return r
     m = _RANK_IN_NAME.search(os.path.basename(path))
     return int(m.group(1)) if m else None
@@ -481,16 +540,26 @@ def read_kineto(b: TraceBuilder, path: str, file_index: int, *, progress: Callab
     fr.flush()
     for c in chunks:  # third entry: the ordinal of the chunk's first event (args lookup)
         c[2] = fr.chunk_first.get(c[2], 0)
-    if fr.min_ts == np.inf and not fr.mem:
-        if any("ends early" in w for w in warnings):
-            raise TraceError(path, "the file ends before its first complete event (cut off?)")
-        raise TraceError(path, "no trace events in the file")
+    if fr.min_ts == np.inf:  # no slices or instants: begin/end pairs, memory or counters only?
+        times = [r[5] for r in fr.begins] + [r[0] for r in fr.mem] + \
+            [p[0] for pts in fr.counters.values() for p in pts]
+        fr.min_ts = float(min(times)) if times else np.inf
+    warnings.extend(_bad_warnings(fr.bad))
+    if fr.min_ts == np.inf:
+        early = next((w for w in warnings if "ends early" in w), None)
+        if early is not None and early.startswith("the compressed"):
+            raise TraceError(path, early.split(", so ")[0] + ": there is no complete event before that")
+        if early is not None:
+            raise TraceError(path, "the file ends before its first complete event (cut off while "
+                                   "writing?); copy or export it again")
+        if warnings:
+            raise TraceError(path, "no readable trace events: " + "; ".join(warnings))
+        raise TraceError(path, "no trace events in the file (its event list is empty)")
+    base_ns = _base_ns(meta, warnings)
     for w in warnings:
         b.warnings.append(f"{os.path.basename(path)}: {w}")
     st = os.stat(path)
     b.sources.append(Source(path=os.path.abspath(path), format="kineto", size=st.st_size,
                             mtime_ns=st.st_mtime_ns, chunks=chunks, gzip=gz))
-    base = meta.get("baseTimeNanoseconds")
-    base_ns = int(base) if isinstance(base, (int, float)) and not isinstance(base, bool) else 0
     return {"reader": fr, "meta": meta, "rank": rank_from_meta(meta, path), "base_ns": base_ns,
             "min_ts_us": fr.min_ts}
