@@ -301,6 +301,20 @@ def test_damaged_event_is_skipped_not_called_truncated(tmp_path):
     assert not any("ends early" in w for w in out["warnings"])
 
 
+@pytest.mark.parametrize("form", ["object", "array"])
+@pytest.mark.parametrize("damage", [(b'"name": "op30"', b'"name": op30"'), (b'{"v": 30}}', b'{"v": 30}'),
+                                    (b'"cat": "cpu_op", "name": "op30"', b'"cat": "cpu_op", "name": "op30]"]')],
+                         ids=["quote", "brace", "bracket"])
+def test_a_quote_or_bracket_out_of_place_loses_one_event_not_the_rest(tmp_path, form, damage):
+    """One byte out of place makes an event swallow the rest of the file; the reader must
+    notice (the end of the file is intact), skip that event and read on."""
+    data = (_doc(_events()) if form == "object" else json.dumps(_events()).encode()).replace(*damage, 1)
+    out = _opened(_put(tmp_path, "quote.json", data))
+    assert out["events"] == 99
+    _warned(out, "skipped 1 damaged event")
+    assert not any("ends early" in w or "cut off" in w for w in out["warnings"])
+
+
 def test_missing_commas_and_stray_tokens_between_events(tmp_path):
     evs = [_ev(i) for i in range(10)]
     data = b"[" + b", ".join(evs[:3]) + b" " + evs[3] + b", " + evs[4] + b" garbage, " + b", ".join(evs[5:]) + b"]"
