@@ -3,6 +3,7 @@ each case is built here; every run asserts the exit code, the one-line message n
 no traceback, and the input folder unchanged (hashes, mtimes, no new files)."""
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -244,3 +245,15 @@ def test_output_into_a_closed_pipe_is_not_an_error():
     err = p.stderr.read().decode()
     assert p.wait(timeout=300) == 0
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+@pytest.mark.parametrize("case,needle", [("gzip_header_only", "cut"), ("blank", "blank")])
+def test_nothing_to_read_is_said_in_user_terms(tmp_path, case, needle):
+    p = tmp_path / ("cut.json.gz" if case == "gzip_header_only" else "blank.json")
+    if case == "gzip_header_only":
+        p.write_bytes(gzip.compress(b'{"traceEvents": []}' * 50)[:12])  # a header and nothing more
+    else:
+        p.write_bytes(b"  \n\t\n   ")
+    before = folder_state(str(tmp_path))
+    assert_refused(run("info", str(p), "--no-cache"), str(p), needle)
+    assert folder_state(str(tmp_path)) == before

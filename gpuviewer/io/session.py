@@ -47,6 +47,17 @@ _FORMAT_WORDS = {sn.KINETO: "PyTorch profiler / Chrome trace JSON", sn.NSYS_SQLI
                  sn.NSYS_REP: "an Nsight Systems report"}
 
 
+def _blank(path: str) -> bool:
+    """Only whitespace in the first 64 KB (and nothing else in the file)."""
+    try:
+        if os.path.getsize(path) > 1 << 16:
+            return False
+        with open(path, "rb") as f:
+            return not f.read().strip()
+    except OSError:
+        return False
+
+
 def _names(files: list[str]) -> str:
     """Files for a message: all of a few, the first two and a count of many."""
     if len(files) <= 3:
@@ -104,7 +115,13 @@ def _load(files: list[str], kinds: dict, use_cache: bool, progress, cancelled,
     for f in files:
         fmt = kinds[f]
         if fmt is None and sn.is_empty_gzip(f):
+            from .streams import gzip_damage
+            if gzip_damage(f):
+                raise TraceError(f, "the compressed stream is cut short or damaged before any data; "
+                                    "copy the file again")
             raise TraceError(f, "the file is empty (a gzip stream of nothing)")
+        if fmt is None and _blank(f):
+            raise TraceError(f, "the file holds only blank space, no trace")
         if fmt is None:
             raise TraceError(f, "not a trace this program reads (expected PyTorch profiler / Chrome "
                                 "trace JSON, optionally gzipped, or an Nsight Systems SQLite export)")
