@@ -72,6 +72,12 @@ def test_non_utf8_file_name(tmp_path, cache):
     assert json.loads(r2.stdout)["kernels"] == 20
     a = run("analyze", p)
     assert_clean(a)
+    for cmd, out in (("screenshot", "x.png"), ("report", "x.html")):
+        o = tmp_path.parent / f"{tmp_path.name}-{out}"
+        r3 = run(cmd, p, "-o", str(o), *([] if cache else ["--no-cache"]))
+        assert_clean(r3)
+        assert o.stat().st_size > 1000
+    assert "\\xff" in (tmp_path.parent / f"{tmp_path.name}-x.html").read_text()
     assert folder_state(str(tmp_path)) == before
 
 
