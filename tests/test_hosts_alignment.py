@@ -161,3 +161,29 @@ def test_hosts_set_in_the_window(qtbot, tmp_path):
     w.set_hosts("0-1,2-3")
     assert w.trace.metadata["alignment"]["method"] == "collectives"
     assert abs(next(r for r in w.trace.ranks if r.rank == 2).clock_offset_ns + 4_000_000) <= 20_000
+
+
+def test_drift_over_a_long_capture_is_estimated():
+    """A 2-host job over 60 s whose second clock runs 25 ppm fast and starts 3 ms ahead:
+    offset and drift recovered from the collective ends (built here as matched instances)."""
+    import numpy as np
+
+    from gpuviewer.analysis.clocks import estimate
+    from gpuviewer.analysis.collectives import Collectives, Instance
+    rng = np.random.default_rng(7)
+    t0 = 1_800_000_000_000_000_000
+    instances = []
+    for k, t in enumerate(np.linspace(0, 60e9, 400)):
+        true_end = t0 + int(t)
+        skew = 3_000_000 + 25e-6 * t  # host1's clock reads this much later
+        ends = np.array([true_end, true_end, true_end + skew, true_end + skew], np.float64)
+        ends += rng.normal(0, 2_000, 4)  # a few µs of noise
+        ends = ends.astype(np.int64)
+        instances.append(Instance("0", "AllReduce", k // 20, k % 20, [0, 1, 2, 3], np.arange(4),
+                                  ends - 100_000, ends, 1 << 20))
+    al = estimate(Collectives(instances, [0, 1, 2, 3]), {0: "a", 1: "a", 2: "b", 3: "b"})
+    assert al.method == "collectives"
+    for t in (0, 30e9, 60e9):
+        true = -(3_000_000 + 25e-6 * t)
+        assert abs(float(al.offset_at("b", t0 + t)) - true) <= 20_000, t
+    assert al.residual_ns <= 20_000 < al.before_ns
