@@ -46,7 +46,7 @@ class TimelineItem(pg.GraphicsObject):
         self.flow_pairs: list[tuple[int, int]] = []
         self.highlight: tuple[int, int, set] | None = None  # a finding's range on its ranks
         self._steps_by_rank: dict[int, list] | None = None  # rank -> its steps (drawn every frame)
-        self._gpu_lanes: dict[int, list] = {}  # rank -> its GPU and communication lanes (summary rows)
+        self._gpu_busy: dict[int, dict] = {}  # rank -> {comm?: busy intervals} (summary rows)
         self.wait_idx = np.zeros(0, np.int64)  # collective kernels with a wait part, sorted
         self.wait_end = np.zeros(0, np.int64)  # ...and when their wait ended (the last arrival)
         self.cursor_ns: int | None = None  # a time picked elsewhere (memory panel)
@@ -65,28 +65,47 @@ class TimelineItem(pg.GraphicsObject):
     def dataBounds(self, ax, frac=1.0, orthoRange=None):
         return (0, float(self.span)) if ax == 0 else (0, float(self.layout.height))
 
+    def _busy_of(self, rank: int) -> dict:
+        """A rank's GPU busy time as disjoint intervals, compute and communication apart
+        (computed once: a summary row draws these, merged to the pixel, every frame)."""
+        got = self._gpu_busy.get(rank)
+        if got is None:
+            from ..analysis import intervals as iv
+            c = self.trace.columns
+            got = {}
+            for comm, kinds in ((False, (LaneKind.GPU,)), (True, (LaneKind.COMM,))):
+                sl = [self.trace.lane_slice(i) for i, ln in enumerate(self.trace.lanes)
+                      if ln.rank == rank and ln.kind in kinds]
+                if sl:
+                    st = np.concatenate([np.asarray(c["start"][x]) for x in sl]).astype(np.int64)
+                    en = st + np.concatenate([np.asarray(c["dur"][x]) for x in sl]).astype(np.int64)
+                    got[comm] = iv.union(st, en)
+            self._gpu_busy[rank] = got
+        return got
+
     def _summaries(self, p, rows, t0, t1, ns_per_px, sx, ox, sy, oy, left, right) -> None:
-        """Collapsed ranks' headers show their GPU work: compute streams in blue, communication
-        in orange, in the lower part of the row (the rank's name stays readable above). All
-        ranks' runs go out in one batch per colour."""
+        """Collapsed ranks' headers show their GPU work: compute streams in blue above,
+        communication in orange below, in the lower part of the row (the name stays readable). Runs
+        closer than a pixel merge; all ranks' runs go out in one batch per colour."""
         acc = {False: ([], [], []), True: ([], [], [])}  # comm? -> x, w, y
         for row in rows:
-            lanes = self._gpu_lanes.get(row.rank)
-            if lanes is None:
-                lanes = self._gpu_lanes[row.rank] = [
-                    (i, ln.kind == LaneKind.COMM) for i, ln in enumerate(self.trace.lanes)
-                    if ln.rank == row.rank and ln.kind in (LaneKind.GPU, LaneKind.COMM)]
-            Y = (row.y + row.h * 0.55) * sy + oy
-            for lane, is_comm in lanes:
-                s, e, _rep = q.lod_runs(self.trace, lane, 0, t0, t1, ns_per_px)
-                if len(s):
-                    X0 = np.maximum(np.floor((s - self.origin) * sx + ox), left - 2)
-                    X1 = np.minimum(np.maximum(np.ceil((e - self.origin) * sx + ox), X0 + 1), right + 2)
-                    xs, ws, ys = acc[is_comm]
-                    xs.append(X0)
-                    ws.append(X1 - X0)
-                    ys.append(np.full(len(X0), Y))
-        H = rows[0].h * 0.4 * sy
+            for comm, (s, e) in self._busy_of(row.rank).items():
+                Y = (row.y + row.h * (0.76 if comm else 0.52)) * sy + oy  # two bands: both visible
+                lo = int(np.searchsorted(e, t0, side="left"))
+                hi = int(np.searchsorted(s, t1, side="right"))
+                s, e = s[lo:hi], e[lo:hi]
+                if not len(s):
+                    continue
+                brk = np.flatnonzero(s[1:] - e[:-1] >= 2 * ns_per_px) + 1  # gaps under 2 px close
+                s = s[np.concatenate(([0], brk))]
+                e = e[np.concatenate((brk - 1, [len(e) - 1]))]
+                X0 = np.maximum(np.floor((s - self.origin) * sx + ox), left - 2)
+                X1 = np.minimum(np.maximum(np.ceil((e - self.origin) * sx + ox), X0 + 1), right + 2)
+                xs, ws, ys = acc[comm]
+                xs.append(X0)
+                ws.append(X1 - X0)
+                ys.append(np.full(len(X0), Y))
+        H = rows[0].h * 0.22 * sy
         for comm, (xs, ws, ys) in acc.items():
             if xs:
                 X = np.concatenate(xs)
