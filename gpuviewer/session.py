@@ -54,6 +54,11 @@ def align_clocks(trace: Trace) -> None:
                                        "why": "no collective matched across hosts"}
         trace.warnings.append("hosts could not be aligned: no collective matched across them")
         return
+    if al.before_ns is not None and al.residual_ns is not None and al.residual_ns >= al.before_ns:
+        # the hosts already agree (one clock after all, or NTP did its job): keep the recording
+        trace.metadata["alignment"] = {"method": "none", "residual_ns": al.before_ns,
+                                       "why": "the recorded clocks already agree at the collectives"}
+        return
     apply_offsets(trace, lambda rank, t: al.offset_at(host_of[rank], t))
     for r in trace.ranks:
         r.clock_offset_ns = int(round(float(al.offset_at(host_of[r.rank], trace.start_ns))))

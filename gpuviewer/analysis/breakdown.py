@@ -243,13 +243,12 @@ def breakdown(trace: Trace) -> list[RankBreakdown]:
 
 
 def set_caused(rbs: list[RankBreakdown], per_step: dict[int, dict]) -> None:
-    """Per rank and step, the wait it caused the others (mean over the other ranks)."""
-    n = max(1, len(rbs) - 1)
+    """Per rank and step, the wait it caused each rank that waited for it."""
     for rb in rbs:
         for sb in rb.steps:
             d = per_step.get(sb.step)
             if d is not None:
-                sb.caused_ns = int(d["caused"].get(rb.rank, 0) / n)
+                sb.caused_ns = int(d["caused_each"].get(rb.rank, 0))
 
 
 def split_wait(rbs: list[RankBreakdown], trace: Trace, waits: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:

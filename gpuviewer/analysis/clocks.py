@@ -30,26 +30,30 @@ class Alignment:
 
     def offset_at(self, host: str, t: np.ndarray | int):
         a, b, t0 = self.offsets.get(host, (0.0, 0.0, 0))
-        return a + b * (np.asarray(t, np.float64) - t0)
+        if b == 0.0:
+            return np.full(np.shape(t), a) if np.ndim(t) else a
+        # subtract in integers first: epoch ns (~1.8e18) lose 256 ns in float64
+        return a + b * (np.asarray(t, np.int64) - np.int64(t0)).astype(np.float64)
 
 
-def _host_ends(colls: Collectives, host_of: dict[int, str]) -> list[dict[str, float]]:
-    """Per matched collective: host -> median end of its member ranks on that host."""
+def _host_ends(colls: Collectives, host_of: dict[int, str], base: int) -> list[dict[str, float]]:
+    """Per matched collective: host -> median end of its member ranks on that host, in ns
+    after `base` (small numbers: float64 keeps them exact)."""
     out = []
     for ins in colls.instances:
         by: dict[str, list[int]] = {}
         for r, e in zip(ins.ranks, ins.ends.tolist()):
-            by.setdefault(host_of.get(r, f"rank{r}"), []).append(e)
+            by.setdefault(host_of.get(r, f"rank{r}"), []).append(e - base)
         if len(by) > 1:
             out.append({h: float(np.median(v)) for h, v in by.items()})
     return out
 
 
-def _rank_ends(colls: Collectives, host_of: dict[int, str]) -> list[list[tuple[str, float]]]:
-    """Per matched collective spanning hosts: (host, end) of every member rank."""
+def _rank_ends(colls: Collectives, host_of: dict[int, str], base: int) -> list[list[tuple[str, float]]]:
+    """Per matched collective spanning hosts: (host, end after base) of every member rank."""
     out = []
     for ins in colls.instances:
-        row = [(host_of.get(r, f"rank{r}"), float(e)) for r, e in zip(ins.ranks, ins.ends.tolist())]
+        row = [(host_of.get(r, f"rank{r}"), float(e - base)) for r, e in zip(ins.ranks, ins.ends.tolist())]
         if len({h for h, _ in row}) > 1:
             out.append(row)
     return out
@@ -59,7 +63,8 @@ def estimate(colls: Collectives, host_of: dict[int, str], reference_rank: int | 
     hosts = sorted(set(host_of.values()))
     if len(hosts) < 2:
         return Alignment("same-host")
-    ends = _host_ends(colls, host_of)
+    base = int(min((int(i.ends.min()) for i in colls.instances), default=0))
+    ends = _host_ends(colls, host_of, base)
     ref_rank = min(host_of) if reference_rank is None else reference_rank
     ref = host_of[ref_rank]
     al = Alignment("collectives", reference=ref, matched=len(ends))
@@ -88,9 +93,11 @@ def estimate(colls: Collectives, host_of: dict[int, str], reference_rank: int | 
             pending.remove(h)
             progress = True
     al.unaligned = pending
-    rows = _rank_ends(colls, host_of)
+    rows = _rank_ends(colls, host_of, base)
     al.before_ns = _spread(rows, None)
     al.residual_ns = _spread(rows, al)
+    # the fits ran on times after `base`: their reference times become absolute again
+    al.offsets = {h: (a, b, t0 + base) for h, (a, b, t0) in al.offsets.items()}
     return al
 
 

@@ -105,15 +105,20 @@ class Collectives:
         return Collectives([i for i in self.instances if i.kind != "SendRecv"], self.ranks, self.unmatched)
 
     def per_step(self) -> dict[int, dict]:
-        """step -> {"wait": {rank: ns}, "caused": {rank: ns}, "n": instances}."""
+        """step -> {"wait": {rank: ns}, "caused": {rank: ns summed over the ranks that waited},
+        "caused_each": {rank: ns per rank that waited}, "n": instances}."""
         out: dict[int, dict] = {}
         for ins in self.instances:
             d = out.setdefault(ins.step, {"wait": {r: 0 for r in self.ranks},
-                                          "caused": {r: 0 for r in self.ranks}, "n": 0})
+                                          "caused": {r: 0 for r in self.ranks},
+                                          "caused_each": {r: 0 for r in self.ranks}, "n": 0})
             w = ins.waits()
             for r, x in zip(ins.ranks, w.tolist()):
                 d["wait"][r] = d["wait"].get(r, 0) + int(x)
             d["caused"][ins.late_rank] = d["caused"].get(ins.late_rank, 0) + int(w.sum())
+            # per member that waited for it (a subgroup's collective: only its members)
+            d["caused_each"][ins.late_rank] = d["caused_each"].get(ins.late_rank, 0) + \
+                int(w.sum()) // max(1, len(ins.ranks) - 1)
             d["n"] += 1
         return out
 
@@ -173,7 +178,8 @@ class Collectives:
 
 
 def _rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tuple, list[tuple]]:
-    """(group, step) -> [(start, end, idx, kind, bytes)] in issue order, p2p left out."""
+    """(group, step) -> [(start, end, idx, kind, bytes)] in issue order; send/recv keyed by
+    their pair ("p2p a->b") when the peer is on record."""
     if rb.ops is None or not len(rb.ops):
         return {}
     c = trace.columns
@@ -186,6 +192,8 @@ def _rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[t
     o = np.argsort(start, kind="stable")
     lane_rank: dict[int, int] = {}  # fallback group: order of first use of each NCCL stream
     out: dict[tuple, list[tuple]] = {}
+    if not rb.steps or rb.steps[0].step is None:  # no steps: one window, every op in "step 0"
+        steps = np.zeros(len(steps), np.int64)
     for j in o.tolist():
         if steps[j] < 0:
             continue

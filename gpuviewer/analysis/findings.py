@@ -61,7 +61,7 @@ def analyze(trace: Trace, comm_args: dict[int, dict] | None = None) -> dict:
 
 
 def _order(f: dict):
-    return (-f["impact_ms"], _SEVERITY[f["severity"]], f["rule"], f["ranks"], f["step"] or -1)
+    return (-f["impact_ms"], _SEVERITY[f["severity"]], f["rule"], f["ranks"], -1 if f["step"] is None else f["step"])
 
 
 def _rank_json(rb: RankBreakdown, ks: dict) -> dict:
@@ -133,7 +133,8 @@ def _straggler_finding(x: dict) -> dict:
     steps = x["steps"]
     metrics = {k: x[k] for k in ("late_rank", "steps", "kind", "wait_caused_ms", "wait_caused_ms_per_step",
                                  "cause", "excess", "lateness_parts_ms") if k in x}
-    for k in ("excess_over_usual_ms", "usual_ms", "usual_ms_per_step", "evidence", "others_wait_ms"):
+    for k in ("excess_over_usual_ms", "usual_ms", "usual_ms_per_step", "evidence", "others_wait_ms",
+              "wait_caused_ms_each", "excess_over_usual_ms_each", "wait_caused_ms_each_per_step"):
         if k in x:
             metrics[k] = x[k]
     metrics["waiting_ranks"] = x["waiting"]
@@ -152,9 +153,8 @@ def _nest_stalls(roots: list[dict]) -> list[dict]:
         p = persistent.get(f["metrics"]["late_rank"])
         if f["metrics"]["kind"] == "episodic" and p is not None:
             p["children"].append(f)
-            k = max(1, len(f["metrics"]["waiting_ranks"]))
-            p["title"] += (f"; in step {f['step']} it held them back {f['metrics']['wait_caused_ms'] / k:.1f} ms, "
-                           f"{f['metrics']['excess_over_usual_ms'] / k:.1f} ms more than usual")
+            p["title"] += (f"; in step {f['step']} it held them back {f['metrics']['wait_caused_ms_each']:.1f} ms, "
+                           f"{f['metrics']['excess_over_usual_ms_each']:.1f} ms more than usual")
         else:
             out.append(f)
     return out
@@ -173,12 +173,11 @@ def _merge_persistent(roots: list[dict]) -> list[dict]:
     m["late_ranks"] = {str(f["metrics"]["late_rank"]): f["metrics"]["steps"] for f in pers}
     m["wait_caused_ms"] = round(sum(f["metrics"]["wait_caused_ms"] for f in pers), 3)
     m["wait_caused_ms_per_step"] = {k: v for f in pers for k, v in f["metrics"]["wait_caused_ms_per_step"].items()}
-    n_steps = len(m["wait_caused_ms_per_step"])
-    per = sorted(m["wait_caused_ms_per_step"].values())[n_steps // 2]
     who = " and ".join(f"rank {f['metrics']['late_rank']} in steps {_steps_text(f['metrics']['steps'])}" for f in pers)
-    k = max(1, len(m["waiting_ranks"]))
+    each = sorted(f["metrics"]["wait_caused_ms_each_per_step"] for f in pers)[len(pers) // 2]
+    m["wait_caused_ms_each_per_step"] = each  # the figure the title gives
     lead["title"] = (f"The ranks take turns arriving last at the collectives ({who}): the others wait "
-                     f"{per / k:.1f} ms a step each ({m['wait_caused_ms']:.0f} ms in all)"
+                     f"{each:.1f} ms a step each ({m['wait_caused_ms']:.0f} ms in all)"
                      + lead["title"][lead["title"].index(" in all)") + len(" in all)"):])
     lead["ranks"] = sorted({r for f in pers for r in f["ranks"]}, key=lambda r: (r != m["late_rank"], r))
     for f in pers[1:]:

@@ -213,6 +213,8 @@ def _step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
         return []
     d = np.array([s.gpu_time_ns for s in steps], np.float64)
     med = float(np.median(d))
+    if med <= 0:
+        return []  # most steps ran nothing on the GPU: no typical step to compare with
     mad = float(np.median(np.abs(d - med))) or 1.0
     out = []
     for s, x in zip(steps, d):
@@ -231,7 +233,7 @@ def _step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
         cause = f": {lead['name']} {lead['ms'] / 1e3:.2f} s" if lead and lead["ms"] >= 1000 else \
             (f": {lead['name']} {lead['ms']:.1f} ms" if lead else "")
         out.append(finding("step_outlier", "high", f"Rank {rb.rank}: step {s.step} took {x / 1e6:.0f} ms, "
-                            f"{x / med:.0f}x the median {med / 1e6:.1f} ms{cause}", [rb.rank], s.step,
+                            f"{x / med:.1f}x the median {med / 1e6:.1f} ms{cause}", [rb.rank], s.step,
                             s.start_ns, s.end_ns,
                             {"duration_ms": round(x / 1e6, 3), "median_ms": round(med / 1e6, 3),
                              "robust_z": round(z, 2), "causes": what}, impact_ns=x - med))
@@ -316,10 +318,12 @@ def _imbalance(trace: Trace, rbs: list[RankBreakdown]) -> list[dict]:
         v = {r: comp[r][st] for r in comp}
         hi = max(v, key=v.get)
         lo = min(v.values())
+        if lo <= 0:
+            continue  # a rank that computed nothing in this step: no ratio to speak of
         ratios.append((v[hi] - lo) / v[hi] if v[hi] else 0.0)
         heaviest.append(hi)
         lost += v[hi] - lo
-    if float(np.median(ratios)) < 0.10 or len(set(heaviest)) != 1:
+    if not ratios or float(np.median(ratios)) < 0.10 or len(set(heaviest)) != 1:
         return []
     r_heavy = heaviest[0]
     others = [rb.rank for rb in rbs if rb.rank != r_heavy]

@@ -91,18 +91,20 @@ def _persistent(trace, rbs, colls, r, steps, n_late, n_steps, per_step, all_step
     """steps: its late steps without stalls (its usual lateness); all_steps: with them."""
     caused = {s: per_step[s]["caused"][r] for s in steps}
     per = float(np.median(list(caused.values())))
+    each = float(np.median([per_step[s]["caused_each"][r] for s in steps]))  # per rank that waited
     total = float(sum(per_step[s]["caused"][r] for s in all_steps))
     cause, excess, split = _why(trace, rbs, colls, r, steps)
-    waiting = [rb.rank for rb in rbs if rb.rank != r]
+    waiting = _waiting(colls, r, all_steps)
     kind = "persistent"
     what = "; " + _explain_split(cause, split, excess)
     title = (f"Rank {r} arrives last at the collectives in {n_late} of {n_steps} steps: {_others(waiting)} "
-             f"{_ms(per / len(waiting)):.1f} ms a step ({_ms(total):.0f} ms in all){what}")
+             f"{_ms(each):.1f} ms a step ({_ms(total):.0f} ms in all){what}")
     return {"kind": kind, "late_rank": r, "steps": all_steps, "title": title, "waiting": waiting,
             "impact_ns": total, "cause": cause, "excess": excess,
             "wait_caused_ms": _ms(total),
             "wait_caused_ms_per_step": {str(s): _ms(per_step[s]["caused"][r]) for s in all_steps},
-            "usual_ms_per_step": _ms(per), "lateness_parts_ms": split}
+            "usual_ms_per_step": _ms(per), "wait_caused_ms_each_per_step": _ms(each),
+            "lateness_parts_ms": split}
 
 
 def _episodic(trace, rbs, colls, r, s, c, usual_r, per_step) -> dict:
@@ -116,15 +118,26 @@ def _episodic(trace, rbs, colls, r, s, c, usual_r, per_step) -> dict:
                 if h["excess_ms"] >= 0.5 and not _IDLE_WAIT.match(h["name"])][:3]
     over = c - usual_r
     what = f": {host[0]['name']} took {host[0]['excess_ms']:.0f} ms more than usual" if host else ""
-    waiting = [rb.rank for rb in rbs if rb.rank != r]
+    waiting = _waiting(colls, r, [s])
     k = len(waiting)
+    share = per_step[s]["caused_each"][r] / c if c else 0.0  # total -> per rank that waited
     title = (f"Step {s}: rank {r} held {'the other rank' if k == 1 else f'each of the other {k} ranks'} back "
-             f"{_ms(c / k):.1f} ms, {_ms(over / k):.1f} ms more than its usual {_ms(usual_r / k):.1f} ms{what}")
+             f"{_ms(c * share):.1f} ms, {_ms(over * share):.1f} ms more than its usual {_ms(usual_r * share):.1f} ms"
+             f"{what}")
     return {"kind": "episodic", "late_rank": r, "steps": [s], "title": title, "waiting": waiting,
             "impact_ns": float(over), "cause": cause, "excess": excess, "evidence": host,
             "wait_caused_ms": _ms(c), "wait_caused_ms_per_step": {str(s): _ms(c)},
             "excess_over_usual_ms": _ms(over), "usual_ms": _ms(usual_r), "lateness_parts_ms": split,
+            "wait_caused_ms_each": _ms(c * share), "excess_over_usual_ms_each": _ms(over * share),
             "others_wait_ms": {str(k): _ms(v) for k, v in per_step[s]["wait"].items() if k != r}}
+
+
+def _waiting(colls: Collectives, r: int, steps) -> list[int]:
+    """The ranks that waited for r: members of the collectives where it came last."""
+    ss = set(steps)
+    out = {m for ins in colls.instances if ins.step in ss and ins.late_rank == r for m in ins.ranks}
+    out.discard(r)
+    return sorted(out)
 
 
 def _others(waiting: list[int]) -> str:

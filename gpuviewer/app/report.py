@@ -69,9 +69,9 @@ def _in_range(anns: list, lo: int, hi: int) -> list:
 
 def build_report(win) -> dict:
     """Everything the report shows, with images, as plain data."""
-    from ..analysis.findings import analyze
+    from ..run_analysis import analyze_session
     trace = win.trace
-    a = win.analysis or analyze(trace)
+    a = win.analysis or analyze_session(trace)
     saved_range = win.timeline.visible_range()
     saved_scroll = win.timeline.scroll.value()
     saved_hl = win.timeline.item.highlight if win.timeline.item else None

@@ -28,7 +28,9 @@ def hosts_from_files(trace: Trace) -> tuple[dict[int, str], str]:
         return {r: m.group("host") for r, m in named.items()}, "file names"
     folders = {r: os.path.dirname(os.path.abspath(f)) for r, f in files.items()}
     if len(set(folders.values())) > 1:
-        return {r: os.path.basename(d) or d for r, d in folders.items()}, "folders"
+        # node0/prof and node1/prof are two hosts: name each by its path below the common part
+        common = os.path.commonpath(list(folders.values()))
+        return {r: os.path.relpath(d, common) for r, d in folders.items()}, "folders"
     return {r: "host" for r in files}, "one folder"
 
 
