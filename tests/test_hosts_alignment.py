@@ -82,6 +82,8 @@ def test_late_rank_found_only_after_alignment(tmp_path):
     assert aligned[0]["metrics"]["kind"] == "persistent"
     raw = _stragglers(str(tmp_path), "--no-align")
     assert raw and all(f["metrics"]["late_rank"] != 2 for f in raw), [f["title"] for f in raw]
+    assert all("clocks not aligned" in f["title"] for f in raw)  # and the user is told why to doubt it
+    assert not any("clocks not aligned" in f["title"] for f in aligned)
 
 
 def test_job_folder_with_configs_opens_with_its_traces(tmp_path):

@@ -80,6 +80,11 @@ def late_ranks(trace: Trace, rbs: list[RankBreakdown], colls: Collectives) -> li
         out.append(_persistent(trace, rbs, colls, r, usual, len(ss), n, per_step, sorted(ss)))
     for s, r, c, usual_r in sorted(episodic):
         out.append(_episodic(trace, rbs, colls, r, s, c, usual_r, per_step))
+    hosts = {r.host for r in trace.ranks if r.host}
+    if len(hosts) > 1 and (trace.metadata.get("alignment") or {}).get("method") != "collectives":
+        for x in out:  # arrival order across hosts includes their clock offset: say so
+            x["title"] += " (host clocks not aligned: part of this may be clock offset)"
+            x["clocks_aligned"] = False
     for x in out:  # where it sits on the timeline: its steps on every rank, host and GPU
         spans = [(min(sb.start_ns, sb.host_start_ns), max(sb.end_ns, sb.host_end_ns))
                  for rb in rbs for sb in rb.steps if sb.step in set(x["steps"])]
