@@ -14,7 +14,8 @@ import numpy as np
 from ..model.categories import Cat
 from ..model.trace import Source, Trace
 from .errors import TraceError
-from .streams import open_bytes
+from .json_sanitize import loads_lenient
+from .streams import open_salvage
 
 
 class _CommArgs(msgspec.Struct):
@@ -69,7 +70,7 @@ def collective_args(trace: Trace) -> dict[int, dict]:
 
 
 def _from_source(src: Source, ordinals: np.ndarray) -> list[dict]:
-    from .args import _check_unchanged
+    from .args import _check_unchanged, _piece
     _check_unchanged(src)
     chunks = src.chunks
     if not chunks:
@@ -81,14 +82,14 @@ def _from_source(src: Source, ordinals: np.ndarray) -> list[dict]:
         offset, _length, first = chunks[k]
         want.setdefault(k, []).append((o - first if offset >= 0 else o, slot))
     out: list[dict] = [{} for _ in ordinals]
-    with open_bytes(src.path) as fh:
+    with open_salvage(src.path) as fh:
         pos = 0
         for k in sorted(want, key=lambda k: chunks[k][0]):
             offset, length, _ = chunks[k]
-            if offset < 0:  # decoded as a whole document: the events are its traceEvents
-                doc = msgspec.json.decode(fh.read())
-                events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
-                evs = [e.get("args") if isinstance(e, dict) else None for e in events]
+            if offset < 0:  # decoded as a whole document: the bounded, lenient args reader's
+                raw = [e.get("args") if isinstance(e, dict) else None
+                       for e in _piece(src.path, src.size, src.mtime_ns, offset, length)]
+                conv = _pick
             else:
                 while pos < offset:  # decompress forward to the piece (streams cannot seek back)
                     got = fh.read(min(offset - pos, 16 << 20))
@@ -97,32 +98,34 @@ def _from_source(src: Source, ordinals: np.ndarray) -> list[dict]:
                     pos += len(got)
                 data = fh.read(length)
                 pos += len(data)
-                try:
-                    evs = _pieces.decode(b"[" + data + b"]")
-                except msgspec.ValidationError:  # an event whose args are not an object
-                    evs = _loose.decode(b"[" + data + b"]")
-                evs = [e.args for e in evs]
+                raw, conv = _decode(b"[" + data + b"]")
             for p, slot in want[k]:
-                a = evs[p] if 0 <= p < len(evs) else None
-                if isinstance(a, _CommArgs):
-                    a = _as_dict(a)
-                if isinstance(a, dict):
-                    out[slot] = _pick(a) if "group" not in a else {k: v for k, v in a.items() if v is not None}
+                a = raw[p] if 0 <= p < len(raw) else None
+                if isinstance(a, (dict, _CommArgs)):
+                    out[slot] = conv(a)
     return out
 
 
-_KEYS = {"Process Group Name": "group", "Process Group Description": "group_desc",
-         "Process Group Ranks": "group_ranks", "Collective name": "collective",
-         "In msg nelems": "in_nelems", "Out msg nelems": "out_nelems", "dtype": "dtype",
-         "Group size": "group_size", "Src Rank": "src_rank", "Dst Rank": "dst_rank"}
+def _decode(piece: bytes):
+    """The events' args and how to read them: the struct of our keys (fast), or raw objects
+    when an args value is not an object or the piece needs the lenient decoder (NaN, bad UTF-8)."""
+    try:
+        return [e.args for e in _pieces.decode(piece)], _as_dict
+    except msgspec.ValidationError:
+        return [e.args for e in _loose.decode(piece)], _pick
+    except msgspec.DecodeError:
+        evs = loads_lenient(piece)
+        return [e.get("args") if isinstance(e, dict) else None for e in evs or []], _pick
 
 
-def _as_dict(a: _CommArgs | None) -> dict | None:
-    if a is None:
-        return None
-    return {f: getattr(a, f) for f in _CommArgs.__struct_fields__}
+# the producer's key -> our name, from the struct's field names
+_KEYS = {f.encode_name: f.name for f in msgspec.structs.fields(_CommArgs)}
+
+
+def _as_dict(a: _CommArgs) -> dict:
+    return {f: v for f in _CommArgs.__struct_fields__ if (v := getattr(a, f)) is not None}
 
 
 def _pick(a: dict) -> dict:
-    """From a raw args object (the loose path): our names for the keys that are present."""
+    """From a raw args object: our names for the keys that are present."""
     return {v: a[k] for k, v in _KEYS.items() if k in a}
