@@ -8,7 +8,8 @@ stream, since a stream runs in launch order; before the first linked op it belon
 A step's GPU window runs from its first op to its last and never starts before the previous
 step's window ended, so one rank's windows are disjoint and follow the GPU when it runs steps
 behind the host. GPU idle between two windows is kept beside them (idle_before / idle_after: the
-host preparing the next step, or finishing the last), so a slow input pipeline still shows. A first step much slower than the rest on every rank is marked warm-up.
+host preparing the next step, or finishing the last), so a slow input pipeline still shows. A
+first step much slower than the rest on every rank is marked warm-up.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ class StepBreakdown:
     comm_ns: int = 0
     wait_ns: int = 0  # part of comm_ns spent waiting for the last rank to arrive
     transfer_ns: int = 0  # comm_ns - wait_ns
-    caused_ns: int = 0  # the other ranks' wait at collectives where this rank came last (mean per rank)
+    caused_ns: int = 0  # wait this rank caused at collectives where it came last, per rank that waited
     memcpy_ns: int = 0
     overlap_ns: int = 0
     exposed_comm_ns: int = 0
@@ -134,14 +135,10 @@ def attribute_steps(trace: Trace, ops: np.ndarray, host_st: np.ndarray, host_en:
     start = np.asarray(trace.columns["start"][ops])
     order = np.lexsort((start, lane))
     k_o, linked_o, lane_o = k[order], linked[order], lane[order]
-    pos = np.where(linked_o, np.arange(len(ops)), -1)
-    # carry the last linked position forward, restarting at each lane
+    # carry the last linked position forward; one carried over from an earlier lane is void
+    carried = np.maximum.accumulate(np.where(linked_o, np.arange(len(ops)), -1))
     first_of_lane = np.r_[True, lane_o[1:] != lane_o[:-1]]
-    pos = np.where(first_of_lane & ~linked_o, -1, pos)
-    seg = np.cumsum(first_of_lane) - 1
-    carried = np.maximum.accumulate(np.where(pos >= 0, pos, -1) + 0)
-    # maximum.accumulate carries across lanes: a carried position from an earlier lane is void
-    lane_start = np.flatnonzero(first_of_lane)[seg]
+    lane_start = np.flatnonzero(first_of_lane)[np.cumsum(first_of_lane) - 1]
     carried = np.where(carried >= lane_start, carried, -1)
     filled = np.where(carried >= 0, k_o[np.maximum(carried, 0)], -1)
     k_o = np.where(linked_o, k_o, filled)
@@ -261,8 +258,9 @@ def split_wait(rbs: list[RankBreakdown], trace: Trace, waits: dict[int, tuple[np
             continue
         idx, wend = w
         s = np.asarray(c["start"][idx]).astype(np.int64)
-        step_of = dict(zip(rb.ops.tolist(), rb.op_step.tolist()))
-        st = np.array([step_of.get(i, -1) for i in idx.tolist()], np.int64)
+        # rb.ops is ascending (lane slices in lane order): find each kernel's step by search
+        pos = np.minimum(np.searchsorted(rb.ops, idx), len(rb.ops) - 1)
+        st = np.where(rb.ops[pos] == idx, rb.op_step[pos], -1)
         for sb in rb.steps:
             m = st == (sb.step if sb.step is not None else -1)
             if not m.any():

@@ -65,6 +65,12 @@ def _int(v) -> int | None:
     return x if 0 <= x < 1 << 62 else None
 
 
+def _nbytes(a: dict, nelems: int) -> int | None:
+    """Elements x the dtype's size, when both are on record."""
+    size = _DTYPE_BYTES.get(str(a.get("dtype", "")).lower().replace("torch.", ""))
+    return nelems * size if nelems and size else None
+
+
 @dataclass
 class Instance:
     group: str
@@ -123,7 +129,8 @@ class Collectives:
         return out
 
     def wait_ends(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        """rank -> (kernel indices, time its wait ends = the instance's last arrival)."""
+        """rank -> (kernel indices, when each one's wait ends: the last arrival, or its own end
+        if that comes first)."""
         acc: dict[int, tuple[list, list]] = {}
         for ins in self.instances:
             for r, i, e in zip(ins.ranks, ins.idx.tolist(), ins.ends.tolist()):
@@ -207,9 +214,8 @@ def _rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[t
                 continue  # no peer on record: cannot be paired
             pair = (rb.rank, peer) if kind == "Send" else (peer, rb.rank)
             nel = _int(a.get("in_nelems")) or _int(a.get("out_nelems")) or 0
-            size = _DTYPE_BYTES.get(str(a.get("dtype", "")).lower().replace("torch.", ""))
             out.setdefault((f"p2p {pair[0]}->{pair[1]}", int(steps[j])), []).append(
-                (int(start[j]), int(end[j]), i, "SendRecv", nel * size if nel and size else None))
+                (int(start[j]), int(end[j]), i, "SendRecv", _nbytes(a, nel)))
             continue
         if a.get("group") is not None:
             group = str(a["group"])
@@ -218,9 +224,7 @@ def _rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[t
         else:
             group = f"stream #{lane_rank.setdefault(int(lane[j]), len(lane_rank))}"
         nel = max(_int(a.get("in_nelems")) or 0, _int(a.get("out_nelems")) or 0)
-        size = _DTYPE_BYTES.get(str(a.get("dtype", "")).lower().replace("torch.", ""))
-        nbytes = nel * size if nel and size else None
-        out.setdefault((group, int(steps[j])), []).append((int(start[j]), int(end[j]), i, kind, nbytes))
+        out.setdefault((group, int(steps[j])), []).append((int(start[j]), int(end[j]), i, kind, _nbytes(a, nel)))
     return out
 
 

@@ -10,7 +10,7 @@ from ..model.plain import plain
 from ..model.trace import Trace
 from . import rules as R
 from .breakdown import RankBreakdown, breakdown, set_caused, split_wait
-from .collectives import Collectives, match
+from .collectives import match
 from .kernels import kernel_stats
 from .rules import ADVICE, finding
 from .stragglers import late_ranks
@@ -27,7 +27,8 @@ def analyze(trace: Trace, comm_args: dict[int, dict] | None = None) -> dict:
     rbs = breakdown(trace)
     colls = match(trace, rbs, comm_args)
     split_wait(rbs, trace, colls.wait_ends())
-    set_caused(rbs, colls.per_step())
+    per_step = colls.per_step()
+    set_caused(rbs, per_step)
     kstats = {rb.rank: kernel_stats(trace, rb) for rb in rbs}
     per_rank: list[dict] = []
     for rb in rbs:
@@ -53,7 +54,7 @@ def analyze(trace: Trace, comm_args: dict[int, dict] | None = None) -> dict:
     for f in findings:
         f["children"].sort(key=_order)
     out = plain({"ranks": [_rank_json(rb, kstats[rb.rank]) for rb in rbs], "findings": findings,
-                 "comm": comm, "collectives": colls.summary(), "collective_steps": _steps_json(colls, rbs),
+                 "comm": comm, "collectives": colls.summary(), "collective_steps": _steps_json(per_step),
                  "unmatched_collectives": colls.unmatched})
     # for the window (details and drawing of each collective kernel), never written as JSON
     out["_kernel_collectives"] = colls.per_kernel()
@@ -71,9 +72,9 @@ def _rank_json(rb: RankBreakdown, ks: dict) -> dict:
             "steps": [s.as_dict() for s in rb.steps], "kernels": ks}
 
 
-def _steps_json(colls: Collectives, rbs: list[RankBreakdown]) -> list[dict]:
+def _steps_json(per_step: dict[int, dict]) -> list[dict]:
     out = []
-    for step, d in sorted(colls.per_step().items()):
+    for step, d in sorted(per_step.items()):
         late = max(d["caused"], key=d["caused"].get)
         out.append({"step": step, "collectives": d["n"],
                     "wait_ms": {str(r): round(v / 1e6, 3) for r, v in d["wait"].items()},
@@ -132,11 +133,9 @@ def _warmup(rbs: list[RankBreakdown]) -> list[dict]:
 def _straggler_finding(x: dict) -> dict:
     steps = x["steps"]
     metrics = {k: x[k] for k in ("late_rank", "steps", "kind", "wait_caused_ms", "wait_caused_ms_per_step",
-                                 "cause", "excess", "lateness_parts_ms") if k in x}
-    for k in ("excess_over_usual_ms", "usual_ms", "usual_ms_per_step", "evidence", "others_wait_ms",
-              "wait_caused_ms_each", "excess_over_usual_ms_each", "wait_caused_ms_each_per_step"):
-        if k in x:
-            metrics[k] = x[k]
+                                 "cause", "excess", "lateness_parts_ms", "excess_over_usual_ms", "usual_ms",
+                                 "usual_ms_per_step", "evidence", "others_wait_ms", "wait_caused_ms_each",
+                                 "excess_over_usual_ms_each", "wait_caused_ms_each_per_step") if k in x}
     metrics["waiting_ranks"] = x["waiting"]
     sev = "high" if x["kind"] == "episodic" or len(steps) > 1 else "medium"
     w0, w1 = x["window"]

@@ -8,7 +8,6 @@ import re
 import numpy as np
 
 from ..model.categories import LaneKind
-from ..model.plain import plain
 from ..model.trace import Trace
 from . import intervals as iv
 from .breakdown import RankBreakdown
@@ -65,7 +64,7 @@ ADVICE = {
 def finding(rule, severity, title, ranks, step, start, end, metrics, impact_ns=0.0) -> dict:
     return {"rule": rule, "severity": severity, "title": title, "ranks": [int(r) for r in ranks],
             "step": None if step is None else int(step), "start_ns": int(start), "end_ns": int(end),
-            "metrics": plain(metrics), "advice": ADVICE[rule], "impact_ms": round(float(impact_ns) / 1e6, 3),
+            "metrics": metrics, "advice": ADVICE[rule], "impact_ms": round(float(impact_ns) / 1e6, 3),
             "children": []}
 
 

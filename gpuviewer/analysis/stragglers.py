@@ -26,7 +26,6 @@ PERSISTENT_SHARE = 1 / 3  # late in at least this share of the steps (and two of
 _INPUT = re.compile(r"DataLoader|dataloader|_next_data|__next__|enumerate\(", re.IGNORECASE)
 # Python object addresses differ between processes: strip them so ranks' ops compare by name.
 _ADDRESS = re.compile(r" (?:object )?at 0x[0-9a-fA-F]+")
-_IDLE_WAIT = IDLE_WAIT
 
 
 def _ms(ns: float) -> float:
@@ -52,8 +51,7 @@ def late_ranks(trace: Trace, rbs: list[RankBreakdown], colls: Collectives) -> li
         r = max(caused, key=caused.get)
         if caused[r] >= floor:
             late[s] = (r, caused[r])
-    caused_all = np.array([per_step[s]["caused"][max(per_step[s]["caused"], key=per_step[s]["caused"].get)]
-                           for s in steps], np.float64)
+    caused_all = np.array([max(per_step[s]["caused"].values()) for s in steps], np.float64)
     usual_job = float(np.median(caused_all))
     spread = 1.4826 * float(np.median(np.abs(caused_all - usual_job)))
 
@@ -120,7 +118,7 @@ def _episodic(trace, rbs, colls, r, s, c, usual_r, per_step) -> dict:
     if st is not None:
         base = [(x.start, x.end) for x in trace.steps_of_rank(r) if x.step != s]
         host = [h for h in explain(trace, r, (st.start, st.end), base, top=5)
-                if h["excess_ms"] >= 0.5 and not _IDLE_WAIT.match(h["name"])][:3]
+                if h["excess_ms"] >= 0.5 and not IDLE_WAIT.match(h["name"])][:3]
     over = c - usual_r
     what = f": {host[0]['name']} took {host[0]['excess_ms']:.0f} ms more than usual" if host else ""
     waiting = _waiting(colls, r, [s])
@@ -226,7 +224,7 @@ def _excess(trace: Trace, r: int, others: list[int], steps: list[int], kinds,
             if inclusive and v >= 0.8 * (w[1] - w[0]):
                 continue
             nm = _ADDRESS.sub("", trace.names[name])
-            if "nccl" in nm.lower() or _IDLE_WAIT.match(nm):
+            if "nccl" in nm.lower() or IDLE_WAIT.match(nm):
                 continue  # waiting in a collective, or a helper thread idling: not a cause
             acc[nm] = acc.get(nm, 0) + v
         return acc

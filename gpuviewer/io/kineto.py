@@ -289,8 +289,8 @@ class _FileReader:
         props = meta.get("deviceProperties")
         for dp in props if isinstance(props, list) else []:
             if isinstance(dp, dict) and type(dp.get("id")) is int and 0 <= dp["id"] < _RANK_MAX:
-                info.device_props[dp["id"]] = {text(k, 256): _plain(v) for k, v in dp.items()
-                                               if _plain(v) is not None}
+                info.device_props[dp["id"]] = {text(k, 256): p for k, v in dp.items()
+                                               if (p := _plain(v)) is not None}
         if isinstance(meta.get("host_name"), str):
             info.host = text(meta["host_name"], 4096)
         self._labels()
