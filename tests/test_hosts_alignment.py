@@ -58,6 +58,8 @@ def test_hosts_given_on_the_command_line(tmp_path):
     assert abs(offs[2] + 5_000_000) <= 20_000 and offs[0] == 0
     r = run("info", str(tmp_path), "--hosts", "3-1", "--no-cache")
     assert r.returncode == 2 and "--hosts" in r.stderr and "Traceback" not in r.stderr
+    # a range far beyond the session's ranks costs nothing (only the ranks present are placed)
+    assert _info(str(tmp_path), "--hosts", "0-999999999")["alignment"]["method"] == "same-host"
 
 
 def test_alignment_can_be_turned_off(tmp_path):

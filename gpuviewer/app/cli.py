@@ -32,10 +32,13 @@ def _json(obj) -> None:
     sys.stdout.write(json_bytes(obj).decode() + "\n")
 
 
+def _session_name(paths: list[str]) -> str:
+    return paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} more"
+
+
 def _cannot_read(paths: list[str], e: BaseException, debug: bool) -> int:
     from ..io.errors import unexpected
-    name = paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} more"
-    return _fail(str(unexpected(name, e)), debug)
+    return _fail(str(unexpected(_session_name(paths), e)), debug)
 
 
 def _load(paths: list[str], args) -> "object":
@@ -117,8 +120,7 @@ def cmd_analyze(args) -> int:
     try:
         a = analyze_session(trace)
     except Exception as e:  # noqa: BLE001 - an analysis bug must not look like a crash
-        name = args.paths[0] if len(args.paths) == 1 else f"{args.paths[0]} and {len(args.paths) - 1} more"
-        return _fail(f"{name}: the analysis failed on this trace, a bug in gpuviewer ({type(e).__name__}); "
+        return _fail(f"{_session_name(args.paths)}: the analysis failed on this trace, a bug in gpuviewer ({type(e).__name__}); "
                      "please report it with the output of --debug", args.debug)
     if args.md:
         from ..analysis.report_md import to_markdown

@@ -44,7 +44,7 @@ def parse_hosts(spec: str, ranks: list[int]) -> dict[int, str]:
         a, b = int(m.group(1)), int(m.group(2) or m.group(1))
         if b < a:
             raise TraceError("--hosts", f"'{part}': the range runs backwards")
-        for r in range(a, b + 1):
+        for r in (x for x in ranks if a <= x <= b):  # the session's ranks only: "0-999999999" is cheap
             if r in out:
                 raise TraceError("--hosts", f"rank {r} is named for two hosts")
             out[r] = f"host{k}"

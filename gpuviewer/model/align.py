@@ -14,12 +14,10 @@ def apply_offsets(trace: Trace, shift_of_rank) -> None:
     lane_rank = trace.lane_rank_array()
     c = trace.columns
     start = np.array(c["start"], dtype=np.int64)  # a writable copy (the cache maps files read-only)
-    if len(start):
-        ev_rank = lane_rank[np.asarray(c["lane"])]
-        for r in ranks:
-            m = ev_rank == r
-            if m.any():
-                start[m] += np.rint(shift_of_rank(r, start[m])).astype(np.int64)
+    for lane, ln in enumerate(trace.lanes):  # events are grouped by lane: one slice each
+        sl = trace.lane_slice(lane)
+        if sl.stop > sl.start:
+            start[sl] += np.rint(shift_of_rank(ln.rank, start[sl])).astype(np.int64)
     c["start"] = start
     it = np.array(trace.instants["t"], dtype=np.int64)
     if len(it):
