@@ -85,3 +85,112 @@ def alignment_text(trace: Trace) -> str:
     if a.get("method") == "same-host":
         return f"one host ({trace.metadata.get('hosts_from', 'one folder')}): no clock correction"
     return f"{len(hosts)} hosts, clocks as recorded ({a.get('why', 'not aligned')})"
+
+
+class Session:
+    """An opened session without a window: the trace and what is derived from it, computed once
+    on first use. The window, the command line and notebooks all work through one of these.
+
+    >>> s = Session.open(["samples/ddp"])
+    >>> s.kernels.groupby("name", observed=True)["dur"].sum().nlargest(5)
+    """
+
+    def __init__(self, trace: Trace, paths: list[str] | None = None) -> None:
+        self.trace = trace
+        self.paths = list(paths or trace.metadata.get("files", []))
+        self._analysis: dict | None = None
+        self._frames: dict = {}
+
+    @classmethod
+    def open(cls, paths, *, use_cache: bool = True, align: bool = True, hosts: str | None = None,
+             progress: Callable[[float, str], None] | None = None,
+             cancelled: Callable[[], bool] | None = None) -> "Session":
+        paths = [paths] if isinstance(paths, str) else [str(p) for p in paths]
+        return cls(open_session(paths, use_cache=use_cache, align=align, hosts=hosts,
+                                progress=progress, cancelled=cancelled), paths)
+
+    # -- what the files hold -------------------------------------------------------------
+    @property
+    def topology(self):
+        return self.trace.topology
+
+    @property
+    def snapshots(self) -> list:
+        return self.trace.snapshots
+
+    @property
+    def ranks(self) -> list[int]:
+        return [r.rank for r in self.trace.ranks]
+
+    @property
+    def analysis(self) -> dict:
+        """Per-step breakdown and findings (what `gpuviewer analyze --json` prints)."""
+        if self._analysis is None:
+            from .run_analysis import analyze_session
+            self._analysis = analyze_session(self.trace)
+        return self._analysis
+
+    def set_analysis(self, analysis: dict) -> None:
+        """An analysis computed elsewhere (the window's worker thread) for this trace."""
+        self._analysis = analysis
+
+    # -- tables (pandas DataFrames built from the store's columns; see query/tables.py) ---
+    def _frame(self, name: str):
+        if name not in self._frames:
+            from .query import tables
+            self._frames[name] = getattr(tables, name)(self)
+        return self._frames[name]
+
+    @property
+    def slices(self):
+        """Every slice: id, rank, lane, lane_kind, device, stream, name, category, start, dur,
+        end, depth, corr. Filter with `slices_in` to build only part of it."""
+        return self._frame("slices")
+
+    def slices_in(self, *, rank: int | None = None, kind: str | None = None,
+                  start_ns: int | None = None, end_ns: int | None = None):
+        """Slices of one rank and/or lane kind ("gpu", "comm", "cpu", "cuda_api", "nvtx", ...)
+        overlapping [start_ns, end_ns), built from those lanes only."""
+        from .query import tables
+        return tables.slices(self, rank=rank, kind=kind, start_ns=start_ns, end_ns=end_ns)
+
+    @property
+    def kernels(self):
+        """GPU kernels (compute and NCCL), one row each, with a `kind` column."""
+        return self._frame("kernels")
+
+    @property
+    def memops(self):
+        """Memory copies and sets on the GPU, with kind (HtoD, DtoH, ...) and bytes."""
+        return self._frame("memops")
+
+    @property
+    def steps(self):
+        """Profiled steps per rank with their breakdown (compute, communication, idle, ...)."""
+        return self._frame("steps")
+
+    @property
+    def collectives(self):
+        """One row per rank's part in a matched collective: group, name, step, bytes, wait,
+        transfer, busbw."""
+        return self._frame("collectives")
+
+    @property
+    def counters(self):
+        """Counter samples (GPU memory allocated/reserved, ...), long form."""
+        return self._frame("counters")
+
+    @property
+    def findings(self):
+        """Findings of the analysis, one row each, sorted by time lost."""
+        return self._frame("findings")
+
+    def sql(self, query: str):
+        """Run DuckDB SQL over the tables above; returns a DataFrame."""
+        from .query.sql import run
+        return run(self, query)
+
+    def stats(self, report: str = "kern", *, rank: int | None = None):
+        """A summary table like `nsys stats`: kern, api, nvtx, mem or nccl."""
+        from .query.stats import report as make
+        return make(self, report, rank=rank)

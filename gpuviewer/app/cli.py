@@ -8,7 +8,7 @@ import time
 
 from .. import __version__
 
-SUBCOMMANDS = ("info", "screenshot", "analyze", "report")
+SUBCOMMANDS = ("info", "screenshot", "analyze", "report", "sql", "stats")
 
 
 def _fail(msg: str, debug: bool = False) -> int:
@@ -175,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("-o", "--output", required=True, help="OUT.html or OUT.md")
     rep.add_argument("--annotations", help="an annotations JSON file to include")
     rep.set_defaults(func=_report)
+    from .query_cmd import add_parsers
+    add_parsers(sub, common)
     return p
 
 

@@ -1,0 +1,106 @@
+"""Some arguments of many events at once, fetched from Kineto sources in file order: each piece
+of the file is decompressed and decoded once, by a msgspec decoder that builds only the fields
+of a given struct (every other key is skipped). The store keeps no arguments; collective
+matching (NCCL arguments) and memory-copy statistics (bytes) read theirs through here."""
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from ..model.trace import Source, Trace
+from .errors import TraceError
+from .json_sanitize import loads_lenient
+from .streams import open_salvage
+
+
+class ArgsSpec:
+    """The fields to read: a msgspec Struct whose field names are ours and whose encode names are
+    the producer's keys."""
+
+    def __init__(self, struct: type) -> None:
+        self.struct = struct
+        ev = msgspec.defstruct("Ev", [("args", struct | None, None)])
+        loose = msgspec.defstruct("EvLoose", [("args", Any, None)])
+        self.fast = msgspec.json.Decoder(list[ev])
+        self.loose = msgspec.json.Decoder(list[loose])
+        self.keys = {f.encode_name: f.name for f in msgspec.structs.fields(struct)}
+
+    def as_dict(self, a) -> dict:
+        return {f: v for f in self.struct.__struct_fields__ if (v := getattr(a, f)) is not None}
+
+    def pick(self, a: dict) -> dict:
+        """From a raw args object: our names for the keys that are present."""
+        return {v: a[k] for k, v in self.keys.items() if k in a}
+
+    def decode(self, piece: bytes):
+        """The events' args and how to read them: the struct (fast), or raw objects when an args
+        value is not an object or the piece needs the lenient decoder (NaN, bad UTF-8)."""
+        try:
+            return [e.args for e in self.fast.decode(piece)], self.as_dict
+        except msgspec.ValidationError:
+            return [e.args for e in self.loose.decode(piece)], self.pick
+        except msgspec.DecodeError:
+            evs = loads_lenient(piece)
+            return [e.get("args") if isinstance(e, dict) else None for e in evs or []], self.pick
+
+
+def kineto_args(trace: Trace, idx: np.ndarray, spec: ArgsSpec) -> dict[int, dict]:
+    """Event index -> its fields (only those recorded), for the events idx of Kineto sources.
+    A source that changed or cannot be read now gives nothing (callers work without)."""
+    out: dict[int, dict] = {}
+    if not len(idx) or not trace.sources or not all(s.format == "kineto" for s in trace.sources):
+        return out
+    c = trace.columns
+    lane_src = np.array([ln.source for ln in trace.lanes], np.int64)
+    src_file = lane_src[np.asarray(c["lane"][idx])]
+    ordinal = np.asarray(c["src"][idx]).astype(np.int64)
+    for f in np.unique(src_file).tolist():
+        m = src_file == f
+        try:
+            got = from_source(trace.sources[min(f, len(trace.sources) - 1)], ordinal[m], spec)
+        except (TraceError, OSError, EOFError, ValueError, msgspec.DecodeError):
+            continue
+        for i, rec in zip(idx[m].tolist(), got):
+            if rec:
+                out[i] = rec
+    return out
+
+
+def from_source(src: Source, ordinals: np.ndarray, spec: ArgsSpec) -> list[dict]:
+    from .args import _check_unchanged, _piece
+    _check_unchanged(src)
+    chunks = src.chunks
+    if not chunks:
+        return [{} for _ in ordinals]
+    firsts = [ch[2] for ch in chunks]
+    want: dict[int, list[tuple[int, int]]] = {}  # chunk -> [(position in chunk, output slot)]
+    for slot, o in enumerate(ordinals.tolist()):
+        k = max(0, bisect.bisect_right(firsts, o) - 1)
+        offset, _length, first = chunks[k]
+        want.setdefault(k, []).append((o - first if offset >= 0 else o, slot))
+    out: list[dict] = [{} for _ in ordinals]
+    with open_salvage(src.path) as fh:
+        pos = 0
+        for k in sorted(want, key=lambda k: chunks[k][0]):
+            offset, length, _ = chunks[k]
+            if offset < 0:  # decoded as a whole document: the bounded, lenient args reader's
+                raw = [e.get("args") if isinstance(e, dict) else None
+                       for e in _piece(src.path, src.size, src.mtime_ns, offset, length)]
+                conv = spec.pick
+            else:
+                while pos < offset:  # decompress forward to the piece (streams cannot seek back)
+                    got = fh.read(min(offset - pos, 16 << 20))
+                    if not got:
+                        break
+                    pos += len(got)
+                data = fh.read(length)
+                pos += len(data)
+                raw, conv = spec.decode(b"[" + data + b"]")
+            for p, slot in want[k]:
+                a = raw[p] if 0 <= p < len(raw) else None
+                if isinstance(a, (dict, spec.struct)):
+                    out[slot] = conv(a)
+    return out

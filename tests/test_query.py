@@ -1,0 +1,219 @@
+"""The query layer (gpuviewer.open, DataFrames, SQL, stats) against numbers computed here from
+the raw files: SQL over the nsys export's own tables, and the Kineto JSON read with json."""
+import json
+import os
+import re
+import sqlite3
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+import gpuviewer
+from conftest import SAMPLES, run_cli, trace_path
+from kineto_truth import load_json
+
+NSYS = sorted(os.path.join(trace_path("nsys"), f) for f in os.listdir(trace_path("nsys")) if f.endswith(".sqlite"))
+KINETO = [trace_path("kineto", "ddp_clean"), trace_path("kineto", "step_outlier.json.gz"),
+          trace_path("kineto", "gpu_straggler"), SAMPLES + "/ddp"]
+_SUFFIX = re.compile(r"_v\d+$")
+
+
+def _ro(path):
+    return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+
+
+def _nsys_sums(path, sql):
+    """name -> [count, total, min, max] from a query returning (name, dur) rows."""
+    out = {}
+    with _ro(path) as db:
+        for name, n, tot, lo, hi in db.execute(sql):
+            name = _SUFFIX.sub("", name)
+            if name in out:  # names that differ only by the CUPTI version suffix: one row
+                a = out[name]
+                out[name] = [a[0] + n, a[1] + tot, min(a[2], lo), max(a[3], hi)]
+            else:
+                out[name] = [n, tot, lo, hi]
+    return out
+
+
+def _ours(df):
+    return {r.name: [r.instances, r.total_ns, r.min_ns, r.max_ns] for r in df.itertuples()}
+
+
+@pytest.mark.parametrize("path", NSYS, ids=os.path.basename)
+def test_nsys_kernel_and_api_summaries_equal_sql_over_the_export(path):
+    s = gpuviewer.open(path)
+    kern = _nsys_sums(path, """SELECT s.value, count(*), sum(k.end - k.start), min(k.end - k.start),
+                                      max(k.end - k.start)
+                               FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName
+                               GROUP BY s.value""")
+    assert _ours(s.stats("kern")) == kern
+    # the API of processes that own GPU work (the ranks; nsys stats would add the others)
+    api = _nsys_sums(path, """SELECT s.value, count(*), sum(r.end - r.start), min(r.end - r.start),
+                                     max(r.end - r.start)
+                              FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
+                              WHERE (r.globalTid >> 24) & 16777215 IN (
+                                  SELECT (globalPid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_KERNEL
+                                  UNION SELECT (globalPid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_MEMCPY
+                                  UNION SELECT (globalPid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_MEMSET)
+                              GROUP BY s.value""")
+    assert _ours(s.stats("api")) == api
+    with _ro(path) as db:
+        n_kernels = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+        mem = {k: (n, b) for k, n, b in db.execute(
+            "SELECT copyKind, count(*), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY copyKind")}
+        memset = db.execute("SELECT count(*), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMSET").fetchone()
+    assert len(s.kernels) == n_kernels
+    m = s.stats("mem").set_index("kind")
+    names = {1: "HtoD", 2: "DtoH", 8: "DtoD", 10: "PtoP"}
+    for k, (n, b) in mem.items():
+        assert (m.loc[names[k], "instances"], m.loc[names[k], "total_bytes"]) == (n, b)
+    if memset[0]:
+        assert (m.loc["memset", "instances"], m.loc["memset", "total_bytes"]) == tuple(memset)
+    total = m["total_ns"].sum()
+    assert m["time_pct"].sum() == pytest.approx(100.0) and total > 0
+
+
+def _kineto_files(path):
+    if os.path.isdir(path):
+        return sorted(os.path.join(path, f) for f in os.listdir(path) if ".json" in f)
+    return [path]
+
+
+@pytest.mark.parametrize("path", KINETO, ids=os.path.basename)
+def test_kineto_summaries_equal_an_independent_count_from_the_json(path):
+    s = gpuviewer.open(path)
+    want = {"kern": defaultdict(lambda: [0, 0.0]), "api": defaultdict(lambda: [0, 0.0]),
+            "nvtx": defaultdict(lambda: [0, 0.0])}
+    mem_bytes = defaultdict(int)
+    cats = {"kernel": "kern", "cuda_runtime": "api", "cuda_driver": "api", "user_annotation": "nvtx"}
+    for f in _kineto_files(path):
+        for e in load_json(f)[0]:
+            if e.get("ph") != "X":
+                continue
+            rep = cats.get(e.get("cat"))
+            if rep == "nvtx" and e["name"].startswith("nccl:"):
+                rep = None  # PyTorch's collective ranges are communication ops, not NVTX-like ranges
+            if rep:
+                w = want[rep][e["name"]]
+                w[0] += 1
+                w[1] += float(e.get("dur", 0)) * 1000.0
+            if e.get("cat") in ("gpu_memcpy", "gpu_memset"):
+                kind = "memset" if e["name"].lower().startswith("memset") else e["name"].split(None, 1)[1]
+                mem_bytes[kind] += int((e.get("args") or {}).get("bytes", 0))
+    for rep, names in want.items():
+        got = s.stats(rep).set_index("name")
+        assert set(got.index) == set(names), rep
+        for name, (n, total_ns) in names.items():
+            assert got.loc[name, "instances"] == n
+            # µs with three decimals in the file: 1 ns of rounding an event at most
+            assert abs(got.loc[name, "total_ns"] - total_ns) <= n + 1
+    got_mem = s.stats("mem").set_index("kind")["total_bytes"].to_dict()
+    assert got_mem == dict(mem_bytes)
+
+
+@pytest.mark.parametrize("path", NSYS + [trace_path("kineto", p) for p in sorted(os.listdir(trace_path("kineto")))]
+                         + [SAMPLES + "/ddp"], ids=os.path.basename)
+def test_kernels_frame_counts_what_info_counts(path):
+    r = run_cli("info", "--json", path)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    s = gpuviewer.open(path)
+    k = s.kernels
+    assert len(k) == info["kernels"]
+    for rr in info["ranks"]:
+        assert int((k["rank"] == rr["rank"]).sum()) == rr["kernels"]
+        assert int(((k["rank"] == rr["rank"]) & (k["kind"] == "comm")).sum()) == rr["nccl_kernels"]
+    assert k["start"].dtype == np.int64 and str(k["name"].dtype) == "category"
+    assert (k["end"] - k["start"] == k["dur"]).all() and (k["dur"] >= 0).all()
+
+
+def test_slices_filters_agree_with_filtering_the_whole_table():
+    s = gpuviewer.open(trace_path("kineto", "ddp_clean"))
+    every = s.slices
+    assert len(every) == len(s.trace)
+    # the whole table hands pandas the store's columns without copying them
+    assert np.shares_memory(every["start"].to_numpy(), s.trace.columns["start"])
+    lo = int(s.steps["start"].iloc[1])
+    hi = lo + 5_000_000
+    part = s.slices_in(rank=1, kind="gpu", start_ns=lo, end_ns=hi)
+    ref = every[(every["rank"] == 1) & (every["lane_kind"] == "gpu") & (every["end"] > lo) & (every["start"] < hi)]
+    assert len(part) > 0
+    assert sorted(part["id"]) == sorted(ref["id"])
+    assert part.set_index("id").sort_index()["name"].astype(str).equals(
+        ref.set_index("id").sort_index()["name"].astype(str))
+
+
+def test_per_rank_stats_add_up_to_all_ranks_and_time_shares_to_100():
+    s = gpuviewer.open(trace_path("kineto", "gpu_straggler"))
+    every = s.stats("kern").set_index("name")
+    parts = [s.stats("kern", rank=r).set_index("name") for r in s.ranks]
+    for name in every.index:
+        assert sum(int(p["instances"].get(name, 0)) for p in parts) == every.loc[name, "instances"]
+        assert sum(int(p["total_ns"].get(name, 0)) for p in parts) == every.loc[name, "total_ns"]
+        assert every.loc[name, "min_ns"] <= every.loc[name, "med_ns"] <= every.loc[name, "max_ns"]
+    assert every["time_pct"].sum() == pytest.approx(100.0)
+    assert list(every["total_ns"]) == sorted(every["total_ns"], reverse=True)
+    # collectives: every matched instance once per member rank; matched count as the analysis says
+    nccl = s.stats("nccl")
+    summary = {(c["group"], c["name"]): c["count"] for c in s.analysis["collectives"]}
+    assert {(r.group, r.collective): r.matched for r in nccl.itertuples()} == summary
+    assert (nccl["busbw_gbps"] > 0).all()
+
+
+def test_tables_hold_what_the_analysis_says():
+    s = gpuviewer.open(SAMPLES + "/ddp")
+    st = s.steps
+    n = sum(len(r["steps"]) for r in s.analysis["ranks"])
+    assert len(st) == n and (st["dur"] > 0).all()
+    assert (st["idle_ns"] <= st["dur"]).all() and (st["compute_ns"] <= st["dur"]).all()
+    f = s.findings
+    top = [x["title"] for x in s.analysis["findings"]]
+    assert list(f[f["parent"].isna()]["title"]) == top
+    c = s.counters
+    assert len(c) == sum(len(x.t) for x in s.trace.counters)
+
+
+def test_sql_over_the_tables_and_refusals():
+    s = gpuviewer.open(trace_path("kineto", "step_outlier.json.gz"))
+    got = s.sql("SELECT name, count(*) AS n, sum(dur) AS t FROM kernels GROUP BY name ORDER BY t DESC")
+    k = s.kernels.groupby("name", observed=True)["dur"].agg(["size", "sum"])
+    assert {r.name: (r.n, r.t) for r in got.itertuples()} == {n: (a, b) for n, (a, b) in k.iterrows()}
+    top = s.sql("SELECT kind, total_bytes FROM mem_sum ORDER BY total_ns DESC LIMIT 1")
+    assert top["kind"][0] == "DtoH (Device -> Pageable)"  # the planted 4 GB pageable copy
+    from gpuviewer.query.sql import Query, QueryError
+    q = Query(s)
+    for bad, word in (("SELEC 1", "syntax"), ("SELECT * FROM nope", "nope"),
+                      ("SELECT * FROM read_csv('/etc/hostname')", "disabled"),
+                      (f"COPY kernels TO '{os.getcwd()}/x.csv'", "disabled")):
+        with pytest.raises(QueryError, match=word):
+            q.run(bad)
+    assert not os.path.exists("x.csv")
+    df, more = q.run("SELECT * FROM slices ORDER BY start", limit=10)
+    assert len(df) == 10 and more
+    assert q.run("SELECT 1 AS one")[0]["one"][0] == 1  # still usable after errors
+
+
+def test_sql_and_stats_commands():
+    path = trace_path("nsys", "nsys_ddp.sqlite")
+    with _ro(path) as db:
+        n = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    r = run_cli("sql", path, "SELECT count(*) FROM kernels")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == str(n) == "10088"
+    r = run_cli("sql", path, "SELECT name, count(*) AS n FROM kernels GROUP BY name ORDER BY n DESC", "--json")
+    rows = json.loads(r.stdout)
+    assert sum(x["n"] for x in rows) == n
+    r = run_cli("sql", path, "SELECT * FROM nope")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "nope" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("stats", path, "--report", "kern", "--csv")
+    assert r.returncode == 0 and r.stdout.splitlines()[0].startswith("name,time_pct,total_ns,instances")
+    import csv  # names may hold commas: quoted by CSV
+    import io
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert sum(int(x["instances"]) for x in rows) == n
+    r = run_cli("stats", path, "--report", "nccl", "--rank", "7")
+    assert r.returncode == 2 and "no rank 7" in r.stderr
+    r = run_cli("stats", SAMPLES + "/ddp", "--report", "api")
+    assert r.returncode == 0 and "cudaLaunchKernel" in r.stdout
