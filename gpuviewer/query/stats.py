@@ -85,3 +85,19 @@ def _nccl(df: pd.DataFrame) -> pd.DataFrame:
     return out.rename(columns={"total_ns": "transfer_total_ns", "avg_ns": "transfer_avg_ns",
                                "med_ns": "transfer_med_ns", "min_ns": "transfer_min_ns",
                                "max_ns": "transfer_max_ns", "stddev_ns": "transfer_stddev_ns"})
+
+
+def longest(session, which: str, name: str, rank: int | None = None) -> int | None:
+    """The store index of the longest instance of `name` in a kern, api or nvtx summary."""
+    df = {"kern": lambda: session.kernels,
+          "api": lambda: tables.of_categories(session, (Cat.CUDA_RUNTIME, Cat.CUDA_DRIVER)),
+          "nvtx": lambda: tables.of_categories(session, (Cat.NVTX, Cat.USER_ANNOTATION))}.get(which)
+    if df is None:
+        return None
+    df = df()
+    m = df["name"] == name
+    if rank is not None:
+        m &= df["rank"] == rank
+    if not m.any():
+        return None
+    return int(df.loc[df.loc[m, "dur"].idxmax(), "id"])

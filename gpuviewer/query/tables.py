@@ -204,24 +204,47 @@ def counters(session) -> pd.DataFrame:
 
 
 def findings(session) -> pd.DataFrame:
-    """Findings, one row each (symptoms after their cause, with `parent` naming its row), in the
+    """Findings, one row each (symptoms after their cause, `parent` holding the cause's `finding`), in the
     analysis' order: by time lost."""
     rows = []
 
     def add(f, parent):
-        rows.append({"id": len(rows), "parent": parent, "rule": f["rule"], "severity": f["severity"],
+        rows.append({"finding": len(rows), "parent": parent, "rule": f["rule"], "severity": f["severity"],
                      "impact_ms": f.get("impact_ms"), "title": f["title"],
                      "ranks": ",".join(str(r) for r in f.get("ranks") or []),
                      "step": f.get("step"), "start": f.get("start_ns"), "end": f.get("end_ns"),
                      "advice": f.get("advice", "")})
-        me = rows[-1]["id"]
+        me = rows[-1]["finding"]
         for ch in f.get("children") or []:
             add(ch, me)
     for f in session.analysis["findings"]:
         add(f, None)
-    return pd.DataFrame(rows, columns=["id", "parent", "rule", "severity", "impact_ms", "title", "ranks",
+    return pd.DataFrame(rows, columns=["finding", "parent", "rule", "severity", "impact_ms", "title", "ranks",
                                        "step", "start", "end", "advice"]).astype(
         {"parent": "Int64", "step": "Int64", "start": "Int64", "end": "Int64", "impact_ms": "float64"})
 
 
 TABLES = ("slices", "kernels", "memops", "steps", "collectives", "counters", "findings")
+
+
+def event_at(trace, rank: int, t_ns: int) -> int | None:
+    """The event a result row points at by rank and time: the one on that rank's GPU lanes (then
+    its other lanes) that starts at t_ns, or else the longest one covering t_ns."""
+    lanes = sorted(trace.lanes_of_rank(rank), key=lambda li: LaneKind.ORDER.get(trace.lanes[li].kind, 9))
+    best, best_dur = None, -1
+    c = trace.columns
+    for li in lanes:
+        sl = trace.lane_slice(li)
+        st = c["start"][sl]
+        k = int(np.searchsorted(st, t_ns, side="left"))
+        if k < len(st) and st[k] == t_ns:
+            return sl.start + k
+        # the lane's events starting before t_ns that are still running (depth stacks are short)
+        lo = max(0, k - 256)
+        ends = st[lo:k] + c["dur"][sl][lo:k]
+        hit = np.flatnonzero(ends > t_ns)
+        if len(hit):
+            j = lo + int(hit[np.argmax(c["dur"][sl][lo:k][hit])])
+            if int(c["dur"][sl.start + j]) > best_dur:
+                best, best_dur = sl.start + j, int(c["dur"][sl.start + j])
+    return best

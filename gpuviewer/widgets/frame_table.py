@@ -1,0 +1,132 @@
+"""A table view over a pandas DataFrame: sortable by any column, numbers right-aligned with
+thousands separators, copy of the selection as tab-separated text, export to CSV (written to a
+temporary file renamed into place). Used by the SQL and Statistics tabs."""
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+
+import numpy as np
+import pandas as pd
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import QAbstractItemView, QApplication, QTableView
+
+from ..model.plain import term
+
+
+def cell_text(v) -> str:
+    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)):
+        return f"{int(v):,}"
+    if isinstance(v, (float, np.floating)):  # ns and GB/s: decimals only where they tell something
+        return f"{float(v):,.0f}" if abs(v) >= 1000 else f"{float(v):,.3g}" if abs(v) < 1 else f"{float(v):,.2f}"
+    return term(v)  # a name from a trace may carry control characters
+
+
+class FrameModel(QAbstractTableModel):
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.df = pd.DataFrame()
+
+    def set_frame(self, df: pd.DataFrame) -> None:
+        self.beginResetModel()
+        self.df = df.reset_index(drop=True)
+        self.endResetModel()
+
+    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt's names
+        return 0 if parent.isValid() else len(self.df)
+
+    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802
+        return 0 if parent.isValid() else len(self.df.columns)
+
+    def data(self, index, role=Qt.DisplayRole):
+        if not index.isValid():
+            return None
+        v = self.df.iat[index.row(), index.column()]
+        if role == Qt.DisplayRole:
+            return cell_text(v)
+        if role == Qt.TextAlignmentRole and isinstance(v, (int, float, np.integer, np.floating)) \
+                and not isinstance(v, (bool, np.bool_)):
+            return int(Qt.AlignRight | Qt.AlignVCenter)
+        if role == Qt.ToolTipRole and isinstance(v, str) and len(v) > 40:
+            return term(v)
+        return None
+
+    def headerData(self, section, orientation, role=Qt.DisplayRole):  # noqa: N802
+        if role != Qt.DisplayRole:
+            return None
+        if orientation == Qt.Horizontal:
+            return str(self.df.columns[section]) if section < len(self.df.columns) else None
+        return str(section + 1)
+
+    def sort(self, column: int, order=Qt.AscendingOrder) -> None:
+        if column < 0 or column >= len(self.df.columns):
+            return
+        self.layoutAboutToBeChanged.emit()
+        col = self.df.columns[column]
+        try:
+            self.df = self.df.sort_values(col, ascending=order == Qt.AscendingOrder, kind="stable",
+                                          na_position="last").reset_index(drop=True)
+        except TypeError:  # mixed types in one column: as text
+            key = self.df[col].astype(str)
+            self.df = self.df.iloc[key.argsort(kind="stable")[:: 1 if order == Qt.AscendingOrder else -1]].reset_index(drop=True)
+        self.layoutChanged.emit()
+
+
+class FrameTable(QTableView):
+    rowActivated = Signal(object)  # the row (a pandas Series) clicked or moved to
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.model_ = FrameModel(self)
+        self.setModel(self.model_)
+        self.setSortingEnabled(True)
+        self.setSelectionBehavior(QAbstractItemView.SelectRows)
+        self.setAlternatingRowColors(True)
+        self.verticalHeader().setDefaultSectionSize(20)
+        self.horizontalHeader().setSortIndicatorShown(True)
+        QShortcut(QKeySequence.Copy, self, activated=self.copy_selection)
+        self.clicked.connect(self._row)
+        self.activated.connect(self._row)
+
+    def set_frame(self, df: pd.DataFrame) -> None:
+        self.model_.set_frame(df)
+        self.horizontalHeader().setSortIndicator(-1, Qt.AscendingOrder)
+        self.resizeColumnsToContents()
+        for c in range(self.model_.columnCount()):  # long names: no column wider than 480 px
+            self.setColumnWidth(c, min(self.columnWidth(c), 480))
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        return self.model_.df
+
+    def _row(self, index) -> None:
+        if index.isValid():
+            self.rowActivated.emit(self.model_.df.iloc[index.row()])
+
+    def copy_selection(self) -> str:
+        rows = sorted({i.row() for i in self.selectionModel().selectedIndexes()})
+        df = self.model_.df.iloc[rows] if rows else self.model_.df
+        text = df.to_csv(sep="\t", index=False, lineterminator="\n")
+        QApplication.clipboard().setText(text)
+        return text
+
+    def export_csv(self, path: str) -> None:
+        """The whole table (every row, in the order shown), atomically."""
+        d = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".gpuviewer-", suffix=".csv", dir=d)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+                self.model_.df.to_csv(f, index=False, lineterminator="\n")
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise

@@ -1,0 +1,37 @@
+"""The SQL and Statistics tabs of the main window, beside Findings: one Session (Qt-free) over
+the window's trace feeds both; a row that names an event selects it on the timeline."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+
+from .sql_panel import SqlPanel
+from .stats_panel import StatsPanel
+
+
+class QueryDocks:
+    def __init__(self, win, beside) -> None:
+        self.win = win
+        self.session = None
+        self.sql = SqlPanel()
+        self.stats = StatsPanel()
+        self.sql_dock = win._dock("SQL", self.sql, Qt.BottomDockWidgetArea)
+        self.stats_dock = win._dock("Statistics", self.stats, Qt.BottomDockWidgetArea)
+        win.tabifyDockWidget(beside, self.stats_dock)
+        win.tabifyDockWidget(beside, self.sql_dock)
+        self.sql.eventChosen.connect(self._goto)
+        self.stats.eventChosen.connect(self._goto)
+
+    def set_trace(self, trace, paths) -> None:
+        from ..session import Session
+        self.session = Session(trace, paths)
+        self.sql.set_session(self.session)
+        self.stats.set_session(self.session)
+
+    def set_analysis(self, trace, analysis: dict) -> None:
+        if self.session is not None and self.session.trace is trace:
+            self.session.set_analysis(analysis)
+
+    def _goto(self, i: int) -> None:
+        self.win.timeline.select(i)
+        self.win.timeline.center_on(i)
+        self.win.timeline.scroll_to_lane(int(self.win.trace.columns["lane"][i]))
