@@ -1,15 +1,16 @@
-"""Topology diagram: GPUs grouped by NVLink island, their CPUs / NUMA nodes and NICs, links
-coloured and labelled by type, and which rank drives each GPU with its NCCL time."""
+"""Topology diagram: GPUs grouped by NVLink island (an NVSwitch mesh drawn as a switch with every
+GPU attached), their CPUs / NUMA nodes and NICs, links coloured by type, and which rank drives
+each GPU with its NCCL time. Boxes are sized to their text and labels are placed only where
+they overlap nothing (topology_layout), so text never collides at any dock size."""
 from __future__ import annotations
 
-import math
-
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPen
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPen
 from PySide6.QtWidgets import (QGraphicsRectItem, QGraphicsScene, QGraphicsSimpleTextItem, QGraphicsView,
                                QLabel, QVBoxLayout, QWidget)
 
 from ..model.topology import Topology, link_class
+from . import topology_layout as tl
 
 LINK_STYLE = {  # class -> (colour, width, dashed)
     "NV": (QColor(22, 163, 74), 3.0, False), "PIX": (QColor(37, 99, 235), 2.0, False),
@@ -17,7 +18,9 @@ LINK_STYLE = {  # class -> (colour, width, dashed)
     "NODE": (QColor(147, 51, 234), 2.0, True), "SYS": (QColor(220, 38, 38), 2.0, True),
     "affinity": (QColor(148, 163, 184), 1.0, True),
 }
-W, H = 170, 74
+LEGEND = ("NV# NVLink (green; wider = more links)   PIX/PXB PCIe switch (blue)\n"
+          "PHB host bridge (orange)   NODE across host bridges (purple)\n"
+          "SYS across NUMA nodes (red)   dashed grey: CPU affinity")
 
 
 class _FitView(QGraphicsView):
@@ -37,6 +40,8 @@ class TopologyView(QWidget):
         self.view = _FitView(self.scene)
         self.view.setRenderHint(QPainter.Antialiasing, True)
         self.view.setDragMode(QGraphicsView.ScrollHandDrag)
+        self.view.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # the diagram is fitted
+        self.view.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.summary = QLabel("Open or drop `nvidia-smi topo -m` output (a .txt file), or paste it with "
                               "Edit > Paste topology, to see the GPUs and their links.")
         self.summary.setWordWrap(True)
@@ -46,54 +51,89 @@ class TopologyView(QWidget):
         lay.addWidget(self.view, 1)
         self.topology: Topology | None = None
         self.pos: dict[str, QPointF] = {}
+        self._args: tuple = ({}, None)
+        self._vertical = False
+        self.font = QFont()
+        self.font.setPixelSize(12)
+        self.fm = QFontMetricsF(self.font)
 
+    # -- text -------------------------------------------------------------------------------
+    def _size(self, text: str) -> tuple[float, float]:
+        lines = text.split("\n")
+        return (max(self.fm.horizontalAdvance(x) for x in lines) + 2, self.fm.lineSpacing() * len(lines) + 2)
+
+    def _text(self, text: str, x: float, y: float, color: QColor | None = None) -> QGraphicsSimpleTextItem:
+        t = QGraphicsSimpleTextItem(text)
+        t.setFont(self.font)
+        if color is not None:
+            t.setBrush(color)
+        t.setPos(x, y)
+        self.scene.addItem(t)
+        return t
+
+    def _gpu_lines(self, d, ranks_of_gpu, comm) -> list[str]:
+        lines = [d.name]
+        spec = d.label or ""
+        if d.memory_bytes:
+            spec += f" · {d.memory_bytes / 2**30:.0f} GiB"
+        if spec:
+            lines.append(spec)
+        rk = ranks_of_gpu.get(d.name)
+        if rk:
+            txt = "rank " + ",".join(map(str, rk))
+            if comm:
+                st = [comm["ranks"].get(x) or {} for x in rk]
+                txt += f" · NCCL {sum(x.get('nccl_ms', 0) for x in st):.1f} ms"
+                nb = [x.get("bytes") for x in st if x.get("bytes")]
+                if nb:
+                    txt += f", {sum(nb) / 1e9:.2f} GB"
+            lines.append(txt)
+        if d.nvlinks:
+            lines.append(f"{d.nvlinks} NVLinks · {d.nvlink_gbps:.0f} GB/s")
+        return lines
+
+    # -- the diagram ------------------------------------------------------------------------
     def set_topology(self, topo: Topology | None, ranks_of_gpu: dict[str, list[int]] | None = None,
                      comm: dict | None = None) -> None:
-        self.scene.clear()
         self.topology = topo
+        self._args = (ranks_of_gpu or {}, comm)
+        self._vertical = self._tall()
+        self._build()
+
+    def _tall(self) -> bool:
+        return self.view.width() < self.view.height()
+
+    def _build(self) -> None:
+        self.scene.clear()
         self.pos = {}
+        topo = self.topology
         if topo is None:
             return
-        ranks_of_gpu = ranks_of_gpu or {}
+        ranks_of_gpu, comm = self._args
         islands = topo.islands()
-        font = QFont()
-        font.setPixelSize(12)
-        x = 0.0
-        cpu_nodes = [d for d in topo.devices if d.kind == "cpu"]
-        nic_nodes = [d for d in topo.devices if d.kind == "nic"]
-        island_box = {}
-        for k, isl in enumerate(islands):
-            # a square-ish grid, so the all-to-all NVLink links of an island stay visible
-            cols = max(1, math.ceil(math.sqrt(len(isl))))
-            rows = math.ceil(len(isl) / cols)
-            for j, g in enumerate(isl):
-                self.pos[g] = QPointF(x + (j % cols) * (W + 40), 160 + (j // cols) * (H + 60))
-            box_w = cols * (W + 40) - 40 + 30
-            box_h = rows * (H + 60) - 60 + 50
-            island_box[k] = QRectF(x - 15, 160 - 35, box_w, box_h)
-            outline = QGraphicsRectItem(island_box[k])
-            outline.setPen(QPen(QColor(22, 163, 74), 1.5, Qt.DashLine))
-            outline.setBrush(QBrush(QColor(220, 252, 231, 90)))
-            outline.setZValue(-5)
-            self.scene.addItem(outline)
-            t = QGraphicsSimpleTextItem(f"NVLink island {k}" if len(isl) > 1 else "no NVLink peer")
-            t.setFont(font)
-            t.setBrush(QColor(21, 128, 61))
-            t.setPos(x - 10, 160 - 32)
-            self.scene.addItem(t)
-            x += box_w + 60
-        for j, d in enumerate(cpu_nodes):
-            self.pos[d.name] = QPointF(j * (W + 80), 0)
-        bottom = max((b.bottom() for b in island_box.values()), default=200)
-        for j, d in enumerate(nic_nodes):
-            self.pos[d.name] = QPointF(j * (W + 40), bottom + 60)
-        # Links between islands are summarised as one line per island pair (16 SYS lines between
-        # two islands of four say less than one labelled "SYS x16"); NICs link only to the GPUs
-        # closest to them (PIX/PXB), the rest is in their tooltip.
+        gpu_text = {d.name: "\n".join(self._gpu_lines(d, ranks_of_gpu, comm)) for d in topo.gpus}
+        sizes = [self._size(t) for t in gpu_text.values()] or [(100.0, 40.0)]
+        gsize = (max(120.0, max(w for w, _ in sizes) + 14), max(h for _, h in sizes) + 10)
+        other_text = {d.name: f"{d.name}\n{d.label}" if d.label else d.name
+                      for d in topo.devices if d.kind != "gpu"}
+        # beyond four GPUs the affinity lines are a thicket: the CPU box lists its GPUs instead
+        affinity_lines = len(topo.gpus) <= 4
+        if not affinity_lines:
+            near: dict[str, list[str]] = {}
+            for ln in topo.links:
+                if ln.type == "affinity":
+                    g, c = (ln.a, ln.b) if ln.a.startswith("GPU") else (ln.b, ln.a)
+                    near.setdefault(c, []).append(g.removeprefix("GPU"))
+            for c, gs in near.items():
+                if c in other_text:
+                    other_text[c] += "\nnear GPU " + ",".join(gs)
+        boxed = {n: (w + 14, h + 10) for n, (w, h) in ((n, self._size(t)) for n, t in other_text.items())}
+        cpus = [(d.name, *boxed[d.name]) for d in topo.devices if d.kind == "cpu"]
+        nics = [(d.name, *boxed[d.name]) for d in topo.devices if d.kind == "nic"]
+        nv = {frozenset((ln.a, ln.b)): ln.type for ln in topo.links if ln.nvlinks}
         gpu_island = {g: k for k, isl in enumerate(islands) for g in isl}
         between: dict[tuple[int, int], list] = {}
-        shown = []
-        nic_far: dict[str, list[str]] = {}
+        shown, nic_far = [], {}
         for ln in topo.links:
             ia, ib = gpu_island.get(ln.a), gpu_island.get(ln.b)
             if ia is not None and ib is not None and ia != ib:
@@ -104,105 +144,163 @@ class TopologyView(QWidget):
                 nic_far.setdefault(nic, []).append(f"{ln.a}-{ln.b} {ln.type}")
                 continue
             shown.append(ln)
-        label_links = len(shown) <= 24
+        between_text = {k: f"{'/'.join(sorted({x.type for x in v}, key=lambda t: -len(t)))} × {len(v)} GPU pairs"
+                        for k, v in between.items()}
+        if self._vertical:
+            gap = max([self._size(t)[1] + 30 for t in between_text.values()] + [50.0])
+        else:
+            gap = max([self._size(t)[0] + 30 for t in between_text.values()] + [60.0])
+        lay = tl.layout(islands, nv, gsize, cpus, nics, gap, vertical=self._vertical)
+        self.pos = {n: QPointF(r[0], r[1]) for n, r in lay.pos.items()}
+        placer = tl.LabelPlacer(list(lay.pos.values()))
+
+        # islands: outline, title, switch bar
+        for k, isl in enumerate(lay.islands):
+            x, y, w, h = isl.box
+            outline = QGraphicsRectItem(QRectF(x, y, w, h))
+            outline.setPen(QPen(QColor(22, 163, 74), 1.5, Qt.DashLine))
+            outline.setBrush(QBrush(QColor(220, 252, 231, 90)))
+            outline.setZValue(-5)
+            self.scene.addItem(outline)
+            title = f"NVLink island {k}" if len(isl.gpus) > 1 else "no NVLink peer"
+            tw, th = self._size(title)
+            placer.take((x + 6, y + 4, tw, th))
+            self._text(title, x + 6, y + 4, QColor(21, 128, 61))
+            if isl.bar is not None:
+                self._switch(isl, lay, placer)
+        # links between islands: one line per adjacent pair of islands, its GPU pairs in the tooltip
         for (ia, ib), lns in between.items():
-            types = sorted({ln.type for ln in lns}, key=lambda t: -len(t))
-            cls = link_class(types[0])
-            col, width, dashed = LINK_STYLE.get(cls, (QColor(100, 100, 100), 1.5, False))
-            a, b = island_box[ia], island_box[ib]
-            pa, pb = QPointF(a.right(), a.center().y()), QPointF(b.left(), b.center().y())
-            line = self.scene.addLine(pa.x(), pa.y(), pb.x(), pb.y(), QPen(col, 3, Qt.DashLine if dashed else Qt.SolidLine))
+            if ib != ia + 1:
+                continue  # a line across the islands between would say nothing clear
+            cls = link_class(sorted({ln.type for ln in lns}, key=lambda t: -len(t))[0])
+            col, _w, dashed = LINK_STYLE.get(cls, (QColor(100, 100, 100), 1.5, False))
+            a, b = lay.islands[ia].box, lay.islands[ib].box
+            if self._vertical:
+                cx = min(a[0] + a[2], b[0] + b[2]) / 2
+                pa, pb = (cx, a[1] + a[3]), (cx, b[1])
+            else:
+                pa, pb = (a[0] + a[2], a[1] + a[3] / 2), (b[0], b[1] + b[3] / 2)
+            line = self.scene.addLine(pa[0], pa[1], pb[0], pb[1], QPen(col, 3, Qt.DashLine if dashed else Qt.SolidLine))
             line.setToolTip("\n".join(f"{ln.a} – {ln.b}: {ln.type}" for ln in lns))
-            lt = QGraphicsSimpleTextItem(f"{'/'.join(types)} × {len(lns)} GPU pairs")
-            lt.setFont(font)
-            lt.setBrush(col.darker(130))
-            lt.setPos((pa + pb) / 2 + QPointF(-50, -22))
-            self.scene.addItem(lt)
+            self._label(placer, between_text[(ia, ib)], pa, pb, col.darker(130))
+        # links inside islands (not drawn again where a switch stands for them), NICs, affinity
+        switched = {frozenset(i.gpus) for i in lay.islands if i.bar is not None}
+        W, H = gsize
         for ln in shown:
-            if ln.a not in self.pos or ln.b not in self.pos:
+            if ln.a not in lay.pos or ln.b not in lay.pos:
+                continue
+            if ln.nvlinks and any(ln.a in s and ln.b in s for s in switched):
+                continue
+            if ln.type == "affinity" and not affinity_lines:
                 continue
             cls = "affinity" if ln.type == "affinity" else link_class(ln.type)
             col, width, dashed = LINK_STYLE.get(cls, (QColor(100, 100, 100), 1.5, False))
             if cls == "NV":
                 width = 1.5 + min(4.0, ln.nvlinks / 5)
-            a = self.pos[ln.a] + QPointF(W / 2, H / 2)
-            b = self.pos[ln.b] + QPointF(W / 2, H / 2)
-            pen = QPen(col, width, Qt.DashLine if dashed else Qt.SolidLine)
-            line = self.scene.addLine(a.x(), a.y(), b.x(), b.y(), pen)
+            ra_, rb_ = lay.pos[ln.a], lay.pos[ln.b]
+            a = (ra_[0] + ra_[2] / 2, ra_[1] + ra_[3] / 2)
+            b = (rb_[0] + rb_[2] / 2, rb_[1] + rb_[3] / 2)
+            line = self.scene.addLine(a[0], a[1], b[0], b[1], QPen(col, width, Qt.DashLine if dashed else Qt.SolidLine))
             line.setZValue(-1)
-            line.setToolTip(f"{ln.a} – {ln.b}: {ln.type}")
-            extra = ""
-            ra, rb = ranks_of_gpu.get(ln.a, []), ranks_of_gpu.get(ln.b, [])
-            if comm and ra and rb and ln.type != "affinity":
-                p2p = comm.get("p2p_sends") or {}
-                sends = [f"{x}->{y}: {p2p[f'{x}->{y}']}" for x in ra for y in rb if f"{x}->{y}" in p2p]
-                sends += [f"{y}->{x}: {p2p[f'{y}->{x}']}" for x in ra for y in rb if f"{y}->{x}" in p2p]
-                if sends:
-                    extra = "\nsend/recv " + ", ".join(sends)
-                else:
-                    ms = min((comm["ranks"].get(x) or {}).get("nccl_ms", 0) for x in ra + rb)
-                    extra = f"\ncollectives {ms:.0f} ms"
-                line.setToolTip(line.toolTip() + extra)
-            if label_links and ln.type != "affinity":
-                mid = (a + b) / 2
-                lt = QGraphicsSimpleTextItem(ln.type + extra)
-                lt.setFont(font)
-                lt.setBrush(col.darker(130))
-                lt.setPos(mid + QPointF(4, -16))
-                self.scene.addItem(lt)
+            tip = f"{ln.a} – {ln.b}: {ln.type}" + self._traffic(ln, ranks_of_gpu, comm)
+            line.setToolTip(tip)
+            if ln.type != "affinity":
+                self._label(placer, tip.split(": ", 1)[1], *self._exposed(a, b, ra_, rb_), col.darker(130))
+        # boxes and their text (sized to it)
         for d in topo.devices:
-            if d.name not in self.pos:
+            if d.name not in lay.pos:
                 continue
-            p = self.pos[d.name]
+            x, y, w, h = lay.pos[d.name]
             fill = {"gpu": QColor(239, 246, 255), "cpu": QColor(248, 250, 252), "nic": QColor(254, 249, 195)}[d.kind]
-            r = QGraphicsRectItem(QRectF(p.x(), p.y(), W, H))
+            r = QGraphicsRectItem(QRectF(x, y, w, h))
             r.setBrush(QBrush(fill))
             r.setPen(QPen(QColor(71, 85, 105), 1.2))
             self.scene.addItem(r)
-            lines = [d.name]
-            if d.kind == "gpu":
-                spec = d.label or ""
-                if d.memory_bytes:
-                    spec += f" · {d.memory_bytes / 2**30:.0f} GiB"
-                if spec:
-                    lines.append(spec)
-                rk = ranks_of_gpu.get(d.name)
-                if rk:
-                    txt = "rank " + ",".join(map(str, rk))
-                    if comm:
-                        st = [comm["ranks"].get(x) or {} for x in rk]
-                        ms = sum(x.get("nccl_ms", 0) for x in st)
-                        txt += f" · NCCL {ms:.1f} ms"
-                        nb = [x.get("bytes") for x in st if x.get("bytes")]
-                        if nb:
-                            txt += f", {sum(nb) / 1e9:.2f} GB"
-                    lines.append(txt)
-                if d.nvlinks:
-                    lines.append(f"{d.nvlinks} NVLinks · {d.nvlink_gbps:.0f} GB/s")
-            else:
-                lines.append(d.label)
-                if d.kind == "nic" and nic_far.get(d.name):
-                    r.setToolTip("\n".join(nic_far[d.name]))
-            t = QGraphicsSimpleTextItem("\n".join(x for x in lines if x))
-            t.setFont(font)
-            t.setPos(p.x() + 6, p.y() + 4)
-            self.scene.addItem(t)
-            if not r.toolTip():
-                r.setToolTip("\n".join(lines))
-        legend = QGraphicsSimpleTextItem("NV# NVLink (green; wider = more links)   PIX/PXB PCIe switch (blue)\n"
-                                         "PHB host bridge (orange)   NODE across host bridges (purple)\n"
-                                         "SYS across NUMA nodes (red)   dashed grey: CPU affinity")
-        legend.setFont(font)
-        br = self.scene.itemsBoundingRect()
-        legend.setPos(br.left(), br.bottom() + 20)
-        self.scene.addItem(legend)
+            text = gpu_text.get(d.name) or other_text.get(d.name, d.name)
+            self._text(text, x + 7, y + 5)
+            r.setToolTip("\n".join(nic_far[d.name]) if d.kind == "nic" and nic_far.get(d.name) else text)
+        legend = self._text(LEGEND, 0, lay.height + 30)
+        legend.setBrush(QColor(71, 85, 105))
         self.view.fitInView(self.scene.itemsBoundingRect().adjusted(-20, -20, 20, 20), Qt.KeepAspectRatio)
         isl = [i for i in islands if len(i) > 1]
         self.summary.setText(f"{len(topo.gpus)} GPUs, {len(isl)} NVLink island(s): "
                              + "; ".join("[" + ", ".join(i) + "]" for i in islands)
                              + (f" · source {topo.source}" if topo.source else ""))
 
+    def _switch(self, isl, lay, placer) -> None:
+        bx, by, bw, bh = isl.bar
+        col = LINK_STYLE["NV"][0]
+        bar = QGraphicsRectItem(QRectF(bx, by, bw, bh))
+        bar.setBrush(QBrush(QColor(22, 163, 74, 60)))
+        bar.setPen(QPen(col, 1.5))
+        bar.setToolTip(f"Every GPU of the island reaches every other over {isl.switch}")
+        self.scene.addItem(bar)
+        # the link type once, not on every GPU's line; a full mesh of fewer than eight GPUs may
+        # be direct links (DGX-1 style), so it is not called a switch
+        word = "NVSwitch" if len(isl.gpus) >= 8 else "all-to-all"
+        label = f"{word} · {isl.switch}"
+        if self._size(label)[0] > bh - 8:
+            label = word
+        t = self._text(label, 0, 0, col.darker(150))
+        t.setRotation(-90)  # along the bar
+        tw, th = self._size(label)
+        t.setPos(bx + (bw - th) / 2, by + (bh + tw) / 2)
+        placer.take((bx, by, bw, bh))
+        for g in isl.gpus:
+            x, y, w, h = lay.pos[g]
+            cy = y + h / 2
+            x0, x1 = (x + w, bx) if x < bx else (bx + bw, x)
+            line = self.scene.addLine(x0, cy, x1, cy, QPen(col, 1.5 + min(4.0, _nv(isl.switch) / 5)))
+            line.setToolTip(f"{g}: {isl.switch} to every GPU of the island")
+
+    @staticmethod
+    def _exposed(a, b, ra, rb):
+        """The part of the centre-to-centre segment outside both boxes (where a label can go)."""
+        def clip(p, q, r):
+            # move p towards q until it leaves the box r
+            x, y, w, h = r
+            for k in range(1, 41):
+                t = k / 40
+                px, py = p[0] + (q[0] - p[0]) * t, p[1] + (q[1] - p[1]) * t
+                if not (x <= px <= x + w and y <= py <= y + h):
+                    return (px, py)
+            return p
+        return clip(a, b, ra), clip(b, a, rb)
+
+    @staticmethod
+    def _traffic(ln, ranks_of_gpu, comm) -> str:
+        ra, rb = ranks_of_gpu.get(ln.a, []), ranks_of_gpu.get(ln.b, [])
+        if not (comm and ra and rb and ln.type != "affinity"):
+            return ""
+        p2p = comm.get("p2p_sends") or {}
+        sends = [f"{x}->{y}: {p2p[f'{x}->{y}']}" for x in ra for y in rb if f"{x}->{y}" in p2p]
+        sends += [f"{y}->{x}: {p2p[f'{y}->{x}']}" for x in ra for y in rb if f"{y}->{x}" in p2p]
+        if sends:
+            return "\nsend/recv " + ", ".join(sends)
+        ms = min((comm["ranks"].get(x) or {}).get("nccl_ms", 0) for x in ra + rb)
+        return f"\ncollectives {ms:.0f} ms"
+
+    def _label(self, placer, text, a, b, color) -> None:
+        w, h = self._size(text)
+        r = placer.on_line(a, b, w, h)
+        if r is not None:
+            self._text(text, r[0], r[1], color)
+
+    def text_rects(self) -> list[tuple[str, QRectF]]:
+        """Every text item's scene rectangle (for tests: none may overlap another)."""
+        return [(it.text(), it.sceneBoundingRect()) for it in self.scene.items()
+                if isinstance(it, QGraphicsSimpleTextItem)]
+
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)
+        if self.topology is not None and self._tall() != self._vertical:
+            self._vertical = not self._vertical  # islands side by side or one under another
+            self._build()
         if self.topology is not None:
             self.view.fitInView(self.scene.itemsBoundingRect().adjusted(-20, -20, 20, 20), Qt.KeepAspectRatio)
+
+
+def _nv(t: str) -> int:
+    import re
+    m = re.match(r"^NV(\d+)$", t or "")
+    return int(m.group(1)) if m else 0

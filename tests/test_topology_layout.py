@@ -1,0 +1,69 @@
+"""The topology diagram never draws text over text or over a box it does not belong to, at any
+dock size, for the 2-GPU H200 matrix, an 8-GPU NVSwitch system (all NV18), a two-island
+machine and 16 GPUs; an all-to-all island is one bar with a line per GPU, not n² lines."""
+import os
+
+import pytest
+from PySide6.QtWidgets import QGraphicsLineItem, QGraphicsRectItem
+
+from conftest import ROOT, trace_path
+from gpuviewer.io.topo import parse_topo_matrix
+
+
+def _matrix(n, cell):
+    head = "\t" + "\t".join(f"GPU{i}" for i in range(n)) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+    rows = [f"GPU{i}\t" + "\t".join(" X " if i == j else cell(i, j) for j in range(n))
+            + ("\t0-31\t0\t\tN/A" if i < n // 2 else "\t32-63\t1\t\tN/A") for i in range(n)]
+    return head + "\n".join(rows) + "\n"
+
+
+CASES = {
+    "h200_pair": lambda: open(trace_path("topology", "topo_matrix.txt")).read(),
+    "nvswitch8": lambda: _matrix(8, lambda i, j: "NV18"),
+    "two_islands": lambda: open(os.path.join(ROOT, "tests", "data", "topo_8gpu_two_islands.txt")).read(),
+    "nvswitch16": lambda: _matrix(16, lambda i, j: "NV18"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_no_text_overlaps_at_three_dock_sizes(qtbot, case):
+    from gpuviewer.widgets.topology_view import TopologyView
+    topo = parse_topo_matrix(CASES[case](), case)
+    v = TopologyView()
+    qtbot.addWidget(v)
+    ranks = {g.name: [i] for i, g in enumerate(topo.gpus)}
+    comm = {"ranks": {i: {"nccl_ms": 70.3 + i, "bytes": 1.42e9} for i in range(len(topo.gpus))}}
+    v.show()
+    for size in ((330, 520), (640, 420), (1100, 300)):  # a side dock, a floating one, a bottom one
+        v.resize(*size)
+        qtbot.waitUntil(lambda: v.view.width() > 0)
+        v.set_topology(topo, ranks, comm)
+        texts = v.text_rects()
+        assert len(texts) >= len(topo.gpus)
+        for i, (ta, ra) in enumerate(texts):
+            for tb, rb in texts[i + 1:]:
+                assert not ra.intersects(rb), (case, size, ta, tb)
+        boxes = [it.sceneBoundingRect() for it in v.scene.items()
+                 if isinstance(it, QGraphicsRectItem) and it.zValue() >= 0]
+        for t, r in texts:
+            hit = [b for b in boxes if b.intersects(r)]
+            # a text touches only the box it is written in (and then lies inside it)
+            assert len(hit) <= 1 and (not hit or hit[0].contains(r)), (case, size, t)
+        # every GPU is on screen: the whole diagram is fitted into the dock
+        vp = v.view.viewport().rect()
+        for g in topo.gpus:
+            p = v.view.mapFromScene(v.pos[g.name])
+            assert vp.contains(p), (case, size, g.name)
+
+
+def test_all_to_all_island_is_a_bar_not_n_squared_lines(qtbot):
+    from gpuviewer.widgets.topology_view import TopologyView
+    topo = parse_topo_matrix(_matrix(16, lambda i, j: "NV18"), "x")
+    v = TopologyView()
+    qtbot.addWidget(v)
+    v.resize(400, 700)
+    v.show()
+    v.set_topology(topo)
+    nv_lines = [it for it in v.scene.items() if isinstance(it, QGraphicsLineItem) and "NV18" in it.toolTip()]
+    assert len(nv_lines) == 16  # one per GPU (120 pairs otherwise)
+    assert any("NVSwitch · NV18" == t for t, _ in v.text_rects())
