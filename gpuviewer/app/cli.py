@@ -8,7 +8,7 @@ import time
 
 from .. import __version__
 
-SUBCOMMANDS = ("info", "screenshot", "analyze", "report", "sql", "stats")
+SUBCOMMANDS = ("info", "screenshot", "analyze", "report", "sql", "stats", "diff")
 
 
 def _fail(msg: str, debug: bool = False) -> int:
@@ -177,6 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.set_defaults(func=_report)
     from .query_cmd import add_parsers
     add_parsers(sub, common)
+    from .diff_cmd import add_parser as add_diff
+    add_diff(sub)
     return p
 
 
