@@ -8,5 +8,15 @@ from .model.trace import Trace
 
 def analyze_session(trace: Trace) -> dict:
     from .analysis.findings import analyze
+    from .io.args import event_args
     from .io.comm_args import collective_args
-    return analyze(trace, collective_args(trace))
+    return analyze(trace, collective_args(trace), event_args)
+
+
+def measure_for_diff(trace: Trace):
+    """What `gpuviewer diff` and the Compare window compare (analysis.diff_tables.measure), and
+    the NCCL kernels' arguments it used (the window finds a collective's kernels with them)."""
+    from .analysis.diff_tables import measure
+    from .io.comm_args import collective_args
+    args = collective_args(trace)
+    return measure(trace, args), args

@@ -17,7 +17,7 @@ import pytest
 from conftest import SAMPLES, make_window
 from hostile import assert_refused, folder_state, run
 
-from gpuviewer.app import report
+from gpuviewer.export import report
 from gpuviewer.io.errors import TraceError
 from gpuviewer.io.sidecar import load_doc, save_doc
 from gpuviewer.model.annotations import Annotation, AnnotationDoc

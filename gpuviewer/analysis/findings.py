@@ -5,6 +5,7 @@ communication, slow steps, imbalance) as children; everything is ranked by the t
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 from ..model.plain import plain
 from ..model.trace import Trace
@@ -21,9 +22,11 @@ _RANK_PREFIX = re.compile(r"^Rank (\d+)(:| GPU)")
 _SEVERITY = {"high": 0, "medium": 1, "low": 2}
 
 
-def analyze(trace: Trace, comm_args: dict[int, dict] | None = None) -> dict:
+def analyze(trace: Trace, comm_args: dict[int, dict] | None = None,
+            event_args: Callable[[Trace, int], dict] | None = None) -> dict:
     """comm_args: event index -> NCCL kernel arguments (io.comm_args.collective_args); without
-    them collectives are matched by kernel name and stream order."""
+    them collectives are matched by kernel name and stream order. event_args: one event's
+    arguments (io.args.event_args), for the bytes of the communication over a topology."""
     rbs = breakdown(trace)
     colls = match(trace, rbs, comm_args)
     split_wait(rbs, trace, colls.wait_ends())
@@ -48,7 +51,7 @@ def analyze(trace: Trace, comm_args: dict[int, dict] | None = None) -> dict:
     if topo is not None:
         from .topology import comm_stats, topology_findings
         findings += topology_findings(trace, topo)
-        comm = comm_stats(trace)
+        comm = comm_stats(trace, event_args=event_args)
     findings = _attach(_merge_persistent(_nest_stalls(roots)), findings)
     findings.sort(key=_order)
     for f in findings:

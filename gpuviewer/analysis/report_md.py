@@ -1,6 +1,10 @@
 """The analysis as Markdown (gpuviewer analyze --md)."""
 from __future__ import annotations
 
+from .report_parts import step_cells, where
+
+_STEP_COLUMNS = ("window", "busy", "compute", "comm", "wait", "transfer", "exposed_comm", "memcpy", "idle")
+
 
 def _ms(ns) -> str:
     return f"{ns / 1e6:.1f}"
@@ -13,9 +17,8 @@ def to_markdown(a: dict, title: str = "gpuviewer analysis") -> str:
         out.append("No findings.")
     def item(f, depth):
         pad = "  " * depth
-        where = f"ranks {', '.join(map(str, f['ranks']))}" + (f", step {f['step']}" if f["step"] is not None else "")
         out.append(f"{pad}- **{f['severity'].upper()} · {f['rule']}** · {f.get('impact_ms', 0):.1f} ms lost "
-                   f"({where}): {f['title']}")
+                   f"({where(f)}): {f['title']}")
         if depth == 0:
             out.append(f"{pad}  - advice: {f['advice']}")
         for c in f.get("children", []):
@@ -37,10 +40,7 @@ def to_markdown(a: dict, title: str = "gpuviewer analysis") -> str:
         out.append("|---|---|---|---|---|---|---|---|---|---|---|")
         for s in r["steps"]:
             step = f"{s['step']} (warm-up)" if s.get("warmup") else f"{s['step']}"
-            out.append(f"| {step} | {_ms(s['end_ns'] - s['start_ns'])} | {_ms(s['busy_ns'])} | "
-                       f"{_ms(s['compute_ns'])} | {_ms(s['comm_ns'])} | {_ms(s.get('wait_ns', 0))} | "
-                       f"{_ms(s.get('transfer_ns', s['comm_ns']))} | {_ms(s['exposed_comm_ns'])} | "
-                       f"{_ms(s['memcpy_ns'])} | {_ms(s['idle_ns'])} | {s['utilization']:.0%} |")
+            out.append("| " + " | ".join([step, *step_cells(s, _STEP_COLUMNS, _ms), f"{s['utilization']:.0%}"]) + " |")
         k = r.get("kernels") or {}
         if k.get("top"):
             out += ["", f"Top kernels ({k['kernels']:,} kernels, Tensor Cores {k['tensor_core_share']:.0%} "

@@ -4,6 +4,7 @@ PHB/NODE/SYS paths)."""
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 import numpy as np
 
@@ -37,9 +38,12 @@ def groups(trace: Trace) -> list[list[int]]:
     return out or ([sorted(ranks)] if len(ranks) >= 2 else [])
 
 
-def comm_stats(trace: Trace, max_args: int = 400) -> dict:
+def comm_stats(trace: Trace, max_args: int = 400,
+               event_args: Callable[[Trace, int], dict] | None = None) -> dict:
     """Per rank: NCCL kernel time, count and bytes (from collective args where the trace has
-    them); per pair of ranks: point-to-point sends seen on the host (nccl:send a->b)."""
+    them); per pair of ranks: point-to-point sends seen on the host (nccl:send a->b).
+    event_args(trace, i): event i's arguments, read from the source file by the caller (io), since
+    the analysis never reads files; without it there are no bytes."""
     c = trace.columns
     lane_rank = trace.lane_rank_array()
     cat = np.asarray(c["cat"])
@@ -48,8 +52,7 @@ def comm_stats(trace: Trace, max_args: int = 400) -> dict:
     for r in trace.ranks:
         idx = comm[lane_rank[np.asarray(c["lane"][comm])] == r.rank] if len(comm) else comm
         nbytes, seen = 0, 0
-        if len(idx) and trace.format == "kineto":
-            from ..io.args import event_args
+        if len(idx) and trace.format == "kineto" and event_args is not None:
             step = max(1, len(idx) // max_args)
             for i in idx[::step][:max_args]:
                 try:

@@ -168,7 +168,7 @@ def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, 
     win.quiet_errors = True
     win._block_analysis = True  # findings in the picture, computed before it is taken
     win.resize(*size)
-    if not win.open_paths(paths, block=True):
+    if not win.open_paths(paths, block=True, use_cache=use_cache):
         print(f"gpuviewer: {win.last_error}", file=sys.stderr)
         return 2
     win.sidecar = None  # before any event runs the autosave timer: headless runs never write
@@ -207,43 +207,20 @@ def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, 
     for _ in range(3):
         app.processEvents()
     if report:
-        from .report import write_report
+        from ..export.report import write_report
         try:
             write_report(win, out)
             ok = True
         except OSError:
             ok = False
     else:
+        from ..export.image import save_widget
         ok = save_widget(win, out)
     win.close()
     if not ok:
         print(f"gpuviewer: cannot write {out}", file=sys.stderr)
         return 2
     return 0
-
-
-def save_widget(widget, out: str, scale: float = 1.0) -> bool:
-    if out.lower().endswith(".svg"):
-        from PySide6.QtCore import QPoint, QRect, QSize
-        from PySide6.QtGui import QPainter
-        from PySide6.QtSvg import QSvgGenerator
-        gen = QSvgGenerator()
-        gen.setFileName(out)
-        gen.setSize(QSize(widget.width(), widget.height()))
-        gen.setViewBox(QRect(0, 0, widget.width(), widget.height()))
-        gen.setTitle("gpuviewer")
-        p = QPainter(gen)
-        try:
-            widget.render(p, QPoint(0, 0))
-        finally:
-            p.end()
-        return os.path.exists(out)
-    img = widget.grab()
-    if scale != 1.0:
-        from PySide6.QtCore import Qt
-        img = img.scaled(int(img.width() * scale), int(img.height() * scale), Qt.KeepAspectRatio,
-                         Qt.SmoothTransformation)
-    return img.save(out)
 
 
 def _tmpdir() -> str:

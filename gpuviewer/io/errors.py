@@ -26,3 +26,10 @@ def unexpected(path: str, e: BaseException) -> TraceError:
         return TraceError(path, "holds text that is not valid UTF-8 where the format requires it")
     return TraceError(path, "cannot read it: a value of an unexpected type or shape (a damaged file, or a "
                             "producer version this program does not know); --debug shows where")
+
+
+def file_names(files: list[str]) -> str:
+    """Files for a message: all of a few, the first two and a count of many."""
+    if len(files) <= 3:
+        return ", ".join(files)
+    return f"{files[0]}, {files[1]} and {len(files) - 2} more files"

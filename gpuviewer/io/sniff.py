@@ -1,46 +1,18 @@
-"""Decide what a file is from its content, never from its name."""
+"""Decide what a file is from its content, never from its name (the tests themselves are the
+readers' own, in io/formats/, asked through io/registry)."""
 from __future__ import annotations
 
 import os
 import stat
 
-from .streams import GZIP_MAGIC, SQLITE_MAGIC, first_text_bytes, head
-
-KINETO = "kineto"
-NSYS_SQLITE = "nsys-sqlite"
-NSYS_REP = "nsys-rep"
-TOPO = "nvidia-smi-topo"
-TOPO_AUX = "nvidia-smi-text"  # nvlink --status, -q: details joined to a topology
-MEMTIMELINE = "torch-memory-timeline"
-MEMSNAP = "memory-snapshot"
+from . import registry
+from .streams import GZIP_MAGIC, first_text_bytes, head
 
 
 def sniff(path: str) -> str | None:
     """Return the format name, or None when the content is not something we read."""
-    try:
-        h = head(path, 16)
-    except OSError:
-        return None
-    if h.startswith(SQLITE_MAGIC):
-        return NSYS_SQLITE
-    if h.startswith(b"\x80") and len(h) > 1 and h[1] in (2, 3, 4, 5):
-        return MEMSNAP  # pickle protocol header
-    if path.lower().endswith((".nsys-rep", ".qdrep")):
-        return NSYS_REP  # proprietary container; only nsys itself can export it
-    text = first_text_bytes(path, 4096) if (h[:2] == GZIP_MAGIC or h) else b""
-    body = text.lstrip(b" \t\r\n\xef\xbb\xbf")
-    if body[:2] == b"[[" and (body[2:3].isdigit() or body[2:4] == b"-1"):
-        return MEMTIMELINE  # rows of numbers, not trace events
-    if body[:1] in (b"{", b"["):
-        return KINETO
-    if b"GPU0" in text and (b"Legend" in text or b"\tX" in text or b" X " in text):
-        return TOPO
-    if (b"GPU 0:" in text and b"Link 0:" in text) or b"NVSMI LOG" in text:
-        return TOPO_AUX
-    return None
-
-
-_TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".nsys-rep", ".pickle", ".txt")
+    r = registry.sniff(path)
+    return r.name if r is not None else None
 
 
 def expand(paths: list[str]) -> list[str]:
@@ -56,7 +28,8 @@ def expand(paths: list[str]) -> list[str]:
                     fp = os.path.join(root, f)
                     if not is_regular(fp):
                         continue  # a FIFO or device would block the read
-                    if sniff(fp) in (KINETO, NSYS_SQLITE, MEMSNAP, MEMTIMELINE, TOPO, TOPO_AUX):
+                    r = registry.sniff(fp)
+                    if r is not None and r.in_folders:
                         out.append(fp)
         else:
             out.append(p)

@@ -7,6 +7,8 @@ from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QTextBrowser, QTreeWidget,
                                QTreeWidgetItem, QVBoxLayout, QWidget)
 
+from ..model.fmt import esc
+
 SEV_COLOR = {"high": QColor(220, 38, 38), "medium": QColor(217, 119, 6), "low": QColor(100, 116, 139)}
 
 
@@ -135,20 +137,16 @@ class FindingsPanel(QWidget):
                           if not isinstance(v, (list, dict)))
         ev = f["metrics"].get("evidence") or f["metrics"].get("causes") or f["metrics"].get("host_activity") or []
         ev = ev or f["metrics"].get("excess") or []
-        evid = "".join(f"<li>{_esc(e['name'])} — {e.get('excess_ms', e.get('ms'))} ms"
-                       + (f" ({_esc(e['lane'])})" if e.get("lane") else "") + "</li>" for e in ev[:5])
-        self.detail.setHtml(f"<b>{_esc(f['title'])}</b><p>Time lost: {f.get('impact_ms', 0):.1f} ms</p>"
+        evid = "".join(f"<li>{esc(e['name'])} — {e.get('excess_ms', e.get('ms'))} ms"
+                       + (f" ({esc(e['lane'])})" if e.get("lane") else "") + "</li>" for e in ev[:5])
+        self.detail.setHtml(f"<b>{esc(f['title'])}</b><p>Time lost: {f.get('impact_ms', 0):.1f} ms</p>"
                             f"<table>{metrics}</table>"
                             + (f"<p>Evidence:</p><ul>{evid}</ul>" if evid else "")
-                            + f"<p><i>{_esc(f['advice'])}</i></p>")
+                            + f"<p><i>{esc(f['advice'])}</i></p>")
 
 
 def _fmt(v) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
-def _esc(s: str) -> str:
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _flat(fs):

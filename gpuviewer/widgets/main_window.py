@@ -117,6 +117,8 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.findings_dock, self.overview_dock)
         self.tabifyDockWidget(self.findings_dock, self.ranks_dock)
         self.tabifyDockWidget(self.findings_dock, self.area_dock)
+        from .query_docks import QueryDocks
+        self.queries = QueryDocks(self, self.findings_dock)  # SQL and Statistics tabs
         self.findings_dock.raise_()
         self.resizeDocks([self.memory_dock, self.findings_dock], [230, 170], Qt.Vertical)
         self.resizeDocks([self.details_dock], [330], Qt.Horizontal)
@@ -254,18 +256,21 @@ class MainWindow(QMainWindow):
         if d:
             self.open_paths([d])
 
-    def open_paths(self, paths: list[str], block: bool = False) -> bool:
-        """Open a session. block=True loads in this thread (headless screenshots, tests)."""
+    def open_paths(self, paths: list[str], block: bool = False, use_cache: bool = True) -> bool:
+        """Open a session. block=True loads in this thread (headless screenshots, tests);
+        use_cache=False (--no-cache) neither reads nor writes the column cache, and only applies
+        to block=True (the background loader hands its columns over through the cache)."""
         paths = [os.path.abspath(p) for p in paths]
-        from ..io import sniff as sn
+        from ..io.registry import companion_of
         if self.trace is not None and paths and all(
-                os.path.isfile(p) and sn.sniff(p) in (sn.TOPO, sn.TOPO_AUX) for p in paths):
+                os.path.isfile(p) and companion_of(p) == "topology" for p in paths):
             return self.attach_topology_files(paths)
         if block:
             from ..io.errors import TraceError
             from ..session import open_session
             try:
-                trace = open_session(paths, align=self.loader.align, hosts=self.loader.hosts)
+                trace = open_session(paths, use_cache=use_cache, align=self.loader.align,
+                                     hosts=self.loader.hosts)
             except TraceError as e:
                 self._failed(str(e))
                 return False
@@ -311,6 +316,7 @@ class MainWindow(QMainWindow):
         self.paths = paths
         self.timeline.set_trace(trace)
         self.details.set_trace(trace)
+        self.queries.set_trace(trace, paths)
         self._show_topology()
         self.memory.align_with(self.timeline.labels.width(), self.timeline.scroll.sizeHint().width())
         self.memory.set_trace(trace, self.timeline.origin, self.timeline.vb)
@@ -495,7 +501,7 @@ class MainWindow(QMainWindow):
 
     # -- export -------------------------------------------------------------------------------
     def export_image(self, path: str, scale: float = 1.0) -> bool:
-        from ..app.gui import save_widget
+        from ..export.image import save_widget
         return save_widget(self, path, scale)
 
     def export_image_dialog(self) -> None:
@@ -525,7 +531,7 @@ class MainWindow(QMainWindow):
                                               "HTML (*.html);;Markdown (*.md)")
         if not path:
             return
-        from ..app.report import write_report
+        from ..export.report import write_report
         try:
             write_report(self, path)
         except OSError as e:
@@ -609,6 +615,7 @@ class MainWindow(QMainWindow):
         if trace is not self.trace:
             return  # a newer session replaced it
         self.analysis = a
+        self.queries.set_analysis(trace, a)
         self.findings.set_findings(a["findings"])
         kc = a.get("_kernel_collectives") or {}
         self.details.collectives = kc

@@ -7,12 +7,12 @@ MAX_ANNOTATION_IMAGES annotations get one; the others are rows of a table, and a
 grows by about a millisecond an annotation beyond those."""
 from __future__ import annotations
 
-import base64
-import html
 import os
 
+from ..analysis.report_parts import step_cells, where
+from ..model.fmt import esc, format_duration, format_ns
 from ..model.summary import summarize
-from ..render.time_axis import format_duration, format_ns
+from .image import png_data_uri
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Roboto,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1280px;color:#1e293b}
@@ -25,16 +25,7 @@ img{max-width:100%;border:1px solid #cbd5e1;margin:6px 0}.muted{color:#64748b;fo
 code{background:#f1f5f9;padding:0 3px}
 """
 MAX_ANNOTATION_IMAGES = 24
-
-
-def _png_data_uri(widget) -> str:
-    from PySide6.QtCore import QBuffer, QByteArray, QIODevice
-    img = widget.grab()
-    ba = QByteArray()
-    buf = QBuffer(ba)
-    buf.open(QIODevice.WriteOnly)
-    img.save(buf, "PNG")
-    return "data:image/png;base64," + base64.b64encode(bytes(ba)).decode()
+_STEP_COLUMNS = ("window", "busy", "compute", "comm", "exposed_comm", "memcpy", "idle")
 
 
 def _image_of_range(win, t0: int, t1: int, ranks: list[int], anns: list) -> str:
@@ -51,7 +42,7 @@ def _image_of_range(win, t0: int, t1: int, ranks: list[int], anns: list) -> str:
         # in this image, so that an image costs the same with 10 annotations or 10,000
         win.timeline.item.annotations = _in_range(anns, *win.timeline.visible_range())
     QApplication.processEvents()
-    return _png_data_uri(win.timeline)
+    return png_data_uri(win.timeline)
 
 
 def _in_range(anns: list, lo: int, hi: int) -> list:
@@ -79,7 +70,7 @@ def build_report(win) -> dict:
     all_anns = list(win.doc.annotations)
     try:
         s = summarize(trace)
-        overview = _png_data_uri(win.timeline)
+        overview = png_data_uri(win.timeline)
         findings = []
         for f in a["findings"]:
             if win.timeline.item is not None:
@@ -106,7 +97,7 @@ def build_report(win) -> dict:
 
 
 def to_html(r: dict) -> str:
-    e = html.escape
+    e = esc
     s, a, o = r["summary"], r["analysis"], r["origin"]
     out = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>gpuviewer report</title><style>{CSS}</style></head><body>",
            f"<h1>gpuviewer report — {e(', '.join(r['files']))}</h1>",
@@ -126,10 +117,7 @@ def to_html(r: dict) -> str:
                    "<th>memcpy</th><th>idle</th></tr>")
         for st in rk["steps"]:
             out.append("<tr>" + "".join(f"<td>{v}</td>" for v in (
-                st["step"], format_duration(st["end_ns"] - st["start_ns"]), format_duration(st["busy_ns"]),
-                format_duration(st["compute_ns"]), format_duration(st["comm_ns"]),
-                format_duration(st["exposed_comm_ns"]), format_duration(st["memcpy_ns"]),
-                format_duration(st["idle_ns"]))) + "</tr>")
+                st["step"], *step_cells(st, _STEP_COLUMNS, format_duration))) + "</tr>")
         out.append("</table>")
         top = (rk.get("kernels") or {}).get("top", [])[:8]
         if top:
@@ -142,9 +130,8 @@ def to_html(r: dict) -> str:
     if not r["findings"]:
         out.append("<p>No findings.</p>")
     for f in r["findings"]:
-        where = f"ranks {', '.join(map(str, f['ranks']))}" + (f", step {f['step']}" if f["step"] is not None else "")
         out.append(f"<h3><span class='sev-{f['severity']}'>{f['severity'].upper()}</span> · {e(f['rule'])} "
-                   f"({where})</h3><p>{e(f['title'])}</p>")
+                   f"({where(f)})</h3><p>{e(f['title'])}</p>")
         flat = {k: v for k, v in f["metrics"].items() if not isinstance(v, (list, dict))}
         if flat:
             out.append("<table>" + "".join(f"<tr><td>{e(str(k))}</td><td>{e(str(v))}</td></tr>" for k, v in flat.items()) + "</table>")

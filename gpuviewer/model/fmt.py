@@ -1,0 +1,40 @@
+"""Numbers and text for people: times in their own unit (s, ms, µs, ns) and HTML escaping.
+Qt-free, so reports and the command line format exactly as the window does without loading a
+GUI toolkit."""
+from __future__ import annotations
+
+import html
+
+
+def format_ns(v: float, spacing: float | None = None) -> str:
+    ref = abs(spacing) if spacing else abs(v)
+    if ref >= 1e9:
+        return f"{v / 1e9:.{_dec(spacing, 1e9)}f} s"
+    if ref >= 1e6:
+        return f"{v / 1e6:.{_dec(spacing, 1e6)}f} ms"
+    if ref >= 1e3:
+        return f"{v / 1e3:.{_dec(spacing, 1e3)}f} µs"
+    return f"{v:.0f} ns"
+
+
+def _dec(spacing: float | None, unit: float) -> int:
+    if not spacing:
+        return 3
+    x = spacing / unit
+    if x >= 1:
+        return 0 if x == int(x) else 1
+    if x >= 0.1:
+        return 1
+    if x >= 0.01:
+        return 2
+    return 3
+
+
+def format_duration(ns: float) -> str:
+    """A duration with three decimals in its own unit (format_ns without a tick spacing)."""
+    return format_ns(float(ns))
+
+
+def esc(s: str) -> str:
+    """Text for HTML (reports, Qt rich text): quotes too, since reports put names in attributes."""
+    return html.escape(s)
