@@ -18,7 +18,7 @@ import numpy as np
 
 from ..model.trace import EVENT_COLUMNS, Counter, Lane, RankInfo, Source, Step, Trace
 
-STORE_VERSION = 6  # 6: key from the paths' bytes
+STORE_VERSION = 7  # 6: key from the paths' bytes; 7: level-of-detail pyramid stored
 
 
 def cache_root() -> str:
@@ -67,6 +67,10 @@ def store(files: list[str], trace: Trace) -> str | None:
                 arrays[f"counter{i}_t"] = c.t
                 arrays[f"counter{i}_v"] = c.v
                 c_index.append({"rank": c.rank, "device": c.device, "name": c.name})
+            # the timeline's levels of detail, so a cached session's first paint maps them
+            from ..model.queries import lod_pack
+            from ..model.view import initial_view
+            arrays.update(lod_pack(trace))
             for name, arr in arrays.items():
                 np.save(os.path.join(tmp, f"{name}.npy"), np.ascontiguousarray(arr))
             meta = {
@@ -79,6 +83,8 @@ def store(files: list[str], trace: Trace) -> str | None:
                 "sources": [s.__dict__ for s in trace.sources],
                 "warnings": trace.warnings,
                 "metadata": trace.metadata,
+                # O(events) to compute: kept so that a cached session opens without a pass
+                "span": [trace.start_ns, trace.end_ns], "initial_view": list(initial_view(trace)),
             }
             # meta.json is written last: its presence marks a complete cache.
             with open(os.path.join(tmp, "meta.json"), "wb") as f:
@@ -206,6 +212,17 @@ def load(files: list[str]) -> Trace | None:
                   flows=flows, instants=inst, sources=[Source(**s) for s in meta["sources"]],
                   warnings=meta["warnings"], metadata=meta["metadata"])
         t.metadata["from_cache"] = True
+        if "span" in meta:
+            t._span = (int(meta["span"][0]), int(meta["span"][1]))
+            t._lane_cache["initial_view"] = (int(meta["initial_view"][0]), int(meta["initial_view"][1]))
+        from ..model.queries import LOD_ARRAYS, lod_attach
+        lod = {k: arr(k) for k in LOD_ARRAYS}
+        if len(lod["lod_index"]) != len(lod["lod_q"]) or len({len(lod[k]) for k in LOD_ARRAYS[:4]}) != 1 \
+                or (len(lod["lod_index"]) and int((lod["lod_index"][:, 2] + lod["lod_index"][:, 3]).max()) > len(lod["lod_start"])):
+            raise ValueError("level of detail: inconsistent")
+        if len(lod["lod_rep"]) and (int(lod["lod_rep"].max()) >= n or int(lod["lod_rep"].min()) < 0):
+            raise ValueError("level of detail: an event out of range")
+        lod_attach(t, lod)
         try:
             os.utime(meta_path)  # "used last" for eviction
         except OSError:

@@ -59,8 +59,13 @@ def lod_runs(trace: Trace, lane: int, depth: int, t0: int, t1: int, ns_per_px: f
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What to draw for one (lane, depth) row: runs at most a pixel apart, from the pyramid
     level whose bucket fits ns_per_px. Returns (starts, ends, representative event index)."""
-    q, s, e, rep = _pyramid(trace, lane, depth)[lod_level(trace, lane, depth, ns_per_px)]
-    maxe = np.maximum.accumulate(e) if len(e) else e
+    levels = _pyramid(trace, lane, depth)
+    k = lod_level(trace, lane, depth, ns_per_px)
+    lvl = levels[k]
+    if lvl[1] is None:  # zoomed in to the events of a row whose coarse levels came packed
+        lvl = levels[k] = _level0(trace, lane, depth)
+    s, e, rep = lvl[1], lvl[2], lvl[3]
+    maxe = lvl[4] if len(lvl) > 4 else np.maximum.accumulate(e)  # kept with the level: not per frame
     lo = int(np.searchsorted(maxe, t0, side="left"))
     hi = int(np.searchsorted(s, t1, side="right"))
     return s[lo:hi], e[lo:hi], rep[lo:hi]
@@ -70,10 +75,71 @@ def lod_level(trace: Trace, lane: int, depth: int, ns_per_px: float) -> int:
     """The pyramid level to draw a (lane, depth) row at ns_per_px: the coarsest whose runs are
     merged across gaps of at most one pixel (level 0 is the events themselves)."""
     k = 0
-    for i, (q, _s, _e, _r) in enumerate(_pyramid(trace, lane, depth)):
-        if q <= ns_per_px:
+    for i, lvl in enumerate(_pyramid(trace, lane, depth)):
+        if lvl[0] <= ns_per_px:
             k = i
     return k
+
+
+LOD_ARRAYS = ("lod_start", "lod_end", "lod_maxend", "lod_rep", "lod_index", "lod_q")
+
+
+def lod_pack(trace: Trace) -> dict[str, np.ndarray]:
+    """Every row's coarse levels (and the whole of small rows), packed into flat arrays for the
+    cache: the first paint of a cached session then maps them instead of building them.
+    lod_index rows: lane, depth, offset, count; lod_q: the level's gap (0 = the events)."""
+    index, qs, parts = [], [], {"start": [], "end": [], "maxend": [], "rep": []}
+    off = 0
+    for lane in range(len(trace.lanes)):
+        sl = trace.lane_slice(lane)
+        if sl.stop == sl.start:
+            continue
+        for d in np.unique(np.asarray(trace.columns["depth"][sl])).tolist():
+            levels = _pyramid(trace, lane, d)
+            trace._lane_cache.pop(("pyr", lane, d), None)  # one row at a time in memory
+            keep = levels[1:] if len(levels) > 1 else levels  # a small row: its events
+            for q, st, en, rep, mx in keep:
+                index.append((lane, d, off, len(st)))
+                qs.append(q)
+                for k, a in zip(("start", "end", "rep", "maxend"), (st, en, rep, mx)):
+                    parts[k].append(np.asarray(a, np.int64))
+                off += len(st)
+    out = {f"lod_{k}": (np.concatenate(v) if v else np.zeros(0, np.int64)) for k, v in parts.items()}
+    out["lod_index"] = np.array(index, np.int64).reshape(-1, 4)
+    out["lod_q"] = np.array(qs, np.float64)
+    return out
+
+
+def lod_attach(trace: Trace, packed: dict[str, np.ndarray]) -> None:
+    """Use packed levels (from the cache) for this trace's rows."""
+    rows: dict[tuple[int, int], list] = {}
+    for (lane, d, off, n), q in zip(packed["lod_index"].tolist(), packed["lod_q"].tolist()):
+        rows.setdefault((lane, d), []).append((q, off, n))
+    trace._lane_cache["lod_packed"] = (packed, rows)
+
+
+def _level0(trace: Trace, lane: int, depth: int) -> tuple:
+    sl = trace.lane_slice(lane)
+    d = np.asarray(trace.columns["depth"][sl])
+    idx = np.flatnonzero(d == depth) + sl.start
+    s = np.asarray(trace.columns["start"][idx])
+    e = s + np.asarray(trace.columns["dur"][idx])
+    return (0.0, s, e, idx, np.maximum.accumulate(e) if len(e) else e)
+
+
+def _from_pack(trace: Trace, lane: int, depth: int) -> list | None:
+    got = trace._lane_cache.get("lod_packed")
+    if got is None:
+        return None
+    packed, rows = got
+    spec = rows.get((lane, depth))
+    if spec is None:
+        return None
+    levels = [(q, packed["lod_start"][o:o + n], packed["lod_end"][o:o + n], packed["lod_rep"][o:o + n],
+               packed["lod_maxend"][o:o + n]) for q, o, n in spec]
+    if levels[0][0] > 0:  # the events themselves are read from the columns when first needed
+        levels.insert(0, (0.0, None, None, None, None))
+    return levels
 
 
 def _pyramid(trace: Trace, lane: int, depth: int) -> list:
@@ -84,13 +150,17 @@ def _pyramid(trace: Trace, lane: int, depth: int) -> list:
     p = trace._lane_cache.get(key)
     if p is not None:
         return p
+    p = _from_pack(trace, lane, depth)
+    if p is not None:
+        trace._lane_cache[key] = p
+        return p
     sl = trace.lane_slice(lane)
     d = np.asarray(trace.columns["depth"][sl])
     idx = np.flatnonzero(d == depth) + sl.start
     s = np.asarray(trace.columns["start"][idx])
     dur = np.asarray(trace.columns["dur"][idx])
     e = s + dur
-    levels = [(0.0, s, e, idx)]
+    levels = [(0.0, s, e, idx, np.maximum.accumulate(e) if len(e) else e)]
     if len(s) > 64:
         gaps = s[1:] - np.maximum.accumulate(e)[:-1]
         pos = gaps[gaps > 0]
@@ -102,7 +172,7 @@ def _pyramid(trace: Trace, lane: int, depth: int) -> list:
             rs, re, k = merge_runs(cs, ce, q, np.arange(len(cs)), cw)
             cs, ce, crep, cw = rs, re, crep[k], cw[k]
             if len(cs) < 0.5 * len(levels[-1][1]):
-                levels.append((q, cs, ce, crep))
+                levels.append((q, cs, ce, crep, np.maximum.accumulate(ce)))
             q *= 4
     trace._lane_cache[key] = levels
     return levels

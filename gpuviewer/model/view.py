@@ -12,6 +12,13 @@ MARGIN = 0.02
 
 
 def initial_view(trace: Trace) -> tuple[int, int]:
+    got = trace._lane_cache.get("initial_view")  # computed when the cache was written
+    if got is None:
+        got = trace._lane_cache["initial_view"] = _initial_view(trace)
+    return got
+
+
+def _initial_view(trace: Trace) -> tuple[int, int]:
     if not trace.steps:
         return trace.start_ns, trace.end_ns
     s0 = min(s.start for s in trace.steps)

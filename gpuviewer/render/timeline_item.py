@@ -29,6 +29,7 @@ WAIT_BRUSH = QBrush(QColor(255, 255, 255, 150))
 SUMMARY_GPU = QBrush(QColor(59, 130, 246))  # a collapsed rank's compute streams
 SUMMARY_COMM = QBrush(QColor(234, 88, 12))  # ...and its communication  # over a collective kernel: the part spent waiting
 MAX_LABELS = 600
+_LABEL_FLAGS = Qt.AlignVCenter | Qt.AlignLeft  # combined once: enum arithmetic is slow in Python
 
 
 class TimelineItem(pg.GraphicsObject):
@@ -38,8 +39,9 @@ class TimelineItem(pg.GraphicsObject):
         self.layout = layout
         self.origin = origin
         self.span = max(1, trace.end_ns - origin)
-        self.cidx = color_index(np.asarray(trace.columns["cat"]), name_shades(trace.names)[np.asarray(trace.columns["name"])]) \
-            if len(trace) else np.zeros(0, np.int64)
+        # colours are looked up for the drawn runs only: a colour per event (48 MB at 6M events)
+        # would cost the first paint 30 ms
+        self.shades = name_shades(trace.names) if trace.names else np.zeros(1, np.int64)
         self.buf = RectBuffer()
         self.selected: int | None = None
         self.match_mask: np.ndarray | None = None  # bool per event
@@ -54,6 +56,8 @@ class TimelineItem(pg.GraphicsObject):
         self.font = QFont()
         self.font.setPixelSize(11)
         self.fm = QFontMetrics(self.font)
+        self._elided: dict[tuple[int, int], str] = {}
+        self._drawn: dict[tuple[int, int], tuple] = {}
         self.show_steps = True
         self.last_rect_count = 0
         self.setFlag(self.GraphicsItemFlag.ItemUsesExtendedStyleOption)
@@ -165,6 +169,7 @@ class TimelineItem(pg.GraphicsObject):
         t0, t1 = self.origin + int(x0) - 1, self.origin + int(x1) + 1
         rows = self.layout.visible_rows(y0, y1)
         xs, ys, ws, hs, cs, reps = [], [], [], [], [], []
+        drawn = self._drawn = {}  # (lane, depth) -> the runs on screen, for hover
         summary_rows = []
         for row in rows:
             Y = row.y * sy + oy
@@ -181,6 +186,7 @@ class TimelineItem(pg.GraphicsObject):
                 if yd + 1 < y0 or yd > y1:
                     continue
                 s, e, rep = q.lod_runs(self.trace, row.lane, d, t0, t1, ns_per_px)
+                drawn[(row.lane, d)] = (s, e, rep)
                 if not len(s):
                     continue
                 X0 = np.floor((s - self.origin) * sx + ox)
@@ -191,7 +197,8 @@ class TimelineItem(pg.GraphicsObject):
                 ws.append(X1 - X0)
                 ys.append(np.full(len(s), yd * sy + oy + 0.08 * sy))
                 hs.append(np.full(len(s), 0.84 * sy))
-                cs.append(self.cidx[rep])
+                cs.append(color_index(np.asarray(self.trace.columns["cat"][rep]),
+                                      self.shades[np.asarray(self.trace.columns["name"][rep])]))
                 reps.append(rep)
         if summary_rows:
             self._summaries(p, summary_rows, t0, t1, ns_per_px, sx, ox, sy, oy, left, right)
@@ -239,16 +246,24 @@ class TimelineItem(pg.GraphicsObject):
         if len(wide) > MAX_LABELS:
             wide = wide[np.argsort(-W[wide])[:MAX_LABELS]]
         p.setFont(self.font)
-        names = self.trace.columns["name"]
-        for k in wide.tolist():
-            text = self.trace.names[int(names[int(R[k])])]
-            x = max(X[k], 0.0) + 3
-            w = X[k] + W[k] - x - 3
+        nid = np.asarray(self.trace.columns["name"][R[wide]]).tolist()  # one gather, not one per label
+        xs = np.maximum(X[wide], 0.0) + 3
+        ws = X[wide] + W[wide] - xs - 3
+        cache = self._elided
+        if len(cache) > 20000:
+            cache.clear()
+        names = self.trace.names
+        for name_id, x, w, y, h, c in zip(nid, xs.tolist(), ws.tolist(), Y[wide].tolist(),
+                                           H[wide].tolist(), C[wide].tolist()):
             if w < 20:
                 continue
-            p.setPen(text_color(int(C[k])))
-            p.drawText(QRectF(x, Y[k], w, H[k]), Qt.AlignVCenter | Qt.AlignLeft,
-                       self.fm.elidedText(text, Qt.ElideRight, int(w)))
+            # a pan keeps a slice's width (only those cut by the edges change): elide once
+            key = (name_id, int(w))
+            text = cache.get(key)
+            if text is None:
+                text = cache[key] = self.fm.elidedText(names[name_id], Qt.ElideRight, int(w))
+            p.setPen(text_color(int(c)))
+            p.drawText(QRectF(x, y, w, h), _LABEL_FLAGS, text)
         p.setPen(Qt.NoPen)
 
     def _steps(self, p, rows, sx, ox, sy, oy, y0, y1) -> None:
@@ -449,11 +464,28 @@ class TimelineItem(pg.GraphicsObject):
         dist = np.minimum(np.abs(s - t), np.abs(e - t))
         return int(idx[np.argmin(dist)])
 
-    def count_under(self, x: float, y: float, tol_ns: float) -> int:
+    def hover_pick(self, x: float, y: float, tol_ns: float) -> tuple[int | None, bool]:
+        """The event under (x, y) from the runs of the last frame (no range query): the run
+        containing x, else the nearest within tol_ns. Returns (its representative event, whether
+        the run merges several events at this zoom)."""
         row = self.layout.row_at(y)
         if row is None or row.kind != "lane":
-            return 0
-        d = int(y - row.y)
+            return None, False
+        runs = self._drawn.get((row.lane, int(y - row.y)))
+        if runs is None or not len(runs[0]):
+            return None, False
+        s, e, rep = runs
         t = self.origin + x
-        idx = q.events_in_range(self.trace, row.lane, int(t - tol_ns), int(t + tol_ns))
-        return int((self.trace.columns["depth"][idx] == d).sum())
+        k = int(np.searchsorted(s, t, side="right"))
+        best, dist = None, tol_ns
+        for j in (k - 1, k):
+            if 0 <= j < len(s):
+                dj = 0.0 if s[j] <= t <= e[j] else min(abs(float(s[j]) - t), abs(float(e[j]) - t))
+                if dj <= dist:
+                    best, dist = j, dj
+                    if dj == 0.0:
+                        break
+        if best is None:
+            return None, False
+        i = int(rep[best])
+        return i, int(e[best] - s[best]) != int(self.trace.columns["dur"][i])

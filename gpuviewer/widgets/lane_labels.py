@@ -27,6 +27,9 @@ class LaneLabels(QWidget):
         self.customContextMenuRequested.connect(self._menu)
 
     def set_view(self, y0: float, y1: float, top: int, height: int) -> None:
+        view = ((y0, y1), top, max(1, height))
+        if view == (self.y_range, self.plot_top, self.plot_height):
+            return  # a horizontal pan: the labels did not move, no repaint
         self.y_range = (y0, y1)
         self.plot_top, self.plot_height = top, max(1, height)
         self.update()

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel
                                QScrollBar, QToolTip, QVBoxLayout, QWidget)
 
 from ..model.categories import CAT_LABEL, Cat
+from ..model.fmt import esc
 from ..model.layout import Layout, ViewState
 from ..model.trace import Trace
 from ..render.time_axis import TimeAxis, format_duration, format_ns
@@ -364,17 +365,17 @@ class TimelineView(QWidget):
         if self.item is None:
             return
         p = self.vb.mapSceneToView(pos)
-        n = self.item.count_under(p.x(), p.y(), self._tol())
-        i = self.item.pick(p.x(), p.y(), self._tol())
+        # from what the last frame drew: a mouse move costs two binary searches, no range query
+        i, merged = self.item.hover_pick(p.x(), p.y(), self._tol())
         if i is None:
             QToolTip.hideText()
             return
         c = self.trace.columns
-        text = (f"<b>{_esc(self.trace.names[int(c['name'][i])])}</b><br>"
+        text = (f"<b>{esc(self.trace.names[int(c['name'][i])])}</b><br>"
                 f"{CAT_LABEL.get(Cat(int(c['cat'][i])), '')} · {format_duration(int(c['dur'][i]))}"
                 f" · at {format_ns(int(c['start'][i]) - self.origin)}")
-        if n > 1:
-            text += f"<br>{n} events under the cursor: zoom in (W) to separate them"
+        if merged:
+            text += "<br>several events drawn as one at this zoom: zoom in (W) to separate them"
         QToolTip.showText(self.plot.mapToGlobal(self.plot.mapFromScene(pos)).toPoint()
                           if hasattr(self.plot.mapFromScene(pos), "toPoint") else self.cursor().pos(), text)
 
@@ -445,7 +446,3 @@ class TimelineView(QWidget):
         self.select(i)
         self.center_on(i)
         self.match_label.setText(f"{self.match_pos + 1:,} / {len(self.matches):,} matches")
-
-
-def _esc(s: str) -> str:
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
