@@ -14,6 +14,7 @@ SEV_COLOR = {"high": QColor(220, 38, 38), "medium": QColor(217, 119, 6), "low": 
 
 class FindingsPanel(QWidget):
     findingActivated = Signal(dict)
+    compareRank = Signal(int)  # "compare this rank with the others" on a late-rank finding
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -35,6 +36,8 @@ class FindingsPanel(QWidget):
         self.tree.setColumnWidth(3, 150)
         self.tree.setColumnWidth(4, 50)
         self.detail = QTextBrowser()
+        self.detail.setOpenLinks(False)
+        self.detail.anchorClicked.connect(self._link)
         from PySide6.QtWidgets import QSplitter
         split = QSplitter(Qt.Horizontal)
         split.addWidget(self.tree)
@@ -142,7 +145,15 @@ class FindingsPanel(QWidget):
         self.detail.setHtml(f"<b>{esc(f['title'])}</b><p>Time lost: {f.get('impact_ms', 0):.1f} ms</p>"
                             f"<table>{metrics}</table>"
                             + (f"<p>Evidence:</p><ul>{evid}</ul>" if evid else "")
-                            + f"<p><i>{esc(f['advice'])}</i></p>")
+                            + f"<p><i>{esc(f['advice'])}</i></p>"
+                            + (f"<p><a href='gpuviewer:compare-rank/{int(late)}'>Compare rank {int(late)} with the "
+                               "others</a> (its steps against the median of the other ranks)</p>"
+                               if (late := f["metrics"].get("late_rank")) is not None else ""))
+
+    def _link(self, url) -> None:
+        s = url.toString()
+        if s.startswith("gpuviewer:compare-rank/"):
+            self.compareRank.emit(int(s.rsplit("/", 1)[1]))
 
 
 def _fmt(v) -> str:
