@@ -49,6 +49,9 @@ KIND_TITLE = {LaneKind.GPU: "GPU streams", LaneKind.COMM: "Communication", LaneK
               LaneKind.OSRT: "OS runtime", LaneKind.OTHER: "Other"}
 COLLAPSED_BY_DEFAULT = {LaneKind.OSRT}
 SUMMARY_ABOVE = 8  # with more ranks than this, each starts as one summary row
+# With 2..SUMMARY_ABOVE ranks, each rank shows its GPU lanes and folds the lanes of its host
+# (threads, CUDA API, NVTX, OS runtime) into one row, so every rank's GPU is on the first screen.
+HOST_KINDS = {LaneKind.CUDA_API, LaneKind.CPU, LaneKind.OSRT, LaneKind.NVTX, LaneKind.OTHER}
 
 
 @dataclass
@@ -128,28 +131,53 @@ class Layout:
                 continue
             lanes = [ln for ln in self.ordered_lanes(r)
                      if self.trace.lanes[ln].key not in self.state.hidden and ln not in pinned]
-            by_kind: dict[str, int] = {}
-            for ln in lanes:
-                k = self.trace.lanes[ln].kind
-                by_kind[k] = by_kind.get(k, 0) + 1
-            current = None
-            for ln in lanes:
-                kind = self.trace.lanes[ln].kind
-                if by_kind[kind] >= GROUP_MIN:
-                    gkey = f"r{r}/{kind}"
-                    if gkey != current:
-                        current = gkey
-                        rows.append(Row("group", y, GROUP_H, r, label=f"{KIND_TITLE.get(kind, kind)} · "
-                                        f"{by_kind[kind]} lanes", group=gkey))
-                        y += GROUP_H
-                    if self.group_collapsed(gkey):
-                        continue
-                else:
-                    current = None
-                y = self._add_lane(rows, y, ln, self.lane_label(ln))
+            host = [ln for ln in lanes if self.trace.lanes[ln].kind in HOST_KINDS] if self.fold_hosts else []
+            if host and len(host) < len(lanes):
+                lanes = [ln for ln in lanes if ln not in host]
+                y = self._lanes(rows, y, r, lanes)
+                gkey = f"r{r}/host"
+                kinds = []
+                for ln in host:
+                    t = KIND_TITLE.get(self.trace.lanes[ln].kind, "Other")
+                    if t not in kinds:
+                        kinds.append(t)
+                rows.append(Row("group", y, GROUP_H, r, label=f"Host · {', '.join(kinds)} · {len(host)} lanes",
+                                group=gkey))
+                y += GROUP_H
+                if not self.group_collapsed(gkey):
+                    y = self._lanes(rows, y, r, host)
+                continue
+            y = self._lanes(rows, y, r, lanes)
         self.rows = rows
         self.height = y
         self._ys = np.array([row.y for row in rows]) if rows else np.zeros(0)
+
+    @property
+    def fold_hosts(self) -> bool:
+        return 1 < len(self.trace.ranks) <= SUMMARY_ABOVE
+
+    def _lanes(self, rows: list, y: float, r: int, lanes: list[int]) -> float:
+        """A rank's lanes, those of a kind with GROUP_MIN or more under a foldable group row."""
+        by_kind: dict[str, int] = {}
+        for ln in lanes:
+            k = self.trace.lanes[ln].kind
+            by_kind[k] = by_kind.get(k, 0) + 1
+        current = None
+        for ln in lanes:
+            kind = self.trace.lanes[ln].kind
+            if by_kind[kind] >= GROUP_MIN:
+                gkey = f"r{r}/{kind}"
+                if gkey != current:
+                    current = gkey
+                    rows.append(Row("group", y, GROUP_H, r, label=f"{KIND_TITLE.get(kind, kind)} · "
+                                    f"{by_kind[kind]} lanes", group=gkey))
+                    y += GROUP_H
+                if self.group_collapsed(gkey):
+                    continue
+            else:
+                current = None
+            y = self._add_lane(rows, y, ln, self.lane_label(ln))
+        return y
 
     def _add_lane(self, rows: list, y: float, ln: int, label: str) -> float:
         full = int(self.depths[ln])
@@ -161,7 +189,8 @@ class Layout:
     def group_collapsed(self, gkey: str) -> bool:
         v = self.state.groups.get(gkey)
         if v is None:
-            return gkey.split("/", 1)[1] in COLLAPSED_BY_DEFAULT
+            kind = gkey.split("/", 1)[1]
+            return kind in COLLAPSED_BY_DEFAULT or kind == "host"
         return v
 
     def toggle_group(self, gkey: str) -> None:

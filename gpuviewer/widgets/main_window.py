@@ -63,7 +63,6 @@ class MainWindow(QMainWindow):
     def __init__(self, settings: QSettings | None = None) -> None:
         super().__init__()
         self.setWindowTitle("gpuviewer")
-        self.resize(1600, 950)
         self.settings = settings or QSettings("gpuviewer", "gpuviewer")
         self.trace: Trace | None = None
         self.paths: list[str] = []
@@ -120,9 +119,8 @@ class MainWindow(QMainWindow):
         from .query_docks import QueryDocks
         self.queries = QueryDocks(self, self.findings_dock)  # SQL and Statistics tabs
         self.findings_dock.raise_()
-        self.resizeDocks([self.memory_dock, self.findings_dock], [230, 170], Qt.Vertical)
-        self.resizeDocks([self.details_dock], [330], Qt.Horizontal)
-        self.resizeDocks([self.details_dock], [330], Qt.Horizontal)
+        from .window_fit import fit_to_screen
+        fit_to_screen(self, self.settings)  # the screen it opens on, or the last geometry there
         self.setDockOptions(QMainWindow.AnimatedDocks | QMainWindow.AllowNestedDocks | QMainWindow.AllowTabbedDocks)
         self._tabs_scroll()
 
@@ -167,6 +165,9 @@ class MainWindow(QMainWindow):
         self.recent_menu = m.addMenu("Open &recent")
         self._fill_recent()
         m.addSeparator()
+        from .compare_actions import compare_rank, compare_with_dialog
+        m.addAction("&Compare with…", lambda: compare_with_dialog(self))
+        self.findings.compareRank.connect(lambda r: compare_rank(self, r))
         m.addAction("Export &image…", self.export_image_dialog)
         m.addAction("Copy image to clipboard", self.copy_image)
         m.addAction("Export &report…", self.export_report_dialog)
@@ -321,10 +322,16 @@ class MainWindow(QMainWindow):
         self.memory.align_with(self.timeline.labels.width(), self.timeline.scroll.sizeHint().width())
         self.memory.set_trace(trace, self.timeline.origin, self.timeline.vb)
         if self.memory.has_data():
+            shown = self.memory_dock.isVisible()
             self.memory_dock.show()
             self.memory_dock.raise_()
             if len(trace) == 0:  # a memory snapshot alone: the curve is the content
                 self.resizeDocks([self.memory_dock], [560], Qt.Vertical)
+            elif not shown:  # sized once the dock is laid out (the next turn of the event loop)
+                from PySide6.QtCore import QTimer
+
+                from .window_fit import size_docks
+                QTimer.singleShot(0, lambda: size_docks(self, self.width(), self.height()))
         else:
             self.memory_dock.hide()
         steps = sorted({s.step for s in trace.steps})
@@ -797,6 +804,8 @@ class MainWindow(QMainWindow):
         QMessageBox.information(self, "Keyboard shortcuts", f"<table>{rows}</table>")
 
     def closeEvent(self, ev) -> None:
+        from .window_fit import save_geometry
+        save_geometry(self, self.settings)
         if self._save_timer.isActive():
             self._save_timer.stop()
             self.save_annotations()

@@ -87,7 +87,7 @@ class MemoryPanel(QWidget):
         left, right = getattr(self, "_align", (0, 0))
         p.getAxis("left").setWidth(max(40, left))
         p.getPlotItem().layout.setContentsMargins(0, 0, right, 0)
-        p.setMinimumHeight(120)
+        p.setMinimumHeight(70)  # small screens: the timeline keeps the height
         p.setBackground("w")
         p.setLabel("left", "GB")
         p.setMenuEnabled(False)

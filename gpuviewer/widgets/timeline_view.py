@@ -340,6 +340,12 @@ class TimelineView(QWidget):
         if ln.rank in lm.state.collapsed_ranks:
             lm.state.collapsed_ranks.discard(ln.rank)
             changed = True
+        host = f"r{ln.rank}/host"
+        if lm.group_collapsed(host) and any(r.kind == "group" and r.group == host for r in lm.rows) \
+                and lm.lane_y(lane) is None:
+            lm.state.groups[host] = False  # the rank's folded host lanes
+            lm.rebuild()
+            changed = True
         g = f"r{ln.rank}/{ln.kind}"
         if lm.group_collapsed(g) and any(r.kind == "group" and r.group == g for r in lm.rows):
             lm.state.groups[g] = False
