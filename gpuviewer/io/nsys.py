@@ -165,7 +165,7 @@ def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
                        lambda h: _col(h, "syncType", default="0")),
         ) if t is not None and len(t["start"])]
         if progress:
-            progress(0.3, f"{os.path.basename(path)}: GPU activity")
+            progress(0.3, f"{os.path.basename(path)}: GPU activity ({b.n_events:,} events so far)")
         # Ranks: processes that own GPU work, in device order.
         proc_dev: dict[int, set[int]] = {}
         for t in gpu:
@@ -226,13 +226,13 @@ def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
 
         # -- host lanes: CUDA API, NVTX, OS runtime --------------------------------------------
         if progress:
-            progress(0.5, f"{os.path.basename(path)}: CUDA API")
+            progress(0.5, f"{os.path.basename(path)}: CUDA API ({b.n_events:,} events so far)")
         _runtime(rep, b, rank_of, names_lut, file_index)
         if progress:
-            progress(0.65, f"{os.path.basename(path)}: NVTX")
+            progress(0.65, f"{os.path.basename(path)}: NVTX ({b.n_events:,} events so far)")
         read_nvtx(rep, b, rank_of, file_index, warnings)
         if progress:
-            progress(0.8, f"{os.path.basename(path)}: OS runtime")
+            progress(0.8, f"{os.path.basename(path)}: OS runtime ({b.n_events:,} events so far)")
         _osrt(rep, b, rank_of, names_lut, file_index)
         _thread_labels(rep, b, file_index)
         _devices(rep, b, rank_of, proc_dev)

@@ -26,6 +26,7 @@ class TraceBuilder:
         self.sources: list[Source] = []
         self.warnings: list[str] = []
         self.metadata: dict = {}
+        self.n_events = 0  # added so far (for progress messages)
 
     # -- lanes ---------------------------------------------------------------------------
     def lane(self, rank: int, kind: str, device: int, stream: int, label: str, *, pid: int = -1,
@@ -48,6 +49,7 @@ class TraceBuilder:
         n = len(cols["start"])
         if n == 0:
             return
+        self.n_events += n
         chunk = {}
         for name, dtype in EVENT_COLUMNS.items():
             v = cols.get(name)
@@ -56,6 +58,7 @@ class TraceBuilder:
 
     def add_instants(self, t: np.ndarray, lane: np.ndarray, name: np.ndarray) -> None:
         if len(t):
+            self.n_events += len(t)
             self._inst.append((np.asarray(t, np.int64), np.asarray(lane, np.int32),
                                np.asarray(name, np.int32)))
 

@@ -22,21 +22,6 @@ from .annotations_panel import AnnotationsPanel
 from .topology_view import TopologyView
 from .timeline_view import TimelineView
 
-SHORTCUTS = [
-    ("W / S", "zoom in / out (at the cursor when it is over the timeline)"),
-    ("A / D", "pan left / right"),
-    ("wheel", "zoom at the cursor;  Shift+wheel scrolls lanes"),
-    ("drag", "pan;  Shift+drag selects an area and summarises it"),
-    ("click", "select an event (details, flow arrows to its launch or kernels)"),
-    ("F", "zoom to the selection"),
-    ("0 / Home", "fit the whole trace"),
-    ("← / →", "previous / next event on the selected lane"),
-    ("↑ / ↓", "scroll lanes"),
-    ("/", "search; Enter / Shift+Enter step through matches"),
-    ("[ / ]", "previous / next step"),
-    ("Esc", "clear the selection"),
-    ("?", "this help"),
-]
 MAX_RECENT = 10
 
 
@@ -216,15 +201,23 @@ class MainWindow(QMainWindow):
         tb = QToolBar("Steps", self)
         tb.setObjectName("steps")
         self.addToolBar(Qt.TopToolBarArea, tb)
-        tb.addAction("◀ step", lambda: self.step_nav(-1)).setShortcut(QKeySequence("["))
-        tb.addAction("step ▶", lambda: self.step_nav(+1)).setShortcut(QKeySequence("]"))
-        tb.addWidget(QLabel(" go to step "))
+        prev = tb.addAction("◀ step", lambda: self.step_nav(-1))
+        prev.setShortcut(QKeySequence("["))
+        prev.setToolTip("Previous step: zoom to it ( [ )")
+        nxt = tb.addAction("step ▶", lambda: self.step_nav(+1))
+        nxt.setShortcut(QKeySequence("]"))
+        nxt.setToolTip("Next step: zoom to it ( ] )")
+        go = QLabel(" go to step ")
+        go.setToolTip("Zoom to a step by its number (ProfilerStep#N, NVTX step N)")
+        tb.addWidget(go)
         self.step_box = QSpinBox()
+        self.step_box.setToolTip("The step to zoom to")
         self.step_box.setRange(0, 0)
         self.step_box.setKeyboardTracking(False)
         self.step_box.valueChanged.connect(self.goto_step)
         tb.addWidget(self.step_box)
         self.step_label = QLabel("")
+        self.step_label.setToolTip("Profiled steps in this session")
         tb.addWidget(self.step_label)
 
     def _status(self) -> None:
@@ -800,8 +793,8 @@ class MainWindow(QMainWindow):
         self.timeline.apply_renderer(mode)
 
     def show_shortcuts(self) -> None:
-        rows = "".join(f"<tr><td><b>{k}</b></td><td>&nbsp;&nbsp;{v}</td></tr>" for k, v in SHORTCUTS)
-        QMessageBox.information(self, "Keyboard shortcuts", f"<table>{rows}</table>")
+        from .shortcuts import show
+        show(self)
 
     def closeEvent(self, ev) -> None:
         from .window_fit import save_geometry

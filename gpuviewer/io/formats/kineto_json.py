@@ -38,7 +38,9 @@ def _load_kineto(files: list[str], progress, cancelled, optional: frozenset = fr
     for i, f in enumerate(files):
         def prog(frac, _done=done, _size=sizes[i], _name=os.path.basename(f)):
             if progress:
-                progress((_done + frac * _size) / total * 0.9, f"reading {_name}")
+                mb = (_done + frac * _size) / 1e6
+                progress((_done + frac * _size) / total * 0.9,
+                         f"reading {_name}: {mb:,.0f} of {total / 1e6:,.0f} MB, {b.n_events:,} events")
         try:
             per_file.append(read_kineto(b, f, len(per_file), progress=prog, cancelled=cancelled))
         except TraceError as e:

@@ -1,0 +1,97 @@
+"""What a new user sees first: on a 1366x768 laptop (a real xcb window under Xvfb) the window
+fits the screen, the status bar shows, and a GPU lane of every rank of a 2-rank session is on
+screen; the keyboard help lists every shortcut; toolbar controls explain themselves; opening a
+big file shows progress in MB and events with Cancel at once."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, SAMPLES, make_window, trace_path
+from test_xvfb_smoke import xvfb
+
+LAPTOP = r'''
+import json, sys
+from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import QTimer
+app = QApplication(sys.argv[:1])
+from gpuviewer.widgets.main_window import MainWindow
+w = MainWindow()
+w.show()
+def check():
+    tv = w.timeline
+    (x0, x1), (y0, y1) = tv.vb.viewRange()
+    avail = w.screen().availableGeometry()
+    fg = w.frameGeometry()
+    rows = {}
+    for r in tv.layout_model.rows:
+        if r.kind == "lane" and w.trace.lanes[r.lane].kind in ("gpu", "comm"):
+            rows.setdefault(w.trace.lanes[r.lane].rank, []).append([r.y, r.y + r.h])
+    sb = w.statusBar()
+    print(json.dumps({"screen": [avail.x(), avail.y(), avail.width(), avail.height()],
+                      "frame": [fg.x(), fg.y(), fg.width(), fg.height()], "view_rows": [y0, y1],
+                      "gpu_rows": rows, "status_bottom": sb.mapTo(w, sb.rect().bottomLeft()).y(),
+                      "height": w.height(), "status_visible": sb.isVisible()}))
+    app.quit()
+w.loader.loaded.connect(lambda *a: QTimer.singleShot(500, check))
+w.loader.failed.connect(lambda m: (print("failed", m), app.exit(3)))
+w.open_paths([sys.argv[1]])
+QTimer.singleShot(90000, lambda: app.exit(4))
+sys.exit(app.exec())
+'''
+
+
+@pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed (.ci/run installs it)")
+def test_a_laptop_screen_shows_every_rank_gpu_and_the_status_bar(tmp_path):
+    with xvfb(40, "1366x768x24") as display:
+        env = dict(os.environ, DISPLAY=display, QT_QPA_PLATFORM="xcb", PYTHONPATH=ROOT,
+                   GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "cfg"))
+        p = subprocess.run([sys.executable, "-c", LAPTOP, os.path.join(SAMPLES, "ddp")],
+                           capture_output=True, text=True, env=env, timeout=180)
+    assert p.returncode == 0, p.stdout + p.stderr
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    sx, sy, sw, sh = got["screen"]
+    fx, fy, fw, fh = got["frame"]
+    assert sx <= fx and sy <= fy and fx + fw <= sx + sw and fy + fh <= sy + sh, got  # fits the screen
+    assert got["status_visible"] and got["status_bottom"] <= got["height"]
+    y0, y1 = got["view_rows"]
+    assert set(got["gpu_rows"]) == {"0", "1"}
+    for rank, spans in got["gpu_rows"].items():
+        # at least one GPU lane of the rank lies inside the rows shown
+        assert any(a >= y0 and b <= y1 for a, b in spans), (rank, spans, y0, y1)
+
+
+def test_keyboard_help_lists_every_shortcut_and_toolbars_have_tooltips(qtbot, tmp_path):
+    from PySide6.QtGui import QAction, QKeySequence, QShortcut
+    from PySide6.QtWidgets import QToolBar
+
+    from gpuviewer.widgets.shortcuts import collect
+    w = make_window(qtbot, tmp_path, size=(1400, 900))
+    listed = {k for k, _ in collect(w)}
+    keys = [s.toString(QKeySequence.NativeText) for a in w.findChildren(QAction) for s in a.shortcuts()]
+    keys += [s.key().toString(QKeySequence.NativeText) for s in w.findChildren(QShortcut)]
+    assert keys and set(keys) <= listed
+    assert all(v for _k, v in collect(w))  # each says what it does
+    for key in ("W / S", "A / D", "M / Shift+M", "?"):
+        assert key in listed
+    for tb in w.findChildren(QToolBar):
+        for a in tb.actions():
+            if a.isSeparator():
+                continue
+            widget = tb.widgetForAction(a)
+            tip = a.toolTip() if widget is None or not widget.toolTip() else widget.toolTip()
+            assert tip and tip != a.text(), (a.text(), tip)
+
+
+def test_opening_a_big_file_shows_progress_in_mb_and_events_with_cancel(qtbot, tmp_path):
+    w = make_window(qtbot, tmp_path, size=(1400, 900))
+    msgs = []
+    w.loader.progress.connect(lambda f, m: msgs.append(m))
+    w.open_paths([trace_path("kineto", "launch_bound_big.json.gz")])
+    assert w.cancel_btn.isVisibleTo(w) and w.progress.isVisibleTo(w)  # at once, before any progress
+    qtbot.waitUntil(lambda: any("MB" in m and "events" in m for m in msgs), timeout=60_000)
+    w.cancel_load()
+    assert not w.cancel_btn.isVisibleTo(w) and w.trace is None
