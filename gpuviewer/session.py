@@ -130,6 +130,12 @@ class Session:
             self._analysis = analyze_session(self.trace)
         return self._analysis
 
+    @property
+    def results(self):
+        """The analysis as typed objects (analysis.results.Analysis: findings with their evidence)."""
+        from .analysis.results import Analysis
+        return Analysis.from_json(self.analysis)
+
     def set_analysis(self, analysis: dict) -> None:
         """An analysis computed elsewhere (the window's worker thread) for this trace."""
         self._analysis = analysis

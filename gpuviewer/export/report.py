@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from ..analysis.report_parts import step_cells, where
+from ..analysis.results import evidence_of
 from ..model.fmt import esc, format_duration, format_ns
 from ..model.summary import summarize
 from .image import png_data_uri
@@ -135,7 +136,7 @@ def to_html(r: dict) -> str:
         flat = {k: v for k, v in f["metrics"].items() if not isinstance(v, (list, dict))}
         if flat:
             out.append("<table>" + "".join(f"<tr><td>{e(str(k))}</td><td>{e(str(v))}</td></tr>" for k, v in flat.items()) + "</table>")
-        ev = f["metrics"].get("evidence") or f["metrics"].get("causes") or f["metrics"].get("host_activity") or []
+        ev = evidence_of(f)
         if ev:
             out.append("<p>Evidence:</p><ul>" + "".join(
                 f"<li><code>{e(x['name'][:120])}</code> — {x.get('excess_ms', x.get('ms'))} ms on {e(x['lane'])}</li>"

@@ -138,8 +138,8 @@ class FindingsPanel(QWidget):
     def _show(self, f: dict) -> None:
         metrics = "".join(f"<tr><td>{k}</td><td>{_fmt(v)}</td></tr>" for k, v in f["metrics"].items()
                           if not isinstance(v, (list, dict)))
-        ev = f["metrics"].get("evidence") or f["metrics"].get("causes") or f["metrics"].get("host_activity") or []
-        ev = ev or f["metrics"].get("excess") or []
+        from ..analysis.results import evidence_of
+        ev = evidence_of(f, with_excess=True)
         evid = "".join(f"<li>{esc(e['name'])} — {e.get('excess_ms', e.get('ms'))} ms"
                        + (f" ({esc(e['lane'])})" if e.get("lane") else "") + "</li>" for e in ev[:5])
         self.detail.setHtml(f"<b>{esc(f['title'])}</b><p>Time lost: {f.get('impact_ms', 0):.1f} ms</p>"

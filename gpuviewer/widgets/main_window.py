@@ -642,7 +642,8 @@ class MainWindow(QMainWindow):
             hdr = next((r for r in lm.rows if r.kind == "header" and r.rank == rank), None)
             if hdr is not None:
                 self.timeline.scroll.setValue(int(hdr.y * 10))
-        ev = f["metrics"].get("evidence") or f["metrics"].get("causes") or f["metrics"].get("host_activity") or []
+        from ..analysis.results import evidence_of
+        ev = evidence_of(f)
         if ev and rank is not None:
             i = self._find_event(ev[0]["name"], rank, f["start_ns"], f["end_ns"])
             if i is not None:
