@@ -28,6 +28,8 @@ def _app():
         app.setOrganizationName("gpuviewer")
     import pyqtgraph as pg
     pg.setConfigOptions(antialias=False, useOpenGL=False)
+    from ..render.theme import apply
+    apply(app)  # the OS's light or dark setting (GPUVIEWER_THEME overrides)
     return app
 
 

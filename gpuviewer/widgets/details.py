@@ -26,11 +26,16 @@ class DetailsPanel(QTreeWidget):
     def set_trace(self, trace: Trace) -> None:
         self.trace = trace
         self.origin = trace.start_ns
-        self.clear()
+        self.show_event(None)
 
     def show_event(self, i: int | None) -> None:
         self.clear()
         if i is None or self.trace is None:
+            if self.trace is not None:  # never an empty pane: say what fills it
+                hint = QTreeWidgetItem(self, ["Click an event", "on the timeline to see its fields, "
+                                              "arguments and linked launch or kernels"])
+                hint.setFirstColumnSpanned(False)
+                hint.setDisabled(True)
             return
         t = self.trace
         c = t.columns

@@ -3,7 +3,9 @@ Click a rank header to collapse it; right-click a lane to hide, pin or move it."
 from __future__ import annotations
 
 from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QPainter
+from PySide6.QtGui import QFont, QPainter
+
+from ..render import theme
 from PySide6.QtWidgets import QMenu, QWidget
 
 from ..model.layout import Layout
@@ -46,28 +48,29 @@ class LaneLabels(QWidget):
         if self.layout_model is None:
             return
         p = QPainter(self)
-        p.fillRect(self.rect(), QColor(250, 250, 251))
+        th = theme.current()
+        p.fillRect(self.rect(), th.panel)
         y0, y1 = self.y_range
         p.setClipRect(0, self.plot_top, self.width(), self.plot_height)
         for row in self.layout_model.visible_rows(y0, y1):
             top, bot = self._to_dev(row.y), self._to_dev(row.y + min(row.h, 1.0 if row.kind == "lane" else row.h))
             if row.kind == "header":
-                p.fillRect(QRectF(0, top, self.width(), self._to_dev(row.y + row.h) - top), QColor(226, 232, 240))
+                p.fillRect(QRectF(0, top, self.width(), self._to_dev(row.y + row.h) - top), th.header)
                 p.setFont(self.font_head)
-                p.setPen(QColor(20, 20, 20))
+                p.setPen(th.text)
                 arrow = "▸" if row.rank in self.layout_model.state.collapsed_ranks else "▾"
                 p.drawText(QRectF(4, top, self.width() - 8, self._to_dev(row.y + row.h) - top),
                            Qt.AlignVCenter | Qt.AlignLeft, f"{arrow} {row.label}")
             elif row.kind == "group":
-                p.fillRect(QRectF(0, top, self.width(), self._to_dev(row.y + row.h) - top), QColor(241, 245, 249))
+                p.fillRect(QRectF(0, top, self.width(), self._to_dev(row.y + row.h) - top), th.group)
                 p.setFont(self.font_lane)
-                p.setPen(QColor(51, 65, 85))
+                p.setPen(th.text)
                 arrow = "▸" if self.layout_model.group_collapsed(row.group) else "▾"
                 p.drawText(QRectF(6, top, self.width() - 10, self._to_dev(row.y + row.h) - top),
                            Qt.AlignVCenter | Qt.AlignLeft, f"{arrow} {row.label}")
             else:
                 p.setFont(self.font_lane)
-                p.setPen(QColor(40, 40, 40))
+                p.setPen(th.text)
                 key = self.layout_model.trace.lanes[row.lane].key
                 expandable = row.hidden_rows > 0 or key in self.layout_model.state.expanded
                 mark = ("▸ " if row.hidden_rows else "▾ ") if expandable else "   "
@@ -75,11 +78,11 @@ class LaneLabels(QWidget):
                            Qt.AlignVCenter | Qt.AlignLeft,
                            p.fontMetrics().elidedText(mark + row.label, Qt.ElideMiddle, self.width() - 10))
                 if row.hidden_rows:
-                    p.setPen(QColor(120, 120, 120))
+                    p.setPen(th.text_dim)
                     nb = self._to_dev(row.y + 2)
                     p.drawText(QRectF(20, bot, self.width() - 24, max(nb - bot, 12)),
                                Qt.AlignVCenter | Qt.AlignLeft, f"+{row.hidden_rows} deeper rows (click)")
-                p.setPen(QColor(228, 228, 231))
+                p.setPen(th.line)
                 yb = self._to_dev(row.y + row.h)
                 p.drawLine(0, int(yb), self.width(), int(yb))
         p.end()

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QTextBrowser, QVBo
 
 from ..analysis.memory import capacity_bytes, peaks_per_step
 from ..model.trace import Trace
+from ..render import theme
 from ..render.time_axis import TimeAxis, format_ns
 
 RANK_COLORS = [(37, 99, 235), (220, 38, 38), (22, 163, 74), (147, 51, 234), (234, 88, 12), (8, 145, 178),
@@ -88,7 +89,7 @@ class MemoryPanel(QWidget):
         p.getAxis("left").setWidth(max(40, left))
         p.getPlotItem().layout.setContentsMargins(0, 0, right, 0)
         p.setMinimumHeight(70)  # small screens: the timeline keeps the height
-        p.setBackground("w")
+        p.setBackground(theme.current().background)
         p.setLabel("left", "GB")
         p.setMenuEnabled(False)
         p.hideButtons()

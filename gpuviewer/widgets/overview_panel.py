@@ -9,6 +9,8 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
+from ..render import theme
+
 PARTS = [("compute", (66, 133, 244)), ("exposed communication", (234, 88, 12)),
          ("memcpy / other GPU", (22, 163, 74)), ("idle", (203, 213, 225))]
 
@@ -24,7 +26,7 @@ class OverviewPanel(QWidget):
         top.addWidget(self.rank_box)
         top.addWidget(self.util, 1)
         self.plot = pg.PlotWidget()
-        self.plot.setBackground("w")
+        self.plot.setBackground(theme.current().background)
         self.plot.setLabel("left", "ms")
         self.plot.setLabel("bottom", "step")
         self.plot.setMouseEnabled(x=False, y=False)
