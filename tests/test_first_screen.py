@@ -86,7 +86,8 @@ def test_keyboard_help_lists_every_shortcut_and_toolbars_have_tooltips(qtbot, tm
             assert tip and tip != a.text(), (a.text(), tip)
 
 
-def test_opening_a_big_file_shows_progress_in_mb_and_events_with_cancel(qtbot, tmp_path):
+def test_opening_a_big_file_shows_progress_in_mb_and_events_with_cancel(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUVIEWER_CACHE_DIR", str(tmp_path / "cache"))  # a real read, not a cache hit
     w = make_window(qtbot, tmp_path, size=(1400, 900))
     msgs = []
     w.loader.progress.connect(lambda f, m: msgs.append(m))

@@ -242,3 +242,24 @@ def aggregate(trace: Trace, lanes: list[int], t0: int, t1: int) -> list[dict]:
              "mean_ns": float(t) / c} for n, c, t, st in zip(uniq, count, total, self_total)]
     rows.sort(key=lambda r: -r["total_ns"])
     return rows
+
+
+def longest_named(trace: Trace, name: str, rank: int, t0: int, t1: int) -> int | None:
+    """The longest event called `name` on a rank that starts in [t0, t1] (a finding's evidence)."""
+    try:
+        nid = trace.names.index(name)
+    except ValueError:
+        return None
+    c = trace.columns
+    best, best_dur = None, -1
+    for ln in trace.lanes_of_rank(rank):
+        sl = trace.lane_slice(ln)
+        st = np.asarray(c["start"][sl])
+        lo, hi = int(np.searchsorted(st, t0, side="left")), int(np.searchsorted(st, t1, side="right"))
+        hit = np.flatnonzero(np.asarray(c["name"][sl][lo:hi]) == nid)
+        if len(hit):
+            d = np.asarray(c["dur"][sl][lo:hi])[hit]
+            k = int(np.argmax(d))
+            if int(d[k]) > best_dur:
+                best, best_dur = sl.start + lo + int(hit[k]), int(d[k])
+    return best

@@ -14,8 +14,9 @@ class QueryDocks:
         self.session = None
         self.sql = SqlPanel()
         self.stats = StatsPanel()
-        self.sql_dock = win._dock("SQL", self.sql, Qt.BottomDockWidgetArea)
-        self.stats_dock = win._dock("Statistics", self.stats, Qt.BottomDockWidgetArea)
+        from .window_build import dock
+        self.sql_dock = dock(win, "SQL", self.sql, Qt.BottomDockWidgetArea)
+        self.stats_dock = dock(win, "Statistics", self.stats, Qt.BottomDockWidgetArea)
         win.tabifyDockWidget(beside, self.stats_dock)
         win.tabifyDockWidget(beside, self.sql_dock)
         self.sql.eventChosen.connect(self._goto)

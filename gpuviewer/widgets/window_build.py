@@ -1,0 +1,206 @@
+"""How the main window is put together: the timeline in the centre, the docks around it, the
+menus, the steps toolbar and the status bar, and the signals between them. The window's
+behaviour lives in its mixins (window_notes, window_analysis, window_nav) and main_window."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QProgressBar, QPushButton,
+                               QSpinBox, QToolBar, QWidget)
+
+from .. import __version__
+from .annotations_panel import AnnotationsPanel
+from .area_table import AreaTable
+from .details import DetailsPanel
+from .findings_panel import FindingsPanel
+from .loader import Loader
+from .memory_panel import MemoryPanel
+from .overview_panel import OverviewPanel
+from .timeline_view import TimelineView
+from .topology_view import TopologyView
+
+
+def build(win) -> None:
+    """The timeline and every dock, tabbed and sized for the screen."""
+    win.timeline = TimelineView(win)
+    win.setCentralWidget(win.timeline)
+    win.details = DetailsPanel()
+    win.details_dock = dock(win, "Details", win.details, Qt.RightDockWidgetArea)
+    win.area = AreaTable()
+    win.area_dock = dock(win, "Selection", win.area, Qt.BottomDockWidgetArea)  # short: dock tab bars set the window's minimum width
+
+    win.memory = MemoryPanel()
+    win.memory_dock = dock(win, "Memory", win.memory, Qt.BottomDockWidgetArea)
+    win.memory.cursorMoved.connect(win._memory_cursor)
+    win.topology = TopologyView()
+    win.topology_dock = dock(win, "Topology", win.topology, Qt.RightDockWidgetArea)
+    win.tabifyDockWidget(win.details_dock, win.topology_dock)
+    win.details_dock.raise_()
+    win.annotations = AnnotationsPanel()
+    win.annotations_dock = dock(win, "Annotations", win.annotations, Qt.RightDockWidgetArea)
+    win.tabifyDockWidget(win.details_dock, win.annotations_dock)
+    win.details_dock.raise_()
+    win.findings = FindingsPanel()
+    win.findings_dock = dock(win, "Findings", win.findings, Qt.BottomDockWidgetArea)
+    win.overview = OverviewPanel()
+    win.overview_dock = dock(win, "Overview", win.overview, Qt.BottomDockWidgetArea)
+    from .rank_overview import RankOverview
+    win.ranks_view = RankOverview()
+    win.ranks_dock = dock(win, "Ranks", win.ranks_view, Qt.BottomDockWidgetArea)
+    win.ranks_view.cellChosen.connect(win.goto_rank_step)
+    win.memory_dock.hide()  # shown when the session has memory data
+    win.analysis = None
+    win._analysis_thread = None
+    # Bottom: the memory curve right under the timeline, then a tab group of findings,
+    # overview and selection summary.
+    # The right dock spans the full height so the bottom docks sit exactly under the timeline.
+    win.setCorner(Qt.BottomRightCorner, Qt.RightDockWidgetArea)
+    win.setCorner(Qt.TopRightCorner, Qt.RightDockWidgetArea)
+    win.splitDockWidget(win.memory_dock, win.findings_dock, Qt.Vertical)
+    win.tabifyDockWidget(win.findings_dock, win.overview_dock)
+    win.tabifyDockWidget(win.findings_dock, win.ranks_dock)
+    win.tabifyDockWidget(win.findings_dock, win.area_dock)
+    from .query_docks import QueryDocks
+    win.queries = QueryDocks(win, win.findings_dock)  # SQL and Statistics tabs
+    win.findings_dock.raise_()
+    from .window_fit import fit_to_screen
+    fit_to_screen(win, win.settings)  # the screen it opens on, or the last geometry there
+    win.setDockOptions(QMainWindow.AnimatedDocks | QMainWindow.AllowNestedDocks | QMainWindow.AllowTabbedDocks)
+    tabs_scroll(win)
+
+def dock(win, title: str, w: QWidget, area) -> QDockWidget:
+    d = QDockWidget(title, win)
+    d.setObjectName(title)
+    d.setWidget(w)
+    win.addDockWidget(area, d)
+    return d
+
+
+def tabs_scroll(win) -> None:
+    """Dock tab bars scroll (and elide) rather than make the window wider than the screen."""
+    from PySide6.QtWidgets import QTabBar
+    for tb in win.findChildren(QTabBar):
+        tb.setUsesScrollButtons(True)
+        tb.setElideMode(Qt.ElideRight)
+
+
+def wire(win) -> None:
+    """The loader, the bars and the signals between the panels and the window."""
+    win.loader = Loader(win)
+    win.loader.progress.connect(win._progress)
+    win.loader.loaded.connect(win._loaded)
+    win.loader.failed.connect(win._failed)
+
+    menus(win)
+    steps_toolbar(win)
+    status(win)
+    win.timeline.selectionChanged.connect(win.details.show_event)
+    win.timeline.rangeChanged.connect(win._range_changed)
+    win.timeline.rangeChanged.connect(win._view_changed)
+    win.timeline.labels.changed.connect(win._view_changed)
+    win.timeline.areaSelected.connect(win._area)
+    win.timeline.helpRequested.connect(win.show_shortcuts)
+    win.details.linkActivated.connect(win._goto_event)
+    win.findings.findingActivated.connect(win.show_finding)
+    win.timeline.markRequested.connect(win.mark)
+    win.timeline.contextRequested.connect(win._timeline_menu)
+
+def menus(win) -> None:
+    """File, Edit, View and Help."""
+    m = win.menuBar().addMenu("&File")
+    m.addAction("&Open files…", QKeySequence.Open, win.open_dialog)
+    m.addAction("Open &folder…", win.open_folder_dialog)
+    win.recent_menu = m.addMenu("Open &recent")
+    win._fill_recent()
+    m.addSeparator()
+    from .compare_actions import compare_rank, compare_with_dialog
+    m.addAction("&Compare with…", lambda: compare_with_dialog(win))
+    win.findings.compareRank.connect(lambda r: compare_rank(win, r))
+    m.addAction("Export &image…", win.export_image_dialog)
+    m.addAction("Copy image to clipboard", win.copy_image)
+    m.addAction("Export &report…", win.export_report_dialog)
+    m.addSeparator()
+    m.addAction("&Quit", QKeySequence.Quit, win.close)
+    e = win.menuBar().addMenu("&Edit")
+    e.addAction("Paste topology (nvidia-smi topo -m)", win.paste_topology)
+    v = win.menuBar().addMenu("&View")
+    v.addAction("Fit all", win.timeline.fit_all)
+    win.steps_action = QAction("Show step boundaries", win, checkable=True, checked=True)
+    win.steps_action.toggled.connect(win._toggle_steps)
+    v.addAction(win.steps_action)
+    v.addAction(win.details_dock.toggleViewAction())
+    v.addAction(win.area_dock.toggleViewAction())
+    v.addAction(win.findings_dock.toggleViewAction())
+    v.addAction(win.memory_dock.toggleViewAction())
+    v.addAction(win.topology_dock.toggleViewAction())
+    v.addAction(win.annotations_dock.toggleViewAction())
+    v.addAction(win.overview_dock.toggleViewAction())
+    v.addAction(win.ranks_dock.toggleViewAction())
+    win.align_action = v.addAction("Align host clocks by collectives")
+    win.align_action.setCheckable(True)
+    win.align_action.setChecked(True)
+    win.align_action.toggled.connect(win.set_align)
+    v.addAction("Hosts (which ranks share a clock)…", win.hosts_dialog)
+    r = v.addMenu("Renderer")
+    for mode, label in (("auto", "Automatic (GPU if it is real hardware)"), ("opengl", "OpenGL"),
+                        ("raster", "Raster (CPU)")):
+        a = QAction(label, win, checkable=True, checked=win.settings.value("renderer", "auto") == mode)
+        a.triggered.connect(lambda _=False, md=mode: win._set_renderer(md))
+        r.addAction(a)
+    o = v.addMenu("When files are opened from another start")
+    for mode, label in (("replace", "Replace this session"), ("new-window", "Open a new window")):
+        a = QAction(label, win, checkable=True, checked=str(win.settings.value("open_in", "replace")) == mode)
+        a.triggered.connect(lambda _=False, md=mode: win.settings.setValue("open_in", md))
+        o.addAction(a)
+    si = QAction("One window for all starts (single instance)", win, checkable=True,
+                 checked=str(win.settings.value("single_instance", "true")) == "true")
+    si.toggled.connect(lambda on: win.settings.setValue("single_instance", "true" if on else "false"))
+    v.addAction(si)
+    h = win.menuBar().addMenu("&Help")
+    h.addAction("Keyboard shortcuts  ?", win.show_shortcuts)
+    h.addAction("About", lambda: QMessageBox.about(win, "gpuviewer", f"gpuviewer {__version__}"))
+
+
+def steps_toolbar(win) -> None:
+    """Previous / next step and go to step N."""
+    tb = QToolBar("Steps", win)
+    tb.setObjectName("steps")
+    win.addToolBar(Qt.TopToolBarArea, tb)
+    prev = tb.addAction("◀ step", lambda: win.step_nav(-1))
+    prev.setShortcut(QKeySequence("["))
+    prev.setToolTip("Previous step: zoom to it ( [ )")
+    nxt = tb.addAction("step ▶", lambda: win.step_nav(+1))
+    nxt.setShortcut(QKeySequence("]"))
+    nxt.setToolTip("Next step: zoom to it ( ] )")
+    go = QLabel(" go to step ")
+    go.setToolTip("Zoom to a step by its number (ProfilerStep#N, NVTX step N)")
+    tb.addWidget(go)
+    win.step_box = QSpinBox()
+    win.step_box.setToolTip("The step to zoom to")
+    win.step_box.setRange(0, 0)
+    win.step_box.setKeyboardTracking(False)
+    win.step_box.valueChanged.connect(win.goto_step)
+    tb.addWidget(win.step_box)
+    win.step_label = QLabel("")
+    win.step_label.setToolTip("Profiled steps in this session")
+    tb.addWidget(win.step_label)
+
+
+def status(win) -> None:
+    """Files and ranks on the left; progress, Cancel and the visible range on the right."""
+    sb = win.statusBar()
+    win.status_files = QLabel("Open a trace: File > Open, drop files here, or `gpuviewer FILE…`")
+    win.status_range = QLabel("")
+    win.progress = QProgressBar()
+    win.progress.setRange(0, 1000)
+    win.progress.setMaximumWidth(260)
+    win.progress_msg = QLabel("")
+    win.cancel_btn = QPushButton("Cancel")
+    win.cancel_btn.clicked.connect(win.cancel_load)
+    for w in (win.progress, win.progress_msg, win.cancel_btn):
+        w.hide()
+    sb.addWidget(win.status_files, 1)
+    sb.addPermanentWidget(win.progress_msg)
+    sb.addPermanentWidget(win.progress)
+    sb.addPermanentWidget(win.cancel_btn)
+    sb.addPermanentWidget(win.status_range)

@@ -1,0 +1,161 @@
+"""The window's navigation and housekeeping: recent sessions, drag and drop, steps, hosts and
+clock alignment, the visible range in the status bar, and image and report export."""
+from __future__ import annotations
+
+import json
+import os
+
+from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
+
+from ..render.time_axis import format_duration, format_ns
+
+MAX_RECENT = 10
+
+
+class NavMixin:
+    # -- recent sessions, drag and drop -------------------------------------------------
+    def _recent(self) -> list[list[str]]:
+        try:
+            v = json.loads(self.settings.value("recent", "[]"))
+            return [r for r in v if isinstance(r, list)]
+        except (TypeError, ValueError):
+            return []
+
+    def _add_recent(self, paths: list[str]) -> None:
+        r = [x for x in self._recent() if x != paths]
+        r.insert(0, paths)
+        self.settings.setValue("recent", json.dumps(r[:MAX_RECENT]))
+        self._fill_recent()
+
+    def _fill_recent(self) -> None:
+        self.recent_menu.clear()
+        for paths in self._recent():
+            label = " + ".join(os.path.basename(p) for p in paths)
+            self.recent_menu.addAction(label, lambda _=False, ps=paths: self.open_paths(ps))
+        self.recent_menu.setEnabled(bool(self._recent()))
+
+    def dragEnterEvent(self, ev) -> None:
+        if ev.mimeData().hasUrls():
+            ev.acceptProposedAction()
+
+    def dropEvent(self, ev) -> None:
+        paths = [u.toLocalFile() for u in ev.mimeData().urls() if u.isLocalFile()]
+        if paths:
+            self.open_paths(paths)
+            ev.acceptProposedAction()
+
+    # -- hosts and clocks ---------------------------------------------------------------
+    def hosts_dialog(self) -> None:
+        """Say which ranks share a host's clock ("0-3,4-7"; empty: from the files)."""
+        text, ok = QInputDialog.getText(self, "Hosts", "Ranks per host, e.g. 0-3,4-7 (empty: found from the files):",
+                                        text=self.loader.hosts or "")
+        if ok:
+            self.set_hosts(text.strip() or None)
+
+    def set_hosts(self, spec: str | None) -> None:
+        self.loader.hosts = spec
+        if self.trace is not None and self.paths:
+            self.open_paths(list(self.paths), block=getattr(self, "_block_analysis", False))
+
+    def set_align(self, on: bool) -> None:
+        """The switch for clock alignment: the open session is opened again with or without it."""
+        self.loader.align = bool(on)
+        if self.trace is not None and self.paths:
+            self.open_paths(list(self.paths), block=getattr(self, "_block_analysis", False))
+
+    # -- steps --------------------------------------------------------------------------
+    def goto_rank_step(self, rank: int, step: int) -> None:
+        """From the rank overview: that step on the timeline, scrolled to that rank."""
+        self.goto_step(step)
+        self._scroll_to_rank(rank)
+
+    def goto_step(self, n: int) -> None:
+        from ..model.view import step_range
+        rng = step_range(self.trace, n) if self.trace is not None else None
+        if rng is not None:
+            self.timeline.set_range(*rng, padding=0.02)
+
+    def step_nav(self, direction: int) -> None:
+        from ..model.view import next_step
+        if self.trace is None:
+            return
+        t0, t1 = self.timeline.visible_range()
+        n = next_step(self.trace, (t0 + t1) / 2, direction)
+        if n is None:
+            return
+        self.step_box.blockSignals(True)
+        self.step_box.setValue(n)
+        self.step_box.blockSignals(False)
+        self.goto_step(n)
+
+    # -- what the timeline shows ----------------------------------------------------------
+    def _range_changed(self, t0: int, t1: int) -> None:
+        if self.trace is None:
+            return
+        self.memory.follow(t0 - self.timeline.origin, t1 - self.timeline.origin)
+        o = self.trace.start_ns
+        self.status_range.setText(f"visible {format_ns(t0 - o)} – {format_ns(t1 - o)}  ({format_duration(t1 - t0)})")
+
+    def _area(self, lanes: list[int], t0: int, t1: int) -> None:
+        if self.trace is not None:
+            self.area.show_area(self.trace, lanes, t0, t1)
+            self.area_dock.show()
+            self.area_dock.raise_()
+
+    def _memory_cursor(self, t: int) -> None:
+        item = self.timeline.item
+        if item is not None:
+            item.cursor_ns = t
+            item.update()
+
+    def _goto_event(self, i: int) -> None:
+        self.timeline.select(i)
+        self.timeline.center_on(i)
+
+    def _toggle_steps(self, on: bool) -> None:
+        if self.timeline.item is not None:
+            self.timeline.item.show_steps = on
+            self.timeline.item.update()
+
+    def _set_renderer(self, mode: str) -> None:
+        self.settings.setValue("renderer", mode)
+        self.timeline.apply_renderer(mode)
+
+    # -- export ---------------------------------------------------------------------------
+    def export_image(self, path: str, scale: float = 1.0) -> bool:
+        from ..export.image import save_widget
+        return save_widget(self, path, scale)
+
+    def export_image_dialog(self) -> None:
+        path, _filt = QFileDialog.getSaveFileName(self, "Export image", "gpuviewer.png",
+                                                  "PNG image (*.png);;SVG (text stays text) (*.svg)")
+        if not path:
+            return
+        scale = 1.0
+        if path.lower().endswith(".png"):
+            s, ok = QInputDialog.getItem(self, "Scale", "Pixel scale (2x for slides):", ["1x", "2x", "3x"], 1, False)
+            if not ok:
+                return
+            scale = float(s[0])
+        if not self.export_image(path, scale):
+            QMessageBox.warning(self, "Export image", f"Could not write {path}")
+
+    def copy_image(self) -> None:
+        from PySide6.QtWidgets import QApplication
+        QApplication.clipboard().setPixmap(self.grab())
+        self.statusBar().showMessage("Image copied to the clipboard", 3000)
+
+    def export_report_dialog(self) -> None:
+        if self.trace is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "Export report", "gpuviewer-report.html",
+                                              "HTML (*.html);;Markdown (*.md)")
+        if not path:
+            return
+        from ..export.report import write_report
+        try:
+            write_report(self, path)
+        except OSError as e:
+            QMessageBox.warning(self, "Export report", f"Could not write {path}: {e.strerror}")
+            return
+        self.statusBar().showMessage(f"Report written to {path}", 5000)
