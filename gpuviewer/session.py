@@ -99,6 +99,7 @@ class Session:
         self.trace = trace
         self.paths = list(paths or trace.metadata.get("files", []))
         self._analysis: dict | None = None
+        self._typed: tuple | None = None
         self._frames: dict = {}
 
     @classmethod
@@ -123,22 +124,29 @@ class Session:
         return [r.rank for r in self.trace.ranks]
 
     @property
-    def analysis(self) -> dict:
-        """Per-step breakdown and findings (what `gpuviewer analyze --json` prints)."""
+    def analysis_json(self) -> dict:
+        """Per-step breakdown and findings as plain data (what `gpuviewer analyze --json` prints,
+        plus "_kernel_collectives" for the window), computed on first use."""
         if self._analysis is None:
             from .run_analysis import analyze_session
             self._analysis = analyze_session(self.trace)
         return self._analysis
 
     @property
-    def results(self):
+    def analysis(self):
         """The analysis as typed objects (analysis.results.Analysis: findings with their evidence)."""
-        from .analysis.results import Analysis
-        return Analysis.from_json(self.analysis)
+        raw = self.analysis_json
+        if self._typed is None or self._typed[0] is not raw:
+            from .analysis.results import Analysis
+            self._typed = (raw, Analysis.from_json(raw))
+        return self._typed[1]
 
     def set_analysis(self, analysis: dict) -> None:
         """An analysis computed elsewhere (the window's worker thread) for this trace."""
         self._analysis = analysis
+        self._frames.pop("steps", None)
+        self._frames.pop("collectives", None)
+        self._frames.pop("findings", None)
 
     # -- tables (pandas DataFrames built from the store's columns; see query/tables.py) ---
     def _frame(self, name: str):

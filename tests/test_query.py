@@ -157,7 +157,7 @@ def test_per_rank_stats_add_up_to_all_ranks_and_time_shares_to_100():
     assert list(every["total_ns"]) == sorted(every["total_ns"], reverse=True)
     # collectives: every matched instance once per member rank; matched count as the analysis says
     nccl = s.stats("nccl")
-    summary = {(c["group"], c["name"]): c["count"] for c in s.analysis["collectives"]}
+    summary = {(c["group"], c["name"]): c["count"] for c in s.analysis_json["collectives"]}
     assert {(r.group, r.collective): r.matched for r in nccl.itertuples()} == summary
     assert (nccl["busbw_gbps"] > 0).all()
 
@@ -165,11 +165,11 @@ def test_per_rank_stats_add_up_to_all_ranks_and_time_shares_to_100():
 def test_tables_hold_what_the_analysis_says():
     s = gpuviewer.open(SAMPLES + "/ddp")
     st = s.steps
-    n = sum(len(r["steps"]) for r in s.analysis["ranks"])
+    n = sum(len(r["steps"]) for r in s.analysis_json["ranks"])
     assert len(st) == n and (st["dur"] > 0).all()
     assert (st["idle_ns"] <= st["dur"]).all() and (st["compute_ns"] <= st["dur"]).all()
     f = s.findings
-    top = [x["title"] for x in s.analysis["findings"]]
+    top = [x["title"] for x in s.analysis_json["findings"]]
     assert list(f[f["parent"].isna()]["title"]) == top
     c = s.counters
     assert len(c) == sum(len(x.t) for x in s.trace.counters)

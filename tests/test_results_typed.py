@@ -38,7 +38,7 @@ def test_round_trip_equals_the_cli_json(path):
 def test_session_results_are_typed():
     from gpuviewer.session import Session
     s = Session.open(SAMPLES + "/ddp")
-    res = s.results
-    assert res.findings and res.findings[0].title == s.analysis["findings"][0]["title"]
+    res = s.analysis
+    assert res.findings and res.findings[0].title == s.analysis_json["findings"][0]["title"]
     late = [f for f in res.findings if f.rule == "straggler"]
     assert late and late[0].evidence  # the late rank's host time, named

@@ -155,7 +155,7 @@ def steps(session) -> pd.DataFrame:
     """Profiled steps per rank, with the analysis' breakdown of each (ns)."""
     rows = [{"rank": r["rank"], "step": s["step"], **{k: s.get(k) for k in _STEP_COLS},
              "warmup": bool(s.get("warmup")), "utilization": s.get("utilization")}
-            for r in session.analysis["ranks"] for s in r["steps"]]
+            for r in session.analysis_json["ranks"] for s in r["steps"]]
     df = pd.DataFrame(rows, columns=["rank", "step", *_STEP_COLS, "warmup", "utilization"])
     df = df.rename(columns={"start_ns": "start", "end_ns": "end", "host_start_ns": "host_start",
                             "host_end_ns": "host_end"})
@@ -166,7 +166,7 @@ def steps(session) -> pd.DataFrame:
 def collectives(session) -> pd.DataFrame:
     """One row per NCCL kernel matched to a collective: rank, group, collective, step, order,
     bytes, wait (for the last rank to arrive), transfer, algbw/busbw (GB/s), the late rank."""
-    per = session.analysis.get("_kernel_collectives") or {}
+    per = session.analysis_json.get("_kernel_collectives") or {}
     trace = session.trace
     idx = np.array(sorted(per), np.int64)
     lt = _lane_table(trace)
@@ -217,7 +217,7 @@ def findings(session) -> pd.DataFrame:
         me = rows[-1]["finding"]
         for ch in f.get("children") or []:
             add(ch, me)
-    for f in session.analysis["findings"]:
+    for f in session.analysis_json["findings"]:
         add(f, None)
     return pd.DataFrame(rows, columns=["finding", "parent", "rule", "severity", "impact_ms", "title", "ranks",
                                        "step", "start", "end", "advice"]).astype(
