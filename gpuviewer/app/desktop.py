@@ -61,7 +61,5 @@ def install_desktop(data_home: str | None = None, run_tools: bool = True) -> lis
 
 
 def _atomic_write(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    from ..io.atomic import write_text
+    write_text(path, text)

@@ -4,11 +4,10 @@ opens the sessions, hands the NCCL arguments over, and renders the tables."""
 from __future__ import annotations
 
 import html
-import os
 import re
 import sys
 
-from ..analysis.diff_tables import NO_STEP
+from ..analysis.diff_text import cut as _cut, dms as _dms, headline, ms as _ms, verdict as _verdict
 
 USAGE_STEPS = "SA [SB]: all (default), median, a step N, a range 3-5 or a list 2,4; SB defaults to SA"
 
@@ -118,21 +117,11 @@ def cmd_diff(args) -> int:
 
 def _write(path: str, text: str) -> None:
     from ..model.plain import text as printable
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(printable(text))
-    os.replace(tmp, path)
+    from ..io.atomic import write_text
+    write_text(path, printable(text))
 
 
 # -- the tables, once for every output --------------------------------------------------------
-
-def _ms(ns) -> str:
-    return "-" if ns is None else f"{ns / 1e6:.3f}"
-
-
-def _dms(ns) -> str:
-    return "-" if ns is None else f"{ns / 1e6:+.3f}"
-
 
 def _us(ns) -> str:
     return "-" if ns is None else f"{ns / 1e3:.1f}"
@@ -148,20 +137,6 @@ def _gbps(x) -> str:
 
 def _n(x) -> str:
     return f"{x:g}"
-
-
-def _verdict(sig: bool) -> str:
-    return "significant" if sig else "within noise"
-
-
-def _side(d: dict, s: str) -> str:
-    x = d[s]
-    ranks = ("median of ranks " if x.get("ranks_how") == "median" else "rank " if len(x["ranks"]) == 1 else "ranks ") \
-        + ", ".join(map(str, x["ranks"]))
-    steps = ("median of steps " if x["how"] == "median" else "steps ") + ", ".join(map(str, x["steps"]))
-    if x["steps"] == [NO_STEP]:
-        steps = "the whole capture (no steps on record)"
-    return f"{os.path.basename(x['paths'][0].rstrip('/')) if x.get('paths') else s.upper()}: {ranks}, {steps}"
 
 
 def _parts_rows(parts: list[dict]) -> list[list[str]]:
@@ -225,32 +200,8 @@ def tables(d: dict, top: int) -> list[tuple[str, str, list[str], list[list[str]]
     return out
 
 
-def _headline(d: dict) -> list[str]:
-    n = d["noise"]
-    step = next(r for r in d["step_parts"] if r["part"] == "step")
-    lines = [f"A  {_side(d, 'a')}", f"B  {_side(d, 'b')}",
-             f"step {_ms(step['a_ns'])} ms -> {_ms(step['b_ns'])} ms ({_dms(step['delta_ns'])} ms, "
-             f"{_verdict(step['significant'])})"]
-    if d["top"]:
-        lines.append("largest significant change of each kind:")
-        lines += [f"  {t['table']}: {_cut(t['what'])}: {_ms(t['a_ns'])} -> {_ms(t['b_ns'])} ms a step "
-                  f"({_dms(t['delta_ns'])})"
-                  for t in d["top"]]
-    else:
-        lines.append("no change beyond the noise")
-    est = "" if n["estimated"] else " (one step each side: no noise estimate, the floor alone decides)"
-    lines.append(f"significant: |Δ| > {n['k_sigma']:g} standard errors of the step-to-step variation and "
-                 f">= {_ms(n['floor_ns'])} ms ({n['floor_frac_of_step']:.0%} of the step){est}")
-    return lines
-
-
-def _cut(s: str, n: int = 100) -> str:
-    s = " ".join(s.split())
-    return s if len(s) <= n else s[:n - 1] + "…"
-
-
 def to_text(d: dict, top: int = 20) -> list[str]:
-    lines = _headline(d)
+    lines = headline(d)
     for title, _note, head, rows in tables(d, top):
         rows = [[_cut(c, 60) for c in r] for r in rows]
         w = [max(len(x) for x in col) for col in zip(head, *rows)] if rows else [len(h) for h in head]
@@ -273,7 +224,7 @@ def _md(s: str, cut: int = 120) -> str:
 
 def to_markdown(d: dict, top: int = 20) -> str:
     out = ["# gpuviewer diff", ""] + [("  - " if x.startswith("  ") else "- ") + _md(x.strip(), 10_000)
-                                      for x in _headline(d)]
+                                      for x in headline(d)]
     for title, note, head, rows in tables(d, top):
         out += ["", f"## {_md(title)}", ""] + ([_md(note, 10_000), ""] if note else [])
         out.append("| " + " | ".join(_md(h) for h in head) + " |")
@@ -295,7 +246,7 @@ def to_html(d: dict, top: int = 20) -> str:
         return html.escape(term(s), quote=quote)
     out = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>gpuviewer diff</title>"
            f"<style>{CSS}</style></head><body><h1>gpuviewer diff</h1><ul>"]
-    out += [f"<li>{e(x)}</li>" for x in _headline(d)]
+    out += [f"<li>{e(x)}</li>" for x in headline(d)]
     out.append("</ul>")
     for title, note, head, rows in tables(d, top):
         out.append(f"<h2>{e(title)}</h2>" + (f"<p class='note'>{e(note)}</p>" if note else ""))

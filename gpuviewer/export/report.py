@@ -202,8 +202,5 @@ def write_report(win, path: str) -> None:
     r = build_report(win)
     text = to_markdown(r) if path.lower().endswith(".md") else to_html(r)
     from ..model.plain import text as printable
-    text = printable(text)  # a file name that is not UTF-8 is shown with \xNN escapes
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    from ..io.atomic import write_text
+    write_text(path, printable(text))  # a file name that is not UTF-8 is shown with \xNN escapes

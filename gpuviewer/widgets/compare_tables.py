@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QCheckBox, QLabel, QTabWidget, QVBoxLayout, QWidge
 from ..analysis.collectives import collective_kind
 from ..analysis.diff import DiffError, diff, parse_steps
 from ..analysis.diff_tables import NO_STEP, Measured
+from ..analysis.diff_text import verdict
 from .frame_table import FrameModel, FrameTable
 
 
@@ -140,40 +141,6 @@ def step_window(cmp: Comparison, side: str, step: int) -> tuple[int, int]:
     return min(g[0] for g in got), max(g[1] for g in got)
 
 
-# -- the headline (the CLI's text, app/diff_cmd.py, which widgets may not import) ----------------
-
-def _ms(ns) -> str:
-    return "-" if ns is None else f"{ns / 1e6:.3f}"
-
-
-def side_text(d: dict, side: str, name: str) -> str:
-    x = d[side]
-    ranks = ("median of ranks " if x.get("ranks_how") == "median" else "rank " if len(x["ranks"]) == 1
-             else "ranks ") + ", ".join(map(str, x["ranks"]))
-    steps = ("median of steps " if x["how"] == "median" else "steps ") + ", ".join(map(str, x["steps"]))
-    if x["steps"] == [NO_STEP]:
-        steps = "the whole capture (no steps on record)"
-    return f"{name}: {ranks}, {steps}"
-
-
-def headline(d: dict, names: tuple[str, str]) -> list[str]:
-    n = d["noise"]
-    step = next(r for r in d["step_parts"] if r["part"] == "step")
-    verdict = "significant" if step["significant"] else "within noise"
-    lines = [f"A  {side_text(d, 'a', names[0])}", f"B  {side_text(d, 'b', names[1])}",
-             f"step {_ms(step['a_ns'])} ms -> {_ms(step['b_ns'])} ms ({step['delta_ns'] / 1e6:+.3f} ms, {verdict})"]
-    if d["top"]:
-        lines.append("largest significant change of each kind:")
-        lines += [f"  {t['table']}: {t['what']}: {_ms(t['a_ns'])} -> {_ms(t['b_ns'])} ms a step "
-                  f"({t['delta_ns'] / 1e6:+.3f})" for t in d["top"]]
-    else:
-        lines.append("no change beyond the noise")
-    est = "" if n["estimated"] else " (one step each side: no noise estimate, the floor alone decides)"
-    lines.append(f"significant: |Δ| > {n['k_sigma']:g} standard errors of the step-to-step variation and "
-                 f">= {_ms(n['floor_ns'])} ms ({n['floor_frac_of_step']:.0%} of the step){est}")
-    return lines
-
-
 # -- the tables as DataFrames ---------------------------------------------------------------------
 
 def _tone(sig: bool, delta) -> int:
@@ -185,17 +152,13 @@ def _f(ns) -> float:
     return np.nan if ns is None else ns / 1e6
 
 
-def _verdict(sig: bool) -> str:
-    return "significant" if sig else "within noise"
-
-
 def parts_frame(d: dict) -> pd.DataFrame:
     sets = [("all", d["step_parts"])]
     for p in d["step_parts_by_rank"]:
         b = ("median " if len(p["b_ranks"]) > 1 else "") + ",".join(map(str, p["b_ranks"]))
         sets.append((f"{','.join(map(str, p['a_ranks']))} vs {b}", p["parts"]))
     rows = [{"part": r["part"], "ranks": who, "Δ ms": _f(r["delta_ns"]), "A ms": _f(r["a_ns"]), "B ms": _f(r["b_ns"]),
-             "verdict": _verdict(r["significant"]), "noise ms": _f(r["noise_ns"]),
+             "verdict": verdict(r["significant"]), "noise ms": _f(r["noise_ns"]),
              "_tone": _tone(r["significant"], r["delta_ns"])} for who, parts in sets for r in parts]
     return pd.DataFrame(rows, columns=["part", "ranks", "Δ ms", "A ms", "B ms", "verdict", "noise ms", "_tone"])
 
@@ -208,7 +171,7 @@ def named_frame(rows: list[dict], with_comm: bool = True) -> pd.DataFrame:
     """GPU ops or host ops, in the analysis' order (by |Δ|). Without with_comm, NCCL kernels are
     left out: their time is mostly waiting for other ranks, which the Collectives tab splits off."""
     out = [{"name": r["name"], "kind": r["kind"], "Δ ms": _f(r["delta_ns"]), "A ms": _f(r["a_total_ns"]),
-            "B ms": _f(r["b_total_ns"]), "verdict": _verdict(r["significant"]),
+            "B ms": _f(r["b_total_ns"]), "verdict": verdict(r["significant"]),
             "only in": (r["only"] or "").upper(), "count A": r["a_count"], "count B": r["b_count"],
             "mean A µs": np.nan if r["a_mean_ns"] is None else r["a_mean_ns"] / 1e3,
             "mean B µs": np.nan if r["b_mean_ns"] is None else r["b_mean_ns"] / 1e3,

@@ -19,7 +19,8 @@ from ..model.categories import LaneKind
 from ..model.fmt import format_duration
 from ..model.layout import ViewState
 from ..render.time_axis import TimeAxis
-from .compare_tables import (CompareTabs, Comparison, collective_mask, compute, first_in, headline,
+from ..analysis.diff_text import headline
+from .compare_tables import (CompareTabs, Comparison, collective_mask, compute, first_in,
                              name_mask, session_name, slower_names, step_time, step_window)
 from .timeline_view import TimelineView
 

@@ -4,8 +4,6 @@ temporary file renamed into place). Used by the SQL and Statistics tabs."""
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 
 import numpy as np
 import pandas as pd
@@ -118,15 +116,5 @@ class FrameTable(QTableView):
 
     def export_csv(self, path: str) -> None:
         """The whole table (every row, in the order shown), atomically."""
-        d = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".gpuviewer-", suffix=".csv", dir=d)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-                self.model_.df.to_csv(f, index=False, lineterminator="\n")
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        from ..io.atomic import write_with
+        write_with(path, lambda f: self.model_.df.to_csv(f, index=False, lineterminator="\n"))
