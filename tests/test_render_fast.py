@@ -102,6 +102,8 @@ def test_hover_comes_from_the_drawn_runs_and_agrees_with_a_range_query(qtbot, mo
 def test_a_horizontal_pan_does_not_repaint_the_lane_labels(qtbot):
     from gpuviewer.io.session import load
     v = _view(qtbot, load([PATHS[0]]))
+    v.resize(1400, 260)  # fewer rows than the session has: a vertical scroll moves them
+    qtbot.waitUntil(lambda: v.scroll.maximum() > 30, timeout=5000)
     paints = []
 
     class Count(QObject):

@@ -44,6 +44,9 @@ def color_index(cat: np.ndarray, name_shade: np.ndarray) -> np.ndarray:
     return cat.astype(np.int64) * SHADES + name_shade
 
 
+# black or white, whichever reads on the colour; made once, as every label asks
+TEXT_COLORS = [QColor(0, 0, 0) if c.lightnessF() > 0.6 else QColor(255, 255, 255) for c in COLORS]
+
+
 def text_color(idx: int) -> QColor:
-    c = COLORS[idx]
-    return QColor(0, 0, 0) if c.lightnessF() > 0.6 else QColor(255, 255, 255)
+    return TEXT_COLORS[idx]

@@ -30,5 +30,8 @@ class RectBuffer:
     def draw(self, painter: QPainter, n: int) -> None:
         if n <= 0:
             return
+        if not isinstance(painter, QPainter):  # a recorder (render/layer.py): it keeps a copy,
+            painter.draw_rect_array(self.array[:n].copy())  # as the next fill overwrites ours
+            return
         ptr = shiboken6.wrapInstance(self.array.ctypes.data, QRectF)
         painter.drawRects(ptr, n)

@@ -1,0 +1,143 @@
+"""The overlay layers, over the slices: what is picked rather than what was traced.
+
+Under the annotations: OverlayItem, a finding's range on its ranks and the search matches, and
+SelectionItem, the selected event's box (apart: stepping through events with the matches shown
+redraws one box, not every match). Over the annotations: CursorItem, the memory panel's time
+cursor and the flow arrows of the selected event.
+"""
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QPen, QPolygonF
+
+from ..model import queries as q
+from .layer import Frame, Layer, state
+
+SEL_PEN = QPen(QColor(0, 0, 0), 2)
+MATCH_PEN = QPen(QColor(250, 204, 21), 2)
+FLOW_PEN = QPen(QColor(30, 30, 30), 1.5)
+CURSOR_PEN = QPen(QColor(37, 99, 235), 1.5)
+
+
+def event_rect(host, i: int, f: Frame) -> QRectF | None:
+    """Event i's box in device pixels, or None when its lane is not laid out."""
+    c = host.trace.columns
+    lane = int(c["lane"][i])
+    y = host.layout.lane_y(lane)
+    if y is None:
+        return None
+    yd = y + int(c["depth"][i])
+    X0 = (int(c["start"][i]) - host.origin) * f.sx + f.ox
+    X1 = max((int(c["start"][i]) + int(c["dur"][i]) - host.origin) * f.sx + f.ox, X0 + 2)
+    return QRectF(X0, yd * f.sy + f.oy + 0.04 * f.sy, X1 - X0, 0.92 * f.sy)
+
+
+class OverlayItem(Layer):
+    # kept as an image (no text, one blend deep): a cursor moving over the matches copies them
+    keep = "image"
+    match_mask = state()  # bool per event
+    highlight = state()  # (start_ns, end_ns, ranks): a finding's range on its ranks
+
+    def __init__(self, host, z: float = 2.0) -> None:
+        super().__init__(host, z)
+        self.match_mask = None
+        self.highlight = None
+
+    def has_content(self) -> bool:
+        return self._match_mask is not None or self._highlight is not None
+
+    def draw(self, p, f: Frame) -> None:
+        if self._highlight is not None:
+            self._draw_highlight(p, f)
+        if self._match_mask is not None:
+            self._draw_matches(p, f)
+
+    def _draw_highlight(self, p, f: Frame) -> None:
+        h0, h1, ranks = self._highlight
+        X0 = (h0 - self.host.origin) * f.sx + f.ox
+        X1 = max((h1 - self.host.origin) * f.sx + f.ox, X0 + 2)
+        p.setPen(QPen(QColor(202, 138, 4), 1))
+        p.setBrush(QBrush(QColor(250, 204, 21, 45)))
+        for row in f.rows:
+            if row.rank in ranks:
+                p.drawRect(QRectF(X0, row.y * f.sy + f.oy, X1 - X0, row.h * f.sy))
+        p.setPen(Qt.NoPen)
+
+    def _draw_matches(self, p, f: Frame) -> None:
+        p.setBrush(Qt.NoBrush)
+        p.setPen(MATCH_PEN)
+        trace, mask = self.host.trace, self._match_mask
+        c = trace.columns
+        for row in f.rows:
+            if row.kind != "lane":
+                continue
+            idx = q.events_in_range(trace, row.lane, f.t0, f.t1)
+            idx = idx[mask[idx]]
+            if not len(idx):
+                continue
+            X0 = np.floor((c["start"][idx] - self.host.origin) * f.sx + f.ox)
+            keep = np.unique(np.stack([X0, c["depth"][idx]]), axis=1, return_index=True)[1]
+            for i in idx[keep][:2000].tolist():
+                r = event_rect(self.host, i, f)
+                if r is not None:
+                    p.drawRect(r)
+
+
+class SelectionItem(Layer):
+    selected = state()  # an event index
+
+    def __init__(self, host, z: float = 3.0) -> None:
+        super().__init__(host, z)
+        self.selected = None
+
+    def has_content(self) -> bool:
+        return self._selected is not None
+
+    def draw(self, p, f: Frame) -> None:
+        r = event_rect(self.host, self._selected, f)
+        if r is not None:
+            p.setBrush(Qt.NoBrush)
+            p.setPen(SEL_PEN)
+            p.drawRect(r)
+
+
+class CursorItem(Layer):
+    """Redrawn at each paint: a cursor follows the mouse over the memory panel, and this layer is
+    two lines and a few arrows, cheaper drawn than copied."""
+    keep = None
+    cursor_ns = state()  # a time picked elsewhere (memory panel)
+    flow_pairs = state()  # (source, destination) events of the selection's flows
+
+    def __init__(self, host, z: float = 5.0) -> None:
+        super().__init__(host, z)
+        self.cursor_ns = None
+        self.flow_pairs = []
+
+    def has_content(self) -> bool:
+        return self._cursor_ns is not None or bool(self._flow_pairs)
+
+    def draw(self, p, f: Frame) -> None:
+        if self._cursor_ns is not None:
+            X = (self._cursor_ns - self.host.origin) * f.sx + f.ox
+            p.setPen(CURSOR_PEN)
+            p.drawLine(QPointF(X, f.y0 * f.sy + f.oy), QPointF(X, f.y1 * f.sy + f.oy))
+        if self._flow_pairs:
+            self._draw_flows(p, f)
+
+    def _draw_flows(self, p, f: Frame) -> None:
+        p.setPen(FLOW_PEN)
+        p.setBrush(QBrush(QColor(30, 30, 30)))
+        for a, b in self._flow_pairs:
+            ra, rb = event_rect(self.host, a, f), event_rect(self.host, b, f)
+            if ra is None or rb is None:
+                continue
+            start = QPointF(ra.left(), ra.center().y())
+            end = QPointF(rb.left(), rb.top() if rb.top() > ra.center().y() else rb.bottom())
+            p.drawLine(start, end)
+            v = end - start
+            length = max((v.x() ** 2 + v.y() ** 2) ** 0.5, 1e-6)
+            ux, uy = v.x() / length, v.y() / length
+            head = QPolygonF([end, QPointF(end.x() - 8 * ux + 4 * uy, end.y() - 8 * uy - 4 * ux),
+                              QPointF(end.x() - 8 * ux - 4 * uy, end.y() - 8 * uy + 4 * ux)])
+            p.drawPolygon(head)

@@ -1,0 +1,273 @@
+"""The slices layer: rank headers and lane-group bands, collapsed ranks' summary rows, every
+visible (lane, depth) row's slices with their labels, and collective kernels' wait parts.
+
+Per frame and visible row: cull by binary search, take runs from the LOD pyramid whose bucket is
+at most a pixel, snap to whole device pixels, then draw with one drawRects call per colour from a
+numpy buffer. The cost is O(pixels x rows), not O(events): 10M events draw as fast as 10k
+(bench/bench_render.py). The runs drawn are kept for hover (hover_pick).
+"""
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QBrush, QColor
+
+from ..model import queries as q
+from ..model.categories import LaneKind
+from .colors import BRUSHES, color_index, name_shades, text_color
+from .layer import Frame, Layer
+from .rects import RectBuffer
+
+HEADER_BRUSH = QBrush(QColor(236, 239, 244))
+GROUP_BRUSH = QBrush(QColor(248, 250, 252))
+WAIT_BRUSH = QBrush(QColor(255, 255, 255, 150))  # over a collective kernel: the part spent waiting
+SUMMARY_GPU = QBrush(QColor(59, 130, 246))  # a collapsed rank's compute streams
+SUMMARY_COMM = QBrush(QColor(234, 88, 12))  # ...and its communication
+MAX_LABELS = 600
+_LABEL_FLAGS = Qt.AlignVCenter | Qt.AlignLeft  # combined once: enum arithmetic is slow in Python
+_NO_PEN, _ELIDE = Qt.NoPen, Qt.ElideRight  # ...and so is reading an enum member
+
+
+class SlicesItem(Layer):
+    # replayed, not copied: Qt draws text into an image with other glyphs than onto a window
+    # where subpixel antialiasing is on, so copied labels would change look after a selection
+    keep = "calls"
+
+    def __init__(self, host, z: float = 0.0) -> None:
+        super().__init__(host, z)
+        trace = host.trace
+        # colours are looked up for the drawn runs only: a colour per event (48 MB at 6M events)
+        # would cost the first paint 30 ms
+        self.shades = name_shades(trace.names) if trace.names else np.zeros(1, np.int64)
+        self.buf = RectBuffer()
+        self._gpu_busy: dict[int, dict] = {}  # rank -> {comm?: busy intervals} (summary rows)
+        self.wait_idx = np.zeros(0, np.int64)  # collective kernels with a wait part, sorted
+        self.wait_end = np.zeros(0, np.int64)  # ...and when their wait ended (the last arrival)
+        self._elided: dict[tuple[int, int], str] = {}
+        self._drawn: dict[tuple[int, int], tuple] = {}
+        self.last_rect_count = 0
+
+    def draw(self, p, f: Frame) -> None:
+        trace, origin = self.host.trace, self.host.origin
+        sx, ox, sy, oy, left, right = f.sx, f.ox, f.sy, f.oy, f.left, f.right
+        xs, ys, ws, hs, cs, reps = [], [], [], [], [], []
+        drawn = self._drawn = {}  # (lane, depth) -> the runs on screen, for hover
+        summary_rows = []
+        collapsed = self.host.layout.state.collapsed_ranks
+        # plain arrays: indexing a memory-mapped column runs numpy's memmap hooks in Python
+        cat, name = np.asarray(trace.columns["cat"]), np.asarray(trace.columns["name"])
+        for row in f.rows:
+            Y = row.y * sy + oy
+            if row.kind == "header":
+                p.fillRect(QRectF(left - 1, Y, right - left + 2, row.h * sy), HEADER_BRUSH)
+                if row.rank in collapsed:
+                    summary_rows.append(row)
+                continue
+            if row.kind == "group":
+                p.fillRect(QRectF(left - 1, Y, right - left + 2, row.h * sy), GROUP_BRUSH)
+                continue
+            for d in range(row.depths):
+                yd = row.y + d
+                if yd + 1 < f.y0 or yd > f.y1:
+                    continue
+                s, e, rep = q.lod_runs(trace, row.lane, d, f.t0, f.t1, f.ns_per_px)
+                s, e, rep = np.asarray(s), np.asarray(e), np.asarray(rep)
+                drawn[(row.lane, d)] = (s, e, rep)
+                if not len(s):
+                    continue
+                X0 = np.floor((s - origin) * sx + ox)
+                X1 = np.maximum(np.ceil((e - origin) * sx + ox), X0 + 1)
+                X0 = np.maximum(X0, left - 2)
+                X1 = np.minimum(X1, right + 2)
+                xs.append(X0)
+                ws.append(X1 - X0)
+                ys.append(np.full(len(s), yd * sy + oy + 0.08 * sy))
+                hs.append(np.full(len(s), 0.84 * sy))
+                cs.append(color_index(cat[rep], self.shades[name[rep]]))
+                reps.append(rep)
+        if summary_rows:
+            self._summaries(p, summary_rows, f)
+        n_total = 0
+        if xs:
+            X, W, Y, H, C = (np.concatenate(a) for a in (xs, ws, ys, hs, cs))
+            R = np.concatenate(reps)
+            order = np.argsort(C, kind="stable")
+            C_sorted = C[order]
+            bounds = np.flatnonzero(np.diff(C_sorted)) + 1
+            starts = np.concatenate(([0], bounds))
+            ends = np.concatenate((bounds, [len(C_sorted)]))
+            for a, b in zip(starts, ends):
+                sel = order[a:b]
+                n = self.buf.fill(X[sel], Y[sel], W[sel], H[sel])
+                p.setBrush(BRUSHES[int(C_sorted[a])])
+                self.buf.draw(p, n)
+                n_total += n
+            self._labels(p, X, W, Y, H, C, name[R])
+        self.last_rect_count = n_total
+        if len(self.wait_idx):
+            self._waits(p, f)
+
+    # -- summary rows (collapsed ranks) -------------------------------------------------------
+    def _busy_of(self, rank: int) -> dict:
+        """A rank's GPU busy time as disjoint intervals, compute and communication apart
+        (computed once: a summary row draws these, merged to the pixel, every frame)."""
+        got = self._gpu_busy.get(rank)
+        if got is None:
+            from ..analysis import intervals as iv
+            trace = self.host.trace
+            c = trace.columns
+            got = {}
+            for comm, kinds in ((False, (LaneKind.GPU,)), (True, (LaneKind.COMM,))):
+                sl = [trace.lane_slice(i) for i, ln in enumerate(trace.lanes)
+                      if ln.rank == rank and ln.kind in kinds]
+                if sl:
+                    st = np.concatenate([np.asarray(c["start"][x]) for x in sl]).astype(np.int64)
+                    en = st + np.concatenate([np.asarray(c["dur"][x]) for x in sl]).astype(np.int64)
+                    got[comm] = iv.union(st, en)
+            self._gpu_busy[rank] = got
+        return got
+
+    def _summaries(self, p, rows, f: Frame) -> None:
+        """Collapsed ranks' headers show their GPU work: compute streams in blue above,
+        communication in orange below, in the lower part of the row (the name stays readable). Runs
+        closer than a pixel merge; all ranks' runs go out in one batch per colour."""
+        origin, sx, ox, sy, oy = self.host.origin, f.sx, f.ox, f.sy, f.oy
+        acc = {False: ([], [], []), True: ([], [], [])}  # comm? -> x, w, y
+        for row in rows:
+            for comm, (s, e) in self._busy_of(row.rank).items():
+                Y = (row.y + row.h * (0.76 if comm else 0.52)) * sy + oy  # two bands: both visible
+                lo = int(np.searchsorted(e, f.t0, side="left"))
+                hi = int(np.searchsorted(s, f.t1, side="right"))
+                s, e = s[lo:hi], e[lo:hi]
+                if not len(s):
+                    continue
+                brk = np.flatnonzero(s[1:] - e[:-1] >= 2 * f.ns_per_px) + 1  # gaps under 2 px close
+                s = s[np.concatenate(([0], brk))]
+                e = e[np.concatenate((brk - 1, [len(e) - 1]))]
+                X0 = np.maximum(np.floor((s - origin) * sx + ox), f.left - 2)
+                X1 = np.minimum(np.maximum(np.ceil((e - origin) * sx + ox), X0 + 1), f.right + 2)
+                xs, ws, ys = acc[comm]
+                xs.append(X0)
+                ws.append(X1 - X0)
+                ys.append(np.full(len(X0), Y))
+        H = rows[0].h * 0.22 * sy
+        for comm, (xs, ws, ys) in acc.items():
+            if xs:
+                X = np.concatenate(xs)
+                n = self.buf.fill(X, np.concatenate(ys), np.concatenate(ws), np.full(len(X), H))
+                p.setBrush(SUMMARY_COMM if comm else SUMMARY_GPU)
+                self.buf.draw(p, n)
+
+    # -- collective waits ---------------------------------------------------------------------
+    def set_comm_waits(self, per_kernel: dict) -> None:
+        """Collective kernels are drawn with their wait for the last rank lighter than the
+        transfer after it."""
+        items = sorted((int(i), int(v["wait_end_ns"])) for i, v in per_kernel.items() if v["wait_ns"] > 0)
+        self.wait_idx = np.array([a for a, _ in items], np.int64)
+        self.wait_end = np.array([b for _, b in items], np.int64)
+        self.invalidate()
+
+    def _waits(self, p, f: Frame) -> None:
+        trace, origin, sx, ox, sy, oy = self.host.trace, self.host.origin, f.sx, f.ox, f.sy, f.oy
+        c = trace.columns
+        p.setBrush(WAIT_BRUSH)
+        for row in f.rows:
+            if row.kind != "lane" or trace.lanes[row.lane].kind != LaneKind.COMM:
+                continue
+            idx = q.events_in_range(trace, row.lane, f.t0, f.t1)
+            pos = np.searchsorted(self.wait_idx, idx)
+            hit = (pos < len(self.wait_idx)) & (self.wait_idx[np.minimum(pos, len(self.wait_idx) - 1)] == idx)
+            if not hit.any():
+                continue
+            i, we = idx[hit], self.wait_end[pos[hit]]
+            st = np.asarray(c["start"][i])
+            en = np.minimum(we, st + np.asarray(c["dur"][i]))
+            X0 = (st - origin) * sx + ox
+            X1 = (en - origin) * sx + ox
+            wide = X1 - X0 >= 1
+            Y = (row.y + np.asarray(c["depth"][i][wide])) * sy + oy + 0.08 * sy
+            n = self.buf.fill(X0[wide], Y, (X1 - X0)[wide], np.full(int(wide.sum()), 0.84 * sy))
+            self.buf.draw(p, n)
+
+    # -- labels -------------------------------------------------------------------------------
+    def _labels(self, p, X, W, Y, H, C, N) -> None:
+        """Names inside the slices wide enough for one (N: the name id of each slice)."""
+        wide = np.flatnonzero((W > 40) & (H >= 9))
+        if not len(wide):
+            return
+        if len(wide) > MAX_LABELS:
+            wide = wide[np.argsort(-W[wide])[:MAX_LABELS]]
+        p.setFont(self.host.font)
+        names = self.host.trace.names
+        nid = N[wide].tolist()  # one gather, not one per label
+        xs = np.maximum(X[wide], 0.0) + 3
+        ws = X[wide] + W[wide] - xs - 3
+        cache = self._elided
+        if len(cache) > 20000:
+            cache.clear()
+        fm = self.host.fm
+        pen = None
+        for name_id, x, w, y, h, c in zip(nid, xs.tolist(), ws.tolist(), Y[wide].tolist(),
+                                           H[wide].tolist(), C[wide].tolist()):
+            if w < 20:
+                continue
+            # a pan keeps a slice's width (only those cut by the edges change): elide once
+            key = (name_id, int(w))
+            text = cache.get(key)
+            if text is None:
+                text = cache[key] = fm.elidedText(names[name_id], _ELIDE, int(w))
+            col = text_color(c)
+            if col is not pen:  # neighbours mostly share a colour: one call, not one each
+                p.setPen(col)
+                pen = col
+            p.drawText(QRectF(x, y, w, h), _LABEL_FLAGS, text)
+        p.setPen(_NO_PEN)
+
+    # -- picking ------------------------------------------------------------------------------
+    def pick(self, x: float, y: float, tol_ns: float) -> int | None:
+        """The event under data point (x, y): the one containing x on that row, else the
+        nearest within tol_ns."""
+        trace = self.host.trace
+        row = self.host.layout.row_at(y)
+        if row is None or row.kind != "lane":
+            return None
+        d = int(y - row.y)
+        t = self.host.origin + x
+        idx = q.events_in_range(trace, row.lane, int(t - tol_ns), int(t + tol_ns))
+        c = trace.columns
+        idx = idx[c["depth"][idx] == d]
+        if not len(idx):
+            return None
+        s = c["start"][idx].astype(np.float64)
+        e = s + c["dur"][idx]
+        inside = idx[(s <= t) & (e >= t)]
+        if len(inside):
+            return int(inside[np.argmin(c["dur"][inside])])
+        dist = np.minimum(np.abs(s - t), np.abs(e - t))
+        return int(idx[np.argmin(dist)])
+
+    def hover_pick(self, x: float, y: float, tol_ns: float) -> tuple[int | None, bool]:
+        """The event under (x, y) from the runs of the last frame (no range query): the run
+        containing x, else the nearest within tol_ns. Returns (its representative event, whether
+        the run merges several events at this zoom)."""
+        row = self.host.layout.row_at(y)
+        if row is None or row.kind != "lane":
+            return None, False
+        runs = self._drawn.get((row.lane, int(y - row.y)))
+        if runs is None or not len(runs[0]):
+            return None, False
+        s, e, rep = runs
+        t = self.host.origin + x
+        k = int(np.searchsorted(s, t, side="right"))
+        best, dist = None, tol_ns
+        for j in (k - 1, k):
+            if 0 <= j < len(s):
+                dj = 0.0 if s[j] <= t <= e[j] else min(abs(float(s[j]) - t), abs(float(e[j]) - t))
+                if dj <= dist:
+                    best, dist = j, dj
+                    if dj == 0.0:
+                        break
+        if best is None:
+            return None, False
+        i = int(rep[best])
+        return i, int(e[best] - s[best]) != int(self.host.trace.columns["dur"][i])
