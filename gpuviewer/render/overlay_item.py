@@ -13,10 +13,9 @@ from PySide6.QtGui import QBrush, QColor, QPen, QPolygonF
 
 from ..model import queries as q
 from .layer import Frame, Layer, state
+from . import theme
 
-SEL_PEN = QPen(QColor(0, 0, 0), 2)
 MATCH_PEN = QPen(QColor(250, 204, 21), 2)
-FLOW_PEN = QPen(QColor(30, 30, 30), 1.5)
 CURSOR_PEN = QPen(QColor(37, 99, 235), 1.5)
 
 
@@ -98,7 +97,7 @@ class SelectionItem(Layer):
         r = event_rect(self.host, self._selected, f)
         if r is not None:
             p.setBrush(Qt.NoBrush)
-            p.setPen(SEL_PEN)
+            p.setPen(QPen(theme.current().ink, 2))
             p.drawRect(r)
 
 
@@ -126,8 +125,9 @@ class CursorItem(Layer):
             self._draw_flows(p, f)
 
     def _draw_flows(self, p, f: Frame) -> None:
-        p.setPen(FLOW_PEN)
-        p.setBrush(QBrush(QColor(30, 30, 30)))
+        flow = theme.current().flow
+        p.setPen(QPen(flow, 1.5))
+        p.setBrush(QBrush(flow))
         for a, b in self._flow_pairs:
             ra, rb = event_rect(self.host, a, f), event_rect(self.host, b, f)
             if ra is None or rb is None:

@@ -17,10 +17,8 @@ from ..model.categories import LaneKind
 from .colors import BRUSHES, color_index, name_shades, text_color
 from .layer import Frame, Layer
 from .rects import RectBuffer
+from . import theme
 
-HEADER_BRUSH = QBrush(QColor(236, 239, 244))
-GROUP_BRUSH = QBrush(QColor(248, 250, 252))
-WAIT_BRUSH = QBrush(QColor(255, 255, 255, 150))  # over a collective kernel: the part spent waiting
 SUMMARY_GPU = QBrush(QColor(59, 130, 246))  # a collapsed rank's compute streams
 SUMMARY_COMM = QBrush(QColor(234, 88, 12))  # ...and its communication
 MAX_LABELS = 600
@@ -59,12 +57,12 @@ class SlicesItem(Layer):
         for row in f.rows:
             Y = row.y * sy + oy
             if row.kind == "header":
-                p.fillRect(QRectF(left - 1, Y, right - left + 2, row.h * sy), HEADER_BRUSH)
+                p.fillRect(QRectF(left - 1, Y, right - left + 2, row.h * sy), theme.current().row_header)
                 if row.rank in collapsed:
                     summary_rows.append(row)
                 continue
             if row.kind == "group":
-                p.fillRect(QRectF(left - 1, Y, right - left + 2, row.h * sy), GROUP_BRUSH)
+                p.fillRect(QRectF(left - 1, Y, right - left + 2, row.h * sy), theme.current().row_group)
                 continue
             for d in range(row.depths):
                 yd = row.y + d
@@ -170,7 +168,7 @@ class SlicesItem(Layer):
     def _waits(self, p, f: Frame) -> None:
         trace, origin, sx, ox, sy, oy = self.host.trace, self.host.origin, f.sx, f.ox, f.sy, f.oy
         c = trace.columns
-        p.setBrush(WAIT_BRUSH)
+        p.setBrush(QBrush(theme.current().wait))
         for row in f.rows:
             if row.kind != "lane" or trace.lanes[row.lane].kind != LaneKind.COMM:
                 continue

@@ -3,12 +3,11 @@ step's name in the rank's header where it fits."""
 from __future__ import annotations
 
 from PySide6.QtCore import QLineF, QRectF, Qt
-from PySide6.QtGui import QColor, QPen
+from PySide6.QtGui import QPen
 
 from .layer import Frame, Layer, state
+from . import theme
 
-STEP_PEN = QPen(QColor(90, 90, 90, 170), 1, Qt.DashLine)
-LABEL_COLOR = QColor(60, 60, 60)
 _LABEL_FLAGS = Qt.AlignVCenter | Qt.AlignLeft  # combined once: enum arithmetic is slow in Python
 
 
@@ -43,7 +42,8 @@ class StepsItem(Layer):
         collapsed = self.host.layout.state.collapsed_ranks
         labelled = False
         p.setFont(self.host.font)
-        p.setPen(STEP_PEN)
+        th = theme.current()
+        p.setPen(QPen(th.step, 1, Qt.DashLine))
         lines = []
         for rank, (ya, yb) in by_rank.items():
             Ya, Yb = max(ya, f.y0) * sy + oy, min(yb, f.y1) * sy + oy
@@ -51,7 +51,7 @@ class StepsItem(Layer):
                 X = (st.start - origin) * sx + ox
                 lines.append(QLineF(X, Ya, X, Yb))
         p.drawLines(lines)  # one call for every rank's step lines
-        p.setPen(LABEL_COLOR)
+        p.setPen(th.step_label)
         for rank, hdr in headers.items():
             # summary rows (collapsed ranks) carry their GPU work: step names on the first only
             if rank in collapsed and labelled:

@@ -22,14 +22,23 @@ class Theme:
     line: QColor  # axis lines, row separators
     step: QColor  # step boundaries
     ink: QColor  # selection outline, flow arrows
+    # the timeline's own rows and marks
+    row_header: QColor
+    row_group: QColor
+    wait: QColor  # laid over the part of a collective kernel spent waiting
+    step_label: QColor
+    flow: QColor
+    axis_text: QColor
 
 
 LIGHT = Theme("light", QColor(255, 255, 255), QColor(250, 250, 251), QColor(226, 232, 240), QColor(241, 245, 249),
               QColor(20, 20, 20), QColor(110, 110, 110), QColor(150, 150, 150), QColor(90, 90, 90, 170),
-              QColor(0, 0, 0))
+              QColor(0, 0, 0), QColor(236, 239, 244), QColor(248, 250, 252), QColor(255, 255, 255, 150),
+              QColor(60, 60, 60), QColor(30, 30, 30), QColor(90, 90, 90))
 DARK = Theme("dark", QColor(24, 26, 31), QColor(32, 34, 40), QColor(48, 54, 66), QColor(38, 42, 50),
              QColor(230, 232, 236), QColor(160, 165, 175), QColor(95, 100, 110), QColor(200, 205, 215, 150),
-             QColor(255, 255, 255))
+             QColor(255, 255, 255), QColor(40, 44, 54), QColor(30, 33, 40), QColor(24, 26, 31, 150),
+             QColor(210, 212, 218), QColor(225, 228, 235), QColor(180, 185, 195))
 _current = [LIGHT]
 
 

@@ -9,15 +9,14 @@ import math
 
 import pyqtgraph as pg
 from PySide6.QtCore import QLineF, QRectF, Qt
-from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPen
+from PySide6.QtGui import QFont, QFontMetricsF, QPen
 
 # The formatting itself is Qt-free (model.fmt); the names stay importable from here for widgets.
 from ..model.fmt import format_duration, format_ns
+from . import theme
 
 __all__ = ["TimeAxis", "format_duration", "format_ns", "nice_spacing"]
 
-TEXT = QColor(90, 90, 90)
-LINE = QColor(150, 150, 150)
 
 
 def nice_spacing(span: float, width_px: float, target_px: float = 110.0) -> float:
@@ -64,12 +63,13 @@ class TimeAxis(pg.AxisItem):
         base_y = rect.bottom() if top else rect.top()
         sign = -1 if top else 1
         sp, major, minor = self.ticks(rect.width())
-        p.setPen(QPen(LINE, 0))
+        th = theme.current()
+        p.setPen(QPen(th.line, 0))
         p.drawLine(QLineF(rect.left(), base_y, rect.right(), base_y))
         p.drawLines([QLineF(x, base_y, x, base_y + sign * 3) for x in ((v - lo) * sx + rect.left() for v in minor)])
         p.drawLines([QLineF(x, base_y, x, base_y + sign * 6) for x in ((v - lo) * sx + rect.left() for v in major)])
         p.setFont(self.font_)
-        p.setPen(QPen(TEXT, 0))
+        p.setPen(QPen(th.axis_text, 0))
         h = self.fm.height()
         y = rect.top() + 1 if top else base_y + 7
         right_edge = -1e9

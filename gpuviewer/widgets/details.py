@@ -32,9 +32,9 @@ class DetailsPanel(QTreeWidget):
         self.clear()
         if i is None or self.trace is None:
             if self.trace is not None:  # never an empty pane: say what fills it
-                hint = QTreeWidgetItem(self, ["Click an event", "on the timeline to see its fields, "
-                                              "arguments and linked launch or kernels"])
-                hint.setFirstColumnSpanned(False)
+                hint = QTreeWidgetItem(self, ["Click an event on the timeline to see its fields, "
+                                              "arguments and linked launch or kernels."])
+                hint.setFirstColumnSpanned(True)
                 hint.setDisabled(True)
             return
         t = self.trace

@@ -15,6 +15,7 @@ from ..model.categories import CAT_LABEL, Cat
 from ..model.fmt import esc
 from ..model.layout import Layout, ViewState
 from ..model.trace import Trace
+from ..render import theme
 from ..render.time_axis import TimeAxis, format_duration, format_ns
 from ..render.timeline_item import TimelineItem
 from .lane_labels import LaneLabels
@@ -66,7 +67,7 @@ class TimelineView(QWidget):
         self.labels.setFixedWidth(250)
         self.vb = _ViewBox()
         self.plot = pg.PlotWidget(viewBox=self.vb, axisItems={"bottom": TimeAxis("bottom")})
-        self.plot.setBackground("w")
+        self.plot.setBackground(theme.current().background)
         self.plot.hideAxis("left")
         self.plot.showAxis("top")
         self.plot.setAxisItems({"top": TimeAxis("top")})

@@ -1,6 +1,6 @@
 """The main window's size on the screen it opens on: the last geometry used on that screen (by
-name and size), else 1600x950 or less, inside the screen's available area (a 1366x768 laptop
-gets the whole of it), with the docks sized in proportion."""
+name and size), else most of the screen's available area (at least 1600x950 where it fits; a
+1366x768 laptop gets the whole of it), with the docks sized in proportion."""
 from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QRect, Qt
@@ -28,9 +28,10 @@ def fit_to_screen(win, settings) -> QRect:
         if (w, h) != (win.width(), win.height()):
             win.resize(w, h)
     else:
-        # the frame (title bar, borders) comes on top of the client size: leave room for it
-        w = min(DEFAULT[0], avail.width() - 16)
-        h = min(DEFAULT[1], avail.height() - 40)
+        # the frame (title bar, borders) comes on top of the client size: leave room for it; a
+        # large screen gets most of its area, a laptop all of it
+        w = min(max(DEFAULT[0], int(avail.width() * 0.8)), avail.width() - 16)
+        h = min(max(DEFAULT[1], int(avail.height() * 0.85)), avail.height() - 40)
         win.resize(w, h)
         win.move(avail.x() + (avail.width() - w) // 2, avail.y() + max(0, (avail.height() - h - 30) // 2))
     size_docks(win, win.width(), win.height())
@@ -38,10 +39,10 @@ def fit_to_screen(win, settings) -> QRect:
 
 
 def size_docks(win, w: int, h: int) -> None:
-    """Bottom docks: the memory curve a sixth of the height, the findings a quarter; the right
+    """Bottom docks: the memory curve a fifth of the height, the findings a quarter; the right
     dock a fifth of the width: the timeline keeps most of a small screen."""
     if win.memory_dock.isVisible():
-        win.resizeDocks([win.memory_dock, win.findings_dock], [max(90, int(h * 0.16)), max(120, int(h * 0.24))],
+        win.resizeDocks([win.memory_dock, win.findings_dock], [max(130, int(h * 0.19)), max(120, int(h * 0.23))],
                         Qt.Vertical)
     else:
         win.resizeDocks([win.findings_dock], [max(120, int(h * 0.28))], Qt.Vertical)
