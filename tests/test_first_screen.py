@@ -96,3 +96,30 @@ def test_opening_a_big_file_shows_progress_in_mb_and_events_with_cancel(qtbot, t
     qtbot.waitUntil(lambda: any("MB" in m and "events" in m for m in msgs), timeout=60_000)
     w.cancel_load()
     assert not w.cancel_btn.isVisibleTo(w) and w.trace is None
+
+
+def test_nsys_ddp_opens_on_its_steps_not_the_whole_capture(qtbot, tmp_path):
+    import sqlite3
+    path = trace_path("nsys", "nsys_ddp.sqlite")
+    r = subprocess.run([sys.executable, "-m", "gpuviewer", "info", "--json", path], capture_output=True, text=True,
+                       cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    v0, v1 = info["view"]["start_ns"], info["view"]["end_ns"]
+    # the steps from the export itself: NVTX ranges named "step N", on the session's clock
+    with sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True) as db:
+        rows = db.execute("SELECT e.start, e.end FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+                          "WHERE coalesce(e.text, s.value) GLOB 'step [0-9]*'").fetchall()
+        utc = db.execute("SELECT * FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+    assert rows
+    s0, s1 = min(a for a, _ in rows), max(b for _, b in rows)
+    if utc is not None and v0 > 10 ** 17:  # the session keeps Unix-epoch ns where the export has them
+        s0, s1 = s0 + int(utc[0]), s1 + int(utc[0])
+    span = s1 - s0
+    assert s0 - 0.05 * span <= v0 <= s0 and s1 <= v1 <= s1 + 0.3 * span, (v0, v1, s0, s1)
+    capture = max(r_["end_ns"] for r_ in info["ranks"]) - min(r_["start_ns"] for r_ in info["ranks"])
+    assert (v1 - v0) < 0.25 * capture  # the steps are a sliver of the 10 s capture
+    w = make_window(qtbot, tmp_path, size=(1400, 900))
+    assert w.open_paths([path], block=True)
+    t0, t1 = w.timeline.visible_range()
+    assert abs(t0 - v0) <= 2 and abs(t1 - v1) <= 2  # the window opens on the same range
