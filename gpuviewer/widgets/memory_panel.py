@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QPen
+from PySide6.QtGui import QPen
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QTextBrowser, QVBoxLayout, QWidget
 
 from ..analysis.memory import capacity_bytes, peaks_per_step
@@ -95,7 +95,12 @@ class MemoryPanel(QWidget):
         p.hideButtons()
         p.setMouseEnabled(x=True, y=False)
         p.setTitle(title, size="9pt")
-        p.addLegend(offset=(-10, 5))
+        th = theme.current()
+        bg = th.background
+        # the legend across the top, on a backing, the curves below it (the y range leaves room);
+        # past four curves the line above the plot names the ranks in their colours instead
+        p.addLegend(offset=(-10, 2), colCount=2, brush=pg.mkBrush(bg.red(), bg.green(), bg.blue(), 215),
+                    labelTextColor=th.text_dim, verSpacing=-6)
         if self.link_to is not None:
             # Same range as the timeline, both ways. (pyqtgraph's setXLink aligns views by screen
             # geometry, which is off when the plot areas differ; an exact range is simpler.)
@@ -136,6 +141,7 @@ class MemoryPanel(QWidget):
             return
         groups = [[r] for r in ranks] if self.multiples.isChecked() else [ranks]
         notes = []
+        colored: list[tuple[int, tuple]] = []  # notes written in their rank's colour
         for group in groups:
             plot = self._new_plot("rank " + ", ".join(map(str, group)) if self.multiples.isChecked() else "")
             ymax = 0.0
@@ -178,9 +184,10 @@ class MemoryPanel(QWidget):
                 for d in sorted(cap_devs):
                     cap = capacity_bytes(t, r, d)
                     if cap and cap / GB <= 1.6 * max(data_max, 1e-9):
-                        line = pg.InfiniteLine(pos=cap / GB, angle=0, pen=QPen(QColor(30, 30, 30), 1, Qt.DashDotLine),
+                        ink = theme.current().text_dim
+                        line = pg.InfiniteLine(pos=cap / GB, angle=0, pen=QPen(ink, 1, Qt.DashDotLine),
                                                label=f"r{r} GPU{d} capacity {cap / GB:.1f} GB",
-                                               labelOpts={"position": 0.02, "color": (30, 30, 30), "anchors": [(0, 1), (0, 1)]})
+                                               labelOpts={"position": 0.02, "color": ink, "anchors": [(0, 1), (0, 1)]})
                         plot.addItem(line)
                         ymax = max(ymax, cap / GB)
                     if cap:
@@ -189,6 +196,7 @@ class MemoryPanel(QWidget):
                         if peak is not None:
                             notes.append(f"rank {r} GPU {d}: peak {peak:.1f} GB of {cap / GB:.1f} GB, "
                                          f"headroom {cap / GB - peak:.1f} GB")
+                            colored.append((len(notes) - 1, col))
             for s in getattr(t, "snapshots", []):
                 if s.rank in group:
                     self._stacked(plot, s)
@@ -198,8 +206,15 @@ class MemoryPanel(QWidget):
                                      f"{s.allocated.max() / GB:.2f} GB in the recorded history (click for the stack)")
                     else:
                         notes.append(f"memory timeline: peak {s.allocated.max() / GB:.2f} GB by category")
-            plot.setYRange(0, ymax * 1.3 if ymax else 1, padding=0)
-        self.info.setText("  ·  ".join(notes) or "allocated (solid) and reserved (dashed) per rank and device")
+            plot.setYRange(0, ymax * 1.6 if ymax else 1, padding=0)
+            if sum(1 for x in self.series if x["rank"] in group) > 4:
+                plot.plotItem.legend.clear()  # a wall of entries over the curves says less than colours
+        import html
+        tint = dict(colored)
+        parts = [f"<span style='color:rgb{tint[k]}'>{html.escape(n)}</span>" if k in tint else html.escape(n)
+                 for k, n in enumerate(notes)]
+        self.info.setText("  ·  ".join(parts) + ("  ·  solid: allocated, dashed: reserved" if colored else "")
+                          or "allocated (solid) and reserved (dashed) per rank and device")
         self.info.setToolTip("\n".join(notes))
 
     def _stacked(self, plot, s) -> None:
