@@ -20,3 +20,12 @@ def measure_for_diff(trace: Trace):
     from .io.comm_args import collective_args
     args = collective_args(trace)
     return measure(trace, args), args
+
+
+def analyze_keeping_parts(trace: Trace) -> dict:
+    """analyze_session, also keeping the ranks' maps as "_parts" (`analyze --summary` writes
+    them: the same tables a Dask run writes)."""
+    from .analysis.findings import analyze
+    from .io.args import event_args
+    from .io.comm_args import collective_args
+    return analyze(trace, collective_args(trace), event_args, keep_parts=True)

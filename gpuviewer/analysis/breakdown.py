@@ -76,8 +76,9 @@ class StepBreakdown:
 class RankBreakdown:
     rank: int
     steps: list[StepBreakdown] = field(default_factory=list)
-    ops: np.ndarray | None = None  # event indices of the rank's GPU work
+    ops: np.ndarray | None = None  # event indices of the rank's GPU work (not shipped by the map)
     op_step: np.ndarray | None = None  # step number of each op (-1: outside every step)
+    n_ops: int = 0  # len(ops), which the reduce still needs after ops are dropped
 
     @property
     def measured(self) -> list[StepBreakdown]:
@@ -166,6 +167,7 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
         k = np.zeros(len(ops), np.int64)
         windows = [(None, lo, hi)]
     rb.ops = ops
+    rb.n_ops = int(len(ops))
     step_no = np.array([w[0] if w[0] is not None else -1 for w in windows], np.int64)
     rb.op_step = np.where(k >= 0, step_no[np.maximum(k, 0)], -1) if len(k) else np.zeros(0, np.int64)
     # A step's GPU window runs from its first op to its last, never starting before the previous
@@ -248,19 +250,23 @@ def set_caused(rbs: list[RankBreakdown], per_step: dict[int, dict]) -> None:
                 sb.caused_ns = int(d["caused_each"].get(rb.rank, 0))
 
 
-def split_wait(rbs: list[RankBreakdown], trace: Trace, waits: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
-    """Per rank: waits[rank] = (op indices, wait end) of its matched collective kernels; the
-    union of [start, wait end) in a step's window is its wait, the rest of comm its transfer."""
-    c = trace.columns
+def split_wait(rbs: list[RankBreakdown], colls) -> None:
+    """Per rank, from its matched collective kernels (colls: collectives.Collectives): the union
+    of [start, wait end) in a step's window is its wait, the rest of comm its transfer. The wait
+    ends at the last arrival, or at the kernel's own end if that comes first. Works on the
+    instances alone (each member's start, end and step), so the reduce needs no events."""
+    acc: dict[int, tuple[list, list, list]] = {}
+    for ins in colls.instances:
+        for k, r in enumerate(ins.ranks):
+            a = acc.setdefault(r, ([], [], []))
+            a[0].append(int(ins.starts[k]))
+            a[1].append(min(ins.last, int(ins.ends[k])))
+            a[2].append(int(ins.op_step[k]))
     for rb in rbs:
-        w = waits.get(rb.rank)
-        if w is None or not len(w[0]):
+        w = acc.get(rb.rank)
+        if w is None:
             continue
-        idx, wend = w
-        s = np.asarray(c["start"][idx]).astype(np.int64)
-        # rb.ops is ascending (lane slices in lane order): find each kernel's step by search
-        pos = np.minimum(np.searchsorted(rb.ops, idx), len(rb.ops) - 1)
-        st = np.where(rb.ops[pos] == idx, rb.op_step[pos], -1)
+        s, wend, st = (np.array(x, np.int64) for x in w)
         for sb in rb.steps:
             m = st == (sb.step if sb.step is not None else -1)
             if not m.any():

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..model.categories import Cat
 from ..model.trace import Trace
-from .breakdown import RankBreakdown
+from .breakdown import RankBreakdown, launch_times
 
 _KERNEL_COLL = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+?)(?:_|\(|$)")
 _DTYPE_BYTES = {"float": 4, "float32": 4, "f32": 4, "half": 2, "float16": 2, "f16": 2, "bfloat16": 2,
@@ -82,6 +82,11 @@ class Instance:
     starts: np.ndarray
     ends: np.ndarray
     bytes: int | None
+    # per member, from its rank's map (no trace needed later): when the host launched the
+    # kernel, whether that launch is on record, and the kernel's step as attributed
+    launch: np.ndarray | None = None
+    linked: np.ndarray | None = None
+    op_step: np.ndarray | None = None
 
     @property
     def last(self) -> int:
@@ -128,17 +133,6 @@ class Collectives:
             d["n"] += 1
         return out
 
-    def wait_ends(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        """rank -> (kernel indices, when each one's wait ends: the last arrival, or its own end
-        if that comes first)."""
-        acc: dict[int, tuple[list, list]] = {}
-        for ins in self.instances:
-            for r, i, e in zip(ins.ranks, ins.idx.tolist(), ins.ends.tolist()):
-                a = acc.setdefault(r, ([], []))
-                a[0].append(i)
-                a[1].append(min(ins.last, e))
-        return {r: (np.array(a, np.int64), np.array(b, np.int64)) for r, (a, b) in acc.items()}
-
     def per_kernel(self) -> dict[int, dict]:
         """Event index -> its instance: wait and transfer on this rank, bytes, busbw, the late
         rank (for the window's details and its wait/transfer drawing)."""
@@ -184,9 +178,11 @@ class Collectives:
         return rows
 
 
-def _rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tuple, list[tuple]]:
-    """(group, step) -> [(start, end, idx, kind, bytes)] in issue order; send/recv keyed by
-    their pair ("p2p a->b") when the peer is on record."""
+def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tuple, list[tuple]]:
+    """The rank's collective arrivals, its part of the map: (group, step) -> [(start, end, idx,
+    kind, bytes, launch, linked, op_step)] in issue order; send/recv keyed by their pair
+    ("p2p a->b") when the peer is on record. idx is the event index in `trace` (only the window
+    uses it, to find a kernel's collective)."""
     if rb.ops is None or not len(rb.ops):
         return {}
     c = trace.columns
@@ -196,6 +192,8 @@ def _rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[t
     start = np.asarray(c["start"][ops]).astype(np.int64)
     end = start + np.asarray(c["dur"][ops]).astype(np.int64)
     lane = np.asarray(c["lane"][ops])
+    launch, linked = launch_times(trace, ops)
+    raw_step = steps
     o = np.argsort(start, kind="stable")
     lane_rank: dict[int, int] = {}  # fallback group: order of first use of each NCCL stream
     out: dict[tuple, list[tuple]] = {}
@@ -215,7 +213,8 @@ def _rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[t
             pair = (rb.rank, peer) if kind == "Send" else (peer, rb.rank)
             nel = _int(a.get("in_nelems")) or _int(a.get("out_nelems")) or 0
             out.setdefault((f"p2p {pair[0]}->{pair[1]}", int(steps[j])), []).append(
-                (int(start[j]), int(end[j]), i, "SendRecv", _nbytes(a, nel)))
+                (int(start[j]), int(end[j]), i, "SendRecv", _nbytes(a, nel), int(launch[j]), bool(linked[j]),
+                 int(raw_step[j])))
             continue
         if a.get("group") is not None:
             group = str(a["group"])
@@ -224,16 +223,23 @@ def _rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[t
         else:
             group = f"stream #{lane_rank.setdefault(int(lane[j]), len(lane_rank))}"
         nel = max(_int(a.get("in_nelems")) or 0, _int(a.get("out_nelems")) or 0)
-        out.setdefault((group, int(steps[j])), []).append((int(start[j]), int(end[j]), i, kind, _nbytes(a, nel)))
+        out.setdefault((group, int(steps[j])), []).append((int(start[j]), int(end[j]), i, kind, _nbytes(a, nel),
+                                                          int(launch[j]), bool(linked[j]), int(raw_step[j])))
     return out
 
 
 def match(trace: Trace, rbs: list[RankBreakdown], args: dict[int, dict] | None = None) -> Collectives:
-    res = Collectives(ranks=[rb.rank for rb in rbs])
     if len(rbs) < 2:
-        return res
+        return Collectives(ranks=[rb.rank for rb in rbs])
     args = args or {}
-    per_rank = {rb.rank: _rank_comm(trace, rb, args) for rb in rbs}
+    return match_arrivals({rb.rank: rank_comm(trace, rb, args) for rb in rbs}, [rb.rank for rb in rbs])
+
+
+def match_arrivals(per_rank: dict[int, dict[tuple, list[tuple]]], ranks: list[int]) -> Collectives:
+    """The reduce's matching: every rank's arrivals (rank_comm) -> collective instances."""
+    res = Collectives(ranks=list(ranks))
+    if len(ranks) < 2:
+        return res
     keys = sorted({k for v in per_rank.values() for k in v}, key=lambda k: (k[1], k[0]))
     for key in keys:
         members = [r for r in res.ranks if key in per_rank[r]]
@@ -251,5 +257,7 @@ def match(trace: Trace, rbs: list[RankBreakdown], args: dict[int, dict] | None =
             nbytes = next((e[4] for e in row if e[4]), None)
             res.instances.append(Instance(
                 key[0], row[0][3], key[1], k, members, np.array([e[2] for e in row], np.int64),
-                np.array([e[0] for e in row], np.int64), np.array([e[1] for e in row], np.int64), nbytes))
+                np.array([e[0] for e in row], np.int64), np.array([e[1] for e in row], np.int64), nbytes,
+                np.array([e[5] for e in row], np.int64), np.array([e[6] for e in row], bool),
+                np.array([e[7] for e in row], np.int64)))
     return res

@@ -18,7 +18,7 @@ import pandas as pd
 from ..model.categories import Cat
 from ..model.trace import Trace
 from .breakdown import RankBreakdown, breakdown, split_wait
-from .collectives import _int, _rank_comm, match
+from .collectives import _int, match, rank_comm
 from .host import HOST_KINDS, IDLE_WAIT, _step_markers
 
 KIND = {Cat.KERNEL: "compute", Cat.COMM_KERNEL: "comm", Cat.MEMCPY: "memcpy", Cat.MEMSET: "memset"}
@@ -47,7 +47,7 @@ def measure(trace: Trace, comm_args: dict[int, dict] | None = None) -> Measured:
     """comm_args: io.comm_args.collective_args(trace) (analysis never reads files)."""
     rbs = breakdown(trace)
     colls = match(trace, rbs, comm_args)
-    split_wait(rbs, trace, colls.wait_ends())
+    split_wait(rbs, colls)
     per_kernel = colls.per_kernel()
     parts, kern, host, coll = [], [], [], []
     steps, measured = {}, {}
@@ -155,9 +155,9 @@ def _collectives(trace: Trace, rb: RankBreakdown, labels: list[int], comm_args: 
     its wait for the last rank and its transfer; an unmatched one (a rank opened alone) counts as
     transfer only, and `matched` says so."""
     rows = []
-    for (group, step), ks in _rank_comm(trace, rb, comm_args).items():
+    for (group, step), ks in rank_comm(trace, rb, comm_args).items():
         lab = NO_STEP if labels == [NO_STEP] else step
-        for s, e, i, kind, nbytes in ks:
+        for s, e, i, kind, nbytes, *_ in ks:
             pk = per_kernel.get(i)
             wait = pk["wait_ns"] if pk else 0
             n = pk["ranks"] if pk else (_int(comm_args.get(i, {}).get("group_size")) or 1)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -43,23 +44,53 @@ def nonsync_ns(trace: Trace, rank: int) -> dict[int, int]:
             for st in trace.steps_of_rank(rank)}
 
 
+@contextmanager
+def measured_once(trace: Trace):
+    """Within: each (lanes, window)'s time per name and each lane's nesting are measured once
+    (a rank's map asks for the same step windows from several rules); outside, nothing is kept."""
+    if "per_name_memo" in trace._lane_cache:  # already inside one: keep its memo
+        yield
+        return
+    with q.parents_kept(trace):
+        trace._lane_cache["per_name_memo"] = {}
+        try:
+            yield
+        finally:
+            trace._lane_cache.pop("per_name_memo", None)
+
+
 def _per_name(trace: Trace, lanes: list[int], t0: int, t1: int) -> dict[tuple[int, int, int], int]:
+    memo = trace._lane_cache.get("per_name_memo")
+    key = (tuple(lanes), int(t0), int(t1))
+    if memo is not None and key in memo:
+        return memo[key]
+    out = _measure_per_name(trace, lanes, t0, t1)
+    if memo is not None:
+        memo[key] = out
+    return out
+
+
+def _measure_per_name(trace: Trace, lanes: list[int], t0: int, t1: int) -> dict[tuple[int, int, int], int]:
     parts = [q.events_in_range(trace, ln, t0, t1) for ln in lanes]
     idx = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     if not len(idx):
         return {}
     c = trace.columns
     contrib = q.self_times(trace, idx, (t0, t1))
-    out: dict[tuple[int, int, int], int] = {}
-    keys = zip(np.asarray(c["name"][idx]).tolist(), np.asarray(c["cat"][idx]).tolist(),
-               np.asarray(c["lane"][idx]).tolist(), contrib.tolist())
-    markers = _step_markers(trace)
-    for n, ct, ln, v in keys:
-        if n in markers:
-            continue
-        k = (n, ct, ln)
-        out[k] = out.get(k, 0) + v
-    return out
+    names = np.asarray(c["name"][idx]).astype(np.int64)
+    keep = ~np.isin(names, list(_step_markers(trace)))
+    names, contrib = names[keep], contrib[keep]
+    cat = np.asarray(c["cat"][idx][keep]).astype(np.int64)
+    lane = np.asarray(c["lane"][idx][keep]).astype(np.int64)
+    if not len(names):
+        return {}
+    # grouped in numpy: a window can hold a million events (one key: name, category, lane)
+    n_lanes = max(1, len(trace.lanes))
+    key = (names * 256 + cat) * n_lanes + lane
+    uk, inv = np.unique(key, return_inverse=True)
+    tot = np.bincount(inv, weights=contrib).astype(np.int64)  # exact: sums stay below 2**53 ns
+    return {(k // (256 * n_lanes), (k // n_lanes) % 256, k % n_lanes): v
+            for k, v in zip(uk.tolist(), tot.tolist())}
 
 
 _STEP_NAME = re.compile(r"^(ProfilerStep#\d+|step[ _#]?\d+)$", re.IGNORECASE)
@@ -78,20 +109,46 @@ def explain(trace: Trace, rank: int, window: tuple[int, int], baseline: list[tup
     self time in the window minus the mean over the baseline windows, largest first."""
     kinds = kinds or HOST_KINDS
     lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in kinds]
-    now = _per_name(trace, lanes, *window)
     base: dict = {}
     for w in baseline:
         for k, v in _per_name(trace, lanes, *w).items():
             base[k] = base.get(k, 0) + v
-    nb = max(1, len(baseline))
+    return _excess_rows(trace, _per_name(trace, lanes, *window), base, len(baseline), top)
+
+
+def explain_steps(trace: Trace, rank: int, top: int = 5) -> dict[int, list[dict]]:
+    """explain() of each host step of the rank against all its other steps (what its host did in
+    a step beyond its usual), for every step at once: the map computes this, since only the
+    reduce knows which steps were stalls. Each step's times are measured once, not once per
+    other step."""
+    steps = trace.steps_of_rank(rank)
+    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in HOST_KINDS]
+    per = [_per_name(trace, lanes, x.start, x.end) for x in steps]
+    out: dict[int, list[dict]] = {}
+    for k, st in enumerate(steps):
+        if st.step in out:
+            continue  # a step number seen twice: its first window, as explain's callers take it
+        others = [j for j, x in enumerate(steps) if x.step != st.step]
+        base: dict = {}
+        for j in others:
+            for key, v in per[j].items():
+                base[key] = base.get(key, 0) + v
+        out[st.step] = _excess_rows(trace, per[k], base, len(others), top)
+    return out
+
+
+def _excess_rows(trace: Trace, now: dict, base: dict, n_base: int, top: int) -> list[dict]:
+    nb = max(1, n_base)
     rows = []
     for k, v in now.items():
         ex = v - base.get(k, 0) / nb
         if ex > 0:
-            rows.append((ex, k, v))
+            # ties broken by the name's text, not its id: ids depend on which files were loaded
+            # together, and a rank's map must not
+            rows.append((ex, (trace.names[k[0]], k[1], k[2]), v, k[0]))
     rows.sort(reverse=True)
     out = []
-    for ex, (n, ct, ln), v in rows[:top]:
+    for ex, (_nm, ct, ln), v, n in rows[:top]:
         lane = trace.lanes[ln]
         out.append({"name": trace.names[n], "category": CAT_LABEL.get(Cat(ct), str(ct)),
                     "lane": (f"GPU {lane.device} · " if lane.device >= 0 else "") + lane.label,

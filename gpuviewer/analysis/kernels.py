@@ -29,10 +29,12 @@ def kernel_stats(trace: Trace, rb: RankBreakdown, top: int = 15) -> dict:
     uniq, inv = np.unique(names, return_inverse=True)
     tot = np.bincount(inv, weights=dur)
     cnt = np.bincount(inv)
-    order = np.argsort(-tot)[:top]
-    rows = [{"name": trace.names[int(uniq[i])], "count": int(cnt[i]), "total_ns": int(tot[i]),
+    text = [trace.names[int(u)] for u in uniq]
+    # ties broken by the name's text, not its id (ids depend on which files were loaded together)
+    order = sorted(range(len(uniq)), key=lambda i: (-tot[i], text[i]))[:top]
+    rows = [{"name": text[i], "count": int(cnt[i]), "total_ns": int(tot[i]),
              "mean_ns": float(tot[i] / cnt[i]), "share": float(tot[i] / total) if total else 0.0} for i in order]
-    tc_names = np.array([bool(TENSOR_CORE.search(trace.names[int(u)])) for u in uniq])
+    tc_names = np.array([bool(TENSOR_CORE.search(t)) for t in text])
     tc = float(tot[tc_names].sum() / total) if total else 0.0
     # launch statistics on compute kernels: gaps between consecutive kernels on the same lane
     lanes = np.asarray(c["lane"][k])

@@ -1,6 +1,11 @@
 """The rules: each turns the measurements into findings (a place on the timeline, the numbers
 behind it, the time it cost, advice in the terms of the bottleneck guide). Per-rank rules report
-one rank; findings.py merges the same finding across ranks and ranks them by impact."""
+one rank; findings.py merges the same finding across ranks and ranks them by impact.
+
+Rules that need a rank's events (host-bound, launch-bound, step outliers, memory) run in the
+rank's map (rankmap.py); their time lost on the critical path depends on the waits only the
+reduce knows, so they leave it as `_lost` (per step) for settle(). Rules over steps alone
+(utilization, exposed communication) and across ranks (pipeline, imbalance) run in the reduce."""
 from __future__ import annotations
 
 import re
@@ -73,6 +78,20 @@ def _span(rb: RankBreakdown) -> tuple[int, int]:
     return (min(s.start_ns for s in st), max(s.end_ns for s in st)) if st else (0, 0)
 
 
+def deferred(f: dict, lost: dict) -> dict:
+    """A map-side finding whose impact the reduce settles (critical() needs the waits)."""
+    f["_lost"] = lost
+    return f
+
+
+def settle(f: dict, rb: RankBreakdown) -> dict:
+    """The reduce's half of deferred(): the impact, now that rb's steps know their waits."""
+    lost = f.pop("_lost", None)
+    if lost is not None:
+        f["impact_ms"] = round(critical(rb, lost) / 1e6, 3)
+    return f
+
+
 def critical(rb: RankBreakdown, lost: dict) -> float:
     """Time lost on the job's critical path: per step, what the rank lost beyond the time it
     waited for other ranks anyway (a rank that waits at the collectives would only wait longer
@@ -88,7 +107,7 @@ def _warm_note(rb: RankBreakdown) -> str:
 
 def _utilization(rb: RankBreakdown) -> list[dict]:
     u = rb.gpu_utilization
-    if not rb.measured or u >= LOW_UTILIZATION or rb.ops is None or not len(rb.ops):
+    if not rb.measured or u >= LOW_UTILIZATION or not rb.n_ops:
         return []  # no GPU work recorded (a CPU-only trace, a memory snapshot) says nothing
     s0, s1 = _span(rb)
     return [finding("low_gpu_utilization", "high" if u < 0.4 else "medium",
@@ -132,14 +151,14 @@ def _host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
                           for p in per_step]) < 0.25
     share = typical / med_window
     who = f": the host was in {what[0]['name']}" if what else ""
-    return [finding("host_bound_idle", "high" if share > 0.3 else "medium",
-                     f"Rank {rb.rank}: the GPU sits idle {typical / 1e6:.1f} ms a step "
-                     f"{'at the start of the step ' if at_start else ''}waiting for the host{who}",
-                     [rb.rank], s.step, g0, g1,
-                     {"gap_ms_per_step": round(typical / 1e6, 3), "share_of_step": round(share, 4),
-                      "gaps_ms": [round(p[1] / 1e6, 3) for p in per_step],
-                      "at_step_start": bool(at_start), "host_activity": what},
-                     impact_ns=critical(rb, {p[0].step: p[4] for p in per_step}))]
+    return [deferred(finding("host_bound_idle", "high" if share > 0.3 else "medium",
+                             f"Rank {rb.rank}: the GPU sits idle {typical / 1e6:.1f} ms a step "
+                             f"{'at the start of the step ' if at_start else ''}waiting for the host{who}",
+                             [rb.rank], s.step, g0, g1,
+                             {"gap_ms_per_step": round(typical / 1e6, 3), "share_of_step": round(share, 4),
+                              "gaps_ms": [round(p[1] / 1e6, 3) for p in per_step],
+                              "at_step_start": bool(at_start), "host_activity": what}),
+                     {p[0].step: p[4] for p in per_step})]
 
 
 def _short_gaps(trace: Trace, rb: RankBreakdown) -> dict:
@@ -169,14 +188,14 @@ def _launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
             and mean_gap >= 0.5 * ks["median_kernel_us"]):
         return []
     s0, s1 = _span(rb)
-    return [finding("launch_bound", "high" if u < 0.3 else "medium",
-                     f"Rank {rb.rank}: launch-bound — {n:,} kernels of {mean_k:.1f} µs on average "
-                     f"separated by {mean_gap:.1f} µs; the GPU is idle {1 - u:.0%} of the time",
-                     [rb.rank], None, s0, s1,
-                     {"kernels": n, "mean_kernel_us": round(mean_k, 3), "mean_gap_us": round(mean_gap, 3),
-                      "median_kernel_us": round(ks["median_kernel_us"], 3),
-                      "idle_fraction": round(1 - u, 4), "idle_in_short_gaps": round(short_share, 4)},
-                     impact_ns=critical(rb, _short_gaps(trace, rb)))]
+    return [deferred(finding("launch_bound", "high" if u < 0.3 else "medium",
+                             f"Rank {rb.rank}: launch-bound — {n:,} kernels of {mean_k:.1f} µs on average "
+                             f"separated by {mean_gap:.1f} µs; the GPU is idle {1 - u:.0%} of the time",
+                             [rb.rank], None, s0, s1,
+                             {"kernels": n, "mean_kernel_us": round(mean_k, 3), "mean_gap_us": round(mean_gap, 3),
+                              "median_kernel_us": round(ks["median_kernel_us"], 3),
+                              "idle_fraction": round(1 - u, 4), "idle_in_short_gaps": round(short_share, 4)}),
+                     _short_gaps(trace, rb))]
 
 
 def _exposed(rb: RankBreakdown) -> list[dict]:
@@ -240,35 +259,52 @@ def _step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
 
 
 _SEND = re.compile(r"^nccl:send\b")
+_SENDRECV = re.compile(r"nccl\w*Kernel_(Send|Recv)")
 
 
-def _pipeline(trace: Trace, rbs: list[RankBreakdown]) -> list[dict]:
+def pipeline_facts(trace: Trace, rb: RankBreakdown) -> dict:
+    """The map's part of the pipeline rule: whether the rank's names hold point-to-point
+    kernels or send ops at all, whether its GPU ran send/recv kernels, and per host step the
+    send ops its CPU threads issued (an estimate of the micro-batches)."""
+    c = trace.columns
+    found = trace._lane_cache.get("p2p_names")
+    if found is None:  # once per trace, not once per rank
+        names = trace.names
+        found = trace._lane_cache["p2p_names"] = (
+            {i for i, n in enumerate(names) if "SendRecv" in n or _SENDRECV.search(n)},
+            np.array([i for i, n in enumerate(names) if _SEND.match(n)], np.int32))
+    sendrecv_k, send_ops = found
+    out = {"p2p_names": bool(sendrecv_k) or bool(len(send_ops)), "p2p_kernels": False, "sends": []}
+    if not out["p2p_names"]:
+        return out
+    kn = np.asarray(c["name"][rb.ops])
+    out["p2p_kernels"] = bool(np.isin(kn, list(sendrecv_k)).any())
+    cpu = [i for i, ln in enumerate(trace.lanes) if ln.rank == rb.rank and ln.kind == LaneKind.CPU]
+    for st in trace.steps_of_rank(rb.rank):  # the CPU step window: send ops it issued
+        n = 0
+        for ln in cpu:
+            sl = trace.lane_slice(ln)
+            ls = np.asarray(c["start"][sl])
+            lo, hi = np.searchsorted(ls, st.start), np.searchsorted(ls, st.end)
+            n += int(np.isin(np.asarray(c["name"][sl.start + lo:sl.start + hi]), send_ops).sum())
+        out["sends"].append(n)
+    return out
+
+
+def _pipeline(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
     """Ranks joined by send/recv: per stage and step, the bubble = time the stage's GPU does not
-    compute (idle or in send/recv) / window, next to the ideal (p-1)/(m+p-1)."""
+    compute (idle or in send/recv) / window, next to the ideal (p-1)/(m+p-1). facts: rank ->
+    pipeline_facts() of its map."""
     if len(rbs) < 2:
         return []
-    c = trace.columns
-    names = trace.names
-    sendrecv_k = {i for i, n in enumerate(names) if "SendRecv" in n or re.search(r"nccl\w*Kernel_(Send|Recv)", n)}
-    send_ops = np.array([i for i, n in enumerate(names) if _SEND.match(n)], np.int32)
-    if not sendrecv_k and not len(send_ops):
+    if not any(facts[rb.rank]["p2p_names"] for rb in rbs):
         return []
     per_stage = []
     m_est = []
     for rb in rbs:
-        kn = np.asarray(c["name"][rb.ops])
-        if not np.isin(kn, list(sendrecv_k)).any():
+        if not facts[rb.rank]["p2p_kernels"]:
             return []  # not every rank exchanges point-to-point: no pipeline
-        cpu = [i for i, ln in enumerate(trace.lanes) if ln.rank == rb.rank and ln.kind == LaneKind.CPU]
-        sends = []
-        for st in trace.steps_of_rank(rb.rank):  # the CPU step window: send ops it issued
-            n = 0
-            for ln in cpu:
-                sl = trace.lane_slice(ln)
-                ls = np.asarray(c["start"][sl])
-                lo, hi = np.searchsorted(ls, st.start), np.searchsorted(ls, st.end)
-                n += int(np.isin(np.asarray(c["name"][sl.start + lo:sl.start + hi]), send_ops).sum())
-            sends.append(n)
+        sends = facts[rb.rank]["sends"]
         if sends:
             m_est.append(int(np.median(sends)))
         # The stage's GPU window of a step runs from its first to its last op (breakdown.py);
@@ -303,7 +339,7 @@ def _pipeline(trace: Trace, rbs: list[RankBreakdown]) -> list[dict]:
                       "ideal": round(ideal, 4), "heaviest_rank": heavy[0]}, impact_ns=impact)]
 
 
-def _imbalance(trace: Trace, rbs: list[RankBreakdown]) -> list[dict]:
+def _imbalance(rbs: list[RankBreakdown]) -> list[dict]:
     """One rank computes clearly more than the others in every step (late arrivals at the
     collectives are the straggler rule's)."""
     if len(rbs) < 2:

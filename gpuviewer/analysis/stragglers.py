@@ -8,6 +8,9 @@ collectives where it arrived last, did its kernel start right after the host lau
 host was late: which host ops took longer than on the other ranks, or than on its own other
 steps; input when those are the data loader's) or long after (its GPU was busy: which kernels
 took longer than on the other ranks)?
+
+This is the reduce's: it reads the ranks' maps (analysis/rankmap.py: step windows, arrivals with
+their launch times, per step the time per op name), never the events.
 """
 from __future__ import annotations
 
@@ -17,9 +20,9 @@ import numpy as np
 
 from ..model.categories import LaneKind
 from ..model.trace import Trace
-from .breakdown import RankBreakdown, launch_times
+from .breakdown import RankBreakdown
 from .collectives import Collectives
-from .host import IDLE_WAIT, _per_name, _step_markers, explain
+from .host import IDLE_WAIT, _per_name, _step_markers
 
 MAX_COMPARED = 16  # other ranks a late rank is compared with
 PERSISTENT_SHARE = 1 / 3  # late in at least this share of the steps (and two of them)
@@ -32,9 +35,11 @@ def _ms(ns: float) -> float:
     return round(float(ns) / 1e6, 3)
 
 
-def late_ranks(trace: Trace, rbs: list[RankBreakdown], colls: Collectives) -> list[dict]:
+def late_ranks(parts: dict, rbs: list[RankBreakdown], colls: Collectives, hosts: dict[int, str | None],
+               alignment: dict | None) -> list[dict]:
     """Straggler findings' parts (dicts with title, metrics, ranks, steps, impact): persistent
-    ones first, then episodic stalls."""
+    ones first, then episodic stalls. parts: rank -> its map (rankmap.RankPart); hosts: rank ->
+    host; alignment: how the hosts' clocks were put on one axis."""
     if len(rbs) < 2 or not colls.instances:
         return []
     warm = {s.step for rb in rbs for s in rb.steps if s.warmup}
@@ -75,11 +80,10 @@ def late_ranks(trace: Trace, rbs: list[RankBreakdown], colls: Collectives) -> li
         usual = sorted(x for x in ss if x not in stall_steps)  # its lateness without the stalls
         if len(ss) < 2 or len(ss) < PERSISTENT_SHARE * n or not usual:
             continue
-        out.append(_persistent(trace, rbs, colls, r, usual, len(ss), n, per_step, sorted(ss)))
+        out.append(_persistent(parts, rbs, colls, r, usual, len(ss), n, per_step, sorted(ss)))
     for s, r, c, usual_r in sorted(episodic):
-        out.append(_episodic(trace, rbs, colls, r, s, c, usual_r, per_step))
-    hosts = {r.host for r in trace.ranks if r.host}
-    if len(hosts) > 1 and (trace.metadata.get("alignment") or {}).get("method") != "collectives":
+        out.append(_episodic(parts, rbs, colls, r, s, c, usual_r, per_step))
+    if len({h for h in hosts.values() if h}) > 1 and (alignment or {}).get("method") != "collectives":
         for x in out:  # arrival order across hosts includes their clock offset: say so
             x["title"] += " (host clocks not aligned: part of this may be clock offset)"
             x["clocks_aligned"] = False
@@ -90,13 +94,13 @@ def late_ranks(trace: Trace, rbs: list[RankBreakdown], colls: Collectives) -> li
     return out
 
 
-def _persistent(trace, rbs, colls, r, steps, n_late, n_steps, per_step, all_steps) -> dict:
+def _persistent(parts, rbs, colls, r, steps, n_late, n_steps, per_step, all_steps) -> dict:
     """steps: its late steps without stalls (its usual lateness); all_steps: with them."""
     caused = {s: per_step[s]["caused"][r] for s in steps}
     per = float(np.median(list(caused.values())))
     each = float(np.median([per_step[s]["caused_each"][r] for s in steps]))  # per rank that waited
     total = float(sum(per_step[s]["caused"][r] for s in all_steps))
-    cause, excess, split = _why(trace, rbs, colls, r, steps)
+    cause, excess, split = _why(parts, rbs, colls, r, steps)
     waiting = _waiting(colls, r, all_steps)
     kind = "persistent"
     what = "; " + _explain_split(cause, split, excess)
@@ -110,15 +114,11 @@ def _persistent(trace, rbs, colls, r, steps, n_late, n_steps, per_step, all_step
             "lateness_parts_ms": split}
 
 
-def _episodic(trace, rbs, colls, r, s, c, usual_r, per_step) -> dict:
-    cause, excess, split = _why(trace, rbs, colls, r, [s])
-    # what this rank's host did in this step beyond its own other steps
-    st = next((x for x in trace.steps_of_rank(r) if x.step == s), None)
-    host = []
-    if st is not None:
-        base = [(x.start, x.end) for x in trace.steps_of_rank(r) if x.step != s]
-        host = [h for h in explain(trace, r, (st.start, st.end), base, top=5)
-                if h["excess_ms"] >= 0.5 and not IDLE_WAIT.match(h["name"])][:3]
+def _episodic(parts, rbs, colls, r, s, c, usual_r, per_step) -> dict:
+    cause, excess, split = _why(parts, rbs, colls, r, [s])
+    # what this rank's host did in this step beyond its own other steps (host.explain_steps)
+    host = [h for h in parts[r].table("host_explain").get(s, [])
+            if h["excess_ms"] >= 0.5 and not IDLE_WAIT.match(h["name"])][:3]
     over = c - usual_r
     what = f": {host[0]['name']} took {host[0]['excess_ms']:.0f} ms more than usual" if host else ""
     waiting = _waiting(colls, r, [s])
@@ -162,7 +162,7 @@ def _explain_split(cause: str, split: dict, excess: list[dict]) -> str:
     return ("input: " if cause == "input" else "") + what
 
 
-def _why(trace: Trace, rbs, colls: Collectives, r: int, steps: list[int]) -> tuple[str, list[dict], dict]:
+def _why(maps: dict, rbs, colls: Collectives, r: int, steps: list[int]) -> tuple[str, list[dict], dict]:
     """Why rank r arrived last: 'host', 'gpu' or 'input'; the ops with the largest excess over
     the other ranks; and its lateness split into parts that add up to it, measured at the
     collective of each step that waited longest for it: its host started the step later
@@ -174,12 +174,12 @@ def _why(trace: Trace, rbs, colls: Collectives, r: int, steps: list[int]) -> tup
     if len(others) > MAX_COMPARED:  # a median over a spread sample of the others is as good
         others = [others[int(i)] for i in np.linspace(0, len(others) - 1, MAX_COMPARED)]
     parts = {"step_start": [], "host_to_launch": [], "gpu_queue": []}
-    host_start = {(x.rank, x.step): x.start for x in trace.steps}
+    host_start = {(p.rank, st): h0 for p in maps.values() for st, h0, _h1 in p.host_steps}
     for s in steps:
         ins = max((i for i in late if i.step == s), key=lambda i: float(i.waits().sum()), default=None)
         if ins is None:
             continue
-        lt, lk = launch_times(trace, ins.idx)
+        lt, lk = ins.launch, ins.linked
         rows = {}
         for k, rank in enumerate(ins.ranks):
             h0 = host_start.get((rank, s))
@@ -194,40 +194,59 @@ def _why(trace: Trace, rbs, colls: Collectives, r: int, steps: list[int]) -> tup
     split = {k: _ms(np.mean(v)) if v else 0.0 for k, v in parts.items()}
     host_part = split["step_start"] + split["host_to_launch"]
     if split["gpu_queue"] > host_part:
-        windows = {(rb.rank, x.step): (x.start_ns, x.end_ns) for rb in rbs for x in rb.steps}
-        ex = _excess(trace, r, others, steps, (LaneKind.GPU, LaneKind.COMM), windows)
-        return "gpu", ex, split
+        return "gpu", _excess(maps, r, others, steps, "gpu_names"), split
     # Host: what ran longer (wall time) on this rank's host than on the others' in the same
     # step. Wall time, not self time: a main thread waiting inside run_backward for the autograd
     # thread is the backward taking longer.
-    windows = {(rank, x.step): (x.start, x.end) for rank in [r] + others
-               for x in trace.steps_of_rank(rank) if x.step in step_set}
-    ex = _excess(trace, r, others, steps, (LaneKind.CPU, LaneKind.NVTX, LaneKind.OSRT, LaneKind.CUDA_API),
-                 windows, inclusive=True)
+    ex = _excess(maps, r, others, steps, "host_names")
     cause = "input" if ex and _INPUT.search(ex[0]["name"]) else "host"
     return cause, ex, split
 
 
-def _excess(trace: Trace, r: int, others: list[int], steps: list[int], kinds,
-            windows: dict[tuple[int, int], tuple[int, int]], top: int = 5, inclusive: bool = False) -> list[dict]:
-    """Per op name, time in rank r's window of a step (self time, or wall time when inclusive)
-    minus the median of the other ranks' in theirs, averaged over the steps; largest first.
-    Wrappers that span most of the step (the training-loop function) say nothing and are left out."""
-    def per_rank(rank: int, s: int) -> dict[str, int]:
-        w = windows.get((rank, s))
-        if w is None:
-            return {}
-        lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in kinds]
-        acc: dict[str, int] = {}
-        items = _wall_per_name(trace, lanes, *w) if inclusive else _per_name(trace, lanes, *w)
-        for (name, _cat, _lane), v in items.items():
-            if inclusive and v >= 0.8 * (w[1] - w[0]):
-                continue
-            nm = _ADDRESS.sub("", trace.names[name])
-            if "nccl" in nm.lower() or IDLE_WAIT.match(nm):
-                continue  # waiting in a collective, or a helper thread idling: not a cause
+GPU_KINDS = (LaneKind.GPU, LaneKind.COMM)
+HOST_KINDS = (LaneKind.CPU, LaneKind.NVTX, LaneKind.OSRT, LaneKind.CUDA_API)
+
+
+def step_name_times(trace: Trace, rb: RankBreakdown) -> tuple[dict, dict]:
+    """The map's side of _excess: per step of the rank, time per op name in the step's GPU window
+    (self time on its GPU lanes) and in its host window (wall time on its host lanes)."""
+    gpu_w = {x.step: (x.start_ns, x.end_ns) for x in rb.steps if x.step is not None}
+    host_w = {x.step: (x.start, x.end) for x in trace.steps_of_rank(rb.rank)}
+    return ({s: _name_times(trace, rb.rank, w, GPU_KINDS, False) for s, w in gpu_w.items()},
+            {s: _name_times(trace, rb.rank, w, HOST_KINDS, True) for s, w in host_w.items()})
+
+
+def _name_times(trace: Trace, rank: int, w: tuple[int, int], kinds, inclusive: bool) -> dict[str, int]:
+    """Per op name, time in the window (self time, or wall time when inclusive). Wrappers that
+    span most of the step (the training-loop function) say nothing and are left out."""
+    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in kinds]
+    acc: dict[str, int] = {}
+    items = _wall_per_name(trace, lanes, *w) if inclusive else _per_name(trace, lanes, *w)
+    clean = trace._lane_cache.setdefault("op_names_compared", {})  # name id -> its text compared, or None
+    for (name, _cat, _lane), v in items.items():
+        if inclusive and v >= 0.8 * (w[1] - w[0]):
+            continue
+        nm = clean.get(name, False)
+        if nm is False:
+            nm = clean[name] = _compared_name(trace.names[name])
+        if nm is not None:
             acc[nm] = acc.get(nm, 0) + v
-        return acc
+    return acc
+
+
+def _compared_name(name: str) -> str | None:
+    nm = _ADDRESS.sub("", name)
+    if "nccl" in nm.lower() or IDLE_WAIT.match(nm):
+        return None  # waiting in a collective, or a helper thread idling: not a cause
+    return nm
+
+
+def _excess(parts: dict, r: int, others: list[int], steps: list[int], table: str, top: int = 5) -> list[dict]:
+    """Per op name, time in rank r's window of a step minus the median of the other ranks' in
+    theirs (step_name_times: `table` is gpu_names or host_names), averaged over the steps;
+    largest first."""
+    def per_rank(rank: int, s: int) -> dict[str, int]:
+        return parts[rank].table(table).get(s, {})
 
     tot: dict[str, float] = {}
     for s in steps:
@@ -237,7 +256,7 @@ def _excess(trace: Trace, r: int, others: list[int], steps: list[int], kinds,
             base = float(np.median([t.get(nm, 0) for t in theirs])) if theirs else 0.0
             if v > base:
                 tot[nm] = tot.get(nm, 0.0) + (v - base)
-    rows = sorted(tot.items(), key=lambda kv: -kv[1])[:top]
+    rows = sorted(tot.items(), key=lambda kv: (-kv[1], kv[0]))[:top]  # ties: by name, never by load order
     return [{"name": nm, "ms": _ms(v / len(steps))} for nm, v in rows if v / len(steps) >= 1e4]
 
 

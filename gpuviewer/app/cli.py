@@ -49,6 +49,9 @@ def _load(paths: list[str], args) -> "object":
 
 def cmd_info(args) -> int:
     from ..io.errors import TraceError
+    from . import scale_cmd
+    if scale_cmd.is_summary_session(args):  # OUT.gvsum: what the run that wrote it found
+        return scale_cmd.cmd_info(args)
     from ..model.summary import summarize
     t0 = time.perf_counter()
     try:
@@ -111,6 +114,9 @@ def cmd_info(args) -> int:
 def cmd_analyze(args) -> int:
     from ..run_analysis import analyze_session
     from ..io.errors import TraceError
+    from . import scale_cmd
+    if scale_cmd.wanted(args):  # --dask, --summary, or a summary opened: many ranks (scale_cmd.py)
+        return scale_cmd.cmd_analyze(args, show_analysis)
     try:
         trace = _load(args.paths, args)
     except TraceError as e:
@@ -122,6 +128,10 @@ def cmd_analyze(args) -> int:
     except Exception as e:  # noqa: BLE001 - an analysis bug must not look like a crash
         return _fail(f"{_session_name(args.paths)}: the analysis failed on this trace, a bug in gpuviewer ({type(e).__name__}); "
                      "please report it with the output of --debug", args.debug)
+    return show_analysis(a, args)
+
+
+def show_analysis(a: dict, args) -> int:
     if args.md:
         from ..analysis.report_md import to_markdown
         from ..model.plain import term
@@ -163,6 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     an = sub.add_parser("analyze", parents=[common], help="per-step breakdown and findings")
     an.add_argument("--json", action="store_true", help="one JSON object on stdout")
     an.add_argument("--md", action="store_true", help="a Markdown report on stdout")
+    from .scale_cmd import add_options
+    add_options(an)  # --dask, --summary
     an.set_defaults(func=cmd_analyze)
     shot = sub.add_parser("screenshot", parents=[common], help="render the window to PNG or SVG, headless")
     shot.add_argument("-o", "--output", required=True, help="OUT.png or OUT.svg")

@@ -20,8 +20,13 @@ _HANDLER_NAME = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)\.\d+\.pt\.trace\.json(\.
 def hosts_from_files(trace: Trace) -> tuple[dict[int, str], str]:
     """rank -> host name, and how it was found ('file names', 'folders', 'one report per host',
     'one folder')."""
-    files = {r.rank: (r.files[0] if r.files else "") for r in trace.ranks}
-    if trace.format.startswith("nsys"):
+    return hosts_from_paths({r.rank: (r.files[0] if r.files else "") for r in trace.ranks}, trace.format)
+
+
+def hosts_from_paths(files: dict[int, str], fmt: str) -> tuple[dict[int, str], str]:
+    """hosts_from_files from each rank's (first) file and the session's format: what a Dask run,
+    which never holds the whole trace, knows."""
+    if fmt.startswith("nsys"):
         return {r: os.path.basename(f) for r, f in files.items()}, "one report per host"
     named = {r: _HANDLER_NAME.match(os.path.basename(f)) for r, f in files.items()}
     if files and all(named.values()):

@@ -261,6 +261,16 @@ def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
         db.close()
 
 
+def captured_rank(path: str) -> int | None:
+    """The launcher's RANK recorded in a report (None: not recorded): the rank a one-process
+    report takes in a session when no earlier report took it (read_report)."""
+    rep = _Report(path)
+    try:
+        return _captured_rank(rep)
+    finally:
+        rep.db.close()
+
+
 _RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "PMIX_RANK")
 
 

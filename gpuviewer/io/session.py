@@ -26,8 +26,11 @@ def _check_readable(path: str) -> None:
         raise TraceError(path, "the file is empty")
 
 
-def load(paths: list[str], *, use_cache: bool = True, progress: Progress | None = None,
-         cancelled: Callable[[], bool] | None = None) -> Trace:
+def session_files(paths: list[str]) -> tuple[list[str], dict, frozenset, list[str]]:
+    """What a session of `paths` reads: its files (folders expanded, each file once), each
+    file's Reader (None: not a format we read), the files found in folders rather than named
+    (optional: JSON there that is no trace is skipped), and warnings. Raises TraceError for a
+    path that cannot be read or a folder without traces."""
     for p in paths:
         _check_readable(p)
     files, dup_warnings = _dedupe(sn.expand(paths))
@@ -36,6 +39,17 @@ def load(paths: list[str], *, use_cache: bool = True, progress: Progress | None 
     kinds = {f: registry.sniff(f) for f in files}  # each file's content is looked at once
     named = {os.path.abspath(p) for p in paths if not os.path.isdir(p)}
     optional = frozenset(f for f in files if os.path.abspath(f) not in named)
+    return files, kinds, optional, dup_warnings
+
+
+def one_format(files: list[str], kinds: dict) -> Reader:
+    """The reader of a session of these files; TraceError when they mix formats."""
+    return _reader_for(files, kinds)
+
+
+def load(paths: list[str], *, use_cache: bool = True, progress: Progress | None = None,
+         cancelled: Callable[[], bool] | None = None) -> Trace:
+    files, kinds, optional, dup_warnings = session_files(paths)
     trace = _load(files, kinds, use_cache, progress, cancelled, optional)
     for w in dup_warnings:
         if w not in trace.warnings:

@@ -1,6 +1,8 @@
 """Queries over the store, as pure functions: range, level of detail, aggregation."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 
 from .trace import Trace
@@ -190,38 +192,76 @@ def self_times(trace: Trace, idx: np.ndarray, window: tuple[int, int] | None = N
     lanes = np.asarray(cols["lane"][idx])
     for lane in np.unique(lanes):
         sl = trace.lane_slice(int(lane))
-        s = np.asarray(cols["start"][sl])
-        e = s + np.asarray(cols["dur"][sl])
-        d = np.asarray(cols["depth"][sl]).astype(np.int64)
-        # parent of each slice: the nearest enclosing slice above it. Usually one level up; where
-        # partially overlapping slices (Kineto annotations) pushed rows down, further up.
-        parent = np.full(len(s), -1, np.int64)
-        maxd = int(d.max()) if len(d) else 0
-        rows = [np.flatnonzero(d == k) for k in range(maxd + 1)]
-        for depth in range(1, maxd + 1):
-            todo = rows[depth]
-            for up_depth in range(depth - 1, -1, -1):
-                if not len(todo):
-                    break
-                up = rows[up_depth]
-                if not len(up):
-                    continue
-                pos = np.searchsorted(s[up], s[todo], side="right") - 1
-                ok = pos >= 0
-                cand = up[np.maximum(pos, 0)]
-                ok &= e[cand] >= e[todo]
-                parent[todo[ok]] = cand[ok]
-                todo = todo[~ok]
-        child_sum = np.zeros(len(s), np.int64)
-        has = parent >= 0
+        sel = np.flatnonzero(lanes == lane)
+        rel = idx[sel] - sl.start
+        lo, hi = 0, sl.stop - sl.start
+        if window is not None:
+            # only children inside the window take self time away: the lane's events that reach
+            # into it (an event's parent reaches in too, so it lies in the same range)
+            a = _lane_arrays(trace, int(lane))
+            lo = min(int(np.searchsorted(a["maxend"], window[0], side="left")), int(rel.min()))
+            hi = max(int(np.searchsorted(a["start"], window[1], side="right")), int(rel.max()) + 1)
+        parent = _lane_parents(trace, int(lane))[lo:hi]
+        s = np.asarray(cols["start"][sl.start + lo:sl.start + hi])
+        e = s + np.asarray(cols["dur"][sl.start + lo:sl.start + hi])
+        child_sum = np.zeros(hi - lo, np.int64)
+        # a parent outside [lo, hi) has children that end before the window (they add nothing)
+        has = (parent >= lo) & (parent < hi)
         if window is None:
             cd = e - s
         else:
             cd = (np.minimum(e, window[1]) - np.maximum(s, window[0])).clip(0)
-        np.add.at(child_sum, parent[has], cd[has])
-        sel = np.flatnonzero(lanes == lane)
-        out[sel] = np.maximum(0, out[sel] - child_sum[idx[sel] - sl.start])
+        np.add.at(child_sum, parent[has] - lo, cd[has])
+        out[sel] = np.maximum(0, out[sel] - child_sum[rel - lo])
     return out
+
+
+@contextmanager
+def parents_kept(trace: Trace):
+    """Within: self_times keeps each lane's parent array instead of finding it again on every
+    call (the analysis asks for many windows of one rank; outside, nothing is held)."""
+    if "lane_parents" in trace._lane_cache:  # already inside one: keep what it holds
+        yield
+        return
+    trace._lane_cache["lane_parents"] = {}
+    try:
+        yield
+    finally:
+        trace._lane_cache.pop("lane_parents", None)
+
+
+def _lane_parents(trace: Trace, lane: int) -> np.ndarray:
+    """Lane position of each slice's parent (-1: none)."""
+    kept = trace._lane_cache.get("lane_parents")
+    if kept is not None and lane in kept:
+        return kept[lane]
+    cols = trace.columns
+    sl = trace.lane_slice(lane)
+    s = np.asarray(cols["start"][sl])
+    e = s + np.asarray(cols["dur"][sl])
+    d = np.asarray(cols["depth"][sl]).astype(np.int64)
+    # parent of each slice: the nearest enclosing slice above it. Usually one level up; where
+    # partially overlapping slices (Kineto annotations) pushed rows down, further up.
+    parent = np.full(len(s), -1, np.int64)
+    maxd = int(d.max()) if len(d) else 0
+    rows = [np.flatnonzero(d == k) for k in range(maxd + 1)]
+    for depth in range(1, maxd + 1):
+        todo = rows[depth]
+        for up_depth in range(depth - 1, -1, -1):
+            if not len(todo):
+                break
+            up = rows[up_depth]
+            if not len(up):
+                continue
+            pos = np.searchsorted(s[up], s[todo], side="right") - 1
+            ok = pos >= 0
+            cand = up[np.maximum(pos, 0)]
+            ok &= e[cand] >= e[todo]
+            parent[todo[ok]] = cand[ok]
+            todo = todo[~ok]
+    if kept is not None:
+        kept[lane] = parent
+    return parent
 
 
 def aggregate(trace: Trace, lanes: list[int], t0: int, t1: int) -> list[dict]:

@@ -1,0 +1,86 @@
+"""The cross-rank reduce: the ranks' maps (rankmap.RankPart) -> the analysis, with no events.
+
+Steps: the job's warm-up (a first step slow on every rank), collectives matched across ranks
+(the n-th collective of a group in a step), each rank's wait split from its transfer, the wait
+each rank caused, the per-rank findings settled (their time lost on the critical path needs the
+waits) and merged across ranks, late ranks, pipeline, imbalance, then findings nested under
+their causes and ranked. analyze(trace) in findings.py is this over map_rank of every rank; the
+Dask driver (gpuviewer/scale) is this over map_rank of every file's ranks, after align_parts
+put the hosts on one clock.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+from ..model.plain import plain
+from . import rules as R
+from .breakdown import RankBreakdown, set_caused, split_wait
+from .collectives import Collectives, match_arrivals
+from .merge import (attach, merge_persistent, merge_ranks, nest_stalls, order_key, rank_json, steps_json,
+                    straggler_finding, warmup_finding)
+from .rankmap import RankPart
+from .stragglers import late_ranks
+
+
+def reduce(parts: list[RankPart], *, hosts: dict[int, str | None] | None = None, alignment: dict | None = None,
+           extra_findings: list[dict] | None = None, comm: dict | None = None) -> dict:
+    """parts: one per rank (any order). hosts: rank -> host; alignment: how their clocks were
+    put on one axis (a late rank across unaligned hosts is said to be uncertain). extra_findings
+    and comm: what a topology adds (findings.analyze). Returns what `analyze --json` prints, plus
+    "_kernel_collectives", "_rbs" and "_collectives" for the window and summaries."""
+    parts = sorted(parts, key=lambda p: p.rank)
+    by_rank = {p.rank: p for p in parts}
+    rbs = [RankBreakdown(p.rank, [dataclasses.replace(s) for s in p.steps], n_ops=p.n_ops) for p in parts]
+    # warm-up is a property of the job: a first step slow on every rank
+    keep_warm = len(rbs) < 2 or all(rb.steps and rb.steps[0].warmup for rb in rbs if rb.steps)
+    if not keep_warm:
+        for rb in rbs:
+            for s in rb.steps:
+                s.warmup = False
+    colls = match_arrivals({p.rank: p.arrivals for p in parts}, [p.rank for p in parts])
+    split_wait(rbs, colls)
+    per_step = colls.per_step()
+    set_caused(rbs, per_step)
+    per_rank: list[dict] = []
+    for rb, p in zip(rbs, parts):
+        found = copy.deepcopy(p.rules[True] if keep_warm else p.rules.get(False, p.rules[True]))
+        per_rank += R._utilization(rb)
+        per_rank += [R.settle(f, rb) for f in found["host_bound"]]
+        per_rank += [R.settle(f, rb) for f in found["launch_bound"]]
+        per_rank += R._exposed(rb)
+        per_rank += found["step_outliers"]
+        per_rank += copy.deepcopy(p.memory)
+    findings = merge_ranks(per_rank)
+    findings += warmup_finding(rbs)
+    hosts = hosts if hosts is not None else {p.rank: None for p in parts}
+    roots = [straggler_finding(x) for x in late_ranks(by_rank, rbs, colls.collectives_only(), hosts, alignment)]
+    findings += R._pipeline({p.rank: p.pipeline for p in parts}, rbs)
+    findings += R._imbalance(rbs)
+    findings += extra_findings or []
+    findings = attach(merge_persistent(nest_stalls(roots)), findings)
+    findings.sort(key=order_key)
+    for f in findings:
+        f["children"].sort(key=order_key)
+    out = plain({"ranks": [rank_json(rb, by_rank[rb.rank].kernels) for rb in rbs], "findings": findings,
+                 "comm": comm, "collectives": colls.summary(), "collective_steps": steps_json(per_step),
+                 "unmatched_collectives": colls.unmatched})
+    # for the window (details and drawing of each collective kernel, by event index of the trace
+    # the parts were mapped from) and for summaries; never written as JSON
+    out["_kernel_collectives"] = colls.per_kernel()
+    out["_rbs"] = rbs
+    out["_collectives"] = colls
+    return out
+
+
+def arrivals_rows(colls: Collectives) -> list[tuple]:
+    """One row per member kernel of each matched collective: (rank, group, kind, step, order,
+    bytes, start_ns, end_ns, wait_ns, transfer_ns, late_rank) — the summary's collectives table."""
+    rows = []
+    for ins in colls.instances:
+        waits = ins.waits()
+        for k, r in enumerate(ins.ranks):
+            w = int(waits[k])
+            rows.append((r, ins.group, ins.kind, ins.step, ins.order, ins.bytes, int(ins.starts[k]), int(ins.ends[k]),
+                         w, max(0, int(ins.ends[k]) - int(ins.starts[k]) - w), ins.late_rank))
+    return rows

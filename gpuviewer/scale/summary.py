@@ -1,0 +1,211 @@
+"""The session summary: a folder OUT.gvsum that holds what the analysis of many ranks found,
+small enough for a laptop, without the traces.
+
+  manifest.json     version, files, ranks (what `info` says of each), hosts, alignment, findings,
+                    failed ranks, warnings, and the tables below by name
+  analysis.json     the rest of `analyze --json` (per-rank steps and kernels, collectives)
+  steps.parquet     rank, step and the step's breakdown (busy, compute, comm, wait, ...)
+  collectives.parquet  one row per rank's kernel in a matched collective: group, kind, step,
+                    order, bytes, start, end, wait, transfer, late rank
+  kernels.parquet, host_ops.parquet  per rank and name: count, total, min, max (ns)
+  profiles.parquet  per rank and time bin: share of the bin its GPU computed / communicated
+
+Parquet through DuckDB (already a dependency), so writing a summary needs no extra package.
+Written into a temporary folder beside OUT and renamed into place: a summary is whole or absent.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+
+VERSION = 1
+MANIFEST = "manifest.json"
+_STEP_FIELDS = ("step", "start_ns", "end_ns", "host_start_ns", "host_end_ns", "busy_ns", "compute_ns", "comm_ns",
+                "wait_ns", "transfer_ns", "caused_ns", "memcpy_ns", "overlap_ns", "exposed_comm_ns", "idle_ns",
+                "idle_before_ns", "idle_after_ns", "ops", "kernels", "comm_kernels", "warmup")
+
+
+class SummaryError(Exception):
+    """A summary cannot be written or read (str: one line naming the folder)."""
+
+
+def is_summary(path: str) -> bool:
+    return os.path.isdir(path) and os.path.isfile(os.path.join(path, MANIFEST))
+
+
+def check_target(out: str) -> str:
+    """The folder a summary would be written to (absolute); SummaryError when something else
+    is there (asked before the analysis, so a long run is not lost to it)."""
+    out = os.path.abspath(out.rstrip(os.sep) or os.sep)
+    if os.path.exists(out) and not is_summary(out):
+        raise SummaryError(f"{out}: exists and is not a gpuviewer summary; not replaced")
+    return out
+
+
+def write(out: str, *, analysis: dict, parts: list, files: list[str], fmt: str, hosts: dict[int, str | None],
+          hosts_from: str, alignment: dict, offsets: dict[int, int], failed: list[dict] | None = None,
+          warnings: list[str] | None = None, created_by: str = "gpuviewer") -> str:
+    """analysis: reduce's output (with "_rbs" and "_collectives"); parts: the ranks' maps on
+    the session's clock; created_by: the program and its version. Returns the folder written."""
+    import pandas as pd
+
+    from ..analysis.reduce import arrivals_rows
+    out = check_target(out)
+    parent = os.path.dirname(out)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.tmp-", dir=parent)
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())  # a folder like any other, not mkdtemp's private one
+        tables = {
+            "steps": pd.DataFrame([(rb.rank, *(getattr(s, k) for k in _STEP_FIELDS), s.utilization)
+                                   for rb in analysis["_rbs"] for s in rb.steps],
+                                  columns=["rank", *_STEP_FIELDS, "utilization"]).astype({"step": "Int64"}),
+            "collectives": pd.DataFrame(arrivals_rows(analysis["_collectives"]),
+                                        columns=["rank", "group", "kind", "step", "order", "bytes", "start_ns", "end_ns",
+                                                 "wait_ns", "transfer_ns", "late_rank"]).astype({"bytes": "Int64"}),
+            "kernels": _per_name(parts, "kernels"),
+            "host_ops": _per_name(parts, "host_ops"),
+            "profiles": _profiles(parts),
+        }
+        listed = {}
+        for name, df in tables.items():
+            _parquet(df, os.path.join(tmp, f"{name}.parquet"))
+            listed[name] = {"file": f"{name}.parquet", "rows": int(len(df)), "columns": list(df.columns)}
+        plain_json = {k: (None if k == "findings" else v) for k, v in analysis.items() if not k.startswith("_")}
+        _dump(plain_json, os.path.join(tmp, "analysis.json"))
+        ranks = []
+        for p in parts:
+            info = {k: v for k, v in p.info.items() if k != "format"}
+            info.update(host=hosts.get(p.rank), clock_offset_ns=int(offsets.get(p.rank, 0)))
+            ranks.append(info)
+        manifest = {"format": "gvsum", "version": VERSION, "created_by": created_by,
+                    "source_format": fmt, "files": list(files), "ranks": ranks,
+                    "hosts": {str(r): h for r, h in sorted(hosts.items())}, "hosts_from": hosts_from,
+                    "alignment": alignment, "findings": analysis["findings"], "failed_ranks": failed or [],
+                    "warnings": list(warnings or []), "tables": listed, "analysis": "analysis.json"}
+        _dump(manifest, os.path.join(tmp, MANIFEST))  # last: its presence marks a whole summary
+        _into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _into_place(tmp: str, out: str) -> None:
+    old = None
+    if os.path.exists(out):  # an earlier summary: moved aside, then removed once the new one is in
+        old = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.old-", dir=os.path.dirname(out))
+        os.rmdir(old)
+        os.replace(out, old)
+    try:
+        os.replace(tmp, out)
+    except BaseException:
+        if old is not None:
+            os.replace(old, out)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _dump(obj, path: str) -> None:
+    from ..model.plain import json_bytes
+    with open(path, "wb") as f:
+        f.write(json_bytes(obj))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _parquet(df, path: str) -> None:
+    import duckdb
+    con = duckdb.connect()
+    try:
+        con.register("t", df)
+        con.execute(f"COPY t TO '{path.replace(chr(39), chr(39) * 2)}' (FORMAT parquet)")
+    finally:
+        con.close()
+
+
+def _per_name(parts: list, which: str):
+    import pandas as pd
+    frames = []
+    for p in parts:
+        st = p.table("op_stats").get(which) or {}
+        if st and len(st["name"]):
+            f = pd.DataFrame({k: st[k] for k in ("name", "kind", "count", "total_ns", "min_ns", "max_ns")})
+            f.insert(0, "rank", p.rank)
+            frames.append(f)
+    if not frames:
+        return pd.DataFrame({"rank": pd.Series([], "int64"), "name": pd.Series([], "object"),
+                             "kind": pd.Series([], "object"), "count": pd.Series([], "int64"),
+                             "total_ns": pd.Series([], "int64"), "min_ns": pd.Series([], "int64"),
+                             "max_ns": pd.Series([], "int64")})
+    return pd.concat(frames, ignore_index=True)
+
+
+def _profiles(parts: list):
+    import numpy as np
+    import pandas as pd
+    cols = {"rank": [], "bin": [], "start_ns": [], "end_ns": [], "compute": [], "comm": []}
+    for p in parts:
+        pr = p.table("profile")
+        n = len(pr["compute"])
+        if not n:
+            continue
+        b = np.arange(n, dtype=np.int64)
+        cols["rank"].append(np.full(n, p.rank, np.int64))
+        cols["bin"].append(b)
+        cols["start_ns"].append(pr["t0_ns"] + b * pr["bin_ns"])
+        cols["end_ns"].append(pr["t0_ns"] + (b + 1) * pr["bin_ns"])
+        cols["compute"].append(np.asarray(pr["compute"], np.float32))
+        cols["comm"].append(np.asarray(pr["comm"], np.float32))
+    dtypes = {"rank": np.int64, "bin": np.int64, "start_ns": np.int64, "end_ns": np.int64, "compute": np.float32,
+              "comm": np.float32}
+    return pd.DataFrame({k: (np.concatenate(v) if v else np.zeros(0, dtypes[k])) for k, v in cols.items()})
+
+
+def read_manifest(path: str) -> dict:
+    try:
+        with open(os.path.join(path, MANIFEST), "rb") as f:
+            m = json.loads(f.read())
+    except (OSError, ValueError) as e:
+        raise SummaryError(f"{path}: the summary's manifest cannot be read ({e})") from None
+    if not isinstance(m, dict) or m.get("format") != "gvsum":
+        raise SummaryError(f"{path}: not a gpuviewer summary (its manifest says otherwise)")
+    if not isinstance(m.get("version"), int) or m["version"] > VERSION:
+        raise SummaryError(f"{path}: a summary of version {m.get('version')}, newer than this gpuviewer reads "
+                           f"({VERSION}); update gpuviewer")
+    return m
+
+
+def read_analysis(path: str) -> dict:
+    """What `gpuviewer analyze` printed when the summary was written (the same JSON)."""
+    m = read_manifest(path)
+    try:
+        with open(os.path.join(path, m.get("analysis", "analysis.json")), "rb") as f:
+            a = json.loads(f.read())
+    except (OSError, ValueError) as e:
+        raise SummaryError(f"{path}: the summary's analysis cannot be read ({e})") from None
+    a["findings"] = m["findings"]
+    if m.get("failed_ranks"):
+        a["failed_ranks"] = m["failed_ranks"]
+    return a
+
+
+def info(path: str) -> dict:
+    """What `gpuviewer info` says of a summary (the shape of info --json for a trace)."""
+    m = read_manifest(path)
+    ranks = m.get("ranks") or []
+    return {"format": "gvsum", "source_format": m.get("source_format"), "files": m.get("files", []),
+            "events": sum(int(r.get("events", 0)) for r in ranks),
+            "kernels": sum(int(r.get("kernels", 0)) for r in ranks), "ranks": ranks,
+            "alignment": m.get("alignment"), "hosts_from": m.get("hosts_from"),
+            "findings": len(m.get("findings") or []), "failed_ranks": m.get("failed_ranks", []),
+            "warnings": m.get("warnings", []), "tables": m.get("tables", {}), "created_by": m.get("created_by")}

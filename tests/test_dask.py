@@ -1,0 +1,309 @@
+"""Issue 15: per-rank analysis on Dask and session summaries. Real processes throughout: the
+CLI in a child, a real `dask scheduler` and `dask worker`s on 127.0.0.1, a LocalCluster; the
+answer is always compared with the in-process `gpuviewer analyze` of the same files.
+
+Inputs are made here from real traces: 16 ranks with ../shared/tools/scale_trace.py, two-host
+sessions with tests/make_hosts.py, a rank cut off while it was being written."""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, SHARED, trace_path
+from make_hosts import make
+
+SRC = trace_path("kineto", "ddp_clean", "ddp_clean_rank0.json.gz")
+HANG_S = 300  # a guard against a hang, not a time limit
+
+
+def cli(*args: str, timeout: float = HANG_S) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gpuviewer", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=timeout)
+
+
+def analyze_json(*args: str) -> dict:
+    r = cli("analyze", *args, "--json")
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    return json.loads(r.stdout)
+
+
+def assert_same(a, b, path="$"):
+    """Equal JSON, floats to 1e-9 relative."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        assert a.keys() == b.keys(), f"{path}: keys differ: {sorted(set(a) ^ set(b))}"
+        for k in a:
+            assert_same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), f"{path}: {len(a)} items != {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) or isinstance(b, float):
+        assert isinstance(a, (int, float)) and isinstance(b, (int, float)) and \
+            math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0), f"{path}: {a!r} != {b!r}"
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"
+
+
+@pytest.fixture(scope="session")
+def ranks16(tmp_path_factory) -> str:
+    out = str(tmp_path_factory.mktemp("ranks16"))
+    subprocess.run([sys.executable, os.path.join(SHARED, "tools", "scale_trace.py"), "kineto", SRC, out,
+                    "--ranks", "16", "--tiles", "1"], check=True, capture_output=True, timeout=HANG_S)
+    assert len(os.listdir(out)) == 16
+    return out
+
+
+@pytest.fixture(scope="session")
+def inproc16(ranks16) -> dict:
+    a = analyze_json(ranks16)
+    assert len(a["ranks"]) == 16 and a["collectives"]  # 16 ranks whose collectives matched
+    return a
+
+
+class Cluster:
+    """A `dask scheduler` and `dask worker`s (no nanny: a killed worker stays dead), stopped at
+    the end whatever happens."""
+
+    def __init__(self, tmp_path, workers: int = 2) -> None:
+        self.procs: list[subprocess.Popen] = []
+        self.workers: list[subprocess.Popen] = []
+        try:
+            self._start(tmp_path, workers)
+        except BaseException:
+            self.stop()  # whatever started is stopped, also when starting fails
+            raise
+
+    def _start(self, tmp_path, workers: int) -> None:
+        sched_file = str(tmp_path / "scheduler.json")
+        log = open(tmp_path / "dask.log", "wb")
+        self.procs.append(subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+             "--scheduler-file", sched_file, "--no-dashboard"], stdout=log, stderr=log))
+        t0 = time.monotonic()
+        while not os.path.exists(sched_file):
+            assert time.monotonic() - t0 < 60, "the scheduler did not start"
+            assert self.procs[0].poll() is None, "the scheduler died"
+            time.sleep(0.1)
+        time.sleep(0.2)  # the file is written whole, but give it a moment
+        with open(sched_file) as f:
+            self.address = json.load(f)["address"]
+        for _ in range(workers):
+            w = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", sched_file,
+                                  "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1", "--no-dashboard"],
+                                 stdout=log, stderr=log)
+            self.workers.append(w)
+            self.procs.append(w)
+        from distributed import Client
+        with Client(self.address, timeout=60) as c:
+            c.wait_for_workers(workers, timeout=120)
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def test_16_ranks_on_a_running_scheduler_equal_in_process(ranks16, inproc16, cluster):
+    r = cli("analyze", ranks16, "--dask", cluster.address, "--json")
+    assert r.returncode == 0, r.stderr
+    assert_same(inproc16, json.loads(r.stdout))
+    # progress on stderr: ranks done/total, ending with all of them
+    progress = [ln for ln in r.stderr.splitlines() if ln.startswith("ranks ")]
+    assert progress and progress[-1].startswith("ranks 16/16")
+    assert "Traceback" not in r.stderr and "warning" not in r.stderr
+
+
+def test_local_cluster_of_2_workers_equal_in_process(ranks16, inproc16):
+    assert_same(inproc16, analyze_json(ranks16, "--dask", "local:2"))
+
+
+def test_a_worker_killed_mid_run_gives_the_whole_answer_or_a_clear_error(ranks16, inproc16, cluster):
+    """SIGKILL one of the two workers once the first rank is done (files read afresh, so every
+    map takes a while): the scheduler runs its tasks on the other worker."""
+    p = subprocess.Popen([sys.executable, "-m", "gpuviewer", "analyze", ranks16, "--dask", cluster.address,
+                          "--json", "--no-cache"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        seen = []
+        while True:
+            line = p.stderr.readline()
+            assert line, f"the run ended before any rank was done: {''.join(seen)}"
+            seen.append(line)
+            if line.startswith("ranks "):
+                done = int(line.split()[1].split("/")[0])
+                break
+        assert done < 16  # ranks are still to do: the kill lands mid-run
+        victim = cluster.workers[0]
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.wait(timeout=30)
+        out, err = p.communicate(timeout=HANG_S)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    if p.returncode == 0:
+        assert_same(inproc16, json.loads(out))
+    else:  # allowed, but then one clear line and no result at all
+        errors = [ln for ln in err.splitlines() if ln.startswith("gpuviewer:")]
+        assert len(errors) == 1 and "Traceback" not in err, err
+        assert out.strip() == ""
+
+
+def test_every_worker_killed_ends_with_one_clear_line_and_no_result(ranks16, cluster):
+    """With no worker left the run cannot finish: it says so (after GPUVIEWER_DASK_NO_WORKERS_S)
+    and prints nothing on stdout, rather than waiting forever or printing part of the ranks."""
+    env = dict(os.environ, GPUVIEWER_DASK_NO_WORKERS_S="3")
+    p = subprocess.Popen([sys.executable, "-m", "gpuviewer", "analyze", ranks16, "--dask", cluster.address,
+                          "--json", "--no-cache"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                         env=env)
+    try:
+        while not p.stderr.readline().startswith("ranks "):
+            assert p.poll() is None
+        for w in cluster.workers:
+            os.kill(w.pid, signal.SIGKILL)
+        out, err = p.communicate(timeout=HANG_S)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 1 and out == ""
+    errors = [ln for ln in err.splitlines() if ln.startswith("gpuviewer:")]
+    assert len(errors) == 1 and "no Dask worker" in errors[0] and "Traceback" not in err, err
+
+
+def _cut_rank(path: str) -> None:
+    """A rank whose profiler was stopped while writing: the file ends inside its first event."""
+    data = gzip.open(trace_path("kineto", "tp", "tp_rank0.json.gz")).read()
+    i = data.index(b'"traceEvents"')
+    with open(path, "wb") as f:
+        f.write(gzip.compress(data[:i + 60]))
+
+
+def test_a_broken_rank_is_named_and_the_others_analysed(tmp_path):
+    job = tmp_path / "job"
+    job.mkdir()
+    for f in os.listdir(trace_path("kineto", "ddp_clean")):
+        shutil.copy(trace_path("kineto", "ddp_clean", f), job / f)
+    broken = str(job / "rank7.json.gz")
+    _cut_rank(broken)
+    r = cli("analyze", os.path.relpath(job, ROOT), "--dask", "local:2", "--json")  # a relative path too
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert [f["file"] for f in got.pop("failed_ranks")] == [broken]
+    warned = [ln for ln in r.stderr.splitlines() if "warning" in ln and "rank7.json.gz" in ln]
+    assert warned and "Traceback" not in r.stderr
+    # the other ranks: exactly what they give on their own
+    assert_same(analyze_json(trace_path("kineto", "ddp_clean")), got)
+    # in one process the session cannot be opened at all: that is what the map/reduce run improves
+    assert cli("analyze", str(job), "--json").returncode == 2
+    # every rank broken: exit 1, each named
+    only = tmp_path / "only"
+    only.mkdir()
+    _cut_rank(str(only / "rank0.json.gz"))
+    _cut_rank(str(only / "rank1.json.gz"))
+    r = cli("analyze", str(only), "--dask", "local:2")
+    assert r.returncode == 1 and r.stdout == ""
+    assert "rank0.json.gz" in r.stderr and "rank1.json.gz" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("layout,extra", [("folders", ()), ("hostnames", ()), ("flat", ("--hosts", "0-1,2-3"))])
+def test_two_hosts_aligned_in_the_reduce_as_open_session_aligns_them(tmp_path, layout, extra):
+    """Host 1's clock 2.7 ms off, rank 1 late by 10 ms: the reduce aligns the hosts from the
+    collectives' ends as open_session does from the events, and finds the same late rank."""
+    make(SRC, str(tmp_path), ranks=4, hosts=2, offsets_us=[0.0, 2700.0], late_rank=1, late_ms=10.0, layout=layout)
+    here = analyze_json(str(tmp_path), *extra)
+    assert any(f["rule"] == "straggler" and f["ranks"][0] == 1 for f in here["findings"])
+    assert_same(here, analyze_json(str(tmp_path), *extra, "--dask", "local:2"))
+
+
+def test_summary_round_trip(tmp_path, ranks16, inproc16):
+    out = str(tmp_path / "run.gvsum")
+    r = cli("analyze", ranks16, "--dask", "local:2", "--summary", out, "--json")
+    assert r.returncode == 0, r.stderr
+    made = json.loads(r.stdout)
+    assert_same(inproc16, made)
+    assert_same(made, analyze_json(out))  # opened later, without the traces
+    assert sorted(os.listdir(out)) == ["analysis.json", "collectives.parquet", "host_ops.parquet", "kernels.parquet",
+                                       "manifest.json", "profiles.parquet", "steps.parquet"]
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]  # no temporary folder left
+    info = cli("info", out, "--json")
+    assert info.returncode == 0, info.stderr
+    s = json.loads(info.stdout)
+    assert s["format"] == "gvsum" and len(s["ranks"]) == 16 and s["findings"] == len(made["findings"])
+    import duckdb
+    steps = duckdb.sql(f"SELECT rank, step, wait_ns FROM '{out}/steps.parquet' ORDER BY rank, step").fetchall()
+    want = [(r["rank"], st["step"], st["wait_ns"]) for r in made["ranks"] for st in r["steps"]]
+    assert steps == want
+    # written again in place, and in one process too: the same answer
+    r = cli("analyze", ranks16, "--summary", out, "--json")
+    assert r.returncode == 0, r.stderr
+    assert_same(inproc16, analyze_json(out))
+    text = cli("analyze", out)
+    assert text.returncode == 0 and "GPU utilization" in text.stdout
+
+
+def test_map_and_reduce_in_process_equal_the_whole_trace(tmp_path):
+    """No cluster: the same map per file and reduce, one file after the other, against the
+    analysis of the trace read whole (ranks claimed twice numbered as one session numbers them)."""
+    from gpuviewer.scale.many import analyze_many
+    job = tmp_path / "job"
+    job.mkdir()
+    for name, src in (("a_rank0.json.gz", ("ddp", "ddp_rank0.json.gz")), ("b_rank0.json.gz", ("ddp", "ddp_rank0.json.gz")),
+                      ("c.json.gz", ("ddp", "ddp_rank1.json.gz"))):
+        shutil.copy(trace_path("kineto", *src), job / name)
+    from gpuviewer.model.plain import json_bytes
+    for paths in ([str(job)], [trace_path("nsys", "nsys_ddp.sqlite"), trace_path("nsys", "nsys_single.sqlite")]):
+        res = analyze_many(paths)
+        got = json.loads(json_bytes({k: v for k, v in res.analysis.items() if not k.startswith("_")}))
+        assert_same(analyze_json(*paths), got)
+        assert [r["rank"] for r in got["ranks"]] == [0, 1, 2]
+
+
+def test_without_dask_one_clear_line(tmp_path):
+    code = ("import sys; sys.modules['distributed'] = None\n"
+            "from gpuviewer.app.cli import main\n"
+            f"sys.exit(main(['analyze', {trace_path('kineto', 'ddp')!r}, '--dask']))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=HANG_S)
+    assert r.returncode == 2
+    assert r.stderr.strip() == "gpuviewer: --dask needs dask.distributed: pip install gpuviewer[cluster]"
+
+
+def test_a_part_leaves_its_process_without_the_trace():
+    """A rank's map pickles as its tables (the lazy ones computed on the way), never the events."""
+    import pickle
+
+    from gpuviewer.analysis.findings import analyze
+    from gpuviewer.io.comm_args import collective_args
+    from gpuviewer.session import open_session
+    trace = open_session([trace_path("kineto", "ddp_clean")])
+    a = analyze(trace, collective_args(trace), keep_parts=True)
+    part = a["_parts"][1]
+    blob = pickle.dumps(part)
+    assert b"Trace" not in blob and len(blob) < len(trace) * 8  # far smaller than one column
+    back = pickle.loads(blob)
+    for name in ("gpu_names", "host_names", "host_explain", "profile", "op_stats"):
+        assert pickle.dumps(back.table(name)) == pickle.dumps(part.table(name)), name
