@@ -74,8 +74,13 @@ def align_clocks(trace: Trace) -> None:
 
 def alignment_text(trace: Trace) -> str:
     """One line for the status bar and `info`: how the hosts' clocks were put on one axis."""
-    a = trace.metadata.get("alignment") or {}
-    hosts = sorted({r.host for r in trace.ranks if r.host})
+    return alignment_line(trace.metadata.get("alignment") or {}, [r.host for r in trace.ranks],
+                          trace.metadata.get("hosts_from"))
+
+
+def alignment_line(a: dict, hosts: list, hosts_from: str | None) -> str:
+    """The same line from the alignment record itself (a summary's manifest keeps it)."""
+    hosts = sorted({h for h in hosts if h})
     if a.get("method") == "collectives":
         moved = [f"{h} {v['offset_ns'] / 1e6:+.3f} ms" for h, v in a["hosts"].items() if h != a["reference_host"]]
         res = a.get("residual_ns")
@@ -83,7 +88,7 @@ def alignment_text(trace: Trace) -> str:
                 + ", ".join(moved) + (f" (collective ends within {res / 1e3:.1f} µs after, "
                                       f"{a['spread_before_ns'] / 1e3:.1f} µs before)" if res is not None else ""))
     if a.get("method") == "same-host":
-        return f"one host ({trace.metadata.get('hosts_from', 'one folder')}): no clock correction"
+        return f"one host ({hosts_from or 'one folder'}): no clock correction"
     return f"{len(hosts)} hosts, clocks as recorded ({a.get('why', 'not aligned')})"
 
 

@@ -47,19 +47,35 @@ def _load(paths: list[str], args) -> "object":
                         hosts=getattr(args, "hosts", None))
 
 
-def cmd_info(args) -> int:
+def _open_or_fail(paths: list[str], args, opener=None):
+    """(what opener(paths, args) returned, None), or (None, exit code) after one line on stderr:
+    a TraceError's own words, anything else as "cannot read" naming the session."""
     from ..io.errors import TraceError
+    try:
+        return (opener or _load)(paths, args), None
+    except TraceError as e:
+        return None, _fail(str(e), args.debug)
+    except Exception as e:  # noqa: BLE001 - never a traceback for bad input
+        return None, _cannot_read(paths, e, args.debug)
+
+
+def rank_line(r: dict, host: str | None = None) -> str:
+    """One rank of `info`'s text: events, kernels, lanes, devices, steps, span (and host)."""
+    steps = ",".join(map(str, r["steps"])) or "-"
+    return (f"rank {r['rank']:<3}    {r['events']:,} events, {r['kernels']:,} kernels "
+            f"({r['nccl_kernels']:,} NCCL), {r['lanes']} lanes, devices {r['devices']}, "
+            f"steps {steps}, {(r['end_ns'] - r['start_ns']) / 1e6:.1f} ms" + (f", host {host}" if host else ""))
+
+
+def cmd_info(args) -> int:
     from . import scale_cmd
     if scale_cmd.is_summary_session(args):  # OUT.gvsum: what the run that wrote it found
         return scale_cmd.cmd_info(args)
     from ..model.summary import summarize
     t0 = time.perf_counter()
-    try:
-        trace = _load(args.paths, args)
-    except TraceError as e:
-        return _fail(str(e), args.debug)
-    except Exception as e:  # noqa: BLE001 - never a traceback for bad input
-        return _cannot_read(args.paths, e, args.debug)
+    trace, rc = _open_or_fail(args.paths, args)
+    if trace is None:
+        return rc
     if trace.format == "nvidia-smi-topo" and trace.topology is not None:
         out = trace.topology.to_json()
         if args.json:
@@ -99,11 +115,7 @@ def cmd_info(args) -> int:
     _out(f"kernels     {s['kernels']:,}")
     _out(f"load        {s['load_seconds']:.3f} s")
     for r in s["ranks"]:
-        dur_ms = (r["end_ns"] - r["start_ns"]) / 1e6
-        steps = ",".join(map(str, r["steps"])) or "-"
-        _out(f"rank {r['rank']:<3}    {r['events']:,} events, {r['kernels']:,} kernels "
-              f"({r['nccl_kernels']:,} NCCL), {r['lanes']} lanes, devices {r['devices']}, "
-              f"steps {steps}, {dur_ms:.1f} ms")
+        _out(rank_line(r))
     from ..session import alignment_text
     _out(f"clocks      {alignment_text(trace)}")
     for w in s["warnings"]:
@@ -113,16 +125,12 @@ def cmd_info(args) -> int:
 
 def cmd_analyze(args) -> int:
     from ..run_analysis import analyze_session
-    from ..io.errors import TraceError
     from . import scale_cmd
     if scale_cmd.wanted(args):  # --dask, --summary, or a summary opened: many ranks (scale_cmd.py)
         return scale_cmd.cmd_analyze(args, show_analysis)
-    try:
-        trace = _load(args.paths, args)
-    except TraceError as e:
-        return _fail(str(e), args.debug)
-    except Exception as e:  # noqa: BLE001
-        return _cannot_read(args.paths, e, args.debug)
+    trace, rc = _open_or_fail(args.paths, args)
+    if trace is None:
+        return rc
     try:
         a = analyze_session(trace)
     except Exception as e:  # noqa: BLE001 - an analysis bug must not look like a crash

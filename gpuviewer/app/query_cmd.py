@@ -37,8 +37,7 @@ def _open(paths, args):
 
 
 def cmd_sql(args) -> int:
-    from .cli import _cannot_read, _fail
-    from ..io.errors import TraceError
+    from .cli import _fail, _open_or_fail
     from ..query.sql import ALL_TABLES, QueryError
     paths = list(args.paths)
     if args.query_file:
@@ -51,12 +50,9 @@ def cmd_sql(args) -> int:
         return _fail('give the query after the paths: gpuviewer sql TRACE "SELECT count(*) FROM kernels"')
     else:
         query = paths.pop()
-    try:
-        s = _open(paths, args)
-    except TraceError as e:
-        return _fail(str(e), args.debug)
-    except Exception as e:  # noqa: BLE001 - never a traceback for bad input
-        return _cannot_read(paths, e, args.debug)
+    s, rc = _open_or_fail(paths, args, _open)
+    if s is None:
+        return rc
     try:
         df = s.sql(query)
     except QueryError as e:
@@ -66,14 +62,10 @@ def cmd_sql(args) -> int:
 
 
 def cmd_stats(args) -> int:
-    from .cli import _cannot_read, _fail
-    from ..io.errors import TraceError
-    try:
-        s = _open(args.paths, args)
-    except TraceError as e:
-        return _fail(str(e), args.debug)
-    except Exception as e:  # noqa: BLE001
-        return _cannot_read(args.paths, e, args.debug)
+    from .cli import _fail, _open_or_fail
+    s, rc = _open_or_fail(args.paths, args, _open)
+    if s is None:
+        return rc
     if args.rank is not None and args.rank not in s.ranks:
         return _fail(f"no rank {args.rank} in this session (ranks: {', '.join(map(str, s.ranks))})")
     return _write(s.stats(args.report, rank=args.rank), args)

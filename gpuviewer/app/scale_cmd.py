@@ -173,31 +173,14 @@ def cmd_info(args) -> int:
         _out(f"file        ... and {len(s['files']) - 20} more")
     _out(f"events      {s['events']:,}")
     _out(f"kernels     {s['kernels']:,}")
+    from .cli import rank_line
     for r in s["ranks"]:
-        dur_ms = (r["end_ns"] - r["start_ns"]) / 1e6
-        steps = ",".join(map(str, r["steps"])) or "-"
-        _out(f"rank {r['rank']:<3}    {r['events']:,} events, {r['kernels']:,} kernels "
-             f"({r['nccl_kernels']:,} NCCL), {r['lanes']} lanes, devices {r['devices']}, "
-             f"steps {steps}, {dur_ms:.1f} ms" + (f", host {r['host']}" if r.get("host") else ""))
-    _out(f"clocks      {_clocks_text(s)}")
+        _out(rank_line(r, r.get("host")))
+    from ..session import alignment_line
+    _out(f"clocks      {alignment_line(s.get('alignment') or {}, [r.get('host') for r in s['ranks']], s.get('hosts_from'))}")
     _out(f"findings    {s['findings']} (gpuviewer analyze {args.paths[0]})")
     for f in s["failed_ranks"]:
         _out(f"failed      {f['error']}")
     for w in s["warnings"]:
         _out(f"warning     {w}")
     return 0
-
-
-def _clocks_text(s: dict) -> str:
-    """session.alignment_text's line, from a summary's manifest."""
-    a = s.get("alignment") or {}
-    hosts = sorted({r["host"] for r in s["ranks"] if r.get("host")})
-    if a.get("method") == "collectives":
-        moved = [f"{h} {v['offset_ns'] / 1e6:+.3f} ms" for h, v in a["hosts"].items() if h != a["reference_host"]]
-        res = a.get("residual_ns")
-        return (f"{len(hosts)} hosts aligned by {a['collectives']} collectives to {a['reference_host']}: "
-                + ", ".join(moved) + (f" (collective ends within {res / 1e3:.1f} µs after, "
-                                      f"{a['spread_before_ns'] / 1e3:.1f} µs before)" if res is not None else ""))
-    if a.get("method") == "same-host":
-        return f"one host ({s.get('hosts_from') or 'one folder'}): no clock correction"
-    return f"{len(hosts)} hosts, clocks as recorded ({a.get('why', 'not aligned')})"
