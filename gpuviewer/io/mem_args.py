@@ -23,17 +23,13 @@ _SPEC = ArgsSpec(_MemArgs)
 _TABLE = {Cat.MEMCPY: "CUPTI_ACTIVITY_KIND_MEMCPY", Cat.MEMSET: "CUPTI_ACTIVITY_KIND_MEMSET"}
 
 
-def memop_bytes(trace: Trace, idx: np.ndarray) -> np.ndarray:
-    """Bytes of each event in idx (memcpy/memset rows of the store), -1 where not recorded."""
-    key = ("mem_bytes", len(trace))
-    got = trace._lane_cache.get(key)
+def memop_bytes(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """The store's memcpy/memset rows and the bytes of each (-1 where not recorded), read once."""
+    got = trace._lane_cache.get("mem_bytes")
     if got is None:
-        every = np.flatnonzero(np.isin(trace.columns["cat"], np.array(list(_TABLE), np.uint8)))
-        got = trace._lane_cache[key] = (every, _fetch(trace, every))
-    every, nbytes = got
-    pos = np.searchsorted(every, idx)
-    ok = (pos < len(every)) & (every[np.minimum(pos, len(every) - 1)] == idx) if len(every) else pos < 0
-    return np.where(ok, nbytes[np.minimum(pos, max(len(every) - 1, 0))] if len(every) else -1, -1).astype(np.int64)
+        idx = np.flatnonzero(np.isin(trace.columns["cat"], np.array(list(_TABLE), np.uint8)))
+        got = trace._lane_cache["mem_bytes"] = (idx, _fetch(trace, idx))
+    return got
 
 
 def _fetch(trace: Trace, idx: np.ndarray) -> np.ndarray:

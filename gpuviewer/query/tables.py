@@ -122,8 +122,7 @@ def memops(session) -> pd.DataFrame:
     file; -1 when it did not record them) and GB/s."""
     from ..io.mem_args import memop_bytes
     trace = session.trace
-    idx = _rows(trace, (Cat.MEMCPY, Cat.MEMSET))
-    nbytes = memop_bytes(trace, idx)
+    idx, nbytes = memop_bytes(trace)
     dur = trace.columns["dur"][idx]
     with np.errstate(divide="ignore", invalid="ignore"):
         gbps = np.where((nbytes >= 0) & (dur > 0), nbytes / np.maximum(dur, 1), np.nan)  # bytes/ns = GB/s

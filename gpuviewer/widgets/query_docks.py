@@ -33,6 +33,4 @@ class QueryDocks:
             self.session.set_analysis(analysis)
 
     def _goto(self, i: int) -> None:
-        self.win.timeline.select(i)
-        self.win.timeline.center_on(i)
-        self.win.timeline.scroll_to_lane(int(self.win.trace.columns["lane"][i]))
+        self.win._goto_event(i)  # select, centre, scroll to its lane: as a details link does
