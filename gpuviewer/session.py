@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .model.trace import Trace
+from .session_actions import EVENTS, SessionActions, View
 
 
 def open_session(paths: list[str], *, use_cache: bool = True, align: bool = True, hosts: str | None = None,
@@ -92,9 +93,11 @@ def alignment_line(a: dict, hosts: list, hosts_from: str | None) -> str:
     return f"{len(hosts)} hosts, clocks as recorded ({a.get('why', 'not aligned')})"
 
 
-class Session:
-    """An opened session without a window: the trace and what is derived from it, computed once
-    on first use. The window, the command line and notebooks all work through one of these.
+class Session(SessionActions):
+    """An opened session without a window: the trace and what is derived from it (computed once
+    on first use), the view, the annotations and their sidecar. Every user action is a method
+    (session_actions.py) that announces its change on `events`. The window, the command line,
+    reports and notebooks all work through one of these.
 
     >>> s = Session.open(["samples/ddp"])
     >>> s.kernels.groupby("name", observed=True)["dur"].sum().nlargest(5)
@@ -106,6 +109,13 @@ class Session:
         self._analysis: dict | None = None
         self._typed: tuple | None = None
         self._frames: dict = {}
+        from .events import Events
+        from .notes import Notes
+        self.events = Events(*EVENTS)
+        from .model.layout import default_state
+        self.view = View(lanes=default_state(trace))
+        self.notes = Notes()  # empty and kept nowhere until open_annotations()
+        self.notes.listeners.append(lambda: self.events.emit("annotations"))
 
     @classmethod
     def open(cls, paths, *, use_cache: bool = True, align: bool = True, hosts: str | None = None,
@@ -146,12 +156,28 @@ class Session:
             self._typed = (raw, Analysis.from_json(raw))
         return self._typed[1]
 
-    def set_analysis(self, analysis: dict) -> None:
-        """An analysis computed elsewhere (the window's worker thread) for this trace."""
+    @property
+    def analysis_ready(self) -> dict | None:
+        """The analysis if it has been computed, else None (never computes)."""
+        return self._analysis
+
+    def run_analysis(self) -> dict:
+        """Compute the analysis in this thread (the window runs `analyze_session` on a worker
+        and hands the result to set_analysis)."""
+        from .run_analysis import analyze_session
+        self.set_analysis(analyze_session(self.trace))
+        return self._analysis
+
+    def set_analysis(self, analysis: dict | None) -> None:
+        """An analysis computed elsewhere (the window's worker thread) for this trace; None
+        drops it (the topology changed: it must run again)."""
         self._analysis = analysis
-        self._frames.pop("steps", None)
-        self._frames.pop("collectives", None)
-        self._frames.pop("findings", None)
+        for name in ("steps", "collectives", "findings"):
+            self._frames.pop(name, None)
+        self.events.emit("analysis", analysis=analysis)
+
+    def drop_analysis(self) -> None:
+        self.set_analysis(None)
 
     # -- tables (pandas DataFrames built from the store's columns; see query/tables.py) ---
     def _frame(self, name: str):

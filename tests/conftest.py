@@ -45,7 +45,7 @@ def make_window(qtbot, tmp_path, *, block_analysis: bool = False, size: tuple[in
     from gpuviewer.widgets.main_window import MainWindow
     w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
     w.quiet_errors = True
-    w._block_analysis = block_analysis
+    w.controller.block_analysis = block_analysis
     qtbot.addWidget(w)
     if size is not None:
         w.resize(*size)

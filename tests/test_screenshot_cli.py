@@ -37,3 +37,18 @@ def test_bad_input_and_arguments_exit_2(tmp_path):
         p = run_cli("screenshot", *args, env={"QT_QPA_PLATFORM": "offscreen"})
         assert p.returncode == 2, (args, p.stderr)
         assert "Traceback" not in p.stderr and p.stderr.startswith("gpuviewer:")
+
+
+def test_timeline_only_is_the_bare_view_of_the_session(tmp_path):
+    """--timeline-only draws the session in a bare timeline (no docks): the requested size, and
+    the lane labels of both ranks in an SVG (text stays text)."""
+    out = tmp_path / "tl.png"
+    r = run_cli("screenshot", SAMPLES + "/ddp", "-o", str(out), "--size", "1000x500", "--timeline-only",
+                "--window", "10:60")
+    assert r.returncode == 0, r.stderr
+    assert png_size(out) == (1000, 500)
+    svg = tmp_path / "tl.svg"
+    r = run_cli("screenshot", SAMPLES + "/ddp", "-o", str(svg), "--timeline-only")
+    assert r.returncode == 0, r.stderr
+    text = svg.read_text()
+    assert "Rank 0" in text and "Rank 1" in text and "Findings" not in text

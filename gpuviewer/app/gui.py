@@ -147,13 +147,14 @@ def _quiet_qt() -> None:
 
 
 def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, use_cache=True,
-                  setup=None, annotations: str | None = None, report: bool = False) -> int:
+                  setup=None, annotations: str | None = None, report: bool = False,
+                  timeline_only: bool = False) -> int:
     """Load, lay out and save the main window as the user would see it. Returns an exit code.
     Headless runs read the annotations sidecar (a damaged one is reported and left alone) but
     never write it."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from ..io.errors import TraceError
-    from ..io.sidecar import load_doc, problem, sidecar_path
+    from ..io.sidecar import load_doc
     doc = None
     if annotations:  # checked before the (long) load, so a bad file fails at once
         try:
@@ -163,32 +164,28 @@ def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, 
             return 2
     app = _app()
     _quiet_qt()
+    if report or timeline_only:
+        return _render_session(paths, out, use_cache, annotations, doc, size if timeline_only else None, window_ms)
     from PySide6.QtCore import QSettings
     from ..widgets.main_window import MainWindow
     settings = QSettings(os.path.join(_tmpdir(), "screenshot.ini"), QSettings.IniFormat)
     win = MainWindow(settings)
     win.quiet_errors = True
-    win._block_analysis = True  # findings in the picture, computed before it is taken
+    win.controller.block_analysis = True  # findings in the picture, computed before it is taken
     win.resize(*size)
     if not win.open_paths(paths, block=True, use_cache=use_cache):
         print(f"gpuviewer: {win.last_error}", file=sys.stderr)
         return 2
     win.sidecar = None  # before any event runs the autosave timer: headless runs never write
     if doc is None:
-        side = sidecar_path(paths)
-        why = problem(side)
-        if win.doc.warnings:
-            for w in win.doc.warnings:
-                print(f"gpuviewer: warning: {side}: {w}", file=sys.stderr)
-        elif why:
-            print(f"gpuviewer: warning: {side}: {why}; going on without its annotations", file=sys.stderr)
+        _sidecar_warnings(paths, win.doc)
     win.show()
     for _ in range(3):
         app.processEvents()
     win.resize(*size)  # showing can grow the window to its docks' preferred sizes: ask again
     for _ in range(3):
         app.processEvents()
-    if (win.width(), win.height()) != tuple(size) and not report:
+    if (win.width(), win.height()) != tuple(size):
         # Qt keeps a window at least as large as its docks and toolbars need
         print(f"gpuviewer: warning: --size {size[0]}x{size[1]} is smaller than the window can be; "
               f"the picture is {win.width()}x{win.height()}", file=sys.stderr)
@@ -208,17 +205,71 @@ def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, 
         setup(win)
     for _ in range(3):
         app.processEvents()
-    if report:
-        from ..export.report import write_report
-        try:
-            write_report(win, out)
-            ok = True
-        except OSError:
-            ok = False
-    else:
-        from ..export.image import save_widget
-        ok = save_widget(win, out)
+    from ..export.image import save_widget
+    ok = save_widget(win, out)
     win.close()
+    if not ok:
+        print(f"gpuviewer: cannot write {out}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _sidecar_warnings(paths: list[str], doc) -> None:
+    from ..io.sidecar import problem, sidecar_path
+    side = sidecar_path(paths)
+    why = problem(side)
+    if doc.warnings:
+        for w in doc.warnings:
+            print(f"gpuviewer: warning: {side}: {w}", file=sys.stderr)
+    elif why:
+        print(f"gpuviewer: warning: {side}: {why}; going on without its annotations", file=sys.stderr)
+
+
+def _render_session(paths: list[str], out: str, use_cache: bool, annotations: str | None, doc,
+                    image_size: tuple[int, int] | None, window_ms) -> int:
+    """A report (image_size None) or an image of the timeline alone, from a Session and a bare
+    timeline view (no window): the session's annotations (the sidecar's, never written, or the
+    --annotations file), its analysis, its view."""
+    from ..export.image import save_widget
+    from ..export.report import write_report
+    from ..io.errors import TraceError
+    from ..session import Session
+    from ..widgets.offscreen import bare_view
+    try:
+        s = Session.open(paths, use_cache=use_cache)
+    except TraceError as e:
+        print(f"gpuviewer: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 - one line, never a traceback
+        print(f"gpuviewer: {', '.join(paths)}: cannot read ({type(e).__name__}: {e})", file=sys.stderr)
+        return 2
+    if annotations:
+        for w in doc.warnings:
+            print(f"gpuviewer: warning: {annotations}: {w}", file=sys.stderr)
+        try:
+            s.notes.open_file(annotations)
+        except TraceError as e:  # changed since it was checked
+            print(f"gpuviewer: {e}", file=sys.stderr)
+            return 2
+    else:
+        s.open_annotations()
+        s.notes.sidecar = None  # headless runs never write
+        _sidecar_warnings(paths, s.notes.doc)
+    s.analysis_json  # noqa: B018 - computed before the view, which draws its communication waits
+    view = bare_view(s, image_size) if image_size else bare_view(s)
+    try:
+        if image_size is None:
+            write_report(s, view, out)
+            ok = True
+        else:
+            if window_ms is not None:
+                o = s.trace.start_ns
+                view.set_range(o + int(window_ms[0] * 1e6), o + int(window_ms[1] * 1e6))
+            ok = save_widget(view, out)
+    except OSError:
+        ok = False
+    finally:
+        view.close()
     if not ok:
         print(f"gpuviewer: cannot write {out}", file=sys.stderr)
         return 2
@@ -255,7 +306,7 @@ def cmd_screenshot(args) -> int:
     if not _paths_exist(args.paths):
         return 2
     return render_window(args.paths, args.output, size, window, use_cache=not args.no_cache,
-                         annotations=args.annotations)
+                         annotations=args.annotations, timeline_only=args.timeline_only)
 
 
 def cmd_report(args) -> int:

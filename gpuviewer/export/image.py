@@ -31,7 +31,10 @@ def save_widget(widget, out: str, scale: float = 1.0) -> bool:
 
 def png_data_uri(widget) -> str:
     from PySide6.QtCore import QBuffer, QByteArray, QIODevice
-    img = widget.grab()
+    from PySide6.QtGui import QImage
+    # one pixel format whether the widget is a top-level (a bare view: no alpha) or a child
+    # (alpha): the same picture is the same PNG
+    img = widget.grab().toImage().convertToFormat(QImage.Format_ARGB32)
     ba = QByteArray()
     buf = QBuffer(ba)
     buf.open(QIODevice.WriteOnly)

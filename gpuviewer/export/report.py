@@ -2,6 +2,10 @@
 overview, every finding with its evidence and an image of its time range, and the annotations
 with images. Images are PNGs embedded as data URIs: no network, no side files.
 
+Built from a Session (trace, analysis, annotations, view) and a bare timeline view (a
+widgets.TimelineView off screen, made by widgets/offscreen.py and handed in: export sits below
+the widgets) that is panned and scrolled to each image; the window is never involved.
+
 An image costs a re-render of the timeline (about 65 ms on the 2-core VM), so only the first
 MAX_ANNOTATION_IMAGES annotations get one; the others are rows of a table, and a report's time
 grows by about a millisecond an annotation beyond those."""
@@ -29,21 +33,21 @@ MAX_ANNOTATION_IMAGES = 24
 _STEP_COLUMNS = ("window", "busy", "compute", "comm", "exposed_comm", "memcpy", "idle")
 
 
-def _image_of_range(win, t0: int, t1: int, ranks: list[int], anns: list) -> str:
+def _image_of_range(view, t0: int, t1: int, ranks: list[int], anns: list) -> str:
     from PySide6.QtWidgets import QApplication
     span = max(t1 - t0, 1_000_000)
-    win.timeline.set_range(t0 - span // 10, t1 + span // 10)
-    lm = win.timeline.layout_model
+    view.set_range(t0 - span // 10, t1 + span // 10)
+    lm = view.layout_model
     if ranks and lm is not None:
         hdr = next((r for r in lm.rows if r.kind == "header" and r.rank == ranks[0]), None)
         if hdr is not None:
-            win.timeline.scroll.setValue(int(hdr.y * 10))
-    if win.timeline.item is not None:
+            view.scroll.setValue(int(hdr.y * 10))
+    if view.item is not None:
         # the timeline paints every annotation it holds, on screen or not: hand it only those
         # in this image, so that an image costs the same with 10 annotations or 10,000
-        win.timeline.item.annotations = _in_range(anns, *win.timeline.visible_range())
+        view.item.annotations = _in_range(anns, *view.visible_range())
     QApplication.processEvents()
-    return png_data_uri(win.timeline)
+    return png_data_uri(view)
 
 
 def _in_range(anns: list, lo: int, hi: int) -> list:
@@ -59,40 +63,31 @@ def _in_range(anns: list, lo: int, hi: int) -> list:
     return out
 
 
-def build_report(win) -> dict:
-    """Everything the report shows, with images, as plain data."""
-    from ..run_analysis import analyze_session
-    trace = win.trace
-    a = win.analysis or analyze_session(trace)
-    saved_range = win.timeline.visible_range()
-    saved_scroll = win.timeline.scroll.value()
-    saved_hl = win.timeline.item.highlight if win.timeline.item else None
-    saved_anns = win.timeline.item.annotations if win.timeline.item else None
-    all_anns = list(win.doc.annotations)
-    try:
-        s = summarize(trace)
-        overview = png_data_uri(win.timeline)
-        findings = []
-        for f in a["findings"]:
-            if win.timeline.item is not None:
-                win.timeline.item.highlight = (f["start_ns"], f["end_ns"], set(f["ranks"]))
-            img = _image_of_range(win, f["start_ns"], f["end_ns"], f["ranks"], all_anns)
-            findings.append(dict(f, image=img))
-        if win.timeline.item is not None:
-            win.timeline.item.highlight = None
-        anns = []
-        for n, ann in enumerate(all_anns):
-            img = None
-            if n < MAX_ANNOTATION_IMAGES:
-                t1 = ann.end_ns if ann.end_ns is not None else ann.start_ns
-                img = _image_of_range(win, min(ann.start_ns, t1), max(ann.start_ns, t1), [ann.rank], all_anns)
-            anns.append({"a": ann, "image": img})
-    finally:
-        win.timeline.set_range(*saved_range)
-        win.timeline.scroll.setValue(saved_scroll)
-        if win.timeline.item is not None:
-            win.timeline.item.highlight = saved_hl
-            win.timeline.item.annotations = saved_anns
+def build_report(session, view) -> dict:
+    """Everything the report shows, with images of `view` (a bare TimelineView showing the
+    session's trace), as plain data."""
+    trace = session.trace
+    a = session.analysis_json
+    all_anns = list(session.notes.doc.annotations)
+    s = summarize(trace)
+    if view.item is not None:
+        view.item.annotations = all_anns
+    overview = png_data_uri(view)
+    findings = []
+    for f in a["findings"]:
+        if view.item is not None:
+            view.item.highlight = (f["start_ns"], f["end_ns"], set(f["ranks"]))
+        img = _image_of_range(view, f["start_ns"], f["end_ns"], f["ranks"], all_anns)
+        findings.append(dict(f, image=img))
+    if view.item is not None:
+        view.item.highlight = None
+    anns = []
+    for n, ann in enumerate(all_anns):
+        img = None
+        if n < MAX_ANNOTATION_IMAGES:
+            t1 = ann.end_ns if ann.end_ns is not None else ann.start_ns
+            img = _image_of_range(view, min(ann.start_ns, t1), max(ann.start_ns, t1), [ann.rank], all_anns)
+        anns.append({"a": ann, "image": img})
     return {"summary": s, "analysis": a, "overview": overview, "findings": findings, "annotations": anns,
             "origin": trace.start_ns, "files": [os.path.basename(p) for p in s["files"]]}
 
@@ -198,8 +193,9 @@ def _md_cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def write_report(win, path: str) -> None:
-    r = build_report(win)
+def write_report(session, view, path: str) -> None:
+    """The report of a session as HTML (or Markdown for .md), written atomically."""
+    r = build_report(session, view)
     text = to_markdown(r) if path.lower().endswith(".md") else to_html(r)
     from ..model.plain import text as printable
     from ..io.atomic import write_text

@@ -90,15 +90,19 @@ def rank_title(trace: Trace, rank: int) -> str:
     return f"Rank {rank}" + (f" · {', '.join(gpus)}" if gpus else "") + host
 
 
+def default_state(trace: Trace) -> ViewState:
+    """How a session's lanes start out."""
+    state = ViewState()
+    if len(trace.ranks) > SUMMARY_ABOVE:
+        # many ranks: one summary row each (their GPU work on the header), a click expands
+        state.collapsed_ranks = {r.rank for r in trace.ranks}
+    return state
+
+
 class Layout:
     def __init__(self, trace: Trace, state: ViewState | None = None, depths: np.ndarray | None = None):
         self.trace = trace
-        if state is None:
-            state = ViewState()
-            if len(trace.ranks) > SUMMARY_ABOVE:
-                # many ranks: one summary row each (their GPU work on the header), a click expands
-                state.collapsed_ranks = {r.rank for r in trace.ranks}
-        self.state = state
+        self.state = state if state is not None else default_state(trace)
         self.depths = depths if depths is not None else lane_depths(trace)
         self.rows: list[Row] = []
         self.rebuild()

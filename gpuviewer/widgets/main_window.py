@@ -1,6 +1,9 @@
-"""The main window: it lays out the timeline, docks, menus and status bar (window_build) and
-opens sessions; annotations (window_notes over the Qt-free gpuviewer.notes), the analysis and
-topology (window_analysis), and navigation and export (window_nav) are its mixins."""
+"""The main window: it lays out the timeline, docks, menus and status bar (window_build) around
+one Session (gpuviewer.session, Qt-free: the trace, its analysis, the view state, annotations)
+held by a Controller (loading and analysis off the UI thread, autosave, the session's events as
+signals). What the user does goes to the session; the panels draw what it announces. The
+mixins hold the window's side of annotations (window_notes), the analysis and topology
+(window_analysis), and navigation and export (window_nav)."""
 from __future__ import annotations
 
 import os
@@ -10,7 +13,9 @@ from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox
 
 from ..model.trace import Trace
+from ..session import Session
 from . import window_build
+from .controller import Controller
 from .window_analysis import AnalysisMixin
 from .window_nav import NavMixin
 from .window_notes import NotesMixin
@@ -23,19 +28,32 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         super().__init__()
         self.setWindowTitle("gpuviewer")
         self.settings = settings or QSettings("gpuviewer", "gpuviewer")
-        self.trace: Trace | None = None
-        self.paths: list[str] = []
-        self.analysis: dict | None = None
         self.last_error: str | None = None
-        # set by the command line and tests: log to stderr, keep errors off dialogs, analyse in
-        # this thread (headless renders)
+        # set by the command line and tests: log to stderr, keep errors off dialogs
         self.debug = False
         self.quiet_errors = False
-        self._block_analysis = False
+        self.controller = Controller(self)
+        self.loader = self.controller.loader
         self.setAcceptDrops(True)
         window_build.build(self)
-        self._init_notes()
         window_build.wire(self)
+
+    # -- the session, as the window's callers name its parts --------------------------------
+    @property
+    def session(self) -> Session | None:
+        return self.controller.session
+
+    @property
+    def trace(self) -> Trace | None:
+        return self.session.trace if self.session is not None else None
+
+    @property
+    def paths(self) -> list[str]:
+        return self.session.paths if self.session is not None else []
+
+    @property
+    def analysis(self) -> dict | None:
+        return self.session.analysis_ready if self.session is not None else None
 
     # -- opening --------------------------------------------------------------------------
     def open_dialog(self) -> None:
@@ -50,34 +68,22 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
             self.open_paths([d])
 
     def open_paths(self, paths: list[str], block: bool = False, use_cache: bool = True) -> bool:
-        """Open a session. block=True loads in this thread (headless screenshots, tests);
-        use_cache=False (--no-cache) neither reads nor writes the column cache, and only applies
-        to block=True (the background loader hands its columns over through the cache)."""
+        """Open a session (Controller.open: block=True loads in this thread; use_cache=False
+        only applies then). Topology files alone join the open session instead."""
         paths = [os.path.abspath(p) for p in paths]
+        from .summary_window import is_summary_paths, open_summary
+        if is_summary_paths(paths):  # a session summary (OUT.gvsum) opens its own way
+            return open_summary(self, paths, block=block)
         from ..io.registry import companion_of
         if self.trace is not None and paths and all(
                 os.path.isfile(p) and companion_of(p) == "topology" for p in paths):
             return self.attach_topology_files(paths)
-        if block:
-            from ..io.errors import TraceError
-            from ..session import open_session
-            try:
-                trace = open_session(paths, use_cache=use_cache, align=self.loader.align,
-                                     hosts=self.loader.hosts)
-            except TraceError as e:
-                self._failed(str(e))
-                return False
-            except Exception as e:  # noqa: BLE001
-                self._failed(f"{', '.join(paths)}: cannot read ({type(e).__name__}: {e})")
-                return False
-            self._loaded(trace, paths)
-            return True
-        self.progress.setValue(0)
-        for w in (self.progress, self.progress_msg, self.cancel_btn):
-            w.show()
-        self.progress_msg.setText(f"opening {os.path.basename(paths[0])}…")
-        self.loader.start(paths)
-        return True
+        if not block:
+            self.progress.setValue(0)
+            for w in (self.progress, self.progress_msg, self.cancel_btn):
+                w.show()
+            self.progress_msg.setText(f"opening {os.path.basename(paths[0])}…")
+        return self.controller.open(paths, block=block, use_cache=use_cache)
 
     def cancel_load(self) -> None:
         self.loader.cancel()
@@ -100,13 +106,13 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         if not self.quiet_errors:
             QMessageBox.warning(self, "Cannot open", msg)
 
-    def _loaded(self, trace: Trace, paths: list[str]) -> None:
+    def _loaded(self, session: Session) -> None:
         self._hide_progress()
+        trace, paths = session.trace, session.paths
         if self.debug:
             print(f"gpuviewer: loaded {', '.join(paths)}: {trace.n_events} events", file=sys.stderr, flush=True)
-        self.trace = trace
-        self.paths = paths
-        self.timeline.set_trace(trace)
+        self.findings.set_findings([])
+        self.timeline.set_session(session)
         self.details.set_trace(trace)
         self.queries.set_trace(trace, paths)
         self._show_topology()
@@ -126,9 +132,10 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         if trace.metadata.get("alignment", {}).get("method") == "collectives":
             self.statusBar().showMessage(alignment_text(trace), 15000)
         self._add_recent(paths)
-        self._load_annotations(paths)
+        session.open_annotations()  # and the view saved with them
+        self._apply_annotations()
         self._range_changed(*self.timeline.visible_range())
-        self.run_analysis(block=self._block_analysis)
+        self.controller.run_analysis()
 
     def _show_memory(self, trace: Trace) -> None:
         self.memory.align_with(self.timeline.labels.width(), self.timeline.scroll.sizeHint().width())
@@ -154,10 +161,5 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
     def closeEvent(self, ev) -> None:
         from .window_fit import save_geometry
         save_geometry(self, self.settings)
-        if self._save_timer.isActive():
-            self._save_timer.stop()
-            self.save_annotations()
-        self.loader.cancel()
-        if self._analysis_thread is not None:
-            self._analysis_thread.wait(10000)
+        self.controller.close()
         super().closeEvent(ev)

@@ -1,8 +1,11 @@
 """The timeline panel: lane labels | plot (TimelineItem) | vertical scroll bar, a search bar,
-and Perfetto's keys (W/S zoom, A/D pan, F focus, 0 fit, arrows step, / search, ? help)."""
-from __future__ import annotations
+and Perfetto's keys (W/S zoom, A/D pan, F focus, 0 fit, arrows step, / search, ? help).
 
-import re
+It shows a Session (gpuviewer.session): the selection, search, highlighted finding,
+annotations, time range and lane layout are the session's view state; the view draws them when
+the session announces a change and hands what the user does (pan, click, search) to it. A bare
+view (set_trace) makes a session of its own."""
+from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
@@ -57,10 +60,9 @@ class TimelineView(QWidget):
         self.layout_model: Layout | None = None
         self.item: TimelineItem | None = None
         self.origin = 0
-        self.selected: int | None = None
-        self.last_area: tuple[int, int, list[int]] | None = None
-        self.matches = np.zeros(0, np.int64)
-        self.match_pos = -1
+        self.session = None
+        self._subs: list = []
+        self._editing = False  # this view is announcing its own lane edit
         self.setFocusPolicy(Qt.StrongFocus)
 
         self.labels = LaneLabels(self)
@@ -116,6 +118,7 @@ class TimelineView(QWidget):
         self.plot.scene().sigMouseMoved.connect(self._hover)
         self.plot.viewport().installEventFilter(self)
         self.labels.changed.connect(self._relayout)
+        self.labels.changed.connect(self._lanes_edited)
         QShortcut(QKeySequence("/"), self, activated=self.focus_search)
 
     def apply_renderer(self, mode: str | None = None) -> bool:
@@ -124,21 +127,53 @@ class TimelineView(QWidget):
         self.plot.viewport().installEventFilter(self)
         return used
 
+    # -- the session's view state -----------------------------------------------------------
+    @property
+    def selected(self) -> int | None:
+        return self.session.view.selected if self.session is not None else None
+
+    @property
+    def last_area(self) -> tuple[int, int, list[int]] | None:
+        return self.session.view.area if self.session is not None else None
+
+    @property
+    def matches(self) -> np.ndarray:
+        return self.session.view.matches if self.session is not None else np.zeros(0, np.int64)
+
+    @property
+    def match_pos(self) -> int:
+        return self.session.view.match_pos if self.session is not None else -1
+
     # -- data -------------------------------------------------------------------------------
     def set_trace(self, trace: Trace, state: ViewState | None = None) -> None:
+        """Show a trace on its own (a bare view: compare windows, tests)."""
+        from ..session import Session
+        self.set_session(Session(trace), state)
+
+    def set_session(self, session, state: ViewState | None = None) -> None:
+        for name, fn in self._subs:
+            self.session.events.disconnect(name, fn)
+        self.session = session
+        self._subs = [(n, session.events.connect(n, fn)) for n, fn in (
+            ("range", self._on_range), ("lanes", self._on_lanes), ("selection", self._on_selection),
+            ("search", self._on_search), ("highlight", self._on_highlight), ("reveal", self._on_reveal),
+            ("annotations", self._on_annotations))]
+        trace = session.trace
         if self.item is not None:
             self.vb.removeItem(self.item)
         self.trace = trace
         self.origin = trace.start_ns
-        self.layout_model = Layout(trace, state)
+        if state is not None:
+            session.view.lanes = state
+        self.layout_model = Layout(trace, session.view.lanes)
+        session.view.lanes = self.layout_model.state  # one state: the session's is the layout's
         self.labels.layout_model = self.layout_model
         self.item = TimelineItem(trace, self.layout_model, self.origin)
         self.vb.addItem(self.item)
         span = max(1.0, float(trace.end_ns - self.origin))
         self.vb.setLimits(xMin=-0.05 * span, xMax=1.05 * span, minXRange=50)
-        self.selected = None
-        self.matches = np.zeros(0, np.int64)
         self.match_label.setText("")
+        self.item.annotations = session.notes.doc.annotations
         self._update_scroll()
         from ..model.view import initial_view
         self.set_range(*initial_view(trace), padding=0.0)  # the steps; 0 / Home shows everything
@@ -183,7 +218,48 @@ class TimelineView(QWidget):
     def _x_changed(self, *_):
         self._sync_labels()
         t0, t1 = self.visible_range()
+        if self.session is not None:
+            self.session.set_range(t0, t1)
         self.rangeChanged.emit(t0, t1)
+
+    def _on_range(self, t0: int, t1: int) -> None:
+        if (t0, t1) != self.visible_range():  # not the range this view just reported
+            self.vb.setXRange(t0 - self.origin, t1 - self.origin, padding=0)
+
+    def _lanes_edited(self) -> None:
+        if self.session is not None and self.layout_model is not None:
+            self._editing = True
+            try:
+                self.session.lanes_changed()
+            finally:
+                self._editing = False
+
+    def _on_lanes(self, state) -> None:
+        lm = self.layout_model
+        if lm is not None and not self._editing:
+            lm.state = state
+            lm.rebuild()
+            self._relayout()
+
+    def _on_highlight(self, span) -> None:
+        if self.item is not None:
+            self.item.highlight = span
+            self.item.update()
+
+    def _on_annotations(self) -> None:
+        if self.item is not None:
+            self.item.annotations = self.session.notes.doc.annotations
+            self.item.update()
+
+    def _on_reveal(self, rank: int) -> None:
+        self.scroll_to_rank(rank)
+
+    def scroll_to_rank(self, rank: int) -> None:
+        """Scroll so that a rank's header is the top row."""
+        lm = self.layout_model
+        hdr = next((r for r in lm.rows if r.kind == "header" and r.rank == rank), None) if lm else None
+        if hdr is not None:
+            self.scroll.setValue(int(hdr.y * 10))
 
     # -- navigation -------------------------------------------------------------------------
     def visible_range(self) -> tuple[int, int]:
@@ -323,7 +399,15 @@ class TimelineView(QWidget):
         self.setFocus()
 
     def select(self, i: int | None) -> None:
-        self.selected = i
+        if self.session is None:
+            return
+        if i == self.session.view.selected:
+            self._on_selection(i)  # again: unfold what hides it, tell the panels
+        else:
+            self.session.select(i)
+
+    def _on_selection(self, event: int | None) -> None:
+        i = event
         if i is not None and self.layout_model is not None:
             self._reveal(i)
         if self.item is not None:
@@ -361,6 +445,7 @@ class TimelineView(QWidget):
         if changed:
             lm.rebuild()
             self._relayout()
+            self._lanes_edited()
 
     def flows_of(self, i: int) -> list[tuple[int, int]]:
         src, dst = self.trace.flows
@@ -397,7 +482,7 @@ class TimelineView(QWidget):
 
     def select_area(self, t0: int, t1: int, ya: float, yb: float) -> list[int]:
         lanes = [r.lane for r in self.layout_model.visible_rows(ya, yb) if r.kind == "lane"]
-        self.last_area = (t0, t1, lanes)
+        self.session.select_area(t0, t1, lanes)
         self.areaSelected.emit(lanes, t0, t1)
         return lanes
 
@@ -416,40 +501,30 @@ class TimelineView(QWidget):
 
     def run_search(self, text: str, regex: bool = False) -> int:
         self._last_query = text
-        if self.trace is None or not text:
-            self.matches = np.zeros(0, np.int64)
-            if self.item:
-                self.item.match_mask = None
-                self.item.update()
+        if self.session is None:
+            return 0
+        n = self.session.search(text, regex)
+        if n:
+            self.scroll_to_lane(int(self.trace.columns["lane"][int(self.matches[self.match_pos])]))
+        return n
+
+    def _on_search(self, text: str, count: int, pos: int) -> None:
+        v = self.session.view
+        if self.item is not None:
+            self.item.match_mask = v.mask
+            self.item.update()
+        if count < 0:
+            self.match_label.setText(v.search_error)
+        elif not text:
             self.match_label.setText("")
-            return 0
-        try:
-            if regex:
-                pat = re.compile(text)
-                ids = [i for i, n in enumerate(self.trace.names) if pat.search(n)]
-            else:
-                low = text.lower()
-                ids = [i for i, n in enumerate(self.trace.names) if low in n.lower()]
-        except re.error as e:
-            self.match_label.setText(f"bad regex: {e}")
-            return 0
-        names = np.asarray(self.trace.columns["name"])
-        mask = np.isin(names, np.array(ids, np.int32)) if ids else np.zeros(len(names), bool)
-        idx = np.flatnonzero(mask)
-        self.matches = idx[np.argsort(np.asarray(self.trace.columns["start"])[idx], kind="stable")]
-        self.match_pos = -1
-        self.item.match_mask = mask
-        self.item.update()
-        self.match_label.setText(f"{len(self.matches):,} matches")
-        if len(self.matches):
-            self.step_match(+1)
-        return len(self.matches)
+        elif pos < 0:
+            self.match_label.setText(f"{count:,} matches")
+        else:
+            self.match_label.setText(f"{pos + 1:,} / {count:,} matches")
 
     def step_match(self, direction: int) -> None:
-        if not len(self.matches):
+        if self.session is None:
             return
-        self.match_pos = (self.match_pos + direction) % len(self.matches)
-        i = int(self.matches[self.match_pos])
-        self.select(i)
-        self.center_on(i)
-        self.match_label.setText(f"{self.match_pos + 1:,} / {len(self.matches):,} matches")
+        i = self.session.next_match(direction)
+        if i is not None:
+            self.scroll_to_lane(int(self.trace.columns["lane"][i]))

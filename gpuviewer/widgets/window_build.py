@@ -13,7 +13,6 @@ from .annotations_panel import AnnotationsPanel
 from .area_table import AreaTable
 from .details import DetailsPanel
 from .findings_panel import FindingsPanel
-from .loader import Loader
 from .memory_panel import MemoryPanel
 from .overview_panel import OverviewPanel
 from .timeline_view import TimelineView
@@ -49,8 +48,6 @@ def build(win) -> None:
     win.ranks_dock = dock(win, "Ranks", win.ranks_view, Qt.BottomDockWidgetArea)
     win.ranks_view.cellChosen.connect(win.goto_rank_step)
     win.memory_dock.hide()  # shown when the session has memory data
-    win.analysis = None
-    win._analysis_thread = None
     # Bottom: the memory curve right under the timeline, then a tab group of findings,
     # overview and selection summary.
     # The right dock spans the full height so the bottom docks sit exactly under the timeline.
@@ -85,19 +82,25 @@ def tabs_scroll(win) -> None:
 
 
 def wire(win) -> None:
-    """The loader, the bars and the signals between the panels and the window."""
-    win.loader = Loader(win)
-    win.loader.progress.connect(win._progress)
-    win.loader.loaded.connect(win._loaded)
-    win.loader.failed.connect(win._failed)
+    """The bars, and the signals from the controller (the session's events) to the panels and
+    from the panels to the session."""
+    c = win.controller
+    c.progress.connect(win._progress)
+    c.loaded.connect(win._loaded)
+    c.failed.connect(win._failed)
+    c.rangeChanged.connect(win._range_changed)
+    c.selectionChanged.connect(win.details.show_event)
+    c.annotationsChanged.connect(win._apply_annotations)
+    c.topologyChanged.connect(win._show_topology)
+    c.analysisReady.connect(win._analysis_done)
+    c.analysisBusy.connect(win.findings.set_busy)
+    c.message.connect(lambda text, error: win.statusBar().showMessage(text, 10000 if error else 15000))
+    win.annotations.jumpTo.connect(win.goto_annotation)
+    win.annotations.changed.connect(win._annotations_changed)
 
     menus(win)
     steps_toolbar(win)
     status(win)
-    win.timeline.selectionChanged.connect(win.details.show_event)
-    win.timeline.rangeChanged.connect(win._range_changed)
-    win.timeline.rangeChanged.connect(win._view_changed)
-    win.timeline.labels.changed.connect(win._view_changed)
     win.timeline.areaSelected.connect(win._area)
     win.timeline.helpRequested.connect(win.show_shortcuts)
     win.details.linkActivated.connect(win._goto_event)

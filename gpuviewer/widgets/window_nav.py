@@ -7,7 +7,7 @@ import os
 
 from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
 
-from ..render.time_axis import format_duration, format_ns
+from ..model.fmt import format_duration, format_ns
 
 MAX_RECENT = 10
 
@@ -54,39 +54,29 @@ class NavMixin:
 
     def set_hosts(self, spec: str | None) -> None:
         self.loader.hosts = spec
-        if self.trace is not None and self.paths:
-            self.open_paths(list(self.paths), block=getattr(self, "_block_analysis", False))
+        self.controller.reopen()
 
     def set_align(self, on: bool) -> None:
         """The switch for clock alignment: the open session is opened again with or without it."""
         self.loader.align = bool(on)
-        if self.trace is not None and self.paths:
-            self.open_paths(list(self.paths), block=getattr(self, "_block_analysis", False))
+        self.controller.reopen()
 
     # -- steps --------------------------------------------------------------------------
     def goto_rank_step(self, rank: int, step: int) -> None:
         """From the rank overview: that step on the timeline, scrolled to that rank."""
         self.goto_step(step)
-        self._scroll_to_rank(rank)
+        self.timeline.scroll_to_rank(rank)
 
     def goto_step(self, n: int) -> None:
-        from ..model.view import step_range
-        rng = step_range(self.trace, n) if self.trace is not None else None
-        if rng is not None:
-            self.timeline.set_range(*rng, padding=0.02)
+        if self.session is not None:
+            self.session.goto_step(n)
 
     def step_nav(self, direction: int) -> None:
-        from ..model.view import next_step
-        if self.trace is None:
-            return
-        t0, t1 = self.timeline.visible_range()
-        n = next_step(self.trace, (t0 + t1) / 2, direction)
-        if n is None:
-            return
-        self.step_box.blockSignals(True)
-        self.step_box.setValue(n)
-        self.step_box.blockSignals(False)
-        self.goto_step(n)
+        n = self.session.step_nav(direction) if self.session is not None else None
+        if n is not None:
+            self.step_box.blockSignals(True)
+            self.step_box.setValue(n)
+            self.step_box.blockSignals(False)
 
     # -- what the timeline shows ----------------------------------------------------------
     def _range_changed(self, t0: int, t1: int) -> None:
@@ -153,9 +143,15 @@ class NavMixin:
         if not path:
             return
         from ..export.report import write_report
+        from .offscreen import bare_view
+        if self.session.analysis_ready is None:
+            self.statusBar().showMessage("Analysing for the report…")
+        view = bare_view(self.session)
         try:
-            write_report(self, path)
+            write_report(self.session, view, path)
         except OSError as e:
             QMessageBox.warning(self, "Export report", f"Could not write {path}: {e.strerror}")
             return
+        finally:
+            view.deleteLater()
         self.statusBar().showMessage(f"Report written to {path}", 5000)

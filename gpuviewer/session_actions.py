@@ -1,0 +1,267 @@
+"""What a user does to an open session, as methods on it, without a window: the view (time
+range, lane layout, selection, area, search), annotations, the topology, steps and findings.
+Each change is announced as a plain event (gpuviewer.events); the window's controller turns
+the events into Qt signals, tests and notebooks connect functions.
+
+Events and their keyword arguments:
+  range(t0, t1)             the visible time range changed (absolute ns)
+  lanes(state)              the lane layout (a model.layout.ViewState) changed
+  selection(event)          the selected event (None: nothing)
+  area(t0, t1, lanes)       an area selection (lane indices)
+  search(text, count, pos)  a search ran (count matches) or moved to match pos
+  highlight(span)           a finding's (t0, t1, ranks) is highlighted (None: none)
+  reveal(rank)              bring a rank into view (scroll to its header)
+  annotations()             the annotations changed (added, edited, removed, reloaded)
+  topology()                a topology joined the session
+  analysis(analysis)        an analysis is ready (None: it was dropped and must run again)
+  message(text, error)      something to tell the user in one line
+  dirty()                   the sidecar should be saved soon (the autosave policy below)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+EVENTS = ("range", "lanes", "selection", "area", "search", "highlight", "reveal", "annotations", "topology",
+          "analysis", "message", "dirty")
+# Autosave: the sidecar is written this long after the last change, so a burst of edits (or
+# a pan) is one write.
+AUTOSAVE_DELAY_S = 0.4
+
+
+@dataclass
+class View:
+    """What the user is looking at. Times are absolute ns on the session's axis."""
+    range: tuple[int, int] | None = None
+    lanes: object = None  # model.layout.ViewState, shared with the view's layout
+    selected: int | None = None
+    area: tuple[int, int, list[int]] | None = None
+    search: str = ""
+    regex: bool = False
+    search_error: str = ""
+    mask: np.ndarray | None = None  # per event: matches the search
+    matches: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    match_pos: int = -1
+    highlight: tuple[int, int, set] | None = None
+
+    def to_json(self) -> dict:
+        """What the sidecar keeps of the view."""
+        return {"range": [int(self.range[0]), int(self.range[1])] if self.range else None,
+                "lanes": self.lanes.to_json()}
+
+
+class SessionActions:
+    """Mixed into Session: needs self.trace, self.events, self.view, self.notes."""
+
+    # -- the view ------------------------------------------------------------------------
+    def set_range(self, t0: int, t1: int, padding: float = 0.0) -> tuple[int, int]:
+        """Show [t0, t1] (widened by `padding` of its span on each side; 50 ns at least)."""
+        span = max(int(t1) - int(t0), 50)
+        pad = int(span * padding)
+        rng = (int(t0) - pad, int(t0) + span + pad)
+        if rng != self.view.range:
+            self.view.range = rng
+            self.events.emit("range", t0=rng[0], t1=rng[1])
+            if self.notes.save_on_view_change():
+                self.events.emit("dirty")
+        return rng
+
+    def set_lanes(self, state) -> None:
+        """A lane layout (model.layout.ViewState, or its JSON as the sidecar keeps it)."""
+        from .model.layout import ViewState
+        self.view.lanes = ViewState.from_json(state) if isinstance(state, dict) else state
+        self.lanes_changed()
+
+    def lanes_changed(self) -> None:
+        """The lane layout was changed in place (folded, hidden, pinned, moved)."""
+        self.events.emit("lanes", state=self.view.lanes)
+        if self.notes.save_on_view_change():
+            self.events.emit("dirty")
+
+    def select(self, i: int | None) -> None:
+        i = None if i is None else int(i)
+        if i is not None and not 0 <= i < len(self.trace):
+            raise IndexError(f"no event {i} (the session has {len(self.trace)})")
+        if i != self.view.selected:
+            self.view.selected = i
+            self.events.emit("selection", event=i)
+
+    def select_area(self, t0: int, t1: int, lanes: list[int]) -> None:
+        self.view.area = (int(t0), int(t1), list(lanes))
+        self.events.emit("area", t0=int(t0), t1=int(t1), lanes=list(lanes))
+
+    def show_event(self, i: int) -> None:
+        """Select an event and bring it into view (the window centres on it)."""
+        self.select(i)
+        c = self.trace.columns
+        s, d = int(c["start"][i]), int(c["dur"][i])
+        if self.view.range is None or d > self.view.range[1] - self.view.range[0]:
+            self.set_range(s, s + max(d, 1000), padding=0.1)
+        else:
+            w = self.view.range[1] - self.view.range[0]
+            mid = s + d // 2
+            self.set_range(mid - w // 2, mid - w // 2 + w)
+
+    # -- search ----------------------------------------------------------------------------
+    def search(self, text: str, regex: bool = False) -> int:
+        """Every event whose name holds `text` (or matches the regular expression); the first
+        match is selected. A bad pattern is a message and no matches."""
+        import re
+
+        from .model.search import find
+        self.view.search, self.view.regex, self.view.match_pos, self.view.search_error = text, regex, -1, ""
+        if not text:
+            self.view.mask, self.view.matches = None, np.zeros(0, np.int64)
+            self.events.emit("search", text=text, count=0, pos=-1)
+            return 0
+        try:
+            self.view.mask, self.view.matches = find(self.trace, text, regex)
+        except re.error as e:
+            self.view.mask, self.view.matches = None, np.zeros(0, np.int64)
+            self.view.search_error = f"bad regex: {e}"
+            self.events.emit("search", text=text, count=-1, pos=-1)
+            return 0
+        self.events.emit("search", text=text, count=len(self.view.matches), pos=-1)
+        if len(self.view.matches):
+            self.next_match(+1)
+        return len(self.view.matches)
+
+    def next_match(self, direction: int = 1) -> int | None:
+        """The next (or previous) match, selected; None when there is none."""
+        m = self.view.matches
+        if not len(m):
+            return None
+        self.view.match_pos = (self.view.match_pos + direction) % len(m)
+        i = int(m[self.view.match_pos])
+        self.show_event(i)
+        self.events.emit("search", text=self.view.search, count=len(m), pos=self.view.match_pos)
+        return i
+
+    # -- steps and findings ------------------------------------------------------------------
+    def goto_step(self, n: int) -> bool:
+        from .model.view import step_range
+        rng = step_range(self.trace, n)
+        if rng is not None:
+            self.set_range(*rng, padding=0.02)
+        return rng is not None
+
+    def step_nav(self, direction: int) -> int | None:
+        """The step after (or before) the middle of the view, shown; its number."""
+        from .model.view import next_step
+        if self.view.range is None:
+            return None
+        n = next_step(self.trace, sum(self.view.range) / 2, direction)
+        if n is not None:
+            self.goto_step(n)
+        return n
+
+    def show_finding(self, f) -> int | None:
+        """Zoom to a finding's range, highlight it on its ranks and select its first evidence
+        (the longest event of that name there); returns that event."""
+        from .analysis.results import evidence_of
+        from .model.queries import longest_named
+        f = f.to_json() if hasattr(f, "to_json") else f
+        self.set_range(f["start_ns"], f["end_ns"], padding=0.08)
+        self.set_highlight((f["start_ns"], f["end_ns"], set(f["ranks"])))
+        rank = f["ranks"][0] if f["ranks"] else None
+        if rank is not None:
+            self.events.emit("reveal", rank=rank)
+        ev = evidence_of(f)
+        if ev and rank is not None:
+            i = longest_named(self.trace, ev[0]["name"], rank, f["start_ns"], f["end_ns"])
+            if i is not None:
+                self.select(i)
+                return i
+        return None
+
+    def set_highlight(self, span: tuple[int, int, set] | None) -> None:
+        self.view.highlight = span
+        self.events.emit("highlight", span=span)
+
+    # -- annotations -----------------------------------------------------------------------
+    def open_annotations(self) -> str | None:
+        """Read the sidecar beside the traces and restore its view; a warning, or None."""
+        warning = self.notes.open_for(self.paths)
+        view = self.notes.doc.view or {}
+        if isinstance(view.get("lanes"), dict) and view["lanes"]:
+            self.set_lanes(view["lanes"])
+        rng = view.get("range")
+        if isinstance(rng, list) and len(rng) == 2 and all(isinstance(x, int) for x in rng) and rng[1] > rng[0]:
+            self.set_range(rng[0], rng[1])
+        if warning:
+            self.events.emit("message", text=warning, error=False)
+        return warning
+
+    def save_annotations(self) -> bool:
+        """Write the sidecar (atomically) with the view; never the trace."""
+        ok, msg = self.notes.save(self.view.to_json() if self.view.range else {})
+        if msg:
+            self.events.emit("message", text=msg, error=not ok)
+        return ok
+
+    def add_note(self, text: str, t: int | None = None, rank: int | None = None, lane: int | None = None):
+        """A note at time t (the middle of the view by default) on a rank and lane."""
+        if t is None:
+            t = sum(self.view.range) // 2 if self.view.range else self.trace.start_ns
+        return self._add(self.notes.note_at(self.trace, text, t, rank, lane))
+
+    def add_region(self, text: str, t0: int, t1: int, rank: int | None = None):
+        from .model.annotations import Annotation
+        r = rank if rank is not None else (self.trace.ranks[0].rank if self.trace.ranks else 0)
+        return self._add(Annotation("region", text, int(t0), int(max(t1, t0 + 1)), r, None))
+
+    def add_arrow(self, i: int, j: int, text: str = ""):
+        """An arrow from event i to event j."""
+        return self._add(self.notes.arrow(self.trace, i, j, text))
+
+    def mark(self, text: str, region: bool = False):
+        """M: a note at the selected event (or the middle of the view); Shift+M: a region over
+        the area selection (or the selected event)."""
+        vis = self.view.range or (self.trace.start_ns, self.trace.end_ns)
+        return self._add(self.notes.from_selection(self.trace, text, region=region, selected=self.view.selected,
+                                                   area=self.view.area if region else None, visible=vis))
+
+    def edit_annotation(self, a, **changes) -> None:
+        """Change fields of an annotation (text, title, color, ...)."""
+        for k, v in changes.items():
+            if not hasattr(a, k):
+                raise AttributeError(f"annotations have no field {k!r}")
+            setattr(a, k, v)
+        self.annotations_edited()
+
+    def remove_annotation(self, a) -> None:
+        self.notes.doc.annotations.remove(a)
+        self.annotations_edited()
+
+    def annotations_edited(self) -> None:
+        """The annotations were changed in place (the panel edits its rows directly)."""
+        self.notes.edited()
+        self.events.emit("dirty")
+
+    def goto_annotation(self, a) -> None:
+        self.set_range(*self.notes.range_of(a))
+        self.events.emit("reveal", rank=a.rank)
+
+    def _add(self, a):
+        self.notes.add(a)
+        self.events.emit("dirty")
+        return a
+
+    # -- topology --------------------------------------------------------------------------
+    def attach_topology(self, topo) -> None:
+        """A topology joins the session; the analysis (collectives over slow links) runs again."""
+        self.trace.topology = topo
+        self.events.emit("topology")
+        if len(self.trace):
+            self.drop_analysis()
+
+    def attach_topology_files(self, paths: list[str]) -> None:
+        """Topology files (JSON or `nvidia-smi topo -m` output); TraceError names a bad one."""
+        from .io.topo import read_topology
+        self.attach_topology(read_topology(paths))
+
+    def paste_topology(self, text: str) -> None:
+        """Pasted `nvidia-smi topo -m` output; TraceError when it is not that."""
+        from .io.topo import parse_topo_matrix
+        self.attach_topology(parse_topo_matrix(text, "pasted"))

@@ -1,0 +1,147 @@
+"""Between a Qt-free Session and the window: loading off the UI thread (widgets/loader.py: a
+process that writes the column cache), the analysis on a worker thread, the autosave timer the
+session asks for, and the session's plain events turned into Qt signals that panels connect to.
+A new session replaces the old one; signals always speak of `controller.session`."""
+from __future__ import annotations
+
+import os
+
+from PySide6.QtCore import QObject, QThread, QTimer, Signal
+
+from ..session import Session
+from ..session_actions import AUTOSAVE_DELAY_S
+from .loader import Loader
+
+
+class AnalysisThread(QThread):
+    """Runs the analysis off the UI thread (numpy releases the GIL for most of it)."""
+    done = Signal(object, object)
+    failed = Signal(str)
+
+    def __init__(self, trace, parent=None) -> None:
+        super().__init__(parent)
+        self.trace = trace
+
+    def run(self) -> None:
+        try:
+            from ..run_analysis import analyze_session
+            self.done.emit(analyze_session(self.trace), self.trace)
+        except Exception as e:  # noqa: BLE001 - shown in the findings panel
+            self.failed.emit(f"{type(e).__name__}: {e}")
+
+
+class Controller(QObject):
+    # loading
+    progress = Signal(float, str)
+    loaded = Signal(object)  # the new Session
+    failed = Signal(str)
+    # the session's events
+    rangeChanged = Signal(object, object)  # absolute ns (64-bit: not a C int)
+    selectionChanged = Signal(object)
+    annotationsChanged = Signal()
+    topologyChanged = Signal()
+    analysisReady = Signal(object)  # the analysis dict
+    analysisBusy = Signal(str)  # "analysing…", or why it failed
+    message = Signal(str, bool)  # text, error
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.session: Session | None = None
+        self.block_analysis = False  # analyse in this thread (headless renders, tests)
+        self._thread: AnalysisThread | None = None
+        self._subs: list = []
+        self.loader = Loader(self)
+        self.loader.progress.connect(self.progress)
+        self.loader.failed.connect(self.failed)
+        self.loader.loaded.connect(lambda trace, paths: self.set_session(Session(trace, paths)))
+        self.save_timer = QTimer(self)
+        self.save_timer.setSingleShot(True)
+        self.save_timer.setInterval(int(AUTOSAVE_DELAY_S * 1000))
+        self.save_timer.timeout.connect(self.save)
+
+    # -- opening --------------------------------------------------------------------------
+    def open(self, paths: list[str], block: bool = False, use_cache: bool = True) -> bool:
+        """Open a session. block=True loads in this thread (headless renders, tests); else the
+        loader's process parses into the cache and `loaded` follows. use_cache=False (--no-cache)
+        neither reads nor writes the cache, and only applies to block=True."""
+        paths = [os.path.abspath(p) for p in paths]
+        if not block:
+            self.loader.start(paths)
+            return True
+        from ..io.errors import TraceError
+        try:
+            s = Session.open(paths, use_cache=use_cache, align=self.loader.align, hosts=self.loader.hosts)
+        except TraceError as e:
+            self.failed.emit(str(e))
+            return False
+        except Exception as e:  # noqa: BLE001 - one line for the user, never a traceback
+            self.failed.emit(f"{', '.join(paths)}: cannot read ({type(e).__name__}: {e})")
+            return False
+        self.set_session(s)
+        return True
+
+    def reopen(self) -> None:
+        """The same files again (hosts or clock alignment changed)."""
+        if self.session is not None and self.session.paths:
+            self.open(list(self.session.paths), block=self.block_analysis)
+
+    def set_session(self, session: Session) -> None:
+        self.flush()
+        if self.session is not None:
+            for name, fn in self._subs:
+                self.session.events.disconnect(name, fn)
+        self.session = session
+        ev = session.events
+        self._subs = [(n, ev.connect(n, fn)) for n, fn in (
+            ("range", lambda t0, t1: self.rangeChanged.emit(t0, t1)),
+            ("selection", lambda event: self.selectionChanged.emit(event)),
+            ("annotations", lambda: self.annotationsChanged.emit()),
+            ("topology", lambda: self.topologyChanged.emit()),
+            ("analysis", self._analysis_event),
+            ("message", lambda text, error: self.message.emit(text, error)),
+            ("dirty", lambda: self.save_timer.start()))]
+        self.loaded.emit(session)
+
+    # -- analysis --------------------------------------------------------------------------
+    def run_analysis(self) -> None:
+        s = self.session
+        if s is None:
+            return
+        if self.block_analysis:
+            try:
+                s.run_analysis()
+            except Exception as e:  # noqa: BLE001 - a failed analysis must not break viewing
+                self.analysisBusy.emit(f"analysis failed: {type(e).__name__}: {e}")
+            return
+        self.analysisBusy.emit("analysing…")
+        th = AnalysisThread(s.trace, self)
+        th.done.connect(self._analysis_done)
+        th.failed.connect(lambda m: self.analysisBusy.emit(f"analysis failed: {m}"))
+        self._thread = th
+        th.start()
+
+    def _analysis_done(self, a: dict, trace) -> None:
+        if self.session is not None and trace is self.session.trace:  # else a newer session replaced it
+            self.session.set_analysis(a)
+
+    def _analysis_event(self, analysis) -> None:
+        if analysis is not None:
+            self.analysisReady.emit(analysis)
+        elif len(self.session.trace):
+            self.run_analysis()  # dropped (a topology joined): again
+
+    # -- annotations -----------------------------------------------------------------------
+    def save(self) -> bool:
+        return self.session.save_annotations() if self.session is not None else False
+
+    def flush(self) -> None:
+        """A save that is due, now (before the session changes or the window closes)."""
+        if self.save_timer.isActive():
+            self.save_timer.stop()
+            self.save()
+
+    def close(self) -> None:
+        self.flush()
+        self.loader.cancel()
+        if self._thread is not None:
+            self._thread.wait(10000)

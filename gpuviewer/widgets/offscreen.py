@@ -1,0 +1,34 @@
+"""A bare timeline of a session, off screen, for images and reports (export/report.py): the
+session's trace, lane layout, time range, annotations and communication waits, in a view of
+its own, so that panning it for a report's pictures never moves the window's view."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
+
+from ..model.layout import ViewState
+from .timeline_view import TimelineView
+
+# The timeline's size in a 1500x900 window, where reports used to be drawn: images keep it
+# whatever the window's size.
+REPORT_VIEW_SIZE = (1152, 433)
+
+
+def bare_view(session, size: tuple[int, int] = REPORT_VIEW_SIZE) -> TimelineView:
+    v = TimelineView()
+    v.setAttribute(Qt.WA_DontShowOnScreen)  # laid out and painted, never on a screen
+    v.resize(*size)
+    v.show()
+    lanes = session.view.lanes  # copied: folding for a picture must not fold the window's lanes
+    v.set_trace(session.trace, ViewState.from_json(lanes.to_json()) if lanes is not None else None)
+    a = session.analysis_ready
+    if a is not None and v.item is not None:
+        v.item.set_comm_waits(a.get("_kernel_collectives") or {})
+    if v.item is not None:
+        v.item.annotations = session.notes.doc.annotations
+    for _ in range(3):
+        QApplication.processEvents()
+    if session.view.range is not None:
+        v.set_range(*session.view.range)
+    QApplication.processEvents()
+    return v
