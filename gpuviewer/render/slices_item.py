@@ -111,6 +111,12 @@ class SlicesItem(Layer):
         (computed once: a summary row draws these, merged to the pixel, every frame)."""
         got = self._gpu_busy.get(rank)
         if got is None:
+            # a session summary's rank without events: its row comes from the binned profile
+            given = getattr(self.host.trace, "gpu_busy", None)
+            got = given(rank) if given is not None else None
+            if got is not None:
+                self._gpu_busy[rank] = got
+                return got
             from ..analysis import intervals as iv
             trace = self.host.trace
             c = trace.columns

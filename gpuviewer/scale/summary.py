@@ -209,3 +209,108 @@ def info(path: str) -> dict:
             "alignment": m.get("alignment"), "hosts_from": m.get("hosts_from"),
             "findings": len(m.get("findings") or []), "failed_ranks": m.get("failed_ranks", []),
             "warnings": m.get("warnings", []), "tables": m.get("tables", {}), "created_by": m.get("created_by")}
+
+
+# -- opening a summary in the window (widgets/summary_window.py) -----------------------------
+def summary_folder(path: str) -> str | None:
+    """The summary a path opens (absolute): the folder itself, or the folder of its manifest.json
+    (a user may drop the manifest); None for anything else."""
+    p = os.path.abspath(path)
+    if is_summary(p):
+        return p
+    if os.path.basename(p) == MANIFEST and is_summary(os.path.dirname(p)):
+        return os.path.dirname(p)
+    return None
+
+
+def read_table(path: str, manifest: dict, name: str, columns: list[str]):
+    """One of the summary's tables (a pandas DataFrame of these columns); SummaryError when it
+    is missing, damaged or lacks a column."""
+    import duckdb
+    listed = (manifest.get("tables") or {}).get(name) or {}
+    file = os.path.join(path, os.path.basename(str(listed.get("file", f"{name}.parquet"))))
+    cols = ", ".join('"' + c.replace('"', '""') + '"' for c in columns)
+    con = duckdb.connect()
+    try:
+        return con.execute(f"SELECT {cols} FROM read_parquet('{file.replace(chr(39), chr(39) * 2)}')").df()
+    except (duckdb.Error, OSError) as e:
+        raise SummaryError(f"{path}: the summary's {name} table cannot be read "
+                           f"({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    finally:
+        con.close()
+
+
+def open_trace(path: str):
+    """The summary as the timeline's Trace (model.summary_rows.SummaryTrace: every rank, its
+    steps and its summary row from the profiles, no events) and the analysis the panels show.
+    Reads the manifest, analysis.json and two small tables; never a trace file."""
+    import numpy as np
+
+    from ..model.summary_rows import SummaryRows, SummaryTrace, profile_busy
+    from ..model.trace import RankInfo, Step
+    m = read_manifest(path)
+    a = read_analysis(path)
+    prof = read_table(path, m, "profiles", ["rank", "start_ns", "end_ns", "compute", "comm"])
+    steps = read_table(path, m, "steps", ["rank", "step", "host_start_ns", "host_end_ns"])
+    ranks, busy = [], {}
+    for info in m.get("ranks") or []:
+        r = int(info["rank"])
+        ranks.append(RankInfo(r, files=[str(f) for f in info.get("files") or []],
+                              devices=[int(d) for d in info.get("devices") or []], host=info.get("host"),
+                              clock_offset_ns=int(info.get("clock_offset_ns") or 0),
+                              world_size=info.get("world_size")))
+    ranks.sort(key=lambda ri: ri.rank)
+    prof = prof.sort_values(["rank", "start_ns"], kind="stable")
+    for r, g in prof.groupby("rank", sort=True):
+        s, e = g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)
+        busy[int(r)] = {False: profile_busy(s, e, g["compute"].to_numpy(np.float64)),
+                        True: profile_busy(s, e, g["comm"].to_numpy(np.float64))}
+    # a step without a number (NVTX ranges that name none) has no line to draw
+    steps = steps[steps["step"].notna()]
+    step_list = sorted((Step(int(r), int(st), int(a0), int(b0)) for r, st, a0, b0 in
+                        steps.itertuples(index=False, name=None)), key=lambda s: (s.rank, s.step))
+    span = [int(i[k]) for i in m.get("ranks") or [] for k in ("start_ns", "end_ns") if i.get("events")]
+    rows = SummaryRows(path=path, format=str(m.get("source_format") or "summary"), ranks=ranks, steps=step_list,
+                       busy=busy, span=(min(span), max(span)) if span else (0, 0),
+                       warnings=[str(w) for w in m.get("warnings") or []],
+                       metadata={"summary": path, "files": list(m.get("files") or []),
+                                 "alignment": m.get("alignment") or {}, "hosts_from": m.get("hosts_from"),
+                                 "failed_ranks": list(m.get("failed_ranks") or [])})
+    return SummaryTrace(rows), a
+
+
+def rank_files(trace, rank: int) -> list[str]:
+    """The files a rank of a summary was read from (what its manifest lists)."""
+    info = next((r for r in trace.summary.ranks if r.rank == rank), None)
+    return list(info.files) if info is not None else []
+
+
+def as_summary_rank(loaded, trace, rank: int):
+    """A rank's file(s), read as a session of their own (`loaded`), made a rank of the summary
+    `trace`: its ranks numbered as the summary numbers them (the file's ranks, in order, are
+    the summary's ranks that list the file) and its events moved by the clock offset the
+    summary found for it. SummaryError when the file holds other ranks than the summary says."""
+    from ..model.align import apply_offsets
+    from .work import relabel
+    files = {os.path.abspath(f) for f in rank_files(trace, rank)}
+    mine = sorted(r.rank for r in trace.summary.ranks if files & {os.path.abspath(f) for f in r.files})
+    have = [r.rank for r in loaded.ranks]
+    if len(have) != len(mine) or rank not in mine:
+        raise SummaryError(f"{', '.join(sorted(files))}: holds {len(have)} ranks, the summary says {len(mine)}; "
+                           "the file changed since the summary was written")
+    relabel(loaded, {old: new for old, new in zip(have, mine) if old != new})
+    offset = {r.rank: r.clock_offset_ns for r in trace.summary.ranks}
+    if any(offset.get(r) for r in mine):
+        # the offset at the session's start: the drift over a capture (ppm) is left out
+        apply_offsets(loaded, lambda r, _t: offset.get(r, 0))
+    return loaded
+
+
+def load_rank(trace, rank: int, use_cache: bool = True):
+    """A rank's events, read here (through the cache), for the summary `trace`: what the window's
+    background loader does in another process, for headless renders and tests."""
+    from ..io.session import load
+    files = rank_files(trace, rank)
+    if not files:
+        raise SummaryError(f"rank {rank}: the summary lists no file for it")
+    return as_summary_rank(load(files, use_cache=use_cache), trace, rank)
