@@ -143,8 +143,7 @@ class Session(SessionActions):
         """Per-step breakdown and findings as plain data (what `gpuviewer analyze --json` prints,
         plus "_kernel_collectives" for the window), computed on first use."""
         if self._analysis is None:
-            from .run_analysis import analyze_session
-            self._analysis = analyze_session(self.trace)
+            self._analysis = self.compute_analysis()
         return self._analysis
 
     @property
@@ -161,11 +160,15 @@ class Session(SessionActions):
         """The analysis if it has been computed, else None (never computes)."""
         return self._analysis
 
-    def run_analysis(self) -> dict:
-        """Compute the analysis in this thread (the window runs `analyze_session` on a worker
-        and hands the result to set_analysis)."""
+    def compute_analysis(self) -> dict:
+        """The analysis of this session, computed and returned, not kept: safe on a worker
+        thread (the window's controller runs it there and hands it to set_analysis)."""
         from .run_analysis import analyze_session
-        self.set_analysis(analyze_session(self.trace))
+        return analyze_session(self.trace)
+
+    def run_analysis(self) -> dict:
+        """Compute the analysis in this thread, keep it and announce it."""
+        self.set_analysis(self.compute_analysis())
         return self._analysis
 
     def set_analysis(self, analysis: dict | None) -> None:

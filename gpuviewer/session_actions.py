@@ -6,7 +6,8 @@ the events into Qt signals, tests and notebooks connect functions.
 Events and their keyword arguments:
   range(t0, t1)             the visible time range changed (absolute ns)
   lanes(state)              the lane layout (a model.layout.ViewState) changed
-  selection(event)          the selected event (None: nothing)
+  selection(event)          an event was selected (None: nothing), also the same one again:
+                            views bring it back into sight
   area(t0, t1, lanes)       an area selection (lane indices)
   search(text, count, pos)  a search ran (count matches) or moved to match pos
   highlight(span)           a finding's (t0, t1, ranks) is highlighted (None: none)
@@ -80,12 +81,13 @@ class SessionActions:
             self.events.emit("dirty")
 
     def select(self, i: int | None) -> None:
+        """Select an event (None: nothing). Announced every time, also for the event already
+        selected: a view unfolds what hides it again (the user may have folded its rank)."""
         i = None if i is None else int(i)
         if i is not None and not 0 <= i < len(self.trace):
             raise IndexError(f"no event {i} (the session has {len(self.trace)})")
-        if i != self.view.selected:
-            self.view.selected = i
-            self.events.emit("selection", event=i)
+        self.view.selected = i
+        self.events.emit("selection", event=i)
 
     def select_area(self, t0: int, t1: int, lanes: list[int]) -> None:
         self.view.area = (int(t0), int(t1), list(lanes))
@@ -127,6 +129,17 @@ class SessionActions:
             self.next_match(+1)
         return len(self.view.matches)
 
+    def refind(self) -> None:
+        """The search again over events that changed (a rank loaded), nothing selected."""
+        from .model.search import find
+        v = self.view
+        v.match_pos = -1
+        if v.search and not v.search_error:
+            v.mask, v.matches = find(self.trace, v.search, v.regex)
+        else:
+            v.mask, v.matches = None, np.zeros(0, np.int64)
+        self.events.emit("search", text=v.search, count=len(v.matches) if not v.search_error else -1, pos=-1)
+
     def next_match(self, direction: int = 1) -> int | None:
         """The next (or previous) match, selected; None when there is none."""
         m = self.view.matches
@@ -167,7 +180,7 @@ class SessionActions:
         rank = f["ranks"][0] if f["ranks"] else None
         if rank is not None:
             self.events.emit("reveal", rank=rank)
-        ev = evidence_of(f)
+        ev = evidence_of(f, with_excess=True)  # a late rank's excess: the host op it spent longer in
         if ev and rank is not None:
             i = longest_named(self.trace, ev[0]["name"], rank, f["start_ns"], f["end_ns"])
             if i is not None:
@@ -209,7 +222,8 @@ class SessionActions:
     def add_region(self, text: str, t0: int, t1: int, rank: int | None = None):
         from .model.annotations import Annotation
         r = rank if rank is not None else (self.trace.ranks[0].rank if self.trace.ranks else 0)
-        return self._add(Annotation("region", text, int(t0), int(max(t1, t0 + 1)), r, None))
+        lo, hi = sorted((int(t0), int(t1)))
+        return self._add(Annotation("region", text, lo, max(hi, lo + 1), r, None))
 
     def add_arrow(self, i: int, j: int, text: str = ""):
         """An arrow from event i to event j."""

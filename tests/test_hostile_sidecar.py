@@ -192,7 +192,7 @@ def test_window_moves_damaged_sidecar_aside_then_saves_fresh(qtbot, tmp_path, dd
     assert "rank must be an integer" in w.statusBar().currentMessage()
     with open(side, "rb") as f:
         assert f.read() == data  # opening alone changes nothing
-    w.add_annotation(Annotation("note", "fresh", w.trace.start_ns + 1000, None, 0))
+    w.session.add_note("fresh", w.trace.start_ns + 1000, 0)
     assert w.save_annotations()
     (moved,) = _damaged_copies(ddp_copy)
     with open(os.path.join(ddp_copy, moved), "rb") as f:

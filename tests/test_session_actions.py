@@ -132,9 +132,16 @@ def test_a_finding_shown_highlights_its_range_and_selects_its_evidence():
     assert s.view.range[0] <= f.start_ns and s.view.range[1] >= f.end_ns
     assert s.view.highlight == (f.start_ns, f.end_ns, set(f.ranks))
     assert ("reveal", {"rank": f.ranks[0]}) in log
-    if i is not None:
-        assert s.trace.name_of(i) == f.evidence[0].name
-        assert s.trace.lanes[int(s.trace.columns["lane"][i])].rank == f.ranks[0]
+    # the longest event of the first evidence's name on that rank, inside the finding
+    c = s.trace.columns
+    name_ids = [k for k, n in enumerate(s.trace.names) if n == f.evidence[0].name]
+    lane_rank = np.array([ln.rank for ln in s.trace.lanes])[np.asarray(c["lane"])]
+    start, end = np.asarray(c["start"]), np.asarray(c["start"]) + np.asarray(c["dur"])
+    cand = np.flatnonzero(np.isin(np.asarray(c["name"]), name_ids) & (lane_rank == f.ranks[0])
+                          & (end > f.start_ns) & (start < f.end_ns))
+    assert len(cand) and i is not None and s.view.selected == i
+    assert int(c["dur"][i]) == int(np.asarray(c["dur"])[cand].max())
+    assert ("selection", {"event": i}) in log
 
 
 def test_annotations_round_trip_with_the_view_through_the_sidecar(ddp):
@@ -158,7 +165,10 @@ def test_annotations_round_trip_with_the_view_through_the_sidecar(ddp):
     s.edit_annotation(region, text="the area", color="#00ff00")
     extra = s.add_note("to remove")
     s.remove_annotation(extra)
-    assert [n for n, _ in log].count("dirty") == 6
+    gone = s.add_region("gone", s.trace.start_ns + 5, s.trace.start_ns + 1)  # given backwards
+    assert (gone.kind, gone.start_ns, gone.end_ns) == ("region", s.trace.start_ns + 1, s.trace.start_ns + 5)
+    s.remove_annotation(gone)
+    assert [n for n, _ in log].count("dirty") == 8
     s.view.lanes.hidden.add(s.trace.lanes[0].key)
     s.lanes_changed()
     assert s.save_annotations()
@@ -192,12 +202,12 @@ def test_a_topology_joins_and_the_analysis_runs_again():
         s.paste_topology("not a matrix")
 
 
-def test_selection_checks_the_event_and_announces_changes_only():
+def test_selection_checks_the_event_and_is_announced_each_time():
     s = _open(trace_path("kineto", "gpu_straggler"))
     log = _record(s, "selection")
     s.select(5)
-    s.select(5)
+    s.select(5)  # again: a view brings it back into sight
     s.select(None)
-    assert log == [("selection", {"event": 5}), ("selection", {"event": None})]
+    assert log == [("selection", {"event": 5})] * 2 + [("selection", {"event": None})]
     with pytest.raises(IndexError):
         s.select(len(s.trace))

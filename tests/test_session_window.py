@@ -70,3 +70,28 @@ def test_the_report_view_paints_what_the_window_timeline_paints(qtbot, tmp_path)
         assert s.view.range == before == tv.visible_range()
     finally:
         view.close()
+
+
+def test_the_search_box_and_a_folded_rank_follow_the_session(qtbot, tmp_path):
+    """Enter in the search box searches the session it shows (also after another session was
+    opened with the same text typed), and stepping to a match unfolds the rank that hides it."""
+    from conftest import trace_path
+    w = make_window(qtbot, tmp_path, block_analysis=True, size=(1400, 850))
+    assert w.open_paths([SAMPLES + "/ddp"], block=True)
+    tv = w.timeline
+    tv.search.setText("ProfilerStep#3")
+    tv._search_enter()
+    first = len(w.session.view.matches)
+    assert first > 0 and w.session.view.selected is not None
+    assert w.open_paths([trace_path("kineto", "gpu_straggler")], block=True)
+    tv._search_enter()  # the same text, a new session: a new search, not a step through nothing
+    assert w.session.view.search == "ProfilerStep#3" and len(w.session.view.matches) > 0
+    # fold the rank of the selected match, then step: the rank unfolds
+    i = w.session.view.selected
+    rank = w.trace.lanes[int(w.trace.columns["lane"][i])].rank
+    tv.layout_model.toggle_rank(rank)
+    tv._relayout()
+    assert rank in tv.layout_model.state.collapsed_ranks
+    w.session.select(i)  # the same event again
+    assert rank not in tv.layout_model.state.collapsed_ranks
+    assert tv.layout_model.lane_y(int(w.trace.columns["lane"][i])) is not None

@@ -308,3 +308,17 @@ def test_combining_ranks_keeps_their_events_names_and_flows():
     assert flows(t) == flows(a) | flows(b) and flows(t)
     assert all(np.all(np.diff(np.asarray(t.columns["start"][t.lane_slice(i)])) >= 0) for i in range(len(t.lanes)))
     assert t.sources[t.lanes[-1].source].path == b.sources[0].path  # arguments are read from the right file
+
+
+def test_report_and_timeline_only_of_a_summary_say_what_they_need(tmp_path, job16):
+    """A summary holds no events: `report` and `screenshot --timeline-only` of one exit 2 with
+    one line that names it and says what works instead."""
+    _traces, summ, _manifest = job16
+    for args in (("report", summ, "-o", str(tmp_path / "r.html")),
+                 ("screenshot", summ, "-o", str(tmp_path / "t.png"), "--timeline-only")):
+        r = subprocess.run([sys.executable, "-m", "gpuviewer", *args], capture_output=True, text=True, cwd=ROOT,
+                           timeout=600)
+        lines = [ln for ln in r.stderr.splitlines() if ln.startswith("gpuviewer:")]
+        assert r.returncode == 2 and len(lines) == 1 and summ in lines[0] and "session summary" in lines[0], r.stderr
+        assert "Traceback" not in r.stderr
+        assert not os.path.exists(args[3])

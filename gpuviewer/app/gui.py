@@ -234,7 +234,14 @@ def _render_session(paths: list[str], out: str, use_cache: bool, annotations: st
     from ..export.report import write_report
     from ..io.errors import TraceError
     from ..session import Session
+    from ..scale.summary import summary_folder
     from ..widgets.offscreen import bare_view
+    summ = next((p for p in paths if summary_folder(p)), None)
+    if summ is not None:  # a summary holds no events to draw or report from
+        what = "a report" if image_size is None else "--timeline-only"
+        print(f"gpuviewer: {summ}: a session summary; {what} needs the traces (`gpuviewer analyze {summ}` "
+              f"prints its findings; `gpuviewer screenshot {summ}` pictures the window)", file=sys.stderr)
+        return 2
     try:
         s = Session.open(paths, use_cache=use_cache)
     except TraceError as e:

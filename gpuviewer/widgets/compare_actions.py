@@ -33,10 +33,10 @@ def compare_with(win, paths: list[str]):
 def _open(win, session_b):
     from .compare_window import open_compare
     win.statusBar().clearMessage()
-    win._compare_window = open_compare(win, win.queries.session, session_b)
+    win._compare_window = open_compare(win, win.session, session_b)
 
 
 def compare_rank(win, rank: int):
     from .compare_window import compare_rank_with_others
-    if win.queries.session is not None:
-        win._compare_window = compare_rank_with_others(win, win.queries.session, rank)
+    if win.session is not None:
+        win._compare_window = compare_rank_with_others(win, win.session, rank)

@@ -14,18 +14,19 @@ from .loader import Loader
 
 
 class AnalysisThread(QThread):
-    """Runs the analysis off the UI thread (numpy releases the GIL for most of it)."""
+    """Runs a session's analysis off the UI thread (numpy releases the GIL for most of it);
+    Session.compute_analysis only computes, so no session event is emitted on this thread."""
     done = Signal(object, object)
     failed = Signal(str)
 
-    def __init__(self, trace, parent=None) -> None:
+    def __init__(self, session, parent=None) -> None:
         super().__init__(parent)
-        self.trace = trace
+        self.session = session
+        self.trace = session.trace
 
     def run(self) -> None:
         try:
-            from ..run_analysis import analyze_session
-            self.done.emit(analyze_session(self.trace), self.trace)
+            self.done.emit(self.session.compute_analysis(), self.trace)
         except Exception as e:  # noqa: BLE001 - shown in the findings panel
             self.failed.emit(f"{type(e).__name__}: {e}")
 
@@ -114,7 +115,7 @@ class Controller(QObject):
                 self.analysisBusy.emit(f"analysis failed: {type(e).__name__}: {e}")
             return
         self.analysisBusy.emit("analysing…")
-        th = AnalysisThread(s.trace, self)
+        th = AnalysisThread(s, self)
         th.done.connect(self._analysis_done)
         th.failed.connect(lambda m: self.analysisBusy.emit(f"analysis failed: {m}"))
         self._thread = th
@@ -139,6 +140,17 @@ class Controller(QObject):
         if self.save_timer.isActive():
             self.save_timer.stop()
             self.save()
+
+    def wait_for_analysis(self) -> dict:
+        """The analysis, now: the running worker's (waited for), else computed here."""
+        s = self.session
+        if s.analysis_ready is None and self._thread is not None and self._thread.isRunning():
+            self._thread.wait()
+            from PySide6.QtCore import QCoreApplication
+            QCoreApplication.processEvents()  # its result, queued to this thread
+        if s.analysis_ready is None:  # no worker, or it failed
+            s.run_analysis()
+        return s.analysis_ready
 
     def close(self) -> None:
         self.flush()

@@ -114,7 +114,7 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         self.findings.set_findings([])
         self.timeline.set_session(session)
         self.details.set_trace(trace)
-        self.queries.set_trace(trace, paths)
+        self.queries.set_session(session)
         self._show_topology()
         self._show_memory(trace)
         steps = sorted({s.step for s in trace.steps})

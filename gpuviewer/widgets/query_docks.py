@@ -22,15 +22,11 @@ class QueryDocks:
         self.sql.eventChosen.connect(self._goto)
         self.stats.eventChosen.connect(self._goto)
 
-    def set_trace(self, trace, paths) -> None:
-        from ..session import Session
-        self.session = Session(trace, paths)
-        self.sql.set_session(self.session)
-        self.stats.set_session(self.session)
-
-    def set_analysis(self, trace, analysis: dict) -> None:
-        if self.session is not None and self.session.trace is trace:
-            self.session.set_analysis(analysis)
+    def set_session(self, session) -> None:
+        """The window's session (its tables follow its trace and analysis)."""
+        self.session = session
+        self.sql.set_session(session)
+        self.stats.set_session(session)
 
     def _goto(self, i: int) -> None:
         self.win._goto_event(i)  # select, centre, scroll to its lane: as a details link does

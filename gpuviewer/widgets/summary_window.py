@@ -76,9 +76,8 @@ class SummarySession(Session):
         self.summary_analysis = analysis
         self._analysis = analysis
 
-    def run_analysis(self) -> dict:
-        self.set_analysis(self.summary_analysis)
-        return self._analysis
+    def compute_analysis(self) -> dict:
+        return self.summary_analysis
 
     def drop_analysis(self) -> None:
         pass  # a topology joining changes nothing the summary's analysis found
@@ -91,6 +90,7 @@ class SummarySession(Session):
         v.selected, v.area, v.mask, v.match_pos = None, None, None, -1
         v.matches = v.matches[:0]
         v.highlight = None
+        self.refind()  # the search, over the events there are now
 
 
 class SummaryController(QObject):
@@ -168,8 +168,7 @@ class SummaryController(QObject):
         """Details, SQL and statistics over the trace as it is now (the expanded ranks' events)."""
         win, trace = self.win, self.trace
         win.details.set_trace(trace)
-        win.queries.set_trace(trace, [self.folder])
-        win.queries.set_analysis(trace, self.session.summary_analysis)
+        win.queries.set_session(self.session)
 
     # -- expanding ---------------------------------------------------------------------------
     def _session_changed(self, session) -> None:

@@ -47,8 +47,6 @@ class _ViewBox(pg.ViewBox):
 
 
 class TimelineView(QWidget):
-    selectionChanged = Signal(object)  # event index or None
-    rangeChanged = Signal(object, object)  # absolute ns (64-bit: not a C int)
     areaSelected = Signal(object, object, object)  # lanes, t0, t1 (absolute ns)
     helpRequested = Signal()
     markRequested = Signal(bool)  # M (False) or Shift+M (True)
@@ -220,7 +218,6 @@ class TimelineView(QWidget):
         t0, t1 = self.visible_range()
         if self.session is not None:
             self.session.set_range(t0, t1)
-        self.rangeChanged.emit(t0, t1)
 
     def _on_range(self, t0: int, t1: int) -> None:
         if (t0, t1) != self.visible_range():  # not the range this view just reported
@@ -399,12 +396,8 @@ class TimelineView(QWidget):
         self.setFocus()
 
     def select(self, i: int | None) -> None:
-        if self.session is None:
-            return
-        if i == self.session.view.selected:
-            self._on_selection(i)  # again: unfold what hides it, tell the panels
-        else:
-            self.session.select(i)
+        if self.session is not None:
+            self.session.select(i)  # announced back to _on_selection
 
     def _on_selection(self, event: int | None) -> None:
         i = event
@@ -414,7 +407,6 @@ class TimelineView(QWidget):
             self.item.selected = i
             self.item.flow_pairs = self.flows_of(i) if i is not None else []
             self.item.update()
-        self.selectionChanged.emit(i)
 
     def _reveal(self, i: int) -> None:
         """Unfold what hides the event: its rank, its lane group, its lane's deeper rows."""
@@ -492,15 +484,15 @@ class TimelineView(QWidget):
         self.search.selectAll()
 
     def _search_enter(self) -> None:
-        text = self.search.text()
-        if text != getattr(self, "_last_query", None):
-            self.run_search(text, self.regex.isChecked())
+        text, regex = self.search.text(), self.regex.isChecked()
+        v = self.session.view if self.session is not None else None
+        if v is None or text != v.search or regex != v.regex or (text and not len(v.matches)):
+            self.run_search(text, regex)  # a new query (or this session has not run it)
         else:
             self.step_match(+1)
         self.search.setFocus()
 
     def run_search(self, text: str, regex: bool = False) -> int:
-        self._last_query = text
         if self.session is None:
             return 0
         n = self.session.search(text, regex)

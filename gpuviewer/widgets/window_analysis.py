@@ -21,7 +21,6 @@ class AnalysisMixin:
 
     def _analysis_done(self, a: dict) -> None:
         trace = self.trace
-        self.queries.set_analysis(trace, a)
         self.findings.set_findings(a["findings"])
         kc = a.get("_kernel_collectives") or {}
         self.details.collectives = kc

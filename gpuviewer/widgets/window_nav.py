@@ -146,6 +146,7 @@ class NavMixin:
         from .offscreen import bare_view
         if self.session.analysis_ready is None:
             self.statusBar().showMessage("Analysing for the report…")
+        self.controller.wait_for_analysis()  # before the view: it draws the communication waits
         view = bare_view(self.session)
         try:
             write_report(self.session, view, path)

@@ -35,15 +35,9 @@ class NotesMixin:
         if self.session is not None:
             self.session.annotations_edited()
 
-    def view_state(self) -> dict:
-        return self.session.view.to_json() if self.session is not None else {}
-
     def save_annotations(self) -> bool:
         """Autosave: the sidecar (atomically); never the trace."""
         return self.controller.save()
-
-    def add_annotation(self, a) -> None:
-        self.session._add(a)
 
     def mark(self, region: bool = False, text: str | None = None):
         """M: a note at the selected event (or the middle of the view); Shift+M: a region."""
@@ -63,9 +57,6 @@ class NotesMixin:
 
     def goto_annotation(self, a) -> None:
         self.session.goto_annotation(a)
-
-    def _scroll_to_rank(self, rank) -> None:
-        self.timeline.scroll_to_rank(rank)
 
     def _timeline_menu(self, global_pos, x: float, y: float) -> None:
         from PySide6.QtWidgets import QMenu
