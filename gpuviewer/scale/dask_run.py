@@ -89,7 +89,9 @@ def run(client, calls: list[tuple[str, dict]], done: Callable[[int, dict], None]
             for f in finished:
                 i = where[f.key]
                 try:
-                    results[i] = f.result()
+                    results[i], no_workers_since = _result(client, f, no_workers_since)
+                except ClusterFailed:
+                    raise
                 except (Exception, FutureCancelledError) as e:  # noqa: BLE001 - the cluster's, not the file's
                     raise ClusterFailed(_why(e, calls[i][0])) from None
                 f.release()  # held here now: a worker lost later need not compute it again
@@ -103,6 +105,17 @@ def run(client, calls: list[tuple[str, dict]], done: Callable[[int, dict], None]
     return results  # type: ignore[return-value]
 
 
+def _result(client, f, no_workers_since: float | None):
+    """A finished future's result. It can be finished and then lost with the worker that held
+    it (killed): the scheduler runs it again, and with no worker left f.result() would wait
+    forever; so wait a poll at a time and give up as the run itself does."""
+    while True:
+        try:
+            return f.result(timeout=_POLL_S), None
+        except TimeoutError:
+            no_workers_since = _check_workers(client, no_workers_since)
+
+
 def _check_workers(client, since: float | None) -> float | None:
     try:
         n = len(client.scheduler_info().get("workers", {}))
@@ -114,8 +127,8 @@ def _check_workers(client, since: float | None) -> float | None:
     if since is None:
         return now
     if now - since > float(os.environ.get("GPUVIEWER_DASK_NO_WORKERS_S", NO_WORKERS_S)):
-        raise ClusterFailed("no Dask worker has been connected to the scheduler for a minute: the run stopped, "
-                            "nothing was written")
+        raise ClusterFailed(f"no Dask worker has been connected to the scheduler for {now - since:.0f} s: the run "
+                            "stopped, nothing was written")
     return since
 
 
