@@ -18,7 +18,8 @@ import numpy as np
 
 from ..model.trace import EVENT_COLUMNS, Counter, Lane, RankInfo, Source, Step, Trace
 
-STORE_VERSION = 7  # 6: key from the paths' bytes; 7: level-of-detail pyramid stored
+# 6: key from the paths' bytes; 7: level-of-detail pyramid stored; 8: lane offsets in meta.json
+STORE_VERSION = 8
 
 
 def cache_root() -> str:
@@ -53,54 +54,74 @@ def store(files: list[str], trace: Trace) -> str | None:
     """Write the cache; failures (read-only disk, full disk) only cost the speed-up."""
     try:
         key = key_for(files)
-        root = cache_root()
-        os.makedirs(root, exist_ok=True)
-        final = _dir_for(key)
-        tmp = tempfile.mkdtemp(prefix=".tmp-", dir=root)
+        tmp = new_tmp()
         try:
             arrays = dict(trace.columns)
             arrays["flow_src"], arrays["flow_dst"] = trace.flows
             for k, v in trace.instants.items():
                 arrays[f"inst_{k}"] = v
-            c_index = []
             for i, c in enumerate(trace.counters):
                 arrays[f"counter{i}_t"] = c.t
                 arrays[f"counter{i}_v"] = c.v
-                c_index.append({"rank": c.rank, "device": c.device, "name": c.name})
             # the timeline's levels of detail, so a cached session's first paint maps them
             from ..model.queries import lod_pack
             from ..model.view import initial_view
             arrays.update(lod_pack(trace))
             for name, arr in arrays.items():
                 np.save(os.path.join(tmp, f"{name}.npy"), np.ascontiguousarray(arr))
-            meta = {
-                "key": key, "version": STORE_VERSION, "format": trace.format, "n": len(trace),
-                "names": trace.names,
-                "lanes": [msgspec.structs.asdict(_LaneS(**_lane_dict(ln))) for ln in trace.lanes],
-                "ranks": [_rank_dict(r) for r in trace.ranks],
-                "steps": [[s.rank, s.step, s.start, s.end] for s in trace.steps],
-                "counters": c_index,
-                "sources": [s.__dict__ for s in trace.sources],
-                "warnings": trace.warnings,
-                "metadata": trace.metadata,
-                # O(events) to compute: kept so that a cached session opens without a pass
-                "span": [trace.start_ns, trace.end_ns], "initial_view": list(initial_view(trace)),
-            }
-            # meta.json is written last: its presence marks a complete cache.
-            with open(os.path.join(tmp, "meta.json"), "wb") as f:
-                f.write(msgspec.json.encode(meta))
-                f.flush()
-                os.fsync(f.fileno())
-            if os.path.exists(final):
-                shutil.rmtree(final, ignore_errors=True)
-            os.replace(tmp, final)
+            meta = meta_dict(key, trace.format, len(trace), trace.names, trace.lanes, trace.ranks,
+                             trace.steps, trace.counters, trace.sources, trace.warnings,
+                             trace.metadata, (trace.start_ns, trace.end_ns), initial_view(trace),
+                             trace.lane_offsets)
+            return commit(tmp, meta)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        evict(keep=final)
-        return final
     except (OSError, TypeError, ValueError, msgspec.EncodeError):
         return None
+
+
+def new_tmp() -> str:
+    """A temporary folder in the cache root that commit() renames into place."""
+    root = cache_root()
+    os.makedirs(root, exist_ok=True)
+    return tempfile.mkdtemp(prefix=".tmp-", dir=root)
+
+
+def meta_dict(key: str, format: str, n: int, names: list[str], lanes: list[Lane],
+              ranks: list[RankInfo], steps: list[Step], counters: list[Counter],
+              sources: list[Source], warnings: list[str], metadata: dict,
+              span: tuple[int, int], view: tuple[int, int], lane_offsets: np.ndarray) -> dict:
+    """meta.json: everything of a session that is not a column."""
+    return {
+        "key": key, "version": STORE_VERSION, "format": format, "n": n,
+        "names": names,
+        "lanes": [msgspec.structs.asdict(_LaneS(**_lane_dict(ln))) for ln in lanes],
+        "ranks": [_rank_dict(r) for r in ranks],
+        "steps": [[s.rank, s.step, s.start, s.end] for s in steps],
+        "counters": [{"rank": c.rank, "device": c.device, "name": c.name} for c in counters],
+        "sources": [s.__dict__ for s in sources],
+        "warnings": warnings,
+        "metadata": metadata,
+        # O(events) to compute: kept so that a cached session opens without a pass
+        "span": [int(span[0]), int(span[1])], "initial_view": [int(view[0]), int(view[1])],
+        "lane_offsets": [int(x) for x in lane_offsets],
+    }
+
+
+def commit(tmp: str, meta: dict) -> str:
+    """Write meta.json into tmp (last: its presence marks a complete cache) and rename tmp to
+    the session's folder. Returns that folder."""
+    final = _dir_for(meta["key"])
+    with open(os.path.join(tmp, "meta.json"), "wb") as f:
+        f.write(msgspec.json.encode(meta))
+        f.flush()
+        os.fsync(f.fileno())
+    if os.path.exists(final):
+        shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    evict(keep=final)
+    return final
 
 
 class _LaneS(msgspec.Struct):
@@ -207,10 +228,13 @@ def load(files: list[str]) -> Trace | None:
             r = dict(r)
             r["device_props"] = {int(k): v for k, v in r["device_props"].items()}
             ranks.append(RankInfo(**r))
+        offsets = np.array(meta["lane_offsets"], np.int64)
+        if len(offsets) != len(lanes) + 1 or offsets[0] != 0 or offsets[-1] != n or (np.diff(offsets) < 0).any():
+            raise ValueError("lane offsets: inconsistent")
         t = Trace(format=meta["format"], columns=cols, names=meta["names"], lanes=lanes,
                   ranks=ranks, counters=counters, steps=[Step(*s) for s in meta["steps"]],
                   flows=flows, instants=inst, sources=[Source(**s) for s in meta["sources"]],
-                  warnings=meta["warnings"], metadata=meta["metadata"])
+                  warnings=meta["warnings"], metadata=meta["metadata"], lane_offsets=offsets)
         t.metadata["from_cache"] = True
         if "span" in meta:
             t._span = (int(meta["span"][0]), int(meta["span"][1]))
@@ -220,8 +244,8 @@ def load(files: list[str]) -> Trace | None:
         if len(lod["lod_index"]) != len(lod["lod_q"]) or len({len(lod[k]) for k in LOD_ARRAYS[:4]}) != 1 \
                 or (len(lod["lod_index"]) and int((lod["lod_index"][:, 2] + lod["lod_index"][:, 3]).max()) > len(lod["lod_start"])):
             raise ValueError("level of detail: inconsistent")
-        if len(lod["lod_rep"]) and (int(lod["lod_rep"].max()) >= n or int(lod["lod_rep"].min()) < 0):
-            raise ValueError("level of detail: an event out of range")
+        # each row's events are checked to lie in its lane when the row is first drawn
+        # (queries._from_pack): a check of the whole lod_rep here would read 150 MB at 100M events
         lod_attach(t, lod)
         try:
             os.utime(meta_path)  # "used last" for eviction

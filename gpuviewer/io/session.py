@@ -112,7 +112,15 @@ def _load(files: list[str], kinds: dict, use_cache: bool, progress, cancelled,
 
     def open_more(more: list[str]) -> Trace:
         return _load(more, {f: registry.sniff(f) for f in more}, use_cache, progress, cancelled)
-    trace = reader.read(files, Job(progress, cancelled, optional, open_more))
+    job = Job(progress, cancelled, optional, open_more)
+    if use_cache and reader.cached:
+        from . import out_of_core
+        if out_of_core.wanted(reader, files):
+            # many big ranks: built rank by rank into the cache, never all in memory at once
+            t = out_of_core.load(files, job)
+            if t is not None:
+                return t
+    trace = reader.read(files, job)
     if use_cache and reader.cached:
         from . import cache
         cache.store(files, trace)

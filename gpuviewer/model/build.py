@@ -64,27 +64,32 @@ class TraceBuilder:
 
     # -- finish --------------------------------------------------------------------------
     def finish(self) -> Trace:
-        cols = _concat(self._chunks)
-        cols["dur"] = np.maximum(cols["dur"], 0)
-        order = np.lexsort((-cols["dur"], cols["start"], cols["lane"]))
-        cols = {k: v[order] for k, v in cols.items()}
-        offsets = np.searchsorted(cols["lane"], np.arange(len(self.lanes) + 1))
-        depth = cols["depth"]
-        for ln in range(len(self.lanes)):
-            a, b = offsets[ln], offsets[ln + 1]
-            if b > a:
-                depth[a:b] = lane_depth(cols["start"][a:b], cols["dur"][a:b])
-        self._order_lanes()
+        cols = sort_and_nest(_concat(self._chunks), 0, len(self.lanes))
         inst = _concat_inst(self._inst)
         flows = link_flows(cols, np.array([ln.rank for ln in self.lanes], np.int64))
-        for info in self.ranks.values():
-            info.devices = sorted({ln.device for ln in self.lanes
-                                   if ln.rank == info.rank and ln.device >= 0} | set(info.devices))
+        self.finish_tables()
         return Trace(format=self.format, columns=cols, names=self.names.strings, lanes=self.lanes,
                      ranks=[self.ranks[r] for r in sorted(self.ranks)], counters=self.counters,
                      steps=sorted(self.steps, key=lambda s: (s.rank, s.step)), flows=flows,
                      instants=inst, sources=self.sources, warnings=self.warnings,
                      metadata=self.metadata)
+
+    def take_part(self, lane_lo: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """The events and instants added since the last call, sorted and nested like finish()
+        sorts the whole session, and dropped from the builder. For a session built one file at a
+        time (io/out_of_core.py): a file's lanes are numbered after every earlier file's
+        (lane_lo is its first), so the parts laid end to end are the columns finish() makes."""
+        cols = sort_and_nest(_concat(self._chunks), lane_lo, len(self.lanes))
+        inst = _concat_inst(self._inst)
+        self._chunks, self._inst = [], []
+        return cols, inst
+
+    def finish_tables(self) -> None:
+        """What finish() does besides the columns: lane order and each rank's devices."""
+        self._order_lanes()
+        for info in self.ranks.values():
+            info.devices = sorted({ln.device for ln in self.lanes
+                                   if ln.rank == info.rank and ln.device >= 0} | set(info.devices))
 
     def _order_lanes(self) -> None:
         from .categories import LaneKind
@@ -93,6 +98,22 @@ class TraceBuilder:
             self.lanes[i].pid, self.lanes[i].stream))
         for pos, i in enumerate(ranked):
             self.lanes[i].order = pos
+
+
+def sort_and_nest(cols: dict[str, np.ndarray], lane_lo: int, lane_hi: int) -> dict[str, np.ndarray]:
+    """Sort events by (lane, start, -duration) and give each its depth in its lane; lane ids of
+    cols lie in [lane_lo, lane_hi)."""
+    cols["dur"] = np.maximum(cols["dur"], 0)
+    order = np.lexsort((-cols["dur"], cols["start"], cols["lane"]))
+    cols = {k: v[order] for k, v in cols.items()}
+    del order
+    offsets = np.searchsorted(cols["lane"], np.arange(lane_lo, lane_hi + 1, dtype=cols["lane"].dtype))
+    depth = cols["depth"]
+    for k in range(lane_hi - lane_lo):
+        a, b = offsets[k], offsets[k + 1]
+        if b > a:
+            depth[a:b] = lane_depth(cols["start"][a:b], cols["dur"][a:b])
+    return cols
 
 
 def _concat(chunks: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

@@ -86,13 +86,14 @@ def lod_level(trace: Trace, lane: int, depth: int, ns_per_px: float) -> int:
 LOD_ARRAYS = ("lod_start", "lod_end", "lod_maxend", "lod_rep", "lod_index", "lod_q")
 
 
-def lod_pack(trace: Trace) -> dict[str, np.ndarray]:
+def lod_pack(trace: Trace, lanes: range | None = None) -> dict[str, np.ndarray]:
     """Every row's coarse levels (and the whole of small rows), packed into flat arrays for the
     cache: the first paint of a cached session then maps them instead of building them.
-    lod_index rows: lane, depth, offset, count; lod_q: the level's gap (0 = the events)."""
+    lod_index rows: lane, depth, offset, count; lod_q: the level's gap (0 = the events).
+    lanes: only these (a session built one file at a time packs each file's lanes)."""
     index, qs, parts = [], [], {"start": [], "end": [], "maxend": [], "rep": []}
     off = 0
-    for lane in range(len(trace.lanes)):
+    for lane in (range(len(trace.lanes)) if lanes is None else lanes):
         sl = trace.lane_slice(lane)
         if sl.stop == sl.start:
             continue
@@ -139,6 +140,11 @@ def _from_pack(trace: Trace, lane: int, depth: int) -> list | None:
         return None
     levels = [(q, packed["lod_start"][o:o + n], packed["lod_end"][o:o + n], packed["lod_rep"][o:o + n],
                packed["lod_maxend"][o:o + n]) for q, o, n in spec]
+    sl = trace.lane_slice(lane)
+    for lvl in levels:  # a damaged cache: build the row from its events instead
+        rep = lvl[3]
+        if len(rep) and (int(rep.min()) < sl.start or int(rep.max()) >= sl.stop):
+            return None
     if levels[0][0] > 0:  # the events themselves are read from the columns when first needed
         levels.insert(0, (0.0, None, None, None, None))
     return levels

@@ -26,40 +26,49 @@ class KinetoJson(Reader):
 READERS = [KinetoJson()]
 
 
-def _load_kineto(files: list[str], progress, cancelled, optional: frozenset = frozenset()) -> Trace:
-    """optional: files found inside an opened folder (others were named by the user)."""
+def read_each(b: TraceBuilder, files: list[str], progress, cancelled, optional: frozenset, skipped: list[str]):
+    """Read the files one by one into b, yielding what read_kineto returns for each. A job folder
+    also holds configs and metrics dumps: JSON that is not a trace is skipped (named in
+    `skipped`, with a warning) when the folder was opened, not when the file was named. Used by
+    the in-memory path below and by the out-of-core one (io/out_of_core.py)."""
     from ..kineto import read_kineto, shutdown_pool
-    b = TraceBuilder("kineto")
-    per_file = []
     sizes = [max(1, os.path.getsize(f)) for f in files]
     total = sum(sizes)
     done = 0
-    skipped = []
-    for i, f in enumerate(files):
-        def prog(frac, _done=done, _size=sizes[i], _name=os.path.basename(f)):
-            if progress:
-                mb = (_done + frac * _size) / 1e6
-                progress((_done + frac * _size) / total * 0.9,
-                         f"reading {_name}: {mb:,.0f} of {total / 1e6:,.0f} MB, {b.n_events:,} events")
-        try:
-            per_file.append(read_kineto(b, f, len(per_file), progress=prog, cancelled=cancelled))
-        except TraceError as e:
-            # A job folder also holds configs and metrics dumps: JSON that is not a trace is
-            # skipped when the folder was opened (not when the file was named), with a word.
-            if f in optional and any(w in e.problem for w in _NOT_A_TRACE):
-                skipped.append(f)
-                b.warnings.append(f"{f}: skipped ({e.problem})")
-                done += sizes[i]
-                continue
-            raise
-        except Cancelled:
-            raise
-        except Exception as e:  # noqa: BLE001 - named after the file that caused it
-            raise unexpected(f, e) from e
-        finally:
-            if i == len(files) - 1:
-                shutdown_pool()
-        done += sizes[i]
+    n = 0
+    try:
+        for i, f in enumerate(files):
+            def prog(frac, _done=done, _size=sizes[i], _name=os.path.basename(f)):
+                if progress:
+                    mb = (_done + frac * _size) / 1e6
+                    progress((_done + frac * _size) / total * 0.9,
+                             f"reading {_name}: {mb:,.0f} of {total / 1e6:,.0f} MB, {b.n_events:,} events")
+            try:
+                info = read_kineto(b, f, n, progress=prog, cancelled=cancelled)
+            except TraceError as e:
+                if f in optional and any(w in e.problem for w in _NOT_A_TRACE):
+                    skipped.append(f)
+                    b.warnings.append(f"{f}: skipped ({e.problem})")
+                    done += sizes[i]
+                    continue
+                raise
+            except Cancelled:
+                raise
+            except Exception as e:  # noqa: BLE001 - named after the file that caused it
+                raise unexpected(f, e) from e
+            done += sizes[i]
+            n += 1
+            yield info
+            del info  # the file's parsed chunks go before the next file is read (out of core)
+    finally:
+        shutdown_pool()
+
+
+def _load_kineto(files: list[str], progress, cancelled, optional: frozenset = frozenset()) -> Trace:
+    """optional: files found inside an opened folder (others were named by the user)."""
+    b = TraceBuilder("kineto")
+    skipped: list[str] = []
+    per_file = list(read_each(b, files, progress, cancelled, optional, skipped))
     if not per_file:
         raise TraceError(file_names(files), "no trace in these files (each is JSON, but not a profiler trace)")
     _assign_ranks_and_clocks(b, per_file)

@@ -1,0 +1,255 @@
+"""A big multi-rank Kineto session opened one file (one rank) at a time into the column cache.
+
+The in-memory path (formats/kineto_json.py) reads every file, then sorts the whole session: its
+peak is about 160 bytes an event (1.6 GB at 10M events, 16 GB at 100M). Here each file is read,
+committed as its rank, sorted and nested, its flows linked and its level-of-detail pyramid built,
+and then appended to the cache's column files (io/cache_stream.py) and dropped, so the peak is
+one file's worth. The session is then what cache.load memory-maps.
+
+The parts laid end to end are the columns TraceBuilder.finish() makes: every file is one rank
+(a rank named twice becomes another one), so its lanes are new and numbered after the earlier
+files' lanes; lanes, flows (joined on rank and correlation id) and instants never cross files.
+What needs every file, the clock offset of files without an absolute clock, is applied at the
+end to the parts it moves (rare: it needs files with and without a clock base in one session).
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from ..model.build import TraceBuilder, link_flows
+from ..model.trace import EVENT_COLUMNS, Counter, Step, Trace
+from .errors import TraceError, file_names
+from .reader import Job, Reader
+
+DEFAULT_MIN_MB = 256  # below this much input, the in-memory path (a few GB at most) is kept
+
+
+def wanted(reader: Reader, files: list[str]) -> bool:
+    """Whether a session is built file by file: several Kineto files of at least
+    GPUVIEWER_OUT_OF_CORE_MB (default 256) MB in all."""
+    if reader.name != "kineto" or len(files) < 2:
+        return False
+    try:
+        limit = float(os.environ.get("GPUVIEWER_OUT_OF_CORE_MB", DEFAULT_MIN_MB)) * 1e6
+    except ValueError:
+        limit = DEFAULT_MIN_MB * 1e6
+    return sum(os.path.getsize(f) for f in files) >= limit
+
+
+def load(files: list[str], job: Job) -> Trace | None:
+    """Build the session's cache file by file and memory-map it; None when the cache cannot be
+    written (the caller reads in memory instead). Reading errors raise as the reader's do."""
+    from . import cache
+    from .cache_stream import PartStore
+    try:
+        store = PartStore()
+    except OSError:
+        return None
+    try:
+        meta = _build(files, job, store)
+        store.commit(meta)
+    except OSError:
+        # the cache's own failure (disk full, read-only): reading errors arrive as TraceError
+        store.abort()
+        return None
+    except BaseException:
+        store.abort()
+        raise
+    t = cache.load(files)
+    if t is not None:
+        t.metadata["from_cache"] = False
+    return t
+
+
+class _Parts:
+    """Where each file's events, instants, level-of-detail runs and counters went in the store."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self.lane_rank = np.zeros(0, np.int64)
+        self.lod_index: list[np.ndarray] = []
+        self.lod_q: list[np.ndarray] = []
+        self.lane_counts: list[np.ndarray] = []  # events of each lane, in lane order
+
+    def add(self, b: TraceBuilder, lane_lo: int) -> dict:
+        cols, inst = b.take_part(lane_lo)
+        st = self.store
+        at = {"events": st.length("start"), "n": len(cols["start"]),
+              "inst": st.length("inst_t"), "n_inst": len(inst["t"]), "lod": st.length("lod_start")}
+        for name, dtype in EVENT_COLUMNS.items():
+            st.append(name, cols[name], dtype)
+        self.lane_counts.append(np.bincount(cols["lane"] - lane_lo, minlength=len(b.lanes) - lane_lo))
+        for k, dtype in (("t", np.int64), ("lane", np.int32), ("name", np.int32)):
+            st.append(f"inst_{k}", inst[k], dtype)
+        if len(self.lane_rank) < len(b.lanes):
+            self.lane_rank = np.array([ln.rank for ln in b.lanes], np.int64)
+        src, dst = link_flows(cols, self.lane_rank)
+        st.append("flow_src", src.astype(np.int64) + at["events"], np.int64)
+        st.append("flow_dst", dst.astype(np.int64) + at["events"], np.int64)
+        from ..model.queries import lod_pack
+        part = Trace(format=b.format, columns=cols, names=b.names.strings, lanes=b.lanes, ranks=[])
+        lod = lod_pack(part, range(lane_lo, len(b.lanes)))
+        for k in ("start", "end", "maxend"):
+            st.append(f"lod_{k}", lod[f"lod_{k}"], np.int64)
+        st.append("lod_rep", lod["lod_rep"] + at["events"], np.int64)
+        index = lod["lod_index"].copy()
+        index[:, 2] += at["lod"]
+        self.lod_index.append(index)
+        self.lod_q.append(lod["lod_q"])
+        at["n_lod"] = st.length("lod_start") - at["lod"]
+        # the part's span, as Trace._compute_span takes it (counters only where nothing else is)
+        lo, hi = [], []
+        if len(cols["start"]):
+            lo.append(int(cols["start"].min()))
+            hi.append(int((cols["start"] + cols["dur"]).max()))
+        if len(inst["t"]):
+            lo.append(int(inst["t"].min()))
+            hi.append(int(inst["t"].max()))
+        at["span"] = (min(lo), max(hi)) if lo else None
+        return at
+
+    def counters(self, b: TraceBuilder, lo: int) -> list[int]:
+        """Write the counters added since lo and keep only their names (they can be large)."""
+        for i in range(lo, len(b.counters)):
+            c = b.counters[i]
+            self.store.save(f"counter{i}_t", np.asarray(c.t, np.int64))
+            self.store.save(f"counter{i}_v", np.asarray(c.v, np.float64))
+            empty = np.zeros(0, np.int64)
+            b.counters[i] = Counter(c.rank, c.device, c.name, empty, empty.astype(np.float64))
+        return list(range(lo, len(b.counters)))
+
+    def shift(self, at: dict, counters: list[int], offset: int) -> None:
+        """Move one file's times by its clock offset (found once every file was read)."""
+        st = self.store
+        st.cols["start"].add(at["events"], at["events"] + at["n"], offset)
+        st.cols["inst_t"].add(at["inst"], at["inst"] + at["n_inst"], offset)
+        for k in ("start", "end", "maxend"):
+            st.cols[f"lod_{k}"].add(at["lod"], at["lod"] + at["n_lod"], offset)
+        for i in counters:
+            st.save(f"counter{i}_t", st.load(f"counter{i}_t") + offset)
+        if at["span"] is not None:
+            at["span"] = (at["span"][0] + offset, at["span"][1] + offset)
+
+
+def _build(files: list[str], job: Job, store) -> dict:
+    from . import cache
+    from .formats.kineto_json import _process_groups, read_each
+    progress, cancelled, optional = job.progress, job.cancelled, job.optional
+    b = TraceBuilder("kineto")
+    parts = _Parts(store)
+    skipped: list[str] = []
+    per_file: list[dict] = []  # what the session needs of each file once its events are stored
+    used: set[int] = set()
+    rank_warnings: list[str] = []
+    for info in read_each(b, files, progress, cancelled, optional, skipped):
+        per_file.append(_commit_file(b, parts, info, used, rank_warnings))
+        del info  # the file's reader and its parsed chunks go before the next file is read
+    if not per_file:
+        raise TraceError(file_names(files), "no trace in these files (each is JSON, but not a profiler trace)")
+    if progress:
+        progress(0.95, "placing the ranks on one clock")
+    b.warnings.extend(rank_warnings)
+    _clocks(b, parts, per_file)
+    for pf in per_file:
+        for g in _process_groups(pf["meta"]):
+            if g not in b.metadata.setdefault("process_groups", []):
+                b.metadata["process_groups"].append(g)
+        b.metadata.setdefault("per_file", []).append(
+            {"path": pf["path"], "rank": pf["rank"], "clock_offset_ns": pf["offset"],
+             "base_ns": pf["base_ns"], "flow_events": pf["n_flow"]})
+    b.finish_tables()
+    b.metadata["files"] = [os.path.abspath(f) for f in files if f not in skipped]
+    b.metadata["skipped_files"] = [os.path.abspath(f) for f in skipped]
+    n = store.length("start")
+    if n < 2 ** 31:  # 8 bytes a flow, not 16, as TraceBuilder.finish stores them
+        store.narrow("flow_src", np.int32)
+        store.narrow("flow_dst", np.int32)
+    store.save("lod_index", np.concatenate(parts.lod_index) if parts.lod_index else np.zeros((0, 4), np.int64))
+    store.save("lod_q", np.concatenate(parts.lod_q) if parts.lod_q else np.zeros(0, np.float64))
+    span = _span(b, per_file, store)
+    steps = sorted(b.steps, key=lambda s: (s.rank, s.step))
+    view = _initial_view(store, steps, span)
+    counts = np.concatenate(parts.lane_counts) if parts.lane_counts else np.zeros(0, np.int64)
+    lane_offsets = np.concatenate(([0], np.cumsum(counts)))
+    return cache.meta_dict(cache.key_for(files), b.format, n, b.names.strings, b.lanes,
+                           [b.ranks[r] for r in sorted(b.ranks)], steps, b.counters, b.sources,
+                           b.warnings, b.metadata, span, view, lane_offsets)
+
+
+def _commit_file(b: TraceBuilder, parts: _Parts, info: dict, used: set, rank_warnings: list) -> dict:
+    """Give a file just read its rank (as kineto_json does: a rank taken by an earlier file, or
+    none, becomes the lowest free one), commit it on its own clock and store its events."""
+    r = info["rank"]
+    fr = info["reader"]
+    if r is None or r in used:
+        if r is not None:
+            rank_warnings.append(f"{os.path.basename(fr.path)}: rank {r} appears twice; shown as another rank")
+        r = 0
+        while r in used:
+            r += 1
+    used.add(r)
+    n_warn, lane_lo, c_lo, s_lo = len(b.warnings), len(b.lanes), len(b.counters), len(b.steps)
+    fr.finish(info["meta"], r, 0, info["base_ns"])
+    # warnings of the commit come after every file's reading warnings, as in kineto_json
+    later = b.warnings[n_warn:]
+    del b.warnings[n_warn:]
+    at = parts.add(b, lane_lo)
+    counters = parts.counters(b, c_lo)
+    return {"path": fr.path, "n_flow": fr.n_flow, "meta": info["meta"], "rank": r,
+            "base_ns": info["base_ns"], "min_ts_us": info["min_ts_us"], "at": at,
+            "counters": counters, "steps": (s_lo, len(b.steps)), "warnings": later, "offset": 0}
+
+
+def _clocks(b: TraceBuilder, parts: _Parts, per_file: list[dict]) -> None:
+    """kineto_json's clock rule: files with relative times and no base are aligned at their
+    first event to the earliest absolute file."""
+    timed = [p for p in per_file if math.isfinite(p["min_ts_us"])]
+    absolute = [p for p in timed if p["base_ns"] or p["min_ts_us"] > 1e14]
+    ref_ns = min((p["base_ns"] + int(p["min_ts_us"] * 1000) for p in absolute), default=0)
+    for p in per_file:
+        relative = math.isfinite(p["min_ts_us"]) and not (p["base_ns"] or p["min_ts_us"] > 1e14)
+        if relative and absolute:
+            p["offset"] = offset = ref_ns - int(p["min_ts_us"] * 1000)
+            b.warnings.append(f"{os.path.basename(p['path'])}: no absolute clock; aligned "
+                              f"at its first event (offset {offset} ns)")
+            parts.shift(p["at"], p["counters"], offset)
+            lo, hi = p["steps"]
+            b.steps[lo:hi] = [Step(s.rank, s.step, s.start + offset, s.end + offset) for s in b.steps[lo:hi]]
+            b.ranks[p["rank"]].clock_offset_ns = offset
+        b.warnings.extend(p["warnings"])
+
+
+def _span(b: TraceBuilder, per_file: list[dict], store) -> tuple[int, int]:
+    spans = [p["at"]["span"] for p in per_file if p["at"]["span"] is not None]
+    if spans:
+        return min(s[0] for s in spans), max(s[1] for s in spans)
+    lo, hi = [], []
+    for i, _c in enumerate(b.counters):  # no events: the counters' span (Trace._compute_span)
+        t = store.load(f"counter{i}_t")
+        if len(t):
+            lo.append(int(t[0]))
+            hi.append(int(t[-1]))
+    return (min(lo), max(hi)) if lo else (0, 0)
+
+
+def _initial_view(store, steps: list[Step], span: tuple[int, int]) -> tuple[int, int]:
+    """model.view.initial_view over the stored columns, read a chunk at a time."""
+    from ..model.categories import Cat
+    from ..model.view import MARGIN
+    if not steps:
+        return span
+    s0 = min(s.start for s in steps)
+    s1 = max(s.end for s in steps)
+    gpu_cats = np.array([Cat.KERNEL, Cat.COMM_KERNEL, Cat.MEMCPY, Cat.MEMSET], np.uint8)
+    last = s1
+    cols = store.cols
+    for cat, start, dur in zip(cols["cat"].chunks(), cols["start"].chunks(), cols["dur"].chunks()):
+        # GPU work launched inside the steps runs on after them when the GPU is behind
+        inside = np.isin(cat, gpu_cats) & (start >= s0) & (start <= s1)
+        if inside.any():
+            last = max(last, int((start[inside] + dur[inside]).max()))
+    pad = int((last - s0) * MARGIN)
+    return max(span[0], s0 - pad), min(span[1], last + pad)
