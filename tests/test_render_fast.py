@@ -121,3 +121,35 @@ def test_a_horizontal_pan_does_not_repaint_the_lane_labels(qtbot):
     assert paints == []
     v.scroll.setValue(v.scroll.value() + 30)  # a vertical scroll moves them: repainted
     qtbot.waitUntil(lambda: len(paints) > 0, timeout=2000)
+
+
+def _close_gaps(s, e, gap):
+    """Plain merge: runs whose gap is under `gap` become one."""
+    out_s, out_e = [int(s[0])], [int(e[0])]
+    for a, b in zip(s[1:].tolist(), e[1:].tolist()):
+        if a - out_e[-1] < gap:
+            out_e[-1] = max(out_e[-1], b)
+        else:
+            out_s.append(a)
+            out_e.append(b)
+    return out_s, out_e
+
+
+def test_summary_rows_merge_from_coarser_levels_to_the_same_runs():
+    """A collapsed rank's GPU busy intervals (the union of its GPU kernels, from the real file)
+    merged at a zoom's 2-pixel gap give the same runs whether the merge starts from the events'
+    intervals or from the coarsest kept level under that gap."""
+    from gpuviewer.analysis import intervals as iv
+    from gpuviewer.model.categories import LaneKind
+    from gpuviewer.render.slices_item import busy_levels, level_for
+    from gpuviewer.session import open_session
+    t = open_session([trace_path("kineto", "launch_bound_big.json.gz")])
+    c = t.columns
+    sl = [t.lane_slice(i) for i, ln in enumerate(t.lanes) if ln.kind == LaneKind.GPU]
+    st = np.concatenate([np.asarray(c["start"][x]) for x in sl]).astype(np.int64)
+    s, e = iv.union(st, st + np.concatenate([np.asarray(c["dur"][x]) for x in sl]).astype(np.int64))
+    levels = busy_levels(s, e)
+    assert len(levels) >= 3 and len(levels[-1][1]) < len(s) // 10  # coarser levels exist, and help
+    for gap in (1_000, 10_000, 50_000, 300_000, 5_000_000, 1e9):
+        ls, le = level_for(levels, gap)
+        assert _close_gaps(ls, le, gap) == _close_gaps(s, e, gap)
