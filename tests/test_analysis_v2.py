@@ -613,3 +613,18 @@ def test_findings_ranked_by_impact_and_not_repeated_per_rank(rel):
         shape = (f["rule"], re.sub(r"\d+(?:\.\d+)?", "#", f["title"]), f["step"])
         assert shape not in seen, f"one finding per rank: {seen[shape]!r} and {f['title']!r}"
         seen[shape] = f["title"]
+
+
+def test_a_finding_on_many_ranks_names_them_as_ranges():
+    """Merged findings name their ranks; runs of three or more are ranges, so a finding on all
+    64 ranks is one short title, and every rank stays in `ranks`."""
+    from gpuviewer.analysis.merge import merge_ranks, rank_list
+    assert rank_list([0, 1]) == "0 and 1"
+    assert rank_list(list(range(64))) == "0–63"
+    assert rank_list([0, 2, 3, 4, 6, 9, 10, 11, 12]) == "0, 2–4, 6 and 9–12"
+    found = [{"rule": "low_gpu_utilization", "severity": "medium", "step": None, "ranks": [r],
+              "title": f"Rank {r}: GPU busy 40% of the time", "impact_ms": float(r), "start_ns": r, "end_ns": r + 10,
+              "advice": "", "metrics": {}} for r in range(16)]
+    (m,) = merge_ranks(found)
+    assert m["title"].startswith("Ranks 0–15: GPU busy 40%") and "(rank 15, the worst)" in m["title"]
+    assert sorted(m["ranks"]) == list(range(16)) and m["ranks"][0] == 15

@@ -52,7 +52,7 @@ def merge_ranks(found: list[dict]) -> list[dict]:
         worst = max(fs, key=lambda f: f["impact_ms"])
         m = dict(worst)
         ranks = sorted(r for f in fs for r in f["ranks"])
-        who = ", ".join(map(str, ranks[:-1])) + f" and {ranks[-1]}"
+        who = rank_list(ranks)
         body = _RANK_PREFIX.sub("", worst["title"]).lstrip(": ")
         if worst["rule"] == "memory_headroom":
             body = "GPU " + body
@@ -188,3 +188,19 @@ def attach(roots: list[dict], found: list[dict]) -> list[dict]:
         else:
             parent["children"].append(f)
     return top
+
+
+def rank_list(ranks: list[int]) -> str:
+    """Sorted ranks for a title: runs of three or more as ranges ("0–63", "0–3, 5 and 8–11"),
+    so that a finding on every rank of a large job stays one readable line."""
+    parts, i = [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        if j - i >= 2:
+            parts.append(f"{ranks[i]}–{ranks[j]}")
+        else:
+            parts += [str(r) for r in ranks[i:j + 1]]
+        i = j + 1
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + f" and {parts[-1]}"
