@@ -31,7 +31,7 @@ def bench(path: str) -> None:
     print(f"# {path}: {len(trace.ranks)} ranks, {trace.n_events:,} events; open {time.perf_counter() - t0:.1f} s")
     times = []
     for _ in range(3):
-        trace._lane_cache.clear()
+        trace.derived.clear()
         s = time.perf_counter()
         a = analyze_session(trace)
         times.append(time.perf_counter() - s)

@@ -38,9 +38,9 @@ def test_levels_of_detail_from_the_cache_draw_the_same_pixels(qtbot, path):
     from gpuviewer.io.session import load
     load([path])  # writes the cache
     cached = load([path])
-    assert cached.metadata.get("from_cache") and "lod_packed" in cached._lane_cache
+    assert cached.metadata.get("from_cache") and "lod_packed" in cached.derived
     built = load([path], use_cache=False)
-    assert "lod_packed" not in built._lane_cache
+    assert "lod_packed" not in built.derived
     a, b = _view(qtbot, cached), _view(qtbot, built)
     span = built.end_ns - built.start_ns
     for frac, centre in ((1.0, 0.5), (0.1, 0.6), (0.01, 0.85), (0.0005, 0.85)):

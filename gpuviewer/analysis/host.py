@@ -48,19 +48,19 @@ def nonsync_ns(trace: Trace, rank: int) -> dict[int, int]:
 def measured_once(trace: Trace):
     """Within: each (lanes, window)'s time per name and each lane's nesting are measured once
     (a rank's map asks for the same step windows from several rules); outside, nothing is kept."""
-    if "per_name_memo" in trace._lane_cache:  # already inside one: keep its memo
+    if "per_name_memo" in trace.derived:  # already inside one: keep its memo
         yield
         return
     with q.parents_kept(trace):
-        trace._lane_cache["per_name_memo"] = {}
+        trace.derived["per_name_memo"] = {}
         try:
             yield
         finally:
-            trace._lane_cache.pop("per_name_memo", None)
+            trace.derived.pop("per_name_memo", None)
 
 
 def _per_name(trace: Trace, lanes: list[int], t0: int, t1: int) -> dict[tuple[int, int, int], int]:
-    memo = trace._lane_cache.get("per_name_memo")
+    memo = trace.derived.get("per_name_memo")
     key = (tuple(lanes), int(t0), int(t1))
     if memo is not None and key in memo:
         return memo[key]
@@ -97,9 +97,9 @@ _STEP_NAME = re.compile(r"^(ProfilerStep#\d+|step[ _#]?\d+)$", re.IGNORECASE)
 
 
 def _step_markers(trace: Trace) -> set[int]:
-    m = trace._lane_cache.get("step_markers")
+    m = trace.derived.get("step_markers")
     if m is None:
-        m = trace._lane_cache["step_markers"] = {i for i, n in enumerate(trace.names) if _STEP_NAME.match(n)}
+        m = trace.derived["step_markers"] = {i for i, n in enumerate(trace.names) if _STEP_NAME.match(n)}
     return m
 
 

@@ -267,10 +267,10 @@ def pipeline_facts(trace: Trace, rb: RankBreakdown) -> dict:
     kernels or send ops at all, whether its GPU ran send/recv kernels, and per host step the
     send ops its CPU threads issued (an estimate of the micro-batches)."""
     c = trace.columns
-    found = trace._lane_cache.get("p2p_names")
+    found = trace.derived.get("p2p_names")
     if found is None:  # once per trace, not once per rank
         names = trace.names
-        found = trace._lane_cache["p2p_names"] = (
+        found = trace.derived["p2p_names"] = (
             {i for i, n in enumerate(names) if "SendRecv" in n or _SENDRECV.search(n)},
             np.array([i for i, n in enumerate(names) if _SEND.match(n)], np.int32))
     sendrecv_k, send_ops = found

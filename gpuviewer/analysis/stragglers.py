@@ -222,7 +222,7 @@ def _name_times(trace: Trace, rank: int, w: tuple[int, int], kinds, inclusive: b
     lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in kinds]
     acc: dict[str, int] = {}
     items = _wall_per_name(trace, lanes, *w) if inclusive else _per_name(trace, lanes, *w)
-    clean = trace._lane_cache.setdefault("op_names_compared", {})  # name id -> its text compared, or None
+    clean = trace.derived.setdefault("op_names_compared", {})  # name id -> its text compared, or None
     for (name, _cat, _lane), v in items.items():
         if inclusive and v >= 0.8 * (w[1] - w[0]):
             continue

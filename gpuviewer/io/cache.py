@@ -238,7 +238,7 @@ def load(files: list[str]) -> Trace | None:
         t.metadata["from_cache"] = True
         if "span" in meta:
             t._span = (int(meta["span"][0]), int(meta["span"][1]))
-            t._lane_cache["initial_view"] = (int(meta["initial_view"][0]), int(meta["initial_view"][1]))
+            t.derived["initial_view"] = (int(meta["initial_view"][0]), int(meta["initial_view"][1]))
         from ..model.queries import LOD_ARRAYS, lod_attach
         lod = {k: arr(k) for k in LOD_ARRAYS}
         if len(lod["lod_index"]) != len(lod["lod_q"]) or len({len(lod[k]) for k in LOD_ARRAYS[:4]}) != 1 \

@@ -34,10 +34,10 @@ _SPEC = ArgsSpec(_CommArgs)
 def collective_args(trace: Trace) -> dict[int, dict]:
     """Event index -> {group, group_desc, group_ranks, collective, in_nelems, out_nelems, dtype,
     group_size} (only the keys the producer recorded) for every communication kernel."""
-    cached = trace._lane_cache.get("collective_args")
+    cached = trace.derived.get("collective_args")
     if cached is not None:
         return cached
     idx = np.flatnonzero(np.asarray(trace.columns["cat"]) == Cat.COMM_KERNEL)
     out = kineto_args(trace, idx, _SPEC)  # without them kernels match by name and order
-    trace._lane_cache["collective_args"] = out
+    trace.derived["collective_args"] = out
     return out

@@ -25,10 +25,10 @@ _TABLE = {Cat.MEMCPY: "CUPTI_ACTIVITY_KIND_MEMCPY", Cat.MEMSET: "CUPTI_ACTIVITY_
 
 def memop_bytes(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """The store's memcpy/memset rows and the bytes of each (-1 where not recorded), read once."""
-    got = trace._lane_cache.get("mem_bytes")
+    got = trace.derived.get("mem_bytes")
     if got is None:
         idx = np.flatnonzero(np.isin(trace.columns["cat"], np.array(list(_TABLE), np.uint8)))
-        got = trace._lane_cache["mem_bytes"] = (idx, _fetch(trace, idx))
+        got = trace.derived["mem_bytes"] = (idx, _fetch(trace, idx))
     return got
 
 

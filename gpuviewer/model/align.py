@@ -32,7 +32,7 @@ def apply_offsets(trace: Trace, shift_of_rank) -> None:
     trace.counters = [Counter(k.rank, k.device, k.name,
                               np.asarray(k.t, np.int64) + np.rint(shift_of_rank(k.rank, np.asarray(k.t))).astype(np.int64),
                               k.v) for k in trace.counters]
-    keep = {k: v for k, v in trace._lane_cache.items() if k == "collective_args"}  # not about time
-    trace._lane_cache.clear()
-    trace._lane_cache.update(keep)
+    keep = {k: v for k, v in trace.derived.items() if k == "collective_args"}  # not about time
+    trace.derived.clear()
+    trace.derived.update(keep)
     trace._span = None

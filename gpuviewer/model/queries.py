@@ -11,14 +11,14 @@ from .trace import Trace
 def _lane_arrays(trace: Trace, lane: int) -> dict:
     """Per-lane derived arrays, built once: end times and their running maximum (so a range
     query needs two binary searches even when slices overlap)."""
-    c = trace._lane_cache.get(("arr", lane))
+    c = trace.derived.get(("arr", lane))
     if c is None:
         sl = trace.lane_slice(lane)
         start = np.asarray(trace.columns["start"][sl])
         end = start + np.asarray(trace.columns["dur"][sl])
         c = {"start": start, "end": end, "maxend": np.maximum.accumulate(end) if len(end) else end,
              "offset": sl.start}
-        trace._lane_cache[("arr", lane)] = c
+        trace.derived[("arr", lane)] = c
     return c
 
 
@@ -99,7 +99,7 @@ def lod_pack(trace: Trace, lanes: range | None = None) -> dict[str, np.ndarray]:
             continue
         for d in np.unique(np.asarray(trace.columns["depth"][sl])).tolist():
             levels = _pyramid(trace, lane, d)
-            trace._lane_cache.pop(("pyr", lane, d), None)  # one row at a time in memory
+            trace.derived.pop(("pyr", lane, d), None)  # one row at a time in memory
             keep = levels[1:] if len(levels) > 1 else levels  # a small row: its events
             for q, st, en, rep, mx in keep:
                 index.append((lane, d, off, len(st)))
@@ -118,7 +118,7 @@ def lod_attach(trace: Trace, packed: dict[str, np.ndarray]) -> None:
     rows: dict[tuple[int, int], list] = {}
     for (lane, d, off, n), q in zip(packed["lod_index"].tolist(), packed["lod_q"].tolist()):
         rows.setdefault((lane, d), []).append((q, off, n))
-    trace._lane_cache["lod_packed"] = (packed, rows)
+    trace.derived["lod_packed"] = (packed, rows)
 
 
 def _level0(trace: Trace, lane: int, depth: int) -> tuple:
@@ -131,7 +131,7 @@ def _level0(trace: Trace, lane: int, depth: int) -> tuple:
 
 
 def _from_pack(trace: Trace, lane: int, depth: int) -> list | None:
-    got = trace._lane_cache.get("lod_packed")
+    got = trace.derived.get("lod_packed")
     if got is None:
         return None
     packed, rows = got
@@ -155,12 +155,12 @@ def _pyramid(trace: Trace, lane: int, depth: int) -> list:
     runs at a larger gap equals merging the slices at that gap), q growing 4x a level. A level
     is kept when it at least halves the rectangles of the last kept one."""
     key = ("pyr", lane, depth)
-    p = trace._lane_cache.get(key)
+    p = trace.derived.get(key)
     if p is not None:
         return p
     p = _from_pack(trace, lane, depth)
     if p is not None:
-        trace._lane_cache[key] = p
+        trace.derived[key] = p
         return p
     sl = trace.lane_slice(lane)
     d = np.asarray(trace.columns["depth"][sl])
@@ -182,7 +182,7 @@ def _pyramid(trace: Trace, lane: int, depth: int) -> list:
             if len(cs) < 0.5 * len(levels[-1][1]):
                 levels.append((q, cs, ce, crep, np.maximum.accumulate(ce)))
             q *= 4
-    trace._lane_cache[key] = levels
+    trace.derived[key] = levels
     return levels
 
 
@@ -226,19 +226,19 @@ def self_times(trace: Trace, idx: np.ndarray, window: tuple[int, int] | None = N
 def parents_kept(trace: Trace):
     """Within: self_times keeps each lane's parent array instead of finding it again on every
     call (the analysis asks for many windows of one rank; outside, nothing is held)."""
-    if "lane_parents" in trace._lane_cache:  # already inside one: keep what it holds
+    if "lane_parents" in trace.derived:  # already inside one: keep what it holds
         yield
         return
-    trace._lane_cache["lane_parents"] = {}
+    trace.derived["lane_parents"] = {}
     try:
         yield
     finally:
-        trace._lane_cache.pop("lane_parents", None)
+        trace.derived.pop("lane_parents", None)
 
 
 def _lane_parents(trace: Trace, lane: int) -> np.ndarray:
     """Lane position of each slice's parent (-1: none)."""
-    kept = trace._lane_cache.get("lane_parents")
+    kept = trace.derived.get("lane_parents")
     if kept is not None and lane in kept:
         return kept[lane]
     cols = trace.columns

@@ -109,10 +109,13 @@ class Trace:
         # given by the cache: 700 binary searches of a memory-mapped column fault in (with the
         # kernel's read-ahead) 280 MB at 100M events
         self.lane_offsets = np.asarray(lane_offsets, np.int64)
-        self._lane_cache: dict = {}
+        # what is computed from the columns once and kept with them, by whoever computes it:
+        # per-lane end and max-end arrays and the LOD pyramid (model/queries.py), the initial
+        # view, fetched event arguments (io/*_args.py), per-session analysis caches
+        self.derived: dict = {}
         self._span: tuple[int, int] | None = None
         self.snapshots: list = []  # memory snapshot replays (model.memory.SnapshotSeries)
-        self.topology = None  # model.topology.Topology, when a topology file joined the session  # per-lane derived arrays (end, max-end, LOD pyramid)
+        self.topology = None  # model.topology.Topology, when a topology file joined the session
 
     # -- basic shape -------------------------------------------------------------------
     def __len__(self) -> int:

@@ -12,9 +12,9 @@ MARGIN = 0.02
 
 
 def initial_view(trace: Trace) -> tuple[int, int]:
-    got = trace._lane_cache.get("initial_view")  # computed when the cache was written
+    got = trace.derived.get("initial_view")  # computed when the cache was written
     if got is None:
-        got = trace._lane_cache["initial_view"] = _initial_view(trace)
+        got = trace.derived["initial_view"] = _initial_view(trace)
     return got
 
 

@@ -19,11 +19,11 @@ _KINDS = sorted(LaneKind.ORDER, key=LaneKind.ORDER.get)
 def _names(trace) -> tuple[np.ndarray, list[str]]:
     """code -> category position, and the categories (the string table with duplicates merged:
     a categorical needs unique categories)."""
-    cached = trace._lane_cache.get("query_names")
+    cached = trace.derived.get("query_names")
     if cached is None:
         first: dict[str, int] = {}
         remap = np.array([first.setdefault(n, len(first)) for n in trace.names] or [0], np.int32)
-        cached = trace._lane_cache["query_names"] = (remap, list(first))
+        cached = trace.derived["query_names"] = (remap, list(first))
     return cached
 
 
@@ -35,10 +35,10 @@ def name_column(trace, codes: np.ndarray) -> pd.Categorical:
 
 
 def _lane_table(trace) -> dict[str, np.ndarray]:
-    cached = trace._lane_cache.get("query_lanes")
+    cached = trace.derived.get("query_lanes")
     if cached is None:
         ln = trace.lanes
-        cached = trace._lane_cache["query_lanes"] = {
+        cached = trace.derived["query_lanes"] = {
             "rank": np.array([x.rank for x in ln] or [0], np.int32),
             "kind": np.array([_KINDS.index(x.kind) if x.kind in _KINDS else _KINDS.index(LaneKind.OTHER)
                               for x in ln] or [0], np.int8),
