@@ -51,7 +51,7 @@ def test_session_actions_move_the_window_and_the_timer_saves_them(qtbot, tmp_pat
 
 def test_the_report_view_paints_what_the_window_timeline_paints(qtbot, tmp_path):
     from gpuviewer.export.image import png_data_uri
-    from gpuviewer.widgets.offscreen import bare_view
+    from gpuviewer.widgets.offscreen import bare_view, dispose
     w = make_window(qtbot, tmp_path, block_analysis=True, size=(1500, 900))
     assert w.open_paths([SAMPLES + "/ddp"], block=True)
     w.sidecar = None
@@ -69,7 +69,7 @@ def test_the_report_view_paints_what_the_window_timeline_paints(qtbot, tmp_path)
         view.pan(0.3)
         assert s.view.range == before == tv.visible_range()
     finally:
-        view.close()
+        dispose(view)
 
 
 def test_the_search_box_and_a_folded_rank_follow_the_session(qtbot, tmp_path):

@@ -235,7 +235,7 @@ def _render_session(paths: list[str], out: str, use_cache: bool, annotations: st
     from ..io.errors import TraceError
     from ..session import Session
     from ..scale.summary import summary_folder
-    from ..widgets.offscreen import bare_view
+    from ..widgets.offscreen import bare_view, dispose
     summ = next((p for p in paths if summary_folder(p)), None)
     if summ is not None:  # a summary holds no events to draw or report from
         what = "a report" if image_size is None else "--timeline-only"
@@ -276,7 +276,7 @@ def _render_session(paths: list[str], out: str, use_cache: bool, annotations: st
     except OSError:
         ok = False
     finally:
-        view.close()
+        dispose(view)
     if not ok:
         print(f"gpuviewer: cannot write {out}", file=sys.stderr)
         return 2

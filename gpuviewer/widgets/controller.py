@@ -86,11 +86,15 @@ class Controller(QObject):
         if self.session is not None and self.session.paths:
             self.open(list(self.session.paths), block=self.block_analysis)
 
-    def set_session(self, session: Session) -> None:
-        self.flush()
+    def _detach(self) -> None:
         if self.session is not None:
             for name, fn in self._subs:
                 self.session.events.disconnect(name, fn)
+        self._subs = []
+
+    def set_session(self, session: Session) -> None:
+        self.flush()
+        self._detach()
         self.session = session
         ev = session.events
         self._subs = [(n, ev.connect(n, fn)) for n, fn in (
@@ -157,3 +161,4 @@ class Controller(QObject):
         self.loader.cancel()
         if self._thread is not None:
             self._thread.wait(10000)
+        self._detach()  # no reference cycle through the session's events outlives the window

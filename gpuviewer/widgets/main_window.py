@@ -162,4 +162,5 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         from .window_fit import save_geometry
         save_geometry(self, self.settings)
         self.controller.close()
+        self.timeline.detach()
         super().closeEvent(ev)

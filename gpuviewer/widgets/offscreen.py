@@ -32,3 +32,11 @@ def bare_view(session, size: tuple[int, int] = REPORT_VIEW_SIZE) -> TimelineView
         v.set_range(*session.view.range)
     QApplication.processEvents()
     return v
+
+
+def dispose(v: TimelineView) -> None:
+    """The end of a bare view: detached from its session and deleted by Qt, not by Python's
+    cycle collector at some later moment (see TimelineView.detach)."""
+    v.detach()
+    v.close()
+    v.deleteLater()

@@ -148,9 +148,18 @@ class TimelineView(QWidget):
         from ..session import Session
         self.set_session(Session(trace), state)
 
+    def detach(self) -> None:
+        """Stop listening to the session. Its events hold this view's methods: a view left
+        subscribed lives in a reference cycle that Python's collector frees at a random moment,
+        possibly while Qt is delivering an event to it (a crash); detached, it goes when its
+        owner lets go."""
+        if self.session is not None:
+            for name, fn in self._subs:
+                self.session.events.disconnect(name, fn)
+        self._subs = []
+
     def set_session(self, session, state: ViewState | None = None) -> None:
-        for name, fn in self._subs:
-            self.session.events.disconnect(name, fn)
+        self.detach()
         self.session = session
         self._subs = [(n, session.events.connect(n, fn)) for n, fn in (
             ("range", self._on_range), ("lanes", self._on_lanes), ("selection", self._on_selection),

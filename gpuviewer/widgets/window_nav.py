@@ -143,7 +143,7 @@ class NavMixin:
         if not path:
             return
         from ..export.report import write_report
-        from .offscreen import bare_view
+        from .offscreen import bare_view, dispose
         if self.session.analysis_ready is None:
             self.statusBar().showMessage("Analysing for the report…")
         self.controller.wait_for_analysis()  # before the view: it draws the communication waits
@@ -154,5 +154,5 @@ class NavMixin:
             QMessageBox.warning(self, "Export report", f"Could not write {path}: {e.strerror}")
             return
         finally:
-            view.deleteLater()
+            dispose(view)
         self.statusBar().showMessage(f"Report written to {path}", 5000)
