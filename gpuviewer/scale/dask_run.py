@@ -72,6 +72,10 @@ def run(client, calls: list[tuple[str, dict]], done: Callable[[int, dict], None]
     from distributed.client import FutureCancelledError
 
     from .work import map_file
+    # A result is waited for a poll at a time (_result); when the run stops, the client's
+    # abandoned waits end with AllExit and asyncio logs "Task exception was never retrieved" and
+    # a traceback at exit, after the one line that said why the run stopped.
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     stamp = f"{os.getpid()}-{time.time_ns()}"
     futures = [client.submit(map_file, path, key=f"gpuviewer-map-{stamp}-{i}", pure=False, **kw)
                for i, (path, kw) in enumerate(calls)]
