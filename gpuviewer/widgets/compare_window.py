@@ -386,8 +386,7 @@ class CompareWindow(QMainWindow):
                 j = first_in(self.comparison, s, self.step_of(s), self.sessions[i].trace, masks[i])
                 firsts.append(j)
                 if j is not None:
-                    self.views[s].select(j)
-                    self.views[s].center_on(j)
+                    self.views[s].show_event(j)
         finally:
             self._syncing = False
         missing = [s.upper() for s, j in zip(SIDES, firsts) if j is None]

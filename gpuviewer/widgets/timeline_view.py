@@ -307,17 +307,10 @@ class TimelineView(QWidget):
         if not (y0 <= y < y0 + self._rows_visible() - 1):
             self.scroll.setValue(int(max(0, y - 2) * 10))
 
-    def center_on(self, i: int) -> None:
-        c = self.trace.columns
-        s, d = int(c["start"][i]), int(c["dur"][i])
-        (x0, x1), _ = self.vb.viewRange()
-        w = x1 - x0
-        if d > w:
-            self.set_range(s, s + d, padding=0.1)
-        else:
-            mid = s + d / 2 - self.origin
-            self.vb.setXRange(mid - w / 2, mid + w / 2, padding=0)
-        self.scroll_to_lane(int(c["lane"][i]))
+    def show_event(self, i: int) -> None:
+        """Select an event, centre it (Session.show_event) and scroll to its lane."""
+        self.session.show_event(i)
+        self.scroll_to_lane(int(self.trace.columns["lane"][i]))
 
     def step_event(self, direction: int) -> None:
         """Select the previous/next event on the selected event's lane and depth."""
@@ -330,8 +323,7 @@ class TimelineView(QWidget):
         k = int(np.searchsorted(same, self.selected))
         k2 = k + direction
         if 0 <= k2 < len(same):
-            self.select(int(same[k2]))
-            self.center_on(int(same[k2]))
+            self.show_event(int(same[k2]))
 
     def keyPressEvent(self, ev) -> None:
         k = ev.key()

@@ -99,8 +99,7 @@ class NavMixin:
             item.update()
 
     def _goto_event(self, i: int) -> None:
-        self.timeline.select(i)
-        self.timeline.center_on(i)
+        self.timeline.show_event(i)
 
     def _toggle_steps(self, on: bool) -> None:
         if self.timeline.item is not None:
