@@ -78,7 +78,10 @@ def _nccl(df: pd.DataFrame) -> pd.DataFrame:
     ok = df[(df["transfer"] > 0) & df["busbw_gbps"].notna()]
     w = ok.assign(x=ok["busbw_gbps"] * ok["transfer"]).groupby(["group", "collective"], observed=True)
     extra = pd.DataFrame({
-        "matched": g.apply(lambda x: len(x[["step", "order"]].drop_duplicates()), include_groups=False),
+        # a collective is one (step, order) of its group: counted over distinct pairs (a groupby
+        # apply here returned a frame, not a column, when there were no collectives at all)
+        "matched": df.drop_duplicates(["group", "collective", "step", "order"])
+                     .groupby(["group", "collective"], observed=True).size(),
         "ranks": g["ranks"].max(), "bytes_med": g["bytes"].median(), "wait_total_ns": g["wait"].sum(),
         "busbw_gbps": w["x"].sum() / w["transfer"].sum()})
     out = out.merge(extra, left_on=["group", "collective"], right_index=True, how="left")

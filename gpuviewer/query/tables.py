@@ -34,16 +34,29 @@ def name_column(trace, codes: np.ndarray) -> pd.Categorical:
     return pd.Categorical.from_codes(remap[codes], categories=cats, validate=False)
 
 
+_I64 = np.iinfo(np.int64)
+
+
+def _ids(values) -> np.ndarray:
+    """Ranks, devices and streams as int64: a file may carry any integer there (an nsys export
+    with deviceId 2**40 overflowed int32); one beyond int64 is shown as -1, unknown."""
+    vals = list(values) or [0]
+    try:
+        return np.array(vals, np.int64)
+    except OverflowError:
+        return np.array([v if _I64.min <= v <= _I64.max else -1 for v in vals], np.int64)
+
+
 def _lane_table(trace) -> dict[str, np.ndarray]:
     cached = trace.derived.get("query_lanes")
     if cached is None:
         ln = trace.lanes
         cached = trace.derived["query_lanes"] = {
-            "rank": np.array([x.rank for x in ln] or [0], np.int32),
+            "rank": _ids(x.rank for x in ln),
             "kind": np.array([_KINDS.index(x.kind) if x.kind in _KINDS else _KINDS.index(LaneKind.OTHER)
                               for x in ln] or [0], np.int8),
-            "device": np.array([x.device for x in ln] or [0], np.int32),
-            "stream": np.array([x.stream for x in ln] or [0], np.int64)}
+            "device": _ids(x.device for x in ln),
+            "stream": _ids(x.stream for x in ln)}
     return cached
 
 
@@ -193,8 +206,8 @@ def counters(session) -> pd.DataFrame:
     n = [len(c.t) for c in cs]
     names = sorted({c.name for c in cs})
     return pd.DataFrame({
-        "rank": np.repeat(np.array([c.rank for c in cs], np.int32), n),
-        "device": np.repeat(np.array([c.device for c in cs], np.int32), n),
+        "rank": np.repeat(_ids(c.rank for c in cs)[:len(cs)], n),
+        "device": np.repeat(_ids(c.device for c in cs)[:len(cs)], n),
         "name": pd.Categorical.from_codes(np.repeat(np.array([names.index(c.name) for c in cs], np.int32), n)
                                           if cs else np.zeros(0, np.int32), categories=names or ["-"]),
         "t": np.concatenate([np.asarray(c.t, np.int64) for c in cs]) if cs else np.zeros(0, np.int64),
