@@ -8,7 +8,7 @@ import time
 
 from .. import __version__
 
-SUBCOMMANDS = ("info", "screenshot", "analyze", "report", "sql", "stats", "diff")
+SUBCOMMANDS = ("info", "screenshot", "analyze", "report", "sql", "stats", "diff", "cache")
 
 
 def _fail(msg: str, debug: bool = False) -> int:
@@ -201,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_parsers(sub, common)
     from .diff_cmd import add_parser as add_diff
     add_diff(sub)
+    from .cache_cmd import add_parser as add_cache
+    add_cache(sub)
     return p
 
 

@@ -4,22 +4,31 @@
 as fast once imported, but importing pyarrow alone costs ~0.25 s here, the whole reopen budget.
 The key covers every file's absolute path, size and mtime plus STORE_VERSION, so an edited
 file or a newer program never reads stale columns. Writes go to a temporary folder renamed into
-place, and anything unreadable is deleted and rebuilt, never trusted.
+place. Every file's size and checksum is in the entry's sums.json (io/cache_check.py): an entry
+that does not match is deleted and rebuilt from the trace with one warning, never trusted.
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import shutil
+import socket
 import tempfile
+import time
 
 import msgspec
 import numpy as np
 
 from ..model.trace import EVENT_COLUMNS, Counter, Lane, RankInfo, Source, Step, Trace
+from .cache_check import Damaged, check_file, open_regular, read_sums, write_sums
 
-# 6: key from the paths' bytes; 7: level-of-detail pyramid stored; 8: lane offsets in meta.json
-STORE_VERSION = 8
+# 6: key from the paths' bytes; 7: level-of-detail pyramid stored; 8: lane offsets in meta.json;
+# 9: sums.json (each file's size and checksum)
+STORE_VERSION = 9
+# Entries up to this size are checked whole when opened: 256 MB hash in ~12 ms from the page
+# cache, under 5% of a warm open (BENCHMARKS.md). Bigger ones check each column when first read.
+EAGER_CHECK_BYTES = 256 << 20
+STALE_S = 3600  # a temporary folder nothing was written into for this long was left behind
 
 
 def cache_root() -> str:
@@ -78,14 +87,78 @@ def store(files: list[str], trace: Trace) -> str | None:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
     except (OSError, TypeError, ValueError, msgspec.EncodeError):
+        # the caller keeps this trace (no entry to reopen): it still says why it was read again
+        note = _damaged_note(files)
+        if note:
+            trace.warnings.append(note)
         return None
 
 
+def _host() -> str:
+    return "".join(c for c in socket.gethostname() if c.isalnum())[:32] or "host"
+
+
 def new_tmp() -> str:
-    """A temporary folder in the cache root that commit() renames into place."""
+    """A temporary folder in the cache root that commit() renames into place; its name holds
+    the building host and process, so a sweep knows when its builder is gone."""
     root = cache_root()
     os.makedirs(root, exist_ok=True)
-    return tempfile.mkdtemp(prefix=".tmp-", dir=root)
+    return tempfile.mkdtemp(prefix=f".tmp-{_host()}-{os.getpid()}-", dir=root)
+
+
+def _builder_gone(name: str) -> bool:
+    """Whether the process named in a temporary folder's name (.tmp-HOST-PID-...) has ended on
+    this host; False when unknown (another host, an older name)."""
+    parts = name.split("-")
+    if len(parts) < 4 or parts[1] != _host() or not parts[2].isdigit():
+        return False
+    pid = int(parts[2])
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists, owned by another user
+        return False
+    return False
+
+
+def sweep(root: str | None = None, keep: str = "", max_age: float = STALE_S) -> list[str]:
+    """Remove temporary folders of builds that ended without cleaning up (a killed process, a
+    reader the window terminated on Cancel): a build writes for minutes, so each one can hold
+    gigabytes. A folder is left behind when its builder process is gone, or none of its files
+    was written for max_age seconds (a builder on another host sharing the folder)."""
+    root = cache_root() if root is None else root
+    removed = []
+    now = time.time()
+    try:
+        names = [n for n in os.listdir(root) if n.startswith(".tmp-")]
+    except OSError:
+        return removed
+    for n in names:
+        d = os.path.join(root, n)
+        if d == keep:
+            continue
+        try:
+            newest = max([os.lstat(d).st_mtime] + [e.stat(follow_symlinks=False).st_mtime for e in os.scandir(d)])
+        except OSError:
+            continue
+        if _builder_gone(n) or now - newest > max_age:
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
+
+
+_swept = False
+
+
+def _sweep_once() -> None:
+    """At the first use of the cache in a process."""
+    global _swept
+    if not _swept:
+        _swept = True
+        sweep()
 
 
 def meta_dict(key: str, format: str, n: int, names: list[str], lanes: list[Lane],
@@ -117,6 +190,7 @@ def commit(tmp: str, meta: dict) -> str:
         f.write(msgspec.json.encode(meta))
         f.flush()
         os.fsync(f.fileno())
+    write_sums(tmp)
     if os.path.exists(final):
         shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
@@ -166,18 +240,22 @@ def evict(keep: str | None = None, max_bytes: int | None = None) -> list[str]:
         except ValueError:
             max_bytes = int(20e9)
     root = cache_root()
+    sweep(root, keep=keep or "")
     try:
-        entries = [os.path.join(root, d) for d in os.listdir(root) if not d.startswith(".")]
+        names = os.listdir(root)
     except OSError:
         return []
+    entries = [os.path.join(root, d) for d in names if not d.startswith(".")]
+    # builds under way count in the total but are not removed here (sweep does, once left behind)
+    building = sum(_dir_size(os.path.join(root, d)) for d in names if d.startswith(".tmp-"))
     sized = []
     for d in entries:
         try:
-            used = os.stat(os.path.join(d, "meta.json")).st_mtime
+            used = os.lstat(os.path.join(d, "meta.json")).st_mtime
         except OSError:
             used = 0.0
         sized.append((used, d, _dir_size(d)))
-    total = sum(x[2] for x in sized)
+    total = sum(x[2] for x in sized) + building
     removed = []
     for used, d, size in sorted(sized):
         if total <= max_bytes:
@@ -190,68 +268,165 @@ def evict(keep: str | None = None, max_bytes: int | None = None) -> list[str]:
     return removed
 
 
+_damaged: dict[str, str] = {}  # key -> why its entry was found damaged in this process
+
+
+def _session_name(files: list[str]) -> str:
+    return files[0] if len(files) == 1 else f"{files[0]} and {len(files) - 1} more"
+
+
+def _damaged_note(files: list[str]) -> str | None:
+    try:
+        why = _damaged.pop(key_for(files), None)
+    except (OSError, ValueError):
+        return None
+    return None if why is None else f"the cache of {_session_name(files)} was damaged ({why}) and was rebuilt"
+
+
+class _Checked(dict):
+    """Arrays of a big entry, each checked against its checksum when first read (a whole check
+    on open would cost more than 5% of the open). A mismatch then cannot be answered with the
+    clean value: the entry is removed and the error says so (the next open rebuilds it)."""
+
+    def __init__(self, arrays: dict, d: str, sums, files: list[str], prefix: str = "") -> None:
+        super().__init__(arrays)
+        self._d, self._sums, self._files, self._prefix, self._ok = d, sums, files, prefix, set()
+
+    def __getitem__(self, k):
+        if k not in self._ok:
+            try:
+                check_file(self._d, f"{self._prefix}{k}.npy", self._sums)
+            except (Damaged, OSError) as e:
+                shutil.rmtree(self._d, ignore_errors=True)
+                from .errors import TraceError
+                raise TraceError(_session_name(self._files),
+                                 f"its cache was found damaged while reading ({e}) and was removed; "
+                                 "open it again to rebuild it (the trace itself is fine)") from None
+            self._ok.add(k)
+        return super().__getitem__(k)
+
+    def get(self, k, default=None):
+        return self[k] if k in self else default
+
+    def values(self):
+        return [self[k] for k in self]
+
+    def items(self):
+        return [(k, self[k]) for k in self]
+
+
 def load(files: list[str]) -> Trace | None:
+    """The session from its cache entry, or None (no entry, or a damaged one: removed, and the
+    warning kept for the trace that is rebuilt from the files)."""
     try:
         key = key_for(files)
     except (OSError, ValueError):
         return None
+    _sweep_once()
     d = _dir_for(key)
-    meta_path = os.path.join(d, "meta.json")
-    if not os.path.exists(meta_path):
+    try:
+        os.lstat(d)
+    except OSError:
         return None
     try:
-        with open(meta_path, "rb") as f:
-            meta = msgspec.json.decode(f.read())
-        if meta.get("key") != key or meta.get("version") != STORE_VERSION:
-            raise ValueError("stale cache")
-        n = int(meta["n"])
-
-        def arr(name, length=None):
-            a = np.load(os.path.join(d, f"{name}.npy"), mmap_mode="r", allow_pickle=False)
-            if length is not None and len(a) != length:
-                raise ValueError(f"{name}: wrong length")
-            return a
-
-        cols = {}
-        for name, dtype in EVENT_COLUMNS.items():
-            a = arr(name, n)
-            if a.dtype != np.dtype(dtype):
-                raise ValueError(f"{name}: wrong dtype")
-            cols[name] = a
-        flows = (arr("flow_src"), arr("flow_dst"))
-        inst = {k: arr(f"inst_{k}") for k in ("t", "lane", "name")}
-        counters = [Counter(c["rank"], c["device"], c["name"], arr(f"counter{i}_t"), arr(f"counter{i}_v"))
-                    for i, c in enumerate(meta["counters"])]
-        lanes = [Lane(**ln) for ln in meta["lanes"]]
-        ranks = []
-        for r in meta["ranks"]:
-            r = dict(r)
-            r["device_props"] = {int(k): v for k, v in r["device_props"].items()}
-            ranks.append(RankInfo(**r))
-        offsets = np.array(meta["lane_offsets"], np.int64)
-        if len(offsets) != len(lanes) + 1 or offsets[0] != 0 or offsets[-1] != n or (np.diff(offsets) < 0).any():
-            raise ValueError("lane offsets: inconsistent")
-        t = Trace(format=meta["format"], columns=cols, names=meta["names"], lanes=lanes,
-                  ranks=ranks, counters=counters, steps=[Step(*s) for s in meta["steps"]],
-                  flows=flows, instants=inst, sources=[Source(**s) for s in meta["sources"]],
-                  warnings=meta["warnings"], metadata=meta["metadata"], lane_offsets=offsets)
-        t.metadata["from_cache"] = True
-        if "span" in meta:
-            t._span = (int(meta["span"][0]), int(meta["span"][1]))
-            t.derived["initial_view"] = (int(meta["initial_view"][0]), int(meta["initial_view"][1]))
-        from ..model.queries import LOD_ARRAYS, lod_attach
-        lod = {k: arr(k) for k in LOD_ARRAYS}
-        if len(lod["lod_index"]) != len(lod["lod_q"]) or len({len(lod[k]) for k in LOD_ARRAYS[:4]}) != 1 \
-                or (len(lod["lod_index"]) and int((lod["lod_index"][:, 2] + lod["lod_index"][:, 3]).max()) > len(lod["lod_start"])):
-            raise ValueError("level of detail: inconsistent")
-        # each row's events are checked to lie in its lane when the row is first drawn
-        # (queries._from_pack): a check of the whole lod_rep here would read 150 MB at 100M events
-        lod_attach(t, lod)
+        t = _read(d, key, files)
+    except (Damaged, OSError, ValueError, KeyError, TypeError, IndexError, msgspec.DecodeError) as e:
+        why = str(e) if isinstance(e, Damaged) else f"{type(e).__name__}: {e}"[:200]
+        _damaged[key] = why
+        shutil.rmtree(d, ignore_errors=True)  # never trusted: rebuilt from the trace
         try:
-            os.utime(meta_path)  # "used last" for eviction
+            os.unlink(d)  # a file or link where the folder was
         except OSError:
             pass
-        return t
-    except (OSError, ValueError, KeyError, TypeError, msgspec.DecodeError):
-        shutil.rmtree(d, ignore_errors=True)  # corrupt or stale: rebuild
         return None
+    note = _damaged_note(files)
+    if note:
+        t.warnings = list(t.warnings) + [note]
+    return t
+
+
+def _map_npy(path: str) -> np.ndarray:
+    """A .npy file memory-mapped read-only through a descriptor of a regular file (np.load's
+    mmap_mode takes only a name, which it would open whatever it is)."""
+    fmt = np.lib.format
+    with os.fdopen(open_regular(path), "rb") as f:
+        version = fmt.read_magic(f)
+        read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+        shape, fortran, dtype = read_header(f)
+        if dtype.hasobject:
+            raise Damaged(f"{os.path.basename(path)} holds objects")
+        if int(np.prod(shape)) == 0:
+            return np.zeros(shape, dtype)
+        return np.memmap(f, dtype=dtype, mode="r", shape=shape, order="F" if fortran else "C",
+                         offset=f.tell())
+
+
+def _read(d: str, key: str, files: list[str]) -> Trace:
+    sums = read_sums(d)
+    total = sum(size for size, _ in sums.files.values())
+    lazy = total > EAGER_CHECK_BYTES
+    check_file(d, "meta.json", sums)
+    fd = open_regular(os.path.join(d, "meta.json"))
+    with os.fdopen(fd, "rb") as f:
+        meta = msgspec.json.decode(f.read())
+    if meta.get("key") != key or meta.get("version") != STORE_VERSION:
+        raise Damaged("meta.json names another session")
+    n = int(meta["n"])
+    big = set(EVENT_COLUMNS) | {"inst_t", "inst_lane", "inst_name", "lod_start", "lod_end", "lod_rep", "lod_maxend"}
+
+    def arr(name, length=None):
+        fname = f"{name}.npy"
+        if not (lazy and name in big):
+            check_file(d, fname, sums)
+        elif sums.files.get(fname, (None,))[0] != os.lstat(os.path.join(d, fname)).st_size:
+            raise Damaged(f"{fname} is not the size that was written")
+        a = _map_npy(os.path.join(d, fname))
+        if length is not None and len(a) != length:
+            raise Damaged(f"{fname} has the wrong length")
+        return a
+
+    cols = {}
+    for name, dtype in EVENT_COLUMNS.items():
+        a = arr(name, n)
+        if a.dtype != np.dtype(dtype):
+            raise Damaged(f"{name}.npy has the wrong type")
+        cols[name] = a
+    flows = (arr("flow_src"), arr("flow_dst"))
+    inst = {k: arr(f"inst_{k}") for k in ("t", "lane", "name")}
+    counters = [Counter(c["rank"], c["device"], c["name"], arr(f"counter{i}_t"), arr(f"counter{i}_v"))
+                for i, c in enumerate(meta["counters"])]
+    lanes = [Lane(**ln) for ln in meta["lanes"]]
+    ranks = []
+    for r in meta["ranks"]:
+        r = dict(r)
+        r["device_props"] = {int(k): v for k, v in r["device_props"].items()}
+        ranks.append(RankInfo(**r))
+    offsets = np.array(meta["lane_offsets"], np.int64)
+    if len(offsets) != len(lanes) + 1 or offsets[0] != 0 or offsets[-1] != n or (np.diff(offsets) < 0).any():
+        raise Damaged("meta.json's lane offsets are inconsistent")
+    if lazy:
+        cols = _Checked(cols, d, sums, files)
+        inst = _Checked(inst, d, sums, files, "inst_")
+    t = Trace(format=meta["format"], columns=cols, names=meta["names"], lanes=lanes,
+              ranks=ranks, counters=counters, steps=[Step(*s) for s in meta["steps"]],
+              flows=flows, instants=inst, sources=[Source(**s) for s in meta["sources"]],
+              warnings=meta["warnings"], metadata=meta["metadata"], lane_offsets=offsets)
+    t.metadata["from_cache"] = True
+    if "span" in meta:
+        t._span = (int(meta["span"][0]), int(meta["span"][1]))
+        t.derived["initial_view"] = (int(meta["initial_view"][0]), int(meta["initial_view"][1]))
+    from ..model.queries import LOD_ARRAYS, lod_attach
+    lod = {k: arr(k) for k in LOD_ARRAYS}
+    if len(lod["lod_index"]) != len(lod["lod_q"]) or len({len(lod[k]) for k in LOD_ARRAYS[:4]}) != 1 \
+            or (len(lod["lod_index"]) and int((lod["lod_index"][:, 2] + lod["lod_index"][:, 3]).max()) > len(lod["lod_start"])):
+        raise Damaged("the level-of-detail index is inconsistent")
+    if lazy:
+        lod = _Checked(lod, d, sums, files)
+    # each row's events are also checked to lie in its lane when the row is first drawn
+    # (queries._from_pack)
+    lod_attach(t, lod)
+    try:
+        os.utime(os.path.join(d, "meta.json"), follow_symlinks=False)  # "used last" for eviction
+    except (OSError, NotImplementedError):
+        pass
+    return t

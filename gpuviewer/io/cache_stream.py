@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import struct
-import time
 
 import numpy as np
 
@@ -20,7 +19,6 @@ from . import cache
 
 HEADER_LEN = 128  # what np.save writes for a 1-D array (a multiple of 64 bytes)
 _CHUNK = 1 << 22  # rows a pass reads at a time (32 MB of int64)
-STALE_S = 3600  # a temporary folder nothing was written into for this long was left behind
 
 
 def npy_header(dtype, n: int) -> bytes:
@@ -133,25 +131,6 @@ class PartStore:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def sweep(root: str, keep: str, max_age: float = STALE_S) -> list[str]:
-    """Remove temporary folders of builds that ended without cleaning up (a reader process the
-    window terminated on Cancel): a build writes for minutes, so each one can hold gigabytes.
-    A folder is stale when none of its files was written for max_age seconds."""
-    removed = []
-    now = time.time()
-    try:
-        names = [n for n in os.listdir(root) if n.startswith(".tmp-")]
-    except OSError:
-        return removed
-    for n in names:
-        d = os.path.join(root, n)
-        if d == keep:
-            continue
-        try:
-            newest = max([os.stat(d).st_mtime] + [e.stat().st_mtime for e in os.scandir(d)])
-        except OSError:
-            continue
-        if now - newest > max_age:
-            shutil.rmtree(d, ignore_errors=True)
-            removed.append(d)
-    return removed
+def sweep(root: str, keep: str, max_age: float = cache.STALE_S) -> list[str]:
+    """Remove temporary folders of builds left behind (cache.sweep)."""
+    return cache.sweep(root, keep, max_age)
