@@ -27,7 +27,8 @@ def capacity_bytes(trace: Trace, rank: int, device: int) -> int | None:
         return None
     props = info.device_props.get(device) or {}
     v = props.get("totalGlobalMem") or props.get("totalMemory")
-    return int(v) if v else None
+    # a capacity is a positive byte count below an exabyte; a garbage property is no capacity
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1 << 60 else None
 
 
 def peaks_per_step(trace: Trace, rank: int, device: int) -> list[dict]:

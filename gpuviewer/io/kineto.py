@@ -55,6 +55,7 @@ _ID_MAX = 1 << 62  # pids, tids, streams: anything past this is not a real id
 _RANK_MAX = 1 << 20  # ranks, world sizes, device ordinals
 # baseTimeNanoseconds must be ns since 1970 before 2065, so that ns sums stay in int64
 BASE_NS_MAX = 3_000_000_000_000_000_000
+MEM_BYTES_MAX = float(1 << 60)  # an allocator counter past an exabyte is garbage
 
 
 def _int_or_none(v, bound: int = _ID_MAX) -> int | None:
@@ -464,14 +465,22 @@ class _FileReader:
             if ts is None or dev is None:
                 continue
             by_dev.setdefault(dev, []).append((ts, alloc, res))
+        bad = 0
         for dev, rows in by_dev.items():
             t = us_to_ns(floats([r[0] for r in rows])) + add  # ts were checked in kineto_piece
             o = np.argsort(t, kind="stable")
             for j, name in ((1, "allocated"), (2, "reserved")):
-                v = floats([r[j] if r[j] is not None else np.nan for r in rows])
-                ok = ~np.isnan(v[o])
-                if ok.any():
-                    self.b.counters.append(Counter(rank, dev, name, t[o][ok], v[o][ok]))
+                v = floats([r[j] if r[j] is not None else np.nan for r in rows])[o]
+                ok = ~np.isnan(v)
+                # bytes are finite, not negative and below an exabyte: anything else (inf, -5e9,
+                # 1e300) is a broken sample that would make peaks and axes absurd
+                sane = ok & (v >= 0) & (v <= MEM_BYTES_MAX)
+                bad += int(np.count_nonzero(ok & ~sane))
+                if sane.any():
+                    self.b.counters.append(Counter(rank, dev, name, t[o][sane], v[sane]))
+        if bad:
+            self.b.warnings.append(f"{os.path.basename(self.path)}: {bad:,} [memory] byte counts that are "
+                                   "infinite, negative or over 1 EB skipped")
 
 
 def _plain(v):

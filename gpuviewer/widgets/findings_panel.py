@@ -19,6 +19,9 @@ class FindingsPanel(QWidget):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.findings: list[dict] = []
+        # each tree item holds an index into this list, not the finding: Qt cannot hold a dict
+        # with an int past 64 bits (a garbage counter's bytes) and raised inside the slot
+        self._shown: list[dict] = []
         self.severity = QComboBox()
         self.severity.addItems(["all severities", "high", "high + medium"])
         self.text = QLineEdit()
@@ -83,7 +86,8 @@ class FindingsPanel(QWidget):
                               ",".join(map(str, f["ranks"])), "" if f["step"] is None else str(f["step"])])
         it.setForeground(0, QBrush(SEV_COLOR.get(f["severity"], QColor(0, 0, 0))))
         it.setTextAlignment(1, Qt.AlignRight | Qt.AlignVCenter)
-        it.setData(0, Qt.UserRole, f)
+        it.setData(0, Qt.UserRole, len(self._shown))
+        self._shown.append(f)
         it.setToolTip(2, f["title"])
         for c in f.get("children", []):
             it.addChild(self._item(c))
@@ -91,6 +95,7 @@ class FindingsPanel(QWidget):
 
     def _refill(self) -> None:
         self.tree.clear()
+        self._shown = []
         shown = self.visible_findings()
         for f in shown:
             it = self._item(f)
@@ -104,7 +109,7 @@ class FindingsPanel(QWidget):
             self.tree.blockSignals(True)
             self.tree.setCurrentItem(first)
             self.tree.blockSignals(False)
-            self._show(first.data(0, Qt.UserRole))
+            self._show(self._finding(first))
 
     def choose(self, row: int) -> None:
         it = self.tree.topLevelItem(row)
@@ -116,11 +121,14 @@ class FindingsPanel(QWidget):
         from PySide6.QtWidgets import QTreeWidgetItemIterator
         it = QTreeWidgetItemIterator(self.tree)
         while it.value() is not None:
-            if it.value().data(0, Qt.UserRole) == f:  # (Qt hands back a copy)
+            if self._finding(it.value()) == f:
                 self._choose_item(it.value())
                 return True
             it += 1
         return False
+
+    def _finding(self, item) -> dict:
+        return self._shown[item.data(0, Qt.UserRole)]
 
     def _choose_item(self, it) -> None:
         if self.tree.currentItem() is it:
@@ -131,7 +139,7 @@ class FindingsPanel(QWidget):
     def _chosen(self, item, _prev=None) -> None:
         if item is None:
             return
-        f = item.data(0, Qt.UserRole)
+        f = self._finding(item)
         self._show(f)
         self.findingActivated.emit(f)
 

@@ -118,9 +118,15 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         self._show_topology()
         self._show_memory(trace)
         steps = sorted({s.step for s in trace.steps})
+        # the box holds 32-bit ints: steps past that (a trace numbering them 10^17 on) are
+        # reached with [ and ] instead, said in its tooltip
+        fits = not steps or (-2 ** 31 <= steps[0] and steps[-1] < 2 ** 31)
         self.step_box.blockSignals(True)
-        self.step_box.setRange(min(steps) if steps else 0, max(steps) if steps else 0)
+        self.step_box.setRange(steps[0] if steps and fits else 0, steps[-1] if steps and fits else 0)
         self.step_box.blockSignals(False)
+        self.step_box.setEnabled(fits)
+        self.step_box.setToolTip("The step to zoom to" if fits else
+                                 "Step numbers too large for this box: use [ and ] to go through the steps")
         self.step_label.setText(f"  {len(steps)} steps" if steps else "  no steps")
         names = ", ".join(os.path.basename(p) for p in paths)
         self.setWindowTitle(f"{names} — gpuviewer")

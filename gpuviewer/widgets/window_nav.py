@@ -73,7 +73,7 @@ class NavMixin:
 
     def step_nav(self, direction: int) -> None:
         n = self.session.step_nav(direction) if self.session is not None else None
-        if n is not None:
+        if n is not None and self.step_box.minimum() <= n <= self.step_box.maximum():
             self.step_box.blockSignals(True)
             self.step_box.setValue(n)
             self.step_box.blockSignals(False)
