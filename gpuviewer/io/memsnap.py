@@ -176,9 +176,19 @@ def read_snapshot(path: str) -> list[SnapshotSeries]:
         raise TraceError(path, "a pickle, but not a torch.cuda.memory snapshot (no device_traces)")
     traces = d.get("device_traces")
     out = []
+    # A pickle can share one list many times (a few bytes a reference): work is done once per
+    # distinct object, by id (d holds them all, so ids stay valid). A 7 KB pickle naming one
+    # 3,000-entry list for 270 devices took 21 s to replay and 59 s to draw before this.
+    replayed: dict[int, SnapshotSeries] = {}
+    kept: dict[int, tuple[list, str]] = {}  # id(frames list) -> (its frames, their category)
     # entries whose fields have the wrong types are skipped, as entries of unknown actions are
     for dev, entries in enumerate(traces if isinstance(traces, (list, tuple)) else []):
         if not entries or not isinstance(entries, (list, tuple)):
+            continue
+        same = replayed.get(id(entries))
+        if same is not None:
+            out.append(SnapshotSeries(device=dev, t=same.t, allocated=same.allocated,
+                                      allocations=same.allocations, source=same.source))
             continue
         t, delta, allocs = [], [], []
         live: dict[int, int] = {}
@@ -193,9 +203,13 @@ def read_snapshot(path: str) -> list[SnapshotSeries]:
                 continue
             if act == "alloc":
                 fr = e.get("frames")
-                frames = [f for f in fr if isinstance(f, dict)] if isinstance(fr, (list, tuple)) else []
+                got = kept.get(id(fr))
+                if got is None:
+                    frames = [f for f in fr if isinstance(f, dict)] if isinstance(fr, (list, tuple)) else []
+                    got = kept[id(fr)] = (frames, categorize(frames))
+                frames, cat = got
                 live[addr] = len(allocs)
-                allocs.append(Allocation(ts * 1000, size, addr, frames, categorize(frames)))
+                allocs.append(Allocation(ts * 1000, size, addr, frames, cat))
                 t.append(ts * 1000)
                 delta.append(size)
             elif act == "free_completed":
@@ -214,6 +228,7 @@ def read_snapshot(path: str) -> list[SnapshotSeries]:
         v -= min(0.0, float(v.min()))
         out.append(SnapshotSeries(device=dev, t=tt[o], allocated=v, allocations=allocs,
                                   source=os.path.abspath(path)))
+        replayed[id(entries)] = out[-1]
     if not out:
         raise TraceError(path, "the snapshot holds no allocation history (device_traces is empty)")
     return out

@@ -59,6 +59,7 @@ class MemoryPanel(QWidget):
         self.plots: list[pg.PlotWidget] = []
         self.link_to = None
         self.series: list[dict] = []  # what is drawn: rank, device, name, x, y
+        self._legend = True  # whether curves are named in the legend (off past four)
         self.multiples.toggled.connect(lambda _: self.rebuild())
 
     def align_with(self, left_px: int, right_px: int) -> None:
@@ -145,6 +146,10 @@ class MemoryPanel(QWidget):
         for group in groups:
             plot = self._new_plot("rank " + ", ".join(map(str, group)) if self.multiples.isChecked() else "")
             ymax = 0.0
+            # past four curves the legend is not filled at all (each entry added re-lays out all
+            # the others: 544 curves of a crafted snapshot took 27 s in the legend alone)
+            self._legend = sum(1 for c in t.counters if c.rank in group and len(c.t) and c.name.startswith(
+                ("allocated", "reserved"))) + sum(1 for s in getattr(t, "snapshots", []) if s.rank in group) <= 4
             for r in group:
                 col = RANK_COLORS[r % len(RANK_COLORS)]
                 for c in t.counters:
@@ -157,7 +162,8 @@ class MemoryPanel(QWidget):
                     plot.addItem(item)
                     pen = pg.mkPen(col, width=1.5, style=Qt.DashLine if dash else Qt.SolidLine)
                     item.setData(x, y, pen=pen)
-                    plot.plotItem.legend.addItem(item, f"r{r} GPU{c.device} {c.name}")
+                    if self._legend:
+                        plot.plotItem.legend.addItem(item, f"r{r} GPU{c.device} {c.name}")
                     item.setDownsampling(auto=True, method="peak")
                     item.setClipToView(True)
                     self.series.append({"rank": r, "device": c.device, "name": c.name, "x": x, "y": y})
@@ -230,7 +236,8 @@ class MemoryPanel(QWidget):
             item.setData(x, cum[k], pen=pg.mkPen(rgba[:3], width=0.5), fillLevel=0.0,
                          brush=pg.mkBrush(*rgba[:3], 200), name=f"snapshot: {names[k]}")
             item.setZValue(-10 - k)
-            plot.plotItem.legend.addItem(item, f"{names[k]} (by call site)" if s.allocations else names[k])
+            if self._legend:
+                plot.plotItem.legend.addItem(item, f"{names[k]} (by call site)" if s.allocations else names[k])
         self.series.append({"rank": s.rank, "device": s.device, "name": "snapshot", "x": x,
                             "y": s.allocated / GB, "snapshot": s})
 
