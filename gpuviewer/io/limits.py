@@ -53,3 +53,8 @@ def max_annotations() -> int:
 def max_sidecar_bytes() -> int:
     """Largest annotations sidecar read."""
     return _env_int("GPUVIEWER_MAX_SIDECAR_BYTES", 16 << 20)
+
+
+def max_summary_json_bytes() -> int:
+    """Largest manifest.json or analysis.json of a summary read (thousands of ranks are far below)."""
+    return _env_int("GPUVIEWER_MAX_SUMMARY_JSON_BYTES", 1 << 30)

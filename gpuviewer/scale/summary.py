@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import tempfile
 
 VERSION = 1
@@ -28,20 +29,62 @@ _STEP_FIELDS = ("step", "start_ns", "end_ns", "host_start_ns", "host_end_ns", "b
 
 
 class SummaryError(Exception):
-    """A summary cannot be written or read (str: one line naming the folder)."""
+    """A summary cannot be written or read (str: one line naming the folder). is_summary: the
+    folder's manifest says it is a summary (a damaged one), not some other folder."""
+
+    def __init__(self, msg: str, is_summary: bool = False) -> None:
+        super().__init__(msg)
+        self.is_summary = is_summary
 
 
 def is_summary(path: str) -> bool:
-    return os.path.isdir(path) and os.path.isfile(os.path.join(path, MANIFEST))
+    """A folder whose manifest.json says it is a gpuviewer summary (a folder of traces, or any
+    other, that happens to hold a manifest.json is not one)."""
+    if not os.path.isdir(path) or not os.path.isfile(os.path.join(path, MANIFEST)):
+        return False
+    try:
+        # format and version only: a damaged summary is still one, and opening it says what is wrong
+        return _manifest_head(path) is not None
+    except SummaryError as e:
+        return e.is_summary
 
 
 def check_target(out: str) -> str:
-    """The folder a summary would be written to (absolute); SummaryError when something else
-    is there (asked before the analysis, so a long run is not lost to it)."""
+    """The folder a summary would be written to (absolute); SummaryError when something is
+    there that gpuviewer did not write: only a folder whose manifest says it is a gpuviewer
+    summary and that holds nothing but that summary's files is replaced (asked before the
+    analysis, so a long run is not lost to it, and again just before the folder is replaced)."""
     out = os.path.abspath(out.rstrip(os.sep) or os.sep)
-    if os.path.exists(out) and not is_summary(out):
+    if not os.path.lexists(out):
+        return out
+    if os.path.islink(out) or not os.path.isdir(out):
         raise SummaryError(f"{out}: exists and is not a gpuviewer summary; not replaced")
+    try:
+        m = _manifest_head(out)
+    except SummaryError:
+        m = None
+    if m is None:
+        raise SummaryError(f"{out}: exists and is not a gpuviewer summary; not replaced")
+    tables = m.get("tables") if isinstance(m.get("tables"), dict) else {}
+    ours = {MANIFEST, m.get("analysis", "analysis.json")}
+    ours |= {t.get("file") for t in tables.values() if isinstance(t, dict)}
+    ours = {n for n in ours if isinstance(n, str)}
+    try:
+        names = os.listdir(out)
+    except OSError as e:
+        raise SummaryError(f"{out}: cannot be listed ({e.strerror}); not replaced") from None
+    other = sorted(n for n in names if n not in ours or not _plain_file(os.path.join(out, n)))
+    if other:
+        shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
+        raise SummaryError(f"{out}: holds files other than the summary's ({shown}); not replaced")
     return out
+
+
+def _plain_file(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def write(out: str, *, analysis: dict, parts: list, files: list[str], fmt: str, hosts: dict[int, str | None],
@@ -94,6 +137,7 @@ def write(out: str, *, analysis: dict, parts: list, files: list[str], fmt: str, 
 
 
 def _into_place(tmp: str, out: str) -> None:
+    check_target(out)  # again: the folder may have changed during the analysis
     old = None
     if os.path.exists(out):  # an earlier summary: moved aside, then removed once the new one is in
         old = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.old-", dir=os.path.dirname(out))
@@ -171,28 +215,50 @@ def _profiles(parts: list):
     return pd.DataFrame({k: (np.concatenate(v) if v else np.zeros(0, dtypes[k])) for k, v in cols.items()})
 
 
-def read_manifest(path: str) -> dict:
-    try:
-        with open(os.path.join(path, MANIFEST), "rb") as f:
-            m = json.loads(f.read())
-    except (OSError, ValueError) as e:
-        raise SummaryError(f"{path}: the summary's manifest cannot be read ({e})") from None
+def _manifest_head(path: str) -> dict | None:
+    """The manifest as JSON when it says it is a gpuviewer summary (format and an integer
+    version), else None; nothing else of it checked."""
+    from .summary_read import read_json
+    m = read_json(path, MANIFEST, "manifest", SummaryError)
     if not isinstance(m, dict) or m.get("format") != "gvsum":
-        raise SummaryError(f"{path}: not a gpuviewer summary (its manifest says otherwise)")
-    if not isinstance(m.get("version"), int) or m["version"] > VERSION:
-        raise SummaryError(f"{path}: a summary of version {m.get('version')}, newer than this gpuviewer reads "
-                           f"({VERSION}); update gpuviewer")
+        return None
+    if not isinstance(m.get("version"), int) or isinstance(m["version"], bool):
+        return None
     return m
+
+
+def read_manifest(path: str) -> dict:
+    """The summary's manifest, checked against its schema (SummaryError naming the field)."""
+    from .summary_schema import check_manifest
+    m = _manifest_head(path)
+    if m is None:
+        raise SummaryError(f"{path}: not a gpuviewer summary (its manifest says otherwise)")
+    if m["version"] > VERSION:
+        raise SummaryError(f"{path}: a summary of version {m.get('version')}, newer than this gpuviewer reads "
+                           f"({VERSION}); update gpuviewer", True)
+    _check(path, "manifest", check_manifest, m)
+    return m
+
+
+def _check(path: str, what: str, check, obj) -> None:
+    import msgspec
+    try:
+        check(obj)
+    except msgspec.ValidationError as e:
+        raise SummaryError(f"{path}: the summary's {what} is not valid ({e})", True) from None
+    except RecursionError:
+        raise SummaryError(f"{path}: the summary's {what} is not valid (nested too deeply)", True) from None
 
 
 def read_analysis(path: str) -> dict:
     """What `gpuviewer analyze` printed when the summary was written (the same JSON)."""
+    from .summary_read import read_json
+    from .summary_schema import check_analysis
     m = read_manifest(path)
-    try:
-        with open(os.path.join(path, m.get("analysis", "analysis.json")), "rb") as f:
-            a = json.loads(f.read())
-    except (OSError, ValueError) as e:
-        raise SummaryError(f"{path}: the summary's analysis cannot be read ({e})") from None
+    a = read_json(path, m.get("analysis", "analysis.json"), "analysis", SummaryError)
+    if not isinstance(a, dict):
+        raise SummaryError(f"{path}: the summary's analysis is not valid (not a JSON object)", True)
+    _check(path, "analysis", check_analysis, a)
     a["findings"] = m["findings"]
     if m.get("failed_ranks"):
         a["failed_ranks"] = m["failed_ranks"]
@@ -227,8 +293,9 @@ def read_table(path: str, manifest: dict, name: str, columns: list[str]):
     """One of the summary's tables (a pandas DataFrame of these columns); SummaryError when it
     is missing, damaged or lacks a column."""
     import duckdb
+    from .summary_read import inside
     listed = (manifest.get("tables") or {}).get(name) or {}
-    file = os.path.join(path, os.path.basename(str(listed.get("file", f"{name}.parquet"))))
+    file = inside(path, str(listed.get("file", f"{name}.parquet")), f"{name} table", SummaryError)
     cols = ", ".join('"' + c.replace('"', '""') + '"' for c in columns)
     con = duckdb.connect()
     try:
