@@ -187,10 +187,10 @@ def _per_name(parts: list, which: str):
             f.insert(0, "rank", p.rank)
             frames.append(f)
     if not frames:
-        return pd.DataFrame({"rank": pd.Series([], "int64"), "name": pd.Series([], "object"),
-                             "kind": pd.Series([], "object"), "count": pd.Series([], "int64"),
-                             "total_ns": pd.Series([], "int64"), "min_ns": pd.Series([], "int64"),
-                             "max_ns": pd.Series([], "int64")})
+        return pd.DataFrame({"rank": pd.Series([], dtype="int64"), "name": pd.Series([], dtype="object"),
+                             "kind": pd.Series([], dtype="object"), "count": pd.Series([], dtype="int64"),
+                             "total_ns": pd.Series([], dtype="int64"), "min_ns": pd.Series([], dtype="int64"),
+                             "max_ns": pd.Series([], dtype="int64")})
     return pd.concat(frames, ignore_index=True)
 
 
