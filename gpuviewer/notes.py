@@ -20,13 +20,14 @@ class Notes:
     # -- where they live -----------------------------------------------------------------
     def open_for(self, paths: list[str]) -> str | None:
         """The sidecar of these traces; returns a warning when it could not be read (a damaged
-        sidecar is never overwritten: saving moves it aside first)."""
+        sidecar is never overwritten: saving moves it aside first) or holds more annotations
+        than are shown."""
         from .io.errors import TraceError
         from .io.sidecar import load_doc, sidecar_path
         self.sidecar = sidecar_path(paths)
         try:
-            self.doc = load_doc(self.sidecar)
-            return None
+            self.doc = load_doc(self.sidecar, keep_rest=True)
+            return "; ".join(f"Annotations: {self.sidecar} {w}" for w in self.doc.warnings) or None
         except TraceError as e:
             self.doc = AnnotationDoc()
             return f"Annotations not loaded: {e}"
@@ -41,16 +42,21 @@ class Notes:
         self._changed()
 
     def save(self, view: dict) -> tuple[bool, str | None]:
-        """Write the sidecar atomically, with the view; (saved, a message for the user)."""
+        """Write the sidecar atomically, with the view, merged with what another session saved
+        there since (io.sidecar.save_doc); (saved, a message for the user: conflicts, a damaged
+        file moved aside). The document then holds the other session's annotations too."""
         if self.sidecar is None:
             return False, None
         from .io.sidecar import save_doc
         self.doc.view = view
+        before = [a.content() for a in self.doc.annotations]
         try:
-            moved = save_doc(self.sidecar, self.doc)
+            messages = save_doc(self.sidecar, self.doc)
         except OSError as e:
             return False, f"Could not save annotations to {self.sidecar}: {e.strerror}"
-        return True, (f"The damaged annotations file was kept as {moved}" if moved else None)
+        if [a.content() for a in self.doc.annotations] != before:
+            self._changed()  # another session's annotations: shown now
+        return True, ("; ".join(messages) if messages else None)
 
     def save_on_view_change(self) -> bool:
         """The view is saved with the annotations, but panning alone never creates a file beside

@@ -202,20 +202,23 @@ def test_window_moves_damaged_sidecar_aside_then_saves_fresh(qtbot, tmp_path, dd
     assert w.save_annotations() and len(_damaged_copies(ddp_copy)) == 1  # moved once, not at every save
 
 
-def test_cut_sidecar_is_moved_aside_before_saving(tmp_path, monkeypatch):
-    # more annotations than the limit: the ones not read would be lost by a plain overwrite
+def test_sidecar_over_the_limit_is_shown_in_part_and_saved_whole(tmp_path, monkeypatch):
+    # more annotations than the limit: the first are shown, the rest kept hidden and saved back
+    # untouched (they were once cut on reading and the file set aside as damaged on saving)
+    from gpuviewer.notes import Notes
     monkeypatch.setenv("GPUVIEWER_MAX_ANNOTATIONS", "5")
-    side = str(tmp_path / ("t.json" + ".gpuviewer.json"))
+    trace = _write(tmp_path, "t.json", b"[]")
+    side = trace + ".gpuviewer.json"
     save_doc(side, AnnotationDoc([Annotation("note", f"n{i}", i, None, 0) for i in range(8)]))
-    with open(side, "rb") as f:
-        data = f.read()
-    doc = load_doc(side)
-    assert len(doc.annotations) == 5 and "first 5 of 8" in doc.warnings[0]
-    moved = save_doc(side, doc)
-    assert moved is not None and os.path.basename(moved).startswith("t.json.gpuviewer.json.damaged-")
-    with open(moved, "rb") as f:
-        assert f.read() == data
-    assert save_doc(side, doc) is None
+    n = Notes()
+    warning = n.open_for([trace])
+    assert side in warning and "8 annotations" in warning and "limit of 5" in warning
+    assert "GPUVIEWER_MAX_ANNOTATIONS" in warning and [a.text for a in n.doc.annotations] == [f"n{i}" for i in range(5)]
+    n.add(Annotation("note", "new", 9, None, 0))
+    assert n.save({}) == (True, None)
+    monkeypatch.setenv("GPUVIEWER_MAX_ANNOTATIONS", "100")
+    assert sorted(a.text for a in load_doc(side).annotations) == sorted([f"n{i}" for i in range(8)] + ["new"])
+    assert sorted(os.listdir(tmp_path)) == ["t.json", "t.json.gpuviewer.json"]  # nothing set aside
 
 
 def test_save_never_replaces_a_fifo(tmp_path):

@@ -1,27 +1,34 @@
 """The annotations sidecar: <trace>.gpuviewer.json beside the trace (for a folder: inside it),
-or in the user data directory when that folder is read-only. Written atomically: a temporary
-file in the same folder, flushed and fsynced, then renamed over the old one, so a crash at any
-point leaves either the previous file or the new one, never a torn one. The trace itself is
-never written.
+or in the user data directory when that folder is read-only. The trace itself is never written.
+
+Saving never loses another session's work: under a lock (io/file_lock.py) the file is read
+again, merged with this session's annotations by id (model/annotation_merge.py), and written
+atomically: a temporary file in the same folder, flushed and fsynced, then renamed over the old
+one, so a crash at any point leaves either the previous file or the new one. The file keeps its
+mode (a new one gets the user's umask, like any file they make); a sidecar that is a symbolic
+link stays one and its target is written.
 
 Reading is defensive: only a regular file (a FIFO would block), at most
 limits.max_sidecar_bytes, checked against the schema (model.annotations); any bad annotation
-rejects the whole file, with a message naming it. A file that could not be read whole (or
-was cut at limits.max_annotations) is remembered, and the next save first moves it aside as
-NAME.damaged-YYYYmmdd-HHMMSS, so the user's data is never overwritten."""
+rejects the whole file, with a message naming it. A file that could not be read is moved aside
+by the next save as NAME.damaged-YYYYmmdd-HHMMSS, so the user's data is never overwritten.
+Annotations beyond limits.max_annotations are not shown (a warning says so) but are saved back
+untouched."""
 from __future__ import annotations
 
 import errno
 import hashlib
 import os
+import secrets
 import stat
-import tempfile
 import time
 
 import msgspec
 
+from ..model.annotation_merge import apply, merge, stamp_changes
 from ..model.annotations import AnnotationDoc, AnnotationError
 from .errors import TraceError
+from .file_lock import locked
 from .limits import max_annotations, max_sidecar_bytes
 
 SUFFIX = ".gpuviewer.json"
@@ -59,21 +66,21 @@ def problem(path: str) -> str | None:
     return _unread.get(os.path.abspath(path))
 
 
-def load_doc(path: str, missing_ok: bool = True) -> AnnotationDoc:
+def load_doc(path: str, missing_ok: bool = True, keep_rest: bool = False) -> AnnotationDoc:
+    """The annotations of a file (empty when it is missing and missing_ok). Past
+    limits.max_annotations the rest are not read, or with keep_rest=True (a sidecar that will be
+    saved: Notes.open_for) kept hidden and remembered as read, so a save merges with them."""
     key = os.path.abspath(path)
     _unread.pop(key, None)
     try:
-        doc = _read_doc(path, missing_ok)
+        return _read_doc(path, missing_ok, max_annotations(), keep_rest)
     except TraceError as e:
         if os.path.lexists(path):
             _unread[key] = e.problem
         raise
-    if doc.warnings:
-        _unread[key] = "; ".join(doc.warnings)
-    return doc
 
 
-def _read_doc(path: str, missing_ok: bool) -> AnnotationDoc:
+def _read_doc(path: str, missing_ok: bool, max_notes: int | None, keep_rest: bool = True) -> AnnotationDoc:
     limit = max_sidecar_bytes()
     try:
         # O_NONBLOCK: a FIFO put there after the check below still cannot block the open
@@ -100,7 +107,7 @@ def _read_doc(path: str, missing_ok: bool) -> AnnotationDoc:
     if len(data) > limit:  # it grew after the size check
         raise TraceError(path, f"the annotations file is too large (over {limit:,} bytes)")
     try:
-        return AnnotationDoc.from_json(msgspec.json.decode(data), limit=max_annotations())
+        return AnnotationDoc.from_json(msgspec.json.decode(data), limit=max_notes, keep_rest=keep_rest)
     except msgspec.DecodeError as e:
         raise TraceError(path, f"the annotations file is not valid JSON ({e})") from None
     except RecursionError:  # msgspec stops at Python's recursion limit
@@ -121,24 +128,73 @@ def move_aside(path: str) -> str:
     return new
 
 
-def save_doc(path: str, doc: AnnotationDoc) -> str | None:
-    """Returns the name a damaged previous file was moved to, if it was."""
-    folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
+def save_doc(path: str, doc: AnnotationDoc) -> list[str]:
+    """Merge `doc` with the file as it is now and write the result; `doc` then equals what was
+    written (it gains the annotations another session saved). Returns messages for the user: a
+    damaged previous file moved aside, conflicts and how they were settled. OSError when the
+    file cannot be written or is something we must not replace."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    target = _target(path)
+    stamp_changes(doc)
+    with locked(target):
+        messages = []
+        try:
+            theirs = _read_doc(target, True, None)
+            if not os.path.lexists(target):
+                theirs = None  # no file (never saved, or removed): nothing to merge with
+        except TraceError as e:
+            if target != os.path.abspath(path):
+                raise OSError(errno.EEXIST, f"links to a file that is not valid annotations ({e.problem}); "
+                              "left as it is", path) from None
+            messages.append(f"The damaged annotations file was kept as {move_aside(target)}")
+            theirs = None
+        merged = merge(doc, theirs)
+        written = AnnotationDoc(merged.annotations, doc.view)
+        _write(target, msgspec.json.format(msgspec.json.encode(written.to_json()), indent=1))
+    apply(doc, merged.annotations, max_annotations())
+    _unread.pop(os.path.abspath(path), None)
+    return messages + merged.messages
+
+
+def _target(path: str) -> str:
+    """The file a save writes: the path itself, or for a symbolic link the file it names (the
+    link stays a link). Something else there (a FIFO, a folder, a link to nothing) is refused."""
+    path = os.path.abspath(path)
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        st = None
-    if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+        return path
+    if stat.S_ISLNK(st.st_mode):
+        target = os.path.realpath(path)
+        try:
+            st = os.lstat(target)
+        except FileNotFoundError:
+            raise OSError(errno.ENOENT, "a link to a file that does not exist; left as it is", path) from None
+        path = target
+    if not stat.S_ISREG(st.st_mode):
         raise OSError(errno.EEXIST, "not a regular file; left as it is", path)
-    moved = None
-    if st is not None and os.path.abspath(path) in _unread:
-        moved = move_aside(path)
-    _unread.pop(os.path.abspath(path), None)
-    data = msgspec.json.format(msgspec.json.encode(doc.to_json()), indent=1)
-    fd, tmp = tempfile.mkstemp(prefix=".gpuviewer-", suffix=".tmp", dir=folder)
+    return path
+
+
+def _write(path: str, data: bytes) -> None:
+    """Atomically, keeping the file's mode. The temporary file is made with 0666 less the umask
+    (mkstemp's 0600 would take teammates' read access to a shared trace folder away)."""
+    folder = os.path.dirname(path)
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        mode = None
+    while True:
+        tmp = os.path.join(folder, f".gpuviewer-{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+            break
+        except FileExistsError:
+            continue
     try:
         with os.fdopen(fd, "wb") as f:
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -146,7 +202,6 @@ def save_doc(path: str, doc: AnnotationDoc) -> str | None:
         if pause:
             time.sleep(float(pause))
         os.replace(tmp, path)
-        return moved
     except BaseException:
         try:
             os.unlink(tmp)
