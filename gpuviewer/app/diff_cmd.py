@@ -74,6 +74,11 @@ def cmd_diff(args) -> int:
         return _fail("--top must be 1 or more")
     if args.output and not args.output.lower().endswith((".html", ".htm", ".md")):
         return _fail(f"{args.output}: the output must end in .html or .md")
+    if args.output:
+        from ..io.outputs import refusal
+        why = refusal(args.output)  # before the (long) measuring: never over someone else's file
+        if why is not None:
+            return _fail(why)
     try:
         spec = args.steps or ["all"]
         steps = (parse_steps(spec[0]), parse_steps(spec[-1]))
@@ -104,8 +109,11 @@ def cmd_diff(args) -> int:
         return 0
     if args.output:
         text = to_html(d, args.top) if args.output.lower().endswith((".html", ".htm")) else to_markdown(d, args.top)
+        from ..io.outputs import OutputRefused
         try:
             _write(args.output, text)
+        except OutputRefused as e:
+            return _fail(str(e), args.debug)
         except OSError as e:
             return _fail(f"{args.output}: cannot write it ({e.strerror or type(e).__name__})", args.debug)
         _out(f"wrote {args.output}")
@@ -118,6 +126,8 @@ def cmd_diff(args) -> int:
 def _write(path: str, text: str) -> None:
     from ..model.plain import text as printable
     from ..io.atomic import write_text
+    from ..io.outputs import check
+    check(path)  # again: the file may have appeared during the diff
     write_text(path, printable(text))
 
 

@@ -206,7 +206,15 @@ def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, 
     for _ in range(3):
         app.processEvents()
     from ..export.image import save_widget
-    ok = save_widget(win, out)
+    from ..io.outputs import OutputRefused
+    try:
+        ok = save_widget(win, out, guard=True)
+    except OutputRefused as e:
+        win.close()
+        print(f"gpuviewer: {e}", file=sys.stderr)
+        return 2
+    except OSError:
+        ok = False
     win.close()
     if not ok:
         print(f"gpuviewer: cannot write {out}", file=sys.stderr)
@@ -264,15 +272,19 @@ def _render_session(paths: list[str], out: str, use_cache: bool, annotations: st
         _sidecar_warnings(paths, s.notes.doc)
     s.analysis_json  # noqa: B018 - computed before the view, which draws its communication waits
     view = bare_view(s, image_size) if image_size else bare_view(s)
+    from ..io.outputs import OutputRefused
     try:
         if image_size is None:
-            write_report(s, view, out)
+            write_report(s, view, out, guard=True)
             ok = True
         else:
             if window_ms is not None:
                 o = s.trace.start_ns
                 view.set_range(o + int(window_ms[0] * 1e6), o + int(window_ms[1] * 1e6))
-            ok = save_widget(view, out)
+            ok = save_widget(view, out, guard=True)
+    except OutputRefused as e:
+        print(f"gpuviewer: {e}", file=sys.stderr)
+        return 2  # the view is disposed of below
     except OSError:
         ok = False
     finally:
@@ -286,6 +298,15 @@ def _render_session(paths: list[str], out: str, use_cache: bool, annotations: st
 def _tmpdir() -> str:
     import tempfile
     return tempfile.gettempdir()
+
+
+def _output_refused(out: str) -> bool:
+    """Asked before the (long) load: an output that must not be written is said at once."""
+    from ..io.outputs import refusal
+    why = refusal(out)
+    if why is not None:
+        print(f"gpuviewer: {why}", file=sys.stderr)
+    return why is not None
 
 
 def _paths_exist(paths: list[str]) -> bool:
@@ -310,7 +331,7 @@ def cmd_screenshot(args) -> int:
     if not args.output.lower().endswith((".png", ".svg")):
         print("gpuviewer: the output must end in .png or .svg", file=sys.stderr)
         return 2
-    if not _paths_exist(args.paths):
+    if not _paths_exist(args.paths) or _output_refused(args.output):
         return 2
     return render_window(args.paths, args.output, size, window, use_cache=not args.no_cache,
                          annotations=args.annotations, timeline_only=args.timeline_only)
@@ -320,7 +341,7 @@ def cmd_report(args) -> int:
     if not args.output.lower().endswith((".html", ".htm", ".md")):
         print("gpuviewer: the report must end in .html or .md", file=sys.stderr)
         return 2
-    if not _paths_exist(args.paths):
+    if not _paths_exist(args.paths) or _output_refused(args.output):
         return 2
     return render_window(args.paths, args.output, (1500, 900), None, use_cache=not args.no_cache,
                          annotations=args.annotations, report=True)

@@ -193,10 +193,16 @@ def _md_cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def write_report(session, view, path: str) -> None:
-    """The report of a session as HTML (or Markdown for .md), written atomically."""
+def write_report(session, view, path: str, guard: bool = False) -> None:
+    """The report of a session as HTML (or Markdown for .md), written atomically. guard: the
+    command line's rule, never over a file gpuviewer did not write (io.outputs.OutputRefused)."""
+    from ..io.outputs import check
+    if guard:
+        check(path)
     r = build_report(session, view)
     text = to_markdown(r) if path.lower().endswith(".md") else to_html(r)
     from ..model.plain import text as printable
     from ..io.atomic import write_text
+    if guard:
+        check(path)  # again: the file may have appeared while the report was built
     write_text(path, printable(text))  # a file name that is not UTF-8 is shown with \xNN escapes
