@@ -49,12 +49,11 @@ class Notes:
             return False, None
         from .io.sidecar import save_doc
         self.doc.view = view
-        before = [a.content() for a in self.doc.annotations]
         try:
-            messages = save_doc(self.sidecar, self.doc)
+            messages, changed = save_doc(self.sidecar, self.doc)
         except OSError as e:
             return False, f"Could not save annotations to {self.sidecar}: {e.strerror}"
-        if [a.content() for a in self.doc.annotations] != before:
+        if changed:
             self._changed()  # another session's annotations: shown now
         return True, ("; ".join(messages) if messages else None)
 

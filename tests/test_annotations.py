@@ -145,7 +145,7 @@ def test_kill_between_write_and_rename_keeps_previous(tmp_path):
     assert [a.text for a in doc.annotations] == ["first version"]
     # and a normal save replaces it whole (a save merges with the file: the loaded doc, edited)
     doc.annotations[0].text = "third"
-    assert save_doc(path, doc) == []
+    assert save_doc(path, doc).messages == []
     assert [a.text for a in load_doc(path).annotations] == ["third"]
     assert not os.path.exists(path + ".lock")  # the killed writer's lock was taken over and removed
 

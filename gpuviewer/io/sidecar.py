@@ -22,6 +22,7 @@ import os
 import secrets
 import stat
 import time
+from typing import NamedTuple
 
 import msgspec
 
@@ -100,6 +101,7 @@ def _read_doc(path: str, missing_ok: bool, max_notes: int | None, keep_rest: boo
                              "raise GPUVIEWER_MAX_SIDECAR_BYTES to read it)")
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(limit + 1)
+        stamp = _stamp(os.fstat(fd))
     except OSError as e:
         raise TraceError(path, f"cannot read the annotations ({e.strerror})") from None
     finally:
@@ -107,13 +109,15 @@ def _read_doc(path: str, missing_ok: bool, max_notes: int | None, keep_rest: boo
     if len(data) > limit:  # it grew after the size check
         raise TraceError(path, f"the annotations file is too large (over {limit:,} bytes)")
     try:
-        return AnnotationDoc.from_json(msgspec.json.decode(data), limit=max_notes, keep_rest=keep_rest)
+        doc = AnnotationDoc.from_json(msgspec.json.decode(data), limit=max_notes, keep_rest=keep_rest)
     except msgspec.DecodeError as e:
         raise TraceError(path, f"the annotations file is not valid JSON ({e})") from None
     except RecursionError:  # msgspec stops at Python's recursion limit
         raise TraceError(path, "the annotations file is not valid: nested too deeply") from None
     except AnnotationError as e:
         raise TraceError(path, f"the annotations file is not valid: {e}") from None
+    doc.disk_stamp = stamp if doc.base is not None else None
+    return doc
 
 
 def move_aside(path: str) -> str:
@@ -128,32 +132,49 @@ def move_aside(path: str) -> str:
     return new
 
 
-def save_doc(path: str, doc: AnnotationDoc) -> list[str]:
+class Saved(NamedTuple):
+    messages: list[str]  # for the user: a damaged previous file moved aside, conflicts settled
+    changed: bool  # the document took annotations or changes from another session
+
+
+def save_doc(path: str, doc: AnnotationDoc) -> Saved:
     """Merge `doc` with the file as it is now and write the result; `doc` then equals what was
-    written (it gains the annotations another session saved). Returns messages for the user: a
-    damaged previous file moved aside, conflicts and how they were settled. OSError when the
-    file cannot be written or is something we must not replace."""
+    written (it gains the annotations another session saved). OSError when the file cannot be
+    written or is something we must not replace."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     target = _target(path)
-    stamp_changes(doc)
+    contents = stamp_changes(doc)
     with locked(target):
         messages = []
         try:
-            theirs = _read_doc(target, True, None)
-            if not os.path.lexists(target):
+            st = os.stat(target)
+        except FileNotFoundError:
+            st = None
+        try:
+            if st is None:
                 theirs = None  # no file (never saved, or removed): nothing to merge with
+            elif doc.base is not None and doc.disk_stamp == _stamp(st):
+                theirs = None  # as this session last read or wrote it: ours are the merge
+            else:
+                theirs = _read_doc(target, True, None)
         except TraceError as e:
             if target != os.path.abspath(path):
                 raise OSError(errno.EEXIST, f"links to a file that is not valid annotations ({e.problem}); "
                               "left as it is", path) from None
             messages.append(f"The damaged annotations file was kept as {move_aside(target)}")
             theirs = None
-        merged = merge(doc, theirs)
+        merged = merge(doc, theirs, contents)
         written = AnnotationDoc(merged.annotations, doc.view)
-        _write(target, msgspec.json.format(msgspec.json.encode(written.to_json()), indent=1))
+        stamp = _write(target, msgspec.json.format(msgspec.json.encode(written.to_json()), indent=1))
     apply(doc, merged.annotations, max_annotations())
+    doc.disk_stamp = stamp
     _unread.pop(os.path.abspath(path), None)
-    return messages + merged.messages
+    return Saved(messages + merged.messages, merged.took_theirs)
+
+
+def _stamp(st: os.stat_result) -> tuple:
+    # an atomic save renames a new inode over the file: any other writer changes this
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _target(path: str) -> str:
@@ -176,9 +197,11 @@ def _target(path: str) -> str:
     return path
 
 
-def _write(path: str, data: bytes) -> None:
-    """Atomically, keeping the file's mode. The temporary file is made with 0666 less the umask
-    (mkstemp's 0600 would take teammates' read access to a shared trace folder away)."""
+def _write(path: str, data: bytes) -> tuple:
+    """Atomically, keeping the file's mode; returns the new file's _stamp (taken before the
+    rename: after it, and out of the lock, another writer's file could be there already). The
+    temporary file is made with 0666 less the umask (mkstemp's 0600 would take teammates' read
+    access to a shared trace folder away)."""
     folder = os.path.dirname(path)
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode)
@@ -198,10 +221,12 @@ def _write(path: str, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+            stamp = _stamp(os.fstat(f.fileno()))  # a rename keeps the inode, size and mtime
         pause = os.environ.get("GPUVIEWER_TEST_PAUSE_BEFORE_RENAME")  # crash-safety test hook
         if pause:
             time.sleep(float(pause))
         os.replace(tmp, path)
+        return stamp
     except BaseException:
         try:
             os.unlink(tmp)

@@ -34,23 +34,28 @@ def _label(a: Annotation) -> str:
     return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
-def stamp_changes(doc: AnnotationDoc, when: int | None = None) -> None:
-    """Set the modified time of what this session added or changed since base."""
+def stamp_changes(doc: AnnotationDoc, when: int | None = None) -> dict[str, dict]:
+    """Set the modified time of what this session added or changed since base; returns each
+    annotation's content by id (computed once: a save of 10,000 notes compares them all)."""
     base = doc.base or {}
     when = now_ms() if when is None else when
+    contents = {}
     for a in doc.all():
-        old = base.get(a.id)
-        if old is None or a.content() != old:
+        c = contents[a.id] = a.content()
+        if base.get(a.id) != c:
             a.modified_ms = when
+    return contents
 
 
-def merge(doc: AnnotationDoc, theirs: AnnotationDoc | None) -> Merged:
+def merge(doc: AnnotationDoc, theirs: AnnotationDoc | None, contents: dict[str, dict] | None = None) -> Merged:
     """The annotations to write: `doc` (ours, with its base) merged with `theirs` (the file as
-    it is now; None when there is none or it could not be read: then ours as they are)."""
+    it is now; None when there is none or it could not be read: then ours as they are).
+    `contents`: ours by id, as stamp_changes returned them."""
     ours = doc.all()
     if theirs is None:
         return Merged(list(ours), [], False)
     base = doc.base or {}
+    contents = contents if contents is not None else {a.id: a.content() for a in ours}
     mine = {a.id: a for a in ours}
     disk = {a.id: a for a in theirs.all()}
     out: list[Annotation] = []
@@ -59,7 +64,8 @@ def merge(doc: AnnotationDoc, theirs: AnnotationDoc | None) -> Merged:
     for a in ours:
         old = base.get(a.id)
         other = disk.get(a.id)
-        changed_here = old is None or a.content() != old
+        mine_c = contents[a.id]
+        changed_here = old is None or mine_c != old
         if other is None:
             if old is None:
                 out.append(a)  # added here
@@ -69,8 +75,9 @@ def merge(doc: AnnotationDoc, theirs: AnnotationDoc | None) -> Merged:
             else:
                 took = True  # deleted there, untouched here: stays deleted
             continue
-        changed_there = old is None or other.content() != old
-        if other.content() == a.content():
+        other_c = other.content()
+        changed_there = old is None or other_c != old
+        if other_c == mine_c:
             out.append(a)
             a.modified_ms = max(a.modified_ms, other.modified_ms)
         elif changed_here and changed_there:

@@ -145,6 +145,8 @@ class AnnotationDoc:
     # id -> Annotation.content() as last read from or written to the file (None: this document
     # was not read from a file); a save merges against it (model.annotation_merge)
     base: dict | None = field(default=None, compare=False, repr=False)
+    # the file as base saw it (device, inode, size, mtime): unchanged, a save need not re-read it
+    disk_stamp: tuple | None = field(default=None, compare=False, repr=False)
 
     def all(self) -> list[Annotation]:
         return self.annotations + self.hidden
