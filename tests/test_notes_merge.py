@@ -318,3 +318,31 @@ def test_concurrent_saves_lose_nothing(two, ddp):
     want = sorted([f"A{i:02}" for i in range(n)] + [f"B{i:02}" for i in range(n)])
     assert on_disk(ddp) == want
     a.close(), b.close()
+
+
+def test_window_lists_the_other_sessions_notes_and_shows_a_conflict(qtbot, tmp_path, two, ddp):
+    from conftest import make_window
+    w = make_window(qtbot, tmp_path, block_analysis=True, size=(1200, 700))
+    assert w.open_paths([ddp], block=True)
+    b = two()
+    b.do("open")
+    w.session.add_note("from the window", w.trace.start_ns + 1000, 0)
+    assert w.save_annotations()
+    b.do("add", text="from the notebook")
+    assert b.do("save")["texts"] == ["from the notebook", "from the window"]
+    w.session.add_note("second from the window", w.trace.start_ns + 2000, 0)
+    assert w.save_annotations()
+    texts = ["from the notebook", "from the window", "second from the window"]
+    listed = [w.annotations.tree.topLevelItem(i).text(1) for i in range(w.annotations.tree.topLevelItemCount())]
+    assert sorted(listed) == texts and sorted(a.text for a in w.timeline.item.annotations) == texts
+    # the same note changed in both: the status bar says so, the list shows both versions
+    b.do("edit", text="from the window", new="notebook's words")
+    b.do("save")
+    (mine,) = [a for a in w.doc.annotations if a.text == "from the window"]
+    w.session.edit_annotation(mine, text="window's words")
+    assert w.save_annotations()
+    assert "changed here and in another window" in w.statusBar().currentMessage()
+    listed = [w.annotations.tree.topLevelItem(i).text(1) for i in range(w.annotations.tree.topLevelItemCount())]
+    assert sorted(listed) == on_disk(ddp) == ["from the notebook", "notebook's words", "second from the window",
+                                              "window's words"]
+    b.close()
