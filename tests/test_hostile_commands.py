@@ -147,3 +147,86 @@ def test_memory_panel_leaves_legend_empty_past_four_curves(qtbot, tmp_path):
     panel.set_trace(trace, trace.start_ns)
     assert len(panel.series) >= 6
     assert panel.plots[0].plotItem.legend.items == []
+
+
+# -- diff of runs with many steps --------------------------------------------------------------
+
+def _many_steps(d: dict, n: int) -> dict:
+    """The trace's host steps replaced by n back-to-back ProfilerStep ranges over the same span
+    (each ends where the next begins: every launch in the span is in a step)."""
+    host = [e for e in d["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")
+            and e.get("cat") == "user_annotation"]
+    t0, t1 = min(e["ts"] for e in host), max(e["ts"] + e["dur"] for e in host)
+    w = (t1 - t0) / n
+    evs = [e for e in d["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")]
+    evs += [dict(host[0], name=f"ProfilerStep#{i}", ts=t0 + i * w, dur=w) for i in range(n)]
+    return dict(d, traceEvents=evs)
+
+
+def test_diff_of_40000_steps(tmp_path, stall_events):
+    """Two runs of 40,000 steps (71 s before: per-step masks over every op, a set rebuilt per
+    step; bench/bench_diff_steps.py measures it): every step paired, every delta zero, and the
+    GPU ops of the run all counted in the steps' kernels."""
+    d = _many_steps(stall_events, 40_000)
+    a, b = _write(tmp_path, "a.json", d), _write(tmp_path, "b.json", d)
+    r = run("diff", a, b, "--json")
+    assert_clean(r)
+    out = json.loads(r.stdout)
+    assert out["a"]["steps"] == out["b"]["steps"] == list(range(40_000))
+    rows = out["kernels"] + out["host_ops"] + out["step_parts"]
+    assert rows and all(x["delta_ns"] == 0 and not x["significant"] for x in rows)
+    # each step's GPU ops add up to the trace's: none lost or counted twice by the grouping
+    an = run("analyze", a, "--json")
+    assert_clean(an)
+    steps = json.loads(an.stdout)["ranks"][0]["steps"]
+    assert len(steps) == 40_000
+    whole = json.loads(run("analyze", STALL, "--json").stdout)["ranks"][0]["steps"]
+    assert sum(s["ops"] for s in steps) == sum(s["ops"] for s in whole)
+
+
+# -- GPU ops with no launch record -------------------------------------------------------------
+
+def _without_launches(d: dict) -> dict:
+    """No flow arrows and no correlation ids on GPU ops: no op can be tied to its launch."""
+    evs = []
+    for e in d["traceEvents"]:
+        if e.get("ph") in ("s", "f", "t"):
+            continue
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            e = dict(e, args={k: v for k, v in e.get("args", {}).items() if k not in ("correlation", "External id")})
+        evs.append(e)
+    return dict(d, traceEvents=evs)
+
+
+def test_ops_without_launch_records_are_placed_by_time(tmp_path, stall_events):
+    """Before: every step a zero-length window, 'GPU busy 0%'. The GPU ops of a stream with no
+    launch record take the step whose host range holds their start; here that gives the same
+    steps as the launches did."""
+    p = _write(tmp_path, "no_launch.json", _without_launches(stall_events))
+    r = run("analyze", p, "--json", "--no-cache")
+    assert_clean(r)
+    got = json.loads(r.stdout)
+    want = json.loads(run("analyze", STALL, "--json", "--no-cache").stdout)
+    keys = ("step", "start_ns", "end_ns", "busy_ns", "ops", "kernels")
+    assert [{k: s[k] for k in keys} for s in got["ranks"][0]["steps"]] == \
+           [{k: s[k] for k in keys} for s in want["ranks"][0]["steps"]]
+    assert all(s["ops"] > 0 and s["end_ns"] > s["start_ns"] for s in got["ranks"][0]["steps"])
+    assert not [f for f in got["findings"] if f["rule"] == "unattributed_ops"]
+
+
+def test_ops_outside_every_step_are_said(tmp_path, stall_events):
+    """8 kernels with no launch record on a stream of their own, after the last step: not in
+    any step, and the analysis says so (a finding, and the utilization line) instead of a
+    silent gap."""
+    kernels = [e for e in stall_events["traceEvents"] if e.get("cat") == "kernel"][:8]
+    end = max(e["ts"] + e.get("dur", 0) for e in stall_events["traceEvents"] if e.get("ph") == "X")
+    extra = [dict(e, ts=end + 10_000 + 100 * i, tid=99, args={"device": 0, "stream": 99})
+             for i, e in enumerate(kernels)]
+    p = _write(tmp_path, "late_kernels.json", dict(stall_events, traceEvents=stall_events["traceEvents"] + extra))
+    r = run("analyze", p, "--no-cache")
+    assert_clean(r)
+    assert "8 kernels without a launch record were not attributed to steps" in r.stdout
+    assert "GPU busy 11% of the time (below 70%); 8 kernels without a launch record are not in any step" in r.stdout
+    js = json.loads(run("analyze", p, "--json", "--no-cache").stdout)
+    f = next(f for f in js["findings"] if f["rule"] == "unattributed_ops")
+    assert f["metrics"] == {"ops": 8, "kernels_only": True} and f["ranks"] == [0]

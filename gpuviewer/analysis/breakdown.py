@@ -4,7 +4,11 @@ split into waiting for other ranks and transfer, memcpy, idle).
 Step attribution: a GPU op belongs to the step whose host window (ProfilerStep#N, NVTX "step N")
 holds the CUDA call that launched it (flows by correlation id). An op with no launch on record
 (a memset, work launched by a library thread) takes the step of the previous linked op on its
-stream, since a stream runs in launch order; before the first linked op it belongs to no step.
+stream, since a stream runs in launch order; before the first linked op it belongs to no step
+(it is the tail of a step before the capture). On a stream with no launch record at all, an op
+takes the step whose host range (or the gap after it, the GPU running behind the host) holds its
+own start; ops left outside every step that way are counted (RankBreakdown.unplaced) and said in
+a finding.
 A step's GPU window runs from its first op to its last and never starts before the previous
 step's window ended, so one rank's windows are disjoint and follow the GPU when it runs steps
 behind the host. GPU idle between two windows is kept beside them (idle_before / idle_after: the
@@ -79,6 +83,10 @@ class RankBreakdown:
     ops: np.ndarray | None = None  # event indices of the rank's GPU work (not shipped by the map)
     op_step: np.ndarray | None = None  # step number of each op (-1: outside every step)
     n_ops: int = 0  # len(ops), which the reduce still needs after ops are dropped
+    # ops with no launch on record that no step could be given (by stream order or by time), and
+    # whether they are all kernels: the per-step numbers leave them out, which must be said
+    unplaced: int = 0
+    unplaced_kernels: bool = True
 
     @property
     def measured(self) -> list[StepBreakdown]:
@@ -122,10 +130,12 @@ def launch_times(trace: Trace, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return out, linked
 
 
-def attribute_steps(trace: Trace, ops: np.ndarray, host_st: np.ndarray, host_en: np.ndarray) -> np.ndarray:
-    """Index into the host steps of each op (-1: none), by launch, then by stream order."""
+def attribute_steps(trace: Trace, ops: np.ndarray, host_st: np.ndarray,
+                    host_en: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Index into the host steps of each op (-1: none), by launch, then by stream order, then
+    by time; and which ops had no launch on record and still got no step."""
     if not len(ops):
-        return np.zeros(0, np.int64)
+        return np.zeros(0, np.int64), np.zeros(0, bool)
     launch, linked = launch_times(trace, ops)
     k = np.searchsorted(host_st, launch, side="right") - 1
     inside = linked & (k >= 0) & (launch <= host_en[np.maximum(k, 0)])
@@ -145,7 +155,18 @@ def attribute_steps(trace: Trace, ops: np.ndarray, host_st: np.ndarray, host_en:
     k_o = np.where(linked_o, k_o, filled)
     out = np.empty_like(k)
     out[order] = k_o
-    return out
+    # A stream with no launch record at all: the step whose host range holds the op's start, or
+    # whose range ended before it while the next had not begun (the GPU runs behind the host);
+    # after the last step's range, none. (Unlinked ops before a stream's first linked op are not
+    # placed by time: they are the tail of the step before the capture, still running.)
+    loose = ~np.isin(lane, np.unique(lane[linked]))
+    if loose.any():
+        t = start[loose]
+        kt = np.searchsorted(host_st, t, side="right") - 1
+        last = len(host_st) - 1
+        ok = (kt >= 0) & ((kt < last) | (t <= host_en[min(last, len(host_en) - 1)]))
+        out[loose] = np.where(ok, kt, -1)
+    return out, loose & (out < 0)
 
 
 def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
@@ -159,7 +180,9 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
     if steps:
         host_st = np.array([s.start for s in steps], np.int64)
         host_en = np.array([s.end for s in steps], np.int64)
-        k = attribute_steps(trace, ops, host_st, host_en)
+        k, unplaced = attribute_steps(trace, ops, host_st, host_en)
+        rb.unplaced = int(unplaced.sum())
+        rb.unplaced_kernels = bool(np.all(np.isin(cat[unplaced], (Cat.KERNEL, Cat.COMM_KERNEL))))
         windows = [(s.step, s.start, s.end) for s in steps]
     else:
         lo = int(s_all.min()) if len(s_all) else 0
@@ -175,18 +198,25 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
     # host began the next step is that step's idle_before (the host was preparing it: a slow input
     # pipeline), the part before is the previous step's idle_after (the host was finishing it).
     busy_all = iv.union(s_all, e_all)
+    # the ops grouped by step once (a mask per step made 40,000 steps quadratic), in their order
+    by_step = np.argsort(k, kind="stable")
+    bounds = np.searchsorted(k[by_step], np.arange(len(windows) + 1))
+    s_g, e_g, c_g = s_all[by_step], e_all[by_step], cat[by_step]
     prev_end = None
     for i, (step, h0, h1) in enumerate(windows):
-        m = k == i
-        if m.any():
-            w0, w1 = int(s_all[m].min()), int(e_all[m].max())
+        a, b = int(bounds[i]), int(bounds[i + 1])
+        if b > a:
+            w0, w1 = int(s_g[a:b].min()), int(e_g[a:b].max())
         else:  # no GPU work: an empty window
             w0 = w1 = int(h0) if prev_end is None else prev_end
         if prev_end is not None:
             w0 = max(w0, prev_end)
             w1 = max(w1, w0)
         sb = StepBreakdown(step, w0, w1, int(h0), int(h1))
-        _fill(sb, s_all[m], e_all[m], cat[m])
+        if b > a:  # (an empty step is all zeros but its idle, which the window gives)
+            _fill(sb, s_g[a:b], e_g[a:b], c_g[a:b])
+        else:
+            sb.idle_ns = max(0, sb.window_ns)
         if prev_end is not None and w0 > prev_end:
             split = min(max(int(h0), prev_end), w0)
             sb.idle_before_ns = iv.length(iv.gaps(busy_all, split, w0))

@@ -106,6 +106,8 @@ class RankPart:
     # op name on its GPU and host), host_explain (host.explain_steps), profile (t0_ns, bin_ns,
     # compute, comm: busy share per bin), op_stats ("kernels", "host_ops": columns per name)
     tables: dict[str, Lazy] = field(default_factory=dict)
+    unplaced: int = 0  # RankBreakdown.unplaced: GPU ops with no launch record and no step
+    unplaced_kernels: bool = True
 
     def table(self, name: str):
         return self.tables[name].value()
@@ -154,14 +156,14 @@ def _map_rank(trace: Trace, rank: int, comm_args: dict[int, dict] | None) -> Ran
     rules = {True: _rank_rules(trace, rb, ks)}
     if any(s.warmup for s in rb.steps):
         # the job keeps a warm-up only when every rank has one: the other answer, ready
-        plain_rb = RankBreakdown(rb.rank, [dataclasses.replace(s, warmup=False) for s in rb.steps], rb.ops,
-                                 rb.op_step, rb.n_ops)
+        plain_rb = dataclasses.replace(rb, steps=[dataclasses.replace(s, warmup=False) for s in rb.steps])
         rules[False] = _rank_rules(trace, plain_rb, ks)
     part = RankPart(
         rank=rank, steps=rb.steps, host_steps=[(s.step, s.start, s.end) for s in trace.steps_of_rank(rank)],
         n_ops=rb.n_ops, arrivals=rank_comm(trace, rb, comm_args or {}),
         kernels={k: v for k, v in ks.items() if k != "gaps"}, rules=rules, memory=R._memory(trace, rank),
-        pipeline=R.pipeline_facts(trace, rb), info=_info(trace, rank))
+        pipeline=R.pipeline_facts(trace, rb), info=_info(trace, rank), unplaced=rb.unplaced,
+        unplaced_kernels=rb.unplaced_kernels)
     names = Lazy(_measured, trace, step_name_times, trace, rb)
     part.tables = {
         "gpu_names": Lazy(lambda: NameTimes(names.value()[0])),

@@ -31,7 +31,9 @@ def reduce(parts: list[RankPart], *, hosts: dict[int, str | None] | None = None,
     "_kernel_collectives", "_rbs" and "_collectives" for the window and summaries."""
     parts = sorted(parts, key=lambda p: p.rank)
     by_rank = {p.rank: p for p in parts}
-    rbs = [RankBreakdown(p.rank, [dataclasses.replace(s) for s in p.steps], n_ops=p.n_ops) for p in parts]
+    rbs = [RankBreakdown(p.rank, [dataclasses.replace(s) for s in p.steps], n_ops=p.n_ops,
+                         unplaced=getattr(p, "unplaced", 0), unplaced_kernels=getattr(p, "unplaced_kernels", True))
+           for p in parts]  # (getattr: parts pickled before these fields existed)
     # warm-up is a property of the job: a first step slow on every rank
     keep_warm = len(rbs) < 2 or all(rb.steps and rb.steps[0].warmup for rb in rbs if rb.steps)
     if not keep_warm:
@@ -46,6 +48,7 @@ def reduce(parts: list[RankPart], *, hosts: dict[int, str | None] | None = None,
     for rb, p in zip(rbs, parts):
         found = copy.deepcopy(p.rules[True] if keep_warm else p.rules.get(False, p.rules[True]))
         per_rank += R._utilization(rb)
+        per_rank += R._unplaced(rb)
         per_rank += [R.settle(f, rb) for f in found["host_bound"]]
         per_rank += [R.settle(f, rb) for f in found["launch_bound"]]
         per_rank += R._exposed(rb)

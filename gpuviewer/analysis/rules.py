@@ -59,6 +59,11 @@ ADVICE = {
     "warmup": "The first step pays one-time costs (CUDA context, cuDNN/cuBLAS autotuning, NCCL "
               "communicator set-up, allocator growth, torch.compile). Profile after it: a profiler "
               "schedule with wait/warmup steps, or skip it when reading the numbers.",
+    "unattributed_ops": "These GPU ops have no launch record (no correlation to a CUDA call) and start "
+                        "outside every step's host range, so the per-step numbers (busy, utilization, "
+                        "windows) leave them out. Record CPU and CUDA activities together "
+                        "(torch.profiler activities=[CPU, CUDA]; nsys -t cuda) so each op's launch is "
+                        "kept, and profile whole steps.",
     "memory_headroom": "Peak allocated memory is close to the device's capacity: an OOM risk and "
                        "allocator thrash. Use activation checkpointing, a smaller micro-batch, 8-bit "
                        "optimizers or sharded optimizer state (ZeRO/FSDP), and free tensors held "
@@ -111,12 +116,25 @@ def _utilization(rb: RankBreakdown) -> list[dict]:
         return []  # no GPU work recorded (a CPU-only trace, a memory snapshot) says nothing
     s0, s1 = _span(rb)
     return [finding("low_gpu_utilization", "high" if u < 0.4 else "medium",
-                     f"Rank {rb.rank}: GPU busy {u:.0%} of the time (below {LOW_UTILIZATION:.0%}){_warm_note(rb)}",
+                     f"Rank {rb.rank}: GPU busy {u:.0%} of the time (below {LOW_UTILIZATION:.0%}){_warm_note(rb)}"
+                     + (f"; {rb.unplaced:,} {'kernels' if rb.unplaced_kernels else 'GPU ops'} without a launch "
+                        "record are not in any step" if rb.unplaced else ""),
                      [rb.rank], None, s0, s1,
                      {"utilization": round(u, 4), "busy_ms": round(rb.total("busy_ns") / 1e6, 3),
                       "gpu_time_ms": round(sum(s.gpu_time_ns for s in rb.measured) / 1e6, 3),
                       "idle_ms": round(sum(s.idle_total_ns for s in rb.measured) / 1e6, 3)},
                      impact_ns=critical(rb, {x.step: x.idle_total_ns for x in rb.measured}))]
+
+
+def _unplaced(rb: RankBreakdown) -> list[dict]:
+    """GPU ops the step attribution could not place: never a silent gap in the numbers."""
+    if not rb.unplaced or not rb.steps or rb.steps[0].step is None:
+        return []
+    what = "kernels" if rb.unplaced_kernels else "GPU ops"
+    s0, s1 = min(s.host_start_ns for s in rb.steps), max(s.host_end_ns for s in rb.steps)
+    return [finding("unattributed_ops", "low", f"Rank {rb.rank}: {rb.unplaced:,} {what} without a launch record "
+                    "were not attributed to steps (the step numbers leave them out)", [rb.rank], None, s0, s1,
+                    {"ops": rb.unplaced, "kernels_only": rb.unplaced_kernels})]
 
 
 def _busy(trace: Trace, rb: RankBreakdown):
