@@ -7,6 +7,13 @@ import os
 import sys
 
 
+def _say(msg: str) -> None:
+    """One line on stderr: control characters escaped, newlines included, so a file name cannot
+    print a line of its own or drive the terminal."""
+    from ..model.plain import line
+    print(f"gpuviewer: {line(msg)}", file=sys.stderr, flush=True)
+
+
 def _app():
     from PySide6.QtCore import QEvent
     from PySide6.QtWidgets import QApplication
@@ -49,7 +56,7 @@ def run_gui(argv: list[str]) -> int:
             for line in install_desktop():
                 print(line)
         except (OSError, RuntimeError) as e:
-            print(f"gpuviewer: cannot register the desktop entry: {e}", file=sys.stderr)
+            _say(f"cannot register the desktop entry: {e}")
             return 2
         return 0
     paths = [os.path.abspath(x) for x in args.paths]
@@ -59,7 +66,7 @@ def run_gui(argv: list[str]) -> int:
     settings = QSettings("gpuviewer", "gpuviewer")
     single = str(settings.value("single_instance", "true")) == "true" and not args.new_instance
     if single and paths and send_to_running(paths):
-        print("gpuviewer: opened in the running window", file=sys.stderr)
+        _say("opened in the running window")
         return 0
     from ..widgets.main_window import MainWindow
     windows = []
@@ -83,7 +90,7 @@ def run_gui(argv: list[str]) -> int:
         target.open_paths(ps)
         target.raise_()
         target.activateWindow()
-        print(f"gpuviewer: opening {', '.join(ps)} from another start", file=sys.stderr, flush=True)
+        _say(f"opening {', '.join(ps)} from another start")
 
     if server is not None:
         server.openRequested.connect(open_from_elsewhere)
@@ -160,8 +167,10 @@ def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, 
         try:
             doc = load_doc(annotations, missing_ok=False)
         except TraceError as e:
-            print(f"gpuviewer: {e}", file=sys.stderr)
+            _say(str(e))
             return 2
+    if _output_refused(out):
+        return 2
     app = _app()
     _quiet_qt()
     if report or timeline_only:
@@ -174,7 +183,7 @@ def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, 
     win.controller.block_analysis = True  # findings in the picture, computed before it is taken
     win.resize(*size)
     if not win.open_paths(paths, block=True, use_cache=use_cache):
-        print(f"gpuviewer: {win.last_error}", file=sys.stderr)
+        _say(win.last_error)
         return 2
     win.sidecar = None  # before any event runs the autosave timer: headless runs never write
     if doc is None:
@@ -187,15 +196,15 @@ def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, 
         app.processEvents()
     if (win.width(), win.height()) != tuple(size):
         # Qt keeps a window at least as large as its docks and toolbars need
-        print(f"gpuviewer: warning: --size {size[0]}x{size[1]} is smaller than the window can be; "
-              f"the picture is {win.width()}x{win.height()}", file=sys.stderr)
+        _say(f"warning: --size {size[0]}x{size[1]} is smaller than the window can be; "
+             f"the picture is {win.width()}x{win.height()}")
     if annotations:
         for w in doc.warnings:
-            print(f"gpuviewer: warning: {annotations}: {w}", file=sys.stderr)
+            _say(f"warning: {annotations}: {w}")
         try:
             win.load_annotation_file(annotations)
         except TraceError as e:  # changed since it was checked above
-            print(f"gpuviewer: {e}", file=sys.stderr)
+            _say(str(e))
             win.close()
             return 2
     if window_ms is not None:
@@ -211,13 +220,13 @@ def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, 
         ok = save_widget(win, out, guard=True)
     except OutputRefused as e:
         win.close()
-        print(f"gpuviewer: {e}", file=sys.stderr)
+        _say(str(e))
         return 2
     except OSError:
         ok = False
     win.close()
     if not ok:
-        print(f"gpuviewer: cannot write {out}", file=sys.stderr)
+        _say(f"cannot write {out}")
         return 2
     return 0
 
@@ -228,9 +237,9 @@ def _sidecar_warnings(paths: list[str], doc) -> None:
     why = problem(side)
     if doc.warnings:
         for w in doc.warnings:
-            print(f"gpuviewer: warning: {side}: {w}", file=sys.stderr)
+            _say(f"warning: {side}: {w}")
     elif why:
-        print(f"gpuviewer: warning: {side}: {why}; going on without its annotations", file=sys.stderr)
+        _say(f"warning: {side}: {why}; going on without its annotations")
 
 
 def _render_session(paths: list[str], out: str, use_cache: bool, annotations: str | None, doc,
@@ -247,24 +256,24 @@ def _render_session(paths: list[str], out: str, use_cache: bool, annotations: st
     summ = next((p for p in paths if summary_folder(p)), None)
     if summ is not None:  # a summary holds no events to draw or report from
         what = "a report" if image_size is None else "--timeline-only"
-        print(f"gpuviewer: {summ}: a session summary; {what} needs the traces (`gpuviewer analyze {summ}` "
-              f"prints its findings; `gpuviewer screenshot {summ}` pictures the window)", file=sys.stderr)
+        _say(f"{summ}: a session summary; {what} needs the traces (`gpuviewer analyze {summ}` "
+             f"prints its findings; `gpuviewer screenshot {summ}` pictures the window)")
         return 2
     try:
         s = Session.open(paths, use_cache=use_cache)
     except TraceError as e:
-        print(f"gpuviewer: {e}", file=sys.stderr)
+        _say(str(e))
         return 2
     except Exception as e:  # noqa: BLE001 - one line, never a traceback
-        print(f"gpuviewer: {', '.join(paths)}: cannot read ({type(e).__name__}: {e})", file=sys.stderr)
+        _say(f"{', '.join(paths)}: cannot read ({type(e).__name__}: {e})")
         return 2
     if annotations:
         for w in doc.warnings:
-            print(f"gpuviewer: warning: {annotations}: {w}", file=sys.stderr)
+            _say(f"warning: {annotations}: {w}")
         try:
             s.notes.open_file(annotations)
         except TraceError as e:  # changed since it was checked
-            print(f"gpuviewer: {e}", file=sys.stderr)
+            _say(str(e))
             return 2
     else:
         s.open_annotations()
@@ -283,14 +292,14 @@ def _render_session(paths: list[str], out: str, use_cache: bool, annotations: st
                 view.set_range(o + int(window_ms[0] * 1e6), o + int(window_ms[1] * 1e6))
             ok = save_widget(view, out, guard=True)
     except OutputRefused as e:
-        print(f"gpuviewer: {e}", file=sys.stderr)
+        _say(str(e))
         return 2  # the view is disposed of below
     except OSError:
         ok = False
     finally:
         dispose(view)
     if not ok:
-        print(f"gpuviewer: cannot write {out}", file=sys.stderr)
+        _say(f"cannot write {out}")
         return 2
     return 0
 
@@ -305,14 +314,14 @@ def _output_refused(out: str) -> bool:
     from ..io.outputs import refusal
     why = refusal(out)
     if why is not None:
-        print(f"gpuviewer: {why}", file=sys.stderr)
+        _say(why)
     return why is not None
 
 
 def _paths_exist(paths: list[str]) -> bool:
     for p in paths:
         if not os.path.exists(p):
-            print(f"gpuviewer: {p}: no such file or folder", file=sys.stderr)
+            _say(f"{p}: no such file or folder")
             return False
     return True
 
@@ -321,17 +330,17 @@ def cmd_screenshot(args) -> int:
     try:
         size = _parse_size(args.size)
     except ValueError as e:
-        print(f"gpuviewer: --size {args.size}: {e}", file=sys.stderr)
+        _say(f"--size {args.size}: {e}")
         return 2
     try:
         window = _parse_window(args.window) if args.window else None
     except ValueError as e:
-        print(f"gpuviewer: --window {args.window}: {e}", file=sys.stderr)
+        _say(f"--window {args.window}: {e}")
         return 2
     if not args.output.lower().endswith((".png", ".svg")):
-        print("gpuviewer: the output must end in .png or .svg", file=sys.stderr)
+        _say("the output must end in .png or .svg")
         return 2
-    if not _paths_exist(args.paths) or _output_refused(args.output):
+    if not _paths_exist(args.paths):
         return 2
     return render_window(args.paths, args.output, size, window, use_cache=not args.no_cache,
                          annotations=args.annotations, timeline_only=args.timeline_only)
@@ -339,9 +348,9 @@ def cmd_screenshot(args) -> int:
 
 def cmd_report(args) -> int:
     if not args.output.lower().endswith((".html", ".htm", ".md")):
-        print("gpuviewer: the report must end in .html or .md", file=sys.stderr)
+        _say("the report must end in .html or .md")
         return 2
-    if not _paths_exist(args.paths) or _output_refused(args.output):
+    if not _paths_exist(args.paths):
         return 2
     return render_window(args.paths, args.output, (1500, 900), None, use_cache=not args.no_cache,
                          annotations=args.annotations, report=True)
