@@ -4,6 +4,8 @@ from __future__ import annotations
 import sys
 
 TEXT_ROWS = 1000  # a terminal shows this many rows; --csv and --json write every row
+DEFAULT_TIMEOUT_S = 60.0
+MAX_QUERY_FILE = 1 << 20  # a query longer than this is not a query someone wrote
 
 
 def add_parsers(sub, common) -> None:
@@ -13,7 +15,11 @@ def add_parsers(sub, common) -> None:
                                     "findings, and the summaries kern_sum, api_sum, nvtx_sum, mem_sum, "
                                     "nccl_sum. Times are int64 ns. The last PATH is the query unless "
                                     "--query-file is given.")
-    sq.add_argument("--query-file", metavar="FILE", help="read the query from FILE")
+    sq.add_argument("--query-file", metavar="FILE", help="read the query from FILE (a regular file of at most 1 MB)")
+    sq.add_argument("--timeout", metavar="S", default=str(DEFAULT_TIMEOUT_S),
+                    help=f"stop a query running longer than S seconds (default {DEFAULT_TIMEOUT_S:g})")
+    sq.add_argument("--memory-limit", metavar="SIZE",
+                    help="the most memory DuckDB may use, e.g. 2GB (default a quarter of this machine's)")
     _formats(sq)
     sq.set_defaults(func=cmd_sql)
     st = sub.add_parser("stats", parents=[common], help="summaries like nsys stats (kernels, API, NVTX, memory, NCCL)")
@@ -38,27 +44,68 @@ def _open(paths, args):
 
 def cmd_sql(args) -> int:
     from .cli import _fail, _open_or_fail
-    from ..query.sql import ALL_TABLES, QueryError
+    from ..query.sql import ALL_TABLES, QueryError, is_empty, parse_size, run
     paths = list(args.paths)
+    try:  # options first: a bad value is refused before the trace is read
+        timeout = float(args.timeout)
+        if not 0 < timeout <= 1e6:  # also refuses nan and inf
+            raise ValueError
+    except ValueError:
+        return _fail(f"--timeout {args.timeout}: give the seconds a query may run, a number above 0 and at most 1000000 (e.g. 60)")
+    try:
+        memory_limit = parse_size(args.memory_limit) if args.memory_limit is not None else None
+    except ValueError as e:
+        return _fail(f"--memory-limit {args.memory_limit}: {e}")
     if args.query_file:
-        try:
-            with open(args.query_file, encoding="utf-8") as f:
-                query = f.read()
-        except (OSError, UnicodeDecodeError) as e:
-            return _fail(f"{args.query_file}: cannot read the query: {getattr(e, 'strerror', None) or e}")
+        query, err = read_query_file(args.query_file)
+        if err:
+            return _fail(err)
     elif len(paths) < 2:
         return _fail('give the query after the paths: gpuviewer sql TRACE "SELECT count(*) FROM kernels"')
     else:
         query = paths.pop()
+    if is_empty(query):
+        where = f"{args.query_file} holds no query" if args.query_file else "the query is empty"
+        return _fail(f'{where}: give one, e.g. gpuviewer sql TRACE "SELECT count(*) FROM kernels"')
     s, rc = _open_or_fail(paths, args, _open)
     if s is None:
         return rc
     try:
-        df = s.sql(query)
+        df = run(s, query, timeout=timeout, memory_limit=memory_limit)
     except QueryError as e:
         hint = f" (tables: {', '.join(ALL_TABLES)})" if "Catalog Error" in str(e) else ""
         return _fail(f"SQL: {e}{hint}", args.debug)
     return _write(df, args)
+
+
+def read_query_file(path: str) -> tuple[str, str | None]:
+    """(the query, None) or ("", one line saying why not). Only a regular file is opened, and
+    without blocking: a FIFO would wait for a writer, /dev/zero never ends."""
+    import os
+    import stat
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            what = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            return "", f"{path}: cannot read the query: {what}"
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        try:
+            st = os.fstat(fd)  # the file opened, not the one looked at (a swap in between)
+            if not stat.S_ISREG(st.st_mode):
+                return "", f"{path}: cannot read the query: not a regular file"
+            if st.st_size > MAX_QUERY_FILE:
+                return "", f"{path}: cannot read the query: {st.st_size:,} bytes, more than {MAX_QUERY_FILE:,}"
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                data = f.read(MAX_QUERY_FILE + 1)
+        finally:
+            os.close(fd)
+        if len(data) > MAX_QUERY_FILE:
+            return "", f"{path}: cannot read the query: more than {MAX_QUERY_FILE:,} bytes"
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError:
+        return "", f"{path}: cannot read the query: not UTF-8 text"
+    except OSError as e:
+        return "", f"{path}: cannot read the query: {e.strerror or e}"
 
 
 def cmd_stats(args) -> int:
