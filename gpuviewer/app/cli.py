@@ -12,19 +12,21 @@ SUBCOMMANDS = ("info", "screenshot", "analyze", "report", "sql", "stats", "diff"
 
 
 def _fail(msg: str, debug: bool = False) -> int:
-    from ..model.plain import term
+    from ..model.plain import line
     if debug:
         import traceback
         traceback.print_exc()
-    print(f"gpuviewer: {term(msg)}", file=sys.stderr)
+    # line(): a newline in a file name is escaped too, so the message stays one line
+    print(f"gpuviewer: {line(msg)}", file=sys.stderr)
     return 2
 
 
-def _out(line: str = "") -> None:
-    """Print text that may carry names from a trace: control characters are escaped, so a kernel
-    named with terminal escape sequences cannot drive the user's terminal."""
-    from ..model.plain import term
-    print(term(line))
+def _out(text: str = "") -> None:
+    """Print one line that may carry names from a trace or file names: control characters are
+    escaped (newlines too), so a kernel named with terminal escape sequences cannot drive the
+    user's terminal and a file name cannot print a line of its own."""
+    from ..model.plain import line
+    print(line(text))
 
 
 def _json(obj) -> None:
@@ -131,6 +133,9 @@ def cmd_analyze(args) -> int:
     trace, rc = _open_or_fail(args.paths, args)
     if trace is None:
         return rc
+    from ..model.plain import line
+    for w in trace.metadata.get("unread", []):  # a rank left out must not go unsaid
+        print(f"gpuviewer: warning: {line(w)}", file=sys.stderr)
     try:
         a = analyze_session(trace)
     except Exception as e:  # noqa: BLE001 - an analysis bug must not look like a crash
@@ -143,7 +148,9 @@ def show_analysis(a: dict, args) -> int:
     if args.md:
         from ..analysis.report_md import to_markdown
         from ..model.plain import term
-        sys.stdout.write(term(to_markdown(a, "gpuviewer analysis: " + ", ".join(os.path.basename(p) for p in args.paths))))
+        from ..model.plain import line
+        sys.stdout.write(term(to_markdown(a, "gpuviewer analysis: " + ", ".join(line(os.path.basename(p))
+                                                                               for p in args.paths))))
         return 0
     if args.json:
         _json({k: v for k, v in a.items() if not k.startswith("_")})
@@ -216,28 +223,68 @@ def _screenshot(args) -> int:
     return cmd_screenshot(args)
 
 
+def _catch_sigint() -> None:
+    """Ctrl+C raises KeyboardInterrupt in this process only. The terminal sends SIGINT to the
+    whole process group: forked workers (the Kineto decode pool) inherit this handler and ignore
+    it, so they print no traceback of their own; the parent shuts them down (_interrupted)."""
+    import signal
+    me = os.getpid()
+
+    def on_sigint(signum, frame):
+        if os.getpid() == me:
+            raise KeyboardInterrupt
+    try:
+        signal.signal(signal.SIGINT, on_sigint)
+    except ValueError:  # main() called off the main thread: signals are not ours to take
+        pass
+
+
+def _interrupted() -> int:
+    """One line and exit 130 (128 + SIGINT, as shells report it) after Ctrl+C. Files being
+    written were already removed by the atomic writers' cleanup on the way up."""
+    import signal
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl+C must not break the cleanup
+    except ValueError:
+        pass
+    kineto = sys.modules.get("gpuviewer.io.kineto")
+    if kineto is not None:  # (the reader's own cleanup has usually done this already)
+        kineto.shutdown_pool()  # queued pieces are dropped; running ones end in milliseconds
+    print("gpuviewer: interrupted", file=sys.stderr, flush=True)
+    return 130
+
+
 def main(argv: list[str] | None = None) -> int:
     import multiprocessing
     multiprocessing.freeze_support()  # the frozen app's loader process
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS or any(a in ("-h", "--help", "--version") for a in argv[:1]):
-        p = build_parser()
-        args = p.parse_args(argv)
-        if not getattr(args, "func", None):
-            p.print_help()
-            return 2
-        if not getattr(args, "debug", False):
-            # Python and numpy warnings are for developers; --debug shows them. The causes we
-            # know of are fixed and tested (tests/test_hostile_cli.py) with warnings as errors.
-            import warnings
-            warnings.simplefilter("ignore")
+        _catch_sigint()
         try:
-            return args.func(args)
-        except BrokenPipeError:  # `gpuviewer analyze ... | head`: the reader left, not an error
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 0
+            return _run_command(argv)
+        except KeyboardInterrupt:
+            return _interrupted()
     from .gui import run_gui
     return run_gui(argv)
+
+
+def _run_command(argv: list[str]) -> int:
+    """Parse the subcommand's arguments and run it."""
+    p = build_parser()
+    args = p.parse_args(argv)
+    if not getattr(args, "func", None):
+        p.print_help()
+        return 2
+    if not getattr(args, "debug", False):
+        # Python and numpy warnings are for developers; --debug shows them. The causes we
+        # know of are fixed and tested (tests/test_hostile_cli.py) with warnings as errors.
+        import warnings
+        warnings.simplefilter("ignore")
+    try:
+        return args.func(args)
+    except BrokenPipeError:  # `gpuviewer analyze ... | head`: the reader left, not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -120,7 +120,10 @@ def _pool():
 def shutdown_pool() -> None:
     global _POOL
     if _POOL is not None:
-        _POOL.shutdown(wait=False, cancel_futures=True)
+        # wait=True: pieces still running end in milliseconds; with wait=False an exit soon after
+        # (Ctrl+C during a load) raced the pool's own thread at interpreter exit (CPython 3.11:
+        # "OSError: Bad file descriptor" traceback from concurrent.futures' exit hook)
+        _POOL.shutdown(wait=True, cancel_futures=True)
         _POOL = None
 
 

@@ -142,11 +142,15 @@ def _open(target: str, source: str, cancelled) -> SafeConnection:
     return db
 
 
-def explain(db: SafeConnection | None, path: str, e: BaseException) -> Exception:
+def explain(db: SafeConnection | None, path: str, e: BaseException) -> BaseException:
     """The exception to raise for an sqlite3 error met while reading `path`."""
     stopped = getattr(db, "stopped", None)
     if stopped == "cancelled":
         return Cancelled()
+    if stopped is None and str(e) == "interrupted" and isinstance(e, sqlite3.OperationalError):
+        # Our progress handler stopped the statement without saying why: Ctrl+C's KeyboardInterrupt
+        # was raised inside it (and swallowed by sqlite3); the file is not damaged.
+        return KeyboardInterrupt()
     if stopped == "steps":
         n = db._max_calls * _EVERY // 1000
         return TraceError(path, f"a query ran past {n:,} thousand SQLite steps and was stopped: the "
