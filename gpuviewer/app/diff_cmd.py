@@ -227,9 +227,9 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|&~])")
 
 def _md(s: str, cut: int = 120) -> str:
     """Text for Markdown: markup characters escaped, so a kernel named <b>|x shows as written;
-    control characters shown as \\xNN."""
-    from ..model.plain import term
-    return _MD_SPECIAL.sub(r"\\\1", term(_cut(s, cut)))
+    control characters shown as \\xNN, a newline too (a table cell or list item is one line)."""
+    from ..model.plain import line
+    return _MD_SPECIAL.sub(r"\\\1", line(_cut(s, cut)))
 
 
 def to_markdown(d: dict, top: int = 20) -> str:

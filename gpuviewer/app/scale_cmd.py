@@ -36,8 +36,8 @@ def _fail(msg: str, args, code: int = 2) -> int:
 
 
 def _warn(msg: str) -> None:
-    from ..model.plain import term
-    print(f"gpuviewer: warning: {term(msg)}", file=sys.stderr, flush=True)
+    from ..model.plain import line
+    print(f"gpuviewer: warning: {line(msg)}", file=sys.stderr, flush=True)
 
 
 def cmd_analyze(args, show) -> int:

@@ -55,3 +55,15 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 def term(s) -> str:
     """Text safe to print on a terminal: control characters shown as \\xNN."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text(str(s)))
+
+
+# Every control character, newline and tab included: one line of a message stays one line, so a
+# file named "a\ngpuviewer: all good" cannot print a line of its own (line spoofing)
+_ANY_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def line(s) -> str:
+    """One line safe to print or show: term() that also escapes newlines and tabs (\\x0a), for
+    messages and file names (term() keeps them for multi-line text such as Markdown)."""
+    return _ANY_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                            else f"\\u{ord(m.group()):04x}", text(str(s)))

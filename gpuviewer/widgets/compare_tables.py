@@ -34,8 +34,9 @@ SIDE = {"a": 0, "b": 1}
 
 
 def session_name(session) -> str:
+    from ..model.plain import line
     p = session.paths[0] if session.paths else ""
-    return os.path.basename(p.rstrip("/\\")) or "session"
+    return line(os.path.basename(p.rstrip("/\\"))) or "session"  # shown in titles: one line
 
 
 def norm_steps(steps) -> tuple:

@@ -104,7 +104,8 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         if self.debug:
             print(f"gpuviewer: {msg}", file=sys.stderr, flush=True)
         if not self.quiet_errors:
-            QMessageBox.warning(self, "Cannot open", msg)
+            from ..model.plain import line
+            QMessageBox.warning(self, "Cannot open", line(msg))  # a file name's newline shown escaped
 
     def _loaded(self, session: Session) -> None:
         self._hide_progress()
@@ -128,15 +129,20 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         self.step_box.setToolTip("The step to zoom to" if fits else
                                  "Step numbers too large for this box: use [ and ] to go through the steps")
         self.step_label.setText(f"  {len(steps)} steps" if steps else "  no steps")
-        names = ", ".join(os.path.basename(p) for p in paths)
+        from ..model.plain import line
+        names = ", ".join(line(os.path.basename(p)) for p in paths)  # (control characters escaped)
         self.setWindowTitle(f"{names} — gpuviewer")
         self.status_files.setText(f"{len(trace.sources) or len(paths)} files · {len(trace.ranks)} ranks · "
                                   f"{trace.n_events:,} events" + (f" · {len(trace.warnings)} warnings"
                                                                   if trace.warnings else ""))
         from ..session import alignment_text
-        self.status_files.setToolTip("\n".join([alignment_text(trace)] + list(trace.warnings)))
+        self.status_files.setToolTip("\n".join(line(w) for w in [alignment_text(trace)] + list(trace.warnings)))
         if trace.metadata.get("alignment", {}).get("method") == "collectives":
             self.statusBar().showMessage(alignment_text(trace), 15000)
+        unread = trace.metadata.get("unread") or []
+        if unread:  # files or folders left out of the session: said before anything else
+            self.statusBar().showMessage(unread[0] + (f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""),
+                                         30000)
         self._add_recent(paths)
         session.open_annotations()  # and the view saved with them
         self._apply_annotations()

@@ -135,7 +135,8 @@ class SummaryController(QObject):
             c.set_session(self.session)
         finally:
             c.block_analysis = was
-        win.setWindowTitle(f"{os.path.basename(self.folder)} (summary) — gpuviewer")
+        from ..model.plain import line
+        win.setWindowTitle(f"{line(os.path.basename(self.folder))} (summary) — gpuviewer")
         win.status_files.setText(self.status_line())
         failed = self.trace.metadata.get("failed_ranks") or []
         win.status_files.setToolTip("\n".join([self.alignment()] + [f"not in the summary: {f['error']}" for f in failed]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QProgressBar, QPushButton,
-                               QSpinBox, QToolBar, QWidget)
+                               QSpinBox, QStatusBar, QToolBar, QWidget)
 
 from .. import __version__
 from .annotations_panel import AnnotationsPanel
@@ -19,8 +19,18 @@ from .timeline_view import TimelineView
 from .topology_view import TopologyView
 
 
+class OneLineStatusBar(QStatusBar):
+    """Messages shown as one line: a file name with a newline or escape characters in a message
+    is shown escaped (\\x0a), never as a line of its own."""
+
+    def showMessage(self, text: str, timeout: int = 0) -> None:  # noqa: N802 - Qt's name
+        from ..model.plain import line
+        super().showMessage(line(text), timeout)
+
+
 def build(win) -> None:
     """The timeline and every dock, tabbed and sized for the screen."""
+    win.setStatusBar(OneLineStatusBar())
     win.timeline = TimelineView(win)
     win.setCentralWidget(win.timeline)
     win.details = DetailsPanel()
