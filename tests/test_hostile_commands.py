@@ -230,3 +230,121 @@ def test_ops_outside_every_step_are_said(tmp_path, stall_events):
     js = json.loads(run("analyze", p, "--json", "--no-cache").stdout)
     f = next(f for f in js["findings"] if f["rule"] == "unattributed_ops")
     assert f["metrics"] == {"ops": 8, "kernels_only": True} and f["ranks"] == [0]
+
+
+# -- file names with control characters --------------------------------------------------------
+
+SPOOF = "x\ngpuviewer: all good\x1b[2K"  # a newline, then a line of our own, then an escape
+
+
+@pytest.fixture(scope="module")
+def spoof_folder(tmp_path_factory):
+    d = tmp_path_factory.mktemp("spoof")
+    with open(os.path.join(str(d), f"bad{SPOOF}.json"), "w") as f:
+        f.write("not a trace")
+    with open(os.path.join(str(d), f"good{SPOOF}.json.gz"), "wb") as f, open(STALL, "rb") as src:
+        f.write(src.read())
+    return str(d)
+
+
+@pytest.mark.parametrize("cmd", [["info"], ["analyze"], ["screenshot", "-o", "{tmp}/s.png"],
+                                 ["report", "-o", "{tmp}/r.html"], ["diff", "{bad}"]])
+def test_bad_file_name_with_newline_is_one_line(tmp_path, spoof_folder, cmd):
+    bad = os.path.join(spoof_folder, f"bad{SPOOF}.json")
+    args = [a.format(tmp=tmp_path, bad=bad) for a in cmd]
+    r = run(args[0], bad, *args[1:], "--no-cache")
+    assert "Traceback" not in r.stderr and r.returncode == 2, r.stderr
+    assert r.lines() == [f"gpuviewer: {spoof_folder}/badx\\x0agpuviewer: all good\\x1b[2K.json: not a trace "
+                         "this program reads (expected PyTorch profiler / Chrome trace JSON, optionally gzipped, "
+                         "or an Nsight Systems SQLite export)"]
+
+
+def test_good_file_name_with_newline_is_escaped_in_outputs(tmp_path, spoof_folder):
+    good = os.path.join(spoof_folder, f"good{SPOOF}.json.gz")
+    info = run("info", good, "--no-cache")
+    assert_clean(info)
+    assert f"file        {spoof_folder}/goodx\\x0agpuviewer: all good\\x1b[2K.json.gz" in info.stdout.splitlines()
+    assert not any(ln.startswith("gpuviewer: all good") for ln in info.stdout.splitlines())
+    for args in (["analyze", good, "--md"], ["diff", good, good], ["diff", good, good, "--md"]):
+        r = run(*args, "--no-cache")
+        assert_clean(r)
+        lines = r.stdout.splitlines()
+        assert "\x1b" not in r.stdout and sum("all good" in ln for ln in lines) >= 1, (args, r.stdout[:500])
+        assert not any(ln.startswith("gpuviewer: all good") for ln in lines), (args, r.stdout[:500])
+    out = tmp_path / "d.md"
+    r = run("diff", good, good, "-o", str(out), "--no-cache")
+    assert_clean(r)
+    assert r.stdout.splitlines() == [f"wrote {out}"]
+
+
+def test_window_shows_file_names_on_one_line(qtbot, tmp_path, spoof_folder):
+    from conftest import make_window
+    good = os.path.join(spoof_folder, f"good{SPOOF}.json.gz")
+    w = make_window(qtbot, tmp_path, block_analysis=True)
+    assert w.open_paths([good], block=True)
+    assert w.windowTitle() == "goodx\\x0agpuviewer: all good\\x1b[2K.json.gz — gpuviewer"
+    w.statusBar().showMessage(f"Report written to {good}")
+    assert "\n" not in w.statusBar().currentMessage() and "\x1b" not in w.statusBar().currentMessage()
+    assert "goodx\\x0agpuviewer" in w.statusBar().currentMessage()
+
+
+# -- a folder of ranks with a part that cannot be read -----------------------------------------
+
+def _unprivileged() -> list[str]:
+    """A command prefix under which permissions apply: root reads anything (CAP_DAC_OVERRIDE),
+    so as root the child runs without that capability (setpriv), as the user would."""
+    import shutil
+    import subprocess
+    if os.geteuid() != 0:
+        return []
+    pre = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+    if shutil.which("setpriv") is None or subprocess.run(pre + ["true"]).returncode != 0:
+        pytest.skip("running as root without setpriv: nothing is unreadable to this process")
+    return pre
+
+
+def _run_as_user(pre: list[str], *args: str):
+    import subprocess
+    import sys
+    from conftest import ROOT
+    return subprocess.run(pre + [sys.executable, "-m", "gpuviewer", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=600)
+
+
+@pytest.fixture
+def ranks_one_unreadable(tmp_path):
+    import shutil
+    from conftest import trace_path
+    for r in (0, 1):
+        os.makedirs(tmp_path / "ranks" / f"node{r}")
+        shutil.copy(trace_path("kineto", "ddp", f"ddp_rank{r}.json.gz"), tmp_path / "ranks" / f"node{r}")
+    locked = tmp_path / "ranks" / "node1"
+    os.chmod(locked, 0)
+    yield str(tmp_path / "ranks"), str(locked)
+    os.chmod(locked, 0o755)
+
+
+def test_unreadable_sub_folder_is_said(ranks_one_unreadable):
+    folder, locked = ranks_one_unreadable
+    pre = _unprivileged()
+    want = f"{locked}: a folder that cannot be read (Permission denied); its files are not in the session"
+    info = _run_as_user(pre, "info", folder, "--no-cache")
+    assert info.returncode == 0 and "Traceback" not in info.stderr, info.stderr
+    assert f"warning     {want}" in info.stdout.splitlines()
+    assert "rank 1" not in info.stdout  # the rank in it is not there: said, not hidden
+    an = _run_as_user(pre, "analyze", folder, "--no-cache")
+    assert an.returncode == 0 and an.stderr.splitlines() == [f"gpuviewer: warning: {want}"], an.stderr
+    # the window: the status line names it
+    code = ("import sys\nfrom PySide6.QtCore import QSettings\nfrom PySide6.QtWidgets import QApplication\n"
+            "app = QApplication([])\nfrom gpuviewer.widgets.main_window import MainWindow\n"
+            f"w = MainWindow(QSettings({os.path.join(os.path.dirname(folder), 's.ini')!r}, QSettings.IniFormat))\n"
+            "w.quiet_errors = True\nw.controller.block_analysis = True\n"
+            f"ok = w.open_paths([{folder!r}], block=True, use_cache=False)\n"
+            "print(ok, w.statusBar().currentMessage())\n")
+    import subprocess
+    import sys
+    from conftest import ROOT
+    win = subprocess.run(pre + [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600,
+                         env=dict(os.environ, QT_QPA_PLATFORM="offscreen"))
+    assert win.returncode == 0 and "Traceback" not in win.stderr, win.stderr
+    assert win.stdout.strip() == f"True {want}"

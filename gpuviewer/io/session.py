@@ -31,15 +31,23 @@ def session_files(paths: list[str]) -> tuple[list[str], dict, frozenset, list[st
     file's Reader (None: not a format we read), the files found in folders rather than named
     (optional: JSON there that is no trace is skipped), and warnings. Raises TraceError for a
     path that cannot be read or a folder without traces."""
+    files, kinds, optional, unread, dups = _session_files(paths)
+    return files, kinds, optional, unread + dups
+
+
+def _session_files(paths: list[str]):
+    """session_files, with the warnings of what could not be read apart from the others."""
     for p in paths:
         _check_readable(p)
-    files, dup_warnings = _dedupe(sn.expand(paths))
+    unread: list[str] = []
+    files, dup_warnings = _dedupe(sn.expand(paths, unread))
     if not files:
-        raise TraceError(", ".join(paths), "no trace files found in the folder")
+        raise TraceError(", ".join(paths), "no trace files found in the folder"
+                         + (f" ({unread[0]})" if unread else ""))
     kinds = {f: registry.sniff(f) for f in files}  # each file's content is looked at once
     named = {os.path.abspath(p) for p in paths if not os.path.isdir(p)}
     optional = frozenset(f for f in files if os.path.abspath(f) not in named)
-    return files, kinds, optional, dup_warnings
+    return files, kinds, optional, unread, dup_warnings
 
 
 def one_format(files: list[str], kinds: dict) -> Reader:
@@ -49,11 +57,14 @@ def one_format(files: list[str], kinds: dict) -> Reader:
 
 def load(paths: list[str], *, use_cache: bool = True, progress: Progress | None = None,
          cancelled: Callable[[], bool] | None = None) -> Trace:
-    files, kinds, optional, dup_warnings = session_files(paths)
+    files, kinds, optional, unread, dups = _session_files(paths)
     trace = _load(files, kinds, use_cache, progress, cancelled, optional)
-    for w in dup_warnings:
+    for w in unread + dups:
         if w not in trace.warnings:
             trace.warnings.append(w)
+    # what the folder listing left out, for commands that print no other warnings (analyze) and
+    # the window's status line: said again on every open, cached or not
+    trace.metadata["unread"] = unread
     return trace
 
 
