@@ -87,3 +87,88 @@ def assert_clean(r: Result) -> None:
     """Exit 0, no traceback, no Python warnings or Qt noise on stderr."""
     assert "Traceback" not in r.stderr, r.stderr[-3000:]
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+
+
+# -- fuzzing the commands (tests/test_fuzz_inputs.py, tests/test_fuzz_commands.py) ---------------
+
+def png_ok(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def _output_ok(expect: str, r: Result, out: str | None) -> str | None:
+    """Why an exit-0 run's output is not what was asked (None when it is)."""
+    import json
+    if expect in ("json", "summary"):
+        try:
+            json.loads(r.stdout)
+        except ValueError:
+            return f"exit 0 without a JSON object: {r.stdout[:200]!r}"
+    if expect == "md" and not r.stdout.lstrip().startswith("#"):
+        return f"exit 0 without Markdown: {r.stdout[:200]!r}"
+    if expect == "png" and not (out and os.path.isfile(out) and png_ok(out)):
+        return f"exit 0 without a PNG at {out}"
+    if expect == "html":
+        if not (out and os.path.isfile(out)):
+            return f"exit 0 without {out}"
+        with open(out, "rb") as f:
+            if b"<html" not in f.read(4096).lower():
+                return f"exit 0 and {out} is not HTML"
+    if expect == "summary" and not (out and os.path.isfile(os.path.join(out, "manifest.json"))):
+        return f"exit 0 without a summary at {out}"
+    return None
+
+
+def check_command(tag: str, argv: list[str], named: str, expect: str, *, out: str | None = None,
+                  out_dir: str | None = None, env: dict | None = None, rss_limit_mb: float = 3000,
+                  warn_names: tuple[str, ...] = (), secret: str | None = None,
+                  forbid: tuple[str, ...] = (), timeout: float = 180) -> list[str]:
+    """Run `gpuviewer ARGV` once and return what a user must never see, as lines starting with
+    `tag`: a traceback, a hang, an exit other than 0 or 2, exit 0 without the output asked for
+    (`expect`: json, md, png, html or summary, at `out`), exit 2 without one line naming `named`
+    (or with a file left in `out_dir`), stderr noise on success (only warning lines naming one of
+    `warn_names` are allowed), a raw terminal escape, `secret` shown, words of `forbid` said (a wrong diagnosis), or a
+    peak RSS over the limit."""
+    try:
+        r = run(*argv, env=env, timeout=timeout)
+    except AssertionError as e:  # a hang
+        return [f"{tag}: {e}"]
+    problems = []
+    lines = r.lines()
+    if os.environ.get("GPUVIEWER_FUZZ_LOG"):  # what each case got, to judge the mutations
+        with open(os.environ["GPUVIEWER_FUZZ_LOG"], "a") as f:
+            f.write(f"{tag}: exit {r.returncode}, {r.seconds:.1f} s, {r.rss_mb:.0f} MB: {lines[:1]}\n")
+    if "Traceback" in r.stderr:
+        return [f"{tag}: traceback\n{r.stderr[-1500:]}"]
+    if r.returncode == 0:
+        why = _output_ok(expect, r, out)
+        if why:
+            problems.append(f"{tag}: {why}")
+        noise = [ln for ln in lines if not (warn_names and "warning" in ln and any(n in ln for n in warn_names))]
+        if noise:
+            problems.append(f"{tag}: stderr on success: {noise[:3]}")
+    elif r.returncode == 2:
+        if len(lines) != 1 or os.path.basename(named) not in lines[0]:
+            problems.append(f"{tag}: message is not one line naming {os.path.basename(named)}: {lines[:5]}")
+        left = sorted(os.listdir(out_dir)) if out_dir and os.path.isdir(out_dir) else []
+        if left:
+            problems.append(f"{tag}: exit 2 left {left} in the output folder")
+    else:
+        problems.append(f"{tag}: exit {r.returncode}: {r.stderr[-800:]}")
+    if secret and (secret in r.stdout or secret in r.stderr):
+        problems.append(f"{tag}: shows the content of a file outside its inputs")
+    if "\x1b" in r.stdout + r.stderr:  # a name from the input must not drive the terminal
+        problems.append(f"{tag}: a raw terminal escape on stdout or stderr")
+    said = [w for w in forbid if w in r.stdout + r.stderr]
+    if said:
+        problems.append(f"{tag}: says {said}: {(lines or [r.stdout[:300]])[0]}")
+    if r.rss_mb > rss_limit_mb:
+        problems.append(f"{tag}: peak RSS {r.rss_mb:.0f} MB > {rss_limit_mb}")
+    return problems
+
+
+def tree_files(folder: str) -> list[str]:
+    """Every file under folder (relative paths), for 'nothing was written here'."""
+    if not os.path.isdir(folder):
+        return []
+    return sorted(os.path.relpath(os.path.join(d, n), folder) for d, _, ns in os.walk(folder) for n in ns)

@@ -1,10 +1,15 @@
-"""Seeded fuzzing of the readers through the real CLI (issue 18): mutations of real traces
-(truncation, flipped bytes, spliced or duplicated events, hostile values, damaged SQLite pages
-and rows). Every case must end with exit 0 and a JSON summary, or exit 2 and one line naming
-the file; never a traceback, a hang, unbounded memory, a changed input or a new file beside it.
+"""Seeded fuzzing of the readers and the commands through the real CLI (issues 18 and 30):
+mutations of real traces (truncation, flipped bytes, spliced or duplicated events, hostile
+values, damaged SQLite pages and rows). Every case runs `info` and one other command by rotation
+(case i: COMMANDS[i % 9]), so every family goes through all ten commands. Each must end with exit
+0 and the output asked for (JSON, Markdown, a PNG, an HTML page, a summary), or exit 2 and one
+line naming the file; never a traceback, a hang, unbounded memory, a changed input, a new file
+beside it, a file left half-written, or a cache written (every command runs with --no-cache and
+its own empty GPUVIEWER_CACHE_DIR and GPUVIEWER_DATA_DIR, which must stay empty).
 
-GPUVIEWER_FUZZ_CASES (default 240 over all families) and GPUVIEWER_FUZZ_SEED (default 18)
-choose the run; a failure prints the family, case number and seed to reproduce it.
+GPUVIEWER_FUZZ_CASES (default 60 over the six families: 10 each, so each family sees every
+command) and GPUVIEWER_FUZZ_SEED (default 18) choose the run; a failure prints the family, case
+number, command and seed to reproduce it. Summaries and annotation sidecars: test_fuzz_commands.py.
 """
 from __future__ import annotations
 
@@ -19,9 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from conftest import SAMPLES, trace_path
-from hostile import folder_state, run
+from hostile import check_command, folder_state, tree_files
 
-CASES = int(os.environ.get("GPUVIEWER_FUZZ_CASES", "240"))
+CASES = int(os.environ.get("GPUVIEWER_FUZZ_CASES", "60"))
 SEED = int(os.environ.get("GPUVIEWER_FUZZ_SEED", "18"))
 RSS_LIMIT_MB = 3000  # the bases are a few MB; a mutation must not blow memory up
 FAMILIES = ("truncate", "flip", "splice", "values", "sqlite_bytes", "sqlite_rows")
@@ -41,7 +46,8 @@ def bases(tmp_path_factory):
     (d / "base.json.gz").write_bytes(gzip.compress(text, 6))
     shutil.copy(os.path.join(SAMPLES, "nsys_single.sqlite"), d / "base.sqlite")
     return {"json": text, "gz": (d / "base.json.gz").read_bytes(),
-            "sqlite": (d / "base.sqlite").read_bytes(), "sqlite_path": str(d / "base.sqlite")}
+            "sqlite": (d / "base.sqlite").read_bytes(), "sqlite_path": str(d / "base.sqlite"),
+            "dir": str(d)}
 
 
 _HOSTILE_VALUES = [b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e400", b"99999999999999999999999999",
@@ -138,39 +144,56 @@ def _mutate(family: str, rng: random.Random, bases: dict, out_dir: str) -> tuple
     return path, intact
 
 
-def _check(family: str, i: int, path: str, intact: bool, analyze: bool) -> list[str]:
+# case i runs info and COMMANDS[i % len(COMMANDS)]: every family meets every command
+COMMANDS = ("analyze", "analyze --md", "analyze --summary", "screenshot", "screenshot --timeline-only",
+            "report", "sql", "stats", "diff")
+
+
+def command(name: str, path: str, out_dir: str, bases: dict) -> tuple[list[str], str, str | None]:
+    """The argv of one command on the mutated file, the output it asks for, and where."""
+    if name == "info":
+        return ["info", path, "--json"], "json", None
+    if name == "analyze":
+        return ["analyze", path, "--json"], "json", None
+    if name == "analyze --md":
+        return ["analyze", path, "--md"], "md", None
+    if name == "analyze --summary":
+        out = os.path.join(out_dir, "s.gvsum")
+        return ["analyze", path, "--json", "--summary", out], "summary", out
+    if name.startswith("screenshot"):
+        out = os.path.join(out_dir, "shot.png")
+        return ["screenshot", path, "-o", out, *name.split()[1:]], "png", out
+    if name == "report":
+        out = os.path.join(out_dir, "report.html")
+        return ["report", path, "-o", out], "html", out
+    if name == "sql":
+        return ["sql", path, "SELECT count(*) AS n, sum(dur) AS total FROM kernels", "--json"], "json", None
+    if name == "stats":
+        return ["stats", path, "--json"], "json", None
+    # diff: the mutated file against its unmutated base (of the same reader)
+    base = os.path.join(bases["dir"], "base.sqlite" if path.endswith(".sqlite") else "base.json")
+    return ["diff", path, base, "--json"], "json", None
+
+
+def _check(family: str, i: int, path: str, intact: bool, bases: dict) -> list[str]:
     folder = os.path.dirname(path)
+    case = os.path.dirname(folder)
+    out_dir, cache, data = (os.path.join(case, n) for n in ("out", "cache", "data"))
+    os.mkdir(out_dir)
+    env = {"GPUVIEWER_CACHE_DIR": cache, "GPUVIEWER_DATA_DIR": data}
     before = folder_state(folder)
     problems = []
-    cmds = [["info", path, "--json", "--no-cache"]] + ([["analyze", path, "--json", "--no-cache"]] if analyze else [])
-    for cmd in cmds:
-        try:
-            r = run(*cmd, timeout=180)
-        except AssertionError as e:  # a hang
-            problems.append(f"{family}#{i} {cmd[0]}: {e}")
-            continue
-        tag = f"{family}#{i} (seed {SEED}) {cmd[0]}"
-        if "Traceback" in r.stderr:
-            problems.append(f"{tag}: traceback\n{r.stderr[-1500:]}")
-        elif r.returncode == 0:
-            try:
-                json.loads(r.stdout)
-            except ValueError:
-                problems.append(f"{tag}: exit 0 without a JSON object: {r.stdout[:200]!r}")
-            noise = [ln for ln in r.lines() if "Warning" in ln or "warning:" in ln.lower()]
-            if noise:
-                problems.append(f"{tag}: noise on stderr: {noise[:3]}")
-        elif r.returncode == 2:
-            lines = r.lines()
-            if len(lines) != 1 or os.path.basename(path) not in lines[0]:
-                problems.append(f"{tag}: message is not one line naming the file: {lines[:5]}")
-        else:
-            problems.append(f"{tag}: exit {r.returncode}: {r.stderr[-800:]}")
-        if intact and any(w in (r.stderr + r.stdout) for w in ("ends early", "cut off", "ends before")):
-            problems.append(f"{tag}: called cut short, but only its middle is damaged: "
-                            f"{(r.lines() or [r.stdout[:300]])[0]}")
-        if r.rss_mb > RSS_LIMIT_MB:
-            problems.append(f"{tag}: peak RSS {r.rss_mb:.0f} MB > {RSS_LIMIT_MB}")
+    for name in ("info", COMMANDS[i % len(COMMANDS)]):
+        argv, expect, out = command(name, path, out_dir, bases)
+        tag = f"{family}#{i} (seed {SEED}) {name}"
+        # only the middle of an intact document is damaged: it must not be called cut short
+        forbid = ("ends early", "cut off", "ends before") if intact else ()
+        problems += check_command(tag, [*argv, "--no-cache"], path, expect, out=out, out_dir=out_dir, env=env,
+                                  rss_limit_mb=RSS_LIMIT_MB, forbid=forbid)
+        shutil.rmtree(out_dir)
+        os.mkdir(out_dir)
+    if tree_files(cache) or tree_files(data):
+        problems.append(f"{family}#{i}: --no-cache wrote {tree_files(cache)[:3]} {tree_files(data)[:3]}")
     if folder_state(folder) != before:
         problems.append(f"{family}#{i}: the folder of the input changed: {sorted(folder_state(folder))}")
     return problems
@@ -181,10 +204,13 @@ def test_fuzz(family, bases, tmp_path):
     rng = random.Random(f"{SEED}-{family}")
     jobs = []
     for i in range(PER_FAMILY):
-        d = tmp_path / f"c{i}"
-        d.mkdir()
+        d = tmp_path / f"c{i}" / "in"
+        d.mkdir(parents=True)
         path, intact = _mutate(family, rng, bases, str(d))
-        jobs.append((family, i, path, intact, i % 4 == 0))
+        jobs.append((family, i, path, intact, bases))
+    base_before = folder_state(bases["dir"])
     with ThreadPoolExecutor(max_workers=2) as ex:
         problems = [p for ps in ex.map(lambda j: _check(*j), jobs) for p in ps]
+    if folder_state(bases["dir"]) != base_before:
+        problems.append(f"{family}: the folder of diff's base changed")
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:20])
