@@ -12,7 +12,7 @@ import pickle
 import pytest
 
 from conftest import SAMPLES
-from hostile import assert_clean, run
+from hostile import assert_clean, assert_refused, run
 
 STALL = os.path.join(SAMPLES, "dataloader_stall.json.gz")
 
@@ -113,10 +113,10 @@ def _shared_snapshot(path: str, devices: int, entries: int) -> None:
 def test_shared_snapshot_lists_are_replayed_once(tmp_path):
     from gpuviewer.io.memsnap import read_snapshot
     p = str(tmp_path / "shared.pickle")
-    _shared_snapshot(p, 270, 3000)
+    _shared_snapshot(p, 64, 3000)
     assert os.path.getsize(p) < 12_000
     series = read_snapshot(p)
-    assert [s.device for s in series] == list(range(270))
+    assert [s.device for s in series] == list(range(64))
     assert all(s.allocations is series[0].allocations for s in series)  # one replay, shared
     allocs = series[0].allocations
     assert len(allocs) == 3000 and allocs[0].category == "activations (forward)"
@@ -125,15 +125,28 @@ def test_shared_snapshot_lists_are_replayed_once(tmp_path):
 
 def test_screenshot_of_shared_snapshot_is_bounded(tmp_path):
     """Before: a 7 KB pickle of 270 devices x 3000 shared entries took 59 s and 679 MB to
-    screenshot (replay once per reference, a legend relaid out per curve); now about 10 s and
-    450 MB on the 2-core VM. Here 100 devices: clean, and the peak RSS stays bounded."""
+    screenshot (replay once per reference, a legend relaid out per curve). 64 devices (the most
+    read) x 5000 entries, 10 KB: about 2 s and 330 MB on the 2-core VM; clean, RSS bounded."""
     p = str(tmp_path / "shared.pickle")
-    _shared_snapshot(p, 100, 3000)
+    _shared_snapshot(p, 64, 5000)
     out = tmp_path / "shot.png"
     r = run("screenshot", p, "-o", str(out), "--no-cache")
     assert_clean(r)
     assert out.stat().st_size > 10_000
     assert r.rss_mb < 600, r.rss_mb
+
+
+def test_snapshot_of_thousands_of_devices_is_refused(tmp_path):
+    """10 KB naming one list for 5,000 devices: 141 s and 806 MB to screenshot before (10,000
+    curves); a snapshot has one list per GPU, so past 64 it is refused in one line."""
+    p = str(tmp_path / "devices.pickle")
+    _shared_snapshot(p, 5000, 150)
+    assert os.path.getsize(p) < 12_000
+    for args in (["screenshot", p, "-o", str(tmp_path / "s.png")], ["info", p]):
+        r = run(*args, "--no-cache")
+        assert_refused(r, p, "device_traces holds the history of 5,000 devices")
+        assert r.rss_mb < 400, r.rss_mb
+    assert not (tmp_path / "s.png").exists()
 
 
 def test_memory_panel_leaves_legend_empty_past_four_curves(qtbot, tmp_path):
