@@ -5,12 +5,12 @@ import os
 import numpy as np
 import pytest
 
-from conftest import TRACES, run_cli, trace_path
+from conftest import TRACES, load_truth, run_cli, trace_path
 
 from gpuviewer.io.session import load
 from gpuviewer.run_analysis import analyze_session
 
-TRUTH = json.load(open(os.path.join(TRACES, "truth.json")))
+TRUTH = load_truth()
 _cache = {}
 
 

@@ -15,10 +15,10 @@ import pytest
 
 import analysis_truth as T
 import shift_gpu
-from conftest import COMPAT, TRACES, run_cli, trace_path
+from conftest import COMPAT, TRACES, load_truth, run_cli, trace_path
 
-TRUTH = json.load(open(os.path.join(TRACES, "truth.json")))
-NSYS_DDP_TRUTH = next(v for k, v in TRUTH.items() if k.startswith("ddp_plain"))
+TRUTH = load_truth()
+NSYS_DDP_TRUTH = next((v for k, v in TRUTH.items() if k.startswith("ddp_plain")), {})
 
 KINETO_FILES = sorted(os.path.relpath(p, TRACES) for p in glob.glob(os.path.join(TRACES, "kineto", "*.json.gz")))
 KINETO_DIRS = sorted(os.path.relpath(p, TRACES) for p in glob.glob(os.path.join(TRACES, "kineto", "*"))

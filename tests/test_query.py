@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import gpuviewer
-from conftest import SAMPLES, run_cli, trace_path
+from conftest import SAMPLES, run_cli, shared_listdir, trace_path
 from kineto_truth import load_json
 
-NSYS = sorted(os.path.join(trace_path("nsys"), f) for f in os.listdir(trace_path("nsys")) if f.endswith(".sqlite"))
+NSYS = sorted(os.path.join(trace_path("nsys"), f) for f in shared_listdir(trace_path("nsys")) if f.endswith(".sqlite"))
 KINETO = [trace_path("kineto", "ddp_clean"), trace_path("kineto", "step_outlier.json.gz"),
           trace_path("kineto", "gpu_straggler"), SAMPLES + "/ddp"]
 _SUFFIX = re.compile(r"_v\d+$")
@@ -113,7 +113,7 @@ def test_kineto_summaries_equal_an_independent_count_from_the_json(path):
     assert got_mem == dict(mem_bytes)
 
 
-@pytest.mark.parametrize("path", NSYS + [trace_path("kineto", p) for p in sorted(os.listdir(trace_path("kineto")))]
+@pytest.mark.parametrize("path", NSYS + [trace_path("kineto", p) for p in shared_listdir(trace_path("kineto"))]
                          + [SAMPLES + "/ddp"], ids=os.path.basename)
 def test_kernels_frame_counts_what_info_counts(path):
     r = run_cli("info", "--json", path)
