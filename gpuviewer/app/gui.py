@@ -175,9 +175,24 @@ def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, 
     _quiet_qt()
     if report or timeline_only:
         return _render_session(paths, out, use_cache, annotations, doc, size if timeline_only else None, window_ms)
+    import tempfile
+
     from PySide6.QtCore import QSettings
+    # The window's settings (recent files, geometry) are this run's alone and removed after it: a
+    # fixed name in the shared temp folder listed the user's traces for anyone to read, and could
+    # be another user's file or link.
+    with tempfile.TemporaryDirectory(prefix="gpuviewer-") as private:
+        settings = QSettings(os.path.join(private, "screenshot.ini"), QSettings.IniFormat)
+        try:
+            return _render_main_window(settings, app, paths, out, size, window_ms, use_cache, setup,
+                                       annotations, doc)
+        finally:
+            settings.sync()  # nothing left to write when the folder is gone
+
+
+def _render_main_window(settings, app, paths, out, size, window_ms, use_cache, setup, annotations, doc) -> int:
+    from ..io.errors import TraceError
     from ..widgets.main_window import MainWindow
-    settings = QSettings(os.path.join(_tmpdir(), "screenshot.ini"), QSettings.IniFormat)
     win = MainWindow(settings)
     win.quiet_errors = True
     win.controller.block_analysis = True  # findings in the picture, computed before it is taken
@@ -302,11 +317,6 @@ def _render_session(paths: list[str], out: str, use_cache: bool, annotations: st
         _say(f"cannot write {out}")
         return 2
     return 0
-
-
-def _tmpdir() -> str:
-    import tempfile
-    return tempfile.gettempdir()
 
 
 def _output_refused(out: str) -> bool:
