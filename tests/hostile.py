@@ -172,3 +172,23 @@ def tree_files(folder: str) -> list[str]:
     if not os.path.isdir(folder):
         return []
     return sorted(os.path.relpath(os.path.join(d, n), folder) for d, _, ns in os.walk(folder) for n in ns)
+
+
+# where a run could write besides its output: each one an empty folder of the case's own
+PRIVATE = {"GPUVIEWER_CACHE_DIR": "cache", "GPUVIEWER_DATA_DIR": "data", "TMPDIR": "tmp",
+           "XDG_CONFIG_HOME": "config", "XDG_DATA_HOME": "xdg-data"}
+
+
+def private_env(case: str) -> dict:
+    """The environment of a fuzz case's runs: its own empty cache, annotation data, temp, config
+    and data folders under `case` (made here), so that what a run leaves anywhere is seen."""
+    env = {k: os.path.join(case, v) for k, v in PRIVATE.items()}
+    for d in env.values():
+        os.makedirs(d, exist_ok=True)
+    return env
+
+
+def left_behind(env: dict) -> list[str]:
+    """Files a run left in the folders of private_env (each should stay empty: --no-cache, no
+    sidecar written, temporary files removed, no settings written by a headless run)."""
+    return [f"{k}/{f}" for k in PRIVATE for f in tree_files(env[k])]

@@ -9,8 +9,9 @@ A summary goes through info and, by rotation, analyze --json, analyze --md or sc
 window); a sidecar through info and, by rotation, screenshot or report (which draw its notes).
 The checks are those of test_fuzz_inputs.py (exit 0 with the output asked for, or exit 2 and one
 line naming the input; no traceback, hang, or unbounded memory; the input folder unchanged and
-nothing created beside it; no cache written), plus: a marker file outside the summary, which
-several mutations point at, is never read (its access time stays) and its content never shown.
+nothing created beside it; nothing left in the run's own cache, temp and XDG folders), plus: a
+marker file outside the summary, which several mutations point at, is never read (its access
+time stays) and its content never shown.
 
 GPUVIEWER_FUZZ_CASES (default 60: 15 summary and 10 sidecar cases here) and GPUVIEWER_FUZZ_SEED
 (default 18) choose the run; a failure names the family, case, command and seed.
@@ -27,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from conftest import SAMPLES
-from hostile import check_command, folder_state, run, tree_files
+from hostile import check_command, folder_state, left_behind, private_env, run
 
 CASES = int(os.environ.get("GPUVIEWER_FUZZ_CASES", "60"))
 SEED = int(os.environ.get("GPUVIEWER_FUZZ_SEED", "18"))
@@ -165,10 +166,9 @@ def _summary_case(i: int, tmp_path, base: str) -> list[str]:
             else _name_mutation(rng, data, summary, out))
     with open(p, "wb") as f:
         f.write(data)
-    out_dir, cache, home = (os.path.join(case, n) for n in ("out", "cache", "data"))
-    for d in (out_dir, cache, home):
-        os.mkdir(d)
-    env = {"GPUVIEWER_CACHE_DIR": cache, "GPUVIEWER_DATA_DIR": home}
+    out_dir = os.path.join(case, "out")
+    os.mkdir(out_dir)
+    env = private_env(case)
     before, around = folder_state(summary), folder_state(case)
     atime = os.stat(out["marker"]).st_atime_ns
     problems = []
@@ -186,8 +186,8 @@ def _summary_case(i: int, tmp_path, base: str) -> list[str]:
         if os.stat(out["marker"]).st_atime_ns != atime:
             problems.append(f"{tag}: read {out['marker']}, outside the summary")
             atime = os.stat(out["marker"]).st_atime_ns
-    if tree_files(cache) or tree_files(home):
-        problems.append(f"manifest#{i}: wrote {tree_files(cache)[:3]} {tree_files(home)[:3]}")
+    if left_behind(env):
+        problems.append(f"manifest#{i}: files left outside the input and output: {left_behind(env)[:5]}")
     if folder_state(summary) != before or folder_state(case) != around:
         problems.append(f"manifest#{i}: the summary or its folder changed: {sorted(folder_state(summary))}")
     return problems
@@ -258,9 +258,9 @@ def _sidecar_case(i: int, tmp_path, base: str) -> list[str]:
     data = {"bytes": _bytes_mutation, "value": _value_mutation, "many": _many}[how](rng, data)
     with open(os.path.join(folder, SIDECAR), "wb") as f:
         f.write(data)
-    out_dir, cache, home = (os.path.join(case, n) for n in ("out", "cache", "data"))
+    out_dir = os.path.join(case, "out")
     os.mkdir(out_dir)
-    env = {"GPUVIEWER_CACHE_DIR": cache, "GPUVIEWER_DATA_DIR": home, "GPUVIEWER_MAX_ANNOTATIONS": "4"}
+    env = dict(private_env(case), GPUVIEWER_MAX_ANNOTATIONS="4")
     before = folder_state(folder)
     problems = []
     for name in ("info", SIDECAR_COMMANDS[i % len(SIDECAR_COMMANDS)]):
@@ -274,8 +274,8 @@ def _sidecar_case(i: int, tmp_path, base: str) -> list[str]:
                                   warn_names=(SIDECAR,))
         shutil.rmtree(out_dir)
         os.mkdir(out_dir)
-    if tree_files(cache) or tree_files(home):
-        problems.append(f"sidecar#{i}: wrote {tree_files(cache)[:3]} {tree_files(home)[:3]}")
+    if left_behind(env):
+        problems.append(f"sidecar#{i}: files left outside the input and output: {left_behind(env)[:5]}")
     if folder_state(folder) != before:
         problems.append(f"sidecar#{i}: the trace's folder changed: {sorted(folder_state(folder))}")
     return problems

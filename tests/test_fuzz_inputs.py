@@ -4,8 +4,9 @@ values, damaged SQLite pages and rows). Every case runs `info` and one other com
 (case i: COMMANDS[i % 9]), so every family goes through all ten commands. Each must end with exit
 0 and the output asked for (JSON, Markdown, a PNG, an HTML page, a summary), or exit 2 and one
 line naming the file; never a traceback, a hang, unbounded memory, a changed input, a new file
-beside it, a file left half-written, or a cache written (every command runs with --no-cache and
-its own empty GPUVIEWER_CACHE_DIR and GPUVIEWER_DATA_DIR, which must stay empty).
+beside it, a file left half-written, or anything left elsewhere (every command runs with
+--no-cache and its own empty cache, annotation data, TMPDIR and XDG folders, which must stay
+empty).
 
 GPUVIEWER_FUZZ_CASES (default 60 over the six families: 10 each, so each family sees every
 command) and GPUVIEWER_FUZZ_SEED (default 18) choose the run; a failure prints the family, case
@@ -24,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from conftest import SAMPLES, trace_path
-from hostile import check_command, folder_state, tree_files
+from hostile import check_command, folder_state, left_behind, private_env
 
 CASES = int(os.environ.get("GPUVIEWER_FUZZ_CASES", "60"))
 SEED = int(os.environ.get("GPUVIEWER_FUZZ_SEED", "18"))
@@ -178,9 +179,9 @@ def command(name: str, path: str, out_dir: str, bases: dict) -> tuple[list[str],
 def _check(family: str, i: int, path: str, intact: bool, bases: dict) -> list[str]:
     folder = os.path.dirname(path)
     case = os.path.dirname(folder)
-    out_dir, cache, data = (os.path.join(case, n) for n in ("out", "cache", "data"))
+    out_dir = os.path.join(case, "out")
     os.mkdir(out_dir)
-    env = {"GPUVIEWER_CACHE_DIR": cache, "GPUVIEWER_DATA_DIR": data}
+    env = private_env(case)
     before = folder_state(folder)
     problems = []
     for name in ("info", COMMANDS[i % len(COMMANDS)]):
@@ -192,8 +193,8 @@ def _check(family: str, i: int, path: str, intact: bool, bases: dict) -> list[st
                                   rss_limit_mb=RSS_LIMIT_MB, forbid=forbid)
         shutil.rmtree(out_dir)
         os.mkdir(out_dir)
-    if tree_files(cache) or tree_files(data):
-        problems.append(f"{family}#{i}: --no-cache wrote {tree_files(cache)[:3]} {tree_files(data)[:3]}")
+    if left_behind(env):
+        problems.append(f"{family}#{i}: files left outside the input and output: {left_behind(env)[:5]}")
     if folder_state(folder) != before:
         problems.append(f"{family}#{i}: the folder of the input changed: {sorted(folder_state(folder))}")
     return problems
