@@ -8,10 +8,13 @@ import gzip
 import json
 import os
 import pickle
+import shutil
+import subprocess
+import sys
 
 import pytest
 
-from conftest import SAMPLES
+from conftest import ROOT, SAMPLES, make_window, trace_path
 from hostile import assert_clean, assert_refused, run
 
 STALL = os.path.join(SAMPLES, "dataloader_stall.json.gz")
@@ -56,7 +59,6 @@ def test_screenshot_with_steps_past_32_bits(tmp_path, stall_events):
 
 
 def test_window_step_box_with_steps_past_32_bits(qtbot, tmp_path, stall_events):
-    from conftest import make_window
     p = _write(tmp_path, "mixed_steps.json", _renumber_steps(stall_events, lambda n: n if n != 3 else 10 ** 17))
     w = make_window(qtbot, tmp_path, block_analysis=True)
     w.open_paths([p])
@@ -291,7 +293,6 @@ def test_good_file_name_with_newline_is_escaped_in_outputs(tmp_path, spoof_folde
 
 
 def test_window_shows_file_names_on_one_line(qtbot, tmp_path, spoof_folder):
-    from conftest import make_window
     good = os.path.join(spoof_folder, f"good{SPOOF}.json.gz")
     w = make_window(qtbot, tmp_path, block_analysis=True)
     assert w.open_paths([good], block=True)
@@ -306,8 +307,6 @@ def test_window_shows_file_names_on_one_line(qtbot, tmp_path, spoof_folder):
 def _unprivileged() -> list[str]:
     """A command prefix under which permissions apply: root reads anything (CAP_DAC_OVERRIDE),
     so as root the child runs without that capability (setpriv), as the user would."""
-    import shutil
-    import subprocess
     if os.geteuid() != 0:
         return []
     pre = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
@@ -317,17 +316,12 @@ def _unprivileged() -> list[str]:
 
 
 def _run_as_user(pre: list[str], *args: str):
-    import subprocess
-    import sys
-    from conftest import ROOT
     return subprocess.run(pre + [sys.executable, "-m", "gpuviewer", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=600)
 
 
 @pytest.fixture
 def ranks_one_unreadable(tmp_path):
-    import shutil
-    from conftest import trace_path
     for r in (0, 1):
         os.makedirs(tmp_path / "ranks" / f"node{r}")
         shutil.copy(trace_path("kineto", "ddp", f"ddp_rank{r}.json.gz"), tmp_path / "ranks" / f"node{r}")
@@ -354,9 +348,6 @@ def test_unreadable_sub_folder_is_said(ranks_one_unreadable):
             "w.quiet_errors = True\nw.controller.block_analysis = True\n"
             f"ok = w.open_paths([{folder!r}], block=True, use_cache=False)\n"
             "print(ok, w.statusBar().currentMessage())\n")
-    import subprocess
-    import sys
-    from conftest import ROOT
     win = subprocess.run(pre + [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600,
                          env=dict(os.environ, QT_QPA_PLATFORM="offscreen"))
     assert win.returncode == 0 and "Traceback" not in win.stderr, win.stderr
