@@ -23,7 +23,8 @@ def count(path):
     inst = [e for e in events if e.get("ph") in ("i", "I") and e.get("name") != "[memory]"]
     kernels = [e for e in xs if e.get("cat") in KERNEL_CATS]
     nccl = [e for e in kernels if str(e.get("name", "")).startswith("nccl")]
-    steps = sorted({int(m.group(1)) for e in xs if e.get("cat") == "user_annotation"
+    # ProfilerStep#N: a user_annotation since PyTorch 1.10, an Operator (cpu_op) in 1.8/1.9
+    steps = sorted({int(m.group(1)) for e in xs if e.get("cat") in ("user_annotation", "cpu_op", "Operator")
                     and (m := re.match(r"^ProfilerStep#(\d+)$", str(e.get("name", ""))))})
     return {"events": len(xs) + b + len(inst), "kernels": len(kernels), "nccl_kernels": len(nccl),
             "steps": steps, "meta": meta}

@@ -451,14 +451,17 @@ class _FileReader:
             return
         ids = np.array(list(step_ids), np.int32)
         seen = set()
-        for c in self.chunks:
-            m = np.isin(c["name"], ids) & (c["cat"] == Cat.USER_ANNOTATION)
-            for s, d, n in zip(c["start"][m].tolist(), c["dur"][m].tolist(), c["name"][m].tolist()):
-                step = step_ids[n]
-                if step in seen:
-                    continue
-                seen.add(step)
-                self.b.steps.append(Step(rank, step, s, s + d))
+        # PyTorch 1.10+ records ProfilerStep#N as a user_annotation; 1.8/1.9 as an `Operator`
+        # (cpu_op) event. The annotation wins where a trace holds both for one step.
+        for cat in (Cat.USER_ANNOTATION, Cat.CPU_OP):
+            for c in self.chunks:
+                m = np.isin(c["name"], ids) & (c["cat"] == cat)
+                for s, d, n in zip(c["start"][m].tolist(), c["dur"][m].tolist(), c["name"][m].tolist()):
+                    step = step_ids[n]
+                    if step in seen:
+                        continue
+                    seen.add(step)
+                    self.b.steps.append(Step(rank, step, s, s + d))
 
     def _memory(self, rank: int, add: int) -> None:
         if not self.mem:
