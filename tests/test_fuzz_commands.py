@@ -38,7 +38,8 @@ SIDECAR_CASES = max(2, CASES // 6)
 TOKEN = "MARKER-7f3a9c-OUTSIDE"  # in the marker's text only: shown means read
 DEEP = "@@deep@@"
 HOSTILE = [float("nan"), float("inf"), -float("inf"), 10 ** 30, -10 ** 30, 2 ** 63, -1, 0, 1.5, "abc", "12.5",
-           "", [], {}, [1, "a"], {"a": {"b": []}}, None, True, DEEP, "\u001b[2J\u0000line\nspoof", "x" * 200_000]
+           "", [], {}, [1, "a"], {"a": {"b": []}}, None, True, DEEP, "\u001b[2J\u0000line\nspoof", "x" * 200_000,
+           "../x", "/etc/passwd", "/dev/zero"]
 
 
 # -- JSON-aware mutations ---------------------------------------------------------------------
