@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 from conftest import compat_path, run_cli
+from kineto_truth import load_json
 
 from gpuviewer.analysis.breakdown import breakdown
+from gpuviewer.analysis.kernels import is_tensor_core, kernel_stats
 from gpuviewer.io.session import load
 
 RESNET = compat_path("pytorch__kineto", "tb_plugin_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz")
@@ -48,3 +50,37 @@ def test_operator_steps_in_cli_info():
     p = run_cli("info", RESNET, "--json", "--no-cache")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["ranks"][0]["steps"] == [5, 6, 7, 8, 9, 10]
+
+
+# -- item 15: FP32 SIMT GEMMs (sgemm, implicit_convolve_sgemm) are not Tensor-Core kernels -------
+
+@pytest.mark.parametrize("name", ["tb_plugin_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz",
+                                  "tb_plugin_resnet50_num_workers_0_worker0.ARRAYFORM.pt.trace.json.gz",
+                                  "tb_plugin_resnet50_autograd_api_num_workers_0_worker0.pt.trace.json.gz"])
+def test_fp32_resnet50_on_v100_has_no_tensor_core_time(name):
+    """tb_plugin asserts 0% Tensor-Core kernel time on these fp32 ResNet-50 runs (was 16-25%:
+    volta_sgemm / implicit_convolve_sgemm counted for their "gemm")."""
+    t = load([compat_path("pytorch__kineto", name)], use_cache=False)
+    ks = kernel_stats(t, breakdown(t)[0])
+    assert ks["kernels"] > 8000
+    assert ks["tensor_core_share"] == 0.0
+
+
+def test_tf32_xmma_counts_and_sgemm_does_not():
+    """HTA's alexnet (A100): the TF32 cuDNN xmma convolution is the only Tensor-Core kernel;
+    ampere_sgemm and ampere_gcgemm (FP32 SIMT) are not. Its share, counted from the JSON with the
+    standard library, is the share reported."""
+    path = compat_path("facebookresearch__HolisticTraceAnalysis", "critical_path", "alexnet",
+                       "benchmark_result_2869224_1695835535_trace.json.gz")
+    events, _ = load_json(path)
+    kern = [e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    total = sum(e["dur"] for e in kern)
+    tf32 = sum(e["dur"] for e in kern if "tf32" in e["name"])
+    assert any("sgemm" in e["name"] for e in kern) and tf32 > 0
+    t = load([path], use_cache=False)
+    ks = kernel_stats(t, breakdown(t)[0])
+    assert ks["tensor_core_share"] == pytest.approx(tf32 / total, abs=1e-3)
+    assert is_tensor_core("volta_h884gemm_64x64_ldg8_nn") and is_tensor_core("nvjet_tst_96x64_64x10_1x2_h_bz_TNN")
+    assert not is_tensor_core("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_"
+                              "aligna4_alignc4_execute_kernel__5x_cublas")
+    assert not is_tensor_core("void cutlass::Kernel<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>")
