@@ -1,0 +1,199 @@
+"""The critical path of each step, across ranks: walking back from the step's end along the
+constraint that set each time in the replay (whatif.replay; with no change it reproduces the
+recording), down to the end of the step before. Every moment of the step lies on exactly one
+segment, so the segments add up to the step's time.
+
+A segment is {rank, resource, start_ns, end_ns, what}: resource "host" (host work between CUDA
+calls, the calls themselves, launch latency, the tail of a blocking sync), "gpu" (compute kernels
+and the short gaps of a busy stream), "comm" (NCCL kernels: the transfer after the last rank
+arrived, or the kernel when it was not matched), "copy" (memcpy/memset), "idle" (a stream gap no
+launch explains, or time before anything on record).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..model.trace import Trace
+from . import depgraph as dg
+from . import whatif as wi
+
+RESOURCES = ("host", "gpu", "comm", "copy", "idle")
+
+
+@dataclass
+class Segment:
+    rank: int
+    resource: str
+    start_ns: int
+    end_ns: int
+    what: str
+
+    def to_json(self) -> dict:
+        return {"rank": self.rank, "resource": self.resource, "start_ns": self.start_ns,
+                "end_ns": self.end_ns, "what": self.what}
+
+
+@dataclass
+class CriticalPath:
+    step: int
+    start_ns: int
+    end_ns: int
+    segments: list[Segment] = field(default_factory=list)
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+    def by_resource(self) -> dict[tuple[int, str], int]:
+        out: dict[tuple[int, str], int] = {}
+        for s in self.segments:
+            out[(s.rank, s.resource)] = out.get((s.rank, s.resource), 0) + s.end_ns - s.start_ns
+        return out
+
+    def bound_by(self) -> str:
+        return bound_by_text(self.by_resource(), self.duration_ns)
+
+    def to_json(self) -> dict:
+        return {"step": self.step, "start_ns": self.start_ns, "end_ns": self.end_ns,
+                "duration_ms": round(self.duration_ns / 1e6, 4), "bound_by": self.bound_by(),
+                "segments": [s.to_json() for s in self.segments]}
+
+
+def bound_by_text(share: dict[tuple[int, str], int], total: int) -> str:
+    """'rank 1 host loop', 'GPU compute', 'link', 'copies', 'idle': the resource that holds the
+    most of the path (a rank named when one rank holds most of it)."""
+    if not share or total <= 0:
+        return "nothing on record"
+    per_res: dict[str, int] = {}
+    for (r, res), v in share.items():
+        per_res[res] = per_res.get(res, 0) + v
+    res = max(per_res, key=per_res.get)
+    ranks = {r: v for (r, x), v in share.items() if x == res}
+    top = max(ranks, key=ranks.get)
+    one = ranks[top] >= 0.6 * per_res[res] and len({r for r, _ in share}) > 1
+    label = {"host": "host loop", "gpu": "GPU compute", "comm": "link", "copy": "copies", "idle": "idle"}[res]
+    if res == "host":
+        return f"rank {top} host loop" if one or len({r for r, _ in share}) == 1 else "host loop (every rank)"
+    return f"rank {top} {label}" if one and res in ("gpu", "copy") else label
+
+
+def _name(g: dg.DepGraph, i: int) -> str:
+    if g.kind[i] == dg.MARK:
+        return "step boundary"
+    nid = int(g.name[i])
+    return g.names[nid] if 0 <= nid < len(g.names) else "?"
+
+
+def _edge_segment(g: dg.DepGraph, kind: int, off: int, i: int, u: int) -> tuple[int, str, str]:
+    """(rank, resource, what) of the time an edge into node i (from node u) covers."""
+    r = int(g.rank[i])
+    if kind in (dg.E_HOST, dg.E_HOST_START):
+        return r, "host", f"host work before {_name(g, i)}"
+    if kind == dg.E_LAUNCH:
+        return r, "host", f"launch of {_name(g, i)}"
+    if kind == dg.E_STREAM:
+        return r, ("idle" if off > dg.STREAM_TOL_NS else "gpu"), f"stream gap before {_name(g, i)}"
+    if kind == dg.E_XSTREAM:
+        return r, "gpu", f"{_name(g, i)} waits for {_name(g, u)} on another stream"
+    if kind == dg.E_SYNC:
+        return r, "host", f"{_name(g, i)} returns"
+    if kind == dg.E_COLL:
+        return r, "comm", f"{_name(g, i)} transfer (last arrival: rank {int(g.rank[u])})"
+    return r, "idle", "?"
+
+
+def _own_resource(g: dg.DepGraph, i: int) -> str:
+    return dg.KIND_NAME[int(g.kind[i])]
+
+
+def paths(g: dg.DepGraph, rp: wi.Replay, merge: bool = True) -> dict[int, CriticalPath]:
+    o, _ = wi._incoming(g)
+    src = g.e_src[o]
+    kinds = g.e_kind[o]
+    offs = g.e_off[o]
+    steps, starts, ends, _ = wi.step_ends(g, rp)
+    T = rp.t
+    out: dict[int, CriticalPath] = {}
+    gpu = np.flatnonzero((g.kind >= dg.KERNEL) & (g.kind <= dg.COPY))
+    for s, lo, hi in zip(steps, starts.tolist(), ends.tolist()):
+        cp = CriticalPath(s, int(lo) + g.t0, int(hi) + g.t0)
+        # the slot that ends the step: a rank's host end marker or a GPU op of the step
+        cands = [(int(T[2 * b]), 2 * b) for m in g.marks.values() if s in m for b in (m[s][1],)]
+        mine = gpu[g.step[gpu] == s]
+        if len(mine):
+            j = mine[np.argmax(T[2 * mine + 1])]
+            cands.append((int(T[2 * j + 1]), 2 * int(j) + 1))
+        t_end, slot = max(cands)
+        segs: list[Segment] = []
+        cursor = int(hi)
+        if t_end < cursor:  # the step ends where the step before did (nothing later in it)
+            segs.append(Segment(int(g.rank[slot >> 1]), "idle", t_end, cursor, "nothing later in this step"))
+            cursor = t_end
+        guard = 0
+        while cursor > lo and guard < 10_000_000:
+            guard += 1
+            i = slot >> 1
+            bi = int(rp.bind[slot])
+            if bi == -1:  # nothing before it on record
+                segs.append(Segment(int(g.rank[i]), "idle", int(lo), cursor, "before the first event on record"))
+                cursor = int(lo)
+                break
+            if bi == -2:  # its own duration
+                p = slot - 1
+                r, res, what = int(g.rank[i]), _own_resource(g, i), _name(g, i)
+            else:
+                p = int(src[bi])
+                r, res, what = _edge_segment(g, int(kinds[bi]), int(offs[bi]), i, p >> 1)
+            tp = int(T[p])
+            if tp < cursor:
+                segs.append(Segment(r, res, max(tp, int(lo)), cursor, what))
+                cursor = max(tp, int(lo))
+            slot = p
+        segs.reverse()
+        for sg in segs:
+            sg.start_ns += g.t0
+            sg.end_ns += g.t0
+        cp.segments = _merged(segs) if merge else segs
+        out[s] = cp
+    return out
+
+
+def _merged(segs: list[Segment]) -> list[Segment]:
+    """Consecutive segments of one rank and resource as one, named by what took most of it."""
+    out: list[Segment] = []
+    run: list[Segment] = []
+
+    def flush():
+        if not run:
+            return
+        tot: dict[str, int] = {}
+        for x in run:
+            tot[x.what] = tot.get(x.what, 0) + x.end_ns - x.start_ns
+        top = max(tot, key=tot.get)
+        what = top if len(run) == 1 else f"{top} (and {len(run) - 1} more)"
+        out.append(Segment(run[0].rank, run[0].resource, run[0].start_ns, run[-1].end_ns, what))
+        run.clear()
+
+    for s in segs:
+        if run and (s.rank != run[-1].rank or s.resource != run[-1].resource):
+            flush()
+        run.append(s)
+    flush()
+    return out
+
+
+def critical_paths(trace: Trace, args: dict[int, dict] | None = None) -> dict[int, CriticalPath]:
+    """Each step's critical path as recorded (the replay with no change)."""
+    g = wi.graph(trace, args)
+    return paths(g, wi.replay(g))
+
+
+def bound_by(cps: dict[int, CriticalPath]) -> str:
+    """The job's: what holds the most of all steps' paths."""
+    share: dict[tuple[int, str], int] = {}
+    for cp in cps.values():
+        for k, v in cp.by_resource().items():
+            share[k] = share.get(k, 0) + v
+    return bound_by_text(share, sum(cp.duration_ns for cp in cps.values()))

@@ -1,0 +1,358 @@
+"""What-if replay: re-time the dependency model (depgraph.py) with a change and report each step's
+new time.
+
+Each node keeps its own duration and each edge its offset (host work between calls, launch latency,
+transfer time) unless the change alters them; the replay is a longest-path pass in an order that
+respects every edge. A step's time runs from the end of the step before (its first step: from the
+earliest host start of the step) to the last of its ranks' host step ends and GPU ops.
+
+Changes (Change.kind):
+- remove_gap (rank, step): the longest host gap in that rank's step (host time between two CUDA
+  calls, or between a call and the step's boundary) shrinks to the rank's usual gap; step None:
+  every step of the rank;
+- rank_like_median (rank, part "host" | "gpu" | "both"): per step, the rank's host work (gaps and
+  call durations) and/or its compute kernels scaled down to the median rank's total;
+- no_launch_overhead: launch calls take no time, the host work between two launches is gone and
+  a GPU op starts as soon as its stream and inputs allow (what CUDA graphs do);
+- comm_at_peak (peak_gbps): each collective whose size is recorded transfers at that bus bandwidth;
+- faster (regex, pct): GPU ops whose name matches take pct % less time.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..model.trace import Trace
+from . import depgraph as dg
+
+# NVLink 4 (H100 / H200 SXM): 18 links x 25 GB/s each way = 450 GB/s, the bus bandwidth an
+# NVLink all-reduce can reach at best (NVIDIA's H200 datasheet: 900 GB/s bidirectional).
+DEFAULT_PEAK_BUSBW_GBPS = 450.0
+
+
+@dataclass
+class Change:
+    kind: str  # remove_gap | rank_like_median | no_launch_overhead | comm_at_peak | faster
+    rank: int | None = None
+    step: int | None = None
+    part: str = "both"
+    regex: str | None = None
+    pct: float = 0.0
+    peak_gbps: float = DEFAULT_PEAK_BUSBW_GBPS
+
+    def describe(self) -> str:
+        if self.kind == "remove_gap":
+            return f"remove the longest host gap of rank {self.rank} in " + \
+                (f"step {self.step}" if self.step is not None else "every step")
+        if self.kind == "rank_like_median":
+            part = {"both": "host and GPU", "host": "host", "gpu": "GPU"}[self.part]
+            return f"rank {self.rank}'s {part} as fast as the median rank's"
+        if self.kind == "no_launch_overhead":
+            return "no launch overhead (as CUDA graphs would)"
+        if self.kind == "comm_at_peak":
+            return f"collectives at {self.peak_gbps:g} GB/s bus bandwidth"
+        return f"GPU ops matching /{self.regex}/ {self.pct:g}% faster"
+
+    def to_json(self) -> dict:
+        d = {"kind": self.kind, "text": self.describe()}
+        for k in ("rank", "step", "regex"):
+            if getattr(self, k) is not None:
+                d[k] = getattr(self, k)
+        if self.kind == "rank_like_median":
+            d["part"] = self.part
+        if self.kind == "faster":
+            d["pct"] = self.pct
+        if self.kind == "comm_at_peak":
+            d["peak_gbps"] = self.peak_gbps
+        return d
+
+
+@dataclass
+class StepTime:
+    step: int
+    before_ns: int
+    after_ns: int
+
+    @property
+    def saves_ns(self) -> int:
+        return self.before_ns - self.after_ns
+
+    def to_json(self) -> dict:
+        return {"step": self.step, "before_ms": round(self.before_ns / 1e6, 4),
+                "after_ms": round(self.after_ns / 1e6, 4), "saves_ms": round(self.saves_ns / 1e6, 4)}
+
+
+@dataclass
+class WhatIfResult:
+    change: Change
+    steps: list[StepTime] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the change touched, or why it could not
+
+    @property
+    def saves_ns(self) -> int:
+        return sum(s.saves_ns for s in self.steps)
+
+    def to_json(self) -> dict:
+        return {"change": self.change.to_json(), "steps": [s.to_json() for s in self.steps],
+                "saves_ms": round(self.saves_ns / 1e6, 4), "notes": list(self.notes),
+                "assumptions": list(self.assumptions)}
+
+
+def graph(trace: Trace, args: dict[int, dict] | None = None) -> dg.DepGraph:
+    """The session's dependency model, built once and kept with the trace."""
+    g = trace.derived.get("depgraph")
+    if g is None:
+        g = dg.build(trace, args)
+        trace.derived["depgraph"] = g
+    return g
+
+
+@dataclass
+class Replay:
+    t: np.ndarray  # time of every slot (2i start, 2i+1 end), relative to g.t0
+    bind: np.ndarray  # per slot: the edge (index into g's in-order) that set it; -1 anchored, -2 own duration
+
+
+def _incoming(g: dg.DepGraph) -> tuple[np.ndarray, np.ndarray]:
+    if getattr(g, "_in", None) is None:
+        o = np.argsort(g.e_dst, kind="stable")
+        ptr = np.searchsorted(g.e_dst[o], np.arange(2 * g.n + 1))
+        g._in = (o, ptr)
+    return g._in
+
+
+def replay(g: dg.DepGraph, dur: np.ndarray | None = None, off: np.ndarray | None = None) -> Replay:
+    o, ptr = _incoming(g)
+    dur_l = (g.dur if dur is None else dur).tolist()
+    off_l = (g.e_off if off is None else off)[o].tolist()
+    src_l = g.e_src[o].tolist()
+    ptr_l = ptr.tolist()
+    rec = g.rec_s.tolist()
+    split = g.split.tolist()
+    n2 = 2 * g.n
+    T = [0] * n2
+    B = [-1] * n2
+    for slot in g.order.tolist():
+        a = ptr_l[slot]
+        b = ptr_l[slot + 1]
+        i = slot >> 1
+        if slot & 1:  # the end of a sync or collective
+            t = T[slot - 1] + dur_l[i]
+            bi = -2
+        elif a == b:  # nothing before it on record: where it was recorded
+            t = rec[i]
+            bi = -1
+        else:
+            t = T[src_l[a]] + off_l[a]
+            bi = a
+            a += 1
+        for j in range(a, b):
+            x = T[src_l[j]] + off_l[j]
+            if x > t:
+                t = x
+                bi = j
+        T[slot] = t
+        B[slot] = bi
+        if not slot & 1 and not split[i]:
+            T[slot + 1] = t + dur_l[i]
+            B[slot + 1] = -2
+    return Replay(np.array(T, np.int64), np.array(B, np.int64))
+
+
+def step_ends(g: dg.DepGraph, rp: Replay) -> tuple[list[int], np.ndarray, np.ndarray, float]:
+    """Steps, each step's end (the last of its ranks' host step ends and GPU ops), and the time
+    the first step began (the earliest host start of it)."""
+    steps = g.steps()
+    if not steps:
+        return [], np.zeros(0, np.int64), np.zeros(0, np.int64), 0
+    ends = np.full(len(steps), np.iinfo(np.int64).min, np.int64)
+    pos = {s: k for k, s in enumerate(steps)}
+    gpu = np.flatnonzero((g.kind >= dg.KERNEL) & (g.kind <= dg.COPY) & (g.step >= 0))
+
+    if len(gpu):
+        k = np.searchsorted(np.array(steps), g.step[gpu])
+        k = np.minimum(k, len(steps) - 1)
+        ok = np.array(steps)[k] == g.step[gpu]
+        np.maximum.at(ends, k[ok], rp.t[2 * gpu[ok] + 1])
+
+    first = None
+    for r, m in g.marks.items():
+        for s, (a, b) in m.items():
+            ends[pos[s]] = max(ends[pos[s]], rp.t[2 * b])
+            if s == steps[0]:
+                first = rp.t[2 * a] if first is None else min(first, rp.t[2 * a])
+    ends = np.maximum.accumulate(ends)
+    begin = int(first if first is not None else ends[0])
+    starts = np.r_[begin, ends[:-1]]
+    return steps, starts, ends, begin
+
+
+def step_times(g: dg.DepGraph, rp: Replay) -> dict[int, int]:
+    steps, starts, ends, _ = step_ends(g, rp)
+    return {s: int(e - a) for s, a, e in zip(steps, starts, ends)}
+
+
+def recorded_error(g: dg.DepGraph) -> float:
+    """Largest relative difference between a step's time replayed with no change and recorded."""
+    rp = replay(g)
+    rec = Replay(np.ravel(np.column_stack((g.rec_s, g.rec_e))), rp.bind)
+    a, b = step_times(g, rp), step_times(g, rec)
+    return max((abs(a[s] - b[s]) / b[s] for s in b if b[s] > 0), default=0.0)
+
+
+# -- changes --------------------------------------------------------------------------------
+
+def apply(g: dg.DepGraph, ch: Change) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(durations, edge offsets, notes) with the change applied."""
+    dur, off = g.dur.copy(), g.e_off.copy()
+    notes: list[str] = []
+    dst_node = g.e_dst // 2
+    host_edge = g.e_kind == dg.E_HOST
+    if ch.kind == "remove_gap":
+        if ch.rank not in g.marks:
+            raise ValueError(f"rank {ch.rank} is not in this session (ranks {sorted(g.marks)})")
+        steps = [ch.step] if ch.step is not None else sorted(g.marks[ch.rank])
+        if ch.step is not None and ch.step not in g.marks[ch.rank]:
+            raise ValueError(f"rank {ch.rank} has no step {ch.step} (steps {sorted(g.marks[ch.rank])})")
+        mine = host_edge & (g.rank[dst_node] == ch.rank)
+        pos_gaps = off[mine & (off > 0)]
+        usual = int(np.median(pos_gaps)) if len(pos_gaps) else 0
+        for s in steps:
+            cand = np.flatnonzero(mine & (g.step[dst_node] == s))
+            if not len(cand):
+                notes.append(f"rank {ch.rank} step {s}: no host gap on record")
+                continue
+            j = cand[np.argmax(off[cand])]
+            cut = max(0, int(off[j]) - usual)
+            off[j] -= cut
+            what = g.names[g.name[dst_node[j]]] if g.name[dst_node[j]] >= 0 else "the step's end"
+            notes.append(f"rank {ch.rank} step {s}: {cut / 1e6:.3f} ms of host time before {what} removed "
+                         f"(kept {usual / 1e6:.3f} ms, the rank's usual gap)")
+    elif ch.kind == "rank_like_median":
+        if ch.rank not in g.marks:
+            raise ValueError(f"rank {ch.rank} is not in this session (ranks {sorted(g.marks)})")
+        ranks = sorted(g.marks)
+        if ch.part in ("host", "both"):
+            hn = np.flatnonzero(g.kind <= dg.SYNC)
+            for s in g.steps():
+                tot = {}
+                for r in ranks:
+                    e = host_edge & (g.rank[dst_node] == r) & (g.step[dst_node] == s)
+                    nn = hn[(g.rank[hn] == r) & (g.step[hn] == s) & (g.kind[hn] == dg.HOST)]
+                    tot[r] = int(np.maximum(off[e], 0).sum() + dur[nn].sum())
+                med = float(np.median([tot[r] for r in ranks]))
+                if tot.get(ch.rank, 0) > med > 0:
+                    f = med / tot[ch.rank]
+                    e = host_edge & (g.rank[dst_node] == ch.rank) & (g.step[dst_node] == s) & (off > 0)
+                    off[e] = (off[e] * f).astype(np.int64)
+                    nn = hn[(g.rank[hn] == ch.rank) & (g.step[hn] == s) & (g.kind[hn] == dg.HOST)]
+                    dur[nn] = (dur[nn] * f).astype(np.int64)
+                    notes.append(f"step {s}: rank {ch.rank}'s host work x{f:.2f} ({tot[ch.rank] / 1e6:.2f} -> {med / 1e6:.2f} ms)")
+        if ch.part in ("gpu", "both"):
+            kn = np.flatnonzero(g.kind == dg.KERNEL)
+            for s in g.steps():
+                tot = {r: int(dur[kn[(g.rank[kn] == r) & (g.step[kn] == s)]].sum()) for r in ranks}
+                med = float(np.median(list(tot.values())))
+                if tot.get(ch.rank, 0) > med > 0:
+                    f = med / tot[ch.rank]
+                    nn = kn[(g.rank[kn] == ch.rank) & (g.step[kn] == s)]
+                    dur[nn] = (dur[nn] * f).astype(np.int64)
+                    notes.append(f"step {s}: rank {ch.rank}'s compute kernels x{f:.2f}")
+        if not notes:
+            notes.append(f"rank {ch.rank} is not slower than the median rank in any step")
+    elif ch.kind == "no_launch_overhead":
+        launches = g.kind == dg.HOST
+        dur[launches] = 0
+        # host work between two launches (not after a sync, not at a step's boundary) is gone
+        src_node = g.e_src // 2
+        between = host_edge & launches[src_node] & launches[dst_node]
+        off[between] = 0
+        off[g.e_kind == dg.E_LAUNCH] = 0
+        # ops follow each other on a stream at the spacing the rank's streams show when ops were
+        # queued back to back (the median of those recorded gaps)
+        st = g.e_kind == dg.E_STREAM
+        b2b = st & (off > 0) & (off <= dg.STREAM_TOL_NS)
+        for r in np.unique(g.rank[dst_node[st]]).tolist():
+            mr = g.rank[dst_node] == r
+            gap = int(np.median(off[b2b & mr])) if (b2b & mr).any() else 0
+            off[st & mr] = gap
+        notes.append(f"{int(launches.sum()):,} CUDA calls and {int(between.sum()):,} host gaps between launches set to 0")
+    elif ch.kind == "comm_at_peak":
+        if not (ch.peak_gbps > 0):
+            raise ValueError("the peak bus bandwidth must be above 0 GB/s")
+        m = (g.e_kind == dg.E_COLL)
+        known = m & (g.coll_bytes > 0)
+        off[known] = np.minimum(off[known], (g.coll_bytes[known] / ch.peak_gbps).astype(np.int64))
+        if m.any() and not known.any():
+            notes.append("no collective's size is on record: nothing changed")
+        elif not m.any():
+            notes.append("no collective matched across ranks: nothing changed")
+    elif ch.kind == "faster":
+        try:
+            rx = re.compile(ch.regex or "")
+        except re.error as e:
+            raise ValueError(f"/{ch.regex}/ is not a regular expression: {e}") from None
+        if not 0 <= ch.pct <= 100:
+            raise ValueError("the percentage must be between 0 and 100")
+        ids = np.array([i for i, nm in enumerate(g.names) if rx.search(nm)], np.int64)
+        hit = (g.kind >= dg.KERNEL) & (g.kind <= dg.COPY) & np.isin(g.name, ids)
+        f = 1 - ch.pct / 100
+        dur[hit] = (dur[hit] * f).astype(np.int64)
+        ce = (g.e_kind == dg.E_COLL) & hit[dst_node]
+        off[ce] = (off[ce] * f).astype(np.int64)
+        notes.append(f"{int(hit.sum()):,} GPU ops match")
+    else:
+        raise ValueError(f"unknown change {ch.kind}")
+    return dur, off, notes
+
+
+def whatif(trace: Trace, change: Change, args: dict[int, dict] | None = None) -> WhatIfResult:
+    g = graph(trace, args)
+    base = g.__dict__.get("_base")
+    if base is None:
+        base = step_times(g, replay(g))
+        g._base = base
+    dur, off, notes = apply(g, change)
+    after = step_times(g, replay(g, dur, off))
+    res = WhatIfResult(change, [StepTime(s, base[s], after[s]) for s in sorted(base)], list(g.assumptions), notes)
+    return res
+
+
+def parse_change(opt: str, value: str | None = None, peak: float | None = None) -> Change:
+    """A change from the command line's words: remove-gap RANK:STEP (STEP may be 'all'),
+    rank-like-median RANK[:host|gpu], no-launch-overhead, comm-at-peak, faster NAME_REGEX:PCT."""
+    if opt == "remove-gap":
+        r, _, s = (value or "").partition(":")
+        try:
+            return Change("remove_gap", rank=int(r), step=None if s in ("all", "*") else int(s))
+        except ValueError:
+            raise ValueError(f"--remove-gap {value}: give RANK:STEP, e.g. 1:3 (STEP 'all' for every step)") from None
+    if opt == "rank-like-median":
+        r, _, part = (value or "").partition(":")
+        if part not in ("", "host", "gpu"):
+            raise ValueError(f"--rank-like-median {value}: give RANK, RANK:host or RANK:gpu")
+        try:
+            return Change("rank_like_median", rank=int(r), part=part or "both")
+        except ValueError:
+            raise ValueError(f"--rank-like-median {value}: give RANK, RANK:host or RANK:gpu") from None
+    if opt == "no-launch-overhead":
+        return Change("no_launch_overhead")
+    if opt == "comm-at-peak":
+        return Change("comm_at_peak", peak_gbps=peak or DEFAULT_PEAK_BUSBW_GBPS)
+    if opt == "faster":
+        rx, _, pct = (value or "").rpartition(":")
+        try:
+            p = float(pct)
+        except ValueError:
+            raise ValueError(f"--faster {value}: give NAME_REGEX:PCT, e.g. 'gemm|matmul:20'") from None
+        if not rx or not 0 <= p <= 100:
+            raise ValueError(f"--faster {value}: give NAME_REGEX:PCT with PCT between 0 and 100")
+        try:
+            re.compile(rx)
+        except re.error as e:
+            raise ValueError(f"--faster {value}: /{rx}/ is not a regular expression ({e})") from None
+        return Change("faster", regex=rx, pct=p)
+    raise ValueError(f"unknown change {opt}")
