@@ -288,7 +288,9 @@ def step_breakdown(r: Rank) -> list[dict]:
         if prev_end is not None:
             w0 = max(w0, prev_end)
         w1 = max(w1, w0)
-        s, e, k = np.clip(r.start[m], w0, w1), np.clip(r.end[m], w0, w1), r.kind[m]
+        # what fills the window: every GPU op of the rank inside it, of this step or another (the
+        # next step's work already running there is busy time, not idle)
+        s, e, k = np.clip(r.start, w0, w1), np.clip(r.end, w0, w1), r.kind
         busy = union(s, e)
         comp = union(s[k == COMPUTE], e[k == COMPUTE])
         comm = union(s[k == COMM], e[k == COMM])

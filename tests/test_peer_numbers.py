@@ -9,6 +9,7 @@ import pytest
 from conftest import compat_path, run_cli
 from kineto_truth import load_json
 
+from gpuviewer.analysis import intervals as iv
 from gpuviewer.analysis.breakdown import breakdown
 from gpuviewer.analysis.kernels import is_tensor_core, kernel_stats
 from gpuviewer.io.session import load
@@ -84,3 +85,23 @@ def test_tf32_xmma_counts_and_sgemm_does_not():
     assert not is_tensor_core("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_"
                               "aligna4_alignc4_execute_kernel__5x_cublas")
     assert not is_tensor_core("void cutlass::Kernel<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>")
+
+
+# -- item 12: GPU work of the next step inside a step's window is busy time, not idle --------------
+
+def test_hta_trace_diff_step_1009_idle_without_gpu_work():
+    """HTA trace_diff/test, step 1009: work of step 1010 already runs on another stream inside
+    1009's window. Idle there is the time with no GPU op at all, ~5.0 ms (was 30.5 ms: only
+    1009's own ops were counted busy), utilization ~0.968 (was 0.805); the ops stay 1009's own."""
+    t = load([compat_path("facebookresearch__HolisticTraceAnalysis", "trace_diff", "test", "test.json.gz")],
+             use_cache=False)
+    rb = breakdown(t)[0]
+    s = rb.steps[0]
+    assert s.step == 1009 and s.ops == 2503
+    assert s.idle_ns == pytest.approx(5.0e6, abs=0.1e6)
+    assert s.utilization == pytest.approx(0.968, abs=0.002)
+    # the windows still partition the rank's GPU time: the busy of all steps is at most its busy
+    c = t.columns
+    st = np.asarray(c["start"][rb.ops]).astype(np.int64)
+    total = iv.length(iv.union(st, st + np.asarray(c["dur"][rb.ops]).astype(np.int64)))
+    assert sum(x.busy_ns for x in rb.steps) <= total

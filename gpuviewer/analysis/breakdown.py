@@ -11,9 +11,12 @@ own start; ops left outside every step that way are counted (RankBreakdown.unpla
 a finding.
 A step's GPU window runs from its first op to its last and never starts before the previous
 step's window ended, so one rank's windows are disjoint and follow the GPU when it runs steps
-behind the host. GPU idle between two windows is kept beside them (idle_before / idle_after: the
-host preparing the next step, or finishing the last), so a slow input pipeline still shows. A
-first step much slower than the rest on every rank is marked warm-up.
+behind the host. What fills a window (busy, compute, communication, idle) is measured on the
+rank's whole GPU timeline, so work of the next step already running inside it counts as busy
+there, not as idle; the op counts are the step's own. GPU idle between two windows is kept
+beside them (idle_before / idle_after: the host preparing the next step, or finishing the
+last), so a slow input pipeline still shows. A first step much slower than the rest on every
+rank is marked warm-up.
 """
 from __future__ import annotations
 
@@ -198,6 +201,13 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
     # host began the next step is that step's idle_before (the host was preparing it: a slow input
     # pipeline), the part before is the previous step's idle_after (the host was finishing it).
     busy_all = iv.union(s_all, e_all)
+    # what fills a window is measured on the rank's whole GPU timeline, not only on the step's own
+    # ops: where work of the next step already runs inside this window (another stream, the GPU
+    # behind the host), counting only this step's ops called that busy time idle
+    comp_all = iv.union(s_all[cat == Cat.KERNEL], e_all[cat == Cat.KERNEL])
+    comm_all = iv.union(s_all[cat == Cat.COMM_KERNEL], e_all[cat == Cat.COMM_KERNEL])
+    mem = (cat == Cat.MEMCPY) | (cat == Cat.MEMSET)
+    filled = (busy_all, comp_all, comm_all, iv.union(s_all[mem], e_all[mem]), iv.intersect(comp_all, comm_all))
     # the ops grouped by step once (a mask per step made 40,000 steps quadratic), in their order
     by_step = np.argsort(k, kind="stable")
     bounds = np.searchsorted(k[by_step], np.arange(len(windows) + 1))
@@ -213,10 +223,7 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
             w0 = max(w0, prev_end)
             w1 = max(w1, w0)
         sb = StepBreakdown(step, w0, w1, int(h0), int(h1))
-        if b > a:  # (an empty step is all zeros but its idle, which the window gives)
-            _fill(sb, s_g[a:b], e_g[a:b], c_g[a:b])
-        else:
-            sb.idle_ns = max(0, sb.window_ns)
+        _fill(sb, filled, c_g[a:b])
         if prev_end is not None and w0 > prev_end:
             split = min(max(int(h0), prev_end), w0)
             sb.idle_before_ns = iv.length(iv.gaps(busy_all, split, w0))
@@ -227,24 +234,20 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
     return rb
 
 
-def _fill(sb: StepBreakdown, s: np.ndarray, e: np.ndarray, ct: np.ndarray) -> None:
-    """Measure the step's ops inside its window (an op cut by the previous window's end counts
-    only for its part in this window)."""
-    s = np.clip(s, sb.start_ns, sb.end_ns)
-    e = np.clip(e, sb.start_ns, sb.end_ns)
-    busy = iv.union(s, e)
-    comp = iv.union(s[ct == Cat.KERNEL], e[ct == Cat.KERNEL])
-    comm = iv.union(s[ct == Cat.COMM_KERNEL], e[ct == Cat.COMM_KERNEL])
-    mem = (ct == Cat.MEMCPY) | (ct == Cat.MEMSET)
+def _fill(sb: StepBreakdown, filled: tuple, ct: np.ndarray) -> None:
+    """Measure the window on the rank's GPU timeline (filled: the unions of all its ops, its
+    kernels, communication kernels, memory ops, and kernels overlapping communication), so that
+    the windows of one rank add up to its GPU time; the op counts are the step's own ops."""
+    busy, comp, comm, mem, ovl = (iv.clip(u, sb.start_ns, sb.end_ns) for u in filled)
     sb.busy_ns = iv.length(busy)
     sb.compute_ns = iv.length(comp)
     sb.comm_ns = iv.length(comm)
     sb.transfer_ns = sb.comm_ns
-    sb.memcpy_ns = iv.length(iv.union(s[mem], e[mem]))
-    sb.overlap_ns = iv.length(iv.intersect(comp, comm))
+    sb.memcpy_ns = iv.length(mem)
+    sb.overlap_ns = iv.length(ovl)
     sb.exposed_comm_ns = sb.comm_ns - sb.overlap_ns
     sb.idle_ns = max(0, sb.window_ns - sb.busy_ns)
-    sb.ops = int(len(s))
+    sb.ops = int(len(ct))
     sb.kernels = int(((ct == Cat.KERNEL) | (ct == Cat.COMM_KERNEL)).sum())
     sb.comm_kernels = int((ct == Cat.COMM_KERNEL).sum())
 
