@@ -242,3 +242,19 @@ class Session(SessionActions):
         """A summary table like `nsys stats`: kern, api, nvtx, mem or nccl."""
         from .query.stats import report as make
         return make(self, report, rank=rank)
+
+    def whatif(self, change: str, value: str | None = None, *, peak_gbps: float | None = None):
+        """Each step's time re-timed with one change (analysis.whatif): change is "remove-gap"
+        (value "RANK:STEP"), "rank-like-median" ("RANK[:host|gpu]"), "no-launch-overhead",
+        "comm-at-peak" (peak_gbps, default NVLink 4's 450) or "faster" ("NAME_REGEX:PCT"), or an
+        analysis.whatif.Change. Returns a WhatIfResult (steps before/after, to_json())."""
+        from .analysis.whatif import Change, parse_change, whatif
+        from .io.comm_args import collective_args
+        ch = change if isinstance(change, Change) else parse_change(change, value, peak_gbps)
+        return whatif(self.trace, ch, collective_args(self.trace))
+
+    def critical_paths(self):
+        """Each step's critical path across ranks (analysis.critical_path): step -> CriticalPath."""
+        from .analysis.critical_path import critical_paths
+        from .io.comm_args import collective_args
+        return critical_paths(self.trace, collective_args(self.trace))

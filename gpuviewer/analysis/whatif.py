@@ -15,7 +15,7 @@ Changes (Change.kind):
 - no_launch_overhead: launch calls take no time, the host work between two launches is gone and
   a GPU op starts as soon as its stream and inputs allow (what CUDA graphs do);
 - comm_at_peak (peak_gbps): each collective whose size is recorded transfers at that bus bandwidth;
-- faster (regex, pct): GPU ops whose name matches take pct % less time.
+- faster (regex, pct): GPU ops whose name matches (a case-insensitive search) take pct % less time.
 """
 from __future__ import annotations
 
@@ -292,7 +292,7 @@ def apply(g: dg.DepGraph, ch: Change) -> tuple[np.ndarray, np.ndarray, list[str]
             notes.append("no collective matched across ranks: nothing changed")
     elif ch.kind == "faster":
         try:
-            rx = re.compile(ch.regex or "")
+            rx = re.compile(ch.regex or "", re.IGNORECASE)
         except re.error as e:
             raise ValueError(f"/{ch.regex}/ is not a regular expression: {e}") from None
         if not 0 <= ch.pct <= 100:

@@ -8,7 +8,7 @@ import time
 
 from .. import __version__
 
-SUBCOMMANDS = ("info", "screenshot", "analyze", "report", "sql", "stats", "diff", "cache")
+SUBCOMMANDS = ("info", "screenshot", "analyze", "report", "sql", "stats", "diff", "whatif", "cache")
 
 
 def _fail(msg: str, debug: bool = False) -> int:
@@ -208,6 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_parsers(sub, common)
     from .diff_cmd import add_parser as add_diff
     add_diff(sub)
+    from .whatif_cmd import add_parser as add_whatif
+    add_whatif(sub, common)
     from .cache_cmd import add_parser as add_cache
     add_cache(sub)
     return p
