@@ -39,7 +39,7 @@ KIND_NAME = {HOST: "host", SYNC: "host", KERNEL: "gpu", COMM: "comm", COPY: "cop
 E_HOST, E_HOST_START, E_LAUNCH, E_STREAM, E_XSTREAM, E_SYNC, E_COLL = range(7)
 STREAM_TOL_NS = 5_000  # an op starting within this of the previous op's end was waiting for its stream
 XDEP_TOL_NS = 20_000  # ... within this of an op on another stream: waiting for that op
-LAUNCH_MAX_NS = 200_000  # a launch latency above this is not the launch's: the op waited for more
+LAUNCH_MAX_NS = 200_000  # a launch latency this far above the quickest is not the launch's: the op waited for more
 BLOCKED_NS = 50_000  # a CUDA call this long that returns within this of a GPU op's end waited for it
 
 
@@ -65,6 +65,7 @@ class DepGraph:
     host_nodes: dict[int, np.ndarray] = field(default_factory=dict)
     marks: dict[int, dict[int, tuple[int, int]]] = field(default_factory=dict)  # rank -> step -> (start, end node)
     coll_bytes: np.ndarray | None = None  # per collective edge: (bytes x bus factor), 0 unknown
+    launch_floor: dict[int, int] = field(default_factory=dict)  # rank -> quickest launch latency seen
     assumptions: list[str] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     name: np.ndarray | None = None  # name id per node
@@ -227,6 +228,7 @@ def build(trace: Trace, args: dict[int, dict] | None = None) -> DepGraph:
 
     # per stream: stream order, launch latency, cross-stream waits
     gpu_nodes = np.flatnonzero((kind >= KERNEL) & (kind <= COPY))
+    launch_floor: dict[int, int] = {}
     for r in host_nodes:
         mine = gpu_nodes[rank[gpu_nodes] == r]
         if not len(mine):
@@ -256,10 +258,14 @@ def build(trace: Trace, args: dict[int, dict] | None = None) -> DepGraph:
         cand = linked & ~stream_bound & ~waits_x
         # an op that started far later than launches usually take waited for something not on
         # record (the GPU runs behind the host): the gap on its stream is kept, not the latency
-        launch_bound = cand & (lat <= LAUNCH_MAX_NS)
+        # the quickest launches seen: the least a launch takes to reach the GPU, plus whatever
+        # offset the GPU's clock has from the host's (measured from it, so a GPU clock running
+        # behind changes nothing)
+        floor = int(np.percentile(lat[linked], 1)) if linked.any() else 0
+        launch_floor[r] = floor
+        launch_bound = cand & (lat - floor <= LAUNCH_MAX_NS)
         # the usual latency of a launch the GPU waited for (none: the quickest launches seen)
-        typical = int(np.median(lat[launch_bound])) if launch_bound.any() else \
-            min(LAUNCH_MAX_NS, int(np.percentile(lat[linked], 5))) if linked.any() else 0
+        typical = int(np.median(lat[launch_bound])) if launch_bound.any() else floor
         lat_used = np.where(launch_bound, lat, np.minimum(lat, typical))
         lk = linked
         edges(2 * ln_node[lk], 2 * mine[lk], np.maximum(lat_used[lk], 0), E_LAUNCH)
@@ -377,7 +383,7 @@ def build(trace: Trace, args: dict[int, dict] | None = None) -> DepGraph:
     e_kind = np.concatenate(ek) if ek else np.zeros(0, np.int8)
     order = _order(n, split, rec_s, rec_e, e_src, e_dst)
     return DepGraph(t0, rank, kind, lane, ev, rec_s, rec_e, dur, step, split, e_src, e_dst, e_off, e_kind,
-                    order, host_steps, host_nodes, marks, coll_b, assumptions, list(trace.names),
+                    order, host_steps, host_nodes, marks, coll_b, launch_floor, assumptions, list(trace.names),
                     np.where(ev >= 0, np.asarray(c["name"][np.maximum(ev, 0)]), -1))
 
 

@@ -270,7 +270,10 @@ def apply(g: dg.DepGraph, ch: Change) -> tuple[np.ndarray, np.ndarray, list[str]
         src_node = g.e_src // 2
         between = host_edge & launches[src_node] & launches[dst_node]
         off[between] = 0
-        off[g.e_kind == dg.E_LAUNCH] = 0
+        # a GPU op starts no sooner after its launch than the quickest launch seen on its rank
+        le = g.e_kind == dg.E_LAUNCH
+        floor = np.array([g.launch_floor.get(int(r), 0) for r in range(int(g.rank.max()) + 1)] if g.n else [0])
+        off[le] = np.maximum(0, floor[g.rank[dst_node[le]]])
         # ops follow each other on a stream at the spacing the rank's streams show when ops were
         # queued back to back (the median of those recorded gaps)
         st = g.e_kind == dg.E_STREAM
