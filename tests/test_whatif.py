@@ -1,0 +1,165 @@
+"""What-if replay (issue 24, item 3): `gpuviewer whatif` against measured counterfactuals (the
+pairs in ../shared/traces/whatif, recorded back to back) and numbers read from the raw files here,
+never from the code under test."""
+import gzip
+import json
+import statistics
+
+import pytest
+
+from conftest import run_cli, trace_path
+from shift_gpu import shift
+
+WHATIF = trace_path("whatif")
+
+
+def _pairs() -> dict:
+    with open(trace_path("whatif", "pairs.json")) as f:
+        return json.load(f)
+
+
+def _whatif(path: str, *opts: str) -> dict:
+    r = run_cli("whatif", path, *opts, "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _profiler_steps_ms(path: str) -> dict[int, float]:
+    """ProfilerStep#N host ranges from the raw Kineto JSON."""
+    with gzip.open(path, "rt") as f:
+        doc = json.load(f)
+    return {int(e["name"].split("#")[1]): e["dur"] / 1e3 for e in doc["traceEvents"]
+            if e.get("ph") == "X" and e.get("cat") == "user_annotation"
+            and str(e.get("name", "")).startswith("ProfilerStep#")}
+
+
+@pytest.fixture(scope="module")
+def eager():
+    return _whatif(trace_path("whatif", "launch_eager.json.gz"), "--no-launch-overhead")
+
+
+@pytest.fixture(scope="module")
+def stall():
+    return _whatif(trace_path("whatif", "stall_on.json.gz"), "--remove-gap", "0:all")
+
+
+def test_before_is_the_recorded_step(eager, stall):
+    """With no change the replay is the recording: each step's 'before' is its ProfilerStep range
+    (these runs synchronise at the end of every step, so the GPU is done inside it)."""
+    for res, name in ((eager, "launch_eager.json.gz"), (stall, "stall_on.json.gz")):
+        raw = _profiler_steps_ms(trace_path("whatif", name))
+        assert [s["step"] for s in res["steps"]] == sorted(raw)
+        for s in res["steps"]:
+            assert s["before_ms"] == pytest.approx(raw[s["step"]], rel=0.02)
+
+
+def test_no_launch_overhead_predicts_the_cuda_graph_run(eager):
+    pairs = _pairs()
+    measured = pairs["launch_graph"]["mean_step_ms"]
+    after = statistics.mean(s["after_ms"] for s in eager["steps"])
+    assert after == pytest.approx(measured, rel=0.25), (after, measured)
+    # each step's saving: about the eager run's step minus the graph run's
+    saving = pairs["launch_eager"]["mean_step_ms"] - measured
+    for s in eager["steps"]:
+        assert s["saves_ms"] == pytest.approx(saving, rel=0.25), s
+    assert eager["saves_ms"] == pytest.approx(sum(s["saves_ms"] for s in eager["steps"]), abs=1e-3)
+
+
+def test_removing_the_stall_predicts_the_run_without_it(stall):
+    pairs = _pairs()
+    measured = pairs["stall_off"]["mean_step_ms"]
+    after = statistics.mean(s["after_ms"] for s in stall["steps"])
+    assert after == pytest.approx(measured, rel=0.25), (after, measured)
+    saving = pairs["stall_on"]["mean_step_ms"] - measured
+    for s in stall["steps"]:  # every profiled step
+        assert s["saves_ms"] == pytest.approx(saving, rel=0.25), s
+
+
+def test_ddp_remove_gap_shortens_step_3():
+    """Rank 1 sleeps 50 ms before step 3's forward (truth.json); rank 0 waits for it at the
+    all-reduce but its host never blocks, so the step gains less than the sleep."""
+    res = _whatif(trace_path("kineto", "ddp"), "--remove-gap", "1:3")
+    step3 = next(s for s in res["steps"] if s["step"] == 3)
+    assert 15 <= step3["saves_ms"] <= 35, step3
+    assert 15 <= res["saves_ms"] <= 35, res
+    assert res["change"]["kind"] == "remove_gap" and res["change"]["rank"] == 1
+    r = run_cli("whatif", trace_path("kineto", "ddp"), "--remove-gap", "1:3")
+    assert r.returncode == 0, r.stderr
+    row = next(line.split() for line in r.stdout.splitlines() if line.split()[:1] == ["3"])
+    assert float(row[1]) == pytest.approx(step3["before_ms"], abs=1e-3)
+    assert float(row[2]) == pytest.approx(step3["after_ms"], abs=1e-3)
+
+
+@pytest.fixture(scope="module")
+def ddp_session():
+    from gpuviewer.session import Session
+    return Session.open([trace_path("kineto", "ddp")])
+
+
+CHANGES = [("remove-gap", "0:all"), ("remove-gap", "1:3"), ("rank-like-median", "1"), ("rank-like-median", "0:gpu"),
+           ("no-launch-overhead", None), ("comm-at-peak", None), ("faster", "nccl:50"), ("faster", "elementwise:30")]
+
+
+@pytest.mark.parametrize("change,value", CHANGES)
+def test_invariants(ddp_session, change, value):
+    res = ddp_session.whatif(change, value)
+    before = sum(s.before_ns for s in res.steps)
+    assert res.steps and all(s.after_ns > 0 for s in res.steps)
+    assert res.saves_ns <= before
+    assert res.saves_ns >= -0.01 * before  # making something faster never costs the job time
+    js = res.to_json()
+    assert js["saves_ms"] == pytest.approx(sum(s["saves_ms"] for s in js["steps"]), abs=1e-3)
+    assert set(js["steps"][0]) == {"step", "before_ms", "after_ms", "saves_ms"}
+
+
+def test_nothing_changed_saves_nothing(ddp_session):
+    res = ddp_session.whatif("faster", "elementwise:0")
+    assert [s.saves_ns for s in res.steps] == [0] * len(res.steps)
+
+
+def test_session_api_matches_the_command_line(ddp_session):
+    api = ddp_session.whatif("remove-gap", "1:3").to_json()
+    cli = _whatif(trace_path("kineto", "ddp"), "--remove-gap", "1:3")
+    assert api["steps"] == cli["steps"]
+
+
+@pytest.mark.parametrize("delta_us,everything", [(2000, False), (1000, True)])
+def test_savings_do_not_depend_on_clocks(tmp_path, delta_us, everything):
+    """Metamorphic: the GPU running 2 ms further behind its host, or every event moved by a clock
+    offset, leaves what removing the stall saves unchanged."""
+    moved = str(tmp_path / "stall_moved.json.gz")
+    shift(trace_path("whatif", "stall_on.json.gz"), moved, delta_us, everything)
+    base = _whatif(trace_path("whatif", "stall_on.json.gz"), "--remove-gap", "0:all")
+    other = _whatif(moved, "--remove-gap", "0:all", "--no-cache")
+    assert [s["saves_ms"] for s in other["steps"]] == pytest.approx([s["saves_ms"] for s in base["steps"]], abs=0.1)
+
+
+def test_no_launch_overhead_does_not_depend_on_the_gpu_clock(tmp_path, eager):
+    moved = str(tmp_path / "eager_moved.json.gz")
+    shift(trace_path("whatif", "launch_eager.json.gz"), moved, 2000)
+    other = _whatif(moved, "--no-launch-overhead", "--no-cache")
+    assert other["saves_ms"] == pytest.approx(eager["saves_ms"], rel=0.03)
+
+
+@pytest.mark.parametrize("opts,says", [
+    (["--remove-gap", "x"], "--remove-gap x"),
+    (["--faster", "gemm"], "--faster gemm"),
+    (["--faster", "(:20"], "not a regular expression"),
+    (["--rank-like-median", "1:disk"], "--rank-like-median 1:disk"),
+    (["--comm-at-peak", "--peak-busbw", "nan"], "--peak-busbw nan"),
+    (["--remove-gap", "7:3"], "rank 7 is not in this session"),
+    (["--remove-gap", "1:99"], "rank 1 has no step 99"),
+])
+def test_bad_changes_are_one_line(opts, says):
+    r = run_cli("whatif", trace_path("kineto", "ddp"), *opts)
+    assert r.returncode == 2
+    assert says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_unreadable_input_names_the_file(tmp_path):
+    bad = tmp_path / "broken.json"
+    bad.write_text('{"traceEvents": [')
+    r = run_cli("whatif", str(bad), "--no-launch-overhead")
+    assert r.returncode == 2 and str(bad) in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.json"]  # nothing beside it
