@@ -1,0 +1,100 @@
+"""The critical path of each step across ranks (issue 24, item 2): on every shared trace its
+segments tile the step exactly; step times checked against ends computed here from the raw files;
+what bounds a job where the trace's planted effect says so."""
+import gzip
+import json
+import os
+
+import pytest
+
+from conftest import shared_listdir, trace_path
+
+# every shared trace with steps (launch_bound_big: 200,000 kernels in one step, left out for time:
+# about 3 s of path walking on top of a 1M-event open; jax: no CUDA calls or flows, so no graph)
+TRACES = [os.path.join("kineto", n) for n in shared_listdir(trace_path("kineto")) if n != "launch_bound_big.json.gz"] + \
+         [os.path.join("nsys", n) for n in shared_listdir(trace_path("nsys"))] + \
+         [os.path.join("whatif", n) for n in shared_listdir(trace_path("whatif")) if n.endswith(".json.gz")]
+RESOURCES = {"host", "gpu", "comm", "copy", "idle"}
+
+
+def _open(name):
+    from gpuviewer.session import Session
+    return Session.open([trace_path(name)])
+
+
+@pytest.mark.parametrize("name", TRACES)
+def test_path_tiles_each_step(name):
+    s = _open(name)
+    cps = s.critical_paths()
+    assert cps, name
+    ranks = set(s.ranks)
+    before = {st.step: st.before_ns for st in s.whatif("faster", "no kernel has this name:50").steps}
+    assert sorted(cps) == sorted(before)
+    for step, cp in cps.items():
+        segs = cp.segments
+        assert segs and segs[0].start_ns == cp.start_ns and segs[-1].end_ns == cp.end_ns
+        for a, b in zip(segs, segs[1:]):
+            assert a.end_ns == b.start_ns  # no gap, no overlap
+        assert all(x.end_ns > x.start_ns and x.resource in RESOURCES and x.rank in ranks for x in segs)
+        total = sum(x.end_ns - x.start_ns for x in segs)
+        assert abs(total - cp.duration_ns) <= 0.02 * cp.duration_ns
+        assert cp.duration_ns == before[step]  # the step the what-if replays
+        js = cp.to_json()
+        assert set(js["segments"][0]) == {"rank", "resource", "start_ns", "end_ns", "what"}
+        assert js["bound_by"]
+
+
+def _raw_step_times_ms(folder: str) -> dict[int, float]:
+    """From the raw Kineto files: a step ends at the last of its ranks' ProfilerStep end and the end
+    of every GPU op launched inside that range (correlation ids); a step's time runs from the end
+    of the step before (the first: from the earliest ProfilerStep start)."""
+    ends: dict[int, float] = {}
+    first: dict[int, float] = {}
+    for f in sorted(os.listdir(folder)):
+        with gzip.open(os.path.join(folder, f), "rt") as fh:
+            ev = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
+        steps = [(int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"]) for e in ev
+                 if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
+        launch = {e["args"]["correlation"]: e["ts"] for e in ev
+                  if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+        gpu = [(launch.get(e.get("args", {}).get("correlation")), e["ts"] + e["dur"]) for e in ev
+               if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+        for n, a, b in steps:
+            end = max([b] + [g for lt, g in gpu if lt is not None and a <= lt <= b])
+            ends[n] = max(ends.get(n, end), end)
+            first[n] = min(first.get(n, a), a)
+    order = sorted(ends)
+    out, prev = {}, first[order[0]]
+    for n in order:
+        out[n] = (ends[n] - prev) / 1e3
+        prev = ends[n]
+    return out
+
+
+@pytest.mark.parametrize("folder", ["ddp", "fsdp"])
+def test_step_times_match_the_raw_files(folder):
+    cps = _open(os.path.join("kineto", folder)).critical_paths()
+    raw = _raw_step_times_ms(trace_path("kineto", folder))
+    assert sorted(cps) == sorted(raw)
+    for step, cp in cps.items():
+        assert cp.duration_ns / 1e6 == pytest.approx(raw[step], rel=0.02), step
+
+
+def test_ddp_stall_is_on_the_path():
+    """Rank 1 sleeps 50 ms before step 3's forward: the path of step 3 runs through rank 1's host."""
+    cp = _open(os.path.join("kineto", "ddp")).critical_paths()[3]
+    on_rank1_host = sum(x.end_ns - x.start_ns for x in cp.segments if x.rank == 1 and x.resource == "host")
+    assert on_rank1_host >= 40e6
+    assert cp.bound_by() == "rank 1 host loop"
+
+
+def test_what_bounds_a_job():
+    from gpuviewer.analysis.critical_path import bound_by
+    # ddp_clean: both hosts take ~48 ms to launch ~13 ms of GPU work (issue 24)
+    assert "host loop" in bound_by(_open(os.path.join("kineto", "ddp_clean")).critical_paths())
+    # pp_gpu: big layers, ~400 ms steps of GPU work
+    assert bound_by(_open(os.path.join("kineto", "pp_gpu")).critical_paths()).endswith("GPU compute")
+    # step_outlier step 7: a 4 GB tensor to pageable host memory and back (2.7 s + 0.49 s of memcpy)
+    cp7 = _open(os.path.join("kineto", "step_outlier.json.gz")).critical_paths()[7]
+    copy = sum(x.end_ns - x.start_ns for x in cp7.segments if x.resource == "copy")
+    assert copy >= 3.0e9 and cp7.bound_by() == "copies"
