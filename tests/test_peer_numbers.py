@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import compat_path, run_cli
+from conftest import compat_path, run_cli, trace_path
 from kineto_truth import load_json
 
 from gpuviewer.analysis import intervals as iv
@@ -105,3 +105,54 @@ def test_hta_trace_diff_step_1009_idle_without_gpu_work():
     st = np.asarray(c["start"][rb.ops]).astype(np.int64)
     total = iv.length(iv.union(st, st + np.asarray(c["dur"][rb.ops]).astype(np.int64)))
     assert sum(x.busy_ns for x in rb.steps) <= total
+
+
+# -- item 13: a single rank's collectives, named and sized from their own arguments ----------------
+
+NCCL_DATA = compat_path("facebookresearch__HolisticTraceAnalysis", "nccl_parser_config", "nccl_data.json.gz")
+_DTYPE = {"Float": 4, "Long": 8}
+
+
+def test_single_rank_nccl_report_from_kernel_arguments():
+    """HTA nccl_parser_config: one rank (of 2) with 21 NCCL kernels. No collective can be matched
+    without the other rank, yet every kernel shows in `stats --report nccl` by its process group,
+    collective, group size, dtype and bytes, as its arguments say (counted here from the JSON)."""
+    events, _ = load_json(NCCL_DATA)
+    kern = [e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel" and e["name"].startswith("nccl")]
+    want: dict = {}
+    for e in kern:
+        a = e["args"]
+        key = (f"{a['Process Group Name']} ({a['Process Group Description']})",
+               {"allreduce": "AllReduce", "broadcast": "Broadcast"}[a["Collective name"]])
+        w = want.setdefault(key, {"kernels": 0, "dur": 0, "bytes": [], "size": a["Group size"]})
+        w["kernels"] += 1
+        w["dur"] += e["dur"]
+        w["bytes"].append(max(a["In msg nelems"], a["Out msg nelems"]) * _DTYPE[a["dtype"]])
+    assert len(kern) == 21 and len(want) == 2
+    p = run_cli("stats", NCCL_DATA, "--report", "nccl", "--json")
+    assert p.returncode == 0, p.stderr
+    rows = {(r["group"], r["collective"]): r for r in json.loads(p.stdout)}
+    assert set(rows) == set(want)
+    for key, w in want.items():
+        r = rows[key]
+        assert r["kernels"] == w["kernels"] and r["ranks"] == w["size"] == 2
+        assert r["kernel_total_ns"] == pytest.approx(w["dur"] * 1000, abs=w["kernels"] * 1000)
+        assert r["bytes_med"] == np.median(w["bytes"])
+        assert r["matched"] == 0 and r["transfer_total_ns"] is None and r["busbw_gbps"] is None
+    assert sum(r["time_pct"] for r in rows.values()) == pytest.approx(100.0)
+    # the same rows through SQL, and the text table prints one line per row
+    q = run_cli("sql", NCCL_DATA, 'SELECT "group", collective, kernels FROM nccl_sum ORDER BY kernels', "--json")
+    assert q.returncode == 0, q.stderr
+    assert sorted((r["group"], r["collective"], r["kernels"]) for r in json.loads(q.stdout)) == \
+        sorted((*k, w["kernels"]) for k, w in want.items())
+    t = run_cli("stats", NCCL_DATA, "--report", "nccl")
+    assert t.returncode == 0, t.stderr
+    lines = t.stdout.splitlines()
+    assert len(lines) == 3 and lines[0].split()[:3] == ["group", "collective", "time_pct"] and "\\x0a" not in t.stdout
+
+
+def test_nccl_report_without_collectives_is_empty_not_a_traceback():
+    p = run_cli("stats", trace_path("kineto", "dataloader_stall.json.gz"), "--report", "nccl")
+    assert p.returncode == 0 and p.stdout.strip() == "(no rows)" and "Traceback" not in p.stderr
+    p = run_cli("sql", trace_path("kineto", "dataloader_stall.json.gz"), "SELECT count(*) AS n FROM nccl_sum", "--json")
+    assert p.returncode == 0 and json.loads(p.stdout) == [{"n": 0}]

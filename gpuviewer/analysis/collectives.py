@@ -178,6 +178,14 @@ class Collectives:
         return rows
 
 
+def arg_group(a: dict) -> str | None:
+    """The process group a kernel's arguments name ("0 (default_pg)"), None when not on record."""
+    if a.get("group") is None:
+        return None
+    group = str(a["group"])
+    return f"{group} ({a['group_desc']})" if a.get("group_desc") else group
+
+
 def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tuple, list[tuple]]:
     """The rank's collective arrivals, its part of the map: (group, step) -> [(start, end, idx,
     kind, bytes, launch, linked, op_step)] in issue order; send/recv keyed by their pair
@@ -216,11 +224,8 @@ def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tu
                 (int(start[j]), int(end[j]), i, "SendRecv", _nbytes(a, nel), int(launch[j]), bool(linked[j]),
                  int(raw_step[j])))
             continue
-        if a.get("group") is not None:
-            group = str(a["group"])
-            if a.get("group_desc"):
-                group += f" ({a['group_desc']})"
-        else:
+        group = arg_group(a)
+        if group is None:
             group = f"stream #{lane_rank.setdefault(int(lane[j]), len(lane_rank))}"
         nel = max(_int(a.get("in_nelems")) or 0, _int(a.get("out_nelems")) or 0)
         out.setdefault((group, int(steps[j])), []).append((int(start[j]), int(end[j]), i, kind, _nbytes(a, nel),

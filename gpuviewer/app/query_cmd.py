@@ -131,7 +131,14 @@ def _write(df, args) -> int:
             _out("(no rows)" if len(df.columns) else "(no result)")
             return 0
         shown = df.head(TEXT_ROWS)
-        _out(shown.to_string(index=False, max_colwidth=80, float_format=lambda x: f"{x:,.3f}"))
+        # each cell made one line first (a newline in a kernel name cannot print a row of its
+        # own), then the table printed line by line: _out escapes newlines, so the whole table
+        # given to it at once came out as one line joined by \x0a
+        from ..model.plain import line
+        text_cols = [c for c in shown.columns if shown[c].dtype == object or str(shown[c].dtype) == "category"]
+        shown = shown.assign(**{c: shown[c].astype(object).map(line, na_action="ignore") for c in text_cols})
+        for row in shown.to_string(index=False, max_colwidth=80, float_format=lambda x: f"{x:,.3f}").splitlines():
+            _out(row)
         if len(df) > TEXT_ROWS:
             print(f"... {len(df) - TEXT_ROWS:,} more rows: use --csv or --json for every row", file=sys.stderr)
     return 0

@@ -6,7 +6,8 @@ Reports: kern (cuda_gpu_kern_sum), api (cuda_api_sum: runtime and driver calls),
 (nvtx_sum; PyTorch's record_function ranges count as NVTX ranges, except its
 "nccl:*" ranges, which are communication ops), mem (cuda_gpu_mem_time_sum
 and _size_sum together: by copy kind, with bytes and GB/s), nccl (collectives by process group
-and name: this rank's transfer and wait time, bytes, bus bandwidth).
+and name: every NCCL kernel with its group, name and size from its own arguments, and where the
+collective was matched on the other ranks, this rank's transfer and wait time and bus bandwidth).
 """
 from __future__ import annotations
 
@@ -39,7 +40,9 @@ def report(session, which: str = "kern", *, rank: int | None = None) -> pd.DataF
     if which == "mem":
         return _mem(df)
     if which == "nccl":
-        return _nccl(df)
+        from .comm_table import comm_kernels
+        kern = comm_kernels(session)
+        return _nccl(df, kern if rank is None else kern[kern["rank"] == rank])
     extra = {"kind": ("kind", "first")} if which == "kern" else {}
     return _durations(df, ["name"], extra)
 
@@ -70,24 +73,53 @@ def _mem(df: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns=["busy_ns"])
 
 
-def _nccl(df: pd.DataFrame) -> pd.DataFrame:
-    """Per (group, collective): instances (matched across ranks), this rank's (or every rank's)
-    transfer time stats, wait, median bytes, and bus bandwidth weighted by transfer time."""
-    out = _durations(df.assign(dur=df["transfer"]), ["group", "collective"])
-    g = df.groupby(["group", "collective"], observed=True)
-    ok = df[(df["transfer"] > 0) & df["busbw_gbps"].notna()]
-    w = ok.assign(x=ok["busbw_gbps"] * ok["transfer"]).groupby(["group", "collective"], observed=True)
-    extra = pd.DataFrame({
-        # a collective is one (step, order) of its group: counted over distinct pairs (a groupby
-        # apply here returned a frame, not a column, when there were no collectives at all)
-        "matched": df.drop_duplicates(["group", "collective", "step", "order"])
-                     .groupby(["group", "collective"], observed=True).size(),
-        "ranks": g["ranks"].max(), "bytes_med": g["bytes"].median(), "wait_total_ns": g["wait"].sum(),
-        "busbw_gbps": w["x"].sum() / w["transfer"].sum()})
-    out = out.merge(extra, left_on=["group", "collective"], right_index=True, how="left")
-    return out.rename(columns={"total_ns": "transfer_total_ns", "avg_ns": "transfer_avg_ns",
-                               "med_ns": "transfer_med_ns", "min_ns": "transfer_min_ns",
-                               "max_ns": "transfer_max_ns", "stddev_ns": "transfer_stddev_ns"})
+_NCCL_COLS = ["group", "collective", "time_pct", "kernel_total_ns", "kernels", "matched", "ranks", "bytes_med",
+              "dtype", "transfer_total_ns", "instances", "transfer_avg_ns", "transfer_med_ns", "transfer_min_ns",
+              "transfer_max_ns", "transfer_stddev_ns", "wait_total_ns", "busbw_gbps"]
+
+
+def _nccl(df: pd.DataFrame, kern: pd.DataFrame) -> pd.DataFrame:
+    """Per (group, collective), from every NCCL kernel (kern: query.comm_table): kernels, their
+    total time (waiting and transfer together) and share, the group's size, median bytes and dtype
+    from the kernels' arguments; from the kernels matched to the same collective on other ranks
+    (df: the collectives table): instances matched, this rank's (or every rank's) transfer time
+    stats, wait, and bus bandwidth weighted by transfer time. A rank alone (or a collective whose
+    other members are not in the session) has kernels but no matched columns (empty)."""
+    key = ["group", "collective"]
+    if kern.empty and df.empty:
+        return pd.DataFrame({c: pd.Series(dtype="object" if c in ("group", "collective", "dtype") else "float64")
+                             for c in _NCCL_COLS})
+    k = kern.assign(group=kern["group"].astype(str), collective=kern["collective"].astype(str),
+                    dtype=kern["dtype"].astype(str))
+    kg = k.groupby(key, sort=False)
+    known = k[k["bytes"] >= 0].groupby(key)["bytes"].median()
+    sized = k[k["ranks"] > 0].groupby(key)["ranks"].max()
+    out = pd.DataFrame({"kernel_total_ns": kg["dur"].sum(), "kernels": kg.size(),
+                        "dtype": kg["dtype"].agg(lambda x: ",".join(sorted(set(v for v in x if v))))})
+    out = out.join(known.rename("bytes_med"), how="left").join(sized.rename("ranks"), how="left")
+    if not df.empty:
+        m = df.assign(group=df["group"].astype(str), collective=df["collective"].astype(str))
+        t = _durations(m.assign(dur=m["transfer"]), key).drop(columns=["time_pct"]).set_index(key)
+        t.columns = ["transfer_" + c if c != "instances" else c for c in t.columns]
+        g = m.groupby(key)
+        ok = m[(m["transfer"] > 0) & m["busbw_gbps"].notna()]
+        w = ok.assign(x=ok["busbw_gbps"] * ok["transfer"]).groupby(key)
+        extra = pd.DataFrame({
+            # a collective is one (step, order) of its group: counted over distinct pairs
+            "matched": m.drop_duplicates([*key, "step", "order"]).groupby(key).size(),
+            "matched_ranks": g["ranks"].max(), "wait_total_ns": g["wait"].sum(),
+            "busbw_gbps": w["x"].sum() / w["transfer"].sum()})
+        out = out.join(t.join(extra), how="outer")
+        out["ranks"] = out[["ranks", "matched_ranks"]].max(axis=1)
+        out = out.drop(columns=["matched_ranks"])
+    out = out.reindex(columns=[c for c in _NCCL_COLS if c not in key])
+    out["matched"] = out["matched"].fillna(0)
+    total = out["kernel_total_ns"].sum()
+    out["time_pct"] = 100.0 * out["kernel_total_ns"] / total if total else 0.0
+    out = out.reset_index().sort_values(["kernel_total_ns", *key], ascending=[False, True, True], kind="stable")
+    ints = {c: "Int64" for c in ("kernel_total_ns", "kernels", "matched", "ranks", "transfer_total_ns", "instances",
+                                 "transfer_min_ns", "transfer_max_ns", "wait_total_ns")}
+    return out.reset_index(drop=True)[_NCCL_COLS].astype(ints)
 
 
 def longest(session, which: str, name: str, rank: int | None = None) -> int | None:

@@ -1,0 +1,66 @@
+"""Every communication kernel of a session with what its own arguments say: process group,
+collective, group size, dtype and bytes. Unlike the `collectives` table (kernels matched to the
+same collective on other ranks), this needs no other rank, so a single rank's trace still shows
+its collectives by name, size and group."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..analysis.collectives import P2P, _int, _nbytes, arg_group, collective_kind
+from ..io.comm_args import collective_args
+from ..model.categories import Cat
+
+
+def comm_kernels(session) -> pd.DataFrame:
+    """One row per NCCL kernel: id, rank, name, group, collective, ranks (the group's size, -1
+    when not on record), dtype, bytes (-1 when not on record), start, end, dur (ns). The group and
+    collective are named as the collective matching names them (the same keys join the tables)."""
+    trace = session.trace
+    c = trace.columns
+    idx = np.flatnonzero(np.asarray(c["cat"]) == Cat.COMM_KERNEL).astype(np.int64)
+    args = collective_args(trace) if len(idx) else {}
+    start = np.asarray(c["start"][idx]).astype(np.int64)
+    dur = np.asarray(c["dur"][idx]).astype(np.int64)
+    lane = np.asarray(c["lane"][idx])
+    lane_rank = np.array([ln.rank for ln in trace.lanes], np.int64)
+    rank = lane_rank[lane] if len(idx) else np.zeros(0, np.int64)
+    groups, kinds, sizes, dtypes, nbytes = [], [], [], [], []
+    # without a group on record, a rank's NCCL streams are its groups in order of first use (as in
+    # analysis.collectives.rank_comm)
+    stream_no: dict[tuple[int, int], int] = {}
+    per_rank: dict[int, int] = {}
+    for j in np.lexsort((start, rank)).tolist():
+        i = int(idx[j])
+        a = args.get(i, {})
+        name = trace.names[int(c["name"][i])]
+        kind = collective_kind(a.get("collective"), name)
+        group = arg_group(a)
+        if group is None:
+            key = (int(rank[j]), int(lane[j]))
+            if key not in stream_no:
+                stream_no[key] = per_rank.get(key[0], 0)
+                per_rank[key[0]] = stream_no[key] + 1
+            group = f"stream #{stream_no[key]}"
+        if kind in P2P:
+            nel = _int(a.get("in_nelems")) or _int(a.get("out_nelems")) or 0
+        else:
+            nel = max(_int(a.get("in_nelems")) or 0, _int(a.get("out_nelems")) or 0)
+        b = _nbytes(a, nel)
+        size = _int(a.get("group_size"))
+        groups.append((j, group))
+        kinds.append((j, kind))
+        sizes.append((j, size if size else -1))
+        dtypes.append((j, str(a["dtype"]) if a.get("dtype") is not None else ""))
+        nbytes.append((j, b if b else -1))
+
+    def column(pairs, dtype=None):
+        out = [None] * len(idx)
+        for j, v in pairs:
+            out[j] = v
+        return np.array(out, dtype) if dtype else out
+    return pd.DataFrame({
+        "id": idx, "rank": rank, "name": pd.Categorical([trace.names[int(n)] for n in c["name"][idx]]),
+        "group": pd.Categorical(column(groups)), "collective": pd.Categorical(column(kinds)),
+        "ranks": column(sizes, np.int64), "dtype": pd.Categorical(column(dtypes)),
+        "bytes": column(nbytes, np.int64), "start": start, "end": start + dur, "dur": dur})
