@@ -1,12 +1,13 @@
 """Seeded fuzzing of the readers and the commands through the real CLI (issues 18 and 30):
 mutations of real traces (truncation, flipped bytes, spliced or duplicated events, hostile
 values, damaged SQLite pages and rows). Every case runs `info` and one other command by rotation
-(case i: COMMANDS[i % 9]), so every family goes through all ten commands. Each must end with exit
-0 and the output asked for (JSON, Markdown, a PNG, an HTML page, a summary), or exit 2 and one
-line naming the file; never a traceback, a hang, unbounded memory, a changed input, a new file
-beside it, a file left half-written, or anything left elsewhere (every command runs with
---no-cache and its own empty cache, annotation data, TMPDIR and XDG folders, which must stay
-empty).
+(case i: COMMANDS[i % 10]: analyze --json, --md and --summary, screenshot and --timeline-only,
+report, sql, stats, diff against the unmutated base, whatif), so every family meets them all.
+Each must end with exit 0 and the output asked for (JSON, Markdown, a PNG, an HTML page, a
+summary), or exit 2 and one line naming the file; never a traceback, a hang, unbounded memory, a
+changed input, a new file beside it, a file left half-written, or anything left elsewhere (every
+command runs with --no-cache and its own empty cache, annotation data, TMPDIR and XDG folders,
+which must stay empty).
 
 GPUVIEWER_FUZZ_CASES (default 60 over the six families: 10 each, so each family sees every
 command) and GPUVIEWER_FUZZ_SEED (default 18) choose the run; a failure prints the family, case
@@ -147,7 +148,7 @@ def _mutate(family: str, rng: random.Random, bases: dict, out_dir: str) -> tuple
 
 # case i runs info and COMMANDS[i % len(COMMANDS)]: every family meets every command
 COMMANDS = ("analyze", "analyze --md", "analyze --summary", "screenshot", "screenshot --timeline-only",
-            "report", "sql", "stats", "diff")
+            "report", "sql", "stats", "diff", "whatif")
 
 
 def command(name: str, path: str, out_dir: str, bases: dict) -> tuple[list[str], str, str | None]:
@@ -171,6 +172,8 @@ def command(name: str, path: str, out_dir: str, bases: dict) -> tuple[list[str],
         return ["sql", path, "SELECT count(*) AS n, sum(dur) AS total FROM kernels", "--json"], "json", None
     if name == "stats":
         return ["stats", path, "--json"], "json", None
+    if name == "whatif":  # the dependency replay of every rank and step
+        return ["whatif", path, "--no-launch-overhead", "--json"], "json", None
     # diff: the mutated file against its unmutated base (of the same reader)
     base = os.path.join(bases["dir"], "base.sqlite" if path.endswith(".sqlite") else "base.json")
     return ["diff", path, base, "--json"], "json", None
