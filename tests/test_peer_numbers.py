@@ -156,3 +156,62 @@ def test_nccl_report_without_collectives_is_empty_not_a_traceback():
     assert p.returncode == 0 and p.stdout.strip() == "(no rows)" and "Traceback" not in p.stderr
     p = run_cli("sql", trace_path("kineto", "dataloader_stall.json.gz"), "SELECT count(*) AS n FROM nccl_sum", "--json")
     assert p.returncode == 0 and json.loads(p.stdout) == [{"n": 0}]
+
+
+# -- item 14: CUPTI range-profiler kernels and MTIA device ops are device work -----------------------
+
+CUPTI_RANGES = compat_path("facebookresearch__HolisticTraceAnalysis", "cupti_profiler",
+                           "benchmark_result_924719_1679055439_trace.json.gz")
+
+
+def _device_work(path):
+    t = load([path], use_cache=False)
+    rb = breakdown(t)[0]
+    c = t.columns
+    lanes = {(t.lanes[int(ln)].kind, t.lanes[int(ln)].device) for ln in np.unique(np.asarray(c["lane"][rb.ops]))}
+    return t, rb, lanes
+
+
+def test_cupti_range_profiler_kernels_are_gpu_kernels():
+    """HTA cupti_profiler: the 77 kernels are recorded as `cuda_profiler_range` events (pid =
+    device 0). They are GPU kernels on device 0, busy for the sum of their durations (they do not
+    overlap), not CPU "other" slices that left the GPU 0% utilized."""
+    events, _ = load_json(CUPTI_RANGES)
+    ranges = [e for e in events if e.get("cat") == "cuda_profiler_range"]
+    t, rb, lanes = _device_work(CUPTI_RANGES)
+    assert len(rb.ops) == len(ranges) == 77 and lanes == {("gpu", 0)}
+    assert sum(s.kernels for s in rb.steps) == 77
+    assert sum(s.busy_ns for s in rb.steps) == pytest.approx(sum(e["dur"] for e in ranges) * 1000, abs=77 * 1000)
+    assert rb.gpu_utilization > 0.5
+    assert not [w for w in t.warnings if "not understood" in w]
+
+
+def _recategorized(tmp_path, cat: str) -> str:
+    """The CUPTI trace with its device events put under another category (a copy in tmp_path)."""
+    import gzip
+    events, meta = load_json(CUPTI_RANGES)
+    for e in events:
+        if e.get("cat") == "cuda_profiler_range":
+            e["cat"] = cat
+    out = tmp_path / f"{cat}.json.gz"
+    with gzip.open(out, "wt") as f:
+        json.dump({**meta, "traceEvents": events}, f)
+    return str(out)
+
+
+def test_mtia_device_ops_are_device_lanes(tmp_path):
+    """MTIA's device ops (Kineto category `mtia_ccp_events`, pid = device) read as device work."""
+    t, rb, lanes = _device_work(_recategorized(tmp_path, "mtia_ccp_events"))
+    assert len(rb.ops) == 77 and lanes == {("gpu", 0)} and rb.gpu_utilization > 0.5
+
+
+def test_category_not_understood_is_said(tmp_path):
+    """Events of a category the reader does not know stay visible as CPU slices, and a warning
+    names the category and how many there were; `info` prints it."""
+    path = _recategorized(tmp_path, "npu_device_op")
+    t, rb, _ = _device_work(path)
+    assert len(rb.ops) == 0
+    said = [w for w in t.warnings if "not understood" in w]
+    assert len(said) == 1 and "77 'npu_device_op'" in said[0]
+    p = run_cli("info", path, "--no-cache")
+    assert p.returncode == 0 and "77 'npu_device_op'" in p.stdout + p.stderr

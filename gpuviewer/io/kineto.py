@@ -45,6 +45,15 @@ _CATS = {
     "collective_comm": (Cat.COMM_OP, LaneKind.CPU),
     "cuda_event": (Cat.CUDA_EVENT, LaneKind.GPU),
     "cpu_instant_event": (Cat.INSTANT, LaneKind.CPU),
+    # CUPTI range profiler: one event per kernel run under counter collection, pid = device
+    "cuda_profiler_range": (Cat.KERNEL, LaneKind.GPU),
+    # other accelerators through Kineto: MTIA's device ops (command processor events, pid =
+    # device) and the runtimes of MTIA, Intel XPU and out-of-tree (PrivateUse1) backends
+    "mtia_ccp_events": (Cat.KERNEL, LaneKind.GPU),
+    "mtia_runtime": (Cat.CUDA_RUNTIME, LaneKind.CUDA_API),
+    "xpu_runtime": (Cat.CUDA_RUNTIME, LaneKind.CUDA_API),
+    "privateuse1_runtime": (Cat.CUDA_RUNTIME, LaneKind.CUDA_API),
+    "privateuse1_driver": (Cat.CUDA_DRIVER, LaneKind.CUDA_API),
 }
 _GPU_KINDS = (LaneKind.GPU, LaneKind.GPU_ANNOTATION)
 _STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")  # 19 digits and more do not fit int64
@@ -74,11 +83,17 @@ def _int_or_none(v, bound: int = _ID_MAX) -> int | None:
 
 
 class _CatMap(dict):
+    def __init__(self) -> None:
+        super().__init__()
+        self.unknown: set = set()  # named categories that are none of _CATS: said in a warning
+
     def __missing__(self, cat):
         c = cat.lower() if isinstance(cat, str) else ""
         v = _CATS.get(c)
         if v is None:
             v = (Cat.OTHER, LaneKind.CPU)
+            if c:  # (events without a category are plain Chrome trace slices)
+                self.unknown.add(cat)
         self[cat] = v
         return v
 
@@ -156,6 +171,7 @@ class _FileReader:
         self.next_ordinal = 0  # ordinal (position in traceEvents) of the next piece's first event
         self.chunk_first: dict[int, int] = {}
         self.bad: dict[str, int] = {}  # events skipped or coerced, by reason (kineto_piece)
+        self.unknown_cats: dict[str, int] = {}  # slices of a category not understood, by category
 
     def lane_for(self, kind: str, pid, tid) -> int:
         if kind in _GPU_KINDS:
@@ -212,10 +228,18 @@ class _FileReader:
         keys = r["keys"]
         key_lane = np.empty(len(keys), np.int32)
         key_cat = np.empty(len(keys), np.uint8)
+        unknown = []
         for k, (cat, pid, tid) in enumerate(keys):
             c, kind = self.cats[cat]
             key_lane[k] = self.lane_for(kind, pid, tid)
             key_cat[k] = c
+            if cat in self.cats.unknown:
+                unknown.append((k, cat))
+        if unknown:
+            per_key = np.bincount(r["lane_key"], minlength=len(keys))
+            for k, cat in unknown:
+                name = text(cat, 80)
+                self.unknown_cats[name] = self.unknown_cats.get(name, 0) + int(per_key[k])
         name_ids = np.array([self.names[n] for n in r["names"]], np.int32)
         lk = r["lane_key"]
         self.min_ts = min(self.min_ts, r["min_ts"])
@@ -560,6 +584,11 @@ def read_kineto(b: TraceBuilder, path: str, file_index: int, *, progress: Callab
             [p[0] for pts in fr.counters.values() for p in pts]
         fr.min_ts = float(min(times)) if times else np.inf
     warnings.extend(_bad_warnings(fr.bad))
+    if fr.unknown_cats:
+        cats = sorted(fr.unknown_cats.items(), key=lambda kv: (-kv[1], kv[0]))
+        shown = ", ".join(f"{n:,} '{c}'" for c, n in cats[:5]) + (f" and {len(cats) - 5} more" if len(cats) > 5 else "")
+        warnings.append(f"events of a category not understood ({shown}): shown as CPU slices, left out of the "
+                        "GPU analysis")
     if fr.min_ts == np.inf:
         early = next((w for w in warnings if "ends early" in w), None)
         if early is not None and early.startswith("the compressed"):
