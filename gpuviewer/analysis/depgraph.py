@@ -22,6 +22,7 @@ equality by the binding one). Qt-free; reads only the Trace.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -115,6 +116,9 @@ def _top_level(trace: Trace, ev: np.ndarray) -> np.ndarray:
 
 def build(trace: Trace, args: dict[int, dict] | None = None) -> DepGraph:
     c = trace.columns
+
+    def g_name(evs):
+        return np.where(evs >= 0, np.asarray(c["name"][np.maximum(evs, 0)]), -1)
     start = np.asarray(c["start"])
     dur_all = np.asarray(c["dur"])
     rbs = breakdown(trace)
@@ -280,12 +284,40 @@ def build(trace: Trace, args: dict[int, dict] | None = None) -> DepGraph:
                        "both its launch and its stream allowed, within 20 us of an op ending on another "
                        "stream of its rank, is taken to wait for that op")
 
-    # blocking syncs: the last op launched before the call on each stream that ended before it returned
+    # The host and GPU clocks of a rank may disagree: GPU times are compared with host times less
+    # the offset a device-wide sync shows (it returned before the ops launched before it ended: a
+    # GPU clock running ahead), never more than the quickest launch latency. An edge's offset is
+    # the call's tail after the op it waited for, less that correction: the recording reproduces.
+    dev_sync = np.array([bool(re.search(r"DeviceSynchroni[sz]e|CtxSynchroni[sz]e", n)) for n in trace.names])
+    clock: dict[int, int] = {}
+    for r, hn in host_nodes.items():
+        ds = hn[(kind[hn] == SYNC) & dev_sync[np.maximum(g_name(ev[hn]), 0)]]
+        mine = gpu_nodes[rank[gpu_nodes] == r]
+        ahead = 0
+        if len(ds) and len(mine):
+            lt = np.where(launch_node[mine] >= 0, rec_s[np.maximum(launch_node[mine], 0)], rec_s[mine])
+            o3 = np.argsort(lt, kind="stable")
+            last_end = np.maximum.accumulate(rec_e[mine[o3]])
+            p = np.searchsorted(lt[o3], rec_s[ds], side="left") - 1
+            ok = p >= 0
+            if ok.any():
+                ahead = int(max(0, (last_end[p[ok]] - rec_e[ds[ok]]).max()))
+        clock[r] = min(ahead, max(0, launch_floor.get(r, 0)))
+    def wait_edges(calls, ops, skew):
+        adj = rec_e[ops] - skew
+        tail = np.maximum(0, rec_e[calls] - np.maximum(adj, rec_s[calls]))
+        edges(2 * ops + 1, 2 * calls + 1, tail - skew, E_SYNC)
+        split[calls] = True
+        np.minimum.at(dur, calls, tail)  # the call's own time: what is left after the wait
+
+    # blocking syncs: on each stream, the last op launched before the call that ended before it
+    # returned (an event recorded before the last launches: the op it waited for is an earlier one)
     for r, hn in host_nodes.items():
         syncs = hn[kind[hn] == SYNC]
         mine = gpu_nodes[rank[gpu_nodes] == r]
         if not len(syncs) or not len(mine):
             continue
+        skew = clock.get(r, 0)
         lt = np.where(launch_node[mine] >= 0, rec_s[np.maximum(launch_node[mine], 0)], rec_s[mine])
         for l in np.unique(lane[mine]).tolist():
             ops = mine[lane[mine] == l]
@@ -293,16 +325,12 @@ def build(trace: Trace, args: dict[int, dict] | None = None) -> DepGraph:
             o2 = np.argsort(lts, kind="stable")
             ops, lts = ops[o2], lts[o2]
             p = np.searchsorted(lts, rec_s[syncs], side="left") - 1
+            # a stream runs in launch order: its ends rise with it
+            q = np.searchsorted(np.maximum.accumulate(rec_e[ops] - skew), rec_e[syncs], side="right") - 1
+            p = np.minimum(p, q)
             okp = p >= 0
-            cand = ops[np.maximum(p, 0)]
-            okp &= rec_e[cand] <= rec_e[syncs]
             if okp.any():
-                s_ok, c_ok = syncs[okp], cand[okp]
-                # the part of the call after it began and the op ended (an op done before the
-                # call began leaves the call its own duration: it did not wait)
-                tail = np.maximum(0, rec_e[s_ok] - np.maximum(rec_e[c_ok], rec_s[s_ok]))
-                edges(2 * c_ok + 1, 2 * s_ok + 1, tail, E_SYNC)
-                split[s_ok] = True
+                wait_edges(syncs[okp], ops[p[okp]], skew)
     # other calls that block until the GPU moves on (a full launch queue, a pageable memcpy, the
     # allocator): a long call that returned right after an op of its rank ended waited for it
     blocked = 0
@@ -311,39 +339,29 @@ def build(trace: Trace, args: dict[int, dict] | None = None) -> DepGraph:
         mine = gpu_nodes[rank[gpu_nodes] == r]
         if not len(calls) or not len(mine):
             continue
+        skew = clock.get(r, 0)
         by_end = mine[np.argsort(rec_e[mine], kind="stable")]
-        ends = rec_e[by_end]
+        ends = rec_e[by_end] - skew
         p = np.searchsorted(ends, rec_e[calls], side="right") - 1
         okp = p >= 0
         op = by_end[np.maximum(p, 0)]
-        okp &= (rec_e[op] > rec_s[calls]) & (rec_e[calls] - rec_e[op] <= np.maximum(BLOCKED_NS, dur[calls] // 20))
+        okp &= (rec_e[op] - skew > rec_s[calls]) & \
+            (rec_e[calls] - (rec_e[op] - skew) <= np.maximum(BLOCKED_NS, dur[calls] // 20))
         # a call that launched an op running through most of it (a pageable memcpy) waits for that op
         own = mine[launch_node[mine] >= 0]
         own = own[np.isin(launch_node[own], calls)]
-        ov = np.minimum(rec_e[own], rec_e[launch_node[own]]) - np.maximum(rec_s[own], rec_s[launch_node[own]])
+        ov = np.minimum(rec_e[own] - skew, rec_e[launch_node[own]]) - \
+            np.maximum(rec_s[own] - skew, rec_s[launch_node[own]])
         own = own[ov * 2 > dur[launch_node[own]]]
         where = np.searchsorted(calls, launch_node[own])
         op[where] = own
         okp[where] = True
         if okp.any():
-            c_ok, o_ok = calls[okp], op[okp]
-            edges(2 * o_ok + 1, 2 * c_ok + 1, rec_e[c_ok] - rec_e[o_ok], E_SYNC)
-            split[c_ok] = True
-            dur[c_ok] = np.maximum(0, rec_e[c_ok] - rec_e[o_ok])
-            blocked += len(c_ok)
+            wait_edges(calls[okp], op[okp], skew)
+            blocked += int(okp.sum())
     if blocked:
         assumptions.append(f"{blocked} CUDA calls that are not syncs ran over 50 us and returned right after "
                            "a GPU op ended (launch queue full, pageable memcpy): taken to wait for it")
-    # a sync that waited keeps only its tail as own time (the rest was the GPU's)
-    ss = np.flatnonzero(split & (kind == SYNC))  # (blocked calls got their tail above)
-    if len(ss):
-        es = np.concatenate(dst) if dst else np.zeros(0, np.int64)
-        eo = np.concatenate(off) if off else np.zeros(0, np.int64)
-        ekk = np.concatenate(ek) if ek else np.zeros(0, np.int8)
-        m = ekk == E_SYNC
-        tail = np.full(n, np.iinfo(np.int64).max)
-        np.minimum.at(tail, es[m] // 2, eo[m])
-        dur[ss] = np.minimum(dur[ss], tail[ss])
 
     # collectives: ends follow the last arrival on every member
     gpu_ev = ev[gpu_nodes]
