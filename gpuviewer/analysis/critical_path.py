@@ -187,7 +187,7 @@ def _merged(segs: list[Segment]) -> list[Segment]:
 def critical_paths(trace: Trace, args: dict[int, dict] | None = None) -> dict[int, CriticalPath]:
     """Each step's critical path as recorded (the replay with no change)."""
     g = wi.graph(trace, args)
-    return paths(g, wi.replay(g))
+    return paths(g, wi.recorded(g))
 
 
 def bound_by(cps: dict[int, CriticalPath]) -> str:

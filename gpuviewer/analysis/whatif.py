@@ -178,7 +178,7 @@ def replay(g: dg.DepGraph, dur: np.ndarray | None = None, off: np.ndarray | None
         T[slot] = t
         if m == 0:
             T[slot + 1] = t + dur_l[i]
-    return Replay(g, np.array(T, np.int64), dur, off)
+    return Replay(g, np.fromiter(T, np.int64, len(T)), dur, off)
 
 
 def _binding(g: dg.DepGraph, T: np.ndarray, dur: np.ndarray, off: np.ndarray) -> np.ndarray:
@@ -192,6 +192,14 @@ def _binding(g: dg.DepGraph, T: np.ndarray, dur: np.ndarray, off: np.ndarray) ->
     ends = B[1::2]
     ends[T[1::2] == T[0::2] + dur] = -2
     return B
+
+
+def recorded(g: dg.DepGraph) -> Replay:
+    """The replay with no change (the recording, as the model reproduces it), kept with the model:
+    every what-if and the critical paths start from it."""
+    if getattr(g, "_recorded", None) is None:
+        g._recorded = replay(g)
+    return g._recorded
 
 
 def step_ends(g: dg.DepGraph, rp: Replay) -> tuple[list[int], np.ndarray, np.ndarray, float]:
@@ -229,7 +237,7 @@ def step_times(g: dg.DepGraph, rp: Replay) -> dict[int, int]:
 
 def recorded_error(g: dg.DepGraph) -> float:
     """Largest relative difference between a step's time replayed with no change and recorded."""
-    rp = replay(g)
+    rp = recorded(g)
     rec = Replay(g, np.ravel(np.column_stack((g.rec_s, g.rec_e))), g.dur, g.e_off)
     a, b = step_times(g, rp), step_times(g, rec)
     return max((abs(a[s] - b[s]) / b[s] for s in b if b[s] > 0), default=0.0)
@@ -360,10 +368,7 @@ def apply(g: dg.DepGraph, ch: Change) -> tuple[np.ndarray, np.ndarray, list[str]
 
 def whatif(trace: Trace, change: Change, args: dict[int, dict] | None = None) -> WhatIfResult:
     g = graph(trace, args)
-    base = g.__dict__.get("_base")
-    if base is None:
-        base = step_times(g, replay(g))
-        g._base = base
+    base = step_times(g, recorded(g))
     dur, off, notes = apply(g, change)
     after = step_times(g, replay(g, dur, off))
     res = WhatIfResult(change, [StepTime(s, base[s], after[s]) for s in sorted(base)], list(g.assumptions), notes)
