@@ -163,3 +163,15 @@ def test_unreadable_input_names_the_file(tmp_path):
     r = run_cli("whatif", str(bad), "--no-launch-overhead")
     assert r.returncode == 2 and str(bad) in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.json"]  # nothing beside it
+
+
+@pytest.mark.parametrize("change,value", CHANGES)
+def test_replaying_from_the_first_touched_slot_is_the_full_replay(ddp_session, change, value):
+    """A what-if recomputes only what follows the first slot its change touches: the same times as
+    replaying everything."""
+    import numpy as np
+
+    from gpuviewer.analysis import whatif as wi
+    g = wi.graph(ddp_session.trace)
+    dur, off, _ = wi.apply(g, wi.parse_change(change, value))
+    assert np.array_equal(wi.replay(g, dur, off).t, wi.replay(g, dur, off, base=wi.recorded(g)).t)

@@ -149,20 +149,29 @@ def _plan(g: dg.DepGraph) -> list[tuple]:
     return g._plan
 
 
-def replay(g: dg.DepGraph, dur: np.ndarray | None = None, off: np.ndarray | None = None) -> Replay:
+def replay(g: dg.DepGraph, dur: np.ndarray | None = None, off: np.ndarray | None = None,
+           base: Replay | None = None) -> Replay:
     """Longest-path pass over the model: each slot is the latest of its incoming edges (source
     slot + offset); a start with none stays where it was recorded; an end is at least its start
-    plus the node's duration."""
+    plus the node's duration. With `base` (a replay of the same model), only what comes after
+    the first slot the change touches is computed again: everything before it is base's."""
     dur = g.dur if dur is None else dur
     off = g.e_off if off is None else off
     plan = _plan(g)
     o, _ = _incoming(g)
     src = g._src
+    first = 0
+    if base is not None:
+        touched = np.r_[g.e_dst[off != base._off], 2 * np.flatnonzero(dur != base._dur),
+                        2 * np.flatnonzero(dur != base._dur) + 1]
+        if not len(touched):
+            return Replay(g, base.t, dur, off)
+        first = int(_position(g)[touched].min())
     off_l = off[o].tolist()
     dur_l = dur.tolist()
     rec = g.rec_s.tolist()
-    T = [0] * (2 * g.n)
-    for slot, a, b, i, m in plan:
+    T = base.t.tolist() if base is not None else [0] * (2 * g.n)
+    for slot, a, b, i, m in (plan[first:] if first else plan):
         if m == 2:
             t = T[slot - 1] + dur_l[i]
         elif a == b:
@@ -179,6 +188,17 @@ def replay(g: dg.DepGraph, dur: np.ndarray | None = None, off: np.ndarray | None
         if m == 0:
             T[slot + 1] = t + dur_l[i]
     return Replay(g, np.fromiter(T, np.int64, len(T)), dur, off)
+
+
+def _position(g: dg.DepGraph) -> np.ndarray:
+    """Per slot, its place in the replay's order (a normal node's end: its start's)."""
+    if getattr(g, "_pos", None) is None:
+        pos = np.zeros(2 * g.n, np.int64)
+        pos[g.order] = np.arange(len(g.order))
+        normal = np.flatnonzero(~g.split)
+        pos[2 * normal + 1] = pos[2 * normal]
+        g._pos = pos
+    return g._pos
 
 
 def _binding(g: dg.DepGraph, T: np.ndarray, dur: np.ndarray, off: np.ndarray) -> np.ndarray:
@@ -370,7 +390,7 @@ def whatif(trace: Trace, change: Change, args: dict[int, dict] | None = None) ->
     g = graph(trace, args)
     base = step_times(g, recorded(g))
     dur, off, notes = apply(g, change)
-    after = step_times(g, replay(g, dur, off))
+    after = step_times(g, replay(g, dur, off, base=recorded(g)))
     res = WhatIfResult(change, [StepTime(s, base[s], after[s]) for s in sorted(base)], list(g.assumptions), notes)
     return res
 
