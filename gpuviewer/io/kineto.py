@@ -20,41 +20,10 @@ import msgspec
 
 from .chrome_json import Fallback, read_chrome_json
 from .errors import TraceError
+from .kineto_cats import CatMap, unknown_warning
 from .kineto_piece import extract_piece, floats, num, text, us_to_ns
 from .limits import max_string_bytes
 
-# cat string (lower-cased) -> (category, lane kind). Old spellings map to the new ones.
-_CATS = {
-    "kernel": (Cat.KERNEL, LaneKind.GPU),
-    "gpu_memcpy": (Cat.MEMCPY, LaneKind.GPU),
-    "memcpy": (Cat.MEMCPY, LaneKind.GPU),
-    "gpu_memset": (Cat.MEMSET, LaneKind.GPU),
-    "memset": (Cat.MEMSET, LaneKind.GPU),
-    "gpu_user_annotation": (Cat.GPU_ANNOTATION, LaneKind.GPU_ANNOTATION),
-    "cuda_sync": (Cat.SYNC, LaneKind.GPU),
-    "cuda_runtime": (Cat.CUDA_RUNTIME, LaneKind.CUDA_API),
-    "runtime": (Cat.CUDA_RUNTIME, LaneKind.CUDA_API),
-    "cuda_driver": (Cat.CUDA_DRIVER, LaneKind.CUDA_API),
-    "driver": (Cat.CUDA_DRIVER, LaneKind.CUDA_API),
-    "cpu_op": (Cat.CPU_OP, LaneKind.CPU),
-    "operator": (Cat.CPU_OP, LaneKind.CPU),
-    "user_annotation": (Cat.USER_ANNOTATION, LaneKind.CPU),
-    "python_function": (Cat.PYTHON, LaneKind.CPU),
-    "overhead": (Cat.OVERHEAD, LaneKind.OTHER),
-    "trace": (Cat.OTHER, LaneKind.OTHER),
-    "collective_comm": (Cat.COMM_OP, LaneKind.CPU),
-    "cuda_event": (Cat.CUDA_EVENT, LaneKind.GPU),
-    "cpu_instant_event": (Cat.INSTANT, LaneKind.CPU),
-    # CUPTI range profiler: one event per kernel run under counter collection, pid = device
-    "cuda_profiler_range": (Cat.KERNEL, LaneKind.GPU),
-    # other accelerators through Kineto: MTIA's device ops (command processor events, pid =
-    # device) and the runtimes of MTIA, Intel XPU and out-of-tree (PrivateUse1) backends
-    "mtia_ccp_events": (Cat.KERNEL, LaneKind.GPU),
-    "mtia_runtime": (Cat.CUDA_RUNTIME, LaneKind.CUDA_API),
-    "xpu_runtime": (Cat.CUDA_RUNTIME, LaneKind.CUDA_API),
-    "privateuse1_runtime": (Cat.CUDA_RUNTIME, LaneKind.CUDA_API),
-    "privateuse1_driver": (Cat.CUDA_DRIVER, LaneKind.CUDA_API),
-}
 _GPU_KINDS = (LaneKind.GPU, LaneKind.GPU_ANNOTATION)
 _STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")  # 19 digits and more do not fit int64
 _HUGE_STEP = re.compile(r"^ProfilerStep#\d{19,}$")
@@ -80,22 +49,6 @@ def _int_or_none(v, bound: int = _ID_MAX) -> int | None:
     return None
 
 
-
-
-class _CatMap(dict):
-    def __init__(self) -> None:
-        super().__init__()
-        self.unknown: set = set()  # named categories that are none of _CATS: said in a warning
-
-    def __missing__(self, cat):
-        c = cat.lower() if isinstance(cat, str) else ""
-        v = _CATS.get(c)
-        if v is None:
-            v = (Cat.OTHER, LaneKind.CPU)
-            if c:  # (events without a category are plain Chrome trace slices)
-                self.unknown.add(cat)
-        self[cat] = v
-        return v
 
 
 class _NameMap(dict):
@@ -155,7 +108,7 @@ class _FileReader:
         self.reset()
 
     def reset(self) -> None:
-        self.cats = _CatMap()
+        self.cats = CatMap()
         self.names = _NameMap(self.b.names)
         self.lanes: list[dict] = []  # local lanes: kind, device, stream, pid, pidtid
         self.lane_index: dict = {}
@@ -585,10 +538,7 @@ def read_kineto(b: TraceBuilder, path: str, file_index: int, *, progress: Callab
         fr.min_ts = float(min(times)) if times else np.inf
     warnings.extend(_bad_warnings(fr.bad))
     if fr.unknown_cats:
-        cats = sorted(fr.unknown_cats.items(), key=lambda kv: (-kv[1], kv[0]))
-        shown = ", ".join(f"{n:,} '{c}'" for c, n in cats[:5]) + (f" and {len(cats) - 5} more" if len(cats) > 5 else "")
-        warnings.append(f"events of a category not understood ({shown}): shown as CPU slices, left out of the "
-                        "GPU analysis")
+        warnings.append(unknown_warning(fr.unknown_cats))
     if fr.min_ts == np.inf:
         early = next((w for w in warnings if "ends early" in w), None)
         if early is not None and early.startswith("the compressed"):
