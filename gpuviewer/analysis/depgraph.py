@@ -114,15 +114,21 @@ def _top_level(trace: Trace, ev: np.ndarray) -> np.ndarray:
     return out
 
 
-def build(trace: Trace, args: dict[int, dict] | None = None) -> DepGraph:
+def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = None,
+          colls=None) -> DepGraph:
+    """The model of the whole session. rbs (breakdown.breakdown, with each rank's ops) and colls
+    (collectives.match) may be handed in by an analysis that already has them."""
     c = trace.columns
 
     def g_name(evs):
         return np.where(evs >= 0, np.asarray(c["name"][np.maximum(evs, 0)]), -1)
     start = np.asarray(c["start"])
     dur_all = np.asarray(c["dur"])
-    rbs = breakdown(trace)
-    colls = match(trace, rbs, args or {})
+    if rbs is None or any(rb.ops is None for rb in rbs):
+        rbs = breakdown(trace)
+        colls = None
+    if colls is None:
+        colls = match(trace, rbs, args or {})
     assumptions: list[str] = []
     flow_src, flow_dst = (np.asarray(x, np.int64) for x in trace.flows)
     t0 = int(trace.start_ns)

@@ -101,11 +101,13 @@ class WhatIfResult:
                 "assumptions": list(self.assumptions)}
 
 
-def graph(trace: Trace, args: dict[int, dict] | None = None) -> dg.DepGraph:
-    """The session's dependency model, built once and kept with the trace."""
+def graph(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = None,
+          colls=None) -> dg.DepGraph:
+    """The session's dependency model, built once and kept with the trace (depgraph.build: rbs and
+    colls may be handed in by an analysis that has them)."""
     g = trace.derived.get("depgraph")
     if g is None:
-        g = dg.build(trace, args)
+        g = dg.build(trace, args, rbs, colls)
         trace.derived["depgraph"] = g
     return g
 
