@@ -53,6 +53,18 @@ def test_operator_steps_in_cli_info():
     assert json.loads(p.stdout)["ranks"][0]["steps"] == [5, 6, 7, 8, 9, 10]
 
 
+def test_trace_without_steps_has_one_window_in_steps_table():
+    """The autograd-API ResNet-50 trace has no ProfilerStep at all: one window, step empty (the
+    steps table and `sql ... FROM steps` raised a TypeError on such traces)."""
+    import gpuviewer
+    path = compat_path("pytorch__kineto", "tb_plugin_resnet50_autograd_api_num_workers_0_worker0.pt.trace.json.gz")
+    st = gpuviewer.open(path).steps
+    assert len(st) == 1 and st["step"].isna().all() and st["kernels"][0] > 8000
+    p = run_cli("sql", path, "SELECT count(*) AS n, count(step) AS numbered FROM steps", "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout) == [{"n": 1, "numbered": 0}]
+
+
 # -- item 15: FP32 SIMT GEMMs (sgemm, implicit_convolve_sgemm) are not Tensor-Core kernels -------
 
 @pytest.mark.parametrize("name", ["tb_plugin_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz",

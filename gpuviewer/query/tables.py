@@ -172,7 +172,10 @@ def steps(session) -> pd.DataFrame:
     df = df.rename(columns={"start_ns": "start", "end_ns": "end", "host_start_ns": "host_start",
                             "host_end_ns": "host_end"})
     df.insert(4, "dur", df["end"] - df["start"])
-    return df.astype({c: "int64" for c in df.columns if c not in ("warmup", "utilization")})
+    # a rank without steps has one window, step None: the column is nullable (int64 raised a
+    # TypeError, so `s.steps` and `sql ... FROM steps` failed on every trace without steps)
+    return df.astype({c: "Int64" if c == "step" else "int64" for c in df.columns
+                      if c not in ("warmup", "utilization")})
 
 
 def collectives(session) -> pd.DataFrame:
