@@ -3,10 +3,15 @@
 all analyse through here, so they agree."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .model.trace import Trace
 
+if TYPE_CHECKING:
+    from .analysis.results import Analysis
 
-def analyze_session(trace: Trace) -> dict:
+
+def analyze_session(trace: Trace) -> "Analysis":
     from .analysis.findings import analyze
     from .io.args import event_args
     from .io.comm_args import collective_args
@@ -22,9 +27,9 @@ def measure_for_diff(trace: Trace):
     return measure(trace, args), args
 
 
-def analyze_keeping_parts(trace: Trace) -> dict:
-    """analyze_session, also keeping the ranks' maps as "_parts" (`analyze --summary` writes
-    them: the same tables a Dask run writes)."""
+def analyze_keeping_parts(trace: Trace) -> "Analysis":
+    """analyze_session, also keeping the ranks' maps in Analysis.parts (`analyze --summary`
+    writes them: the same tables a Dask run writes)."""
     from .analysis.findings import analyze
     from .io.args import event_args
     from .io.comm_args import collective_args

@@ -6,10 +6,13 @@ Qt-free. The aligned trace carries metadata["alignment"] = {"method": "collectiv
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .model.trace import Trace
 from .session_actions import EVENTS, SessionActions, View
+
+if TYPE_CHECKING:
+    from .analysis.results import Analysis
 
 
 def open_session(paths: list[str], *, use_cache: bool = True, align: bool = True, hosts: str | None = None,
@@ -106,8 +109,7 @@ class Session(SessionActions):
     def __init__(self, trace: Trace, paths: list[str] | None = None) -> None:
         self.trace = trace
         self.paths = list(paths or trace.metadata.get("files", []))
-        self._analysis: dict | None = None
-        self._typed: tuple | None = None
+        self._analysis: Analysis | None = None
         self._frames: dict = {}
         from .events import Events
         from .notes import Notes
@@ -139,39 +141,35 @@ class Session(SessionActions):
         return [r.rank for r in self.trace.ranks]
 
     @property
-    def analysis_json(self) -> dict:
-        """Per-step breakdown and findings as plain data (what `gpuviewer analyze --json` prints,
-        plus "_kernel_collectives" for the window), computed on first use."""
+    def analysis(self) -> "Analysis":
+        """Per-step breakdown and findings (analysis.results.Analysis: `to_json()` is what
+        `gpuviewer analyze --json` prints), computed on first use."""
         if self._analysis is None:
             self._analysis = self.compute_analysis()
         return self._analysis
 
     @property
-    def analysis(self):
-        """The analysis as typed objects (analysis.results.Analysis: findings with their evidence)."""
-        raw = self.analysis_json
-        if self._typed is None or self._typed[0] is not raw:
-            from .analysis.results import Analysis
-            self._typed = (raw, Analysis.from_json(raw))
-        return self._typed[1]
+    def analysis_json(self) -> dict:
+        """The analysis as plain data (what `gpuviewer analyze --json` prints)."""
+        return self.analysis.to_json()
 
     @property
-    def analysis_ready(self) -> dict | None:
+    def analysis_ready(self) -> "Analysis | None":
         """The analysis if it has been computed, else None (never computes)."""
         return self._analysis
 
-    def compute_analysis(self) -> dict:
+    def compute_analysis(self) -> "Analysis":
         """The analysis of this session, computed and returned, not kept: safe on a worker
         thread (the window's controller runs it there and hands it to set_analysis)."""
         from .run_analysis import analyze_session
         return analyze_session(self.trace)
 
-    def run_analysis(self) -> dict:
+    def run_analysis(self) -> "Analysis":
         """Compute the analysis in this thread, keep it and announce it."""
         self.set_analysis(self.compute_analysis())
         return self._analysis
 
-    def set_analysis(self, analysis: dict | None) -> None:
+    def set_analysis(self, analysis: "Analysis | None") -> None:
         """An analysis computed elsewhere (the window's worker thread) for this trace; None
         drops it (the topology changed: it must run again)."""
         self._analysis = analysis

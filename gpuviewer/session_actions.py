@@ -172,17 +172,15 @@ class SessionActions:
     def show_finding(self, f) -> int | None:
         """Zoom to a finding's range, highlight it on its ranks and select its first evidence
         (the longest event of that name there); returns that event."""
-        from .analysis.results import evidence_of
         from .model.queries import longest_named
-        f = f.to_json() if hasattr(f, "to_json") else f
-        self.set_range(f["start_ns"], f["end_ns"], padding=0.08)
-        self.set_highlight((f["start_ns"], f["end_ns"], set(f["ranks"])))
-        rank = f["ranks"][0] if f["ranks"] else None
+        self.set_range(f.start_ns, f.end_ns, padding=0.08)
+        self.set_highlight((f.start_ns, f.end_ns, set(f.ranks)))
+        rank = f.ranks[0] if f.ranks else None
         if rank is not None:
             self.events.emit("reveal", rank=rank)
-        ev = evidence_of(f, with_excess=True)  # a late rank's excess: the host op it spent longer in
+        ev = f.evidence_rows(with_excess=True)  # a late rank's excess: the host op it spent longer in
         if ev and rank is not None:
-            i = longest_named(self.trace, ev[0]["name"], rank, f["start_ns"], f["end_ns"])
+            i = longest_named(self.trace, ev[0]["name"], rank, f.start_ns, f.end_ns)
             if i is not None:
                 self.select(i)
                 return i

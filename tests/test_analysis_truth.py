@@ -16,7 +16,7 @@ _cache = {}
 
 def findings(path):
     if path not in _cache:
-        _cache[path] = analyze_session(load([trace_path(*path.split("/"))]))
+        _cache[path] = analyze_session(load([trace_path(*path.split("/"))])).to_json()
     return _cache[path]
 
 

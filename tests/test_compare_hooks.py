@@ -21,11 +21,11 @@ def test_compare_with_another_run_from_the_main_window(qtbot, tmp_path):
 def test_late_rank_finding_links_to_a_comparison_with_the_others(qtbot, tmp_path):
     w = make_window(qtbot, tmp_path, block_analysis=True, size=(1400, 900))
     assert w.open_paths([trace_path("kineto", "gpu_straggler")], block=True)
-    late = [f for f in w.analysis["findings"] if f["metrics"].get("late_rank") is not None]
+    late = [f for f in w.analysis.findings if f.metrics.get("late_rank") is not None]
     assert late
     assert w.findings.choose_finding(late[0])
     html = w.findings.detail.toHtml()
-    r = late[0]["metrics"]["late_rank"]
+    r = late[0].metrics["late_rank"]
     assert f"gpuviewer:compare-rank/{r}" in html
     w.findings._link(QUrl(f"gpuviewer:compare-rank/{r}"))
     cw = w._compare_window

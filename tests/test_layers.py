@@ -17,7 +17,7 @@ for pkg in ("gpuviewer.model", "gpuviewer.io", "gpuviewer.analysis"):
         importlib.import_module(pkg + "." + info.name)
 import gpuviewer.session, gpuviewer.run_analysis
 t = gpuviewer.session.open_session([sys.argv[1]], use_cache=False)
-assert gpuviewer.run_analysis.analyze_session(t)["findings"]
+assert gpuviewer.run_analysis.analyze_session(t).findings
 print("ok")
 '''
 

@@ -190,31 +190,31 @@ def test_findings_dock_takes_the_timeline_there(qtbot, tmp_path):
     with qtbot.waitSignal(w.analysisReady, timeout=60_000):
         assert w.open_paths([trace_path("kineto", "ddp")], block=True)
     shown = w.findings.visible_findings()
-    impacts = [x["impact_ms"] for x in shown]
+    impacts = [x.impact_ms for x in shown]
     assert shown and impacts == sorted(impacts, reverse=True)  # ranked by the time lost
     assert w.findings.tree.topLevelItemCount() == len(shown)
-    assert w.findings.detail.toPlainText().startswith(shown[0]["title"])  # never empty on open
+    assert w.findings.detail.toPlainText().startswith(shown[0].title)  # never empty on open
     # the planted stall: an episodic straggler under rank 1's lateness
-    f = next(c for c in shown[0]["children"] if c["rule"] == "straggler")
+    f = next(c for c in shown[0].children if c.rule == "straggler")
     assert w.findings.choose_finding(f)
     t0, t1 = w.timeline.visible_range()
-    assert t0 <= f["start_ns"] and t1 >= f["end_ns"] and (t1 - t0) < 2 * (f["end_ns"] - f["start_ns"])
-    assert w.timeline.item.highlight == (f["start_ns"], f["end_ns"], set(f["ranks"]))
+    assert t0 <= f.start_ns and t1 >= f.end_ns and (t1 - t0) < 2 * (f.end_ns - f.start_ns)
+    assert w.timeline.item.highlight == (f.start_ns, f.end_ns, set(f.ranks))
     sel = w.timeline.selected
-    assert sel is not None and w.trace.name_of(sel) == f["metrics"]["evidence"][0]["name"]
+    assert sel is not None and w.trace.name_of(sel) == f.metrics["evidence"][0]["name"]
     # the selected evidence is on a visible row (its lane was unfolded)
     lane = int(w.trace.columns["lane"][sel])
     row = next(r for r in w.timeline.layout_model.rows if r.kind == "lane" and r.lane == lane)
     assert int(w.trace.columns["depth"][sel]) < row.depths
     # filter
     w.findings.severity.setCurrentIndex(1)
-    assert all(x["severity"] == "high" for x in w.findings.visible_findings())
+    assert all(x.severity == "high" for x in w.findings.visible_findings())
     w.findings.severity.setCurrentIndex(0)
     w.findings.text.setText("rank 1")
-    assert all(1 in x["ranks"] for x in w.findings.visible_findings())
+    assert all(1 in x.ranks for x in w.findings.visible_findings())
     # overview stacks add up to each step window
     steps, v = w.overview.stacks(0)
-    r0 = next(r for r in w.analysis["ranks"] if r["rank"] == 0)
+    r0 = w.analysis.rank(0)
     for s, row_ in zip(r0["steps"], v):
         assert row_.sum() == pytest.approx((s["end_ns"] - s["start_ns"]) / 1e6, rel=1e-6)
     assert w.overview.table.rowCount() > 0
@@ -274,7 +274,7 @@ def test_collective_kernel_shows_wait_and_transfer(qtbot, tmp_path):
     w = make_window(qtbot, tmp_path, size=(1600, 900))
     with qtbot.waitSignal(w.analysisReady, timeout=60_000):
         assert w.open_paths([trace_path("kineto", "ddp")], block=True)
-    kc = w.analysis["_kernel_collectives"]
+    kc = w.analysis.kernel_collectives
     i, info = max(kc.items(), key=lambda kv: kv[1]["wait_ns"])
     # the wait ends where the last rank's kernel of the same collective starts
     c = w.trace.columns

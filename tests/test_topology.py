@@ -80,7 +80,7 @@ def test_topology_in_the_window(qtbot, tmp_path):
     assert w.open_paths([trace_path("topology", "topo_matrix.txt")], block=True)
     assert w.trace.topology is not None and len(w.trace) > 0
     assert set(w.topology.pos) >= {"GPU0", "GPU1"}
-    assert w.analysis["comm"]["ranks"][0]["collectives"] == 42
+    assert w.analysis.comm["ranks"][0]["collectives"] == 42
     assert "1 NVLink island" in w.topology.summary.text()
     # pasting the two-island matrix
     assert w.paste_topology(open(TWO_ISLANDS).read())

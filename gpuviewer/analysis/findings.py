@@ -12,17 +12,18 @@ from typing import Callable
 from ..model.trace import Trace
 from .rankmap import map_rank
 from .reduce import reduce
+from .results import Analysis
 from .rules import ADVICE
 
 __all__ = ["analyze", "ADVICE"]
 
 
 def analyze(trace: Trace, comm_args: dict[int, dict] | None = None,
-            event_args: Callable[[Trace, int], dict] | None = None, *, keep_parts: bool = False) -> dict:
+            event_args: Callable[[Trace, int], dict] | None = None, *, keep_parts: bool = False) -> Analysis:
     """comm_args: event index -> NCCL kernel arguments (io.comm_args.collective_args); without
     them collectives are matched by kernel name and stream order. event_args: one event's
     arguments (io.args.event_args), for the bytes of the communication over a topology.
-    keep_parts: also return the ranks' maps as "_parts" (a summary is written from them)."""
+    keep_parts: also keep the ranks' maps in Analysis.parts (a summary is written from them)."""
     parts = [map_rank(trace, r.rank, comm_args) for r in trace.ranks]
     extra, comm = [], None
     topo = getattr(trace, "topology", None)
@@ -33,5 +34,5 @@ def analyze(trace: Trace, comm_args: dict[int, dict] | None = None,
     out = reduce(parts, hosts={r.rank: r.host for r in trace.ranks}, alignment=trace.metadata.get("alignment"),
                  extra_findings=extra, comm=comm)
     if keep_parts:
-        out["_parts"] = parts
+        out.parts = parts
     return out

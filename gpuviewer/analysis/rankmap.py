@@ -153,15 +153,15 @@ def map_rank(trace: Trace, rank: int, comm_args: dict[int, dict] | None = None) 
 def _map_rank(trace: Trace, rank: int, comm_args: dict[int, dict] | None) -> RankPart:
     rb = rank_breakdown(trace, rank)
     ks = kernel_stats(trace, rb)
-    rules = {True: _rank_rules(trace, rb, ks)}
+    rules = {"warmup": _rank_rules(trace, rb, ks)}
     if any(s.warmup for s in rb.steps):
         # the job keeps a warm-up only when every rank has one: the other answer, ready
         plain_rb = dataclasses.replace(rb, steps=[dataclasses.replace(s, warmup=False) for s in rb.steps])
-        rules[False] = _rank_rules(trace, plain_rb, ks)
+        rules["no_warmup"] = _rank_rules(trace, plain_rb, ks)
     part = RankPart(
         rank=rank, steps=rb.steps, host_steps=[(s.step, s.start, s.end) for s in trace.steps_of_rank(rank)],
         n_ops=rb.n_ops, arrivals=rank_comm(trace, rb, comm_args or {}),
-        kernels={k: v for k, v in ks.items() if k != "gaps"}, rules=rules, memory=R._memory(trace, rank),
+        kernels={k: v for k, v in ks.items() if k != "gaps"}, rules=rules, memory=R.memory_rule(trace, rank),
         pipeline=R.pipeline_facts(trace, rb), info=_info(trace, rank), unplaced=rb.unplaced,
         unplaced_kernels=rb.unplaced_kernels)
     names = Lazy(_measured, trace, step_name_times, trace, rb)
@@ -181,8 +181,8 @@ def _measured(trace: Trace, fn: Callable, *args):
 
 
 def _rank_rules(trace: Trace, rb: RankBreakdown, ks: dict) -> dict[str, list[dict]]:
-    return {"host_bound": R._host_bound(trace, rb), "launch_bound": R._launch_bound(trace, rb, ks),
-            "step_outliers": R._step_outliers(trace, rb)}
+    """The map rules' findings by rule name (rules.MAP_RULES)."""
+    return {name: fn(trace, rb, ks) for name, fn in R.MAP_RULES.items()}
 
 
 def _rank_events(trace: Trace, rank: int, kinds=None) -> np.ndarray:

@@ -20,15 +20,16 @@ from .collectives import Collectives, match_arrivals
 from .merge import (attach, merge_persistent, merge_ranks, nest_stalls, order_key, rank_json, steps_json,
                     straggler_finding, warmup_finding)
 from .rankmap import RankPart
+from .results import Analysis, Finding
 from .stragglers import late_ranks
 
 
 def reduce(parts: list[RankPart], *, hosts: dict[int, str | None] | None = None, alignment: dict | None = None,
-           extra_findings: list[dict] | None = None, comm: dict | None = None) -> dict:
+           extra_findings: list[dict] | None = None, comm: dict | None = None) -> Analysis:
     """parts: one per rank (any order). hosts: rank -> host; alignment: how their clocks were
     put on one axis (a late rank across unaligned hosts is said to be uncertain). extra_findings
-    and comm: what a topology adds (findings.analyze). Returns what `analyze --json` prints, plus
-    "_kernel_collectives", "_rbs" and "_collectives" for the window and summaries."""
+    and comm: what a topology adds (findings.analyze). Returns the Analysis: what `analyze --json`
+    prints (to_json), with the matched collectives and breakdowns for the window and summaries."""
     parts = sorted(parts, key=lambda p: p.rank)
     by_rank = {p.rank: p for p in parts}
     rbs = [RankBreakdown(p.rank, [dataclasses.replace(s) for s in p.steps], n_ops=p.n_ops,
@@ -46,34 +47,32 @@ def reduce(parts: list[RankPart], *, hosts: dict[int, str | None] | None = None,
     set_caused(rbs, per_step)
     per_rank: list[dict] = []
     for rb, p in zip(rbs, parts):
-        found = copy.deepcopy(p.rules[True] if keep_warm else p.rules.get(False, p.rules[True]))
-        per_rank += R._utilization(rb)
-        per_rank += R._unplaced(rb)
-        per_rank += [R.settle(f, rb) for f in found["host_bound"]]
-        per_rank += [R.settle(f, rb) for f in found["launch_bound"]]
-        per_rank += R._exposed(rb)
-        per_rank += found["step_outliers"]
+        # the map's findings as the job's warm-up decided (rankmap computed both answers)
+        found = copy.deepcopy(p.rules["warmup"] if keep_warm else p.rules.get("no_warmup", p.rules["warmup"]))
+        per_rank += R.RANK_RULES["low_gpu_utilization"](rb)
+        per_rank += R.RANK_RULES["unattributed_ops"](rb)
+        per_rank += [R.settle(f, rb) for name in R.SETTLED for f in found[name]]
+        per_rank += R.RANK_RULES["exposed_communication"](rb)
+        per_rank += found["step_outlier"]
         per_rank += copy.deepcopy(p.memory)
     findings = merge_ranks(per_rank)
     findings += warmup_finding(rbs)
     hosts = hosts if hosts is not None else {p.rank: None for p in parts}
     roots = [straggler_finding(x) for x in late_ranks(by_rank, rbs, colls.collectives_only(), hosts, alignment)]
-    findings += R._pipeline({p.rank: p.pipeline for p in parts}, rbs)
-    findings += R._imbalance(rbs)
+    findings += R.JOB_RULES["pipeline_bubble"]({p.rank: p.pipeline for p in parts}, rbs)
+    findings += R.JOB_RULES["load_imbalance"](rbs)
     findings += extra_findings or []
     findings = attach(merge_persistent(nest_stalls(roots)), findings)
     findings.sort(key=order_key)
     for f in findings:
         f["children"].sort(key=order_key)
     out = plain({"ranks": [rank_json(rb, by_rank[rb.rank].kernels) for rb in rbs], "findings": findings,
-                 "comm": comm, "collectives": colls.summary(), "collective_steps": steps_json(per_step),
-                 "unmatched_collectives": colls.unmatched})
-    # for the window (details and drawing of each collective kernel, by event index of the trace
-    # the parts were mapped from) and for summaries; never written as JSON
-    out["_kernel_collectives"] = colls.per_kernel()
-    out["_rbs"] = rbs
-    out["_collectives"] = colls
-    return out
+                 "collectives": colls.summary(), "collective_steps": steps_json(per_step)})
+    return Analysis(out["ranks"], [Finding.from_json(f) for f in out["findings"]], plain(comm), out["collectives"],
+                    out["collective_steps"], int(colls.unmatched),
+                    # the window draws and details each collective kernel (by event index of the
+                    # trace the parts were mapped from); summaries write the breakdowns and matches
+                    kernel_collectives=colls.per_kernel(), breakdowns=rbs, matched=colls)
 
 
 def arrivals_rows(colls: Collectives) -> list[tuple]:

@@ -10,30 +10,31 @@ def _ms(ns) -> str:
     return f"{ns / 1e6:.1f}"
 
 
-def to_markdown(a: dict, title: str = "gpuviewer analysis") -> str:
+def to_markdown(a, title: str = "gpuviewer analysis") -> str:
+    """a: the Analysis (results.py)."""
     out = [f"# {title}", ""]
     out += ["## Findings", ""]
-    if not a["findings"]:
+    if not a.findings:
         out.append("No findings.")
     def item(f, depth):
         pad = "  " * depth
-        out.append(f"{pad}- **{f['severity'].upper()} · {f['rule']}** · {f.get('impact_ms', 0):.1f} ms lost "
-                   f"({where(f)}): {f['title']}")
+        out.append(f"{pad}- **{f.severity.upper()} · {f.rule}** · {f.impact_ms:.1f} ms lost "
+                   f"({where(f)}): {f.title}")
         if depth == 0:
-            out.append(f"{pad}  - advice: {f['advice']}")
-        for c in f.get("children", []):
+            out.append(f"{pad}  - advice: {f.advice}")
+        for c in f.children:
             item(c, depth + 1)
-    for f in a["findings"]:
+    for f in a.findings:
         item(f, 0)
-    if a.get("collectives"):
+    if a.collectives:
         out += ["", "## Collectives", "", "| group | collective | count | bytes | transfer ms | algbw GB/s | "
                 "busbw GB/s | mean wait ms per rank |", "|---|---|---|---|---|---|---|---|"]
-        for c in a["collectives"]:
+        for c in a.collectives:
             waits = ", ".join(f"{r}: {w:.2f}" for r, w in c["wait_ms"].items())
             out.append(f"| {c['group']} | {c['name']} | {c['count']} | {c['bytes'] or '-'} | {c['transfer_ms']:.3f} | "
                        f"{c['algbw_gbps'] or '-'} | {c['busbw_gbps'] or '-'} | {waits} |")
     out += ["", "## Per rank and step (ms)", ""]
-    for r in a["ranks"]:
+    for r in a.ranks:
         out.append(f"### Rank {r['rank']} — GPU utilization {r['gpu_utilization']:.0%}")
         out.append("")
         out.append("| step | GPU window | busy | compute | comm | wait | transfer | exposed comm | memcpy | idle | util |")

@@ -24,6 +24,6 @@ def step_cells(step: dict, columns: tuple[str, ...], fmt: Callable[[float], str]
     return [fmt(STEP_SPANS[k](step)) for k in columns]
 
 
-def where(f: dict) -> str:
-    """"ranks 0, 1, step 3": the ranks of a finding, and its step when it has one."""
-    return f"ranks {', '.join(map(str, f['ranks']))}" + (f", step {f['step']}" if f["step"] is not None else "")
+def where(f) -> str:
+    """"ranks 0, 1, step 3": the ranks of a finding (results.Finding), and its step when it has one."""
+    return f"ranks {', '.join(map(str, f.ranks))}" + (f", step {f.step}" if f.step is not None else "")

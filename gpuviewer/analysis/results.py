@@ -1,8 +1,10 @@
 """Typed results of the analysis: Analysis, Finding and Evidence (dataclasses with to_json).
 
-The analysis builds plain dicts (they go to JSON, reports and the window as they are); these
-types read them with names and types, and are the one place that knows where a finding keeps
-its evidence (rules put it under "evidence", "causes", "host_activity" or "excess")."""
+The reduce (reduce.py) returns an Analysis; the window, reports, the query tables, summaries and
+the command line read it by name, and `analyze --json` prints its to_json(). The rules build
+their findings as plain dicts (merged, nested and ranked as such) and the reduce types them at
+the end. This module is also the one place that knows where a finding keeps its evidence (rules
+put it under "evidence", "causes", "host_activity" or "excess")."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -55,8 +57,12 @@ class Finding:
     @classmethod
     def from_json(cls, d: dict) -> "Finding":
         return cls(d["rule"], d["severity"], d["title"], list(d.get("ranks") or []), d.get("step"),
-                   int(d["start_ns"]), int(d["end_ns"]), float(d.get("impact_ms") or 0.0), d.get("advice", ""),
+                   int(d["start_ns"]), int(d["end_ns"]), d.get("impact_ms", 0.0), d.get("advice", ""),
                    dict(d.get("metrics") or {}), [cls.from_json(c) for c in d.get("children") or []])
+
+    def evidence_rows(self, with_excess: bool = False) -> list[dict]:
+        """The evidence rows as the rule wrote them (evidence_of)."""
+        return evidence_of({"metrics": self.metrics}, with_excess)
 
     def to_json(self) -> dict:
         return {"rule": self.rule, "severity": self.severity, "title": self.title, "ranks": list(self.ranks),
@@ -67,21 +73,50 @@ class Finding:
 
 @dataclass
 class Analysis:
-    ranks: list[dict]
+    """What the analysis found: the fields `analyze --json` prints (to_json), and what was computed
+    with them for the window and summaries (never printed)."""
+    ranks: list[dict]  # per rank: rank, gpu_utilization, steps (breakdown rows), kernels
     findings: list[Finding]
     comm: dict | None = None
     collectives: list[dict] = field(default_factory=list)
     collective_steps: list[dict] = field(default_factory=list)
     unmatched_collectives: int = 0
+    failed_ranks: list[dict] = field(default_factory=list)  # a run over many files: what could not be read
+    extra: dict[str, Any] = field(default_factory=dict)  # fields a newer writer added (a summary): kept as read
+    # computed with the analysis, not part of its JSON
+    kernel_collectives: dict[int, dict] = field(default_factory=dict, repr=False)  # event index -> its collective
+    breakdowns: list = field(default_factory=list, repr=False)  # breakdown.RankBreakdown per rank
+    matched: Any = field(default=None, repr=False)  # collectives.Collectives: every matched instance
+    parts: list | None = field(default=None, repr=False)  # rankmap.RankPart per rank, when kept for a summary
+
+    _FIELDS = ("ranks", "findings", "comm", "collectives", "collective_steps", "unmatched_collectives",
+               "failed_ranks")
 
     @classmethod
     def from_json(cls, d: dict) -> "Analysis":
         return cls(list(d.get("ranks") or []), [Finding.from_json(f) for f in d.get("findings") or []],
                    d.get("comm"), list(d.get("collectives") or []), list(d.get("collective_steps") or []),
-                   int(d.get("unmatched_collectives") or 0))
+                   int(d.get("unmatched_collectives") or 0), list(d.get("failed_ranks") or []),
+                   {k: v for k, v in d.items() if k not in cls._FIELDS})
 
     def to_json(self) -> dict:
         """What `gpuviewer analyze --json` prints."""
-        return {"ranks": self.ranks, "findings": [f.to_json() for f in self.findings], "comm": self.comm,
-                "collectives": self.collectives, "collective_steps": self.collective_steps,
-                "unmatched_collectives": self.unmatched_collectives}
+        out = {"ranks": self.ranks, "findings": [f.to_json() for f in self.findings], "comm": self.comm,
+               "collectives": self.collectives, "collective_steps": self.collective_steps,
+               "unmatched_collectives": self.unmatched_collectives}
+        if self.failed_ranks:
+            out["failed_ranks"] = self.failed_ranks
+        out.update(self.extra)
+        return out
+
+    def rank(self, rank: int) -> dict | None:
+        """One rank's results (its steps and kernels), None for a rank the analysis did not see."""
+        return next((r for r in self.ranks if r.get("rank") == rank), None)
+
+    def all_findings(self):
+        """Every finding, causes first, each followed by the symptoms nested under it."""
+        def walk(fs):
+            for f in fs:
+                yield f
+                yield from walk(f.children)
+        return walk(self.findings)

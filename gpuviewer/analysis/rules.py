@@ -9,6 +9,7 @@ reduce knows, so they leave it as `_lost` (per step) for settle(). Rules over st
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 import numpy as np
 
@@ -110,7 +111,7 @@ def _warm_note(rb: RankBreakdown) -> str:
     return f" (warm-up step {w[0]} left out)" if w else ""
 
 
-def _utilization(rb: RankBreakdown) -> list[dict]:
+def utilization(rb: RankBreakdown) -> list[dict]:
     u = rb.gpu_utilization
     if not rb.measured or u >= LOW_UTILIZATION or not rb.n_ops:
         return []  # no GPU work recorded (a CPU-only trace, a memory snapshot) says nothing
@@ -126,7 +127,7 @@ def _utilization(rb: RankBreakdown) -> list[dict]:
                      impact_ns=critical(rb, {x.step: x.idle_total_ns for x in rb.measured}))]
 
 
-def _unplaced(rb: RankBreakdown) -> list[dict]:
+def unplaced(rb: RankBreakdown) -> list[dict]:
     """GPU ops the step attribution could not place: never a silent gap in the numbers."""
     if not rb.unplaced or not rb.steps or rb.steps[0].step is None:
         return []
@@ -143,7 +144,7 @@ def _busy(trace: Trace, rb: RankBreakdown):
     return iv.union(s, s + np.asarray(c["dur"][rb.ops]))
 
 
-def _host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
+def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     """The largest GPU idle gap of each step (>= 1 ms): the host did something else."""
     if not rb.steps or rb.steps[0].step is None:
         return []
@@ -190,7 +191,7 @@ def _short_gaps(trace: Trace, rb: RankBreakdown) -> dict:
     return out
 
 
-def _launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
+def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
     n = ks["kernels"]
     if not rb.steps or n < 1000:
         return []
@@ -216,7 +217,7 @@ def _launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
                      _short_gaps(trace, rb))]
 
 
-def _exposed(rb: RankBreakdown) -> list[dict]:
+def exposed(rb: RankBreakdown) -> list[dict]:
     steps = rb.measured
     if not any(s.comm_ns > 0 for s in steps):
         return []
@@ -243,7 +244,7 @@ def _exposed(rb: RankBreakdown) -> list[dict]:
                     impact_ns=critical(rb, {s.step: s.exposed_comm_ns for s in steps}))]
 
 
-def _step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
+def step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
     steps = [s for s in rb.measured if s.step is not None]
     if len(steps) < 5:
         return []
@@ -309,7 +310,7 @@ def pipeline_facts(trace: Trace, rb: RankBreakdown) -> dict:
     return out
 
 
-def _pipeline(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
+def pipeline(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
     """Ranks joined by send/recv: per stage and step, the bubble = time the stage's GPU does not
     compute (idle or in send/recv) / window, next to the ideal (p-1)/(m+p-1). facts: rank ->
     pipeline_facts() of its map."""
@@ -357,7 +358,7 @@ def _pipeline(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
                       "ideal": round(ideal, 4), "heaviest_rank": heavy[0]}, impact_ns=impact)]
 
 
-def _imbalance(rbs: list[RankBreakdown]) -> list[dict]:
+def imbalance(rbs: list[RankBreakdown]) -> list[dict]:
     """One rank computes clearly more than the others in every step (late arrivals at the
     collectives are the straggler rule's)."""
     if len(rbs) < 2:
@@ -392,7 +393,7 @@ def _imbalance(rbs: list[RankBreakdown]) -> list[dict]:
                      "heaviest_rank": r_heavy}, impact_ns=lost)]
 
 
-def _memory(trace: Trace, rank: int) -> list[dict]:
+def memory_rule(trace: Trace, rank: int) -> list[dict]:
     out = []
     for cnt in allocated_counters(trace):
         if cnt.rank != rank:
@@ -415,3 +416,26 @@ def _memory(trace: Trace, rank: int) -> list[dict]:
                              "fraction": round(frac, 4), "device": cnt.device,
                              "per_step": per_step}))
     return out
+
+
+# -- the registry: every rule by name, where it runs and what it takes -------------------------
+# Map rules run once per rank on its events (rankmap.map_rank): fn(trace, rb, kernel_stats) ->
+# findings, their impact settled by the reduce (settle). Rank rules run in the reduce on one
+# rank's breakdown once the waits are known: fn(rb) -> findings. Job rules see every rank:
+# fn(per_rank_facts, rbs) -> findings. The reduce and the map call rules only through these.
+MAP_RULES: dict[str, Callable] = {
+    "host_bound_idle": lambda trace, rb, ks: host_bound(trace, rb),
+    "launch_bound": launch_bound,
+    "step_outlier": lambda trace, rb, ks: step_outliers(trace, rb),
+}
+RANK_RULES: dict[str, Callable] = {
+    "low_gpu_utilization": utilization,
+    "unattributed_ops": unplaced,
+    "exposed_communication": exposed,
+}
+JOB_RULES: dict[str, Callable] = {
+    "pipeline_bubble": pipeline,
+    "load_imbalance": imbalance,
+}
+# settled in the reduce: their time lost on the critical path needs the waits
+SETTLED = ("host_bound_idle", "launch_bound")

@@ -144,7 +144,8 @@ def cmd_analyze(args) -> int:
     return show_analysis(a, args)
 
 
-def show_analysis(a: dict, args) -> int:
+def show_analysis(a, args) -> int:
+    """a: the Analysis (analysis.results)."""
     if args.md:
         from ..analysis.report_md import to_markdown
         from ..model.plain import term
@@ -153,20 +154,20 @@ def show_analysis(a: dict, args) -> int:
                                                                                for p in args.paths))))
         return 0
     if args.json:
-        _json({k: v for k, v in a.items() if not k.startswith("_")})
+        _json(a.to_json())
         return 0
     def show(f, depth=0):
         lead = "    " * depth + ("└ " if depth else "")
-        _out(f"{lead}[{f['severity']:<6}] {f['impact_ms']:>9.1f} ms  {f['rule']:<22} {f['title']}")
-        for c in f.get("children", []):
+        _out(f"{lead}[{f.severity:<6}] {f.impact_ms:>9.1f} ms  {f.rule:<22} {f.title}")
+        for c in f.children:
             show(c, depth + 1)
-    if a["findings"]:
+    if a.findings:
         _out("severity   time lost  rule                   finding (symptoms indented under their cause)")
-    for f in a["findings"]:
+    for f in a.findings:
         show(f)
-    if not a["findings"]:
+    if not a.findings:
         _out("no findings")
-    for r in a["ranks"]:
+    for r in a.ranks:
         _out(f"rank {r['rank']}: GPU utilization {r['gpu_utilization']:.0%}")
     return 0
 

@@ -79,7 +79,7 @@ def _here(args, show) -> int:
         return _fail(f"{_session_name(args.paths)}: the analysis failed on this trace, a bug in gpuviewer "
                      f"({type(e).__name__}); please report it with the output of --debug", args)
     try:
-        write(args.summary, analysis=a, parts=a["_parts"], files=list(trace.metadata.get("files", [])),
+        write(args.summary, analysis=a, parts=a.parts, files=list(trace.metadata.get("files", [])),
               fmt=trace.format, hosts={r.rank: r.host for r in trace.ranks},
               hosts_from=trace.metadata.get("hosts_from", "one folder"),
               alignment=trace.metadata.get("alignment") or {"method": "same-host", "residual_ns": None},
@@ -138,9 +138,8 @@ def _on_dask(args, show) -> int:
         _warn(w)
     for f in res.failed:  # named, and in the JSON: a run missing ranks never looks whole
         _warn(f"not analysed: {f['error']}")
-    a = dict(res.analysis)
-    if res.failed:
-        a["failed_ranks"] = res.failed
+    a = res.analysis
+    a.failed_ranks = list(res.failed)
     if args.summary:
         try:
             write(args.summary, analysis=a, parts=res.parts, files=res.files, fmt=res.format, hosts=res.hosts,

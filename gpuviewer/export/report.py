@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 
 from ..analysis.report_parts import step_cells, where
-from ..analysis.results import evidence_of
 from ..model.fmt import esc, format_duration, format_ns
 from ..model.summary import summarize
 from .image import png_data_uri
@@ -67,18 +66,18 @@ def build_report(session, view) -> dict:
     """Everything the report shows, with images of `view` (a bare TimelineView showing the
     session's trace), as plain data."""
     trace = session.trace
-    a = session.analysis_json
+    a = session.analysis
     all_anns = list(session.notes.doc.annotations)
     s = summarize(trace)
     if view.item is not None:
         view.item.annotations = all_anns
     overview = png_data_uri(view)
     findings = []
-    for f in a["findings"]:
+    for f in a.findings:
         if view.item is not None:
-            view.item.highlight = (f["start_ns"], f["end_ns"], set(f["ranks"]))
-        img = _image_of_range(view, f["start_ns"], f["end_ns"], f["ranks"], all_anns)
-        findings.append(dict(f, image=img))
+            view.item.highlight = (f.start_ns, f.end_ns, set(f.ranks))
+        img = _image_of_range(view, f.start_ns, f.end_ns, f.ranks, all_anns)
+        findings.append({"f": f, "image": img})
     if view.item is not None:
         view.item.highlight = None
     anns = []
@@ -100,14 +99,14 @@ def to_html(r: dict) -> str:
            f"<p class='muted'>{s['format']} · {len(s['ranks'])} ranks · {s['events']:,} events · {s['kernels']:,} kernels</p>",
            "<h2>Trace</h2><table><tr><th>rank</th><th>devices</th><th>events</th><th>kernels</th><th>NCCL kernels</th>"
            "<th>steps</th><th>GPU utilization</th></tr>"]
-    util = {x["rank"]: x["gpu_utilization"] for x in a["ranks"]}
+    util = {x["rank"]: x["gpu_utilization"] for x in a.ranks}
     for rk in s["ranks"]:
         out.append(f"<tr><td>{rk['rank']}</td><td>{rk['devices']}</td><td>{rk['events']:,}</td><td>{rk['kernels']:,}</td>"
                    f"<td>{rk['nccl_kernels']:,}</td><td>{', '.join(map(str, rk['steps'])) or '-'}</td>"
                    f"<td>{util.get(rk['rank'], 0):.0%}</td></tr>")
     out.append(f"</table><img alt='timeline' src='{r['overview']}'>")
     out.append("<h2>Per rank and step</h2>")
-    for rk in a["ranks"]:
+    for rk in a.ranks:
         out.append(f"<h3>Rank {rk['rank']} — GPU utilization {rk['gpu_utilization']:.0%}</h3><table><tr><th>step</th>"
                    "<th>window</th><th>busy</th><th>compute</th><th>communication</th><th>exposed comm</th>"
                    "<th>memcpy</th><th>idle</th></tr>")
@@ -125,20 +124,21 @@ def to_html(r: dict) -> str:
     out.append(f"<h2>Findings ({len(r['findings'])})</h2>")
     if not r["findings"]:
         out.append("<p>No findings.</p>")
-    for f in r["findings"]:
-        out.append(f"<h3><span class='sev-{f['severity']}'>{f['severity'].upper()}</span> · {e(f['rule'])} "
-                   f"({where(f)})</h3><p>{e(f['title'])}</p>")
-        flat = {k: v for k, v in f["metrics"].items() if not isinstance(v, (list, dict))}
+    for x in r["findings"]:
+        f = x["f"]
+        out.append(f"<h3><span class='sev-{f.severity}'>{f.severity.upper()}</span> · {e(f.rule)} "
+                   f"({where(f)})</h3><p>{e(f.title)}</p>")
+        flat = {k: v for k, v in f.metrics.items() if not isinstance(v, (list, dict))}
         if flat:
             out.append("<table>" + "".join(f"<tr><td>{e(str(k))}</td><td>{e(str(v))}</td></tr>" for k, v in flat.items()) + "</table>")
-        ev = evidence_of(f)
+        ev = f.evidence_rows()
         if ev:
             out.append("<p>Evidence:</p><ul>" + "".join(
-                f"<li><code>{e(x['name'][:120])}</code> — {x.get('excess_ms', x.get('ms'))} ms on {e(x['lane'])}</li>"
-                for x in ev[:6]) + "</ul>")
-        out.append(f"<p class='advice'>{e(f['advice'])}</p>")
-        out.append(f"<p class='muted'>{format_ns(f['start_ns'] - o)} – {format_ns(f['end_ns'] - o)}</p>"
-                   f"<img alt='{e(f['rule'])}' src='{f['image']}'>")
+                f"<li><code>{e(v['name'][:120])}</code> — {v.get('excess_ms', v.get('ms'))} ms on {e(v['lane'])}</li>"
+                for v in ev[:6]) + "</ul>")
+        out.append(f"<p class='advice'>{e(f.advice)}</p>")
+        out.append(f"<p class='muted'>{format_ns(f.start_ns - o)} – {format_ns(f.end_ns - o)}</p>"
+                   f"<img alt='{e(f.rule)}' src='{x['image']}'>")
     out.append(f"<h2>Annotations ({len(r['annotations'])})</h2>")
     if not r["annotations"]:
         out.append("<p>No annotations.</p>")
@@ -165,8 +165,9 @@ def to_markdown(r: dict) -> str:
     from ..analysis.report_md import to_markdown as md
     text = md(r["analysis"], "gpuviewer report: " + ", ".join(r["files"]))
     parts = [text, f"![timeline]({r['overview']})", "", "## Finding images", ""]
-    for f in r["findings"]:
-        parts += [f"### {f['rule']}: {f['title']}", "", f"![{f['rule']}]({f['image']})", ""]
+    for x in r["findings"]:
+        f = x["f"]
+        parts += [f"### {f.rule}: {f.title}", "", f"![{f.rule}]({x['image']})", ""]
     parts += ["## Annotations", ""]
     rest = []
     for x in r["annotations"]:

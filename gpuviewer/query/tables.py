@@ -167,7 +167,7 @@ def steps(session) -> pd.DataFrame:
     """Profiled steps per rank, with the analysis' breakdown of each (ns)."""
     rows = [{"rank": r["rank"], "step": s["step"], **{k: s.get(k) for k in _STEP_COLS},
              "warmup": bool(s.get("warmup")), "utilization": s.get("utilization")}
-            for r in session.analysis_json["ranks"] for s in r["steps"]]
+            for r in session.analysis.ranks for s in r["steps"]]
     df = pd.DataFrame(rows, columns=["rank", "step", *_STEP_COLS, "warmup", "utilization"])
     df = df.rename(columns={"start_ns": "start", "end_ns": "end", "host_start_ns": "host_start",
                             "host_end_ns": "host_end"})
@@ -181,7 +181,7 @@ def steps(session) -> pd.DataFrame:
 def collectives(session) -> pd.DataFrame:
     """One row per NCCL kernel matched to a collective: rank, group, collective, step, order,
     bytes, wait (for the last rank to arrive), transfer, algbw/busbw (GB/s), the late rank."""
-    per = session.analysis_json.get("_kernel_collectives") or {}
+    per = session.analysis.kernel_collectives
     trace = session.trace
     idx = np.array(sorted(per), np.int64)
     lt = _lane_table(trace)
@@ -224,15 +224,13 @@ def findings(session) -> pd.DataFrame:
     rows = []
 
     def add(f, parent):
-        rows.append({"finding": len(rows), "parent": parent, "rule": f["rule"], "severity": f["severity"],
-                     "impact_ms": f.get("impact_ms"), "title": f["title"],
-                     "ranks": ",".join(str(r) for r in f.get("ranks") or []),
-                     "step": f.get("step"), "start": f.get("start_ns"), "end": f.get("end_ns"),
-                     "advice": f.get("advice", "")})
+        rows.append({"finding": len(rows), "parent": parent, "rule": f.rule, "severity": f.severity,
+                     "impact_ms": f.impact_ms, "title": f.title, "ranks": ",".join(str(r) for r in f.ranks),
+                     "step": f.step, "start": f.start_ns, "end": f.end_ns, "advice": f.advice})
         me = rows[-1]["finding"]
-        for ch in f.get("children") or []:
+        for ch in f.children:
             add(ch, me)
-    for f in session.analysis_json["findings"]:
+    for f in session.analysis.findings:
         add(f, None)
     return pd.DataFrame(rows, columns=["finding", "parent", "rule", "severity", "impact_ms", "title", "ranks",
                                        "step", "start", "end", "advice"]).astype(

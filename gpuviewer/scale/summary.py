@@ -90,7 +90,7 @@ def _plain_file(path: str) -> bool:
 def write(out: str, *, analysis: dict, parts: list, files: list[str], fmt: str, hosts: dict[int, str | None],
           hosts_from: str, alignment: dict, offsets: dict[int, int], failed: list[dict] | None = None,
           warnings: list[str] | None = None, created_by: str = "gpuviewer") -> str:
-    """analysis: reduce's output (with "_rbs" and "_collectives"); parts: the ranks' maps on
+    """analysis: reduce's Analysis (with its breakdowns and matched collectives); parts: the ranks' maps on
     the session's clock; created_by: the program and its version. Returns the folder written."""
     import pandas as pd
 
@@ -103,9 +103,9 @@ def write(out: str, *, analysis: dict, parts: list, files: list[str], fmt: str, 
         os.chmod(tmp, 0o777 & ~_umask())  # a folder like any other, not mkdtemp's private one
         tables = {
             "steps": pd.DataFrame([(rb.rank, *(getattr(s, k) for k in _STEP_FIELDS), s.utilization)
-                                   for rb in analysis["_rbs"] for s in rb.steps],
+                                   for rb in analysis.breakdowns for s in rb.steps],
                                   columns=["rank", *_STEP_FIELDS, "utilization"]).astype({"step": "Int64"}),
-            "collectives": pd.DataFrame(arrivals_rows(analysis["_collectives"]),
+            "collectives": pd.DataFrame(arrivals_rows(analysis.matched),
                                         columns=["rank", "group", "kind", "step", "order", "bytes", "start_ns", "end_ns",
                                                  "wait_ns", "transfer_ns", "late_rank"]).astype({"bytes": "Int64"}),
             "kernels": _per_name(parts, "kernels"),
@@ -116,7 +116,8 @@ def write(out: str, *, analysis: dict, parts: list, files: list[str], fmt: str, 
         for name, df in tables.items():
             _parquet(df, os.path.join(tmp, f"{name}.parquet"))
             listed[name] = {"file": f"{name}.parquet", "rows": int(len(df)), "columns": list(df.columns)}
-        plain_json = {k: (None if k == "findings" else v) for k, v in analysis.items() if not k.startswith("_")}
+        whole = analysis.to_json()
+        plain_json = {k: (None if k == "findings" else v) for k, v in whole.items()}
         _dump(plain_json, os.path.join(tmp, "analysis.json"))
         ranks = []
         for p in parts:
@@ -126,7 +127,7 @@ def write(out: str, *, analysis: dict, parts: list, files: list[str], fmt: str, 
         manifest = {"format": "gvsum", "version": VERSION, "created_by": created_by,
                     "source_format": fmt, "files": list(files), "ranks": ranks,
                     "hosts": {str(r): h for r, h in sorted(hosts.items())}, "hosts_from": hosts_from,
-                    "alignment": alignment, "findings": analysis["findings"], "failed_ranks": failed or [],
+                    "alignment": alignment, "findings": whole["findings"], "failed_ranks": failed or [],
                     "warnings": list(warnings or []), "tables": listed, "analysis": "analysis.json"}
         _dump(manifest, os.path.join(tmp, MANIFEST))  # last: its presence marks a whole summary
         _into_place(tmp, out)
@@ -250,7 +251,7 @@ def _check(path: str, what: str, check, obj) -> None:
         raise SummaryError(f"{path}: the summary's {what} is not valid (nested too deeply)", True) from None
 
 
-def read_analysis(path: str) -> dict:
+def read_analysis(path: str):
     """What `gpuviewer analyze` printed when the summary was written (the same JSON)."""
     from .summary_read import read_json
     from .summary_schema import check_analysis
@@ -262,7 +263,8 @@ def read_analysis(path: str) -> dict:
     a["findings"] = m["findings"]
     if m.get("failed_ranks"):
         a["failed_ranks"] = m["failed_ranks"]
-    return a
+    from ..analysis.results import Analysis
+    return Analysis.from_json(a)
 
 
 def info(path: str) -> dict:

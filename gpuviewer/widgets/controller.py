@@ -41,7 +41,7 @@ class Controller(QObject):
     selectionChanged = Signal(object)
     annotationsChanged = Signal()
     topologyChanged = Signal()
-    analysisReady = Signal(object)  # the analysis dict
+    analysisReady = Signal(object)  # the session's Analysis (analysis.results)
     analysisBusy = Signal(str)  # "analysing…", or why it failed
     message = Signal(str, bool)  # text, error
 
@@ -145,7 +145,7 @@ class Controller(QObject):
             self.save_timer.stop()
             self.save()
 
-    def wait_for_analysis(self) -> dict:
+    def wait_for_analysis(self):
         """The analysis, now: the running worker's (waited for), else computed here."""
         s = self.session
         if s.analysis_ready is None and self._thread is not None and self._thread.isRunning():

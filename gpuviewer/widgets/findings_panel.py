@@ -13,7 +13,7 @@ SEV_COLOR = {"high": QColor(220, 38, 38), "medium": QColor(217, 119, 6), "low": 
 
 
 class FindingsPanel(QWidget):
-    findingActivated = Signal(dict)
+    findingActivated = Signal(object)  # the analysis.results.Finding chosen
     compareRank = Signal(int)  # "compare this rank with the others" on a late-rank finding
 
     def __init__(self, parent=None) -> None:
@@ -55,41 +55,42 @@ class FindingsPanel(QWidget):
         self.text.textChanged.connect(self._refill)
         self.tree.currentItemChanged.connect(self._chosen)
 
-    def set_findings(self, findings: list[dict]) -> None:
+    def set_findings(self, findings: list) -> None:
+        """findings: the analysis' top-level Findings (analysis.results)."""
         self.findings = list(findings)
         self._refill()
 
     def set_busy(self, text: str) -> None:
         self.status.setText(text)
 
-    def visible_findings(self) -> list[dict]:
+    def visible_findings(self) -> list:
         """Top-level findings that match the filter themselves or through a symptom."""
-        return [f for f in self.findings if self._matches(f) or any(self._matches(c) for c in _flat(f["children"]))]
+        return [f for f in self.findings if self._matches(f) or any(self._matches(c) for c in _flat(f.children))]
 
-    def _matches(self, f: dict) -> bool:
+    def _matches(self, f) -> bool:
         import re
         sev = self.severity.currentIndex()
         text = self.text.text().lower()
         want_ranks = {int(m) for m in re.findall(r"rank\s*(\d+)", text)}
         words = re.sub(r"rank\s*\d+", " ", text).split()
-        if sev == 1 and f["severity"] != "high":
+        if sev == 1 and f.severity != "high":
             return False
-        if sev == 2 and f["severity"] == "low":
+        if sev == 2 and f.severity == "low":
             return False
-        if want_ranks and not want_ranks & set(f["ranks"]):
+        if want_ranks and not want_ranks & set(f.ranks):
             return False
-        hay = f"{f['rule']} {f['title']} {f['severity']}".lower()
+        hay = f"{f.rule} {f.title} {f.severity}".lower()
         return all(w in hay for w in words)
 
-    def _item(self, f: dict) -> QTreeWidgetItem:
-        it = QTreeWidgetItem([f["severity"], f"{f.get('impact_ms', 0):.1f} ms", f["title"], f["rule"],
-                              ",".join(map(str, f["ranks"])), "" if f["step"] is None else str(f["step"])])
-        it.setForeground(0, QBrush(SEV_COLOR.get(f["severity"], QColor(0, 0, 0))))
+    def _item(self, f) -> QTreeWidgetItem:
+        it = QTreeWidgetItem([f.severity, f"{f.impact_ms:.1f} ms", f.title, f.rule,
+                              ",".join(map(str, f.ranks)), "" if f.step is None else str(f.step)])
+        it.setForeground(0, QBrush(SEV_COLOR.get(f.severity, QColor(0, 0, 0))))
         it.setTextAlignment(1, Qt.AlignRight | Qt.AlignVCenter)
         it.setData(0, Qt.UserRole, len(self._shown))
         self._shown.append(f)
-        it.setToolTip(2, f["title"])
-        for c in f.get("children", []):
+        it.setToolTip(2, f.title)
+        for c in f.children:
             it.addChild(self._item(c))
         return it
 
@@ -116,18 +117,18 @@ class FindingsPanel(QWidget):
         if it is not None:
             self._choose_item(it)
 
-    def choose_finding(self, f: dict) -> bool:
+    def choose_finding(self, f) -> bool:
         """Select a finding wherever it sits (a symptom under its cause included)."""
         from PySide6.QtWidgets import QTreeWidgetItemIterator
         it = QTreeWidgetItemIterator(self.tree)
         while it.value() is not None:
-            if self._finding(it.value()) == f:
+            if self._finding(it.value()) is f or self._finding(it.value()) == f:
                 self._choose_item(it.value())
                 return True
             it += 1
         return False
 
-    def _finding(self, item) -> dict:
+    def _finding(self, item):
         return self._shown[item.data(0, Qt.UserRole)]
 
     def _choose_item(self, it) -> None:
@@ -143,20 +144,19 @@ class FindingsPanel(QWidget):
         self._show(f)
         self.findingActivated.emit(f)
 
-    def _show(self, f: dict) -> None:
-        metrics = "".join(f"<tr><td>{k}</td><td>{_fmt(v)}</td></tr>" for k, v in f["metrics"].items()
+    def _show(self, f) -> None:
+        metrics = "".join(f"<tr><td>{k}</td><td>{_fmt(v)}</td></tr>" for k, v in f.metrics.items()
                           if not isinstance(v, (list, dict)))
-        from ..analysis.results import evidence_of
-        ev = evidence_of(f, with_excess=True)
+        ev = f.evidence_rows(with_excess=True)
         evid = "".join(f"<li>{esc(e['name'])} — {e.get('excess_ms', e.get('ms'))} ms"
                        + (f" ({esc(e['lane'])})" if e.get("lane") else "") + "</li>" for e in ev[:5])
-        self.detail.setHtml(f"<b>{esc(f['title'])}</b><p>Time lost: {f.get('impact_ms', 0):.1f} ms</p>"
+        self.detail.setHtml(f"<b>{esc(f.title)}</b><p>Time lost: {f.impact_ms:.1f} ms</p>"
                             f"<table>{metrics}</table>"
                             + (f"<p>Evidence:</p><ul>{evid}</ul>" if evid else "")
-                            + f"<p><i>{esc(f['advice'])}</i></p>"
+                            + f"<p><i>{esc(f.advice)}</i></p>"
                             + (f"<p><a href='gpuviewer:compare-rank/{int(late)}'>Compare rank {int(late)} with the "
                                "others</a> (its steps against the median of the other ranks)</p>"
-                               if (late := f["metrics"].get("late_rank")) is not None else ""))
+                               if (late := f.metrics.get("late_rank")) is not None else ""))
 
     def _link(self, url) -> None:
         s = url.toString()
@@ -171,4 +171,4 @@ def _fmt(v) -> str:
 def _flat(fs):
     for f in fs:
         yield f
-        yield from _flat(f.get("children", []))
+        yield from _flat(f.children)

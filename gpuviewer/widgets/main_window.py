@@ -52,7 +52,7 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         return self.session.paths if self.session is not None else []
 
     @property
-    def analysis(self) -> dict | None:
+    def analysis(self):
         return self.session.analysis_ready if self.session is not None else None
 
     # -- opening --------------------------------------------------------------------------

@@ -23,7 +23,7 @@ def bare_view(session, size: tuple[int, int] = REPORT_VIEW_SIZE) -> TimelineView
     v.set_trace(session.trace, ViewState.from_json(lanes.to_json()) if lanes is not None else None)
     a = session.analysis_ready
     if a is not None and v.item is not None:
-        v.item.set_comm_waits(a.get("_kernel_collectives") or {})
+        v.item.set_comm_waits(a.kernel_collectives)
     if v.item is not None:
         v.item.annotations = session.notes.doc.annotations
     for _ in range(3):

@@ -18,7 +18,7 @@ PARTS = [("compute", (66, 133, 244)), ("exposed communication", (234, 88, 12)),
 class OverviewPanel(QWidget):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self.analysis: dict | None = None
+        self.analysis = None  # the session's Analysis (analysis.results)
         self.rank_box = QComboBox()
         self.util = QLabel("")
         top = QHBoxLayout()
@@ -43,11 +43,11 @@ class OverviewPanel(QWidget):
         self.rank_box.currentIndexChanged.connect(self._show)
         self.bars: list = []
 
-    def set_analysis(self, a: dict) -> None:
+    def set_analysis(self, a) -> None:
         self.analysis = a
         self.rank_box.blockSignals(True)
         self.rank_box.clear()
-        for r in a["ranks"]:
+        for r in a.ranks:
             self.rank_box.addItem(f"{r['rank']}", r["rank"])
         self.rank_box.blockSignals(False)
         self._show()
@@ -55,7 +55,7 @@ class OverviewPanel(QWidget):
     def stacks(self, rank: int) -> tuple[list, np.ndarray]:
         """Per step: compute, exposed communication, other GPU work, idle (ms); they add up to
         the step window."""
-        r = next(x for x in self.analysis["ranks"] if x["rank"] == rank)
+        r = self.analysis.rank(rank)
         steps = [s["step"] if s["step"] is not None else 0 for s in r["steps"]]
         rows = []
         for s in r["steps"]:
@@ -68,7 +68,7 @@ class OverviewPanel(QWidget):
         if not self.analysis or self.rank_box.count() == 0:
             return
         rank = self.rank_box.currentData()
-        r = next(x for x in self.analysis["ranks"] if x["rank"] == rank)
+        r = self.analysis.rank(rank)
         self.util.setText(f"  GPU utilization {r['gpu_utilization']:.0%}")
         self.plot.clear()
         self.legend.clear()

@@ -38,13 +38,13 @@ class RankOverview(QWidget):
         lay.setContentsMargins(2, 2, 2, 2)
         lay.addLayout(top)
         lay.addWidget(self.table, 1)
-        self.analysis: dict | None = None
+        self.analysis = None  # the session's Analysis (analysis.results)
         self.hosts: dict[int, str] = {}
         self.measure.currentIndexChanged.connect(self._fill)
         self.order.currentIndexChanged.connect(self._fill)
         self.table.cellClicked.connect(self._clicked)
 
-    def set_analysis(self, a: dict | None, hosts: dict[int, str] | None = None) -> None:
+    def set_analysis(self, a, hosts: dict[int, str] | None = None) -> None:
         self.analysis = a
         self.hosts = hosts or {}
         self._fill()
@@ -53,7 +53,7 @@ class RankOverview(QWidget):
         """rank -> step -> ms of the chosen measure."""
         key = MEASURES[self.measure.currentText()]
         out: dict[int, dict[int, float]] = {}
-        for r in (self.analysis or {}).get("ranks", []):
+        for r in (self.analysis.ranks if self.analysis is not None else []):
             row = out.setdefault(r["rank"], {})
             for s in r["steps"]:
                 if s["step"] is None:
@@ -71,7 +71,7 @@ class RankOverview(QWidget):
             return sorted(ranks, key=lambda r: (self.hosts.get(r) or "", r))
         if how == "lateness":
             caused = {r["rank"]: sum(s.get("caused_ns", 0) for s in r["steps"])
-                      for r in (self.analysis or {}).get("ranks", [])}
+                      for r in (self.analysis.ranks if self.analysis is not None else [])}
             return sorted(ranks, key=lambda r: (-caused.get(r, 0), r))
         return ranks
 

@@ -71,12 +71,12 @@ class SummarySession(Session):
     """A Session of a summary: its trace a SummaryTrace (replaced as ranks are expanded), its
     analysis the one the summary keeps (never run again on the few events loaded here)."""
 
-    def __init__(self, trace, paths: list[str], analysis: dict) -> None:
+    def __init__(self, trace, paths: list[str], analysis) -> None:
         super().__init__(trace, paths)
         self.summary_analysis = analysis
         self._analysis = analysis
 
-    def compute_analysis(self) -> dict:
+    def compute_analysis(self):
         return self.summary_analysis
 
     def drop_analysis(self) -> None:

@@ -19,10 +19,11 @@ class AnalysisMixin:
         finally:
             c.block_analysis = was
 
-    def _analysis_done(self, a: dict) -> None:
+    def _analysis_done(self, a) -> None:
+        """a: the session's Analysis (analysis.results)."""
         trace = self.trace
-        self.findings.set_findings(a["findings"])
-        kc = a.get("_kernel_collectives") or {}
+        self.findings.set_findings(a.findings)
+        kc = a.kernel_collectives
         self.details.collectives = kc
         if self.timeline.item is not None:
             self.timeline.item.set_comm_waits(kc)
@@ -32,7 +33,7 @@ class AnalysisMixin:
             self._show_topology()
         self.analysisReady.emit(a)
 
-    def show_finding(self, f: dict) -> None:
+    def show_finding(self, f) -> None:
         """Zoom to the finding's range on its ranks and select its first piece of evidence."""
         if self.session is not None:
             i = self.session.show_finding(f)
@@ -78,7 +79,7 @@ class AnalysisMixin:
             for r, gs in rank_gpus(self.trace).items():
                 for g in gs:
                     ranks_of_gpu.setdefault(g, []).append(r)
-        comm = self.analysis.get("comm") if self.analysis is not None else None
+        comm = self.analysis.comm if self.analysis is not None else None
         self.topology.set_topology(topo, ranks_of_gpu, comm)
         self.topology_dock.show()
         self.topology_dock.raise_()
