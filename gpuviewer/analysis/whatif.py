@@ -394,6 +394,10 @@ def whatif(trace: Trace, change: Change, args: dict[int, dict] | None = None) ->
     dur, off, notes = apply(g, change)
     after = step_times(g, replay(g, dur, off, base=recorded(g)))
     res = WhatIfResult(change, [StepTime(s, base[s], after[s]) for s in sorted(base)], list(g.assumptions), notes)
+    err = recorded_error(g)
+    if err > 0.01:  # ops recorded before their launch, or other times no edge can reproduce
+        res.notes.append(f"with no change the replay differs from the recorded steps by up to {err:.0%}: "
+                         "'before' is the replay's")
     return res
 
 
