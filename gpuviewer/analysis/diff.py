@@ -33,6 +33,7 @@ import pandas as pd
 
 from .collectives import bus_factor
 from .diff_tables import PARTS, Measured
+from ..errors import GpuviewerError
 
 K_SIGMA = 3.0
 FLOOR_FRAC = 0.01
@@ -41,7 +42,7 @@ FLOOR_MIN_NS = 1_000
 __all__ = ["DiffError", "Pair", "diff", "pairs", "parse_steps"]
 
 
-class DiffError(ValueError):
+class DiffError(GpuviewerError, ValueError):
     """A comparison that cannot be made as asked; str(e) says why in the user's terms, side which
     session it is about ("a", "b", or None for both)."""
 

@@ -35,12 +35,13 @@ def _json(obj) -> None:
 
 
 def _session_name(paths: list[str]) -> str:
-    return paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} more"
+    from ..errors import session_name
+    return session_name(paths)
 
 
 def _cannot_read(paths: list[str], e: BaseException, debug: bool) -> int:
-    from ..io.errors import unexpected
-    return _fail(str(unexpected(_session_name(paths), e)), debug)
+    from ..errors import describe
+    return _fail(describe(e, paths), debug)
 
 
 def _load(paths: list[str], args) -> "object":

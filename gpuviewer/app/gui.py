@@ -280,7 +280,8 @@ def _render_session(paths: list[str], out: str, use_cache: bool, annotations: st
         _say(str(e))
         return 2
     except Exception as e:  # noqa: BLE001 - one line, never a traceback
-        _say(f"{', '.join(paths)}: cannot read ({type(e).__name__}: {e})")
+        from ..errors import describe
+        _say(describe(e, paths))
         return 2
     if annotations:
         for w in doc.warnings:

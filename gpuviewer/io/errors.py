@@ -1,7 +1,8 @@
 """Errors a reader raises for bad input: one clear sentence, shown without a traceback."""
+from ..errors import GpuviewerError, unexpected_problem
 
 
-class TraceError(Exception):
+class TraceError(GpuviewerError):
     """The input cannot be read as a trace. str(e) names the file and the problem."""
 
     def __init__(self, path: str, problem: str) -> None:
@@ -10,22 +11,14 @@ class TraceError(Exception):
         self.problem = problem
 
 
-class Cancelled(Exception):
+class Cancelled(GpuviewerError):
     """The user cancelled a load."""
 
 
 def unexpected(path: str, e: BaseException) -> TraceError:
     """A reader failed in a way it did not foresee: tell the user what that means for them
     (the Python error text is for --debug, not for the message)."""
-    if isinstance(e, MemoryError):
-        return TraceError(path, "not enough memory to read it (close other programs, or open fewer "
-                                "ranks at once)")
-    if isinstance(e, RecursionError):
-        return TraceError(path, "nested too deeply to read (a damaged or hostile file?)")
-    if isinstance(e, UnicodeError):
-        return TraceError(path, "holds text that is not valid UTF-8 where the format requires it")
-    return TraceError(path, "cannot read it: a value of an unexpected type or shape (a damaged file, or a "
-                            "producer version this program does not know); --debug shows where")
+    return TraceError(path, unexpected_problem(e))
 
 
 def file_names(files: list[str]) -> str:

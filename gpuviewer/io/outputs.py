@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+from ..errors import GpuviewerError
 
 SOFTWARE = "gpuviewer"  # the PNG text "Software" and the SVG title our images carry
 _HEAD = 64 << 10  # a mark is near the start of the file
@@ -61,7 +62,7 @@ def refusal(path: str) -> str | None:
     return None
 
 
-class OutputRefused(OSError):
+class OutputRefused(GpuviewerError, OSError):
     """An output path that must not be written (str: the one line)."""
 
     def __init__(self, msg: str) -> None:

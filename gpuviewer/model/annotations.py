@@ -11,6 +11,7 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass, field
+from ..errors import GpuviewerError
 
 SCHEMA_VERSION = 1  # ids and modified times are optional fields: older readers still read the file
 KINDS = ("note", "region", "arrow")
@@ -22,7 +23,7 @@ def new_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
-class AnnotationError(ValueError):
+class AnnotationError(GpuviewerError, ValueError):
     pass
 
 

@@ -18,12 +18,13 @@ import duckdb
 import pandas as pd
 
 from .tables import TABLES
+from ..errors import GpuviewerError
 
 SUMMARIES = {"kern_sum": "kern", "api_sum": "api", "nvtx_sum": "nvtx", "mem_sum": "mem", "nccl_sum": "nccl"}
 ALL_TABLES = (*TABLES, *SUMMARIES)
 
 
-class QueryError(Exception):
+class QueryError(GpuviewerError):
     """DuckDB refused or failed the query; the message is DuckDB's (or says which bound stopped it)."""
 
 

@@ -11,16 +11,17 @@ import logging
 import os
 import time
 from typing import Callable
+from ..errors import GpuviewerError
 
 NO_WORKERS_S = 60.0  # with no worker at all this long, a run is stuck: stop it
 _POLL_S = 1.0
 
 
-class DaskMissing(RuntimeError):
+class DaskMissing(GpuviewerError, RuntimeError):
     pass
 
 
-class ClusterFailed(RuntimeError):
+class ClusterFailed(GpuviewerError, RuntimeError):
     """The run could not finish on the cluster (str: one line for the user)."""
 
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from typing import Callable
+from ..errors import GpuviewerError
 
 
-class NothingAnalysed(RuntimeError):
+class NothingAnalysed(GpuviewerError, RuntimeError):
     """Every file failed (str: what went wrong, one line per file)."""
 
 

@@ -20,6 +20,7 @@ import os
 import shutil
 import stat
 import tempfile
+from ..errors import GpuviewerError
 
 VERSION = 1
 MANIFEST = "manifest.json"
@@ -28,7 +29,7 @@ _STEP_FIELDS = ("step", "start_ns", "end_ns", "host_start_ns", "host_end_ns", "b
                 "idle_before_ns", "idle_after_ns", "ops", "kernels", "comm_kernels", "warmup")
 
 
-class SummaryError(Exception):
+class SummaryError(GpuviewerError):
     """A summary cannot be written or read (str: one line naming the folder). is_summary: the
     folder's manifest says it is a summary (a damaged one), not some other folder."""
 

@@ -76,7 +76,8 @@ class Controller(QObject):
             self.failed.emit(str(e))
             return False
         except Exception as e:  # noqa: BLE001 - one line for the user, never a traceback
-            self.failed.emit(f"{', '.join(paths)}: cannot read ({type(e).__name__}: {e})")
+            from ..errors import describe
+            self.failed.emit(describe(e, paths))
             return False
         self.set_session(s)
         return True
@@ -116,7 +117,8 @@ class Controller(QObject):
             try:
                 s.run_analysis()
             except Exception as e:  # noqa: BLE001 - a failed analysis must not break viewing
-                self.analysisBusy.emit(f"analysis failed: {type(e).__name__}: {e}")
+                self.analysisBusy.emit(f"the analysis failed on this trace, a bug in gpuviewer ({type(e).__name__}); "
+                                       "please report it")
             return
         self.analysisBusy.emit("analysing…")
         th = AnalysisThread(s, self)

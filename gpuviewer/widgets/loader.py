@@ -19,7 +19,8 @@ def _child(paths: list[str], q) -> None:
         except TraceError as e:
             q.put(("error", str(e)))
     except Exception as e:  # noqa: BLE001 - reported as a message, never a traceback dialog
-        q.put(("error", f"{', '.join(paths)}: cannot read ({type(e).__name__}: {e})"))
+        from gpuviewer.errors import describe
+        q.put(("error", describe(e, paths)))
 
 
 class Loader(QObject):
@@ -92,6 +93,7 @@ class Loader(QObject):
             self.failed.emit(str(e))
             return
         except Exception as e:  # noqa: BLE001
-            self.failed.emit(f"{', '.join(self.paths)}: cannot read ({type(e).__name__}: {e})")
+            from ..errors import describe
+            self.failed.emit(describe(e, self.paths))
             return
         self.loaded.emit(trace, self.paths)

@@ -56,7 +56,8 @@ def open_summary(win, paths, block: bool = False) -> bool:
         win._failed(str(e))
         return False
     except Exception as e:  # noqa: BLE001 - a damaged summary is a message, never a traceback
-        win._failed(f"{folder}: the summary cannot be read ({type(e).__name__}: {e})")
+        from ..errors import unexpected_problem
+        win._failed(f"{folder}: {unexpected_problem(e)}")
         return False
     old = getattr(win, "summary_session", None)
     if old is not None:
