@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -116,6 +117,12 @@ def _output_ok(expect: str, r: Result, out: str | None) -> str | None:
                 return f"exit 0 and {out} is not HTML"
     if expect == "summary" and not (out and os.path.isfile(os.path.join(out, "manifest.json"))):
         return f"exit 0 without a summary at {out}"
+    if out and expect in ("png", "html", "summary"):  # made as the user makes files: the umask decides
+        mask = os.umask(0)
+        os.umask(mask)
+        want = (0o777 if os.path.isdir(out) else 0o666) & ~mask
+        if stat.S_IMODE(os.stat(out).st_mode) != want:
+            return f"{out} has mode {stat.S_IMODE(os.stat(out).st_mode):o}, not {want:o} (the umask's)"
     return None
 
 

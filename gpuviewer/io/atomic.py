@@ -13,6 +13,7 @@ def write_with(path: str, write: Callable[[TextIO], None]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".gpuviewer-", suffix=".tmp", dir=d)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            os.fchmod(f.fileno(), 0o666 & ~_umask())  # a file like any other: mkstemp's 0600 hid reports from the team
             write(f)
         os.replace(tmp, path)
     except BaseException:
@@ -25,3 +26,9 @@ def write_with(path: str, write: Callable[[TextIO], None]) -> None:
 
 def write_text(path: str, text: str) -> None:
     write_with(path, lambda f: f.write(text))
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
