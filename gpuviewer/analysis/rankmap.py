@@ -100,7 +100,7 @@ class RankPart:
     # once without it (False): the reduce keeps it only when every rank has one
     rules: dict[bool, dict[str, list[dict]]]
     memory: list[dict]
-    pipeline: dict  # rules.pipeline_facts
+    pipeline: dict  # rules.job_facts: what the job rules need of this rank (pipeline, kernel mix)
     info: dict  # what `info` says of the rank: events, kernels, lanes, devices, span, files...
     # Lazy tables, read with table(name): gpu_names, host_names (NameTimes: per step, time per
     # op name on its GPU and host), host_explain (host.explain_steps), profile (t0_ns, bin_ns,
@@ -162,7 +162,7 @@ def _map_rank(trace: Trace, rank: int, comm_args: dict[int, dict] | None) -> Ran
         rank=rank, steps=rb.steps, host_steps=[(s.step, s.start, s.end) for s in trace.steps_of_rank(rank)],
         n_ops=rb.n_ops, arrivals=rank_comm(trace, rb, comm_args or {}),
         kernels={k: v for k, v in ks.items() if k != "gaps"}, rules=rules, memory=R.memory_rule(trace, rank),
-        pipeline=R.pipeline_facts(trace, rb), info=_info(trace, rank), unplaced=rb.unplaced,
+        pipeline=R.job_facts(trace, rb), info=_info(trace, rank), unplaced=rb.unplaced,
         unplaced_kernels=rb.unplaced_kernels)
     names = Lazy(_measured, trace, step_name_times, trace, rb)
     part.tables = {

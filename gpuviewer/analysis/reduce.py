@@ -18,7 +18,7 @@ from . import rules as R
 from .breakdown import RankBreakdown, set_caused, split_wait
 from .collectives import Collectives, match_arrivals
 from .merge import (attach, merge_persistent, merge_ranks, nest_stalls, order_key, rank_json, steps_json,
-                    straggler_finding, warmup_finding)
+                    straggler_finding, thin_data, warmup_finding)
 from .rankmap import RankPart
 from .results import Analysis, Finding
 from .stragglers import late_ranks
@@ -59,10 +59,12 @@ def reduce(parts: list[RankPart], *, hosts: dict[int, str | None] | None = None,
     findings += warmup_finding(rbs)
     hosts = hosts if hosts is not None else {p.rank: None for p in parts}
     roots = [straggler_finding(x) for x in late_ranks(by_rank, rbs, colls.collectives_only(), hosts, alignment)]
-    findings += R.JOB_RULES["pipeline_bubble"]({p.rank: p.pipeline for p in parts}, rbs)
-    findings += R.JOB_RULES["load_imbalance"](rbs)
+    facts = {p.rank: p.pipeline for p in parts}
+    for rule in R.JOB_RULES.values():
+        findings += rule(facts, rbs)
     findings += extra_findings or []
     findings = attach(merge_persistent(nest_stalls(roots)), findings)
+    findings = thin_data(findings, rbs, max((p.info.get("world_size") or 0 for p in parts), default=0) or None)
     findings.sort(key=order_key)
     for f in findings:
         f["children"].sort(key=order_key)

@@ -5,10 +5,11 @@ one rank; findings.py merges the same finding across ranks and ranks them by imp
 Rules that need a rank's events (host-bound, launch-bound, step outliers, memory) run in the
 rank's map (rankmap.py); their time lost on the critical path depends on the waits only the
 reduce knows, so they leave it as `_lost` (per step) for settle(). Rules over steps alone
-(utilization, exposed communication) and across ranks (pipeline, imbalance) run in the reduce."""
+(utilization, exposed communication) and across ranks run in the reduce: pipelines and all-to-all
+(pipeline.py), unequal compute told apart from SM contention (contention.py); launch-bound is
+judged per step in launch.py. Their facts come from each rank's map (job_facts)."""
 from __future__ import annotations
 
-import re
 from typing import Callable
 
 import numpy as np
@@ -17,6 +18,7 @@ from ..model.categories import LaneKind
 from ..model.trace import Trace
 from . import intervals as iv
 from .breakdown import RankBreakdown
+from . import contention, launch, pipeline
 from .host import IDLE_WAIT, explain
 from .memory import allocated_counters, capacity_bytes, peaks_per_step
 
@@ -50,6 +52,22 @@ ADVICE = {
     "pipeline_bubble": "Pipeline stages sit idle at the ramp-up and ramp-down. Use more micro-batches "
                        "(bubble = (p-1)/(m+p-1)), an interleaved 1F1B schedule, and balance the layers "
                        "so no stage is heavier than the others (the last stage holds the LM head and loss).",
+    "pipeline_launch_bound": "The pipeline is slowed by kernel launches, not by its schedule: the stage with "
+                             "the most work idles between its own tiny kernels and the other stages wait for it. "
+                             "More micro-batches would add launches. Capture each stage's forward and backward in "
+                             "CUDA graphs or torch.compile it (mode='reduce-overhead'), use fewer, larger "
+                             "micro-batches and fused optimizers; then look at the bubble again.",
+    "all_to_all": "All-to-all exchanges (MoE expert parallelism, sharded embedding tables, sequence "
+                  "parallelism) send every rank's share to every other rank: their time grows with the "
+                  "group and its slowest link. Keep the group inside an NVLink domain, balance the splits "
+                  "(tokens per expert, ids per shard), and overlap the exchange with compute.",
+    "sm_contention": "The ranks run the same kernels, but on the rank that waits at the collectives they "
+                     "share the SMs with its NCCL kernels, which occupy SMs while they spin waiting for the "
+                     "late rank. It is a symptom of the wait: fix the late rank first (see the straggler "
+                     "finding); NCCL_MAX_CTAS / NCCL_NCHANNELS_PER_NET_PEER limit the SMs NCCL holds.",
+    "slow_gpu": "The ranks run the same kernels but one rank's GPU takes longer, not while it "
+                "communicates: check its clocks, power and thermal throttling (nvidia-smi -q -d "
+                "PERFORMANCE,CLOCK), ECC and XID errors, and other processes on that GPU.",
     "load_imbalance": "Ranks do unequal work, so the fast ones wait for the slow one at every "
                       "collective. Balance the partition (layers per pipeline stage, sequence lengths "
                       "per data-parallel rank) or move extra work off the slow rank.",
@@ -180,43 +198,6 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
                      {p[0].step: p[4] for p in per_step})]
 
 
-def _short_gaps(trace: Trace, rb: RankBreakdown) -> dict:
-    """Per step: GPU idle time in gaps shorter than 100 µs (the launch path)."""
-    busy = _busy(trace, rb)
-    out = {}
-    for s in rb.measured:
-        g = iv.gaps(busy, s.start_ns, s.end_ns)
-        gl = g[1] - g[0]
-        out[s.step] = int(gl[gl < 100_000].sum())
-    return out
-
-
-def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
-    n = ks["kernels"]
-    if not rb.steps or n < 1000:
-        return []
-    u = rb.gpu_utilization
-    gaps = ks.get("gaps")
-    if gaps is None or not len(gaps):
-        return []
-    short = gaps[gaps < 100_000]  # < 100 µs: the launch path, not a stall
-    idle = sum(s.idle_total_ns for s in rb.measured)
-    short_share = float(short.sum() / idle) if idle else 0.0
-    mean_k, mean_gap = ks["mean_kernel_us"], float(short.mean() / 1e3) if len(short) else 0.0
-    if not (u < LOW_UTILIZATION and ks["median_kernel_us"] < 20 and short_share >= 0.5
-            and mean_gap >= 0.5 * ks["median_kernel_us"]):
-        return []
-    s0, s1 = _span(rb)
-    return [deferred(finding("launch_bound", "high" if u < 0.3 else "medium",
-                             f"Rank {rb.rank}: launch-bound — {n:,} kernels of {mean_k:.1f} µs on average "
-                             f"separated by {mean_gap:.1f} µs; the GPU is idle {1 - u:.0%} of the time",
-                             [rb.rank], None, s0, s1,
-                             {"kernels": n, "mean_kernel_us": round(mean_k, 3), "mean_gap_us": round(mean_gap, 3),
-                              "median_kernel_us": round(ks["median_kernel_us"], 3),
-                              "idle_fraction": round(1 - u, 4), "idle_in_short_gaps": round(short_share, 4)}),
-                     _short_gaps(trace, rb))]
-
-
 def exposed(rb: RankBreakdown) -> list[dict]:
     steps = rb.measured
     if not any(s.comm_ns > 0 for s in steps):
@@ -277,120 +258,10 @@ def step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
     return out
 
 
-_SEND = re.compile(r"^nccl:send\b")
-_SENDRECV = re.compile(r"nccl\w*Kernel_(Send|Recv)")
-
-
-def pipeline_facts(trace: Trace, rb: RankBreakdown) -> dict:
-    """The map's part of the pipeline rule: whether the rank's names hold point-to-point
-    kernels or send ops at all, whether its GPU ran send/recv kernels, and per host step the
-    send ops its CPU threads issued (an estimate of the micro-batches)."""
-    c = trace.columns
-    found = trace.derived.get("p2p_names")
-    if found is None:  # once per trace, not once per rank
-        names = trace.names
-        found = trace.derived["p2p_names"] = (
-            {i for i, n in enumerate(names) if "SendRecv" in n or _SENDRECV.search(n)},
-            np.array([i for i, n in enumerate(names) if _SEND.match(n)], np.int32))
-    sendrecv_k, send_ops = found
-    out = {"p2p_names": bool(sendrecv_k) or bool(len(send_ops)), "p2p_kernels": False, "sends": []}
-    if not out["p2p_names"]:
-        return out
-    kn = np.asarray(c["name"][rb.ops])
-    out["p2p_kernels"] = bool(np.isin(kn, list(sendrecv_k)).any())
-    cpu = [i for i, ln in enumerate(trace.lanes) if ln.rank == rb.rank and ln.kind == LaneKind.CPU]
-    for st in trace.steps_of_rank(rb.rank):  # the CPU step window: send ops it issued
-        n = 0
-        for ln in cpu:
-            sl = trace.lane_slice(ln)
-            ls = np.asarray(c["start"][sl])
-            lo, hi = np.searchsorted(ls, st.start), np.searchsorted(ls, st.end)
-            n += int(np.isin(np.asarray(c["name"][sl.start + lo:sl.start + hi]), send_ops).sum())
-        out["sends"].append(n)
-    return out
-
-
-def pipeline(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
-    """Ranks joined by send/recv: per stage and step, the bubble = time the stage's GPU does not
-    compute (idle or in send/recv) / window, next to the ideal (p-1)/(m+p-1). facts: rank ->
-    pipeline_facts() of its map."""
-    if len(rbs) < 2:
-        return []
-    if not any(facts[rb.rank]["p2p_names"] for rb in rbs):
-        return []
-    per_stage = []
-    m_est = []
-    for rb in rbs:
-        if not facts[rb.rank]["p2p_kernels"]:
-            return []  # not every rank exchanges point-to-point: no pipeline
-        sends = facts[rb.rank]["sends"]
-        if sends:
-            m_est.append(int(np.median(sends)))
-        # The stage's GPU window of a step runs from its first to its last op (breakdown.py);
-        # inside it, time not computing is idle or waiting in send/recv: the bubble.
-        bubbles = [1 - x.compute_ns / x.window_ns for x in rb.measured if x.window_ns > 0]
-        comps = [x.compute_ns for x in rb.measured if x.window_ns > 0]
-        per_stage.append((rb.rank, float(np.mean(bubbles)) if bubbles else 0.0,
-                          float(np.mean(comps)) if comps else 0.0))
-    p = len(rbs)
-    m = min(m_est) if m_est and min(m_est) > 0 else None
-    if m is None:
-        ks = [int(np.median([s.comm_kernels for s in rb.measured])) for rb in rbs]
-        m = max(1, min(ks) // 2)
-    ideal = (p - 1) / (m + p - 1)
-    heavy = max(per_stage, key=lambda x: x[2])
-    worst = max(per_stage, key=lambda x: x[1])
-    s0 = min(s.start_ns for rb in rbs for s in rb.measured)
-    s1 = max(s.end_ns for rb in rbs for s in rb.measured)
-    title = (f"Pipeline of {p} stages, {m} micro-batches: bubble "
-             + ", ".join(f"stage {i} {b:.0%}" for i, (_, b, _) in enumerate(per_stage))
-             + f" (ideal {ideal:.1%})")
-    if worst[0] != heavy[0] and worst[1] > ideal * 1.2:
-        title += f"; rank {worst[0]} waits for the heavier rank {heavy[0]}"
-    sev = "high" if worst[1] > 2 * ideal else "medium"
-    n_steps = max(1, min(len(rb.measured) for rb in rbs))
-    windows = float(np.median([s.window_ns for rb in rbs for s in rb.measured])) if rbs else 0.0
-    impact = sum(max(0.0, b - ideal) for _, b, _ in per_stage) * windows * n_steps
-    return [finding("pipeline_bubble", sev, title, [r for r, _, _ in per_stage], None, s0, s1,
-                     {"micro_batches": m, "stages": [{"rank": r, "bubble_fraction": round(b, 4),
-                                                      "compute_ms_per_step": round(cm / 1e6, 3)}
-                                                     for r, b, cm in per_stage],
-                      "ideal": round(ideal, 4), "heaviest_rank": heavy[0]}, impact_ns=impact)]
-
-
-def imbalance(rbs: list[RankBreakdown]) -> list[dict]:
-    """One rank computes clearly more than the others in every step (late arrivals at the
-    collectives are the straggler rule's)."""
-    if len(rbs) < 2:
-        return []
-    steps = sorted(set.intersection(*({s.step for s in rb.measured} for rb in rbs)) - {None})
-    if not steps:
-        return []
-    comp = {rb.rank: {s.step: s.compute_ns for s in rb.measured} for rb in rbs}
-    ratios, heaviest, lost = [], [], 0.0
-    for st in steps:
-        v = {r: comp[r][st] for r in comp}
-        hi = max(v, key=v.get)
-        lo = min(v.values())
-        if lo <= 0:
-            continue  # a rank that computed nothing in this step: no ratio to speak of
-        ratios.append((v[hi] - lo) / v[hi] if v[hi] else 0.0)
-        heaviest.append(hi)
-        lost += v[hi] - lo
-    if not ratios or float(np.median(ratios)) < 0.10 or len(set(heaviest)) != 1:
-        return []
-    r_heavy = heaviest[0]
-    others = [rb.rank for rb in rbs if rb.rank != r_heavy]
-    s0 = min(s.start_ns for rb in rbs for s in rb.measured)
-    s1 = max(s.end_ns for rb in rbs for s in rb.measured)
-    extra = (1 / (1 - float(np.median(ratios))) - 1) if np.median(ratios) < 1 else 0.0
-    per_rank = {str(r): round(float(np.median(list(comp[r].values()))) / 1e6, 3) for r in comp}
-    return [finding("load_imbalance", "medium",
-                    f"Load imbalance: rank {r_heavy} computes {extra:.0%} more than the lightest rank in "
-                    f"every step ({per_rank[str(r_heavy)]:.1f} ms vs {min(per_rank.values()):.1f} ms of GPU compute)",
-                    [r_heavy] + others, None, s0, s1,
-                    {"compute_ms_per_step": per_rank, "imbalance": round(float(np.median(ratios)), 4),
-                     "heaviest_rank": r_heavy}, impact_ns=lost)]
+def job_facts(trace: Trace, rb: RankBreakdown) -> dict:
+    """What the job rules need of one rank, computed in its map: the pipeline's facts
+    (pipeline.pipeline_facts) and, under "kernels", its kernel mix per step (contention.kernel_mix)."""
+    return dict(pipeline.pipeline_facts(trace, rb), kernels=contention.kernel_mix(trace, rb))
 
 
 def memory_rule(trace: Trace, rank: int) -> list[dict]:
@@ -425,7 +296,7 @@ def memory_rule(trace: Trace, rank: int) -> list[dict]:
 # fn(per_rank_facts, rbs) -> findings. The reduce and the map call rules only through these.
 MAP_RULES: dict[str, Callable] = {
     "host_bound_idle": lambda trace, rb, ks: host_bound(trace, rb),
-    "launch_bound": launch_bound,
+    "launch_bound": lambda trace, rb, ks: launch.launch_bound(trace, rb, ks),
     "step_outlier": lambda trace, rb, ks: step_outliers(trace, rb),
 }
 RANK_RULES: dict[str, Callable] = {
@@ -434,8 +305,14 @@ RANK_RULES: dict[str, Callable] = {
     "exposed_communication": exposed,
 }
 JOB_RULES: dict[str, Callable] = {
-    "pipeline_bubble": pipeline,
-    "load_imbalance": imbalance,
+    "pipeline_bubble": lambda facts, rbs: [f for f in pipeline.pipeline(facts, rbs) if f["rule"] == "pipeline_bubble"],
+    "pipeline_launch_bound": lambda facts, rbs: [f for f in pipeline.pipeline(facts, rbs)
+                                                 if f["rule"] == "pipeline_launch_bound"],
+    "all_to_all": pipeline.all_to_all,
+    # one comparison, three verdicts: other work, the same work beside spinning NCCL kernels, a slower GPU
+    "load_imbalance": lambda facts, rbs: [f for f in contention.compare_work(facts, rbs) if f["rule"] == "load_imbalance"],
+    "sm_contention": lambda facts, rbs: [f for f in contention.compare_work(facts, rbs) if f["rule"] == "sm_contention"],
+    "slow_gpu": lambda facts, rbs: [f for f in contention.compare_work(facts, rbs) if f["rule"] == "slow_gpu"],
 }
 # settled in the reduce: their time lost on the critical path needs the waits
 SETTLED = ("host_bound_idle", "launch_bound")

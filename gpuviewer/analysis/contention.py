@@ -1,0 +1,131 @@
+"""Unequal GPU compute across ranks, and why: more work, or the same work run slower.
+
+One rank computing more than another in every step is load imbalance only when it runs more or
+other kernels. When the heavy rank runs the same kernels (names and counts per step) as the
+lightest, its kernels are slower: if most of the extra time is in kernels that ran beside its own
+communication kernels, they shared the SMs with NCCL kernels spinning while the rank waited for
+the others (SM contention, a symptom of the wait); otherwise the GPU itself is slower."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.categories import Cat
+from ..model.trace import Trace
+from . import intervals as iv
+from .breakdown import RankBreakdown
+
+SAME_WORK = 0.01  # kernel counts per name differing by at most 1% of the step's kernels: the same work
+IMBALANCE = 0.10  # the heavy rank computes at least this share more than the lightest
+
+
+def _covered_before(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For each time in t, the length of the disjoint sorted intervals [a, b) before it."""
+    if not len(a):
+        return np.zeros(len(t), np.int64)
+    cum = np.concatenate(([0], np.cumsum(b - a)))
+    k = np.searchsorted(a, t, side="right")
+    j = np.maximum(k - 1, 0)
+    return cum[j] + np.where(k > 0, np.clip(t - a[j], 0, b[j] - a[j]), 0)
+
+
+def kernel_mix(trace: Trace, rb: RankBreakdown) -> dict:
+    """Per step: compute kernel name -> [count, total ns, count and ns of those that ran more
+    than half their time beside the rank's own communication kernels]."""
+    c = trace.columns
+    ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
+    if not len(ops) or rb.op_step is None:
+        return {}
+    cat = np.asarray(c["cat"][ops])
+    s = np.asarray(c["start"][ops]).astype(np.int64)
+    d = np.asarray(c["dur"][ops]).astype(np.int64)
+    comm = iv.union(s[cat == Cat.COMM_KERNEL], s[cat == Cat.COMM_KERNEL] + d[cat == Cat.COMM_KERNEL])
+    k = cat == Cat.KERNEL
+    s, d, step, name = s[k], d[k], rb.op_step[k], np.asarray(c["name"][ops])[k].astype(np.int64)
+    beside = 2 * (_covered_before(*comm, s + d) - _covered_before(*comm, s)) > d
+    out: dict = {}
+    key = step * (1 << 32) + name  # one pass over (step, name) pairs
+    uk, inv = np.unique(key, return_inverse=True)
+    cols = (np.bincount(inv), np.bincount(inv, weights=d), np.bincount(inv, weights=beside),
+            np.bincount(inv, weights=d * beside))
+    for i, kk in enumerate(uk):
+        st = int(kk >> 32)
+        if st < 0:
+            continue
+        out.setdefault(st, {})[trace.names[int(kk & 0xFFFFFFFF)]] = [int(x[i]) for x in cols]
+    return out
+
+
+def _same_work(a: dict, b: dict) -> bool:
+    n = sum(v[0] for v in a.values())
+    diff = sum(abs(a.get(k, [0])[0] - b.get(k, [0])[0]) for k in set(a) | set(b))
+    return n > 0 and diff <= SAME_WORK * n
+
+
+def compare_work(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
+    """One rank computes clearly more than the lightest in every step: load imbalance when it
+    runs other work, SM contention or a slower GPU when it runs the same kernels."""
+    from .rules import critical, finding
+    if len(rbs) < 2:
+        return []
+    steps = sorted(set.intersection(*({s.step for s in rb.measured} for rb in rbs)) - {None})
+    comp = {rb.rank: {s.step: s.compute_ns for s in rb.measured} for rb in rbs}
+    rows = []
+    for st in steps:
+        v = {r: comp[r][st] for r in comp}
+        hi, lo = max(v, key=v.get), min(v, key=v.get)
+        if v[lo] <= 0:
+            continue  # a rank that computed nothing in this step: no ratio to speak of
+        rows.append((st, hi, lo, (v[hi] - v[lo]) / v[hi] if v[hi] else 0.0, v[hi] - v[lo]))
+    if not rows or float(np.median([x[3] for x in rows])) < IMBALANCE or len({x[1] for x in rows}) != 1:
+        return []
+    r_heavy = rows[0][1]
+    others = [rb.rank for rb in rbs if rb.rank != r_heavy]
+    s0 = min(s.start_ns for rb in rbs for s in rb.measured)
+    s1 = max(s.end_ns for rb in rbs for s in rb.measured)
+    ratio = float(np.median([x[3] for x in rows]))
+    extra = 1 / (1 - ratio) - 1 if ratio < 1 else 0.0
+    per_rank = {str(r): round(float(np.median(list(comp[r].values()))) / 1e6, 3) for r in comp}
+    lost = {st: ex for st, _, _, _, ex in rows}
+    rb_heavy = next(rb for rb in rbs if rb.rank == r_heavy)
+    mix = {r: (facts.get(r) or {}).get("kernels") or {} for r in comp}
+    same = all(st in mix[hi] and st in mix[lo] and _same_work(mix[hi][st], mix[lo][st]) for st, hi, lo, _, _ in rows)
+    base = {"compute_ms_per_step": per_rank, "imbalance": round(ratio, 4), "heaviest_rank": r_heavy}
+    if not same:
+        return [finding("load_imbalance", "medium",
+                        f"Load imbalance: rank {r_heavy} computes {extra:.0%} more than the lightest rank in every "
+                        f"step ({per_rank[str(r_heavy)]:.1f} ms vs {min(per_rank.values()):.1f} ms of GPU compute) "
+                        "and runs other or more kernels", [r_heavy] + others, None, s0, s1, base,
+                        impact_ns=sum(lost.values()))]
+    # the same kernels: where is the extra time? per name, against the light rank's mean duration
+    ex_beside, ex_all, n_beside, by_name = [], [], [], {}
+    for st, hi, lo, _, _ in rows:
+        h, light = mix[hi][st], mix[lo][st]
+        eb = ea = 0.0
+        for nm, (cnt, ns, bc, bns) in h.items():
+            mean = light[nm][1] / light[nm][0] if light.get(nm, [0])[0] else ns / max(cnt, 1)
+            eb += bns - bc * mean
+            ea += ns - cnt * mean
+            by_name[nm] = by_name.get(nm, 0.0) + (bns - bc * mean) / len(rows)
+        ex_beside.append(eb)
+        ex_all.append(ea)
+        n_beside.append(sum(v[2] for v in h.values()))
+    eb, ea = float(np.median(ex_beside)), float(np.median(ex_all))
+    kernels = int(np.median([sum(v[0] for v in mix[r_heavy][st].values()) for st, *_ in rows]))
+    light_rank = rows[0][2]
+    wait = float(np.median([s.wait_ns for s in rb_heavy.measured]))
+    top = sorted(by_name.items(), key=lambda x: -x[1])[:3]
+    m = dict(base, kernels_per_step=kernels, extra_ms_per_step=round(ea / 1e6, 3),
+             beside_comm_extra_ms_per_step=round(eb / 1e6, 3), beside_comm_kernels_per_step=int(np.median(n_beside)),
+             wait_ms_per_step=round(wait / 1e6, 3),
+             slowed_kernels=[{"name": n, "extra_ms_per_step": round(x / 1e6, 3)} for n, x in top if x > 0])
+    head = (f"rank {r_heavy} runs the same {kernels:,} kernels a step as rank {light_rank}, but they take "
+            f"{extra:.0%} longer ({per_rank[str(r_heavy)]:.1f} ms vs {per_rank[str(light_rank)]:.1f} ms of GPU compute)")
+    if ea > 0 and eb >= 0.5 * ea:
+        spin = f", which spin {wait / 1e6:.1f} ms a step waiting for other ranks" if wait >= 500_000 else ""
+        return [finding("sm_contention", "medium",
+                        f"SM contention, not load imbalance: {head}; {eb / 1e6:.1f} ms of the {ea / 1e6:.1f} ms extra "
+                        f"is in the {int(np.median(n_beside)):,} kernels that run beside its own communication "
+                        f"kernels{spin}", [r_heavy] + others, None, s0, s1, m,
+                        impact_ns=critical(rb_heavy, lost))]
+    return [finding("slow_gpu", "medium", f"Slower GPU, not load imbalance: {head}, and not while it communicates",
+                    [r_heavy] + others, None, s0, s1, m, impact_ns=sum(lost.values()))]

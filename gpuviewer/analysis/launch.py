@@ -1,0 +1,93 @@
+"""Launch overhead, judged per step: how long a rank's GPU idles between its own kernels.
+
+A step is launch-bound when its kernels are tiny (median under 20 µs, a few launch costs) and
+the GPU, between the work of that step, idles in short gaps (under 100 µs: the launch path, not a
+stall) at least half as long as it runs work (a third of its working time). Long gaps (a host
+stall, a sleep) and communication kernels (a rank spinning while it waits for another) are left
+out of both sides, so a stall on one rank does not change the verdict on the same workload: only
+the stretches where the GPU is fed kernel after kernel are judged. A rank is launch-bound when
+most of its measured steps are."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.categories import Cat
+from ..model.trace import Trace
+from . import intervals as iv
+from .breakdown import RankBreakdown
+
+SHORT_GAP_NS = 100_000  # shorter gaps are the launch path; longer ones are the host doing something else
+TINY_KERNEL_NS = 20_000  # a kernel this short is over before the host can launch the next few
+LAUNCH_SHARE = 1 / 3  # idle between kernels >= half the time working = a third of the working time
+MIN_STEP_SHARE = 0.10  # ...and at least this share of the step's GPU time, or it is not worth a finding
+
+
+def step_launch(trace: Trace, rb: RankBreakdown) -> dict:
+    """Per step (key: step number, None for a rank without steps): the step's kernels (count,
+    total and median duration), and inside its GPU window the time busy with work other than
+    communication and the idle in gaps shorter than SHORT_GAP_NS between that work (count, ns)."""
+    c = trace.columns
+    ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
+    if not len(ops):
+        return {}
+    cat = np.asarray(c["cat"][ops])
+    s = np.asarray(c["start"][ops]).astype(np.int64)
+    e = s + np.asarray(c["dur"][ops]).astype(np.int64)
+    work = cat != Cat.COMM_KERNEL
+    busy = iv.union(s[work], e[work])
+    kern = cat == Cat.KERNEL
+    op_step = rb.op_step if rb.op_step is not None else np.zeros(len(ops), np.int64)
+    out = {}
+    for sb in rb.steps:
+        a, b = iv.clip(busy, sb.start_ns, sb.end_ns)
+        g = a[1:] - b[:-1]  # gaps between the work inside the window
+        short = g[(g > 0) & (g < SHORT_GAP_NS)]
+        d = (e - s)[kern & (op_step == (sb.step if sb.step is not None else -1))] if sb.step is not None \
+            else (e - s)[kern]
+        out[sb.step] = {"kernels": int(len(d)), "kernel_ns": int(d.sum()),
+                        "median_kernel_ns": float(np.median(d)) if len(d) else 0.0,
+                        "busy_ns": int((b - a).sum()), "gap_ns": int(short.sum()), "gaps": int(len(short))}
+    return out
+
+
+def is_launch_bound(x: dict, gpu_time_ns: int) -> bool:
+    work = x["busy_ns"] + x["gap_ns"]
+    return bool(x["kernels"] and x["median_kernel_ns"] < TINY_KERNEL_NS and work
+                and x["gap_ns"] >= LAUNCH_SHARE * work and x["gap_ns"] >= MIN_STEP_SHARE * max(gpu_time_ns, 1))
+
+
+def launch_share(x: dict) -> float:
+    work = x["busy_ns"] + x["gap_ns"]
+    return x["gap_ns"] / work if work else 0.0
+
+
+def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
+    from .rules import deferred, finding  # rules registers this rule (a cycle resolved at call time)
+    per = step_launch(trace, rb)
+    steps = [s for s in rb.measured if s.step in per]
+    hit = [s for s in steps if is_launch_bound(per[s.step], s.gpu_time_ns)]
+    if not steps or 2 * len(hit) <= len(steps):
+        return []
+    xs = [per[s.step] for s in hit]
+    n = sum(x["kernels"] for x in xs)
+    gaps = sum(x["gaps"] for x in xs)
+    gap_ns = sum(x["gap_ns"] for x in xs)
+    share = gap_ns / max(1, sum(x["busy_ns"] + x["gap_ns"] for x in xs))
+    mean_k = sum(x["kernel_ns"] for x in xs) / max(n, 1) / 1e3
+    med_k = float(np.median([x["median_kernel_ns"] for x in xs])) / 1e3
+    mean_gap = gap_ns / max(gaps, 1) / 1e3
+    per_step = n / len(hit)
+    u = rb.gpu_utilization
+    where = "" if len(hit) == len(steps) else f" in {len(hit)} of {len(steps)} steps"
+    s0, s1 = min(s.start_ns for s in hit), max(s.end_ns for s in hit)
+    title = (f"Rank {rb.rank}: launch-bound{where} — {per_step:,.0f} kernels a step of {mean_k:.1f} µs on average "
+             f"(median {med_k:.1f} µs) separated by {mean_gap:.1f} µs; between them the GPU idles "
+             f"{gap_ns / len(hit) / 1e6:.1f} ms a step, {share:.0%} of the time it is fed work")
+    return [deferred(finding("launch_bound", "high" if share >= 0.5 else "medium", title, [rb.rank], None, s0, s1,
+                             {"kernels": n, "kernels_per_step": round(per_step, 1), "mean_kernel_us": round(mean_k, 3),
+                              "median_kernel_us": round(med_k, 3), "mean_gap_us": round(mean_gap, 3),
+                              "launch_idle_ms_per_step": round(gap_ns / len(hit) / 1e6, 3),
+                              "launch_idle_share": round(share, 4), "idle_fraction": round(1 - u, 4),
+                              "launch_bound_steps": [s.step for s in hit if s.step is not None],
+                              "steps_judged": len(steps)}),
+                     {s.step: per[s.step]["gap_ns"] for s in hit})]
