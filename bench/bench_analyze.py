@@ -25,7 +25,7 @@ TARGETS = {"r8": 2.0, "r64": 3.0}
 
 def bench(path: str) -> None:
     from gpuviewer.io.session import load
-    from gpuviewer.run_analysis import analyze_session
+    from gpuviewer.session.analysis import analyze_session
     t0 = time.perf_counter()
     trace = load([path])
     print(f"# {path}: {len(trace.ranks)} ranks, {trace.n_events:,} events; open {time.perf_counter() - t0:.1f} s")

@@ -32,7 +32,7 @@ _SINGLE = r'''
 import json, sys, time
 t0 = time.perf_counter()
 from gpuviewer.session import open_session
-from gpuviewer.run_analysis import analyze_session
+from gpuviewer.session.analysis import analyze_session
 t = open_session([sys.argv[1]])
 t1 = time.perf_counter()
 a = analyze_session(t)

@@ -8,7 +8,7 @@ import pytest
 from conftest import TRACES, load_truth, run_cli, trace_path
 
 from gpuviewer.io.session import load
-from gpuviewer.run_analysis import analyze_session
+from gpuviewer.session.analysis import analyze_session
 
 TRUTH = load_truth()
 _cache = {}

@@ -205,7 +205,7 @@ def test_window_moves_damaged_sidecar_aside_then_saves_fresh(qtbot, tmp_path, dd
 def test_sidecar_over_the_limit_is_shown_in_part_and_saved_whole(tmp_path, monkeypatch):
     # more annotations than the limit: the first are shown, the rest kept hidden and saved back
     # untouched (they were once cut on reading and the file set aside as damaged on saving)
-    from gpuviewer.notes import Notes
+    from gpuviewer.session.notes import Notes
     monkeypatch.setenv("GPUVIEWER_MAX_ANNOTATIONS", "5")
     trace = _write(tmp_path, "t.json", b"[]")
     side = trace + ".gpuviewer.json"

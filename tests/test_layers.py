@@ -15,9 +15,9 @@ for pkg in ("gpuviewer.model", "gpuviewer.io", "gpuviewer.analysis"):
     m = importlib.import_module(pkg)
     for info in pkgutil.iter_modules(m.__path__):
         importlib.import_module(pkg + "." + info.name)
-import gpuviewer.session, gpuviewer.run_analysis
+import gpuviewer.session, gpuviewer.session.analysis
 t = gpuviewer.session.open_session([sys.argv[1]], use_cache=False)
-assert gpuviewer.run_analysis.analyze_session(t).findings
+assert gpuviewer.session.analysis.analyze_session(t).findings
 print("ok")
 '''
 

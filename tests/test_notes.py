@@ -13,7 +13,7 @@ import json, sys
 sys.modules["PySide6"] = None  # any import of Qt fails
 sys.modules["pyqtgraph"] = None
 from gpuviewer.session import Session
-from gpuviewer.notes import Notes
+from gpuviewer.session.notes import Notes
 s = Session.open([sys.argv[1]])
 out = {"findings": len(s.analysis.findings), "top": s.analysis.findings[0].title,
        "evidence": [e.name for e in s.analysis.findings[0].evidence][:1],
@@ -53,7 +53,7 @@ def test_session_analysis_and_notes_work_without_qt(tmp_path):
 
 def test_panning_alone_never_creates_a_sidecar(tmp_path):
     from gpuviewer.model.annotations import Annotation
-    from gpuviewer.notes import Notes
+    from gpuviewer.session.notes import Notes
     trace = tmp_path / "t.json"
     trace.write_text("[]")
     n = Notes()

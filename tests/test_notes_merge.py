@@ -1,6 +1,6 @@
 """Issue 30: annotations are never lost between two sessions of one trace (two windows, or the
 window and a notebook). Each session is a real separate process driven line by line over its
-stdin (gpuviewer.notes / gpuviewer.session, no Qt), saving one sidecar: additions on both sides
+stdin (gpuviewer.session.notes / gpuviewer.session, no Qt), saving one sidecar: additions on both sides
 are kept, deletions stay deleted, the same note changed on both sides is reported and kept
 twice; the file keeps its mode, a symlinked sidecar stays a link; more notes than the limit are
 warned about at open and never cut."""
@@ -29,7 +29,7 @@ if sys.argv[1] == "session":
     s.events.connect("annotations", lambda **kw: events.append("annotations"))
     s.events.connect("message", lambda **kw: events.append(kw["text"]))
 else:
-    from gpuviewer.notes import Notes
+    from gpuviewer.session.notes import Notes
     s, notes, events = None, Notes(), []
 def find(text):
     return next(a for a in notes.doc.annotations if a.text == text)

@@ -127,7 +127,7 @@ def cmd_info(args) -> int:
 
 
 def cmd_analyze(args) -> int:
-    from ..run_analysis import analyze_session
+    from ..session.analysis import analyze_session
     from . import scale_cmd
     if scale_cmd.wanted(args):  # --dask, --summary, or a summary opened: many ranks (scale_cmd.py)
         return scale_cmd.cmd_analyze(args, show_analysis)

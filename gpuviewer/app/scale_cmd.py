@@ -64,7 +64,7 @@ def cmd_analyze(args, show) -> int:
 def _here(args, show) -> int:
     """--summary without --dask: the ordinary analysis of the whole trace, and its summary."""
     from ..io.errors import TraceError
-    from ..run_analysis import analyze_keeping_parts
+    from ..session.analysis import analyze_keeping_parts
     from ..scale.summary import SummaryError, write
     from .cli import _cannot_read, _load, _session_name
     try:

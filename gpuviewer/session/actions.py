@@ -1,6 +1,6 @@
 """What a user does to an open session, as methods on it, without a window: the view (time
 range, lane layout, selection, area, search), annotations, the topology, steps and findings.
-Each change is announced as a plain event (gpuviewer.events); the window's controller turns
+Each change is announced as a plain event (gpuviewer.session.events); the window's controller turns
 the events into Qt signals, tests and notebooks connect functions.
 
 Events and their keyword arguments:
@@ -20,36 +20,15 @@ Events and their keyword arguments:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
+
+from .view import View
 
 EVENTS = ("range", "lanes", "selection", "area", "search", "highlight", "reveal", "annotations", "topology",
           "analysis", "message", "dirty")
 # Autosave: the sidecar is written this long after the last change, so a burst of edits (or
 # a pan) is one write.
 AUTOSAVE_DELAY_S = 0.4
-
-
-@dataclass
-class View:
-    """What the user is looking at. Times are absolute ns on the session's axis."""
-    range: tuple[int, int] | None = None
-    lanes: object = None  # model.layout.ViewState, shared with the view's layout
-    selected: int | None = None
-    area: tuple[int, int, list[int]] | None = None
-    search: str = ""
-    regex: bool = False
-    search_error: str = ""
-    mask: np.ndarray | None = None  # per event: matches the search
-    matches: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    match_pos: int = -1
-    highlight: tuple[int, int, set] | None = None
-
-    def to_json(self) -> dict:
-        """What the sidecar keeps of the view."""
-        return {"range": [int(self.range[0]), int(self.range[1])] if self.range else None,
-                "lanes": self.lanes.to_json()}
 
 
 class SessionActions:
@@ -70,7 +49,7 @@ class SessionActions:
 
     def set_lanes(self, state) -> None:
         """A lane layout (model.layout.ViewState, or its JSON as the sidecar keeps it)."""
-        from .model.layout import ViewState
+        from ..model.layout import ViewState
         self.view.lanes = ViewState.from_json(state) if isinstance(state, dict) else state
         self.lanes_changed()
 
@@ -111,7 +90,7 @@ class SessionActions:
         match is selected. A bad pattern is a message and no matches."""
         import re
 
-        from .model.search import find
+        from ..model.search import find
         self.view.search, self.view.regex, self.view.match_pos, self.view.search_error = text, regex, -1, ""
         if not text:
             self.view.mask, self.view.matches = None, np.zeros(0, np.int64)
@@ -131,7 +110,7 @@ class SessionActions:
 
     def refind(self) -> None:
         """The search again over events that changed (a rank loaded), nothing selected."""
-        from .model.search import find
+        from ..model.search import find
         v = self.view
         v.match_pos = -1
         if v.search and not v.search_error:
@@ -153,7 +132,7 @@ class SessionActions:
 
     # -- steps and findings ------------------------------------------------------------------
     def goto_step(self, n: int) -> bool:
-        from .model.view import step_range
+        from ..model.view import step_range
         rng = step_range(self.trace, n)
         if rng is not None:
             self.set_range(*rng, padding=0.02)
@@ -161,7 +140,7 @@ class SessionActions:
 
     def step_nav(self, direction: int) -> int | None:
         """The step after (or before) the middle of the view, shown; its number."""
-        from .model.view import next_step
+        from ..model.view import next_step
         if self.view.range is None:
             return None
         n = next_step(self.trace, sum(self.view.range) / 2, direction)
@@ -172,7 +151,7 @@ class SessionActions:
     def show_finding(self, f) -> int | None:
         """Zoom to a finding's range, highlight it on its ranks and select its first evidence
         (the longest event of that name there); returns that event."""
-        from .model.queries import longest_named
+        from ..model.queries import longest_named
         self.set_range(f.start_ns, f.end_ns, padding=0.08)
         self.set_highlight((f.start_ns, f.end_ns, set(f.ranks)))
         rank = f.ranks[0] if f.ranks else None
@@ -218,7 +197,7 @@ class SessionActions:
         return self._add(self.notes.note_at(self.trace, text, t, rank, lane))
 
     def add_region(self, text: str, t0: int, t1: int, rank: int | None = None):
-        from .model.annotations import Annotation
+        from ..model.annotations import Annotation
         r = rank if rank is not None else (self.trace.ranks[0].rank if self.trace.ranks else 0)
         lo, hi = sorted((int(t0), int(t1)))
         return self._add(Annotation("region", text, lo, max(hi, lo + 1), r, None))
@@ -270,10 +249,10 @@ class SessionActions:
 
     def attach_topology_files(self, paths: list[str]) -> None:
         """Topology files (JSON or `nvidia-smi topo -m` output); TraceError names a bad one."""
-        from .io.topo import read_topology
+        from ..io.topo import read_topology
         self.attach_topology(read_topology(paths))
 
     def paste_topology(self, text: str) -> None:
         """Pasted `nvidia-smi topo -m` output; TraceError when it is not that."""
-        from .io.topo import parse_topo_matrix
+        from ..io.topo import parse_topo_matrix
         self.attach_topology(parse_topo_matrix(text, "pasted"))

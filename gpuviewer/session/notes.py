@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from .model.annotations import Annotation, AnnotationDoc
-from .model.trace import Trace
+from ..model.annotations import Annotation, AnnotationDoc
+from ..model.trace import Trace
 
 
 class Notes:
@@ -22,8 +22,8 @@ class Notes:
         """The sidecar of these traces; returns a warning when it could not be read (a damaged
         sidecar is never overwritten: saving moves it aside first) or holds more annotations
         than are shown."""
-        from .io.errors import TraceError
-        from .io.sidecar import load_doc, sidecar_path
+        from ..io.errors import TraceError
+        from ..io.sidecar import load_doc, sidecar_path
         self.sidecar = sidecar_path(paths)
         try:
             self.doc = load_doc(self.sidecar, keep_rest=True)
@@ -36,7 +36,7 @@ class Notes:
 
     def open_file(self, path: str) -> None:
         """Annotations from a file (the CLI's --annotations): shown, never written back."""
-        from .io.sidecar import load_doc
+        from ..io.sidecar import load_doc
         self.doc = load_doc(path)
         self.sidecar = None
         self._changed()
@@ -47,7 +47,7 @@ class Notes:
         file moved aside). The document then holds the other session's annotations too."""
         if self.sidecar is None:
             return False, None
-        from .io.sidecar import save_doc
+        from ..io.sidecar import save_doc
         self.doc.view = view
         try:
             messages, changed = save_doc(self.sidecar, self.doc)

@@ -1,105 +1,22 @@
-"""Open a session the way every front end does (window, command line, reports): read the files,
-find which ranks share a clock (hosts), and align the hosts' clocks by their collectives.
-
-Qt-free. The aligned trace carries metadata["alignment"] = {"method": "collectives" |
-"same-host" | "none", "residual_ns", ...} and every RankInfo its host and clock_offset_ns.
+"""The Session: one opened set of traces and everything a user does with it (the view, notes,
+analysis, queries), without a window. The CLI, reports, notebooks and the window all hold one.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from .model.trace import Trace
-from .session_actions import EVENTS, SessionActions, View
+from ..model.trace import Trace
+from .actions import EVENTS, SessionActions, View
+from .opening import open_session
 
 if TYPE_CHECKING:
-    from .analysis.results import Analysis
-
-
-def open_session(paths: list[str], *, use_cache: bool = True, align: bool = True, hosts: str | None = None,
-                 progress: Callable[[float, str], None] | None = None,
-                 cancelled: Callable[[], bool] | None = None) -> Trace:
-    from .io.session import load
-    trace = load(paths, use_cache=use_cache, progress=progress, cancelled=cancelled)
-    set_hosts(trace, hosts)
-    if align:
-        align_clocks(trace)
-    else:
-        trace.metadata["alignment"] = {"method": "none", "residual_ns": None,
-                                       "why": "alignment turned off"}
-    return trace
-
-
-def set_hosts(trace: Trace, spec: str | None = None) -> None:
-    from .io.hosts import hosts_from_files, parse_hosts
-    if spec:
-        host_of, how = parse_hosts(spec, [r.rank for r in trace.ranks]), "given (--hosts)"
-    else:
-        host_of, how = hosts_from_files(trace)
-    for r in trace.ranks:
-        r.host = host_of.get(r.rank)
-    trace.metadata["hosts_from"] = how
-
-
-def align_clocks(trace: Trace) -> None:
-    """Estimate each host's clock offset from the matched collectives and move its events."""
-    from .analysis.breakdown import breakdown
-    from .analysis.clocks import estimate
-    from .analysis.collectives import match
-    from .io.comm_args import collective_args
-    from .model.align import apply_offsets
-    host_of = {r.rank: r.host or f"rank{r.rank}" for r in trace.ranks}
-    if len(set(host_of.values())) < 2:
-        trace.metadata["alignment"] = {"method": "same-host", "residual_ns": None}
-        return
-    rbs = breakdown(trace)
-    al = estimate(match(trace, rbs, collective_args(trace)), host_of)
-    if al.method != "collectives" or len(al.offsets) < 2:
-        trace.metadata["alignment"] = {"method": "none", "residual_ns": None,
-                                       "why": "no collective matched across hosts"}
-        trace.warnings.append("hosts could not be aligned: no collective matched across them")
-        return
-    if al.before_ns is not None and al.residual_ns is not None and al.residual_ns >= al.before_ns:
-        # the hosts already agree (one clock after all, or NTP did its job): keep the recording
-        trace.metadata["alignment"] = {"method": "none", "residual_ns": al.before_ns,
-                                       "why": "the recorded clocks already agree at the collectives"}
-        return
-    apply_offsets(trace, lambda rank, t: al.offset_at(host_of[rank], t))
-    for r in trace.ranks:
-        r.clock_offset_ns = int(round(float(al.offset_at(host_of[r.rank], trace.start_ns))))
-    trace.metadata["alignment"] = {
-        "method": "collectives", "reference_host": al.reference, "residual_ns": al.residual_ns,
-        "spread_before_ns": al.before_ns, "collectives": al.matched,
-        "hosts": {h: {"offset_ns": round(a, 1), "drift_ppm": round(b * 1e6, 4)} for h, (a, b, _t0) in al.offsets.items()},
-        "unaligned_hosts": al.unaligned}
-    if al.unaligned:
-        trace.warnings.append(f"hosts {', '.join(al.unaligned)} share no collective with the others: "
-                              "their clocks are left as recorded")
-
-
-def alignment_text(trace: Trace) -> str:
-    """One line for the status bar and `info`: how the hosts' clocks were put on one axis."""
-    return alignment_line(trace.metadata.get("alignment") or {}, [r.host for r in trace.ranks],
-                          trace.metadata.get("hosts_from"))
-
-
-def alignment_line(a: dict, hosts: list, hosts_from: str | None) -> str:
-    """The same line from the alignment record itself (a summary's manifest keeps it)."""
-    hosts = sorted({h for h in hosts if h})
-    if a.get("method") == "collectives":
-        moved = [f"{h} {v['offset_ns'] / 1e6:+.3f} ms" for h, v in a["hosts"].items() if h != a["reference_host"]]
-        res = a.get("residual_ns")
-        return (f"{len(hosts)} hosts aligned by {a['collectives']} collectives to {a['reference_host']}: "
-                + ", ".join(moved) + (f" (collective ends within {res / 1e3:.1f} µs after, "
-                                      f"{a['spread_before_ns'] / 1e3:.1f} µs before)" if res is not None else ""))
-    if a.get("method") == "same-host":
-        return f"one host ({hosts_from or 'one folder'}): no clock correction"
-    return f"{len(hosts)} hosts, clocks as recorded ({a.get('why', 'not aligned')})"
+    from ..analysis.results import Analysis
 
 
 class Session(SessionActions):
     """An opened session without a window: the trace and what is derived from it (computed once
     on first use), the view, the annotations and their sidecar. Every user action is a method
-    (session_actions.py) that announces its change on `events`. The window, the command line,
+    (actions.py) that announces its change on `events`. The window, the command line,
     reports and notebooks all work through one of these.
 
     >>> s = Session.open(["samples/ddp"])
@@ -114,7 +31,7 @@ class Session(SessionActions):
         from .events import Events
         from .notes import Notes
         self.events = Events(*EVENTS)
-        from .model.layout import default_state
+        from ..model.layout import default_state
         self.view = View(lanes=default_state(trace))
         self.notes = Notes()  # empty and kept nowhere until open_annotations()
         self.notes.listeners.append(lambda: self.events.emit("annotations"))
@@ -161,7 +78,7 @@ class Session(SessionActions):
     def compute_analysis(self) -> "Analysis":
         """The analysis of this session, computed and returned, not kept: safe on a worker
         thread (the window's controller runs it there and hands it to set_analysis)."""
-        from .run_analysis import analyze_session
+        from .analysis import analyze_session
         return analyze_session(self.trace)
 
     def run_analysis(self) -> "Analysis":
@@ -183,7 +100,7 @@ class Session(SessionActions):
     # -- tables (pandas DataFrames built from the store's columns; see query/tables.py) ---
     def _frame(self, name: str):
         if name not in self._frames:
-            from .query import tables
+            from ..query import tables
             self._frames[name] = getattr(tables, name)(self)
         return self._frames[name]
 
@@ -197,7 +114,7 @@ class Session(SessionActions):
                   start_ns: int | None = None, end_ns: int | None = None):
         """Slices of one rank and/or lane kind ("gpu", "comm", "cpu", "cuda_api", "nvtx", ...)
         overlapping [start_ns, end_ns), built from those lanes only."""
-        from .query import tables
+        from ..query import tables
         return tables.slices(self, rank=rank, kind=kind, start_ns=start_ns, end_ns=end_ns)
 
     @property
@@ -233,12 +150,12 @@ class Session(SessionActions):
 
     def sql(self, query: str):
         """Run DuckDB SQL over the tables above; returns a DataFrame."""
-        from .query.sql import run
+        from ..query.sql import run
         return run(self, query)
 
     def stats(self, report: str = "kern", *, rank: int | None = None):
         """A summary table like `nsys stats`: kern, api, nvtx, mem or nccl."""
-        from .query.stats import report as make
+        from ..query.stats import report as make
         return make(self, report, rank=rank)
 
     def whatif(self, change: str, value: str | None = None, *, peak_gbps: float | None = None):
@@ -246,13 +163,13 @@ class Session(SessionActions):
         (value "RANK:STEP"), "rank-like-median" ("RANK[:host|gpu]"), "no-launch-overhead",
         "comm-at-peak" (peak_gbps, default NVLink 4's 450) or "faster" ("NAME_REGEX:PCT"), or an
         analysis.whatif.Change. Returns a WhatIfResult (steps before/after, to_json())."""
-        from .analysis.whatif import Change, parse_change, whatif
-        from .io.comm_args import collective_args
+        from ..analysis.whatif import Change, parse_change, whatif
+        from ..io.comm_args import collective_args
         ch = change if isinstance(change, Change) else parse_change(change, value, peak_gbps)
         return whatif(self.trace, ch, collective_args(self.trace))
 
     def critical_paths(self):
         """Each step's critical path across ranks (analysis.critical_path): step -> CriticalPath."""
-        from .analysis.critical_path import critical_paths
-        from .io.comm_args import collective_args
+        from ..analysis.critical_path import critical_paths
+        from ..io.comm_args import collective_args
         return critical_paths(self.trace, collective_args(self.trace))

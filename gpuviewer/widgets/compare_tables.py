@@ -58,7 +58,7 @@ def norm_steps(steps) -> tuple:
 def compute(session_a, session_b, ranks=None, steps=None) -> Comparison:
     """The diff and what the window needs beside it; raises DiffError in the user's terms."""
     from ..analysis.breakdown import breakdown
-    from ..run_analysis import measure_for_diff
+    from ..session.analysis import measure_for_diff
     for s in (session_a, session_b):
         if not len(s.trace):
             raise DiffError(f"{session_name(s)} holds no trace events to compare")

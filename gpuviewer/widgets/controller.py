@@ -9,7 +9,7 @@ import os
 from PySide6.QtCore import QObject, QThread, QTimer, Signal
 
 from ..session import Session
-from ..session_actions import AUTOSAVE_DELAY_S
+from ..session.actions import AUTOSAVE_DELAY_S
 from .loader import Loader
 
 

@@ -30,7 +30,7 @@ from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QAction
 
 from ..model.layout import ViewState
-from ..session import Session
+from ..session.summary import SummarySession
 
 _SAY_MS = 20000  # a message about a rank stays this long in the status bar
 
@@ -44,14 +44,15 @@ def open_summary(win, paths, block: bool = False) -> bool:
     """Show the summary in `paths` (one folder or its manifest.json) in the window `win`.
     block: expansions load in this thread (headless renders, tests). False when it cannot be
     opened (win.last_error says why, as for a trace)."""
-    from ..scale.summary import SummaryError, open_trace, summary_folder
+    from ..scale.summary import SummaryError, summary_folder
+    from ..session.summary import open_summary as summary_session
     paths = [paths] if isinstance(paths, str) else list(paths)
     folder = next((summary_folder(p) for p in paths if summary_folder(p)), None)
     if len(paths) != 1 or folder is None:
         win._failed(f"{folder}: a summary opens alone, not with other files")
         return False
     try:
-        trace, analysis = open_trace(folder)
+        session = summary_session(folder)
     except SummaryError as e:
         win._failed(str(e))
         return False
@@ -63,35 +64,9 @@ def open_summary(win, paths, block: bool = False) -> bool:
     if old is not None:
         old.stop()
     win.loader.cancel()  # a session still loading would replace the summary when it lands
-    win.summary_session = SummaryController(win, SummarySession(trace, [folder], analysis), block)
+    win.summary_session = SummaryController(win, session, block)
     win.summary_session.show()
     return True
-
-
-class SummarySession(Session):
-    """A Session of a summary: its trace a SummaryTrace (replaced as ranks are expanded), its
-    analysis the one the summary keeps (never run again on the few events loaded here)."""
-
-    def __init__(self, trace, paths: list[str], analysis) -> None:
-        super().__init__(trace, paths)
-        self.summary_analysis = analysis
-        self._analysis = analysis
-
-    def compute_analysis(self):
-        return self.summary_analysis
-
-    def drop_analysis(self) -> None:
-        pass  # a topology joining changes nothing the summary's analysis found
-
-    def swap_trace(self, trace) -> None:
-        """The same session with another rank's events: what pointed at events is let go."""
-        self.trace = trace
-        self._frames.clear()
-        v = self.view
-        v.selected, v.area, v.mask, v.match_pos = None, None, None, -1
-        v.matches = v.matches[:0]
-        v.highlight = None
-        self.refind()  # the search, over the events there are now
 
 
 class SummaryController(QObject):

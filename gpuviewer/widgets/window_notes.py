@@ -1,4 +1,4 @@
-"""The window's side of annotations: the session's notes (gpuviewer.notes, kept by the
+"""The window's side of annotations: the session's notes (gpuviewer.session.notes, kept by the
 Qt-free Session) listed in the panel and made from the keyboard (M, Shift+M) and the
 timeline's context menu. The session asks for autosaves; the controller's timer writes them."""
 from __future__ import annotations
