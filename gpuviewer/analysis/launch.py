@@ -1,8 +1,9 @@
 """Launch overhead, judged per step: how long a rank's GPU idles between its own kernels.
 
-A step is launch-bound when its kernels are tiny (median under 20 µs, a few launch costs) and
-the GPU, between the work of that step, idles in short gaps (under 100 µs: the launch path, not a
-stall) at least half as long as it runs work (a third of its working time). Long gaps (a host
+A step is launch-bound when it runs many kernels (50 or more) that are tiny (median under 20 µs,
+a few launch costs) and the GPU, between the work of that step, idles in short gaps (under 100 µs:
+the launch path, not a stall) at least half as long as it runs work (a third of its working time),
+and those gaps are at least a tenth of the step's GPU time. Long gaps (a host
 stall, a sleep) and communication kernels (a rank spinning while it waits for another) are left
 out of both sides, so a stall on one rank does not change the verdict on the same workload: only
 the stretches where the GPU is fed kernel after kernel are judged. A rank is launch-bound when
@@ -19,6 +20,7 @@ from .breakdown import RankBreakdown
 SHORT_GAP_NS = 100_000  # shorter gaps are the launch path; longer ones are the host doing something else
 TINY_KERNEL_NS = 20_000  # a kernel this short is over before the host can launch the next few
 LAUNCH_SHARE = 1 / 3  # idle between kernels >= half the time working = a third of the working time
+MIN_KERNELS = 50  # "many" kernels: a pattern of launches, not a few dependent kernels
 MIN_STEP_SHARE = 0.10  # ...and at least this share of the step's GPU time, or it is not worth a finding
 
 
@@ -52,7 +54,7 @@ def step_launch(trace: Trace, rb: RankBreakdown) -> dict:
 
 def is_launch_bound(x: dict, gpu_time_ns: int) -> bool:
     work = x["busy_ns"] + x["gap_ns"]
-    return bool(x["kernels"] and x["median_kernel_ns"] < TINY_KERNEL_NS and work
+    return bool(x["kernels"] >= MIN_KERNELS and x["median_kernel_ns"] < TINY_KERNEL_NS and work
                 and x["gap_ns"] >= LAUNCH_SHARE * work and x["gap_ns"] >= MIN_STEP_SHARE * max(gpu_time_ns, 1))
 
 

@@ -161,7 +161,7 @@ def all_to_all(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
     per = "a step" if all(facts[r].get("stepped") for r in ranks) else "in the capture"
     who = "Rank " + str(ranks[0]) if len(ranks) == 1 else "Ranks " + ", ".join(map(str, ranks[:-1])) + f" and {ranks[-1]}"
     return [finding("all_to_all", "low", f"{who}: the SendRecv kernels are all-to-all exchanges ({f0['a2a_name']}, "
-                    f"{count} {per} on each rank), not a pipeline{held}", ranks, None,
+                    f"{count} {per}{' on each rank' if len(ranks) > 1 else ''}), not a pipeline{held}", ranks, None,
                     min(s.start_ns for s in mine), max(s.end_ns for s in mine),
                     {"all_to_all_per_step" if per == "a step" else "all_to_all": n, "op": f0["a2a_name"], "world_size": world or None,
                      "ranks_held": len(rbs)})]
