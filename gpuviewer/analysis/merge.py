@@ -11,6 +11,19 @@ from .rules import finding
 
 _RANK_PREFIX = re.compile(r"^Rank (\d+)(:| GPU)")
 _SEVERITY = {"high": 0, "medium": 1, "low": 2}
+# The figure each per-rank rule's title leads with: a merged finding shows the rank where it is
+# worst (and says "the worst"), so the rank named must be the extreme of that figure, not the
+# rank that cost most time on the critical path (a waiting rank can cost nothing and be worst).
+# (Candidates in order: the first metric every rank's finding has.)
+HEADLINE = {"low_gpu_utilization": (("utilization",), min),
+            "launch_bound": (("launch_idle_share", "idle_fraction"), max),
+            "host_bound_idle": (("gap_ms_per_step",), max),
+            "exposed_communication": (("exposed_ms_per_step",), max),
+            "step_outlier": (("duration_ms",), max), "memory_headroom": (("fraction",), max),
+            "unattributed_ops": (("ops",), max)}
+# rules.exposed's wait clause claimed the wait was part of the exposed communication, but the
+# collectives wait partly while compute runs beside them (their wait can exceed it)
+_OF_IT = re.compile(r", [\d.]+ ms of it waiting for other ranks")
 
 
 def order_key(f: dict):
@@ -35,11 +48,32 @@ def steps_json(per_step: dict[int, dict]) -> list[dict]:
     return out
 
 
+def wait_clause(exposed_ms: float, wait_ms: float) -> str:
+    """What exposed communication's title says of the waiting, true as written: the wait is
+    measured on the collective kernels, exposed or not, so it is never said to be part of the
+    exposed time; when it is longer, some of it must have run beside compute."""
+    beside = " (some of it while compute runs)" if wait_ms > exposed_ms else ""
+    return f"; its collectives wait {wait_ms:.1f} ms a step for other ranks{beside}"
+
+
+def _worst(fs: list[dict]) -> dict:
+    names, pick = HEADLINE.get(fs[0]["rule"], ((), max))
+    name = next((n for n in names if all(isinstance(f["metrics"].get(n), (int, float)) for f in fs)), None)
+    if name is None:
+        return max(fs, key=lambda f: f["impact_ms"])
+    best = pick(f["metrics"][name] for f in fs)
+    return max((f for f in fs if f["metrics"][name] == best), key=lambda f: f["impact_ms"])
+
+
 def merge_ranks(found: list[dict]) -> list[dict]:
-    """One finding per (rule, step) listing its ranks; the worst rank's numbers in the title
-    and every rank's in metrics.per_rank; the impact summed."""
+    """One finding per (rule, step) listing its ranks; the worst rank's numbers (by the figure
+    its title leads with, HEADLINE) in the title and every rank's in metrics.per_rank; the
+    impact summed."""
     groups: dict[tuple, list[dict]] = {}
     for f in found:
+        if f["rule"] == "exposed_communication":
+            m = f["metrics"]
+            f["title"] = _OF_IT.sub(wait_clause(m["exposed_ms_per_step"], m["wait_ms_per_step"]), f["title"])
         # step is a finding's identity only for slow steps; elsewhere it is just its example
         key = (f["rule"], f["step"] if f["rule"] == "step_outlier" else None,
                f["metrics"].get("device") if f["rule"] == "memory_headroom" else None)
@@ -49,7 +83,7 @@ def merge_ranks(found: list[dict]) -> list[dict]:
         if len(fs) == 1:
             out.append(fs[0])
             continue
-        worst = max(fs, key=lambda f: f["impact_ms"])
+        worst = _worst(fs)
         m = dict(worst)
         ranks = sorted(r for f in fs for r in f["ranks"])
         who = rank_list(ranks)
@@ -84,27 +118,40 @@ def warmup_finding(rbs: list[RankBreakdown]) -> list[dict]:
 
 def straggler_finding(x: dict) -> dict:
     steps = x["steps"]
-    metrics = {k: x[k] for k in ("late_rank", "steps", "kind", "wait_caused_ms", "wait_caused_ms_per_step",
-                                 "cause", "excess", "lateness_parts_ms", "excess_over_usual_ms", "usual_ms",
+    metrics = {k: x[k] for k in ("late_rank", "late_group", "steps", "kind", "wait_caused_ms",
+                                 "wait_caused_ms_per_step", "cause", "excess", "lateness_parts_ms", "excess_over_usual_ms", "usual_ms",
                                  "usual_ms_per_step", "evidence", "others_wait_ms", "wait_caused_ms_each",
                                  "excess_over_usual_ms_each", "wait_caused_ms_each_per_step") if k in x}
     metrics["waiting_ranks"] = x["waiting"]
     sev = "high" if x["kind"] == "episodic" or len(steps) > 1 else "medium"
     w0, w1 = x["window"]
-    return finding("straggler", sev, x["title"], [x["late_rank"]] + x["waiting"],
+    late = [x["late_rank"]] + [r for r in x.get("late_group", []) if r != x["late_rank"]]
+    return finding("straggler", sev, x["title"], late + x["waiting"],
                    steps[0] if x["kind"] == "episodic" else None, w0, w1, metrics, impact_ns=x["impact_ns"])
+
+
+def _group(f: dict) -> tuple:
+    """A straggler finding's late ranks: one, or several arriving together."""
+    m = f["metrics"]
+    return tuple(m.get("late_group") or [m["late_rank"]])
+
+
+def _late_text(f: dict) -> str:
+    g = _group(f)
+    return f"rank {g[0]}" if len(g) == 1 else f"ranks {rank_list(list(g))} together"
 
 
 def nest_stalls(roots: list[dict]) -> list[dict]:
     """An episodic stall of a rank that is late anyway sits on top of its persistent lateness:
     it becomes that finding's child, and the title says so."""
-    persistent = {f["metrics"]["late_rank"]: f for f in roots if f["metrics"]["kind"] == "persistent"}
+    persistent = {_group(f): f for f in roots if f["metrics"]["kind"] == "persistent"}
     out = []
     for f in roots:
-        p = persistent.get(f["metrics"]["late_rank"])
+        p = persistent.get(_group(f))
         if f["metrics"]["kind"] == "episodic" and p is not None:
             p["children"].append(f)
-            p["title"] += (f"; in step {f['step']} it held them back {f['metrics']['wait_caused_ms_each']:.1f} ms, "
+            it = "it" if len(_group(p)) == 1 else "they"
+            p["title"] += (f"; in step {f['step']} {it} held them back {f['metrics']['wait_caused_ms_each']:.1f} ms, "
                            f"{f['metrics']['excess_over_usual_ms_each']:.1f} ms more than usual")
         else:
             out.append(f)
@@ -121,10 +168,10 @@ def merge_persistent(roots: list[dict]) -> list[dict]:
     pers.sort(key=lambda f: -f["impact_ms"])
     lead = pers[0]
     m = lead["metrics"]
-    m["late_ranks"] = {str(f["metrics"]["late_rank"]): f["metrics"]["steps"] for f in pers}
+    m["late_ranks"] = {str(r): f["metrics"]["steps"] for f in pers for r in _group(f)}
     m["wait_caused_ms"] = round(sum(f["metrics"]["wait_caused_ms"] for f in pers), 3)
     m["wait_caused_ms_per_step"] = {k: v for f in pers for k, v in f["metrics"]["wait_caused_ms_per_step"].items()}
-    who = " and ".join(f"rank {f['metrics']['late_rank']} in steps {_steps_text(f['metrics']['steps'])}" for f in pers)
+    who = " and ".join(f"{_late_text(f)} in steps {_steps_text(f['metrics']['steps'])}" for f in pers)
     each = sorted(f["metrics"]["wait_caused_ms_each_per_step"] for f in pers)[len(pers) // 2]
     m["wait_caused_ms_each_per_step"] = each  # the figure the title gives
     lead["title"] = (f"The ranks take turns arriving last at the collectives ({who}): the others wait "
@@ -164,8 +211,8 @@ def attach(roots: list[dict], found: list[dict]) -> list[dict]:
     for f in found:
         parent = None
         for root in sorted(roots, key=lambda r: -r["impact_ms"]):
-            late = root["metrics"]["late_rank"]
-            if f["rule"] == "exposed_communication" and late not in f["ranks"] \
+            late = set(_group(root))
+            if f["rule"] == "exposed_communication" and not late & set(f["ranks"]) \
                     and f["metrics"]["wait_ms_per_step"] >= 0.5 * f["metrics"]["exposed_ms_per_step"]:
                 parent = root
             elif f["rule"] == "step_outlier" and f["step"] in steps_of(root):
@@ -173,7 +220,7 @@ def attach(roots: list[dict], found: list[dict]) -> list[dict]:
             elif f["rule"] == "load_imbalance":
                 parent = root
             elif f["rule"] in ("low_gpu_utilization", "launch_bound", "host_bound_idle") \
-                    and root["metrics"]["cause"] in ("host", "input") and set(f["ranks"]) <= {late} \
+                    and root["metrics"]["cause"] in ("host", "input") and set(f["ranks"]) <= late \
                     and root["metrics"]["kind"] == "persistent":
                 parent = root  # the late rank's own GPU starves for the same host
             if parent is not None:
@@ -188,6 +235,56 @@ def attach(roots: list[dict], found: list[dict]) -> list[dict]:
         else:
             parent["children"].append(f)
     return top
+
+
+THIN_STEPS = 4  # fewer measured steps than this: a median or share over them says little
+# rules whose figures are medians or shares over the measured steps
+_PER_STEP_RULES = ("low_gpu_utilization", "host_bound_idle", "launch_bound", "exposed_communication",
+                   "straggler", "load_imbalance", "pipeline_bubble")
+THIN_ADVICE = ("Findings from a part of the job, or from few steps, may not hold for the rest. Profile "
+               "every rank (or at least one per host and the slowest), and at least four steady steps "
+               "after warm-up (torch.profiler schedule active >= 4; nsys over several NVTX steps).")
+
+
+def thin_data(findings: list[dict], rbs: list[RankBreakdown], world_size: int | None) -> list[dict]:
+    """Say when the data is thin: the session holds fewer ranks than the job's world size (as
+    the trace records it), or fewer than THIN_STEPS measured steps; findings whose figures are
+    taken over steps say from how many (" (from 3 steps)")."""
+    n_steps = {rb.rank: sum(1 for s in rb.measured if s.step is not None) for rb in rbs}
+
+    def note(f: dict) -> None:
+        n = min((n_steps[r] for r in f["ranks"] if r in n_steps), default=0)
+        if f["rule"] in _PER_STEP_RULES and 0 < n < THIN_STEPS:
+            f["metrics"]["steps_measured"] = n
+            if f"of {n} steps" not in f["title"]:
+                f["title"] += f" (from {n} step{'s' if n > 1 else ''})"
+        for c in f["children"]:
+            note(c)
+
+    for f in findings:
+        note(f)
+    said = []
+    ranks = [rb.rank for rb in rbs]
+    if world_size and world_size > len(rbs):
+        n = len(rbs)
+        said.append(f"the session holds {n} of the job's {world_size} ranks (the world size its traces record)"
+                    + (": no other rank's arrivals at the collectives, so waits are not told apart from transfers"
+                       if n == 1 else f": late ranks, waits and imbalance are judged among these {n} only"))
+    stepped = [n for n in n_steps.values() if n]
+    if stepped and min(stepped) < THIN_STEPS:
+        n = min(stepped)
+        warm = " (warm-up left out)" if any(s.warmup for rb in rbs for s in rb.steps) else ""
+        said.append(f"{n} step{'s' if n > 1 else ''} measured{warm}: per-step figures are from {n} step"
+                    + ("s" if n > 1 else ""))
+    if not said:
+        return findings
+    spans = [(s.start_ns, s.end_ns) for rb in rbs for s in rb.steps]
+    return findings + [{"rule": "thin_data", "severity": "low", "title": "Thin data: " + "; ".join(said),
+                        "ranks": ranks, "step": None, "start_ns": min((a for a, _ in spans), default=0),
+                        "end_ns": max((b for _, b in spans), default=0),
+                        "metrics": {"ranks_in_session": len(rbs), "world_size": world_size,
+                                    "steps_measured": min(stepped) if stepped else 0},
+                        "advice": THIN_ADVICE, "impact_ms": 0.0, "children": []}]
 
 
 def rank_list(ranks: list[int]) -> str:

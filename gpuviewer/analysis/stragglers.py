@@ -23,9 +23,15 @@ from ..model.trace import Trace
 from .breakdown import RankBreakdown
 from .collectives import Collectives
 from .host import IDLE_WAIT, _per_name, _step_markers
+from .merge import rank_list
 
 MAX_COMPARED = 16  # other ranks a late rank is compared with
 PERSISTENT_SHARE = 1 / 3  # late in at least this share of the steps (and two of them)
+# Ranks that reach a collective within 2% of the wait they cause of the last one, or within
+# 0.5 ms, arrive together: the others wait for all of them, so blaming the one that happened to
+# start a few microseconds later would be arbitrary.
+TIE_SHARE = 0.02
+TIE_NS = 500_000
 _INPUT = re.compile(r"DataLoader|dataloader|_next_data|__next__|enumerate\(", re.IGNORECASE)
 # Python object addresses differ between processes: strip them so ranks' ops compare by name.
 _ADDRESS = re.compile(r" (?:object )?at 0x[0-9a-fA-F]+")
@@ -50,13 +56,19 @@ def late_ranks(parts: dict, rbs: list[RankBreakdown], colls: Collectives, hosts:
     windows = [s.window_ns for rb in rbs for s in rb.measured]
     med_window = float(np.median(windows)) if windows else 0.0
     floor = max(1e6, 0.02 * med_window)  # below this a step has no meaningful late rank
-    late = {}
+    late = {}  # step -> (its late group: ranks arriving together last, the wait it caused)
+    each_of: dict[int, float] = {}  # step -> that wait per rank that waited
+    caused_all = []
     for s in steps:
         caused = per_step[s]["caused"]
         r = max(caused, key=caused.get)
-        if caused[r] >= floor:
-            late[s] = (r, caused[r])
-    caused_all = np.array([max(per_step[s]["caused"].values()) for s in steps], np.float64)
+        g = late_group(colls, s, r)
+        c, each = _caused_by(colls, s, g)
+        caused_all.append(c)
+        if c >= floor and set(g) != set(colls.ranks):
+            late[s] = (g, c)
+            each_of[s] = each
+    caused_all = np.array(caused_all, np.float64)
     usual_job = float(np.median(caused_all))
     spread = 1.4826 * float(np.median(np.abs(caused_all - usual_job)))
 
@@ -73,16 +85,16 @@ def late_ranks(parts: dict, rbs: list[RankBreakdown], colls: Collectives, hosts:
 
     out = []
     n = len(steps)
-    by_rank: dict[int, list[int]] = {}
-    for s, (r, _) in late.items():
-        by_rank.setdefault(r, []).append(s)
-    for r, ss in sorted(by_rank.items(), key=lambda kv: -len(kv[1])):
+    by_rank: dict[tuple, list[int]] = {}
+    for s, (g, _) in late.items():
+        by_rank.setdefault(g, []).append(s)
+    for g, ss in sorted(by_rank.items(), key=lambda kv: -len(kv[1])):
         usual = sorted(x for x in ss if x not in stall_steps)  # its lateness without the stalls
         if len(ss) < 2 or len(ss) < PERSISTENT_SHARE * n or not usual:
             continue
-        out.append(_persistent(parts, rbs, colls, r, usual, len(ss), n, per_step, sorted(ss)))
-    for s, r, c, usual_r in sorted(episodic):
-        out.append(_episodic(parts, rbs, colls, r, s, c, usual_r, per_step))
+        out.append(_persistent(parts, rbs, colls, g, usual, len(ss), n, per_step, sorted(ss), late, each_of))
+    for s, g, c, usual_r in sorted(episodic):
+        out.append(_episodic(parts, rbs, colls, g, s, c, usual_r, per_step, each_of[s]))
     if len({h for h in hosts.values() if h}) > 1 and (alignment or {}).get("method") != "collectives":
         for x in out:  # arrival order across hosts includes their clock offset: say so
             x["title"] += " (host clocks not aligned: part of this may be clock offset)"
@@ -94,53 +106,111 @@ def late_ranks(parts: dict, rbs: list[RankBreakdown], colls: Collectives, hosts:
     return out
 
 
-def _persistent(parts, rbs, colls, r, steps, n_late, n_steps, per_step, all_steps) -> dict:
-    """steps: its late steps without stalls (its usual lateness); all_steps: with them."""
-    caused = {s: per_step[s]["caused"][r] for s in steps}
-    per = float(np.median(list(caused.values())))
-    each = float(np.median([per_step[s]["caused_each"][r] for s in steps]))  # per rank that waited
-    total = float(sum(per_step[s]["caused"][r] for s in all_steps))
-    cause, excess, split = _why(parts, rbs, colls, r, steps)
-    waiting = _waiting(colls, r, all_steps)
+def _lead(colls: Collectives, g: tuple, steps) -> int:
+    """Of a late group, the rank that came last most often in these steps (its host and GPU are
+    the ones compared with the others'); lowest rank on a tie."""
+    ss = set(steps)
+    n = {r: 0 for r in g}
+    for ins in colls.instances:
+        if ins.step in ss and ins.late_rank in n:
+            n[ins.late_rank] += 1
+    return max(g, key=lambda r: (n[r], -r))
+
+
+def _who(g: tuple) -> str:
+    return f"Rank {g[0]}" if len(g) == 1 else f"Ranks {rank_list(list(g))}"
+
+
+def _persistent(parts, rbs, colls, g, steps, n_late, n_steps, per_step, all_steps, late, each_of) -> dict:
+    """g: the late rank, or the ranks arriving together last; steps: its late steps without
+    stalls (its usual lateness); all_steps: with them."""
+    r = _lead(colls, g, all_steps)
+    per = float(np.median([late[s][1] for s in steps]))
+    each = float(np.median([each_of[s] for s in steps]))  # per rank that waited
+    total = float(sum(late[s][1] for s in all_steps))
+    cause, excess, split = _why(parts, rbs, colls, r, steps, g)
+    waiting = _waiting(colls, g, all_steps)
     kind = "persistent"
-    what = "; " + _explain_split(cause, split, excess)
-    title = (f"Rank {r} arrives last at the collectives in {n_late} of {n_steps} steps: {_others(waiting)} "
+    what = "; " + (f"rank {r}, the last of them: " if len(g) > 1 else "") + _explain_split(cause, split, excess)
+    arrive = "arrives last" if len(g) == 1 else "arrive together last"
+    title = (f"{_who(g)} {arrive} at the collectives in {n_late} of {n_steps} steps: {_others(waiting)} "
              f"{_ms(each):.1f} ms a step ({_ms(total):.0f} ms in all){what}")
-    return {"kind": kind, "late_rank": r, "steps": all_steps, "title": title, "waiting": waiting,
-            "impact_ns": total, "cause": cause, "excess": excess,
+    return {"kind": kind, "late_rank": r, "late_group": list(g), "steps": all_steps, "title": title,
+            "waiting": waiting, "impact_ns": total, "cause": cause, "excess": excess,
             "wait_caused_ms": _ms(total),
-            "wait_caused_ms_per_step": {str(s): _ms(per_step[s]["caused"][r]) for s in all_steps},
+            "wait_caused_ms_per_step": {str(s): _ms(late[s][1]) for s in all_steps},
             "usual_ms_per_step": _ms(per), "wait_caused_ms_each_per_step": _ms(each),
             "lateness_parts_ms": split}
 
 
-def _episodic(parts, rbs, colls, r, s, c, usual_r, per_step) -> dict:
-    cause, excess, split = _why(parts, rbs, colls, r, [s])
+def _episodic(parts, rbs, colls, g, s, c, usual_r, per_step, each) -> dict:
+    r = _lead(colls, g, [s])
+    cause, excess, split = _why(parts, rbs, colls, r, [s], g)
     # what this rank's host did in this step beyond its own other steps (host.explain_steps)
     host = [h for h in parts[r].table("host_explain").get(s, [])
             if h["excess_ms"] >= 0.5 and not IDLE_WAIT.match(h["name"])][:3]
     over = c - usual_r
-    what = f": {host[0]['name']} took {host[0]['excess_ms']:.0f} ms more than usual" if host else ""
-    waiting = _waiting(colls, r, [s])
+    whose = "" if len(g) == 1 else f"rank {r}'s "
+    what = f": {whose}{host[0]['name']} took {host[0]['excess_ms']:.0f} ms more than usual" if host else ""
+    waiting = _waiting(colls, g, [s])
     k = len(waiting)
-    share = per_step[s]["caused_each"][r] / c if c else 0.0  # total -> per rank that waited
-    title = (f"Step {s}: rank {r} held {'the other rank' if k == 1 else f'each of the other {k} ranks'} back "
-             f"{_ms(c * share):.1f} ms, {_ms(over * share):.1f} ms more than its usual {_ms(usual_r * share):.1f} ms"
+    share = each / c if c else 0.0  # total -> per rank that waited
+    who = f"rank {r}" if len(g) == 1 else f"ranks {rank_list(list(g))}, arriving together,"
+    its = "its" if len(g) == 1 else "their"
+    title = (f"Step {s}: {who} held {'the other rank' if k == 1 else f'each of the other {k} ranks'} back "
+             f"{_ms(c * share):.1f} ms, {_ms(over * share):.1f} ms more than {its} usual {_ms(usual_r * share):.1f} ms"
              f"{what}")
-    return {"kind": "episodic", "late_rank": r, "steps": [s], "title": title, "waiting": waiting,
-            "impact_ns": float(over), "cause": cause, "excess": excess, "evidence": host,
+    return {"kind": "episodic", "late_rank": r, "late_group": list(g), "steps": [s], "title": title,
+            "waiting": waiting, "impact_ns": float(over), "cause": cause, "excess": excess, "evidence": host,
             "wait_caused_ms": _ms(c), "wait_caused_ms_per_step": {str(s): _ms(c)},
             "excess_over_usual_ms": _ms(over), "usual_ms": _ms(usual_r), "lateness_parts_ms": split,
             "wait_caused_ms_each": _ms(c * share), "excess_over_usual_ms_each": _ms(over * share),
-            "others_wait_ms": {str(k): _ms(v) for k, v in per_step[s]["wait"].items() if k != r}}
+            "others_wait_ms": {str(k): _ms(v) for k, v in per_step[s]["wait"].items() if k not in g}}
 
 
-def _waiting(colls: Collectives, r: int, steps) -> list[int]:
-    """The ranks that waited for r: members of the collectives where it came last."""
-    ss = set(steps)
-    out = {m for ins in colls.instances if ins.step in ss and ins.late_rank == r for m in ins.ranks}
-    out.discard(r)
-    return sorted(out)
+def late_group(colls: Collectives, s: int, r: int) -> tuple[int, ...]:
+    """The ranks that arrive together with r, the last, at the collectives of step s: at each
+    collective where r is among the last, those within TIE_SHARE of the longest wait (or
+    TIE_NS) of the last arrival; a rank is in the group when it is there for most of that wait."""
+    score: dict[int, float] = {}
+    total = 0.0
+    for ins in colls.instances:
+        if ins.step != s:
+            continue
+        lag = ins.last - ins.starts
+        tol = max(TIE_SHARE * float(lag.max()), TIE_NS)
+        tied = [k for k, x in zip(ins.ranks, lag.tolist()) if x <= tol]
+        if r not in tied or len(tied) == len(ins.ranks):
+            continue  # r was not among the last, or nobody waited for anyone
+        w = float(ins.waits().sum())
+        total += w
+        for k in tied:
+            score[k] = score.get(k, 0.0) + w
+    return tuple(sorted({r} | {k for k, v in score.items() if total and v >= 0.5 * total}))
+
+
+def _caused_by(colls: Collectives, s: int, g: tuple) -> tuple[float, float]:
+    """The wait the ranks g caused in step s: at the collectives where one of them came last,
+    the others' waits summed, and that sum per rank that waited."""
+    gs = set(g)
+    tot = each = 0.0
+    for ins in colls.instances:
+        if ins.step != s or ins.late_rank not in gs:
+            continue
+        w = ins.waits()
+        out = [k for k, r in enumerate(ins.ranks) if r not in gs]
+        if out:
+            x = float(w[out].sum())
+            tot += x
+            each += x / len(out)
+    return tot, each
+
+
+def _waiting(colls: Collectives, g: tuple, steps) -> list[int]:
+    """The ranks that waited for g: members of the collectives where one of g came last."""
+    ss, gs = set(steps), set(g)
+    out = {m for ins in colls.instances if ins.step in ss and ins.late_rank in gs for m in ins.ranks}
+    return sorted(out - gs)
 
 
 def _others(waiting: list[int]) -> str:
@@ -162,15 +232,16 @@ def _explain_split(cause: str, split: dict, excess: list[dict]) -> str:
     return ("input: " if cause == "input" else "") + what
 
 
-def _why(maps: dict, rbs, colls: Collectives, r: int, steps: list[int]) -> tuple[str, list[dict], dict]:
+def _why(maps: dict, rbs, colls: Collectives, r: int, steps: list[int], g: tuple = ()) -> tuple[str, list[dict], dict]:
     """Why rank r arrived last: 'host', 'gpu' or 'input'; the ops with the largest excess over
     the other ranks; and its lateness split into parts that add up to it, measured at the
     collective of each step that waited longest for it: its host started the step later
     (step_start), its host took longer from the step start to the launch (host_to_launch), or
-    its kernel waited longer in the GPU queue after the launch (gpu_queue)."""
+    its kernel waited longer in the GPU queue after the launch (gpu_queue). g: the ranks late
+    with r (compared with the ranks that waited, not with each other)."""
     step_set = set(steps)
     late = [ins for ins in colls.instances if ins.step in step_set and ins.late_rank == r]
-    others = [rb.rank for rb in rbs if rb.rank != r]
+    others = [rb.rank for rb in rbs if rb.rank != r and rb.rank not in g]
     if len(others) > MAX_COMPARED:  # a median over a spread sample of the others is as good
         others = [others[int(i)] for i in np.linspace(0, len(others) - 1, MAX_COMPARED)]
     parts = {"step_start": [], "host_to_launch": [], "gpu_queue": []}
