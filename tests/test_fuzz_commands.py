@@ -13,7 +13,7 @@ nothing created beside it; nothing left in the run's own cache, temp and XDG fol
 marker file outside the summary, which several mutations point at, is never read (its access
 time stays) and its content never shown.
 
-GPUVIEWER_FUZZ_CASES (default 60: 15 summary and 10 sidecar cases here) and GPUVIEWER_FUZZ_SEED
+GPUVIEWER_FUZZ_CASES (default 60: 10 summary and 6 sidecar cases here) and GPUVIEWER_FUZZ_SEED
 (default 18) choose the run; a failure names the family, case, command and seed.
 """
 from __future__ import annotations
@@ -33,8 +33,8 @@ from hostile import check_command, folder_state, left_behind, private_env, run
 CASES = int(os.environ.get("GPUVIEWER_FUZZ_CASES", "60"))
 SEED = int(os.environ.get("GPUVIEWER_FUZZ_SEED", "18"))
 RSS_LIMIT_MB = 1500  # a summary is a few hundred KB; /dev/zero read whole would pass this at once
-MANIFEST_CASES = max(3, CASES // 4)
-SIDECAR_CASES = max(2, CASES // 6)
+MANIFEST_CASES = max(5, CASES // 6)
+SIDECAR_CASES = max(6, CASES // 10)
 TOKEN = "MARKER-7f3a9c-OUTSIDE"  # in the marker's text only: shown means read
 DEEP = "@@deep@@"
 HOSTILE = [float("nan"), float("inf"), -float("inf"), 10 ** 30, -10 ** 30, 2 ** 63, -1, 0, 1.5, "abc", "12.5",
@@ -145,7 +145,7 @@ def _name_mutation(rng: random.Random, manifest: bytes, summary: str, out: dict)
     return _dump(doc)
 
 
-# case i: SUMMARY_COMMANDS[i % 3] on MUTATIONS[i // 3 % 5]; 15 cases meet every pair
+# case i: SUMMARY_COMMANDS[i % 3] on MUTATIONS[i % 5]: 5 cases meet every mutation, 15 every pair
 SUMMARY_COMMANDS = ("analyze", "analyze --md", "screenshot")
 MUTATIONS = (("manifest.json", "name"), ("manifest.json", "value"), ("analysis.json", "value"),
              ("manifest.json", "bytes"), ("analysis.json", "bytes"))
@@ -159,7 +159,7 @@ def _summary_case(i: int, tmp_path, base: str) -> list[str]:
     shutil.copytree(base, summary)
     with open(os.path.join(summary, "analysis.json"), "rb") as f:
         out = _outside(case, f.read())
-    target, how = MUTATIONS[i // len(SUMMARY_COMMANDS) % len(MUTATIONS)]
+    target, how = MUTATIONS[i % len(MUTATIONS)]
     p = os.path.join(summary, target)
     with open(p, "rb") as f:
         data = f.read()
@@ -241,7 +241,7 @@ def _many(rng: random.Random, data: bytes) -> bytes:
     return _dump(doc)
 
 
-# case i: SIDECAR_COMMANDS[i % 2] on SIDECAR_MUTATIONS[i // 2 % 3]
+# case i: SIDECAR_COMMANDS[i % 2] on SIDECAR_MUTATIONS[i % 3]: 6 cases meet every pair
 SIDECAR_COMMANDS = ("screenshot", "report")
 SIDECAR_MUTATIONS = ("value", "bytes", "many")
 
@@ -255,7 +255,7 @@ def _sidecar_case(i: int, tmp_path, base: str) -> list[str]:
     shutil.copy(os.path.join(SAMPLES, "ddp", TRACE), trace)
     with open(base, "rb") as f:
         data = f.read()
-    how = SIDECAR_MUTATIONS[i // len(SIDECAR_COMMANDS) % len(SIDECAR_MUTATIONS)]
+    how = SIDECAR_MUTATIONS[i % len(SIDECAR_MUTATIONS)]
     data = {"bytes": _bytes_mutation, "value": _value_mutation, "many": _many}[how](rng, data)
     with open(os.path.join(folder, SIDECAR), "wb") as f:
         f.write(data)
