@@ -1,0 +1,300 @@
+"""Are the kernels any good: the work each GPU kernel did (from the shapes of the CPU op that
+launched it), its rate against the device's roofs, Tensor-Core use, and MFU per step.
+
+Each compute kernel is attached to the CPU op that launched it: the launch call (correlation id)
+and, on the CPU lane of the same thread, the innermost op around the launch that has a work rule
+(flops.RULES: aten::addmm inside aten::linear, the cuDNN attention op inside
+scaled_dot_product_attention); without one, the innermost op around it. An op's FLOPs and bytes are
+shared by its kernels in proportion to their durations. Kernels whose op has no shapes or no rule
+(and kernels with no launch on record: Nsight Systems exports, CUDA-graph replays) are counted as
+work unknown, and grouped by what their names say.
+
+A family is (kind, precision, Tensor Cores, work known): kind and precision from the op (its
+first floating-point input) or else from the kernel's name; Tensor-Core use from the names of the
+op's kernels (kernel_class). An fp32 op whose kernels use Tensor Cores ran in tf32.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..model.categories import Cat, LaneKind
+from ..model.peaks import Peaks
+from ..model.trace import Trace
+from . import kernel_class
+from .flops import FLOP_KINDS, RULES, op_work
+
+ShapesFetcher = Callable[[Trace, np.ndarray], dict]  # io.op_shapes.op_shapes
+
+
+@dataclass
+class Efficiency:
+    peaks: Peaks
+    families: list[dict]
+    steps: list[dict] = field(default_factory=list)
+    ops: dict = field(default_factory=dict)  # counts: ops with work, unknown ops and kernels
+    # per compute kernel (kept for the window's details, not printed)
+    kernel: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
+    kernel_op: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)  # -1: none
+    kernel_flops: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # nan: unknown
+    kernel_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+
+    @property
+    def has_work(self) -> bool:
+        """Something worth saying: shapes gave work, or matrix kernels ran without Tensor Cores."""
+        return bool(self.ops.get("with_work")) or any(f["tensor_cores"] is False for f in self.families)
+
+    def to_json(self) -> dict:
+        return {"device": self.peaks.device, "peaks": self.peaks.to_json(), "steps": self.steps,
+                "families": self.families, "ops": self.ops}
+
+
+def device_name(trace: Trace) -> str | None:
+    """The GPU's name as the trace recorded it (Kineto deviceProperties, nsys TARGET_INFO_GPU): of
+    the first rank's first device that has one."""
+    return next((p["name"] for r in trace.ranks for _, p in sorted(r.device_props.items())
+                 if isinstance(p.get("name"), str) and p["name"]), None)
+
+
+def launch_parents(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """(compute kernels, the CPU op that launched each or -1), event indices."""
+    c = trace.columns
+    cat = np.asarray(c["cat"])
+    kernels = np.flatnonzero(cat == Cat.KERNEL)
+    parent = np.full(len(kernels), -1, np.int64)
+    api, gpu = (np.asarray(a, np.int64) for a in trace.flows)
+    if not len(kernels) or not len(api):
+        return kernels, parent
+    o = np.argsort(gpu, kind="stable")
+    gs, ap = gpu[o], api[o]
+    pos = np.minimum(np.searchsorted(gs, kernels), len(gs) - 1)
+    has = gs[pos] == kernels
+    launch = np.where(has, ap[pos], -1)
+    ruled = _ruled_names(trace)
+    lane = np.asarray(c["lane"])
+    cpu_lane = {(ln.rank, ln.pid, ln.stream): i for i, ln in enumerate(trace.lanes) if ln.kind == LaneKind.CPU}
+    where = np.flatnonzero(launch >= 0)
+    lanes_of = lane[launch[where]]
+    for ll in np.unique(lanes_of).tolist():
+        ln = trace.lanes[ll]
+        target = cpu_lane.get((ln.rank, ln.pid, ln.stream))
+        if ln.kind == LaneKind.CPU:
+            target = ll
+        if target is None:
+            continue
+        sel = where[lanes_of == ll]
+        parent[sel] = _innermost(trace, target, np.asarray(c["start"])[launch[sel]], ruled)
+    return kernels, parent
+
+
+def _ruled_names(trace: Trace) -> np.ndarray:
+    got = trace.derived.get("efficiency_ruled_names")
+    if got is None or len(got) != len(trace.names):
+        got = np.fromiter((n in RULES for n in trace.names), bool, len(trace.names))
+        trace.derived["efficiency_ruled_names"] = got
+    return got
+
+
+def _innermost(trace: Trace, lane: int, t: np.ndarray, ruled: np.ndarray) -> np.ndarray:
+    """For each time t, the CPU op on the lane around it: the deepest with a work rule, else the
+    deepest. Ops of one depth never overlap, so one binary search a depth finds the candidate."""
+    c = trace.columns
+    sl = trace.lane_slice(lane)
+    ops = np.flatnonzero(np.asarray(c["cat"][sl]) == Cat.CPU_OP) + sl.start
+    best = np.full(len(t), -1, np.int64)
+    best_ruled = np.full(len(t), -1, np.int64)
+    if not len(ops):
+        return best
+    depth = np.asarray(c["depth"])[ops]
+    start, end = np.asarray(c["start"])[ops], np.asarray(c["start"])[ops] + np.asarray(c["dur"])[ops]
+    name = np.asarray(c["name"])[ops]
+    for d in np.unique(depth).tolist():  # shallow to deep: deeper ones overwrite
+        m = depth == d
+        s, e, idx, rn = start[m], end[m], ops[m], ruled[name[m]]
+        p = np.searchsorted(s, t, side="right") - 1
+        pc = np.maximum(p, 0)
+        inside = (p >= 0) & (e[pc] >= t)
+        best = np.where(inside, idx[pc], best)
+        best_ruled = np.where(inside & rn[pc], idx[pc], best_ruled)
+    return np.where(best_ruled >= 0, best_ruled, best)
+
+
+def compute(trace: Trace, shapes: ShapesFetcher, peaks: Peaks, steps: list[dict] | None = None,
+            rank: int | None = None) -> Efficiency:
+    """steps: per rank and step the GPU window {rank, step, start_ns, end_ns, warmup} (the
+    analysis' breakdown); None: families only. rank: that rank's kernels only."""
+    c = trace.columns
+    kernels, parent = launch_parents(trace)
+    if rank is not None:
+        keep = trace.lane_rank_array()[np.asarray(c["lane"])[kernels]] == rank
+        kernels, parent = kernels[keep], parent[keep]
+        steps = [s for s in steps or [] if s["rank"] == rank] or None
+    dur = np.asarray(c["dur"])[kernels].astype(np.float64)
+    names = np.asarray(c["name"])[kernels]
+    # the ops with a rule get their shapes read; an op with shapes and a rule has work
+    ruled = _ruled_names(trace)
+    ops = np.unique(parent[parent >= 0])
+    ruled_ops = ops[ruled[np.asarray(c["name"])[ops]]] if len(ops) else ops
+    got = shapes(trace, ruled_ops) if len(ruled_ops) else {}
+    work = {}
+    for i, a in got.items():
+        w = op_work(trace.names[int(c["name"][i])], a.get("dims"), a.get("types"), a.get("concrete"))
+        if w is not None:
+            work[i] = w
+    # per-name facts, looked up by the kernels' name ids
+    uniq, inv = np.unique(names, return_inverse=True)
+    nm = [trace.names[int(u)] for u in uniq.tolist()]
+    tc_code = np.array([{True: 2, False: 1, None: 0}[kernel_class.tensor_cores(n)] for n in nm], np.int8)[inv]
+    k_kind = [kernel_class.kind(n) for n in nm]
+    k_prec = [kernel_class.precision(n) for n in nm]
+    # an op's kernels: their total time (shares) and Tensor-Core verdict together
+    has_op = np.array([p in work for p in parent.tolist()], bool) if work else np.zeros(len(kernels), bool)
+    op_ids, op_inv = np.unique(np.where(has_op, parent, -1), return_inverse=True)
+    op_dur = np.bincount(op_inv, weights=dur, minlength=len(op_ids))
+    op_n = np.bincount(op_inv, minlength=len(op_ids))
+    op_tc = np.zeros(len(op_ids), np.int8)
+    np.maximum.at(op_tc, op_inv, tc_code)
+    share = np.where(op_dur[op_inv] > 0, dur / np.where(op_dur[op_inv] > 0, op_dur[op_inv], 1), 1.0 / op_n[op_inv])
+    w_flops = np.array([work[o].flops if o in work else np.nan for o in op_ids.tolist()])
+    w_bytes = np.array([work[o].bytes if o in work else np.nan for o in op_ids.tolist()])
+    k_flops = np.where(has_op, w_flops[op_inv] * share, np.nan)
+    k_bytes = np.where(has_op, w_bytes[op_inv] * share, np.nan)
+    tc = np.where(has_op, op_tc[op_inv], tc_code)
+    # family of each kernel: (kind, precision, tc, known)
+    keys: dict[tuple, int] = {}
+    fam = np.empty(len(kernels), np.int64)
+    op_key = {}
+    for j, o in enumerate(op_ids.tolist()):
+        if o in work:
+            w = work[o]
+            prec = "tf32" if w.precision == "fp32" and op_tc[j] == 2 and w.kind in FLOP_KINDS else w.precision
+            op_key[j] = keys.setdefault((w.kind, prec, int(op_tc[j]), True), len(keys))
+    uk = np.flatnonzero(~has_op)
+    if len(uk):
+        combo, cinv = np.unique(inv[uk] * 3 + tc_code[uk], return_inverse=True)
+        ck = np.array([keys.setdefault((k_kind[int(x) // 3], k_prec[int(x) // 3], int(x) % 3, False), len(keys))
+                       for x in combo.tolist()], np.int64)
+        fam[uk] = ck[cinv]
+    kk = np.flatnonzero(has_op)
+    if len(kk):
+        op_fam = np.array([op_key.get(j, -1) for j in range(len(op_ids))], np.int64)
+        fam[kk] = op_fam[op_inv[kk]]
+    families = _families(trace, keys, fam, kernels, dur, k_flops, k_bytes, parent, has_op, peaks)
+    known_ops = [o for o in ops.tolist() if o in work]
+    unknown = np.asarray(c["name"])[np.setdiff1d(ops, np.fromiter(work, np.int64, len(work)))]
+    un_names, un_n = np.unique(unknown, return_counts=True)
+    top_unknown = [{"name": trace.names[int(un_names[i])], "ops": int(un_n[i])}
+                   for i in np.argsort(-un_n, kind="stable")[:5]]
+    n_unknown_k = int((~has_op).sum())
+    eff = Efficiency(peaks, families, ops={
+        "with_work": len(known_ops), "with_shapes": len(got),
+        "flops": float(sum(work[o].flops for o in known_ops)),
+        "unknown": int(len(ops) - len(known_ops)), "unknown_names": top_unknown, "unknown_kernels": n_unknown_k,
+        "unknown_time_ns": int(dur[~has_op].sum()), "kernels": int(len(kernels)),
+        "shapes_recorded": bool(got)},
+        kernel=kernels, kernel_op=np.where(has_op, parent, -1), kernel_flops=k_flops, kernel_bytes=k_bytes)
+    if steps and work:  # MFU needs model FLOPs: none without shapes
+        eff.steps = _steps(trace, kernels, k_flops, steps, peaks)
+    return eff
+
+
+def _families(trace, keys, fam, kernels, dur, k_flops, k_bytes, parent, has_op, peaks: Peaks) -> list[dict]:
+    n = len(keys)
+    time_ns = np.bincount(fam, weights=dur, minlength=n)
+    count = np.bincount(fam, minlength=n)
+    flops = np.bincount(fam, weights=np.nan_to_num(k_flops), minlength=n)
+    byts = np.bincount(fam, weights=np.nan_to_num(k_bytes), minlength=n)
+    names = np.asarray(trace.columns["name"])[kernels]
+    out = []
+    for (kind, prec, tc, known), f in keys.items():
+        m = fam == f
+        t = float(time_ns[f])
+        fl, by = (float(flops[f]), float(byts[f])) if known else (None, None)
+        tcb = {2: True, 1: False, 0: None}[tc]
+        label = kind + (f" {prec}" if prec else "") + {2: ", Tensor Cores", 1: ", no Tensor Cores (SIMT)", 0: ""}[tc] \
+            + ("" if known else " (work unknown)")
+        top = np.bincount(names[m], weights=dur[m]) if m.any() else np.zeros(0)
+        tops = [trace.names[int(i)] for i in np.argsort(-top, kind="stable")[:3] if top[i] > 0]
+        row = {"name": label, "kind": kind, "kernels": int(count[f]), "ops": int(len(np.unique(parent[m & has_op]))),
+               "flops": fl, "bytes": by, "time_ns": int(round(t)), "tflops": None, "gbps": None,
+               "intensity": None, "peak_tflops": None, "pct_of_peak": None, "pct_of_bandwidth": None, "precision": prec,
+               "tensor_cores": tcb, "bound": None, "top_kernels": tops}
+        if known and t > 0:
+            row["tflops"] = fl / t / 1e3  # FLOP/ns = GFLOP/s
+            row["gbps"] = by / t  # B/ns = GB/s
+            row["intensity"] = fl / by if by > 0 else None
+            roof = _roof(peaks, kind, prec, tcb, fl)
+            if roof:
+                row["peak_tflops"] = roof
+                row["pct_of_peak"] = 100.0 * row["tflops"] / roof
+            if peaks.gbps:
+                row["pct_of_bandwidth"] = 100.0 * row["gbps"] / peaks.gbps
+            if fl == 0:
+                row["bound"] = "memory"
+            elif roof and peaks.gbps and by > 0:
+                row["bound"] = "compute" if fl / by >= roof * 1e3 / peaks.gbps else "memory"
+        out.append(row)
+    out.sort(key=lambda r: (-r["time_ns"], r["name"]))
+    return out
+
+
+def _roof(peaks: Peaks, kind: str, prec: str | None, tc: bool | None, flops: float) -> float | None:
+    """The compute roof of a family: its precision's Tensor-Core peak, the fp32 SIMT peak for fp32
+    without Tensor Cores; None for bytes-only families."""
+    if not flops:
+        return None
+    if prec == "fp32":
+        return peaks.peak("tf32" if tc is True else "fp32")
+    if prec in ("bf16", "fp16", "fp8") and tc is False:
+        return peaks.peak("fp32")
+    return peaks.peak(prec)
+
+
+def _steps(trace: Trace, kernels, k_flops, steps: list[dict], peaks: Peaks) -> list[dict]:
+    """Model FLOPs per rank and step: the kernels' shares that start in the step's GPU window."""
+    c = trace.columns
+    rank_of = trace.lane_rank_array()[np.asarray(c["lane"])[kernels]]
+    start = np.asarray(c["start"])[kernels]
+    fl = np.nan_to_num(k_flops)
+    known = ~np.isnan(k_flops)
+    bf16 = peaks.peak("bf16")
+    out = []
+    for s in steps:
+        m = (rank_of == s["rank"]) & (start >= s["start_ns"]) & (start < s["end_ns"])
+        t = s["end_ns"] - s["start_ns"]
+        f = float(fl[m].sum())
+        out.append({"rank": s["rank"], "step": s["step"], "warmup": bool(s.get("warmup")), "time_ns": int(t),
+                    "flops": f, "kernels_with_work": int((m & known).sum()), "kernels": int(m.sum()),
+                    "tflops": f / t / 1e3 if t > 0 else None,
+                    "mfu": f / t / 1e3 / bf16 if t > 0 and bf16 else None})
+    return out
+
+
+def summary_lines(eff: dict) -> list[str]:
+    """What `gpuviewer analyze` prints of the efficiency (its JSON): the device and its roof, MFU
+    per step, and the families that took most of the GPU's time."""
+    p = eff.get("peaks") or {}
+    bf16 = (p.get("tflops") or {}).get("bf16")
+    roof = (f"{p.get('model')}, bf16 dense peak {bf16:g} TFLOP/s" if bf16 else "peak unknown: achieved rates only")
+    out = [f"efficiency: {eff.get('device')} ({roof})"]
+    for s in eff.get("steps") or []:
+        mfu = f"MFU {s['mfu']:.1%}" if s.get("mfu") is not None else "MFU unknown"
+        rate = f"{s['tflops']:.1f} TFLOP/s" if s.get("tflops") is not None else "-"
+        out.append(f"  rank {s['rank']} step {s['step']}{' (warm-up)' if s.get('warmup') else ''}: "
+                   f"{s['flops'] / 1e12:.2f} TFLOP of model work in {s['time_ns'] / 1e6:.1f} ms = {rate}, {mfu}")
+    total = sum(f["time_ns"] for f in eff.get("families") or []) or 1
+    for f in (eff.get("families") or [])[:6]:
+        rate = f" {f['tflops']:.1f} TFLOP/s" if f.get("tflops") else ""
+        pct = f" ({f['pct_of_peak']:.0f}% of peak)" if f.get("pct_of_peak") is not None else ""
+        bw = f" {f['gbps']:.0f} GB/s" if f.get("gbps") and not f.get("flops") else ""
+        bound = f", {f['bound']}-bound" if f.get("bound") else ""
+        out.append(f"  {f['name']}: {f['time_ns'] / total:.0%} of kernel time" + (f",{rate}{pct}{bw}{bound}"
+                                                                                      if rate or bw else ""))
+    o = eff.get("ops") or {}
+    if o.get("unknown") or o.get("unknown_kernels"):
+        said = "no shapes recorded" if not o.get("shapes_recorded") else "no shapes or no rule for their ops"
+        out.append(f"  work unknown for {o.get('unknown_kernels', 0)} of {o.get('kernels', 0)} kernels "
+                   f"({o.get('unknown_time_ns', 0) / 1e6:.1f} ms): {said}")
+    return out

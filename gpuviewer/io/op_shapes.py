@@ -1,0 +1,42 @@
+"""The recorded shapes of CPU ops (Kineto `record_shapes`: Input Dims, Input type, Concrete
+Inputs), fetched from the source files for the ops asked about (the store keeps no arguments).
+
+A profiler records shapes on every op or on none, so the first few ops are fetched first: when
+none of them has shapes, the file is not read any further (a million-event trace without shapes
+costs one piece of the file, not all of it)."""
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from ..model.trace import Trace
+from .args_batch import ArgsSpec, kineto_args
+
+
+class _Shapes(msgspec.Struct):
+    dims: Any = msgspec.field(default=None, name="Input Dims")
+    types: Any = msgspec.field(default=None, name="Input type")
+    concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
+
+
+_SPEC = ArgsSpec(_Shapes)
+PROBE = 16  # ops looked at before deciding that the file records no shapes
+
+
+def op_shapes(trace: Trace, idx: np.ndarray) -> dict[int, dict]:
+    """Event index -> {dims, types, concrete} (the keys recorded) for the CPU ops idx that have
+    shapes; {} for sources that are not Kineto JSON or recorded none."""
+    idx = np.unique(np.asarray(idx, np.int64))
+    if not len(idx) or not trace.sources or not all(s.format == "kineto" for s in trace.sources):
+        return {}
+    src = np.asarray(trace.columns["src"])[idx]
+    first = idx[np.argsort(src, kind="stable")[:PROBE]]  # the earliest in the files: the first piece
+    probe = kineto_args(trace, first, _SPEC)
+    if not any("dims" in v for v in probe.values()):
+        return {}
+    rest = np.setdiff1d(idx, first, assume_unique=True)
+    out = {i: v for i, v in probe.items() if "dims" in v}
+    out.update({i: v for i, v in kineto_args(trace, rest, _SPEC).items() if "dims" in v})
+    return out
