@@ -51,11 +51,15 @@ def test_round_trip_through_the_window(qtbot, tmp_path, ddp_copy):
     i = int(next(k for k in range(len(w.trace)) if w.trace.lanes[int(c["lane"][k])].rank == 1))
     tv.select(i)
     tv.setFocus()
-    qtbot.keyClick(tv, Qt.Key_M)
+    qtbot.keyClick(tv, Qt.Key_M)  # the text is typed in place, on the timeline
+    qtbot.keyClicks(tv.note_edit, "typed text")
+    qtbot.keyClick(tv.note_edit, Qt.Key_Return)
     # Shift+M on an area selection: a region
     t0 = w.trace.start_ns + 10_000_000
     tv.select_area(t0, t0 + 20_000_000, 0.0, 3.0)
     qtbot.keyClick(tv, Qt.Key_M, Qt.ShiftModifier)
+    qtbot.keyClicks(tv.note_edit, "typed text")
+    qtbot.keyClick(tv.note_edit, Qt.Key_Return)
     # an arrow from the selected event to another
     j = int(next(k for k in range(len(w.trace)) if w.trace.lanes[int(c["lane"][k])].rank == 0))
     tv.select(i)

@@ -1,15 +1,49 @@
 """Findings dock: ranked by the time each cost, symptoms under their cause, filterable;
-choosing one takes the timeline there."""
+choosing one takes the timeline there. The severity is a coloured badge, the columns are as
+wide as their content and the finding's text takes the rest (whole in its tooltip and, wrapped,
+in the detail pane), so choosing a row never scrolls the table sideways."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QBrush, QColor
-from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QTextBrowser, QTreeWidget,
-                               QTreeWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtCore import QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QPainter
+from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
+                               QStyledItemDelegate, QTextBrowser, QTreeWidget, QTreeWidgetItem, QVBoxLayout,
+                               QWidget)
 
 from ..model.fmt import esc
 
 SEV_COLOR = {"high": QColor(220, 38, 38), "medium": QColor(217, 119, 6), "low": QColor(100, 116, 139)}
+
+
+class SeverityBadge(QStyledItemDelegate):
+    """The severity as a rounded badge in its colour, sized to its word (never elided)."""
+    PAD = 8
+
+    @classmethod
+    def needed(cls, text: str, fm) -> int:
+        return fm.horizontalAdvance(text) + 2 * cls.PAD + 4
+
+    def sizeHint(self, option, index) -> QSize:
+        s = super().sizeHint(option, index)
+        return QSize(self.needed(str(index.data() or ""), option.fontMetrics), s.height())
+
+    def paint(self, p: QPainter, option, index) -> None:
+        text = str(index.data() or "")
+        from PySide6.QtWidgets import QStyle
+        if option.state & QStyle.State_Selected:
+            p.fillRect(option.rect, option.palette.highlight())
+        color = SEV_COLOR.get(text, QColor(100, 116, 139))
+        fm = option.fontMetrics
+        r = QRectF(option.rect.left() + 2, option.rect.top() + 2, fm.horizontalAdvance(text) + 2 * self.PAD,
+                   option.rect.height() - 4)
+        p.save()
+        p.setRenderHint(QPainter.Antialiasing)
+        p.setPen(Qt.NoPen)
+        p.setBrush(color)
+        p.drawRoundedRect(r, r.height() / 2, r.height() / 2)
+        p.setPen(QColor(255, 255, 255))
+        p.drawText(r, Qt.AlignCenter, text)
+        p.restore()
 
 
 class FindingsPanel(QWidget):
@@ -33,11 +67,15 @@ class FindingsPanel(QWidget):
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(["Severity", "Time lost", "Finding", "Rule", "Ranks", "Step"])
         self.tree.setRootIsDecorated(True)
-        self.tree.setColumnWidth(0, 78)
-        self.tree.setColumnWidth(1, 72)
-        self.tree.setColumnWidth(2, 620)
-        self.tree.setColumnWidth(3, 150)
-        self.tree.setColumnWidth(4, 50)
+        self.tree.setItemDelegateForColumn(0, SeverityBadge(self.tree))
+        hd = self.tree.header()
+        hd.setStretchLastSection(False)
+        for col in (0, 1, 3, 4, 5):
+            hd.setSectionResizeMode(col, QHeaderView.ResizeToContents)
+        hd.setSectionResizeMode(2, QHeaderView.Stretch)  # the rest: no sideways scrolling
+        self.tree.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.tree.setTextElideMode(Qt.ElideRight)
+        self.tree.setHorizontalScrollMode(QAbstractItemView.ScrollPerPixel)
         self.detail = QTextBrowser()
         self.detail.setOpenLinks(False)
         self.detail.anchorClicked.connect(self._link)
@@ -46,6 +84,8 @@ class FindingsPanel(QWidget):
         split.addWidget(self.tree)
         split.addWidget(self.detail)
         split.setSizes([900, 420])
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 1)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)
         top.addWidget(self.status)

@@ -1,12 +1,14 @@
 """Left panel of the timeline: rank headers and lane names, aligned with the plot's rows.
-Click a rank header to collapse it; right-click a lane to hide, pin or move it."""
+Click a rank header to collapse it; right-click a lane to hide, pin or move it. The header of
+the rank whose lanes fill the top stays pinned there while they scroll; a name too long for the
+column is elided in the middle and shown whole in its tooltip."""
 from __future__ import annotations
 
-from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QFont, QPainter
+from PySide6.QtCore import QEvent, QRectF, Qt, Signal
+from PySide6.QtGui import QFont, QFontMetrics, QPainter
 
 from ..render import theme
-from PySide6.QtWidgets import QMenu, QWidget
+from PySide6.QtWidgets import QMenu, QToolTip, QWidget
 
 from ..model.layout import Layout
 
@@ -21,6 +23,7 @@ class LaneLabels(QWidget):
         self.plot_top = 0  # device y of the plot area's top inside this widget
         self.plot_height = 1
         self.setMinimumWidth(120)
+        self.setMouseTracking(True)
         self.font_lane = QFont()
         self.font_lane.setPixelSize(11)
         self.font_head = QFont(self.font_lane)
@@ -55,19 +58,15 @@ class LaneLabels(QWidget):
         for row in self.layout_model.visible_rows(y0, y1):
             top, bot = self._to_dev(row.y), self._to_dev(row.y + min(row.h, 1.0 if row.kind == "lane" else row.h))
             if row.kind == "header":
-                p.fillRect(QRectF(0, top, self.width(), self._to_dev(row.y + row.h) - top), th.header)
-                p.setFont(self.font_head)
-                p.setPen(th.text)
-                arrow = "▸" if row.rank in self.layout_model.state.collapsed_ranks else "▾"
-                p.drawText(QRectF(4, top, self.width() - 8, self._to_dev(row.y + row.h) - top),
-                           Qt.AlignVCenter | Qt.AlignLeft, f"{arrow} {row.label}")
+                self._header(p, row, top)
             elif row.kind == "group":
                 p.fillRect(QRectF(0, top, self.width(), self._to_dev(row.y + row.h) - top), th.group)
                 p.setFont(self.font_lane)
                 p.setPen(th.text)
                 arrow = "▸" if self.layout_model.group_collapsed(row.group) else "▾"
                 p.drawText(QRectF(6, top, self.width() - 10, self._to_dev(row.y + row.h) - top),
-                           Qt.AlignVCenter | Qt.AlignLeft, f"{arrow} {row.label}")
+                           Qt.AlignVCenter | Qt.AlignLeft,
+                           p.fontMetrics().elidedText(f"{arrow} {row.label}", Qt.ElideMiddle, self.width() - 10))
             else:
                 p.setFont(self.font_lane)
                 p.setPen(th.text)
@@ -85,7 +84,70 @@ class LaneLabels(QWidget):
                 p.setPen(th.line)
                 yb = self._to_dev(row.y + row.h)
                 p.drawLine(0, int(yb), self.width(), int(yb))
+        hdr = self.sticky_header()
+        if hdr is not None:  # its own row scrolled away: the rank stays named at the top
+            self._header(p, hdr, self.plot_top)
+            sb = self._sticky_bottom()
+            lane = self.layout_model.row_at(self.y_range[0] + hdr.h)
+            if lane is not None and lane.kind == "lane" and self._to_dev(lane.y) < sb:
+                # and the lane whose top went under it: named just below
+                p.setFont(self.font_lane)
+                p.setPen(th.text)
+                p.drawText(QRectF(6, sb, self.width() - 10, 14), Qt.AlignVCenter | Qt.AlignLeft,
+                           p.fontMetrics().elidedText("   " + lane.label, Qt.ElideMiddle, self.width() - 10))
+            p.setPen(th.line)
+            p.drawLine(0, int(sb), self.width(), int(sb))
         p.end()
+
+    def _header(self, p: QPainter, row, top: float) -> None:
+        th = theme.current()
+        h = row.h / max(self.y_range[1] - self.y_range[0], 1e-9) * self.plot_height
+        p.fillRect(QRectF(0, top, self.width(), h), th.header)
+        p.setFont(self.font_head)
+        p.setPen(th.text)
+        arrow = "▸" if row.rank in self.layout_model.state.collapsed_ranks else "▾"
+        p.drawText(QRectF(4, top, self.width() - 8, h), Qt.AlignVCenter | Qt.AlignLeft,
+                   p.fontMetrics().elidedText(f"{arrow} {row.label}", Qt.ElideMiddle, self.width() - 8))
+
+    def sticky_header(self):
+        """The header of the rank whose lanes are at the top, when its own row is above the
+        view (None when the top row is a header or the header is in view)."""
+        if self.layout_model is None:
+            return None
+        y0 = self.y_range[0]
+        rows = self.layout_model.visible_rows(y0, y0 + 0.01)
+        top = rows[0] if rows else None
+        if top is None or top.kind == "header" or top.rank < 0:
+            return None
+        hdr = next((r for r in self.layout_model.rows if r.kind == "header" and r.rank == top.rank), None)
+        return hdr if hdr is not None and hdr.y < y0 else None
+
+    def _sticky_bottom(self) -> float:
+        from ..model.layout import HEADER_H
+        return self.plot_top + HEADER_H / max(self.y_range[1] - self.y_range[0], 1e-9) * self.plot_height
+
+    def wanted_width(self) -> int:
+        """Pixels the longest label needs (headers bold), with the arrows and margins."""
+        if self.layout_model is None:
+            return 160
+        fl, fh = QFontMetrics(self.font_lane), QFontMetrics(self.font_head)
+        w = 0
+        for row in self.layout_model.rows:
+            fm = fh if row.kind == "header" else fl
+            w = max(w, fm.horizontalAdvance("▾ " + row.label) + 16)
+        return w
+
+    def event(self, ev) -> bool:
+        if ev.type() == QEvent.ToolTip:
+            y = ev.pos().y()
+            sticky = self.sticky_header()
+            row = sticky if sticky is not None and y < self._sticky_bottom() else self.row_at(y)
+            if row is not None:
+                QToolTip.showText(ev.globalPos(), row.label, self)
+            else:
+                QToolTip.hideText()
+            return True
+        return super().event(ev)
 
     def row_at(self, Y: float):
         if self.layout_model is None:
@@ -93,7 +155,9 @@ class LaneLabels(QWidget):
         return self.layout_model.row_at(self._to_data(Y))
 
     def mousePressEvent(self, ev) -> None:
-        row = self.row_at(ev.position().y())
+        sticky = self.sticky_header()
+        y = ev.position().y()
+        row = sticky if sticky is not None and y < self._sticky_bottom() else self.row_at(y)
         if row is None or ev.button() != Qt.LeftButton:
             return
         if row.kind == "header" and row.rank >= 0:

@@ -21,6 +21,17 @@ from .window_nav import NavMixin
 from .window_notes import NotesMixin
 
 
+def compact_start(win, session) -> bool:
+    """On a small screen, more than 4 ranks start as one summary row each (the late ranks of
+    the top finding are opened when the analysis names them) unless the sidecar restored lanes."""
+    from .window_fit import small
+    view = session.notes.doc.view or {}
+    if len(session.trace.ranks) <= 4 or not small(win) or view.get("lanes"):
+        return False
+    win.timeline.collapse_ranks(True)
+    return True
+
+
 class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
     analysisReady = Signal(object)
 
@@ -29,6 +40,7 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         self.setWindowTitle("gpuviewer")
         self.settings = settings or QSettings("gpuviewer", "gpuviewer")
         self.last_error: str | None = None
+        self._compact_start = False  # ranks started collapsed: open the top finding's late ranks
         # set by the command line and tests: log to stderr, keep errors off dialogs
         self.debug = False
         self.quiet_errors = False
@@ -146,18 +158,22 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         self._add_recent(paths)
         session.open_annotations()  # and the view saved with them
         self._apply_annotations()
+        self._compact_start = compact_start(self, session)
         self._range_changed(*self.timeline.visible_range())
         self.controller.run_analysis()
 
     def _show_memory(self, trace: Trace) -> None:
-        self.memory.align_with(self.timeline.labels.width(), self.timeline.scroll.sizeHint().width())
+        self.memory.align_with(self.timeline.labels_width(), self.timeline.scroll.sizeHint().width())
         self.memory.set_trace(trace, self.timeline.origin, self.timeline.vb)
         if not self.memory.has_data():
             self.memory_dock.hide()
             return
         shown = self.memory_dock.isVisible()
+        from .window_fit import place_memory, small
         self.memory_dock.show()
-        self.memory_dock.raise_()
+        place_memory(self)
+        if len(trace) == 0 or not small(self):  # a small screen keeps Findings the tab in front
+            self.memory_dock.raise_()
         if len(trace) == 0:  # a memory snapshot alone: the curve is the content
             self.resizeDocks([self.memory_dock], [560], Qt.Vertical)
         elif not shown:  # sized once the dock is laid out (the next turn of the event loop)
@@ -165,6 +181,12 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
 
             from .window_fit import size_docks
             QTimer.singleShot(0, lambda: size_docks(self, self.width(), self.height()))
+
+    def _realign_memory(self) -> None:
+        """The lane labels were resized: the memory plot's time axis follows the timeline's."""
+        if self.trace is not None and self.memory.has_data():
+            self.memory.align_with(self.timeline.labels_width(), self.timeline.scroll.sizeHint().width())
+            self.memory.rebuild()
 
     def show_shortcuts(self) -> None:
         from .shortcuts import show

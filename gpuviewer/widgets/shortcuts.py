@@ -19,14 +19,15 @@ TIMELINE_KEYS = [
     ("← / →", "previous / next event on the selected lane"),
     ("↑ / ↓", "scroll lanes"),
     ("/", "search; Enter / Shift+Enter step through matches"),
-    ("M / Shift+M", "a note at the cursor / a region over the view (annotations)"),
-    ("Esc", "clear the selection"),
+    ("M / Shift+M", "a note at the selection / a region over the area: typed in place, Enter adds, Esc cancels"),
+    ("Esc", "clear the selection (a click that only brings focus back to the timeline keeps it)"),
     ("?", "this help"),
 ]
 # what a QShortcut does, by its key (QShortcut has no text of its own)
 SHORTCUT_WORDS = {"Ctrl+Return": "run the SQL query (SQL tab)", "Ctrl+Enter": "run the SQL query (SQL tab)",
                   "Ctrl+C": "copy the selected rows of a table (SQL, Statistics)",
-                  "/": "search names on the timeline"}
+                  "/": "search names on the timeline",
+                  "Ctrl+F": "search names on the timeline (from anywhere in the window)"}
 
 
 def _text(seq: QKeySequence) -> str:

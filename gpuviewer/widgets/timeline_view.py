@@ -12,7 +12,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QKeySequence, QPen, QShortcut
 from PySide6.QtWidgets import (QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QLineEdit,
-                               QScrollBar, QToolTip, QVBoxLayout, QWidget)
+                               QScrollBar, QSplitter, QToolTip, QVBoxLayout, QWidget)
 
 from ..model.categories import CAT_LABEL, Cat
 from ..model.fmt import esc
@@ -21,7 +21,9 @@ from ..model.trace import Trace
 from ..render import theme
 from ..render.time_axis import TimeAxis, format_duration, format_ns
 from ..render.timeline_item import TimelineItem
+from .inline_note import InlineNote
 from .lane_labels import LaneLabels
+from .timeline_reveal import RevealMixin
 
 ROW_PX = 17  # pixels per row unit
 
@@ -46,11 +48,12 @@ class _ViewBox(pg.ViewBox):
         super().wheelEvent(ev, axis=0)
 
 
-class TimelineView(QWidget):
+class TimelineView(RevealMixin, QWidget):
     areaSelected = Signal(object, object, object)  # lanes, t0, t1 (absolute ns)
     helpRequested = Signal()
     markRequested = Signal(bool)  # M (False) or Shift+M (True)
     contextRequested = Signal(object, float, float)  # global pos, x (ns from origin), y (rows)
+    labelsResized = Signal(int)  # the lane labels' new width (the memory plot lines up with it)
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -61,10 +64,10 @@ class TimelineView(QWidget):
         self.session = None
         self._subs: list = []
         self._editing = False  # this view is announcing its own lane edit
+        self._mouse_focus = False  # focus just came by a click: that click must not clear the selection
         self.setFocusPolicy(Qt.StrongFocus)
 
         self.labels = LaneLabels(self)
-        self.labels.setFixedWidth(250)
         self.vb = _ViewBox()
         self.plot = pg.PlotWidget(viewBox=self.vb, axisItems={"bottom": TimeAxis("bottom")})
         self.plot.setBackground(theme.current().background)
@@ -91,11 +94,19 @@ class TimelineView(QWidget):
         bar.addWidget(self.search, 1)
         bar.addWidget(self.regex)
         bar.addWidget(self.match_label)
+        # labels | plot in a splitter: the label column is dragged wider for long lane names
+        self.split = QSplitter(Qt.Horizontal)
+        self.split.setChildrenCollapsible(False)
+        self.split.setHandleWidth(3)
+        self.split.addWidget(self.labels)
+        self.split.addWidget(self.plot)
+        self.split.setStretchFactor(1, 1)
+        self.split.setSizes([250, 1000])
+        self.split.splitterMoved.connect(lambda *_: self.labelsResized.emit(self.labels_width()))
         body = QHBoxLayout()
         body.setContentsMargins(0, 0, 0, 0)
         body.setSpacing(0)
-        body.addWidget(self.labels)
-        body.addWidget(self.plot, 1)
+        body.addWidget(self.split, 1)
         body.addWidget(self.scroll)
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -118,6 +129,7 @@ class TimelineView(QWidget):
         self.labels.changed.connect(self._relayout)
         self.labels.changed.connect(self._lanes_edited)
         QShortcut(QKeySequence("/"), self, activated=self.focus_search)
+        self.note_edit = InlineNote(self)
 
     def apply_renderer(self, mode: str | None = None) -> bool:
         from .gl import apply_renderer
@@ -175,6 +187,7 @@ class TimelineView(QWidget):
         self.layout_model = Layout(trace, session.view.lanes)
         session.view.lanes = self.layout_model.state  # one state: the session's is the layout's
         self.labels.layout_model = self.layout_model
+        self.fit_labels()
         self.item = TimelineItem(trace, self.layout_model, self.origin)
         self.vb.addItem(self.item)
         span = max(1.0, float(trace.end_ns - self.origin))
@@ -186,6 +199,19 @@ class TimelineView(QWidget):
         self.set_range(*initial_view(trace), padding=0.0)  # the steps; 0 / Home shows everything
 
     # -- geometry ---------------------------------------------------------------------------
+    def labels_width(self) -> int:
+        """Where the plot starts: the label column and the splitter's handle."""
+        return self.plot.x() if self.plot.x() > 0 else self.labels.width() + self.split.handleWidth()
+
+    def fit_labels(self) -> None:
+        """The label column as wide as its longest label needs, within a sixth to a quarter of
+        the view (longer names are elided in the middle, whole in their tooltip)."""
+        want = self.labels.wanted_width()
+        total = max(self.width(), 800)
+        w = int(min(max(want, 160, total // 6), max(160, total // 4)))
+        self.split.setSizes([w, max(100, total - w)])
+        self.labelsResized.emit(self.labels_width())
+
     def _rows_visible(self) -> float:
         return max(1.0, self.vb.height() / ROW_PX)
 
@@ -257,15 +283,19 @@ class TimelineView(QWidget):
             self.item.annotations = self.session.notes.doc.annotations
             self.item.update()
 
-    def _on_reveal(self, rank: int) -> None:
-        self.scroll_to_rank(rank)
-
-    def scroll_to_rank(self, rank: int) -> None:
-        """Scroll so that a rank's header is the top row."""
+    def collapse_ranks(self, collapsed: bool, ranks: set[int] | None = None) -> None:
+        """Collapse (or expand) every rank, or only `ranks`, to their one summary row."""
         lm = self.layout_model
-        hdr = next((r for r in lm.rows if r.kind == "header" and r.rank == rank), None) if lm else None
-        if hdr is not None:
-            self.scroll.setValue(int(hdr.y * 10))
+        if lm is None:
+            return
+        which = {r.rank for r in self.trace.ranks} if ranks is None else set(ranks)
+        if collapsed:
+            lm.state.collapsed_ranks |= which
+        else:
+            lm.state.collapsed_ranks -= which
+        lm.rebuild()
+        self._relayout()
+        self._lanes_edited()
 
     # -- navigation -------------------------------------------------------------------------
     def visible_range(self) -> tuple[int, int]:
@@ -297,20 +327,12 @@ class TimelineView(QWidget):
         c = self.trace.columns
         s, d = int(c["start"][self.selected]), int(c["dur"][self.selected])
         self.set_range(s, s + max(d, 1000), padding=0.1)
-        self.scroll_to_lane(int(c["lane"][self.selected]))
-
-    def scroll_to_lane(self, lane: int) -> None:
-        y = self.layout_model.lane_y(lane) if self.layout_model else None
-        if y is None:
-            return
-        y0 = self.scroll.value() / 10.0
-        if not (y0 <= y < y0 + self._rows_visible() - 1):
-            self.scroll.setValue(int(max(0, y - 2) * 10))
+        self.scroll_to_event(self.selected)
 
     def show_event(self, i: int) -> None:
         """Select an event, centre it (Session.show_event) and scroll to its lane."""
         self.session.show_event(i)
-        self.scroll_to_lane(int(self.trace.columns["lane"][i]))
+        self.scroll_to_event(i)
 
     def step_event(self, direction: int) -> None:
         """Select the previous/next event on the selected event's lane and depth."""
@@ -393,8 +415,15 @@ class TimelineView(QWidget):
         if ev.button() != Qt.LeftButton:
             return
         p = self.vb.mapSceneToView(ev.scenePos())
-        self.select(self.item.pick(p.x(), p.y(), self._tol()))
+        hit = self.item.pick(p.x(), p.y(), self._tol())
+        focusing, self._mouse_focus = self._mouse_focus, False
+        if hit is not None or not focusing:  # a click that only brings focus back keeps the selection
+            self.select(hit)
         self.setFocus()
+
+    def focusInEvent(self, ev) -> None:
+        self._mouse_focus = ev.reason() == Qt.MouseFocusReason
+        super().focusInEvent(ev)
 
     def select(self, i: int | None) -> None:
         if self.session is not None:
@@ -408,37 +437,6 @@ class TimelineView(QWidget):
             self.item.selected = i
             self.item.flow_pairs = self.flows_of(i) if i is not None else []
             self.item.update()
-
-    def _reveal(self, i: int) -> None:
-        """Unfold what hides the event: its rank, its lane group, its lane's deeper rows."""
-        lm = self.layout_model
-        lane = int(self.trace.columns["lane"][i])
-        ln = self.trace.lanes[lane]
-        changed = False
-        if ln.rank in lm.state.collapsed_ranks:
-            lm.state.collapsed_ranks.discard(ln.rank)
-            changed = True
-        host = f"r{ln.rank}/host"
-        if lm.group_collapsed(host) and any(r.kind == "group" and r.group == host for r in lm.rows) \
-                and lm.lane_y(lane) is None:
-            lm.state.groups[host] = False  # the rank's folded host lanes
-            lm.rebuild()
-            changed = True
-        g = f"r{ln.rank}/{ln.kind}"
-        if lm.group_collapsed(g) and any(r.kind == "group" and r.group == g for r in lm.rows):
-            lm.state.groups[g] = False
-            changed = True
-        if ln.key in lm.state.hidden:
-            lm.state.hidden.discard(ln.key)
-            changed = True
-        if int(self.trace.columns["depth"][i]) >= min(lm.depths[lane], 6) and ln.key not in lm.state.expanded \
-                and int(self.trace.columns["depth"][i]) >= 6:
-            lm.state.expanded.add(ln.key)
-            changed = True
-        if changed:
-            lm.rebuild()
-            self._relayout()
-            self._lanes_edited()
 
     def flows_of(self, i: int) -> list[tuple[int, int]]:
         src, dst = self.trace.flows
@@ -498,7 +496,7 @@ class TimelineView(QWidget):
             return 0
         n = self.session.search(text, regex)
         if n:
-            self.scroll_to_lane(int(self.trace.columns["lane"][int(self.matches[self.match_pos])]))
+            self.scroll_to_event(int(self.matches[self.match_pos]))
         return n
 
     def _on_search(self, text: str, count: int, pos: int) -> None:
@@ -520,4 +518,4 @@ class TimelineView(QWidget):
             return
         i = self.session.next_match(direction)
         if i is not None:
-            self.scroll_to_lane(int(self.trace.columns["lane"][i]))
+            self.scroll_to_event(i)

@@ -31,6 +31,11 @@ class AnalysisMixin:
         self.ranks_view.set_analysis(a, {r.rank: r.host for r in trace.ranks if r.host})
         if getattr(trace, "topology", None) is not None:
             self._show_topology()
+        if self._compact_start and a.findings:
+            self._compact_start = False
+            f = a.findings[0]
+            late = f.metrics.get("late_rank")
+            self.timeline.collapse_ranks(False, {int(late)} if late is not None else set(f.ranks))
         self.analysisReady.emit(a)
 
     def show_finding(self, f) -> None:
@@ -38,7 +43,7 @@ class AnalysisMixin:
         if self.session is not None:
             i = self.session.show_finding(f)
             if i is not None:
-                self.timeline.scroll_to_lane(int(self.trace.columns["lane"][i]))
+                self.timeline.scroll_to_event(i)  # the event itself inside the viewport
 
     # -- topology -------------------------------------------------------------------------
     def attach_topology_files(self, paths: list[str]) -> bool:

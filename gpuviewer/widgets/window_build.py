@@ -49,6 +49,10 @@ def build(win) -> None:
     win.annotations_dock = dock(win, "Annotations", win.annotations, Qt.RightDockWidgetArea)
     win.tabifyDockWidget(win.details_dock, win.annotations_dock)
     win.details_dock.raise_()
+    # the right column starts closed (an empty Details took a quarter of a laptop's width):
+    # Details opens on the first selection, Topology with a topology, Annotations with a note
+    for d in (win.details_dock, win.topology_dock, win.annotations_dock):
+        d.hide()
     win.findings = FindingsPanel()
     win.findings_dock = dock(win, "Findings", win.findings, Qt.BottomDockWidgetArea)
     win.overview = OverviewPanel()
@@ -100,6 +104,7 @@ def wire(win) -> None:
     c.failed.connect(win._failed)
     c.rangeChanged.connect(win._range_changed)
     c.selectionChanged.connect(win.details.show_event)
+    c.selectionChanged.connect(lambda i: open_details(win) if i is not None else None)
     c.annotationsChanged.connect(win._apply_annotations)
     c.topologyChanged.connect(win._show_topology)
     c.analysisReady.connect(win._analysis_done)
@@ -117,6 +122,22 @@ def wire(win) -> None:
     win.findings.findingActivated.connect(win.show_finding)
     win.timeline.markRequested.connect(win.mark)
     win.timeline.contextRequested.connect(win._timeline_menu)
+    win.timeline.labelsResized.connect(lambda _w: win._realign_memory())
+    from PySide6.QtGui import QShortcut
+    # Ctrl+F finds on the timeline from anywhere in the window (the SQL editor included)
+    QShortcut(QKeySequence.Find, win, activated=win.timeline.focus_search)
+    from .window_fit import follow_tabs
+    follow_tabs(win)
+
+
+def open_details(win) -> None:
+    """The Details dock, opened at its width the first time something is selected."""
+    d = win.details_dock
+    if not d.isVisible():
+        d.show()
+        d.raise_()
+        from .window_fit import size_right
+        size_right(win)
 
 def menus(win) -> None:
     """File, Edit, View and Help."""
@@ -138,6 +159,8 @@ def menus(win) -> None:
     e.addAction("Paste topology (nvidia-smi topo -m)", win.paste_topology)
     v = win.menuBar().addMenu("&View")
     v.addAction("Fit all", win.timeline.fit_all)
+    v.addAction("Collapse all ranks", lambda: win.timeline.collapse_ranks(True))
+    v.addAction("Expand all ranks", lambda: win.timeline.collapse_ranks(False))
     win.steps_action = QAction("Show step boundaries", win, checkable=True, checked=True)
     win.steps_action.toggled.connect(win._toggle_steps)
     v.addAction(win.steps_action)
@@ -178,7 +201,9 @@ def steps_toolbar(win) -> None:
     """Previous / next step and go to step N."""
     tb = QToolBar("Steps", win)
     tb.setObjectName("steps")
-    win.addToolBar(Qt.TopToolBarArea, tb)
+    # in the menu bar's free right end, not a row of its own: 34 px more for the timeline
+    tb.setStyleSheet("QToolBar { border: 0; padding: 0; spacing: 2px; }")
+    win.menuBar().setCornerWidget(tb, Qt.TopRightCorner)
     prev = tb.addAction("◀ step", lambda: win.step_nav(-1))
     prev.setShortcut(QKeySequence("["))
     prev.setToolTip("Previous step: zoom to it ( [ )")
@@ -197,6 +222,7 @@ def steps_toolbar(win) -> None:
     win.step_label = QLabel("")
     win.step_label.setToolTip("Profiled steps in this session")
     tb.addWidget(win.step_label)
+    tb.setMinimumWidth(tb.sizeHint().width() + 40)  # all of it, never behind a » button
 
 
 def status(win) -> None:

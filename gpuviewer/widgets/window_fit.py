@@ -1,6 +1,6 @@
 """The main window's size on the screen it opens on: the last geometry used on that screen (by
 name and size), else most of the screen's available area (at least 1600x950 where it fits; a
-1366x768 laptop gets the whole of it), with the docks sized in proportion."""
+1366x768 laptop gets the whole of it), with the docks sized so the timeline keeps most of it."""
 from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QRect, Qt
@@ -38,15 +38,74 @@ def fit_to_screen(win, settings) -> QRect:
     return avail
 
 
+SMALL_H = 850  # a window lower than this (a 1366x768 laptop's is ~730) is laid out for a small screen
+
+
+def small(win) -> bool:
+    return win.height() < SMALL_H
+
+
 def size_docks(win, w: int, h: int) -> None:
-    """Bottom docks: the memory curve a fifth of the height, the findings a quarter; the right
-    dock a fifth of the width: the timeline keeps most of a small screen."""
-    if win.memory_dock.isVisible():
-        win.resizeDocks([win.memory_dock, win.findings_dock], [max(130, int(h * 0.19)), max(120, int(h * 0.23))],
+    """The timeline keeps at least 55% of the height. A small screen: the memory curve is a
+    tab beside Findings (its name and peak on the tab: folded to one line) and the bottom
+    tabs a quarter of the height; a large one: the memory a compact strip (an eighth) right
+    under the timeline, the findings a fifth. The right column a fifth of the width."""
+    place_memory(win)
+    bare_bottom_tabs(win)
+    if win.memory_dock.isVisible() and not small(win):
+        win.resizeDocks([win.memory_dock, win.findings_dock], [max(110, int(h * 0.12)), max(150, int(h * 0.2))],
                         Qt.Vertical)
     else:
-        win.resizeDocks([win.findings_dock], [max(120, int(h * 0.28))], Qt.Vertical)
-    win.resizeDocks([win.details_dock], [max(240, min(330, int(w * 0.21)))], Qt.Horizontal)
+        win.resizeDocks([win.findings_dock], [bottom_height(win, h)], Qt.Vertical)
+    size_right(win)
+
+
+def bottom_height(win, h: int, tables: bool = False) -> int:
+    """The bottom tabs: Findings a quarter of a small window; SQL, Statistics, Overview and
+    Ranks (tables to read) two fifths while shown."""
+    if tables:
+        return int(h * 0.4)
+    return max(160, int(h * (0.25 if small(win) else 0.22)))
+
+
+def size_right(win) -> None:
+    w = win.width()
+    win.resizeDocks([win.details_dock], [max(240, min(360, int(w * 0.2)))], Qt.Horizontal)
+
+
+def bare_bottom_tabs(win) -> None:
+    """A small screen: the bottom docks lose their title bars (their tabs already name them;
+    20 px back to the timeline); a large one keeps them."""
+    from PySide6.QtWidgets import QWidget
+    for d in (win.findings_dock, win.overview_dock, win.ranks_dock, win.area_dock, win.queries.sql_dock,
+              win.queries.stats_dock, win.memory_dock):
+        bare = small(win) and (d is not win.memory_dock or d in win.tabifiedDockWidgets(win.findings_dock))
+        if bare and d.titleBarWidget() is None:
+            d.setTitleBarWidget(QWidget(d))
+        elif not bare and d.titleBarWidget() is not None:
+            d.setTitleBarWidget(None)
+
+
+def place_memory(win) -> None:
+    """A small screen: memory tabbed with the findings (not raised); large: under the timeline."""
+    m = win.memory_dock
+    tabbed = m in win.tabifiedDockWidgets(win.findings_dock)
+    if small(win) and not tabbed:
+        win.tabifyDockWidget(win.findings_dock, m)
+        win.findings_dock.raise_()
+    elif not small(win) and tabbed:
+        win.splitDockWidget(win.memory_dock, win.findings_dock, Qt.Vertical)
+
+
+def follow_tabs(win) -> None:
+    """Tables get room while their tab is shown; Findings gives it back to the timeline."""
+    tables = [win.queries.sql_dock, win.queries.stats_dock, win.overview_dock, win.ranks_dock]
+
+    def shown(dock, visible: bool) -> None:
+        if visible and win.isVisible():
+            win.resizeDocks([dock], [bottom_height(win, win.height(), tables=dock in tables)], Qt.Vertical)
+    for d in tables + [win.findings_dock]:
+        d.visibilityChanged.connect(lambda v, d=d: shown(d, v))
 
 
 def save_geometry(win, settings) -> None:

@@ -29,6 +29,8 @@ class NotesMixin:
     def _apply_annotations(self) -> None:
         if self.session is not None:
             self.annotations.set_annotations(self.session.notes.doc.annotations, self.timeline.origin)
+            if self.session.notes.doc.annotations and not self.annotations_dock.isVisible():
+                self.annotations_dock.show()  # the right column opens for saved notes
 
     def _annotations_changed(self) -> None:
         """The panel edited or removed an annotation in place."""
@@ -40,14 +42,24 @@ class NotesMixin:
         return self.controller.save()
 
     def mark(self, region: bool = False, text: str | None = None):
-        """M: a note at the selected event (or the middle of the view); Shift+M: a region."""
+        """M: a note at the selected event (or the middle of the view); Shift+M: a region.
+        Without text, a one-line editor opens in place on the timeline (Enter adds, Esc
+        cancels) and the note is added when it is typed: None is returned now."""
         if self.session is None:
             return None
         if text is None:
-            text = self.annotations.ask_text(self, "Region" if region else "Note", "")
-            if text is None:
-                return None
+            tv = self.timeline
+            sel = self.session.view.selected
+            at = tv.event_point(sel) if sel is not None else None
+            tv.note_edit.ask("Region: type its text, Enter adds, Esc cancels" if region else
+                             "Note: type it, Enter adds, Esc cancels", at if at is not None else tv.middle_point(),
+                             lambda t: self._marked(self.session.mark(t, region=region)))
+            return None
         return self.session.mark(text, region=region)
+
+    def _marked(self, a) -> None:
+        self.annotations_dock.show()  # the new note listed, editable there
+        self.statusBar().showMessage("Note added (edit or remove it in the Annotations panel)", 5000)
 
     def arrow_to(self, j: int, text: str = ""):
         """An arrow from the selected event to event j."""
@@ -67,10 +79,11 @@ class NotesMixin:
         t = int(x) + self.timeline.origin
 
         def note_here():
-            text = self.annotations.ask_text(self, "Note", "")
-            if text is not None:
-                self.session.add_note(text, t, row.rank if row is not None else None,
-                                      row.lane if row is not None and row.kind == "lane" else None)
+            self.timeline.note_edit.ask(
+                "Note: type it, Enter adds, Esc cancels", self.timeline.mapFromGlobal(global_pos),
+                lambda text: self._marked(self.session.add_note(
+                    text, t, row.rank if row is not None else None,
+                    row.lane if row is not None and row.kind == "lane" else None)))
         m.addAction("Add a note here", note_here)
         if self.timeline.last_area is not None:
             m.addAction("Make a region of the area selection", lambda: self.mark(region=True))

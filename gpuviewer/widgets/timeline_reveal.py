@@ -1,0 +1,128 @@
+"""The timeline's side of bringing something into view: unfold what hides an event (its rank,
+its lane group, its lane's deeper rows) and scroll vertically so the event itself, not only its
+lane's top, lies inside the viewport below its rank's header (the label column keeps that
+header pinned at the top while the rank's lanes scroll under it)."""
+from __future__ import annotations
+
+from ..model.layout import HEADER_H, ROW_H as LAYOUT_ROW_H
+
+
+class RevealMixin:
+    """Mixed into TimelineView: needs self.trace, self.layout_model, self.scroll, self.selected."""
+
+    def _on_reveal(self, rank: int) -> None:
+        sel = self.selected
+        if sel is not None and self.trace is not None and self.trace.lanes[int(self.trace.columns["lane"][sel])].rank == rank:
+            self.scroll_to_event(sel)  # the event, not only its rank's top
+        else:
+            self.scroll_to_rank(rank)
+
+    def event_rows(self, i: int) -> tuple[float, float] | None:
+        """The rows an event is drawn in (its lane's y plus its depth), None when hidden."""
+        lm = self.layout_model
+        c = self.trace.columns
+        lane = int(c["lane"][i])
+        row = next((r for r in lm.rows if r.kind == "lane" and r.lane == lane), None) if lm else None
+        if row is None:
+            return None
+        d = min(int(c["depth"][i]), max(0, row.depths - 1))
+        return row.y + d * LAYOUT_ROW_H, row.y + (d + 1) * LAYOUT_ROW_H
+
+    def scroll_to_event(self, i: int) -> None:
+        """Scroll so the event's row is inside the viewport: with its rank's header as the top
+        row when both fit, else the event a row below the sticky header that names its rank."""
+        rows = self.event_rows(i)
+        if rows is None:
+            return
+        a, b = rows
+        lm = self.layout_model
+        rank = self.trace.lanes[int(self.trace.columns["lane"][i])].rank
+        hdr = next((r for r in lm.rows if r.kind == "header" and r.rank == rank), None)
+        page = self._rows_visible()
+        y0 = self.scroll.value() / 10.0
+        sticky = HEADER_H if hdr is not None and hdr.y < y0 else 0.0
+        if a >= y0 + sticky and b <= y0 + page:
+            return  # already in view, below the header
+        if hdr is not None and b - hdr.y <= page:
+            target = hdr.y
+        else:
+            target = a - HEADER_H - 1.0  # a row of context under the sticky header
+        self.scroll.setValue(int(max(0.0, target) * 10))
+
+    def scroll_to_rank(self, rank: int) -> None:
+        """Scroll so that a rank's header is the top row."""
+        lm = self.layout_model
+        hdr = next((r for r in lm.rows if r.kind == "header" and r.rank == rank), None) if lm else None
+        if hdr is not None:
+            self.scroll.setValue(int(hdr.y * 10))
+
+    def scroll_to_lane(self, lane: int) -> None:
+        y = self.layout_model.lane_y(lane) if self.layout_model else None
+        if y is None:
+            return
+        y0 = self.scroll.value() / 10.0
+        if not (y0 <= y < y0 + self._rows_visible() - 1):
+            self.scroll.setValue(int(max(0, y - 2) * 10))
+
+    def _reveal(self, i: int) -> None:
+        """Unfold what hides the event: its rank, its lane group, its lane's deeper rows."""
+        lm = self.layout_model
+        lane = int(self.trace.columns["lane"][i])
+        ln = self.trace.lanes[lane]
+        changed = False
+        if ln.rank in lm.state.collapsed_ranks:
+            lm.state.collapsed_ranks.discard(ln.rank)
+            changed = True
+        host = f"r{ln.rank}/host"
+        if lm.group_collapsed(host) and any(r.kind == "group" and r.group == host for r in lm.rows) \
+                and lm.lane_y(lane) is None:
+            lm.state.groups[host] = False  # the rank's folded host lanes
+            lm.rebuild()
+            changed = True
+        g = f"r{ln.rank}/{ln.kind}"
+        if lm.group_collapsed(g) and any(r.kind == "group" and r.group == g for r in lm.rows):
+            lm.state.groups[g] = False
+            changed = True
+        if ln.key in lm.state.hidden:
+            lm.state.hidden.discard(ln.key)
+            changed = True
+        if int(self.trace.columns["depth"][i]) >= min(lm.depths[lane], 6) and ln.key not in lm.state.expanded \
+                and int(self.trace.columns["depth"][i]) >= 6:
+            lm.state.expanded.add(ln.key)
+            changed = True
+        if changed:
+            lm.rebuild()
+            self._relayout()
+            self._lanes_edited()
+
+    def event_rect(self, i: int):
+        """The event's rectangle in this view's coordinates (QRectF; None when its lane is
+        not shown)."""
+        import pyqtgraph as pg
+        from PySide6.QtCore import QRectF
+        rows = self.event_rows(i)
+        if rows is None:
+            return None
+        c = self.trace.columns
+        x0 = float(int(c["start"][i]) - self.origin)
+        x1 = x0 + float(int(c["dur"][i]))
+        a = self.vb.mapViewToDevice(pg.Point(x0, rows[0]))
+        b = self.vb.mapViewToDevice(pg.Point(x1, rows[1]))
+        vp = self.plot.viewport()
+        pa = vp.mapTo(self, a.toPoint())
+        pb = vp.mapTo(self, b.toPoint())
+        return QRectF(pa, pb).normalized()
+
+    def event_point(self, i: int):
+        """Where a note about event i is typed: just under the event, at its visible start."""
+        from PySide6.QtCore import QPoint
+        r = self.event_rect(i)
+        if r is None:
+            return None
+        left = self.plot.mapTo(self, self.plot.rect().topLeft()).x()
+        return QPoint(int(max(r.left(), left)), int(r.bottom()) + 2)
+
+    def middle_point(self):
+        from PySide6.QtCore import QPoint
+        g = self.plot.geometry()
+        return QPoint(self.plot.mapTo(self, g.center() - g.topLeft()).x() - 130, self.plot.mapTo(self, g.center() - g.topLeft()).y())
