@@ -82,6 +82,9 @@ class Analysis:
     collective_steps: list[dict] = field(default_factory=list)
     unmatched_collectives: int = 0
     failed_ranks: list[dict] = field(default_factory=list)  # a run over many files: what could not be read
+    # the kernels' work and rates against the device's roofs (efficiency.Efficiency.to_json()), only where
+    # there is something to say: shapes recorded, or matrix kernels without Tensor Cores
+    efficiency: dict | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # fields a newer writer added (a summary): kept as read
     # computed with the analysis, not part of its JSON
     kernel_collectives: dict[int, dict] = field(default_factory=dict, repr=False)  # event index -> its collective
@@ -90,14 +93,14 @@ class Analysis:
     parts: list | None = field(default=None, repr=False)  # rankmap.RankPart per rank, when kept for a summary
 
     _FIELDS = ("ranks", "findings", "comm", "collectives", "collective_steps", "unmatched_collectives",
-               "failed_ranks")
+               "failed_ranks", "efficiency")
 
     @classmethod
     def from_json(cls, d: dict) -> "Analysis":
         return cls(list(d.get("ranks") or []), [Finding.from_json(f) for f in d.get("findings") or []],
                    d.get("comm"), list(d.get("collectives") or []), list(d.get("collective_steps") or []),
                    int(d.get("unmatched_collectives") or 0), list(d.get("failed_ranks") or []),
-                   {k: v for k, v in d.items() if k not in cls._FIELDS})
+                   efficiency=d.get("efficiency"), extra={k: v for k, v in d.items() if k not in cls._FIELDS})
 
     def to_json(self) -> dict:
         """What `gpuviewer analyze --json` prints."""
@@ -106,6 +109,8 @@ class Analysis:
                "unmatched_collectives": self.unmatched_collectives}
         if self.failed_ranks:
             out["failed_ranks"] = self.failed_ranks
+        if self.efficiency:
+            out["efficiency"] = self.efficiency
         out.update(self.extra)
         return out
 

@@ -131,6 +131,10 @@ def cmd_analyze(args) -> int:
     from . import scale_cmd
     if scale_cmd.wanted(args):  # --dask, --summary, or a summary opened: many ranks (scale_cmd.py)
         return scale_cmd.cmd_analyze(args, show_analysis)
+    from .peak_opts import values
+    peaks, err = values(args)  # a bad value is refused before the trace is read
+    if err:
+        return _fail(err)
     trace, rc = _open_or_fail(args.paths, args)
     if trace is None:
         return rc
@@ -138,7 +142,7 @@ def cmd_analyze(args) -> int:
     for w in trace.metadata.get("unread", []):  # a rank left out must not go unsaid
         print(f"gpuviewer: warning: {line(w)}", file=sys.stderr)
     try:
-        a = analyze_session(trace)
+        a = analyze_session(trace, **peaks)
     except Exception as e:  # noqa: BLE001 - an analysis bug must not look like a crash
         return _fail(f"{_session_name(args.paths)}: the analysis failed on this trace, a bug in gpuviewer ({type(e).__name__}); "
                      "please report it with the output of --debug", args.debug)
@@ -170,6 +174,10 @@ def show_analysis(a, args) -> int:
         _out("no findings")
     for r in a.ranks:
         _out(f"rank {r['rank']}: GPU utilization {r['gpu_utilization']:.0%}")
+    if a.efficiency:
+        from ..analysis.efficiency import summary_lines
+        for ln in summary_lines(a.efficiency):
+            _out(ln)
     return 0
 
 
@@ -192,6 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--md", action="store_true", help="a Markdown report on stdout")
     from .scale_cmd import add_options
     add_options(an)  # --dask, --summary
+    from .peak_opts import add_options as add_peaks
+    add_peaks(an)  # --peak-tflops, --peak-gbps
     an.set_defaults(func=cmd_analyze)
     shot = sub.add_parser("screenshot", parents=[common], help="render the window to PNG or SVG, headless")
     shot.add_argument("-o", "--output", required=True, help="OUT.png or OUT.svg")

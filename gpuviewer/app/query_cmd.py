@@ -25,8 +25,11 @@ def add_parsers(sub, common) -> None:
     st = sub.add_parser("stats", parents=[common], help="summaries like nsys stats (kernels, API, NVTX, memory, NCCL)")
     st.add_argument("--report", default="kern", choices=list(REPORTS),
                     help="kern: GPU kernels, api: CUDA API, nvtx: NVTX ranges, mem: memcpy/memset, "
-                         "nccl: collectives (default kern)")
+                         "nccl: collectives, efficiency: kernel families' work and rates against the "
+                         "device's peaks (default kern)")
     st.add_argument("--rank", type=int, help="one rank (default: every rank together)")
+    from .peak_opts import add_options
+    add_options(st)
     _formats(st)
     st.set_defaults(func=cmd_stats)
 
@@ -110,12 +113,16 @@ def read_query_file(path: str) -> tuple[str, str | None]:
 
 def cmd_stats(args) -> int:
     from .cli import _fail, _open_or_fail
+    from .peak_opts import values
+    peaks, err = values(args)  # a bad value is refused before the trace is read
+    if err:
+        return _fail(err)
     s, rc = _open_or_fail(args.paths, args, _open)
     if s is None:
         return rc
     if args.rank is not None and args.rank not in s.ranks:
         return _fail(f"no rank {args.rank} in this session (ranks: {', '.join(map(str, s.ranks))})")
-    return _write(s.stats(args.report, rank=args.rank), args)
+    return _write(s.stats(args.report, rank=args.rank, **peaks), args)
 
 
 def _write(df, args) -> int:

@@ -18,13 +18,16 @@ from ..model.categories import Cat
 from . import tables
 
 REPORTS = {"kern": "GPU kernels", "api": "CUDA API calls", "nvtx": "NVTX ranges",
-           "mem": "GPU memory operations", "nccl": "collectives"}
+           "mem": "GPU memory operations", "nccl": "collectives", "efficiency": "kernel efficiency"}
 
 
-def report(session, which: str = "kern", *, rank: int | None = None) -> pd.DataFrame:
-    """One summary table; rank None: every rank together."""
+def report(session, which: str = "kern", *, rank: int | None = None, peak_tflops: float | None = None,
+           peak_gbps: float | None = None) -> pd.DataFrame:
+    """One summary table; rank None: every rank together. peak_*: efficiency's roofs overridden."""
     if which not in REPORTS:
         raise ValueError(f"unknown report {which!r}: choose one of {', '.join(REPORTS)}")
+    if which == "efficiency":
+        return efficiency_table(session.efficiency(rank=rank, peak_tflops=peak_tflops, peak_gbps=peak_gbps))
     if which == "kern":
         df = session.kernels
     elif which == "api":
@@ -45,6 +48,28 @@ def report(session, which: str = "kern", *, rank: int | None = None) -> pd.DataF
         return _nccl(df, kern if rank is None else kern[kern["rank"] == rank])
     extra = {"kind": ("kind", "first")} if which == "kern" else {}
     return _durations(df, ["name"], extra)
+
+
+_EFF_COLS = ["family", "time_pct", "time_ns", "kernels", "ops", "tflop", "tflops", "peak_tflops", "pct_of_peak",
+             "gbps", "pct_of_bandwidth", "intensity", "bound", "precision", "tensor_cores", "top_kernel"]
+
+
+def efficiency_table(eff) -> pd.DataFrame:
+    """Per kernel family (analysis.efficiency): its time and share, the work done (TFLOP, from the
+    ops' shapes; empty where unknown), the rate (TFLOP/s, GB/s) against the roof of its precision,
+    arithmetic intensity (FLOP/byte), compute- or memory-bound, Tensor-Core use, its longest kernel."""
+    fam = eff.families
+    total = sum(f["time_ns"] for f in fam)
+    rows = [{"family": f["name"], "time_pct": 100.0 * f["time_ns"] / total if total else 0.0, "time_ns": f["time_ns"],
+             "kernels": f["kernels"], "ops": f["ops"], "tflop": f["flops"] / 1e12 if f["flops"] is not None else None,
+             "tflops": f["tflops"], "peak_tflops": f.get("peak_tflops"), "pct_of_peak": f["pct_of_peak"],
+             "gbps": f["gbps"], "pct_of_bandwidth": f["pct_of_bandwidth"], "intensity": f["intensity"],
+             "bound": f["bound"], "precision": f["precision"], "tensor_cores": f["tensor_cores"],
+             "top_kernel": (f["top_kernels"] or [None])[0]} for f in fam]
+    df = pd.DataFrame(rows, columns=_EFF_COLS)
+    return df.astype({"time_ns": "int64", "kernels": "int64", "ops": "int64",
+                      **{c: "float64" for c in ("tflop", "tflops", "peak_tflops", "pct_of_peak", "gbps",
+                                                "pct_of_bandwidth", "intensity")}})
 
 
 def _durations(df: pd.DataFrame, by: list[str], extra: dict | None = None, col: str = "dur") -> pd.DataFrame:

@@ -11,11 +11,31 @@ if TYPE_CHECKING:
     from ..analysis.results import Analysis
 
 
-def analyze_session(trace: Trace) -> "Analysis":
+def analyze_session(trace: Trace, *, peak_tflops: float | None = None, peak_gbps: float | None = None) -> "Analysis":
+    """The analysis, and the kernels' efficiency where there is something to say (peak_*: the
+    device's roofs, overridden)."""
     from ..analysis.findings import analyze
     from ..io.args import event_args
     from ..io.comm_args import collective_args
-    return analyze(trace, collective_args(trace), event_args)
+    a = analyze(trace, collective_args(trace), event_args)
+    eff = efficiency_of(trace, a, peak_tflops=peak_tflops, peak_gbps=peak_gbps)
+    a.efficiency = eff.to_json() if eff.has_work else None
+    return a
+
+
+def efficiency_of(trace: Trace, analysis: "Analysis | None" = None, *, rank: int | None = None,
+                  peak_tflops: float | None = None, peak_gbps: float | None = None):
+    """analysis.efficiency.Efficiency: the ops' shapes read from the sources (io.op_shapes), the
+    device's roofs from model.peaks; MFU per step where the analysis' step windows are given."""
+    from ..analysis.efficiency import compute, device_name
+    from ..io.op_shapes import op_shapes
+    from ..model.peaks import lookup, overridden
+    peaks = overridden(lookup(device_name(trace)), peak_tflops, peak_gbps)
+    steps = None
+    if analysis is not None:
+        steps = [{"rank": r["rank"], **{k: s.get(k) for k in ("step", "start_ns", "end_ns", "warmup")}}
+                 for r in analysis.ranks for s in r.get("steps") or [] if s.get("end_ns") is not None]
+    return compute(trace, op_shapes, peaks, steps, rank)
 
 
 def measure_for_diff(trace: Trace):

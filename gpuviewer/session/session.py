@@ -153,10 +153,19 @@ class Session(SessionActions):
         from ..query.sql import run
         return run(self, query)
 
-    def stats(self, report: str = "kern", *, rank: int | None = None):
-        """A summary table like `nsys stats`: kern, api, nvtx, mem or nccl."""
+    def stats(self, report: str = "kern", *, rank: int | None = None, peak_tflops: float | None = None,
+              peak_gbps: float | None = None):
+        """A summary table like `nsys stats`: kern, api, nvtx, mem, nccl or efficiency (peak_*:
+        the device's roofs for efficiency, overriding the table's)."""
         from ..query.stats import report as make
-        return make(self, report, rank=rank)
+        return make(self, report, rank=rank, peak_tflops=peak_tflops, peak_gbps=peak_gbps)
+
+    def efficiency(self, *, rank: int | None = None, peak_tflops: float | None = None,
+                   peak_gbps: float | None = None):
+        """The kernels' work from their ops' shapes, rates against the device's roofs, Tensor-Core
+        use (analysis.efficiency.Efficiency: families, ops; MFU per step once the analysis ran)."""
+        from .analysis import efficiency_of
+        return efficiency_of(self.trace, self._analysis, rank=rank, peak_tflops=peak_tflops, peak_gbps=peak_gbps)
 
     def whatif(self, change: str, value: str | None = None, *, peak_gbps: float | None = None):
         """Each step's time re-timed with one change (analysis.whatif): change is "remove-gap"

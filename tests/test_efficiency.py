@@ -1,0 +1,199 @@
+"""Issue 26, items 1-3: FLOPs and bytes from shapes (hand-computed), kernels attached to their ops,
+the device's roofs, families, MFU per step; `analyze --json` "efficiency" and `stats --report
+efficiency` on real traces through the real command line."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from conftest import compat_path, run_cli, trace_path
+from gpuviewer.analysis.flops import op_work
+from gpuviewer.analysis.kernel_class import tensor_cores
+from gpuviewer.model.peaks import lookup, overridden
+
+BF, F = "c10::BFloat16", "float"
+
+
+# -- shapes in, FLOPs out (each figure worked by hand in the comment) -----------------------
+
+def test_matmul_family_flops_by_hand():
+    # mm [64,32] x [32,16]: 2*64*16*32 = 65,536; bytes (64*32 + 32*16 + 64*16) * 2 = 7,168
+    w = op_work("aten::mm", [[64, 32], [32, 16]], [BF, BF], ["", ""])
+    assert (w.kind, w.flops, w.bytes, w.precision) == ("gemm", 65_536, 7_168, "bf16")
+    # addmm bias [16], [64,32] x [32,16]: the same 65,536
+    assert op_work("aten::addmm", [[16], [64, 32], [32, 16], [], []], [BF, BF, BF, "Scalar", "Scalar"]).flops == 65_536
+    # bmm [4,8,16] x [4,16,32]: 2*4*8*32*16 = 32,768
+    assert op_work("aten::bmm", [[4, 8, 16], [4, 16, 32]], [F, F]).flops == 32_768
+    # baddbmm self [4,8,32], [4,8,16] x [4,16,32]: 32,768; fp32
+    w = op_work("aten::baddbmm", [[4, 8, 32], [4, 8, 16], [4, 16, 32]], [F, F, F])
+    assert (w.flops, w.precision) == (32_768, "fp32")
+    # matmul [2,3,8,16] x [16,4] broadcast: batch 6, 2*6*8*4*16 = 6,144
+    assert op_work("aten::matmul", [[2, 3, 8, 16], [16, 4]], [F, F]).flops == 6_144
+    # linear input [8,512,1024], weight [3072,1024]: 2*4096*3072*1024 = 25,769,803,776
+    assert op_work("aten::linear", [[8, 512, 1024], [3072, 1024], [3072]], [F, F, F]).flops == 25_769_803_776
+    assert op_work("aten::mm", [[64, 32], [31, 16]], [BF, BF]) is None  # K disagrees: no work, no guess
+
+
+def test_convolution_flops_by_hand():
+    # conv2d input [2,3,32,32], weight [16,3,3,3], stride 1, padding 1: out 32x32;
+    # 2*2*16*(32*32)*3*(3*3) = 1,769,472
+    w = op_work("aten::conv2d", [[2, 3, 32, 32], [16, 3, 3, 3], [16], [], [], [], []],
+                [F, F, F, "ScalarList", "ScalarList", "ScalarList", "Scalar"], ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"])
+    assert (w.kind, w.flops) == ("conv", 1_769_472)
+    # stride 2, no padding, groups 2: input [1,4,9,9], weight [8,2,3,3]: out 4x4;
+    # 2*1*8*16*2*9 = 4,608
+    dims = [[1, 4, 9, 9], [8, 2, 3, 3], [], [], [], [], [], [], []]
+    conc = ["", "", "", "[2, 2]", "[0, 0]", "[1, 1]", "False", "[0, 0]", "2"]
+    assert op_work("aten::convolution", dims, [F, F, "", "ScalarList", "ScalarList", "ScalarList", "Scalar",
+                                               "ScalarList", "Scalar"], conc).flops == 4_608
+    # its backward with both gradients (output_mask [True, True, False]): 2 x 4,608 = 9,216
+    bdims = [[1, 8, 4, 4], [1, 4, 9, 9], [8, 2, 3, 3], [], [], [], [], [], [], [], []]
+    bconc = ["", "", "", "[8]", "[2, 2]", "[0, 0]", "[1, 1]", "False", "[0, 0]", "2", "[True, True, False]"]
+    assert op_work("aten::convolution_backward", bdims, [F] * 3 + [""] * 8, bconc).flops == 9_216
+    bconc[10] = "[False, True, False]"  # the weight's gradient only
+    assert op_work("aten::convolution_backward", bdims, [F] * 3 + [""] * 8, bconc).flops == 4_608
+
+
+def test_attention_flops_by_hand():
+    q = [8, 16, 512, 64]  # B, H, L, E
+    # 4*B*H*L*S*E = 4*8*16*512*512*64 = 8,589,934,592; causal halves it
+    full = 4 * 8 * 16 * 512 * 512 * 64
+    args = [q, q, q, [], [], [], [], []]
+    types = [BF, BF, BF, "", "Scalar", "Scalar", "", "Scalar"]
+    assert op_work("aten::scaled_dot_product_attention", args, types, ["", "", "", "", "0.", "False", "", "False"]).flops == full
+    w = op_work("aten::scaled_dot_product_attention", args, types, ["", "", "", "", "0.", "True", "", "False"])
+    assert (w.kind, w.flops, w.precision) == ("attention", full / 2, "bf16")
+    # flash forward takes [B, L, H, E]: the same work
+    qf = [8, 512, 16, 64]
+    conc = [""] * 7 + ["0.", "True", "False", ""]
+    assert op_work("aten::_flash_attention_forward", [qf, qf, qf] + [[]] * 8, [BF] * 3 + [""] * 8, conc).flops == full / 2
+    # cuDNN backward (is_causal is argument 14): 2.5 x the causal forward
+    bconc = [""] * 11 + ["512", "512", "0.", "True", ""]
+    bdims = [q, q, q, q, q, [8, 16, 512, 1]] + [[]] * 10
+    w = op_work("aten::_scaled_dot_product_cudnn_attention_backward", bdims, [BF] * 5 + [F] + [""] * 10, bconc)
+    assert w.flops == 2.5 * full / 2
+    # efficient attention: custom_mask_type 1 (causal) at argument 9
+    econc = [""] * 9 + ["1", "False", ""]
+    assert op_work("aten::_efficient_attention_forward", [qf, qf, qf] + [[]] * 9, [BF] * 3 + [""] * 9, econc).flops == full / 2
+
+
+def test_elementwise_and_norm_count_bytes_only():
+    # add [8,512,1024] + [8,512,1024] fp32: read 2 x 16 MiB, write 16 MiB = 50,331,648 bytes
+    w = op_work("aten::add", [[8, 512, 1024], [8, 512, 1024], []], [F, F, "Scalar"])
+    assert (w.kind, w.flops, w.bytes) == ("elementwise", 0, 3 * 8 * 512 * 1024 * 4)
+    # layer norm input [8,512,1024] fp32, weight and bias [1024]: read 16 MiB + 8 KiB, write 16 MiB
+    w = op_work("aten::native_layer_norm", [[8, 512, 1024], [], [1024], [1024], []], [F, "ScalarList", F, F, "Scalar"])
+    assert (w.kind, w.flops, w.bytes) == ("norm", 0, (2 * 8 * 512 * 1024 + 2 * 1024) * 4)
+    assert op_work("aten::unknown_op", [[4, 4]], [F]) is None
+    assert op_work("aten::_foreach_add_", [[], [], []], ["TensorList", "float", "Scalar"]) is None  # no shapes
+
+
+def test_tensor_core_names():
+    assert tensor_cores("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x256x8_stage3_warpsize1x4x1_ffma_aligna4_"
+                        "alignc4_execute_kernel__5x_cublas") is False
+    assert tensor_cores("volta_sgemm_128x64_nn") is False
+    assert tensor_cores("sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x16_stage4_warpsize2x2x1_tensor16x8x8"
+                        "_execute_kernel__5x_cublas") is True
+    assert tensor_cores("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT") is True
+    assert tensor_cores("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_"
+                        "segment_k_off_kernel__5x_cublas") is True
+    assert tensor_cores("void at::native::vectorized_elementwise_kernel<4>") is None
+
+
+def test_peaks_table_matches_device_names():
+    assert lookup("NVIDIA H200").model == "H200 SXM" and lookup("NVIDIA H200").peak("bf16") == 989.4
+    assert lookup("NVIDIA H100 80GB HBM3").model == "H100 SXM"
+    assert lookup("NVIDIA H100 PCIe").model == "H100 PCIe"
+    assert lookup("NVIDIA A100-SXM4-40GB").model == "A100 SXM 40GB"
+    assert lookup("A100-PCIE-40GB").model == "A100 PCIe 40GB"
+    assert lookup("NVIDIA L4").model == "L4" and lookup("NVIDIA L40S").model == "L40S"
+    assert lookup("AMD Instinct MI300X").model == "MI300X"
+    unknown = lookup("GeForce GTX 1060 with Max-Q Design")
+    assert unknown.model is None and unknown.peak("bf16") is None
+    assert overridden(unknown, 100.0, 900.0).peak("bf16") == 100.0 and overridden(unknown, None, 900.0).gbps == 900.0
+
+
+# -- real traces through the command line ----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gpt():
+    path = trace_path("kineto", "single_gpt_train.json.gz")
+    p = run_cli("analyze", path, "--json")
+    assert p.returncode == 0, p.stderr
+    return path, json.loads(p.stdout)["efficiency"]
+
+
+def _raw_gemm_flops(path: str) -> tuple[float, int]:
+    """2*M*N*K over the trace's aten::mm and aten::addmm ops, read from the raw JSON."""
+    with gzip.open(path, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    total, n = 0.0, 0
+    for e in events:
+        a = e.get("args") or {}
+        if e.get("name") == "aten::mm":
+            (m, k), (_, nn) = a["Input Dims"][:2]
+        elif e.get("name") == "aten::addmm":
+            (m, k), (_, nn) = a["Input Dims"][1:3]
+        else:
+            continue
+        total += 2.0 * m * nn * k
+        n += 1
+    return total, n
+
+
+def test_gpt_families_mfu_and_flops_add_up(gpt):
+    path, eff = gpt
+    assert eff["device"] == "NVIDIA H200" and eff["peaks"]["model"] == "H200 SXM"
+    steps = eff["steps"]
+    assert steps and all(0 < s["mfu"] < 1 and s["flops"] > 0 for s in steps)
+    for s in steps:
+        print(f"rank {s['rank']} step {s['step']}: MFU {s['mfu']:.1%}, {s['tflops']:.1f} TFLOP/s")
+    fams = eff["families"]
+    gemm = [f for f in fams if f["kind"] == "gemm" and f["flops"] is not None]
+    assert gemm
+    for f in gemm:
+        assert 0 < f["tflops"] <= f["peak_tflops"], f
+    # every FLOP of the ops with work lands in exactly one family
+    assert sum(f["flops"] or 0 for f in fams) == pytest.approx(eff["ops"]["flops"], rel=1e-9)
+    # and the GEMM family holds exactly the raw trace's mm/addmm work (each op launched its GEMM)
+    raw, n = _raw_gemm_flops(path)
+    assert sum(f["flops"] for f in gemm) == pytest.approx(raw, rel=1e-9)
+    assert sum(f["ops"] for f in gemm) == n
+    # MFU's FLOPs per step add up to at most the ops' FLOPs (the steps hold the profiled work)
+    assert sum(s["flops"] for s in steps) <= eff["ops"]["flops"] * (1 + 1e-9)
+    assert eff["ops"]["unknown_kernels"] < eff["ops"]["kernels"] and eff["ops"]["unknown_names"]
+
+
+def test_analyze_text_prints_mfu_per_step(gpt):
+    p = run_cli("analyze", gpt[0])
+    assert p.returncode == 0, p.stderr
+    lines = [ln for ln in p.stdout.splitlines() if "MFU" in ln]
+    assert len(lines) == len(gpt[1]["steps"])
+
+
+def test_h100_fp32_simt_gemms_named_without_tensor_cores():
+    p = run_cli("stats", compat_path("GindaChen__nsys-ai", "h100_2gpu_1s.sqlite"), "--report", "efficiency", "--json")
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)
+    simt = [r for r in rows if r["top_kernel"] and "gemm_f32f32" in r["top_kernel"]]
+    assert simt and all(r["tensor_cores"] is False and "no Tensor Cores" in r["family"] and r["precision"] == "fp32"
+                        for r in simt)
+    assert simt[0] is rows[0]  # the SIMT GEMMs take most of the GPU's time
+
+
+def test_no_shapes_no_simt_keeps_the_json():
+    p = run_cli("analyze", trace_path("nsys", "nsys_single.sqlite"), "--json")
+    assert p.returncode == 0, p.stderr
+    assert "efficiency" not in json.loads(p.stdout)
+
+
+def test_peak_override_and_bad_values():
+    path = trace_path("kineto", "single_gpt_train.json.gz")
+    p = run_cli("stats", path, "--report", "efficiency", "--json", "--peak-tflops", "500", "--peak-gbps", "1000")
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)
+    assert all(r["peak_tflops"] in (None, 500.0) for r in rows) and any(r["peak_tflops"] == 500.0 for r in rows)
+    bad = run_cli("analyze", path, "--peak-tflops", "-3")
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "--peak-tflops -3" in bad.stderr
