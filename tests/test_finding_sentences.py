@@ -1,0 +1,261 @@
+"""Findings' sentences are true as written (issue 25, items 3, 9 and 10).
+
+`gpuviewer analyze --json` runs in a subprocess on every trace of ../shared/traces and
+../shared/compat, once each; every finding's title is parsed and its claims checked against the
+numbers in the same JSON:
+- "X ms a step of communication not overlapped ..., Y ms of it waiting": Y is part of X, so Y <= X;
+- "(rank N, the worst)": the figure the title shows is rank N's, and no rank's is worse.
+Then, on named traces, against numbers computed here from the raw files (tests/analysis_truth.py:
+json/gzip + numpy, nothing from gpuviewer): the waiting said of fsdp's exposed communication, the
+worst rank of ddp_long, ranks arriving together last (a 4-rank job made here from ddp's two ranks),
+and thin data (2 of 128 ranks, 3 steps)."""
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import os
+import re
+import statistics
+
+import pytest
+
+import analysis_truth as T
+from conftest import COMPAT, TRACES, run_cli, trace_path
+
+_TRACE_FILES = sorted(glob.glob(os.path.join(TRACES, "**", "*.json.gz"), recursive=True)
+                      + glob.glob(os.path.join(TRACES, "nsys", "*.sqlite")))
+_RANK_DIRS = sorted(p for p in glob.glob(os.path.join(TRACES, "kineto", "*")) if os.path.isdir(p))
+# a rank file of a per-rank folder is analysed with its folder (the job), the rest one by one
+INPUTS = [p for p in _TRACE_FILES if os.path.dirname(p) not in _RANK_DIRS] + _RANK_DIRS
+INPUTS += sorted(p for p in glob.glob(os.path.join(COMPAT, "**", "*"), recursive=True)
+                 if os.path.isfile(p) and p.endswith((".json", ".json.gz", ".sqlite")))
+INPUTS += [os.path.join(COMPAT, "facebookresearch__HolisticTraceAnalysis", "trace_filter")]  # 2 ranks of 128
+IDS = [os.path.relpath(p, os.path.dirname(TRACES)) for p in INPUTS]
+
+_out: dict[str, dict] = {}
+
+
+def analyze(path: str) -> dict:
+    """`gpuviewer analyze PATH --json`, parsed; once per path."""
+    if path not in _out:
+        p = run_cli("analyze", path, "--json")
+        assert p.returncode == 0, f"analyze {path}: exit {p.returncode}\n{p.stderr[-3000:]}"
+        _out[path] = json.loads(p.stdout)
+    return _out[path]
+
+
+def flat(findings: list[dict]):
+    for f in findings:
+        yield f
+        yield from flat(f["children"])
+
+
+# -- claims of the sentences, checked against the same JSON ----------------------------------------
+
+_OF_IT = re.compile(r"([\d.]+) ms a step of communication not overlapped.*?([\d.]+) ms of it waiting")
+_WORST = re.compile(r"\(rank (\d+), the worst\)")
+# per rule: (the figure the title leads with, the metric it shows, its scale, which end is worst)
+FIGURES = {
+    "low_gpu_utilization": [(r"GPU busy (\d+)%", "utilization", 100, min)],
+    "exposed_communication": [(r"([\d.]+) ms a step of communication", "exposed_ms_per_step", 1, max)],
+    "launch_bound": [(r"(\d+)% of the time it is fed work", "launch_idle_share", 100, max),
+                     (r"the GPU is idle (\d+)% of the time", "idle_fraction", 100, max)],
+    "host_bound_idle": [(r"idle ([\d.]+) ms a step", "gap_ms_per_step", 1, max)],
+    "step_outlier": [(r"took (\d+) ms", "duration_ms", 1, max)],
+    "memory_headroom": [(r"\((\d+)%\)", "fraction", 100, max)],
+    "unattributed_ops": [(r"([\d,]+) (?:kernels|GPU ops) without", "ops", 1, max)],
+}
+
+
+def of_it_errors(out: dict) -> list[str]:
+    """Titles saying "Y ms of it waiting" of X ms of exposed communication with Y > X."""
+    bad = []
+    for f in flat(out["findings"]):
+        m = _OF_IT.search(f["title"])
+        if m and float(m.group(2)) > float(m.group(1)):
+            bad.append(f["title"])
+    return bad
+
+
+def worst_errors(out: dict) -> tuple[int, list[str]]:
+    """(claims checked, titles whose "(rank N, the worst)" is not the worst by the figure shown)."""
+    n, bad = 0, []
+    for f in flat(out["findings"]):
+        m = _WORST.search(f["title"])
+        if not m:
+            continue
+        n += 1
+        named = m.group(1)
+        per_rank = f["metrics"].get("per_rank") or {}
+        assert f["rule"] in FIGURES, f"no figure known for {f['rule']}: {f['title']}"
+        assert named in per_rank, f"{f['title']}: rank {named} not in per_rank {sorted(per_rank)}"
+        for pat, key, scale, worst in FIGURES[f["rule"]]:
+            fig = re.search(pat, f["title"])
+            if fig and all(key in v for v in per_rank.values()):
+                break
+        else:
+            raise AssertionError(f"no figure of {f['rule']} found in: {f['title']}")
+        shown = float(fig.group(1).replace(",", ""))
+        digits = len(fig.group(1).split(".")[1]) if "." in fig.group(1) else 0
+        mine = per_rank[named][key] * scale
+        assert abs(mine - shown) <= 0.5 * 10 ** -digits + 1e-6, f"{f['title']}: rank {named}'s {key} is {mine}"
+        if per_rank[named][key] != worst(v[key] for v in per_rank.values()):
+            bad.append(f"{f['title']}: {key} per rank {({r: v[key] for r, v in per_rank.items()})}")
+    return n, bad
+
+
+@pytest.mark.parametrize("path", INPUTS, ids=IDS)
+def test_sentences_agree_with_their_numbers(path):
+    out = analyze(path)
+    assert isinstance(out["findings"], list)
+    assert of_it_errors(out) == []
+    _, bad = worst_errors(out)
+    assert bad == []
+
+
+def test_the_checks_see_claims():
+    """The sentence checks above are not vacuous: the shared traces hold titles naming a worst
+    rank and exposed communication with a waiting clause."""
+    seen = sum(worst_errors(analyze(p))[0] for p in _RANK_DIRS)
+    assert seen >= 5
+    exposed = [f for p in _RANK_DIRS for f in flat(analyze(p)["findings"]) if f["rule"] == "exposed_communication"]
+    assert sum("wait" in f["title"] for f in exposed) >= 5
+
+
+# -- item 9 on named traces, against the raw files ---------------------------------------------------
+
+def _measured(out: dict, rank: int) -> list[int]:
+    r = next(x for x in out["ranks"] if x["rank"] == rank)
+    return [s["step"] for s in r["steps"] if not s["warmup"]]
+
+
+def test_fsdp_waiting_is_not_said_to_be_part_of_the_exposed_time():
+    """fsdp rank 0: its NCCL kernels wait longer a step than its communication is exposed (they
+    wait partly while compute runs beside them): the title says the wait and that, never "of it"."""
+    path = trace_path("kineto", "fsdp")
+    out = analyze(path)
+    ranks = T.load(path)
+    steps = set(_measured(out, 0))
+    r0 = next(r for r in ranks if r.rank == 0)
+    exposed = statistics.median(d["comm_ns"] - d["overlap_ns"] for d in T.step_breakdown(r0) if d["step"] in steps)
+    waits = T.step_waits(T.match(ranks))
+    wait = statistics.median(waits[s]["wait"][0] for s in steps)
+    assert wait > exposed  # the case the old sentence got wrong
+    f = next(f for f in flat(out["findings"]) if f["rule"] == "exposed_communication" and f["ranks"] == [0])
+    assert "of it waiting" not in f["title"]
+    m = re.search(r"([\d.]+) ms a step of communication.*its collectives wait ([\d.]+) ms a step for other ranks "
+                  r"\(some of it while compute runs\)", f["title"])
+    assert m, f["title"]
+    assert abs(float(m.group(1)) - exposed / 1e6) < 0.5 and abs(float(m.group(2)) - wait / 1e6) < 0.5
+
+
+def test_ddp_long_worst_rank_is_the_least_busy():
+    """ddp_long: both ranks under 70% busy; the merged title names the rank least busy, measured
+    here from the raw files (busy / GPU windows over the measured steps), and shows its figure."""
+    path = trace_path("kineto", "ddp_long")
+    out = analyze(path)
+    util = {}
+    for r in T.load(path):
+        rows = [d for d in T.step_breakdown(r) if d["step"] in set(_measured(out, r.rank))]
+        util[r.rank] = sum(d["busy_ns"] for d in rows) / sum(d["window_ns"] for d in rows)
+    worst = min(util, key=util.get)
+    f = next(f for f in flat(out["findings"]) if f["rule"] == "low_gpu_utilization")
+    assert f"(rank {worst}, the worst)" in f["title"], (f["title"], util)
+    shown = next(r["gpu_utilization"] for r in out["ranks"] if r["rank"] == worst)
+    assert f"GPU busy {shown:.0%}" in f["title"]
+
+
+# -- item 3: ranks arriving together -----------------------------------------------------------------
+
+LAG_US = 200  # rank 3 is rank 1's copy arriving 0.2 ms later: with rank 1, one late group
+
+
+@pytest.fixture(scope="module")
+def four_ranks(tmp_path_factory) -> str:
+    """A 4-rank job from ddp's two: ranks 0 and 2 are rank 0's trace, ranks 1 and 3 rank 1's (rank
+    3 shifted LAG_US later), world size 4: ranks 1 and 3 reach every collective together, late."""
+    d = tmp_path_factory.mktemp("four")
+    src = {0: "ddp_rank0.json.gz", 1: "ddp_rank1.json.gz"}
+    for rank in range(4):
+        with gzip.open(trace_path("kineto", "ddp", src[rank % 2]), "rt") as f:
+            doc = json.load(f)
+        doc["distributedInfo"] = dict(doc.get("distributedInfo") or {}, rank=rank, world_size=4)
+        if rank == 3:
+            for e in doc["traceEvents"]:
+                if "ts" in e and e.get("ph") != "M":
+                    e["ts"] = float(e["ts"]) + LAG_US
+        with gzip.open(d / f"rank{rank}.json.gz", "wt", compresslevel=1) as f:
+            json.dump(doc, f)
+    return str(d)
+
+
+def test_ranks_arriving_together_are_one_late_group(four_ranks):
+    out = analyze(four_ranks)
+    inst = T.match(T.load(four_ranks))
+    # independently: at every collective ranks 1 and 3 arrive within 0.5 ms of the last, 0 and 2 not
+    lags = {r: max(i.last - i.starts[i.ranks.index(r)] for i in inst if i.wait(0) > 1e6) for r in range(4)}
+    assert lags[1] <= 500_000 and lags[3] <= 500_000 and min(lags[0], lags[2]) > 1_000_000
+    roots = [f for f in out["findings"] if f["rule"] == "straggler"]
+    assert len(roots) == 1, [f["title"] for f in roots]
+    f = roots[0]
+    assert f["title"].startswith("Ranks 1 and 3 arrive together last at the collectives"), f["title"]
+    assert "the other 2 ranks wait" in f["title"]
+    assert sorted(f["metrics"]["late_group"]) == [1, 3] and f["metrics"]["waiting_ranks"] == [0, 2]
+    assert set(f["ranks"]) == {0, 1, 2, 3}
+    # the planted stall (ddp rank 1 sleeps before step 3): both copies held the others back
+    stall = next(c for c in f["children"] if c["rule"] == "straggler")
+    assert stall["title"].startswith("Step 3: ranks 1 and 3, arriving together, held each of the other 2 ranks back")
+    caused = sum(i.wait(0) + i.wait(2) for i in inst if i.steps[0] == 3 and i.last_rank in (1, 3)) / 2
+    shown = float(re.search(r"back ([\d.]+) ms", stall["title"]).group(1))
+    assert abs(shown - caused / 1e6) < 0.1, (shown, caused / 1e6)
+
+
+def test_two_ranks_still_name_one_late_rank():
+    """A rank well apart from the others is still named alone (ddp: rank 1, its stall in step 3)."""
+    out = analyze(trace_path("kineto", "ddp"))
+    f = next(f for f in out["findings"] if f["rule"] == "straggler")
+    assert f["title"].startswith("Rank 1 arrives last") and f["metrics"]["late_group"] == [1]
+
+
+# -- item 10: thin data --------------------------------------------------------------------------------
+
+def _world_size(path: str) -> int:
+    with gzip.open(path, "rt") as f:
+        return int(json.load(f)["distributedInfo"]["world_size"])
+
+
+def test_two_of_128_ranks_said():
+    d = os.path.join(COMPAT, "facebookresearch__HolisticTraceAnalysis", "trace_filter")
+    files = sorted(glob.glob(os.path.join(d, "*.json.gz")))
+    world = max(_world_size(p) for p in files)
+    out = analyze(d)
+    thin = [f for f in out["findings"] if f["rule"] == "thin_data"]
+    assert len(thin) == 1
+    assert f"the session holds {len(files)} of the job's {world} ranks" in thin[0]["title"]
+    assert thin[0]["metrics"]["world_size"] == world and thin[0]["metrics"]["ranks_in_session"] == len(files)
+
+
+def test_findings_from_three_steps_say_so():
+    """tp: 4 profiled steps, the first warm-up: every finding whose figures are taken over the
+    steps says "from 3 steps" (or "of 3 steps"), and one finding says the data is thin."""
+    path = trace_path("kineto", "tp")
+    out = analyze(path)
+    n = {r.rank: len(r.steps) for r in T.load(path)}
+    warm = {r["rank"]: sum(s["warmup"] for s in r["steps"]) for r in out["ranks"]}
+    measured = min(n[r] - warm[r] for r in n)
+    assert measured == 3
+    per_step_rules = {"low_gpu_utilization", "host_bound_idle", "launch_bound", "exposed_communication",
+                      "straggler", "load_imbalance", "pipeline_bubble"}
+    checked = [f for f in flat(out["findings"]) if f["rule"] in per_step_rules]
+    assert checked
+    for f in checked:
+        assert "(from 3 steps)" in f["title"] or "of 3 steps" in f["title"], f["title"]
+    thin = [f for f in out["findings"] if f["rule"] == "thin_data"]
+    assert len(thin) == 1 and "3 steps measured" in thin[0]["title"]
+
+
+def test_enough_steps_and_ranks_say_nothing():
+    """ddp_long: both ranks of a 2-rank job, 8 measured steps: no thin-data note."""
+    out = analyze(trace_path("kineto", "ddp_long"))
+    assert not [f for f in flat(out["findings"]) if f["rule"] == "thin_data" or "(from " in f["title"]]
