@@ -7,7 +7,9 @@ is an episodic stall, reported on top of the persistent lateness. Why it was lat
 collectives where it arrived last, did its kernel start right after the host launched it (the
 host was late: which host ops took longer than on the other ranks, or than on its own other
 steps; input when those are the data loader's) or long after (its GPU was busy: which kernels
-took longer than on the other ranks)?
+took longer than on the other ranks)? Ranks that arrive together last (late_group) are one late
+group: the others waited for all of them, and the last of them is compared with the ranks that
+waited.
 
 This is the reduce's: it reads the ranks' maps (analysis/rankmap.py: step windows, arrivals with
 their launch times, per step the time per op name), never the events.
