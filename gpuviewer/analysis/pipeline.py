@@ -216,7 +216,7 @@ def pipeline(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
         k = sum(x["kernels"] for x in xs) / len(xs)
         med = float(np.median([x["median_kernel_ns"] for x in xs])) / 1e3
         title = (f"Pipeline of {p} stages, {m} micro-batches, launch-bound: stage {i} (rank {slow['rank']}), the "
-                 f"stage with the most work, idles {slow['launch']:.0%} of its step between its own kernels "
+                 f"busiest stage (compute and launch gaps), idles {slow['launch']:.0%} of its step between its own kernels "
                  f"({k:,.0f} a step, median {med:.1f} µs); not computing and not between its own kernels: "
                  f"{rest} (ideal bubble {ideal:.1%})")
         impact = float(sum(slow["launch_ns"]))
