@@ -197,3 +197,26 @@ def test_peak_override_and_bad_values():
     assert all(r["peak_tflops"] in (None, 500.0) for r in rows) and any(r["peak_tflops"] == 500.0 for r in rows)
     bad = run_cli("analyze", path, "--peak-tflops", "-3")
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "--peak-tflops -3" in bad.stderr
+
+
+@pytest.mark.parametrize("parts", [("kineto", "ddp"), ("kineto", "pp_gpu"), ("kineto", "fsdp"),
+                                   ("whatif", "launch_eager.json.gz")])
+def test_shared_traces_with_shapes(parts):
+    """More shared traces recorded with shapes: MFU per step, GEMM and attention rates under the
+    H200's roofs, every op's FLOPs in one family; the eager MLP's fp32 GEMMs ran without Tensor Cores."""
+    import gpuviewer
+    s = gpuviewer.open(trace_path(*parts))
+    eff = s.analysis.efficiency
+    assert eff and eff["peaks"]["model"] == "H200 SXM"
+    assert eff["steps"] and all(0 < st["mfu"] < 1 for st in eff["steps"] if not st["warmup"])
+    for st in eff["steps"]:
+        print(f"{'/'.join(parts)} rank {st['rank']} step {st['step']}: MFU {st['mfu']:.1%}")
+    fams = eff["families"]
+    for f in fams:
+        if f["kind"] in ("gemm", "attention", "conv") and f["tflops"]:
+            assert f["tflops"] <= f["peak_tflops"], f
+    assert sum(f["flops"] or 0 for f in fams) == pytest.approx(eff["ops"]["flops"], rel=1e-9)
+    assert {st["rank"] for st in eff["steps"]} == set(s.ranks)
+    if parts[0] == "whatif":
+        gemm = [f for f in fams if f["kind"] == "gemm" and f["flops"]]
+        assert gemm and all(f["precision"] == "fp32" and f["tensor_cores"] is False for f in gemm)

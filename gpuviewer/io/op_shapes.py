@@ -26,9 +26,9 @@ PROBE = 16  # ops looked at before deciding that the file records no shapes
 
 
 def op_shapes(trace: Trace, idx: np.ndarray) -> dict[int, dict]:
-    """Event index -> {dims, types, concrete} (the keys recorded) for the CPU ops idx that have
+    """Event index -> {dims, types, concrete} (the keys recorded) for the CPU ops idx (distinct) that have
     shapes; {} for sources that are not Kineto JSON or recorded none."""
-    idx = np.unique(np.asarray(idx, np.int64))
+    idx = np.asarray(idx, np.int64)  # distinct event indices
     if not len(idx) or not trace.sources or not all(s.format == "kineto" for s in trace.sources):
         return {}
     src = np.asarray(trace.columns["src"])[idx]
@@ -36,7 +36,7 @@ def op_shapes(trace: Trace, idx: np.ndarray) -> dict[int, dict]:
     probe = kineto_args(trace, first, _SPEC)
     if not any("dims" in v for v in probe.values()):
         return {}
-    rest = np.setdiff1d(idx, first, assume_unique=True)
+    rest = idx[~np.isin(idx, first)]
     out = {i: v for i, v in probe.items() if "dims" in v}
     out.update({i: v for i, v in kineto_args(trace, rest, _SPEC).items() if "dims" in v})
     return out
