@@ -48,6 +48,12 @@ class Finding:
     advice: str
     metrics: dict[str, Any]
     children: list["Finding"] = field(default_factory=list)
+    # what fixing its cause would save (savings.py: a what-if replay), None where no change
+    # removes its cause or the session has no events to replay (a Dask run, a summary)
+    saves_ms: float | None = None  # over the profiled steps
+    saves_ms_per_step: float | None = None
+    saves_pct: float | None = None  # of the profiled steps' time
+    saving: str | None = None  # the change, in words
 
     @property
     def evidence(self) -> list[Evidence]:
@@ -58,7 +64,8 @@ class Finding:
     def from_json(cls, d: dict) -> "Finding":
         return cls(d["rule"], d["severity"], d["title"], list(d.get("ranks") or []), d.get("step"),
                    int(d["start_ns"]), int(d["end_ns"]), d.get("impact_ms", 0.0), d.get("advice", ""),
-                   dict(d.get("metrics") or {}), [cls.from_json(c) for c in d.get("children") or []])
+                   dict(d.get("metrics") or {}), [cls.from_json(c) for c in d.get("children") or []],
+                   d.get("saves_ms"), d.get("saves_ms_per_step"), d.get("saves_pct"), d.get("saving"))
 
     def evidence_rows(self, with_excess: bool = False) -> list[dict]:
         """The evidence rows as the rule wrote them (evidence_of)."""
@@ -68,7 +75,17 @@ class Finding:
         return {"rule": self.rule, "severity": self.severity, "title": self.title, "ranks": list(self.ranks),
                 "step": self.step, "start_ns": self.start_ns, "end_ns": self.end_ns, "metrics": self.metrics,
                 "advice": self.advice, "impact_ms": self.impact_ms,
+                **({"saves_ms": self.saves_ms, "saves_ms_per_step": self.saves_ms_per_step,
+                    "saves_pct": self.saves_pct, "saving": self.saving} if self.saves_ms is not None else {}),
                 "children": [c.to_json() for c in self.children]}
+
+    @property
+    def saving_text(self) -> str | None:
+        """The saving as a sentence, true as written: what the replay changed and what it gave."""
+        if self.saves_ms is None:
+            return None
+        return (f"what-if, {self.saving}: saves about {self.saves_ms:.1f} ms over the profiled steps "
+                f"({self.saves_ms_per_step:.1f} ms a step, {self.saves_pct:.0%}) in a replay of their dependencies")
 
 
 @dataclass
@@ -82,6 +99,7 @@ class Analysis:
     collective_steps: list[dict] = field(default_factory=list)
     unmatched_collectives: int = 0
     failed_ranks: list[dict] = field(default_factory=list)  # a run over many files: what could not be read
+    notes: list[str] = field(default_factory=list)  # what the analysis could not do, said once
     # the kernels' work and rates against the device's roofs (efficiency.Efficiency.to_json()), only where
     # there is something to say: shapes recorded, or matrix kernels without Tensor Cores
     efficiency: dict | None = None
@@ -93,14 +111,15 @@ class Analysis:
     parts: list | None = field(default=None, repr=False)  # rankmap.RankPart per rank, when kept for a summary
 
     _FIELDS = ("ranks", "findings", "comm", "collectives", "collective_steps", "unmatched_collectives",
-               "failed_ranks", "efficiency")
+               "failed_ranks", "notes", "efficiency")
 
     @classmethod
     def from_json(cls, d: dict) -> "Analysis":
         return cls(list(d.get("ranks") or []), [Finding.from_json(f) for f in d.get("findings") or []],
                    d.get("comm"), list(d.get("collectives") or []), list(d.get("collective_steps") or []),
                    int(d.get("unmatched_collectives") or 0), list(d.get("failed_ranks") or []),
-                   efficiency=d.get("efficiency"), extra={k: v for k, v in d.items() if k not in cls._FIELDS})
+                   list(d.get("notes") or []), efficiency=d.get("efficiency"),
+                   extra={k: v for k, v in d.items() if k not in cls._FIELDS})
 
     def to_json(self) -> dict:
         """What `gpuviewer analyze --json` prints."""
@@ -109,6 +128,8 @@ class Analysis:
                "unmatched_collectives": self.unmatched_collectives}
         if self.failed_ranks:
             out["failed_ranks"] = self.failed_ranks
+        if self.notes:
+            out["notes"] = self.notes
         if self.efficiency:
             out["efficiency"] = self.efficiency
         out.update(self.extra)

@@ -163,17 +163,22 @@ def show_analysis(a, args) -> int:
         return 0
     def show(f, depth=0):
         lead = "    " * depth + ("└ " if depth else "")
-        _out(f"{lead}[{f.severity:<6}] {f.impact_ms:>9.1f} ms  {f.rule:<22} {f.title}")
+        saves = f"{f.saves_ms_per_step:>9.1f} ms" if f.saves_ms is not None else f"{'-':>12}"
+        _out(f"{lead}[{f.severity:<6}] {saves}  {f.rule:<22} {f.title}")
+        if f.saving_text:
+            _out(f"{' ' * len(lead)}{'':>23}  {f.saving_text}")
         for c in f.children:
             show(c, depth + 1)
     if a.findings:
-        _out("severity   time lost  rule                   finding (symptoms indented under their cause)")
+        _out("severity   saves/step  rule                   finding (symptoms indented under their cause)")
     for f in a.findings:
         show(f)
     if not a.findings:
         _out("no findings")
     for r in a.ranks:
         _out(f"rank {r['rank']}: GPU utilization {r['gpu_utilization']:.0%}")
+    for n in a.notes:
+        _out(f"note: {n}")
     if a.efficiency:
         from ..analysis.efficiency import summary_lines
         for ln in summary_lines(a.efficiency):

@@ -12,12 +12,15 @@ if TYPE_CHECKING:
 
 
 def analyze_session(trace: Trace, *, peak_tflops: float | None = None, peak_gbps: float | None = None) -> "Analysis":
-    """The analysis, and the kernels' efficiency where there is something to say (peak_*: the
-    device's roofs, overridden)."""
+    """The analysis, each finding with what fixing its cause would save (analysis.savings), and the
+    kernels' efficiency where there is something to say (peak_*: the device's roofs, overridden)."""
     from ..analysis.findings import analyze
+    from ..analysis.savings import attach_savings
     from ..io.args import event_args
     from ..io.comm_args import collective_args
-    a = analyze(trace, collective_args(trace), event_args)
+    args = collective_args(trace)
+    a = analyze(trace, args, event_args)
+    attach_savings(trace, a, args)
     eff = efficiency_of(trace, a, peak_tflops=peak_tflops, peak_gbps=peak_gbps)
     a.efficiency = eff.to_json() if eff.has_work else None
     return a
@@ -51,6 +54,10 @@ def analyze_keeping_parts(trace: Trace) -> "Analysis":
     """analyze_session, also keeping the ranks' maps in Analysis.parts (`analyze --summary`
     writes them: the same tables a Dask run writes)."""
     from ..analysis.findings import analyze
+    from ..analysis.savings import attach_savings
     from ..io.args import event_args
     from ..io.comm_args import collective_args
-    return analyze(trace, collective_args(trace), event_args, keep_parts=True)
+    args = collective_args(trace)
+    a = analyze(trace, args, event_args, keep_parts=True)
+    attach_savings(trace, a, args)
+    return a
