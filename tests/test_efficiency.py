@@ -220,3 +220,23 @@ def test_shared_traces_with_shapes(parts):
     if parts[0] == "whatif":
         gemm = [f for f in fams if f["kind"] == "gemm" and f["flops"]]
         assert gemm and all(f["precision"] == "fp32" and f["tensor_cores"] is False for f in gemm)
+
+
+def test_garbage_shapes_give_no_work_and_never_raise():
+    """Arguments as a damaged or hostile trace may carry them: every rule returns Work or None."""
+    import random
+
+    from gpuviewer.analysis.flops import RULES
+    rng = random.Random(26)
+    atoms = [0, -1, 1, 2**62, 3.5, True, None, "", "x", "[1, 2]", "((((", "1e999", [], [[]], [-3, 4], [[1, 2], [3]],
+             {"a": 1}, [2**40, 2**40, 2**40, 2**40]]
+    for name in sorted(RULES):
+        for _ in range(40):
+            dims = [rng.choice(atoms) for _ in range(rng.randint(0, 16))]
+            types = [rng.choice([BF, F, "Scalar", "", None, 7, [BF]]) for _ in range(rng.randint(0, 16))]
+            conc = [rng.choice(["", "True", "[1, 1]", "2", "[0]", "x" * 300, None, 5]) for _ in range(rng.randint(0, 16))]
+            w = op_work(name, dims, types, conc)
+            assert w is None or (w.flops >= 0 and w.bytes >= 0), (name, dims, types, conc, w)
+    assert op_work("aten::mm", "not a list", None, None) is None
+    # a 0-d tensor is one element: fill_ of a float scalar tensor reads and writes 4 bytes each
+    assert op_work("aten::fill_", [[], []], [F, "Scalar"], ["", "1."]).bytes == 8

@@ -55,7 +55,7 @@ def _tensors(dims, types) -> list[tuple[list, str | None, int]]:
     out = []
     for i, d in enumerate(dims):
         t = types[i] if i < len(types) else None
-        if _is_shape(d) and d:
+        if _is_shape(d):  # [] with a tensor type is a 0-d tensor (one element); with "Scalar", a scalar
             prec, size = dtype_of(t)
             if size:
                 out.append((d, prec, size))
