@@ -222,8 +222,9 @@ def compute(trace: Trace, shapes: ShapesFetcher, peaks: Peaks, steps: list[dict]
         "unknown_time_ns": int(dur[~has_op].sum()), "kernels": int(len(kernels)),
         "shapes_recorded": bool(got)},
         kernel=kernels, kernel_op=np.where(has_op, parent, -1), kernel_flops=k_flops, kernel_bytes=k_bytes)
-    if steps and work:  # MFU needs model FLOPs: none without shapes
-        eff.steps = _steps(trace, kernels, k_flops, steps, peaks)
+    if steps and any(w.flops > 0 for w in work.values()):  # MFU needs model FLOPs (shapes of matmuls...)
+        flop_kind = np.array([k[0] in FLOP_KINDS for k in keys], bool)  # by family id (keys in id order)
+        eff.steps = _steps(trace, kernels, k_flops, steps, peaks, flop_kind[fam] & ~has_op)
     return eff
 
 
@@ -279,14 +280,15 @@ def _roof(peaks: Peaks, kind: str, prec: str | None, tc: bool | None, flops: flo
     return peaks.peak(prec)
 
 
-def _steps(trace: Trace, kernels, k_flops, steps: list[dict], peaks: Peaks) -> list[dict]:
-    """Model FLOPs per rank and step: the kernels' shares that start in the step's GPU window."""
+def _steps(trace: Trace, kernels, k_flops, steps: list[dict], peaks: Peaks, flop_unknown) -> list[dict]:
+    """Model FLOPs per rank and step: the kernels' shares that start in the step's GPU window.
+    flop_unknown: matmul, conv or attention kernels whose work is unknown (MFU is then a floor)."""
     c = trace.columns
     rank_of = trace.lane_rank_array()[np.asarray(c["lane"])[kernels]]
     start = np.asarray(c["start"])[kernels]
     fl = np.nan_to_num(k_flops)
     known = ~np.isnan(k_flops)
-    bf16 = peaks.peak("bf16")
+    ref_prec, ref = peaks.mfu_reference
     out = []
     for s in steps:
         m = (rank_of == s["rank"]) & (start >= s["start_ns"]) & (start < s["end_ns"])
@@ -295,7 +297,8 @@ def _steps(trace: Trace, kernels, k_flops, steps: list[dict], peaks: Peaks) -> l
         out.append({"rank": s["rank"], "step": s["step"], "warmup": bool(s.get("warmup")), "time_ns": int(t),
                     "flops": f, "kernels_with_work": int((m & known).sum()), "kernels": int(m.sum()),
                     "tflops": f / t / 1e3 if t > 0 else None,
-                    "mfu": f / t / 1e3 / bf16 if t > 0 and bf16 else None})
+                    "mfu": f / t / 1e3 / ref if t > 0 and ref else None, "mfu_of": ref_prec,
+                    "flop_kernels_unknown": int((m & flop_unknown).sum())})
     return out
 
 
@@ -303,11 +306,14 @@ def summary_lines(eff: dict) -> list[str]:
     """What `gpuviewer analyze` prints of the efficiency (its JSON): the device and its roof, MFU
     per step, and the families that took most of the GPU's time."""
     p = eff.get("peaks") or {}
-    bf16 = (p.get("tflops") or {}).get("bf16")
-    roof = (f"{p.get('model')}, bf16 dense peak {bf16:g} TFLOP/s" if bf16 else "peak unknown: achieved rates only")
+    tf = p.get("tflops") or {}
+    ref = next((k for k in ("bf16", "fp16") if tf.get(k)), None)
+    roof = (f"{p.get('model')}, {ref} dense peak {tf[ref]:g} TFLOP/s" if ref else "peak unknown: achieved rates only")
     out = [f"efficiency: {eff.get('device')} ({roof})"]
     for s in eff.get("steps") or []:
         mfu = f"MFU {s['mfu']:.1%}" if s.get("mfu") is not None else "MFU unknown"
+        if s.get("flop_kernels_unknown") and s.get("mfu") is not None:
+            mfu = f"MFU at least {s['mfu']:.1%} ({s['flop_kernels_unknown']} matmul/conv/attention kernels of unknown work)"
         rate = f"{s['tflops']:.1f} TFLOP/s" if s.get("tflops") is not None else "-"
         out.append(f"  rank {s['rank']} step {s['step']}{' (warm-up)' if s.get('warmup') else ''}: "
                    f"{s['flops'] / 1e12:.2f} TFLOP of model work in {s['time_ns'] / 1e6:.1f} ms = {rate}, {mfu}")
@@ -321,7 +327,10 @@ def summary_lines(eff: dict) -> list[str]:
                                                                                       if rate or bw else ""))
     o = eff.get("ops") or {}
     if o.get("unknown") or o.get("unknown_kernels"):
-        said = "no shapes recorded" if not o.get("shapes_recorded") else "no shapes or no rule for their ops"
+        names = ", ".join(f"{u['name']} ({u['ops']})" for u in o.get("unknown_names") or [])
+        said = ("no shapes recorded" if not o.get("shapes_recorded") else
+                "their ops have no shapes, no rule, or arguments a rule cannot read (older PyTorch versions recorded no "
+                "Concrete Inputs: no stride or padding)" + (f": {names}" if names else ""))
         out.append(f"  work unknown for {o.get('unknown_kernels', 0)} of {o.get('kernels', 0)} kernels "
                    f"({o.get('unknown_time_ns', 0) / 1e6:.1f} ms): {said}")
     return out

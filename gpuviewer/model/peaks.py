@@ -34,6 +34,8 @@ _TABLE = (
      "NVIDIA A100 datasheet (A100 40GB SXM), nvidia.com/en-us/data-center/a100"),
     ("A100 SXM 80GB", r"a100", 9.7, 19.5, 156.0, 312.0, 312.0, None, 2039.0,
      "NVIDIA A100 datasheet (A100 80GB SXM), nvidia.com/en-us/data-center/a100"),
+    ("V100 SXM2", r"v100", 7.8, 15.7, None, None, 125.0, None, 900.0,
+     "NVIDIA V100 datasheet (V100 SXM2; fp16 Tensor Cores only), nvidia.com/en-us/data-center/v100"),
     ("B200", r"b200", 37.0, 75.0, 1100.0, 2250.0, 2250.0, 4500.0, 8000.0,
      "NVIDIA HGX B200 datasheet, per GPU (sparse figures halved), nvidia.com/en-us/data-center/hgx"),
     ("L40S", r"l40s", None, 91.6, 183.0, 362.05, 362.05, 733.0, 864.0,
@@ -62,6 +64,14 @@ class Peaks:
 
     def peak(self, precision: str | None) -> float | None:
         return self.tflops.get(precision) if precision else None
+
+    @property
+    def mfu_reference(self) -> tuple[str, float | None]:
+        """The dense peak MFU divides by: bf16's, or fp16's on a device without bf16 (V100)."""
+        for p in ("bf16", "fp16"):
+            if self.tflops.get(p):
+                return p, self.tflops[p]
+        return "bf16", None
 
     def to_json(self) -> dict:
         return {"device": self.device, "model": self.model, "tflops": dict(self.tflops), "gbps": self.gbps,
