@@ -240,3 +240,29 @@ def test_garbage_shapes_give_no_work_and_never_raise():
     assert op_work("aten::mm", "not a list", None, None) is None
     # a 0-d tensor is one element: fill_ of a float scalar tensor reads and writes 4 bytes each
     assert op_work("aten::fill_", [[], []], [F, "Scalar"], ["", "1."]).bytes == 8
+
+
+def test_damaged_shapes_in_a_real_trace(tmp_path):
+    """The GPT trace with the arguments of every other matmul/attention op damaged: analyze still
+    answers (exit 0, no traceback), the damaged ops counted as work unknown, none of them guessed."""
+    import random
+    rng = random.Random(7)
+    with gzip.open(trace_path("kineto", "single_gpt_train.json.gz"), "rt") as f:
+        doc = json.load(f)
+    junk = [None, "x", 5, [[-1, 2]], [["a"]], [[2**70, 3]], {"k": []}, [[1e308]], []]  # none a valid shape
+    damaged = 0
+    for e in doc["traceEvents"]:
+        a = e.get("args")
+        if isinstance(a, dict) and e.get("name") in ("aten::mm", "aten::addmm", "aten::_cudnn_attention_forward"):
+            damaged += 1
+            if damaged % 2:
+                a["Input Dims"] = rng.choice(junk)
+                a["Concrete Inputs"] = rng.choice(junk)
+                a["Input type"] = rng.choice(junk)
+    out = tmp_path / "damaged.json"
+    out.write_text(json.dumps(doc))
+    p = run_cli("analyze", str(out), "--json", "--no-cache")
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    eff = json.loads(p.stdout)["efficiency"]
+    assert eff["ops"]["unknown"] >= (damaged + 1) // 2  # every damaged op (the odd ones) is unknown
+    assert sum(f["flops"] or 0 for f in eff["families"]) == pytest.approx(eff["ops"]["flops"], rel=1e-9)
