@@ -7,6 +7,20 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 
 
+def late_ranks(findings, n_ranks: int) -> set[int]:
+    """The ranks to open in a compact start: the late rank of the highest-ranked finding that
+    names one, else the ranks of the first finding about some ranks only (one about every rank,
+    a launch-bound job, would open them all: none is opened then)."""
+    for f in findings:
+        late = f.metrics.get("late_rank")
+        if late is not None:
+            return {int(late)}
+    for f in findings:
+        if f.ranks and len(set(f.ranks)) < n_ranks:
+            return {int(r) for r in f.ranks}
+    return set()
+
+
 class AnalysisMixin:
     def run_analysis(self, block: bool | None = None) -> None:
         """Analyse the session again (block: in this thread, this once)."""
@@ -31,11 +45,11 @@ class AnalysisMixin:
         self.ranks_view.set_analysis(a, {r.rank: r.host for r in trace.ranks if r.host})
         if getattr(trace, "topology", None) is not None:
             self._show_topology()
-        if self._compact_start and a.findings:
+        if self._compact_start:
             self._compact_start = False
-            f = a.findings[0]
-            late = f.metrics.get("late_rank")
-            self.timeline.collapse_ranks(False, {int(late)} if late is not None else set(f.ranks))
+            late = late_ranks(a.findings, len(trace.ranks))
+            if late:
+                self.timeline.collapse_ranks(False, late)
         self.analysisReady.emit(a)
 
     def show_finding(self, f) -> None:
