@@ -81,6 +81,7 @@ class TimelineView(RevealMixin, QWidget):
         self.vb.disableAutoRange()
         self.plot.setFocusPolicy(Qt.NoFocus)
         self.scroll = QScrollBar(Qt.Vertical)
+        self.scroll.setFocusPolicy(Qt.NoFocus)  # the timeline keeps the keys (arrows step events)
         self.scroll.valueChanged.connect(self._scrolled)
 
         self.search = QLineEdit()

@@ -38,7 +38,8 @@ def fit_to_screen(win, settings) -> QRect:
     return avail
 
 
-SMALL_H = 850  # a window lower than this (a 1366x768 laptop's is ~730) is laid out for a small screen
+SMALL_H = 1000  # a window lower than this (a 1366x768 laptop's is ~730, a 1600x900 screen's ~860) is laid
+# out for a small screen: there a memory strip under the timeline was ~20 px of plot with its ticks overprinted
 
 
 def small(win) -> bool:
@@ -48,12 +49,12 @@ def small(win) -> bool:
 def size_docks(win, w: int, h: int) -> None:
     """The timeline keeps at least 55% of the height. A small screen: the memory curve is a
     tab beside Findings (its name and peak on the tab: folded to one line) and the bottom
-    tabs a quarter of the height; a large one: the memory a compact strip (an eighth) right
-    under the timeline, the findings a fifth. The right column a fifth of the width."""
+    tabs a quarter of the height; a large one: the memory a compact strip (an eighth, 140 px at
+    least: a readable axis) right under the timeline, the findings a fifth. The right column a fifth of the width."""
     place_memory(win)
     bare_bottom_tabs(win)
     if win.memory_dock.isVisible() and not small(win):
-        win.resizeDocks([win.memory_dock, win.findings_dock], [max(110, int(h * 0.12)), max(150, int(h * 0.2))],
+        win.resizeDocks([win.memory_dock, win.findings_dock], [max(140, int(h * 0.12)), max(150, int(h * 0.2))],
                         Qt.Vertical)
     else:
         win.resizeDocks([win.findings_dock], [bottom_height(win, h)], Qt.Vertical)
