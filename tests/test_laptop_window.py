@@ -269,3 +269,41 @@ def test_a_small_window_opens_eight_ranks_compact_with_the_late_rank_open(qtbot,
     # the open rank's lanes are on the first screen
     y0, y1 = w.timeline.vb.viewRange()[1]
     assert any(r.kind == "lane" and r.rank in want and r.y < y1 for r in lm.rows)
+
+
+def test_search_reveals_its_match_and_long_lane_names_are_whole_in_tooltips(qtbot, tmp_path):
+    from PySide6.QtCore import QEvent, QPoint
+    from PySide6.QtGui import QHelpEvent
+    from PySide6.QtWidgets import QApplication, QToolTip
+    w = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 728))
+    assert w.open_paths([os.path.join(SAMPLES, "ddp")], block=True)
+    tv = w.timeline
+    # the planted sleep, found by name: its rectangle inside the lanes, under its rank's header
+    assert tv.run_search("function sleep") >= 1
+    i = int(tv.matches[tv.match_pos])
+    rank = w.trace.lanes[int(w.trace.columns["lane"][i])].rank
+    r = tv.event_rect(i)
+    vb = tv.vb.mapRectToDevice(tv.vb.rect())
+    top = tv.plot.viewport().mapTo(tv, vb.topLeft().toPoint()).y()
+    assert top <= r.top() and r.bottom() <= top + vb.height() + 1, (r, top, vb.height())
+    sticky = tv.labels.sticky_header()
+    assert sticky is None or (sticky.rank == rank and r.top() >= tv.labels._sticky_bottom() + tv.labels.y() - 1)
+    # choosing a finding never scrolls the table sideways (the severity stays in view)
+    w.findings.set_findings(w.session.analysis_ready.findings)
+    w.findings.choose(len(w.findings.findings) - 1)
+    assert w.findings.tree.horizontalScrollBar().value() == 0
+    # the label column: sized to its labels at open, narrower by dragging; then names elide in
+    # the middle and the tooltip holds the whole name
+    assert tv.labels.width() >= min(tv.labels.wanted_width(), tv.width() // 4) - 4
+    tv.split.setSizes([130, tv.width() - 130])
+    QApplication.processEvents()
+    fm = tv.labels.fontMetrics()
+    lm = tv.layout_model
+    y0, y1 = tv.labels.y_range
+    row = next(x for x in lm.visible_rows(y0, y1) if x.kind == "lane" and x.y >= y0
+               and fm.horizontalAdvance(x.label) > tv.labels.width())
+    y = int(tv.labels._to_dev(row.y + 0.5))
+    pos = QPoint(10, y)
+    ev = QHelpEvent(QEvent.ToolTip, pos, tv.labels.mapToGlobal(pos))
+    QApplication.sendEvent(tv.labels, ev)
+    assert QToolTip.text() == row.label
