@@ -37,8 +37,8 @@ def bench(path: str) -> None:
         times.append(time.perf_counter() - s)
     med = statistics.median(times)
     target = TARGETS.get(os.path.basename(path.rstrip("/")), 3.0)
-    per_rule = Counter(f["rule"] for f in a["findings"])
-    print(f"findings: {len(a['findings'])} top-level ({', '.join(f'{r} x{n}' for r, n in sorted(per_rule.items()))})")
+    per_rule = Counter(f.rule for f in a.findings)
+    print(f"findings: {len(a.findings)} top-level ({', '.join(f'{r} x{n}' for r, n in sorted(per_rule.items()))})")
     worst = max(per_rule.values(), default=0)
     print(f"most top-level findings of one rule            {worst:8d}     target <= 2 (not one per rank) "
           f"{'OK' if worst <= 2 else 'OVER'}")

@@ -65,7 +65,7 @@ def main() -> None:
     t1 = time.perf_counter()
     a = analyze_session(t)
     t2 = time.perf_counter()
-    late = [f["metrics"]["late_rank"] for f in a["findings"] if f["rule"] == "straggler"]
+    late = [f.metrics["late_rank"] for f in a.findings if f.rule == "straggler"]
     print(f"stragglers found: {late}")
     row("alignment (collectives matched, offsets, applied), s", t1 - t0, None, "s")
     row("alignment + analysis, s", t2 - t0, 3.0, "s")

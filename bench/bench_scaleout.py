@@ -39,7 +39,7 @@ a = analyze_session(t)
 t2 = time.perf_counter()
 hwm = int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1]) * 1024
 print(json.dumps({"wall": t2 - t0, "load": t1 - t0, "analyze": t2 - t1, "rss": hwm, "events": t.n_events,
-                  "ranks": len(t.ranks), "findings": len(a["findings"])}))
+                  "ranks": len(t.ranks), "findings": len(a.findings)}))
 '''
 
 _DASK = r'''
@@ -62,7 +62,7 @@ hwm = int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).sp
 print(json.dumps({"wall": time.perf_counter() - t0, "startup": t1 - t0, "maps": last[0] - t1,
                   "reduce": t2 - last[0], "map_seconds": res.map_seconds, "parts_bytes": parts_bytes,
                   "rss": hwm, "ranks": len(res.parts), "events": sum(p.info["events"] for p in res.parts),
-                  "findings": len(res.analysis["findings"]), "failed": len(res.failed)}))
+                  "findings": len(res.analysis.findings), "failed": len(res.failed)}))
 '''
 
 _ONE_MAP = r'''
