@@ -188,7 +188,6 @@ def compute(trace: Trace, shapes: ShapesFetcher, peaks: Peaks, steps: list[dict]
     w_bytes = np.array([work[o].bytes if o in work else np.nan for o in op_ids.tolist()])
     k_flops = np.where(has_op, w_flops[op_inv] * share, np.nan)
     k_bytes = np.where(has_op, w_bytes[op_inv] * share, np.nan)
-    tc = np.where(has_op, op_tc[op_inv], tc_code)
     # family of each kernel: (kind, precision, tc, known)
     keys: dict[tuple, int] = {}
     fam = np.empty(len(kernels), np.int64)
