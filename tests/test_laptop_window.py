@@ -307,3 +307,20 @@ def test_search_reveals_its_match_and_long_lane_names_are_whole_in_tooltips(qtbo
     ev = QHelpEvent(QEvent.ToolTip, pos, tv.labels.mapToGlobal(pos))
     QApplication.sendEvent(tv.labels, ev)
     assert QToolTip.text() == row.label
+
+
+def test_dock_sizes_are_remembered_per_screen(qtbot, tmp_path):
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QApplication
+    a = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 728))
+    QApplication.processEvents()
+    default_h = a.findings_dock.height()
+    a.resizeDocks([a.findings_dock], [default_h + 120], Qt.Vertical)
+    QApplication.processEvents()
+    chosen = a.findings_dock.height()
+    assert chosen > default_h + 60
+    a.close()  # saves the geometry and the docks for this screen
+    b = make_window(qtbot, tmp_path, block_analysis=True)  # the same settings file
+    b.show()
+    QApplication.processEvents()
+    assert b.docks_restored and abs(b.findings_dock.height() - chosen) <= 4, (b.findings_dock.height(), chosen)

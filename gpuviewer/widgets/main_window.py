@@ -176,7 +176,8 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
             self.memory_dock.raise_()
         if len(trace) == 0:  # a memory snapshot alone: the curve is the content
             self.resizeDocks([self.memory_dock], [560], Qt.Vertical)
-        elif not shown:  # sized once the dock is laid out (the next turn of the event loop)
+        elif not shown and not getattr(self, "docks_restored", False):
+            # sized once the dock is laid out (the next turn of the event loop)
             from PySide6.QtCore import QTimer
 
             from .window_fit import size_docks

@@ -136,8 +136,11 @@ def open_details(win) -> None:
     if not d.isVisible():
         d.show()
         d.raise_()
+        from PySide6.QtCore import QTimer
+
         from .window_fit import size_right
         size_right(win)
+        QTimer.singleShot(0, lambda: size_right(win))  # again once the dock is laid out
 
 def menus(win) -> None:
     """File, Edit, View and Help."""

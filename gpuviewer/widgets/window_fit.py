@@ -1,12 +1,14 @@
 """The main window's size on the screen it opens on: the last geometry used on that screen (by
 name and size), else most of the screen's available area (at least 1600x950 where it fits; a
-1366x768 laptop gets the whole of it), with the docks sized so the timeline keeps most of it."""
+1366x768 laptop gets the whole of it), with the docks sized so the timeline keeps most of it, or
+as the user left them on that screen."""
 from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QRect, Qt
 from PySide6.QtGui import QGuiApplication
 
 DEFAULT = (1600, 950)
+DOCKS_VERSION = 28  # the dock layout saved per screen; a layout saved by another version is not restored
 
 
 def _key(screen) -> str:
@@ -34,7 +36,11 @@ def fit_to_screen(win, settings) -> QRect:
         h = min(max(DEFAULT[1], int(avail.height() * 0.85)), avail.height() - 40)
         win.resize(w, h)
         win.move(avail.x() + (avail.width() - w) // 2, avail.y() + max(0, (avail.height() - h - 30) // 2))
-    size_docks(win, win.width(), win.height())
+    docks = settings.value(_key(screen).replace("geometry/", "docks/", 1))
+    win.docks_restored = isinstance(docks, (QByteArray, bytes)) and win.restoreState(QByteArray(docks),
+                                                                                     DOCKS_VERSION)
+    if not win.docks_restored:  # the user's own sizes on this screen win over the proportions
+        size_docks(win, win.width(), win.height())
     return avail
 
 
@@ -99,12 +105,22 @@ def place_memory(win) -> None:
 
 
 def follow_tabs(win) -> None:
-    """Tables get room while their tab is shown; Findings gives it back to the timeline."""
+    """Tables get room while their tab is shown; back on Findings the bottom returns to the
+    height it had before (the user's, when they sized it)."""
     tables = [win.queries.sql_dock, win.queries.stats_dock, win.overview_dock, win.ranks_dock]
+    win._bottom_before = None  # the bottom's height before a table tab grew it
 
     def shown(dock, visible: bool) -> None:
-        if visible and win.isVisible():
-            win.resizeDocks([dock], [bottom_height(win, win.height(), tables=dock in tables)], Qt.Vertical)
+        if not visible or not win.isVisible():
+            return
+        if dock in tables:
+            if win._bottom_before is None:
+                win._bottom_before = win.findings_dock.height()
+            win.resizeDocks([dock], [max(win._bottom_before, bottom_height(win, win.height(), tables=True))],
+                            Qt.Vertical)
+        elif win._bottom_before is not None:
+            win.resizeDocks([dock], [win._bottom_before], Qt.Vertical)
+            win._bottom_before = None
     for d in tables + [win.findings_dock]:
         d.visibilityChanged.connect(lambda v, d=d: shown(d, v))
 
@@ -113,3 +129,4 @@ def save_geometry(win, settings) -> None:
     screen = win.screen()
     if screen is not None:
         settings.setValue(_key(screen), win.saveGeometry())
+        settings.setValue(_key(screen).replace("geometry/", "docks/", 1), win.saveState(DOCKS_VERSION))
