@@ -266,3 +266,18 @@ def test_damaged_shapes_in_a_real_trace(tmp_path):
     eff = json.loads(p.stdout)["efficiency"]
     assert eff["ops"]["unknown"] >= (damaged + 1) // 2  # every damaged op (the odd ones) is unknown
     assert sum(f["flops"] or 0 for f in eff["families"]) == pytest.approx(eff["ops"]["flops"], rel=1e-9)
+
+
+def test_alexnet_a100_names_simt_and_tf32_kernels():
+    """HTA's AlexNet on an A100 (no shapes): cuBLAS sgemm and cuDNN scudnn kernels are fp32 without
+    Tensor Cores, the implicit-GEMM tf32 convolutions use them; the device is matched to the table."""
+    p = run_cli("stats", compat_path("facebookresearch__HolisticTraceAnalysis", "critical_path", "alexnet"),
+                "--report", "efficiency", "--json")
+    assert p.returncode == 0, p.stderr
+    rows = {r["top_kernel"]: r for r in json.loads(p.stdout)}
+    sgemm = next(r for k, r in rows.items() if "sgemm" in k)
+    assert sgemm["family"].startswith("gemm") and (sgemm["precision"], sgemm["tensor_cores"]) == ("fp32", False)
+    scudnn = [r for k, r in rows.items() if "scudnn" in k]
+    assert scudnn and all(r["precision"] == "fp32" and r["tensor_cores"] is False for r in scudnn)
+    tf32 = next(r for k, r in rows.items() if "tf32" in k and "fprop" in k)
+    assert (tf32["precision"], tf32["tensor_cores"]) == ("tf32", True) and tf32["family"].startswith("conv")

@@ -5,17 +5,19 @@ The library kernels say so in their names: cuBLAS/CUTLASS `sm80_xmma_gemm_f32f32
 multiply on the FP32 SIMT units (ffma: fused multiply-add instructions), `sgemm`/`dgemm` and
 CUTLASS `_simt_` too; `hmma`/`imma`/`qmma`/`gmma`/`wgmma` (the matrix instructions), `tensorop`,
 `tf32`, `bf16`, `f16`, `e4m3`, cuBLASLt's `nvjet` (Hopper and later) and flash/fused attention
-kernels use Tensor Cores. A name that says neither: unknown (None)."""
+kernels use Tensor Cores; cuDNN's `scudnn` kernels are single-precision SIMT convolutions. A name
+that says neither: unknown (None). The precision is read from library kernels' names (matmul,
+convolution, attention), not from PyTorch's templated ones, whose signatures name every type."""
 from __future__ import annotations
 
 import re
 
 _TC = re.compile(r"hmma|imma|qmma|gmma|wgmma|tensorop|tf32|bf16|f16f16|fp16|h1688|h16816|s1688|s16816|i8816|e4m3|"
                  r"e5m2|fp8|nvjet|flash|fmha|_tc_|mma_", re.IGNORECASE)
-_SIMT = re.compile(r"sgemm|dgemm|ffma|dfma|_simt|simt_|gemm_f32f32|gemm_f64f64|gemv", re.IGNORECASE)
+_SIMT = re.compile(r"sgemm|dgemm|ffma|dfma|_simt|simt_|gemm_f32f32|gemm_f64f64|gemv|scudnn", re.IGNORECASE)
 _KINDS = (
     ("attention", re.compile(r"flash|fmha|sdpa|attention|attn", re.IGNORECASE)),
-    ("conv", re.compile(r"convolution|conv\d|conv_|_conv|wgrad|dgrad|implicit_gemm|implicit_convolve|winograd", re.IGNORECASE)),
+    ("conv", re.compile(r"convolution|conv\d|conv_|_conv|scudnn|wgrad|dgrad|implicit_gemm|implicit_convolve|winograd", re.IGNORECASE)),
     ("gemm", re.compile(r"gemm|gemv|xmma|cutlass|nvjet|cublas|matmul|_mma|tensorop", re.IGNORECASE)),
     ("norm", re.compile(r"norm|gammabeta", re.IGNORECASE)),
     ("reduction", re.compile(r"reduce|reduction", re.IGNORECASE)),
@@ -28,7 +30,7 @@ _PREC = (
     ("bf16", re.compile(r"bf16|bfloat16", re.IGNORECASE)),
     ("fp16", re.compile(r"f16f16|fp16|_h1688|_h16816|hgemm|half|\bf16|_f16", re.IGNORECASE)),
     ("fp64", re.compile(r"dgemm|f64f64|dfma|double", re.IGNORECASE)),
-    ("fp32", re.compile(r"sgemm|f32f32|ffma|\bfloat\b", re.IGNORECASE)),
+    ("fp32", re.compile(r"sgemm|f32f32|ffma|scudnn|\bfloat\b", re.IGNORECASE)),
 )
 
 
@@ -46,5 +48,8 @@ def kind(name: str) -> str:
 
 
 def precision(name: str) -> str | None:
-    """The precision a kernel's name says it computes in, None when it says none."""
+    """The precision a matmul, convolution or attention kernel's name says it computes in; None
+    for other kernels (an elementwise kernel's template names float, double... whatever it uses)."""
+    if kind(name) not in ("gemm", "conv", "attention"):
+        return None
     return next((p for p, rx in _PREC if rx.search(name)), None)
