@@ -179,7 +179,9 @@ def laptop(tmp_path_factory):
         script.write_text(SCRIPT)
         env = dict(os.environ, DISPLAY=display, QT_QPA_PLATFORM="xcb", PYTHONPATH=ROOT,
                    XDG_CONFIG_HOME=str(tmp / "cfg"))
-        p = subprocess.run([sys.executable, str(script), os.path.join(SAMPLES, "ddp"), str(tmp / "s.ini")],
+        data = tmp / "ddp"  # a copy: the window saves its notes beside the trace
+        shutil.copytree(os.path.join(SAMPLES, "ddp"), data)
+        p = subprocess.run([sys.executable, str(script), str(data), str(tmp / "s.ini")],
                            capture_output=True, text=True, env=env)
     finally:
         proc.terminate()
@@ -276,7 +278,9 @@ def test_search_reveals_its_match_and_long_lane_names_are_whole_in_tooltips(qtbo
     from PySide6.QtGui import QHelpEvent
     from PySide6.QtWidgets import QApplication, QToolTip
     w = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 728))
-    assert w.open_paths([os.path.join(SAMPLES, "ddp")], block=True)
+    data = tmp_path / "ddp"  # a copy: the view is saved beside the trace
+    shutil.copytree(os.path.join(SAMPLES, "ddp"), data)
+    assert w.open_paths([str(data)], block=True)
     tv = w.timeline
     # the planted sleep, found by name: its rectangle inside the lanes, under its rank's header
     assert tv.run_search("function sleep") >= 1
