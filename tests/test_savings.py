@@ -76,16 +76,26 @@ def test_the_planted_sleep_saves_what_an_independent_estimate_says():
     assert pers["saves_ms"] <= stall["saves_ms"] * 1.2 + 1.0
 
 
-def test_findings_are_ordered_by_what_they_save():
-    a = analyze("kineto", "ddp")
-    with_saving = [f["saves_ms"] for f in a["findings"] if f.get("saves_ms") is not None]
-    assert with_saving == sorted(with_saving, reverse=True)
-    seen_none = False
-    for f in a["findings"]:  # those without a saving come after
-        if f.get("saves_ms") is None:
-            seen_none = True
-        else:
-            assert not seen_none
+def best(f: dict):
+    """The most a finding or a cause nested under it saves (None: nothing)."""
+    got = [x for x in [f.get("saves_ms"), *(best(c) for c in f["children"])] if x is not None]
+    return max(got) if got else None
+
+
+@pytest.mark.parametrize("parts", [("kineto", "ddp"), ("kineto", "tp"), ("nsys", "nsys_ddp.sqlite")])
+def test_findings_are_ordered_by_what_they_save(parts):
+    """At every level, by the most a finding or anything nested under it saves; those without a
+    saving after; severity follows the saving (no "high" finding that saves nothing)."""
+    def check(fs):
+        keys = [best(f) for f in fs]
+        with_saving = [k for k in keys if k is not None]
+        assert with_saving == sorted(with_saving, reverse=True)
+        assert all(k is None for k in keys[len(with_saving):])
+        for f in fs:
+            if f.get("saves_ms") is not None and f["saves_pct"] < 0.02:
+                assert f["severity"] == "low", f["title"]
+            check(f["children"])
+    check(analyze(*parts)["findings"])
 
 
 TRACE_PATHS = [os.path.join("kineto", n) for n in shared_listdir(os.path.join(TRACES, "kineto"))

@@ -123,6 +123,26 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
         f.saves_ms_per_step = round(saved / 1e6 / n, 3)
         f.saves_pct = round(saved / total_base, 4) if total_base else 0.0
         f.saving = _what(changes)
-    # what a fix would save first; ties and findings without a saving keep the analysis' order
-    order = {id(f): i for i, f in enumerate(analysis.findings)}
-    analysis.findings.sort(key=lambda f: (f.saves_ms is None, -(f.saves_ms or 0.0), order[id(f)]))
+        f.severity = severity(f.saves_pct)
+    _order(analysis.findings)
+
+
+def severity(share: float) -> str:
+    """A finding's severity from what fixing it saves: a tenth of the steps' time or more is
+    high, a fiftieth medium, less low (so no "high" finding saves nothing)."""
+    return "high" if share >= 0.10 else "medium" if share >= 0.02 else "low"
+
+
+def _best(f: Finding) -> float | None:
+    """The most a finding or a cause nested under it saves (None: nothing in it has a saving)."""
+    got = [x for x in [f.saves_ms, *(_best(c) for c in f.children)] if x is not None]
+    return max(got) if got else None
+
+
+def _order(fs: list[Finding]) -> None:
+    """What a fix would save first, at every level (a finding by the most it or anything under it
+    saves); ties and findings without a saving keep the analysis' order."""
+    order = {id(f): i for i, f in enumerate(fs)}
+    fs.sort(key=lambda f: (_best(f) is None, -(_best(f) or 0.0), order[id(f)]))
+    for f in fs:
+        _order(f.children)
