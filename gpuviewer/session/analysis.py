@@ -11,6 +11,9 @@ if TYPE_CHECKING:
     from ..analysis.results import Analysis
 
 
+EFFICIENCY_RANKS = 8
+
+
 def analyze_session(trace: Trace, *, peak_tflops: float | None = None, peak_gbps: float | None = None) -> "Analysis":
     """The analysis, each finding with what fixing its cause would save (analysis.savings), and the
     kernels' efficiency where there is something to say (peak_*: the device's roofs, overridden)."""
@@ -21,8 +24,14 @@ def analyze_session(trace: Trace, *, peak_tflops: float | None = None, peak_gbps
     args = collective_args(trace)
     a = analyze(trace, args, event_args)
     attach_savings(trace, a, args)
-    eff = efficiency_of(trace, a, peak_tflops=peak_tflops, peak_gbps=peak_gbps)
+    # reading op shapes costs about 0.3 s a rank (their arguments decoded from the files): past
+    # EFFICIENCY_RANKS ranks one rank stands for the job here, said in the notes
+    rank = None if len(trace.ranks) <= EFFICIENCY_RANKS else min(r.rank for r in trace.ranks)
+    eff = efficiency_of(trace, a, rank=rank, peak_tflops=peak_tflops, peak_gbps=peak_gbps)
     a.efficiency = eff.to_json() if eff.has_work else None
+    if rank is not None and a.efficiency is not None:
+        a.notes.append(f"efficiency (TFLOP/s, MFU) measured on rank {rank} of {len(trace.ranks)} ranks; "
+                       "`gpuviewer stats --report efficiency` measures every rank")
     return a
 
 
