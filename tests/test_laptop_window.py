@@ -292,6 +292,11 @@ def test_search_reveals_its_match_and_long_lane_names_are_whole_in_tooltips(qtbo
     assert top <= r.top() and r.bottom() <= top + vb.height() + 1, (r, top, vb.height())
     sticky = tv.labels.sticky_header()
     assert sticky is None or (sticky.rank == rank and r.top() >= tv.labels._sticky_bottom() + tv.labels.y() - 1)
+    # its details: the field column no wider than its names need, every value whole in its tooltip
+    name = w.trace.name_of(i)
+    d = w.details
+    assert d.topLevelItem(0).text(1) == name and d.topLevelItem(0).toolTip(1) == name
+    assert d.columnWidth(0) <= max(90, int(d.viewport().width() * 0.35)) + 1
     # choosing a finding never scrolls the table sideways (the severity stays in view)
     w.findings.set_findings(w.session.analysis_ready.findings)
     w.findings.choose(len(w.findings.findings) - 1)

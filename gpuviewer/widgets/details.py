@@ -1,4 +1,6 @@
-"""Details of the selected event: fields, every argument, and the linked launch or kernel."""
+"""Details of the selected event: fields, every argument, and the linked launch or kernel. The
+field column is as wide as its names (at most 35% of the pane, whose width follows the dock); a
+value too long for the pane is elided in the middle and whole in its tooltip."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
@@ -18,6 +20,7 @@ class DetailsPanel(QTreeWidget):
         self.setHeaderLabels(["Field", "Value"])
         self.setColumnWidth(0, 150)
         self.setAlternatingRowColors(True)
+        self.setTextElideMode(Qt.ElideMiddle)  # a name's start and its line number both stay
         self.itemActivated.connect(self._activated)
         self.trace: Trace | None = None
         self.origin = 0
@@ -79,6 +82,27 @@ class DetailsPanel(QTreeWidget):
         if not args and not args_item.text(1):
             args_item.setText(1, "none")
         args_item.setExpanded(True)
+        self._fit()
+
+    def _fit(self) -> None:
+        """Tooltips with every value whole; the field column sized to its names (at most 35%)."""
+        from PySide6.QtWidgets import QTreeWidgetItemIterator
+        it = QTreeWidgetItemIterator(self)
+        while it.value() is not None:
+            item = it.value()
+            item.setToolTip(1, item.text(1))
+            item.setToolTip(0, item.text(0))
+            it += 1
+        self._field_width()
+
+    def _field_width(self) -> None:
+        self.resizeColumnToContents(0)
+        self.setColumnWidth(0, min(self.columnWidth(0), max(90, int(self.viewport().width() * 0.35))))
+
+    def resizeEvent(self, ev) -> None:
+        super().resizeEvent(ev)
+        if self.topLevelItemCount() > 1:  # filled while hidden (the dock opens on the selection)
+            self._field_width()
 
     def _activated(self, item, _col) -> None:
         j = item.data(0, Qt.UserRole)
