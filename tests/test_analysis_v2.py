@@ -605,7 +605,15 @@ def test_findings_ranked_by_impact_and_not_repeated_per_rank(rel):
     top = out["findings"]
     impacts = [f["impact_ms"] for f in top]
     assert all(isinstance(x, (int, float)) and x >= 0 for x in impacts)
-    assert impacts == sorted(impacts, reverse=True)
+
+    def best(f):  # the most a finding or a cause nested under it saves (the what-if replay)
+        got = [x for x in [f.get("saves_ms"), *(best(c) for c in f["children"])] if x is not None]
+        return max(got) if got else None
+    saves = [best(f) for f in top if best(f) is not None]
+    assert saves == sorted(saves, reverse=True)  # ranked by what fixing them saves
+    assert all(best(f) is None for f in top[len(saves):])
+    rest = [f["impact_ms"] for f in top[len(saves):]]
+    assert rest == sorted(rest, reverse=True)  # then by the time lost
     for f in all_findings(top):
         assert f["children"] is not None and isinstance(f["ranks"], list)
     seen = {}
