@@ -1,5 +1,5 @@
 """Details of the selected event: fields, every argument, and the linked launch or kernel. The
-field column is as wide as its names (at most 35% of the pane, whose width follows the dock); a
+field column is as wide as its names (at most 35-42% of the pane, whose width follows the dock); a
 value too long for the pane is elided in the middle and whole in its tooltip."""
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ class DetailsPanel(QTreeWidget):
         self._fit()
 
     def _fit(self) -> None:
-        """Tooltips with every value whole; the field column sized to its names (at most 35%)."""
+        """Tooltips with every value whole; the field column sized to its names (at most 35-42%)."""
         from PySide6.QtWidgets import QTreeWidgetItemIterator
         it = QTreeWidgetItemIterator(self)
         while it.value() is not None:
@@ -97,7 +97,9 @@ class DetailsPanel(QTreeWidget):
 
     def _field_width(self) -> None:
         self.resizeColumnToContents(0)
-        self.setColumnWidth(0, min(self.columnWidth(0), max(90, int(self.viewport().width() * 0.35))))
+        vw = self.viewport().width()
+        share = 0.42 if vw > 300 else 0.35  # a narrow pane keeps its room for the values
+        self.setColumnWidth(0, min(self.columnWidth(0), max(90, int(vw * share))))
 
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)
