@@ -333,3 +333,16 @@ def test_dock_sizes_are_remembered_per_screen(qtbot, tmp_path):
     b.show()
     QApplication.processEvents()
     assert b.docks_restored and abs(b.findings_dock.height() - chosen) <= 4, (b.findings_dock.height(), chosen)
+
+
+def test_a_window_made_taller_takes_the_large_layout(qtbot, tmp_path):
+    from PySide6.QtWidgets import QApplication
+    w = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 728))
+    assert w.open_paths([trace_path("kineto", "memory_pressure.json.gz")], block=True)
+    QApplication.processEvents()
+    tabbed = w.tabifiedDockWidgets(w.findings_dock)
+    assert w.memory_dock in tabbed and not w.timeline.plot.getAxis("bottom").isVisible()
+    w.resize(1600, 1100)
+    QApplication.processEvents()
+    assert w.memory_dock not in w.tabifiedDockWidgets(w.findings_dock)  # a strip under the timeline
+    assert w.memory_dock.isVisible() and w.timeline.plot.getAxis("bottom").isVisible()

@@ -193,6 +193,14 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         from .shortcuts import show
         show(self)
 
+    def resizeEvent(self, ev) -> None:
+        super().resizeEvent(ev)
+        from .window_fit import size_docks, small
+        now = small(self)
+        if getattr(self, "_was_small", now) != now:  # crossed 1000 px: the other layout
+            size_docks(self, self.width(), self.height())
+        self._was_small = now
+
     def closeEvent(self, ev) -> None:
         from .window_fit import save_geometry
         save_geometry(self, self.settings)

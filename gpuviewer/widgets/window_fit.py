@@ -104,7 +104,20 @@ def place_memory(win) -> None:
         win.tabifyDockWidget(win.findings_dock, m)
         win.findings_dock.raise_()
     elif not small(win) and tabbed:
-        win.splitDockWidget(win.memory_dock, win.findings_dock, Qt.Vertical)
+        # out of the tab group and above it again, as window_build lays it out: findings moved
+        # under the memory strip, its former tab mates tabbed with it once more
+        mates = [d for d in win.tabifiedDockWidgets(win.findings_dock) if d is not m]
+        current = next((d for d in [win.findings_dock] + mates if not d.visibleRegion().isEmpty()), win.findings_dock)
+        win.removeDockWidget(m)
+        win.addDockWidget(Qt.BottomDockWidgetArea, m)
+        m.show()
+        win.splitDockWidget(m, win.findings_dock, Qt.Vertical)
+        for d in mates:
+            hidden = d.isHidden()
+            win.tabifyDockWidget(win.findings_dock, d)
+            if hidden:
+                d.hide()
+        current.raise_()
 
 
 def follow_tabs(win) -> None:
