@@ -23,7 +23,6 @@ HEADLINE = {"low_gpu_utilization": (("utilization",), min),
             "unattributed_ops": (("ops",), max)}
 # rules.exposed's wait clause claimed the wait was part of the exposed communication, but the
 # collectives wait partly while compute runs beside them (their wait can exceed it)
-_OF_IT = re.compile(r", [\d.]+ ms of it waiting for other ranks")
 
 
 def order_key(f: dict):
@@ -48,14 +47,6 @@ def steps_json(per_step: dict[int, dict]) -> list[dict]:
     return out
 
 
-def wait_clause(exposed_ms: float, wait_ms: float) -> str:
-    """What exposed communication's title says of the waiting, true as written: the wait is
-    measured on the collective kernels, exposed or not, so it is never said to be part of the
-    exposed time; when it is longer, some of it must have run beside compute."""
-    beside = " (some of it while compute runs)" if wait_ms > exposed_ms else ""
-    return f"; its collectives wait {wait_ms:.1f} ms a step for other ranks{beside}"
-
-
 def _worst(fs: list[dict]) -> dict:
     names, pick = HEADLINE.get(fs[0]["rule"], ((), max))
     name = next((n for n in names if all(isinstance(f["metrics"].get(n), (int, float)) for f in fs)), None)
@@ -71,9 +62,6 @@ def merge_ranks(found: list[dict]) -> list[dict]:
     impact summed."""
     groups: dict[tuple, list[dict]] = {}
     for f in found:
-        if f["rule"] == "exposed_communication":
-            m = f["metrics"]
-            f["title"] = _OF_IT.sub(wait_clause(m["exposed_ms_per_step"], m["wait_ms_per_step"]), f["title"])
         # step is a finding's identity only for slow steps; elsewhere it is just its example
         key = (f["rule"], f["step"] if f["rule"] == "step_outlier" else None,
                f["metrics"].get("device") if f["rule"] == "memory_headroom" else None)

@@ -198,6 +198,14 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
                      {p[0].step: p[4] for p in per_step})]
 
 
+def wait_clause(exposed_ms: float, wait_ms: float) -> str:
+    """What exposed communication's title says of the waiting, true as written: the wait is
+    measured on the collective kernels, exposed or not, so it is never said to be part of the
+    exposed time; when it is longer, some of it must have run beside compute."""
+    beside = " (some of it while compute runs)" if wait_ms > exposed_ms else ""
+    return f"; its collectives wait {wait_ms:.1f} ms a step for other ranks{beside}"
+
+
 def exposed(rb: RankBreakdown) -> list[dict]:
     steps = rb.measured
     if not any(s.comm_ns > 0 for s in steps):
@@ -214,7 +222,7 @@ def exposed(rb: RankBreakdown) -> list[dict]:
     title = (f"Rank {rb.rank}: {exposed / 1e6:.1f} ms a step of communication not overlapped with compute "
              f"({share:.0%} of the step; {per_step} collectives a step)")
     if wait >= 500_000:
-        title += f", {wait / 1e6:.1f} ms of it waiting for other ranks"
+        title += wait_clause(exposed / 1e6, wait / 1e6)
     return [finding("exposed_communication", "high" if share > 0.3 else "medium", title, [rb.rank],
                     worst.step, worst.start_ns, worst.end_ns,
                     {"exposed_ms_per_step": round(exposed / 1e6, 3), "share": round(share, 4),

@@ -66,7 +66,9 @@ CAUSES: dict[str, Callable[[Finding], list[Change]]] = {
     "host_bound_idle": _gap,
     "step_outlier": _gap,
     "launch_bound": lambda f: [Change("no_launch_overhead")],
+    "pipeline_launch_bound": lambda f: [Change("no_launch_overhead")],
     "load_imbalance": _heaviest,
+    "slow_gpu": _heaviest,
 }
 
 
@@ -124,7 +126,25 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
         f.saves_pct = round(saved / total_base, 4) if total_base else 0.0
         f.saving = _what(changes)
         f.severity = severity(f.saves_pct)
+    _one_fix_once(analysis)
     _order(analysis.findings)
+
+
+def _one_fix_once(analysis: Analysis) -> None:
+    """Top-level findings that one and the same change fixes (launch-bound ranks and a
+    launch-bound pipeline stage) are one cause: the later nests under the first, so a saving is
+    never counted twice at the top."""
+    first: dict[str, Finding] = {}
+    kept = []
+    for f in analysis.findings:
+        holder = first.get(f.saving) if f.saving is not None else None
+        if holder is None:
+            if f.saving is not None:
+                first[f.saving] = f
+            kept.append(f)
+        else:
+            holder.children.append(f)
+    analysis.findings[:] = kept
 
 
 def severity(share: float) -> str:
