@@ -346,3 +346,26 @@ def test_a_window_made_taller_takes_the_large_layout(qtbot, tmp_path):
     QApplication.processEvents()
     assert w.memory_dock not in w.tabifiedDockWidgets(w.findings_dock)  # a strip under the timeline
     assert w.memory_dock.isVisible() and w.timeline.plot.getAxis("bottom").isVisible()
+
+
+def test_a_note_is_edited_in_place_in_the_list(qtbot, tmp_path):
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QApplication, QLineEdit
+    w = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 728))
+    data = tmp_path / "ddp"
+    shutil.copytree(os.path.join(SAMPLES, "ddp"), data)
+    assert w.open_paths([str(data)], block=True)
+    w.mark(text="first words")
+    panel = w.annotations
+    item = panel.tree.topLevelItem(0)
+    panel.tree.setCurrentItem(item)
+    panel._edit()  # the Edit button: an editor in the row, no dialog
+    QApplication.processEvents()
+    editor = panel.tree.findChild(QLineEdit)
+    assert editor is not None and editor.isVisible() and QApplication.activeModalWidget() is None
+    editor.selectAll()
+    qtbot.keyClicks(editor, "second words")
+    qtbot.keyClick(editor, Qt.Key_Return)
+    QApplication.processEvents()  # the delegate commits on the next turn of the event loop
+    assert w.doc.annotations[0].text == "second words"
+    assert w.timeline.item.annotations[0].text == "second words"

@@ -1,4 +1,6 @@
-"""Annotations dock: the list of notes, regions and arrows; jump to, edit, recolour, delete."""
+"""Annotations dock: the list of notes, regions and arrows; jump to, edit, recolour, delete. A
+note's text is edited in place in the list (double-click it, F2 or Edit; Enter keeps, Esc
+cancels), not in a dialog."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
@@ -20,8 +22,10 @@ class AnnotationsPanel(QWidget):
         self.tree.setRootIsDecorated(False)
         self.tree.setColumnWidth(1, 260)
         self.tree.itemActivated.connect(lambda it, _c: self.jumpTo.emit(it.data(0, Qt.UserRole)))
+        self.tree.setEditTriggers(QTreeWidget.DoubleClicked | QTreeWidget.EditKeyPressed)
+        self.tree.itemChanged.connect(self._edited)
         row = QHBoxLayout()
-        for label, fn in (("Go to", self._go), ("Edit…", self._edit), ("Colour…", self._color), ("Delete", self._delete)):
+        for label, fn in (("Go to", self._go), ("Edit", self._edit), ("Colour…", self._color), ("Delete", self._delete)):
             b = QPushButton(label)
             b.clicked.connect(fn)
             row.addWidget(b)
@@ -52,6 +56,8 @@ class AnnotationsPanel(QWidget):
                 b = brushes[a.color] = QBrush(QColor(a.color))
             it.setForeground(0, b)
             it.setData(0, Qt.UserRole, a)
+            if len(text) <= 500:  # a longer text (cut in the list) is edited whole in a dialog
+                it.setFlags(it.flags() | Qt.ItemIsEditable)
             items.append(it)
         self.tree.addTopLevelItems(items)  # one insertion: rows one by one re-sort and re-lay out
 
@@ -64,9 +70,25 @@ class AnnotationsPanel(QWidget):
         if a is not None:
             self.jumpTo.emit(a)
 
+    def _edited(self, item, col: int) -> None:
+        """The text typed in place: the annotation's text (its title kept as it was)."""
+        a = item.data(0, Qt.UserRole)
+        if a is None or col != 1:
+            return
+        text = item.text(1)
+        if a.title and text.startswith(a.title + ": "):
+            text = text[len(a.title) + 2:]
+        if text != a.text:
+            a.text = text
+            self.changed.emit()
+
     def _edit(self) -> None:
         a = self.current()
         if a is None:
+            return
+        it = self.tree.currentItem()
+        if it.flags() & Qt.ItemIsEditable:
+            self.tree.editItem(it, 1)  # in place
             return
         text = self.ask_text(self, "Edit annotation", a.text)
         if text is not None:
