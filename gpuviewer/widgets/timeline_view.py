@@ -200,6 +200,16 @@ class TimelineView(RevealMixin, QWidget):
         self.set_range(*initial_view(trace), padding=0.0)  # the steps; 0 / Home shows everything
 
     # -- geometry ---------------------------------------------------------------------------
+    AXIS_BELOW_MIN_H = 600  # a shorter view gives the time axis under its lanes to the lanes
+
+    def resizeEvent(self, ev) -> None:
+        super().resizeEvent(ev)
+        # the axis above the lanes stays; the one below repeats it (22 px of a laptop's lanes).
+        # Decided by the view's own height, so a report's view of the same size draws the same
+        below = self.height() >= self.AXIS_BELOW_MIN_H
+        if self.plot.getAxis("bottom").isVisible() != below:
+            self.plot.showAxis("bottom", below)
+
     def labels_width(self) -> int:
         """Where the plot starts: the label column and the splitter's handle."""
         return self.plot.x() if self.plot.x() > 0 else self.labels.width() + self.split.handleWidth()

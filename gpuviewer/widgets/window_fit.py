@@ -59,9 +59,6 @@ def size_docks(win, w: int, h: int) -> None:
     least: a readable axis) right under the timeline, the findings a fifth. The right column a fifth of the width."""
     place_memory(win)
     bare_bottom_tabs(win)
-    # the time axis is drawn above the lanes; the one below repeats it for the memory strip,
-    # which a small screen shows as a tab: its 22 px go to the lanes
-    win.timeline.plot.showAxis("bottom", not small(win))
     if win.memory_dock.isVisible() and not small(win):
         win.resizeDocks([win.memory_dock, win.findings_dock], [max(140, int(h * 0.12)), max(150, int(h * 0.2))],
                         Qt.Vertical)
