@@ -122,7 +122,12 @@ def wire(win) -> None:
     win.findings.findingActivated.connect(win.show_finding)
     win.timeline.markRequested.connect(win.mark)
     win.timeline.contextRequested.connect(win._timeline_menu)
-    win.timeline.labelsResized.connect(lambda _w: win._realign_memory())
+    from PySide6.QtCore import QTimer
+    realign = QTimer(win)  # the memory plot rebuilt once a drag of the label column pauses, not per pixel
+    realign.setSingleShot(True)
+    realign.setInterval(80)
+    realign.timeout.connect(win._realign_memory)
+    win.timeline.labelsResized.connect(lambda _w: realign.start())
     from PySide6.QtGui import QShortcut
     # Ctrl+F finds on the timeline from anywhere in the window (the SQL editor included)
     QShortcut(QKeySequence.Find, win, activated=win.timeline.focus_search)
