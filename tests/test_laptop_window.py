@@ -342,10 +342,14 @@ def test_a_window_made_taller_takes_the_large_layout(qtbot, tmp_path):
     QApplication.processEvents()
     tabbed = w.tabifiedDockWidgets(w.findings_dock)
     assert w.memory_dock in tabbed and not w.timeline.plot.getAxis("bottom").isVisible()
+    import re
+    peak = re.search(r"peak ([\d.]+ GB)", w.memory.info.text()).group(1)  # what the panel says
+    assert w.memory_dock.windowTitle() == f"Memory · peak {peak}"  # folded to its tab, it says its peak
     w.resize(1600, 1100)
     QApplication.processEvents()
     assert w.memory_dock not in w.tabifiedDockWidgets(w.findings_dock)  # a strip under the timeline
     assert w.memory_dock.isVisible() and w.timeline.plot.getAxis("bottom").isVisible()
+    assert w.memory_dock.windowTitle() == "Memory"
 
 
 def test_a_note_is_edited_in_place_in_the_list(qtbot, tmp_path):

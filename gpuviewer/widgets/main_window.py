@@ -172,6 +172,8 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         from .window_fit import place_memory, small
         self.memory_dock.show()
         place_memory(self)
+        from .window_fit import memory_title
+        memory_title(self)
         if len(trace) == 0 or not small(self):  # a small screen keeps Findings the tab in front
             self.memory_dock.raise_()
         if len(trace) == 0:  # a memory snapshot alone: the curve is the content

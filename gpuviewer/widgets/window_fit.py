@@ -59,6 +59,7 @@ def size_docks(win, w: int, h: int) -> None:
     least: a readable axis) right under the timeline, the findings a fifth. The right column a fifth of the width."""
     place_memory(win)
     bare_bottom_tabs(win)
+    memory_title(win)
     if win.memory_dock.isVisible() and not small(win):
         win.resizeDocks([win.memory_dock, win.findings_dock], [max(140, int(h * 0.12)), max(150, int(h * 0.2))],
                         Qt.Vertical)
@@ -115,6 +116,15 @@ def place_memory(win) -> None:
             if hidden:
                 d.hide()
         current.raise_()
+
+
+def memory_title(win) -> None:
+    """Folded to a tab, the memory curve still says its peak on the tab."""
+    m = win.memory_dock
+    peaks = [float(x["y"].max()) for x in getattr(win.memory, "series", []) if len(x["y"])
+             and x.get("name") == "allocated"]
+    tabbed = m in win.tabifiedDockWidgets(win.findings_dock)
+    m.setWindowTitle(f"Memory · peak {max(peaks):.1f} GB" if tabbed and peaks else "Memory")
 
 
 def follow_tabs(win) -> None:
