@@ -373,3 +373,17 @@ def test_a_note_is_edited_in_place_in_the_list(qtbot, tmp_path):
     QApplication.processEvents()  # the delegate commits on the next turn of the event loop
     assert w.doc.annotations[0].text == "second words"
     assert w.timeline.item.annotations[0].text == "second words"
+
+
+def test_the_sql_tab_gets_room_and_findings_give_it_back(qtbot, tmp_path):
+    from PySide6.QtWidgets import QApplication
+    w = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 728))
+    QApplication.processEvents()
+    before = w.findings_dock.height()
+    sql = w.queries.sql_dock
+    sql.raise_()
+    QApplication.processEvents()
+    assert sql.height() >= 0.35 * w.height() > before, (sql.height(), before, w.height())
+    w.findings_dock.raise_()
+    QApplication.processEvents()
+    assert abs(w.findings_dock.height() - before) <= 4
