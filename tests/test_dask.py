@@ -45,7 +45,8 @@ def _without_savings(a):
     (a what-if replay of the events, which a Dask driver does not hold) and the order by it; the
     findings sorted alike on both sides."""
     def strip(f):
-        f = {k: v for k, v in f.items() if k not in SAVINGS}
+        # severity follows the saving where there is one
+        f = {k: v for k, v in f.items() if k not in SAVINGS and k != "severity"}
         f["children"] = sorted((strip(c) for c in f.get("children", [])), key=_key)
         return f
     out = {k: v for k, v in a.items() if k not in ("notes", "efficiency")}  # efficiency: op shapes, in process

@@ -16,7 +16,7 @@ from gpuviewer.session import Session
 from gpuviewer.session.notes import Notes
 s = Session.open([sys.argv[1]])
 out = {"findings": len(s.analysis.findings), "top": s.analysis.findings[0].title,
-       "evidence": [e.name for e in s.analysis.findings[0].evidence][:1],
+       "evidence": [e.name for f in s.analysis.all_findings() for e in f.evidence][:1],
        "kernels": len(s.kernels), "sql": int(s.sql("SELECT count(*) AS n FROM kernels")["n"][0])}
 n = Notes()
 warn = n.open_for(s.paths)

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QApplication, QWidget
 
 from conftest import SHARED, trace_path
 
@@ -43,6 +43,11 @@ def _view(qtbot, trace):
     v.set_trace(trace)
     v.show()
     qtbot.waitExposed(v)
+    # the plot as wide as when the references were drawn (686 px): the label column is sized to
+    # its names now, with a 3 px splitter handle beside it
+    v.split.setSizes([250 - v.split.handleWidth(), SIZE[0] - 250])
+    v.plot.showAxis("bottom", True)  # (a view this short now drops the axis below the lanes)
+    QApplication.processEvents()
     # from here on nothing runs the event loop: each _image() is exactly one paint
     return v
 
