@@ -18,8 +18,10 @@ def to_markdown(a, title: str = "gpuviewer analysis") -> str:
         out.append("No findings.")
     def item(f, depth):
         pad = "  " * depth
-        out.append(f"{pad}- **{f.severity.upper()} · {f.rule}** · {f.impact_ms:.1f} ms lost "
-                   f"({where(f)}): {f.title}")
+        cost = f"saves {f.saves_ms_per_step:.1f} ms a step" if f.saves_ms is not None else f"{f.impact_ms:.1f} ms lost"
+        out.append(f"{pad}- **{f.severity.upper()} · {f.rule}** · {cost} ({where(f)}): {f.title}")
+        if f.saving_text:
+            out.append(f"{pad}  - {f.saving_text}")
         if depth == 0:
             out.append(f"{pad}  - advice: {f.advice}")
         for c in f.children:

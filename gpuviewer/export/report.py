@@ -128,6 +128,8 @@ def to_html(r: dict) -> str:
         f = x["f"]
         out.append(f"<h3><span class='sev-{f.severity}'>{f.severity.upper()}</span> · {e(f.rule)} "
                    f"({where(f)})</h3><p>{e(f.title)}</p>")
+        if f.saving_text:
+            out.append(f"<p><b>{e(f.saving_text[0].upper() + f.saving_text[1:])}.</b></p>")
         flat = {k: v for k, v in f.metrics.items() if not isinstance(v, (list, dict))}
         if flat:
             out.append("<table>" + "".join(f"<tr><td>{e(str(k))}</td><td>{e(str(v))}</td></tr>" for k, v in flat.items()) + "</table>")

@@ -220,21 +220,23 @@ def counters(session) -> pd.DataFrame:
 
 def findings(session) -> pd.DataFrame:
     """Findings, one row each (symptoms after their cause, `parent` holding the cause's `finding`), in the
-    analysis' order: by time lost."""
+    analysis' order: by what fixing them saves (saves_ms, the what-if replay; NaN where none), then time lost."""
     rows = []
 
     def add(f, parent):
         rows.append({"finding": len(rows), "parent": parent, "rule": f.rule, "severity": f.severity,
-                     "impact_ms": f.impact_ms, "title": f.title, "ranks": ",".join(str(r) for r in f.ranks),
+                     "impact_ms": f.impact_ms, "saves_ms": f.saves_ms, "title": f.title,
+                     "ranks": ",".join(str(r) for r in f.ranks),
                      "step": f.step, "start": f.start_ns, "end": f.end_ns, "advice": f.advice})
         me = rows[-1]["finding"]
         for ch in f.children:
             add(ch, me)
     for f in session.analysis.findings:
         add(f, None)
-    return pd.DataFrame(rows, columns=["finding", "parent", "rule", "severity", "impact_ms", "title", "ranks",
+    return pd.DataFrame(rows, columns=["finding", "parent", "rule", "severity", "impact_ms", "saves_ms", "title", "ranks",
                                        "step", "start", "end", "advice"]).astype(
-        {"parent": "Int64", "step": "Int64", "start": "Int64", "end": "Int64", "impact_ms": "float64"})
+        {"parent": "Int64", "step": "Int64", "start": "Int64", "end": "Int64", "impact_ms": "float64",
+         "saves_ms": "float64"})
 
 
 TABLES = ("slices", "kernels", "memops", "steps", "collectives", "counters", "findings")

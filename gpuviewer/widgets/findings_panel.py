@@ -65,7 +65,7 @@ class FindingsPanel(QWidget):
         top.addWidget(self.severity)
         top.addWidget(self.text, 1)
         self.tree = QTreeWidget()
-        self.tree.setHeaderLabels(["Severity", "Time lost", "Finding", "Rule", "Ranks", "Step"])
+        self.tree.setHeaderLabels(["Severity", "Saves/step", "Finding", "Rule", "Ranks", "Step"])
         self.tree.setRootIsDecorated(True)
         self.tree.setItemDelegateForColumn(0, SeverityBadge(self.tree))
         hd = self.tree.header()
@@ -123,7 +123,9 @@ class FindingsPanel(QWidget):
         return all(w in hay for w in words)
 
     def _item(self, f) -> QTreeWidgetItem:
-        it = QTreeWidgetItem([f.severity, f"{f.impact_ms:.1f} ms", f.title, f.rule,
+        # what fixing it would save a step (the what-if replay); "–" where no change removes its cause
+        saves = "–" if f.saves_ms_per_step is None else f"{f.saves_ms_per_step:.1f} ms"
+        it = QTreeWidgetItem([f.severity, saves, f.title, f.rule,
                               ",".join(map(str, f.ranks)), "" if f.step is None else str(f.step)])
         it.setForeground(0, QBrush(SEV_COLOR.get(f.severity, QColor(0, 0, 0))))
         it.setTextAlignment(1, Qt.AlignRight | Qt.AlignVCenter)
@@ -190,7 +192,9 @@ class FindingsPanel(QWidget):
         ev = f.evidence_rows(with_excess=True)
         evid = "".join(f"<li>{esc(e['name'])} — {e.get('excess_ms', e.get('ms'))} ms"
                        + (f" ({esc(e['lane'])})" if e.get("lane") else "") + "</li>" for e in ev[:5])
-        self.detail.setHtml(f"<b>{esc(f.title)}</b><p>Time lost: {f.impact_ms:.1f} ms</p>"
+        said = (esc(f.saving_text[0].upper() + f.saving_text[1:]) + "." if f.saving_text else
+                f"No what-if removes this finding's cause; its time lost: {f.impact_ms:.1f} ms.")
+        self.detail.setHtml(f"<b>{esc(f.title)}</b><p>{said}</p>"
                             f"<table>{metrics}</table>"
                             + (f"<p>Evidence:</p><ul>{evid}</ul>" if evid else "")
                             + f"<p><i>{esc(f.advice)}</i></p>"
