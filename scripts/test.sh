@@ -7,7 +7,8 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q -e ".[test]"
 export QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}"
 set +e
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# two workers, each test file on one (its module fixtures open a trace once); the slowest 20 listed
+.venv/bin/python -m pytest -q -p no:cacheprovider -n "${GPUVIEWER_TEST_WORKERS:-2}" --dist loadfile --durations=20 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi
