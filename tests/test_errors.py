@@ -11,7 +11,9 @@ from gpuviewer.errors import GpuviewerError, describe
 # Raised and caught inside one module to steer its own control flow; never shown to a user.
 INTERNAL = {"Fallback": "io/chrome_json.py: the fast decoder hands a file to the careful one",
             "Damaged": "io/cache_check.py: a cache entry found damaged is rebuilt, never reported as such",
-            "TooManyObjects": "io/memsnap.py: turned into a TraceError naming the snapshot"}
+            "TooManyObjects": "io/memsnap.py: turned into a TraceError naming the snapshot",
+            "NotRegular": "io/bounded.py: each reader says in its own words that the file is not a regular file",
+            "TooLarge": "io/bounded.py: each reader says in its own words that the file is over its limit"}
 
 
 def _error_classes():

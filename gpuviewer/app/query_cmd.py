@@ -84,27 +84,16 @@ def cmd_sql(args) -> int:
 def read_query_file(path: str) -> tuple[str, str | None]:
     """(the query, None) or ("", one line saying why not). Only a regular file is opened, and
     without blocking: a FIFO would wait for a writer, /dev/zero never ends."""
-    import os
-    import stat
+    from ..io.bounded import NotRegular, TooLarge, read_regular
     try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            what = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-            return "", f"{path}: cannot read the query: {what}"
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-        try:
-            st = os.fstat(fd)  # the file opened, not the one looked at (a swap in between)
-            if not stat.S_ISREG(st.st_mode):
-                return "", f"{path}: cannot read the query: not a regular file"
-            if st.st_size > MAX_QUERY_FILE:
-                return "", f"{path}: cannot read the query: {st.st_size:,} bytes, more than {MAX_QUERY_FILE:,}"
-            with os.fdopen(fd, "rb", closefd=False) as f:
-                data = f.read(MAX_QUERY_FILE + 1)
-        finally:
-            os.close(fd)
-        if len(data) > MAX_QUERY_FILE:
-            return "", f"{path}: cannot read the query: more than {MAX_QUERY_FILE:,} bytes"
+        data, _st = read_regular(path, MAX_QUERY_FILE)
         return data.decode("utf-8"), None
+    except NotRegular as e:
+        return "", f"{path}: cannot read the query: {'a folder' if e.folder else 'not a regular file'}"
+    except TooLarge as e:
+        if e.size is None:
+            return "", f"{path}: cannot read the query: more than {MAX_QUERY_FILE:,} bytes"
+        return "", f"{path}: cannot read the query: {e.size:,} bytes, more than {MAX_QUERY_FILE:,}"
     except UnicodeDecodeError:
         return "", f"{path}: cannot read the query: not UTF-8 text"
     except OSError as e:

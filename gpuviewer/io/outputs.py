@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import stat
+
 from ..errors import GpuviewerError
+from .bounded import NotRegular, read_regular
 
 SOFTWARE = "gpuviewer"  # the PNG text "Software" and the SVG title our images carry
 _HEAD = 64 << 10  # a mark is near the start of the file
@@ -45,18 +47,11 @@ def refusal(path: str) -> str | None:
     if not stat.S_ISREG(st.st_mode):
         return f"{path}: is not a regular file; not replaced"
     try:
-        # O_NONBLOCK: a FIFO swapped in after the lstat cannot block the read
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        head, _st = read_regular(path, _HEAD, whole=False)  # a FIFO swapped in cannot block
+    except NotRegular:
+        return f"{path}: is not a regular file; not replaced"
     except OSError as e:
         return f"{path}: exists and cannot be read ({e.strerror}); not replaced"
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return f"{path}: is not a regular file; not replaced"
-        head = os.read(fd, _HEAD)
-    except OSError as e:
-        return f"{path}: exists and cannot be read ({e.strerror}); not replaced"
-    finally:
-        os.close(fd)
     if not _ours(path, head):
         return f"{path}: exists and was not written by gpuviewer; not replaced (remove it or choose another name)"
     return None

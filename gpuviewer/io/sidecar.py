@@ -28,6 +28,7 @@ import msgspec
 
 from ..model.annotation_merge import apply, merge, stamp_changes
 from ..model.annotations import AnnotationDoc, AnnotationError
+from .bounded import NotRegular, TooLarge, read_regular
 from .errors import TraceError
 from .file_lock import locked
 from .limits import max_annotations, max_sidecar_bytes
@@ -84,30 +85,21 @@ def load_doc(path: str, missing_ok: bool = True, keep_rest: bool = False) -> Ann
 def _read_doc(path: str, missing_ok: bool, max_notes: int | None, keep_rest: bool = True) -> AnnotationDoc:
     limit = max_sidecar_bytes()
     try:
-        # O_NONBLOCK: a FIFO put there after the check below still cannot block the open
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        data, st = read_regular(path, limit)
     except FileNotFoundError:
         if missing_ok:
             return AnnotationDoc()
         raise TraceError(path, "no such annotations file") from None
     except OSError as e:
         raise TraceError(path, f"cannot read the annotations ({e.strerror})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise TraceError(path, "the annotations file is not a regular file")
-        if st.st_size > limit:
-            raise TraceError(path, f"the annotations file is too large ({st.st_size:,} bytes > {limit:,}; "
-                             "raise GPUVIEWER_MAX_SIDECAR_BYTES to read it)")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(limit + 1)
-        stamp = _stamp(os.fstat(fd))
-    except OSError as e:
-        raise TraceError(path, f"cannot read the annotations ({e.strerror})") from None
-    finally:
-        os.close(fd)
-    if len(data) > limit:  # it grew after the size check
-        raise TraceError(path, f"the annotations file is too large (over {limit:,} bytes)")
+    except NotRegular:
+        raise TraceError(path, "the annotations file is not a regular file") from None
+    except TooLarge as e:
+        if e.size is None:  # it grew after the size check
+            raise TraceError(path, f"the annotations file is too large (over {limit:,} bytes)") from None
+        raise TraceError(path, f"the annotations file is too large ({e.size:,} bytes > {limit:,}; "
+                         "raise GPUVIEWER_MAX_SIDECAR_BYTES to read it)") from None
+    stamp = _stamp(st)
     try:
         doc = AnnotationDoc.from_json(msgspec.json.decode(data), limit=max_notes, keep_rest=keep_rest)
     except msgspec.DecodeError as e:

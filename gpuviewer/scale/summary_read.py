@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import stat
 
+from ..io.bounded import NotRegular, TooLarge, read_regular
 from ..io.limits import max_summary_json_bytes
 
 
@@ -43,25 +44,16 @@ def read_json(folder: str, name: str, what: str, error):
     path = inside(folder, name, what, error)
     limit = max_summary_json_bytes()
     try:
-        # O_NONBLOCK and fstat: a FIFO swapped in after the check above still cannot block
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        data, _st = read_regular(path, limit)
     except OSError as e:
         raise error(f"{folder}: the summary's {what} ({name}) cannot be read ({e.strerror})", True) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise error(f"{folder}: the summary's {what} ({name}) is not a regular file; not read", True)
-        if st.st_size > limit:
-            raise error(f"{folder}: the summary's {what} ({name}) is too large ({st.st_size:,} bytes > "
-                        f"{limit:,}; raise GPUVIEWER_MAX_SUMMARY_JSON_BYTES to read it)", True)
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(limit + 1)
-    except OSError as e:
-        raise error(f"{folder}: the summary's {what} ({name}) cannot be read ({e.strerror})", True) from None
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise error(f"{folder}: the summary's {what} ({name}) is too large (over {limit:,} bytes)", True)
+    except NotRegular:
+        raise error(f"{folder}: the summary's {what} ({name}) is not a regular file; not read", True) from None
+    except TooLarge as e:
+        if e.size is None:
+            raise error(f"{folder}: the summary's {what} ({name}) is too large (over {limit:,} bytes)", True) from None
+        raise error(f"{folder}: the summary's {what} ({name}) is too large ({e.size:,} bytes > "
+                    f"{limit:,}; raise GPUVIEWER_MAX_SUMMARY_JSON_BYTES to read it)", True) from None
     # a manifest that cannot be decoded but names the summary format is a damaged summary (said
     # as such), not a folder of traces
     ours = what != "manifest" or b'"gvsum"' in data
