@@ -3,32 +3,21 @@ from __future__ import annotations
 
 import base64
 import os
-import tempfile
 
 
 def save_widget(widget, out: str, scale: float = 1.0, guard: bool = False) -> bool:
     """The widget as PNG or SVG at `out`, written atomically (a temporary file beside it, renamed
     into place). guard: the command line's rule, never over a file gpuviewer did not write
     (io.outputs; OutputRefused); the window's save dialog has asked the user instead."""
+    from ..io.atomic import write_path
     from ..io.outputs import SOFTWARE, check
     if guard:
         check(out)
-    folder = os.path.dirname(os.path.abspath(out))
     svg = out.lower().endswith(".svg")
-    fd, tmp = tempfile.mkstemp(prefix=".gpuviewer-", suffix=".svg" if svg else ".png", dir=folder)
-    os.close(fd)
-    try:
-        ok = _save_svg(widget, tmp) if svg else _save_png(widget, tmp, scale, SOFTWARE)
-        if ok:
-            if guard:
-                check(out)  # again: the file may have appeared while the picture was drawn
-            os.chmod(tmp, 0o666 & ~_umask())  # a file like any other, not mkstemp's private one
-            os.replace(tmp, out)
-            return True
-        return False
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    return write_path(out, lambda tmp: _save_svg(widget, tmp) if svg else _save_png(widget, tmp, scale, SOFTWARE),
+                      suffix=".svg" if svg else ".png",
+                      # again: the file may have appeared while the picture was drawn
+                      before_replace=(lambda: check(out)) if guard else None)
 
 
 def _save_svg(widget, path: str) -> bool:
@@ -59,12 +48,6 @@ def _save_png(widget, path: str, scale: float, software: str) -> bool:
     img = pix.toImage()
     img.setText("Software", software)  # the mark that lets a later run replace it (io/outputs.py)
     return img.save(path, "PNG")
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def png_data_uri(widget) -> str:

@@ -15,12 +15,13 @@ Written into a temporary folder beside OUT and renamed into place: a summary is 
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import stat
 import tempfile
+
 from ..errors import GpuviewerError
+from ..io.atomic import umask
 
 VERSION = 1
 MANIFEST = "manifest.json"
@@ -101,7 +102,7 @@ def write(out: str, *, analysis: dict, parts: list, files: list[str], fmt: str, 
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.tmp-", dir=parent)
     try:
-        os.chmod(tmp, 0o777 & ~_umask())  # a folder like any other, not mkdtemp's private one
+        os.chmod(tmp, 0o777 & ~umask())  # a folder like any other, not mkdtemp's private one
         tables = {
             "steps": pd.DataFrame([(rb.rank, *(getattr(s, k) for k in _STEP_FIELDS), s.utilization)
                                    for rb in analysis.breakdowns for s in rb.steps],
@@ -153,12 +154,6 @@ def _into_place(tmp: str, out: str) -> None:
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _dump(obj, path: str) -> None:
@@ -252,11 +247,12 @@ def _check(path: str, what: str, check, obj) -> None:
         raise SummaryError(f"{path}: the summary's {what} is not valid (nested too deeply)", True) from None
 
 
-def read_analysis(path: str):
-    """What `gpuviewer analyze` printed when the summary was written (the same JSON)."""
+def read_analysis(path: str, manifest: dict | None = None):
+    """What `gpuviewer analyze` printed when the summary was written (the same JSON). manifest: the
+    summary's, when the caller has read it already (read_manifest)."""
     from .summary_read import read_json
     from .summary_schema import check_analysis
-    m = read_manifest(path)
+    m = manifest if manifest is not None else read_manifest(path)
     a = read_json(path, m.get("analysis", "analysis.json"), "analysis", SummaryError)
     if not isinstance(a, dict):
         raise SummaryError(f"{path}: the summary's analysis is not valid (not a JSON object)", True)
@@ -296,6 +292,7 @@ def read_table(path: str, manifest: dict, name: str, columns: list[str]):
     """One of the summary's tables (a pandas DataFrame of these columns); SummaryError when it
     is missing, damaged or lacks a column."""
     import duckdb
+
     from .summary_read import inside
     listed = (manifest.get("tables") or {}).get(name) or {}
     file = inside(path, str(listed.get("file", f"{name}.parquet")), f"{name} table", SummaryError)
@@ -319,7 +316,7 @@ def open_trace(path: str):
     from ..model.summary_rows import SummaryRows, SummaryTrace, profile_busy
     from ..model.trace import RankInfo, Step
     m = read_manifest(path)
-    a = read_analysis(path)
+    a = read_analysis(path, m)
     prof = read_table(path, m, "profiles", ["rank", "start_ns", "end_ns", "compute", "comm"])
     steps = read_table(path, m, "steps", ["rank", "step", "host_start_ns", "host_end_ns"])
     ranks, busy = [], {}
