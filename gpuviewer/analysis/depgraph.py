@@ -29,7 +29,7 @@ import numpy as np
 
 from ..model.categories import Cat, LaneKind
 from ..model.trace import Trace
-from .breakdown import breakdown, launch_times
+from .breakdown import breakdown
 from .collectives import bus_factor, match
 from .host import SYNC_CALL
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..errors import GpuviewerError
 from .collectives import bus_factor
 from .diff_tables import PARTS, Measured
-from ..errors import GpuviewerError
 
 K_SIGMA = 3.0
 FLOOR_FRAC = 0.01

@@ -11,6 +11,7 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass, field
+
 from ..errors import GpuviewerError
 
 SCHEMA_VERSION = 1  # ids and modified times are optional fields: older readers still read the file

@@ -17,8 +17,8 @@ import threading
 import duckdb
 import pandas as pd
 
-from .tables import TABLES
 from ..errors import GpuviewerError
+from .tables import TABLES
 
 SUMMARIES = {"kern_sum": "kern", "api_sum": "api", "nvtx_sum": "nvtx", "mem_sum": "mem", "nccl_sum": "nccl"}
 ALL_TABLES = (*TABLES, *SUMMARIES)

@@ -11,6 +11,7 @@ import logging
 import os
 import time
 from typing import Callable
+
 from ..errors import GpuviewerError
 
 NO_WORKERS_S = 60.0  # with no worker at all this long, a run is stuck: stop it

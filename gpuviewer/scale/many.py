@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from typing import Callable
+
 from ..errors import GpuviewerError
 
 

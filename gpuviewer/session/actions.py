@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .view import View
-
 EVENTS = ("range", "lanes", "selection", "area", "search", "highlight", "reveal", "annotations", "topology",
           "analysis", "message", "dirty")
 # Autosave: the sidecar is written this long after the last change, so a burst of edits (or

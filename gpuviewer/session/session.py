@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from ..model.trace import Trace
-from .actions import EVENTS, SessionActions, View
+from .actions import EVENTS, SessionActions
 from .opening import open_session
+from .view import View
 
 if TYPE_CHECKING:
     from ..analysis.results import Analysis
