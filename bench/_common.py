@@ -34,13 +34,19 @@ print(json.dumps({"seconds": secs, "peak_rss": self_peak, "worker_peak_rss": chi
 '''
 
 
-def measure_open(paths: list[str], use_cache: bool, cache_dir: str) -> dict:
+def run_probe(code: str, paths: list[str], flag: bool, cache_dir: str) -> dict:
+    """Run a probe script in a fresh interpreter (argv: the paths as JSON, "1"/"0") with its own
+    cache folder; its last line of stdout is the JSON it measured."""
     env = dict(os.environ, GPUVIEWER_CACHE_DIR=cache_dir, PYTHONPATH=ROOT)
-    p = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(paths), "1" if use_cache else "0"],
+    p = subprocess.run([sys.executable, "-c", code, json.dumps(paths), "1" if flag else "0"],
                        capture_output=True, text=True, env=env, cwd=ROOT)
     if p.returncode != 0:
         raise SystemExit(p.stderr)
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def measure_open(paths: list[str], use_cache: bool, cache_dir: str) -> dict:
+    return run_probe(_PROBE, paths, use_cache, cache_dir)
 
 
 def baseline_rss() -> int:

@@ -8,15 +8,13 @@ cache.EAGER_CHECK_BYTES does); "no check" opens with cache_check.check_file made
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 
-from _common import ROOT, TRACES
+from _common import ROOT, TRACES, run_probe
 
 _PROBE = r'''
 import json, sys, time
@@ -37,12 +35,7 @@ print(json.dumps({"seconds": secs, "check": check, "from_cache": bool(t.metadata
 
 
 def probe(paths, check: bool, cache_dir: str) -> dict:
-    env = dict(os.environ, GPUVIEWER_CACHE_DIR=cache_dir, PYTHONPATH=ROOT)
-    p = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(paths), "1" if check else "0"],
-                       capture_output=True, text=True, env=env, cwd=ROOT)
-    if p.returncode != 0:
-        raise SystemExit(p.stderr)
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return run_probe(_PROBE, paths, check, cache_dir)
 
 
 def main() -> None:
