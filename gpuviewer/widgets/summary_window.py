@@ -47,7 +47,7 @@ def open_summary(win, paths, block: bool = False) -> bool:
     from ..scale.summary import SummaryError, summary_folder
     from ..session.summary import open_summary as summary_session
     paths = [paths] if isinstance(paths, str) else list(paths)
-    folder = next((summary_folder(p) for p in paths if summary_folder(p)), None)
+    folder = next(filter(None, map(summary_folder, paths)), None)  # each path's manifest read once
     if len(paths) != 1 or folder is None:
         win._failed(f"{folder}: a summary opens alone, not with other files")
         return False
