@@ -123,7 +123,7 @@ def _get(d: dict, key: str, typ: type, default):
     # bool is an int in Python, never a time or a rank
     if not isinstance(v, typ) or isinstance(v, bool):
         raise AnnotationError(f"{key} must be {_TYPE_NAMES[typ]}, not {_show(v)}")
-    if typ is int and not -_BOUNDS[key] <= v <= _BOUNDS[key]:
+    if isinstance(v, int) and not -_BOUNDS[key] <= v <= _BOUNDS[key]:
         raise AnnotationError(f"{key} {v} is out of range")
     return v
 

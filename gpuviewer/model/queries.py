@@ -91,7 +91,9 @@ def lod_pack(trace: Trace, lanes: range | None = None) -> dict[str, np.ndarray]:
     cache: the first paint of a cached session then maps them instead of building them.
     lod_index rows: lane, depth, offset, count; lod_q: the level's gap (0 = the events).
     lanes: only these (a session built one file at a time packs each file's lanes)."""
-    index, qs, parts = [], [], {"start": [], "end": [], "maxend": [], "rep": []}
+    index: list = []
+    qs: list = []
+    parts: dict[str, list] = {"start": [], "end": [], "maxend": [], "rep": []}
     off = 0
     for lane in (range(len(trace.lanes)) if lanes is None else lanes):
         sl = trace.lane_slice(lane)

@@ -17,7 +17,7 @@ class Interner:
     def ids(self, values) -> list[int]:
         """Intern many strings at once (a comprehension over a dict is the fast path)."""
         index, strings = self._index, self.strings
-        out = []
+        out: list[int] = []
         append = out.append
         for s in values:
             i = index.get(s)

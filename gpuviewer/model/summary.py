@@ -1,6 +1,8 @@
 """Counts and ranges per rank: what `gpuviewer info` reports."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .categories import Cat
@@ -13,7 +15,7 @@ def summarize(trace: Trace) -> dict:
     inst_rank = lane_rank[trace.instants["lane"]] if len(trace.instants["lane"]) else np.zeros(0, np.int32)
     # lane by lane (each lane is one slice of the columns): per-event masks and an end column over
     # the whole session would allocate ~2 GB at 100M events
-    per = {info.rank: {"events": 0, "kernels": 0, "nccl": 0, "starts": [], "ends": []} for info in trace.ranks}
+    per: dict[int, dict[str, Any]] = {info.rank: {"events": 0, "kernels": 0, "nccl": 0, "starts": [], "ends": []} for info in trace.ranks}
     kernels = 0
     for lane in range(len(trace.lanes)):
         sl = trace.lane_slice(lane)

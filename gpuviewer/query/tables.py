@@ -13,7 +13,7 @@ import pandas as pd
 from ..model.categories import CAT_LABEL, Cat, LaneKind
 
 _CATS = [CAT_LABEL.get(Cat(i), str(i)) for i in range(max(Cat) + 1)]
-_KINDS = sorted(LaneKind.ORDER, key=LaneKind.ORDER.get)
+_KINDS = sorted(LaneKind.ORDER, key=lambda k: LaneKind.ORDER[k])
 
 
 def _names(trace) -> tuple[np.ndarray, list[str]]:
@@ -221,7 +221,7 @@ def counters(session) -> pd.DataFrame:
 def findings(session) -> pd.DataFrame:
     """Findings, one row each (symptoms after their cause, `parent` holding the cause's `finding`), in the
     analysis' order: by what fixing them saves (saves_ms, the what-if replay; NaN where none), then time lost."""
-    rows = []
+    rows: list[dict] = []
 
     def add(f, parent):
         rows.append({"finding": len(rows), "parent": parent, "rule": f.rule, "severity": f.severity,

@@ -20,7 +20,15 @@ Events and their keyword arguments:
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Callable
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from ..model.trace import Trace
+    from .events import Events
+    from .notes import Notes
+    from .view import View
 
 EVENTS = ("range", "lanes", "selection", "area", "search", "highlight", "reveal", "annotations", "topology",
           "analysis", "message", "dirty")
@@ -31,6 +39,14 @@ AUTOSAVE_DELAY_S = 0.4
 
 class SessionActions:
     """Mixed into Session: needs self.trace, self.events, self.view, self.notes."""
+
+    # what the actions act on, set by Session.__init__ (declared for the type checker)
+    trace: Trace
+    paths: list[str]
+    events: Events
+    view: View
+    notes: Notes
+    drop_analysis: Callable[[], None]
 
     # -- the view ------------------------------------------------------------------------
     def set_range(self, t0: int, t1: int, padding: float = 0.0) -> tuple[int, int]:

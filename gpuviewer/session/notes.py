@@ -60,7 +60,9 @@ class Notes:
     def save_on_view_change(self) -> bool:
         """The view is saved with the annotations, but panning alone never creates a file beside
         the user's trace: only once there is an annotation (or the sidecar exists)."""
-        return bool(self.sidecar) and (bool(self.doc.annotations) or os.path.exists(self.sidecar))
+        if not self.sidecar:
+            return False
+        return bool(self.doc.annotations) or os.path.exists(self.sidecar)
 
     # -- edits ---------------------------------------------------------------------------
     def add(self, a: Annotation) -> Annotation:

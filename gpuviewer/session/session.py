@@ -84,8 +84,9 @@ class Session(SessionActions):
 
     def run_analysis(self) -> "Analysis":
         """Compute the analysis in this thread, keep it and announce it."""
-        self.set_analysis(self.compute_analysis())
-        return self._analysis
+        analysis = self.compute_analysis()
+        self.set_analysis(analysis)
+        return analysis
 
     def set_analysis(self, analysis: "Analysis | None") -> None:
         """An analysis computed elsewhere (the window's worker thread) for this trace; None

@@ -29,4 +29,4 @@ class View:
     def to_json(self) -> dict:
         """What the sidecar keeps of the view."""
         return {"range": [int(self.range[0]), int(self.range[1])] if self.range else None,
-                "lanes": self.lanes.to_json()}
+                "lanes": self.lanes.to_json() if self.lanes is not None else None}
