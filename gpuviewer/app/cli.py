@@ -46,8 +46,14 @@ def _cannot_read(paths: list[str], e: BaseException, debug: bool) -> int:
 
 def _load(paths: list[str], args) -> "object":
     from ..session import open_session
-    return open_session(paths, use_cache=not args.no_cache, align=not getattr(args, "no_align", False),
-                        hosts=getattr(args, "hosts", None))
+    from .term_progress import of
+    progress = of(args)  # "reading X: 41 of 166 MB, ..." on a terminal after a second
+    progress.phase("opening " + _session_name(paths))
+    try:
+        return open_session(paths, use_cache=not args.no_cache, align=not getattr(args, "no_align", False),
+                            hosts=getattr(args, "hosts", None), progress=progress)
+    finally:
+        progress.pause()
 
 
 def _open_or_fail(paths: list[str], args, opener=None):
@@ -141,11 +147,16 @@ def cmd_analyze(args) -> int:
     from ..model.plain import line
     for w in trace.metadata.get("unread", []):  # a rank left out must not go unsaid
         print(f"gpuviewer: warning: {line(w)}", file=sys.stderr)
+    from .term_progress import of
+    progress = of(args)
+    progress.phase(f"analysing {len(trace.ranks)} rank{'s' if len(trace.ranks) != 1 else ''}")
     try:
         a = analyze_session(trace, **peaks)
     except Exception as e:  # noqa: BLE001 - an analysis bug must not look like a crash
+        progress.pause()
         return _fail(f"{_session_name(args.paths)}: the analysis failed on this trace, a bug in gpuviewer ({type(e).__name__}); "
                      "please report it with the output of --debug", args.debug)
+    progress.pause()
     return show_analysis(a, args)
 
 
@@ -175,8 +186,9 @@ def show_analysis(a, args) -> int:
         show(f)
     if not a.findings:
         _out("no findings")
+    from ..model.fmt import utilization_line
     for r in a.ranks:
-        _out(f"rank {r['rank']}: GPU utilization {r['gpu_utilization']:.0%}")
+        _out(f"rank {r['rank']}: {utilization_line(r)}")
     for n in a.notes:
         _out(f"note: {n}")
     if a.efficiency:
@@ -194,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("paths", nargs="+", metavar="PATH", help="trace files or folders (one session)")
     common.add_argument("--no-cache", action="store_true", help="do not read or write the column cache")
     common.add_argument("--debug", action="store_true", help="show tracebacks")
+    common.add_argument("--quiet", action="store_true",
+                        help="no progress line on the terminal (it is never drawn when stderr is not a terminal)")
     common.add_argument("--hosts", metavar="SPEC", help="ranks per host, e.g. 0-3,4-7 (default: from the files)")
     common.add_argument("--no-align", action="store_true",
                         help="keep each host's clock as recorded (default: align hosts by their collectives)")
@@ -304,6 +318,10 @@ def _run_command(argv: list[str]) -> int:
     except BrokenPipeError:  # `gpuviewer analyze ... | head`: the reader left, not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    finally:
+        progress = getattr(args, "_progress", None)
+        if progress is not None:  # Ctrl+C or an error mid-open: the line is cleared, the timer stopped
+            progress.pause()
 
 
 if __name__ == "__main__":

@@ -123,7 +123,8 @@ def _on_dask(args, show) -> int:
         return _fail(str(e), args)
     try:
         res = analyze_many(args.paths, client=client, use_cache=not args.no_cache, hosts=args.hosts,
-                           align=not args.no_align, progress=_Progress())
+                           align=not args.no_align,
+                           progress=None if getattr(args, "quiet", False) else _Progress())
     except TraceError as e:
         return _fail(str(e), args)
     except NothingAnalysed as e:

@@ -36,13 +36,15 @@ def read_each(b: TraceBuilder, files: list[str], progress, cancelled, optional: 
     total = sum(sizes)
     done = 0
     n = 0
+    events = 0  # trace events of the files read so far (b counts them only when they are committed)
     try:
         for i, f in enumerate(files):
             def prog(frac, _done=done, _size=sizes[i], _name=os.path.basename(f)):
                 if progress:
                     mb = (_done + frac * _size) / 1e6
                     progress((_done + frac * _size) / total * 0.9,
-                             f"reading {_name}: {mb:,.0f} of {total / 1e6:,.0f} MB, {b.n_events:,} events")
+                             f"reading {_name}: {mb:,.0f} of {total / 1e6:,.0f} MB, {max(events, b.n_events):,} events"
+                             + (f" · {n} of {len(files)} ranks" if len(files) > 1 else ""))
             try:
                 info = read_kineto(b, f, n, progress=prog, cancelled=cancelled)
             except TraceError as e:
@@ -58,6 +60,7 @@ def read_each(b: TraceBuilder, files: list[str], progress, cancelled, optional: 
                 raise unexpected(f, e) from e
             done += sizes[i]
             n += 1
+            events += info["reader"].next_ordinal
             yield info
             del info  # the file's parsed chunks go before the next file is read (out of core)
     finally:
