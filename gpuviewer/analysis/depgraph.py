@@ -249,7 +249,10 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         prev_end = np.where(first, np.iinfo(np.int64).min // 4, np.r_[0, rec_e[mine[:-1]]])
         gap = rec_s[mine] - prev_end
         stream_bound = ~first & (gap <= STREAM_TOL_NS)
-        ln_node = launch_node[mine]
+        ln_node = launch_node[mine].copy()
+        # a CUDA graph launch is one launch: its first op on a stream waits for it, the rest
+        # follow that op in stream order (their latency from the call is the graph's, not a launch's)
+        ln_node[~first & (ln_node >= 0) & (ln_node == np.r_[-1, ln_node[:-1]])] = -1
         linked = ln_node >= 0
         lat = np.where(linked, rec_s[mine] - rec_s[np.maximum(ln_node, 0)], 0)
         # cross-stream: the op on another stream of this rank that ended last at or before the start

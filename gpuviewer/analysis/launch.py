@@ -7,8 +7,15 @@ and those gaps are at least a tenth of the step's GPU time. Long gaps (a host
 stall, a sleep) and communication kernels (a rank spinning while it waits for another) are left
 out of both sides, so a stall on one rank does not change the verdict on the same workload: only
 the stretches where the GPU is fed kernel after kernel are judged. A rank is launch-bound when
-most of its measured steps are."""
+most of its measured steps are.
+
+Kernels launched by a CUDA graph (cudaGraphLaunch / cuGraphLaunch / hipGraphLaunch: one host call
+for all the graph's kernels, whose correlation ids point at that call) have no launch of their
+own: they are not counted among the step's kernels and the gaps before them are not launch gaps,
+so a graph-replayed run of many short kernels is not launch-bound."""
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -22,12 +29,31 @@ TINY_KERNEL_NS = 20_000  # a kernel this short is over before the host can launc
 LAUNCH_SHARE = 1 / 3  # idle between kernels >= half the time working = a third of the working time
 MIN_KERNELS = 50  # "many" kernels: a pattern of launches, not a few dependent kernels
 MIN_STEP_SHARE = 0.10  # ...and at least this share of the step's GPU time, or it is not worth a finding
+GRAPH_LAUNCH = re.compile(r"GraphLaunch")  # cudaGraphLaunch, cuGraphLaunch(_ptsz), hipGraphLaunch
+
+
+def graph_launched(trace: Trace, ops: np.ndarray) -> np.ndarray:
+    """Per GPU op: was it launched by a CUDA graph launch (its flow comes from one)?"""
+    ops = np.asarray(ops, np.int64)
+    out = np.zeros(len(ops), bool)
+    src, dst = (np.asarray(x, np.int64) for x in trace.flows)
+    gids = [i for i, n in enumerate(trace.names) if GRAPH_LAUNCH.search(n)]
+    if not len(ops) or not len(dst) or not gids:
+        return out
+    o = np.argsort(dst, kind="stable")
+    d, s = dst[o], src[o]
+    pos = np.minimum(np.searchsorted(d, ops), len(d) - 1)
+    hit = d[pos] == ops
+    out[hit] = np.isin(np.asarray(trace.columns["name"][s[pos[hit]]]), gids)
+    return out
 
 
 def step_launch(trace: Trace, rb: RankBreakdown) -> dict:
-    """Per step (key: step number, None for a rank without steps): the step's kernels (count,
-    total and median duration), and inside its GPU window the time busy with work other than
-    communication and the idle in gaps shorter than SHORT_GAP_NS between that work (count, ns)."""
+    """Per step (key: step number, None for a rank without steps): the step's kernels launched one
+    by one (count, total and median duration) and those a CUDA graph launched (graph_kernels),
+    and inside its GPU window the time busy with work other than communication and the idle in
+    gaps shorter than SHORT_GAP_NS between that work that end at an op launched on its own
+    (count, ns)."""
     c = trace.columns
     ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
     if not len(ops):
@@ -37,16 +63,20 @@ def step_launch(trace: Trace, rb: RankBreakdown) -> dict:
     e = s + np.asarray(c["dur"][ops]).astype(np.int64)
     work = cat != Cat.COMM_KERNEL
     busy = iv.union(s[work], e[work])
-    kern = cat == Cat.KERNEL
+    graph = graph_launched(trace, ops)
+    # a gap that ends where a graph-launched op starts is the graph's own scheduling, not a launch
+    own_starts = np.unique(s[work & ~graph])
+    kern = (cat == Cat.KERNEL) & ~graph
+    gkern = (cat == Cat.KERNEL) & graph
     op_step = rb.op_step if rb.op_step is not None else np.zeros(len(ops), np.int64)
     out = {}
     for sb in rb.steps:
         a, b = iv.clip(busy, sb.start_ns, sb.end_ns)
         g = a[1:] - b[:-1]  # gaps between the work inside the window
-        short = g[(g > 0) & (g < SHORT_GAP_NS)]
-        d = (e - s)[kern & (op_step == (sb.step if sb.step is not None else -1))] if sb.step is not None \
-            else (e - s)[kern]
-        out[sb.step] = {"kernels": int(len(d)), "kernel_ns": int(d.sum()),
+        short = g[(g > 0) & (g < SHORT_GAP_NS) & np.isin(a[1:], own_starts)]
+        in_step = (op_step == sb.step) if sb.step is not None else np.ones(len(ops), bool)
+        d = (e - s)[kern & in_step]
+        out[sb.step] = {"kernels": int(len(d)), "graph_kernels": int((gkern & in_step).sum()), "kernel_ns": int(d.sum()),
                         "median_kernel_ns": float(np.median(d)) if len(d) else 0.0,
                         "busy_ns": int((b - a).sum()), "gap_ns": int(short.sum()), "gaps": int(len(short))}
     return out

@@ -1,0 +1,153 @@
+"""CUDA graphs (issue 27, item 2): kernels a graph launch (cudaGraphLaunch) runs are attributed to
+that launch - flows, the launch's step, graph id and node in the arguments - and the launch-bound
+rule knows that a graph launch is one launch for all of them. Counts come from the JSON written
+here, and from the real torch.cuda.graphs run in ../shared/traces/whatif."""
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+import gpuviewer
+from conftest import trace_path
+from gpuviewer.io.args import event_args
+
+N_KERNELS = 50  # a graph of 50 kernels, replayed once a step
+N_STEPS = 4
+KERNEL_US, GAP_US = 3.0, 8.0  # short kernels and short gaps: launch-bound when launched one by one
+STEP_US = 40 + N_KERNELS * (KERNEL_US + GAP_US) + 50
+
+
+def _trace(graph: bool) -> dict:
+    """ProfilerStep#1..4; in each, 50 kernels on stream 7, launched by one cudaGraphLaunch
+    (graph) or by a cudaLaunchKernel each (eager), at the same GPU times either way."""
+    ev, corr = [], 1000
+    for k in range(N_STEPS):
+        t0 = 1000.0 + k * STEP_US
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k + 1}", "pid": 100,
+                   "tid": 100, "ts": t0, "dur": STEP_US - 5})
+        if graph:
+            corr += 1
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 100, "tid": 100,
+                       "ts": t0 + 10, "dur": 20, "args": {"cbid": 311, "correlation": corr}})
+            ev.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 100, "tid": 100, "ts": t0 + 10})
+        for j in range(N_KERNELS):
+            ts = t0 + 40 + j * (KERNEL_US + GAP_US)
+            args = {"device": 0, "stream": 7}
+            if graph:
+                args.update({"correlation": corr, "graph id": 1, "graph node id": j + 1})
+            else:
+                corr += 1
+                args["correlation"] = corr
+                ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100,
+                           "ts": ts - 9, "dur": 4, "args": {"cbid": 211, "correlation": corr}})
+                ev.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 100, "tid": 100, "ts": ts - 9})
+            ev.append({"ph": "X", "cat": "kernel", "name": f"void gemv_kernel_{j % 5}<float>()", "pid": 0, "tid": 7,
+                       "ts": ts, "dur": KERNEL_US, "args": args})
+            ev.append({"ph": "f", "cat": "ac2g", "name": "ac2g", "id": args["correlation"], "pid": 0, "tid": 7,
+                       "ts": ts, "bp": "e"})
+    ev.append({"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}})
+    return {"schemaVersion": 1, "traceEvents": ev}
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    d = tmp_path_factory.mktemp("graphs")
+    out = {}
+    for name, graph in (("graph", True), ("eager", False)):
+        doc = _trace(graph)
+        p = d / f"{name}.json"
+        p.write_text(json.dumps(doc))
+        out[name] = (doc["traceEvents"], gpuviewer.open([str(p)], use_cache=False))
+    return out
+
+
+def _kernels(events):
+    return [e for e in events if e.get("cat") == "kernel"]
+
+
+def test_graph_kernels_lanes_and_steps_from_the_json(traces):
+    events, s = traces["graph"]
+    ks = _kernels(events)
+    assert len(s.kernels) == len(ks) == N_STEPS * N_KERNELS
+    assert sorted(set(zip(s.kernels.device, s.kernels.stream))) == \
+        sorted({(e["args"]["device"], e["args"]["stream"]) for e in ks})
+    steps = [e for e in events if e["name"].startswith("ProfilerStep#")]
+    assert s.steps.step.tolist() == [int(e["name"].split("#")[1]) for e in steps]
+    # each step's kernels: those whose launch (the graph launch of that correlation) is in the step
+    launch_ts = {e["args"]["correlation"]: e["ts"] for e in events if e["name"] == "cudaGraphLaunch"}
+    for st, row in zip(steps, s.steps.itertuples()):
+        mine = [k for k in ks if st["ts"] <= launch_ts[k["args"]["correlation"]] < st["ts"] + st["dur"]]
+        assert row.kernels == len(mine) == N_KERNELS
+        # the kernels never overlap: busy time is the sum of their durations
+        assert row.busy_ns == pytest.approx(sum(k["dur"] for k in mine) * 1000, abs=len(mine))
+        first, last = min(k["ts"] for k in mine), max(k["ts"] + k["dur"] for k in mine)
+        assert (row.end - row.start) == pytest.approx((last - first) * 1000, abs=2)
+        # busy over a span between the GPU's own window and the host's step with the gap after it
+        busy_us = sum(k["dur"] for k in mine)
+        assert busy_us / (STEP_US + 1e-3) - 1e-3 <= row.utilization <= busy_us / (last - first) + 1e-3
+
+
+def test_every_graph_kernel_flows_from_its_graph_launch(traces):
+    events, s = traces["graph"]
+    t = s.trace
+    src, dst = (np.asarray(x) for x in t.flows)
+    names = np.asarray(t.columns["name"])
+    kernel_ids = s.kernels.id.to_numpy()
+    assert sorted(dst.tolist()) == sorted(kernel_ids.tolist())
+    assert {t.names[int(n)] for n in names[src]} == {"cudaGraphLaunch"}
+    # 50 kernels a launch, as many launches as the JSON has
+    _, per_launch = np.unique(src, return_counts=True)
+    assert per_launch.tolist() == [N_KERNELS] * sum(e["name"] == "cudaGraphLaunch" for e in events)
+    # the launch of each kernel is the call of its correlation id in the JSON
+    corr = np.asarray(t.columns["corr"])
+    assert (corr[src] == corr[dst]).all()
+
+
+def test_graph_id_and_node_in_the_details(traces):
+    events, s = traces["graph"]
+    ks = _kernels(events)
+    k = s.kernels.sort_values("start").iloc[7]
+    args = event_args(s.trace, int(k.id))
+    assert args["graph id"] == ks[7]["args"]["graph id"] and args["graph node id"] == ks[7]["args"]["graph node id"] == 8
+
+
+def test_graph_launched_kernels_are_not_launch_bound(traces):
+    """The same 200 kernels at the same GPU times: launched one by one they are launch-bound;
+    replayed by a graph launch they are not (the gaps are the graph's, no launch to remove)."""
+    rules = {name: set(s.findings.rule) for name, (_, s) in traces.items()}
+    assert "launch_bound" in rules["eager"]
+    assert "launch_bound" not in rules["graph"]
+
+
+def test_graph_launch_is_one_launch_in_the_replay(traces):
+    """Removing launch overhead saves at most the one graph launch (its call and its latency) a
+    step where a graph launch fed the kernels, while launched one by one it saves the gaps."""
+    events, _ = traces["graph"]
+    launch = next(e for e in events if e["name"] == "cudaGraphLaunch")
+    first = min(e["ts"] for e in _kernels(events) if e["args"]["correlation"] == launch["args"]["correlation"])
+    saved = {}
+    for name, (_, s) in traces.items():
+        r = s.whatif("no-launch-overhead").to_json()
+        saved[name] = sum(x["before_ms"] - x["after_ms"] for x in r["steps"])
+    assert 0 <= saved["graph"] <= N_STEPS * (first - launch["ts"]) / 1e3 + 1e-3
+    assert saved["eager"] > 0.5 * N_STEPS * (N_KERNELS - 1) * GAP_US / 1e3
+
+
+@pytest.mark.parametrize("name, bound", [("launch_graph", False), ("launch_eager", True)])
+def test_real_cuda_graph_run_is_not_launch_bound(name, bound):
+    """torch.cuda.graphs replay vs the same kernels launched eagerly (one H200, back to back)."""
+    path = trace_path("whatif", f"{name}.json.gz")
+    with gzip.open(path) as f:
+        events = json.load(f)["traceEvents"]
+    s = gpuviewer.open([path], use_cache=False)
+    assert len(s.kernels) == sum(e.get("cat") == "kernel" for e in events)
+    graph = {e["args"]["correlation"] for e in events if e.get("name") == "cudaGraphLaunch"}
+    from_graph = sum(e.get("cat") == "kernel" and e["args"].get("correlation") in graph for e in events)
+    t = s.trace
+    src = np.asarray(t.flows[0])
+    assert int(np.isin(np.asarray(t.columns["name"])[src], [t.names.index("cudaGraphLaunch")] if graph else []).sum()) \
+        == from_graph
+    assert ("launch_bound" in set(s.findings.rule)) is bound
+    if not bound:  # the replay of a graph run without launch overhead is never slower than recorded
+        assert all(x["after_ms"] <= x["before_ms"] for x in s.whatif("no-launch-overhead").to_json()["steps"])
