@@ -228,6 +228,11 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
             split = min(max(int(h0), prev_end), w0)
             sb.idle_before_ns = iv.length(iv.gaps(busy_all, split, w0))
             rb.steps[-1].idle_after_ns = iv.length(iv.gaps(busy_all, prev_end, split))
+        elif prev_end is None and b > a and w0 > int(h0):
+            # the first step has no window before it, yet its host may stall before its first op
+            # like every other step's (a slow input pipeline): the GPU idle from the host's start
+            # (work still running from before the capture is busy, not idle)
+            sb.idle_before_ns = iv.length(iv.gaps(busy_all, int(h0), w0))
         rb.steps.append(sb)
         prev_end = w1
     _mark_warmup(rb)

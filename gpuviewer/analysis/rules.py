@@ -14,12 +14,11 @@ from typing import Callable
 
 import numpy as np
 
-from ..model.categories import LaneKind
 from ..model.trace import Trace
 from . import intervals as iv
 from .breakdown import RankBreakdown
-from . import contention, launch, pipeline
-from .host import IDLE_WAIT, explain
+from . import contention, launch, outliers, pipeline
+from .host import explain
 from .memory import allocated_counters, capacity_bytes, peaks_per_step
 
 LOW_UTILIZATION = 0.70  # the guide's threshold
@@ -233,39 +232,6 @@ def exposed(rb: RankBreakdown) -> list[dict]:
                     impact_ns=critical(rb, {s.step: s.exposed_comm_ns for s in steps}))]
 
 
-def step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
-    steps = [s for s in rb.measured if s.step is not None]
-    if len(steps) < 5:
-        return []
-    d = np.array([s.gpu_time_ns for s in steps], np.float64)
-    med = float(np.median(d))
-    if med <= 0:
-        return []  # most steps ran nothing on the GPU: no typical step to compare with
-    mad = float(np.median(np.abs(d - med))) or 1.0
-    out = []
-    for s, x in zip(steps, d):
-        z = 0.6745 * (x - med) / mad
-        if z < 3.5 or x < 1.5 * med:
-            continue
-        base = [(o.start_ns, o.end_ns) for o in steps if o is not s]
-        what = [w for w in explain(trace, rb.rank, (s.start_ns, s.end_ns), base,
-                                   kinds=tuple(LaneKind.ORDER), top=25) if not IDLE_WAIT.match(w["name"])]
-        # Lead with GPU work when it explains a good part of the extra time (the copy, the wait
-        # in a collective); the host calls that waited for it follow.
-        gpu = [w for w in what if w["category"] in ("memcpy", "memset", "kernel", "communication")]
-        excess = (x - med) / 1e6
-        lead = gpu[0] if gpu and gpu[0]["excess_ms"] >= 0.3 * excess else (what[0] if what else None)
-        what = ([lead] if lead else []) + [w for w in what if w is not lead][:5]
-        cause = f": {lead['name']} {lead['ms'] / 1e3:.2f} s" if lead and lead["ms"] >= 1000 else \
-            (f": {lead['name']} {lead['ms']:.1f} ms" if lead else "")
-        out.append(finding("step_outlier", "high", f"Rank {rb.rank}: step {s.step} took {x / 1e6:.0f} ms, "
-                            f"{x / med:.1f}x the median {med / 1e6:.1f} ms{cause}", [rb.rank], s.step,
-                            s.start_ns, s.end_ns,
-                            {"duration_ms": round(x / 1e6, 3), "median_ms": round(med / 1e6, 3),
-                             "robust_z": round(z, 2), "causes": what}, impact_ns=x - med))
-    return out
-
-
 def job_facts(trace: Trace, rb: RankBreakdown) -> dict:
     """What the job rules need of one rank, computed in its map: the pipeline's facts
     (pipeline.pipeline_facts) and, under "kernels", its kernel mix per step (contention.kernel_mix)."""
@@ -305,7 +271,7 @@ def memory_rule(trace: Trace, rank: int) -> list[dict]:
 MAP_RULES: dict[str, Callable] = {
     "host_bound_idle": lambda trace, rb, ks: host_bound(trace, rb),
     "launch_bound": lambda trace, rb, ks: launch.launch_bound(trace, rb, ks),
-    "step_outlier": lambda trace, rb, ks: step_outliers(trace, rb),
+    "step_outlier": lambda trace, rb, ks: outliers.step_outliers(trace, rb),
 }
 RANK_RULES: dict[str, Callable] = {
     "low_gpu_utilization": utilization,

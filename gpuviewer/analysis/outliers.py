@@ -1,0 +1,160 @@
+"""Step outliers: a step far slower than the rank's others, and what made it slow.
+
+The cause is searched on both sides of the step. On the GPU, the step's GPU time (its window and
+the idle before and after it): an op that ran longer than usual (a copy, a collective waiting for
+another rank). On the host, the step's host range, through the host op tree: a stall before the
+step's first kernel (a sleep, a data loader, a checkpoint) leaves the GPU idle outside its window,
+and an enclosing op (the forward, the step itself) only grows because something inside it did.
+So each host op is measured with its children (inclusive time, clipped to the step) against its
+mean in the other steps, and the cause named is the tightest op that still explains most of the
+step's extra time: the deepest one, not the frame around it."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import queries as q
+from ..model.categories import CAT_LABEL, Cat, LaneKind
+from ..model.trace import Trace
+from .breakdown import RankBreakdown
+from .host import HOST_KINDS, IDLE_WAIT, _step_markers, explain
+
+GPU_CATEGORIES = ("memcpy", "memset", "kernel", "communication")
+GPU_LEAD = 0.3  # a GPU op explaining this share of the extra time leads (the copy, the wait in a collective)
+HOST_LEAD = 0.5  # a host op must explain most of the extra time to be named its cause
+MIN_Z, MIN_RATIO = 3.5, 1.5  # robust z-score and times the median a step must both exceed
+
+
+def step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
+    from .rules import finding
+    steps = [s for s in rb.measured if s.step is not None]
+    if len(steps) < 5:
+        return []
+    d = np.array([s.gpu_time_ns for s in steps], np.float64)
+    med = float(np.median(d))
+    if med <= 0:
+        return []  # most steps ran nothing on the GPU: no typical step to compare with
+    mad = float(np.median(np.abs(d - med))) or 1.0
+    out = []
+    for s, x in zip(steps, d):
+        z = 0.6745 * (x - med) / mad
+        if z < MIN_Z or x < MIN_RATIO * med:
+            continue
+        others = [o for o in steps if o is not s]
+        lead, what = cause(trace, rb.rank, s, others, x - med)
+        cause_text = ""
+        if lead:
+            took = f"{lead['ms'] / 1e3:.2f} s" if lead["ms"] >= 1000 else f"{lead['ms']:.1f} ms"
+            cause_text = f": {lead['name']} {took} ({lead['excess_ms']:.1f} ms over its mean in the other steps)"
+        out.append(finding("step_outlier", "high", f"Rank {rb.rank}: step {s.step} took {x / 1e6:.0f} ms, "
+                           f"{x / med:.1f}x the median {med / 1e6:.1f} ms{cause_text}", [rb.rank], s.step,
+                           min(s.start_ns - s.idle_before_ns, s.host_start_ns or s.start_ns),
+                           max(s.end_ns, s.host_end_ns),
+                           {"duration_ms": round(x / 1e6, 3), "median_ms": round(med / 1e6, 3),
+                            "robust_z": round(z, 2), "causes": what}, impact_ns=x - med))
+    return out
+
+
+def cause(trace: Trace, rank: int, s, others: list, excess_ns: float) -> tuple[dict | None, list[dict]]:
+    """(the op named as the step's cause, the evidence list led by it). GPU work leads when it
+    explains a good part of the extra time (the host calls that waited for it follow); else the
+    deepest host op explaining most of it; else whatever grew most."""
+    gpu = [w for w in explain(trace, rank, _gpu_window(s), [_gpu_window(o) for o in others],
+                              kinds=(LaneKind.GPU, LaneKind.COMM), top=10)
+           if w["category"] in GPU_CATEGORIES]
+    host = host_tree_excess(trace, rank, (s.host_start_ns, s.host_end_ns),
+                            [(o.host_start_ns, o.host_end_ns) for o in others]) if s.host_end_ns > s.host_start_ns else []
+    excess_ms = excess_ns / 1e6
+    deepest = tightest(host, HOST_LEAD * excess_ms)
+    if gpu and gpu[0]["excess_ms"] >= GPU_LEAD * excess_ms:
+        lead = gpu[0]
+    elif deepest is not None:
+        lead = deepest
+    else:
+        rows = sorted(gpu + host, key=lambda w: -w["excess_ms"])
+        lead = rows[0] if rows else None
+    # the evidence: the GPU ops that grew most, then the host ops explaining most of the extra
+    # time deepest first (not the frames around them), then the host ops that grew most
+    need = HOST_LEAD * excess_ms
+    fit = sorted((w for w in host if w["excess_ms"] >= need > 0), key=lambda w: (w["ms"], -w["depth"]))
+    host = fit + [w for w in host if w not in fit]
+    grew = [w for w in gpu if w is not lead and w["excess_ms"] >= max(0.1, 0.01 * excess_ms)]
+    rest = grew[:3] + [w for w in host if w is not lead][:3]
+    return lead, ([lead] if lead else []) + rest
+
+
+def _gpu_window(s) -> tuple[int, int]:
+    return s.start_ns - s.idle_before_ns, s.end_ns + s.idle_after_ns
+
+
+def tightest(rows: list[dict], need_ms: float) -> dict | None:
+    """Of the host ops that explain at least need_ms of extra time, the one with the least time
+    in the step (an op encloses its children, so the least is the deepest); ties: the deeper."""
+    fit = [w for w in rows if w["excess_ms"] >= need_ms and need_ms > 0]
+    return min(fit, key=lambda w: (w["ms"], -w["depth"])) if fit else None
+
+
+def host_tree_excess(trace: Trace, rank: int, window: tuple[int, int], baseline: list[tuple[int, int]],
+                     top: int = 40) -> list[dict]:
+    """Per host op (name, category, lane): its inclusive time in `window` (its children
+    included, clipped to the window; an op inside another of its name counted once) minus its
+    mean over the baseline windows, largest first; with the op's least nesting depth."""
+    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in HOST_KINDS]
+    now = _inclusive(trace, lanes, window)
+    base: dict = {}
+    for w in baseline:
+        for k, (v, _d) in _inclusive(trace, lanes, w).items():
+            base[k] = base.get(k, 0) + v
+    nb = max(1, len(baseline))
+    rows = []
+    for (name, ct, ln), (v, depth) in now.items():
+        ex = v - base.get((name, ct, ln), 0) / nb
+        if ex > 0 and not IDLE_WAIT.match(trace.names[name]):
+            rows.append((ex, trace.names[name], ct, ln, v, depth))
+    rows.sort(key=lambda r: (-r[0], r[1], r[2], r[3]))  # ties by text: ids depend on the files loaded together
+    out = []
+    for ex, name, ct, ln, v, depth in rows[:top]:
+        lane = trace.lanes[ln]
+        out.append({"name": name, "category": CAT_LABEL.get(Cat(ct), str(ct)), "lane": lane.label,
+                    "excess_ms": round(ex / 1e6, 3), "ms": round(v / 1e6, 3), "depth": int(depth)})
+    return out
+
+
+def _inclusive(trace: Trace, lanes: list[int], window: tuple[int, int]) -> dict[tuple[int, int, int], tuple[int, int]]:
+    """(name, category, lane) -> (inclusive ns clipped to the window, least depth); measured once
+    per window inside host.measured_once (each step is the others' baseline)."""
+    memo = trace.derived.get("per_name_memo")
+    key = ("inclusive", tuple(lanes), int(window[0]), int(window[1]))
+    if memo is not None and key in memo:
+        return memo[key]
+    t0, t1 = window
+    c = trace.columns
+    parts = [q.events_in_range(trace, ln, t0, t1) for ln in lanes]
+    idx = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    out: dict = {}
+    if len(idx):
+        s = np.asarray(c["start"][idx]).astype(np.int64)
+        incl = (np.minimum(s + np.asarray(c["dur"][idx]).astype(np.int64), t1) - np.maximum(s, t0)).clip(0)
+        names = np.asarray(c["name"][idx]).astype(np.int64)
+        lane = np.asarray(c["lane"][idx]).astype(np.int64)
+        # an op nested in another of its name (recursion) is already in its parent's time
+        pname = np.full(len(idx), -1, np.int64)
+        all_names = np.asarray(c["name"])
+        for ln in np.unique(lane).tolist():
+            m = lane == ln
+            sl = trace.lane_slice(ln)
+            parent = q._lane_parents(trace, ln)[idx[m] - sl.start]
+            pname[m] = np.where(parent >= 0, all_names[sl.start + np.maximum(parent, 0)], -1)
+        keep = (pname != names) & ~np.isin(names, list(_step_markers(trace))) & (incl > 0)
+        cat = np.asarray(c["cat"][idx]).astype(np.int64)[keep]
+        names, lane, incl = names[keep], lane[keep], incl[keep]
+        depth = np.asarray(c["depth"][idx]).astype(np.int64)[keep]
+        n_lanes = max(1, len(trace.lanes))
+        uk, inv = np.unique((names * 256 + cat) * n_lanes + lane, return_inverse=True)
+        tot = np.bincount(inv, weights=incl).astype(np.int64)
+        dmin = np.full(len(uk), np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(dmin, inv, depth)
+        out = {(k // (256 * n_lanes), (k // n_lanes) % 256, k % n_lanes): (v, d)
+               for k, v, d in zip(uk.tolist(), tot.tolist(), dmin.tolist())}
+    if memo is not None:
+        memo[key] = out
+    return out
