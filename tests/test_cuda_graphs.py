@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import gpuviewer
-from conftest import trace_path
+from conftest import compat_path, trace_path
 from gpuviewer.io.args import event_args
 
 N_KERNELS = 50  # a graph of 50 kernels, replayed once a step
@@ -151,3 +151,39 @@ def test_real_cuda_graph_run_is_not_launch_bound(name, bound):
     assert ("launch_bound" in set(s.findings.rule)) is bound
     if not bound:  # the replay of a graph run without launch overhead is never slower than recorded
         assert all(x["after_ms"] <= x["before_ms"] for x in s.whatif("no-launch-overhead").to_json()["steps"])
+
+
+FLAMEOX = compat_path("morluto__flameox", "nsight-2025.5.2.sqlite")
+
+
+def test_nsys_whole_graph_launches_are_gpu_work():
+    """nsys --cuda-graph-trace=graph: each cudaGraphLaunch ran as one GPU range
+    (CUPTI_ACTIVITY_KIND_GRAPH_TRACE) and no kernel rows. Those ranges are GPU work on their
+    stream, linked from their launch, with graphId in the details."""
+    import sqlite3
+    db = sqlite3.connect(f"file:{FLAMEOX}?mode=ro", uri=True)
+    kern = db.execute("SELECT deviceId, streamId, correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
+    graphs = db.execute("SELECT deviceId, streamId, correlationId, graphId, start, end "
+                        "FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE").fetchall()
+    launches = {r[0] for r in db.execute("SELECT r.correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
+                                         "ON s.id = r.nameId WHERE s.value LIKE 'cudaGraphLaunch%'")}
+    db.close()
+    s = gpuviewer.open([FLAMEOX], use_cache=False)
+    k = s.kernels
+    assert len(k) == len(kern) + len(graphs) and len(graphs) > 0
+    assert set(zip(k.device, k.stream)) == {(d, st) for d, st, *_ in kern + graphs}
+    g = k[k.name.str.startswith("CUDA graph")]
+    assert sorted(g.name) == sorted(f"CUDA graph {r[3]}" for r in graphs)
+    assert sorted(g.dur) == sorted(r[5] - r[4] for r in graphs)
+    t = s.trace
+    src, dst = (np.asarray(x) for x in t.flows)
+    for row in g.itertuples():
+        launch = src[dst == row.id]
+        assert len(launch) == 1 and t.names[int(t.columns["name"][launch[0]])] == "cudaGraphLaunch"
+        assert row.corr in launches
+        args = event_args(t, int(row.id))
+        assert args["graphId"] in {r[3] for r in graphs} and args["correlationId"] == row.corr
+    # a plain kernel's details still come from the kernel table
+    plain = k[~k.name.str.startswith("CUDA graph")].iloc[0]
+    assert event_args(t, int(plain["id"]))["correlationId"] == plain["corr"]
+    assert any("traced as whole graphs" in w for w in t.warnings)

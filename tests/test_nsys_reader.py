@@ -45,6 +45,10 @@ def truth(path):
                 f"SELECT (k.globalPid >> 24) & 16777215, count(*), sum(s.value LIKE 'nccl%') "
                 f"FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN StringIds s ON s.id = k.{name} GROUP BY 1"):
             kernels[pid], nccl[pid] = n, nn or 0
+    if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in t:  # a graph launch traced whole is one GPU op of its own
+        for pid, n in db.execute("SELECT (globalPid >> 24) & 16777215, count(*) FROM "
+                                 "CUPTI_ACTIVITY_KIND_GRAPH_TRACE GROUP BY 1"):
+            kernels[pid] = kernels.get(pid, 0) + n
     gpu_lanes = {}
     for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
         if table in t:

@@ -41,10 +41,15 @@ MEM_KIND = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5
             6: "Managed Static", 7: "Unknown"}
 SYNC_TYPE = {0: "Unknown", 1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Context Sync"}
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
+# nsys --cuda-graph-trace=graph records each graph launch as one GPU range (no kernel rows): read
+# as a kernel named for its graph; its src is the GRAPH_TRACE rowid with this bit set, so the
+# details fetch that table's row (rowids of a kernel table never reach 2**31)
+GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+GRAPH_ROW = 1 << 31
 # Every table this reader queries: a view or virtual table under one of these names is refused.
 READ_TABLES = set(NSYS_MARKER_TABLES) | set(TABLE_OF_CAT.values()) | {
     "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "TARGET_INFO_CUDA_GPU", "TARGET_INFO_CUDA_DEVICE",
-    "CUDA_GPU_MEMORY_USAGE_EVENTS", "META_DATA_CAPTURE"}
+    "CUDA_GPU_MEMORY_USAGE_EVENTS", "META_DATA_CAPTURE", GRAPH_TRACE}
 _BAD_VALUES = (TypeError, ValueError, OverflowError, KeyError, IndexError, AttributeError)
 
 
@@ -142,6 +147,21 @@ def _gpu_table(rep: _Report, table: str, cat: Cat, name_sql: str | None) -> dict
             "corr": a[:, 5], "pid": p, "name": a[:, 7], "cat": cat}
 
 
+def _graph_table(rep: _Report) -> dict | None:
+    """Whole CUDA graph launches on the GPU (nsys --cuda-graph-trace=graph), named by graphId."""
+    t = _gpu_table(rep, GRAPH_TRACE, Cat.KERNEL, lambda h: _col(h, "graphId"))
+    if t is not None:
+        t["graph"] = True
+        keep = t["rowid"] < GRAPH_ROW
+        if not keep.all():
+            t = {k: (v[keep] if isinstance(v, np.ndarray) else v) for k, v in t.items()}
+        if len(t["start"]):
+            rep.notes.append(f"{len(t['start']):,} CUDA graph launches traced as whole graphs (nsys "
+                             "--cuda-graph-trace=graph): each is one GPU range 'CUDA graph N'; record "
+                             "with --cuda-graph-trace=node to see their kernels")
+    return t
+
+
 def _kernel_name(have):
     for c in ("shortName", "demangledName", "mangledName", "name"):
         if c in have:
@@ -163,6 +183,7 @@ def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
             _gpu_table(rep, "CUPTI_ACTIVITY_KIND_MEMSET", Cat.MEMSET, "-1"),
             _gpu_table(rep, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", Cat.SYNC,
                        lambda h: _col(h, "syncType", default="0")),
+            _graph_table(rep),
         ) if t is not None and len(t["start"])]
         if progress:
             progress(0.3, f"{os.path.basename(path)}: GPU activity ({b.n_events:,} events so far)")
@@ -200,7 +221,11 @@ def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
                     if len(ds) == 1:
                         dev[t["pid"] == p] = next(iter(ds))
                 t = dict(t, device=dev)
-            if cat == Cat.KERNEL:
+            if t.get("graph"):
+                name = np.array([b.names.id(f"CUDA graph {g}" if g >= 0 else "CUDA graph")
+                                 for g in t["name"].tolist()], np.int32)
+                cats = np.full(len(name), Cat.KERNEL, np.uint8)
+            elif cat == Cat.KERNEL:
                 name = names_lut.ids(t["name"])
                 cats = np.full(len(name), Cat.KERNEL, np.uint8)
                 cats[np.isin(name, nccl_name_ids(b.names.strings))] = Cat.COMM_KERNEL
@@ -221,7 +246,8 @@ def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
                 label = "context sync" if s == 0xFFFFFFFF else f"stream {s}"
                 lane[m] = b.lane(rank_of[p], LaneKind.GPU, d, s, label, pid=p, source=file_index)
             b.add(start=t["start"] + rep.utc_ns, dur=t["end"] - t["start"], lane=lane, name=name,
-                  cat=cats, corr=np.clip(t["corr"], 0, 0xFFFFFFFF), src=t["rowid"])
+                  cat=cats, corr=np.clip(t["corr"], 0, 0xFFFFFFFF),
+                  src=t["rowid"] | GRAPH_ROW if t.get("graph") else t["rowid"])
         mark_comm_lanes(b.lanes, b._chunks, source=file_index)
 
         # -- host lanes: CUDA API, NVTX, OS runtime --------------------------------------------
@@ -471,6 +497,8 @@ def load_nsys(files: list[str], *, progress=None, cancelled=None) -> Trace:
 def row_args(path: str, cat: int, rowid: int) -> dict:
     """Every column of the event's row, ids resolved to strings and enums to labels."""
     table = TABLE_OF_CAT.get(Cat(cat))
+    if cat == Cat.KERNEL and rowid >= GRAPH_ROW:
+        table, rowid = GRAPH_TRACE, rowid - GRAPH_ROW
     if table is None:
         return {}
     db = connect(path)
