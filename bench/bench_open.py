@@ -1,6 +1,11 @@
 """Open-time budgets (issues 2 and 3). Prints each measured figure next to its target.
 
   python bench/bench_open.py [--ten-million DIR_OR_FILE] [--nsys-tiles FILE] [--skip-nsys]
+                             [--jax [FILE]] [--only-jax]
+
+--jax opens a JAX/XLA trace of about 1M events (FILE, or the shared jax_train_stall trace tiled
+in time to 1M events in a temporary folder) and prints its cold-open time per event next to the
+Kineto million-event trace's, both parsed without the cache.
 
 Each open runs in a fresh process. "cold" = empty cache (parse + write cache), "reopen" = the
 memory-mapped cache. Peak RSS is the opening process; workers (pieces decoded in parallel) are
@@ -107,13 +112,79 @@ def nsys(tiles_path: str | None) -> None:
         print(f"{'nsys x10 tiles peak RSS, MB':<52} {res['peak_rss'] / MB:>10.1f} MB   events {res['events']:,}")
 
 
+def tile_jax(src: str, dest: str, events: int) -> int:
+    """Write `src` (an XLA trace) repeated in time until it holds about `events` events: each
+    copy's times shifted past the previous copy, its correlation ids and step numbers renumbered."""
+    import gzip
+    import json
+    with gzip.open(src, "rt") as f:
+        doc = json.load(f)
+    evs = doc["traceEvents"]
+    meta = [e for e in evs if e.get("ph") == "M"]
+    body = [e for e in evs if e.get("ph") == "X"]
+    span = max(e["ts"] + e.get("dur", 0) for e in body) - min(e["ts"] for e in body) + 100.0
+    corr_max = max(int(e.get("args", {}).get("correlation_id", 0)) for e in body) + 1
+    steps = 1 + max(int(e.get("args", {}).get("step_num", -1)) for e in body)
+    out, k = list(meta), 0
+    while len(out) < events:
+        for e in body:
+            e2 = dict(e, ts=round(e["ts"] + k * span, 3))
+            a = e.get("args")
+            if a and ("correlation_id" in a or "step_num" in a):
+                a = dict(a)
+                if "correlation_id" in a:
+                    a["correlation_id"] = str(int(a["correlation_id"]) + k * corr_max)
+                if "step_num" in a:
+                    a["step_num"] = str(int(a["step_num"]) + k * steps)
+                e2["args"] = a
+            out.append(e2)
+        k += 1
+    doc["traceEvents"] = out + [{}]
+    with gzip.open(dest, "wt", compresslevel=1) as f:
+        json.dump(doc, f, separators=(",", ":"))
+    return len(out) - len(meta)
+
+
+def jax_big(path: str | None, repeats: int) -> None:
+    """Cold open (no cache) of a ~1M-event JAX trace against the Kineto million-event trace."""
+    tmp = tempfile.mkdtemp()
+    try:
+        if not path:
+            path = os.path.join(tmp, "host0.trace.json.gz")
+            n = tile_jax(os.path.join(TRACES, "jax", "jax_train_stall.trace.json.gz"), path, 1_000_000)
+            print(f"# JAX: jax_train_stall tiled to {n:,} events ({os.path.getsize(path) / MB:.1f} MB gz)")
+        else:
+            print(f"# JAX: {path}")
+        kineto = os.path.join(TRACES, "kineto", "launch_bound_big.json.gz")
+        per = {}
+        for label, p in (("jax", path), ("kineto", kineto)):
+            secs, res = [], None
+            for _ in range(repeats):
+                res = measure_open([p], False, tmp)
+                secs.append(res["seconds"])
+            per[label] = statistics.median(secs) / res["events"] * 1e6
+            print(f"{label + ' cold open without cache, seconds (median)':<52} {statistics.median(secs):>10.3f} s"
+                  f"   {res['events']:,} events, peak RSS {res['peak_rss'] / MB:.0f} MB")
+        print(f"{'µs per event: JAX / Kineto':<52} {per['jax']:>10.3f} / {per['kineto']:.3f}"
+              f"   ({per['jax'] / per['kineto']:.2f}x)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--ten-million", help="a 10M-event trace made with scale_trace.py")
     ap.add_argument("--nsys-tiles", help="nsys_ddp_big x10 made with scale_trace.py")
     ap.add_argument("--skip-nsys", action="store_true")
+    ap.add_argument("--jax", nargs="?", const="", default=None, metavar="FILE",
+                    help="a ~1M-event JAX trace per event against Kineto's (none given: tile the shared one)")
+    ap.add_argument("--only-jax", action="store_true", help="only the --jax comparison")
     a = ap.parse_args()
+    if a.jax is not None:
+        jax_big(a.jax, a.repeats)
+        if a.only_jax:
+            return
     kineto_big(a.repeats)
     if a.ten_million:
         ten_million(a.ten_million)

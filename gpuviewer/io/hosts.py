@@ -28,6 +28,9 @@ def hosts_from_paths(files: dict[int, str], fmt: str) -> tuple[dict[int, str], s
     which never holds the whole trace, knows."""
     if fmt.startswith("nsys"):
         return {r: os.path.basename(f) for r, f in files.items()}, "one report per host"
+    if fmt == "jax":  # jax.profiler writes one <host>.trace.json.gz per host
+        from .jax_trace import host_of
+        return {r: host_of(f) for r, f in files.items()}, "one file per host"
     named = {r: _HANDLER_NAME.match(os.path.basename(f)) for r, f in files.items()}
     if files and all(named.values()):
         return {r: m.group("host") for r, m in named.items()}, "file names"
