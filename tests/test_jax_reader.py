@@ -276,3 +276,22 @@ def test_real_trace_diff_step_4_against_the_others():
     d = json.loads(r.stdout)
     parts = {p["part"]: p for p in d["step_parts"]}
     assert parts["step"]["a_ns"] - parts["step"]["b_ns"] > 25e6 and parts["step"]["significant"]
+
+
+def test_xla_derived_lines_are_annotations_and_jit_runs_are_steps(tmp_path):
+    """A device's "XLA Ops" line repeats its kernels as HLO ops: an annotation lane, not GPU
+    work. Without StepTraceAnnotation each run of the jit module is a step."""
+    doc = build_trace(steps=4)
+    evs = [e for e in doc["traceEvents"] if e.get("name") != "train"]
+    ops_tid = 99
+    meta = {"ph": "M", "pid": GPU_PID, "tid": ops_tid, "name": "thread_name", "args": {"name": "XLA Ops"}}
+    derived = [dict(e, tid=ops_tid, name=e["args"]["hlo_op"], _role="derived") for e in gpu_events(doc)]
+    doc = dict(doc, traceEvents=[meta] + evs + derived)
+    s = gpuviewer.open([write(doc, tmp_path / "h.trace.json.gz")])
+    ann = [ln for ln in s.trace.lanes if ln.kind == "gpu_annotation"]
+    assert [(ln.device, ln.stream, ln.label) for ln in ann] == [(0, ops_tid, "XLA Ops")]
+    gpu = gpu_events(doc)
+    assert len(s.kernels) == sum(e["_role"] in ("compute", "comm") for e in gpu)
+    runs = sorted((round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)) for e in evs
+                  if e.get("name") == "CommonPjRtLoadedExecutable::Execute (jit_update)")
+    assert [(st.step, st.start, st.end) for st in s.trace.steps] == [(i, a, b) for i, (a, b) in enumerate(runs)]
