@@ -129,3 +129,54 @@ def test_dataloader_stall_counts_the_first_step():
     # the time lost counts every step's stall (68.9 ms before: the first step's was left out)
     assert f["impact_ms"] >= sum(stalls.values()) / 1e6 - 0.5
     assert f"idle {np.median(list(stalls.values())) / 1e6:.1f} ms a step" in f["title"]
+
+
+# -- item 8: memory held across steps vs what a step adds ------------------------------------------
+
+def _held_and_added(doc: dict) -> tuple[float, float]:
+    """From the raw [memory] samples of GPU 0: the least allocated inside any ProfilerStep range (held
+    across steps) and the median of each step's peak above it (what a step adds), bytes."""
+    ev = doc["traceEvents"]
+    steps = [(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in ev
+             if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    mem = sorted((float(e["ts"]), int(e["args"]["Total Allocated"])) for e in ev  # GPU 0's allocator
+                 if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1 and e["args"].get("Device Id") == 0)
+    floors, peaks = [], []
+    for s0, s1 in steps:
+        v = [a for t, a in mem if s0 <= t <= s1]
+        if v:
+            floors.append(min(v))
+            peaks.append(max(v))
+    held = min(floors)
+    return held, float(np.median([p - held for p in peaks]))
+
+
+def test_memory_pressure_advises_on_what_is_held():
+    path = trace_path("kineto", "memory_pressure.json.gz")
+    with gzip.open(path, "rt") as f:
+        held, added = _held_and_added(json.load(f))
+    assert held > 10 * added  # 129.5 GB held by one tensor, 3.6 GB a step
+
+    (f,) = found(analysis(path), "memory_headroom")
+    assert f"{held / 1e9:.1f} GB is held across steps and each step adds {added / 1e9:.1f} GB on top" in f["title"]
+    assert f["metrics"]["held_bytes"] == held and abs(f["metrics"]["added_per_step_bytes"] - added) <= 1
+    assert "Shard parameters, gradients and optimizer state" in f["advice"]
+    assert "activation checkpointing would not lower it" in f["advice"]
+
+
+def test_memory_advice_on_activations_when_steps_add_more(tmp_path):
+    """single_gpt_train holds 1.5 GB and adds 1.9 GB a step; on a device made 4 GB here (its
+    totalGlobalMem rewritten), its 3.4 GB peak is close to capacity and the advice is about the
+    step's own allocations."""
+    with gzip.open(trace_path("kineto", "single_gpt_train.json.gz"), "rt") as f:
+        doc = json.load(f)
+    held, added = _held_and_added(doc)
+    assert added > held
+    for p in doc["deviceProperties"]:
+        p["totalGlobalMem"] = 4 * 10 ** 9
+    small = tmp_path / "single_gpt_train_4gb.json.gz"
+    with gzip.open(small, "wt", compresslevel=1) as f:
+        json.dump(doc, f)
+    (f,) = found(analysis(str(small)), "memory_headroom")
+    assert f"{held / 1e9:.1f} GB is held across steps and each step adds {added / 1e9:.1f} GB on top" in f["title"]
+    assert "activation checkpointing" in f["advice"] and "would not lower it" not in f["advice"]

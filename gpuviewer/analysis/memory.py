@@ -45,3 +45,35 @@ def peaks_per_step(trace: Trace, rank: int, device: int) -> list[dict]:
             k = lo + int(np.argmax(v[lo:hi]))
             out.append({"step": st.step, "peak_bytes": int(v[k]), "t_ns": int(t[k])})
     return out
+
+
+# What a peak is made of decides the advice: memory held across steps (parameters, gradients,
+# optimizer state, caches, tensors kept alive) is not lowered by activation checkpointing, and
+# what each step adds on top of it (activations, temporaries) is not lowered by sharding.
+HELD_ADVICE = ("Most of the peak is held across steps, not allocated by the step: parameters, gradients, "
+               "optimizer state, caches and tensors kept alive between steps (a preloaded dataset or buffer "
+               "on the GPU, losses kept with their graphs). Shard parameters, gradients and optimizer state "
+               "(FSDP / ZeRO), use 8-bit or CPU-offloaded optimizer state, keep data on the host until a step "
+               "needs it and free what the steps do not use; activation checkpointing would not lower it.")
+STEP_ADVICE = ("Most of the peak is what each step allocates on top of what is held (activations and "
+               "temporaries): use activation checkpointing, a smaller micro-batch with gradient accumulation, "
+               "mixed precision and fused kernels (fewer saved intermediates).")
+
+
+def held_and_added(trace: Trace, rank: int, device: int) -> tuple[int, int] | None:
+    """(bytes held across the steps: the least allocated inside any step, bytes a step adds on
+    top: the median over the steps of its peak above that), or None without steps or samples."""
+    cs = [c for c in allocated_counters(trace) if c.rank == rank and c.device == device]
+    if not cs:
+        return None
+    t, v = np.asarray(cs[0].t), np.asarray(cs[0].v)
+    floors, peaks = [], []
+    for st in trace.steps_of_rank(rank):
+        lo, hi = np.searchsorted(t, st.start), np.searchsorted(t, st.end, side="right")
+        if hi > lo:
+            floors.append(int(v[lo:hi].min()))
+            peaks.append(int(v[lo:hi].max()))
+    if not floors:
+        return None
+    held = min(floors)
+    return held, int(np.median([p - held for p in peaks]))

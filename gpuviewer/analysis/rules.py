@@ -19,7 +19,7 @@ from . import intervals as iv
 from .breakdown import RankBreakdown
 from . import contention, launch, outliers, pipeline
 from .host import explain
-from .memory import allocated_counters, capacity_bytes, peaks_per_step
+from .memory import HELD_ADVICE, STEP_ADVICE, allocated_counters, capacity_bytes, held_and_added, peaks_per_step
 
 LOW_UTILIZATION = 0.70  # the guide's threshold
 HOST_GAP_MIN_NS = 1_000_000  # gaps shorter than 1 ms are launch gaps, not host stalls
@@ -253,13 +253,20 @@ def memory_rule(trace: Trace, rank: int) -> list[dict]:
             continue
         per_step = peaks_per_step(trace, rank, cnt.device)
         t = int(cnt.t[k])
-        out.append(finding("memory_headroom", "high" if frac >= 0.85 else "medium",
-                            f"Rank {rank} GPU {cnt.device}: peak {peak / 1e9:.1f} GB allocated of "
-                            f"{cap / 1e9:.1f} GB ({frac:.0%}); only {(cap - peak) / 1e9:.1f} GB headroom",
-                            [rank], None, t - 1_000_000, t + 1_000_000,
-                            {"peak_bytes": peak, "capacity_bytes": cap, "headroom_bytes": cap - peak,
-                             "fraction": round(frac, 4), "device": cnt.device,
-                             "per_step": per_step}))
+        split = held_and_added(trace, rank, cnt.device)
+        what = "" if split is None else (f": {split[0] / 1e9:.1f} GB is held across steps and each step adds "
+                                         f"{split[1] / 1e9:.1f} GB on top")
+        f = finding("memory_headroom", "high" if frac >= 0.85 else "medium",
+                    f"Rank {rank} GPU {cnt.device}: peak {peak / 1e9:.1f} GB allocated of "
+                    f"{cap / 1e9:.1f} GB ({frac:.0%}); only {(cap - peak) / 1e9:.1f} GB headroom{what}",
+                    [rank], None, t - 1_000_000, t + 1_000_000,
+                    {"peak_bytes": peak, "capacity_bytes": cap, "headroom_bytes": cap - peak,
+                     "fraction": round(frac, 4), "device": cnt.device, "per_step": per_step,
+                     "held_bytes": None if split is None else split[0],
+                     "added_per_step_bytes": None if split is None else split[1]})
+        if split is not None:  # advise on the larger part
+            f["advice"] = HELD_ADVICE if split[0] >= split[1] else STEP_ADVICE
+        out.append(f)
     return out
 
 
