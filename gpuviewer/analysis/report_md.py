@@ -18,7 +18,9 @@ def to_markdown(a, title: str = "gpuviewer analysis") -> str:
         out.append("No findings.")
     def item(f, depth):
         pad = "  " * depth
-        cost = f"saves {f.saves_ms_per_step:.1f} ms a step" if f.saves_ms is not None else f"{f.impact_ms:.1f} ms lost"
+        # never "0.0 ms lost": a finding without a saving or a time of its own says neither
+        cost = (f"saves {f.saves_ms_per_step:.1f} ms a step" if f.saves_ms is not None else
+                f"{f.impact_ms:.1f} ms lost" if f.impact_ms >= 0.05 else "no saving measured")
         out.append(f"{pad}- **{f.severity.upper()} · {f.rule}** · {cost} ({where(f)}): {f.title}")
         if f.saving_text:
             out.append(f"{pad}  - {f.saving_text}")

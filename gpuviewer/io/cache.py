@@ -76,13 +76,13 @@ def store(files: list[str], trace: Trace) -> str | None:
                 arrays[f"counter{i}_v"] = c.v
             # the timeline's levels of detail, so a cached session's first paint maps them
             from ..model.queries import lod_pack
-            from ..model.view import initial_view
+            from ..model.view import steps_view
             arrays.update(lod_pack(trace))
             for name, arr in arrays.items():
                 np.save(os.path.join(tmp, f"{name}.npy"), np.ascontiguousarray(arr))
             meta = meta_dict(key, trace.format, len(trace), trace.names, trace.lanes, trace.ranks,
                              trace.steps, trace.counters, trace.sources, trace.warnings,
-                             trace.metadata, (trace.start_ns, trace.end_ns), initial_view(trace),
+                             trace.metadata, (trace.start_ns, trace.end_ns), steps_view(trace),
                              trace.lane_offsets)
             return commit(tmp, meta)
         except BaseException:

@@ -38,3 +38,8 @@ def format_duration(ns: float) -> str:
 def esc(s: str) -> str:
     """Text for HTML (reports, Qt rich text): quotes too, since reports put names in attributes."""
     return html.escape(s)
+
+
+def counted(n: int, noun: str) -> str:
+    """"1 warning", "2 warnings", "12,345 events": the noun agrees with its number."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")

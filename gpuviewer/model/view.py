@@ -11,11 +11,47 @@ from .trace import Trace
 MARGIN = 0.02
 
 
+# A first step this many times the median of the others, on every rank, is warm-up (the
+# analysis' rule, analysis/breakdown.WARMUP_FACTOR): nsys_ddp's 513 ms step 0 took two thirds of
+# the first screen and squeezed its 20 ms steps to slivers.
+WARMUP_FACTOR = 2.0
+
+
 def initial_view(trace: Trace) -> tuple[int, int]:
+    """The steady steps: the profiled steps without a warm-up first step (steps_view has it)."""
+    v0, v1 = steps_view(trace)
+    warm = warmup_step(trace)
+    if warm is None:
+        return v0, v1
+    s0 = min(s.start for s in trace.steps if s.step != warm)
+    return max(v0, s0 - int((v1 - s0) * MARGIN)), v1
+
+
+def steps_view(trace: Trace) -> tuple[int, int]:
+    """Every profiled step, a warm-up included."""
     got = trace.derived.get("initial_view")  # computed when the cache was written
     if got is None:
         got = trace.derived["initial_view"] = _initial_view(trace)
     return got
+
+
+def warmup_step(trace: Trace) -> int | None:
+    """The first step's number when it is warm-up on every rank (three steps at least)."""
+    by_rank: dict[int, list] = {}
+    for s in trace.steps:
+        by_rank.setdefault(s.rank, []).append(s)
+    if not by_rank:
+        return None
+    first = set()
+    for steps in by_rank.values():
+        steps = sorted(steps, key=lambda s: s.start)
+        if len(steps) < 3:
+            return None
+        rest = float(np.median([s.end - s.start for s in steps[1:]]))
+        if not (rest > 0 and steps[0].end - steps[0].start > WARMUP_FACTOR * rest):
+            return None
+        first.add(steps[0].step)
+    return first.pop() if len(first) == 1 else None
 
 
 def _initial_view(trace: Trace) -> tuple[int, int]:

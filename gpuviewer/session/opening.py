@@ -85,8 +85,10 @@ def alignment_line(a: dict, hosts: list, hosts_from: str | None) -> str:
         moved = [f"{h} {v['offset_ns'] / 1e6:+.3f} ms" for h, v in a["hosts"].items() if h != a["reference_host"]]
         res = a.get("residual_ns")
         return (f"{len(hosts)} hosts aligned by {a['collectives']} collectives to {a['reference_host']}: "
-                + ", ".join(moved) + (f" (collective ends within {res / 1e3:.1f} µs after, "
-                                      f"{a['spread_before_ns'] / 1e3:.1f} µs before)" if res is not None else ""))
+                # only the residual of the corrected clocks: the spread before the fix read as
+                # what is left of it
+                + ", ".join(moved) + (f" (collective ends within {res / 1e3:.1f} µs of each other)"
+                                      if res is not None else ""))
     if a.get("method") == "same-host":
         return f"one host ({hosts_from or 'one folder'}): no clock correction"
     return f"{len(hosts)} hosts, clocks as recorded ({a.get('why', 'not aligned')})"

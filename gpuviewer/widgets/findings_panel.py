@@ -126,7 +126,7 @@ class FindingsPanel(QWidget):
         # what fixing it would save a step (the what-if replay); "–" where no change removes its cause
         saves = "–" if f.saves_ms_per_step is None else f"{f.saves_ms_per_step:.1f} ms"
         it = QTreeWidgetItem([f.severity, saves, f.title, f.rule,
-                              ",".join(map(str, f.ranks)), "" if f.step is None else str(f.step)])
+                              ranks_text(f.ranks), "" if f.step is None else str(f.step)])
         it.setForeground(0, QBrush(SEV_COLOR.get(f.severity, QColor(0, 0, 0))))
         it.setTextAlignment(1, Qt.AlignRight | Qt.AlignVCenter)
         it.setData(0, Qt.UserRole, len(self._shown))
@@ -192,8 +192,7 @@ class FindingsPanel(QWidget):
         ev = f.evidence_rows(with_excess=True)
         evid = "".join(f"<li>{esc(e['name'])} — {e.get('excess_ms', e.get('ms'))} ms"
                        + (f" ({esc(e['lane'])})" if e.get("lane") else "") + "</li>" for e in ev[:5])
-        said = (esc(f.saving_text[0].upper() + f.saving_text[1:]) + "." if f.saving_text else
-                f"No what-if removes this finding's cause; its time lost: {f.impact_ms:.1f} ms.")
+        said = esc(f.saving_text[0].upper() + f.saving_text[1:]) + "." if f.saving_text else lost_text(f)
         self.detail.setHtml(f"<b>{esc(f.title)}</b><p>{said}</p>"
                             f"<table>{metrics}</table>"
                             + (f"<p>Evidence:</p><ul>{evid}</ul>" if evid else "")
@@ -206,6 +205,20 @@ class FindingsPanel(QWidget):
         s = url.toString()
         if s.startswith("gpuviewer:compare-rank/"):
             self.compareRank.emit(int(s.rsplit("/", 1)[1]))
+
+
+def ranks_text(ranks) -> str:
+    """"1", "0, 1": ranks as the integers they are (a rank that came through a float column is
+    no "1.0")."""
+    return ", ".join(str(int(r)) for r in ranks)
+
+
+def lost_text(f) -> str:
+    """What a finding without a what-if costs, never "0.0 ms lost": a symptom whose time is
+    counted under its cause says so instead."""
+    if f.impact_ms >= 0.05:
+        return f"No what-if removes this finding's cause; its time lost: {f.impact_ms:.1f} ms."
+    return "No what-if removes this finding's cause, and no time is counted against it (a symptom: see its cause)."
 
 
 def _fmt(v) -> str:

@@ -4,6 +4,7 @@ temporary file renamed into place). Used by the SQL and Statistics tabs."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -24,6 +25,18 @@ def cell_text(v) -> str:
     if isinstance(v, (float, np.floating)):  # ns and GB/s: decimals only where they tell something
         return f"{float(v):,.0f}" if abs(v) >= 1000 else f"{float(v):,.3g}" if abs(v) < 1 else f"{float(v):,.2f}"
     return term(v)  # a name from a trace may carry control characters
+
+
+# Columns of the session's tables that hold nanoseconds without saying so in their name (see
+# query/tables.py), alone or inside an aggregate: sum(dur), max("end")
+_NS = re.compile(r'^(?:\w+\()?"?(start|end|dur|wait|transfer|self|host_start|host_end|ts)"?\)?$', re.IGNORECASE)
+
+
+def header_label(name) -> str:
+    """A result column's header with its unit: "dur (ns)", "sum(dur) (ns)"; a name that says
+    its unit (total_ns, impact_ms, busbw_gbps) as it is."""
+    text = str(name)
+    return f"{text} (ns)" if _NS.match(text) else text
 
 
 class FrameModel(QAbstractTableModel):
@@ -59,7 +72,7 @@ class FrameModel(QAbstractTableModel):
         if role != Qt.DisplayRole:
             return None
         if orientation == Qt.Horizontal:
-            return str(self.df.columns[section]) if section < len(self.df.columns) else None
+            return header_label(self.df.columns[section]) if section < len(self.df.columns) else None
         return str(section + 1)
 
     def sort(self, column: int, order=Qt.AscendingOrder) -> None:

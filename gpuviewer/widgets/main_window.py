@@ -144,13 +144,23 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         from ..model.plain import line
         names = ", ".join(line(os.path.basename(p)) for p in paths)  # (control characters escaped)
         self.setWindowTitle(f"{names} — gpuviewer")
-        self.status_files.setText(f"{len(trace.sources) or len(paths)} files · {len(trace.ranks)} ranks · "
-                                  f"{trace.n_events:,} events" + (f" · {len(trace.warnings)} warnings"
-                                                                  if trace.warnings else ""))
+        from ..model.fmt import counted
+        n_warn = len(trace.warnings)
+        # the warnings are a link: a click lists them (a tooltip alone was never found)
+        self.status_files.setText(f"{counted(len(trace.sources) or len(paths), 'file')} · "
+                                  f"{counted(len(trace.ranks), 'rank')} · {counted(trace.n_events, 'event')}"
+                                  + (f" · <a href='warnings'>{counted(n_warn, 'warning')}</a>" if n_warn else ""))
         from ..session import alignment_text
         self.status_files.setToolTip("\n".join(line(w) for w in [alignment_text(trace)] + list(trace.warnings)))
         if trace.metadata.get("alignment", {}).get("method") == "collectives":
             self.statusBar().showMessage(alignment_text(trace), 15000)
+        from ..model.view import steps_view, warmup_step
+        warm = warmup_step(trace)
+        if warm is not None:  # opened on the steady steps: say where the warm-up went
+            a0, _a1 = steps_view(trace)
+            v0, _v1 = self.timeline.visible_range()
+            self.statusBar().showMessage(f"Opened on the steady steps: warm-up step {warm} "
+                                         f"({(v0 - a0) / 1e6:,.0f} ms) is left of the view; Shift+Home shows it", 30000)
         unread = trace.metadata.get("unread") or []
         if unread:  # files or folders left out of the session: said before anything else
             self.statusBar().showMessage(unread[0] + (f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""),
@@ -190,6 +200,21 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         if self.trace is not None and self.memory.has_data():
             self.memory.align_with(self.timeline.labels_width(), self.timeline.scroll.sizeHint().width())
             self.memory.rebuild()
+
+    def show_warnings(self) -> None:
+        """The session's warnings, listed (the status bar's "N warnings" link)."""
+        if self.trace is None or not self.trace.warnings:
+            return
+        from ..model.plain import line
+        from ..model.fmt import counted
+        box = QMessageBox(QMessageBox.Information, counted(len(self.trace.warnings), "warning"),
+                          f"{counted(len(self.trace.warnings), 'warning')} while opening this session:", parent=self)
+        box.setInformativeText("\n".join(f"• {line(w)}" for w in self.trace.warnings[:50])
+                               + (f"\n… and {len(self.trace.warnings) - 50} more" if len(self.trace.warnings) > 50 else ""))
+        box.setModal(False)
+        box.setAttribute(Qt.WA_DeleteOnClose)
+        self.warnings_box = box
+        box.show()
 
     def show_shortcuts(self) -> None:
         from .shortcuts import show

@@ -10,6 +10,22 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QHeaderView, QLabel, QTab
 
 MEASURES = {"step time (GPU)": "gpu_time", "wait caused": "caused_ns", "wait suffered": "wait_ns"}
 ORDERS = ("rank", "host", "lateness")
+# The colour is absolute ms, not a share of the worst cell (which painted 1.3 ms of jitter like
+# 33 ms when nothing worse happened): white up to the threshold, deepest at FULL_MS, log between.
+THRESHOLD_MS = 2.0
+FULL_MS = 50.0
+
+
+def shade(ms: float) -> float:
+    """0 (white) .. 1 (deepest) for a cell of `ms` over its baseline."""
+    import math
+    if ms <= THRESHOLD_MS:
+        return 0.0
+    return min(1.0, math.log(ms / THRESHOLD_MS) / math.log(FULL_MS / THRESHOLD_MS))
+
+
+def colour(k: float) -> QColor:
+    return QColor(255, int(255 - 160 * k), int(255 - 230 * k))  # white -> deep orange
 
 
 class RankOverview(QWidget):
@@ -23,6 +39,7 @@ class RankOverview(QWidget):
         self.order = QComboBox()
         self.order.addItems([f"sort by {o}" for o in ORDERS])
         self.note = QLabel("")
+        self.note.setTextFormat(Qt.RichText)
         from PySide6.QtWidgets import QSizePolicy
         self.note.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)  # never widens the window
         top = QHBoxLayout()
@@ -39,6 +56,7 @@ class RankOverview(QWidget):
         lay.addLayout(top)
         lay.addWidget(self.table, 1)
         self.analysis = None  # the session's Analysis (analysis.results)
+        self.shades: dict[tuple[int, int], float] = {}  # (rank, step) -> 0..1, as painted
         self.hosts: dict[int, str] = {}
         self.measure.currentIndexChanged.connect(self._fill)
         self.order.currentIndexChanged.connect(self._fill)
@@ -85,7 +103,8 @@ class RankOverview(QWidget):
         self.table.setHorizontalHeaderLabels([f"step {s}" for s in steps])
         self.table.setVerticalHeaderLabels([f"rank {r}" + (f" · {self.hosts[r]}" if self.hosts.get(r) else "")
                                             for r in ranks])
-        hi = max((x for v in vals.values() for x in v.values()), default=0.0) or 1.0
+        base = self.baselines(vals)
+        self.shades = {}
         for i, r in enumerate(ranks):
             for j, s in enumerate(steps):
                 x = vals.get(r, {}).get(s)
@@ -93,11 +112,27 @@ class RankOverview(QWidget):
                 it.setTextAlignment(Qt.AlignCenter)
                 it.setData(Qt.UserRole, (r, s))
                 if x is not None:
-                    k = min(1.0, x / hi)  # white -> deep orange
-                    it.setBackground(QBrush(QColor(255, int(255 - 160 * k), int(255 - 230 * k))))
+                    k = self.shades[(r, s)] = shade(x - base.get(s, 0.0))
+                    it.setBackground(QBrush(colour(k)))
                 self.table.setItem(i, j, it)
-        self.note.setText(f"{len(ranks)} ranks x {len(steps)} steps, ms; darkest = {hi:.1f} ms")
+        over = "over the step's median rank, " if self.measure.currentText().startswith("step") else ""
+        swatch = "".join(f"<span style='background:{colour(shade(m)).name()}'>&nbsp;{m:g}&nbsp;</span>"
+                         for m in (THRESHOLD_MS, 7, 20, FULL_MS))
+        self.note.setText(f"{len(ranks)} ranks x {len(steps)} steps, ms · colour {over}absolute: "
+                          f"white up to {THRESHOLD_MS:g} ms (jitter) {swatch} ms or more")
         self._fit_rows()
+
+    def baselines(self, vals: dict[int, dict[int, float]]) -> dict[int, float]:
+        """What a cell is coloured over, per step: nothing for waits (any wait is lost time), the
+        median rank's time for the step time (every step takes time; a slow rank stands out)."""
+        if not self.measure.currentText().startswith("step"):
+            return {}
+        import statistics
+        per: dict[int, list[float]] = {}
+        for row in vals.values():
+            for s, x in row.items():
+                per.setdefault(s, []).append(x)
+        return {s: statistics.median(xs) for s, xs in per.items()}
 
     def resizeEvent(self, ev) -> None:  # noqa: N802 - Qt's name
         super().resizeEvent(ev)

@@ -16,6 +16,7 @@ TIMELINE_KEYS = [
     ("click", "select an event (details, flow arrows to its launch or kernels)"),
     ("F", "zoom to the selection"),
     ("0 / Home", "fit the whole trace"),
+    ("Shift+Home", "every profiled step, a warm-up step the view opened without included"),
     ("← / →", "previous / next event on the selected lane"),
     ("↑ / ↓", "scroll lanes"),
     ("/", "search; Enter / Shift+Enter step through matches"),

@@ -197,7 +197,7 @@ class TimelineView(RevealMixin, QWidget):
         self.item.annotations = session.notes.doc.annotations
         self._update_scroll()
         from ..model.view import initial_view
-        self.set_range(*initial_view(trace), padding=0.0)  # the steps; 0 / Home shows everything
+        self.set_range(*initial_view(trace), padding=0.0)  # the steady steps; Shift+Home with the warm-up, 0 / Home everything
 
     # -- geometry ---------------------------------------------------------------------------
     AXIS_BELOW_MIN_H = 600  # a shorter view gives the time axis under its lanes to the lanes
@@ -322,6 +322,12 @@ class TimelineView(RevealMixin, QWidget):
         if self.trace is not None:
             self.set_range(self.trace.start_ns, self.trace.end_ns, padding=0.01)
 
+    def show_all_steps(self) -> None:
+        """Every profiled step, the warm-up the view opened without included (Shift+Home)."""
+        if self.trace is not None:
+            from ..model.view import steps_view
+            self.set_range(*steps_view(self.trace))
+
     def zoom(self, factor: float, center_x: float | None = None) -> None:
         (x0, x1), _ = self.vb.viewRange()
         c = (x0 + x1) / 2 if center_x is None else center_x
@@ -370,6 +376,8 @@ class TimelineView(RevealMixin, QWidget):
             self.pan(0.1)
         elif k == Qt.Key_F:
             self.focus_selection()
+        elif k in (Qt.Key_0, Qt.Key_Home) and ev.modifiers() & Qt.ShiftModifier:
+            self.show_all_steps()
         elif k in (Qt.Key_0, Qt.Key_Home):
             self.fit_all()
         elif k == Qt.Key_Left:

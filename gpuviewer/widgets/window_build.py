@@ -237,6 +237,8 @@ def status(win) -> None:
     """Files and ranks on the left; progress, Cancel and the visible range on the right."""
     sb = win.statusBar()
     win.status_files = QLabel("Open a trace: File > Open, drop files here, or `gpuviewer FILE…`")
+    win.status_files.setTextFormat(Qt.RichText)
+    win.status_files.linkActivated.connect(lambda _l: win.show_warnings())
     win.status_range = QLabel("")
     win.progress = QProgressBar()
     win.progress.setRange(0, 1000)

@@ -1,0 +1,151 @@
+"""Labels that said the wrong thing (issue 28, item 10), on real traces and real widgets offscreen:
+no "0.0 ms lost"; ranks printed as the integers they are; the status bar's warnings counted in
+the right number and listed on click; the clock alignment saying only the corrected residual; the
+rank heatmap coloured by absolute ms with its threshold said; SQL result headers with their unit.
+(nsys_ddp opening on its steady steps: tests/test_first_screen.py.)"""
+import os
+import re
+
+import pytest
+from PySide6.QtCore import Qt
+
+from conftest import SAMPLES, make_window, trace_path
+from make_hosts import make
+
+
+@pytest.fixture(scope="module")
+def nsys_window(qapp, tmp_path_factory):
+    """nsys_ddp in a main window, its analysis done (one window for the module)."""
+    from PySide6.QtCore import QSettings
+
+    from gpuviewer.widgets.main_window import MainWindow
+    w = MainWindow(QSettings(str(tmp_path_factory.mktemp("labels") / "s.ini"), QSettings.IniFormat))
+    w.quiet_errors = True
+    w.controller.block_analysis = True
+    w.resize(1366, 728)
+    w.show()
+    assert w.open_paths([trace_path("nsys", "nsys_ddp.sqlite")], block=True)
+    qapp.processEvents()
+    yield w
+    w.close()
+
+
+def _flat(fs):
+    for f in fs:
+        yield f
+        yield from _flat(f.children)
+
+
+def _items(tree):
+    from PySide6.QtWidgets import QTreeWidgetItemIterator
+    it = QTreeWidgetItemIterator(tree)
+    while it.value() is not None:
+        yield it.value()
+        it += 1
+
+
+def test_findings_never_say_zero_ms_lost_and_print_ranks_as_integers(nsys_window):
+    w = nsys_window
+    panel = w.findings
+    findings = list(_flat(panel.findings))
+    assert any(f.saves_ms is None for f in findings)  # the case that printed "0.0 ms lost"
+    for item in _items(panel.tree):
+        f = panel._finding(item)
+        assert item.text(4) == ", ".join(str(int(r)) for r in f.ranks)
+        assert not re.search(r"\d\.0\b", item.text(4)) and re.fullmatch(r"\d+(, \d+)*", item.text(4))
+        panel._show(f)
+        text = panel.detail.toPlainText()
+        assert "0.0 ms" not in text, (f.rule, text)
+        if f.saves_ms is not None:
+            assert "saves about" in text
+    two = [it for it in _items(panel.tree) if len(panel._finding(it).ranks) > 1]
+    assert two and all(", " in it.text(4) for it in two)  # "0, 1", not "0,1"
+
+
+def test_markdown_report_never_says_zero_ms_lost():
+    from gpuviewer.analysis.report_md import to_markdown
+    from gpuviewer.session import Session
+    md = to_markdown(Session.open([os.path.join(SAMPLES, "ddp")]).analysis)
+    assert "0.0 ms lost" not in md
+    assert "no saving measured" in md  # the findings without a what-if say so instead
+
+
+def test_one_warning_in_the_singular_and_listed_on_click(nsys_window, qapp):
+    w = nsys_window
+    warnings = list(w.trace.warnings)
+    assert len(warnings) == 1
+    text = w.status_files.text()
+    assert "1 warning<" in text and "1 warnings" not in text and "2 ranks" in text
+    # the link Qt reports when the user clicks "1 warning"
+    w.status_files.linkActivated.emit("warnings")
+    qapp.processEvents()
+    box = w.warnings_box
+    assert box.isVisible() and not box.isModal()
+    assert warnings[0] in box.informativeText() and box.text().startswith("1 warning ")
+    box.close()
+
+
+def test_nsys_ddp_window_opens_past_its_warm_up_and_says_so(nsys_window):
+    from gpuviewer.model.view import steps_view
+    w = nsys_window
+    t0, t1 = w.timeline.visible_range()
+    step0 = [s for s in w.trace.steps if s.step == 0]
+    step1 = [s for s in w.trace.steps if s.step == 1]
+    assert t0 > max(s.start for s in step0) and t0 <= min(s.start for s in step1)
+    # the steady steps fill the width: step 0 (513 ms) would have taken two thirds of it
+    assert (t1 - t0) < 0.5 * (steps_view(w.trace)[1] - steps_view(w.trace)[0])
+
+
+def test_alignment_says_the_corrected_residual_only(tmp_path):
+    from gpuviewer.session import alignment_text, open_session
+    make(trace_path("kineto", "ddp_clean", "ddp_clean_rank0.json.gz"), str(tmp_path), ranks=4, hosts=2,
+         offsets_us=[0.0, 2700.0], layout="folders", seed=3)
+    t = open_session([str(tmp_path)], use_cache=False)
+    a = t.metadata["alignment"]
+    assert a["method"] == "collectives" and a["spread_before_ns"] > 1_000_000
+    text = alignment_text(t)
+    assert f"{a['residual_ns'] / 1e3:.1f} µs" in text
+    assert "before" not in text and f"{a['spread_before_ns'] / 1e3:.1f}" not in text
+
+
+def test_heatmap_colours_absolute_ms_with_its_threshold(nsys_window):
+    from gpuviewer.widgets.rank_overview import FULL_MS, THRESHOLD_MS, shade
+    rv = nsys_window.ranks_view
+    rv.measure.setCurrentText("wait caused")
+    vals = rv.values()
+    cells = [(r, s, x) for r, row in vals.items() for s, x in row.items()]
+    small = [c for c in cells if 0 < c[2] <= THRESHOLD_MS]
+    big = max(cells, key=lambda c: c[2])
+    assert big[2] > 20  # rank 1's 50 ms sleep in step 6
+    for r, s, x in cells:
+        k = rv.shades[(r, s)]
+        assert k == shade(x)
+        assert (k == 0) == (x <= THRESHOLD_MS)
+    # the same ms is painted the same whatever the worst cell is: not a share of the worst
+    assert shade(big[2]) < 1.0 or big[2] >= FULL_MS
+    assert all(rv.shades[(r, s)] == 0 for r, s, _x in small)
+    item = next(rv.table.item(i, j) for i in range(rv.table.rowCount()) for j in range(rv.table.columnCount())
+                if rv.table.item(i, j).data(Qt.UserRole) == (big[0], big[1]))
+    assert item.background().color().green() < 200  # deep orange
+    note = rv.note.text()
+    assert f"{THRESHOLD_MS:g} ms" in note and "absolute" in note
+    # step time: coloured by the ms over the step's median rank, so equal steps stay white
+    rv.measure.setCurrentText("step time (GPU)")
+    st = rv.values()
+    base = rv.baselines(st)
+    for r, row in st.items():
+        for s, x in row.items():
+            assert rv.shades[(r, s)] == shade(x - base[s])
+    assert "median" in rv.note.text()
+
+
+def test_sql_headers_carry_units(nsys_window, qtbot):
+    panel = nsys_window.queries.sql
+    panel.editor.setPlainText("SELECT id, name, dur, sum(dur) AS total_ns, max(\"end\"), count(*) AS n "
+                              "FROM kernels GROUP BY id, name, dur LIMIT 5")
+    panel.run_query()
+    qtbot.waitUntil(lambda: panel.run_btn.isEnabled(), timeout=60_000)
+    m = panel.table.model()
+    heads = [m.headerData(c, Qt.Horizontal) for c in range(m.columnCount())]
+    assert heads == ["id", "name", "dur (ns)", "total_ns", 'max("end") (ns)', "n"], heads
+    assert len(panel.table.frame) == 5
