@@ -90,11 +90,10 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         if self.trace is not None and paths and all(
                 os.path.isfile(p) and companion_of(p) == "topology" for p in paths):
             return self.attach_topology_files(paths)
-        if not block:
-            self.progress.setValue(0)
-            for w in (self.progress, self.progress_msg, self.cancel_btn):
-                w.show()
-            self.progress_msg.setText(f"opening {os.path.basename(paths[0])}…")
+        if not block:  # the files' names and a progress bar in the timeline's place, at once
+            self.cover.opening(paths)
+            from .opening_cover import names_of
+            self.setWindowTitle(f"opening {names_of(paths)} — gpuviewer")
         return self.controller.open(paths, block=block, use_cache=use_cache)
 
     def cancel_load(self) -> None:
@@ -103,12 +102,16 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         self.statusBar().showMessage("Loading cancelled", 4000)
 
     def _hide_progress(self) -> None:
-        for w in (self.progress, self.progress_msg, self.cancel_btn):
-            w.hide()
+        from .opening_cover import names_of
+        if self.trace is not None:  # the session it was drawing, again
+            self.cover.hide()
+            self.setWindowTitle(f"{names_of(self.paths)} — gpuviewer")
+        else:
+            self.cover.empty()
+            self.setWindowTitle("gpuviewer")
 
     def _progress(self, frac: float, msg: str) -> None:
-        self.progress.setValue(int(frac * 1000))
-        self.progress_msg.setText(msg)
+        self.cover.progress(frac, msg)
 
     def _failed(self, msg: str) -> None:
         self._hide_progress()

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QProgressBar, QPushButton,
-                               QSpinBox, QStatusBar, QToolBar, QWidget)
+from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMessageBox, QSpinBox, QStatusBar, QToolBar, QWidget
 
 from .. import __version__
 from .annotations_panel import AnnotationsPanel
@@ -33,6 +32,8 @@ def build(win) -> None:
     win.setStatusBar(OneLineStatusBar())
     win.timeline = TimelineView(win)
     win.setCentralWidget(win.timeline)
+    from .opening_cover import OpeningCover
+    win.cover = OpeningCover(win.timeline)  # "open a trace", then the files opening with progress
     win.details = DetailsPanel()
     win.details_dock = dock(win, "Details", win.details, Qt.RightDockWidgetArea)
     win.area = AreaTable()
@@ -236,20 +237,12 @@ def steps_toolbar(win) -> None:
 def status(win) -> None:
     """Files and ranks on the left; progress, Cancel and the visible range on the right."""
     sb = win.statusBar()
-    win.status_files = QLabel("Open a trace: File > Open, drop files here, or `gpuviewer FILE…`")
+    win.status_files = QLabel("")
     win.status_files.setTextFormat(Qt.RichText)
     win.status_files.linkActivated.connect(lambda _l: win.show_warnings())
     win.status_range = QLabel("")
-    win.progress = QProgressBar()
-    win.progress.setRange(0, 1000)
-    win.progress.setMaximumWidth(260)
-    win.progress_msg = QLabel("")
-    win.cancel_btn = QPushButton("Cancel")
+    # the loading progress and Cancel are the cover's, in the timeline's place (opening_cover)
+    win.progress, win.progress_msg, win.cancel_btn = win.cover.bar, win.cover.message, win.cover.cancel
     win.cancel_btn.clicked.connect(win.cancel_load)
-    for w in (win.progress, win.progress_msg, win.cancel_btn):
-        w.hide()
     sb.addWidget(win.status_files, 1)
-    sb.addPermanentWidget(win.progress_msg)
-    sb.addPermanentWidget(win.progress)
-    sb.addPermanentWidget(win.cancel_btn)
     sb.addPermanentWidget(win.status_range)
