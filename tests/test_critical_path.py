@@ -10,9 +10,10 @@ import pytest
 from conftest import shared_listdir, trace_path
 
 # every shared trace with steps (launch_bound_big: 200,000 kernels in one step, left out for time:
-# about 3 s of path walking on top of a 1M-event open; jax: no CUDA calls or flows, so no graph)
+# about 3 s of path walking on top of a 1M-event open)
 TRACES = [os.path.join("kineto", n) for n in shared_listdir(trace_path("kineto")) if n != "launch_bound_big.json.gz"] + \
          [os.path.join("nsys", n) for n in shared_listdir(trace_path("nsys"))] + \
+         [os.path.join("jax", n) for n in shared_listdir(trace_path("jax"))] + \
          [os.path.join("whatif", n) for n in shared_listdir(trace_path("whatif")) if n.endswith(".json.gz")]
 RESOURCES = {"host", "gpu", "comm", "copy", "idle"}
 

@@ -17,8 +17,8 @@ from gpuviewer.io.sniff import expand, sniff
 def test_every_format_registered_once_in_sniffing_order():
     rs = registry.readers()
     names = [r.name for r in rs]
-    assert names == ["nsys-sqlite", "memory-snapshot", "nsys-rep", "torch-memory-timeline", "kineto",
-                     "nvidia-smi-topo", "nvidia-smi-text"]
+    assert names == ["nsys-sqlite", "memory-snapshot", "nsys-rep", "xplane", "torch-memory-timeline", "jax",
+                     "kineto", "nvidia-smi-topo", "nvidia-smi-text"]
     assert [c.name for c in registry.companions()] == ["topology", "memory"]
 
 
@@ -28,6 +28,7 @@ def test_every_format_registered_once_in_sniffing_order():
     (os.path.join(SAMPLES, "single_gpt_memsnap.pickle"), "memory-snapshot"),
     (os.path.join(SAMPLES, "topo_matrix.txt"), "nvidia-smi-topo"),
     (trace_path("topology", "nvlink_status.txt"), "nvidia-smi-text"),
+    (trace_path("jax", "jax_train_stall.trace.json.gz"), "jax"),
 ])
 def test_sniffed_by_content(path, name):
     assert sniff(path) == name

@@ -19,7 +19,7 @@ from .kineto_piece import TS_MAX_US, floats, ident, text, us_to_ns
 from .limits import max_string_bytes
 
 
-class JArgs(msgspec.Struct):
+class JArgs(msgspec.Struct, gc=False):
     """The arguments the store uses; the decoder skips every other key (they are fetched on
     demand for Details). XLA writes numbers as strings ("22"): decoded with strict=False."""
     correlation_id: int | None = None
@@ -28,7 +28,7 @@ class JArgs(msgspec.Struct):
     name: Any = None  # a metadata event's label
 
 
-class JEv(msgspec.Struct):
+class JEv(msgspec.Struct, gc=False):
     ph: Any = None
     name: Any = None
     pid: Any = 0
@@ -38,7 +38,7 @@ class JEv(msgspec.Struct):
     args: JArgs | None = None
 
 
-class JEvLoose(msgspec.Struct):
+class JEvLoose(msgspec.Struct, gc=False):
     """For a piece whose arguments do not fit JArgs (an id that is no integer, args that are
     not an object): read one by one."""
     ph: Any = None
@@ -138,10 +138,14 @@ def extract(buf: bytes, chunk: int) -> dict:
         bad["odd"] = bad.get("odd", 0) + len(x)
     args = [e.args for e in x]
     hlo = [hlos[a.hlo_op if a is not None else None] for a in args]
-    corr = np.array([a.correlation_id if a is not None and a.correlation_id is not None else 0
-                     for a in args], np.int64)
+    ids = [a.correlation_id if a is not None and a.correlation_id is not None else 0 for a in args]
+    try:
+        corr = np.array(ids, np.int64)
+    except OverflowError:  # lax decoding takes "99999999999999999999" as an int: no id of CUDA's
+        corr = np.array([c if -_INT_MAX <= c <= _INT_MAX else 0 for c in ids], np.int64)
     corr[corr < 0] = 0
-    step_at = [(j, a.step_num) for j, a in enumerate(args) if a is not None and a.step_num is not None]
+    step_at = [(j, a.step_num) for j, a in enumerate(args)
+               if a is not None and a.step_num is not None and 0 <= a.step_num <= _INT_MAX]
     lane_key = np.array(lane_key, np.int32)
     name = np.array(name, np.int32)
     hlo = np.array(hlo, np.int32)
