@@ -100,6 +100,8 @@ def cmd_info(args) -> int:
     s = summarize(trace)
     s["load_seconds"] = round(time.perf_counter() - t0, 4)
     s["warnings"] = list(trace.warnings)
+    if "file_caches" in trace.metadata:  # built from the files' own cache entries (io/cache_join.py)
+        s["file_caches"] = trace.metadata["file_caches"]
     s["alignment"] = trace.metadata.get("alignment", {"method": "same-host", "residual_ns": None})
     from ..model.view import initial_view
     v0, v1 = initial_view(trace)

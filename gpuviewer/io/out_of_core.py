@@ -159,7 +159,8 @@ def _build(files: list[str], job: Job, store) -> dict:
                 b.metadata["process_groups"].append(g)
         b.metadata.setdefault("per_file", []).append(
             {"path": pf["path"], "rank": pf["rank"], "clock_offset_ns": pf["offset"],
-             "base_ns": pf["base_ns"], "flow_events": pf["n_flow"]})
+             "base_ns": pf["base_ns"], "flow_events": pf["n_flow"], "file_rank": pf["file_rank"],
+             "min_ts_us": pf["min_ts_us"] if math.isfinite(pf["min_ts_us"]) else None})
     b.finish_tables()
     b.metadata["files"] = [os.path.abspath(f) for f in files if f not in skipped]
     b.metadata["skipped_files"] = [os.path.abspath(f) for f in skipped]
@@ -198,7 +199,7 @@ def _commit_file(b: TraceBuilder, parts: _Parts, info: dict, used: set, rank_war
     del b.warnings[n_warn:]
     at = parts.add(b, lane_lo)
     counters = parts.counters(b, c_lo)
-    return {"path": fr.path, "n_flow": fr.n_flow, "meta": info["meta"], "rank": r,
+    return {"path": fr.path, "n_flow": fr.n_flow, "meta": info["meta"], "rank": r, "file_rank": info["rank"],
             "base_ns": info["base_ns"], "min_ts_us": info["min_ts_us"], "at": at,
             "counters": counters, "steps": (s_lo, len(b.steps)), "warnings": later, "offset": 0}
 

@@ -119,7 +119,11 @@ def _assign_ranks_and_clocks(b: TraceBuilder, per_file: list[dict]) -> None:
                 b.metadata["process_groups"].append(g)
         b.metadata.setdefault("per_file", []).append(
             {"path": info["reader"].path, "rank": r, "clock_offset_ns": offset,
-             "base_ns": info["base_ns"], "flow_events": info["reader"].n_flow})
+             "base_ns": info["base_ns"], "flow_events": info["reader"].n_flow,
+             # what a session of this file and others needs of it (io/cache_join.py): the rank
+             # the file names (None: none) and its first time
+             "file_rank": info["rank"],
+             "min_ts_us": info["min_ts_us"] if math.isfinite(info["min_ts_us"]) else None})
 
 
 def _process_groups(meta: dict) -> list[list[int]]:
