@@ -295,3 +295,19 @@ def test_xla_derived_lines_are_annotations_and_jit_runs_are_steps(tmp_path):
     runs = sorted((round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)) for e in evs
                   if e.get("name") == "CommonPjRtLoadedExecutable::Execute (jit_update)")
     assert [(st.step, st.start, st.end) for st in s.trace.steps] == [(i, a, b) for i, (a, b) in enumerate(runs)]
+
+
+def test_run_folder_with_the_perfetto_copy_is_one_host(tmp_path):
+    """create_perfetto_trace=True writes perfetto_trace.json.gz (the same events, json.dumps'
+    spacing, no displayTimeUnit) beside <host>.trace.json.gz: the run folder is one rank."""
+    doc = build_trace(steps=2)
+    write(doc, tmp_path / "node7.trace.json.gz")
+    copy = {k: v for k, v in doc.items() if k != "displayTimeUnit"}
+    copy["traceEvents"] = [{k: v for k, v in e.items() if k != "_role"} for e in doc["traceEvents"]]
+    with gzip.open(tmp_path / "perfetto_trace.json.gz", "wt") as f:
+        f.write(json.dumps(copy))
+    assert sniff(str(tmp_path / "perfetto_trace.json.gz")) == "jax"
+    s = gpuviewer.open([str(tmp_path)])
+    assert [(r.rank, r.host) for r in s.trace.ranks] == [(0, "node7")]
+    assert len(s.kernels) == sum(e["_role"] in ("compute", "comm") for e in gpu_events(doc))
+    assert any("perfetto_trace.json.gz: left out" in w for w in s.trace.warnings)

@@ -293,10 +293,24 @@ def read_file(b: TraceBuilder, path: str, source: int, progress=None, cancelled=
     return fr
 
 
+def _without_perfetto_copies(files: list[str]) -> tuple[list[str], list[str]]:
+    """create_perfetto_trace=True writes perfetto_trace.json.gz beside <host>.trace.json.gz with
+    the same events: a run folder opened whole would show that host twice."""
+    dirs = {os.path.dirname(os.path.abspath(f)) for f in files
+            if not os.path.basename(f).startswith("perfetto_trace.")}
+    copies = [f for f in files if os.path.basename(f).startswith("perfetto_trace.")
+              and os.path.dirname(os.path.abspath(f)) in dirs]
+    return [f for f in files if f not in copies], copies
+
+
 def load_jax(files: list[str], progress=None, cancelled=None) -> Trace:
     """One rank per file (one file per host), times as XLA wrote them (µs from the capture's start)."""
     from .kineto import shutdown_pool
     b = TraceBuilder("jax")
+    files, copies = _without_perfetto_copies(files)
+    for f in copies:
+        b.warnings.append(f"{f}: left out: jax.profiler's copy for Perfetto of the "
+                          "<host>.trace.json.gz beside it (the same events)")
     total = sum(max(1, os.path.getsize(f)) for f in files)
     done = 0
     try:
@@ -322,6 +336,7 @@ def load_jax(files: list[str], progress=None, cancelled=None) -> Trace:
         progress(0.95, "sorting and nesting events")
     trace = b.finish()
     trace.metadata["files"] = [os.path.abspath(f) for f in files]
+    trace.metadata["skipped_files"] = [os.path.abspath(f) for f in copies]
     trace.metadata["per_file"] = [{"path": os.path.abspath(f), "rank": i, "clock_offset_ns": 0, "base_ns": 0}
                                   for i, f in enumerate(files)]
     return trace
