@@ -20,12 +20,12 @@ class ArgsSpec:
     """The fields to read: a msgspec Struct whose field names are ours and whose encode names are
     the producer's keys."""
 
-    def __init__(self, struct: type) -> None:
-        self.struct = struct
-        ev = msgspec.defstruct("Ev", [("args", struct | None, None)])
-        loose = msgspec.defstruct("EvLoose", [("args", Any, None)])
-        self.fast = msgspec.json.Decoder(list[ev])
-        self.loose = msgspec.json.Decoder(list[loose])
+    def __init__(self, struct: Any) -> None:
+        self.struct = struct  # a msgspec Struct class, built at run time
+        ev: Any = msgspec.defstruct("Ev", [("args", struct | None, None)])
+        loose: Any = msgspec.defstruct("EvLoose", [("args", Any, None)])
+        self.fast = msgspec.json.Decoder(list[ev])  # type: ignore[valid-type]
+        self.loose = msgspec.json.Decoder(list[loose])  # type: ignore[valid-type]
         self.keys = {f.encode_name: f.name for f in msgspec.structs.fields(struct)}
 
     def as_dict(self, a) -> dict:

@@ -29,7 +29,7 @@ def write_path(path: str, produce: Callable[[str], bool], suffix: str = ".tmp",
             os.unlink(tmp)
 
 
-def write_with(path: str, write: Callable[[TextIO], None]) -> None:
+def write_with(path: str, write: Callable[[TextIO], object]) -> None:
     """Call write(f) on a temporary UTF-8 text file, then rename it to path."""
     def produce(tmp: str) -> bool:
         with open(tmp, "w", encoding="utf-8", newline="") as f:

@@ -18,7 +18,7 @@ import msgspec
 try:  # a well-kept binding of the reference xxHash; the cache works without it (crc32)
     import xxhash
 except ImportError:  # pragma: no cover - xxhash is a dependency
-    xxhash = None
+    xxhash = None  # type: ignore[assignment]
 
 SUMS = "sums.json"
 ALGORITHM = "xxh3_64" if xxhash is not None else "crc32"

@@ -17,7 +17,7 @@ from typing import Iterator
 try:
     import fcntl
 except ImportError:  # Windows: no flock; saves are still atomic, only not merged under a lock
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]
 
 WAIT_S = 15.0  # another save holds it this long at most in practice (one small JSON file)
 _CANNOT_CREATE = (errno.EACCES, errno.EPERM, errno.EROFS)

@@ -33,7 +33,7 @@ def hosts_from_paths(files: dict[int, str], fmt: str) -> tuple[dict[int, str], s
         return {r: host_of(f) for r, f in files.items()}, "one file per host"
     named = {r: _HANDLER_NAME.match(os.path.basename(f)) for r, f in files.items()}
     if files and all(named.values()):
-        return {r: m.group("host") for r, m in named.items()}, "file names"
+        return {r: m.group("host") for r, m in named.items() if m}, "file names"
     folders = {r: os.path.dirname(os.path.abspath(f)) for r, f in files.items()}
     if len(set(folders.values())) > 1:
         # node0/prof and node1/prof are two hosts: name each by its path below the common part

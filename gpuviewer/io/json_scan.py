@@ -70,7 +70,7 @@ class Cursor:
         """The next byte that is not whitespace (the whitespace is consumed), None at the end,
         GAP when whitespace since `gap_from` grew past _GAP_MAX."""
         while True:
-            self.i = _WSRE.match(self.buf, self.i).end()
+            self.i = _WSRE.match(self.buf, self.i).end()  # type: ignore[union-attr]  # \s* always matches
             if self.i < len(self.buf):
                 return self.buf[self.i]
             if gap_from is not None and self.base + self.i - gap_from > _GAP_MAX:
@@ -116,11 +116,11 @@ class Cursor:
                 if not held:
                     i = n
             elif depth == 0:
-                i = _ATOM.match(buf, i).end()
+                i = _ATOM.match(buf, i).end()  # type: ignore[union-attr]  # matches empty too
                 if i < n:
                     break
             else:
-                i = _IN.match(buf, i).end()
+                i = _IN.match(buf, i).end()  # type: ignore[union-attr]  # matches empty too
                 if i < n:
                     c = buf[i]
                     i += 1

@@ -11,6 +11,7 @@ import os
 import pickle
 import re
 import stat
+from typing import TypeGuard
 
 import numpy as np
 
@@ -169,7 +170,7 @@ def _text(x) -> str:
 _MAX_US = (1 << 63) // 1000 - 1
 
 
-def _int(x, bound: int) -> bool:
+def _int(x, bound: int) -> TypeGuard[int]:
     return isinstance(x, int) and -bound <= x <= bound
 
 
@@ -198,7 +199,9 @@ def read_snapshot(path: str) -> list[SnapshotSeries]:
             out.append(SnapshotSeries(device=dev, t=same.t, allocated=same.allocated,
                                       allocations=same.allocations, source=same.source))
             continue
-        t, delta, allocs = [], [], []
+        t: list[int] = []
+        delta: list[int] = []
+        allocs: list[Allocation] = []
         live: dict[int, int] = {}
         for e in entries:
             if not isinstance(e, dict):

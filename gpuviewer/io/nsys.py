@@ -53,7 +53,7 @@ READ_TABLES = set(NSYS_MARKER_TABLES) | set(TABLE_OF_CAT.values()) | {
 _BAD_VALUES = (TypeError, ValueError, OverflowError, KeyError, IndexError, AttributeError)
 
 
-def connect(path: str, cancelled=None) -> sqlite3.Connection:
+def connect(path: str, cancelled=None) -> sq.SafeConnection:
     return sq.open_readonly(path, cancelled)
 
 

@@ -83,11 +83,12 @@ def _dedupe(files: list[str]) -> tuple[list[str], list[str]]:
     """One file named twice (or by other spellings of its path, or through a link) is one
     rank, not several: keep its first mention and say so."""
     seen: dict[tuple, str] = {}
-    out, warnings = [], []
+    out: list[str] = []
+    warnings: list[str] = []
     for f in files:
         try:
             st = os.stat(f)
-            ident = (st.st_dev, st.st_ino)
+            ident: tuple = (st.st_dev, st.st_ino)
         except OSError:
             ident = ("path", os.path.realpath(f))
         if ident in seen:

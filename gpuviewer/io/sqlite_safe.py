@@ -151,7 +151,7 @@ def explain(db: SafeConnection | None, path: str, e: BaseException) -> BaseExcep
         # Our progress handler stopped the statement without saying why: Ctrl+C's KeyboardInterrupt
         # was raised inside it (and swallowed by sqlite3); the file is not damaged.
         return KeyboardInterrupt()
-    if stopped == "steps":
+    if stopped == "steps" and db is not None:
         n = db._max_calls * _EVERY // 1000
         return TraceError(path, f"a query ran past {n:,} thousand SQLite steps and was stopped: the "
                                 "export is damaged or built never to finish (GPUVIEWER_MAX_SQLITE_KSTEPS "

@@ -13,8 +13,8 @@ try:  # optional speed-up
     from isal import igzip as _gz
     from isal import igzip_lib as _igz
 except ImportError:  # pragma: no cover - exercised only without isal
-    _gz = gzip
-    _igz = None
+    _gz = gzip  # type: ignore[no-redef,misc]
+    _igz = None  # type: ignore[assignment]
 
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"

@@ -53,7 +53,7 @@ def parse_topo_matrix(text: str, source: str = "") -> Topology:
             if mm:
                 nic_names[mm.group(1)] = mm.group(2)
     for name in cols:
-        kind, idx = _LABEL.match(name).groups()
+        kind, idx = _LABEL.findall(name)[0]  # cols hold only names _LABEL matches
         d = Device(name, kind.lower(), int(idx), label=nic_names.get(name, ""))
         cells = rows.get(name, [])
         tail = cells[len(cols):]
@@ -95,8 +95,8 @@ def apply_nvlink_status(topo: Topology, text: str) -> None:
             continue
         m = re.match(r"\s*Link \d+:\s*([\d.]+)\s*GB/s", ln)
         if m and cur is not None:
-            cur.nvlinks += 1
-            cur.nvlink_gbps += float(m.group(1))
+            cur.nvlinks = (cur.nvlinks or 0) + 1
+            cur.nvlink_gbps = (cur.nvlink_gbps or 0.0) + float(m.group(1))
 
 
 def apply_smi_q(topo: Topology, text: str) -> None:
