@@ -180,3 +180,41 @@ def test_memory_advice_on_activations_when_steps_add_more(tmp_path):
     (f,) = found(analysis(str(small)), "memory_headroom")
     assert f"{held / 1e9:.1f} GB is held across steps and each step adds {added / 1e9:.1f} GB on top" in f["title"]
     assert "activation checkpointing" in f["advice"] and "would not lower it" not in f["advice"]
+
+
+# -- item 7: collective bandwidth against the link between the GPUs ---------------------------------
+
+TOPO = trace_path("topology", "topo_matrix.txt")
+
+
+def _raw_busbw(path: str) -> tuple[float, set]:
+    """All-reduce bus bandwidth from the raw files (analysis_truth: bytes from the kernels'
+    arguments over the transfer after the last rank arrives) and the GPUs' names."""
+    (bw,) = [d for (_g, name), d in T.collective_bw(T.match(T.load(path))).items() if name == "allreduce"]
+    names = set()
+    for f in T.kineto_files(path):
+        with gzip.open(f, "rt") as fh:
+            names |= {p["name"] for p in json.load(fh).get("deviceProperties", [])}
+    return bw["busbw_gbps"], names
+
+
+def test_no_p2p_all_reduce_is_far_below_the_nvlink():
+    path = trace_path("kineto", "ddp_nop2p")
+    busbw, gpus = _raw_busbw(path)
+    assert gpus == {"NVIDIA H200"} and busbw < 45  # an H200's NVLink 4: 18 links x 25 GB/s = 450 GB/s each way
+    (f,) = found(analysis(path), "slow_link")
+    assert abs(f["metrics"]["busbw_gbps"] - busbw) < 0.5 and f["metrics"]["link_gbps"] == 450
+    assert f"{busbw:.1f} GB/s bus bandwidth" in f["title"]
+    assert "P2P appears disabled, traffic goes through host memory" in f["title"]
+    assert "from the device's properties" in f["title"] and "NCCL_P2P_DISABLE" in f["advice"]
+    # with the host's topology the link is the NV18 between the two GPUs
+    (f,) = found(analysis(path, TOPO), "slow_link")
+    assert "NV18 link between GPU0 and GPU1" in f["title"] and "from the topology" in f["title"]
+    assert f["metrics"]["link_gbps"] == 450 and f["saves_ms"] is not None
+
+
+def test_all_reduce_over_nvlink_is_not_flagged():
+    path = trace_path("kineto", "ddp_clean")
+    busbw, _ = _raw_busbw(path)
+    assert busbw > 45  # within an order of magnitude of the link
+    assert found(analysis(path), "slow_link") == [] and found(analysis(path, TOPO), "slow_link") == []

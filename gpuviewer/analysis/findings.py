@@ -25,14 +25,15 @@ def analyze(trace: Trace, comm_args: dict[int, dict] | None = None,
     arguments (io.args.event_args), for the bytes of the communication over a topology.
     keep_parts: also keep the ranks' maps in Analysis.parts (a summary is written from them)."""
     parts = [map_rank(trace, r.rank, comm_args) for r in trace.ranks]
-    extra, comm = [], None
+    extra, comm, links = [], None, None
     topo = getattr(trace, "topology", None)
     if topo is not None:
-        from .topology import comm_stats, topology_findings
+        from .topology import comm_stats, rank_gpus, topology_findings
         extra = topology_findings(trace, topo)
         comm = comm_stats(trace, event_args=event_args)
+        links = (topo, rank_gpus(trace))
     out = reduce(parts, hosts={r.rank: r.host for r in trace.ranks}, alignment=trace.metadata.get("alignment"),
-                 extra_findings=extra, comm=comm)
+                 extra_findings=extra, comm=comm, topology=links)
     if keep_parts:
         out.parts = parts
     return out

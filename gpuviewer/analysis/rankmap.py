@@ -218,7 +218,10 @@ def _info(trace: Trace, rank: int) -> dict:
             "devices": [int(d) for d in r.devices], "steps": [s.step for s in trace.steps_of_rank(rank)],
             "start_ns": min(lo) if lo else 0, "end_ns": max(hi) if hi else 0,
             "memory_peak_bytes": {str(d): v for d, v in peaks.items()},
-            "files": list(r.files), "world_size": r.world_size, "format": trace.format}
+            "files": list(r.files), "world_size": r.world_size, "format": trace.format,
+            # what the reduce compares collective bandwidth with (links.py): the GPUs' own properties
+            "device_props": {str(d): {k: v for k, v in (r.device_props.get(d) or {}).items()
+                                      if k in ("name", "computeMajor", "computeMinor", "gpuId")} for d in r.devices}}
 
 
 def _profile(trace: Trace, rb: RankBreakdown, bins: int = PROFILE_BINS) -> dict:

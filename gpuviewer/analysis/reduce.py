@@ -17,6 +17,7 @@ from ..model.plain import plain
 from . import rules as R
 from .breakdown import RankBreakdown, set_caused, split_wait
 from .collectives import Collectives, match_arrivals
+from .links import slow_links
 from .merge import (attach, merge_persistent, merge_ranks, nest_stalls, order_key, rank_json, steps_json,
                     straggler_finding, thin_data, warmup_finding)
 from .rankmap import RankPart
@@ -25,10 +26,12 @@ from .stragglers import late_ranks
 
 
 def reduce(parts: list[RankPart], *, hosts: dict[int, str | None] | None = None, alignment: dict | None = None,
-           extra_findings: list[dict] | None = None, comm: dict | None = None) -> Analysis:
+           extra_findings: list[dict] | None = None, comm: dict | None = None,
+           topology: tuple | None = None) -> Analysis:
     """parts: one per rank (any order). hosts: rank -> host; alignment: how their clocks were
     put on one axis (a late rank across unaligned hosts is said to be uncertain). extra_findings
-    and comm: what a topology adds (findings.analyze). Returns the Analysis: what `analyze --json`
+    and comm: what a topology adds (findings.analyze); topology: (Topology, rank -> GPU names),
+    the links collective bandwidth is compared with. Returns the Analysis: what `analyze --json`
     prints (to_json), with the matched collectives and breakdowns for the window and summaries."""
     parts = sorted(parts, key=lambda p: p.rank)
     by_rank = {p.rank: p for p in parts}
@@ -62,6 +65,11 @@ def reduce(parts: list[RankPart], *, hosts: dict[int, str | None] | None = None,
     facts = {p.rank: p.pipeline for p in parts}
     for rule in R.JOB_RULES.values():
         findings += rule(facts, rbs)
+    members: dict[str, set] = {}
+    for ins in colls.instances:
+        members.setdefault(ins.group, set()).update(ins.ranks)
+    findings += slow_links(colls.summary(), {g: sorted(v) for g, v in members.items()},
+                           {p.rank: p.info for p in parts}, hosts, topology)
     findings += extra_findings or []
     findings = attach(merge_persistent(nest_stalls(roots)), findings)
     findings = thin_data(findings, rbs, max((p.info.get("world_size") or 0 for p in parts), default=0) or None)

@@ -74,6 +74,11 @@ ADVICE = {
                       "host bridge, the inter-socket link). Keep tensor parallel and the chattiest "
                       "groups inside an NVLink domain; place ranks so each group maps to one island; "
                       "check NCCL_P2P_LEVEL and that P2P is not disabled.",
+    "slow_link": "The collectives move data far slower than the link between these GPUs carries: NCCL's "
+                 "peer-to-peer path is not used, so every transfer is staged through host memory. Check "
+                 "NCCL_P2P_DISABLE and NCCL_P2P_LEVEL (unset them), that the IOMMU / PCIe ACS does not block "
+                 "P2P (nvidia-smi topo -p2p r), that the GPUs are visible to one process or container together, "
+                 "and run NCCL_DEBUG=INFO: its log says 'via P2P' or 'via SHM' for each channel.",
     "warmup": "The first step pays one-time costs (CUDA context, cuDNN/cuBLAS autotuning, NCCL "
               "communicator set-up, allocator growth, torch.compile). Profile after it: a profiler "
               "schedule with wait/warmup steps, or skip it when reading the numbers.",

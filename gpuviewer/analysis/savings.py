@@ -67,6 +67,8 @@ CAUSES: dict[str, Callable[[Finding], list[Change]]] = {
     "step_outlier": _gap,
     "launch_bound": lambda f: [Change("no_launch_overhead")],
     "pipeline_launch_bound": lambda f: [Change("no_launch_overhead")],
+    # collectives at the link's speed (what P2P over it would give at best)
+    "slow_link": lambda f: [Change("comm_at_peak", peak_gbps=float(f.metrics["link_gbps"]))],
     "load_imbalance": _heaviest,
     "slow_gpu": _heaviest,
 }

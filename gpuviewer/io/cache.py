@@ -25,7 +25,8 @@ from .cache_check import Damaged, check_file, open_regular, read_sums, write_sum
 # 6: key from the paths' bytes; 7: level-of-detail pyramid stored; 8: lane offsets in meta.json;
 # 9: sums.json (each file's size and checksum); 10: ProfilerStep#N recorded as an Operator
 # (PyTorch 1.8/1.9) is a step; 11: CUPTI range-profiler and MTIA device events on device lanes;
-# 12: nsys whole-graph launches (CUPTI_ACTIVITY_KIND_GRAPH_TRACE) are GPU ops
+# 12: nsys whole-graph launches (CUPTI_ACTIVITY_KIND_GRAPH_TRACE) are GPU ops, Kineto slices of
+# unknown categories on a device's process (MTIA 0...) on its lanes
 STORE_VERSION = 12
 # Entries up to this size are checked whole when opened: 256 MB hash in ~12 ms from the page
 # cache, under 5% of a warm open (BENCHMARKS.md). Bigger ones check each column when first read.

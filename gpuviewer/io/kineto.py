@@ -20,7 +20,7 @@ import msgspec
 
 from .chrome_json import Fallback, read_chrome_json
 from .errors import TraceError
-from .kineto_cats import CatMap, unknown_warning
+from .kineto_cats import CatMap, device_processes, unknown_warning
 from .kineto_piece import extract_piece, floats, num, text, us_to_ns
 from .limits import max_string_bytes
 
@@ -125,6 +125,7 @@ class _FileReader:
         self.chunk_first: dict[int, int] = {}
         self.bad: dict[str, int] = {}  # events skipped or coerced, by reason (kineto_piece)
         self.unknown_cats: dict[str, int] = {}  # slices of a category not understood, by category
+        self.unknown_lanes: dict[int, int] = {}  # ... by local lane
 
     def lane_for(self, kind: str, pid, tid) -> int:
         if kind in _GPU_KINDS:
@@ -193,6 +194,8 @@ class _FileReader:
             for k, cat in unknown:
                 name = text(cat, 80)
                 self.unknown_cats[name] = self.unknown_cats.get(name, 0) + int(per_key[k])
+                li = int(key_lane[k])
+                self.unknown_lanes[li] = self.unknown_lanes.get(li, 0) + int(per_key[k])
         name_ids = np.array([self.names[n] for n in r["names"]], np.int32)
         lk = r["lane_key"]
         self.min_ts = min(self.min_ts, r["min_ts"])
@@ -299,6 +302,29 @@ class _FileReader:
                 pos += n
         for c in self.chunks:
             c["corr"] = c["corr"].astype(np.uint32)
+
+    def device_lanes(self) -> dict[str, int]:
+        """Lanes of a device's process (its name or label 'MTIA 0', 'GPU 1'...) that hold only
+        slices of categories not understood become that device's lanes (the slices stay 'other',
+        out of the GPU analysis). Returns {device process label: slices} for the warning."""
+        dev = device_processes(self.meta_events) if self.unknown_lanes else {}
+        if not dev:
+            return {}
+        per_lane = np.zeros(len(self.lanes), np.int64)
+        for c in self.chunks:
+            per_lane += np.bincount(c["lane"], minlength=len(self.lanes))[:len(self.lanes)]
+        out: dict[str, int] = {}
+        for li, n in self.unknown_lanes.items():
+            ln = self.lanes[li]
+            pid = ln["pidtid"][0]
+            if ln["kind"] != LaneKind.CPU or pid not in dev or per_lane[li] != n:
+                continue
+            label, ordinal = dev[pid]
+            ln["kind"] = LaneKind.GPU
+            d = _int_or_none(pid, _RANK_MAX)
+            ln["device"] = ordinal if ordinal is not None else d if d is not None and d >= 0 else -1
+            out[label] = out.get(label, 0) + n
+        return out
 
     def _match_begin_end(self) -> None:
         if not self.begins:
@@ -538,7 +564,7 @@ def read_kineto(b: TraceBuilder, path: str, file_index: int, *, progress: Callab
         fr.min_ts = float(min(times)) if times else np.inf
     warnings.extend(_bad_warnings(fr.bad))
     if fr.unknown_cats:
-        warnings.append(unknown_warning(fr.unknown_cats))
+        warnings.append(unknown_warning(fr.unknown_cats, fr.device_lanes()))
     if fr.min_ts == np.inf:
         early = next((w for w in warnings if "ends early" in w), None)
         if early is not None and early.startswith("the compressed"):

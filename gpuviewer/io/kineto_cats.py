@@ -2,6 +2,8 @@
 kind of lane it is drawn on), and the categories a file used that are none of those."""
 from __future__ import annotations
 
+import re
+
 from ..model.categories import Cat, LaneKind
 
 # cat string (lower-cased) -> (category, lane kind). Old spellings map to the new ones.
@@ -54,8 +56,35 @@ class CatMap(dict):
         return v
 
 
-def unknown_warning(counts: dict[str, int]) -> str:
-    """One warning for the slices of categories not understood: {category: events}."""
+# A process that is a device, by its process_name / process_labels: Kineto labels CUDA devices
+# "GPU 0" and other backends' "MTIA 0", "XPU 0"...; XLA names them "/device:GPU:0"
+_DEVICE_PROC = re.compile(r"^\s*(?:/device:)?(GPU|MTIA|XPU|NPU|HPU|TPU|IPU|MPS|ACCELERATOR|PRIVATEUSE1)\b[\s:#]*(\d{1,6})?",
+                          re.IGNORECASE)
+
+
+def device_processes(meta_events: list) -> dict:
+    """{pid: (label, device ordinal or None)} for the processes whose name or label is a device's."""
+    out: dict = {}
+    for name, pid, _tid, a in meta_events:
+        if name not in ("process_name", "process_labels") or a is None:
+            continue
+        label = a[4] if name == "process_name" else a[5]
+        m = _DEVICE_PROC.match(label) if isinstance(label, str) else None
+        if m is not None and (pid not in out or name == "process_labels"):
+            out[pid] = (label.strip()[:80], int(m.group(2)) if m.group(2) else None)
+    return out
+
+
+def unknown_warning(counts: dict[str, int], on_device: dict[str, int] | None = None) -> str:
+    """One warning for the slices of categories not understood: {category: events}, and of them
+    those on a device's process ({device process label: events}), which are drawn on its lanes."""
     cats = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     shown = ", ".join(f"{n:,} '{c}'" for c, n in cats[:5]) + (f" and {len(cats) - 5} more" if len(cats) > 5 else "")
-    return f"events of a category not understood ({shown}): shown as CPU slices, left out of the GPU analysis"
+    if not on_device:
+        return f"events of a category not understood ({shown}): shown as CPU slices, left out of the GPU analysis"
+    n_dev = sum(on_device.values())
+    procs = ", ".join(f"'{p}'" for p in sorted(on_device)[:5]) + (" and more" if len(on_device) > 5 else "")
+    where = "shown on that device's lanes" if n_dev == sum(counts.values()) else \
+        f"{n_dev:,} of them on device processes, shown on those devices' lanes, the rest as CPU slices"
+    return (f"events of a category not understood ({shown}) on device process{'es' * (len(on_device) > 1)} "
+            f"{procs}: {where}; left out of the GPU analysis")
