@@ -1,10 +1,9 @@
-"""File > Compare with… and a late rank's "compare with the others": open the other session off
-the UI thread, then a Compare window beside the main one."""
+"""File > Compare with… (files) or Compare with folder…, and a late rank's "compare with the
+others": a Compare window beside the main one opens at once and reads the other run itself, off
+the UI thread, with progress and Cancel (compare_window)."""
 from __future__ import annotations
 
 from PySide6.QtWidgets import QFileDialog
-
-from .background import Background
 
 
 def compare_with_dialog(win) -> None:
@@ -12,28 +11,27 @@ def compare_with_dialog(win) -> None:
         win.statusBar().showMessage("Open a session first, then compare it with another", 5000)
         return
     paths, _ = QFileDialog.getOpenFileNames(win, "Compare with (files of the other run)", "",
-                                            "Traces (*.json *.json.gz *.sqlite *.pt.trace.json);;All files (*)")
+                                            "Traces (*.json *.json.gz *.gz *.sqlite *.nsys-rep);;All files (*)")
     if paths:
         compare_with(win, paths)
 
 
+def compare_with_folder_dialog(win) -> None:
+    """The other run as a folder (one file per rank, found by content, as File > Open folder)."""
+    if win.trace is None:
+        win.statusBar().showMessage("Open a session first, then compare it with another", 5000)
+        return
+    d = QFileDialog.getExistingDirectory(win, "Compare with (the other run's folder)")
+    if d:
+        compare_with(win, [d])
+
+
 def compare_with(win, paths: list[str]):
-    """Load `paths` as session B in the background; the Compare window opens when it is read."""
-    from ..session import Session
-    bg = getattr(win, "_compare_bg", None)
-    if bg is None:
-        bg = win._compare_bg = Background(win)
-        bg.done.connect(lambda _t, b: _open(win, b))
-        bg.failed.connect(lambda _t, msg: win._failed(f"Cannot compare: {msg}"))
-    win.statusBar().showMessage(f"Reading {len(paths)} file(s) to compare…")
-    bg.run(lambda: Session.open(paths))
-    return bg
-
-
-def _open(win, session_b):
+    """Compare the window's session with the run in `paths` (files or folders): the Compare
+    window opens now and reads them with its progress bar."""
     from .compare_window import open_compare
-    win.statusBar().clearMessage()
-    win._compare_window = open_compare(win, win.session, session_b)
+    win._compare_window = open_compare(win, win.session, [str(p) for p in paths])
+    return win._compare_window
 
 
 def compare_rank(win, rank: int):

@@ -4,6 +4,7 @@ which events a table row stands for. Everything above the Qt classes at the end 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,9 +35,42 @@ SIDE = {"a": 0, "b": 1}
 
 
 def session_name(session) -> str:
+    return run_name(session.paths)
+
+
+# what ends the common prefix of one run's per-rank files: "ddp_nop2p_rank0.json" -> "ddp_nop2p"
+_RANK_TAIL = re.compile(r"[\s._-]*(?:rank|r|worker|proc|process|gpu|host)?[\s._-]*\d*$", re.IGNORECASE)
+
+
+def run_name(paths) -> str:
+    """A run in titles, on one line: its folder, or the common prefix of its files ("ddp_nop2p"
+    for ddp_nop2p_rank0/1.json), never just the first of its files."""
     from ..model.plain import line
-    p = session.paths[0] if session.paths else ""
-    return line(os.path.basename(p.rstrip("/\\"))) or "session"  # shown in titles: one line
+    paths = [os.path.abspath(str(p)).rstrip("/\\") for p in paths] or [""]
+    if len(paths) == 1:
+        return line(os.path.basename(paths[0])) or "session"
+    names = [os.path.basename(p) for p in paths]
+    prefix = _RANK_TAIL.sub("", os.path.commonprefix(names))
+    if len(prefix) >= 3:
+        return line(prefix)
+    try:
+        common = os.path.commonpath(paths)
+    except ValueError:  # different drives
+        common = ""
+    return line(os.path.basename(common)) or line(names[0]) + f" and {len(names) - 1} more"
+
+
+def run_names(paths_a, paths_b) -> tuple[str, str]:
+    """The two runs' names, told apart: same-named runs are named with the folder above them."""
+    a, b = run_name(paths_a), run_name(paths_b)
+    if a == b and [str(p) for p in paths_a] != [str(p) for p in paths_b]:
+        def up(paths) -> str:
+            parent = os.path.commonpath([os.path.dirname(os.path.abspath(str(p)).rstrip("/\\")) for p in paths])
+            return os.path.basename(parent)
+        ua, ub = up(paths_a), up(paths_b)
+        if ua != ub:
+            a, b = f"{ua}/{a}", f"{ub}/{b}"
+    return a, b
 
 
 def norm_steps(steps) -> tuple:
@@ -55,17 +89,32 @@ def norm_steps(steps) -> tuple:
     return one(steps[0]), one(steps[1])
 
 
-def compute(session_a, session_b, ranks=None, steps=None) -> Comparison:
-    """The diff and what the window needs beside it; raises DiffError in the user's terms."""
+def compute(session_a, session_b, ranks=None, steps=None, progress=None, cancelled=None,
+            start: float = 0.0) -> Comparison:
+    """The diff and what the window needs beside it; raises DiffError in the user's terms.
+    progress(fraction, what) is told each stage (from `start` to 1); cancelled() True between
+    stages raises io.errors.Cancelled."""
     from ..analysis.breakdown import breakdown
     from ..session.analysis import measure_for_diff
+
+    def stage(frac: float, what: str) -> None:
+        if cancelled is not None and cancelled():
+            from ..io.errors import Cancelled
+            raise Cancelled("comparison cancelled")
+        if progress is not None:
+            progress(start + (1 - start) * frac, what)
     for s in (session_a, session_b):
         if not len(s.trace):
             raise DiffError(f"{session_name(s)} holds no trace events to compare")
+    one = session_b is session_a
+    stage(0.0, "measuring A's steps")
     ma, aa = measure_for_diff(session_a.trace)
     # one session: the same Measured twice, which is how diff() knows ranks are of one run
-    mb, ab = (ma, aa) if session_b is session_a else measure_for_diff(session_b.trace)
+    stage(0.4, "measuring B's steps")
+    mb, ab = (ma, aa) if one else measure_for_diff(session_b.trace)
+    stage(0.75, "comparing A and B, step by step")
     d = diff(ma, mb, ranks=ranks, steps=norm_steps(steps))
+    stage(0.85, "finding each step's window")
     d["a"]["paths"], d["b"]["paths"] = list(session_a.paths[:1]), list(session_b.paths[:1])
 
     def steps_of(trace) -> tuple[dict, dict, tuple]:
@@ -90,6 +139,7 @@ def compute(session_a, session_b, ranks=None, steps=None) -> Comparison:
     sb = sa if session_b is session_a else steps_of(session_b.trace)
     cmp = Comparison(d, (ma, mb), (aa, ab), (sa[0], sb[0]), (sa[1], sb[1]), (sa[2], sb[2]))
     cmp.shown_steps = typical_steps(cmp)
+    stage(1.0, "done")
     return cmp
 
 

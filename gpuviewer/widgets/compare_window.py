@@ -11,8 +11,8 @@ import threading
 
 import numpy as np
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QMainWindow, QPushButton, QSplitter,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QMainWindow, QProgressBar, QPushButton,
+                               QSplitter, QVBoxLayout, QWidget)
 
 from ..analysis.diff import DiffError
 from ..model.categories import LaneKind
@@ -20,8 +20,8 @@ from ..model.fmt import format_duration
 from ..model.layout import ViewState
 from ..render.time_axis import TimeAxis
 from ..analysis.diff_text import headline
-from .compare_tables import (CompareTabs, Comparison, collective_mask, compute, first_in,
-                             name_mask, session_name, slower_names, step_time, step_window)
+from .compare_tables import (CompareTabs, Comparison, collective_mask, compute, first_in, name_mask,
+                             run_names, session_name, slower_names, step_time, step_window)
 from .timeline_view import TimelineView
 
 SIDES = ("a", "b")
@@ -65,8 +65,9 @@ class StepView(TimelineView):
 class _Bridge(QObject):
     """Carries the worker's result to the UI thread (a queued signal). Not parented to the window:
     closing the window while the diff runs must not delete it under the worker."""
-    done = Signal(object)
+    done = Signal(object, object)  # the Comparison, session B (read by the worker when given as paths)
     failed = Signal(str)
+    progress = Signal(float, str)
 
 
 # Lanes a comparison starts without: host threads (deep Python stacks), OS runtime, profiler
@@ -96,10 +97,24 @@ def _options_text(ranks, steps) -> str:
     return f" ({', '.join(out)})" if out else ""
 
 
-def _work(bridge: _Bridge, sessions, names, ranks, steps) -> None:
-    """The worker thread: the diff, or a message saying why not."""
+def _work(bridge: _Bridge, sessions, names, ranks, steps, stop: threading.Event) -> None:
+    """The worker thread: B read when it came as paths, then the diff; or a message saying why
+    not. Progress goes to the bridge; `stop` set (Cancel, the window closed) ends it between stages."""
+    from ..io.errors import Cancelled, TraceError
+    a, b = sessions
     try:
-        bridge.done.emit(compute(sessions[0], sessions[1], ranks, steps))
+        start = 0.0
+        if not hasattr(b, "trace"):  # paths: read here, off the UI thread, with progress
+            from ..session import Session
+            b = Session.open(list(b), progress=lambda f, m: bridge.progress.emit(0.6 * f, f"reading B: {m}"),
+                             cancelled=stop.is_set)
+            start = 0.6
+        cmp = compute(a, b, ranks, steps, progress=bridge.progress.emit, cancelled=stop.is_set, start=start)
+        bridge.done.emit(cmp, b)
+    except Cancelled:
+        return  # the window said so itself
+    except TraceError as e:
+        bridge.failed.emit(f"B cannot be read: {e}")
     except DiffError as e:
         where = {"a": names[0], "b": names[1]}.get(e.side or "")
         why = str(e).replace("--steps ", "steps ").replace("--ranks ", "ranks ")  # no command line here
@@ -114,25 +129,48 @@ class CompareWindow(QMainWindow):
     failed = Signal(str)
 
     def __init__(self, session_a, session_b, *, ranks=None, steps=None, parent=None) -> None:
+        """session_b: a Session, or the paths of the other run (files or folders), read here
+        off the UI thread with the comparison's progress."""
         super().__init__(parent)
         self.sessions = (session_a, session_b)
-        self.names = (session_name(session_a), session_name(session_b))
+        paths_b = session_b.paths if hasattr(session_b, "paths") else [str(p) for p in session_b]
+        self.names = (session_name(session_a),) * 2 if session_b is session_a else run_names(session_a.paths, paths_b)
         self.comparison: Comparison | None = None
         self.error: str | None = None
+        self.cancelled = False
         self.shift = 0.0  # B's relative window minus A's: nonzero after lining up an op
         self._syncing = False
         what = self.names[0] if session_a is session_b else f"{self.names[0]} vs {self.names[1]}"
         self.setWindowTitle(f"Compare: {what}{_options_text(ranks, steps)}")
-        self.resize(1500, 900)
+        fit_screen(self, parent)
         self._build()
         self.message.setText(f"Comparing {what}{_options_text(ranks, steps)}…")
         self._bridge = _Bridge()
         self._bridge.done.connect(self._done)
         self._bridge.failed.connect(self._failed)
+        self._bridge.progress.connect(self._progress)
+        self._stop = threading.Event()
         # the worker gets what it needs, not the window, which may be closed and deleted meanwhile
-        self._thread = threading.Thread(target=_work, args=(self._bridge, self.sessions, self.names, ranks, steps),
+        self._thread = threading.Thread(target=_work, args=(self._bridge, self.sessions, self.names, ranks, steps,
+                                                            self._stop),
                                         name="gpuviewer-compare", daemon=True)
         self._thread.start()
+
+    def _progress(self, frac: float, what: str) -> None:
+        if self.comparison is None and self.error is None and not self.cancelled:
+            self.bar.setValue(int(max(0.0, min(1.0, frac)) * 1000))
+            self.stage.setText(what)
+
+    def cancel(self) -> None:
+        """Stop the comparison (Cancel): the worker ends at its next stage; the window closes."""
+        if self.comparison is None and self.error is None:
+            self.cancelled = True
+            self._stop.set()
+            self.close()
+
+    def closeEvent(self, ev) -> None:  # noqa: N802 - Qt's name
+        self._stop.set()  # a worker still running stops at its next stage
+        super().closeEvent(ev)
 
     # -- layout ---------------------------------------------------------------------------
     def _build(self) -> None:
@@ -149,7 +187,29 @@ class CompareWindow(QMainWindow):
         self.message.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.message.setStyleSheet("font-size: 15px; color: #334155; padding: 40px;")
         outer.addWidget(self.summary)
-        outer.addWidget(self.message, 1)
+        # while it runs: what it is doing, how far, and Cancel (a comparison can take minutes);
+        # then the message alone when it cannot be made
+        self.waiting = QWidget()
+        wl = QVBoxLayout(self.waiting)
+        wl.addStretch(2)
+        wl.addWidget(self.message)
+        self.busy = QWidget()
+        bl = QHBoxLayout(self.busy)
+        self.bar = QProgressBar()
+        self.bar.setRange(0, 1000)
+        self.bar.setMaximumWidth(480)
+        self.stage = QLabel("starting…")
+        self.cancel_btn = QPushButton("Cancel")
+        self.cancel_btn.clicked.connect(self.cancel)
+        bl.addStretch(1)
+        bl.addWidget(self.bar, 2)
+        bl.addWidget(self.cancel_btn)
+        bl.addStretch(1)
+        wl.addWidget(self.busy)
+        self.stage.setAlignment(Qt.AlignCenter)
+        wl.addWidget(self.stage)
+        wl.addStretch(3)
+        outer.addWidget(self.waiting, 1)
 
         self.views = {s: StepView() for s in SIDES}
         self.titles = {s: QLabel() for s in SIDES}
@@ -210,13 +270,20 @@ class CompareWindow(QMainWindow):
     # -- the diff, off the UI thread -------------------------------------------------------
     def _failed(self, msg: str) -> None:
         self.error = msg
+        self.busy.hide()
+        self.stage.hide()
         self.message.setStyleSheet("font-size: 15px; color: #b91c1c; padding: 40px;")
         self.message.setText(f"<b>{html.escape(self.windowTitle().replace('Compare: ', 'Cannot compare '))}</b>"
                              f"<br><br>{html.escape(msg, quote=False)}")
         self.failed.emit(msg)
 
-    def _done(self, cmp: Comparison) -> None:
+    def _done(self, cmp: Comparison, session_b) -> None:
+        if self.cancelled:
+            return
+        if self.sessions[1] is not self.sessions[0]:
+            self.sessions = (self.sessions[0], session_b)
         self.comparison = cmp
+        self.waiting.hide()
         d = cmp.d
         self._fill_summary(d)
         self._syncing = True  # each set_trace moves its view; _show_steps places both
@@ -404,6 +471,20 @@ class CompareWindow(QMainWindow):
         short = what if len(what) <= 80 else what[:79] + "…"  # a C++ kernel name can fill the window
         self.set_masks(masks, f"<span style='background:#facc15'>&nbsp;&nbsp;</span> outlined: "
                               f"<b>{html.escape(short)}</b>{note}", what)
+
+
+def fit_screen(w, parent=None) -> None:
+    """1500x900 where the screen has room; on a smaller one (a 1366x768 laptop) its available
+    area less the frame, placed on it: the window never opens past the screen's edges."""
+    from PySide6.QtGui import QGuiApplication
+    screen = (parent.screen() if parent is not None else None) or w.screen() or QGuiApplication.primaryScreen()
+    if screen is None:
+        w.resize(1500, 900)
+        return
+    avail = screen.availableGeometry()
+    width, height = min(1500, avail.width() - 16), min(900, avail.height() - 40)
+    w.resize(width, height)
+    w.move(avail.x() + (avail.width() - width) // 2, avail.y() + max(0, (avail.height() - height - 30) // 2))
 
 
 def open_compare(parent, session_a, session_b, **options) -> CompareWindow:

@@ -156,8 +156,9 @@ def menus(win) -> None:
     win.recent_menu = m.addMenu("Open &recent")
     win._fill_recent()
     m.addSeparator()
-    from .compare_actions import compare_rank, compare_with_dialog
+    from .compare_actions import compare_rank, compare_with_dialog, compare_with_folder_dialog
     m.addAction("&Compare with…", lambda: compare_with_dialog(win))
+    m.addAction("Compare with fol&der…", lambda: compare_with_folder_dialog(win))
     win.findings.compareRank.connect(lambda r: compare_rank(win, r))
     m.addAction("Export &image…", win.export_image_dialog)
     m.addAction("Copy image to clipboard", win.copy_image)
