@@ -124,7 +124,8 @@ def test_many_short_triton_launches_are_launch_bound(compiled):
 def test_no_fused_triton_kernel_is_of_unknown_kind(compiled):
     events, s = compiled
     kinds = {n: kernel_class.kind(n) for n in TRITON}
-    assert kinds == {TRITON[0]: "elementwise", TRITON[1]: "reduction", TRITON[2]: "norm", TRITON[3]: "gemm"}
+    assert kinds == {TRITON[0]: "fused elementwise", TRITON[1]: "fused reduction", TRITON[2]: "fused reduction",
+                     TRITON[3]: "gemm"}
     fam = s.efficiency().families
     triton_time = sum(e["dur"] for e in events if e.get("cat") == "kernel" and e["name"].startswith("triton_")) * 1000
     named = [f for f in fam if any(k.startswith("triton_") for k in f["top_kernels"])]
@@ -132,6 +133,8 @@ def test_no_fused_triton_kernel_is_of_unknown_kind(compiled):
     assert sum(f["time_ns"] for f in fam if f["kind"] != "other") >= triton_time - len(events)
     text = " ".join(s.findings.title)
     assert "unknown" not in text.lower()
+    # already fused: no advice to fuse them with torch.compile
+    assert "torch.compile" not in text
 
 
 TRITON_EXAMPLE = compat_path("facebookresearch__HolisticTraceAnalysis", "triton_example", "triton_example.json.gz")
@@ -143,7 +146,7 @@ def test_hta_triton_example():
     s = gpuviewer.open([TRITON_EXAMPLE], use_cache=False)
     ks = [e for e in events if e.get("cat") == "kernel"]
     assert len(s.kernels) == len(ks) and set(s.kernels.kind) == {"compute"}
-    assert {kernel_class.kind(n) for n in s.kernels.name} == {"elementwise"}
+    assert {kernel_class.kind(n) for n in s.kernels.name} == {"fused elementwise"}
     t = s.trace
     src, dst = (np.asarray(x) for x in t.flows)
     launches = {t.names[int(t.columns["name"][i])] for i in src[np.isin(dst, s.kernels.id.to_numpy())]}

@@ -10,10 +10,10 @@ that says neither: unknown (None). The precision is read from library kernels' n
 convolution, attention), not from PyTorch's templated ones, whose signatures name every type.
 
 torch.compile (Inductor) names its Triton kernels triton_<kind>_fused_<ops>_<n>: poi(ntwise) and
-for(each) are elementwise, red(uction), per(sistent reduction) and spl(it scan) reductions (norms
-when they compute one), tem(plate) kernels matmuls unless their ops say attention or conv. The
-kind comes from that prefix, not from the fused ops' names (a pointwise kernel fused into a
-convolution's backward is still elementwise)."""
+for(each) are "fused elementwise", red(uction), per(sistent reduction) and spl(it scan) "fused
+reduction" (already fused: advice to fuse elementwise ops is not for them), tem(plate) kernels
+matmuls unless their ops say attention or conv. The kind comes from that prefix, not from the
+fused ops' names (a pointwise kernel fused into a convolution's backward is not a convolution)."""
 from __future__ import annotations
 
 import re
@@ -31,8 +31,8 @@ _KINDS = (
                                r"multi_tensor_apply|dropout|embedding|memset|memcpy", re.IGNORECASE)),
 )
 _TRITON = re.compile(r"^triton_(poi|for|red|per|spl|tem)_", re.IGNORECASE)
-_TRITON_KIND = {"poi": "elementwise", "for": "elementwise", "red": "reduction", "per": "reduction",
-                "spl": "reduction", "tem": "gemm"}
+_TRITON_KIND = {"poi": "fused elementwise", "for": "fused elementwise", "red": "fused reduction",
+                "per": "fused reduction", "spl": "fused reduction", "tem": "gemm"}
 _PREC = (
     ("fp8", re.compile(r"e4m3|e5m2|fp8", re.IGNORECASE)),
     ("tf32", re.compile(r"tf32", re.IGNORECASE)),
@@ -58,8 +58,6 @@ def kind(name: str) -> str:
         return next((k for k, rx in _KINDS if rx.search(name)), "other")
     k = _TRITON_KIND[m.group(1).lower()]
     rx = dict(_KINDS)
-    if k == "reduction" and rx["norm"].search(name):
-        return "norm"
     if k == "gemm":  # a template: flex attention, a convolution, else a matmul (mm, bmm, addmm)
         return next((x for x in ("attention", "conv") if rx[x].search(name)), "gemm")
     return k
