@@ -149,6 +149,12 @@ def test_real_cuda_graph_run_is_not_launch_bound(name, bound):
     assert int(np.isin(np.asarray(t.columns["name"])[src], [t.names.index("cudaGraphLaunch")] if graph else []).sum()) \
         == from_graph
     assert ("launch_bound" in set(s.findings.rule)) is bound
+    # each profiled step holds the kernels whose launch (graph or kernel launch) is inside it
+    launch_ts = {e["args"]["correlation"]: e["ts"] for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")}
+    for row in s.steps.itertuples():
+        st = next(e for e in events if e.get("name") == f"ProfilerStep#{row.step}")
+        assert row.kernels == sum(e.get("cat") == "kernel" and st["ts"] <= launch_ts.get(e["args"]["correlation"], -1)
+                                  < st["ts"] + st["dur"] for e in events)
     if not bound:  # the replay of a graph run without launch overhead is never slower than recorded
         assert all(x["after_ms"] <= x["before_ms"] for x in s.whatif("no-launch-overhead").to_json()["steps"])
 
