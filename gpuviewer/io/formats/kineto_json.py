@@ -75,6 +75,9 @@ def _load_kineto(files: list[str], progress, cancelled, optional: frozenset = fr
     if not per_file:
         raise TraceError(file_names(files), "no trace in these files (each is JSON, but not a profiler trace)")
     _assign_ranks_and_clocks(b, per_file)
+    for info in per_file:  # the readers' own copies of the columns go before the sort
+        info["reader"].chunks = []
+        info["reader"].inst = []
     if progress:
         progress(0.95, "sorting and nesting events")
     trace = b.finish()
