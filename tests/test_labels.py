@@ -141,11 +141,13 @@ def test_heatmap_colours_absolute_ms_with_its_threshold(nsys_window):
 
 def test_sql_headers_carry_units(nsys_window, qtbot):
     panel = nsys_window.queries.sql
-    panel.editor.setPlainText("SELECT id, name, dur, sum(dur) AS total_ns, max(\"end\"), count(*) AS n "
+    panel.editor.setPlainText("SELECT id, name, dur, sum(dur) AS total_ns, max(\"end\"), count(*) AS n, "
+                              "max(\"end\") - min(start) AS span, sum(dur) / 1e6 AS total_ms "
                               "FROM kernels GROUP BY id, name, dur LIMIT 5")
     panel.run_query()
     qtbot.waitUntil(lambda: panel.run_btn.isEnabled(), timeout=60_000)
     m = panel.table.model()
     heads = [m.headerData(c, Qt.Horizontal) for c in range(m.columnCount())]
-    assert heads == ["id", "name", "dur (ns)", "total_ns", 'max("end") (ns)', "n"], heads
+    # an alias over ns columns says ns too; one that divides (its unit unknown) or counts does not
+    assert heads == ["id", "name", "dur (ns)", "total_ns", 'max("end") (ns)', "n", "span (ns)", "total_ms"], heads
     assert len(panel.table.frame) == 5

@@ -32,21 +32,53 @@ def cell_text(v) -> str:
 _NS = re.compile(r'^(?:\w+\()?"?(start|end|dur|wait|transfer|self|host_start|host_end|ts)"?\)?$', re.IGNORECASE)
 
 
-def header_label(name) -> str:
-    """A result column's header with its unit: "dur (ns)", "sum(dur) (ns)"; a name that says
-    its unit (total_ns, impact_ms, busbw_gbps) as it is."""
+def header_label(name, ns: frozenset = frozenset()) -> str:
+    """A result column's header with its unit: "dur (ns)", "sum(dur) (ns)", or any name in `ns`
+    (aliases the query computed from ns columns); a name that says its unit (total_ns,
+    impact_ms, busbw_gbps) as it is."""
     text = str(name)
-    return f"{text} (ns)" if _NS.match(text) else text
+    return f"{text} (ns)" if _NS.match(text) or text in ns else text
+
+
+_NS_IN = re.compile(r'\b(start|end|dur|wait|transfer|self|host_start|host_end|\w+_ns)\b', re.IGNORECASE)
+_UNIT = re.compile(r"_(ns|us|ms|s|pct|gbps|bytes|mb|gb)$|^(n|count|rank|step|id)$", re.IGNORECASE)
+
+
+def ns_aliases(sql: str) -> frozenset:
+    """Names the query gives to ns arithmetic ("sum(dur) AS total", "max(end) - min(start) AS span"):
+    an alias over ns columns with no division or count in it, whose name says no unit."""
+    m = re.search(r"\bselect\b(.*?)\bfrom\b", sql, re.IGNORECASE | re.DOTALL)
+    if m is None:
+        return frozenset()
+    parts, depth, cur = [], 0, ""
+    for ch in m.group(1):  # the select list split at its top-level commas
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    out = set()
+    for p in parts:
+        a = re.match(r'\s*(.+?)\s+as\s+"?(\w+)"?\s*$', p, re.IGNORECASE | re.DOTALL)
+        if a and _NS_IN.search(a.group(1)) and not re.search(r"/|\bcount\s*\(|\butilization\b", a.group(1),
+                                                             re.IGNORECASE) and not _UNIT.search(a.group(2)):
+            out.add(a.group(2))
+    return frozenset(out)
 
 
 class FrameModel(QAbstractTableModel):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.df = pd.DataFrame()
+        self.ns: frozenset = frozenset()  # result columns in ns whose names do not say so
 
-    def set_frame(self, df: pd.DataFrame) -> None:
+    def set_frame(self, df: pd.DataFrame, ns=frozenset()) -> None:
         self.beginResetModel()
         self.df = df.reset_index(drop=True)
+        self.ns = frozenset(ns)
         self.endResetModel()
 
     def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt's names
@@ -72,7 +104,7 @@ class FrameModel(QAbstractTableModel):
         if role != Qt.DisplayRole:
             return None
         if orientation == Qt.Horizontal:
-            return header_label(self.df.columns[section]) if section < len(self.df.columns) else None
+            return header_label(self.df.columns[section], self.ns) if section < len(self.df.columns) else None
         return str(section + 1)
 
     def sort(self, column: int, order=Qt.AscendingOrder) -> None:
@@ -105,8 +137,8 @@ class FrameTable(QTableView):
         self.clicked.connect(self._row)
         self.activated.connect(self._row)
 
-    def set_frame(self, df: pd.DataFrame) -> None:
-        self.model_.set_frame(df)
+    def set_frame(self, df: pd.DataFrame, ns=frozenset()) -> None:
+        self.model_.set_frame(df, ns)
         self.horizontalHeader().setSortIndicator(-1, Qt.AscendingOrder)
         self.resizeColumnsToContents()
         for c in range(self.model_.columnCount()):  # long names: no column wider than 480 px

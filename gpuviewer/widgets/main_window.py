@@ -163,7 +163,7 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
             a0, _a1 = steps_view(trace)
             v0, _v1 = self.timeline.visible_range()
             self.statusBar().showMessage(f"Opened on the steady steps: warm-up step {warm} "
-                                         f"({(v0 - a0) / 1e6:,.0f} ms) is left of the view; Shift+Home shows it", 30000)
+                                         f"({(v0 - a0) / 1e6:,.0f} ms) is left of the view; Shift+Home shows it", 15000)
         unread = trace.metadata.get("unread") or []
         if unread:  # files or folders left out of the session: said before anything else
             self.statusBar().showMessage(unread[0] + (f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""),

@@ -146,7 +146,8 @@ class SqlPanel(QWidget):
             return
         self._finish()
         df, more = result
-        self.table.set_frame(df)
+        from .frame_table import ns_aliases
+        self.table.set_frame(df, ns_aliases(self.history[-1]) if self.history else frozenset())
         secs = time.perf_counter() - self._t0
         self.status.setText(f"{len(df):,} rows{' (the first; more not shown)' if more else ''} in {secs * 1e3:,.0f} ms"
                             + ("; click a row to show its event" if self._locatable(df) else ""))
