@@ -193,3 +193,43 @@ def test_nsys_whole_graph_launches_are_gpu_work():
     plain = k[~k.name.str.startswith("CUDA graph")].iloc[0]
     assert event_args(t, int(plain["id"]))["correlationId"] == plain["corr"]
     assert any("traced as whole graphs" in w for w in t.warnings)
+
+
+def test_nsys_node_traced_graph_kernels(tmp_path):
+    """nsys --cuda-graph-trace=node: each kernel a graph ran is a kernel row carrying graphId and
+    graphNodeId, its correlationId the cudaGraphLaunch's. A copy of the flameox export (in
+    tmp_path) with its two whole-graph ranges replaced by such rows, 50 kernels a launch."""
+    import shutil
+    import sqlite3
+    from gpuviewer.analysis.launch import graph_launched
+    path = str(tmp_path / "node_trace.sqlite")
+    shutil.copyfile(FLAMEOX, path)
+    db = sqlite3.connect(path)
+    graphs = db.execute("SELECT start, end, deviceId, contextId, streamId, correlationId, globalPid, graphId "
+                        "FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE").fetchall()
+    k0 = db.execute("SELECT demangledName, shortName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1").fetchone()
+    for start, end, dev, ctx, stream, corr, gpid, gid in graphs:
+        step = (end - start) // N_KERNELS
+        db.executemany(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, contextId, streamId, correlationId, "
+            "globalPid, demangledName, shortName, registersPerThread, gridX, gridY, gridZ, blockX, blockY, blockZ, "
+            "staticSharedMemory, dynamicSharedMemory, localMemoryPerThread, localMemoryTotal, gridId, graphNodeId, "
+            "graphId) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 16, 4, 1, 1, 256, 1, 1, 0, 0, 0, 0, ?, ?, ?)",
+            [(start + j * step, start + j * step + step // 2, dev, ctx, stream, corr, gpid, k0[0], k0[1],
+              1000 + j, 7000 + j, gid) for j in range(N_KERNELS)])
+    db.execute("DELETE FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
+    db.commit()
+    n_kernel_rows = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    db.close()
+    s = gpuviewer.open([path], use_cache=False)
+    t = s.trace
+    assert len(s.kernels) == n_kernel_rows == 3 + N_KERNELS * len(graphs)
+    src, dst = (np.asarray(x) for x in t.flows)
+    names = np.asarray(t.columns["name"])
+    from_graph = dst[np.asarray([t.names[int(n)] for n in names[src]]) == "cudaGraphLaunch"]
+    assert len(from_graph) == N_KERNELS * len(graphs)
+    ids = s.kernels.id.to_numpy()
+    assert sorted(ids[graph_launched(t, ids)].tolist()) == sorted(from_graph.tolist())
+    args = event_args(t, int(from_graph[0]))
+    assert args["graphId"] in {g[7] for g in graphs} and args["graphNodeId"] >= 7000
+    assert not any("traced as whole graphs" in w for w in t.warnings)
