@@ -7,6 +7,13 @@
 in time to 1M events in a temporary folder) and prints its cold-open time per event next to the
 Kineto million-event trace's, both parsed without the cache.
 
+--phases profiles one cold open of launch_bound_big (cProfile in a fresh process) and prints the
+main process's time per phase (decompress + waiting for the decode workers, the file's columns,
+sort, nesting, flows, level-of-detail pyramid, cache write and reopen) and the workers' CPU.
+
+The json.load ratio: the cold open's median over the standard library's gzip + json.load of the
+same file, timed in a fresh process in the same run (the machine's load changes both alike).
+
 Each open runs in a fresh process. "cold" = empty cache (parse + write cache), "reopen" = the
 memory-mapped cache. Peak RSS is the opening process; workers (pieces decoded in parallel) are
 reported separately. Bytes per event = store columns / events.
@@ -48,8 +55,11 @@ def kineto_big(repeats: int) -> None:
         finally:
             shutil.rmtree(d, ignore_errors=True)
     base = baseline_rss()
+    jl = json_load_seconds(path)
     row("cold open, seconds (median)", statistics.median(colds), 1.5, "s")
-    row("peak RSS while opening, MB (main process)", max(peaks) / MB, 400, "MB")
+    print(f"{'  gzip + json.load of the same file, seconds':<52} {jl:>10.3f} s")
+    row("cold open / json.load", statistics.median(colds) / jl, 0.25, "x")
+    row("peak RSS while opening, MB (main process)", max(peaks) / MB, 140, "MB")
     print(f"{'  worker process peak RSS, MB':<52} {max(wpeaks) / MB:>10.1f} MB     (each of 2 workers)")
     print(f"{'  interpreter + imports alone, MB':<52} {base / MB:>10.1f} MB")
     row("reopen from cache, seconds (median)", statistics.median(reopens), 0.3, "s")
@@ -65,10 +75,78 @@ def ten_million(path: str) -> None:
         res = measure_open(paths, False, d)
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    print(f"{'10M-event open, seconds':<52} {res['seconds']:>10.3f} s")
-    print(f"{'10M-event peak RSS, MB (main / worker)':<52} {res['peak_rss'] / MB:>10.1f} / {res['worker_peak_rss'] / MB:.1f} MB")
+    row("10M-event open, seconds", res["seconds"], 8, "s")
+    row("10M-event peak RSS, MB (main process)", res["peak_rss"] / MB, 500, "MB")
+    print(f"{'  worker process peak RSS, MB':<52} {res['worker_peak_rss'] / MB:>10.1f} MB")
     print(f"{'  events':<52} {res['events']:>10,}")
     print(f"{'  store bytes per event':<52} {res['store_bytes'] / res['events']:>10.1f} B")
+
+
+_JSON_LOAD = r'''
+import gzip, json, sys, time
+t0 = time.perf_counter()
+with gzip.open(json.loads(sys.argv[1])[0], "rb") as f:
+    json.load(f)
+print(json.dumps({"seconds": time.perf_counter() - t0}))
+'''
+
+
+def json_load_seconds(path: str) -> float:
+    """The standard library's gzip + json.load of the file, in a fresh process."""
+    from _common import run_probe
+    return run_probe(_JSON_LOAD, [path], False, tempfile.gettempdir())["seconds"]
+
+
+# (phase, function whose cumulative time it is): the main process's share of a cold open
+PHASES = [
+    ("decompress + wait for decoded pieces", "chrome_json.py", "read_chrome_json"),
+    ("  pieces sent to the workers", "process.py", "submit"),
+    ("  waiting for a worker's piece", "kineto.py", "_result"),
+    ("file's columns, lanes, steps (reader finish)", "kineto.py", "finish"),
+    ("sort (lexsort and permute)", "build.py", "sort_and_nest"),
+    ("  nesting depth", "depth.py", "lane_depth"),
+    ("flows (link_flows)", "build.py", "link_flows"),
+    ("cache write (store)", "cache.py", "store"),
+    ("  level-of-detail pyramid (lod_pack)", "queries.py", "lod_pack"),
+    ("cache reopen (memory-mapped)", "cache.py", "load"),
+]
+
+_PHASES = r'''
+import cProfile, json, pstats, resource, sys, time, io
+paths = json.loads(sys.argv[1])
+from gpuviewer.io.session import load
+pr = cProfile.Profile()
+t0 = time.perf_counter()
+pr.enable()
+t = load(paths, use_cache=True)
+pr.disable()
+wall = time.perf_counter() - t0
+st = pstats.Stats(pr, stream=io.StringIO())
+cum = {}
+for (file, line, fn), (cc, nc, tt, ct, callers) in st.stats.items():
+    cum.setdefault(file.rsplit("/", 1)[-1] + ":" + fn, 0.0)
+    cum[file.rsplit("/", 1)[-1] + ":" + fn] += ct
+rc = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"wall": wall, "cum": cum, "worker_cpu": rc.ru_utime + rc.ru_stime}))
+'''
+
+
+def phases(path: str) -> None:
+    """cProfile of one cold open: where the main process's time goes."""
+    from _common import run_probe
+    d = tempfile.mkdtemp()
+    try:
+        res = run_probe(_PHASES, [path], True, d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    print(f"# phases of one cold open (cProfile, main process): {path}")
+    print(f"{'  wall, seconds (profiled)':<52} {res['wall']:>10.3f} s")
+    for label, file, fn in PHASES:
+        # a function's time counted once even where it calls itself (cumulative, not summed twice)
+        v = res["cum"].get(f"{file}:{fn}")
+        if v is not None:
+            print(f"{label:<52} {v:>10.3f} s")
+    print(f"{'decode workers, CPU seconds (all of them)':<52} {res['worker_cpu']:>10.3f} s")
 
 
 def nsys(tiles_path: str | None) -> None:
@@ -145,6 +223,16 @@ def tile_jax(src: str, dest: str, events: int) -> int:
     return len(out) - len(meta)
 
 
+def json_events(path: str) -> int:
+    """Events in a trace's traceEvents, flows and metadata included (what the reader decodes)."""
+    import gzip
+
+    import msgspec
+    doc = msgspec.defstruct("Doc", [("traceEvents", list[msgspec.defstruct("Ev", [])], [])])
+    with gzip.open(path, "rb") as f:
+        return len(msgspec.json.decode(f.read(), type=doc).traceEvents)
+
+
 def jax_big(path: str | None, repeats: int) -> None:
     """Cold open (no cache) of a ~1M-event JAX trace against the Kineto million-event trace."""
     tmp = tempfile.mkdtemp()
@@ -162,11 +250,13 @@ def jax_big(path: str | None, repeats: int) -> None:
             for _ in range(repeats):
                 res = measure_open([p], False, tmp)
                 secs.append(res["seconds"])
-            per[label] = statistics.median(secs) / res["events"] * 1e6
+            n_json = json_events(p)
+            per[label] = (statistics.median(secs) / res["events"] * 1e6, statistics.median(secs) / n_json * 1e6)
             print(f"{label + ' cold open without cache, seconds (median)':<52} {statistics.median(secs):>10.3f} s"
-                  f"   {res['events']:,} events, peak RSS {res['peak_rss'] / MB:.0f} MB")
-        print(f"{'µs per event: JAX / Kineto':<52} {per['jax']:>10.3f} / {per['kineto']:.3f}"
-              f"   ({per['jax'] / per['kineto']:.2f}x)")
+                  f"   {n_json:,} JSON events, {res['events']:,} stored, peak RSS {res['peak_rss'] / MB:.0f} MB")
+        for k, what in enumerate(("stored event", "JSON event")):
+            print(f"{'µs per ' + what + ': JAX / Kineto':<52} {per['jax'][k]:>10.3f} / {per['kineto'][k]:.3f}"
+                  f"   ({per['jax'][k] / per['kineto'][k]:.2f}x)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -180,12 +270,15 @@ def main() -> None:
     ap.add_argument("--jax", nargs="?", const="", default=None, metavar="FILE",
                     help="a ~1M-event JAX trace per event against Kineto's (none given: tile the shared one)")
     ap.add_argument("--only-jax", action="store_true", help="only the --jax comparison")
+    ap.add_argument("--phases", action="store_true", help="also profile one cold open of launch_bound_big per phase")
     a = ap.parse_args()
     if a.jax is not None:
         jax_big(a.jax, a.repeats)
         if a.only_jax:
             return
     kineto_big(a.repeats)
+    if a.phases:
+        phases(os.path.join(TRACES, "kineto", "launch_bound_big.json.gz"))
     if a.ten_million:
         ten_million(a.ten_million)
     if not a.skip_nsys:
