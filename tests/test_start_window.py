@@ -3,11 +3,16 @@ how to open one (not an empty plot with a "0 ns ... 1 ns" axis); from the moment
 it names them with a progress bar and Cancel in the timeline's place (not in a corner of the
 status bar); the timeline shows once the session is loaded; Cancel brings the empty state back.
 A picture of each state is written to tests' tmp folder (GPUVIEWER_SHOTS=DIR keeps them)."""
+import json
 import os
+import shutil
+import subprocess
+import sys
 
+import pytest
 from PySide6.QtCore import Qt
 
-from conftest import SAMPLES, make_window, trace_path
+from conftest import ROOT, SAMPLES, make_window, trace_path
 
 
 def _shot(w, tmp_path, name: str) -> None:
@@ -57,3 +62,64 @@ def test_cancel_brings_back_the_empty_state(qtbot, tmp_path, monkeypatch):
     qtbot.mouseClick(w.cancel_btn, Qt.LeftButton)
     assert w.trace is None and not w.loader.busy()
     assert _covers_timeline(w) and "Open a trace" in w.cover.title.text() and not w.cancel_btn.isVisible()
+
+
+XCB_SCRIPT = r"""
+import json, sys, time
+t_start = time.perf_counter()
+from PySide6.QtWidgets import QApplication
+app = QApplication(sys.argv[:1])
+assert app.platformName() == "xcb", app.platformName()
+from gpuviewer.widgets.main_window import MainWindow
+from PySide6.QtCore import QSettings, QTimer
+w = MainWindow(QSettings(sys.argv[3], QSettings.IniFormat))
+w.quiet_errors = True
+w.show()
+w.open_paths([sys.argv[1]])  # as `gpuviewer PATH` does: shown first, then opened
+out = {}
+
+def first_frame():
+    # the first frame the user sees: the folder's name and a bar where the timeline goes
+    if not w.windowHandle().isExposed():
+        QTimer.singleShot(5, first_frame)
+        return
+    out["shown_s"] = round(time.perf_counter() - t_start, 2)
+    out["cover"] = w.cover.isVisible() and w.cover.geometry() == w.timeline.rect()
+    out["title"] = w.cover.title.text()
+    out["bar"] = w.progress.isVisible() and w.cancel_btn.isVisible()
+    out["loaded_yet"] = w.trace is not None
+    w.grab().save(sys.argv[2])
+
+def loaded(*_a):
+    out["loaded_s"] = round(time.perf_counter() - t_start, 2)
+    out["cover_after"] = w.cover.isVisible()
+    print("RESULT " + json.dumps(out), flush=True)
+    app.quit()
+
+QTimer.singleShot(0, first_frame)
+w.controller.loaded.connect(lambda _s: QTimer.singleShot(0, loaded))
+w.loader.failed.connect(lambda m: (print("failed", m), app.exit(3)))
+sys.exit(app.exec())
+"""
+
+
+@pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed (.ci/run installs it)")
+def test_a_real_window_shows_the_file_opening_in_its_first_frame(tmp_path):
+    from test_laptop_window import _start_xvfb
+    proc, display = _start_xvfb("1366x768x24")
+    shots = os.environ.get("GPUVIEWER_SHOTS") or str(tmp_path)
+    try:
+        env = dict(os.environ, DISPLAY=display, QT_QPA_PLATFORM="xcb", PYTHONPATH=ROOT,
+                   GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "cfg"))
+        data = tmp_path / "ddp"  # a copy: the window may save its notes beside the trace
+        shutil.copytree(os.path.join(SAMPLES, "ddp"), data)
+        p = subprocess.run([sys.executable, "-c", XCB_SCRIPT, str(data), os.path.join(shots, "start_xcb_first_frame.png"),
+                            str(tmp_path / "s.ini")], capture_output=True, text=True, env=env)
+    finally:
+        proc.terminate()
+        proc.wait()
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = json.loads(next(x for x in p.stdout.splitlines() if x.startswith("RESULT "))[len("RESULT "):])
+    print(r)  # shown_s / loaded_s: seconds from the start, for the record (not limits)
+    assert not r["loaded_yet"] and r["cover"] and r["bar"] and "Opening <b>ddp</b>" in r["title"]
+    assert not r["cover_after"]
