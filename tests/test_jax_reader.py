@@ -311,3 +311,33 @@ def test_run_folder_with_the_perfetto_copy_is_one_host(tmp_path):
     assert [(r.rank, r.host) for r in s.trace.ranks] == [(0, "node7")]
     assert len(s.kernels) == sum(e["_role"] in ("compute", "comm") for e in gpu_events(doc))
     assert any("perfetto_trace.json.gz: left out" in w for w in s.trace.warnings)
+
+
+def test_kernel_launch_configuration_from_kernel_details(raw, real):
+    """XLA's kernel_details string gives each kernel's grid, block, registers, shared memory and
+    occupancy in the shape Kineto's separate args give them (Session.kernel_launches)."""
+    _evs, gpu = raw
+    k = real.kernels
+    got = real.kernel_launches(k["id"].to_numpy())
+    by_start = {round(e["ts"] * 1000): e["args"] for e in gpu if "kernel_details" in e["args"]}
+    assert len(got) == len(by_start) == len(k)
+    for i, start in zip(k["id"].tolist(), k["start"].tolist()):
+        d = dict(f.split(":", 1) for f in by_start[start]["kernel_details"].split())
+        want = {"grid": tuple(map(int, d["grid"].split(","))), "block": tuple(map(int, d["block"].split(","))),
+                "regs": int(d["regs"]), "shared_bytes": int(d["static_shared"]) + int(d["dynamic_shared"]),
+                "occupancy_pct": float(d["occ_pct"])}
+        assert got[i] == want
+
+
+def test_kernel_launch_configuration_of_a_kineto_trace():
+    from conftest import SAMPLES
+    path = os.path.join(SAMPLES, "ddp", "ddp_rank0.json.gz")
+    with gzip.open(path, "rt") as f:
+        first = next(e for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel")
+    s = gpuviewer.open([path])
+    k = s.kernels
+    i = int(k.loc[(k["corr"] == first["args"]["correlation"]) & (k["name"] == first["name"]), "id"].item())
+    a = first["args"]
+    assert s.kernel_launches([i])[i] == {"grid": tuple(a["grid"]), "block": tuple(a["block"]),
+                                         "regs": a["registers per thread"], "shared_bytes": a["shared memory"],
+                                         "occupancy_pct": float(a["est. achieved occupancy %"])}

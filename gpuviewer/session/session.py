@@ -169,6 +169,14 @@ class Session(SessionActions):
         from .analysis import efficiency_of
         return efficiency_of(self.trace, self._analysis, rank=rank, peak_tflops=peak_tflops, peak_gbps=peak_gbps)
 
+    def kernel_launches(self, ids) -> dict[int, dict]:
+        """Launch configurations of the kernels with these event ids, as recorded (Kineto's args
+        or XLA's kernel_details): id -> {"grid", "block", "regs", "shared_bytes", "occupancy_pct"}."""
+        import numpy as np
+
+        from ..io.kernel_launch import kernel_launches
+        return kernel_launches(self.trace, np.asarray(ids, np.int64))
+
     def whatif(self, change: str, value: str | None = None, *, peak_gbps: float | None = None):
         """Each step's time re-timed with one change (analysis.whatif): change is "remove-gap"
         (value "RANK:STEP"), "rank-like-median" ("RANK[:host|gpu]"), "no-launch-overhead",
