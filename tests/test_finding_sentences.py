@@ -57,13 +57,14 @@ _OF_IT = re.compile(r"([\d.]+) ms a step of communication not overlapped.*?([\d.
 _WORST = re.compile(r"\(rank (\d+), the worst\)")
 # per rule: (the figure the title leads with, the metric it shows, its scale, which end is worst)
 FIGURES = {
-    "low_gpu_utilization": [(r"GPU busy (\d+)%", "utilization", 100, min)],
+    "low_gpu_utilization": [(r"GPU utilization (\d+)%", "utilization", 100, min)],
     "exposed_communication": [(r"([\d.]+) ms a step of communication", "exposed_ms_per_step", 1, max)],
     "launch_bound": [(r"(\d+)% of the time it is fed work", "launch_idle_share", 100, max),
                      (r"the GPU is idle (\d+)% of the time", "idle_fraction", 100, max)],
     "host_bound_idle": [(r"idle ([\d.]+) ms a step", "gap_ms_per_step", 1, max)],
     "step_outlier": [(r"took (\d+) ms", "duration_ms", 1, max)],
     "memory_headroom": [(r"\((\d+)%\)", "fraction", 100, max)],
+    "copy_bound": [(r"copies fill (\d+)% of the GPU's time", "copy_share", 100, max)],
     "unattributed_ops": [(r"([\d,]+) (?:kernels|GPU ops) without", "ops", 1, max)],
 }
 
@@ -151,19 +152,20 @@ def test_fsdp_waiting_is_not_said_to_be_part_of_the_exposed_time():
 
 
 def test_ddp_long_worst_rank_is_the_least_busy():
-    """ddp_long: both ranks under 70% busy; the merged title names the rank least busy, measured
-    here from the raw files (busy / GPU windows over the measured steps), and shows its figure."""
+    """ddp_long: both ranks under 70% GPU utilization (the compute share); the merged title names
+    the rank computing least, measured here from the raw files (compute kernels over the GPU time
+    from the first measured step's window to the last one's end), and shows its figure."""
     path = trace_path("kineto", "ddp_long")
     out = analyze(path)
     util = {}
     for r in T.load(path):
         rows = [d for d in T.step_breakdown(r) if d["step"] in set(_measured(out, r.rank))]
-        util[r.rank] = sum(d["busy_ns"] for d in rows) / sum(d["window_ns"] for d in rows)
+        util[r.rank] = sum(d["compute_ns"] for d in rows) / (rows[-1]["end_ns"] - rows[0]["start_ns"])
     worst = min(util, key=util.get)
     f = next(f for f in flat(out["findings"]) if f["rule"] == "low_gpu_utilization")
     assert f"(rank {worst}, the worst)" in f["title"], (f["title"], util)
     shown = next(r["gpu_utilization"] for r in out["ranks"] if r["rank"] == worst)
-    assert f"GPU busy {shown:.0%}" in f["title"]
+    assert f"GPU utilization {shown:.0%}" in f["title"]
 
 
 # -- item 3: ranks arriving together -----------------------------------------------------------------

@@ -341,3 +341,17 @@ def test_kernel_launch_configuration_of_a_kineto_trace():
     assert s.kernel_launches([i])[i] == {"grid": tuple(a["grid"]), "block": tuple(a["block"]),
                                          "regs": a["registers per thread"], "shared_bytes": a["shared memory"],
                                          "occupancy_pct": float(a["est. achieved occupancy %"])}
+
+
+def test_a_tpu_process_is_drawn_but_not_counted_as_gpu_work(tmp_path):
+    doc = build_trace(steps=2)
+    tpu = [{"ph": "M", "pid": 50, "name": "process_name", "args": {"name": "/device:TPU:0"}},
+           {"ph": "M", "pid": 50, "tid": 2, "name": "thread_name", "args": {"name": "XLA Ops"}},
+           {"ph": "X", "pid": 50, "tid": 2, "ts": 150.0, "dur": 40.0, "name": "fusion.7"},
+           {"ph": "X", "pid": 50, "tid": 3, "ts": 150.0, "dur": 40.0, "name": "fusion.8"}]
+    doc = dict(doc, traceEvents=tpu + doc["traceEvents"])
+    s = gpuviewer.open([write(doc, tmp_path / "t.trace.json.gz")])
+    assert len(s.kernels) == sum(e["_role"] in ("compute", "comm") for e in gpu_events(doc))
+    tpu_lanes = [ln for ln in s.trace.lanes if ln.kind == "gpu_annotation"]
+    assert sorted(ln.stream for ln in tpu_lanes) == [2, 3]
+    assert any("/device:TPU:0: not a GPU" in w for w in s.trace.warnings)

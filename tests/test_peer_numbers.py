@@ -111,7 +111,7 @@ def test_hta_trace_diff_step_1009_idle_without_gpu_work():
     s = rb.steps[0]
     assert s.step == 1009 and s.ops == 2503
     assert s.idle_ns == pytest.approx(5.0e6, abs=0.1e6)
-    assert s.utilization == pytest.approx(0.968, abs=0.002)
+    assert s.busy_share == pytest.approx(0.968, abs=0.002)
     # the windows still partition the rank's GPU time: the busy of all steps is at most its busy
     c = t.columns
     st = np.asarray(c["start"][rb.ops]).astype(np.int64)

@@ -27,6 +27,7 @@ import numpy as np
 from ..model.categories import Cat, LaneKind
 from ..model.trace import Trace
 from . import intervals as iv
+from .host import host_split
 
 GPU_LANES = (LaneKind.GPU, LaneKind.COMM)
 WARMUP_FACTOR = 2.0  # a first step this many times the median of the others is warm-up
@@ -55,6 +56,12 @@ class StepBreakdown:
     kernels: int = 0
     comm_kernels: int = 0
     warmup: bool = False
+    # the host's step range, split (host.host_split): Python / framework ops, launch API calls,
+    # blocking syncs, nothing on record; they add up to host_end_ns - host_start_ns
+    host_framework_ns: int = 0
+    host_launch_ns: int = 0
+    host_sync_ns: int = 0
+    host_idle_ns: int = 0
 
     @property
     def window_ns(self) -> int:
@@ -71,11 +78,19 @@ class StepBreakdown:
 
     @property
     def utilization(self) -> float:
+        """GPU utilization: the share of the step's GPU time spent in compute kernels (not NCCL
+        kernels, which occupy the GPU while they wait for other ranks, nor copies)."""
+        return self.compute_ns / self.gpu_time_ns if self.gpu_time_ns > 0 else 0.0
+
+    @property
+    def busy_share(self) -> float:
+        """Share of the GPU time with anything running (NCCL waits and copies included)."""
         return self.busy_ns / self.gpu_time_ns if self.gpu_time_ns > 0 else 0.0
 
     def as_dict(self) -> dict:
         d = asdict(self)
         d["utilization"] = round(self.utilization, 4)
+        d["busy_share"] = round(self.busy_share, 4)
         return d
 
 
@@ -98,9 +113,27 @@ class RankBreakdown:
 
     @property
     def gpu_utilization(self) -> float:
+        """Compute share of the measured steps' GPU time (StepBreakdown.utilization)."""
+        return self.shares()["compute"]
+
+    def shares(self) -> dict[str, float]:
+        """What filled the measured steps' GPU time, as shares of it: compute kernels, NCCL
+        transfer, NCCL waiting for the last rank, copies, idle, and busy (anything running).
+        Compute may run beside communication or copies, so the first four can add up to more
+        than busy; busy + idle is 1."""
         steps = self.measured
         w = sum(s.gpu_time_ns for s in steps)
-        return sum(s.busy_ns for s in steps) / w if w else 0.0
+        keys = (("compute", "compute_ns"), ("nccl_transfer", "transfer_ns"), ("nccl_wait", "wait_ns"),
+                ("copy", "memcpy_ns"), ("idle", "idle_total_ns"), ("busy", "busy_ns"))
+        return {k: (sum(getattr(s, a) for s in steps) / w if w else 0.0) for k, a in keys}
+
+    def host_shares(self) -> dict[str, float]:
+        """The measured steps' host time split: framework, launch, sync, idle (shares of it)."""
+        steps = self.measured
+        keys = ("framework", "launch", "sync", "idle")
+        tot = [sum(getattr(s, f"host_{k}_ns") for s in steps) for k in keys]
+        w = sum(tot)
+        return {k: (v / w if w else 0.0) for k, v in zip(keys, tot)}
 
     def total(self, key: str) -> int:
         return sum(getattr(s, key) for s in self.measured)
@@ -235,6 +268,9 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
             sb.idle_before_ns = iv.length(iv.gaps(busy_all, int(h0), w0))
         rb.steps.append(sb)
         prev_end = w1
+    if steps:
+        for sb, hs in zip(rb.steps, host_split(trace, rank, [(w[1], w[2]) for w in windows])):
+            sb.host_framework_ns, sb.host_launch_ns, sb.host_sync_ns, sb.host_idle_ns = hs
     _mark_warmup(rb)
     return rb
 

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model.categories import Cat, LaneKind
-from ..model.trace import Trace
+from ..model.trace import Step, Trace
 from .breakdown import breakdown
 from .collectives import bus_factor, match
-from .host import SYNC_CALL
+from .host import sync_name_ids
 
 # node kinds
 HOST, SYNC, KERNEL, COMM, COPY, MARK = 0, 1, 2, 3, 4, 5  # MARK: a step's host start or end
@@ -96,6 +96,19 @@ def _host_nodes(trace: Trace, rank: int, launch_src: np.ndarray) -> np.ndarray:
     return idx[np.argsort(np.asarray(c["start"][idx]), kind="stable")]
 
 
+WHOLE = 0  # the step number of a whole capture with no step ranges
+
+
+def _whole_step(trace: Trace, rank: int, host: np.ndarray, ops: np.ndarray | None) -> Step:
+    """A rank's whole capture as one step: from its first launching call or GPU op to the last end."""
+    c = trace.columns
+    idx = np.r_[host, ops if ops is not None else np.zeros(0, np.int64)].astype(np.int64)
+    if not len(idx):
+        return Step(rank, WHOLE, int(trace.start_ns), int(trace.start_ns))
+    s = np.asarray(c["start"][idx]).astype(np.int64)
+    return Step(rank, WHOLE, int(s.min()), int((s + np.asarray(c["dur"][idx])).max()))
+
+
 def _top_level(trace: Trace, ev: np.ndarray) -> np.ndarray:
     """The depth-0 event on the same lane that holds each event (a driver call nested in a
     runtime call launches for its parent)."""
@@ -132,8 +145,13 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
     assumptions: list[str] = []
     flow_src, flow_dst = (np.asarray(x, np.int64) for x in trace.flows)
     t0 = int(trace.start_ns)
-    sync_ids = set(i for i, n in enumerate(trace.names) if SYNC_CALL.search(n))
+    sync_ids = set(sync_name_ids(trace).tolist())
 
+    # a session with no step ranges (a capture of a few seconds, an inference run): the whole
+    # capture of each rank is one step, WHOLE, so the what-if and the critical path still have one
+    whole = not trace.steps and len(rbs) > 0
+    if whole:
+        assumptions.append(f"no step ranges on record: the whole capture is one step (numbered {WHOLE})")
     rank_l, kind_l, lane_l, ev_l, step_l, t_l = [], [], [], [], [], []
     host_nodes: dict[int, np.ndarray] = {}
     host_steps: dict[int, list] = {}
@@ -142,8 +160,10 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
     for rb in rbs:
         r = rb.rank
         steps = sorted(trace.steps_of_rank(r), key=lambda s: s.start)
-        host_steps[r] = [(s.step, s.start - t0, s.end - t0) for s in steps]
         h = _host_nodes(trace, r, flow_src)
+        if whole:
+            steps = [_whole_step(trace, r, h, rb.ops)]
+        host_steps[r] = [(s.step, s.start - t0, s.end - t0) for s in steps]
         names = np.asarray(c["name"][h]) if len(h) else np.zeros(0, np.int32)
         is_sync = np.isin(names, list(sync_ids)) if sync_ids else np.zeros(len(h), bool)
         hs = np.asarray(start[h]).astype(np.int64)
@@ -181,7 +201,8 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         kind = np.where(cat == Cat.COMM_KERNEL, COMM, np.where(cat == Cat.KERNEL, KERNEL, COPY))
         rank_l.append(np.full(len(ops), r)); kind_l.append(kind)
         lane_l.append(np.asarray(c["lane"][ops])); ev_l.append(ops)
-        step_l.append(rb.op_step if rb.op_step is not None else np.full(len(ops), -1))
+        step_l.append(np.full(len(ops), WHOLE) if whole else
+                      rb.op_step if rb.op_step is not None else np.full(len(ops), -1))
         t_l.append(np.asarray(start[ops]).astype(np.int64))
         offset += len(ops)
     cat_ = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)  # noqa: E731

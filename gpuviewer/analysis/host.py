@@ -20,7 +20,13 @@ IDLE_WAIT = re.compile(r"^(poll|ppoll|epoll_wait|epoll_pwait|select|pselect6?|pt
 
 
 def sync_name_ids(trace: Trace) -> np.ndarray:
-    return np.array([i for i, n in enumerate(trace.names) if SYNC_CALL.search(n)], np.int32)
+    """Ids of the names that are blocking syncs; kept with the trace (every rank's map and the
+    dependency model ask, and matching every name takes 40 ms at 64 ranks)."""
+    got = trace.derived.get("sync_name_ids")
+    if got is None or got[0] != len(trace.names):
+        got = (len(trace.names), np.array([i for i, n in enumerate(trace.names) if SYNC_CALL.search(n)], np.int32))
+        trace.derived["sync_name_ids"] = got
+    return got[1]
 
 
 def sync_intervals(trace: Trace, rank: int) -> tuple[np.ndarray, np.ndarray]:
@@ -153,4 +159,52 @@ def _excess_rows(trace: Trace, now: dict, base: dict, n_base: int, top: int) -> 
         out.append({"name": trace.names[n], "category": CAT_LABEL.get(Cat(ct), str(ct)),
                     "lane": (f"GPU {lane.device} · " if lane.device >= 0 else "") + lane.label,
                     "excess_ms": round(ex / 1e6, 3), "ms": round(v / 1e6, 3)})
+    return out
+
+
+def _launching_threads(trace: Trace, rank: int) -> set[tuple[int, int]]:
+    """(pid, tid) of the rank's threads that launched GPU work (all its CUDA API threads when no
+    launch is on record): a data loader's worker or the NCCL watchdog does not feed the step."""
+    api = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind == LaneKind.CUDA_API]
+    src = np.asarray(trace.flows[0])
+    out = set()
+    for ln in api:
+        sl = trace.lane_slice(ln)
+        if len(src) and np.any((src >= sl.start) & (src < sl.stop)):
+            out.add((trace.lanes[ln].pid, trace.lanes[ln].stream))
+    return out or {(trace.lanes[ln].pid, trace.lanes[ln].stream) for ln in api}
+
+
+def host_split(trace: Trace, rank: int, windows: list[tuple[int, int]]) -> list[tuple[int, int, int, int]]:
+    """Per host step window: (framework, launch, sync, idle) ns of the threads that launch the
+    rank's GPU work. sync: blocking synchronize calls and blocking copies; launch: the other CUDA
+    API calls; framework: Python and framework ops (CPU ops, NVTX ranges; the step's own range
+    left out) outside those calls; idle: nothing on record. Exclusive, in that order: they add up
+    to the window."""
+    from . import intervals as iv
+    c = trace.columns
+    threads = _launching_threads(trace, rank)
+    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and (ln.pid, ln.stream) in threads
+             and ln.kind in (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.NVTX)]
+
+    def of(kind):
+        parts = [np.arange(trace.lane_slice(i).start, trace.lane_slice(i).stop) for i in lanes
+                 if trace.lanes[i].kind in kind]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def ivs(idx):
+        s = np.asarray(c["start"][idx]).astype(np.int64)
+        return iv.union(s, s + np.asarray(c["dur"][idx]).astype(np.int64))
+    api = of((LaneKind.CUDA_API,))
+    is_sync = np.isin(np.asarray(c["name"][api]), sync_name_ids(trace))
+    sync, calls = ivs(api[is_sync]), ivs(api[~is_sync])
+    cpu = of((LaneKind.CPU, LaneKind.NVTX))
+    cpu = cpu[~np.isin(np.asarray(c["name"][cpu]), list(_step_markers(trace)))]
+    fw = ivs(cpu)
+    launch = iv.subtract(calls, sync)
+    fw = iv.subtract(iv.subtract(fw, sync), launch)
+    out = []
+    for t0, t1 in windows:
+        a, b, d = (iv.length(iv.clip(x, t0, t1)) for x in (fw, launch, sync))
+        out.append((a, b, d, max(0, int(t1 - t0) - a - b - d)))
     return out

@@ -113,17 +113,19 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
     med_k = float(np.median([x["median_kernel_ns"] for x in xs])) / 1e3
     mean_gap = gap_ns / max(gaps, 1) / 1e3
     per_step = n / len(hit)
-    u = rb.gpu_utilization
+    idle = rb.shares()["idle"]
+    compute = rb.gpu_utilization  # the compute share: what the GPU is there for
     where = "" if len(hit) == len(steps) else f" in {len(hit)} of {len(steps)} steps"
     s0, s1 = min(s.start_ns for s in hit), max(s.end_ns for s in hit)
     title = (f"Rank {rb.rank}: launch-bound{where} — {per_step:,.0f} kernels a step of {mean_k:.1f} µs on average "
              f"(median {med_k:.1f} µs) separated by {mean_gap:.1f} µs; between them the GPU idles "
-             f"{gap_ns / len(hit) / 1e6:.1f} ms a step, {share:.0%} of the time it is fed work")
+             f"{gap_ns / len(hit) / 1e6:.1f} ms a step, {share:.0%} of the time it is fed work; "
+             f"compute {compute:.0%} of its time")
     return [deferred(finding("launch_bound", "high" if share >= 0.5 else "medium", title, [rb.rank], None, s0, s1,
                              {"kernels": n, "kernels_per_step": round(per_step, 1), "mean_kernel_us": round(mean_k, 3),
                               "median_kernel_us": round(med_k, 3), "mean_gap_us": round(mean_gap, 3),
                               "launch_idle_ms_per_step": round(gap_ns / len(hit) / 1e6, 3),
-                              "launch_idle_share": round(share, 4), "idle_fraction": round(1 - u, 4),
+                              "launch_idle_share": round(share, 4), "idle_fraction": round(idle, 4), "compute_share": round(compute, 4),
                               "launch_bound_steps": [s.step for s in hit if s.step is not None],
                               "steps_judged": len(steps)}),
                      {s.step: per[s.step]["gap_ns"] for s in hit})]

@@ -20,7 +20,7 @@ HEADLINE = {"low_gpu_utilization": (("utilization",), min),
             "host_bound_idle": (("gap_ms_per_step",), max),
             "exposed_communication": (("exposed_ms_per_step",), max),
             "step_outlier": (("duration_ms",), max), "memory_headroom": (("fraction",), max),
-            "unattributed_ops": (("ops",), max)}
+            "unattributed_ops": (("ops",), max), "copy_bound": (("copy_share",), max)}
 # rules.exposed's wait clause claimed the wait was part of the exposed communication, but the
 # collectives wait partly while compute runs beside them (their wait can exceed it)
 
@@ -32,7 +32,10 @@ def order_key(f: dict):
 def rank_json(rb: RankBreakdown, ks: dict) -> dict:
     ks = dict(ks)
     ks.pop("gaps", None)
+    # gpu_utilization is the compute share; the rest of the GPU's and the host's time beside it
     return {"rank": rb.rank, "gpu_utilization": round(rb.gpu_utilization, 4),
+            "utilization_breakdown": {k: round(v, 4) for k, v in rb.shares().items()},
+            "host_breakdown": {k: round(v, 4) for k, v in rb.host_shares().items()},
             "steps": [s.as_dict() for s in rb.steps], "kernels": ks}
 
 
@@ -185,8 +188,8 @@ def attach(roots: list[dict], found: list[dict]) -> list[dict]:
     """Findings a cause explains become its children: under a late rank, the waiting ranks'
     exposed communication (when waiting is most of it), slow steps at its steps and compute
     imbalance (its own extra work, or the waiting ranks' kernels slowed by the collectives
-    spinning beside them); under a pipeline bubble, the send/recv exposure; under launch-bound
-    or host-bound idle, the low utilization of the same ranks."""
+    spinning beside them); under a pipeline bubble, the send/recv exposure; under launch-bound,
+    host-bound idle or copy-bound, the low utilization of the same ranks."""
     def steps_of(root):
         s = set(root["metrics"]["steps"])
         for c in root["children"]:
@@ -194,7 +197,8 @@ def attach(roots: list[dict], found: list[dict]) -> list[dict]:
         return s
 
     pipeline = next((f for f in found if f["rule"] == "pipeline_bubble"), None)
-    idle_causes = [f for f in found if f["rule"] in ("launch_bound", "host_bound_idle")]
+    # what keeps the GPU from computing: its time is then idle (launches, the host) or copies
+    idle_causes = [f for f in found if f["rule"] in ("launch_bound", "host_bound_idle", "copy_bound")]
     top = list(roots)
     for f in found:
         parent = None

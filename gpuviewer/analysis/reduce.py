@@ -57,6 +57,7 @@ def reduce(parts: list[RankPart], *, hosts: dict[int, str | None] | None = None,
         per_rank += [R.settle(f, rb) for name in R.SETTLED for f in found[name]]
         per_rank += R.RANK_RULES["exposed_communication"](rb)
         per_rank += found["step_outlier"]
+        per_rank += found.get("copy_bound", [])  # (get: parts mapped before the rule existed)
         per_rank += copy.deepcopy(p.memory)
     findings = merge_ranks(per_rank)
     findings += warmup_finding(rbs)

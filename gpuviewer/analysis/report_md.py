@@ -1,6 +1,7 @@
 """The analysis as Markdown (gpuviewer analyze --md)."""
 from __future__ import annotations
 
+from ..model.fmt import utilization_line
 from .report_parts import step_cells, where
 
 _STEP_COLUMNS = ("window", "busy", "compute", "comm", "wait", "transfer", "exposed_comm", "memcpy", "idle")
@@ -39,7 +40,9 @@ def to_markdown(a, title: str = "gpuviewer analysis") -> str:
                        f"{c['algbw_gbps'] or '-'} | {c['busbw_gbps'] or '-'} | {waits} |")
     out += ["", "## Per rank and step (ms)", ""]
     for r in a.ranks:
-        out.append(f"### Rank {r['rank']} — GPU utilization {r['gpu_utilization']:.0%}")
+        out.append(f"### Rank {r['rank']} — GPU utilization {r['gpu_utilization']:.0%} (compute)")
+        out.append("")
+        out.append(utilization_line(r))
         out.append("")
         out.append("| step | GPU window | busy | compute | comm | wait | transfer | exposed comm | memcpy | idle | util |")
         out.append("|---|---|---|---|---|---|---|---|---|---|---|")

@@ -14,6 +14,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..model.categories import Cat
 from ..model.trace import Trace
 from . import intervals as iv
 from .breakdown import RankBreakdown
@@ -74,6 +75,10 @@ ADVICE = {
                       "host bridge, the inter-socket link). Keep tensor parallel and the chattiest "
                       "groups inside an NVLink domain; place ranks so each group maps to one island; "
                       "check NCCL_P2P_LEVEL and that P2P is not disabled.",
+    "copy_bound": "The GPU spends its time copying memory, not computing. Keep data on the GPU between "
+                  "steps (no .cpu()/.to() round trips), copy from pinned memory with non_blocking=True so the "
+                  "copy overlaps compute (DataLoader(pin_memory=True)), copy once and reuse, and move "
+                  "preprocessing to the GPU.",
     "slow_link": "The collectives move data far slower than the link between these GPUs carries: NCCL's "
                  "peer-to-peer path is not used, so every transfer is staged through host memory. Check "
                  "NCCL_P2P_DISABLE and NCCL_P2P_LEVEL (unset them), that the IOMMU / PCIe ACS does not block "
@@ -134,19 +139,60 @@ def _warm_note(rb: RankBreakdown) -> str:
 
 
 def utilization(rb: RankBreakdown) -> list[dict]:
-    u = rb.gpu_utilization
+    """GPU utilization is the compute share: NCCL kernels spinning while they wait for another
+    rank, and copies, keep the GPU busy without doing the model's work."""
+    sh = rb.shares()
+    u = sh["compute"]
     if not rb.measured or u >= LOW_UTILIZATION or not rb.n_ops:
         return []  # no GPU work recorded (a CPU-only trace, a memory snapshot) says nothing
     s0, s1 = _span(rb)
+    beside = ", ".join(f"{label} {sh[k]:.0%}" for k, label in (("nccl_wait", "NCCL waiting"),
+                                                               ("nccl_transfer", "NCCL transfer"),
+                                                               ("copy", "copies"), ("idle", "idle"))
+                       if sh[k] >= 0.005)
     return [finding("low_gpu_utilization", "high" if u < 0.4 else "medium",
-                     f"Rank {rb.rank}: GPU busy {u:.0%} of the time (below {LOW_UTILIZATION:.0%}){_warm_note(rb)}"
+                     f"Rank {rb.rank}: GPU utilization {u:.0%} (compute kernels' share of its time, below "
+                     f"{LOW_UTILIZATION:.0%}){'; ' + beside if beside else ''}{_warm_note(rb)}"
                      + (f"; {rb.unplaced:,} {'kernels' if rb.unplaced_kernels else 'GPU ops'} without a launch "
                         "record are not in any step" if rb.unplaced else ""),
                      [rb.rank], None, s0, s1,
-                     {"utilization": round(u, 4), "busy_ms": round(rb.total("busy_ns") / 1e6, 3),
+                     {"utilization": round(u, 4), "busy_share": round(sh["busy"], 4),
+                      "shares": {k: round(v, 4) for k, v in sh.items()},
+                      "compute_ms": round(rb.total("compute_ns") / 1e6, 3),
+                      "busy_ms": round(rb.total("busy_ns") / 1e6, 3),
                       "gpu_time_ms": round(sum(s.gpu_time_ns for s in rb.measured) / 1e6, 3),
                       "idle_ms": round(sum(s.idle_total_ns for s in rb.measured) / 1e6, 3)},
                      impact_ns=critical(rb, {x.step: x.idle_total_ns for x in rb.measured}))]
+
+
+COPY_SHARE = 0.30  # copies filling this share of the GPU's time, more than compute, are the bottleneck
+
+
+def copy_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
+    """Memory copies fill the GPU's time, not compute (a pageable host-to-device copy of every
+    batch, tensors moved back and forth): the GPU is busy and does none of the model's work."""
+    sh = rb.shares()
+    if not rb.measured or sh["copy"] < COPY_SHARE or sh["copy"] <= sh["compute"]:
+        return []
+    c = trace.columns
+    ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
+    ops = ops[np.asarray(c["cat"][ops]) == Cat.MEMCPY]
+    dur = np.asarray(c["dur"][ops]).astype(np.int64)
+    names = np.asarray(c["name"][ops]).astype(np.int64)
+    uk, inv = np.unique(names, return_inverse=True)
+    tot = np.bincount(inv, weights=dur) if len(uk) else np.zeros(0)
+    top = sorted(((trace.names[int(n)], int(v)) for n, v in zip(uk, tot)), key=lambda kv: -kv[1])
+    what = {"HtoD": "host-to-device", "DtoH": "device-to-host", "DtoD": "device-to-device"}
+    lead = next((w for k, w in what.items() if top and k in top[0][0]), "memory")
+    s0, s1 = _span(rb)
+    copy_ms = rb.total("memcpy_ns") / 1e6
+    return [finding("copy_bound", "high" if sh["copy"] >= 0.5 else "medium",
+                    f"Rank {rb.rank}: {lead} copies fill {sh['copy']:.0%} of the GPU's time ({copy_ms:,.1f} ms); "
+                    f"compute {sh['compute']:.0%}", [rb.rank], None, s0, s1,
+                    {"copy_share": round(sh["copy"], 4), "compute_share": round(sh["compute"], 4),
+                     "copy_ms": round(copy_ms, 3),
+                     "evidence": [{"name": n, "ms": round(v / 1e6, 3)} for n, v in top[:5]]},
+                    impact_ns=rb.total("memcpy_ns"))]
 
 
 def unplaced(rb: RankBreakdown) -> list[dict]:
@@ -284,6 +330,7 @@ MAP_RULES: dict[str, Callable] = {
     "host_bound_idle": lambda trace, rb, ks: host_bound(trace, rb),
     "launch_bound": lambda trace, rb, ks: launch.launch_bound(trace, rb, ks),
     "step_outlier": lambda trace, rb, ks: outliers.step_outliers(trace, rb),
+    "copy_bound": lambda trace, rb, ks: copy_bound(trace, rb),
 }
 RANK_RULES: dict[str, Callable] = {
     "low_gpu_utilization": utilization,

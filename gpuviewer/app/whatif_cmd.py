@@ -19,6 +19,8 @@ def add_parser(sub, common) -> None:
                     help="no launch cost and no host time between launches, as CUDA graphs would")
     ch.add_argument("--comm-at-peak", action="store_true",
                     help="collectives transfer at the peak bus bandwidth (--peak-busbw)")
+    ch.add_argument("--no-copies", action="store_true",
+                    help="memory copies and sets take no time (data kept on the GPU, or copies hidden)")
     ch.add_argument("--faster", metavar="NAME_REGEX:PCT", help="GPU ops whose name matches take PCT%% less time")
     w.add_argument("--peak-busbw", metavar="GBPS", type=str, default=None,
                    help="peak bus bandwidth for --comm-at-peak, GB/s (default 450: NVLink 4, H100/H200)")
@@ -34,6 +36,8 @@ def _change(args):
         return parse_change("rank-like-median", args.rank_like_median)
     if args.no_launch_overhead:
         return parse_change("no-launch-overhead")
+    if args.no_copies:
+        return parse_change("no-copies")
     if args.comm_at_peak:
         peak = None
         if args.peak_busbw is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 from ..analysis.report_parts import step_cells, where
-from ..model.fmt import esc, format_duration, format_ns
+from ..model.fmt import esc, format_duration, format_ns, utilization_line
 from ..model.summary import summarize
 from .image import png_data_uri
 
@@ -98,7 +98,7 @@ def to_html(r: dict) -> str:
            f"<h1>gpuviewer report — {e(', '.join(r['files']))}</h1>",
            f"<p class='muted'>{s['format']} · {len(s['ranks'])} ranks · {s['events']:,} events · {s['kernels']:,} kernels</p>",
            "<h2>Trace</h2><table><tr><th>rank</th><th>devices</th><th>events</th><th>kernels</th><th>NCCL kernels</th>"
-           "<th>steps</th><th>GPU utilization</th></tr>"]
+           "<th>steps</th><th>GPU utilization (compute)</th></tr>"]
     util = {x["rank"]: x["gpu_utilization"] for x in a.ranks}
     for rk in s["ranks"]:
         out.append(f"<tr><td>{rk['rank']}</td><td>{rk['devices']}</td><td>{rk['events']:,}</td><td>{rk['kernels']:,}</td>"
@@ -107,7 +107,8 @@ def to_html(r: dict) -> str:
     out.append(f"</table><img alt='timeline' src='{r['overview']}'>")
     out.append("<h2>Per rank and step</h2>")
     for rk in a.ranks:
-        out.append(f"<h3>Rank {rk['rank']} — GPU utilization {rk['gpu_utilization']:.0%}</h3><table><tr><th>step</th>"
+        out.append(f"<h3>Rank {rk['rank']} — GPU utilization {rk['gpu_utilization']:.0%} (compute)</h3>"
+                   f"<p>{e(utilization_line(rk))}</p><table><tr><th>step</th>"
                    "<th>window</th><th>busy</th><th>compute</th><th>communication</th><th>exposed comm</th>"
                    "<th>memcpy</th><th>idle</th></tr>")
         for st in rk["steps"]:

@@ -126,6 +126,10 @@ class _FileReader:
         info.files.append(self.path)
         info.host = host_of(self.path)
         # per file-level key: (lane kind, device, stream or thread)
+        other = sorted({p for p in procs.values() if (m := _DEVICE.match(p)) and m.group(1).upper() != "GPU"})
+        if other:  # a TPU's or other accelerator's lines: drawn, but not GPU work to analyse
+            b.warnings.append(f"{os.path.basename(self.path)}: {', '.join(other[:4])}: not a GPU; its "
+                              "events are shown as annotation lanes, left out of the GPU analysis")
         key_list = list(self.keys)
         kinds = [_lane_kind(procs.get(pid), threads.get((pid, tid))) for pid, tid in key_list]
         key_kind = np.array([LaneKind.ORDER[k[0]] for k in kinds], np.int8)
@@ -243,7 +247,7 @@ def _lane_kind(process: str | None, thread: str | None) -> tuple[str, int]:
     if m is None:
         return LaneKind.CPU, -1
     device = int(m.group(2))
-    if thread and not _STREAM_THREAD.match(thread):
+    if m.group(1).upper() != "GPU" or (thread and not _STREAM_THREAD.match(thread)):
         return LaneKind.GPU_ANNOTATION, device
     return LaneKind.GPU, device
 

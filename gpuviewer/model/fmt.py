@@ -43,3 +43,21 @@ def esc(s: str) -> str:
 def counted(n: int, noun: str) -> str:
     """"1 warning", "2 warnings", "12,345 events": the noun agrees with its number."""
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def utilization_line(r: dict) -> str:
+    """One rank's utilization in words, from its analysis row (analyze --json's ranks[]): the GPU
+    utilization is the compute share; beside it what else held the GPU, and the host's split."""
+    u = r.get("gpu_utilization") or 0.0
+    out = f"GPU utilization {u:.0%} (compute)"
+    sh = r.get("utilization_breakdown") or {}
+    parts = [f"{label} {sh[k]:.0%}" for k, label in (("nccl_wait", "NCCL waiting"), ("nccl_transfer", "NCCL transfer"),
+                                                     ("copy", "copies"), ("idle", "idle")) if k in sh]
+    if parts:
+        out += "; " + ", ".join(parts)
+    host = r.get("host_breakdown") or {}
+    if any(host.values()):
+        out += "; host: " + ", ".join(f"{label} {host[k]:.0%}" for k, label in (
+            ("framework", "framework ops"), ("launch", "launch calls"), ("sync", "syncs"), ("idle", "idle"))
+            if k in host)
+    return out

@@ -9,6 +9,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
+from ..model.fmt import utilization_line
 from ..render import theme
 
 PARTS = [("compute", (66, 133, 244)), ("exposed communication", (234, 88, 12)),
@@ -69,7 +70,7 @@ class OverviewPanel(QWidget):
             return
         rank = self.rank_box.currentData()
         r = self.analysis.rank(rank)
-        self.util.setText(f"  GPU utilization {r['gpu_utilization']:.0%}")
+        self.util.setText(f"  {utilization_line(r)}")
         self.plot.clear()
         self.legend.clear()
         steps, v = self.stacks(rank)
