@@ -60,6 +60,13 @@ class CriticalPath:
                 "duration_ms": round(self.duration_ns / 1e6, 4), "bound_by": self.bound_by(),
                 "segments": [s.to_json() for s in self.segments]}
 
+    def step_json(self, warmup: bool = False) -> dict:
+        """The step as `analyze --json` prints it under steps[]."""
+        d = self.to_json()
+        d["critical_path"] = d.pop("segments")
+        d["warmup"] = warmup
+        return d
+
 
 def bound_by_text(share: dict[tuple[int, str], int], total: int) -> str:
     """'rank 1 host loop', 'GPU compute', 'link', 'copies', 'idle': the resource that holds the
@@ -197,3 +204,38 @@ def bound_by(cps: dict[int, CriticalPath]) -> str:
         for k, v in cp.by_resource().items():
             share[k] = share.get(k, 0) + v
     return bound_by_text(share, sum(cp.duration_ns for cp in cps.values()))
+
+
+def attach_paths(trace: Trace, analysis, args: dict[int, dict] | None = None) -> None:
+    """Each step's critical path and the job's bound_by on the analysis (results.Analysis.steps,
+    .bound_by: what `analyze --json` prints); a warm-up step's path is listed, not counted in the
+    job's bound_by. Said in the notes where the model cannot be built."""
+    from .savings import MAX_EVENTS
+    if not len(trace):
+        return
+    if len(trace) > MAX_EVENTS:
+        analysis.notes.append(f"critical paths are not computed for sessions over {MAX_EVENTS:,} events "
+                              f"({len(trace):,} here)")
+        return
+    try:
+        g = wi.graph(trace, args, *_from_analysis(trace, analysis))
+        cps = paths(g, wi.recorded(g))
+    except (ValueError, IndexError) as e:  # a session the model cannot hold (no launches)
+        analysis.notes.append(f"critical paths are not computed: {e}")
+        return
+    if not cps:
+        return
+    warm = {s.step for rb in analysis.breakdowns for s in rb.steps if s.warmup}
+    analysis.steps = [cp.step_json(s in warm) for s, cp in sorted(cps.items())]
+    analysis.bound_by = bound_by({s: cp for s, cp in cps.items() if s not in warm} or cps)
+
+
+def _from_analysis(trace: Trace, analysis) -> tuple[list | None, object]:
+    """The breakdowns with each rank's ops (kept by its map) and the matched collectives of an
+    analysis just made in this process, for the dependency model: (None, None) when any is missing."""
+    import dataclasses
+    kept = trace.derived.get("rank_ops") or {}
+    if analysis.matched is None or not analysis.breakdowns or any(rb.rank not in kept for rb in analysis.breakdowns):
+        return None, None
+    rbs = [dataclasses.replace(rb, ops=kept[rb.rank][0], op_step=kept[rb.rank][1]) for rb in analysis.breakdowns]
+    return rbs, analysis.matched

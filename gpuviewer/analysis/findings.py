@@ -4,12 +4,13 @@ Every rank of the trace is mapped (rankmap.map_rank: its events -> small tables 
 findings), then reduce.reduce matches collectives across ranks, splits waits, finds late ranks,
 merges and ranks the findings. The Dask path (gpuviewer/scale) runs the same two functions with
 one map per file, so both give the same answer. A topology that joined the session adds its
-findings to the reduce."""
+findings to the reduce. In process, each step's critical path is added (critical_path.attach_paths)."""
 from __future__ import annotations
 
 from typing import Callable
 
 from ..model.trace import Trace
+from .critical_path import attach_paths
 from .rankmap import map_rank
 from .reduce import reduce
 from .results import Analysis
@@ -36,4 +37,7 @@ def analyze(trace: Trace, comm_args: dict[int, dict] | None = None,
                  extra_findings=extra, comm=comm, topology=links)
     if keep_parts:
         out.parts = parts
+    # each step's critical path across ranks (the dependency model is kept with the trace: the
+    # savings replay the same one)
+    attach_paths(trace, out, comm_args)
     return out

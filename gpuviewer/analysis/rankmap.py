@@ -152,6 +152,9 @@ def map_rank(trace: Trace, rank: int, comm_args: dict[int, dict] | None = None) 
 
 def _map_rank(trace: Trace, rank: int, comm_args: dict[int, dict] | None) -> RankPart:
     rb = rank_breakdown(trace, rank)
+    # each op's step, kept with the trace: the dependency model of the same session needs them and
+    # a part does not carry them (in one process, measuring them again was a third of building it)
+    trace.derived.setdefault("rank_ops", {})[rank] = (rb.ops, rb.op_step)
     ks = kernel_stats(trace, rb)
     rules = {"warmup": _rank_rules(trace, rb, ks)}
     if any(s.warmup for s in rb.steps):

@@ -188,6 +188,8 @@ def show_analysis(a, args) -> int:
         show(f)
     if not a.findings:
         _out("no findings")
+    if a.bound_by:
+        _out(f"bound by: {a.bound_by} (the critical path across ranks; each step's: analyze --json steps[])")
     from ..model.fmt import utilization_line
     for r in a.ranks:
         _out(f"rank {r['rank']}: {utilization_line(r)}")
