@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import random
 
 import pytest
 from conftest import run_cli, trace_path
@@ -355,3 +356,41 @@ def test_a_tpu_process_is_drawn_but_not_counted_as_gpu_work(tmp_path):
     tpu_lanes = [ln for ln in s.trace.lanes if ln.kind == "gpu_annotation"]
     assert sorted(ln.stream for ln in tpu_lanes) == [2, 3]
     assert any("/device:TPU:0: not a GPU" in w for w in s.trace.warnings)
+
+
+_HOSTILE = [b"NaN", b"1e400", b"-1", b"99999999999999999999999999", b'"abc"', b"[]", b"{}", b"null", b"true",
+            b'"\xff\xfe"', b"[" * 3000 + b"]" * 3000, b'"12.5"']
+_KEYS = [b'"ts":', b'"dur":', b'"pid":', b'"tid":', b'"name":', b'"args":', b'"correlation_id":', b'"step_num":',
+         b'"hlo_op":', b'"ph":']
+
+
+@pytest.mark.parametrize("case", range(30))
+def test_mutated_real_trace_opens_or_says_why_in_one_line(tmp_path, case):
+    """Seeded mutations of the shared JAX trace (hostile values at XLA's keys, cuts): the reader
+    gives a session or one TraceError naming the file, nothing else, and writes nothing beside it."""
+    from gpuviewer.io.errors import TraceError
+    from gpuviewer.io.session import load
+    rnd = random.Random(2700 + case)
+    with gzip.open(JAX, "rb") as f:
+        d = bytearray(f.read())
+    for _ in range(rnd.randint(1, 5)):
+        if rnd.random() < 0.8:
+            key = rnd.choice(_KEYS)
+            j = d.find(key, rnd.randrange(len(d)))
+            if j < 0:
+                continue
+            k = e = j + len(key)
+            while e < len(d) and d[e] not in b",}":
+                e += 1
+            d[k:e] = rnd.choice(_HOSTILE)
+        else:
+            del d[rnd.randrange(len(d)):]
+    path = tmp_path / "m.trace.json"
+    path.write_bytes(bytes(d))
+    try:
+        t = load([str(path)], use_cache=False)
+    except TraceError as e:
+        assert str(path) in str(e) and "\n" not in str(e)
+    else:
+        assert t.n_events <= 669 and len(t.steps) <= 8
+    assert os.listdir(tmp_path) == ["m.trace.json"]
