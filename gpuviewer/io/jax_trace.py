@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Callable
+from collections.abc import Callable
 
 import msgspec
 import numpy as np
@@ -307,6 +307,13 @@ def _without_perfetto_copies(files: list[str]) -> tuple[list[str], list[str]]:
     return [f for f in files if f not in copies], copies
 
 
+def _file_progress(progress, done: int, size: int, total: int, name: str):
+    def prog(frac: float) -> None:
+        if progress:
+            progress((done + frac * size) / total * 0.9, f"reading {name}")
+    return prog
+
+
 def load_jax(files: list[str], progress=None, cancelled=None) -> Trace:
     """One rank per file (one file per host), times as XLA wrote them (µs from the capture's start)."""
     from .kineto import shutdown_pool
@@ -320,16 +327,12 @@ def load_jax(files: list[str], progress=None, cancelled=None) -> Trace:
     try:
         for i, f in enumerate(files):
             size = max(1, os.path.getsize(f))
-
-            def prog(frac, _done=done, _size=size, _name=os.path.basename(f)):
-                if progress:
-                    progress((_done + frac * _size) / total * 0.9, f"reading {_name}")
             try:
-                fr = read_file(b, f, i, prog, cancelled)
+                fr = read_file(b, f, i, _file_progress(progress, done, size, total, os.path.basename(f)), cancelled)
                 fr.finish(i)
             except (TraceError, Cancelled):
                 raise
-            except Exception as e:  # noqa: BLE001 - named after the file that caused it
+            except Exception as e:  # a failure no check foresaw: named after the file that caused it
                 raise unexpected(f, e) from e
             done += size
     finally:
