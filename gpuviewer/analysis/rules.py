@@ -174,6 +174,10 @@ def copy_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     sh = rb.shares()
     if not rb.measured or sh["copy"] < COPY_SHARE or sh["copy"] <= sh["compute"]:
         return []
+    # in most steps, not one: a single slow copy is that step's outlier (step_outlier says it)
+    typical = float(np.median([(s.memcpy_ns - s.compute_ns) / max(s.gpu_time_ns, 1) for s in rb.measured]))
+    if typical <= 0 or float(np.median([s.memcpy_ns / max(s.gpu_time_ns, 1) for s in rb.measured])) < COPY_SHARE:
+        return []
     c = trace.columns
     ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
     ops = ops[np.asarray(c["cat"][ops]) == Cat.MEMCPY]
