@@ -394,3 +394,16 @@ def test_mutated_real_trace_opens_or_says_why_in_one_line(tmp_path, case):
     else:
         assert t.n_events <= 669 and len(t.steps) <= 8
     assert os.listdir(tmp_path) == ["m.trace.json"]
+
+
+def test_correlation_ids_past_32_bits_still_pair_launch_and_kernel(tmp_path):
+    doc = build_trace(steps=2)
+    for e in doc["traceEvents"]:
+        if "correlation_id" in e.get("args", {}):
+            e["args"]["correlation_id"] = str(int(e["args"]["correlation_id"]) + (1 << 40))
+    s = gpuviewer.open([write(doc, tmp_path / "big_ids.trace.json.gz")])
+    t = s.trace
+    pairs = sorted((t.names[t.columns["name"][a]], t.names[t.columns["name"][b]]) for a, b in zip(*t.flows))
+    host = {e["args"]["correlation_id"]: e["name"] for e in doc["traceEvents"]
+            if e.get("pid") == HOST_PID and "correlation_id" in e.get("args", {})}
+    assert pairs == sorted((host[e["args"]["correlation_id"]], e["name"]) for e in gpu_events(doc))

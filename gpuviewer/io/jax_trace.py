@@ -173,10 +173,24 @@ class _FileReader:
             c["cat"], c["lane"] = cat, ln
         self._steps(rank)
         mark_comm_lanes(b.lanes, self.chunks, self.source)
+        self._dense_correlation()
         for c in self.chunks:
             b.add(start=c["start"], dur=c["dur"], lane=c["lane"], name=c["name"], cat=c["cat"],
-                  corr=np.minimum(c["corr"], 0xFFFFFFFF).astype(np.uint32), src=c["src"])
+                  corr=c["corr"], src=c["src"])
         self._instants(lane)
+
+    def _dense_correlation(self) -> None:
+        """The store keeps correlation ids as uint32; ids past that (merged or scaled traces)
+        are renumbered densely, keeping which events share one."""
+        if not any(len(c["corr"]) and int(c["corr"].max()) > 0xFFFFFFFF for c in self.chunks):
+            return
+        allc = np.concatenate([c["corr"] for c in self.chunks])
+        uniq, inv = np.unique(allc, return_inverse=True)
+        dense = inv.astype(np.int64) + (0 if uniq[0] == 0 else 1)  # 0 stays "none"
+        pos = 0
+        for c in self.chunks:
+            c["corr"] = dense[pos:pos + len(c["corr"])]
+            pos += len(c["corr"])
 
     def _steps(self, rank: int) -> None:
         """StepTraceAnnotation ranges (the most common name carrying step_num), else each run of
