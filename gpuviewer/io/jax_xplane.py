@@ -46,7 +46,9 @@ def _convert_one(path: str, convert) -> str:
     if os.path.exists(dest):
         return dest
     try:
-        data, _content_type = convert([path], "trace_viewer", {})
+        # "trace_viewer^": the older plugin asserts the '^' of xplane tools, xprof strips it;
+        # no saved result, so that nothing is read from or written beside the input
+        data, _content_type = convert([path], "trace_viewer^", {"use_saved_result": False})
     except Exception as e:  # noqa: BLE001 - the converter's own failure, said in one line
         raise TraceError(path, f"xprof could not convert it ({type(e).__name__}: {str(e)[:200]}); "
                                "open the .trace.json.gz beside it instead") from None
