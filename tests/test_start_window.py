@@ -123,3 +123,15 @@ def test_a_real_window_shows_the_file_opening_in_its_first_frame(tmp_path):
     print(r)  # shown_s / loaded_s: seconds from the start, for the record (not limits)
     assert not r["loaded_yet"] and r["cover"] and r["bar"] and "Opening <b>ddp</b>" in r["title"]
     assert not r["cover_after"]
+
+
+def test_the_empty_window_is_built_without_pandas():
+    """pandas took most of the window's build (1.3-2 s of it on a loaded two-core machine): the
+    tables import it with the first session, after the window is on the screen."""
+    code = ("import sys\nfrom PySide6.QtWidgets import QApplication\napp = QApplication([])\n"
+            "from gpuviewer.widgets.main_window import MainWindow\nw = MainWindow()\nw.show()\napp.processEvents()\n"
+            "print('pandas' in sys.modules, w.cover.isVisible())\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       env=dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=ROOT))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["False", "True"], p.stdout + p.stderr

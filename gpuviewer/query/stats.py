@@ -16,9 +16,7 @@ import pandas as pd
 
 from ..model.categories import Cat
 from . import tables
-
-REPORTS = {"kern": "GPU kernels", "api": "CUDA API calls", "nvtx": "NVTX ranges",
-           "mem": "GPU memory operations", "nccl": "collectives", "efficiency": "kernel efficiency"}
+from .report_names import REPORTS  # apart, so the window lists them without pandas
 
 
 def report(session, which: str = "kern", *, rank: int | None = None, peak_tflops: float | None = None,

@@ -7,7 +7,6 @@ import math
 import re
 
 import numpy as np
-import pandas as pd
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QAbstractItemView, QApplication, QTableView
@@ -15,8 +14,15 @@ from PySide6.QtWidgets import QAbstractItemView, QApplication, QTableView
 from ..model.plain import term
 
 
+def _pandas():
+    """pandas, imported on first use: the window's tables are built empty before any session,
+    and importing pandas then held the window's first frame back by a second or more."""
+    import pandas
+    return pandas
+
+
 def cell_text(v) -> str:
-    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+    if v is None or v is _pandas().NA or (isinstance(v, float) and math.isnan(v)):
         return ""
     if isinstance(v, (bool, np.bool_)):
         return "true" if v else "false"
@@ -72,20 +78,30 @@ def ns_aliases(sql: str) -> frozenset:
 class FrameModel(QAbstractTableModel):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self.df = pd.DataFrame()
+        self._df = None  # an empty frame until one is set or asked for (pandas not imported before)
         self.ns: frozenset = frozenset()  # result columns in ns whose names do not say so
 
-    def set_frame(self, df: pd.DataFrame, ns=frozenset()) -> None:
+    @property
+    def df(self):
+        if self._df is None:
+            self._df = _pandas().DataFrame()
+        return self._df
+
+    @df.setter
+    def df(self, df) -> None:
+        self._df = df
+
+    def set_frame(self, df, ns=frozenset()) -> None:
         self.beginResetModel()
         self.df = df.reset_index(drop=True)
         self.ns = frozenset(ns)
         self.endResetModel()
 
     def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt's names
-        return 0 if parent.isValid() else len(self.df)
+        return 0 if parent.isValid() or self._df is None else len(self._df)
 
     def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802
-        return 0 if parent.isValid() else len(self.df.columns)
+        return 0 if parent.isValid() or self._df is None else len(self._df.columns)
 
     def data(self, index, role=Qt.DisplayRole):
         if not index.isValid():
@@ -101,14 +117,14 @@ class FrameModel(QAbstractTableModel):
         return None
 
     def headerData(self, section, orientation, role=Qt.DisplayRole):  # noqa: N802
-        if role != Qt.DisplayRole:
+        if role != Qt.DisplayRole or self._df is None:
             return None
         if orientation == Qt.Horizontal:
             return header_label(self.df.columns[section], self.ns) if section < len(self.df.columns) else None
         return str(section + 1)
 
     def sort(self, column: int, order=Qt.AscendingOrder) -> None:
-        if column < 0 or column >= len(self.df.columns):
+        if self._df is None or column < 0 or column >= len(self._df.columns):
             return
         self.layoutAboutToBeChanged.emit()
         col = self.df.columns[column]
@@ -137,7 +153,7 @@ class FrameTable(QTableView):
         self.clicked.connect(self._row)
         self.activated.connect(self._row)
 
-    def set_frame(self, df: pd.DataFrame, ns=frozenset()) -> None:
+    def set_frame(self, df, ns=frozenset()) -> None:
         self.model_.set_frame(df, ns)
         self.horizontalHeader().setSortIndicator(-1, Qt.AscendingOrder)
         self.resizeColumnsToContents()
@@ -145,7 +161,7 @@ class FrameTable(QTableView):
             self.setColumnWidth(c, min(self.columnWidth(c), 480))
 
     @property
-    def frame(self) -> pd.DataFrame:
+    def frame(self):
         return self.model_.df
 
     def _row(self, index) -> None:

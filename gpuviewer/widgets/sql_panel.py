@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import time
 
-import pandas as pd
-
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase, QKeySequence, QShortcut
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton,
@@ -110,6 +108,7 @@ class SqlPanel(QWidget):
         self.session = session
         self.query = Query(session) if session is not None else None
         self.bg.token += 1  # a result still on its way belongs to the old session
+        import pandas as pd  # here, not at the top: the empty window is shown without it
         self.table.set_frame(pd.DataFrame())
         self.status.setText("Ctrl+Enter runs the query." if session is not None else "Open a trace to query it.")
 

@@ -14,7 +14,7 @@ class StatsPanel(QWidget):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        from ..query.stats import REPORTS
+        from ..query.report_names import REPORTS  # (query.stats would import pandas before the first frame)
         self.session = None
         self.full = None
         self.bg = Background(self)
