@@ -46,6 +46,8 @@ class Efficiency:
     kernel_op: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)  # -1: none
     kernel_flops: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # nan: unknown
     kernel_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    kernel_family: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)  # into families
+    op_shape: dict = field(default_factory=dict, repr=False)  # matmul op -> (M, N, K, batch)
 
     @property
     def has_work(self) -> bool:
@@ -208,6 +210,9 @@ def compute(trace: Trace, shapes: ShapesFetcher, peaks: Peaks, steps: list[dict]
         op_fam = np.array([op_key.get(j, -1) for j in range(len(op_ids))], np.int64)
         fam[kk] = op_fam[op_inv[kk]]
     families = _families(trace, keys, fam, kernels, dur, k_flops, k_bytes, parent, has_op, peaks)
+    row_of = np.zeros(max(len(keys), 1), np.int64)  # family id -> its row in the sorted families
+    for r, f in enumerate(families):
+        row_of[f.pop("_id")] = r
     known_ops = [o for o in ops.tolist() if o in work]
     unknown = np.asarray(c["name"])[ops[~np.isin(ops, np.fromiter(work, np.int64, len(work)))]]
     un_names, un_n = np.unique(unknown, return_counts=True)
@@ -220,7 +225,9 @@ def compute(trace: Trace, shapes: ShapesFetcher, peaks: Peaks, steps: list[dict]
         "unknown": int(len(ops) - len(known_ops)), "unknown_names": top_unknown, "unknown_kernels": n_unknown_k,
         "unknown_time_ns": int(dur[~has_op].sum()), "kernels": int(len(kernels)),
         "shapes_recorded": bool(got)},
-        kernel=kernels, kernel_op=np.where(has_op, parent, -1), kernel_flops=k_flops, kernel_bytes=k_bytes)
+        kernel=kernels, kernel_op=np.where(has_op, parent, -1), kernel_flops=k_flops, kernel_bytes=k_bytes,
+        kernel_family=row_of[fam] if len(fam) else fam,
+        op_shape={o: w.shape for o, w in work.items() if w.shape is not None})
     if steps and any(w.flops > 0 for w in work.values()):  # MFU needs model FLOPs (shapes of matmuls...)
         flop_kind = np.array([k[0] in FLOP_KINDS for k in keys], bool)  # by family id (keys in id order)
         eff.steps = _steps(trace, kernels, k_flops, steps, peaks, flop_kind[fam] & ~has_op)
@@ -247,7 +254,7 @@ def _families(trace, keys, fam, kernels, dur, k_flops, k_bytes, parent, has_op, 
         row = {"name": label, "kind": kind, "kernels": int(count[f]), "ops": int(len(_uniq(parent[m & has_op]))),
                "flops": fl, "bytes": by, "time_ns": int(round(t)), "tflops": None, "gbps": None,
                "intensity": None, "peak_tflops": None, "pct_of_peak": None, "pct_of_bandwidth": None, "precision": prec,
-               "tensor_cores": tcb, "bound": None, "top_kernels": tops}
+               "tensor_cores": tcb, "bound": None, "top_kernels": tops, "_id": f}
         if known and t > 0:
             row["tflops"] = fl / t / 1e3  # FLOP/ns = GFLOP/s
             row["gbps"] = by / t  # B/ns = GB/s

@@ -34,6 +34,7 @@ class Work:
     flops: float  # 0 for ops counted by bytes only
     bytes: float
     precision: str | None  # of the op's first floating-point tensor: bf16, fp16, fp32, fp64, fp8
+    shape: tuple[int, int, int, int] | None = None  # a matmul's (M, N, K, batch): the shape finding reads it
 
 
 def dtype_of(t) -> tuple[str | None, int]:
@@ -109,7 +110,7 @@ def _ints(v, n: int) -> list[int] | None:
 # -- matmuls ----------------------------------------------------------------------------------
 
 def _gemm(m: int, n: int, k: int, batch: int, ts) -> Work:
-    return Work("gemm", 2.0 * batch * m * n * k, _bytes(ts, batch * m * n), _precision(ts))
+    return Work("gemm", 2.0 * batch * m * n * k, _bytes(ts, batch * m * n), _precision(ts), (m, n, k, batch))
 
 
 def _mm(dims, types, concrete, a=0, b=1):

@@ -71,7 +71,6 @@ CAUSES: dict[str, Callable[[Finding], list[Change]]] = {
     "slow_link": lambda f: [Change("comm_at_peak", peak_gbps=float(f.metrics["link_gbps"]))],
     "load_imbalance": _heaviest,
     "slow_gpu": _heaviest,
-    "copy_bound": lambda f: [Change("no_copies")],
 }
 
 
@@ -90,7 +89,7 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
     """Set saves_ms (over the profiled steps), saves_ms_per_step, saves_pct and saving (the change,
     in words) on every finding whose cause has a change, then order the top-level findings by
     what they save (those without a saving after, in their order)."""
-    wanted = [f for f in analysis.all_findings() if f.rule in CAUSES]
+    wanted = [f for f in analysis.all_findings() if f.rule in CAUSES or f.fix]
     if not wanted:
         return
     if len(trace) > MAX_EVENTS:
@@ -106,12 +105,13 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
     # the steps the analysis measures: a warm-up step's one-time costs are no fix's saving
     warm = {s.step for rb in analysis.breakdowns for s in rb.steps if s.warmup}
     base = {k: v for k, v in step_times(g, rec).items() if k not in warm}
-    if not base:
+    if not base:  # nothing to re-time: said, not silently absent
+        analysis.notes.append("what fixing each finding would save is not computed: no profiled steps to replay")
         return
     total_base = sum(base.values())
     n = len(base)
     for f in wanted:
-        changes = CAUSES[f.rule](f)
+        changes = f.fix or CAUSES[f.rule](f)
         if not changes:
             continue
         dur, off = g.dur.copy(), g.e_off.copy()

@@ -17,7 +17,7 @@ EFFICIENCY_RANKS = 8
 def analyze_session(trace: Trace, *, peak_tflops: float | None = None, peak_gbps: float | None = None) -> "Analysis":
     """The analysis, each finding with what fixing its cause would save (analysis.savings), and the
     kernels' efficiency where there is something to say (peak_*: the device's roofs, overridden)."""
-    a = _analyze(trace)
+    a, args = _analyze(trace, savings=False)
     # reading op shapes costs about 0.3 s a rank (their arguments decoded from the files): past
     # EFFICIENCY_RANKS ranks one rank stands for the job here, said in the notes
     rank = None if len(trace.ranks) <= EFFICIENCY_RANKS else min(r.rank for r in trace.ranks)
@@ -26,6 +26,11 @@ def analyze_session(trace: Trace, *, peak_tflops: float | None = None, peak_gbps
     if rank is not None and a.efficiency is not None:
         a.notes.append(f"efficiency (TFLOP/s, MFU) measured on rank {rank} of {len(trace.ranks)} ranks; "
                        "`gpuviewer stats --report efficiency` measures every rank")
+    # the efficiency findings join before the savings: each is a what-if on the same replay
+    from ..analysis.efficiency_findings import findings
+    from ..analysis.savings import attach_savings
+    a.findings.extend(findings(trace, eff, a))
+    attach_savings(trace, a, args)
     return a
 
 
@@ -56,17 +61,19 @@ def measure_for_diff(trace: Trace):
 def analyze_keeping_parts(trace: Trace) -> "Analysis":
     """analyze_session, also keeping the ranks' maps in Analysis.parts (`analyze --summary`
     writes them: the same tables a Dask run writes)."""
-    return _analyze(trace, keep_parts=True)
+    return _analyze(trace, keep_parts=True)[0]
 
 
-def _analyze(trace: Trace, keep_parts: bool = False) -> "Analysis":
+def _analyze(trace: Trace, keep_parts: bool = False, savings: bool = True) -> "tuple[Analysis, dict]":
     """The map/reduce analysis with the NCCL kernels' and events' arguments from the files, and
-    each finding's what-if saving (analysis.savings)."""
+    each finding's what-if saving (analysis.savings; savings False: left to the caller), with the
+    NCCL arguments."""
     from ..analysis.findings import analyze
     from ..analysis.savings import attach_savings
     from ..io.args import event_args
     from ..io.comm_args import collective_args
     args = collective_args(trace)
     a = analyze(trace, args, event_args, keep_parts=keep_parts)
-    attach_savings(trace, a, args)
-    return a
+    if savings:
+        attach_savings(trace, a, args)
+    return a, args

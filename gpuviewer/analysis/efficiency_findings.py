@@ -1,0 +1,218 @@
+"""Findings from the kernels' efficiency (efficiency.py), each with the what-if change that removes
+its cause (results.Finding.fix: the kernels made faster, replayed by savings.py on the dependency
+model, so only time on the critical path counts, never idle time):
+
+- fp32_simt_gemm: matmuls in FP32 on the SIMT units, with how much faster TF32 or bf16 Tensor
+  Cores would run them: at the same % of the TF32 peak as the run's best Tensor-Core GEMMs reach
+  of theirs where shapes give rates, else at the same % of the TF32 peak as they reach of the FP32
+  peak (the ratio of the two peaks); on an unknown device the least such ratio of the data-centre
+  GPUs in the table, said so;
+- gemm_shape: a GEMM shape whose M, N or K is not a multiple of 64 (or of 8) running at a fraction
+  of the % of peak the run's best GEMM shape reaches (what-if: at that %);
+- elementwise_bound: elementwise and norm kernels (memory-bound: no FLOPs to speak of) taking a
+  tenth of the steps' GPU time or more (what-if: fused, assumed to halve their time).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import peaks as peak_table
+from ..model.categories import Cat
+from ..model.trace import Trace
+from .efficiency import Efficiency
+from .results import Analysis, Finding
+from .whatif import Change
+
+SIMT_MIN_SHARE = 0.01  # of kernel time: less is not worth a finding
+ELEMENTWISE_MIN_SHARE = 0.10  # of the steps' GPU time
+FUSED_PCT = 50.0  # fusing elementwise chains: assumed to halve their time (said in the saving)
+SHAPE_MIN_SHARE = 0.02  # of GEMM time
+SHAPE_PCT_BELOW = 0.6  # a shape under 60% of the best shape's % of peak
+_DATACENTRE = ("A100", "H100", "H200", "B200")
+
+ADVICE = {
+    "fp32_simt_gemm": "These matmuls run in FP32 on the SIMT units, not on Tensor Cores. Train in bf16 "
+                      "(torch.autocast(device_type='cuda', dtype=torch.bfloat16)) or let FP32 matmuls use TF32 "
+                      "Tensor Cores: torch.backends.cuda.matmul.allow_tf32 = True (or "
+                      "torch.set_float32_matmul_precision('high')), and torch.backends.cudnn.allow_tf32 = True "
+                      "for convolutions.",
+    "gemm_shape": "Tensor Cores work on tiles: a dimension that is not a multiple of 8 (16-bit types; 16 for "
+                  "fp8) leaves them partly idle or falls back to slower kernels, and one that is not a multiple "
+                  "of 64 wastes part of the last tile. Pad it: the vocabulary to a multiple of 64 (50304, not "
+                  "50257), hidden and FFN sizes, batch x sequence.",
+    "elementwise_bound": "Elementwise and normalization kernels read and write their tensors at memory "
+                         "bandwidth and do little arithmetic: fuse chains of them so tensors stay in registers "
+                         "(torch.compile, fused optimizers and LayerNorm/RMSNorm, FlashAttention instead of "
+                         "separate softmax and masking).",
+}
+
+
+def _finding(rule: str, title: str, ranks, start: int, end: int, metrics: dict, fix: list[Change]) -> Finding:
+    return Finding(rule, "medium", title, sorted(int(r) for r in ranks), None, int(start), int(end), 0.0,
+                   ADVICE[rule], metrics, fix=fix)
+
+
+def findings(trace: Trace, eff: Efficiency, analysis: Analysis) -> list[Finding]:
+    if not len(eff.kernel):
+        return []
+    c = trace.columns
+    ctx = {"dur": np.asarray(c["dur"])[eff.kernel].astype(np.float64),
+           "start": np.asarray(c["start"])[eff.kernel].astype(np.int64),
+           "rank": trace.lane_rank_array()[np.asarray(c["lane"])[eff.kernel]]}
+    out = []
+    for rule in (_fp32_simt, _shapes, _elementwise):
+        out.extend(rule(trace, eff, analysis, ctx))
+    return out
+
+
+def _span(ctx, m) -> tuple[int, int]:
+    s = ctx["start"][m]
+    return int(s.min()), int((s + ctx["dur"][m].astype(np.int64)).max())
+
+
+def _evidence(trace: Trace, eff: Efficiency, ctx, m, top: int = 3) -> list[dict]:
+    names = np.asarray(trace.columns["name"])[eff.kernel[m]]
+    uniq, inv = np.unique(names, return_inverse=True)
+    t = np.bincount(inv, weights=ctx["dur"][m])
+    return [{"name": trace.names[int(uniq[i])], "ms": round(float(t[i]) / 1e6, 3)} for i in np.argsort(-t)[:top]]
+
+
+def _same_names(trace: Trace, eff: Efficiency, m) -> np.ndarray:
+    """Every compute kernel of the session named like the kernels m (every rank's, where the
+    efficiency measured one rank of many)."""
+    name = np.asarray(trace.columns["name"])
+    kernels = np.flatnonzero(np.asarray(trace.columns["cat"]) == Cat.KERNEL)
+    return kernels[np.isin(name[kernels], np.unique(name[eff.kernel[m]]))]
+
+
+def _simt_speedup(eff: Efficiency, simt_rows: list[dict]) -> tuple[float, float, str] | None:
+    """(x faster with TF32, x faster with bf16, on what grounds)."""
+    p = eff.peaks
+    tf32, bf16, fp32 = p.peak("tf32"), p.peak("bf16"), p.peak("fp32")
+    time = sum(r["time_ns"] for r in simt_rows)
+    flops = sum(r["flops"] or 0 for r in simt_rows)
+    best = max((r for r in eff.families if r["kind"] == "gemm" and r["tensor_cores"] is True
+                and r.get("pct_of_peak") and r["time_ns"] > 0), key=lambda r: r["pct_of_peak"], default=None)
+    if tf32 and fp32 and flops and time and best is not None:
+        rate = flops / time / 1e3  # TFLOP/s they reach now
+        at = best["pct_of_peak"] / 100
+        why = (f"at the {best['pct_of_peak']:.0f}% of the TF32/BF16 peak the run's best GEMMs reach "
+               f"({best['name']}); they reach {rate:.1f} TFLOP/s now")
+        return max(1.0, at * tf32 / rate), max(1.0, at * (bf16 or tf32) / rate), why
+    if tf32 and fp32:
+        return (tf32 / fp32, (bf16 or tf32) / fp32,
+                f"at the same % of the {p.model} TF32/BF16 peaks ({tf32:g}/{bf16 or tf32:g} TFLOP/s) as they "
+                f"reach of its FP32 peak ({fp32:g})")
+    ratios = [(r["tf32"] / r["fp32"], (r["bf16"] or r["tf32"]) / r["fp32"], r["model"]) for r in peak_table.rows()
+              if r["model"].startswith(_DATACENTRE) and r["tf32"] and r["fp32"]]
+    if not ratios:
+        return None
+    k, k2, model = min(ratios)
+    return (k, k2, f"the device is not recorded: at the same % of the peak, on the {model} (of the "
+                   f"{'/'.join(_DATACENTRE)} GPUs the one whose TF32 peak is the least multiple of its FP32 peak)")
+
+
+def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[Finding]:
+    rows = [i for i, r in enumerate(eff.families) if r["kind"] == "gemm" and r["tensor_cores"] is False
+            and r["precision"] in ("fp32", None)]
+    if not rows:
+        return []
+    total = float(ctx["dur"].sum())
+    gemm = float(sum(r["time_ns"] for r in eff.families if r["kind"] == "gemm"))
+    m = np.isin(eff.kernel_family, rows)
+    t = float(ctx["dur"][m].sum())
+    if not total or t < SIMT_MIN_SHARE * total:
+        return []
+    got = _simt_speedup(eff, [eff.families[i] for i in rows])
+    if got is None:
+        return []
+    k, k2, why = got
+    events = _same_names(trace, eff, m)
+    fix = [Change("faster", pct=100 * (1 - 1 / k), events=events, label="the FP32 SIMT GEMM kernels on TF32 Tensor Cores,")]
+    s0, s1 = _span(ctx, m)
+    title = (f"FP32 matmuls without Tensor Cores: {t / gemm:.0%} of GEMM time ({t / 1e6:.1f} ms, {t / total:.0%} of "
+             f"kernel time); bf16 autocast or torch.backends.cuda.matmul.allow_tf32=True would make them about "
+             f"{k2:.1f}x (bf16) or {k:.1f}x (TF32) faster ({why})")
+    metrics = {"time_ms": round(t / 1e6, 3), "share_of_gemm": round(t / gemm, 4), "share_of_kernels": round(t / total, 4),
+               "kernels": int(m.sum()), "speedup_tf32": round(k, 2), "speedup_bf16": round(k2, 2),
+               "evidence": _evidence(trace, eff, ctx, m)}
+    return [_finding("fp32_simt_gemm", title, np.unique(ctx["rank"][m]).tolist(), s0, s1, metrics, fix)]
+
+
+def _shapes(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[Finding]:
+    """Tensor-Core GEMM shapes (by their op's M, N, K) far under the best shape's % of peak."""
+    if not eff.op_shape:
+        return []
+    groups: dict[tuple, list[int]] = {}
+    for j, (o, f) in enumerate(zip(eff.kernel_op.tolist(), eff.kernel_family.tolist())):
+        fam = eff.families[f]
+        if o >= 0 and o in eff.op_shape and fam["tensor_cores"] is True and fam.get("peak_tflops"):
+            groups.setdefault((eff.op_shape[o][:3], f), []).append(j)
+    gemm_t = float(sum(r["time_ns"] for r in eff.families if r["kind"] == "gemm")) or 1.0
+    rows = []
+    for (shape, f), idx in groups.items():
+        idx = np.asarray(idx)
+        t = float(ctx["dur"][idx].sum())
+        fl = float(np.nansum(eff.kernel_flops[idx]))
+        if t > 0 and fl > 0:
+            rows.append((shape, f, idx, t, 100.0 * fl / t / 1e3 / eff.families[f]["peak_tflops"]))
+    big = [r for r in rows if r[3] >= SHAPE_MIN_SHARE * gemm_t]
+    if len(big) < 2:
+        return []
+    best = max(big, key=lambda r: r[4])
+    out = []
+    for shape, f, idx, t, pct in sorted(big, key=lambda r: -r[3]):
+        odd8 = [f"{n}={v}" for n, v in zip("MNK", shape) if v % 8]
+        odd64 = [f"{n}={v}" for n, v in zip("MNK", shape) if v % 64 and v % 8 == 0]
+        if not (odd8 or odd64) or pct >= SHAPE_PCT_BELOW * best[4]:
+            continue
+        m = np.zeros(len(eff.kernel), bool)
+        m[idx] = True
+        said = "; ".join(x for x in (f"{', '.join(odd8)} not a multiple of 8" if odd8 else "",
+                                     f"{', '.join(odd64)} not a multiple of 64" if odd64 else "") if x)
+        prec = eff.families[f]["precision"]
+        fix = [Change("faster", pct=100 * (1 - pct / best[4]), events=eff.kernel[idx],
+                      label=f"the {'x'.join(map(str, shape))} GEMMs at the best shape's % of peak,")]
+        s0, s1 = _span(ctx, m)
+        title = (f"GEMM of shape {shape[0]}x{shape[1]}x{shape[2]} (MxNxK, {prec}) at {pct:.0f}% of peak, the run's best "
+                 f"shape {'x'.join(map(str, best[0]))} at {best[4]:.0f}%: {said} ({t / gemm_t:.0%} of GEMM time)")
+        metrics = {"shape": list(shape), "precision": prec, "pct_of_peak": round(pct, 2),
+                   "best_shape": list(best[0]), "best_pct_of_peak": round(best[4], 2), "time_ms": round(t / 1e6, 3),
+                   "share_of_gemm": round(t / gemm_t, 4), "kernels": int(len(idx)),
+                   "evidence": _evidence(trace, eff, ctx, m)}
+        out.append(_finding("gemm_shape", title, np.unique(ctx["rank"][m]).tolist(), s0, s1, metrics, fix))
+    return out[:3]
+
+
+def _elementwise(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[Finding]:
+    rows = [i for i, r in enumerate(eff.families) if r["kind"] in ("elementwise", "norm")]
+    windows = [(r["rank"], s["start_ns"], s["end_ns"]) for r in analysis.ranks for s in r.get("steps") or []
+               if not s.get("warmup") and s.get("end_ns") is not None and s.get("start_ns") is not None]
+    ranks = set(ctx["rank"].tolist())
+    windows = [w for w in windows if w[0] in ranks]
+    if not rows or not windows:
+        return []
+    el = np.isin(eff.kernel_family, rows)
+    inside = np.zeros(len(eff.kernel), bool)
+    for r, a, b in windows:
+        inside |= (ctx["rank"] == r) & (ctx["start"] >= a) & (ctx["start"] < b)
+    m = el & inside
+    step_t = float(sum(b - a for _, a, b in windows))
+    t = float(ctx["dur"][m].sum())
+    if not step_t or t < ELEMENTWISE_MIN_SHARE * step_t:
+        return []
+    known = [eff.families[i] for i in rows if eff.families[i].get("gbps") is not None]
+    bw = ""
+    if known and eff.peaks.gbps:
+        moved = sum(r["bytes"] for r in known)
+        tt = sum(r["time_ns"] for r in known)
+        bw = (f"; those whose shapes are recorded at {moved / tt:.0f} GB/s, {moved / tt / eff.peaks.gbps:.0%} of the "
+              f"memory bandwidth" if tt else "")
+    fix = [Change("faster", pct=FUSED_PCT, events=_same_names(trace, eff, m),
+                  label="the elementwise and norm kernels fused (assumed to halve their time),")]
+    s0, s1 = _span(ctx, m)
+    title = (f"Memory-bound elementwise and norm ops take {t / step_t:.0%} of the steps' GPU time "
+             f"({t / 1e6:.1f} ms in {int(m.sum()):,} kernels{bw}): fuse them (torch.compile)")
+    metrics = {"share_of_steps": round(t / step_t, 4), "time_ms": round(t / 1e6, 3), "kernels": int(m.sum()),
+               "steps": len(windows), "evidence": _evidence(trace, eff, ctx, m)}
+    return [_finding("elementwise_bound", title, sorted({r for r, _, _ in windows}), s0, s1, metrics, fix)]
