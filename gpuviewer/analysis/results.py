@@ -106,6 +106,10 @@ class Analysis:
     # the kernels' work and rates against the device's roofs (efficiency.Efficiency.to_json()), only where
     # there is something to say: shapes recorded, or matrix kernels without Tensor Cores
     efficiency: dict | None = None
+    # each step's critical path across ranks (critical_path.CriticalPath.step_json) and what bounds the
+    # job; empty / None where no dependency model was built (a Dask run, a summary)
+    steps: list[dict] = field(default_factory=list)
+    bound_by: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # fields a newer writer added (a summary): kept as read
     # computed with the analysis, not part of its JSON
     kernel_collectives: dict[int, dict] = field(default_factory=dict, repr=False)  # event index -> its collective
@@ -114,14 +118,15 @@ class Analysis:
     parts: list | None = field(default=None, repr=False)  # rankmap.RankPart per rank, when kept for a summary
 
     _FIELDS = ("ranks", "findings", "comm", "collectives", "collective_steps", "unmatched_collectives",
-               "failed_ranks", "notes", "efficiency")
+               "failed_ranks", "notes", "efficiency", "steps", "bound_by")
 
     @classmethod
     def from_json(cls, d: dict) -> "Analysis":
         return cls(list(d.get("ranks") or []), [Finding.from_json(f) for f in d.get("findings") or []],
                    d.get("comm"), list(d.get("collectives") or []), list(d.get("collective_steps") or []),
                    int(d.get("unmatched_collectives") or 0), list(d.get("failed_ranks") or []),
-                   list(d.get("notes") or []), efficiency=d.get("efficiency"),
+                   list(d.get("notes") or []), efficiency=d.get("efficiency"), steps=list(d.get("steps") or []),
+                   bound_by=d.get("bound_by"),
                    extra={k: v for k, v in d.items() if k not in cls._FIELDS})
 
     def to_json(self) -> dict:
@@ -135,6 +140,9 @@ class Analysis:
             out["notes"] = self.notes
         if self.efficiency:
             out["efficiency"] = self.efficiency
+        if self.steps:
+            out["bound_by"] = self.bound_by
+            out["steps"] = self.steps
         out.update(self.extra)
         return out
 

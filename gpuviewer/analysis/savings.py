@@ -71,6 +71,7 @@ CAUSES: dict[str, Callable[[Finding], list[Change]]] = {
     "slow_link": lambda f: [Change("comm_at_peak", peak_gbps=float(f.metrics["link_gbps"]))],
     "load_imbalance": _heaviest,
     "slow_gpu": _heaviest,
+    "copy_bound": lambda f: [Change("no_copies")],
 }
 
 

@@ -15,7 +15,9 @@ Changes (Change.kind):
 - no_launch_overhead: launch calls take no time, the host work between two launches is gone and
   a GPU op starts as soon as its stream and inputs allow (what CUDA graphs do);
 - comm_at_peak (peak_gbps): each collective whose size is recorded transfers at that bus bandwidth;
-- faster (regex, pct): GPU ops whose name matches (a case-insensitive search) take pct % less time.
+- faster (regex, pct): GPU ops whose name matches (a case-insensitive search) take pct % less time;
+- no_copies: memory copies and sets take no time (the data kept on the GPU, or the copies hidden
+  behind compute): the most that fixing a copy-bound step could save.
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ DEFAULT_PEAK_BUSBW_GBPS = 450.0
 
 @dataclass
 class Change:
-    kind: str  # remove_gap | rank_like_median | no_launch_overhead | comm_at_peak | faster
+    kind: str  # remove_gap | rank_like_median | no_launch_overhead | comm_at_peak | faster | no_copies
     rank: int | None = None
     step: int | None = None
     part: str = "both"
@@ -59,6 +61,8 @@ class Change:
             return "no launch overhead (as CUDA graphs would)"
         if self.kind == "comm_at_peak":
             return f"collectives at {self.peak_gbps:g} GB/s bus bandwidth"
+        if self.kind == "no_copies":
+            return "memory copies take no time (data kept on the GPU, or copies hidden behind compute)"
         return f"GPU ops matching /{self.regex}/ {self.pct:g}% faster"
 
     def to_json(self) -> dict:
@@ -158,23 +162,24 @@ def _plan(g: dg.DepGraph) -> list[tuple]:
 
 
 def replay(g: dg.DepGraph, dur: np.ndarray | None = None, off: np.ndarray | None = None,
-           base: Replay | None = None) -> Replay:
+           base: Replay | None = None, first: int | None = None) -> Replay:
     """Longest-path pass over the model: each slot is the latest of its incoming edges (source
     slot + offset); a start with none stays where it was recorded; an end is at least its start
     plus the node's duration. With `base` (a replay of the same model), only what comes after
-    the first slot the change touches is computed again: everything before it is base's."""
+    the first slot the change touches is computed again: everything before it is base's (first:
+    that slot's place in the order, when the caller knows it)."""
     dur = g.dur if dur is None else dur
     off = g.e_off if off is None else off
     plan = _plan(g)
     o, _ = _incoming(g)
     src = g._src
-    first = 0
-    if base is not None:
+    if base is not None and first is None:
         touched = np.r_[g.e_dst[off != base._off], 2 * np.flatnonzero(dur != base._dur),
                         2 * np.flatnonzero(dur != base._dur) + 1]
         if not len(touched):
             return Replay(g, base.t, dur, off)
         first = int(_position(g)[touched].min())
+    first = first or 0
     off_l = off[o].tolist()
     dur_l = dur.tolist()
     rec = g.rec_s.tolist()
@@ -224,10 +229,37 @@ def _binding(g: dg.DepGraph, T: np.ndarray, dur: np.ndarray, off: np.ndarray) ->
 
 def recorded(g: dg.DepGraph) -> Replay:
     """The replay with no change (the recording, as the model reproduces it), kept with the model:
-    every what-if and the critical paths start from it."""
+    every what-if and the critical paths start from it. The recorded times are checked against the
+    replay's rule for every slot at once; the loop runs only from the first slot they break (the
+    model is built so that the recording meets every binding constraint: most sessions need none)."""
     if getattr(g, "_recorded", None) is None:
-        g._recorded = replay(g)
+        T = np.ravel(np.column_stack((g.rec_s, g.rec_e + (g.dur - (g.rec_e - g.rec_s)) * ~g.split)))
+        bad = np.flatnonzero(_expected(g, T) != T)
+        if not len(bad):
+            g._recorded = Replay(g, T, g.dur, g.e_off)
+        else:
+            base = Replay(g, T, g.dur, g.e_off)
+            g._recorded = replay(g, base=base, first=int(_position(g)[bad].min()))
     return g._recorded
+
+
+def _expected(g: dg.DepGraph, T: np.ndarray) -> np.ndarray:
+    """Per slot, what the replay's rule gives from the other slots' times T: a start, the latest of
+    its incoming edges (none: where recorded); a sync's or collective's end, the latest of its edges
+    and its start plus its duration; any other end, its start plus its duration."""
+    o, ptr = _incoming(g)
+    cand = T[g.e_src[o]] + g.e_off[o]
+    has = ptr[1:] > ptr[:-1]
+    mx = np.full(2 * g.n, np.iinfo(np.int64).min, np.int64)
+    if len(cand):
+        red = np.maximum.reduceat(cand, np.minimum(ptr[:-1], len(cand) - 1))
+        mx[has] = red[has]
+    out = np.empty(2 * g.n, np.int64)
+    starts = T[0::2]
+    out[0::2] = np.where(has[0::2], mx[0::2], g.rec_s)
+    own_end = starts + g.dur
+    out[1::2] = np.where(g.split & has[1::2], np.maximum(own_end, mx[1::2]), own_end)
+    return out
 
 
 def step_ends(g: dg.DepGraph, rp: Replay) -> tuple[list[int], np.ndarray, np.ndarray, float]:
@@ -392,6 +424,10 @@ def apply(g: dg.DepGraph, ch: Change) -> tuple[np.ndarray, np.ndarray, list[str]
         ce = (g.e_kind == dg.E_COLL) & hit[dst_node]
         off[ce] = (off[ce] * f).astype(np.int64)
         notes.append(f"{int(hit.sum()):,} GPU ops match")
+    elif ch.kind == "no_copies":
+        hit = g.kind == dg.COPY
+        dur[hit] = 0
+        notes.append(f"{int(hit.sum()):,} memory copies and sets set to 0")
     else:
         raise ValueError(f"unknown change {ch.kind}")
     return dur, off, notes
@@ -429,6 +465,8 @@ def parse_change(opt: str, value: str | None = None, peak: float | None = None) 
             raise ValueError(f"--rank-like-median {value}: give RANK, RANK:host or RANK:gpu") from None
     if opt == "no-launch-overhead":
         return Change("no_launch_overhead")
+    if opt == "no-copies":
+        return Change("no_copies")
     if opt == "comm-at-peak":
         return Change("comm_at_peak", peak_gbps=peak or DEFAULT_PEAK_BUSBW_GBPS)
     if opt == "faster":
