@@ -193,6 +193,12 @@ def test_nsys_whole_graph_launches_are_gpu_work():
     plain = k[~k.name.str.startswith("CUDA graph")].iloc[0]
     assert event_args(t, int(plain["id"]))["correlationId"] == plain["corr"]
     assert any("traced as whole graphs" in w for w in t.warnings)
+    # graph creation and instantiation (CUDA_GRAPH_EVENTS) are instants on the CUDA API lane
+    db = sqlite3.connect(f"file:{FLAMEOX}?mode=ro", uri=True)
+    created = db.execute("SELECT s.value, e.graphId FROM CUDA_GRAPH_EVENTS e JOIN StringIds s ON s.id = e.nameId").fetchall()
+    db.close()
+    inst = [(t.names[int(n)], t.lanes[int(ln)].kind) for n, ln in zip(t.instants["name"], t.instants["lane"])]
+    assert sorted(inst) == sorted((f"{v} · graph {g}", "cuda_api") for v, g in created)
 
 
 def test_nsys_node_traced_graph_kernels(tmp_path):

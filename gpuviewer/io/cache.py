@@ -26,8 +26,9 @@ from .cache_check import Damaged, check_file, open_regular, read_sums, write_sum
 # 9: sums.json (each file's size and checksum); 10: ProfilerStep#N recorded as an Operator
 # (PyTorch 1.8/1.9) is a step; 11: CUPTI range-profiler and MTIA device events on device lanes;
 # 12: nsys whole-graph launches (CUPTI_ACTIVITY_KIND_GRAPH_TRACE) are GPU ops, Kineto slices of
-# unknown categories on a device's process (MTIA 0...) on its lanes
-STORE_VERSION = 12
+# unknown categories on a device's process (MTIA 0...) on its lanes; 13: nsys CUDA_GRAPH_EVENTS
+# (graph creation) as instants
+STORE_VERSION = 13
 # Entries up to this size are checked whole when opened: 256 MB hash in ~12 ms from the page
 # cache, under 5% of a warm open (BENCHMARKS.md). Bigger ones check each column when first read.
 EAGER_CHECK_BYTES = 256 << 20

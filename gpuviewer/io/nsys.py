@@ -45,11 +45,12 @@ _VERSION_SUFFIX = re.compile(r"_v\d+$")
 # as a kernel named for its graph; its src is the GRAPH_TRACE rowid with this bit set, so the
 # details fetch that table's row (rowids of a kernel table never reach 2**31)
 GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+GRAPH_EVENTS = "CUDA_GRAPH_EVENTS"  # graph and graph-exec creation, on the thread that made them
 GRAPH_ROW = 1 << 31
 # Every table this reader queries: a view or virtual table under one of these names is refused.
 READ_TABLES = set(NSYS_MARKER_TABLES) | set(TABLE_OF_CAT.values()) | {
     "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "TARGET_INFO_CUDA_GPU", "TARGET_INFO_CUDA_DEVICE",
-    "CUDA_GPU_MEMORY_USAGE_EVENTS", "META_DATA_CAPTURE", GRAPH_TRACE}
+    "CUDA_GPU_MEMORY_USAGE_EVENTS", "META_DATA_CAPTURE", GRAPH_TRACE, GRAPH_EVENTS}
 _BAD_VALUES = (TypeError, ValueError, OverflowError, KeyError, IndexError, AttributeError)
 
 
@@ -254,6 +255,7 @@ def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
         if progress:
             progress(0.5, f"{os.path.basename(path)}: CUDA API ({b.n_events:,} events so far)")
         _runtime(rep, b, rank_of, names_lut, file_index)
+        _graph_events(rep, b, rank_of, strings, file_index)
         if progress:
             progress(0.65, f"{os.path.basename(path)}: NVTX ({b.n_events:,} events so far)")
         read_nvtx(rep, b, rank_of, file_index, warnings)
@@ -382,6 +384,18 @@ def _runtime(rep, b, rank_of, names_lut, source) -> None:
     cat = np.where(a[:, 7] == 1, Cat.CUDA_DRIVER, Cat.CUDA_RUNTIME).astype(np.uint8)
     b.add(start=a[:, 1] + rep.utc_ns, dur=a[:, 2] - a[:, 1], lane=lane, name=name, cat=cat,
           corr=np.clip(a[:, 5], 0, 0xFFFFFFFF), src=a[:, 0])
+
+
+def _graph_events(rep, b, rank_of, strings, source) -> None:
+    """CUDA graph creation and instantiation: instants on the CUDA API lane of their thread,
+    named with the graph ('Graph Creation · graph 1'), so a graph launch's graph can be found."""
+    got = _host_rows(rep, b, rank_of, GRAPH_EVENTS, ["nameId", "graphId"], LaneKind.CUDA_API, "CUDA API", source)
+    if got is None:
+        return
+    a, lane = got
+    name = np.array([b.names.id(f"{strings.get(n, 'CUDA graph event')}" + (f" · graph {g}" if g >= 0 else ""))
+                     for n, g in zip(a[:, 5].tolist(), a[:, 6].tolist())], np.int32)
+    b.add_instants(a[:, 1] + rep.utc_ns, lane, name)
 
 
 def _osrt(rep, b, rank_of, names_lut, source) -> None:
