@@ -122,6 +122,22 @@ class SessionActions:
             self.next_match(+1)
         return len(self.view.matches)
 
+    def mark_events(self, events, label: str) -> int:
+        """These events as the matches (the timeline highlights them, the search's keys step
+        through them), named `label` where the search's text goes; the first is selected. Their
+        count."""
+        ev = np.unique(np.asarray(events, np.int64))
+        mask = np.zeros(len(self.trace.columns["name"]), bool)
+        mask[ev] = True
+        v = self.view
+        v.search, v.regex, v.match_pos, v.search_error = label, False, -1, ""
+        v.mask = mask
+        v.matches = ev[np.argsort(np.asarray(self.trace.columns["start"])[ev], kind="stable")]
+        self.events.emit("search", text=label, count=len(ev), pos=-1)
+        if len(ev):
+            self.next_match(+1)
+        return len(ev)
+
     def refind(self) -> None:
         """The search again over events that changed (a rank loaded), nothing selected."""
         from ..model.search import find

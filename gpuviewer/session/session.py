@@ -29,6 +29,7 @@ class Session(SessionActions):
         self.paths = list(paths or trace.metadata.get("files", []))
         self._analysis: Analysis | None = None
         self._frames: dict = {}
+        self._efficiency_view = None  # session.efficiency_view.EfficiencyView, once computed
         from .events import Events
         from .notes import Notes
         self.events = Events(*EVENTS)
@@ -176,6 +177,25 @@ class Session(SessionActions):
 
         from ..io.kernel_launch import kernel_launches
         return kernel_launches(self.trace, np.asarray(ids, np.int64))
+
+    def efficiency_view(self):
+        """The kernels' efficiency of every rank as the window shows it (efficiency_view.EfficiencyView:
+        a table by op family, the roofline's points and roofs, each family's kernels), computed
+        once and kept; safe on a worker thread."""
+        if self._efficiency_view is None:
+            from .efficiency_view import build
+            self._efficiency_view = build(self.trace, self.efficiency())
+        return self._efficiency_view
+
+    def kernel_work(self, i: int) -> list[tuple[str, str]]:
+        """A compute kernel's op, its shapes, FLOPs and achieved rate, as (field, value) rows; []
+        for other events, and until efficiency_view() was computed (never computed here: a click
+        stays quick)."""
+        if self._efficiency_view is None:
+            return []
+        from ..io.op_shapes import op_shapes
+        from .efficiency_view import kernel_rows
+        return kernel_rows(self.trace, self._efficiency_view, i, op_shapes)
 
     def whatif(self, change: str, value: str | None = None, *, peak_gbps: float | None = None):
         """Each step's time re-timed with one change (analysis.whatif): change is "remove-gap"

@@ -25,6 +25,7 @@ class DetailsPanel(QTreeWidget):
         self.trace: Trace | None = None
         self.origin = 0
         self.collectives: dict[int, dict] = {}  # event index -> its matched collective (analysis)
+        self.work = None  # event index -> a kernel's op, shapes, FLOPs, rate as (field, value) rows (Session.kernel_work)
 
     def set_trace(self, trace: Trace) -> None:
         self.trace = trace
@@ -59,6 +60,11 @@ class DetailsPanel(QTreeWidget):
         coll = self.collectives.get(int(i))
         if coll is not None:
             rows += _collective_rows(coll)
+        if self.work is not None and int(c["cat"][i]) == Cat.KERNEL:
+            try:
+                rows += self.work(int(i))
+            except Exception as e:  # noqa: BLE001 - a details panel never raises
+                rows.append(("Work", f"unavailable: {e}"))
         for k, v in rows:
             QTreeWidgetItem(self, [k, v])
         src, dst = t.flows

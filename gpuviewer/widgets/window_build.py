@@ -74,6 +74,8 @@ def build(win) -> None:
     win.tabifyDockWidget(win.findings_dock, win.area_dock)
     from .query_docks import QueryDocks
     win.queries = QueryDocks(win, win.findings_dock)  # SQL and Statistics tabs
+    from .efficiency_panel import EfficiencyDock
+    win.efficiency = EfficiencyDock(win, win.findings_dock)  # kernels by op family, roofline
     win.findings_dock.raise_()
     from .window_fit import fit_to_screen
     fit_to_screen(win, win.settings)  # the screen it opens on, or the last geometry there

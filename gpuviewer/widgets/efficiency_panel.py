@@ -1,0 +1,170 @@
+"""The Efficiency tab: the kernels by op family (time, TFLOP/s, % of the roof of their precision,
+GB/s, FLOP/byte, compute- or memory-bound, Tensor Cores), sortable, a row marking its kernels on the
+timeline; beside it the roofline (log-log, one point per family, the device's roofs). Its data
+comes from the Session (efficiency_view), computed off the UI thread the first time the tab shows."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
+
+from .background import Background
+from .frame_table import FrameTable
+
+_ROOF_PENS = {"fp64": "#8c564b", "fp32": "#d62728", "tf32": "#ff7f0e", "bf16": "#2ca02c", "fp16": "#17becf",
+              "fp8": "#9467bd"}
+_POINT = {True: "#2ca02c", False: "#d62728", None: "#7f7f7f"}  # Tensor Cores, SIMT, not said
+
+
+class Roofline(pg.PlotWidget):
+    """Achieved TFLOP/s against arithmetic intensity (FLOP/byte), both log scales: each family a
+    point (its size its share of kernel time), each precision's roof min(peak, bandwidth x I)."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.setBackground(None)
+        p = self.getPlotItem()
+        p.setLogMode(x=True, y=True)
+        p.showGrid(x=True, y=True, alpha=0.2)
+        p.setLabel("bottom", "arithmetic intensity", units="FLOP/byte")
+        p.setLabel("left", "achieved", units="TFLOP/s")
+        p.getAxis("bottom").enableAutoSIPrefix(False)
+        p.getAxis("left").enableAutoSIPrefix(False)
+        self.note = pg.TextItem("", anchor=(0, 0), color="#888")
+        self.labels: list[pg.TextItem] = []
+
+    def show_view(self, view) -> None:
+        p = self.getPlotItem()
+        p.clear()
+        self.labels = []
+        pts = view.points() if view is not None else []
+        xs = [q["intensity"] for q in pts]
+        lo = min(xs + [1.0]) / 10
+        hi = max(xs + [1e3]) * 10
+        said = []
+        if view is not None and view.gbps and view.roofs:
+            grid = np.logspace(math.log10(lo), math.log10(hi), 200)
+            same: dict[float, list[str]] = {}  # precisions sharing a peak: one roof, one label
+            for prec, peak in view.roofs.items():
+                same.setdefault(peak, []).append(prec)
+            for peak, precs in same.items():
+                y = np.minimum(peak, view.gbps * grid / 1e3)
+                p.plot(grid, y, pen=pg.mkPen(_ROOF_PENS.get(precs[0], "#888"), width=1.5))
+                t = pg.TextItem(f"{'/'.join(precs)} {peak:g}", anchor=(1, 1), color=_ROOF_PENS.get(precs[0], "#888"))
+                t.setPos(math.log10(hi), math.log10(peak))
+                p.addItem(t)
+                self.labels.append(t)
+        elif view is not None:
+            said.append(f"{view.device}: not in the device table, no roofs drawn")
+        for q in pts:
+            size = 8 + 22 * math.sqrt(q["share"])
+            p.plot([q["intensity"]], [q["tflops"]], pen=None, symbol="o", symbolSize=size,
+                   symbolBrush=pg.mkBrush(_POINT[q["tensor_cores"]] + "c0"), symbolPen=pg.mkPen("#222"))
+            t = pg.TextItem(q["name"], anchor=(0, 1), color="#444")
+            t.setPos(math.log10(q["intensity"]), math.log10(q["tflops"]))
+            p.addItem(t)
+            self.labels.append(t)
+        if view is not None and not pts:
+            said.append("no family has known FLOPs and bytes (no shapes recorded): no points")
+        elif view is not None:
+            moves = sum(1 for f in view.families if f.get("flops") == 0)
+            if moves:
+                said.append(f"{moves} families only move bytes (no FLOPs): their GB/s are in the table")
+        self.note.setText("\n".join(said))
+        if said:
+            self.note.setPos(math.log10(lo), math.log10(max([v for v in (view.roofs or {}).values()] + [1.0])))
+            p.addItem(self.note)
+        p.enableAutoRange()
+
+
+class EfficiencyPanel(QWidget):
+    eventChosen = Signal(int)  # the first kernel of a chosen family (the timeline goes there)
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.session = None
+        self.view = None
+        self.wanted = False  # computed once the tab is shown
+        self.bg = Background(self)
+        self.bg.done.connect(self._done)
+        self.bg.failed.connect(self._failed)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.table = FrameTable()
+        self.table.rowActivated.connect(self._row)
+        self.roofline = Roofline()
+        split = QSplitter(Qt.Horizontal)
+        split.addWidget(self.table)
+        split.addWidget(self.roofline)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(2, 2, 2, 2)
+        lay.addWidget(self.status)
+        lay.addWidget(split, 1)
+
+    def set_session(self, session) -> None:
+        old = self.view
+        self.session, self.view = session, None
+        if old is not None:  # the last session's rows go (pandas is not imported before a session)
+            self.table.set_frame(old.table.iloc[0:0])
+        self.roofline.show_view(None)
+        self.status.setText("")
+        if self.wanted:
+            self.refresh()
+
+    def shown(self, visible: bool) -> None:
+        """The tab came to the front: compute (once) what it shows."""
+        if visible and not self.wanted:
+            self.wanted = True
+            self.refresh()
+
+    def refresh(self) -> None:
+        if self.session is None or self.view is not None:
+            return
+        s = self.session
+        self.status.setText("Measuring the kernels' work…")
+        self.bg.run(lambda: (s, s.efficiency_view()))
+
+    def _done(self, token: int, result) -> None:
+        s, view = result
+        if token != self.bg.token or s is not self.session:
+            return
+        self.view = view
+        self.table.set_frame(view.table)
+        self.roofline.show_view(view)
+        self.status.setText(f"{view.summary}. Click a family to mark its kernels on the timeline "
+                            "(Enter / Shift+Enter in the search box step through them).")
+
+    def _failed(self, token: int, msg: str) -> None:
+        if token == self.bg.token:
+            self.status.setText(f"Could not measure the kernels' work: {msg}")
+
+    def _row(self, row) -> None:
+        if self.session is None or self.view is None:
+            return
+        name = str(row["family"])
+        ev = self.view.family_events(name)
+        if self.session.mark_events(ev, name):
+            self.eventChosen.emit(int(self.session.view.matches[self.session.view.match_pos]))
+
+
+class EfficiencyDock:
+    """The tab beside Findings, following the window's session; a kernel's details gain its work."""
+
+    def __init__(self, win, beside) -> None:
+        from .window_build import dock
+        self.win = win
+        self.panel = EfficiencyPanel()
+        self.dock = dock(win, "Efficiency", self.panel, Qt.BottomDockWidgetArea)
+        win.tabifyDockWidget(beside, self.dock)
+        self.dock.visibilityChanged.connect(self.panel.shown)
+        self.panel.eventChosen.connect(lambda i: win._goto_event(i))
+        win.controller.loaded.connect(self.set_session)
+
+    def set_session(self, session) -> None:
+        self.panel.set_session(session)
+        self.win.details.work = session.kernel_work

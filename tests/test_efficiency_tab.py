@@ -1,0 +1,113 @@
+"""Issue 26, item 5: the window's Efficiency tab (a table by op family, sortable, a row marking its
+kernels on the timeline), the roofline (log-log, a point per family, the device's roofs) and a
+kernel's details (op, shapes, FLOPs, achieved TFLOP/s), with real widgets offscreen on a real trace."""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+
+import numpy as np
+from PySide6.QtCore import Qt
+import pytest
+
+from conftest import make_window, trace_path
+from gpuviewer.model.categories import Cat
+
+GPT = ("kineto", "single_gpt_train.json.gz")
+
+
+@pytest.fixture(scope="module")
+def raw_mm():
+    """(M, N, K) of every aten::mm in the raw GPT trace."""
+    with gzip.open(trace_path(*GPT), "rt") as f:
+        events = json.load(f)["traceEvents"]
+    return [tuple(e["args"]["Input Dims"][0]) + (e["args"]["Input Dims"][1][1],)
+            for e in events if e.get("name") == "aten::mm"]
+
+
+@pytest.fixture
+def win(qtbot, tmp_path):
+    w = make_window(qtbot, tmp_path, block_analysis=True, size=(1600, 1000))
+    assert w.controller.open([trace_path(*GPT)], block=True)
+    eff = w.efficiency
+    eff.dock.show()
+    eff.dock.raise_()
+    qtbot.waitUntil(lambda: eff.panel.view is not None, timeout=120_000)
+    return w
+
+
+def test_table_roofline_timeline_and_details(win, qtbot, tmp_path, raw_mm):
+    panel = win.efficiency.panel
+    view = panel.view
+    s = win.session
+    fams = view.families
+    # the table: a row per family, in the efficiency's order, as many kernels as the session has compute kernels
+    df = panel.table.frame
+    assert list(df["family"]) == [f["name"] for f in fams]
+    assert int(df["kernels"].sum()) == int((np.asarray(s.trace.columns["cat"]) == Cat.KERNEL).sum())
+    assert df["share_pct"].sum() == pytest.approx(100.0)
+    # sortable: by TFLOP/s, the GEMM family (the fastest) first
+    col = list(df.columns).index("tflops")
+    panel.table.sortByColumn(col, Qt.DescendingOrder)
+    top = panel.table.frame.iloc[0]
+    assert top["family"].startswith("gemm bf16") and top["tflops"] == max(f["tflops"] or 0 for f in fams)
+    # the roofline: one point per family with FLOPs and bytes, roofs of the H200's precisions, log-log
+    plot = panel.roofline.getPlotItem()
+    assert plot.ctrl.logXCheck.isChecked() and plot.ctrl.logYCheck.isChecked()
+    pts = view.points()
+    assert {p["name"] for p in pts} == {f["name"] for f in fams if f["intensity"] and f["tflops"]}
+    assert len(pts) >= 2 and view.roofs["bf16"] == 989.4 and view.gbps == 4800.0
+    curves = plot.listDataItems()
+    assert len(curves) == len(set(view.roofs.values())) + len(pts)  # precisions of one peak share a roof
+    names = [t.toPlainText() for t in panel.roofline.labels]
+    assert "bf16/fp16 989.4" in names and "tf32 494.7" in names and all(p["name"] in names for p in pts)
+    for p in pts:  # each point where its family's rate is, on log axes
+        t = panel.roofline.labels[names.index(p["name"])]
+        assert t.pos().x() == pytest.approx(math.log10(p["intensity"])) and t.pos().y() == pytest.approx(math.log10(p["tflops"]))
+    # a row marks its family's kernels on the timeline and goes to the first
+    gemm = next(f for f in fams if f["name"].startswith("gemm bf16"))
+    row = panel.table.frame.index[panel.table.frame["family"] == gemm["name"]][0]
+    panel.table.clicked.emit(panel.table.model_.index(int(row), 0))
+    marked = s.view.matches
+    assert len(marked) == gemm["kernels"]
+    names_of = {s.trace.names[int(s.trace.columns["name"][i])] for i in marked}
+    assert set(gemm["top_kernels"]) <= names_of
+    assert s.view.selected == int(marked[0]) and win.timeline.item.match_mask is not None
+    assert win.timeline.item.match_mask[marked].all() and int(win.timeline.item.match_mask.sum()) == len(marked)
+    # the selected GEMM's details: op, shapes as the raw trace recorded them, FLOPs, TFLOP/s
+    i = int(marked[0])
+    rows = {}
+    for k in range(win.details.topLevelItemCount()):
+        it = win.details.topLevelItem(k)
+        rows[it.text(0)] = it.text(1)
+    assert rows["Op family"] == gemm["name"] and rows["Op"] in ("aten::mm", "aten::addmm")
+    assert "c10::BFloat16" in rows["Input shapes"]
+    dims = [int(x) for x in rows["Input shapes"].replace("[", " ").replace("]", " ").replace(",", " ").split()
+            if x.isdigit()]
+    flops = float(rows["FLOPs"].replace(",", ""))
+    dur = int(s.trace.columns["dur"][i])
+    assert rows["Achieved"].startswith(f"{flops / dur / 1e3:.1f} TFLOP/s")
+    if rows["Op"] == "aten::mm":  # one kernel per mm here: the op's 2*M*N*K whole
+        m, k, n = dims[0], dims[1], dims[3]
+        assert (m, n, k) in {(a, c, b) for a, b, c in raw_mm} and flops == 2 * m * n * k
+    # look at it: the tab rendered to a PNG
+    out = tmp_path / "efficiency_tab.png"
+    assert win.efficiency.dock.grab().save(str(out))
+    assert os.path.getsize(out) > 10_000
+    if os.environ.get("GPUVIEWER_KEEP_PNG"):
+        win.efficiency.dock.grab().save(os.environ["GPUVIEWER_KEEP_PNG"])
+
+
+def test_tab_computes_nothing_until_shown(qtbot, tmp_path):
+    """The tab measures the kernels only once it is shown (reading every rank's shapes can take
+    seconds); a kernel's details say nothing of work until then."""
+    w = make_window(qtbot, tmp_path, block_analysis=True, size=(1400, 900))
+    assert w.controller.open([trace_path(*GPT)], block=True)
+    assert not w.efficiency.panel.wanted and w.efficiency.panel.view is None
+    kernel = int(np.flatnonzero(np.asarray(w.session.trace.columns["cat"]) == Cat.KERNEL)[0])
+    assert w.session.kernel_work(kernel) == []
+    w.session.show_event(kernel)
+    shown = [w.details.topLevelItem(k).text(0) for k in range(w.details.topLevelItemCount())]
+    assert "Name" in shown and "FLOPs" not in shown
