@@ -115,11 +115,12 @@ class RankOverview(QWidget):
                     k = self.shades[(r, s)] = shade(x - base.get(s, 0.0))
                     it.setBackground(QBrush(colour(k)))
                 self.table.setItem(i, j, it)
-        over = "over the step's median rank, " if self.measure.currentText().startswith("step") else ""
-        swatch = "".join(f"<span style='background:{colour(shade(m)).name()}'>&nbsp;{m:g}&nbsp;</span>"
-                         for m in (THRESHOLD_MS, 7, 20, FULL_MS))
-        self.note.setText(f"{len(ranks)} ranks x {len(steps)} steps, ms · colour {over}absolute: "
-                          f"white up to {THRESHOLD_MS:g} ms (jitter) {swatch} ms or more")
+        over = " over the step's median rank" if self.measure.currentText().startswith("step") else ""
+        swatch = "".join(f"<span style='background:{colour(shade(m)).name()}; color:#000'>&nbsp;{t}&nbsp;</span>"
+                         for m, t in ((THRESHOLD_MS, f"≤{THRESHOLD_MS:g}"), (7, "7"), (20, "20"),
+                                      (FULL_MS, f"≥{FULL_MS:g}")))
+        self.note.setText(f"{len(ranks)} ranks x {len(steps)} steps, ms · colour by absolute ms{over}: "
+                          f"{swatch} ms (up to {THRESHOLD_MS:g} ms is jitter: white)")
         self._fit_rows()
 
     def baselines(self, vals: dict[int, dict[int, float]]) -> dict[int, float]:
