@@ -118,7 +118,7 @@ class SlicesItem(Layer):
             if got is not None:
                 self._gpu_busy[rank] = got
                 return got
-            from ..analysis import intervals as iv
+            from ..model import intervals as iv
             trace = self.host.trace
             c = trace.columns
             got = {}

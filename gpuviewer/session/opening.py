@@ -25,6 +25,25 @@ def open_session(paths: list[str], *, use_cache: bool = True, align: bool = True
     return trace
 
 
+def read_into_cache(paths: list[str], progress: Callable[[float, str], None] | None = None) -> None:
+    """Parse the files into the column cache (the window's loader process does this, then opens
+    the cached session in the window's process)."""
+    from ..io.session import load
+    load(paths, use_cache=True, progress=progress)
+
+
+def companion_of(path: str) -> str | None:
+    """What a file would join a session as ("topology", "memory"), or None: a trace of its own."""
+    from ..io.registry import companion_of as find
+    return find(path)
+
+
+def rank_gpus(trace: Trace) -> dict:
+    """Each rank's GPUs as the topology names them ({rank: ["GPU0", ...]})."""
+    from ..analysis.topology import rank_gpus as gpus
+    return gpus(trace)
+
+
 def set_hosts(trace: Trace, spec: str | None = None) -> None:
     from ..io.hosts import hosts_from_files, parse_hosts
     if spec:

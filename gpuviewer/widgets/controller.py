@@ -69,13 +69,9 @@ class Controller(QObject):
         if not block:
             self.loader.start(paths)
             return True
-        from ..io.errors import TraceError
         try:
             s = Session.open(paths, use_cache=use_cache, align=self.loader.align, hosts=self.loader.hosts)
-        except TraceError as e:
-            self.failed.emit(str(e))
-            return False
-        except Exception as e:  # noqa: BLE001 - one line for the user, never a traceback
+        except Exception as e:  # noqa: BLE001 - one line for the user (ours say it), never a traceback
             from ..errors import describe
             self.failed.emit(describe(e, paths))
             return False

@@ -177,5 +177,5 @@ class FrameTable(QTableView):
 
     def export_csv(self, path: str) -> None:
         """The whole table (every row, in the order shown), atomically."""
-        from ..io.atomic import write_with
+        from ..session.files import write_with
         write_with(path, lambda f: self.model_.df.to_csv(f, index=False, lineterminator="\n"))

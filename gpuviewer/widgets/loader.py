@@ -11,14 +11,10 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 def _child(paths: list[str], q) -> None:
     try:
-        from gpuviewer.io.errors import TraceError
-        from gpuviewer.io.session import load
-        try:
-            load(paths, use_cache=True, progress=lambda f, m: q.put(("progress", float(f), str(m))))
-            q.put(("done",))
-        except TraceError as e:
-            q.put(("error", str(e)))
-    except Exception as e:  # noqa: BLE001 - reported as a message, never a traceback dialog
+        from gpuviewer.session.opening import read_into_cache
+        read_into_cache(paths, progress=lambda f, m: q.put(("progress", float(f), str(m))))
+        q.put(("done",))
+    except Exception as e:  # noqa: BLE001 - reported as a message (ours say it), never a traceback dialog
         from gpuviewer.errors import describe
         q.put(("error", describe(e, paths)))
 
@@ -84,15 +80,11 @@ class Loader(QObject):
 
     def _finish(self) -> None:
         self.cancel()
-        from ..io.errors import TraceError
         from ..session import open_session
         try:
             # a cache hit (memory-mapped), then hosts and their clocks aligned
             trace = open_session(self.paths, use_cache=True, align=self.align, hosts=self.hosts)
-        except TraceError as e:
-            self.failed.emit(str(e))
-            return
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - one line (ours say it), never a traceback
             from ..errors import describe
             self.failed.emit(describe(e, self.paths))
             return

@@ -86,7 +86,7 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         from .summary_window import is_summary_paths, open_summary
         if is_summary_paths(paths):  # a session summary (OUT.gvsum) opens its own way
             return open_summary(self, paths, block=block)
-        from ..io.registry import companion_of
+        from ..session.opening import companion_of
         if self.trace is not None and paths and all(
                 os.path.isfile(p) and companion_of(p) == "topology" for p in paths):
             return self.attach_topology_files(paths)

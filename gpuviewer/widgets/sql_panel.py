@@ -102,11 +102,11 @@ class SqlPanel(QWidget):
         self._t0 = 0.0
 
     def set_session(self, session) -> None:
-        from ..query.sql import Query
+        from ..session.panels import sql_query
         if self.query is not None:
             self.cancel()
         self.session = session
-        self.query = Query(session) if session is not None else None
+        self.query = sql_query(session) if session is not None else None
         self.bg.token += 1  # a result still on its way belongs to the old session
         import pandas as pd  # here, not at the top: the empty window is shown without it
         self.table.set_frame(pd.DataFrame())
@@ -187,7 +187,7 @@ def _event_of(trace, row) -> int | None:
             i = int(row["id"])
             return i if 0 <= i < len(trace) else None
         if "rank" in row.index and "start" in row.index:
-            from ..query.tables import event_at
+            from ..session.panels import event_at
             return event_at(trace, int(row["rank"]), int(row["start"]))
     except (TypeError, ValueError, OverflowError):
         return None

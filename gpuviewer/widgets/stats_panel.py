@@ -14,7 +14,8 @@ class StatsPanel(QWidget):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        from ..query.report_names import REPORTS  # (query.stats would import pandas before the first frame)
+        from ..session.panels import stats_reports
+        REPORTS = stats_reports()  # (query.stats would import pandas before the first frame)
         self.session = None
         self.full = None
         self.bg = Background(self)
@@ -94,7 +95,7 @@ class StatsPanel(QWidget):
     def _row(self, row) -> None:
         if self.session is None or "name" not in row.index:
             return
-        from ..query.stats import longest
+        from ..session.panels import longest
         i = longest(self.session, self.report.currentData(), str(row["name"]), self.rank.currentData())
         if i is not None:
             self.eventChosen.emit(i)

@@ -36,7 +36,7 @@ _SAY_MS = 20000  # a message about a rank stays this long in the status bar
 
 
 def is_summary_paths(paths: list[str]) -> bool:
-    from ..scale.summary import summary_folder
+    from ..session.summary import summary_folder
     return any(summary_folder(p) for p in paths)
 
 
@@ -44,8 +44,9 @@ def open_summary(win, paths, block: bool = False) -> bool:
     """Show the summary in `paths` (one folder or its manifest.json) in the window `win`.
     block: expansions load in this thread (headless renders, tests). False when it cannot be
     opened (win.last_error says why, as for a trace)."""
-    from ..scale.summary import SummaryError, summary_folder
+    from ..errors import GpuviewerError
     from ..session.summary import open_summary as summary_session
+    from ..session.summary import summary_folder
     paths = [paths] if isinstance(paths, str) else list(paths)
     folder = next(filter(None, map(summary_folder, paths)), None)  # each path's manifest read once
     if len(paths) != 1 or folder is None:
@@ -53,7 +54,7 @@ def open_summary(win, paths, block: bool = False) -> bool:
         return False
     try:
         session = summary_session(folder)
-    except SummaryError as e:
+    except GpuviewerError as e:  # a SummaryError: one line naming the folder
         win._failed(str(e))
         return False
     except Exception as e:  # noqa: BLE001 - a damaged summary is a message, never a traceback
@@ -182,7 +183,7 @@ class SummaryController(QObject):
     def expand(self, rank: int, block: bool | None = None) -> bool:
         """Load a rank's timeline (already there: unfold it). False when it cannot start (a
         missing file: said in the status bar)."""
-        from ..scale.summary import rank_files
+        from ..session.summary import rank_files
         if rank in self.trace.loaded:
             self._unfold(rank)
             return True
@@ -195,7 +196,7 @@ class SummaryController(QObject):
                      "deleted); it stays a summary row")
             return False
         if self.block if block is None else block:
-            from ..scale.summary import load_rank
+            from ..session.summary import load_rank
             try:
                 self._add(rank, load_rank(self.trace, rank))
             except Exception as e:  # noqa: BLE001 - any failure is one line, never a traceback
@@ -209,7 +210,7 @@ class SummaryController(QObject):
     def _next(self) -> None:
         if self.loading is not None or not self.queue:
             return
-        from ..scale.summary import rank_files
+        from ..session.summary import rank_files
         self.loading = self.queue.pop(0)
         files = rank_files(self.trace, self.loading)
         self.say(f"Rank {self.loading}: loading its timeline from {', '.join(map(os.path.basename, files))}…", 0)
@@ -223,7 +224,7 @@ class SummaryController(QObject):
         rank, self.loading = self.loading, None
         if rank is None or not self._active():
             return
-        from ..scale.summary import as_summary_rank
+        from ..session.summary import as_summary_rank
         try:
             self._add(rank, as_summary_rank(loaded, self.trace, rank))
         except Exception as e:  # noqa: BLE001

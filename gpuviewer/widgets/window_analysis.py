@@ -61,10 +61,10 @@ class AnalysisMixin:
 
     # -- topology -------------------------------------------------------------------------
     def attach_topology_files(self, paths: list[str]) -> bool:
-        from ..io.errors import TraceError
+        from ..errors import GpuviewerError
         try:
             self.session.attach_topology_files(paths)
-        except TraceError as e:
+        except GpuviewerError as e:
             self._failed(str(e))
             return False
         return True
@@ -72,14 +72,15 @@ class AnalysisMixin:
     def paste_topology(self, text: str | None = None) -> bool:
         from PySide6.QtWidgets import QApplication
 
-        from ..io.errors import TraceError
+        from ..errors import GpuviewerError
         if self.session is None:
             return False
         text = text if text is not None else QApplication.clipboard().text()
         try:
             self.session.paste_topology(text)
-        except TraceError as e:
-            self._failed(f"The clipboard does not hold `nvidia-smi topo -m` output ({e.problem})")
+        except GpuviewerError as e:
+            problem = getattr(e, "problem", str(e))
+            self._failed(f"The clipboard does not hold `nvidia-smi topo -m` output ({problem})")
             return False
         return True
 
@@ -92,7 +93,7 @@ class AnalysisMixin:
         if topo is None:
             self.topology.set_topology(None)
             return
-        from ..analysis.topology import rank_gpus
+        from ..session.opening import rank_gpus
         ranks_of_gpu: dict[str, list[int]] = {}
         if len(self.trace):
             for r, gs in rank_gpus(self.trace).items():
