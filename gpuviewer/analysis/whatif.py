@@ -43,8 +43,14 @@ class Change:
     regex: str | None = None
     pct: float = 0.0
     peak_gbps: float = DEFAULT_PEAK_BUSBW_GBPS
+    # faster: these GPU ops (event indices) instead of the names matching regex, and what they are
+    # in words (the efficiency findings name a kernel family or a GEMM shape, not a regex)
+    events: np.ndarray | None = field(default=None, repr=False, compare=False)
+    label: str | None = None
 
     def describe(self) -> str:
+        if self.kind == "faster" and self.label:
+            return f"{self.label} {1 / max(1 - self.pct / 100, 1e-9):.1f}x faster"
         if self.kind == "remove_gap":
             return f"remove the longest host gap of rank {self.rank} in " + \
                 (f"step {self.step}" if self.step is not None else "every step")
@@ -414,8 +420,11 @@ def apply(g: dg.DepGraph, ch: Change) -> tuple[np.ndarray, np.ndarray, list[str]
             raise ValueError(f"/{ch.regex}/ is not a regular expression: {e}") from None
         if not 0 <= ch.pct <= 100:
             raise ValueError("the percentage must be between 0 and 100")
-        ids = np.array([i for i, nm in enumerate(g.names) if rx.search(nm)], np.int64)
-        hit = (g.kind >= dg.KERNEL) & (g.kind <= dg.COPY) & np.isin(g.name, ids)
+        if ch.events is not None:
+            chosen = np.isin(g.ev, np.asarray(ch.events, np.int64))
+        else:
+            chosen = np.isin(g.name, np.array([i for i, nm in enumerate(g.names) if rx.search(nm)], np.int64))
+        hit = (g.kind >= dg.KERNEL) & (g.kind <= dg.COPY) & chosen
         f = 1 - ch.pct / 100
         dur[hit] = (dur[hit] * f).astype(np.int64)
         ce = (g.e_kind == dg.E_COLL) & hit[dst_node]

@@ -45,7 +45,7 @@ def _measure(path: str, args):
     from ..analysis.diff_tables import measure
     from ..io.comm_args import collective_args
     from ..io.errors import TraceError
-    from .cli import _cannot_read, _fail, _load
+    from .output import cannot_read as _cannot_read, fail as _fail, load as _load
     try:
         trace = _load([path], args)
     except TraceError as e:
@@ -63,7 +63,7 @@ def _measure(path: str, args):
 
 def cmd_diff(args) -> int:
     from ..analysis.diff import DiffError, diff, parse_steps
-    from .cli import _fail, _json, _out
+    from .output import fail as _fail, json_out as _json, out as _out
     try:
         ranks = None if args.ranks is None else (int(args.ranks[0]), _rank_arg(args.ranks[1]))
     except ValueError:

@@ -46,7 +46,7 @@ def _open(paths, args):
 
 
 def cmd_sql(args) -> int:
-    from .cli import _fail, _open_or_fail
+    from .output import fail as _fail, open_or_fail as _open_or_fail
     from ..query.sql import ALL_TABLES, QueryError, is_empty, parse_size, run
     paths = list(args.paths)
     try:  # options first: a bad value is refused before the trace is read
@@ -101,7 +101,7 @@ def read_query_file(path: str) -> tuple[str, str | None]:
 
 
 def cmd_stats(args) -> int:
-    from .cli import _fail, _open_or_fail
+    from .output import fail as _fail, open_or_fail as _open_or_fail
     from .peak_opts import values
     peaks, err = values(args)  # a bad value is refused before the trace is read
     if err:
@@ -115,7 +115,7 @@ def cmd_stats(args) -> int:
 
 
 def _write(df, args) -> int:
-    from .cli import _json, _out
+    from .output import json_out as _json, out as _out
     if args.json:
         _json(records(df))
     elif args.csv:

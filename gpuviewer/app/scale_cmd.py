@@ -30,7 +30,7 @@ def wanted(args) -> bool:
 
 
 def _fail(msg: str, args, code: int = 2) -> int:
-    from .cli import _fail as fail
+    from .output import fail
     fail(msg, args.debug)
     return code
 
@@ -66,7 +66,7 @@ def _here(args, show) -> int:
     from ..io.errors import TraceError
     from ..session.analysis import analyze_keeping_parts
     from ..scale.summary import SummaryError, write
-    from .cli import _cannot_read, _load, _session_name
+    from .output import cannot_read as _cannot_read, load as _load, session_name_of as _session_name
     try:
         trace = _load(args.paths, args)
     except TraceError as e:
@@ -158,7 +158,7 @@ def _me() -> str:
 
 def cmd_info(args) -> int:
     from ..scale.summary import SummaryError, info
-    from .cli import _json, _out
+    from .output import json_out as _json, out as _out
     try:
         s = info(args.paths[0])
     except SummaryError as e:
@@ -173,7 +173,7 @@ def cmd_info(args) -> int:
         _out(f"file        ... and {len(s['files']) - 20} more")
     _out(f"events      {s['events']:,}")
     _out(f"kernels     {s['kernels']:,}")
-    from .cli import rank_line
+    from .output import rank_line
     for r in s["ranks"]:
         _out(rank_line(r, r.get("host")))
     from ..session import alignment_line

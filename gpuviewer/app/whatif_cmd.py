@@ -52,7 +52,7 @@ def _change(args):
 
 
 def cmd_whatif(args) -> int:
-    from .cli import _fail, _json, _open_or_fail, _out
+    from .output import fail as _fail, json_out as _json, open_or_fail as _open_or_fail, out as _out
     try:  # the change first: a bad value is refused before the trace is read
         change = _change(args)
     except ValueError as e:
@@ -60,7 +60,7 @@ def cmd_whatif(args) -> int:
     trace, rc = _open_or_fail(args.paths, args)
     if trace is None:
         return rc
-    from .cli import _session_name
+    from .output import session_name_of as _session_name
     name = _session_name(args.paths)
     if trace.format == "nvidia-smi-topo" or not len(trace):
         return _fail(f"{name}: holds no trace events to replay")
