@@ -114,7 +114,8 @@ class SummaryController(QObject):
             c.block_analysis = was
         from ..model.plain import line
         win.setWindowTitle(f"{line(os.path.basename(self.folder))} (summary) — gpuviewer")
-        win.status_files.setText(self.status_line())
+        from ..model.fmt import esc
+        win.status_files.setText(esc(self.status_line()))  # the label is rich text (its warnings link): host names escaped
         failed = self.trace.metadata.get("failed_ranks") or []
         win.status_files.setToolTip("\n".join([self.alignment()] + [f"not in the summary: {f['error']}" for f in failed]
                                               + list(self.trace.warnings)))
