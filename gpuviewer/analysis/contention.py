@@ -64,7 +64,7 @@ def _same_work(a: dict, b: dict) -> bool:
 def compare_work(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
     """One rank computes clearly more than the lightest in every step: load imbalance when it
     runs other work, SM contention or a slower GPU when it runs the same kernels."""
-    from .rules import critical, finding
+    from .rule_base import critical, finding
     if len(rbs) < 2:
         return []
     steps = sorted(set.intersection(*({s.step for s in rb.measured} for rb in rbs)) - {None})

@@ -14,7 +14,7 @@ from .critical_path import attach_paths
 from .rankmap import map_rank
 from .reduce import reduce
 from .results import Analysis
-from .rules import ADVICE
+from .rule_base import ADVICE
 
 __all__ = ["analyze", "ADVICE"]
 

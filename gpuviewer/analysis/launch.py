@@ -98,7 +98,7 @@ def launch_share(x: dict) -> float:
 
 
 def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
-    from .rules import deferred, finding  # rules registers this rule (a cycle resolved at call time)
+    from .rule_base import deferred, finding
     per = step_launch(trace, rb)
     steps = [s for s in rb.measured if s.step in per]
     hit = [s for s in steps if is_launch_bound(per[s.step], s.gpu_time_ns)]

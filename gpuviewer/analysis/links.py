@@ -70,7 +70,7 @@ def slow_links(rows: list[dict], members: dict[str, list[int]], info: dict[int, 
                hosts: dict[int, str | None], topology: tuple | None = None) -> list[dict]:
     """rows: Collectives.summary(); members: group -> its ranks in the session; info: rank ->
     its map's info (device properties, world size); topology: (Topology, rank -> GPU names)."""
-    from .rules import finding
+    from .rule_base import finding
     out = []
     n_session = len(info)
     for row in rows:

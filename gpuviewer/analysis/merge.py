@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from .breakdown import RankBreakdown
-from .rules import finding
+from .rule_base import finding
 
 _RANK_PREFIX = re.compile(r"^Rank (\d+)(:| GPU)")
 _SEVERITY = {"high": 0, "medium": 1, "low": 2}

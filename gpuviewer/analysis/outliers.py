@@ -25,7 +25,7 @@ MIN_Z, MIN_RATIO = 3.5, 1.5  # robust z-score and times the median a step must b
 
 
 def step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
-    from .rules import finding
+    from .rule_base import finding
     steps = [s for s in rb.measured if s.step is not None]
     if len(steps) < 5:
         return []

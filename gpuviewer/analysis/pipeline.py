@@ -146,7 +146,7 @@ def _per_step(facts: dict, key: str) -> int:
 
 def all_to_all(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
     """SendRecv kernels that all-to-all ops launched: named, so they are not read as a pipeline."""
-    from .rules import finding
+    from .rule_base import finding
     ranks = [rb.rank for rb in rbs if facts[rb.rank]["p2p_kernels"] and sum(facts[rb.rank]["a2a"])
              and not sum(facts[rb.rank]["sends"]) + sum(facts[rb.rank]["recvs"])]
     if not ranks:
@@ -171,7 +171,7 @@ def pipeline(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
     """Per stage and step, its bubble (time not computing and not between its own kernels, over
     its window) next to the ideal (p-1)/(m+p-1); or, when the stage the others wait for is
     launch-bound, that. facts: rank -> pipeline_facts() of its map."""
-    from .rules import finding
+    from .rule_base import finding
     if len(rbs) < 2 or not any(facts[rb.rank]["p2p_names"] for rb in rbs):
         return []
     for rb in rbs:

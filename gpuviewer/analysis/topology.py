@@ -97,7 +97,7 @@ def split_finding(topo: Topology, gpu_group: list[str], ranks: list[int] | None 
                 slow.append({"a": a, "b": b, "type": ln.type})
     if len(islands) <= 1 and not slow:
         return None
-    from .rules import finding
+    from .rule_base import finding
     isl = topo.islands()
     parts = [f"spans {len(islands)} NVLink islands"] if len(islands) > 1 else []
     if slow:
