@@ -166,11 +166,13 @@ def _launching_threads(trace: Trace, rank: int) -> set[tuple[int, int]]:
     """(pid, tid) of the rank's threads that launched GPU work (all its CUDA API threads when no
     launch is on record): a data loader's worker or the NCCL watchdog does not feed the step."""
     api = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind == LaneKind.CUDA_API]
-    src = np.asarray(trace.flows[0])
+    src = trace.derived.get("flows_src_sorted")  # every rank's map asks: sorted once
+    if src is None or len(src) != len(trace.flows[0]):
+        src = trace.derived["flows_src_sorted"] = np.sort(np.asarray(trace.flows[0]).astype(np.int64))
     out = set()
     for ln in api:
         sl = trace.lane_slice(ln)
-        if len(src) and np.any((src >= sl.start) & (src < sl.stop)):
+        if np.searchsorted(src, np.int64(sl.stop)) > np.searchsorted(src, np.int64(sl.start)):
             out.add((trace.lanes[ln].pid, trace.lanes[ln].stream))
     return out or {(trace.lanes[ln].pid, trace.lanes[ln].stream) for ln in api}
 
