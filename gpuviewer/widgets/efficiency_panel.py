@@ -156,7 +156,7 @@ class EfficiencyDock:
     """The tab beside Findings, following the window's session; a kernel's details gain its work."""
 
     def __init__(self, win, beside) -> None:
-        from .window_build import dock
+        from .docks import dock
         self.win = win
         self.panel = EfficiencyPanel()
         self.dock = dock(win, "Efficiency", self.panel, Qt.BottomDockWidgetArea)

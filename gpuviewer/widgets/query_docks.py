@@ -14,7 +14,7 @@ class QueryDocks:
         self.session = None
         self.sql = SqlPanel()
         self.stats = StatsPanel()
-        from .window_build import dock
+        from .docks import dock
         self.sql_dock = dock(win, "SQL", self.sql, Qt.BottomDockWidgetArea)
         self.stats_dock = dock(win, "Statistics", self.stats, Qt.BottomDockWidgetArea)
         win.tabifyDockWidget(beside, self.stats_dock)

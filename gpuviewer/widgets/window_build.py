@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMessageBox, QSpinBox, QStatusBar, QToolBar, QWidget
+from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QSpinBox, QStatusBar, QToolBar
 
 from .. import __version__
 from .annotations_panel import AnnotationsPanel
 from .area_table import AreaTable
 from .details import DetailsPanel
+from .docks import dock
 from .findings_panel import FindingsPanel
 from .memory_panel import MemoryPanel
 from .overview_panel import OverviewPanel
@@ -81,14 +82,6 @@ def build(win) -> None:
     fit_to_screen(win, win.settings)  # the screen it opens on, or the last geometry there
     win.setDockOptions(QMainWindow.AnimatedDocks | QMainWindow.AllowNestedDocks | QMainWindow.AllowTabbedDocks)
     tabs_scroll(win)
-
-def dock(win, title: str, w: QWidget, area) -> QDockWidget:
-    d = QDockWidget(title, win)
-    d.setObjectName(title)
-    d.setWidget(w)
-    win.addDockWidget(area, d)
-    return d
-
 
 def tabs_scroll(win) -> None:
     """Dock tab bars scroll (and elide) rather than make the window wider than the screen."""
