@@ -292,14 +292,13 @@ class _FileReader:
         scaled traces) are renumbered densely so the column stays uint32."""
         big = any(len(c["corr"]) and int(c["corr"].max()) > 0xFFFFFFFF for c in self.chunks)
         if big:
-            allc = np.concatenate([c["corr"] for c in self.chunks])
-            uniq, inv = np.unique(allc, return_inverse=True)
-            dense = inv.astype(np.int64) + (0 if uniq[0] == 0 else 1)
-            pos = 0
+            # the distinct ids, then each piece's rank among them: no inverse of the whole
+            # session held at once (10M events: 0.26 GB less at the peak)
+            uniq = np.unique(np.concatenate([c["corr"] for c in self.chunks]))
+            add = 0 if uniq[0] == 0 else 1
             for c in self.chunks:
-                n = len(c["corr"])
-                c["corr"] = dense[pos:pos + n]
-                pos += n
+                c["corr"] = (np.searchsorted(uniq, c["corr"]) + add).astype(np.uint32)
+            del uniq
         for c in self.chunks:
             c["corr"] = c["corr"].astype(np.uint32)
 

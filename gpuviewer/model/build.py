@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import heap
 from .categories import GPU_WORK, Cat
 from .depth import lane_depth
 from .strings import Interner
@@ -151,9 +152,13 @@ def _concat(chunks: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         return {k: np.zeros(0, d) for k, d in EVENT_COLUMNS.items()}
     if len(chunks) == 1:
         return dict(chunks[0])
-    # column by column, each column's pieces dropped once joined: the pieces and the whole are
-    # held together for one column, not for all of them
-    return {k: np.concatenate([c.pop(k) for c in chunks]) for k in EVENT_COLUMNS}
+    # column by column, each column's pieces dropped once joined and their heap pages given
+    # back: the pieces and the whole are held together for one column, not for all of them
+    out = {}
+    for k in EVENT_COLUMNS:
+        out[k] = np.concatenate([c.pop(k) for c in chunks])
+        heap.trim()
+    return out
 
 
 def _concat_inst(parts) -> dict[str, np.ndarray]:
