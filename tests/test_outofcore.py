@@ -89,6 +89,8 @@ def test_sixteen_ranks_built_file_by_file_equal_the_in_memory_session(ranks16, t
         return take(self, lane_lo)
 
     def count():
+        # rank by rank in this process (a pool's workers would count in their own copies)
+        monkeypatch.setenv("GPUVIEWER_OOC_WORKERS", "1")
         monkeypatch.setattr(build.TraceBuilder, "add", counting_add)
         monkeypatch.setattr(build.TraceBuilder, "take_part", counting_take)
     old, new, d_old, d_new = _both([ranks16], tmp_path, monkeypatch, count)

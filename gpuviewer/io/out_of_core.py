@@ -64,34 +64,61 @@ def load(files: list[str], job: Job) -> Trace | None:
     return t
 
 
+def make_part(b: TraceBuilder, lane_lo: int) -> dict:
+    """The events committed to b since the last part (its lanes from lane_lo on), as the cache
+    stores them: sorted and nested, flows linked, level-of-detail runs packed, the span."""
+    from ..model.queries import lod_pack
+    cols, inst = b.take_part(lane_lo)
+    lane_counts = np.bincount(cols["lane"] - lane_lo, minlength=len(b.lanes) - lane_lo)
+    src, dst = link_flows(cols, np.array([ln.rank for ln in b.lanes], np.int64))
+    part = Trace(format=b.format, columns=cols, names=b.names.strings, lanes=b.lanes, ranks=[])
+    lod = lod_pack(part, range(lane_lo, len(b.lanes)))
+    # the part's span, as Trace._compute_span takes it (counters only where nothing else is)
+    lo, hi = [], []
+    if len(cols["start"]):
+        lo.append(int(cols["start"].min()))
+        hi.append(int((cols["start"] + cols["dur"]).max()))
+    if len(inst["t"]):
+        lo.append(int(inst["t"].min()))
+        hi.append(int(inst["t"].max()))
+    return {"cols": cols, "inst": inst, "lane_counts": lane_counts, "flow_src": src, "flow_dst": dst,
+            "lod": lod, "span": (min(lo), max(hi)) if lo else None}
+
+
 class _Parts:
     """Where each file's events, instants, level-of-detail runs and counters went in the store."""
 
     def __init__(self, store) -> None:
         self.store = store
-        self.lane_rank = np.zeros(0, np.int64)
         self.lod_index: list[np.ndarray] = []
         self.lod_q: list[np.ndarray] = []
         self.lane_counts: list[np.ndarray] = []  # events of each lane, in lane order
 
     def add(self, b: TraceBuilder, lane_lo: int) -> dict:
-        cols, inst = b.take_part(lane_lo)
+        return self.append(make_part(b, lane_lo), 0, None)
+
+    def append(self, part: dict, lane_shift: int, names: np.ndarray | None) -> dict:
+        """Store a part made by make_part; a worker's part (io/ooc_pool.py) has its own lanes
+        and names: lane_shift is added to its lanes, names maps its name ids to the session's."""
+        cols, inst, lod = part["cols"], part["inst"], part["lod"]
+        if lane_shift:
+            cols["lane"] += np.int32(lane_shift)
+            inst["lane"] += np.int32(lane_shift)
+            lod["lod_index"][:, 0] += lane_shift
+        if names is not None:
+            cols["name"] = names[cols["name"]]
+            inst["name"] = names[inst["name"]]
         st = self.store
         at = {"events": st.length("start"), "n": len(cols["start"]),
-              "inst": st.length("inst_t"), "n_inst": len(inst["t"]), "lod": st.length("lod_start")}
+              "inst": st.length("inst_t"), "n_inst": len(inst["t"]), "lod": st.length("lod_start"),
+              "span": part["span"]}
         for name, dtype in EVENT_COLUMNS.items():
             st.append(name, cols[name], dtype)
-        self.lane_counts.append(np.bincount(cols["lane"] - lane_lo, minlength=len(b.lanes) - lane_lo))
+        self.lane_counts.append(part["lane_counts"])
         for k, dtype in (("t", np.int64), ("lane", np.int32), ("name", np.int32)):
             st.append(f"inst_{k}", inst[k], dtype)
-        if len(self.lane_rank) < len(b.lanes):
-            self.lane_rank = np.array([ln.rank for ln in b.lanes], np.int64)
-        src, dst = link_flows(cols, self.lane_rank)
-        st.append("flow_src", src.astype(np.int64) + at["events"], np.int64)
-        st.append("flow_dst", dst.astype(np.int64) + at["events"], np.int64)
-        from ..model.queries import lod_pack
-        part = Trace(format=b.format, columns=cols, names=b.names.strings, lanes=b.lanes, ranks=[])
-        lod = lod_pack(part, range(lane_lo, len(b.lanes)))
+        st.append("flow_src", part["flow_src"].astype(np.int64) + at["events"], np.int64)
+        st.append("flow_dst", part["flow_dst"].astype(np.int64) + at["events"], np.int64)
         for k in ("start", "end", "maxend"):
             st.append(f"lod_{k}", lod[f"lod_{k}"], np.int64)
         st.append("lod_rep", lod["lod_rep"] + at["events"], np.int64)
@@ -100,15 +127,6 @@ class _Parts:
         self.lod_index.append(index)
         self.lod_q.append(lod["lod_q"])
         at["n_lod"] = st.length("lod_start") - at["lod"]
-        # the part's span, as Trace._compute_span takes it (counters only where nothing else is)
-        lo, hi = [], []
-        if len(cols["start"]):
-            lo.append(int(cols["start"].min()))
-            hi.append(int((cols["start"] + cols["dur"]).max()))
-        if len(inst["t"]):
-            lo.append(int(inst["t"].min()))
-            hi.append(int(inst["t"].max()))
-        at["span"] = (min(lo), max(hi)) if lo else None
         return at
 
     def counters(self, b: TraceBuilder, lo: int) -> list[int]:
@@ -144,9 +162,21 @@ def _build(files: list[str], job: Job, store) -> dict:
     per_file: list[dict] = []  # what the session needs of each file once its events are stored
     used: set[int] = set()
     rank_warnings: list[str] = []
-    for info in read_each(b, files, progress, cancelled, optional, skipped):
-        per_file.append(_commit_file(b, parts, info, used, rank_warnings))
-        del info  # the file's reader and its parsed chunks go before the next file is read
+    from .ooc_pool import read_ranks, workers_for
+    n_workers = workers_for(files)
+    if n_workers > 1:
+        # ranks read and committed by a pool of processes, appended here in file order
+        for f, res in read_ranks(files, job, n_workers):
+            if "skipped" in res:  # as read_each skips JSON in a folder that is no trace
+                skipped.append(f)
+                b.warnings.append(f"{f}: skipped ({res['skipped']})")
+                continue
+            per_file.append(_commit_worker_part(b, parts, res, used, rank_warnings))
+            del res
+    else:
+        for info in read_each(b, files, progress, cancelled, optional, skipped):
+            per_file.append(_commit_file(b, parts, info, used, rank_warnings))
+            del info  # the file's reader and its parsed chunks go before the next file is read
     if not per_file:
         raise TraceError(file_names(files), "no trace in these files (each is JSON, but not a profiler trace)")
     if progress:
@@ -183,15 +213,8 @@ def _build(files: list[str], job: Job, store) -> dict:
 def _commit_file(b: TraceBuilder, parts: _Parts, info: dict, used: set, rank_warnings: list) -> dict:
     """Give a file just read its rank (as kineto_json does: a rank taken by an earlier file, or
     none, becomes the lowest free one), commit it on its own clock and store its events."""
-    r = info["rank"]
     fr = info["reader"]
-    if r is None or r in used:
-        if r is not None:
-            rank_warnings.append(f"{os.path.basename(fr.path)}: rank {r} appears twice; shown as another rank")
-        r = 0
-        while r in used:
-            r += 1
-    used.add(r)
+    r = _free_rank(info["rank"], fr.path, used, rank_warnings)
     n_warn, lane_lo, c_lo, s_lo = len(b.warnings), len(b.lanes), len(b.counters), len(b.steps)
     fr.finish(info["meta"], r, 0, info["base_ns"])
     # warnings of the commit come after every file's reading warnings, as in kineto_json
@@ -202,6 +225,45 @@ def _commit_file(b: TraceBuilder, parts: _Parts, info: dict, used: set, rank_war
     return {"path": fr.path, "n_flow": fr.n_flow, "meta": info["meta"], "rank": r, "file_rank": info["rank"],
             "base_ns": info["base_ns"], "min_ts_us": info["min_ts_us"], "at": at,
             "counters": counters, "steps": (s_lo, len(b.steps)), "warnings": later, "offset": 0}
+
+
+def _free_rank(r: int | None, path: str, used: set, rank_warnings: list) -> int:
+    """kineto_json's rule: a rank taken by an earlier file, or none, becomes the lowest free one."""
+    if r is None or r in used:
+        if r is not None:
+            rank_warnings.append(f"{os.path.basename(path)}: rank {r} appears twice; shown as another rank")
+        r = 0
+        while r in used:
+            r += 1
+    used.add(r)
+    return r
+
+
+def _commit_worker_part(b: TraceBuilder, parts: _Parts, res: dict, used: set, rank_warnings: list) -> dict:
+    """A file a worker read and committed as rank 0 of its own builder (io/ooc_pool.py) made
+    what _commit_file makes of it here: its names interned in their order (so the ids are the
+    ones reading it here gives), its lanes numbered after the earlier files', its rank given."""
+    r = _free_rank(res["file_rank"], res["path"], used, rank_warnings)
+    lane_lo, c_lo, s_lo = len(b.lanes), len(b.counters), len(b.steps)
+    source = len(b.sources)
+    names = np.array(b.names.ids(res["strings"]), np.int32)
+    for ln in res["lanes"]:
+        ln.rank, ln.source = r, source
+        b._lane_index[(r, ln.kind, ln.device, ln.pid, ln.stream)] = len(b.lanes)
+        b.lanes.append(ln)
+    b.sources.append(res["source"])
+    b.warnings.extend(res["read_warnings"])
+    info = res["rank_info"]
+    info.rank = r
+    b.ranks[r] = info
+    b.steps.extend(Step(r, s.step, s.start, s.end) for s in res["steps"])
+    b.counters.extend(Counter(r, c.device, c.name, c.t, c.v) for c in res["counters"])
+    at = parts.append(res["part"], lane_lo, names)
+    counters = parts.counters(b, c_lo)
+    return {"path": res["path"], "n_flow": res["n_flow"], "meta": res["meta"], "rank": r,
+            "file_rank": res["file_rank"], "base_ns": res["base_ns"], "min_ts_us": res["min_ts_us"],
+            "at": at, "counters": counters, "steps": (s_lo, len(b.steps)),
+            "warnings": res["commit_warnings"], "offset": 0}
 
 
 def _clocks(b: TraceBuilder, parts: _Parts, per_file: list[dict]) -> None:
