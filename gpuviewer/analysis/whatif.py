@@ -202,7 +202,7 @@ def _levels(g: dg.DepGraph) -> "replay_levels.Levels":
     """The model's slots by level (replay_levels), found once and kept with it."""
     if getattr(g, "_levels", None) is None:
         o, ptr = _incoming(g)
-        g._levels = replay_levels.levels(g, _plan(g), g._src, o, ptr)
+        g._levels = replay_levels.levels(g, o, ptr)
     return g._levels
 
 
