@@ -405,19 +405,23 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
             continue
         last = int(ins.starts.max())
         bf = (ins.bytes or 0) * bus_factor(ins.kind, len(ins.ranks))
-        for k, v in enumerate(nodes.tolist()):
-            tr = int(ins.ends[k]) - last
-            if tr < 0:
-                continue  # finished before the last arrival (a broadcast's root): its own duration
-            split[v] = True
-            dur[v] = 0
-            for u in nodes.tolist():
-                cb_u.append(2 * u); cb_v.append(2 * v + 1); cb_o.append(tr); cb_b.append(bf)
-    if cb_u:
-        edges(cb_u, cb_v, cb_o, E_COLL)
+        tr = np.asarray(ins.ends, np.int64) - last
+        # a member that finished before the last arrival (a broadcast's root) keeps its own duration
+        vs, trs = nodes[tr >= 0], tr[tr >= 0]
+        split[vs] = True
+        dur[vs] = 0
+        # every member's start -> each transferring member's end (member by member, as arrays:
+        # 64 ranks make 4,096 edges a collective)
+        cb_u.append(np.tile(2 * nodes, len(vs)))
+        cb_v.append(np.repeat(2 * vs + 1, len(nodes)))
+        cb_o.append(np.repeat(trs, len(nodes)))
+        cb_b.append(np.full(len(vs) * len(nodes), bf, np.float64))
+    n_coll = sum(len(x) for x in cb_u)
+    if n_coll:
+        edges(np.concatenate(cb_u), np.concatenate(cb_v), np.concatenate(cb_o), E_COLL)
     coll_b = np.zeros(sum(len(x) for x in src), np.float64)
-    if cb_u:
-        coll_b[-len(cb_u):] = cb_b
+    if n_coll:
+        coll_b[-n_coll:] = np.concatenate(cb_b)
     if colls.instances and not any(ins.bytes for ins in colls.instances):
         assumptions.append("collectives matched by kernel name and stream order; their sizes are not "
                            "recorded (no NCCL payload)")
