@@ -167,3 +167,22 @@ def test_odd_gemm_shape_found(tmp_path):
     k = m["best_pct_of_peak"] / m["pct_of_peak"]
     assert f["saving"] == f"the 4096x1001x600 GEMMs at the best shape's % of peak, {k:.1f}x faster"
     assert 0 <= f["saves_ms"] <= m["time_ms"] * (1 - 1 / k) + 1e-3
+
+
+def test_one_tensor_core_rule():
+    """kernels.is_tensor_core (the Tensor-Core share) and kernel_class.tensor_cores (the efficiency)
+    are one rule: a type in a name that is no matrix kernel says nothing (NCCL's bf16 all-reduce,
+    fbgemm's FP8 quantize kernels, names from the shared traces); SIMT names are never Tensor-Core."""
+    from gpuviewer.analysis.kernel_class import tensor_cores
+    from gpuviewer.analysis.kernels import is_tensor_core
+    names = {"ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)": None,
+             "void fbgemm_gpu::(anonymous namespace)::_compute_FP8_quantize_cuda_kernel<float>(float const*, "
+             "float const*, int, int, unsigned char*, bool)": None,
+             "fmha_cutlassF_f32_aligned_64x64_rf_sm80": None, "fmha_cutlassF_f16_aligned_64x128_rf_sm80": True,
+             "void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>": False,
+             "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x256x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_"
+             "execute_kernel__5x_cublas": False, "volta_h884gemm_64x64_ldg8_nn": True,
+             "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT": True, "ampere_sgemm_32x32_sliced1x4_tn": False}
+    for name, want in names.items():
+        assert tensor_cores(name) is want, name
+        assert is_tensor_core(name) is (want is True), name

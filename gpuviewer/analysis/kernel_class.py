@@ -17,10 +17,25 @@ fused ops' names (a pointwise kernel fused into a convolution's backward is not 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
-_TC = re.compile(r"hmma|imma|qmma|gmma|wgmma|tensorop|tf32|bf16|f16f16|fp16|h1688|h16816|s1688|s16816|i8816|e4m3|"
-                 r"e5m2|fp8|nvjet|flash|fmha|_tc_|mma_", re.IGNORECASE)
-_SIMT = re.compile(r"sgemm|dgemm|ffma|dfma|_simt|simt_|gemm_f32f32|gemm_f64f64|gemv|scudnn", re.IGNORECASE)
+# Kernel names that say they run on Tensor Cores (the one set of these rules: kernels.is_tensor_core
+# and the efficiency both ask tensor_cores). A name with "gemm" alone does not: sgemm, cgemm and
+# implicit_convolve_sgemm are FP32 SIMT kernels (tb_plugin asserts 0% on fp32 ResNet-50); nor does a
+# type alone: ncclDevKernel_AllReduce_Sum_bf16 and fbgemm's FP8 quantize kernels are no matrix kernels.
+# - MMA shapes of cuBLAS/cuDNN/CUTLASS SASS kernels: volta_h884gemm, turing_fp16_s1688cudnn,
+#   cutlass_80_tensorop_s1688gemm (TF32), i8816 (int8), s16816 / h16816 (Ampere)
+# - CUTLASS's operator class (OpClassTensorOp, cutlass_tensorop_*), MMA instructions (wmma, hmma,
+#   imma, dmma, Hopper's gmma / wgmma)
+# - cuBLASLt's Hopper/Blackwell nvjet GEMMs and FlashAttention (fp16/bf16 only)
+_TC = re.compile(r"[hsid](?:884|1688|16816|8816|16832|16864)|tensorop|wmma|hmma|imma|dmma|qmma|gmma|"
+                 r"nvjet|flash_?(?:fwd|bwd|attn)|flash::", re.IGNORECASE)
+# cuDNN/cuBLAS xmma and sm80_/sm90_ kernels and PyTorch's fmha run on Tensor Cores only with a
+# reduced-precision type in the name (sm80_xmma_gemm_f32f32_f32f32_..._ffma is SIMT FP32)
+_NEEDS_TYPE = re.compile(r"xmma|fmha|(?:^|_)sm\d{2,3}_", re.IGNORECASE)
+_LOW_PRECISION = re.compile(r"f16|half|tf32|e4m3|e5m2|fp8|int8|(?<![a-z])[is]8|tensor\d", re.IGNORECASE)
+_ON_CUDA_CORES = re.compile(r"simt|ffma", re.IGNORECASE)  # CUTLASS/xmma kernels on the CUDA cores, always
+_SIMT = re.compile(r"sgemm|dgemm|dfma|gemm_f32f32|gemm_f64f64|gemv|scudnn", re.IGNORECASE)
 _KINDS = (
     ("attention", re.compile(r"flash|fmha|sdpa|attention|attn", re.IGNORECASE)),
     ("conv", re.compile(r"convolution|conv\d|conv_|_conv|scudnn|wgrad|dgrad|implicit_gemm|implicit_convolve|winograd", re.IGNORECASE)),
@@ -43,11 +58,12 @@ _PREC = (
 )
 
 
+@lru_cache(maxsize=1 << 16)  # every rank of a job names the same kernels
 def tensor_cores(name: str) -> bool | None:
     """True: a Tensor-Core kernel; False: a matrix kernel on the SIMT units; None: not said."""
-    if _SIMT.search(name) and not re.search(r"tf32|hmma|gmma", name, re.IGNORECASE):
+    if _ON_CUDA_CORES.search(name) or (_SIMT.search(name) and not re.search(r"tf32|hmma|gmma", name, re.IGNORECASE)):
         return False
-    if _TC.search(name):
+    if _TC.search(name) or (_NEEDS_TYPE.search(name) and _LOW_PRECISION.search(name)):
         return True
     return None
 

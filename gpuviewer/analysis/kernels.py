@@ -1,7 +1,6 @@
 """Kernel statistics: top kernels by total time, Tensor-Core share, launch statistics."""
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
 import numpy as np
@@ -9,30 +8,13 @@ import numpy as np
 from ..model.categories import Cat
 from ..model.trace import Trace
 from .breakdown import RankBreakdown
-
-# Kernel names that say they run on Tensor Cores. A name with "gemm" alone does not: sgemm,
-# cgemm and implicit_convolve_sgemm are FP32 SIMT kernels (tb_plugin asserts 0% on fp32 ResNet-50).
-# - MMA shapes of cuBLAS/cuDNN/CUTLASS SASS kernels: volta_h884gemm, turing_fp16_s1688cudnn,
-#   cutlass_80_tensorop_s1688gemm (TF32), i8816 (int8), s16816 / h16816 (Ampere)
-# - CUTLASS's operator class (OpClassTensorOp, cutlass_tensorop_*), MMA instructions (wmma, hmma,
-#   imma, dmma, Hopper's gmma / wgmma)
-# - cuBLASLt's Hopper/Blackwell nvjet GEMMs and FlashAttention (fp16/bf16 only)
-TENSOR_CORE = re.compile(r"[hsid](?:884|1688|16816|8816|16832|16864)|tensorop|wmma|hmma|imma|dmma|gmma|"
-                         r"nvjet|flash_?(?:fwd|bwd|attn)|flash::", re.IGNORECASE)
-# cuDNN/cuBLAS xmma and sm80_/sm90_ kernels and PyTorch's fmha run on Tensor Cores only with a
-# reduced-precision type in the name (sm80_xmma_gemm_f32f32_f32f32_..._ffma is SIMT FP32)
-_NEEDS_TYPE = re.compile(r"xmma|fmha|(?:^|_)sm\d{2,3}_", re.IGNORECASE)
-_LOW_PRECISION = re.compile(r"f16|half|tf32|e4m3|e5m2|fp8|int8|(?<![a-z])[is]8|tensor\d", re.IGNORECASE)
-_SIMT = re.compile(r"simt|ffma", re.IGNORECASE)  # CUTLASS/xmma kernels on the CUDA cores
+from .kernel_class import tensor_cores
 
 
 @lru_cache(maxsize=1 << 16)  # every rank of a job names the same kernels: 15% of a 64-rank map
 def is_tensor_core(name: str) -> bool:
-    if _SIMT.search(name):
-        return False
-    if TENSOR_CORE.search(name):
-        return True
-    return bool(_NEEDS_TYPE.search(name) and _LOW_PRECISION.search(name))
+    """A Tensor-Core kernel by its name: kernel_class.tensor_cores, the one set of these rules."""
+    return tensor_cores(name) is True
 
 
 def kernel_stats(trace: Trace, rb: RankBreakdown, top: int = 15) -> dict:
