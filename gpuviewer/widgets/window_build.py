@@ -240,5 +240,9 @@ def status(win) -> None:
     # the loading progress and Cancel are the cover's, in the timeline's place (opening_cover)
     win.progress, win.progress_msg, win.cancel_btn = win.cover.bar, win.cover.message, win.cover.cancel
     win.cancel_btn.clicked.connect(win.cancel_load)
-    sb.addWidget(win.status_files, 1)
+    # permanent (right), so a message on the left never hides the session line and its warnings
+    # link; a small minimum, so a long line (a summary's) is clipped rather than widening the window
+    win.status_files.setMinimumWidth(40)
+    win.status_files.setContentsMargins(0, 0, 10, 0)
+    sb.addPermanentWidget(win.status_files)
     sb.addPermanentWidget(win.status_range)
