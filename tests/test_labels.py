@@ -76,6 +76,9 @@ def test_one_warning_in_the_singular_and_listed_on_click(nsys_window, qapp):
     assert len(warnings) == 1
     text = w.status_files.text()
     assert "1 warning<" in text and "1 warnings" not in text and "2 ranks" in text
+    w.statusBar().showMessage("a message on the left")  # (the warm-up note is one)
+    qapp.processEvents()
+    assert w.status_files.isVisible()  # the link is not hidden by it
     # the link Qt reports when the user clicks "1 warning"
     w.status_files.linkActivated.emit("warnings")
     qapp.processEvents()
