@@ -49,7 +49,7 @@ def test_screenshot_with_steps_past_32_bits(tmp_path, stall_events):
     box is disabled (its tooltip says why), and the steps are still steps."""
     p = _write(tmp_path, "huge_steps.json", _renumber_steps(stall_events, lambda n: 999_999_999_999_999_990 + n))
     out = tmp_path / "shot.png"
-    r = run("screenshot", p, "-o", str(out), "--no-cache")
+    r = run("screenshot", p, "-o", str(out), "--no-cache", "--whole-window")
     assert_clean(r)
     assert out.stat().st_size > 10_000
     info = run("info", p, "--json", "--no-cache")
@@ -88,7 +88,7 @@ def test_screenshot_with_garbage_memory_counters(tmp_path, stall_events):
             k += 1
     p = _write(tmp_path, "garbage_memory.json", d)
     out = tmp_path / "shot.png"
-    r = run("screenshot", p, "-o", str(out), "--no-cache")
+    r = run("screenshot", p, "-o", str(out), "--no-cache", "--whole-window")
     assert_clean(r)
     assert out.stat().st_size > 10_000
     info = run("info", p, "--json", "--no-cache")
@@ -132,7 +132,7 @@ def test_screenshot_of_shared_snapshot_is_bounded(tmp_path):
     p = str(tmp_path / "shared.pickle")
     _shared_snapshot(p, 64, 5000)
     out = tmp_path / "shot.png"
-    r = run("screenshot", p, "-o", str(out), "--no-cache")
+    r = run("screenshot", p, "-o", str(out), "--no-cache", "--whole-window")
     assert_clean(r)
     assert out.stat().st_size > 10_000
     assert r.rss_mb < 600, r.rss_mb

@@ -81,7 +81,7 @@ def test_normal_screenshot_prints_nothing_on_stderr(tmp_path):
 def test_size_below_the_window_minimum_says_so(tmp_path):
     out = tmp_path / "x.png"
     # (the laptop layout lets the window shrink to about 540x350: ask for less than that)
-    r = run("screenshot", DDP, "-o", str(out), "--size", "300x200", timeout=300)
+    r = run("screenshot", DDP, "-o", str(out), "--size", "300x200", "--whole-window", timeout=300)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
     (line,) = r.lines()
     w, h = png_size(out)

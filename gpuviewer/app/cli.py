@@ -179,8 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
                                        "write --window=-5:10 for a negative start)")
     shot.add_argument("--size", default="1600x900", help="WxH in pixels, each side 200-8192 (default 1600x900)")
     shot.add_argument("--annotations", help="an annotations JSON file to draw")
+    shot.add_argument("--whole-window", action="store_true",
+                      help="the whole window (docks, findings, memory, menus) instead of the timeline alone")
     shot.add_argument("--timeline-only", action="store_true",
-                      help="only the timeline (lane names, events, steps, annotations), without the window's docks")
+                      help="only the timeline: lane names, events, steps, annotations (the default; "
+                           "for a session summary, refused rather than picturing its window)")
     shot.set_defaults(func=_screenshot)
     rep = sub.add_parser("report", parents=[common], help="a self-contained HTML or Markdown report")
     rep.add_argument("-o", "--output", required=True, help="OUT.html or OUT.md")

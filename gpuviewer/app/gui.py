@@ -156,9 +156,9 @@ def _quiet_qt() -> None:
 def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, use_cache=True,
                   setup=None, annotations: str | None = None, report: bool = False,
                   timeline_only: bool = False) -> int:
-    """Load, lay out and save the main window as the user would see it. Returns an exit code.
-    Headless runs read the annotations sidecar (a damaged one is reported and left alone) but
-    never write it."""
+    """Load and save the session's timeline (timeline_only) or report, or the main window laid
+    out as the user would see it. Returns an exit code. Headless runs read the annotations
+    sidecar (a damaged one is reported and left alone) but never write it."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from ..io.errors import TraceError
     from ..io.sidecar import load_doc
@@ -338,6 +338,9 @@ def _paths_exist(paths: list[str]) -> bool:
 
 
 def cmd_screenshot(args) -> int:
+    if args.whole_window and args.timeline_only:
+        _say("--whole-window and --timeline-only: choose one")
+        return 2
     try:
         size = _parse_size(args.size)
     except ValueError as e:
@@ -353,8 +356,12 @@ def cmd_screenshot(args) -> int:
         return 2
     if not _paths_exist(args.paths):
         return 2
+    # the timeline alone unless the whole window is asked for; a summary has no timeline to
+    # draw, so without --timeline-only it pictures the summary's window
+    from ..scale.summary import summary_folder
+    whole = args.whole_window or (not args.timeline_only and any(summary_folder(p) for p in args.paths))
     return render_window(args.paths, args.output, size, window, use_cache=not args.no_cache,
-                         annotations=args.annotations, timeline_only=args.timeline_only)
+                         annotations=args.annotations, timeline_only=not whole)
 
 
 def cmd_report(args) -> int:

@@ -34,9 +34,31 @@ def _save_svg(widget, path: str) -> bool:
     p = QPainter(gen)
     try:
         widget.render(p, QPoint(0, 0))
+        # an SVG keeps no widget's clip: what a plot draws past its edges (slices begun before the
+        # view, every step's line and label) lands in the widgets beside it. Those the widget
+        # names are painted again on top, as the screen shows them.
+        for w in getattr(widget, "svg_on_top", ()):
+            if w.isVisible():
+                at = w.mapTo(widget, QPoint(0, 0))
+                p.fillRect(QRect(at, w.size()), w.palette().window())  # a splitter handle paints no background
+                w.render(p, at)
     finally:
         p.end()
+    _size_in_pixels(path, widget.width(), widget.height())
     return os.path.getsize(path) > 0
+
+
+def _size_in_pixels(path: str, w: int, h: int) -> None:
+    """Qt writes the size in millimetres at 72 dpi (564 mm for 1600 px), which viewers turn
+    into 1999 px at 90 dpi or 2133 at 96: say it in pixels, the PNG's size."""
+    import re
+    with open(path, "rb") as f:
+        data = f.read()
+    head, n = re.subn(rb'<svg width="[0-9.]+mm" height="[0-9.]+mm"', f'<svg width="{w}" height="{h}"'.encode(),
+                      data[:400], count=1)
+    if n:
+        with open(path, "wb") as f:
+            f.write(head + data[400:])
 
 
 def _save_png(widget, path: str, scale: float, software: str) -> bool:

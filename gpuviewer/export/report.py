@@ -137,9 +137,15 @@ def to_html(r: dict) -> str:
         ev = f.evidence_rows()
         if ev:
             out.append("<p>Evidence:</p><ul>" + "".join(
-                f"<li><code>{e(v['name'][:120])}</code> — {v.get('excess_ms', v.get('ms'))} ms on {e(v['lane'])}</li>"
+                f"<li><code>{e(v['name'][:120])}</code> — {v.get('excess_ms', v.get('ms'))} ms"
+                + (f" on {e(v['lane'])}" if v.get("lane") else "") + "</li>"
                 for v in ev[:6]) + "</ul>")
         out.append(f"<p class='advice'>{e(f.advice)}</p>")
+        symptoms = list(_symptoms(f))
+        if symptoms:  # what the cause also shows as (the window's tree under it)
+            out.append(f"<p>Symptoms ({len(symptoms)}):</p><ul>" + "".join(
+                f"<li style='margin-left:{16 * (depth - 1)}px'><span class='sev-{c.severity}'>{c.severity}</span> · "
+                f"{e(c.rule)} ({where(c)}): {e(c.title)}</li>" for c, depth in symptoms) + "</ul>")
         out.append(f"<p class='muted'>{format_ns(f.start_ns - o)} – {format_ns(f.end_ns - o)}</p>"
                    f"<img alt='{e(f.rule)}' src='{x['image']}'>")
     out.append(f"<h2>Annotations ({len(r['annotations'])})</h2>")
@@ -162,6 +168,13 @@ def to_html(r: dict) -> str:
         out.append("</table>")
     out.append("<p class='muted'>Made by gpuviewer.</p></body></html>")
     return "\n".join(out)
+
+
+def _symptoms(f, depth: int = 1):
+    """A finding's symptoms, nested ones after their parent, with their depth."""
+    for c in f.children:
+        yield c, depth
+        yield from _symptoms(c, depth + 1)
 
 
 def to_markdown(r: dict) -> str:

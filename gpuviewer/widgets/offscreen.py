@@ -15,8 +15,12 @@ REPORT_VIEW_SIZE = (1152, 433)
 
 
 def bare_view(session, size: tuple[int, int] = REPORT_VIEW_SIZE) -> TimelineView:
+    """A picture's timeline: lane labels and lanes only, the whole size theirs (no search bar,
+    no scroll bar: nothing to type into or drag on paper)."""
     v = TimelineView()
     v.setAttribute(Qt.WA_DontShowOnScreen)  # laid out and painted, never on a screen
+    show_chrome(v, False)
+    v.svg_on_top = (v.labels, v.split.handle(1))  # over what the plot draws past its left edge in an SVG
     v.resize(*size)
     v.show()
     lanes = session.view.lanes  # copied: folding for a picture must not fold the window's lanes
@@ -32,6 +36,16 @@ def bare_view(session, size: tuple[int, int] = REPORT_VIEW_SIZE) -> TimelineView
         v.set_range(*session.view.range)
     QApplication.processEvents()
     return v
+
+
+def show_chrome(v: TimelineView, shown: bool) -> None:
+    """Show or hide what a picture leaves out: the search bar's row and the scroll bar (whose
+    value still scrolls the lanes when hidden: reports scroll to a rank)."""
+    for w in (v.search, v.regex, v.match_label, v.scroll):
+        w.setVisible(shown)
+    bar = v.layout().itemAt(0).layout()  # the search row: hidden widgets leave its 4 px margins
+    if bar is not None:
+        bar.setContentsMargins(*((4, 2, 4, 2) if shown else (0, 0, 0, 0)))
 
 
 def dispose(v: TimelineView) -> None:

@@ -111,14 +111,26 @@ class NavMixin:
         self.timeline.apply_renderer(mode)
 
     # -- export ---------------------------------------------------------------------------
-    def export_image(self, path: str, scale: float = 1.0) -> bool:
+    def export_image(self, path: str, scale: float = 1.0, whole_window: bool = False) -> bool:
+        """The timeline as it is shown (its size, range, lanes, annotations; no search or scroll
+        bar), or the whole window."""
         from ..export.image import save_widget
-        return save_widget(self, path, scale)
+        if whole_window or self.session is None:
+            return save_widget(self, path, scale)
+        from .offscreen import bare_view, dispose
+        view = bare_view(self.session, (self.timeline.width(), self.timeline.height()))
+        try:
+            return save_widget(view, path, scale)
+        finally:
+            dispose(view)
 
     def export_image_dialog(self) -> None:
         path, _filt = QFileDialog.getSaveFileName(self, "Export image", "gpuviewer.png",
                                                   "PNG image (*.png);;SVG (text stays text) (*.svg)")
         if not path:
+            return
+        what, ok = QInputDialog.getItem(self, "Export image", "Picture of:", ["The timeline", "The whole window"], 0, False)
+        if not ok:
             return
         scale = 1.0
         if path.lower().endswith(".png"):
@@ -126,12 +138,19 @@ class NavMixin:
             if not ok:
                 return
             scale = float(s[0])
-        if not self.export_image(path, scale):
+        if not self.export_image(path, scale, whole_window=what == "The whole window"):
             QMessageBox.warning(self, "Export image", f"Could not write {path}")
 
     def copy_image(self) -> None:
         from PySide6.QtWidgets import QApplication
-        QApplication.clipboard().setPixmap(self.grab())
+        if self.session is None:
+            return
+        from .offscreen import bare_view, dispose
+        view = bare_view(self.session, (self.timeline.width(), self.timeline.height()))  # as exported
+        try:
+            QApplication.clipboard().setPixmap(view.grab())
+        finally:
+            dispose(view)
         self.statusBar().showMessage("Image copied to the clipboard", 3000)
 
     def export_report_dialog(self) -> None:
