@@ -7,8 +7,9 @@ next to its target.
 The session is opened first (from the cache after the first run; not timed). Timed, median of 3:
 building the dependency model (steps, collectives matched across ranks, edges; done once per
 session and kept), the first what-if on it (the recorded steps replayed as well as the changed
-ones), each of four changes on the built model (the change applied, the whole session replayed,
-step times), and every step's critical path.
+ones, and from 8 ranks on the replay's levels found: analysis/replay_levels.py), each of four
+changes on the built model (the change applied, the whole session replayed, step times), and
+every step's critical path.
 """
 from __future__ import annotations
 
@@ -53,7 +54,9 @@ def bench(path: str) -> None:
                wi.Change("rank_like_median", rank=1), wi.Change("comm_at_peak")]
 
     def first():
-        g.__dict__.pop("_recorded", None)  # the steps as recorded replayed too, as a fresh session does
+        # the steps as recorded replayed too, and the replay's levels found, as a fresh session does
+        g.__dict__.pop("_recorded", None)
+        g.__dict__.pop("_levels", None)
         return wi.whatif(trace, changes[0], args)
     t_first, res = _median(first)
     rows = []
