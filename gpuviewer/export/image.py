@@ -9,8 +9,7 @@ def save_widget(widget, out: str, scale: float = 1.0, guard: bool = False) -> bo
     """The widget as PNG or SVG at `out`, written atomically (a temporary file beside it, renamed
     into place). guard: the command line's rule, never over a file gpuviewer did not write
     (io.outputs; OutputRefused); the window's save dialog has asked the user instead."""
-    from ..io.atomic import write_path
-    from ..io.outputs import SOFTWARE, check
+    from ..session.files import SOFTWARE, check, write_path
     if guard:
         check(out)
     svg = out.lower().endswith(".svg")
@@ -25,7 +24,7 @@ def _save_svg(widget, path: str) -> bool:
     from PySide6.QtGui import QPainter
     from PySide6.QtSvg import QSvgGenerator
 
-    from ..io.outputs import SOFTWARE
+    from ..session.files import SOFTWARE
     gen = QSvgGenerator()
     gen.setFileName(path)
     gen.setSize(QSize(widget.width(), widget.height()))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from ..analysis.report_parts import step_cells, where
+from ..session.reports import step_cells, where
 from ..model.fmt import esc, format_duration, format_ns, utilization_line
 from ..model.summary import summarize
 from .image import png_data_uri
@@ -178,7 +178,7 @@ def _symptoms(f, depth: int = 1):
 
 
 def to_markdown(r: dict) -> str:
-    from ..analysis.report_md import to_markdown as md
+    from ..session.reports import to_markdown as md
     text = md(r["analysis"], "gpuviewer report: " + ", ".join(r["files"]))
     parts = [text, f"![timeline]({r['overview']})", "", "## Finding images", ""]
     for x in r["findings"]:
@@ -213,13 +213,13 @@ def _md_cell(text: str) -> str:
 def write_report(session, view, path: str, guard: bool = False) -> None:
     """The report of a session as HTML (or Markdown for .md), written atomically. guard: the
     command line's rule, never over a file gpuviewer did not write (io.outputs.OutputRefused)."""
-    from ..io.outputs import check
+    from ..session.files import check
     if guard:
         check(path)
     r = build_report(session, view)
     text = to_markdown(r) if path.lower().endswith(".md") else to_html(r)
     from ..model.plain import text as printable
-    from ..io.atomic import write_text
+    from ..session.files import write_text
     if guard:
         check(path)  # again: the file may have appeared while the report was built
     write_text(path, printable(text))  # a file name that is not UTF-8 is shown with \xNN escapes

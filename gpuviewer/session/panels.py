@@ -4,6 +4,18 @@ import contract in .importlinter)."""
 from __future__ import annotations
 
 
+def memory_peaks_per_step(trace, rank: int, device):
+    """A device's allocated peak in each step of a rank (analysis.memory.peaks_per_step)."""
+    from ..analysis.memory import peaks_per_step
+    return peaks_per_step(trace, rank, device)
+
+
+def memory_capacity(trace, rank: int, device):
+    """A device's memory in bytes as the trace records it, or None."""
+    from ..analysis.memory import capacity_bytes
+    return capacity_bytes(trace, rank, device)
+
+
 def stats_reports() -> dict[str, str]:
     """The summaries `gpuviewer stats --report` offers, by key (without importing pandas)."""
     from ..query.report_names import REPORTS

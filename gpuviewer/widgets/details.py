@@ -67,9 +67,8 @@ class DetailsPanel(QTreeWidget):
                 rows.append(("Work", f"unavailable: {e}"))
         for k, v in rows:
             QTreeWidgetItem(self, [k, v])
-        src, dst = t.flows
-        links = [(int(d), "GPU work launched") for d in dst[src == i]] + \
-                [(int(s), "Launched by") for s in src[dst == i]]
+        from ..session.details import event_args, links as linked
+        links = linked(t, i)
         if links:
             top = QTreeWidgetItem(self, ["Linked", f"{len(links)} (double-click to go)"])
             for j, what in links[:200]:
@@ -78,7 +77,6 @@ class DetailsPanel(QTreeWidget):
             top.setExpanded(True)
         args_item = QTreeWidgetItem(self, ["Arguments", ""])
         try:
-            from ..io.args import event_args
             args = event_args(t, i)
         except Exception as e:  # noqa: BLE001 - a details panel never raises
             args = {}

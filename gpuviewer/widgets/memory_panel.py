@@ -10,7 +10,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QPen
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QTextBrowser, QVBoxLayout, QWidget
 
-from ..analysis.memory import capacity_bytes, peaks_per_step
+from ..session.panels import memory_capacity as capacity_bytes
+from ..session.panels import memory_peaks_per_step as peaks_per_step
 from ..model.trace import Trace
 from ..render import theme
 from ..render.curves_item import CurvesItem
