@@ -22,7 +22,7 @@ from ..model.categories import Cat, LaneKind
 from ..model.trace import Counter, Source, Trace
 from . import sqlite_safe as sq
 from .errors import Cancelled, TraceError
-from .nsys_nvtx import read_nvtx
+from .nsys_nvtx import fetch_nvtx, nvtx_pids, read_nvtx
 
 NSYS_MARKER_TABLES = ("StringIds", "TARGET_INFO_GPU", "CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS",
                       "CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_SESSION_START_TIME", "ThreadNames",
@@ -124,8 +124,16 @@ class _Report:
                         if k in rows}
         return {}
 
-    def fetch(self, table: str, sql: str, ncols: int, required=(0, 1, 2), times=(1, 2)) -> np.ndarray:
-        a, bad = sq.fetch_ints(self.db, sql, ncols, required, times)
+    def fetch(self, table: str, exprs: list[str], required=(0, 1, 2), times=(1, 2)) -> np.ndarray:
+        """`SELECT exprs FROM table` as int64 columns (typed, in blocks: sqlite_safe.fetch_columns)."""
+        a, bad = sq.fetch_columns(self.db, table, exprs, required, times)
+        return self._count_bad(table, a, bad)
+
+    def fetch_sql(self, table: str, sql: str, ncols: int, required=(0, 1, 2), times=(1, 2)) -> np.ndarray:
+        a, bad = sq.fetch_ints(self.db, sql, ncols, required, times, rows=sq.row_bound(self.db, table))
+        return self._count_bad(table, a, bad)
+
+    def _count_bad(self, table: str, a: np.ndarray, bad: int) -> np.ndarray:
         if bad:
             self.bad_rows[table] = self.bad_rows.get(table, 0) + bad
         return a
@@ -140,9 +148,9 @@ def _gpu_table(rep: _Report, table: str, cat: Cat, name_sql: str | None) -> dict
     # The raw globalPid, split here: SQL would turn text into pid 0, a process that is not there.
     pid = "globalPid" if "globalPid" in have else "-1"
     name = name_sql(have) if callable(name_sql) else (name_sql or "-1")
-    sql = (f"SELECT rowid, start, end, {_col(have, 'deviceId')}, {_col(have, 'streamId')}, "
-           f"{_col(have, 'correlationId', default='0')}, {pid}, {name} FROM {table}")
-    a = rep.fetch(table, sql, 8, required=(0, 1, 2, 6) if pid != "-1" else (0, 1, 2))
+    exprs = ["rowid", "start", "end", _col(have, "deviceId"), _col(have, "streamId"),
+             _col(have, "correlationId", default="0"), pid, name]
+    a = rep.fetch(table, exprs, required=(0, 1, 2, 6) if pid != "-1" else (0, 1, 2))
     p = (a[:, 6] >> 24) & 0xFFFFFF if pid != "-1" else a[:, 6]
     return {"rowid": a[:, 0], "start": a[:, 1], "end": a[:, 2], "device": a[:, 3], "stream": a[:, 4],
             "corr": a[:, 5], "pid": p, "name": a[:, 7], "cat": cat}
@@ -196,7 +204,13 @@ def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
             for p, d in set(zip(t["pid"].tolist(), t["device"].tolist())):
                 proc_dev.setdefault(p, set()).add(d)
         procs = sorted(proc_dev, key=lambda p: (min(proc_dev[p]), p))
-        host_pids = _host_pids(rep)
+        # host tables fetched before the ranks are known: their processes stand in for ranks
+        # when no process has GPU work
+        runtime = _host_fetch(rep, "CUPTI_ACTIVITY_KIND_RUNTIME", ["correlationId", "nameId", "eventClass"])
+        nvtx = fetch_nvtx(rep)
+        host_pids = set(nvtx_pids(nvtx).tolist())
+        if runtime is not None:
+            host_pids |= set(np.unique(runtime[:, 3]).tolist())
         if not procs:
             procs = sorted(host_pids)
         rank_of = {p: rank_base + i for i, p in enumerate(procs)}
@@ -254,11 +268,13 @@ def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
         # -- host lanes: CUDA API, NVTX, OS runtime --------------------------------------------
         if progress:
             progress(0.5, f"{os.path.basename(path)}: CUDA API ({b.n_events:,} events so far)")
-        _runtime(rep, b, rank_of, names_lut, file_index)
+        _runtime(rep, b, rank_of, names_lut, file_index, runtime)
+        del runtime
         _graph_events(rep, b, rank_of, strings, file_index)
         if progress:
             progress(0.65, f"{os.path.basename(path)}: NVTX ({b.n_events:,} events so far)")
-        read_nvtx(rep, b, rank_of, file_index, warnings)
+        read_nvtx(rep, b, rank_of, file_index, warnings, nvtx)
+        del nvtx
         if progress:
             progress(0.8, f"{os.path.basename(path)}: OS runtime ({b.n_events:,} events so far)")
         _osrt(rep, b, rank_of, names_lut, file_index)
@@ -338,44 +354,59 @@ class _NameLUT:
         return out[inv]
 
 
-def _host_pids(rep: _Report) -> set[int]:
-    pids: set[int] = set()
-    for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"):
-        if t in rep.tables and "globalTid" in columns(rep.db, t):
-            pids |= {r[0] for r in rep.db.execute(
-                f"SELECT DISTINCT (globalTid >> 24) & 16777215 FROM {t} WHERE globalTid BETWEEN 0 AND {2**63 - 1}")}
-    return pids
-
-
-def _host_rows(rep, b, rank_of, table: str, extra: list[str], kind: str, prefix: str, source: int):
-    """Rows of a host-side table (rowid, start, end, pid, tid, *extra) of the ranks' processes,
-    with the lane of each row's thread; None when the table is absent or empty."""
+def _host_fetch(rep, table: str, extra: list[str]) -> np.ndarray | None:
+    """Rows of a host-side table as int64 columns (rowid, start, end, pid, tid, *extra); None
+    when the table is absent or lacks them."""
     if table not in rep.tables:
         return None
     have = columns(rep.db, table)
     if not {"start", "end", "globalTid"} <= have:
         return None
-    cols = ", ".join(_col(have, c, default="0" if c in ("correlationId", "eventClass") else "-1") for c in extra)
+    cols = [_col(have, c, default="0" if c in ("correlationId", "eventClass") else "-1") for c in extra]
     # globalTid twice, split here (SQL would turn text into thread 0 of process 0)
-    a = rep.fetch(table, f"SELECT rowid, start, end, globalTid, globalTid, {cols} FROM {table}",
-                  5 + len(extra), required=(0, 1, 2, 3))
-    if not len(a):
-        return None
-    a[:, 3] = (a[:, 3] >> 24) & 0xFFFFFF
+    a = rep.fetch(table, ["rowid", "start", "end", "globalTid", "globalTid"] + cols, required=(0, 1, 2, 3))
+    a[:, 3] >>= 24
+    a[:, 3] &= 0xFFFFFF
     a[:, 4] &= 0xFFFFFF
-    lane = np.full(len(a), -1, np.int32)
-    pid, tid = a[:, 3], a[:, 4]
-    for p, t in set(zip(pid.tolist(), tid.tolist())):
+    return a
+
+
+def _thread_lanes(b, rank_of, pid: np.ndarray, tid: np.ndarray, kind: str, prefix: str,
+                  source: int) -> np.ndarray:
+    """Each row's lane (-1: not a rank's process); lanes made in the order a set of the rows'
+    (pid, tid) pairs gives, as before the columns were vectorised (the lane numbering, and so
+    the event order, stays the same)."""
+    key = (pid << 24) | tid
+    uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    by_first = np.argsort(first, kind="stable")
+    lane_of = np.full(len(uniq), -1, np.int32)
+    pos = {int(u): k for k, u in enumerate(uniq.tolist())}
+    for p, t in set(zip((uniq[by_first] >> 24).tolist(), (uniq[by_first] & 0xFFFFFF).tolist())):
         if p in rank_of:
-            lane[(pid == p) & (tid == t)] = b.lane(rank_of[p], kind, -1, t, f"{prefix} · thread {t}", pid=p,
-                                                   source=source)
+            lane_of[pos[(p << 24) | t]] = b.lane(rank_of[p], kind, -1, t, f"{prefix} · thread {t}", pid=p,
+                                                 source=source)
+    return lane_of[inv.reshape(-1)]
+
+
+def _host_rows(rep, b, rank_of, table: str, extra: list[str], kind: str, prefix: str, source: int,
+               a: np.ndarray | None = None):
+    """Rows of a host-side table (rowid, start, end, pid, tid, *extra) of the ranks' processes,
+    with the lane of each row's thread; None when the table is absent or empty. `a`: the rows,
+    when _host_fetch already read them."""
+    if a is None:
+        a = _host_fetch(rep, table, extra)
+    if a is None or not len(a):
+        return None
+    lane = _thread_lanes(b, rank_of, a[:, 3], a[:, 4], kind, prefix, source)
     keep = lane >= 0
+    if keep.all():
+        return a, lane
     return a[keep], lane[keep]
 
 
-def _runtime(rep, b, rank_of, names_lut, source) -> None:
+def _runtime(rep, b, rank_of, names_lut, source, rows) -> None:
     got = _host_rows(rep, b, rank_of, "CUPTI_ACTIVITY_KIND_RUNTIME", ["correlationId", "nameId", "eventClass"],
-                     LaneKind.CUDA_API, "CUDA API", source)
+                     LaneKind.CUDA_API, "CUDA API", source, rows)
     if got is None:
         return
     a, lane = got
@@ -469,7 +500,7 @@ def _memory(rep, b, rank_of) -> None:
     have = columns(rep.db, t)
     if not {"start", "bytes", "memoryOperationType", "globalPid", "deviceId"} <= have:
         return
-    a = rep.fetch(t, f"SELECT start, globalPid, deviceId, bytes, memoryOperationType FROM {t} ORDER BY start",
+    a = rep.fetch_sql(t, f"SELECT start, globalPid, deviceId, bytes, memoryOperationType FROM {t} ORDER BY start",
                   5, required=(0, 1, 2, 3), times=(0, None))
     a[:, 1] = (a[:, 1] >> 24) & 0xFFFFFF
     for p, d in set(zip(a[:, 1].tolist(), a[:, 2].tolist())):

@@ -7,6 +7,7 @@ are not integers, are out of range or end before they start is skipped and count
 from __future__ import annotations
 
 import re
+import sqlite3
 
 import numpy as np
 
@@ -30,113 +31,181 @@ def _short_nvtx(s: str) -> str:
     return s
 
 
-def read_nvtx(rep, b, rank_of, source, warnings) -> None:
-    """NVTX ranges and marks of the ranks' threads, and steps from ranges named "step N"."""
+# Sentinels of the integer fetch (below any valid time, so a bad value fails the time check):
+# a value that is not an integer, and an end that is NULL (an open range, or a mark).
+BAD = -(1 << 63) + 1
+NULL_END = BAD + 1
+# The emit_nvtx name cut (_short_nvtx) done by SQLite, so that the Python side sees a few hundred
+# distinct names rather than one per op; _short_nvtx runs again on each distinct one.
+_SHORT_SQL = ("CASE WHEN eventType = 75 OR typeof(text) != 'text' OR instr(text, ', ') < 2 OR NOT "
+              "(instr(text, 'op_id =') OR instr(text, 'seq =') OR instr(text, 'sizes =')) THEN text "
+              "ELSE substr(text, 1, instr(text, ', ') - 1) END")
+
+
+def fetch_nvtx(rep) -> dict | None:
+    """The integer columns of NVTX_EVENTS, every row (rowid, start, end, eventType, globalTid,
+    domainId), fetched in typed chunks; None when the table is absent or lacks them."""
     t = "NVTX_EVENTS"
     if t not in rep.tables:
-        return
+        return None
     have = sq.columns(rep.db, t)
     if not {"start", "eventType", "globalTid"} <= have:
-        return
-    text = "text" if "text" in have else "NULL"
+        return None
+    end = f"coalesce(end, {NULL_END})" if "end" in have else str(NULL_END)
+    dom = "coalesce(domainId, 0)" if "domainId" in have else "0"
+    a, _ = sq.fetch_columns(rep.db, t, ["rowid", f"coalesce(start, {BAD})", end, "coalesce(eventType, -1)",
+                                        f"coalesce(globalTid, {BAD})", dom], missing=BAD)
+    g = a[:, 4]
+    return {"have": have, "rowid": a[:, 0], "start": a[:, 1], "end": a[:, 2], "type": a[:, 3],
+            "gtid": g, "dom": a[:, 5], "pid": (g >> 24) & 0xFFFFFF, "tid": g & 0xFFFFFF}
+
+
+def nvtx_pids(nv: dict | None) -> np.ndarray:
+    """Processes with NVTX rows (any event type), for sessions without GPU work."""
+    if nv is None or not len(nv["gtid"]):
+        return np.zeros(0, np.int64)
+    return np.unique(nv["pid"][nv["gtid"] >= 0])
+
+
+def _texts(rep, have: set[str], n: int) -> tuple[np.ndarray, list]:
+    """Each row's (text, textId) as a code into the distinct pairs (in order of first
+    appearance): the text is a Python string per row only while its chunk is fetched."""
+    text = _SHORT_SQL if "text" in have else "NULL"
     text_id = "textId" if "textId" in have else "NULL"
-    end = "end" if "end" in have else "NULL"
-    dom = "domainId" if "domainId" in have else "0"
-    rows = rep.db.execute(
-        f"SELECT rowid, start, {end}, eventType, globalTid, {text}, {text_id}, {dom} FROM {t}").fetchall()
-    if not rows:
-        return
-    # Values are checked in Python, in the loops there are anyway: more SQL costs more (213k rows).
-    lim = sq.TIME_LIMIT
+    sql = f"SELECT {text}, {text_id} FROM NVTX_EVENTS"
+    db = rep.db
+    factory = db.text_factory
+    db.text_factory = str  # C decoding; text that is not UTF-8 is read again with the replacing decoder
     try:
-        session_end = max((r[2] or r[1]) for r in rows)
-    except TypeError:  # text among the numbers
-        session_end = None
-    if type(session_end) is not int or not -lim < session_end < lim:
-        session_end = max((r[2] or r[1] for r in rows if _nvtx_times_ok(r[1], r[2])), default=0)
+        try:
+            return _codes(db, sql, n)
+        except sqlite3.OperationalError:
+            if db.stopped is not None:
+                raise
+            db.text_factory = factory
+            return _codes(db, sql, n)
+    finally:
+        db.text_factory = factory
+
+
+def _codes(db, sql: str, n: int) -> tuple[np.ndarray, list]:
+    cur = db.execute(sql)
+    codes = np.empty(n, np.int32)
+    lut: dict = {}
+    k = 0
+    while True:
+        chunk = cur.fetchmany(sq.CHUNK)
+        if not chunk:
+            break
+        codes[k:k + len(chunk)] = [lut.setdefault(r, len(lut)) for r in chunk]
+        k += len(chunk)
+    if k != n:  # the file is immutable while we read: two scans see the same rows
+        raise sqlite3.DatabaseError("NVTX_EVENTS changed while it was read")
+    return codes, list(lut)
+
+
+def _raw_text(key, strings) -> str:
+    text, text_id = key
+    raw = text if text is not None else strings.get(text_id, "")
+    if type(raw) is not str:  # a number or blob stored as the text
+        raw = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    return raw
+
+
+def _first_order(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the row where each distinct key first appears, in order of appearance; each row's
+    position in that order)."""
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    pos = np.empty(len(order), np.int64)
+    pos[order] = np.arange(len(order))
+    return first[order], pos[inv.reshape(-1)]
+
+
+def read_nvtx(rep, b, rank_of, source, warnings, nv: dict | None) -> None:
+    """NVTX ranges and marks of the ranks' threads, and steps from ranges named "step N";
+    nv: fetch_nvtx's columns."""
+    t = "NVTX_EVENTS"
+    if nv is None or not len(nv["rowid"]):
+        return
+    lim = sq.TIME_LIMIT
+    start, end, et, g = nv["start"], nv["end"], nv["type"], nv["gtid"]
+    is_null_end = end == NULL_END
+    # The capture's end closes ranges without one: the latest end (or start, for a row without
+    # one) of any row; only rows with valid times count when some are not.
+    last = np.where(is_null_end | (end == 0), start, end)
+    session_end = int(last.max())
+    if not -lim < session_end < lim or (start == BAD).any() or (end == BAD).any():
+        ok = (start > -lim) & (start < lim) & (is_null_end | ((end >= start) & (end < lim)))
+        session_end = int(last[ok].max()) if ok.any() else 0
+    codes, keys = _texts(rep, nv["have"], len(start))
+    strings = rep.strings
+    valid_g = g != BAD
     domains = {}
-    for r in rows:
-        if r[3] == NVTX_DOMAIN_CREATE and type(r[4]) is int:
-            name = r[5] if r[5] is not None else rep.strings.get(r[6])
-            if name:
-                domains[(r[4] >> 24 & 0xFFFFFF, r[7])] = str(name)
-    names_cache: dict = {}
-    rowid, start, end_l, lane_l, name_l, is_mark = [], [], [], [], [], []
-    lane_ids: dict = {}
-    open_ended = 0
-    for r in rows:
-        et = r[3]
-        if et not in NVTX_RANGES and et != NVTX_MARK:
-            continue
-        g = r[4]
-        if type(g) is not int:
-            continue
-        pid, tid = g >> 24 & 0xFFFFFF, g & 0xFFFFFF
-        if pid not in rank_of:
-            continue
-        raw = r[5] if r[5] is not None else rep.strings.get(r[6], "")
-        if type(raw) is not str:  # a number or blob stored as the text
-            raw = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-        nid = names_cache.get(raw)
-        if nid is None:
-            nid = names_cache[raw] = b.names.id(_short_nvtx(raw or ""))
-        key = (pid, tid, r[7] if type(r[7]) is int else 0)
-        ln = lane_ids.get(key)
-        if ln is None:
-            dname = domains.get((pid, r[7]))
-            label = f"NVTX{' ' + dname if dname else ''} · thread {tid}"
-            ln = lane_ids[key] = b.lane(rank_of[pid], LaneKind.NVTX, -1, tid * 1000 + key[2] if key[2] else tid,
-                                        label, pid=pid, source=source)
-        e = r[2]
-        if e is None and et != NVTX_MARK:
-            e = session_end
-            open_ended += 1
-        rowid.append(r[0])
-        start.append(r[1])
-        end_l.append(r[1] if e is None else e)
-        lane_l.append(ln)
-        name_l.append(nid)
-        is_mark.append(et == NVTX_MARK)
+    for i in np.flatnonzero((et == NVTX_DOMAIN_CREATE) & valid_g).tolist():
+        name = _raw_text(keys[codes[i]], strings)
+        if name:
+            domains[(int(nv["pid"][i]), int(nv["dom"][i]))] = str(name)
+    ranks = np.array(sorted(rank_of), np.int64)
+    keep = np.isin(et, NVTX_RANGES + (NVTX_MARK,)) & valid_g & np.isin(nv["pid"], ranks)
+    rows = np.flatnonzero(keep)
+    if not len(rows):
+        return
+    pid, tid, dom = nv["pid"][rows], nv["tid"][rows], nv["dom"][rows]
+    dom0 = np.where(dom == BAD, 0, dom)
+    # names: interned in order of first appearance, as a row-by-row reader would
+    row_codes = codes[rows]
+    first, name_pos = _first_order(row_codes)
+    name_of = np.array([b.names.id(_short_nvtx(_raw_text(keys[c], strings) or ""))
+                        for c in row_codes[first].tolist()], np.int32)
+    name_a = name_of[name_pos]
+    # lanes: one per (process, thread, domain), made in order of first appearance
+    dvals, dcode = np.unique(dom0, return_inverse=True)
+    lane_key = ((pid << 24) | tid) * len(dvals) + dcode.reshape(-1) if len(dvals) < 1 << 14 else None
+    if lane_key is None:  # thousands of domains: number (thread, domain) pairs another way
+        _, lane_key = np.unique(np.stack([(pid << 24) | tid, dom0], 1), axis=0, return_inverse=True)
+        lane_key = lane_key.reshape(-1)
+    first, lane_pos = _first_order(lane_key)
+    lane_of = np.empty(len(first), np.int32)
+    for k, i in enumerate(first.tolist()):
+        p, th, d0 = int(pid[i]), int(tid[i]), int(dom0[i])
+        dname = domains.get((p, int(dom[i])))
+        label = f"NVTX{' ' + dname if dname else ''} · thread {th}"
+        lane_of[k] = b.lane(rank_of[p], LaneKind.NVTX, -1, th * 1000 + d0 if d0 else th, label, pid=p,
+                            source=source)
+    lane_a = lane_of[lane_pos]
+    is_mark = et[rows] == NVTX_MARK
+    start_a, end_a = start[rows], end[rows]
+    open_range = is_null_end[rows] & ~is_mark
+    open_ended = int(open_range.sum())
     if open_ended:
         warnings.append(f"{open_ended} NVTX ranges without an end (closed at the end of the capture)")
-    if not rowid:
-        return
-    # Times are checked here, on whole columns: a check per row in the loop costs more.
-    try:
-        start_a, end_a = np.array(start, np.int64), np.array(end_l, np.int64)
-        keep = np.ones(len(start_a), bool)
-    except (TypeError, ValueError, OverflowError):  # text, NULL or huge values among them
-        keep = np.array([_nvtx_times_ok(s, e) for s, e in zip(start, end_l)], bool)
-        start_a = np.array([s if k else 0 for s, k in zip(start, keep)], np.int64)
-        end_a = np.array([e if k else 0 for e, k in zip(end_l, keep)], np.int64)
-    lim = sq.TIME_LIMIT
-    keep &= (start_a > -lim) & (start_a < lim) & (end_a >= start_a) & (end_a < lim)
-    mark = np.array(is_mark, bool)
-    if not keep.all():
-        rep.bad_rows[t] = int((~keep).sum())
+    end_a = np.where(open_range, session_end, np.where(is_null_end[rows], start_a, end_a))
+    # Times are checked here, on whole columns.
+    ok = (start_a > -lim) & (start_a < lim) & (end_a >= start_a) & (end_a < lim)
+    if not ok.all():
+        rep.bad_rows[t] = int((~ok).sum())
     dur_a = end_a - start_a
     start_a = start_a + rep.utc_ns
-    lane_a = np.array(lane_l, np.int32)
-    name_a = np.array(name_l, np.int32)
-    rng = ~mark & keep
-    mark &= keep
+    rng = ~is_mark & ok
+    mark = is_mark & ok
     b.add(start=start_a[rng], dur=dur_a[rng], lane=lane_a[rng], name=name_a[rng],
-          cat=np.full(int(rng.sum()), Cat.NVTX, np.uint8), src=np.array(rowid, np.int64)[rng])
+          cat=np.full(int(rng.sum()), Cat.NVTX, np.uint8), src=nv["rowid"][rows][rng])
     if mark.any():
         b.add_instants(start_a[mark], lane_a[mark], name_a[mark])
-    # Steps: NVTX ranges "step N" (or ProfilerStep#N), per rank.
-    lane_rank = {ln: b.lanes[ln].rank for ln in set(lane_l)}
-    seen = set()
-    for s, d, ln, n in zip(start_a[rng].tolist(), dur_a[rng].tolist(), lane_a[rng].tolist(),
-                           name_a[rng].tolist()):
+    # Steps: NVTX ranges "step N" (or ProfilerStep#N), per rank; the first of each wins.
+    step_of = {}
+    for n in np.unique(name_of).tolist():
         m = _STEP.match(b.names.strings[n])
         if m:
-            key = (lane_rank[ln], int(m.group(1)))
-            if key not in seen:
-                seen.add(key)
-                b.steps.append(Step(key[0], key[1], s, s + d))
-
-
-def _nvtx_times_ok(s, e) -> bool:
-    lim = sq.TIME_LIMIT
-    return type(s) is int and -lim < s < lim and (e is None or (type(e) is int and s <= e < lim))
+            step_of[n] = int(m.group(1))
+    if not step_of:
+        return
+    cand = np.flatnonzero(rng & np.isin(name_a, np.array(list(step_of), np.int32)))
+    seen = set()
+    for i in cand.tolist():
+        key = (b.lanes[int(lane_a[i])].rank, step_of[int(name_a[i])])
+        if key not in seen:
+            seen.add(key)
+            s = int(start_a[i])
+            b.steps.append(Step(key[0], key[1], s, s + int(dur_a[i])))

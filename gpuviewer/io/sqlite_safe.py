@@ -30,6 +30,7 @@ import sqlite3
 import stat
 import tempfile
 import time
+import warnings
 import weakref
 from typing import Callable, Iterable
 
@@ -196,39 +197,154 @@ def columns(db: SafeConnection, table: str) -> set[str]:
     return {r[1] for r in rows if hidden is None or r[hidden] in (0, 3)}
 
 
+CHUNK = 1 << 16  # rows a fetchmany() turns into Python tuples at a time (never the whole table's)
+
+
+def row_bound(db: SafeConnection, table: str) -> int:
+    """max(rowid) of a table, at most one row per 8 bytes of the file: the rows a fetch can
+    return (nsys numbers rows 1..n), to size its columns once. 0 when unknown."""
+    try:
+        r = db.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()
+        size = os.path.getsize(db.source) if db.source and os.path.exists(db.source) else 0
+    except (sqlite3.Error, OSError):
+        return 0
+    if not r or type(r[0]) is not int:
+        return 0
+    return max(0, min(r[0], size // 8)) if size else 0
+
+
 def fetch_ints(db: SafeConnection, sql: str, ncols: int, required: Iterable[int] = (),
-               times: tuple[int, int | None] | None = None) -> tuple[np.ndarray, int]:
+               times: tuple[int, int | None] | None = None, rows: int = 0,
+               missing: int = -1) -> tuple[np.ndarray, int]:
     """(rows as int64, rows dropped). A row is dropped when a `required` column is not an
     integer, or its times (start, end column indexes) are out of range or end before they start;
-    other columns that are not integers become -1."""
-    rows = db.execute(sql).fetchall()
-    if not rows:
-        return np.zeros((0, ncols), np.int64), 0
+    other columns that are not integers become `missing`.
+
+    Fetched CHUNK rows at a time into one array of `rows` rows (grown if more come), column-major
+    so that a[:, i] is contiguous: only one chunk's Python tuples live at a time. Pages of the
+    array never written are never touched, so a generous `rows` costs address space only."""
+    cur = db.execute(sql)
+    out = np.empty((max(rows, 0), ncols), np.int64, order="F")
+    n = bad = 0
+    required = tuple(required)
+    while True:
+        chunk = cur.fetchmany(CHUNK)
+        if not chunk:
+            break
+        try:
+            a = np.array(chunk, dtype=np.int64)
+            if a.shape != (len(chunk), ncols):
+                raise ValueError
+        except (TypeError, ValueError, OverflowError):
+            a, dropped = _clean(chunk, ncols, required, missing)  # text, NULLs or huge REALs somewhere
+            bad += dropped
+        del chunk
+        if times is not None and len(a):
+            s = a[:, times[0]]
+            keep = (s > -TIME_LIMIT) & (s < TIME_LIMIT)
+            if times[1] is not None:
+                e = a[:, times[1]]
+                keep &= (e >= s) & (e < TIME_LIMIT)
+            if not keep.all():
+                bad += int((~keep).sum())
+                a = a[keep]
+        if n + len(a) > len(out):
+            grown = np.empty((max(n + len(a), 2 * len(out)), ncols), np.int64, order="F")
+            grown[:n] = out[:n]
+            out = grown
+        out[n:n + len(a)] = a
+        n += len(a)
+    return out[:n], bad
+
+
+def fetch_columns(db: SafeConnection, table: str, exprs: list[str], required: Iterable[int] = (),
+                  times: tuple[int, int | None] | None = None,
+                  missing: int = -1) -> tuple[np.ndarray, int]:
+    """fetch_ints of `SELECT exprs FROM table`, without a Python object per value where every
+    value is an integer: SQLite writes each column of a block of rows as one decimal text
+    (group_concat) that numpy parses into the preallocated column. A value that is not an integer
+    turns its column's text into one numpy refuses, and the table is read by fetch_ints instead,
+    so the result is the same either way."""
     try:
-        a = np.array(rows, dtype=np.int64).reshape(len(rows), ncols)
-        bad = 0
-    except (TypeError, ValueError, OverflowError):
-        a, bad = _clean(rows, ncols, tuple(required))  # text, NULLs or huge REALs somewhere
-    if times is not None and len(a):
-        s = a[:, times[0]]
-        keep = (s > -TIME_LIMIT) & (s < TIME_LIMIT)
-        if times[1] is not None:
-            e = a[:, times[1]]
-            keep &= (e >= s) & (e < TIME_LIMIT)
-        if not keep.all():
-            bad += int((~keep).sum())
-            a = a[keep]
-    return a, bad
+        got = _concat_fetch(db, table, exprs, times)
+    except sqlite3.OperationalError:
+        if db.stopped is not None:
+            raise
+        got = None  # fetch_ints meets the same error and says it
+    if got is not None:
+        return got
+    return fetch_ints(db, f"SELECT {', '.join(exprs)} FROM {table}", len(exprs), required, times,
+                      rows=row_bound(db, table), missing=missing)
 
 
-def _clean(rows: list, ncols: int, required: tuple[int, ...]) -> tuple[np.ndarray, int]:
+BLOCK = 1 << 18  # rows per group_concat: ~3 MB of text a column
+
+
+def _concat_fetch(db: SafeConnection, table: str, exprs: list[str],
+                  times: tuple[int, int | None] | None) -> tuple[np.ndarray, int] | None:
+    count = db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    if not count:
+        return np.zeros((0, len(exprs)), np.int64), 0
+    lo = db.execute(f"SELECT min(rowid) FROM {table}").fetchone()[0]
+    hi = db.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0]
+    if type(lo) is not int or type(hi) is not int or hi - lo >= 2 * count + BLOCK:
+        return None  # rowids far apart: blocks of rowids would be mostly empty
+    text = ", ".join(f"group_concat(CASE WHEN typeof({e}) = 'integer' THEN {e} ELSE 'x' END, ',')"
+                     for e in exprs)
+    out = np.empty((count, len(exprs)), np.int64, order="F")
+    n = bad = 0
+    for first in range(lo, hi + 1, BLOCK):
+        row = db.execute(f"SELECT count(*), {text} FROM {table} WHERE rowid BETWEEN ? AND ?",
+                         (first, min(first + BLOCK - 1, hi))).fetchone()
+        k = row[0]
+        if not k:
+            continue
+        if n + k > count:
+            return None
+        a = out[n:n + k]
+        for j, s in enumerate(row[1:]):
+            col = _parse_ints(s, k)
+            if col is None:
+                return None
+            a[:, j] = col
+        del row
+        if times is not None:
+            st = a[:, times[0]]
+            keep = (st > -TIME_LIMIT) & (st < TIME_LIMIT)
+            if times[1] is not None:
+                e = a[:, times[1]]
+                keep &= (e >= st) & (e < TIME_LIMIT)
+            if not keep.all():
+                bad += int((~keep).sum())
+                m = int(keep.sum())
+                a[:m] = a[keep]
+                k = m
+        n += k
+    return out[:n], bad
+
+
+def _parse_ints(s, k: int) -> np.ndarray | None:
+    """k integers written by SQLite with commas between them; None when the text holds anything
+    else (an 'x' for a value that is not an integer) or another count."""
+    if type(s) is not str:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy warns, or raises, where it stops reading
+        try:
+            col = np.fromstring(s, dtype=np.int64, sep=",")
+        except (ValueError, DeprecationWarning):
+            return None
+    return col if len(col) == k else None
+
+
+def _clean(rows: list, ncols: int, required: tuple[int, ...], missing: int = -1) -> tuple[np.ndarray, int]:
     out = []
     bad = 0
     for r in rows:
         if any(type(r[i]) is not int for i in required):
             bad += 1
             continue
-        out.append([v if type(v) is int else -1 for v in r])
+        out.append([v if type(v) is int else missing for v in r])  # SQLite's integers fit int64
     if not out:
         return np.zeros((0, ncols), np.int64), bad
     return np.array(out, dtype=np.int64).reshape(len(out), ncols), bad
