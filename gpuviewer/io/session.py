@@ -57,8 +57,6 @@ def one_format(files: list[str], kinds: dict) -> Reader:
 
 def load(paths: list[str], *, use_cache: bool = True, progress: Progress | None = None,
          cancelled: Callable[[], bool] | None = None) -> Trace:
-    from ..model import heap
-    heap.big_arrays_off_heap()  # a session's big arrays, freed, leave the process (model/heap.py)
     files, kinds, optional, unread, dups = _session_files(paths)
     trace = _load(files, kinds, use_cache, progress, cancelled, optional)
     for w in unread + dups:

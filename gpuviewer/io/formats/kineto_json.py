@@ -74,6 +74,8 @@ def _load_kineto(files: list[str], progress, cancelled, optional: frozenset = fr
     per_file = list(read_each(b, files, progress, cancelled, optional, skipped))
     if not per_file:
         raise TraceError(file_names(files), "no trace in these files (each is JSON, but not a profiler trace)")
+    from ...model import heap
+    heap.trim()  # the decoded pieces' buffers, freed, leave before the columns are committed
     _assign_ranks_and_clocks(b, per_file)
     for info in per_file:  # the readers' own copies of the columns go before the sort
         info["reader"].chunks = []
