@@ -63,7 +63,7 @@ def test_compare_with_a_folder(qtbot, tmp_path, clean):
 
 
 def test_same_named_runs_are_told_apart_by_their_folder(tmp_path):
-    from gpuviewer.widgets.compare_tables import run_names
+    from gpuviewer.session.compare import run_names
     for run in ("before", "after"):
         shutil.copytree(trace_path("kineto", "ddp_clean"), tmp_path / run / "ddp")
     a, b = run_names([str(tmp_path / "before" / "ddp")], [str(tmp_path / "after" / "ddp")])

@@ -201,7 +201,7 @@ def test_a_comparison_that_cannot_be_made_says_why(qtbot, ddp, options, words):
 
 
 def test_a_bug_in_the_diff_is_a_message_not_a_crash(qtbot, ddp, monkeypatch):
-    import gpuviewer.widgets.compare_tables as ct
+    import gpuviewer.session.compare as ct
 
     def broken(*_a, **_k):
         raise KeyError("boom")

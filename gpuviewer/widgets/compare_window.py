@@ -14,14 +14,13 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QMainWindow, QProgressBar, QPushButton,
                                QSplitter, QVBoxLayout, QWidget)
 
-from ..analysis.diff import DiffError
 from ..model.categories import LaneKind
 from ..model.fmt import format_duration
 from ..model.layout import ViewState
 from ..render.time_axis import TimeAxis
-from ..analysis.diff_text import headline
-from .compare_tables import (CompareTabs, Comparison, collective_mask, compute, first_in, name_mask,
-                             run_names, session_name, slower_names, step_time, step_window)
+from ..session.compare import (Comparison, DiffError, collective_mask, compute, first_in, headline, name_mask,
+                               run_names, session_name, slower_names, step_time, step_window)
+from .compare_tables import CompareTabs
 from .timeline_view import TimelineView
 
 SIDES = ("a", "b")
@@ -100,7 +99,7 @@ def _options_text(ranks, steps) -> str:
 def _work(bridge: _Bridge, sessions, names, ranks, steps, stop: threading.Event) -> None:
     """The worker thread: B read when it came as paths, then the diff; or a message saying why
     not. Progress goes to the bridge; `stop` set (Cancel, the window closed) ends it between stages."""
-    from ..io.errors import Cancelled, TraceError
+    from ..session.compare import Cancelled, TraceError
     a, b = sessions
     try:
         start = 0.0
