@@ -258,15 +258,16 @@ def fetch_ints(db: SafeConnection, sql: str, ncols: int, required: Iterable[int]
 
 
 def fetch_columns(db: SafeConnection, table: str, exprs: list[str], required: Iterable[int] = (),
-                  times: tuple[int, int | None] | None = None,
-                  missing: int = -1) -> tuple[np.ndarray, int]:
+                  times: tuple[int, int | None] | None = None, missing: int = -1,
+                  block: int = 1 << 18) -> tuple[np.ndarray, int]:
     """fetch_ints of `SELECT exprs FROM table`, without a Python object per value where every
     value is an integer: SQLite writes each column of a block of rows as one decimal text
-    (group_concat) that numpy parses into the preallocated column. A value that is not an integer
-    turns its column's text into one numpy refuses, and the table is read by fetch_ints instead,
-    so the result is the same either way."""
+    (group_concat) that numpy parses into the preallocated column. Where a value is not an
+    integer the table is read by fetch_ints instead, so the result is the same either way: a NULL
+    is seen by count(e) < count(*), a text or blob by max(e) being one (they sort after numbers),
+    a real by its text ('1.5', '1.0e+30', 'Inf'), which numpy refuses as an int64."""
     try:
-        got = _concat_fetch(db, table, exprs, times)
+        got = _concat_fetch(db, table, exprs, times, block)
     except sqlite3.OperationalError:
         if db.stopped is not None:
             raise
@@ -277,33 +278,31 @@ def fetch_columns(db: SafeConnection, table: str, exprs: list[str], required: It
                       rows=row_bound(db, table), missing=missing)
 
 
-BLOCK = 1 << 18  # rows per group_concat: ~3 MB of text a column
-
-
-def _concat_fetch(db: SafeConnection, table: str, exprs: list[str],
-                  times: tuple[int, int | None] | None) -> tuple[np.ndarray, int] | None:
+def _concat_fetch(db: SafeConnection, table: str, exprs: list[str], times: tuple[int, int | None] | None,
+                  block: int) -> tuple[np.ndarray, int] | None:
+    # blocks of rowids: 256k rows make ~3 MB of text a column, held once by SQLite, once by Python
     count = db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
     if not count:
         return np.zeros((0, len(exprs)), np.int64), 0
     lo = db.execute(f"SELECT min(rowid) FROM {table}").fetchone()[0]
     hi = db.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0]
-    if type(lo) is not int or type(hi) is not int or hi - lo >= 2 * count + BLOCK:
+    if type(lo) is not int or type(hi) is not int or hi - lo >= 2 * count + block:
         return None  # rowids far apart: blocks of rowids would be mostly empty
-    text = ", ".join(f"group_concat(CASE WHEN typeof({e}) = 'integer' THEN {e} ELSE 'x' END, ',')"
-                     for e in exprs)
+    text = ", ".join(f"group_concat({e}, ','), count({e}), typeof(max({e}))" for e in exprs)
     out = np.empty((count, len(exprs)), np.int64, order="F")
     n = bad = 0
-    for first in range(lo, hi + 1, BLOCK):
+    for first in range(lo, hi + 1, block):
         row = db.execute(f"SELECT count(*), {text} FROM {table} WHERE rowid BETWEEN ? AND ?",
-                         (first, min(first + BLOCK - 1, hi))).fetchone()
+                         (first, min(first + block - 1, hi))).fetchone()
         k = row[0]
         if not k:
             continue
         if n + k > count:
             return None
         a = out[n:n + k]
-        for j, s in enumerate(row[1:]):
-            col = _parse_ints(s, k)
+        for j in range(len(exprs)):
+            s, non_null, top = row[1 + 3 * j:4 + 3 * j]
+            col = _parse_ints(s, k) if non_null == k and top == "integer" else None
             if col is None:
                 return None
             a[:, j] = col
@@ -325,7 +324,7 @@ def _concat_fetch(db: SafeConnection, table: str, exprs: list[str],
 
 def _parse_ints(s, k: int) -> np.ndarray | None:
     """k integers written by SQLite with commas between them; None when the text holds anything
-    else (an 'x' for a value that is not an integer) or another count."""
+    else (a real's '.', 'e' or 'Inf') or another count."""
     if type(s) is not str:
         return None
     with warnings.catch_warnings():

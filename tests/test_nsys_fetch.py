@@ -1,0 +1,105 @@
+"""Issue 31 item 3: nsys tables read in typed blocks (sqlite_safe.fetch_columns: SQLite's
+group_concat text parsed by numpy) give exactly what the row-by-row fetch (fetch_ints) gives,
+for clean tables, for every kind of value that is not an integer, and on a real export."""
+import sqlite3
+
+import numpy as np
+import pytest
+
+from conftest import trace_path
+
+from gpuviewer.io import sqlite_safe as sq
+
+BIG = trace_path("nsys", "nsys_ddp_big.sqlite")
+EXPRS = ["rowid", "start", "end", "coalesce(tid, -1)"]
+
+
+def _table(path, rows, rowids=None):
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE T (start, end, tid)")
+    if rowids is None:
+        db.executemany("INSERT INTO T VALUES (?, ?, ?)", rows)
+    else:
+        db.executemany("INSERT INTO T (rowid, start, end, tid) VALUES (?, ?, ?, ?)",
+                       [(r, *row) for r, row in zip(rowids, rows)])
+    db.commit()
+    db.close()
+
+
+def _both(path, block=4, required=(0, 1, 2), times=(1, 2)):
+    db = sq.open_readonly(str(path))
+    try:
+        fast = sq.fetch_columns(db, "T", EXPRS, required, times, block=block)
+        slow = sq.fetch_ints(db, f"SELECT {', '.join(EXPRS)} FROM T", len(EXPRS), required, times)
+    finally:
+        db.close()
+    return fast, slow
+
+
+CLEAN = [(10 * i, 10 * i + 5, i % 3) for i in range(23)] + [(-7, 9, 1 << 40), ((1 << 62) - 9, (1 << 62) - 2, 2)]
+
+
+@pytest.mark.parametrize("odd,fast_path", [
+    (None, True),                     # every value an integer: the blocks' texts are used
+    ((5, "end", None), False),        # NULL in a required column (counted, dropped)
+    ((5, "tid", None), True),         # NULL under coalesce: a value like any other
+    ((7, "start", "12"), False),      # text that reads as a number
+    ((7, "start", "abc"), False),
+    ((9, "end", 1.5), False),         # reals, whole or not, and beyond int64
+    ((9, "end", 3.0), False),
+    ((9, "tid", 1e30), False),
+    ((11, "tid", b"\x01\x02"), False),  # blob
+    ((3, "end", "5,6"), False),       # a comma inside a text cannot shift the columns
+    ((20, "end", 0), True),           # end before start: counted by the time check
+])
+def test_blocks_equal_row_fetch(tmp_path, odd, fast_path):
+    rows = [list(r) for r in CLEAN]
+    if odd is not None:
+        i, col, v = odd
+        rows[i][("start", "end", "tid").index(col)] = v
+    p = tmp_path / "t.sqlite"
+    _table(p, rows)
+    (fa, fbad), (sa, sbad) = _both(p)
+    assert fbad == sbad
+    assert fa.dtype == np.int64 and fa.shape == sa.shape and (fa == sa).all()
+    if odd is None:
+        assert len(fa) == len(CLEAN) and fa[:, 1].tolist() == [r[0] for r in CLEAN]
+    db = sq.open_readonly(str(p))
+    try:  # which path read it: the blocks' texts, or (None) the row-by-row fetch
+        assert (sq._concat_fetch(db, "T", EXPRS, (1, 2), 4) is not None) == fast_path
+    finally:
+        db.close()
+
+
+def test_sparse_and_empty_tables(tmp_path):
+    p = tmp_path / "sparse.sqlite"
+    _table(p, CLEAN[:5], rowids=[1, 2, 3, 1 << 40, (1 << 62)])  # blocks of rowids would be empty
+    (fa, fbad), (sa, sbad) = _both(p)
+    assert (fa == sa).all() and fa[:, 0].tolist() == [1, 2, 3, 1 << 40, 1 << 62] and fbad == sbad == 0
+    e = tmp_path / "empty.sqlite"
+    _table(e, [])
+    (fa, _), (sa, _) = _both(e)
+    assert fa.shape == sa.shape == (0, len(EXPRS))
+
+
+@pytest.fixture(scope="module")
+def big_db():
+    db = sq.open_readonly(BIG)
+    yield db
+    db.close()
+
+
+@pytest.mark.parametrize("table,exprs", [
+    ("CUPTI_ACTIVITY_KIND_RUNTIME", ["rowid", "start", "end", "globalTid", "coalesce(correlationId, 0)",
+                                     "coalesce(nameId, -1)"]),
+    ("NVTX_EVENTS", ["rowid", "start", "coalesce(end, -5)", "eventType", "coalesce(domainId, 0)"]),
+])
+def test_real_tables_equal_row_fetch(big_db, table, exprs):
+    """A real export, in blocks smaller than its tables (several blocks) and whole."""
+    slow, sbad = sq.fetch_ints(big_db, f"SELECT {', '.join(exprs)} FROM {table}", len(exprs), (0, 1), (1, 2))
+    n = big_db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    assert len(slow) == n - sbad > 90_000
+    for block in (30_000, 1 << 18):
+        fast, fbad = sq.fetch_columns(big_db, table, exprs, (0, 1), (1, 2), block=block)
+        assert fbad == sbad and (fast == slow).all()
+    assert sq._concat_fetch(big_db, table, exprs, (1, 2), 1 << 18) is not None  # read as texts
