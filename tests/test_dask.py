@@ -42,14 +42,16 @@ SAVINGS = ("saves_ms", "saves_ms_per_step", "saves_pct", "saving")
 
 def _without_savings(a):
     """The analysis less what only an in-process run can say: what fixing each finding would save
-    (a what-if replay of the events, which a Dask driver does not hold) and the order by it; the
-    findings sorted alike on both sides."""
+    (a what-if replay of the events, which a Dask driver does not hold) and the order by it, and
+    each step's critical path with the job's bound_by (the same replay); the findings sorted alike
+    on both sides."""
     def strip(f):
         # severity follows the saving where there is one
         f = {k: v for k, v in f.items() if k not in SAVINGS and k != "severity"}
         f["children"] = sorted((strip(c) for c in f.get("children", [])), key=_key)
         return f
-    out = {k: v for k, v in a.items() if k not in ("notes", "efficiency")}  # efficiency: op shapes, in process
+    # efficiency: op shapes, in process; steps and bound_by: the critical paths, in process
+    out = {k: v for k, v in a.items() if k not in ("notes", "efficiency", "steps", "bound_by")}
     out["findings"] = sorted((strip(f) for f in a.get("findings") or []), key=_key)
     return out
 
