@@ -103,3 +103,53 @@ def test_real_tables_equal_row_fetch(big_db, table, exprs):
         fast, fbad = sq.fetch_columns(big_db, table, exprs, (0, 1), (1, 2), block=block)
         assert fbad == sbad and (fast == slow).all()
     assert sq._concat_fetch(big_db, table, exprs, (1, 2), 1 << 18) is not None  # read as texts
+
+
+# -- NVTX texts: joined by SQLite in blocks, or row by row -------------------------------------
+
+def _nvtx_texts(db, block):
+    from gpuviewer.io.nsys_nvtx import _SHORT_SQL, _block_codes, _codes, _raw_text
+    n = db.execute("SELECT count(*) FROM NVTX_EVENTS").fetchone()[0]
+    have = sq.columns(db, "NVTX_EVENTS")
+    strings = dict(db.execute("SELECT id, value FROM StringIds"))
+    fast = _block_codes(db, n, have, block)
+    slow = _codes(db, f"SELECT {_SHORT_SQL}, textId FROM NVTX_EVENTS", n)
+    per_row = [[_raw_text(keys[c], strings) for c in codes.tolist()] for codes, keys in filter(None, (fast, slow))]
+    return fast is not None, per_row
+
+
+@pytest.mark.parametrize("odd,fast_path", [
+    (None, True),
+    (("text", ""), True),              # an empty text is not a NULL text
+    (("text", "a\x1fb"), False),       # the separator inside a text
+    (("text", "\x1e7"), False),        # looks like a NULL text with textId 7
+    (("text", 7), False),              # a number or blob as the text
+    (("text", b"AB"), False),
+    (("textId", "x"), False),
+])
+def test_nvtx_text_blocks_equal_rows(tmp_path, odd, fast_path):
+    p = tmp_path / "nvtx.sqlite"
+    db = sqlite3.connect(p)
+    db.executescript("CREATE TABLE StringIds (id, value); CREATE TABLE NVTX_EVENTS (start, end, eventType, "
+                     "globalTid, text, textId, domainId); INSERT INTO StringIds VALUES (7, 'seven'), (8, 'eight');")
+    rows = [(i, i + 1, 59, 1, f"aten::op{i % 3}, seq = {i}, op_id = {i}" if i % 4 else None, 7 + i % 2 if i % 4 == 0 else None, 0)
+            for i in range(13)] + [(20, 21, 75, 1, "domain, seq = 1", None, 1), (22, 23, 59, 1, None, None, 0)]
+    if odd:
+        rows[5] = rows[5][:4] + ((odd[1], None) if odd[0] == "text" else (None, odd[1])) + (0,)
+    db.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    db.commit()
+    db.close()
+    rdb = sq.open_readonly(str(p))
+    try:
+        fast, per_row = _nvtx_texts(rdb, 4)
+    finally:
+        rdb.close()
+    assert fast == fast_path
+    if fast:
+        assert per_row[0] == per_row[1]
+    assert per_row[-1][0] == "seven" and per_row[-1][1] == "aten::op1" and per_row[-1][4] == "seven" and per_row[-1][13] == "domain, seq = 1"
+
+
+def test_nvtx_texts_of_a_real_export(big_db):
+    fast, per_row = _nvtx_texts(big_db, 100_000)
+    assert fast and per_row[0] == per_row[1] and len(per_row[0]) == 213_532

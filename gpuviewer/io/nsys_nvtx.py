@@ -35,11 +35,12 @@ def _short_nvtx(s: str) -> str:
 # a value that is not an integer, and an end that is NULL (an open range, or a mark).
 BAD = -(1 << 63) + 1
 NULL_END = BAD + 1
-# The emit_nvtx name cut (_short_nvtx) done by SQLite, so that the Python side sees a few hundred
-# distinct names rather than one per op; _short_nvtx runs again on each distinct one.
-_SHORT_SQL = ("CASE WHEN eventType = 75 OR typeof(text) != 'text' OR instr(text, ', ') < 2 OR NOT "
-              "(instr(text, 'op_id =') OR instr(text, 'seq =') OR instr(text, 'sizes =')) THEN text "
-              "ELSE substr(text, 1, instr(text, ', ') - 1) END")
+# The emit_nvtx name cut (_short_nvtx) done by SQLite for the rows that have 'seq =' (most of
+# them), so that the Python side sees a few hundred distinct names rather than one per op;
+# _short_nvtx runs again on each distinct one (it cuts the rest; a cut name is cut no further).
+_SHORT_SQL = ("CASE WHEN eventType != 75 AND typeof(text) = 'text' AND instr(text, 'seq =') > 0 AND "
+              "instr(text, ', ') > 1 THEN substr(text, 1, instr(text, ', ') - 1) ELSE text END")
+_SEP, _ID = "\x1f", "\x1e"  # between the texts of a block; before a textId (the text is NULL)
 
 
 def fetch_nvtx(rep) -> dict | None:
@@ -77,15 +78,51 @@ def _texts(rep, have: set[str], n: int) -> tuple[np.ndarray, list]:
     factory = db.text_factory
     db.text_factory = str  # C decoding; text that is not UTF-8 is read again with the replacing decoder
     try:
-        try:
-            return _codes(db, sql, n)
-        except sqlite3.OperationalError:
-            if db.stopped is not None:
-                raise
-            db.text_factory = factory
-            return _codes(db, sql, n)
+        for f in (str, factory):
+            db.text_factory = f
+            try:
+                got = _block_codes(db, n, have) if {"text", "textId"} <= have else None
+                return got if got is not None else _codes(db, sql, n)
+            except sqlite3.OperationalError:
+                if db.stopped is not None or f is factory:
+                    raise
     finally:
         db.text_factory = factory
+    raise AssertionError("unreachable")
+
+
+def _block_codes(db, n: int, have: set[str], block: int = 1 << 18) -> tuple[np.ndarray, list] | None:
+    """_codes without a Python tuple per row: SQLite joins a block's texts with \\x1f between them
+    (a NULL text as \\x1e and its textId). None (read row by row) unless every text is text and
+    every textId an integer or NULL, and the block splits into exactly its rows and NULL texts."""
+    t = "NVTX_EVENTS"
+    lo = db.execute(f"SELECT min(rowid) FROM {t}").fetchone()[0]
+    hi = db.execute(f"SELECT max(rowid) FROM {t}").fetchone()[0]
+    if n == 0 or type(lo) is not int or type(hi) is not int or hi - lo >= 2 * n + block:
+        return None
+    sql = (f"SELECT count(*), group_concat(coalesce({_SHORT_SQL}, char(30) || coalesce(textId, '')), "
+           "char(31)), count(text), typeof(min(text)), typeof(max(text)), typeof(min(textId)), "
+           f"typeof(max(textId)) FROM {t} WHERE rowid BETWEEN ? AND ?")
+    codes = np.empty(n, np.int32)
+    lut: dict = {}
+    k = 0
+    for first in range(lo, hi + 1, block):
+        m, joined, texts, *kinds = db.execute(sql, (first, min(first + block - 1, hi))).fetchone()
+        if not m:
+            continue
+        if not (set(kinds[:2]) <= {"text", "null"} and set(kinds[2:]) <= {"integer", "null"}
+                and type(joined) is str and joined.count(_ID) == m - texts and k + m <= n):
+            return None
+        items = joined.split(_SEP)
+        del joined
+        if len(items) != m:
+            return None
+        codes[k:k + m] = [lut.setdefault(x, len(lut)) for x in items]
+        k += m
+    if k != n:
+        return None
+    keys = [(None, int(x[1:]) if len(x) > 1 else None) if x[:1] == _ID else (x, None) for x in lut]
+    return codes, keys
 
 
 def _codes(db, sql: str, n: int) -> tuple[np.ndarray, list]:

@@ -288,7 +288,10 @@ def _concat_fetch(db: SafeConnection, table: str, exprs: list[str], times: tuple
     hi = db.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0]
     if type(lo) is not int or type(hi) is not int or hi - lo >= 2 * count + block:
         return None  # rowids far apart: blocks of rowids would be mostly empty
-    text = ", ".join(f"group_concat({e}, ','), count({e}), typeof(max({e}))" for e in exprs)
+    # rowid is an integer; coalesce(x, constant) is never NULL: checks they need not pay for
+    text = ", ".join(f"group_concat({e}, ','), " + ("count(*), 'integer'" if e == "rowid" else
+                     f"{'count(*)' if e.startswith('coalesce(') else f'count({e})'}, typeof(max({e}))")
+                     for e in exprs)
     out = np.empty((count, len(exprs)), np.int64, order="F")
     n = bad = 0
     for first in range(lo, hi + 1, block):
