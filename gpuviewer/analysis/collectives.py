@@ -57,7 +57,7 @@ def bus_factor(kind: str, n: int) -> float:
     return 1.0
 
 
-def _int(v) -> int | None:
+def arg_int(v) -> int | None:
     try:
         x = int(v)
     except (TypeError, ValueError, OverflowError):
@@ -65,7 +65,7 @@ def _int(v) -> int | None:
     return x if 0 <= x < 1 << 62 else None
 
 
-def _nbytes(a: dict, nelems: int) -> int | None:
+def arg_nbytes(a: dict, nelems: int) -> int | None:
     """Elements x the dtype's size, when both are on record."""
     size = _DTYPE_BYTES.get(str(a.get("dtype", "")).lower().replace("torch.", ""))
     return nelems * size if nelems and size else None
@@ -215,20 +215,20 @@ def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tu
         kind = collective_kind(a.get("collective"), trace.names[int(c["name"][i])])
         if kind in P2P:
             # a send pairs with the peer's receive: the n-th transfer from a to b in a step
-            peer = _int(a.get("dst_rank") if kind == "Send" else a.get("src_rank"))
+            peer = arg_int(a.get("dst_rank") if kind == "Send" else a.get("src_rank"))
             if kind == "SendRecv" or peer is None:
                 continue  # no peer on record: cannot be paired
             pair = (rb.rank, peer) if kind == "Send" else (peer, rb.rank)
-            nel = _int(a.get("in_nelems")) or _int(a.get("out_nelems")) or 0
+            nel = arg_int(a.get("in_nelems")) or arg_int(a.get("out_nelems")) or 0
             out.setdefault((f"p2p {pair[0]}->{pair[1]}", int(steps[j])), []).append(
-                (int(start[j]), int(end[j]), i, "SendRecv", _nbytes(a, nel), int(launch[j]), bool(linked[j]),
+                (int(start[j]), int(end[j]), i, "SendRecv", arg_nbytes(a, nel), int(launch[j]), bool(linked[j]),
                  int(raw_step[j])))
             continue
         group = arg_group(a)
         if group is None:
             group = f"stream #{lane_rank.setdefault(int(lane[j]), len(lane_rank))}"
-        nel = max(_int(a.get("in_nelems")) or 0, _int(a.get("out_nelems")) or 0)
-        out.setdefault((group, int(steps[j])), []).append((int(start[j]), int(end[j]), i, kind, _nbytes(a, nel),
+        nel = max(arg_int(a.get("in_nelems")) or 0, arg_int(a.get("out_nelems")) or 0)
+        out.setdefault((group, int(steps[j])), []).append((int(start[j]), int(end[j]), i, kind, arg_nbytes(a, nel),
                                                           int(launch[j]), bool(linked[j]), int(raw_step[j])))
     return out
 

@@ -18,7 +18,7 @@ import pandas as pd
 from ..model.categories import Cat
 from ..model.trace import Trace
 from .breakdown import RankBreakdown, breakdown, split_wait
-from .collectives import _int, match, rank_comm
+from .collectives import arg_int, match, rank_comm
 from .host import HOST_KINDS, IDLE_WAIT, _step_markers
 
 KIND = {Cat.KERNEL: "compute", Cat.COMM_KERNEL: "comm", Cat.MEMCPY: "memcpy", Cat.MEMSET: "memset"}
@@ -160,7 +160,7 @@ def _collectives(trace: Trace, rb: RankBreakdown, labels: list[int], comm_args: 
         for s, e, i, kind, nbytes, *_ in ks:
             pk = per_kernel.get(i)
             wait = pk["wait_ns"] if pk else 0
-            n = pk["ranks"] if pk else (_int(comm_args.get(i, {}).get("group_size")) or 1)
+            n = pk["ranks"] if pk else (arg_int(comm_args.get(i, {}).get("group_size")) or 1)
             rows.append((rb.rank, lab, group, kind, nbytes or -1, 1, wait, (e - s) - wait, nbytes or 0, n,
                          pk is not None))
     f = pd.DataFrame(rows, columns=COLL_COLS)

@@ -1,7 +1,7 @@
 """The ranks of an out-of-core build (io/out_of_core.py) read by a pool of processes.
 
 Each worker reads one file, commits it as a rank of its own builder (sorted, nested, flows
-linked, level-of-detail pyramid packed: out_of_core.make_part) and sends the part back; the
+linked, level-of-detail pyramid packed: ooc_part.make_part) and sends the part back; the
 build appends the parts in file order, renumbering names and lanes into the session's, so the
 cache is the one the one-file-at-a-time build writes, byte for byte. A worker never knows its
 final rank (that depends on the files before it), so it commits as rank 0 and the build moves
@@ -121,7 +121,7 @@ def _read_rank(i: int, path: str, optional: bool) -> dict:
     from ..model.build import TraceBuilder
     from .formats.kineto_json import _NOT_A_TRACE
     from .kineto import read_kineto
-    from .out_of_core import make_part
+    from .ooc_part import make_part
     cancel, frac = _shared["cancel"], _shared["frac"]
 
     def prog(f: float, *_a) -> None:

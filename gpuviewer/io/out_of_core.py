@@ -19,9 +19,10 @@ import os
 
 import numpy as np
 
-from ..model.build import TraceBuilder, link_flows
+from ..model.build import TraceBuilder
 from ..model.trace import EVENT_COLUMNS, Counter, Step, Trace
 from .errors import TraceError, file_names
+from .ooc_part import make_part
 from .reader import Job, Reader
 
 DEFAULT_MIN_MB = 256  # below this much input, the in-memory path (a few GB at most) is kept
@@ -62,27 +63,6 @@ def load(files: list[str], job: Job) -> Trace | None:
     if t is not None:
         t.metadata["from_cache"] = False
     return t
-
-
-def make_part(b: TraceBuilder, lane_lo: int) -> dict:
-    """The events committed to b since the last part (its lanes from lane_lo on), as the cache
-    stores them: sorted and nested, flows linked, level-of-detail runs packed, the span."""
-    from ..model.queries import lod_pack
-    cols, inst = b.take_part(lane_lo)
-    lane_counts = np.bincount(cols["lane"] - lane_lo, minlength=len(b.lanes) - lane_lo)
-    src, dst = link_flows(cols, np.array([ln.rank for ln in b.lanes], np.int64))
-    part = Trace(format=b.format, columns=cols, names=b.names.strings, lanes=b.lanes, ranks=[])
-    lod = lod_pack(part, range(lane_lo, len(b.lanes)))
-    # the part's span, as Trace._compute_span takes it (counters only where nothing else is)
-    lo, hi = [], []
-    if len(cols["start"]):
-        lo.append(int(cols["start"].min()))
-        hi.append(int((cols["start"] + cols["dur"]).max()))
-    if len(inst["t"]):
-        lo.append(int(inst["t"].min()))
-        hi.append(int(inst["t"].max()))
-    return {"cols": cols, "inst": inst, "lane_counts": lane_counts, "flow_src": src, "flow_dst": dst,
-            "lod": lod, "span": (min(lo), max(hi)) if lo else None}
 
 
 class _Parts:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..analysis.collectives import P2P, _int, _nbytes, arg_group, collective_kind
+from ..analysis.collectives import P2P, arg_group, arg_int, arg_nbytes, collective_kind
 from ..io.comm_args import collective_args
 from ..model.categories import Cat
 
@@ -43,11 +43,11 @@ def comm_kernels(session) -> pd.DataFrame:
                 per_rank[key[0]] = stream_no[key] + 1
             group = f"stream #{stream_no[key]}"
         if kind in P2P:
-            nel = _int(a.get("in_nelems")) or _int(a.get("out_nelems")) or 0
+            nel = arg_int(a.get("in_nelems")) or arg_int(a.get("out_nelems")) or 0
         else:
-            nel = max(_int(a.get("in_nelems")) or 0, _int(a.get("out_nelems")) or 0)
-        b = _nbytes(a, nel)
-        size = _int(a.get("group_size"))
+            nel = max(arg_int(a.get("in_nelems")) or 0, arg_int(a.get("out_nelems")) or 0)
+        b = arg_nbytes(a, nel)
+        size = arg_int(a.get("group_size"))
         groups.append((j, group))
         kinds.append((j, kind))
         sizes.append((j, size if size else -1))
