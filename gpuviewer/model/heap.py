@@ -8,7 +8,6 @@ peak down but cost 20-30% more CPU on launch_bound_big (every piece then faulted
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 
 _libc = None
 
@@ -17,9 +16,11 @@ def _c():
     global _libc
     if _libc is None:
         try:
-            lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            # the process's own symbols (libc among them): ctypes.util.find_library would fork
+            # a subprocess, copying a process of hundreds of MB
+            lib = ctypes.CDLL(None)
             _libc = lib if hasattr(lib, "malloc_trim") else False
-        except OSError:
+        except (OSError, AttributeError):
             _libc = False
     return _libc
 
