@@ -28,6 +28,11 @@ class ArgsSpec:
         loose: Any = msgspec.defstruct("EvLoose", [("args", Any, None)])
         self.fast = msgspec.json.Decoder(list[ev])  # type: ignore[valid-type]
         self.loose = msgspec.json.Decoder(list[loose])  # type: ignore[valid-type]
+        # a piece split into its events' raw bytes (3.4x faster than building every event), then
+        # only the wanted events decoded
+        self.raw = msgspec.json.Decoder(list[msgspec.Raw])
+        self.one = msgspec.json.Decoder(ev)
+        self.one_loose = msgspec.json.Decoder(loose)
         self.keys = {f.encode_name: f.name for f in msgspec.structs.fields(struct)}
 
     def as_dict(self, a) -> dict:
@@ -36,6 +41,27 @@ class ArgsSpec:
     def pick(self, a: dict) -> dict:
         """From a raw args object: our names for the keys that are present."""
         return {v: a[k] for k, v in self.keys.items() if k in a}
+
+    def decode_some(self, piece: bytes, positions: list[int], n_events: int) -> dict[int, tuple]:
+        """{position: (args, how to read them)} for the events at these positions of the piece
+        (of about n_events events: past a quarter of them, the whole piece is decoded at once)."""
+        if 4 * len(positions) > n_events:
+            raw, conv = self.decode(piece)
+            return {p: (raw[p], conv) for p in positions if 0 <= p < len(raw)}
+        try:
+            items = self.raw.decode(piece)
+        except msgspec.DecodeError:  # NaN, bad UTF-8...: the whole piece, leniently
+            raw, conv = self.decode(piece)
+            return {p: (raw[p], conv) for p in positions if 0 <= p < len(raw)}
+        out = {}
+        for p in positions:
+            if not 0 <= p < len(items):
+                continue
+            try:
+                out[p] = (self.one.decode(items[p]).args, self.as_dict)
+            except msgspec.ValidationError:  # an args value that is not an object
+                out[p] = (self.one_loose.decode(items[p]).args, self.pick)
+        return out
 
     def decode(self, piece: bytes):
         """The events' args and how to read them: the struct (fast), or raw objects when an args
@@ -111,7 +137,13 @@ def from_source(src: Source, ordinals: np.ndarray, spec: ArgsSpec) -> list[dict]
                     pos += len(got)
                 data = fh.read(length)
                 pos += len(data)
-                raw, conv = spec.decode(b"[" + data + b"]")
+                n_ev = firsts[k + 1] - firsts[k] if k + 1 < len(firsts) else length // 200  # ~200 bytes an event
+                found = spec.decode_some(b"[" + data + b"]", [p for p, _ in want[k]], n_ev)
+                for p, slot in want[k]:
+                    a, conv_p = found.get(p, (None, None))
+                    if isinstance(a, (dict, spec.struct)):
+                        out[slot] = conv_p(a)
+                continue
             for p, slot in want[k]:
                 a = raw[p] if 0 <= p < len(raw) else None
                 if isinstance(a, (dict, spec.struct)):
