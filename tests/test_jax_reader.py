@@ -242,6 +242,10 @@ def test_real_trace_analyze_finds_the_step_4_stall():
     stall = [f for f in d["findings"] if f["step"] == 4 and f["rule"] in ("step_outlier", "host_bound_idle")]
     assert stall and stall[0]["saves_ms"] > 20  # the 30 ms sleep, over 8 steps
     assert d["ranks"][0]["steps"][4]["host_end_ns"] - d["ranks"][0]["steps"][4]["host_start_ns"] > 30e6
+    # advice a JAX user can act on: JAX's terms, none of PyTorch's
+    for f in d["findings"]:
+        assert not any(w in f["advice"] for w in ("DataLoader", "torch", "pin_memory")), f["advice"]
+    assert any("jax" in f["advice"].lower() for f in d["findings"])
 
 
 def test_real_trace_info(raw):

@@ -74,6 +74,8 @@ def _analyze(trace: Trace, keep_parts: bool = False, savings: bool = True) -> "t
     from ..io.comm_args import collective_args
     args = collective_args(trace)
     a = analyze(trace, args, event_args, keep_parts=keep_parts)
+    from ..analysis.advice_jax import for_framework
+    for_framework(a, trace)  # JAX's own terms, not PyTorch's
     if savings:
         attach_savings(trace, a, args)
     return a, args
