@@ -153,3 +153,16 @@ def test_nvtx_text_blocks_equal_rows(tmp_path, odd, fast_path):
 def test_nvtx_texts_of_a_real_export(big_db):
     fast, per_row = _nvtx_texts(big_db, 100_000)
     assert fast and per_row[0] == per_row[1] and len(per_row[0]) == 213_532
+
+
+@pytest.mark.parametrize("key", [
+    np.repeat(np.arange(30, dtype=np.int64) << 40, 1000)[::-1],  # few values, far apart
+    np.arange(10_000, dtype=np.int64) % 97 - 40,                  # negative, every row a repeat
+    np.arange(9_000, dtype=np.int64) * 7,                         # more distinct values than the sample
+    np.array([5, 5, 1, 9, 1], np.int64), np.zeros(0, np.int64),
+])
+def test_factorize_is_unique(key):
+    from gpuviewer.io.factorize import factorize
+    u, first, inv = factorize(key)
+    want = np.unique(key, return_index=True, return_inverse=True)
+    assert (u == want[0]).all() and (first == want[1]).all() and (inv == want[2].reshape(-1)).all()

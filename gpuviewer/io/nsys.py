@@ -22,6 +22,7 @@ from ..model.categories import Cat, LaneKind
 from ..model.trace import Counter, Source, Trace
 from . import sqlite_safe as sq
 from .errors import Cancelled, TraceError
+from .factorize import factorize
 from .nsys_nvtx import fetch_nvtx, nvtx_pids, read_nvtx
 
 NSYS_MARKER_TABLES = ("StringIds", "TARGET_INFO_GPU", "CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS",
@@ -210,7 +211,7 @@ def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
         nvtx = fetch_nvtx(rep)
         host_pids = set(nvtx_pids(nvtx).tolist())
         if runtime is not None:
-            host_pids |= set(np.unique(runtime[:, 3]).tolist())
+            host_pids |= set(factorize(runtime[:, 3])[0].tolist())
         if not procs:
             procs = sorted(host_pids)
         rank_of = {p: rank_base + i for i, p in enumerate(procs)}
@@ -346,7 +347,7 @@ class _NameLUT:
         self.strings = strings
 
     def ids(self, sid: np.ndarray, transform=None) -> np.ndarray:
-        uniq, inv = np.unique(sid, return_inverse=True)
+        uniq, _, inv = factorize(sid)
         out = np.empty(len(uniq), np.int32)
         for k, s in enumerate(uniq.tolist()):
             text = self.strings.get(s, f"<string {s}>") if s >= 0 else "<unnamed>"
@@ -377,7 +378,7 @@ def _thread_lanes(b, rank_of, pid: np.ndarray, tid: np.ndarray, kind: str, prefi
     (pid, tid) pairs gives, as before the columns were vectorised (the lane numbering, and so
     the event order, stays the same)."""
     key = (pid << 24) | tid
-    uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    uniq, first, inv = factorize(key)
     by_first = np.argsort(first, kind="stable")
     lane_of = np.full(len(uniq), -1, np.int32)
     pos = {int(u): k for k, u in enumerate(uniq.tolist())}
@@ -385,7 +386,7 @@ def _thread_lanes(b, rank_of, pid: np.ndarray, tid: np.ndarray, kind: str, prefi
         if p in rank_of:
             lane_of[pos[(p << 24) | t]] = b.lane(rank_of[p], kind, -1, t, f"{prefix} · thread {t}", pid=p,
                                                  source=source)
-    return lane_of[inv.reshape(-1)]
+    return lane_of[inv]
 
 
 def _host_rows(rep, b, rank_of, table: str, extra: list[str], kind: str, prefix: str, source: int,

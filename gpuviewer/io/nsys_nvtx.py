@@ -14,6 +14,7 @@ import numpy as np
 from ..model.categories import Cat, LaneKind
 from ..model.trace import Step
 from . import sqlite_safe as sq
+from .factorize import factorize
 
 NVTX_RANGES = (59, 60, 70, 71)  # push/pop and start/end ranges (and their NVTXt twins)
 NVTX_MARK = 34
@@ -65,7 +66,7 @@ def nvtx_pids(nv: dict | None) -> np.ndarray:
     """Processes with NVTX rows (any event type), for sessions without GPU work."""
     if nv is None or not len(nv["gtid"]):
         return np.zeros(0, np.int64)
-    return np.unique(nv["pid"][nv["gtid"] >= 0])
+    return factorize(nv["pid"][nv["gtid"] >= 0])[0]
 
 
 def _texts(rep, have: set[str], n: int) -> tuple[np.ndarray, list]:
@@ -152,11 +153,11 @@ def _raw_text(key, strings) -> str:
 def _first_order(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the row where each distinct key first appears, in order of appearance; each row's
     position in that order)."""
-    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    _, first, inv = factorize(key)
     order = np.argsort(first, kind="stable")
     pos = np.empty(len(order), np.int64)
     pos[order] = np.arange(len(order))
-    return first[order], pos[inv.reshape(-1)]
+    return first[order], pos[inv]
 
 
 def read_nvtx(rep, b, rank_of, source, warnings, nv: dict | None) -> None:
@@ -197,8 +198,8 @@ def read_nvtx(rep, b, rank_of, source, warnings, nv: dict | None) -> None:
                         for c in row_codes[first].tolist()], np.int32)
     name_a = name_of[name_pos]
     # lanes: one per (process, thread, domain), made in order of first appearance
-    dvals, dcode = np.unique(dom0, return_inverse=True)
-    lane_key = ((pid << 24) | tid) * len(dvals) + dcode.reshape(-1) if len(dvals) < 1 << 14 else None
+    dvals, _, dcode = factorize(dom0)
+    lane_key = ((pid << 24) | tid) * len(dvals) + dcode if len(dvals) < 1 << 14 else None
     if lane_key is None:  # thousands of domains: number (thread, domain) pairs another way
         _, lane_key = np.unique(np.stack([(pid << 24) | tid, dom0], 1), axis=0, return_inverse=True)
         lane_key = lane_key.reshape(-1)
