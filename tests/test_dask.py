@@ -20,6 +20,7 @@ import pytest
 
 from conftest import ROOT, SHARED, trace_path
 from make_hosts import make
+from gpuviewer.analysis.efficiency_findings import ADVICE as EFFICIENCY_ADVICE
 
 SRC = trace_path("kineto", "ddp_clean", "ddp_clean_rank0.json.gz")
 HANG_S = 300  # a guard against a hang, not a time limit
@@ -38,6 +39,7 @@ def analyze_json(*args: str) -> dict:
 
 
 SAVINGS = ("saves_ms", "saves_ms_per_step", "saves_pct", "saving")
+EFFICIENCY_RULES = set(EFFICIENCY_ADVICE)  # findings from the kernels' efficiency: in process only
 
 
 def _without_savings(a):
@@ -50,9 +52,9 @@ def _without_savings(a):
         f = {k: v for k, v in f.items() if k not in SAVINGS and k != "severity"}
         f["children"] = sorted((strip(c) for c in f.get("children", [])), key=_key)
         return f
-    # efficiency: op shapes, in process; steps and bound_by: the critical paths, in process
+    # efficiency and its findings: op shapes, in process; steps and bound_by: the critical paths, in process
     out = {k: v for k, v in a.items() if k not in ("notes", "efficiency", "steps", "bound_by")}
-    out["findings"] = sorted((strip(f) for f in a.get("findings") or []), key=_key)
+    out["findings"] = sorted((strip(f) for f in a.get("findings") or [] if f["rule"] not in EFFICIENCY_RULES), key=_key)
     return out
 
 
