@@ -15,6 +15,7 @@ micro-batches would add launches, not hide them."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +50,7 @@ def pipeline_facts(trace: Trace, rb: RankBreakdown) -> dict:
     c = trace.columns
     ids = _name_ids(trace)
     r = next((x for x in trace.ranks if x.rank == rb.rank), None)
-    out = {"p2p_names": bool(len(ids["kernel"])), "p2p_kernels": False, "sends": [], "recvs": [], "a2a": [],
+    out: dict[str, Any] = {"p2p_names": bool(len(ids["kernel"])), "p2p_kernels": False, "sends": [], "recvs": [], "a2a": [],
            "a2a_name": None, "edges": [], "world_size": getattr(r, "world_size", None), "launch": {}}
     if not out["p2p_names"]:
         return out
@@ -101,9 +102,9 @@ def pipeline_facts(trace: Trace, rb: RankBreakdown) -> dict:
             names = [trace.names[int(x)] for x in np.unique(nm[a2a])] + ([out["a2a_name"]] if out["a2a_name"] else [])
             out["a2a_name"] = min(names, key=lambda n: (not n.startswith("nccl"), n))
         for n in np.unique(nm[np.isin(nm, ids["send"]) & ~inside]):
-            m = _EDGE.search(trace.names[int(n)])
-            if m and m.group(2) == "->":
-                edges.add((int(m.group(1)), int(m.group(3))))
+            hit = _EDGE.search(trace.names[int(n)])
+            if hit and hit.group(2) == "->":
+                edges.add((int(hit.group(1)), int(hit.group(3))))
     # the same op on two host lanes (a CPU op and its NVTX range) is counted once: the larger
     for j, key in enumerate(("sends", "recvs", "a2a")):
         counts = [v[j] for v in per_kind.values()]
@@ -119,7 +120,7 @@ def stage_chain(facts: dict[int, dict], ranks: list[int]) -> list[int] | None:
     if not all(facts[r]["edges"] for r in ranks):
         return list(ranks)
     held = set(ranks)
-    adj = {r: set() for r in ranks}
+    adj: dict[int, set[int]] = {r: set() for r in ranks}
     for r in ranks:
         for a, b in facts[r]["edges"]:
             if a in held and b in held and a != b:
@@ -184,7 +185,7 @@ def pipeline(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
     order = stage_chain(facts, [rb.rank for rb in rbs])
     if order is None:
         return []
-    per_stage = []
+    per_stage: list[dict[str, Any]] = []
     for r in order:
         rb, lp = by_rank[r], facts[r]["launch"]
         st = [x for x in rb.measured if x.window_ns > 0]
