@@ -302,13 +302,18 @@ def step_ends(g: dg.DepGraph, rp: Replay) -> tuple[list[int], np.ndarray, np.nda
         return [], np.zeros(0, np.int64), np.zeros(0, np.int64), 0
     ends = np.full(len(steps), np.iinfo(np.int64).min, np.int64)
     pos = {s: k for k, s in enumerate(steps)}
-    gpu = np.flatnonzero((g.kind >= dg.KERNEL) & (g.kind <= dg.COPY) & (g.step >= 0))
-
-    if len(gpu):
-        k = np.searchsorted(np.array(steps), g.step[gpu])
-        k = np.minimum(k, len(steps) - 1)
+    if getattr(g, "_gpu_ends", None) is None:
+        # the end slots of each step's GPU ops, grouped by step once per model (every replay asks)
+        gpu = np.flatnonzero((g.kind >= dg.KERNEL) & (g.kind <= dg.COPY) & (g.step >= 0))
+        k = np.minimum(np.searchsorted(np.array(steps), g.step[gpu]), len(steps) - 1)
         ok = np.array(steps)[k] == g.step[gpu]
-        np.maximum.at(ends, k[ok], rp.t[2 * gpu[ok] + 1])
+        gpu, k = gpu[ok], k[ok]
+        o = np.argsort(k, kind="stable")
+        uk, first = np.unique(k[o], return_index=True)
+        g._gpu_ends = (2 * gpu[o] + 1, uk, first)
+    slots, uk, first = g._gpu_ends
+    if len(slots):
+        ends[uk] = np.maximum(ends[uk], np.maximum.reduceat(rp.t[slots], first))
 
     first = None
     for r, m in g.marks.items():
@@ -376,8 +381,8 @@ def apply(g: dg.DepGraph, ch: Change) -> tuple[np.ndarray, np.ndarray, list[str]
             ok = (g.step[node] >= 0) & (k < len(steps))
             ok[ok] &= np.asarray(steps)[k[ok]] == g.step[node][ok]
             ri = np.array([rpos.get(int(r), 0) for r in range(int(g.rank.max()) + 1)])[g.rank[node[ok]]]
-            m = np.zeros((len(ranks), len(steps)))
-            np.add.at(m, (ri, k[ok]), weight[ok])
+            m = np.bincount(ri * len(steps) + k[ok], weights=weight[ok],
+                            minlength=len(ranks) * len(steps)).reshape(len(ranks), len(steps))
             return m, ok, k
 
         def scale(tot, what):
