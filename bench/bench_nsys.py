@@ -21,23 +21,34 @@ import shutil
 import statistics
 import tempfile
 
-from _common import TRACES, measure_open, run_probe
+from _common import TRACES, run_probe
 
 MB = 1 << 20
 BIG = os.path.join(TRACES, "nsys", "nsys_ddp_big.sqlite")
 TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS",
           "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "OSRT_API")
 
+# wall and CPU seconds (CPU: user + system of the process, less disturbed by other jobs on a
+# shared machine than wall time), peak RSS
+_OPEN = r'''
+import json, os, resource, sys, time
+t0, c0 = time.perf_counter(), time.process_time()
+from gpuviewer.io.session import load
+t = load(json.loads(sys.argv[1]), use_cache=False)
+print(json.dumps({"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0, "events": t.n_events,
+                  "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+'''
+
 _BARE = r'''
 import json, sqlite3, sys, time
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 db = sqlite3.connect("file:" + json.loads(sys.argv[1])[0] + "?mode=ro&immutable=1", uri=True)
 for table in %r:
     try:
         db.execute(f"SELECT * FROM {table}").fetchall()
     except sqlite3.Error:
         pass
-print(json.dumps({"seconds": time.perf_counter() - t0}))
+print(json.dumps({"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0}))
 ''' % (TABLES,)
 
 _PHASES = r'''
@@ -64,7 +75,7 @@ PHASES = [
     ("  GPU tables: kernels, memcpy, memset, sync", "nsys.py:_gpu_table"),
     ("  host tables' integer columns (CUDA API, OSRT)", "nsys.py:_host_fetch"),
     ("  NVTX integer columns", "nsys_nvtx.py:fetch_nvtx"),
-    ("  NVTX texts, interned (second scan)", "nsys_nvtx.py:_texts"),
+    ("  NVTX texts: waiting for their thread (second scan)", "nsys_nvtx.py:get"),
     ("  NVTX lanes, names, steps", "nsys_nvtx.py:read_nvtx"),
     ("  threads' lanes (CUDA API, OSRT)", "nsys.py:_thread_lanes"),
     ("  of it: sqlite3 fetchmany (SQLite + Python tuples)", "~:<method 'fetchmany' of 'sqlite3.Cursor' objects>"),
@@ -80,22 +91,24 @@ def row(label, value, target, unit):
 
 def big(repeats: int) -> None:
     print(f"# {BIG}")
-    opens, bares, peaks, res = [], [], [], None
+    opens, bares, res = [], [], None
     for _ in range(repeats):
         d = tempfile.mkdtemp()
         try:
-            res = measure_open([BIG], False, d)
-            opens.append(res["seconds"])
-            peaks.append(res["peak_rss"])
-            bares.append(run_probe(_BARE, [BIG], False, d)["seconds"])
+            res = run_probe(_OPEN, [BIG], False, d)
+            opens.append(res)
+            bares.append(run_probe(_BARE, [BIG], False, d))
         finally:
             shutil.rmtree(d, ignore_errors=True)
-    o, f = statistics.median(opens), statistics.median(bares)
-    print(f"{'open without cache, seconds (median of %d)' % repeats:<56} {o:>9.3f} s    "
-          f"runs {', '.join(f'{x:.2f}' for x in opens)}")
-    print(f"{'bare sqlite3 fetch of its tables, seconds (median)':<56} {f:>9.3f} s    "
-          f"runs {', '.join(f'{x:.2f}' for x in bares)}")
-    row("open / bare fetch", o / f, 1.25, "x")
+    for key, what in (("seconds", "wall"), ("cpu", "CPU")):
+        o = statistics.median(r[key] for r in opens)
+        f = statistics.median(r[key] for r in bares)
+        print(f"{'open without cache, %s seconds (median of %d)' % (what, repeats):<56} {o:>9.3f} s    "
+              f"runs {', '.join(f'{r[key]:.2f}' for r in opens)}")
+        print(f"{'bare sqlite3 fetch of its tables, %s seconds' % what:<56} {f:>9.3f} s    "
+              f"runs {', '.join(f'{r[key]:.2f}' for r in bares)}")
+        row(f"open / bare fetch ({what})", o / f, 1.25, "x")
+    peaks = [r["peak_rss"] for r in opens]
     print(f"{'  events; peak RSS of the opening process, MB':<56} {res['events']:>9,}      "
           f"{max(peaks) / MB:.0f} MB")
 
@@ -104,10 +117,11 @@ def tiles(path: str) -> None:
     print(f"# {path}")
     d = tempfile.mkdtemp()
     try:
-        res = measure_open([path], False, d)
+        res = run_probe(_OPEN, [path], False, d)
     finally:
         shutil.rmtree(d, ignore_errors=True)
     row("x10 tiles open without cache, seconds", res["seconds"], 7, "s")
+    print(f"{'  CPU seconds':<56} {res['cpu']:>9.3f} s")
     row("x10 tiles peak RSS, MB (opening process)", res["peak_rss"] / MB, 700, "MB")
     print(f"{'  events':<56} {res['events']:>9,}")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import threading
 
 import numpy as np
 
@@ -53,12 +54,14 @@ def fetch_nvtx(rep) -> dict | None:
     have = sq.columns(rep.db, t)
     if not {"start", "eventType", "globalTid"} <= have:
         return None
+    texts = _Texts(rep.db, have)  # the second scan runs beside this one (SQLite lets go of the GIL)
+    texts.start()
     end = f"coalesce(end, {NULL_END})" if "end" in have else str(NULL_END)
     dom = "coalesce(domainId, 0)" if "domainId" in have else "0"
     a, _ = sq.fetch_columns(rep.db, t, ["rowid", f"coalesce(start, {BAD})", end, "coalesce(eventType, -1)",
                                         f"coalesce(globalTid, {BAD})", dom], missing=BAD)
     g = a[:, 4]
-    return {"have": have, "rowid": a[:, 0], "start": a[:, 1], "end": a[:, 2], "type": a[:, 3],
+    return {"have": have, "texts": texts, "rowid": a[:, 0], "start": a[:, 1], "end": a[:, 2], "type": a[:, 3],
             "gtid": g, "dom": a[:, 5], "pid": (g >> 24) & 0xFFFFFF, "tid": g & 0xFFFFFF}
 
 
@@ -69,13 +72,46 @@ def nvtx_pids(nv: dict | None) -> np.ndarray:
     return factorize(nv["pid"][nv["gtid"] >= 0])[0]
 
 
-def _texts(rep, have: set[str], n: int) -> tuple[np.ndarray, list]:
+class _Texts(threading.Thread):
+    """_texts on a connection of its own, on a thread; get() waits and gives its result or raises
+    what it met (an SQLite error already turned into the one-line message)."""
+
+    def __init__(self, db, have: set[str]) -> None:
+        super().__init__(name="nvtx-texts", daemon=True)
+        self.db, self.have = db, have
+        self.result: tuple[np.ndarray, list] | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            db = sq.sibling(self.db)
+        except BaseException as e:  # handed to the reading thread by get()
+            self.error = e
+            return
+        try:
+            n = db.execute("SELECT count(*) FROM NVTX_EVENTS").fetchone()[0]
+            self.result = _texts(db, self.have, n)
+        except sqlite3.Error as e:
+            self.error = sq.explain(db, db.source, e)
+        except BaseException as e:
+            self.error = e
+        finally:
+            db.close()
+
+    def get(self) -> tuple[np.ndarray, list]:
+        self.join()
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+def _texts(db, have: set[str], n: int) -> tuple[np.ndarray, list]:
     """Each row's (text, textId) as a code into the distinct pairs (in order of first
     appearance): the text is a Python string per row only while its chunk is fetched."""
     text = _SHORT_SQL if "text" in have else "NULL"
     text_id = "textId" if "textId" in have else "NULL"
     sql = f"SELECT {text}, {text_id} FROM NVTX_EVENTS"
-    db = rep.db
     factory = db.text_factory
     db.text_factory = str  # C decoding; text that is not UTF-8 is read again with the replacing decoder
     try:
@@ -176,7 +212,9 @@ def read_nvtx(rep, b, rank_of, source, warnings, nv: dict | None) -> None:
     if not -lim < session_end < lim or (start == BAD).any() or (end == BAD).any():
         ok = (start > -lim) & (start < lim) & (is_null_end | ((end >= start) & (end < lim)))
         session_end = int(last[ok].max()) if ok.any() else 0
-    codes, keys = _texts(rep, nv["have"], len(start))
+    codes, keys = nv["texts"].get()
+    if len(codes) != len(start):  # the file is immutable while we read: two scans see the same rows
+        raise sqlite3.DatabaseError("NVTX_EVENTS changed while it was read")
     strings = rep.strings
     valid_g = g != BAD
     domains = {}

@@ -55,6 +55,7 @@ class SafeConnection(sqlite3.Connection):
     messages (the original even when a recovered copy is read); `warnings` says what was done."""
 
     source = ""
+    target = ""  # the file SQLite reads: source, or a recovered copy of it
     warnings: list[str]
     stopped: str | None = None
     _calls = 0
@@ -118,6 +119,7 @@ def _open(target: str, source: str, cancelled) -> SafeConnection:
     except sqlite3.Error as e:
         raise TraceError(source, f"cannot open the SQLite database ({e})") from None
     db.source = source
+    db.target = target
     db.warnings = []
     db._cancelled = cancelled
     try:
@@ -141,6 +143,14 @@ def _open(target: str, source: str, cancelled) -> SafeConnection:
     # samples): show a replacement character rather than refuse the file.
     db.text_factory = lambda b: b.decode("utf-8", "replace")
     return db
+
+
+def sibling(db: SafeConnection) -> SafeConnection:
+    """A second connection to the file `db` reads, with the same limits and Cancel, for a query
+    on another thread (make it on that thread). It takes no lock of its own: closing a
+    descriptor of the file would drop every POSIX lock this process holds on it, db's too; db's
+    shared lock covers both while db is open."""
+    return _open(db.target, db.source, db._cancelled)
 
 
 def explain(db: SafeConnection | None, path: str, e: BaseException) -> BaseException:
