@@ -49,8 +49,8 @@ class EfficiencyView:
         return j if j < len(self.kernel) and self.kernel[j] == i else None
 
 
-def build(trace: Trace, eff) -> EfficiencyView:
-    """From an efficiency.Efficiency of every rank."""
+def build(trace: Trace, eff, rank: int | None = None, n_ranks: int = 1) -> EfficiencyView:
+    """From an efficiency.Efficiency of every rank, or of `rank` alone (said in the summary)."""
     fams = eff.families
     total = sum(f["time_ns"] for f in fams) or 1
     rows = [{"family": f["name"], "kernels": f["kernels"], "time_ms": f["time_ns"] / 1e6,
@@ -64,6 +64,8 @@ def build(trace: Trace, eff) -> EfficiencyView:
     if o.get("kernels"):
         said.append(f"work known for {o['kernels'] - o.get('unknown_kernels', 0):,} of {o['kernels']:,} kernels"
                     + ("" if o.get("shapes_recorded") else " (no shapes recorded)"))
+    if rank is not None:
+        said.append(f"rank {rank} of {n_ranks} measured (`gpuviewer stats --report efficiency` measures every rank)")
     return EfficiencyView(p.device, p.model, {k: v for k, v in p.tflops.items() if v}, p.gbps,
                           pd.DataFrame(rows, columns=list(COLUMNS)), fams, eff.kernel, eff.kernel_family,
                           eff.kernel_op, eff.kernel_flops, eff.kernel_bytes, "; ".join(said))

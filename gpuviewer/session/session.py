@@ -183,8 +183,12 @@ class Session(SessionActions):
         a table by op family, the roofline's points and roofs, each family's kernels), computed
         once and kept; safe on a worker thread."""
         if self._efficiency_view is None:
+            from .analysis import EFFICIENCY_RANKS
             from .efficiency_view import build
-            self._efficiency_view = build(self.trace, self.efficiency())
+            # past EFFICIENCY_RANKS ranks one rank stands for the job, as in the analysis (reading
+            # every rank's op shapes took minutes at 64 ranks); the view says which
+            rank = None if len(self.ranks) <= EFFICIENCY_RANKS else min(self.ranks)
+            self._efficiency_view = build(self.trace, self.efficiency(rank=rank), rank, len(self.ranks))
         return self._efficiency_view
 
     def kernel_work(self, i: int) -> list[tuple[str, str]]:

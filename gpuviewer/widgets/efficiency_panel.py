@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
 from .background import Background
@@ -117,8 +117,14 @@ class EfficiencyPanel(QWidget):
             self.refresh()
 
     def shown(self, visible: bool) -> None:
-        """The tab came to the front: compute (once) what it shows."""
+        """The tab came to the front: compute (once) what it shows. Checked on the next turn:
+        a window shown for the first time says every tabbed dock is visible, then hides the ones
+        behind (at 64 ranks the op shapes' read ran for minutes behind the Findings tab)."""
         if visible and not self.wanted:
+            QTimer.singleShot(0, self._start_if_seen)
+
+    def _start_if_seen(self) -> None:
+        if not self.wanted and self.isVisible() and not self.visibleRegion().isEmpty():
             self.wanted = True
             self.refresh()
 
