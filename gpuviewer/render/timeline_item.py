@@ -3,6 +3,7 @@
   0 SlicesItem       headers, summary rows, slices and labels, collective waits  (slices_item)
   1 StepsItem        step lines and names                                         (steps_item)
   2 OverlayItem      a finding's highlight, search matches                        (overlay_item)
+  2.5 CriticalPathItem each step's critical path, outlined on its lanes             (critical_path_item)
   3 SelectionItem    the selected event's box                                     (overlay_item)
   4 AnnotationsItem  notes, regions, arrows                                       (annotations_item)
   5 CursorItem       the memory cursor, the selection's flow arrows               (overlay_item)
@@ -24,6 +25,7 @@ from PySide6.QtGui import QFont, QFontMetrics
 from ..model.layout import Layout
 from ..model.trace import Trace
 from .annotations_item import AnnotationsItem
+from .critical_path_item import CriticalPathItem
 from .overlay_item import CursorItem, OverlayItem, SelectionItem
 from .slices_item import SlicesItem
 from .steps_item import StepsItem
@@ -53,6 +55,7 @@ class TimelineItem(pg.GraphicsObject):
     cursor_ns = _Forward("cursor_layer")
     flow_pairs = _Forward("cursor_layer")
     show_steps = _Forward("steps")
+    critical_path = _Forward("critical")
     wait_idx = _Forward("slices")
     wait_end = _Forward("slices")
     last_rect_count = _Forward("slices")
@@ -71,10 +74,12 @@ class TimelineItem(pg.GraphicsObject):
         self.slices = SlicesItem(self, 0)
         self.steps = StepsItem(self, 1)
         self.overlay = OverlayItem(self, 2)
+        self.critical = CriticalPathItem(self, 2.5)
         self.selection = SelectionItem(self, 3)
         self.notes = AnnotationsItem(self, 4)
         self.cursor_layer = CursorItem(self, 5)
-        self.layers = (self.slices, self.steps, self.overlay, self.selection, self.notes, self.cursor_layer)
+        self.layers = (self.slices, self.steps, self.overlay, self.critical, self.selection, self.notes,
+                       self.cursor_layer)
         self._visible = (None, None, None, [])  # y0, y1, the layout's rows, those visible there
 
     # -- pyqtgraph protocol ------------------------------------------------------------------

@@ -77,6 +77,8 @@ def build(win) -> None:
     win.queries = QueryDocks(win, win.findings_dock)  # SQL and Statistics tabs
     from .efficiency_panel import EfficiencyDock
     win.efficiency = EfficiencyDock(win, win.findings_dock)  # kernels by op family, roofline
+    from .critical_path_panel import CriticalPathDock
+    win.critical = CriticalPathDock(win, win.findings_dock)  # each step's critical path, its outline
     win.findings_dock.raise_()
     from .window_fit import fit_to_screen
     fit_to_screen(win, win.settings)  # the screen it opens on, or the last geometry there
@@ -95,6 +97,7 @@ def wire(win) -> None:
     """The bars, and the signals from the controller (the session's events) to the panels and
     from the panels to the session."""
     c = win.controller
+    win.critical.wire(c)  # first: its reset on a new session runs before _loaded starts the analysis
     c.progress.connect(win._progress)
     c.loaded.connect(win._loaded)
     c.failed.connect(win._failed)
@@ -169,6 +172,7 @@ def menus(win) -> None:
     win.steps_action = QAction("Show step boundaries", win, checkable=True, checked=True)
     win.steps_action.toggled.connect(win._toggle_steps)
     v.addAction(win.steps_action)
+    v.addAction(win.critical.action)
     v.addAction(win.details_dock.toggleViewAction())
     v.addAction(win.area_dock.toggleViewAction())
     v.addAction(win.findings_dock.toggleViewAction())
@@ -177,6 +181,7 @@ def menus(win) -> None:
     v.addAction(win.annotations_dock.toggleViewAction())
     v.addAction(win.overview_dock.toggleViewAction())
     v.addAction(win.ranks_dock.toggleViewAction())
+    v.addAction(win.critical.dock.toggleViewAction())
     win.align_action = v.addAction("Align host clocks by collectives")
     win.align_action.setCheckable(True)
     win.align_action.setChecked(True)

@@ -1,0 +1,162 @@
+"""Each step's critical path as the window shows it (Qt-free): the segments of the analysis'
+steps[].critical_path (analysis.critical_path, computed with the analysis on its worker), each
+placed on the timeline lane that ran it, as flat arrays a render layer draws without a Python
+loop per segment, and each step's rows for its details (rank, resource, what, duration, share).
+
+A segment names its rank and resource, not a lane: host segments go to the host thread (CPU or
+CUDA API lane) whose events cover most of the segment, gpu/copy to the busiest GPU stream there,
+comm to the busiest NCCL (else GPU) stream; an idle segment (a gap: nothing covers it) goes to
+the lane of the path beside it on the same rank, else the rank's first GPU stream.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..model.categories import LaneKind
+from ..model.trace import Trace
+
+RESOURCES = ("host", "gpu", "comm", "copy", "idle")
+_LANES_OF = {"host": (LaneKind.CPU, LaneKind.CUDA_API), "gpu": (LaneKind.GPU,), "copy": (LaneKind.GPU,),
+             "comm": (LaneKind.COMM, LaneKind.GPU)}
+
+
+@dataclass
+class StepPath:
+    step: int
+    start_ns: int
+    end_ns: int
+    bound_by: str
+    first: int  # index of its first segment in PathView's arrays
+    count: int
+    warmup: bool = False
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass
+class PathView:
+    """Every step's segments in path order, flat: start/end (ns), rank, res (index into
+    RESOURCES), lane (-1: none found), step, what; steps by number."""
+    start: np.ndarray
+    end: np.ndarray
+    rank: np.ndarray
+    res: np.ndarray
+    lane: np.ndarray
+    step: np.ndarray
+    what: list[str]
+    steps: dict[int, StepPath] = field(default_factory=dict)
+    bound_by: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def step_at(self, t_ns: int) -> StepPath | None:
+        """The step whose path holds time t (the nearest step's when t lies outside them all)."""
+        if not self.steps:
+            return None
+        for sp in self.steps.values():
+            if sp.start_ns <= t_ns < sp.end_ns:
+                return sp
+        return min(self.steps.values(), key=lambda sp: min(abs(sp.start_ns - t_ns), abs(sp.end_ns - t_ns)))
+
+    def rows(self, step: int) -> list[dict]:
+        """The step's segments in order: rank, resource, what, start/end (ns), duration (ms),
+        share of the step, lane, and index (into the arrays)."""
+        sp = self.steps.get(step)
+        if sp is None:
+            return []
+        total = max(sp.duration_ns, 1)
+        out = []
+        for i in range(sp.first, sp.first + sp.count):
+            d = int(self.end[i] - self.start[i])
+            out.append({"index": i, "rank": int(self.rank[i]), "resource": RESOURCES[int(self.res[i])],
+                        "what": self.what[i], "start_ns": int(self.start[i]), "end_ns": int(self.end[i]),
+                        "duration_ms": d / 1e6, "share": d / total, "lane": int(self.lane[i])})
+        return out
+
+
+def path_view(trace: Trace, analysis) -> PathView | None:
+    """The analysis' critical paths placed on the trace's lanes; None when it has none (a
+    session over the model's size, or without launches: analysis.notes says why)."""
+    steps = getattr(analysis, "steps", None) or []
+    if not steps:
+        return None
+    segs, sps = [], {}
+    for st in steps:
+        cp = st.get("critical_path") or []
+        sps[int(st["step"])] = StepPath(int(st["step"]), int(st["start_ns"]), int(st["end_ns"]),
+                                        str(st.get("bound_by") or ""), len(segs), len(cp), bool(st.get("warmup")))
+        segs.extend((int(st["step"]), s) for s in cp)
+    n = len(segs)
+    start = np.fromiter((s["start_ns"] for _, s in segs), np.int64, n)
+    end = np.fromiter((s["end_ns"] for _, s in segs), np.int64, n)
+    rank = np.fromiter((s["rank"] for _, s in segs), np.int64, n)
+    res = np.fromiter((RESOURCES.index(s["resource"]) if s["resource"] in RESOURCES else 4 for _, s in segs),
+                      np.int8, n)
+    step = np.fromiter((k for k, _ in segs), np.int64, n)
+    view = PathView(start, end, rank, res, np.full(n, -1, np.int64), step, [s["what"] for _, s in segs], sps,
+                    getattr(analysis, "bound_by", None))
+    _place(trace, view)
+    return view
+
+
+def _coverage(trace: Trace, lane: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """How much of each [a, b) the lane's events cover (their union, ns)."""
+    sl = trace.lane_slice(lane)
+    s = np.asarray(trace.columns["start"][sl], np.int64)
+    if not len(s) or not len(a):
+        return np.zeros(len(a), np.int64)
+    e = s + np.asarray(trace.columns["dur"][sl], np.int64)
+    o = np.argsort(s, kind="stable")
+    s, e = s[o], e[o]
+    # the union as disjoint blocks: a block starts where an event begins after every earlier end
+    run = np.maximum.accumulate(e)
+    new = np.ones(len(s), bool)
+    new[1:] = s[1:] > run[:-1]
+    bs = s[new]
+    be = np.maximum.reduceat(run, np.flatnonzero(new))
+    cum = np.concatenate([[0], np.cumsum(be - bs)])
+
+    def covered(t):
+        k = np.searchsorted(bs, t, side="right") - 1
+        kk = np.maximum(k, 0)
+        inside = np.clip(t - bs[kk], 0, be[kk] - bs[kk])
+        return np.where(k >= 0, cum[kk] + inside, 0)
+    return covered(b) - covered(a)
+
+
+def _place(trace: Trace, view: PathView) -> None:
+    """view.lane for every segment (module docstring)."""
+    lanes_of: dict[tuple[int, str], list[int]] = {}
+    for i, ln in enumerate(trace.lanes):
+        lanes_of.setdefault((ln.rank, ln.kind), []).append(i)
+    for r in np.unique(view.rank).tolist():
+        for res, kinds in _LANES_OF.items():
+            idx = np.flatnonzero((view.rank == r) & (view.res == RESOURCES.index(res)))
+            if not len(idx):
+                continue
+            cands = [ln for k in kinds for ln in lanes_of.get((r, k), [])]
+            if not cands:
+                continue
+            cov = np.stack([_coverage(trace, ln, view.start[idx], view.end[idx]) for ln in cands])
+            best = np.argmax(cov, axis=0)  # ties: the first, a CPU thread before its CUDA API lane
+            view.lane[idx] = np.where(cov.max(axis=0) > 0, np.asarray(cands)[best], -1)
+    # what nothing covers (idle gaps, host time between calls): the lane beside it on the path
+    for sp in view.steps.values():
+        lo, hi = sp.first, sp.first + sp.count
+        for i in range(lo, hi):
+            if view.lane[i] >= 0:
+                continue
+            r = view.rank[i]
+            near = [j for j in (i - 1, i + 1) if lo <= j < hi and view.rank[j] == r and view.lane[j] >= 0]
+            if near:
+                view.lane[i] = view.lane[near[0]]
+                continue
+            kinds = (LaneKind.CPU, LaneKind.CUDA_API) if RESOURCES[view.res[i]] == "host" else (LaneKind.GPU, LaneKind.COMM)
+            first = [ln for k in kinds for ln in lanes_of.get((int(r), k), [])]
+            if first:
+                view.lane[i] = max(first, key=lambda ln: trace.lane_slice(ln).stop - trace.lane_slice(ln).start)

@@ -1,0 +1,216 @@
+"""The critical path in the window: the Critical path tab lists the path of the step in view
+(its segments in order: rank, resource, what, duration, share of the step; "bound by ..." over
+them), a click on a segment goes to it; View > Show critical path (C) outlines every step's path
+on the timeline (render/critical_path_item.py).
+
+The paths come with the analysis (computed on its worker); placing their segments on lanes
+(session.critical_view) runs on a thread of its own, the tab saying so meanwhile. The outline
+starts off: it boxes whole host-thread lanes for most of a step, over the slices a user reads
+first, so it is shown on demand (C, or a click on a segment) and the choice is remembered.
+"""
+from __future__ import annotations
+
+import shiboken6
+from PySide6.QtCore import QObject, QThread, Qt, Signal, Slot
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
+
+from ..model.fmt import esc
+from ..session.critical_view import PathView, path_view
+from .docks import dock
+
+_SETTING = "critical_path"
+
+
+class _Placing(QThread):
+    """session.critical_view.path_view off the UI thread."""
+    done = Signal(object, object)  # the PathView (or None), the analysis it was made from
+
+    def __init__(self, trace, analysis, parent=None) -> None:
+        super().__init__(parent)
+        self.trace, self.analysis = trace, analysis
+
+    def run(self) -> None:
+        self.done.emit(path_view(self.trace, self.analysis), self.analysis)
+
+
+class CriticalPathPanel(QWidget):
+    segmentChosen = Signal(int)  # index into the PathView's arrays
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.view: PathView | None = None
+        self.step: int | None = None
+        self.head = QLabel("Open a trace: each step's critical path comes with its analysis.")
+        self.head.setWordWrap(True)
+        self.head.setTextFormat(Qt.RichText)
+        self.outline = QCheckBox("Outline on the timeline (C)")
+        top = QHBoxLayout()
+        top.addWidget(self.head, 1)
+        top.addWidget(self.outline)
+        self.tree = QTreeWidget()
+        self.tree.setHeaderLabels(["#", "Rank", "Resource", "What", "Duration", "Share"])
+        self.tree.setRootIsDecorated(False)
+        self.tree.setAlternatingRowColors(True)
+        self.tree.setTextElideMode(Qt.ElideMiddle)
+        for c, w in enumerate((34, 48, 70, 420, 80, 60)):
+            self.tree.setColumnWidth(c, w)
+        self.tree.itemActivated.connect(self._chosen)
+        self.tree.itemClicked.connect(self._chosen)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addLayout(top)
+        lay.addWidget(self.tree, 1)
+
+    def say(self, html: str) -> None:
+        """A note in place of the list (computing, or why there is no path)."""
+        self.view, self.step = None, None
+        self.tree.clear()
+        self.head.setText(html)
+
+    def set_view(self, view: PathView | None, why: str = "") -> None:
+        self.view, self.step = view, None
+        if view is None:
+            self.say(esc(why or "No critical path for this session."))
+
+    def show_step(self, step: int | None) -> None:
+        """List that step's path (a step with none: the nearest said)."""
+        v = self.view
+        if v is None or step is None or step not in v.steps or step == self.step:
+            return
+        self.step = step
+        sp = v.steps[step]
+        warm = " (warm-up)" if sp.warmup else ""
+        self.head.setText(f"<b>Step {step}</b>{warm} · {sp.duration_ns / 1e6:,.2f} ms · bound by "
+                          f"<b>{esc(sp.bound_by)}</b>" + (f" · the job: {esc(v.bound_by)}" if v.bound_by else ""))
+        self.tree.clear()
+        items = []
+        for n, r in enumerate(v.rows(step), 1):
+            it = QTreeWidgetItem([str(n), str(r["rank"]), r["resource"], r["what"], f"{r['duration_ms']:,.3f} ms",
+                                  f"{100 * r['share']:.1f}%"])
+            it.setData(0, Qt.UserRole, r["index"])
+            it.setToolTip(3, r["what"])
+            for c in (0, 1, 4, 5):
+                it.setTextAlignment(c, Qt.AlignRight | Qt.AlignVCenter)
+            items.append(it)
+        self.tree.addTopLevelItems(items)
+
+    def follow(self, t0: int, t1: int) -> None:
+        """The step in the middle of the view."""
+        if self.view is not None:
+            sp = self.view.step_at((t0 + t1) // 2)
+            self.show_step(sp.step if sp is not None else None)
+
+    def _chosen(self, item, _col=0) -> None:
+        i = item.data(0, Qt.UserRole)
+        if i is not None:
+            self.segmentChosen.emit(int(i))
+
+
+class CriticalPathDock(QObject):
+    """The tab beside Findings, the View menu's toggle, and their wiring to the window (a
+    QObject living on the UI thread: the placing thread's result is queued to it)."""
+
+    def __init__(self, win, beside) -> None:
+        super().__init__(win)
+        self.win = win
+        self.panel = CriticalPathPanel()
+        self.dock = dock(win, "Critical path", self.panel, Qt.BottomDockWidgetArea)
+        win.tabifyDockWidget(beside, self.dock)
+        self.action = QAction("Show critical path", win, checkable=True)
+        self.action.setShortcut(QKeySequence("C"))
+        self.action.setToolTip("Outline each step's critical path on the timeline")
+        self.action.setChecked(str(win.settings.value(_SETTING, "false")) == "true")
+        self.action.toggled.connect(self.set_shown)
+        win.addAction(self.action)  # the key works with the menu closed
+        self.panel.outline.setChecked(self.action.isChecked())
+        self.panel.outline.toggled.connect(self.action.setChecked)
+        self.panel.segmentChosen.connect(self.goto_segment)
+        self.view: PathView | None = None
+        self._threads: list[_Placing] = []
+
+    def wire(self, controller) -> None:
+        controller.loaded.connect(lambda _s: self.reset())
+        controller.analysisReady.connect(self.analysis_ready)
+        controller.rangeChanged.connect(self.panel.follow)
+
+    # -- the paths -------------------------------------------------------------------------
+    def reset(self) -> None:
+        self.view = None
+        self.panel.say("Each step's critical path comes with the analysis (running)…")
+        self._apply()
+
+    def analysis_ready(self, analysis) -> None:
+        trace = self.win.trace
+        if trace is None or analysis is None:
+            return
+        if not getattr(analysis, "steps", None):
+            why = next((n for n in analysis.notes if "critical path" in n), "no steps on record")
+            self.view = None
+            self.panel.set_view(None, f"No critical path: {why}.")
+            self._apply()
+            return
+        self.panel.say("Placing each step's critical path on the lanes…")
+        if self.win.controller.block_analysis:  # headless renders and tests: here, now
+            self._placed(path_view(trace, analysis), analysis)
+            return
+        # no parent: a window closed meanwhile does not destroy a running thread; kept here
+        # until it ends
+        th = _Placing(trace, analysis)
+        th.done.connect(self._placed)
+        self._threads = [t for t in self._threads if not t.isFinished()] + [th]
+        th.start()
+
+    @Slot(object, object)
+    def _placed(self, view, analysis) -> None:
+        if not shiboken6.isValid(self.win):  # the window closed while it ran
+            return
+        s = self.win.session
+        if s is None or s.analysis_ready is not analysis:  # a session or analysis since: stale
+            return
+        self.view = view
+        self.panel.set_view(view)
+        if s.view.range is not None:
+            self.panel.follow(*s.view.range)
+        self._apply()
+
+    def wait(self) -> None:
+        """Until the placing thread (if any) has handed its paths over (tests, exports)."""
+        for th in list(self._threads):
+            th.wait()
+        from PySide6.QtCore import QCoreApplication
+        QCoreApplication.processEvents()
+
+    # -- the outline -----------------------------------------------------------------------
+    def set_shown(self, on: bool) -> None:
+        self.win.settings.setValue(_SETTING, "true" if on else "false")
+        if self.panel.outline.isChecked() != on:
+            self.panel.outline.setChecked(on)
+        if on and self.view is None and self.win.trace is not None:
+            self.win.statusBar().showMessage("The critical path is outlined once the analysis has found it "
+                                             "(the Critical path tab says how far it is)", 8000)
+        self._apply()
+
+    def _apply(self) -> None:
+        item = self.win.timeline.item
+        if item is not None:
+            item.critical_path = self.view if self.action.isChecked() else None
+            item.update()
+
+    def goto_segment(self, i: int) -> None:
+        """Zoom to a segment, its rank's lanes scrolled into view and its span highlighted on
+        that rank; the outline is shown (it is what the segment is)."""
+        v, s = self.view, self.win.session
+        if v is None or s is None:
+            return
+        t0, t1, rank = int(v.start[i]), int(v.end[i]), int(v.rank[i])
+        if not self.action.isChecked():
+            self.action.setChecked(True)
+        s.set_range(t0, t1, padding=0.15)
+        s.set_highlight((t0, t1, {rank}))
+        lane = int(v.lane[i])
+        tl = self.win.timeline
+        if lane >= 0 and tl.layout_model is not None and tl.layout_model.lane_y(lane) is not None:
+            tl.scroll_to_lane(lane)
+        else:
+            tl.scroll_to_rank(rank)

@@ -1,0 +1,166 @@
+"""The critical path in the window (issue 24 item 2): on samples/ddp and the shared kineto/ddp,
+a real main window offscreen, opened once per trace. The outline drawn for the step shown is
+Session.critical_paths() of a session opened apart (its segments, at the x and lane rows the view
+box maps them to); each step's path sums to the step's duration measured from the trace's step
+windows; the Critical path tab lists the segments with "bound by"; a click on one goes to it;
+toggling off removes the layer (no pixel of its colour left in the picture)."""
+import numpy as np
+import pytest
+from PySide6.QtCore import QPointF
+
+from conftest import SAMPLES, make_window, trace_path
+
+TRACES = {"samples/ddp": f"{SAMPLES}/ddp", "kineto/ddp": trace_path("kineto", "ddp")}
+
+
+@pytest.fixture(scope="module", params=sorted(TRACES))
+def opened(request, qapp, tmp_path_factory):
+    """(window, critical paths from a session opened apart): one window per trace."""
+    from PySide6.QtCore import QSettings
+
+    from gpuviewer.session import Session
+    from gpuviewer.widgets.main_window import MainWindow
+    path = TRACES[request.param]
+    w = MainWindow(QSettings(str(tmp_path_factory.mktemp("settings") / "s.ini"), QSettings.IniFormat))
+    w.quiet_errors = True
+    w.controller.block_analysis = True
+    w.resize(1366, 768)
+    w.show()
+    assert w.open_paths([path], block=True)
+    qapp.processEvents()
+    cps = Session.open([path]).critical_paths()
+    yield w, cps, path
+    w.close()
+
+
+def _paint(w, qapp):
+    qapp.processEvents()
+    return w.timeline.grab().toImage()  # paints every layer now
+
+
+def _show(w, qapp, step: int, on: bool = True):
+    w.critical.action.setChecked(on)
+    w.goto_step(step)
+    return _paint(w, qapp)
+
+
+def _red(img) -> int:
+    from gpuviewer.render.critical_path_item import PATH_COLOR
+    a = np.frombuffer(img.convertToFormat(img.Format.Format_RGB32).constBits(), np.uint32)
+    return int((a & 0xFFFFFF == PATH_COLOR.rgb() & 0xFFFFFF).sum())
+
+
+def test_each_step_path_sums_to_the_step_from_the_trace_windows(opened):
+    w, cps, _ = opened
+    trace = w.trace
+    steps = sorted({s.step for s in trace.steps})
+    end = {n: max(s.end for s in trace.steps if s.step == n) for n in steps}
+    first = {n: min(s.start for s in trace.steps if s.step == n) for n in steps}
+    assert len(cps) >= 3
+    for n, cp in cps.items():
+        before = [m for m in steps if m < n]
+        want = end[n] - (end[before[-1]] if before else first[n])  # the latest rank's step end to end
+        total = sum(s.end_ns - s.start_ns for s in cp.segments)
+        assert abs(total - want) <= 0.02 * want, (n, total, want)
+        # in order, end to end: every moment of the step on exactly one segment
+        assert all(a.end_ns == b.start_ns for a, b in zip(cp.segments, cp.segments[1:]))
+
+
+def test_the_outline_is_the_sessions_critical_path_at_its_times_and_lanes(opened, qapp):
+    w, cps, _ = opened
+    from gpuviewer.model.categories import LaneKind
+    tv = w.timeline
+    lanes = w.trace.lanes
+    kinds = {"host": {LaneKind.CPU, LaneKind.CUDA_API}, "gpu": {LaneKind.GPU}, "copy": {LaneKind.GPU},
+             "comm": {LaneKind.COMM, LaneKind.GPU}, "idle": {ln.kind for ln in lanes}}
+    for n, cp in sorted(cps.items()):
+        _show(w, qapp, n)
+        layer = tv.item.critical
+        drawn, pv = layer.drawn, layer.critical_path
+        t0, t1 = w.session.view.range
+        want = [s for s in cp.segments if s.end_ns >= t0 and s.start_ns <= t1]
+        got = [i for i in drawn["index"].tolist() if int(pv.step[i]) == n]
+        assert [(int(pv.start[i]), int(pv.end[i]), int(pv.rank[i]), pv.what[i]) for i in got] == \
+            [(s.start_ns, s.end_ns, s.rank, s.what) for s in want], n
+        assert len(want) == len(cp.segments)  # the step shown whole
+        rows = {r.lane: r for r in tv.layout_model.rows if r.kind == "lane"}
+        groups = {(r.rank, r.group.split("/", 1)[1]): r for r in tv.layout_model.rows if r.kind == "group"}
+        for k, i in enumerate(drawn["index"].tolist()):
+            s = pv.start[i] - tv.origin
+            x = tv.vb.mapViewToDevice(QPointF(float(s), 0.0)).x()
+            if drawn["x0"][k] > 0:  # not clipped at the view's left edge
+                assert abs(drawn["x0"][k] - x) < 1.0
+            ln = lanes[int(pv.lane[i])]
+            res = ("host", "gpu", "comm", "copy", "idle")[int(pv.res[i])]
+            assert ln.rank == int(pv.rank[i]) and ln.kind in kinds[res], (res, ln)
+            row = rows.get(int(pv.lane[i])) or groups.get((ln.rank, "host")) or groups.get((ln.rank, ln.kind))
+            y = tv.vb.mapViewToDevice(QPointF(0.0, row.y)).y()
+            assert abs(drawn["y"][k] - (y + 1)) < 1.0
+
+
+def test_gpu_segments_sit_on_a_stream_that_ran_work_then(opened, qapp):
+    w, cps, _ = opened
+    from gpuviewer.model import queries as q
+    pv = None
+    for n, cp in cps.items():
+        _show(w, qapp, n)
+        pv = w.timeline.item.critical.critical_path
+    for i in np.flatnonzero(np.isin(pv.res, [1, 2, 3])).tolist():  # gpu, comm, copy
+        assert len(q.events_in_range(w.trace, int(pv.lane[i]), int(pv.start[i]), int(pv.end[i])))
+
+
+def test_the_step_details_list_its_path_and_a_click_goes_to_a_segment(opened, qapp):
+    w, cps, _ = opened
+    panel = w.critical.panel
+    for n, cp in sorted(cps.items()):
+        _show(w, qapp, n, on=False)
+        assert panel.step == n
+        assert f"Step {n}" in panel.head.text() and f"bound by <b>{cp.bound_by()}</b>" in panel.head.text()
+        t = panel.tree
+        listed = [[t.topLevelItem(k).text(c) for c in range(6)] for k in range(t.topLevelItemCount())]
+        assert [(int(r[1]), r[2], r[3]) for r in listed] == [(s.rank, s.resource, s.what) for s in cp.segments]
+        for r, s in zip(listed, cp.segments):
+            assert r[4] == f"{(s.end_ns - s.start_ns) / 1e6:,.3f} ms"
+            assert r[5] == f"{100 * (s.end_ns - s.start_ns) / cp.duration_ns:.1f}%"
+    # the last step's longest segment, clicked: the view is on it, its rank highlighted, outline on
+    seg = max(cp.segments, key=lambda s: s.end_ns - s.start_ns)
+    k = cp.segments.index(seg)
+    panel.tree.itemClicked.emit(panel.tree.topLevelItem(k), 0)
+    qapp.processEvents()
+    a, b = w.session.view.range
+    assert a <= seg.start_ns and seg.end_ns <= b and (b - a) < 1.5 * (seg.end_ns - seg.start_ns)
+    assert w.session.view.highlight == (seg.start_ns, seg.end_ns, {seg.rank})
+    assert w.critical.action.isChecked() and w.timeline.item.critical.has_content()
+    assert panel.step == n  # still this step's list
+
+
+def test_toggling_off_removes_the_layer(opened, qapp):
+    w, cps, _ = opened
+    n = sorted(cps)[1]
+    on = _show(w, qapp, n, on=True)
+    assert _red(on) > 200
+    assert w.timeline.item.critical.has_content()
+    off = _show(w, qapp, n, on=False)
+    assert not w.timeline.item.critical.has_content() and w.timeline.item.critical.critical_path is None
+    assert _red(off) == 0
+    # the key: C in the window
+    w.critical.action.trigger()
+    assert w.critical.action.isChecked() and w.timeline.item.critical.has_content()
+    w.critical.action.trigger()
+    assert not w.timeline.item.critical.has_content()
+    assert "C" in [s.toString() for s in w.critical.action.shortcuts()]
+
+
+def test_paths_placed_off_the_ui_thread(qtbot, tmp_path, qapp):
+    """The window's own flow: the analysis on its worker, the lanes placed on another thread."""
+    w = make_window(qtbot, tmp_path, size=(1366, 768))
+    w.critical.action.setChecked(True)
+    assert w.open_paths([f"{SAMPLES}/ddp"], block=True)
+    assert "running" in w.critical.panel.head.text() or w.critical.view is not None
+    w.controller.wait_for_analysis()
+    qapp.processEvents()  # analysisReady delivered: the placing thread starts
+    w.critical.wait()
+    assert w.critical.view is not None and len(w.critical.view) > 0
+    assert w.timeline.item.critical.critical_path is w.critical.view
+    img = _paint(w, qapp)
+    assert w.critical.panel.step is not None and _red(img) > 0
