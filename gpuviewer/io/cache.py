@@ -134,7 +134,7 @@ def sweep(root: str | None = None, keep: str = "", max_age: float = STALE_S) -> 
     gigabytes. A folder is left behind when its builder process is gone, or none of its files
     was written for max_age seconds (a builder on another host sharing the folder)."""
     root = cache_root() if root is None else root
-    removed = []
+    removed: list[str] = []
     now = time.time()
     try:
         names = [n for n in os.listdir(root) if n.startswith(".tmp-")]
@@ -294,7 +294,8 @@ class _Checked(dict):
 
     def __init__(self, arrays: dict, d: str, sums, files: list[str], prefix: str = "") -> None:
         super().__init__(arrays)
-        self._d, self._sums, self._files, self._prefix, self._ok = d, sums, files, prefix, set()
+        self._d, self._sums, self._files, self._prefix = d, sums, files, prefix
+        self._ok: set[str] = set()
 
     def __getitem__(self, k):
         if k not in self._ok:

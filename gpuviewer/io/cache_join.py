@@ -20,6 +20,7 @@ every file first): the same lines, in another order.
 from __future__ import annotations
 
 import os
+from typing import TypeGuard
 
 import numpy as np
 
@@ -86,7 +87,7 @@ def load(files: list[str], reader: Reader, job: Job) -> Trace | None:
     return out
 
 
-def _usable(t: Trace | None) -> bool:
+def _usable(t: Trace | None) -> TypeGuard[Trace]:
     """An entry of one Kineto file that says which rank the file names (entries written before
     that was kept are read again)."""
     if t is None or t.format != "kineto" or len(t.ranks) != 1:

@@ -129,15 +129,15 @@ def extract(buf: bytes, chunk: int) -> dict:
     pos = np.asarray(xi, np.int64)
     keys, names, hlos = _Index(), _Index(), _Index()
     try:
-        lane_key = [keys[(e.pid, e.tid)] for e in x]
-        name = [names[e.name] for e in x]
+        key_ids = [keys[(e.pid, e.tid)] for e in x]
+        name_ids = [names[e.name] for e in x]
     except TypeError:  # a list or object where a pid, tid or name belongs
         keys, names = _Index(), _Index()
-        lane_key = [keys[(ident(e.pid), ident(e.tid))] for e in x]
-        name = [names[e.name if isinstance(e.name, str) else text(e.name)] for e in x]
+        key_ids = [keys[(ident(e.pid), ident(e.tid))] for e in x]
+        name_ids = [names[e.name if isinstance(e.name, str) else text(e.name)] for e in x]
         bad["odd"] = bad.get("odd", 0) + len(x)
     args = [e.args for e in x]
-    hlo = [hlos[a.hlo_op if a is not None else None] for a in args]
+    hlo_ids = [hlos[a.hlo_op if a is not None else None] for a in args]
     ids = [a.correlation_id if a is not None and a.correlation_id is not None else 0 for a in args]
     try:
         corr = np.array(ids, np.int64)
@@ -146,9 +146,9 @@ def extract(buf: bytes, chunk: int) -> dict:
     corr[corr < 0] = 0
     step_at = [(j, a.step_num) for j, a in enumerate(args)
                if a is not None and a.step_num is not None and 0 <= a.step_num <= _INT_MAX]
-    lane_key = np.array(lane_key, np.int32)
-    name = np.array(name, np.int32)
-    hlo = np.array(hlo, np.int32)
+    lane_key = np.array(key_ids, np.int32)
+    name = np.array(name_ids, np.int32)
+    hlo = np.array(hlo_ids, np.int32)
     ts = floats([e.ts for e in x])
     dur = floats([e.dur if e.dur is not None else 0.0 for e in x])
     ok_ts = np.abs(ts) <= TS_MAX_US  # False for NaN

@@ -136,7 +136,7 @@ class _FileReader:
         strings = b.names.strings
         flags = _name_flags(strings)
         hlo_comm = np.array([bool(h and _COMM.match(h)) for h in self.hlos], bool)
-        lanes = {}  # (file key, on the CUDA API lane) -> builder lane
+        lanes: dict[tuple[int, bool], int] = {}  # (file key, on the CUDA API lane) -> builder lane
 
         def lane(k: int, api: bool) -> int:
             got = lanes.get((k, api))

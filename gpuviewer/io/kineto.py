@@ -128,6 +128,8 @@ class _FileReader:
         self.unknown_lanes: dict[int, int] = {}  # ... by local lane
 
     def lane_for(self, kind: str, pid, tid) -> int:
+        device: int | None
+        p: int | None
         if kind in _GPU_KINDS:
             device, stream, p = _int_or_none(pid, _RANK_MAX), _int_or_none(tid), -1
             device = -1 if device is None else device
@@ -266,7 +268,9 @@ class _FileReader:
         info = b.rank(rank)
         info.files.append(self.path)
         info.clock_offset_ns = offset_ns
-        dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
+        dist = meta.get("distributedInfo")
+        if not isinstance(dist, dict):
+            dist = {}
         ws = dist.get("world_size")
         if type(ws) is int and 0 < ws < _RANK_MAX:
             info.world_size = ws

@@ -116,7 +116,7 @@ def _corr(x) -> np.ndarray:
     return a  # int64 here; the file reader densifies ids above 2**32 before storing uint32
 
 
-def _bump(bad: dict, key: str, n: int) -> None:
+def _bump(bad: dict, key: str, n: int | np.integer) -> None:
     if n:
         bad[key] = bad.get(key, 0) + int(n)
 
@@ -144,15 +144,15 @@ def extract_piece(buf: bytes, chunk: int, evs: list | None = None) -> dict:
         out["counters"] = _counters(buf, bad)
     keys, names = _Index(), _Index()
     try:
-        lane_key = [keys[(e.cat, e.pid, e.tid)] for e in x]
-        name = [names[e.name] for e in x]
+        key_ids = [keys[(e.cat, e.pid, e.tid)] for e in x]
+        name_ids = [names[e.name] for e in x]
     except TypeError:  # a list or object where a category, pid, tid or name belongs
         keys, names = _Index(), _Index()
-        lane_key = [keys[(text(e.cat) if _odd_cat(e.cat) else e.cat, ident(e.pid), ident(e.tid))] for e in x]
-        name = [names[e.name if isinstance(e.name, str) else text(e.name)] for e in x]
+        key_ids = [keys[(text(e.cat) if _odd_cat(e.cat) else e.cat, ident(e.pid), ident(e.tid))] for e in x]
+        name_ids = [names[e.name if isinstance(e.name, str) else text(e.name)] for e in x]
         _bump(bad, "odd", sum(1 for e in x if not _hashable(e)))
-    lane_key = np.array(lane_key, np.int32)
-    name = np.array(name, np.int32)
+    lane_key = np.array(key_ids, np.int32)
+    name = np.array(name_ids, np.int32)
     out["keys"], out["names"] = _clean_keys(list(keys), lane_key, bad), _clean_names(list(names), name, bad)
     ts = floats([e.ts for e in x])
     dur = floats([e.dur if e.dur is not None else 0.0 for e in x])

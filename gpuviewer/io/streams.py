@@ -13,7 +13,7 @@ try:  # optional speed-up
     from isal import igzip as _gz
     from isal import igzip_lib as _igz
 except ImportError:  # pragma: no cover - exercised only without isal
-    _gz = gzip  # type: ignore[no-redef,misc]
+    _gz = gzip  # type: ignore[misc]
     _igz = None  # type: ignore[assignment]
 
 GZIP_MAGIC = b"\x1f\x8b"

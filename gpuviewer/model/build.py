@@ -115,8 +115,8 @@ def sort_and_nest(cols: dict[str, np.ndarray], lane_lo: int, lane_hi: int) -> di
     del order
     offsets = np.searchsorted(cols["lane"], np.arange(lane_lo, lane_hi + 1, dtype=cols["lane"].dtype))
     depth = cols["depth"]
-    for k in range(lane_hi - lane_lo):
-        a, b = offsets[k], offsets[k + 1]
+    for j in range(lane_hi - lane_lo):
+        a, b = offsets[j], offsets[j + 1]
         if b > a:
             depth[a:b] = lane_depth(cols["start"][a:b], cols["dur"][a:b])
     return cols
