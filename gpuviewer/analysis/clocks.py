@@ -28,7 +28,7 @@ class Alignment:
     matched: int = 0
     unaligned: list[str] = field(default_factory=list)  # hosts with no collective in common
 
-    def offset_at(self, host: str, t: np.ndarray | int):
+    def offset_at(self, host: str, t: np.ndarray | float):
         a, b, t0 = self.offsets.get(host, (0.0, 0.0, 0))
         if b == 0.0:
             return np.full(np.shape(t), a) if np.ndim(t) else a

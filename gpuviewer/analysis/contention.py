@@ -67,12 +67,12 @@ def compare_work(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]
     from .rule_base import critical, finding
     if len(rbs) < 2:
         return []
-    steps = sorted(set.intersection(*({s.step for s in rb.measured} for rb in rbs)) - {None})
+    steps = sorted(s for s in set.intersection(*({s.step for s in rb.measured} for rb in rbs)) if s is not None)
     comp = {rb.rank: {s.step: s.compute_ns for s in rb.measured} for rb in rbs}
     rows = []
     for st in steps:
         v = {r: comp[r][st] for r in comp}
-        hi, lo = max(v, key=v.get), min(v, key=v.get)
+        hi, lo = max(v, key=v.__getitem__), min(v, key=v.__getitem__)
         if v[lo] <= 0:
             continue  # a rank that computed nothing in this step: no ratio to speak of
         rows.append((st, hi, lo, (v[hi] - v[lo]) / v[hi] if v[hi] else 0.0, v[hi] - v[lo]))
@@ -97,7 +97,8 @@ def compare_work(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]
                         "and runs other or more kernels", [r_heavy] + others, None, s0, s1, base,
                         impact_ns=sum(lost.values()))]
     # the same kernels: where is the extra time? per name, against the light rank's mean duration
-    ex_beside, ex_all, n_beside, by_name = [], [], [], {}
+    ex_beside, ex_all, n_beside = [], [], []
+    by_name: dict[str, float] = {}
     for st, hi, lo, _, _ in rows:
         h, light = mix[hi][st], mix[lo][st]
         eb = ea = 0.0

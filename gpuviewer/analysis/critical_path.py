@@ -76,9 +76,9 @@ def bound_by_text(share: dict[tuple[int, str], int], total: int) -> str:
     per_res: dict[str, int] = {}
     for (r, res), v in share.items():
         per_res[res] = per_res.get(res, 0) + v
-    res = max(per_res, key=per_res.get)
+    res = max(per_res, key=per_res.__getitem__)
     ranks = {r: v for (r, x), v in share.items() if x == res}
-    top = max(ranks, key=ranks.get)
+    top = max(ranks, key=ranks.__getitem__)
     one = ranks[top] >= 0.6 * per_res[res] and len({r for r, _ in share}) > 1
     label = {"host": "host loop", "gpu": "GPU compute", "comm": "link", "copy": "copies", "idle": "idle"}[res]
     if res == "host":

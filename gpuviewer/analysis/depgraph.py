@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -65,11 +66,22 @@ class DepGraph:
     host_steps: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
     host_nodes: dict[int, np.ndarray] = field(default_factory=dict)
     marks: dict[int, dict[int, tuple[int, int]]] = field(default_factory=dict)  # rank -> step -> (start, end node)
-    coll_bytes: np.ndarray | None = None  # per collective edge: (bytes x bus factor), 0 unknown
+    # per collective edge: (bytes x bus factor), 0 unknown
+    coll_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
     launch_floor: dict[int, int] = field(default_factory=dict)  # rank -> quickest launch latency seen
     assumptions: list[str] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
-    name: np.ndarray | None = None  # name id per node
+    name: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # name id per node
+    # Kept with the model by whatif.py, each computed on first use (getattr(g, name, None) is None
+    # until then): edges by destination, the replay's plan and sources, levels, slot positions, the
+    # recorded replay and the steps' GPU end slots. Any where the type lives in a module importing this one.
+    _in: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False, compare=False)
+    _plan: list[tuple] = field(init=False, repr=False, compare=False)
+    _src: list[int] = field(init=False, repr=False, compare=False)
+    _levels: Any = field(init=False, repr=False, compare=False)  # replay_levels.Levels
+    _pos: np.ndarray = field(init=False, repr=False, compare=False)
+    _recorded: Any = field(init=False, repr=False, compare=False)  # whatif.Replay
+    _gpu_ends: tuple[np.ndarray, np.ndarray, np.ndarray] = field(init=False, repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -193,14 +205,20 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         pos[o] = nodes
         mk = pos[len(h):]
         marks[r] = {int(m_step[j]): (int(mk[j]), int(mk[j + 1])) for j in range(0, len(m_t), 2)}
-        rank_l.append(np.full(len(o), r)); kind_l.append(kd_all[o])
-        lane_l.append(np.full(len(o), -1)); ev_l.append(ev_all[o]); step_l.append(st_all[o]); t_l.append(t_all[o])
+        rank_l.append(np.full(len(o), r))
+        kind_l.append(kd_all[o])
+        lane_l.append(np.full(len(o), -1))
+        ev_l.append(ev_all[o])
+        step_l.append(st_all[o])
+        t_l.append(t_all[o])
         offset += len(o)
         ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
         cat = np.asarray(c["cat"][ops])
         kind = np.where(cat == Cat.COMM_KERNEL, COMM, np.where(cat == Cat.KERNEL, KERNEL, COPY))
-        rank_l.append(np.full(len(ops), r)); kind_l.append(kind)
-        lane_l.append(np.asarray(c["lane"][ops])); ev_l.append(ops)
+        rank_l.append(np.full(len(ops), r))
+        kind_l.append(kind)
+        lane_l.append(np.asarray(c["lane"][ops]))
+        ev_l.append(ops)
         step_l.append(np.full(len(ops), WHOLE) if whole else
                       rb.op_step if rb.op_step is not None else np.full(len(ops), -1))
         t_l.append(np.asarray(start[ops]).astype(np.int64))
@@ -217,8 +235,10 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
     src, dst, off, ek = [], [], [], []
 
     def edges(u, v, o, k):
-        src.append(np.asarray(u, np.int64)); dst.append(np.asarray(v, np.int64))
-        off.append(np.asarray(o, np.int64)); ek.append(np.full(len(np.atleast_1d(u)), k, np.int8))
+        src.append(np.asarray(u, np.int64))
+        dst.append(np.asarray(v, np.int64))
+        off.append(np.asarray(o, np.int64))
+        ek.append(np.full(len(np.atleast_1d(u)), k, np.int8))
 
     # host order (one sequence per rank: its launching threads take turns - the main thread
     # blocks in backward() while autograd's thread launches)
@@ -349,9 +369,9 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
             continue
         skew = clock.get(r, 0)
         lt = np.where(launch_node[mine] >= 0, rec_s[np.maximum(launch_node[mine], 0)], rec_s[mine])
-        for l in np.unique(lane[mine]).tolist():
-            ops = mine[lane[mine] == l]
-            lts = lt[lane[mine] == l]
+        for lane_id in np.unique(lane[mine]).tolist():
+            ops = mine[lane[mine] == lane_id]
+            lts = lt[lane[mine] == lane_id]
             o2 = np.argsort(lts, kind="stable")
             ops, lts = ops[o2], lts[o2]
             p = np.searchsorted(lts, rec_s[syncs], side="left") - 1

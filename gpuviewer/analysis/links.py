@@ -11,6 +11,7 @@ link is the network), and only collectives large enough to be bandwidth-bound.""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 SLOW_FACTOR = 10  # an order of magnitude below the link
 MIN_BYTES = 1 << 20  # smaller messages are latency-bound: their busbw says nothing of the link
@@ -45,6 +46,7 @@ def device_link(props: dict) -> tuple[float, str] | None:
 def topology_link(topo, gpus: list[str], props: dict) -> tuple[float, str] | None:
     """(GB/s one way, what) of the slowest link between the GPUs in the topology."""
     from ..model.topology import link_class
+    major: Any = props.get("computeMajor")  # a JSON value of any type; one not in the tables gets the default
     best = None
     for i, a in enumerate(gpus):
         for b in gpus[i + 1:]:
@@ -54,11 +56,11 @@ def topology_link(topo, gpus: list[str], props: dict) -> tuple[float, str] | Non
             if ln.nvlinks:
                 dev = topo.device(a)
                 per = (dev.nvlink_gbps / dev.nvlinks if dev is not None and dev.nvlinks and dev.nvlink_gbps
-                       else NVLINK_PER_LINK.get(props.get("computeMajor"), 25.0))
+                       else NVLINK_PER_LINK.get(major, 25.0))
                 got = (ln.nvlinks * per, f"{ln.type} link between {a} and {b} ({ln.nvlinks} NVLinks, "
                                          f"{ln.nvlinks * per:.0f} GB/s each way; from the topology)")
             else:
-                gbps = PCIE_X16.get(props.get("computeMajor"), 16.0)
+                gbps = PCIE_X16.get(major, 16.0)
                 got = (gbps, f"{link_class(ln.type)} (PCIe) path between {a} and {b} (about {gbps:.0f} GB/s each way; "
                              "from the topology)")
             if best is None or got[0] < best[0]:

@@ -85,7 +85,7 @@ def merge_ranks(found: list[dict]) -> list[dict]:
         m["ranks"] = [worst["ranks"][0]] + [r for r in ranks if r != worst["ranks"][0]]
         m["metrics"] = dict(worst["metrics"], per_rank={str(f["ranks"][0]): f["metrics"] for f in fs})
         m["impact_ms"] = round(sum(f["impact_ms"] for f in fs), 3)
-        m["severity"] = min((f["severity"] for f in fs), key=_SEVERITY.get)
+        m["severity"] = min((f["severity"] for f in fs), key=_SEVERITY.__getitem__)
         m["start_ns"] = min(f["start_ns"] for f in fs)
         m["end_ns"] = max(f["end_ns"] for f in fs)
         out.append(m)

@@ -65,6 +65,7 @@ def cause(trace: Trace, rank: int, s, others: list, excess_ns: float) -> tuple[d
                             [(o.host_start_ns, o.host_end_ns) for o in others]) if s.host_end_ns > s.host_start_ns else []
     excess_ms = excess_ns / 1e6
     deepest = tightest(host, HOST_LEAD * excess_ms)
+    lead: dict | None
     if gpu and gpu[0]["excess_ms"] >= GPU_LEAD * excess_ms:
         lead = gpu[0]
     elif deepest is not None:
@@ -112,9 +113,9 @@ def host_tree_excess(trace: Trace, rank: int, window: tuple[int, int], baseline:
             rows.append((ex, trace.names[name], ct, ln, v, depth))
     rows.sort(key=lambda r: (-r[0], r[1], r[2], r[3]))  # ties by text: ids depend on the files loaded together
     out = []
-    for ex, name, ct, ln, v, depth in rows[:top]:
+    for ex, text, ct, ln, v, depth in rows[:top]:
         lane = trace.lanes[ln]
-        out.append({"name": name, "category": CAT_LABEL.get(Cat(ct), str(ct)), "lane": lane.label,
+        out.append({"name": text, "category": CAT_LABEL.get(Cat(ct), str(ct)), "lane": lane.label,
                     "excess_ms": round(ex / 1e6, 3), "ms": round(v / 1e6, 3), "depth": int(depth)})
     return out
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from .stragglers import step_name_times
 
 PROFILE_BINS = 1024  # a summary row a screen wide
 HOST_OP_KINDS = (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.NVTX, LaneKind.OSRT)
-_KIND = {Cat.KERNEL: "compute", Cat.COMM_KERNEL: "comm", Cat.MEMCPY: "memcpy", Cat.MEMSET: "memset"}
+_KIND: dict[int, str] = {Cat.KERNEL: "compute", Cat.COMM_KERNEL: "comm", Cat.MEMCPY: "memcpy", Cat.MEMSET: "memset"}
 
 
 class NameTimes:
@@ -68,7 +68,7 @@ class Lazy:
     there; a part that leaves its process is materialize()d first (pickling does it too), so it
     never drags its trace along."""
 
-    def __init__(self, fn: Callable, *args) -> None:
+    def __init__(self, fn: Callable | None, *args) -> None:  # None: made by of(), done already
         self._fn, self._args, self._value, self._done = fn, args, None, False
 
     def value(self):
@@ -96,9 +96,9 @@ class RankPart:
     n_ops: int
     arrivals: dict[tuple, list[tuple]]  # collectives.rank_comm
     kernels: dict  # kernels.kernel_stats, without the gaps
-    # rule -> findings, once with this rank's warm-up step kept (True) and, when it has one,
-    # once without it (False): the reduce keeps it only when every rank has one
-    rules: dict[bool, dict[str, list[dict]]]
+    # rule -> findings, once with this rank's warm-up step kept ("warmup") and, when it has one,
+    # once without it ("no_warmup"): the reduce keeps it only when every rank has one
+    rules: dict[str, dict[str, list[dict]]]
     memory: list[dict]
     pipeline: dict  # rules.job_facts: what the job rules need of this rank (pipeline, kernel mix)
     info: dict  # what `info` says of the rank: events, kernels, lanes, devices, span, files...
@@ -241,7 +241,7 @@ def _profile(trace: Trace, rb: RankBreakdown, bins: int = PROFILE_BINS) -> dict:
     t0, t1 = int(s.min()), int(e.max())
     width = max(1, -(-(t1 - t0) // bins))
     edges = t0 + width * np.arange(bins + 1, dtype=np.int64)
-    out = {"t0_ns": t0, "bin_ns": int(width)}
+    out: dict[str, Any] = {"t0_ns": t0, "bin_ns": int(width)}
     for key, m in (("compute", cat != Cat.COMM_KERNEL), ("comm", cat == Cat.COMM_KERNEL)):
         covered = _covered_before(iv.union(s[m], e[m]), edges)
         out[key] = (np.diff(covered) / width).astype(np.float32)
@@ -260,7 +260,7 @@ def _covered_before(ivs: iv.Intervals, t: np.ndarray) -> np.ndarray:
     return (cum[j] + partial).astype(np.float64)
 
 
-def _op_stats(trace: Trace, idx: np.ndarray) -> dict:
+def _op_stats(trace: Trace, idx: np.ndarray | None) -> dict:
     """Per (name, category): count, total, min and max duration (ns)."""
     c = trace.columns
     if idx is None or not len(idx):

@@ -131,7 +131,7 @@ class Analysis:
 
     def to_json(self) -> dict:
         """What `gpuviewer analyze --json` prints."""
-        out = {"ranks": self.ranks, "findings": [f.to_json() for f in self.findings], "comm": self.comm,
+        out: dict[str, Any] = {"ranks": self.ranks, "findings": [f.to_json() for f in self.findings], "comm": self.comm,
                "collectives": self.collectives, "collective_steps": self.collective_steps,
                "unmatched_collectives": self.unmatched_collectives}
         if self.failed_ranks:

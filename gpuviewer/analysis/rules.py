@@ -135,7 +135,7 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     if typical < max(2 * HOST_GAP_MIN_NS, 0.15 * med_window):
         return []
     # the step whose largest gap is closest to the typical one is the evidence
-    s, glen, g0, g1, _ = min(per_step, key=lambda p: abs(p[1] - typical))
+    s, _, g0, g1, _ = min(per_step, key=lambda p: abs(p[1] - typical))
     what = explain(trace, rb.rank, (g0, g1), [], top=3)
     at_start = np.median([(p[2] - (p[0].start_ns - p[0].idle_before_ns)) / max(p[0].gpu_time_ns, 1)
                           for p in per_step]) < 0.25

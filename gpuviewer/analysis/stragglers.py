@@ -39,7 +39,7 @@ _INPUT = re.compile(r"DataLoader|dataloader|_next_data|__next__|enumerate\(", re
 _ADDRESS = re.compile(r" (?:object )?at 0x[0-9a-fA-F]+")
 
 
-def _ms(ns: float) -> float:
+def _ms(ns: float | np.floating) -> float:
     return round(float(ns) / 1e6, 3)
 
 
@@ -70,9 +70,9 @@ def late_ranks(parts: dict, rbs: list[RankBreakdown], colls: Collectives, hosts:
         if c >= floor and set(g) != set(colls.ranks):
             late[s] = (g, c)
             each_of[s] = each
-    caused_all = np.array(caused_all, np.float64)
-    usual_job = float(np.median(caused_all))
-    spread = 1.4826 * float(np.median(np.abs(caused_all - usual_job)))
+    caused_arr = np.array(caused_all, np.float64)
+    usual_job = float(np.median(caused_arr))
+    spread = 1.4826 * float(np.median(np.abs(caused_arr - usual_job)))
 
     # episodic stalls: far above the job's usual lateness and above the rank's own usual
     episodic = []
@@ -246,13 +246,14 @@ def _why(maps: dict, rbs, colls: Collectives, r: int, steps: list[int], g: tuple
     others = [rb.rank for rb in rbs if rb.rank != r and rb.rank not in g]
     if len(others) > MAX_COMPARED:  # a median over a spread sample of the others is as good
         others = [others[int(i)] for i in np.linspace(0, len(others) - 1, MAX_COMPARED)]
-    parts = {"step_start": [], "host_to_launch": [], "gpu_queue": []}
+    parts: dict[str, list[float]] = {"step_start": [], "host_to_launch": [], "gpu_queue": []}
     host_start = {(p.rank, st): h0 for p in maps.values() for st, h0, _h1 in p.host_steps}
     for s in steps:
         ins = max((i for i in late if i.step == s), key=lambda i: float(i.waits().sum()), default=None)
         if ins is None:
             continue
         lt, lk = ins.launch, ins.linked
+        assert lt is not None and lk is not None  # collectives.match gives every instance its launches
         rows = {}
         for k, rank in enumerate(ins.ranks):
             h0 = host_start.get((rank, s))

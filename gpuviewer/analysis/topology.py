@@ -56,11 +56,11 @@ def comm_stats(trace: Trace, max_args: int = 400,
             step = max(1, len(idx) // max_args)
             for i in idx[::step][:max_args]:
                 try:
-                    a = event_args(trace, int(i))
+                    args = event_args(trace, int(i))
                 except Exception:  # noqa: BLE001 - bytes are a best effort
                     break
-                n = a.get("In msg nelems")
-                dt = str(a.get("dtype", "")).lower()
+                n = args.get("In msg nelems")
+                dt = str(args.get("dtype", "")).lower()
                 if isinstance(n, int) and dt in DTYPE_BYTES:
                     nbytes += n * DTYPE_BYTES[dt]
                     seen += 1
