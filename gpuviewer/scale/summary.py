@@ -19,9 +19,13 @@ import os
 import shutil
 import stat
 import tempfile
+from typing import TYPE_CHECKING
 
 from ..errors import GpuviewerError
 from ..io.atomic import umask
+
+if TYPE_CHECKING:
+    from ..analysis.results import Analysis
 
 VERSION = 1
 MANIFEST = "manifest.json"
@@ -67,7 +71,9 @@ def check_target(out: str) -> str:
         m = None
     if m is None:
         raise SummaryError(f"{out}: exists and is not a gpuviewer summary; not replaced")
-    tables = m.get("tables") if isinstance(m.get("tables"), dict) else {}
+    tables = m.get("tables")
+    if not isinstance(tables, dict):
+        tables = {}
     ours = {MANIFEST, m.get("analysis", "analysis.json")}
     ours |= {t.get("file") for t in tables.values() if isinstance(t, dict)}
     ours = {n for n in ours if isinstance(n, str)}
@@ -89,7 +95,7 @@ def _plain_file(path: str) -> bool:
         return False
 
 
-def write(out: str, *, analysis: dict, parts: list, files: list[str], fmt: str, hosts: dict[int, str | None],
+def write(out: str, *, analysis: Analysis, parts: list, files: list[str], fmt: str, hosts: dict[int, str | None],
           hosts_from: str, alignment: dict, offsets: dict[int, int], failed: list[dict] | None = None,
           warnings: list[str] | None = None, created_by: str = "gpuviewer") -> str:
     """analysis: reduce's Analysis (with its breakdowns and matched collectives); parts: the ranks' maps on
@@ -194,7 +200,7 @@ def _per_name(parts: list, which: str):
 def _profiles(parts: list):
     import numpy as np
     import pandas as pd
-    cols = {"rank": [], "bin": [], "start_ns": [], "end_ns": [], "compute": [], "comm": []}
+    cols: dict[str, list] = {"rank": [], "bin": [], "start_ns": [], "end_ns": [], "compute": [], "comm": []}
     for p in parts:
         pr = p.table("profile")
         n = len(pr["compute"])

@@ -25,14 +25,17 @@ Text = Annotated[str, msgspec.Meta(max_length=1 << 20)]
 class _S(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
     pass
 
+# Each struct below says frozen=True again: msgspec inherits it, but type checkers read a
+# subclass without it as a non-frozen dataclass.
 
-class TableEntry(_S):
+
+class TableEntry(_S, frozen=True):
     file: Text
     rows: Count = 0
     columns: list[Text] = []
 
 
-class RankEntry(_S):
+class RankEntry(_S, frozen=True):
     rank: Rank
     events: Count = 0
     kernels: Count = 0
@@ -49,7 +52,7 @@ class RankEntry(_S):
     clock_offset_ns: Ns = 0
 
 
-class EvidenceRow(_S):
+class EvidenceRow(_S, frozen=True):
     name: Text = ""
     ms: Optional[Num] = None
     excess_ms: Optional[Num] = None
@@ -57,7 +60,7 @@ class EvidenceRow(_S):
     category: Optional[Text] = None
 
 
-class Metrics(_S):
+class Metrics(_S, frozen=True):
     """The metrics readers use by name; the rest are shown as they are (checked by _plain)."""
     evidence: list[EvidenceRow] = []
     causes: list[EvidenceRow] = []
@@ -68,7 +71,7 @@ class Metrics(_S):
     waiting_ranks: list[Rank] = []
 
 
-class Finding(_S):
+class Finding(_S, frozen=True):
     rule: Text
     severity: Text
     title: Text
@@ -82,12 +85,12 @@ class Finding(_S):
     children: list["Finding"] = []
 
 
-class FailedRank(_S):
+class FailedRank(_S, frozen=True):
     error: Text
     file: Optional[Text] = None
 
 
-class Manifest(_S):
+class Manifest(_S, frozen=True):
     format: Text
     version: Annotated[int, msgspec.Meta(ge=0, le=2 ** 31)]
     created_by: Optional[Text] = None
@@ -104,14 +107,14 @@ class Manifest(_S):
     analysis: Text = "analysis.json"
 
 
-class StepRow(_S):
+class StepRow(_S, frozen=True):
     step: Optional[Step] = None
     start_ns: Ns = 0
     end_ns: Ns = 0
     utilization: Num = 0.0
 
 
-class KernelTop(_S):
+class KernelTop(_S, frozen=True):
     name: Text = ""
     count: Count = 0
     total_ns: Num = 0
@@ -119,19 +122,19 @@ class KernelTop(_S):
     share: Num = 0.0
 
 
-class KernelStats(_S):
+class KernelStats(_S, frozen=True):
     kernels: Count = 0
     top: list[KernelTop] = []
 
 
-class RankAnalysis(_S):
+class RankAnalysis(_S, frozen=True):
     rank: Rank
     gpu_utilization: Num = 0.0
     steps: list[dict[Text, Union[Ns, Num, bool, None]]] = []
     kernels: KernelStats = KernelStats()
 
 
-class CollectiveRow(_S):
+class CollectiveRow(_S, frozen=True):
     group: Text = ""
     name: Text = ""
     count: Count = 0
@@ -144,7 +147,7 @@ class CollectiveRow(_S):
     late_count: dict[Text, Count] = {}
 
 
-class CollectiveStep(_S):
+class CollectiveStep(_S, frozen=True):
     step: Optional[Step] = None
     collectives: Count = 0
     late_rank: Optional[Rank] = None
@@ -152,7 +155,7 @@ class CollectiveStep(_S):
     wait_caused_ms: dict[Text, Num] = {}
 
 
-class AnalysisFile(_S):
+class AnalysisFile(_S, frozen=True):
     ranks: list[RankAnalysis] = []
     comm: Optional[dict[Text, Any]] = None
     collectives: list[CollectiveRow] = []

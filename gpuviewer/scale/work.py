@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 NOT_A_TRACE = ("not a trace", "no trace events", "not a JSON trace", "no readable trace events")
 
@@ -29,8 +30,8 @@ def map_file(path: str, use_cache: bool = True, ranks: dict[int, int] | None = N
     from ..io.errors import TraceError, unexpected
     from ..io.session import load
     t0 = time.perf_counter()
-    out = {"path": path, "format": None, "parts": [], "warnings": [], "env_rank": None, "error": None,
-           "skipped": False, "seconds": 0.0, "pid": os.getpid()}
+    out: dict[str, Any] = {"path": path, "format": None, "parts": [], "warnings": [], "env_rank": None,
+                           "error": None, "skipped": False, "seconds": 0.0, "pid": os.getpid()}
     try:
         trace = load([path], use_cache=use_cache)
     except TraceError as e:
@@ -85,7 +86,8 @@ def session_ranks(results: list[dict]) -> tuple[list[dict[int, int]], list[str]]
     io/nsys.load_nsys), and the warnings that go with it. A file read alone numbers a rank
     without a number 0, which the session rule treats like a 0 claimed twice."""
     used: set[int] = set()
-    out, warnings = [], []
+    out: list[dict[int, int]] = []
+    warnings: list[str] = []
     for res in results:
         parts = res["parts"]
         if not parts:
