@@ -1,6 +1,7 @@
 """The critical path layer: each step's path (session.critical_view.PathView) outlined on the
 lanes that ran it, over the slices and under the selection. Busy segments are a solid outline
-around their lane for their time, idle ones a dashed one; where the path moves to another lane a
+(over a band of the background's colour, so it reads on any slice) around their lane for their
+time, idle ones a dashed one; where the path moves to another lane a
 thin line joins them at the hand-over time.
 
 Drawn from numpy arrays: the segments in view are picked with one mask and drawn with one
@@ -16,6 +17,7 @@ from PySide6.QtGui import QColor, QPen
 
 from ..model.layout import HOST_KINDS
 from ..session.critical_view import RESOURCES
+from . import theme
 from .layer import Frame, Layer, state
 from .rects import RectBuffer
 
@@ -81,10 +83,15 @@ class CriticalPathItem(Layer):
         self.drawn = {"index": idx, "x0": X0, "x1": X0 + W, "y": Y, "h": H}
         p.setBrush(Qt.NoBrush)
         idle = pv.res[idx] == _IDLE
+        halo = QPen(theme.current().background, 4)
         for buf, sel, style in ((self._bufs[0], ~idle, Qt.SolidLine), (self._bufs[1], idle, Qt.DashLine)):
             if sel.any():
+                n = buf.fill(X0[sel], Y[sel], W[sel], H[sel])
+                halo.setStyle(style)
+                p.setPen(halo)  # the background's colour under the line: it reads on any slice colour
+                buf.draw(p, n)
                 p.setPen(QPen(PATH_COLOR, 2, style))
-                buf.draw(p, buf.fill(X0[sel], Y[sel], W[sel], H[sel]))
+                buf.draw(p, n)
         self._draw_joins(p, f, pv, y, h)
         p.setPen(Qt.NoPen)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shiboken6
 from PySide6.QtCore import QObject, QThread, Qt, Signal, Slot
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QHeaderView, QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
 
 from ..model.fmt import esc
 from ..session.critical_view import PathView, path_view
@@ -53,8 +53,11 @@ class CriticalPathPanel(QWidget):
         self.tree.setRootIsDecorated(False)
         self.tree.setAlternatingRowColors(True)
         self.tree.setTextElideMode(Qt.ElideMiddle)
-        for c, w in enumerate((34, 48, 70, 420, 80, 60)):
+        for c, w in enumerate((34, 48, 70, 420, 90, 60)):
             self.tree.setColumnWidth(c, w)
+        hd = self.tree.header()  # "What" takes the room, so duration and share stay beside it
+        hd.setStretchLastSection(False)
+        hd.setSectionResizeMode(3, QHeaderView.Stretch)
         self.tree.itemActivated.connect(self._chosen)
         self.tree.itemClicked.connect(self._chosen)
         lay = QVBoxLayout(self)
