@@ -6,9 +6,8 @@ windows; the Critical path tab lists the segments with "bound by"; a click on on
 toggling off removes the layer (no pixel of its colour left in the picture)."""
 import numpy as np
 import pytest
-from PySide6.QtCore import QPointF
-
 from conftest import SAMPLES, make_window, trace_path
+from PySide6.QtCore import QPointF
 
 TRACES = {"samples/ddp": f"{SAMPLES}/ddp", "kineto/ddp": trace_path("kineto", "ddp")}
 
@@ -164,3 +163,21 @@ def test_paths_placed_off_the_ui_thread(qtbot, tmp_path, qapp):
     assert w.timeline.item.critical.critical_path is w.critical.view
     img = _paint(w, qapp)
     assert w.critical.panel.step is not None and _red(img) > 0
+
+
+def test_collapsed_ranks_carry_the_outline_on_their_summary_row(opened, qapp):
+    w, cps, _ = opened
+    tv = w.timeline
+    n = sorted(cps)[-1]
+    tv.collapse_ranks(True)
+    try:
+        _show(w, qapp, n)
+        layer = tv.item.critical
+        pv, drawn = layer.critical_path, layer.drawn
+        assert sum(int(pv.step[i]) == n for i in drawn["index"].tolist()) == len(cps[n].segments)
+        headers = {r.rank: r for r in tv.layout_model.rows if r.kind == "header"}
+        for k, i in enumerate(drawn["index"].tolist()):
+            y = tv.vb.mapViewToDevice(QPointF(0.0, headers[int(pv.rank[i])].y)).y()
+            assert abs(drawn["y"][k] - (y + 1)) < 1.0
+    finally:
+        tv.collapse_ranks(False)
