@@ -56,8 +56,8 @@ def main() -> None:
     row("peak RSS cold, MB (main process)", cold["rss"] / 2**20, None, "MB")
     row("reopen from cache + align, s (median of 3)", statistics.median(w["secs"] for w in warm), None, "s")
     from gpuviewer.io.session import load
-    from gpuviewer.session.analysis import analyze_session
     from gpuviewer.session import align_clocks, set_hosts
+    from gpuviewer.session.analysis import analyze_session
     t = load([path])
     t0 = time.perf_counter()
     set_hosts(t)

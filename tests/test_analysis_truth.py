@@ -1,11 +1,9 @@
 """Findings on the real traces match what was planted (../shared/traces/truth.json)."""
 import json
-import os
 
 import numpy as np
 import pytest
-
-from conftest import TRACES, load_truth, run_cli, trace_path
+from conftest import load_truth, run_cli, trace_path
 
 from gpuviewer.io.session import load
 from gpuviewer.session.analysis import analyze_session

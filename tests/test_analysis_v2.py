@@ -11,9 +11,8 @@ import os
 import re
 import statistics
 
-import pytest
-
 import analysis_truth as T
+import pytest
 import shift_gpu
 from conftest import COMPAT, TRACES, load_truth, run_cli, trace_path
 

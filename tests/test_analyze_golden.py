@@ -8,7 +8,6 @@ JSON files is reviewed with the change."""
 import os
 
 import pytest
-
 from conftest import ROOT, SAMPLES, run_cli, trace_path
 
 GOLDEN = os.path.join(ROOT, "tests", "data", "analyze_golden")

@@ -9,9 +9,8 @@ import sys
 import time
 
 import pytest
-from PySide6.QtCore import Qt
-
 from conftest import ROOT, SAMPLES, make_window, run_cli, trace_path
+from PySide6.QtCore import Qt
 
 from gpuviewer.io.sidecar import load_doc, save_doc, sidecar_path
 from gpuviewer.model.annotations import Annotation, AnnotationDoc, AnnotationError

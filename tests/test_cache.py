@@ -2,7 +2,6 @@ import os
 import shutil
 
 import numpy as np
-
 from conftest import trace_path
 
 from gpuviewer.io import cache

@@ -10,7 +10,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, SAMPLES, run_cli
 
 from gpuviewer.io import cache

@@ -1,8 +1,7 @@
 """The main window's ways into the Compare window: File > Compare with… (the other run read off
 the UI thread) and a late-rank finding's "compare this rank with the others" link."""
-from PySide6.QtCore import QUrl
-
 from conftest import make_window, trace_path
+from PySide6.QtCore import QUrl
 
 
 def test_compare_with_another_run_from_the_main_window(qtbot, tmp_path):

@@ -11,9 +11,8 @@ import subprocess
 import sys
 
 import pytest
-from PySide6.QtCore import Qt
-
 from conftest import ROOT, make_window, trace_path
+from PySide6.QtCore import Qt
 from test_laptop_window import _start_xvfb
 
 from gpuviewer.session import Session

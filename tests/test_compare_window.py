@@ -5,9 +5,8 @@ import threading
 
 import numpy as np
 import pytest
-from PySide6.QtCore import Qt
-
 from conftest import png_size, trace_path
+from PySide6.QtCore import Qt
 
 from gpuviewer.model.categories import Cat
 from gpuviewer.session import Session

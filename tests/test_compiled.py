@@ -8,9 +8,9 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from conftest import compat_path
 
 import gpuviewer
-from conftest import compat_path
 from gpuviewer.analysis import kernel_class
 
 TRITON = ["triton_poi_fused_add_mul_0", "triton_red_fused_sum_1", "triton_per_fused_native_layer_norm_2",

@@ -6,7 +6,6 @@ import json
 import os
 
 import pytest
-
 from conftest import shared_listdir, trace_path
 
 # every shared trace with steps (launch_bound_big: 200,000 kernels in one step, left out for time:

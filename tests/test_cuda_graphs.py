@@ -7,9 +7,9 @@ import json
 
 import numpy as np
 import pytest
+from conftest import compat_path, trace_path
 
 import gpuviewer
-from conftest import compat_path, trace_path
 from gpuviewer.io.args import event_args
 
 N_KERNELS = 50  # a graph of 50 kernels, replayed once a step
@@ -207,6 +207,7 @@ def test_nsys_node_traced_graph_kernels(tmp_path):
     tmp_path) with its two whole-graph ranges replaced by such rows, 50 kernels a launch."""
     import shutil
     import sqlite3
+
     from gpuviewer.analysis.launch import graph_launched
     path = str(tmp_path / "node_trace.sqlite")
     shutil.copyfile(FLAMEOX, path)

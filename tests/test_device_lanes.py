@@ -8,9 +8,9 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from conftest import compat_path, run_cli
 
 import gpuviewer
-from conftest import compat_path, run_cli
 
 MI250 = compat_path("facebookresearch__HolisticTraceAnalysis", "amd_trace", "mi250_minitoy_train_ROCm6_2_kineto.json.gz")
 

@@ -14,10 +14,9 @@ import sys
 from collections import defaultdict
 
 import pytest
+import shift_gpu
 from conftest import run_cli, trace_path
 from kineto_truth import load_json
-
-import shift_gpu
 
 K = "kineto"
 DDP_CLEAN, DDP_NOP2P = trace_path(K, "ddp_clean"), trace_path(K, "ddp_nop2p")
@@ -29,7 +28,7 @@ GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 # -- independent reference, from the raw files -----------------------------------------------
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _raw(path: str):
     """(GPU events as (name, cat, start_ns, end_ns, step, args)) in time order, steps) of one file."""
     ev, _ = load_json(path)
@@ -224,7 +223,7 @@ def test_moving_b_clock_changes_nothing(tmp_path):
         assert len(moved[table]) == len(same[table]) > 0
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _measured(path: str):
     from gpuviewer.analysis.diff_tables import measure
     from gpuviewer.io.comm_args import collective_args

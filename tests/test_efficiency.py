@@ -7,8 +7,8 @@ import gzip
 import json
 
 import pytest
-
 from conftest import compat_path, run_cli, trace_path
+
 from gpuviewer.analysis.flops import op_work
 from gpuviewer.analysis.kernel_class import tensor_cores
 from gpuviewer.model.peaks import lookup, overridden

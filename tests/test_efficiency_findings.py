@@ -10,7 +10,6 @@ import re
 import sqlite3
 
 import pytest
-
 from conftest import compat_path, run_cli, trace_path
 
 

@@ -11,7 +11,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, SAMPLES, png_size, run_cli
 
 DDP = os.path.join(SAMPLES, "ddp")

@@ -18,9 +18,8 @@ import os
 import re
 import statistics
 
-import pytest
-
 import analysis_truth as T
+import pytest
 from conftest import COMPAT, TRACES, run_cli, trace_path
 
 _TRACE_FILES = sorted(glob.glob(os.path.join(TRACES, "**", "*.json.gz"), recursive=True)

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, SAMPLES, make_window, trace_path
 from test_xvfb_smoke import xvfb
 

@@ -26,7 +26,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
 from conftest import SAMPLES
 from hostile import check_command, folder_state, left_behind, private_env, run
 

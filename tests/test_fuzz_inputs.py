@@ -24,7 +24,6 @@ import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
 from conftest import SAMPLES, trace_path
 from hostile import check_command, folder_state, left_behind, private_env
 

@@ -10,7 +10,6 @@ import shutil
 import sqlite3
 
 import pytest
-
 from conftest import SAMPLES, trace_path
 from hostile import assert_clean, assert_refused, folder_state, run
 
@@ -243,6 +242,7 @@ def test_output_into_a_closed_pipe_is_not_an_error():
     """`gpuviewer analyze ... | head -1`: the reader leaves early; no traceback."""
     import subprocess
     import sys
+
     from conftest import ROOT
     p = subprocess.Popen([sys.executable, "-m", "gpuviewer", "analyze", trace_path("kineto", "ddp_long")],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)

@@ -13,7 +13,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, SAMPLES, make_window, trace_path
 from hostile import assert_clean, assert_refused, run
 

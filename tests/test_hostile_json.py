@@ -15,7 +15,6 @@ import os
 import re
 
 import pytest
-
 from conftest import trace_path
 from hostile import assert_clean, assert_refused, folder_state, run
 

@@ -5,7 +5,6 @@ import os
 import resource
 
 import pytest
-
 from conftest import SAMPLES, png_size
 from hostile import folder_state, run
 

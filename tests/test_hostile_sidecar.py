@@ -13,7 +13,6 @@ import struct
 import threading
 
 import pytest
-
 from conftest import SAMPLES, make_window
 from hostile import assert_refused, folder_state, run
 

@@ -11,7 +11,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import trace_path
 from hostile import assert_refused, folder_state, run
 

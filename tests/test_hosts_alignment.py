@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import trace_path
 from hostile import assert_clean, run
 from make_hosts import make
@@ -92,6 +91,7 @@ def test_job_folder_with_configs_opens_with_its_traces(tmp_path):
     """A real job folder holds configs and metric dumps beside the traces: they are skipped with
     a word; named on their own they are still refused; a folder with no trace is an error."""
     import shutil
+
     from hostile import assert_refused, folder_state
     for f in ("ddp_rank0.json.gz", "ddp_rank1.json.gz"):
         shutil.copy(trace_path("kineto", "ddp", f), tmp_path)

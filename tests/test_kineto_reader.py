@@ -3,7 +3,6 @@ import os
 
 import numpy as np
 import pytest
-
 from conftest import compat_path, run_cli, trace_path
 from kineto_truth import count
 
@@ -124,8 +123,9 @@ def test_overlapping_events_are_kept_on_their_own_rows(tmp_path):
 
 
 def test_args_fetched_on_demand():
-    from gpuviewer.io.args import event_args
     from kineto_truth import load_json
+
+    from gpuviewer.io.args import event_args
     path = trace_path("kineto", "ddp", "ddp_rank1.json.gz")
     t = load([path], use_cache=False)
     events, _ = load_json(path)

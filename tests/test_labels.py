@@ -7,10 +7,9 @@ import os
 import re
 
 import pytest
-from PySide6.QtCore import Qt
-
-from conftest import SAMPLES, make_window, trace_path
+from conftest import SAMPLES, trace_path
 from make_hosts import make
+from PySide6.QtCore import Qt
 
 
 @pytest.fixture(scope="module")

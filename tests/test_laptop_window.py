@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, SAMPLES, make_window, trace_path
 
 SCRIPT = r'''

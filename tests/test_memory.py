@@ -8,7 +8,6 @@ import sqlite3
 
 import numpy as np
 import pytest
-
 from conftest import COMPAT, make_window, run_cli, trace_path
 
 from gpuviewer.io.errors import TraceError

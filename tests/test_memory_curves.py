@@ -3,7 +3,6 @@ every column's extremes, a pan copies the kept image (no redraw) and the curve i
 its values are; a zoom draws it anew. samples/ddp (two ranks' allocator counters), opened once."""
 import numpy as np
 import pytest
-
 from conftest import SAMPLES
 
 from gpuviewer.render.curves_item import decimate

@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, SAMPLES
 
 SIDECAR = "annotations.gpuviewer.json"

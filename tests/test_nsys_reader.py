@@ -6,7 +6,6 @@ import sqlite3
 
 import numpy as np
 import pytest
-
 from conftest import COMPAT, compat_path, run_cli, trace_path
 
 from gpuviewer.io.session import load

@@ -10,7 +10,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import SHARED, trace_path
 
 from gpuviewer.io import cache

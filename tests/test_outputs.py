@@ -6,7 +6,6 @@ import os
 import stat
 
 import pytest
-
 from conftest import SAMPLES, run_cli
 
 DDP = os.path.join(SAMPLES, "ddp")

@@ -6,7 +6,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, SAMPLES, run_cli, trace_path
 
 ENV_GUI = {"QT_QPA_PLATFORM": "offscreen"}

@@ -5,7 +5,6 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import compat_path, run_cli, trace_path
 from kineto_truth import load_json
 

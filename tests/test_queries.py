@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-
 from conftest import trace_path
 
 from gpuviewer.io.session import load

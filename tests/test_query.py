@@ -8,10 +8,10 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-
-import gpuviewer
 from conftest import SAMPLES, run_cli, shared_listdir, trace_path
 from kineto_truth import load_json
+
+import gpuviewer
 
 NSYS = sorted(os.path.join(trace_path("nsys"), f) for f in shared_listdir(trace_path("nsys")) if f.endswith(".sqlite"))
 KINETO = [trace_path("kineto", "ddp_clean"), trace_path("kineto", "step_outlier.json.gz"),

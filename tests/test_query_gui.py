@@ -5,7 +5,6 @@ import csv
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import make_window, trace_path
 
 

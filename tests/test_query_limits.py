@@ -9,7 +9,6 @@ import sqlite3
 import stat
 
 import pytest
-
 from conftest import ROOT, SAMPLES, trace_path
 from hostile import folder_state, run
 

@@ -3,11 +3,10 @@ from the cache vs built in memory, a pan and its way back, hover from the drawn 
 query; a horizontal pan does not repaint the lane labels."""
 import numpy as np
 import pytest
+from conftest import trace_path
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QWidget
-
-from conftest import trace_path
 
 PATHS = [trace_path("kineto", "ddp_clean"), trace_path("nsys", "nsys_ddp.sqlite")]
 

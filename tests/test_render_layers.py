@@ -11,10 +11,9 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import SHARED, trace_path
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication, QWidget
-
-from conftest import SHARED, trace_path
 
 REF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "render_ref")
 WRITE = os.environ.get("GPUVIEWER_WRITE_RENDER_REF") == "1"

@@ -3,7 +3,6 @@ exactly the times of the replay a slot at a time, with no change and with each k
 from scratch and from the recorded replay (only what follows the change recomputed)."""
 import numpy as np
 import pytest
-
 from conftest import compat_path, trace_path
 
 TRACES = [("kineto", "fsdp"), ("kineto", "pp"), ("nsys", "nsys_ddp.sqlite")]

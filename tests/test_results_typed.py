@@ -5,8 +5,8 @@ import json
 import os
 
 import pytest
-
 from conftest import SAMPLES, run_cli, trace_path
+
 from gpuviewer.analysis.results import Analysis, evidence_of
 
 CASES = [trace_path("kineto", "ddp"), trace_path("kineto", "gpu_straggler"), trace_path("kineto", "step_outlier.json.gz"),

@@ -14,12 +14,11 @@ import gzip
 import json
 import sqlite3
 
-import numpy as np
-import pytest
-
 import analysis_truth as T
-import gpuviewer
+import numpy as np
 from conftest import trace_path
+
+import gpuviewer
 
 _analyses: dict[str, dict] = {}
 
@@ -71,7 +70,7 @@ def test_ddp_long_step_6_is_rank_1s_sleep():
 
     out = analysis(path)
     f = next(f for f in found(out, "step_outlier") if f["step"] == 6)
-    assert f"step 6 took" in f["title"] and f"<built-in function sleep> {float(sleep['dur']) / 1e3:.1f} ms" in f["title"], f["title"]
+    assert "step 6 took" in f["title"] and f"<built-in function sleep> {float(sleep['dur']) / 1e3:.1f} ms" in f["title"], f["title"]
     assert "DistributedDataParallel.forward" not in f["title"]
     lead = rank_metrics(f, 1)["causes"][0]
     assert lead["name"] == "<built-in function sleep>" and abs(lead["ms"] - float(sleep["dur"]) / 1e3) < 0.01

@@ -11,9 +11,9 @@ import sqlite3
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import compat_path, trace_path
 
 import gpuviewer
-from conftest import compat_path, trace_path
 
 _sessions, _analyses = {}, {}
 STEP_NAME = r"^(?:ProfilerStep#\d+|step \d+)$"

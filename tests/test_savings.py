@@ -9,7 +9,6 @@ import json
 import os
 
 import pytest
-
 from conftest import TRACES, run_cli, shared_listdir, trace_path
 
 _cache: dict[str, dict] = {}

@@ -3,8 +3,6 @@
 from conftest import SAMPLES, png_size, run_cli, trace_path
 
 
-
-
 def test_png_default_size_and_window(tmp_path):
     out = tmp_path / "ddp.png"
     p = run_cli("screenshot", f"{SAMPLES}/ddp", "-o", str(out), env={"QT_QPA_PLATFORM": "offscreen"})

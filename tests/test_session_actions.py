@@ -11,7 +11,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, SAMPLES, trace_path
 
 

@@ -5,7 +5,6 @@ import os
 import shutil
 
 import numpy as np
-
 from conftest import SAMPLES, make_window
 
 

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, SAMPLES, trace_path
 
 BIG = trace_path("kineto", "launch_bound_big.json.gz")  # ~3 s to read: a load is caught mid-way

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import ROOT
+
 from gpuviewer.model.build import sort_order
 
 
@@ -18,6 +18,7 @@ def _lexsort(lane, start, dur):
 def columns():
     """The sample's columns, shuffled as a reader hands them over (file order, lanes mixed)."""
     import os
+
     from gpuviewer.io.session import load
     t = load([os.path.join(ROOT, "samples", "ddp")], use_cache=False)
     cols = {k: np.asarray(t.columns[k]).copy() for k in ("lane", "start", "dur")}

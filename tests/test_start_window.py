@@ -10,9 +10,8 @@ import subprocess
 import sys
 
 import pytest
-from PySide6.QtCore import Qt
-
 from conftest import ROOT, SAMPLES, make_window, trace_path
+from PySide6.QtCore import Qt
 
 
 def _shot(w, tmp_path, name: str) -> None:

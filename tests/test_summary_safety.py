@@ -11,7 +11,6 @@ import shutil
 import stat
 
 import pytest
-
 from conftest import SAMPLES, make_window, run_cli
 
 MARKER = "MARKER-OUTSIDE-THE-SUMMARY"

@@ -13,7 +13,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, SHARED, make_window, trace_path
 
 SRC = trace_path("kineto", "ddp_clean", "ddp_clean_rank0.json.gz")

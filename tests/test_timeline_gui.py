@@ -1,9 +1,8 @@
 """The window on real traces, offscreen: keys, selection, details, search, area totals."""
 import numpy as np
 import pytest
-from PySide6.QtCore import QPointF, Qt
-
 from conftest import make_window, trace_path
+from PySide6.QtCore import QPointF, Qt
 
 from gpuviewer.model.categories import LaneKind
 

@@ -2,7 +2,6 @@
 import json
 import os
 
-
 from conftest import ROOT, make_window, run_cli, trace_path
 
 from gpuviewer.analysis.topology import split_finding

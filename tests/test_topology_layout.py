@@ -4,9 +4,9 @@ machine and 16 GPUs; an all-to-all island is one bar with a line per GPU, not nÂ
 import os
 
 import pytest
+from conftest import ROOT, trace_path
 from PySide6.QtWidgets import QGraphicsLineItem, QGraphicsRectItem
 
-from conftest import ROOT, trace_path
 from gpuviewer.io.topo import parse_topo_matrix
 
 

@@ -10,7 +10,6 @@ import json
 import os
 
 import pytest
-
 from conftest import compat_path, run_cli, shared_listdir, trace_path
 
 # every shared trace with steps (as tests/test_critical_path.py: launch_bound_big left out for time),

@@ -6,7 +6,6 @@ import json
 import statistics
 
 import pytest
-
 from conftest import run_cli, trace_path
 from shift_gpu import shift
 

@@ -112,7 +112,7 @@ class Collectives:
     ranks: list[int] = field(default_factory=list)
     unmatched: int = 0  # kernels whose counterpart on another rank was not found
 
-    def collectives_only(self) -> "Collectives":
+    def collectives_only(self) -> Collectives:
         return Collectives([i for i in self.instances if i.kind != "SendRecv"], self.ranks, self.unmatched)
 
     def per_step(self) -> dict[int, dict]:

@@ -15,8 +15,8 @@ op's kernels (kernel_class). An fp32 op whose kernels use Tensor Cores ran in tf
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 

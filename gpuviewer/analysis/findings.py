@@ -7,7 +7,7 @@ one map per file, so both give the same answer. A topology that joined the sessi
 findings to the reduce. In process, each step's critical path is added (critical_path.attach_paths)."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..model.trace import Trace
 from .critical_path import attach_paths

@@ -19,8 +19,9 @@ hosts.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -79,7 +80,7 @@ class Lazy:
         return self._value
 
     @classmethod
-    def of(cls, value) -> "Lazy":
+    def of(cls, value) -> Lazy:
         done = cls(None)
         done._value, done._done = value, True
         return done
@@ -112,12 +113,12 @@ class RankPart:
     def table(self, name: str):
         return self.tables[name].value()
 
-    def materialize(self) -> "RankPart":
+    def materialize(self) -> RankPart:
         for t in self.tables.values():
             t.value()
         return self
 
-    def shifted(self, shift: Callable[[int], int]) -> "RankPart":
+    def shifted(self, shift: Callable[[int], int]) -> RankPart:
         """The part with every time on another clock: shift(t) -> ns to add at time t (the
         host's clock correction, as model.align moves events)."""
         def d(t: int) -> int:

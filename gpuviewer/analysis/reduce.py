@@ -18,8 +18,18 @@ from . import rules as R
 from .breakdown import RankBreakdown, set_caused, split_wait
 from .collectives import Collectives, match_arrivals
 from .links import slow_links
-from .merge import (attach, merge_persistent, merge_ranks, nest_stalls, order_key, rank_json, steps_json,
-                    straggler_finding, thin_data, warmup_finding)
+from .merge import (
+    attach,
+    merge_persistent,
+    merge_ranks,
+    nest_stalls,
+    order_key,
+    rank_json,
+    steps_json,
+    straggler_finding,
+    thin_data,
+    warmup_finding,
+)
 from .rankmap import RankPart
 from .results import Analysis, Finding
 from .stragglers import late_ranks

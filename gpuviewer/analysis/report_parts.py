@@ -2,7 +2,7 @@
 finding is, and the time spans of a step's row."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 # A step's spans in ns, by column. Each report picks its columns and unit (HTML: durations in
 # their own unit; Markdown: ms); older analyses lack wait/transfer, hence the defaults.

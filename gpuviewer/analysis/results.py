@@ -30,7 +30,7 @@ class Evidence:
     lane: str | None = None
 
     @classmethod
-    def from_json(cls, d: dict) -> "Evidence":
+    def from_json(cls, d: dict) -> Evidence:
         ms = d.get("excess_ms", d.get("ms"))
         return cls(str(d.get("name", "")), float(ms) if ms is not None else None, d.get("lane"))
 
@@ -47,7 +47,7 @@ class Finding:
     impact_ms: float
     advice: str
     metrics: dict[str, Any]
-    children: list["Finding"] = field(default_factory=list)
+    children: list[Finding] = field(default_factory=list)
     # what fixing its cause would save (savings.py: a what-if replay), None where no change
     # removes its cause or the session has no events to replay (a Dask run, a summary)
     saves_ms: float | None = None  # over the profiled steps
@@ -64,7 +64,7 @@ class Finding:
                 if isinstance(e, dict)]
 
     @classmethod
-    def from_json(cls, d: dict) -> "Finding":
+    def from_json(cls, d: dict) -> Finding:
         return cls(d["rule"], d["severity"], d["title"], list(d.get("ranks") or []), d.get("step"),
                    int(d["start_ns"]), int(d["end_ns"]), d.get("impact_ms", 0.0), d.get("advice", ""),
                    dict(d.get("metrics") or {}), [cls.from_json(c) for c in d.get("children") or []],
@@ -121,7 +121,7 @@ class Analysis:
                "failed_ranks", "notes", "efficiency", "steps", "bound_by")
 
     @classmethod
-    def from_json(cls, d: dict) -> "Analysis":
+    def from_json(cls, d: dict) -> Analysis:
         return cls(list(d.get("ranks") or []), [Finding.from_json(f) for f in d.get("findings") or []],
                    d.get("comm"), list(d.get("collectives") or []), list(d.get("collective_steps") or []),
                    int(d.get("unmatched_collectives") or 0), list(d.get("failed_ranks") or []),

@@ -10,18 +10,18 @@ reduce knows, so they leave it as `_lost` (per step) for settle(). Rules over st
 judged per step in launch.py. Their facts come from each rank's map (job_facts)."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from ..model.categories import Cat
 from ..model.trace import Trace
+from . import contention, launch, outliers, pipeline
 from . import intervals as iv
 from .breakdown import RankBreakdown
-from .rule_base import ADVICE, critical, deferred, finding, settle  # noqa: F401 - used here and by callers
-from . import contention, launch, outliers, pipeline
 from .host import explain
 from .memory import HELD_ADVICE, STEP_ADVICE, allocated_counters, capacity_bytes, held_and_added, peaks_per_step
+from .rule_base import ADVICE, critical, deferred, finding, settle  # noqa: F401 - used here and by callers
 
 LOW_UTILIZATION = 0.70  # the guide's threshold
 HOST_GAP_MIN_NS = 1_000_000  # gaps shorter than 1 ms are launch gaps, not host stalls

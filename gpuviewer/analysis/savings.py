@@ -13,7 +13,7 @@ findings carry no saving and keep the order of their time lost.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -4,7 +4,7 @@ PHB/NODE/SYS paths)."""
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -8,19 +8,16 @@ import time
 
 from .. import __version__
 
-SUBCOMMANDS = ("info", "screenshot", "analyze", "report", "sql", "stats", "diff", "whatif", "cache")
-
-
 # the output helpers every command shares live in output.py (the commands import them there,
 # so no command module imports cli back)
-from .output import cannot_read as _cannot_read
 from .output import fail as _fail
 from .output import json_out as _json
-from .output import load as _load
 from .output import open_or_fail as _open_or_fail
 from .output import out as _out
 from .output import rank_line
 from .output import session_name_of as _session_name
+
+SUBCOMMANDS = ("info", "screenshot", "analyze", "report", "sql", "stats", "diff", "whatif", "cache")
 
 
 def cmd_info(args) -> int:
@@ -113,8 +110,7 @@ def show_analysis(a, args) -> int:
     """a: the Analysis (analysis.results)."""
     if args.md:
         from ..analysis.report_md import to_markdown
-        from ..model.plain import term
-        from ..model.plain import line
+        from ..model.plain import line, term
         sys.stdout.write(term(to_markdown(a, "gpuviewer analysis: " + ", ".join(line(os.path.basename(p))
                                                                                for p in args.paths))))
         return 0

@@ -7,7 +7,11 @@ import html
 import re
 import sys
 
-from ..analysis.diff_text import cut as _cut, dms as _dms, headline, ms as _ms, verdict as _verdict
+from ..analysis.diff_text import cut as _cut
+from ..analysis.diff_text import dms as _dms
+from ..analysis.diff_text import headline
+from ..analysis.diff_text import ms as _ms
+from ..analysis.diff_text import verdict as _verdict
 
 USAGE_STEPS = "SA [SB]: all (default), median, a step N, a range 3-5 or a list 2,4; SB defaults to SA"
 
@@ -45,7 +49,9 @@ def _measure(path: str, args):
     from ..analysis.diff_tables import measure
     from ..io.comm_args import collective_args
     from ..io.errors import TraceError
-    from .output import cannot_read as _cannot_read, fail as _fail, load as _load
+    from .output import cannot_read as _cannot_read
+    from .output import fail as _fail
+    from .output import load as _load
     try:
         trace = _load([path], args)
     except TraceError as e:
@@ -63,7 +69,9 @@ def _measure(path: str, args):
 
 def cmd_diff(args) -> int:
     from ..analysis.diff import DiffError, diff, parse_steps
-    from .output import fail as _fail, json_out as _json, out as _out
+    from .output import fail as _fail
+    from .output import json_out as _json
+    from .output import out as _out
     try:
         ranks = None if args.ranks is None else (int(args.ranks[0]), _rank_arg(args.ranks[1]))
     except ValueError:
@@ -124,9 +132,9 @@ def cmd_diff(args) -> int:
 
 
 def _write(path: str, text: str) -> None:
-    from ..model.plain import text as printable
     from ..io.atomic import write_text
     from ..io.outputs import check
+    from ..model.plain import text as printable
     check(path)  # again: the file may have appeared during the diff
     write_text(path, printable(text))
 

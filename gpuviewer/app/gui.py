@@ -62,6 +62,7 @@ def run_gui(argv: list[str]) -> int:
     paths = [os.path.abspath(x) for x in args.paths]
     app = _app()
     from PySide6.QtCore import QSettings
+
     from .single_instance import InstanceServer, send_to_running
     settings = QSettings("gpuviewer", "gpuviewer")
     single = str(settings.value("single_instance", "true")) == "true" and not args.new_instance
@@ -265,8 +266,8 @@ def _render_session(paths: list[str], out: str, use_cache: bool, annotations: st
     from ..export.image import save_widget
     from ..export.report import write_report
     from ..io.errors import TraceError
-    from ..session import Session
     from ..scale.summary import summary_folder
+    from ..session import Session
     from ..widgets.offscreen import bare_view, dispose
     summ = next((p for p in paths if summary_folder(p)), None)
     if summ is not None:  # a summary holds no events to draw or report from

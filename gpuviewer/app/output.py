@@ -39,7 +39,7 @@ def cannot_read(paths: list[str], e: BaseException, debug: bool) -> int:
     return fail(describe(e, paths), debug)
 
 
-def load(paths: list[str], args) -> "object":
+def load(paths: list[str], args) -> object:
     from ..session import open_session
     from .term_progress import of
     progress = of(args)  # "reading X: 41 of 166 MB, ..." on a terminal after a second

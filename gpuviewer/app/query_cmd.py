@@ -46,8 +46,9 @@ def _open(paths, args):
 
 
 def cmd_sql(args) -> int:
-    from .output import fail as _fail, open_or_fail as _open_or_fail
     from ..query.sql import ALL_TABLES, QueryError, is_empty, parse_size, run
+    from .output import fail as _fail
+    from .output import open_or_fail as _open_or_fail
     paths = list(args.paths)
     try:  # options first: a bad value is refused before the trace is read
         timeout = float(args.timeout)
@@ -101,7 +102,8 @@ def read_query_file(path: str) -> tuple[str, str | None]:
 
 
 def cmd_stats(args) -> int:
-    from .output import fail as _fail, open_or_fail as _open_or_fail
+    from .output import fail as _fail
+    from .output import open_or_fail as _open_or_fail
     from .peak_opts import values
     peaks, err = values(args)  # a bad value is refused before the trace is read
     if err:
@@ -115,7 +117,8 @@ def cmd_stats(args) -> int:
 
 
 def _write(df, args) -> int:
-    from .output import json_out as _json, out as _out
+    from .output import json_out as _json
+    from .output import out as _out
     if args.json:
         _json(records(df))
     elif args.csv:

@@ -64,9 +64,11 @@ def cmd_analyze(args, show) -> int:
 def _here(args, show) -> int:
     """--summary without --dask: the ordinary analysis of the whole trace, and its summary."""
     from ..io.errors import TraceError
-    from ..session.analysis import analyze_keeping_parts
     from ..scale.summary import SummaryError, write
-    from .output import cannot_read as _cannot_read, load as _load, session_name_of as _session_name
+    from ..session.analysis import analyze_keeping_parts
+    from .output import cannot_read as _cannot_read
+    from .output import load as _load
+    from .output import session_name_of as _session_name
     try:
         trace = _load(args.paths, args)
     except TraceError as e:
@@ -158,7 +160,8 @@ def _me() -> str:
 
 def cmd_info(args) -> int:
     from ..scale.summary import SummaryError, info
-    from .output import json_out as _json, out as _out
+    from .output import json_out as _json
+    from .output import out as _out
     try:
         s = info(args.paths[0])
     except SummaryError as e:

@@ -132,7 +132,7 @@ class _Off:
         pass
 
 
-def of(args) -> "TermProgress | _Off":
+def of(args) -> TermProgress | _Off:
     """The command's progress line (made on first use), or one that draws nothing."""
     p = getattr(args, "_progress", None)
     if p is None:

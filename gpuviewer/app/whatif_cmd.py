@@ -52,7 +52,10 @@ def _change(args):
 
 
 def cmd_whatif(args) -> int:
-    from .output import fail as _fail, json_out as _json, open_or_fail as _open_or_fail, out as _out
+    from .output import fail as _fail
+    from .output import json_out as _json
+    from .output import open_or_fail as _open_or_fail
+    from .output import out as _out
     try:  # the change first: a bad value is refused before the trace is read
         change = _change(args)
     except ValueError as e:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 
-from ..session.reports import step_cells, where
 from ..model.fmt import esc, format_duration, format_ns, utilization_line
 from ..model.summary import summarize
+from ..session.reports import step_cells, where
 from .image import png_data_uri
 
 CSS = """

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 
 def write_path(path: str, produce: Callable[[str], bool], suffix: str = ".tmp",

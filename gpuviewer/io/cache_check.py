@@ -32,7 +32,7 @@ def _digest(buf, algorithm: str) -> str:
     if algorithm == "xxh3_64" and xxhash is not None:
         return xxhash.xxh3_64_hexdigest(buf)
     if algorithm == "crc32":
-        return "%08x" % zlib.crc32(buf)
+        return f"{zlib.crc32(buf):08x}"
     raise Damaged(f"unknown checksum {algorithm!r}")
 
 

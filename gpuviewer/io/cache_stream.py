@@ -24,7 +24,7 @@ _CHUNK = 1 << 22  # rows a pass reads at a time (32 MB of int64)
 def npy_header(dtype, n: int) -> bytes:
     """A version 1.0 .npy header for a 1-D array of n items, padded to HEADER_LEN bytes."""
     d = np.dtype(dtype)
-    body = ("{'descr': %r, 'fortran_order': False, 'shape': (%d,), }" % (d.str, n)).encode("latin1")
+    body = f"{{'descr': {d.str!r}, 'fortran_order': False, 'shape': ({n:d},), }}".encode("latin1")
     pad = HEADER_LEN - 10 - len(body) - 1
     if pad < 0:
         raise ValueError("npy header too long")
@@ -45,7 +45,7 @@ class Column:
         """Append a's items (cast to the column's dtype); returns the position of the first."""
         at = self.n
         a = np.ascontiguousarray(a, dtype=self.dtype)
-        self.f.write(memoryview(a).cast("B"))
+        self.f.write(a.data.cast("B"))  # a.data: memoryview(a), which numpy types only for 3.12+
         self.n += len(a)
         return at
 

@@ -15,7 +15,8 @@ import os
 import queue
 import re
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import msgspec
 

@@ -11,8 +11,8 @@ import errno
 import os
 import stat
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 try:
     import fcntl

@@ -10,7 +10,7 @@ dropped as it is read. It runs at Python speed (tens of MB/s), which is why it i
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 import msgspec
 

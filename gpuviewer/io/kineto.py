@@ -9,15 +9,14 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Callable
+from collections.abc import Callable
 
+import msgspec
 import numpy as np
 
 from ..model.build import TraceBuilder, mark_comm_lanes, nccl_name_ids
 from ..model.categories import Cat, LaneKind
 from ..model.trace import Counter, Source, Step
-import msgspec
-
 from .chrome_json import Fallback, read_chrome_json
 from .errors import TraceError
 from .kineto_cats import CatMap, device_processes, unknown_warning

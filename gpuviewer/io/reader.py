@@ -16,9 +16,9 @@ A Reader has:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable
 
 from ..model.trace import Trace
 from .streams import first_text_bytes

@@ -139,7 +139,7 @@ class Inflater:
     def close(self) -> None:
         self.raw.close()
 
-    def __enter__(self) -> "Inflater":
+    def __enter__(self) -> Inflater:
         return self
 
     def __exit__(self, *exc) -> None:

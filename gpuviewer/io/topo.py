@@ -126,7 +126,7 @@ def read_topology(paths: list[str]) -> Topology:
     texts = {}
     for p in paths:
         try:
-            with open(p, "r", encoding="utf-8", errors="replace") as f:
+            with open(p, encoding="utf-8", errors="replace") as f:
                 texts[p] = f.read()
         except OSError as e:
             raise TraceError(p, e.strerror or "cannot read") from None

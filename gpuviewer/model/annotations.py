@@ -82,7 +82,7 @@ class Annotation:
         return d
 
     @classmethod
-    def from_json(cls, d: dict, position: int = 0) -> "Annotation":
+    def from_json(cls, d: dict, position: int = 0) -> Annotation:
         """`position` (its index in the file) makes the id of an annotation saved without one."""
         if not isinstance(d, dict):
             raise AnnotationError("each annotation must be an object")
@@ -158,7 +158,7 @@ class AnnotationDoc:
                 "view": self.view}
 
     @classmethod
-    def from_json(cls, d, limit: int | None = None, keep_rest: bool = True) -> "AnnotationDoc":
+    def from_json(cls, d, limit: int | None = None, keep_rest: bool = True) -> AnnotationDoc:
         """Checked against the schema; the first bad annotation rejects the whole file (the
         caller keeps that file aside rather than dropping some of the user's annotations).
         Beyond `limit` annotations the rest are not shown: doc.warnings says so; they are kept

@@ -34,7 +34,7 @@ class ViewState:
                 "groups": dict(self.groups)}
 
     @classmethod
-    def from_json(cls, d: dict) -> "ViewState":
+    def from_json(cls, d: dict) -> ViewState:
         return cls(set(d.get("collapsed_ranks", [])), set(d.get("hidden", [])),
                    list(d.get("pinned", [])), list(d.get("order", [])), set(d.get("expanded", [])),
                    {str(k): bool(v) for k, v in (d.get("groups") or {}).items()})

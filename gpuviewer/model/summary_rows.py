@@ -72,7 +72,7 @@ class SummaryTrace(Trace):
                          instants=m["instants"], sources=m["sources"], warnings=list(summary.warnings),
                          metadata=dict(summary.metadata, loaded_files=files))
 
-    def with_rank(self, rank: int, trace: Trace) -> "SummaryTrace":
+    def with_rank(self, rank: int, trace: Trace) -> SummaryTrace:
         return SummaryTrace(self.summary, {**self.loaded, rank: trace})
 
     def gpu_busy(self, rank: int) -> dict | None:

@@ -12,8 +12,8 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QPen, QPolygonF
 
 from ..model import queries as q
-from .layer import Frame, Layer, state
 from . import theme
+from .layer import Frame, Layer, state
 
 MATCH_PEN = QPen(QColor(250, 204, 21), 2)
 CURSOR_PEN = QPen(QColor(37, 99, 235), 1.5)

@@ -14,10 +14,10 @@ from PySide6.QtGui import QBrush, QColor
 
 from ..model import queries as q
 from ..model.categories import LaneKind
+from . import theme
 from .colors import BRUSHES, color_index, name_shades, text_color
 from .layer import Frame, Layer
 from .rects import RectBuffer
-from . import theme
 
 SUMMARY_GPU = QBrush(QColor(59, 130, 246))  # a collapsed rank's compute streams
 SUMMARY_COMM = QBrush(QColor(234, 88, 12))  # ...and its communication

@@ -5,8 +5,8 @@ from __future__ import annotations
 from PySide6.QtCore import QLineF, QRectF, Qt
 from PySide6.QtGui import QPen
 
-from .layer import Frame, Layer, state
 from . import theme
+from .layer import Frame, Layer, state
 
 _LABEL_FLAGS = Qt.AlignVCenter | Qt.AlignLeft  # combined once: enum arithmetic is slow in Python
 

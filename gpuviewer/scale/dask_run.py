@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import GpuviewerError
 

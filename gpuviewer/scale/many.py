@@ -11,8 +11,8 @@ A file that cannot be read is named in `failed` and the others are analysed; com
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..errors import GpuviewerError
 

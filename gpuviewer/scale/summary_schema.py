@@ -8,7 +8,7 @@ keep the decoded dicts (fields a newer writer adds pass through to `analyze --js
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional, Union
+from typing import Annotated, Any
 
 import msgspec
 
@@ -42,22 +42,22 @@ class RankEntry(_S, frozen=True):
     nccl_kernels: Count = 0
     lanes: Count = 0
     devices: list[Count] = []
-    steps: list[Optional[Step]] = []
+    steps: list[Step | None] = []
     start_ns: Ns = 0
     end_ns: Ns = 0
     memory_peak_bytes: dict[Text, Num] = {}
     files: list[Text] = []
-    world_size: Optional[Count] = None
-    host: Optional[Text] = None
+    world_size: Count | None = None
+    host: Text | None = None
     clock_offset_ns: Ns = 0
 
 
 class EvidenceRow(_S, frozen=True):
     name: Text = ""
-    ms: Optional[Num] = None
-    excess_ms: Optional[Num] = None
-    lane: Optional[Text] = None
-    category: Optional[Text] = None
+    ms: Num | None = None
+    excess_ms: Num | None = None
+    lane: Text | None = None
+    category: Text | None = None
 
 
 class Metrics(_S, frozen=True):
@@ -66,8 +66,8 @@ class Metrics(_S, frozen=True):
     causes: list[EvidenceRow] = []
     host_activity: list[EvidenceRow] = []
     excess: list[EvidenceRow] = []
-    late_rank: Optional[Rank] = None
-    steps: list[Optional[Step]] = []
+    late_rank: Rank | None = None
+    steps: list[Step | None] = []
     waiting_ranks: list[Rank] = []
 
 
@@ -78,27 +78,27 @@ class Finding(_S, frozen=True):
     start_ns: Ns
     end_ns: Ns
     ranks: list[Rank] = []
-    step: Optional[Step] = None
+    step: Step | None = None
     impact_ms: Num = 0.0
     advice: Text = ""
     metrics: Metrics = Metrics()
-    children: list["Finding"] = []
+    children: list[Finding] = []
 
 
 class FailedRank(_S, frozen=True):
     error: Text
-    file: Optional[Text] = None
+    file: Text | None = None
 
 
 class Manifest(_S, frozen=True):
     format: Text
     version: Annotated[int, msgspec.Meta(ge=0, le=2 ** 31)]
-    created_by: Optional[Text] = None
-    source_format: Optional[Text] = None
+    created_by: Text | None = None
+    source_format: Text | None = None
     files: list[Text] = []
     ranks: list[RankEntry] = []
-    hosts: dict[Text, Optional[Text]] = {}
-    hosts_from: Optional[Text] = None
+    hosts: dict[Text, Text | None] = {}
+    hosts_from: Text | None = None
     alignment: dict[Text, Any] = {}
     findings: list[Finding] = []
     failed_ranks: list[FailedRank] = []
@@ -108,7 +108,7 @@ class Manifest(_S, frozen=True):
 
 
 class StepRow(_S, frozen=True):
-    step: Optional[Step] = None
+    step: Step | None = None
     start_ns: Ns = 0
     end_ns: Ns = 0
     utilization: Num = 0.0
@@ -130,7 +130,7 @@ class KernelStats(_S, frozen=True):
 class RankAnalysis(_S, frozen=True):
     rank: Rank
     gpu_utilization: Num = 0.0
-    steps: list[dict[Text, Union[Ns, Num, bool, None]]] = []
+    steps: list[dict[Text, Ns | Num | bool | None]] = []
     kernels: KernelStats = KernelStats()
 
 
@@ -139,25 +139,25 @@ class CollectiveRow(_S, frozen=True):
     name: Text = ""
     count: Count = 0
     ranks: Count = 0
-    bytes: Optional[Num] = None
+    bytes: Num | None = None
     transfer_ms: Num = 0.0
-    algbw_gbps: Optional[Num] = None
-    busbw_gbps: Optional[Num] = None
+    algbw_gbps: Num | None = None
+    busbw_gbps: Num | None = None
     wait_ms: dict[Text, Num] = {}
     late_count: dict[Text, Count] = {}
 
 
 class CollectiveStep(_S, frozen=True):
-    step: Optional[Step] = None
+    step: Step | None = None
     collectives: Count = 0
-    late_rank: Optional[Rank] = None
+    late_rank: Rank | None = None
     wait_ms: dict[Text, Num] = {}
     wait_caused_ms: dict[Text, Num] = {}
 
 
 class AnalysisFile(_S, frozen=True):
     ranks: list[RankAnalysis] = []
-    comm: Optional[dict[Text, Any]] = None
+    comm: dict[Text, Any] | None = None
     collectives: list[CollectiveRow] = []
     collective_steps: list[CollectiveStep] = []
     unmatched_collectives: Count = 0

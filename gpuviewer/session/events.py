@@ -3,7 +3,7 @@ that take keyword arguments, called in the thread that emits. The window's contr
 them into Qt signals; tests and notebooks connect plain functions."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 
 class Events:

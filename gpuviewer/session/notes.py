@@ -5,7 +5,7 @@ window turns them into repaints and an autosave timer). Qt-free; tests drive it 
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from ..model.annotations import Annotation, AnnotationDoc
 from ..model.trace import Trace

@@ -6,7 +6,7 @@ Qt-free. The aligned trace carries metadata["alignment"] = {"method": "collectiv
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..model.trace import Trace
 

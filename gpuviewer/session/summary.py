@@ -31,7 +31,7 @@ def as_summary_rank(loaded, trace, rank: int):
     return move(loaded, trace, rank)
 
 
-def open_summary(folder: str) -> "SummarySession":
+def open_summary(folder: str) -> SummarySession:
     """The summary in `folder` as a session (SummaryError when it cannot be read)."""
     from ..scale.summary import open_trace
     trace, analysis = open_trace(folder)

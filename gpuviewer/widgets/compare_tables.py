@@ -11,7 +11,6 @@ from PySide6.QtWidgets import QCheckBox, QLabel, QTabWidget, QVBoxLayout, QWidge
 from ..session.compare import collectives_frame, named_frame, parts_frame
 from .frame_table import FrameModel, FrameTable
 
-
 # -- Qt: the tables -----------------------------------------------------------------------------
 
 SLOWER = QColor(254, 226, 226)  # B takes more time

@@ -11,15 +11,36 @@ import threading
 
 import numpy as np
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QMainWindow, QProgressBar, QPushButton,
-                               QSplitter, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ..model.categories import LaneKind
 from ..model.fmt import format_duration
 from ..model.layout import ViewState
 from ..render.time_axis import TimeAxis
-from ..session.compare import (Comparison, DiffError, collective_mask, compute, first_in, headline, name_mask,
-                               run_names, session_name, slower_names, step_time, step_window)
+from ..session.compare import (
+    Comparison,
+    DiffError,
+    collective_mask,
+    compute,
+    first_in,
+    headline,
+    name_mask,
+    run_names,
+    session_name,
+    slower_names,
+    step_time,
+    step_window,
+)
 from .compare_tables import CompareTabs
 from .timeline_view import TimelineView
 

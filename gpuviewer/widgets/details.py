@@ -67,7 +67,8 @@ class DetailsPanel(QTreeWidget):
                 rows.append(("Work", f"unavailable: {e}"))
         for k, v in rows:
             QTreeWidgetItem(self, [k, v])
-        from ..session.details import event_args, links as linked
+        from ..session.details import event_args
+        from ..session.details import links as linked
         links = linked(t, i)
         if links:
             top = QTreeWidgetItem(self, ["Linked", f"{len(links)} (double-click to go)"])

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QRectF, Qt, Signal
 from PySide6.QtGui import QFont, QFontMetrics, QPainter
-
-from ..render import theme
 from PySide6.QtWidgets import QMenu, QToolTip, QWidget
 
 from ..model.layout import Layout
+from ..render import theme
 
 
 class LaneLabels(QWidget):

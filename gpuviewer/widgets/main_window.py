@@ -208,8 +208,8 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         """The session's warnings, listed (the status bar's "N warnings" link)."""
         if self.trace is None or not self.trace.warnings:
             return
-        from ..model.plain import line
         from ..model.fmt import counted
+        from ..model.plain import line
         box = QMessageBox(QMessageBox.Information, counted(len(self.trace.warnings), "warning"),
                           f"{counted(len(self.trace.warnings), 'warning')} while opening this session:", parent=self)
         box.setInformativeText("\n".join(f"• {line(w)}" for w in self.trace.warnings[:50])

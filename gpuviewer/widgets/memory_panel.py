@@ -10,12 +10,12 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QPen
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QTextBrowser, QVBoxLayout, QWidget
 
-from ..session.panels import memory_capacity as capacity_bytes
-from ..session.panels import memory_peaks_per_step as peaks_per_step
 from ..model.trace import Trace
 from ..render import theme
 from ..render.curves_item import CurvesItem
 from ..render.time_axis import TimeAxis, format_ns
+from ..session.panels import memory_capacity as capacity_bytes
+from ..session.panels import memory_peaks_per_step as peaks_per_step
 
 RANK_COLORS = [(37, 99, 235), (220, 38, 38), (22, 163, 74), (147, 51, 234), (234, 88, 12), (8, 145, 178),
                (202, 138, 4), (219, 39, 119)]

@@ -4,7 +4,8 @@ lane's top, lies inside the viewport below its rank's header (the label column k
 header pinned at the top while the rank's lanes scroll under it)."""
 from __future__ import annotations
 
-from ..model.layout import HEADER_H, ROW_H as LAYOUT_ROW_H
+from ..model.layout import HEADER_H
+from ..model.layout import ROW_H as LAYOUT_ROW_H
 
 
 class RevealMixin:

@@ -11,8 +11,18 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QKeySequence, QPen, QShortcut
-from PySide6.QtWidgets import (QCheckBox, QGraphicsRectItem, QHBoxLayout, QLabel, QLineEdit,
-                               QScrollBar, QSplitter, QToolTip, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QGraphicsRectItem,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QScrollBar,
+    QSplitter,
+    QToolTip,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ..model.categories import CAT_LABEL, Cat
 from ..model.fmt import esc
