@@ -181,3 +181,14 @@ def test_collapsed_ranks_carry_the_outline_on_their_summary_row(opened, qapp):
             assert abs(drawn["y"][k] - (y + 1)) < 1.0
     finally:
         tv.collapse_ranks(False)
+
+
+def test_export_image_pictures_the_outline_as_shown(opened, qapp, tmp_path):
+    from PySide6.QtGui import QImage
+    w, cps, _ = opened
+    n = sorted(cps)[1]
+    for on in (True, False):
+        _show(w, qapp, n, on=on)
+        out = tmp_path / f"t{on}.png"
+        assert w.export_image(str(out))
+        assert (_red(QImage(str(out))) > 200) is on

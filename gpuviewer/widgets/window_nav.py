@@ -119,6 +119,8 @@ class NavMixin:
             return save_widget(self, path, scale)
         from .offscreen import bare_view, dispose
         view = bare_view(self.session, (self.timeline.width(), self.timeline.height()))
+        if self.timeline.item is not None and view.item is not None:  # the critical path, as shown
+            view.item.critical_path = self.timeline.item.critical_path
         try:
             return save_widget(view, path, scale)
         finally:
