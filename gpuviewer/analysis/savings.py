@@ -131,7 +131,22 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
         f.saving = _what(changes)
         f.severity = severity(f.saves_pct)
     _one_fix_once(analysis)
+    _unmeasured(analysis.findings, None)
     _order(analysis.findings)
+
+
+_RANK = {"low": 0, "medium": 1, "high": 2}
+
+
+def _unmeasured(fs: list[Finding], parent: str | None) -> None:
+    """Severity follows the saving also where no what-if measures one: such a finding is never
+    "high" (nothing says fixing it saves much), and a symptom never outranks its cause."""
+    for f in fs:
+        if f.saves_ms is None:
+            cap = "medium" if parent is None else min(parent, "medium", key=_RANK.__getitem__)
+            if _RANK.get(f.severity, 0) > _RANK[cap]:
+                f.severity = cap
+        _unmeasured(f.children, f.severity if f.severity in _RANK else None)
 
 
 def _one_fix_once(analysis: Analysis) -> None:
