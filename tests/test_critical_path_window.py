@@ -142,12 +142,20 @@ def test_toggling_off_removes_the_layer(opened, qapp):
     off = _show(w, qapp, n, on=False)
     assert not w.timeline.item.critical.has_content() and w.timeline.item.critical.critical_path is None
     assert _red(off) == 0
-    # the key: C in the window
-    w.critical.action.trigger()
+    # the key: C on the timeline toggles it; typed into the search box it is a letter
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+    w.activateWindow()
+    w.timeline.plot.setFocus()
+    QTest.keyClick(w.timeline.plot, Qt.Key_C)
     assert w.critical.action.isChecked() and w.timeline.item.critical.has_content()
-    w.critical.action.trigger()
-    assert not w.timeline.item.critical.has_content()
-    assert "C" in [s.toString() for s in w.critical.action.shortcuts()]
+    w.timeline.search.setFocus()
+    QTest.keyClick(w.timeline.search, Qt.Key_C)
+    assert w.critical.action.isChecked() and w.timeline.search.text().endswith("c")
+    w.timeline.search.clear()
+    w.timeline.plot.setFocus()
+    QTest.keyClick(w.timeline.plot, Qt.Key_C)
+    assert not w.critical.action.isChecked() and not w.timeline.item.critical.has_content()
 
 
 def test_paths_placed_off_the_ui_thread(qtbot, tmp_path, qapp):
@@ -192,3 +200,6 @@ def test_export_image_pictures_the_outline_as_shown(opened, qapp, tmp_path):
         out = tmp_path / f"t{on}.png"
         assert w.export_image(str(out))
         assert (_red(QImage(str(out))) > 200) is on
+    w.settings.sync()
+    again = make_window(qtbot, tmp_path)  # the same settings file: the choice is remembered
+    assert again.critical.action.isChecked() and again.critical.panel.outline.isChecked()
