@@ -85,7 +85,8 @@ def path_view(trace: Trace, analysis) -> PathView | None:
     steps = getattr(analysis, "steps", None) or []
     if not steps:
         return None
-    segs, sps = [], {}
+    segs: list[tuple[int, dict]] = []
+    sps: dict[int, StepPath] = {}
     for st in steps:
         cp = st.get("critical_path") or []
         sps[int(st["step"])] = StepPath(int(st["step"]), int(st["start_ns"]), int(st["end_ns"]),
