@@ -171,6 +171,9 @@ def test_paths_placed_off_the_ui_thread(qtbot, tmp_path, qapp):
     assert w.timeline.item.critical.critical_path is w.critical.view
     img = _paint(w, qapp)
     assert w.critical.panel.step is not None and _red(img) > 0
+    w.settings.sync()
+    again = make_window(qtbot, tmp_path)  # the same settings file: the choice is remembered
+    assert again.critical.action.isChecked() and again.critical.panel.outline.isChecked()
 
 
 def test_collapsed_ranks_carry_the_outline_on_their_summary_row(opened, qapp):
@@ -200,6 +203,3 @@ def test_export_image_pictures_the_outline_as_shown(opened, qapp, tmp_path):
         out = tmp_path / f"t{on}.png"
         assert w.export_image(str(out))
         assert (_red(QImage(str(out))) > 200) is on
-    w.settings.sync()
-    again = make_window(qtbot, tmp_path)  # the same settings file: the choice is remembered
-    assert again.critical.action.isChecked() and again.critical.panel.outline.isChecked()
