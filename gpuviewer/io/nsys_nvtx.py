@@ -37,10 +37,11 @@ def _short_nvtx(s: str) -> str:
 # a value that is not an integer, and an end that is NULL (an open range, or a mark).
 BAD = -(1 << 63) + 1
 NULL_END = BAD + 1
-# The emit_nvtx name cut (_short_nvtx) done by SQLite for the rows that have 'seq =' (most of
-# them), so that the Python side sees a few hundred distinct names rather than one per op;
-# _short_nvtx runs again on each distinct one (it cuts the rest; a cut name is cut no further).
-_SHORT_SQL = ("CASE WHEN eventType != 75 AND typeof(text) = 'text' AND instr(text, 'seq =') > 0 AND "
+# The emit_nvtx name cut (_short_nvtx) done by SQLite for the rows that have 'op_id =' (every
+# emit_nvtx name has it, 'seq =' only some), so that the Python side sees a few hundred distinct
+# names rather than one per op; _short_nvtx runs again on each distinct one (it cuts the rest; a
+# cut name is cut no further).
+_SHORT_SQL = ("CASE WHEN eventType != 75 AND typeof(text) = 'text' AND instr(text, 'op_id =') > 0 AND "
               "instr(text, ', ') > 1 THEN substr(text, 1, instr(text, ', ') - 1) ELSE text END")
 _SEP, _ID = "\x1f", "\x1e"  # between the texts of a block; before a textId (the text is NULL)
 
