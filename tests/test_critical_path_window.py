@@ -203,3 +203,21 @@ def test_export_image_pictures_the_outline_as_shown(opened, qapp, tmp_path):
         out = tmp_path / f"t{on}.png"
         assert w.export_image(str(out))
         assert (_red(QImage(str(out))) > 200) is on
+
+
+def test_going_to_a_step_lists_that_step_where_a_stall_overlaps_the_next(qtbot, tmp_path, qapp):
+    """nsys_ddp: a rank stalls in step 6, so the other rank's step 7 starts ~56 ms before step 6's
+    path ends; the box, [ and ] still list the step they go to."""
+    w = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 768))
+    assert w.open_paths([trace_path("nsys", "nsys_ddp.sqlite")], block=True)
+    qapp.processEvents()
+    view = w.critical.view
+    steps = sorted(view.steps)
+    assert len(steps) >= 5
+    for n in steps:
+        w.goto_step(n)
+        assert w.critical.panel.step == n
+    w.goto_step(steps[0])
+    for _ in steps[1:]:
+        w.step_nav(+1)  # ]: the step it went to is in the box
+        assert w.critical.panel.step == w.step_box.value()

@@ -50,6 +50,7 @@ class PathView:
     what: list[str]
     steps: dict[int, StepPath] = field(default_factory=dict)
     bound_by: str | None = None
+    windows: dict[int, tuple[int, int]] = field(default_factory=dict)  # step -> its ranks' first start, last end
 
     def __len__(self) -> int:
         return len(self.start)
@@ -62,6 +63,20 @@ class PathView:
             if sp.start_ns <= t_ns < sp.end_ns:
                 return sp
         return min(self.steps.values(), key=lambda sp: min(abs(sp.start_ns - t_ns), abs(sp.end_ns - t_ns)))
+
+    def step_in(self, t0: int, t1: int) -> StepPath | None:
+        """The step a view of [t0, t1] shows: the one whose window on the timeline (its ranks'
+        steps, first start to last end) matches the view best (overlap over union), so going to
+        a step lists that step even where a stalled rank's step reaches into the next path's
+        time; the step at the view's middle when no window meets the view."""
+        best, score = None, 0.0
+        for n, (lo, hi) in self.windows.items():
+            inter = min(hi, t1) - max(lo, t0)
+            if n in self.steps and inter > 0:
+                sc = inter / (max(hi, t1) - min(lo, t0))
+                if sc > score:
+                    best, score = self.steps[n], sc
+        return best if best is not None else self.step_at((t0 + t1) // 2)
 
     def rows(self, step: int) -> list[dict]:
         """The step's segments in order: rank, resource, what, start/end (ns), duration (ms),
@@ -101,6 +116,9 @@ def path_view(trace: Trace, analysis) -> PathView | None:
     step = np.fromiter((k for k, _ in segs), np.int64, n)
     view = PathView(start, end, rank, res, np.full(n, -1, np.int64), step, [s["what"] for _, s in segs], sps,
                     getattr(analysis, "bound_by", None))
+    for st in trace.steps:
+        lo, hi = view.windows.get(st.step, (st.start, st.end))
+        view.windows[st.step] = (min(lo, st.start), max(hi, st.end))
     _place(trace, view)
     return view
 

@@ -50,6 +50,7 @@ class CriticalPathPanel(QWidget):
         super().__init__(parent)
         self.view: PathView | None = None
         self.step: int | None = None
+        self.hold = False  # going to one of its segments: the list stays on its step
         self.head = QLabel("Open a trace: each step's critical path comes with its analysis.")
         self.head.setWordWrap(True)
         self.head.setTextFormat(Qt.RichText)
@@ -108,9 +109,9 @@ class CriticalPathPanel(QWidget):
         self.tree.addTopLevelItems(items)
 
     def follow(self, t0: int, t1: int) -> None:
-        """The step in the middle of the view."""
-        if self.view is not None:
-            sp = self.view.step_at((t0 + t1) // 2)
+        """The step the view shows (PathView.step_in)."""
+        if self.view is not None and not self.hold:
+            sp = self.view.step_in(t0, t1)
             self.show_step(sp.step if sp is not None else None)
 
     def _chosen(self, item, _col=0) -> None:
@@ -218,7 +219,11 @@ class CriticalPathDock(QObject):
         t0, t1, rank = int(v.start[i]), int(v.end[i]), int(v.rank[i])
         if not self.action.isChecked():
             self.action.setChecked(True)
-        s.set_range(t0, t1, padding=0.15)
+        self.panel.hold = True
+        try:
+            s.set_range(t0, t1, padding=0.15)
+        finally:
+            self.panel.hold = False
         s.set_highlight((t0, t1, {rank}))
         lane = int(v.lane[i])
         tl = self.win.timeline
