@@ -121,6 +121,23 @@ def test_goto_step_shows_the_step_of_every_rank_as_the_raw_files_have_it():
     assert nxt is not None and nxt > n
 
 
+def test_step_keys_visit_every_step_even_where_a_late_rank_reaches_into_the_next():
+    """nsys_ddp: rank 1 sleeps 50 ms in step 6, so step 6 (across ranks) reaches into step 7's
+    time; the next-step key must still go 6 -> 7, not skip by the middle of the view."""
+    import sqlite3
+    path = trace_path("nsys", "nsys_ddp.sqlite")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:  # the steps as the file names them
+        names = [r[0] for r in db.execute("SELECT DISTINCT text FROM NVTX_EVENTS WHERE text LIKE 'step %'")]
+    numbers = sorted(int(n.split()[1]) for n in names)
+    assert len(numbers) >= 8, names
+    s = _open(path)
+    assert s.goto_step(numbers[0])
+    seen = [numbers[0]] + [s.step_nav(+1) for _ in numbers[1:]]
+    assert seen == numbers
+    back = [s.step_nav(-1) for _ in numbers[1:]]
+    assert back == numbers[-2::-1]
+
+
 def test_a_finding_shown_highlights_its_range_and_selects_its_evidence():
     s = _open(SAMPLES + "/ddp")
     log = _record(s, "highlight", "reveal", "selection")

@@ -78,6 +78,23 @@ def step_range(trace: Trace, n: int) -> tuple[int, int] | None:
     return (min(s.start for s in same), max(s.end for s in same)) if same else None
 
 
+def step_shown(trace: Trace, t0: int, t1: int) -> int | None:
+    """The step the view [t0, t1] shows: the one whose range (step_range) it matches best, by the
+    share of the union of the two that they have in common; None when it overlaps no step."""
+    best, score = None, 0.0
+    for n in sorted({s.step for s in trace.steps}):
+        rng = step_range(trace, n)
+        if rng is None:
+            continue
+        common = min(t1, rng[1]) - max(t0, rng[0])
+        if common <= 0:
+            continue
+        share = common / (max(t1, rng[1]) - min(t0, rng[0]))
+        if share > score:
+            best, score = n, share
+    return best
+
+
 def next_step(trace: Trace, mid: float, direction: int) -> int | None:
     """The step after (direction > 0) or before the middle of the view, by the first rank's steps."""
     if not trace.steps or not trace.ranks:

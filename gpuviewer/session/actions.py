@@ -171,10 +171,18 @@ class SessionActions:
 
     def step_nav(self, direction: int) -> int | None:
         """The step after (or before) the middle of the view, shown; its number."""
-        from ..model.view import next_step
+        from ..model.view import next_step, step_shown
         if self.view.range is None:
             return None
-        n = next_step(self.trace, sum(self.view.range) / 2, direction)
+        # from the step on screen when the view shows one (a late rank's step reaches into the
+        # next step's time, so the middle of the view would skip a step); else from the middle
+        shown = step_shown(self.trace, *self.view.range)
+        numbers = sorted({s.step for s in self.trace.steps})
+        if shown is not None and numbers:
+            i = numbers.index(shown) + (1 if direction > 0 else -1)
+            n = numbers[min(max(i, 0), len(numbers) - 1)]
+        else:
+            n = next_step(self.trace, sum(self.view.range) / 2, direction)
         if n is not None:
             self.goto_step(n)
         return n
