@@ -59,8 +59,8 @@ def fetch_nvtx(rep) -> dict | None:
     texts.start()
     end = f"coalesce(end, {NULL_END})" if "end" in have else str(NULL_END)
     dom = "coalesce(domainId, 0)" if "domainId" in have else "0"
-    a, _ = sq.fetch_columns(rep.db, t, ["rowid", f"coalesce(start, {BAD})", end, "coalesce(eventType, -1)",
-                                        f"coalesce(globalTid, {BAD})", dom], missing=BAD)
+    # a NULL start, type or thread becomes BAD (missing=) like any value that is not an integer
+    a, _ = sq.fetch_columns(rep.db, t, ["rowid", "start", end, "eventType", "globalTid", dom], missing=BAD)
     g = a[:, 4]
     return {"have": have, "texts": texts, "rowid": a[:, 0], "start": a[:, 1], "end": a[:, 2], "type": a[:, 3],
             "gtid": g, "dom": a[:, 5], "pid": (g >> 24) & 0xFFFFFF, "tid": g & 0xFFFFFF}
