@@ -5,7 +5,6 @@ import sqlite3
 
 import numpy as np
 import pytest
-
 from conftest import trace_path
 
 from gpuviewer.io import sqlite_safe as sq
@@ -166,3 +165,12 @@ def test_factorize_is_unique(key):
     u, first, inv = factorize(key)
     want = np.unique(key, return_index=True, return_inverse=True)
     assert (u == want[0]).all() and (first == want[1]).all() and (inv == want[2].reshape(-1)).all()
+
+
+def test_an_expression_asked_twice(big_db):
+    """globalTid is asked for twice (process and thread): fetched once, both columns filled."""
+    exprs = ["rowid", "start", "end", "globalTid", "globalTid", "coalesce(nameId, -1)"]
+    t = "OSRT_API"
+    fast, fbad = sq.fetch_columns(big_db, t, exprs, (0, 1, 2, 3), (1, 2))
+    slow, sbad = sq.fetch_ints(big_db, f"SELECT {', '.join(exprs)} FROM {t}", len(exprs), (0, 1, 2, 3), (1, 2))
+    assert fbad == sbad and (fast == slow).all() and (fast[:, 3] == fast[:, 4]).all() and len(fast) > 100_000

@@ -32,7 +32,7 @@ import tempfile
 import time
 import warnings
 import weakref
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -298,10 +298,13 @@ def _concat_fetch(db: SafeConnection, table: str, exprs: list[str], times: tuple
     hi = db.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0]
     if type(lo) is not int or type(hi) is not int or hi - lo >= 2 * count + block:
         return None  # rowids far apart: blocks of rowids would be mostly empty
-    # rowid is an integer; coalesce(x, constant) is never NULL: checks they need not pay for
+    # rowid is an integer; coalesce(x, constant) is never NULL: checks they need not pay for.
+    # An expression asked for twice (globalTid, split into process and thread) is fetched once.
+    uniq = list(dict.fromkeys(exprs))
     text = ", ".join(f"group_concat({e}, ','), " + ("count(*), 'integer'" if e == "rowid" else
                      f"{'count(*)' if e.startswith('coalesce(') else f'count({e})'}, typeof(max({e}))")
-                     for e in exprs)
+                     for e in uniq)
+    place = [[j for j, x in enumerate(exprs) if x == e] for e in uniq]
     out = np.empty((count, len(exprs)), np.int64, order="F")
     n = bad = 0
     for first in range(lo, hi + 1, block):
@@ -313,12 +316,13 @@ def _concat_fetch(db: SafeConnection, table: str, exprs: list[str], times: tuple
         if n + k > count:
             return None
         a = out[n:n + k]
-        for j in range(len(exprs)):
-            s, non_null, top = row[1 + 3 * j:4 + 3 * j]
+        for u, js in enumerate(place):
+            s, non_null, top = row[1 + 3 * u:4 + 3 * u]
             col = _parse_ints(s, k) if non_null == k and top == "integer" else None
             if col is None:
                 return None
-            a[:, j] = col
+            for j in js:
+                a[:, j] = col
         del row
         if times is not None:
             st = a[:, times[0]]
