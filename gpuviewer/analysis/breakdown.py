@@ -223,6 +223,7 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
     s_all = np.asarray(c["start"][ops]).astype(np.int64)
     e_all = s_all + np.asarray(c["dur"][ops]).astype(np.int64)
     cat = np.asarray(c["cat"][ops])
+    windows: list[tuple[int | None, int, int]]  # (step, start, end); step None: the whole capture
     if steps:
         host_st = np.array([s.start for s in steps], np.int64)
         host_en = np.array([s.end for s in steps], np.int64)
@@ -329,7 +330,7 @@ def set_caused(rbs: list[RankBreakdown], per_step: dict[int, dict]) -> None:
     """Per rank and step, the wait it caused each rank that waited for it."""
     for rb in rbs:
         for sb in rb.steps:
-            d = per_step.get(sb.step)
+            d = per_step.get(sb.step) if sb.step is not None else None  # a whole capture (None) has no collectives' step
             if d is not None:
                 sb.caused_ns = int(d["caused_each"].get(rb.rank, 0))
 

@@ -196,6 +196,7 @@ def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tu
     c = trace.columns
     cat = np.asarray(c["cat"][rb.ops])
     m = cat == Cat.COMM_KERNEL
+    assert rb.op_step is not None  # breakdown sets op_step with ops
     ops, steps = rb.ops[m], rb.op_step[m]
     start = np.asarray(c["start"][ops]).astype(np.int64)
     end = start + np.asarray(c["dur"][ops]).astype(np.int64)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -251,11 +252,12 @@ def _families(trace, keys, fam, kernels, dur, k_flops, k_bytes, parent, has_op, 
             + ("" if known else " (work unknown)")
         top = np.bincount(names[m], weights=dur[m]) if m.any() else np.zeros(0)
         tops = [trace.names[int(i)] for i in np.argsort(-top, kind="stable")[:3] if top[i] > 0]
+        row: dict[str, Any]
         row = {"name": label, "kind": kind, "kernels": int(count[f]), "ops": int(len(_uniq(parent[m & has_op]))),
                "flops": fl, "bytes": by, "time_ns": int(round(t)), "tflops": None, "gbps": None,
                "intensity": None, "peak_tflops": None, "pct_of_peak": None, "pct_of_bandwidth": None, "precision": prec,
                "tensor_cores": tcb, "bound": None, "top_kernels": tops, "_id": f}
-        if known and t > 0:
+        if fl is not None and by is not None and t > 0:  # both None when the work is not known
             row["tflops"] = fl / t / 1e3  # FLOP/ns = GFLOP/s
             row["gbps"] = by / t  # B/ns = GB/s
             row["intensity"] = fl / by if by > 0 else None

@@ -150,8 +150,8 @@ def _shapes(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[Find
             groups.setdefault((eff.op_shape[o][:3], f), []).append(j)
     gemm_t = float(sum(r["time_ns"] for r in eff.families if r["kind"] == "gemm")) or 1.0
     rows = []
-    for (shape, f), idx in groups.items():
-        idx = np.asarray(idx)
+    for (shape, f), members in groups.items():
+        idx = np.asarray(members)
         t = float(ctx["dur"][idx].sum())
         fl = float(np.nansum(eff.kernel_flops[idx]))
         if t > 0 and fl > 0:

@@ -42,7 +42,7 @@ def _straggler(f: Finding) -> list[Change]:
 def _steps(f: Finding) -> list[int | None]:
     """The steps a finding is about: the ones its metrics list when it recurs, else its own step
     (None: every step)."""
-    listed = [int(s) for s in f.metrics.get("steps") or [] if isinstance(s, (int, float))]
+    listed: list[int | None] = [int(s) for s in f.metrics.get("steps") or [] if isinstance(s, (int, float))]
     if len(listed) > 1:
         return listed
     gaps = [g for g in f.metrics.get("gaps_ms") or [] if isinstance(g, (int, float))]
@@ -77,7 +77,7 @@ CAUSES: dict[str, Callable[[Finding], list[Change]]] = {
 
 def _what(changes: list[Change]) -> str:
     if len(changes) > 1 and all(ch.kind == "remove_gap" for ch in changes):
-        ranks = sorted({ch.rank for ch in changes})
+        ranks = sorted({ch.rank for ch in changes if ch.rank is not None})  # every remove_gap names its rank
         steps = sorted({ch.step for ch in changes if ch.step is not None})
         who = f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
         when = "every step" if any(ch.step is None for ch in changes) else \

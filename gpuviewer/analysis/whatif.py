@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -67,7 +68,7 @@ class Change:
         return f"GPU ops matching /{self.regex}/ {self.pct:g}% faster"
 
     def to_json(self) -> dict:
-        d = {"kind": self.kind, "text": self.describe()}
+        d: dict[str, Any] = {"kind": self.kind, "text": self.describe()}
         for k in ("rank", "step", "regex"):
             if getattr(self, k) is not None:
                 d[k] = getattr(self, k)
@@ -198,7 +199,7 @@ def replay(g: dg.DepGraph, dur: np.ndarray | None = None, off: np.ndarray | None
 LEVELS_MIN_RANKS = 8
 
 
-def _levels(g: dg.DepGraph) -> "replay_levels.Levels":
+def _levels(g: dg.DepGraph) -> replay_levels.Levels:
     """The model's slots by level (replay_levels), found once and kept with it."""
     if getattr(g, "_levels", None) is None:
         o, ptr = _incoming(g)
@@ -309,11 +310,11 @@ def step_ends(g: dg.DepGraph, rp: Replay) -> tuple[list[int], np.ndarray, np.nda
         ok = np.array(steps)[k] == g.step[gpu]
         gpu, k = gpu[ok], k[ok]
         o = np.argsort(k, kind="stable")
-        uk, first = np.unique(k[o], return_index=True)
-        g._gpu_ends = (2 * gpu[o] + 1, uk, first)
-    slots, uk, first = g._gpu_ends
+        uk, at = np.unique(k[o], return_index=True)
+        g._gpu_ends = (2 * gpu[o] + 1, uk, at)
+    slots, uk, at = g._gpu_ends
     if len(slots):
-        ends[uk] = np.maximum(ends[uk], np.maximum.reduceat(rp.t[slots], first))
+        ends[uk] = np.maximum(ends[uk], np.maximum.reduceat(rp.t[slots], at))
 
     first = None
     for r, m in g.marks.items():

@@ -26,8 +26,8 @@ class ArgsSpec:
         self.struct = struct  # a msgspec Struct class, built at run time
         ev: Any = msgspec.defstruct("Ev", [("args", struct | None, None)])
         loose: Any = msgspec.defstruct("EvLoose", [("args", Any, None)])
-        self.fast = msgspec.json.Decoder(list[ev])  # type: ignore[valid-type]
-        self.loose = msgspec.json.Decoder(list[loose])  # type: ignore[valid-type]
+        self.fast = msgspec.json.Decoder(list[ev])
+        self.loose = msgspec.json.Decoder(list[loose])
         # a piece split into its events' raw bytes (3.4x faster than building every event), then
         # only the wanted events decoded
         self.raw = msgspec.json.Decoder(list[msgspec.Raw])

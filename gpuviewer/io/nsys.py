@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -140,7 +141,7 @@ class _Report:
         return a
 
 
-def _gpu_table(rep: _Report, table: str, cat: Cat, name_sql: str | None) -> dict | None:
+def _gpu_table(rep: _Report, table: str, cat: Cat, name_sql: str | Callable[[set[str]], str] | None) -> dict | None:
     if table not in rep.tables:
         return None
     have = columns(rep.db, table)
@@ -557,7 +558,7 @@ def row_args(path: str, cat: int, rowid: int) -> dict:
         if row is None:
             return {}
         cols = [d[0] for d in cur.description]
-        out = {}
+        out: dict[str, Any] = {}
         for k, v in zip(cols, row):
             if v is None:
                 continue
