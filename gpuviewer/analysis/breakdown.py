@@ -330,7 +330,7 @@ def set_caused(rbs: list[RankBreakdown], per_step: dict[int, dict]) -> None:
     """Per rank and step, the wait it caused each rank that waited for it."""
     for rb in rbs:
         for sb in rb.steps:
-            d = per_step.get(sb.step) if sb.step is not None else None  # a whole capture (None) has no collectives' step
+            d = per_step.get(sb.step) if sb.step is not None else None  # a whole capture (None): no collectives' step
             if d is not None:
                 sb.caused_ns = int(d["caused_each"].get(rb.rank, 0))
 
