@@ -49,7 +49,7 @@ for table in %r:
     except sqlite3.Error:
         pass
 print(json.dumps({"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0}))
-''' % (TABLES,)
+''' % (TABLES,)  # noqa: UP031 - a code template: its own f-string's braces would need doubling for format()
 
 _PHASES = r'''
 import cProfile, io, json, pstats, sys, time
@@ -103,9 +103,9 @@ def big(repeats: int) -> None:
     for key, what in (("seconds", "wall"), ("cpu", "CPU")):
         o = statistics.median(r[key] for r in opens)
         f = statistics.median(r[key] for r in bares)
-        print(f"{'open without cache, %s seconds (median of %d)' % (what, repeats):<56} {o:>9.3f} s    "
+        print(f"{f'open without cache, {what} seconds (median of {repeats:d})':<56} {o:>9.3f} s    "
               f"runs {', '.join(f'{r[key]:.2f}' for r in opens)}")
-        print(f"{'bare sqlite3 fetch of its tables, %s seconds' % what:<56} {f:>9.3f} s    "
+        print(f"{f'bare sqlite3 fetch of its tables, {what} seconds':<56} {f:>9.3f} s    "
               f"runs {', '.join(f'{r[key]:.2f}' for r in bares)}")
         row(f"open / bare fetch ({what})", o / f, 1.25, "x")
     peaks = [r["peak_rss"] for r in opens]
@@ -132,7 +132,7 @@ def phases() -> None:
         res = run_probe(_PHASES, [BIG], False, d)
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    print(f"# phases of one open of nsys_ddp_big (cProfile; its overhead inflates Python-heavy parts)")
+    print("# phases of one open of nsys_ddp_big (cProfile; its overhead inflates Python-heavy parts)")
     print(f"{'  wall, seconds (profiled)':<56} {res['wall']:>9.3f} s")
     for label, key in PHASES:
         v = res["cum"].get(key)

@@ -17,9 +17,9 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, SHARED, trace_path
 from make_hosts import make
+
 from gpuviewer.analysis.efficiency_findings import ADVICE as EFFICIENCY_ADVICE
 
 SRC = trace_path("kineto", "ddp_clean", "ddp_clean_rank0.json.gz")

@@ -9,10 +9,10 @@ import math
 import os
 
 import numpy as np
-from PySide6.QtCore import Qt
 import pytest
-
 from conftest import make_window, trace_path
+from PySide6.QtCore import Qt
+
 from gpuviewer.model.categories import Cat
 
 GPT = ("kineto", "single_gpt_train.json.gz")

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 EFFICIENCY_RANKS = 8
 
 
-def analyze_session(trace: Trace, *, peak_tflops: float | None = None, peak_gbps: float | None = None) -> "Analysis":
+def analyze_session(trace: Trace, *, peak_tflops: float | None = None, peak_gbps: float | None = None) -> Analysis:
     """The analysis, each finding with what fixing its cause would save (analysis.savings), and the
     kernels' efficiency where there is something to say (peak_*: the device's roofs, overridden)."""
     a, args = _analyze(trace, savings=False)
@@ -34,7 +34,7 @@ def analyze_session(trace: Trace, *, peak_tflops: float | None = None, peak_gbps
     return a
 
 
-def efficiency_of(trace: Trace, analysis: "Analysis | None" = None, *, rank: int | None = None,
+def efficiency_of(trace: Trace, analysis: Analysis | None = None, *, rank: int | None = None,
                   peak_tflops: float | None = None, peak_gbps: float | None = None):
     """analysis.efficiency.Efficiency: the ops' shapes read from the sources (io.op_shapes), the
     device's roofs from model.peaks; MFU per step where the analysis' step windows are given."""
@@ -58,13 +58,13 @@ def measure_for_diff(trace: Trace):
     return measure(trace, args), args
 
 
-def analyze_keeping_parts(trace: Trace) -> "Analysis":
+def analyze_keeping_parts(trace: Trace) -> Analysis:
     """analyze_session, also keeping the ranks' maps in Analysis.parts (`analyze --summary`
     writes them: the same tables a Dask run writes)."""
     return _analyze(trace, keep_parts=True)[0]
 
 
-def _analyze(trace: Trace, keep_parts: bool = False, savings: bool = True) -> "tuple[Analysis, dict]":
+def _analyze(trace: Trace, keep_parts: bool = False, savings: bool = True) -> tuple[Analysis, dict]:
     """The map/reduce analysis with the NCCL kernels' and events' arguments from the files, and
     each finding's what-if saving (analysis.savings; savings False: left to the caller), with the
     NCCL arguments."""

@@ -3,7 +3,8 @@ analysis, queries), without a window. The CLI, reports, notebooks and the window
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..model.trace import Trace
 from .actions import EVENTS, SessionActions
@@ -41,7 +42,7 @@ class Session(SessionActions):
     @classmethod
     def open(cls, paths, *, use_cache: bool = True, align: bool = True, hosts: str | None = None,
              progress: Callable[[float, str], None] | None = None,
-             cancelled: Callable[[], bool] | None = None) -> "Session":
+             cancelled: Callable[[], bool] | None = None) -> Session:
         paths = [paths] if isinstance(paths, str) else [str(p) for p in paths]
         return cls(open_session(paths, use_cache=use_cache, align=align, hosts=hosts,
                                 progress=progress, cancelled=cancelled), paths)
@@ -60,7 +61,7 @@ class Session(SessionActions):
         return [r.rank for r in self.trace.ranks]
 
     @property
-    def analysis(self) -> "Analysis":
+    def analysis(self) -> Analysis:
         """Per-step breakdown and findings (analysis.results.Analysis: `to_json()` is what
         `gpuviewer analyze --json` prints), computed on first use."""
         if self._analysis is None:
@@ -73,23 +74,23 @@ class Session(SessionActions):
         return self.analysis.to_json()
 
     @property
-    def analysis_ready(self) -> "Analysis | None":
+    def analysis_ready(self) -> Analysis | None:
         """The analysis if it has been computed, else None (never computes)."""
         return self._analysis
 
-    def compute_analysis(self) -> "Analysis":
+    def compute_analysis(self) -> Analysis:
         """The analysis of this session, computed and returned, not kept: safe on a worker
         thread (the window's controller runs it there and hands it to set_analysis)."""
         from .analysis import analyze_session
         return analyze_session(self.trace)
 
-    def run_analysis(self) -> "Analysis":
+    def run_analysis(self) -> Analysis:
         """Compute the analysis in this thread, keep it and announce it."""
         analysis = self.compute_analysis()
         self.set_analysis(analysis)
         return analysis
 
-    def set_analysis(self, analysis: "Analysis | None") -> None:
+    def set_analysis(self, analysis: Analysis | None) -> None:
         """An analysis computed elsewhere (the window's worker thread) for this trace; None
         drops it (the topology changed: it must run again)."""
         self._analysis = analysis
