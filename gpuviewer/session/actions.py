@@ -178,6 +178,7 @@ class SessionActions:
         # next step's time, so the middle of the view would skip a step); else from the middle
         shown = step_shown(self.trace, *self.view.range)
         numbers = sorted({s.step for s in self.trace.steps})
+        n: int | None
         if shown is not None and numbers:
             i = numbers.index(shown) + (1 if direction > 0 else -1)
             n = numbers[min(max(i, 0), len(numbers) - 1)]
