@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from ..model.trace import Trace
 from . import registry
@@ -126,13 +126,13 @@ def _load(files: list[str], kinds: dict, use_cache: bool, progress, cancelled,
         return _load(more, {f: registry.sniff(f) for f in more}, use_cache, progress, cancelled)
     job = Job(progress, cancelled, optional, open_more)
     if use_cache and reader.cached:
-        from . import out_of_core
         from . import cache_join
         if cache_join.wanted(reader, files):
             # files already cached on their own (by --dask workers, the window): joined, not parsed
             t = cache_join.load(files, reader, job)
             if t is not None:
                 return t
+        from . import out_of_core
         if out_of_core.wanted(reader, files):
             # many big ranks: built rank by rank into the cache, never all in memory at once
             t = out_of_core.load(files, job)
