@@ -6,6 +6,17 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
 export QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}"
+# lint and types before the tests (mypy about 20 s the first time, then from its cache); settings in pyproject.toml
+if [ -x .venv/bin/ruff ]; then
+    .venv/bin/ruff check gpuviewer tests bench scripts || { echo "ruff check failed: see the lines above ('ruff check --fix' mends most)"; exit 1; }
+else
+    echo "ruff is not installed: lint skipped"
+fi
+if [ -x .venv/bin/mypy ]; then
+    .venv/bin/mypy || { echo "mypy failed: type errors above in gpuviewer/model, io, analysis, session or query"; exit 1; }
+else
+    echo "mypy is not installed: type check skipped"
+fi
 set +e
 # two workers, each test file on one (its module fixtures open a trace once); the slowest 20 listed
 .venv/bin/python -m pytest -q -p no:cacheprovider -n "${GPUVIEWER_TEST_WORKERS:-2}" --dist loadfile --durations=20 "$@"
