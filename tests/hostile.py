@@ -90,7 +90,7 @@ def assert_clean(r: Result) -> None:
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
 
 
-# -- fuzzing the commands (tests/test_fuzz_inputs.py, tests/test_fuzz_commands.py) ---------------
+# -- fuzzing the commands (tests/io/test_fuzz_inputs.py, tests/app/test_fuzz_commands.py) ----
 
 def png_ok(path: str) -> bool:
     with open(path, "rb") as f:

@@ -260,7 +260,7 @@ def _run_command(argv: list[str]) -> int:
         return 2
     if not getattr(args, "debug", False):
         # Python and numpy warnings are for developers; --debug shows them. The causes we
-        # know of are fixed and tested (tests/test_hostile_cli.py) with warnings as errors.
+        # know of are fixed and tested (tests/app/test_hostile_cli.py) with warnings as errors.
         import warnings
         warnings.simplefilter("ignore")
     try:

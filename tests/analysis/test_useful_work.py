@@ -12,7 +12,7 @@ import os
 import pytest
 from conftest import compat_path, run_cli, shared_listdir, trace_path
 
-# every shared trace with steps (as tests/test_critical_path.py: launch_bound_big left out for time),
+# every shared trace with steps (as tests/analysis/test_critical_path.py: launch_bound_big left out for time),
 # and a capture with no step ranges (its whole capture is one step)
 TRACES = [os.path.join("kineto", n) for n in shared_listdir(trace_path("kineto")) if n != "launch_bound_big.json.gz"] + \
          [os.path.join("nsys", n) for n in shared_listdir(trace_path("nsys"))] + \

@@ -11,11 +11,11 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import SHARED, trace_path
+from conftest import ROOT, SHARED, trace_path
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication, QWidget
 
-REF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "render_ref")
+REF = os.path.join(ROOT, "tests", "data", "render_ref")
 WRITE = os.environ.get("GPUVIEWER_WRITE_RENDER_REF") == "1"
 SIZE = (950, 420)  # the plot gets about 690 x 390 of it (the lane labels take 250)
 
@@ -258,7 +258,7 @@ _SUBPIXEL_CONF = """<?xml version="1.0"?>
 """
 _REPAINT = r"""
 import os, sys
-sys.path.insert(0, os.path.join(sys.argv[1], "tests"))
+sys.path[:0] = [os.path.join(sys.argv[1], "tests"), os.path.join(sys.argv[1], "tests", "widgets")]
 from PySide6.QtWidgets import QApplication
 app = QApplication([])
 import test_render_layers as t

@@ -2,7 +2,7 @@
 no "0.0 ms lost"; ranks printed as the integers they are; the status bar's warnings counted in
 the right number and listed on click; the clock alignment saying only the corrected residual; the
 rank heatmap coloured by absolute ms with its threshold said; SQL result headers with their unit.
-(nsys_ddp opening on its steady steps: tests/test_first_screen.py.)"""
+(nsys_ddp opening on its steady steps: tests/widgets/test_first_screen.py.)"""
 import os
 import re
 

@@ -3,7 +3,7 @@ readers must not change one byte of what users and scripts read. tests/data/anal
 the output of the sample and three small shared traces as of the typed-Analysis refactor.
 
 A deliberate change of what the analysis says (a rule corrected, a field added) rewrites them:
-GPUVIEWER_WRITE_GOLDEN=1 bash scripts/test.sh tests/test_analyze_golden.py, and the diff of the
+GPUVIEWER_WRITE_GOLDEN=1 bash scripts/test.sh tests/analysis/test_analyze_golden.py, and the diff of the
 JSON files is reviewed with the change."""
 import os
 
