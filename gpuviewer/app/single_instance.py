@@ -20,8 +20,10 @@ def server_name() -> str:
     return f"gpuviewer-{user}"
 
 
-def send_to_running(paths: list[str], name: str | None = None, timeout_ms: int = 1000) -> bool:
-    """True when a running instance took the files."""
+def send_to_running(paths: list[str], name: str | None = None, timeout_ms: int = 5000) -> bool:
+    """True when a running instance took the files. The wait only matters when a window is
+    listening: a busy one (reading a big trace) may answer late, and a second window opened
+    beside it would be worse than a few seconds' wait; with none listening, the connect fails at once."""
     sock = QLocalSocket()
     sock.connectToServer(name or server_name())
     if not sock.waitForConnected(timeout_ms):

@@ -278,8 +278,10 @@ def fetch_columns(db: SafeConnection, table: str, exprs: list[str], required: It
     a real by its text ('1.5', '1.0e+30', 'Inf'), which numpy refuses as an int64."""
     try:
         got = _concat_fetch(db, table, exprs, times, block)
-    except sqlite3.OperationalError:
-        if db.stopped is not None:
+    except sqlite3.OperationalError as e:
+        # stopped by our limits or Cancel, or "interrupted": Ctrl+C's KeyboardInterrupt raised in
+        # the progress handler and swallowed by sqlite3 (explain() turns it back): never retried
+        if db.stopped is not None or str(e) == "interrupted":
             raise
         got = None  # fetch_ints meets the same error and says it
     if got is not None:

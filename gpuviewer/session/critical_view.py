@@ -94,16 +94,32 @@ class PathView:
         return out
 
 
+def _int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and -(1 << 62) <= v <= (1 << 62)
+
+
+def _step_ok(st) -> bool:
+    return (isinstance(st, dict) and _int(st.get("step")) and _int(st.get("start_ns")) and _int(st.get("end_ns"))
+            and isinstance(st.get("critical_path") or [], list))
+
+
+def _segment_ok(s) -> bool:
+    return (isinstance(s, dict) and _int(s.get("rank")) and _int(s.get("start_ns")) and _int(s.get("end_ns"))
+            and isinstance(s.get("resource"), str) and isinstance(s.get("what", ""), str))
+
+
 def path_view(trace: Trace, analysis) -> PathView | None:
     """The analysis' critical paths placed on the trace's lanes; None when it has none (a
     session over the model's size, or without launches: analysis.notes says why)."""
     steps = getattr(analysis, "steps", None) or []
-    if not steps:
+    if not steps or not isinstance(steps, list):
         return None
     segs: list[tuple[int, dict]] = []
     sps: dict[int, StepPath] = {}
     for st in steps:
-        cp = st.get("critical_path") or []
+        if not _step_ok(st):  # a summary's analysis.json is the user's file: skip what is not a step
+            continue
+        cp = [s for s in st.get("critical_path") or [] if _segment_ok(s)]
         sps[int(st["step"])] = StepPath(int(st["step"]), int(st["start_ns"]), int(st["end_ns"]),
                                         str(st.get("bound_by") or ""), len(segs), len(cp), bool(st.get("warmup")))
         segs.extend((int(st["step"]), s) for s in cp)
@@ -114,7 +130,7 @@ def path_view(trace: Trace, analysis) -> PathView | None:
     res = np.fromiter((RESOURCES.index(s["resource"]) if s["resource"] in RESOURCES else 4 for _, s in segs),
                       np.int8, n)
     step = np.fromiter((k for k, _ in segs), np.int64, n)
-    view = PathView(start, end, rank, res, np.full(n, -1, np.int64), step, [s["what"] for _, s in segs], sps,
+    view = PathView(start, end, rank, res, np.full(n, -1, np.int64), step, [s.get("what", "") for _, s in segs], sps,
                     getattr(analysis, "bound_by", None))
     for st in trace.steps:
         lo, hi = view.windows.get(st.step, (st.start, st.end))

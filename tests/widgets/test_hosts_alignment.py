@@ -143,7 +143,8 @@ def test_more_than_8_ranks_start_as_summary_rows(qtbot, tmp_path):
     """Nine ranks: each starts as one row showing its GPU work; a rank expands on request."""
     from conftest import make_window
     make(SRC, str(tmp_path / "job"), ranks=9, hosts=1, layout="flat")
-    w = make_window(qtbot, tmp_path, block_analysis=True, size=(1600, 900))
+    # a tall screen: a small one also opens the top finding's late rank (test_laptop_window)
+    w = make_window(qtbot, tmp_path, block_analysis=True, size=(1600, 1200))
     assert w.open_paths([str(tmp_path / "job")], block=True)
     lm = w.timeline.layout_model
     assert [r.kind for r in lm.rows] == ["header"] * 9
