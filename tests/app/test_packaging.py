@@ -49,8 +49,10 @@ def test_single_instance_hands_files_to_the_running_window(tmp_path):
     try:
         import tempfile
         sock = os.path.join(tempfile.gettempdir(), name)  # QLocalServer's socket on Linux
-        for _ in range(240):  # until the first window listens
-            if os.path.exists(sock):
+        first_file = os.path.join(SAMPLES, "dataloader_stall.json.gz")
+        for _ in range(480):  # until the first window listens and has its own file (a file handed
+            # over while it still reads would replace that session: a busy machine is slow here)
+            if os.path.exists(sock) and f"loaded {first_file}" in log.read_text():
                 break
             assert first.poll() is None, first.communicate()[1][-2000:]
             time.sleep(0.25)
