@@ -33,7 +33,9 @@ def _needs_shared(path: str, seen: frozenset = frozenset()) -> bool:
         if os.path.basename(path) == "conftest.py":
             return False
         local = {a or b for a, b in _IMPORTS.findall(src)} - {"conftest"}
-        helpers = [os.path.join(os.path.dirname(path), f"{n}.py") for n in local]
+        # helpers beside the test or in tests/ itself (the tests mirror the packages in subfolders)
+        helpers = [os.path.join(d, f"{n}.py") for n in local
+                   for d in {os.path.dirname(path), os.path.dirname(os.path.abspath(__file__))}]
         _needs[path] = bool(_SHARED_NAMES.search(src)) or any(
             os.path.isfile(h) and h not in seen and _needs_shared(h, seen | {path}) for h in helpers)
     return _needs[path]
@@ -52,7 +54,13 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_terminal_summary(terminalreporter):
     if not HAVE_SHARED:
-        terminalreporter.write_line(f"{_skipped_for_shared} tests skipped because the real traces are absent "
+        # counted from the reports, which reach this process also from pytest-xdist's workers
+        # (collection, and so _skipped_for_shared, happens in the workers there)
+        reason = "needs the real traces at"
+        got = sum(1 for r in terminalreporter.stats.get("skipped", [])
+                  if reason in str(getattr(r, "longrepr", "")))
+        _skipped = max(got, _skipped_for_shared)
+        terminalreporter.write_line(f"{_skipped} tests skipped because the real traces are absent "
                                     f"({TRACES}; set GPUVIEWER_SHARED to run them)")
 
 
