@@ -69,14 +69,7 @@ def test_parallel_build_gives_the_same_analysis(built):
 
 def _children() -> set[int]:
     """This process's live child processes (of any of its threads), from /proc."""
-    out = set()
-    for f in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
-        try:
-            with open(f) as fh:
-                out |= {int(x) for x in fh.read().split()}
-        except OSError:
-            pass
-    return out
+    return _children_of(os.getpid())
 
 
 def _workers() -> set[int]:
