@@ -1,6 +1,6 @@
 """Memory curves decimated to pixels and kept as an image (issue 28, item 5): the decimation keeps
 every column's extremes, a pan copies the kept image (no redraw) and the curve is painted where
-its values are; a zoom draws it anew. samples/ddp (two ranks' allocator counters), opened once."""
+its values are; a zoom step stretches the image and the curves are drawn anew when it pauses. samples/ddp (two ranks' allocator counters), opened once."""
 import numpy as np
 import pytest
 from conftest import SAMPLES
@@ -79,16 +79,18 @@ def test_pan_copies_the_kept_image_and_draws_the_curve_where_its_values_are(pane
     x0, x1 = float(s["x"][0]), float(s["x"][-1])
     panel.follow(x0 + (x1 - x0) * 0.3, x0 + (x1 - x0) * 0.5)
     QApplication.processEvents()
-    plot.grab()
     item = panel.curve_items[0]
-    before = item.redraws
+    item.sharpen()  # a 5x zoom from the whole session: drawn at once, nothing pending
+    plot.grab()
+    assert not item.redraw_pending
+    before, stretched = item.redraws, item.stretched
     for k in range(6):  # pans of 2%, within the drawn span: copies, no redraw
         (a, b), _ = vb.viewRange()
         d = (b - a) * 0.02 * (1 if k % 2 == 0 else -1)
         panel.follow(a + d, b + d)
         QApplication.processEvents()
         img = plot.grab().toImage()
-    assert item.redraws == before
+    assert item.redraws == before and item.stretched == stretched
     # where the curves are painted: at sampled columns the blue pixels lie at the values of the
     # samples drawn in that column (and the lines into it), within 3 px
     checked = 0
@@ -133,9 +135,41 @@ def test_pan_copies_the_kept_image_and_draws_the_curve_where_its_values_are(pane
     for one, other in ((a_px, b_px), (b_px, a_px)):
         near = sum(1 for (x, y) in one if (x - 1, y) in other or (x, y) in other or (x + 1, y) in other)
         assert near >= 0.98 * len(one)
-    # a zoom draws the curves anew, once
+    # a zoom step (1.25x) stretches the kept image (no redraw) and the curves are drawn anew,
+    # once, when the zoom pauses (the timer calls sharpen())
     (a, b), _ = vb.viewRange()
-    panel.follow(a + (b - a) * 0.25, b - (b - a) * 0.25)
+    panel.follow(a + (b - a) * 0.1, b - (b - a) * 0.1)
     QApplication.processEvents()
     plot.grab()
-    assert item.redraws == before + 1
+    assert item.redraws == before and item.stretched > stretched and item.redraw_pending
+    item.sharpen()
+    QApplication.processEvents()
+    plot.grab()
+    assert item.redraws == before + 1 and not item.redraw_pending
+    # the sharp image is the curves drawn directly again (the stretched one is gone)
+    sharp = _curve_pixels(plot.grab().toImage())
+    pic = QPicture()
+    pp = QPainter(pic)
+    plot.render(pp)
+    pp.end()
+    fresh.fill(Qt.white)
+    pp = QPainter(fresh)
+    pic.play(pp)
+    pp.end()
+    direct = _curve_pixels(fresh)
+    assert len(sharp) > 300
+    for one, other in ((sharp, direct), (direct, sharp)):
+        near = sum(1 for (x, y) in one if (x - 1, y) in other or (x, y) in other or (x + 1, y) in other)
+        assert near >= 0.98 * len(one)
+    # a zoom out past the span the image holds (three views) draws at once, and so does a zoom
+    # in of more than 2x (a stretched image that coarse is not shown)
+    (a, b), _ = vb.viewRange()
+    panel.follow(a - 2 * (b - a), b + 2 * (b - a))
+    QApplication.processEvents()
+    plot.grab()
+    assert item.redraws == before + 2 and not item.redraw_pending
+    (a, b), _ = vb.viewRange()
+    panel.follow(a + (b - a) * 0.3, b - (b - a) * 0.3)
+    QApplication.processEvents()
+    plot.grab()
+    assert item.redraws == before + 3 and not item.redraw_pending
