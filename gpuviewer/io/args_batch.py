@@ -108,6 +108,23 @@ def kineto_args(trace: Trace, idx: np.ndarray, spec: ArgsSpec) -> dict[int, dict
     return out
 
 
+def kept_args(trace: Trace, idx: np.ndarray, spec: ArgsSpec) -> dict[int, dict]:
+    """kineto_args, from the arguments kept when the session was opened (trace.arg_table, whose
+    keys include every key of spec) when it has them: then no file is read."""
+    tab = trace.arg_table
+    if tab is None:
+        return kineto_args(trace, idx, spec)
+    out: dict[int, dict] = {}
+    if not len(idx) or not trace.sources or not all(s.format == "kineto" for s in trace.sources):
+        return out
+    keys = spec.keys.items()
+    for i, d in tab.of(trace, idx).items():
+        rec = {f: v for k, f in keys if (v := d.get(k)) is not None}
+        if rec:
+            out[i] = rec
+    return out
+
+
 def from_source(src: Source, ordinals: np.ndarray, spec: ArgsSpec) -> list[dict]:
     from .args import _check_unchanged, _piece
     _check_unchanged(src)

@@ -27,8 +27,9 @@ from .cache_check import Damaged, check_file, open_regular, read_sums, write_sum
 # (PyTorch 1.8/1.9) is a step; 11: CUPTI range-profiler and MTIA device events on device lanes;
 # 12: nsys whole-graph launches (CUPTI_ACTIVITY_KIND_GRAPH_TRACE) are GPU ops, Kineto slices of
 # unknown categories on a device's process (MTIA 0...) on its lanes; 13: nsys CUDA_GRAPH_EVENTS
-# (graph creation) as instants
-STORE_VERSION = 13
+# (graph creation) as instants; 14: the NCCL kernels' and ops' recorded arguments kept
+# (argtab_*.npy, model/arg_table.py)
+STORE_VERSION = 14
 # Entries up to this size are checked whole when opened: 256 MB hash in ~12 ms from the page
 # cache, under 5% of a warm open (BENCHMARKS.md). Bigger ones check each column when first read.
 EAGER_CHECK_BYTES = 256 << 20
@@ -80,12 +81,15 @@ def store(files: list[str], trace: Trace) -> str | None:
             from ..model.queries import lod_pack
             from ..model.view import steps_view
             arrays.update(lod_pack(trace))
+            if trace.arg_table is not None:
+                arrays.update(trace.arg_table.arrays())
             for name, arr in arrays.items():
                 np.save(os.path.join(tmp, f"{name}.npy"), np.ascontiguousarray(arr))
             meta = meta_dict(key, trace.format, len(trace), trace.names, trace.lanes, trace.ranks,
                              trace.steps, trace.counters, trace.sources, trace.warnings,
                              trace.metadata, (trace.start_ns, trace.end_ns), steps_view(trace),
                              trace.lane_offsets)
+            meta["argtab"] = trace.arg_table is not None
             return commit(tmp, meta)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -430,6 +434,9 @@ def _read(d: str, key: str, files: list[str]) -> Trace:
     # each row's events are also checked to lie in its lane when the row is first drawn
     # (queries._from_pack)
     lod_attach(t, lod)
+    if meta.get("argtab"):
+        from ..model.arg_table import ArgTable
+        t.arg_table = ArgTable.from_arrays({k: arr(k) for k in ("argtab_key", "argtab_ref", "argtab_blob", "argtab_off")})
     try:
         os.utime(os.path.join(d, "meta.json"), follow_symlinks=False)  # "used last" for eviction
     except (OSError, NotImplementedError):

@@ -1,8 +1,9 @@
 """The arguments of NCCL kernels that collective matching needs: process group, collective
 name, element counts, dtype and group size (PyTorch profiler traces record them on the kernel
-since 2.1). The store keeps no arguments, so they are fetched from the source once per session,
-in source order (each piece of the file decompressed and decoded once, by a decoder that builds
-only these fields), and kept on the trace."""
+since 2.1). They are kept with the events when the trace is opened (model/arg_table.py); a
+session opened without them (other paths into the cache) fetches them from the source once, in
+source order (each piece of the file decompressed and decoded once, by a decoder that builds only
+these fields). Either way they are kept on the trace for the session."""
 from __future__ import annotations
 
 from typing import Any
@@ -12,7 +13,7 @@ import numpy as np
 
 from ..model.categories import Cat
 from ..model.trace import Trace
-from .args_batch import ArgsSpec, kineto_args
+from .args_batch import ArgsSpec, kept_args
 
 
 class _CommArgs(msgspec.Struct):
@@ -38,6 +39,6 @@ def collective_args(trace: Trace) -> dict[int, dict]:
     if cached is not None:
         return cached
     idx = np.flatnonzero(np.asarray(trace.columns["cat"]) == Cat.COMM_KERNEL)
-    out = kineto_args(trace, idx, _SPEC)  # without them kernels match by name and order
+    out = kept_args(trace, idx, _SPEC)  # without them kernels match by name and order
     trace.derived["collective_args"] = out
     return out

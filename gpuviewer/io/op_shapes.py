@@ -1,5 +1,6 @@
 """The recorded shapes of CPU ops (Kineto `record_shapes`: Input Dims, Input type, Concrete
-Inputs), fetched from the source files for the ops asked about (the store keeps no arguments).
+Inputs) of the ops asked about: kept with the events when the trace was opened
+(model/arg_table.py), or else fetched from the source files.
 
 A profiler records shapes on every op or on none, so the first few ops are fetched first: when
 none of them has shapes, the file is not read any further (a million-event trace without shapes
@@ -12,7 +13,7 @@ import msgspec
 import numpy as np
 
 from ..model.trace import Trace
-from .args_batch import ArgsSpec, kineto_args
+from .args_batch import ArgsSpec, kept_args
 
 
 class _Shapes(msgspec.Struct):
@@ -33,10 +34,10 @@ def op_shapes(trace: Trace, idx: np.ndarray) -> dict[int, dict]:
         return {}
     src = np.asarray(trace.columns["src"])[idx]
     first = idx[np.argsort(src, kind="stable")[:PROBE]]  # the earliest in the files: the first piece
-    probe = kineto_args(trace, first, _SPEC)
+    probe = kept_args(trace, first, _SPEC)
     if not any("dims" in v for v in probe.values()):
         return {}
     rest = idx[~np.isin(idx, first)]
     out = {i: v for i, v in probe.items() if "dims" in v}
-    out.update({i: v for i, v in kineto_args(trace, rest, _SPEC).items() if "dims" in v})
+    out.update({i: v for i, v in kept_args(trace, rest, _SPEC).items() if "dims" in v})
     return out

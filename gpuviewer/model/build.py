@@ -28,6 +28,10 @@ class TraceBuilder:
         self.warnings: list[str] = []
         self.metadata: dict = {}
         self.n_events = 0  # added so far (for progress messages)
+        # (source, ordinals, refs into arg_blobs) per file of a reader that keeps recorded
+        # arguments at open (io/arg_capture.py); None: this reader keeps none
+        self.arg_parts: list[tuple[int, np.ndarray, np.ndarray]] | None = None
+        self.arg_blobs: dict[bytes, int] = {}
 
     # -- lanes ---------------------------------------------------------------------------
     def lane(self, rank: int, kind: str, device: int, stream: int, label: str, *, pid: int = -1,
@@ -70,11 +74,15 @@ class TraceBuilder:
         inst = _concat_inst(self._inst)
         flows = link_flows(cols, np.array([ln.rank for ln in self.lanes], np.int64))
         self.finish_tables()
-        return Trace(format=self.format, columns=cols, names=self.names.strings, lanes=self.lanes,
-                     ranks=[self.ranks[r] for r in sorted(self.ranks)], counters=self.counters,
-                     steps=sorted(self.steps, key=lambda s: (s.rank, s.step)), flows=flows,
-                     instants=inst, sources=self.sources, warnings=self.warnings,
-                     metadata=self.metadata)
+        t = Trace(format=self.format, columns=cols, names=self.names.strings, lanes=self.lanes,
+                  ranks=[self.ranks[r] for r in sorted(self.ranks)], counters=self.counters,
+                  steps=sorted(self.steps, key=lambda s: (s.rank, s.step)), flows=flows,
+                  instants=inst, sources=self.sources, warnings=self.warnings,
+                  metadata=self.metadata)
+        if self.arg_parts is not None:
+            from .arg_table import ArgTable
+            t.arg_table = ArgTable.build(self.arg_parts, list(self.arg_blobs))
+        return t
 
     def take_part(self, lane_lo: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """The events and instants added since the last call, sorted and nested like finish()

@@ -7,9 +7,12 @@ session's axis (Unix epoch ns where the producer recorded it).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .arg_table import ArgTable
 
 # Column name -> dtype. About 35 bytes an event (see BENCHMARKS.md for the measured figure).
 EVENT_COLUMNS: dict[str, Any] = {
@@ -116,6 +119,9 @@ class Trace:
         self._span: tuple[int, int] | None = None
         self.snapshots: list = []  # memory snapshot replays (model.memory.SnapshotSeries)
         self.topology = None  # model.topology.Topology, when a topology file joined the session
+        # model.arg_table.ArgTable: arguments the analysis reads, kept at open (Kineto); None:
+        # not kept (other readers, sessions joined from older cache entries), fetched from the files
+        self.arg_table: ArgTable | None = None
 
     # -- basic shape -------------------------------------------------------------------
     def __len__(self) -> int:

@@ -1,0 +1,89 @@
+"""The arguments kept from a Kineto piece as it is decoded (model/arg_table.py): the keys that
+collective matching (io/comm_args.py) and the ops' shapes (io/op_shapes.py) read, taken in the
+same pass as the columns so an analysis never reads the file again. The decoder hands each value
+over as its raw JSON bytes (chrome_events.Args), so nothing is built for them here but one JSON
+object per distinct combination."""
+from __future__ import annotations
+
+import msgspec
+import numpy as np
+
+# producer's key -> the field of chrome_events.Args that holds its raw JSON (in this order)
+KEPT = {
+    "Process Group Name": "pg_name", "Process Group Description": "pg_desc",
+    "Process Group Ranks": "pg_ranks", "Collective name": "coll_name",
+    "In msg nelems": "in_nelems", "Out msg nelems": "out_nelems", "dtype": "dtype",
+    "Group size": "group_size", "Src Rank": "src_rank", "Dst Rank": "dst_rank",
+    "Input Dims": "in_dims", "Input type": "in_types", "Concrete Inputs": "concrete",
+}
+_FIELDS = tuple(KEPT.values())
+_KEYS = tuple(msgspec.json.encode(k) + b":" for k in KEPT)
+# a piece holding none of these (a GPU-only piece, a trace without shapes) is not looked at;
+# one with \u escapes is (a key may be spelled with them)
+_MARKS = tuple(msgspec.json.encode(k) for k in KEPT) + (b"\\u",)
+_NULL = b"null"
+
+
+def raw_of(v) -> msgspec.Raw | None:
+    """A value from a loosely decoded args object as raw JSON (None when absent or unencodable)."""
+    if v is None:
+        return None
+    try:
+        return msgspec.Raw(msgspec.json.encode(v))
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return None
+
+
+def capture(buf: bytes, x: list, pos: np.ndarray) -> dict | None:
+    """For the events x (at positions pos of the piece) that carry any kept key with a value
+    other than null: {"pos": their positions, "ref": each one's object, "blobs": the distinct
+    objects as JSON bytes}; None when none does."""
+    if not any(m in buf for m in _MARKS):
+        return None
+    rows: list[int] = []
+    refs: list[int] = []
+    index: dict[tuple, int] = {}
+    blobs: list[bytes] = []
+    astuple = msgspec.structs.astuple
+    n = len(_FIELDS)
+    start = -1
+    for j, e in enumerate(x):
+        a = e.args
+        if a is None:
+            continue
+        if start < 0:  # the kept fields sit together in the struct: one C call takes them all
+            start = type(a).__struct_fields__.index(_FIELDS[0])
+        t = astuple(a)[start:start + n]
+        if t.count(None) == n:
+            continue
+        vals = tuple(None if v is None else bytes(v) for v in t)
+        r = index.get(vals)
+        if r is None:
+            parts = [k + v for k, v in zip(_KEYS, vals) if v is not None and v != _NULL]
+            r = index[vals] = len(blobs) if parts else -1
+            if parts:
+                blobs.append(b"{" + b",".join(parts) + b"}")
+        if r >= 0:
+            rows.append(j)
+            refs.append(r)
+    if not rows:
+        return None
+    return {"pos": np.asarray(pos)[rows].astype(np.int64), "ref": np.array(refs, np.int32), "blobs": blobs}
+
+
+class Collected:
+    """One file's captured pieces, their objects numbered across the file (and across the
+    session through the builder's shared dict)."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[np.ndarray, np.ndarray]] = []  # (ordinals, refs into the builder's blobs)
+
+    def add(self, got: dict, base: int, blob_ids: dict[bytes, int]) -> None:
+        ids = np.array([blob_ids.setdefault(b, len(blob_ids)) for b in got["blobs"]], np.int32)
+        self.parts.append((got["pos"] + base, ids[got["ref"]]))
+
+    def hand_over(self, b, source: int) -> None:
+        """Into the builder (model/build.py), as this file's rows."""
+        for ordinals, refs in self.parts:
+            b.arg_parts.append((source, ordinals, refs))
+        self.parts = []
