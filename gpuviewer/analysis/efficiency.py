@@ -67,11 +67,15 @@ def device_name(trace: Trace) -> str | None:
                  if isinstance(p.get("name"), str) and p["name"]), None)
 
 
-def launch_parents(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """(compute kernels, the CPU op that launched each or -1), event indices."""
+def launch_parents(trace: Trace, rank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(compute kernels, the CPU op that launched each or -1), event indices; rank: that rank's
+    kernels only (each kernel's op is found on its own: the same answer for them, 1/64 of the
+    work at 64 ranks)."""
     c = trace.columns
     cat = np.asarray(c["cat"])
     kernels = np.flatnonzero(cat == Cat.KERNEL)
+    if rank is not None:
+        kernels = kernels[trace.lane_rank_array()[np.asarray(c["lane"])[kernels]] == rank]
     parent = np.full(len(kernels), -1, np.int64)
     api, gpu = (np.asarray(a, np.int64) for a in trace.flows)
     if not len(kernels) or not len(api):
@@ -151,7 +155,7 @@ def compute(trace: Trace, shapes: ShapesFetcher, peaks: Peaks, steps: list[dict]
     probe = _first_ruled_ops(trace, ruled)
     recorded = bool(len(probe)) and bool(shapes(trace, probe))
     if recorded:
-        kernels, parent = launch_parents(trace)
+        kernels, parent = launch_parents(trace, rank)
     else:
         kernels = np.flatnonzero(np.asarray(c["cat"]) == Cat.KERNEL)
         parent = np.full(len(kernels), -1, np.int64)
