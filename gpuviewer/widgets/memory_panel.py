@@ -1,7 +1,11 @@
 """Memory panel: allocated and reserved bytes per rank and device on the timeline's time axis
 (x-linked, so pan and zoom follow it), the device's capacity, each step's peak, headroom;
 snapshot replays with call-site categories as stacked areas. Hover shows the value (and the
-snapshot allocation); a click puts a cursor on the timeline at that time."""
+snapshot allocation); a click puts a cursor on the timeline at that time.
+
+Nothing but the curves and the peak's label is drawn over the data: the key (ranks' colours,
+solid / dashed, categories) is the line above the plot, the capacity a mark on the y axis
+(render/gb_axis.py), and the peak's label is placed where its measured text fits in the view."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,6 +17,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QTextBrowser, QVBo
 from ..model.trace import Trace
 from ..render import theme
 from ..render.curves_item import CurvesItem
+from ..render.gb_axis import GbAxis
 from ..render.time_axis import TimeAxis, format_ns
 from ..session.panels import memory_capacity as capacity_bytes
 from ..session.panels import memory_peaks_per_step as peaks_per_step
@@ -22,6 +27,7 @@ RANK_COLORS = [(37, 99, 235), (220, 38, 38), (22, 163, 74), (147, 51, 234), (234
 CAT_COLORS = [(96, 165, 250, 150), (251, 146, 60, 150), (74, 222, 128, 150), (192, 132, 252, 150),
               (148, 163, 184, 150), (250, 204, 21, 150)]
 GB = 1e9
+_MARKER_PX = 9  # a step peak's triangle rises 7 px above its point; a label keeps clear of it
 # Category colours as PyTorch's memory timeline draws them, for both snapshots and timelines.
 CATEGORY_COLOR = {"parameters": (22, 101, 52), "parameters / inputs": (22, 101, 52), "optimizer state": (218, 165, 32),
                   "inputs": (71, 85, 105), "temporaries": (147, 112, 219), "activations": (220, 38, 38),
@@ -43,11 +49,16 @@ class MemoryPanel(QWidget):
         from PySide6.QtWidgets import QSizePolicy
         self.info.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         self.info.setMinimumWidth(0)
+        # the key, short and never cut: the notes before it give way (their full text is a tooltip)
+        self.key = QLabel("")
+        self.key.setTextFormat(Qt.RichText)
         self.frames = QTextBrowser()
         self.frames.setMaximumWidth(420)
         self.frames.hide()
         top = QHBoxLayout()
         top.addWidget(self.info, 1)
+        top.addWidget(self.key)
+        top.addSpacing(12)
         top.addWidget(self.multiples)
         self.plots_box = QVBoxLayout()
         self.plots_box.setSpacing(0)
@@ -63,7 +74,8 @@ class MemoryPanel(QWidget):
         self.series: list[dict] = []  # what is drawn: rank, device, name, x, y
         self.curve_items: list[CurvesItem] = []  # one a plot
         self.peaks: list[tuple[int, int, float, float]] = []  # rank, step, x, GB: the step peaks marked
-        self._legend = True  # whether curves are named in the legend (off past four)
+        self.peak_labels: list[tuple[pg.PlotWidget, pg.TextItem]] = []  # placed on each range change
+        self._category_keys: list[tuple[str, tuple]] = []
         self.multiples.toggled.connect(lambda _: self.rebuild())
 
     def align_with(self, left_px: int, right_px: int) -> None:
@@ -89,25 +101,25 @@ class MemoryPanel(QWidget):
         self.series = []
         self.curve_items = []
         self.peaks = []
+        self.peak_labels = []
+        self._ytop: dict = {}  # plot -> the highest value it shows (GB)
+        self._category_keys: list[tuple[str, tuple]] = []  # snapshot categories named above the plot
+        self.key.setText("")
 
     def _new_plot(self, title: str) -> pg.PlotWidget:
-        p = pg.PlotWidget(axisItems={"bottom": TimeAxis("bottom")})
+        p = pg.PlotWidget(axisItems={"bottom": TimeAxis("bottom"), "left": GbAxis()})
         left, right = getattr(self, "_align", (0, 0))
         p.getAxis("left").setWidth(max(40, left))
         p.getPlotItem().layout.setContentsMargins(0, 0, right, 0)
         p.setMinimumHeight(70)  # small screens: the timeline keeps the height
         p.setBackground(theme.current().background)
-        p.setLabel("left", "GB")
         p.setMenuEnabled(False)
         p.hideButtons()
         p.setMouseEnabled(x=True, y=False)
-        p.setTitle(title, size="9pt")
-        th = theme.current()
-        bg = th.background
-        # the legend across the top, on a backing, the curves below it (the y range leaves room);
-        # past four curves the line above the plot names the ranks in their colours instead
-        p.addLegend(offset=(-10, 2), colCount=2, brush=pg.mkBrush(bg.red(), bg.green(), bg.blue(), 215),
-                    labelTextColor=th.text_dim, verSpacing=-6)
+        if title:
+            # small multiples share a short strip: each plot named on its axis (no title row), the
+            # time axis under the last one only (rebuild), so the curves keep the height
+            p.setLabel("left", title)
         if self.link_to is not None:
             # Same range as the timeline, both ways. (pyqtgraph's setXLink aligns views by screen
             # geometry, which is off when the plot areas differ; an exact range is simpler.)
@@ -115,6 +127,8 @@ class MemoryPanel(QWidget):
             x0, x1 = self.link_to.viewRange()[0]
             vb.setXRange(x0, x1, padding=0)
             vb.sigXRangeChanged.connect(lambda v, r: self._from_memory(v))
+        p.getViewBox().sigRangeChanged.connect(lambda *_, pw=p: self._place_labels(pw))
+        p.getViewBox().sigResized.connect(lambda *_, pw=p: self._fit_y(pw))
         p.scene().sigMouseMoved.connect(lambda pos, pw=p: self._hover(pw, pos))
         p.scene().sigMouseClicked.connect(lambda ev, pw=p: self._click(pw, ev))
         self.plots_box.addWidget(p)
@@ -150,15 +164,14 @@ class MemoryPanel(QWidget):
         notes = []
         colored: list[tuple[int, tuple]] = []  # notes written in their rank's colour
         for group in groups:
-            plot = self._new_plot("rank " + ", ".join(map(str, group)) if self.multiples.isChecked() else "")
+            plot = self._new_plot(f"r{group[0]}" if self.multiples.isChecked() else "")
+            if self.multiples.isChecked() and group is not groups[-1]:
+                plot.hideAxis("bottom")
             curves = CurvesItem()  # every curve of the plot in one item, decimated to pixels
             plot.addItem(curves)
             self.curve_items.append(curves)
             ymax = 0.0
-            # past four curves the legend is not filled at all (each entry added re-lays out all
-            # the others: 544 curves of a crafted snapshot took 27 s in the legend alone)
-            self._legend = sum(1 for c in t.counters if c.rank in group and len(c.t) and c.name.startswith(
-                ("allocated", "reserved"))) + sum(1 for s in getattr(t, "snapshots", []) if s.rank in group) <= 4
+            marks: list[tuple[float, str]] = []  # capacities, on the y axis
             for r in group:
                 col = RANK_COLORS[r % len(RANK_COLORS)]
                 for c in t.counters:
@@ -169,8 +182,6 @@ class MemoryPanel(QWidget):
                     y = np.asarray(c.v, np.float64) / GB
                     pen = pg.mkPen(col, width=1.5, style=Qt.DashLine if dash else Qt.SolidLine)
                     curves.add(x, y, pen)
-                    if self._legend:  # a legend entry needs only the pen: a curve that draws nothing
-                        plot.plotItem.legend.addItem(pg.PlotDataItem(pen=pen), f"r{r} GPU{c.device} {c.name}")
                     self.series.append({"rank": r, "device": c.device, "name": c.name, "x": x, "y": y})
                     ymax = max(ymax, float(y.max()))
                     if c.name == "allocated":
@@ -187,19 +198,19 @@ class MemoryPanel(QWidget):
                             if len(group) > 1:
                                 continue  # overlaid ranks: the peaks are in the line above the plot
                             lab = pg.TextItem(f"r{r} peak {top['peak_bytes'] / GB:.2f} GB (step {top['step']})",
-                                              color=col, anchor=(0.5, 1.3))
+                                              color=col, anchor=(0.5, 1.0))
                             lab.setPos(top["t_ns"] - self.origin, top["peak_bytes"] / GB)
                             plot.addItem(lab)
+                            self.peak_labels.append((plot, lab))
                 cap_devs = {c.device for c in t.counters if c.rank == r}
                 data_max = max((float(s_["y"].max()) for s_ in self.series if s_["rank"] == r), default=0.0)
                 for d in sorted(cap_devs):
                     cap = capacity_bytes(t, r, d)
                     if cap and cap / GB <= 1.6 * max(data_max, 1e-9):
                         ink = theme.current().text_dim
-                        line = pg.InfiniteLine(pos=cap / GB, angle=0, pen=QPen(ink, 1, Qt.DashDotLine),
-                                               label=f"r{r} GPU{d} capacity {cap / GB:.1f} GB",
-                                               labelOpts={"position": 0.02, "color": ink, "anchors": [(0, 1), (0, 1)]})
-                        plot.addItem(line)
+                        # named on the y axis (same GPUs: one mark), never over the curves
+                        plot.addItem(pg.InfiniteLine(pos=cap / GB, angle=0, pen=QPen(ink, 1, Qt.DashDotLine)))
+                        marks.append((round(cap / GB, 1), f"capacity {cap / GB:.1f} GB"))
                         ymax = max(ymax, cap / GB)
                     if cap:
                         peak = max((s["y"].max() for s in self.series if s["rank"] == r and s["device"] == d
@@ -217,16 +228,62 @@ class MemoryPanel(QWidget):
                                      f"{s.allocated.max() / GB:.2f} GB in the recorded history (click for the stack)")
                     else:
                         notes.append(f"memory timeline: peak {s.allocated.max() / GB:.2f} GB by category")
-            plot.setYRange(0, ymax * 1.6 if ymax else 1, padding=0)
-            if sum(1 for x in self.series if x["rank"] in group) > 4:
-                plot.plotItem.legend.clear()  # a wall of entries over the curves says less than colours
+            plot.getAxis("left").set_marks(marks)
+            self._ytop[plot] = ymax
+            self._fit_y(plot)
         import html
         tint = dict(colored)
         parts = [f"<span style='color:rgb{tint[k]}'>{html.escape(n)}</span>" if k in tint else html.escape(n)
                  for k, n in enumerate(notes)]
-        self.info.setText("  ·  ".join(parts) + ("  ·  solid: allocated, dashed: reserved" if colored else "")
+        # snapshot categories first: the stacked bands are read by them
+        cats = "&nbsp;&nbsp;".join(f"<span style='color:rgb{rgb}'>&#9632;</span>&nbsp;{html.escape(name)}"
+                                   for name, rgb in self._category_keys)
+        self.key.setText("solid: allocated, dashed: reserved" if colored else "")
+        self.info.setText("  ·  ".join(([cats] if cats else []) + parts)
                           or "allocated (solid) and reserved (dashed) per rank and device")
-        self.info.setToolTip("\n".join(notes))
+        self.info.setToolTip("\n".join([n for n, _ in self._category_keys] + notes))
+
+    def _fit_y(self, plot) -> None:
+        """The y range: from 0 to the top value and room above it for the step markers and, where
+        the plot is tall enough (2.5 times that room), for the peak's label."""
+        top = self._ytop.get(plot, 0.0)
+        if not top:
+            plot.setYRange(0, 1, padding=0)
+        else:
+            h = plot.getViewBox().height()
+            room = _MARKER_PX + max((lab.textItem.boundingRect().height() for pw, lab in self.peak_labels
+                                     if pw is plot), default=0.0)
+            # the top value `room` px under the plot's top, or 15% of the height under it
+            frac = room / h if h >= 2.5 * room else 0.15
+            plot.setYRange(0, top / (1 - frac), padding=0)
+        self._place_labels(plot)
+
+    def _place_labels(self, plot) -> None:
+        """Each peak label above its point, centred, unless its measured text would leave the
+        view there: then shifted to stay inside (left or right aligned), or hidden where the
+        view is too short for it or the peak is out of view."""
+        vb = plot.getViewBox()
+        view = vb.sceneBoundingRect()
+        if view.width() <= 0 or view.height() <= 0:
+            return
+        for pw, lab in self.peak_labels:
+            if pw is not plot:
+                continue
+            size = lab.textItem.boundingRect()  # the text's own pixels
+            at = vb.mapViewToScene(lab.pos())
+            ax = 0.5
+            if at.x() - size.width() / 2 < view.left():
+                ax = 0.0
+            elif at.x() + size.width() / 2 > view.right():
+                ax = 1.0
+            h = max(size.height(), 1.0)
+            # above the point and its step marker, or not at all (a short strip: below it, the
+            # label lay over the curve; the line above the plot says the peak)
+            above = at.y() - _MARKER_PX - h >= view.top() - 0.5
+            lab.setVisible(above and view.left() <= at.x() <= view.right())  # its peak in view
+            ay = 1 + _MARKER_PX / h
+            if (ax, ay) != tuple(lab.anchor):
+                lab.setAnchor((ax, ay))
 
     def _stacked(self, plot, s) -> None:
         """Call-site categories as stacked areas: cumulative curves filled down to zero, drawn
@@ -241,8 +298,9 @@ class MemoryPanel(QWidget):
             item.setData(x, cum[k], pen=pg.mkPen(rgba[:3], width=0.5), fillLevel=0.0,
                          brush=pg.mkBrush(*rgba[:3], 200), name=f"snapshot: {names[k]}")
             item.setZValue(-10 - k)
-            if self._legend:
-                plot.plotItem.legend.addItem(item, f"{names[k]} (by call site)" if s.allocations else names[k])
+            key = (f"{names[k]} (by call site)" if s.allocations else names[k], tuple(rgba[:3]))
+            if key not in self._category_keys:
+                self._category_keys.insert(0, key)  # drawn top band first: the key reads bottom up
         self.series.append({"rank": s.rank, "device": s.device, "name": "snapshot", "x": x,
                             "y": s.allocated / GB, "snapshot": s})
 

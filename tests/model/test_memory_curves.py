@@ -99,9 +99,6 @@ def test_pan_copies_the_kept_image_and_draws_the_curve_where_its_values_are(pane
         xv = a + (b - a) * frac
         col = plot.mapFromScene(vb.mapViewToScene(pg.Point(xv, 0))).x()
         rows = _blue_rows(img, col)
-        leg = plot.mapFromScene(plot.plotItem.legend.sceneBoundingRect()).boundingRect()
-        if leg.left() <= col <= leg.right():
-            rows = [r for r in rows if not leg.top() <= r <= leg.bottom()]  # the legend's samples
         if not rows:
             continue
         near = []

@@ -1,0 +1,112 @@
+"""The memory strip readable on a 1366x768 laptop and a 2560x1440 screen (issue 28): nothing
+drawn over the curves but a step's peak label; the key (solid / dashed) is a line above the plot,
+clear of its data area; the y axis' labels (GB, the device's capacity as a mark) and the peak
+labels never overlap one another and stay inside their axis or view, measured from the items'
+own text extents (QFontMetrics, bounding rects) in real windows, offscreen. samples/ddp (two
+ranks overlaid) and kineto/memory_pressure (one rank near its capacity), each window opened once."""
+import gzip
+import json
+import os
+
+import pytest
+from conftest import SAMPLES, trace_path
+from PySide6.QtCore import QRect
+
+SIZES = [(1366, 768), (2560, 1440)]
+
+
+def _capacity_gb(path: str) -> float:
+    """The device's memory from the trace file itself (Kineto's deviceProperties)."""
+    with gzip.open(path) as f:
+        props = json.load(f)["deviceProperties"]
+    return props[0]["totalGlobalMem"] / 1e9
+
+
+@pytest.fixture(scope="module", params=[(s, t) for s in SIZES for t in ("ddp", "pressure")],
+                ids=lambda p: f"{p[0][0]}x{p[0][1]}-{p[1]}")
+def window(request, qapp, tmp_path_factory):
+    from PySide6.QtCore import QSettings
+
+    from gpuviewer.widgets.main_window import MainWindow
+    size, which = request.param
+    path = os.path.join(SAMPLES, "ddp") if which == "ddp" else trace_path("kineto", "memory_pressure.json.gz")
+    w = MainWindow(QSettings(str(tmp_path_factory.mktemp("strip") / "s.ini"), QSettings.IniFormat))
+    w.quiet_errors = True
+    w.controller.block_analysis = True
+    w.resize(*size)
+    w.show()
+    assert w.open_paths([path], block=True)
+    w.memory_dock.show()
+    w.memory_dock.raise_()  # a tab on the laptop: brought to the front
+    for _ in range(3):
+        qapp.processEvents()
+    yield w, which, path
+    w.close()
+    w.deleteLater()
+    qapp.processEvents()
+
+
+def _in_panel(panel, widget, rect: QRect) -> QRect:
+    """A rect in `widget`'s coordinates, in the panel's."""
+    return QRect(widget.mapTo(panel, rect.topLeft()), rect.size())
+
+
+def _check(panel, qapp) -> int:
+    """Every check on the panel as it is; returns how many labels were measured."""
+    from PySide6.QtGui import QFontMetrics
+    qapp.processEvents()
+    measured = 0
+    key = QRect(panel.key.mapTo(panel, panel.key.rect().topLeft()), panel.key.size())
+    assert panel.key.text() == "solid: allocated, dashed: reserved"
+    # the key whole: as wide as its text needs
+    assert panel.key.width() >= QFontMetrics(panel.key.font()).horizontalAdvance(panel.key.text())
+    for plot in panel.plots:
+        assert plot.plotItem.legend is None  # no legend over the curves
+        vb = plot.getViewBox()
+        data = _in_panel(panel, plot, plot.mapFromScene(vb.sceneBoundingRect()).boundingRect())
+        assert data.height() >= 15 and not key.intersects(data), (key, data)
+        axis = plot.getAxis("left")
+        rects = axis.label_rects()
+        h = axis.geometry().height()
+        fm = QFontMetrics(axis.style["tickFont"])
+        for k, (top, bottom, text) in enumerate(rects):
+            assert 0 <= top and bottom <= h, (top, bottom, h, text)
+            for top2, bottom2, text2 in rects[k + 1:]:
+                assert bottom <= top2 or bottom2 <= top, (text, text2, rects)
+            measured += 1
+        # the labels drawn are elided to the axis' width
+        for text in axis.tickStrings([v for v, _ in axis.chosen(*vb.viewRange()[1], h)], 1.0, 1.0):
+            assert fm.horizontalAdvance(text) <= axis.width()
+        view = vb.sceneBoundingRect()
+        labels = [lab for pw, lab in panel.peak_labels if pw is plot and lab.isVisible()]
+        for k, lab in enumerate(labels):
+            r = lab.mapRectToScene(lab.boundingRect())
+            assert view.contains(r), (r, view)
+            for other in labels[k + 1:]:
+                assert not r.intersects(other.mapRectToScene(other.boundingRect()))
+            measured += 1
+    return measured
+
+
+def test_strip_key_axis_and_labels_never_overlap(window, qapp):
+    w, which, path = window
+    panel = w.memory
+    assert panel.plots and panel.isVisible()
+    assert _check(panel, qapp) >= 1
+    if which == "pressure":
+        # the capacity, from the file, is a mark on the axis, and the only rank's peak is labelled
+        cap = _capacity_gb(path)
+        texts = [t for p in panel.plots for _, _, t in p.getAxis("left").label_rects()]
+        assert any(t.endswith(f"{cap:.1f} GB") for t in texts), texts
+    # pans and zooms move the peak labels: still inside, still apart
+    for f in (4.0, 0.5, 2.0):
+        w.timeline.zoom(f)
+        _check(panel, qapp)
+        w.timeline.pan(0.3)
+        _check(panel, qapp)
+    panel.multiples.setChecked(True)  # a plot per rank, each with its peak label
+    try:
+        assert _check(panel, qapp) >= 1
+    finally:
+        panel.multiples.setChecked(False)
+        qapp.processEvents()
