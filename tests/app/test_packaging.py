@@ -4,6 +4,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, SAMPLES, run_cli, trace_path
@@ -96,18 +97,66 @@ def test_paths_with_spaces_and_non_ascii_from_any_directory(tmp_path):
     assert out.stat().st_size > 20_000
 
 
+def _bundle_key(pyi: str) -> str:
+    """What a build depends on: our sources, resources, the spec and pyproject, every installed
+    distribution's version, the interpreter. Equal keys give the same bundle, so it is reused."""
+    import hashlib
+    from importlib import metadata
+    h = hashlib.sha256()
+    for top in ("gpuviewer", "resources"):
+        for d, dirs, files in os.walk(os.path.join(ROOT, top)):
+            dirs[:] = sorted(x for x in dirs if x != "__pycache__")
+            for f in sorted(files):
+                if not f.endswith((".pyc", ".pyo")):
+                    fp = os.path.join(d, f)
+                    h.update(os.path.relpath(fp, ROOT).encode() + b"\0")
+                    with open(fp, "rb") as fh:
+                        h.update(hashlib.sha256(fh.read()).digest())
+    for f in ("gpuviewer.spec", "pyproject.toml"):
+        with open(os.path.join(ROOT, f), "rb") as fh:
+            h.update(f.encode() + hashlib.sha256(fh.read()).digest())
+    dists = sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions())
+    h.update("\n".join([sys.version, sys.executable, pyi, *dists]).encode())
+    return h.hexdigest()[:24]
+
+
+def _bundle(tmp_path) -> str:
+    """The built bundle's folder. A build takes about a minute, so one is kept by content
+    (_bundle_key) in ~/.cache/gpuviewer-tests and reused while nothing it depends on changed;
+    GPUVIEWER_TEST_REBUILD_BUNDLE=1 always builds."""
+    pyi = shutil.which("pyinstaller") or os.path.join(os.path.dirname(sys.executable), "pyinstaller")
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gpuviewer-tests")
+    key = _bundle_key(pyi)
+    kept = os.path.join(cache, f"bundle-{key}")
+    if os.path.isfile(os.path.join(kept, "gpuviewer")) and os.environ.get("GPUVIEWER_TEST_REBUILD_BUNDLE") != "1":
+        print(f"bundle reused: {kept} (built from the same sources and packages)")
+        return kept
+    # built beside its final name and renamed: kept whole or not at all; older bundles dropped
+    os.makedirs(cache, exist_ok=True)
+    dist = os.path.join(cache, f".part-{key}-{os.getpid()}")
+    try:
+        b = subprocess.run([pyi, "--noconfirm", "--log-level", "WARN", "--workpath", str(tmp_path / "build"),
+                            "--distpath", dist, os.path.join(ROOT, "gpuviewer.spec")],
+                           cwd=ROOT, capture_output=True, text=True, timeout=1800)
+        assert b.returncode == 0, b.stderr[-3000:]
+        assert os.path.isfile(os.path.join(dist, "gpuviewer", "gpuviewer"))
+        for old in os.listdir(cache):
+            if old.startswith("bundle-"):
+                shutil.rmtree(os.path.join(cache, old), ignore_errors=True)
+        os.replace(os.path.join(dist, "gpuviewer"), kept)
+    finally:
+        shutil.rmtree(dist, ignore_errors=True)
+    return kept
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("pyinstaller") is None and not os.path.exists(os.path.join(os.path.dirname(sys.executable), "pyinstaller")),
                     reason="PyInstaller not installed")
 def test_frozen_bundle_builds_and_renders(tmp_path):
-    pyi = shutil.which("pyinstaller") or os.path.join(os.path.dirname(sys.executable), "pyinstaller")
-    work, dist = tmp_path / "build", tmp_path / "dist"
-    b = subprocess.run([pyi, "--noconfirm", "--log-level", "WARN", "--workpath", str(work), "--distpath", str(dist),
-                        os.path.join(ROOT, "gpuviewer.spec")], cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    assert b.returncode == 0, b.stderr[-3000:]
-    exe = dist / "gpuviewer" / "gpuviewer"
+    bundle = Path(_bundle(tmp_path))
+    exe = bundle / "gpuviewer"
     assert exe.exists()
-    size = sum(f.lstat().st_size for f in (dist / "gpuviewer").rglob("*") if f.is_file() and not f.is_symlink())
+    size = sum(f.lstat().st_size for f in bundle.rglob("*") if f.is_file() and not f.is_symlink())
     print(f"bundle size: {size / 2**20:.1f} MiB")
     e = dict(os.environ, QT_QPA_PLATFORM="offscreen", GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"))
     p = subprocess.run([str(exe), "info", os.path.join(SAMPLES, "ddp"), "--json"], capture_output=True, text=True,
