@@ -101,7 +101,7 @@ def json_load_seconds(path: str) -> float:
 PHASES = [
     ("decompress + wait for decoded pieces", "chrome_json.py", "read_chrome_json"),
     ("  pieces sent to the workers", "process.py", "submit"),
-    ("  waiting for a worker's piece", "kineto.py", "_result"),
+    ("  waiting for a worker's piece", "piece_reader.py", "_result"),
     ("file's columns, lanes, steps (reader finish)", "kineto.py", "finish"),
     ("sort (lexsort and permute)", "build.py", "sort_and_nest"),
     ("  nesting depth", "depth.py", "lane_depth"),

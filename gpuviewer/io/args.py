@@ -29,7 +29,7 @@ def event_args(trace: Trace, i: int) -> dict:
         args = ev.get("args") if isinstance(ev, dict) else None
         return cap_strings(args) if isinstance(args, dict) else {}
     if src.format == "nsys":
-        from .nsys import row_args
+        from .nsys_report import row_args
         return row_args(src.path, int(trace.columns["cat"][i]), code)
     return {}
 

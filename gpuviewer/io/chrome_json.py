@@ -1,9 +1,9 @@
 """Chunked decoding of Chrome trace JSON (object or array form, plain or gzip).
 
 The traceEvents array is cut into pieces of a few MB at event boundaries and each piece is
-decoded with msgspec into typed structs that declare only the fields we use (400 MB/s here,
-against 52 MB/s for json.load). Memory stays bounded by one piece, and decompression runs in a
-thread beside the decoder. What the fast path cannot cut (an event past max_event_bytes, odd
+decoded with msgspec into typed structs that declare only the fields we use (io/chrome_events.py;
+400 MB/s here, against 52 MB/s for json.load). Memory stays bounded by one piece, and
+decompression runs in a thread beside the decoder (io/json_blocks.py). What the fast path cannot cut (an event past max_event_bytes, odd
 layouts) is walked exactly by json_scan, in bounded memory; a piece that fails to decode only
 for NaN / Infinity / bad UTF-8 is repaired (json_sanitize); one that fails for other reasons
 sends the whole document through json_scan. A document that ends early keeps its complete
@@ -11,19 +11,17 @@ events, and only a document whose data really stops inside it is said to end ear
 """
 from __future__ import annotations
 
-import os
-import queue
 import re
-import threading
 from collections.abc import Callable
-from typing import Any
 
 import msgspec
 
+from .chrome_events import decode_events
 from .errors import Cancelled, TraceError
-from .json_sanitize import cap_strings, loads_lenient, sanitize
-from .limits import max_event_bytes, max_inflated_bytes
-from .streams import GZIP_MAGIC, Inflater, damage_words
+from .json_blocks import BlockReader, size_words
+from .json_sanitize import cap_strings, loads_lenient
+from .limits import max_event_bytes
+from .streams import damage_words
 
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -31,185 +29,11 @@ _WS = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
 _CUT_WORDS = "the file ends early, inside its event list"
 _PREFIX_MAX = 16 << 20  # top-level keys before traceEvents decoded by the fast path
-
-
-class Args(msgspec.Struct):
-    """The argument keys the store indexes; every other key is skipped by the decoder."""
-    correlation: Any = None
-    external_id: Any = msgspec.field(default=None, name="External id")
-    device: Any = None
-    stream: Any = None
-    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
-    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
-    device_id: Any = msgspec.field(default=None, name="Device Id")
-    device_type: Any = msgspec.field(default=None, name="Device Type")
-    name: Any = None  # metadata events
-    labels: Any = None
-    sort_index: Any = None
-
-
-class Ev(msgspec.Struct):
-    ph: Any = ""
-    name: Any = None
-    cat: Any = None
-    pid: Any = 0
-    tid: Any = 0
-    ts: Any = None
-    dur: Any = None
-    id: Any = None
-    s: Any = None
-    bp: Any = None
-    args: Any = None  # decoded as Args when it is an object (see _decode_events)
-
-
-class EvTyped(msgspec.Struct):
-    ph: Any = ""
-    name: Any = None
-    cat: Any = None
-    pid: Any = 0
-    tid: Any = 0
-    ts: Any = None
-    dur: Any = None
-    id: Any = None
-    s: Any = None
-    bp: Any = None
-    args: Args | None = None
-
-
-class EvGeneric(msgspec.Struct):
-    """For counter events, whose args are arbitrary series."""
-    ph: Any = ""
-    name: Any = None
-    pid: Any = 0
-    tid: Any = 0
-    ts: Any = None
-    id: Any = None
-    args: Any = None
-
-
-_typed = msgspec.json.Decoder(list[EvTyped])
-_loose = msgspec.json.Decoder(list[Ev])  # args as plain objects: used when a piece has odd args
-_generic_events = msgspec.json.Decoder(list[EvGeneric])
 _any = msgspec.json.Decoder()
-
-
-def decode_events(buf: bytes) -> tuple[list, bytes]:
-    """Decode a JSON array of events; args that do not fit the typed struct are kept loose. A
-    piece that strict JSON refuses only for NaN, Infinity, numbers past the double range or bad
-    UTF-8 is repaired and decoded again. Returns the events and the bytes they decoded from
-    (counter events are decoded again from them)."""
-    try:
-        return _decode(buf), buf
-    except msgspec.DecodeError:
-        clean = sanitize(buf)
-        if clean is None:
-            raise
-    return _decode(clean), clean
-
-
-def _decode(buf: bytes) -> list:
-    try:
-        try:
-            return _typed.decode(buf)
-        except msgspec.ValidationError:
-            return [_as_typed(e) for e in _loose.decode(buf)]
-    except RecursionError:  # hostile nesting: an unreadable piece like any other
-        raise msgspec.DecodeError("nested too deeply") from None
-
-
-def _as_typed(e: Ev) -> EvTyped:
-    a = e.args
-    args = None
-    if isinstance(a, dict):
-        args = Args(correlation=a.get("correlation"), external_id=a.get("External id"),
-                    device=a.get("device"), stream=a.get("stream"),
-                    total_allocated=a.get("Total Allocated"), total_reserved=a.get("Total Reserved"),
-                    device_id=a.get("Device Id"), device_type=a.get("Device Type"),
-                    name=a.get("name"), labels=a.get("labels"), sort_index=a.get("sort_index"))
-    return EvTyped(e.ph, e.name, e.cat, e.pid, e.tid, e.ts, e.dur, e.id, e.s, e.bp, args)
 
 
 class Fallback(Exception):
     """The fast path could not cut this document; walk it exactly (json_scan)."""
-
-
-def _size(n: int) -> str:
-    if n >= (1 << 30):
-        return f"{n / (1 << 30):.1f} GB"
-    return f"{n / (1 << 20):.1f} MB" if n >= (1 << 20) else f"{max(1, n >> 10)} KB"
-
-
-class _BlockReader:
-    """Decompresses in a background thread; read() returns the next block or b'' at the end.
-    A cut or damaged gzip stream ends early (see `damage`); past max_inflated_bytes read()
-    raises a TraceError."""
-
-    def __init__(self, path: str, block: int) -> None:
-        self.path = path
-        self.raw = open(path, "rb")
-        self.size = os.fstat(self.raw.fileno()).st_size
-        magic = self.raw.read(2)
-        self.raw.seek(0)
-        self.gzip = magic == GZIP_MAGIC
-        self.f = Inflater(self.raw) if self.gzip else self.raw
-        self.block = block
-        self.limit = max_inflated_bytes()
-        self.total = 0  # bytes handed out
-        self.ended = False
-        self.q: queue.Queue = queue.Queue(maxsize=3)
-        self.error: BaseException | None = None
-        self._stop = False
-        self.t = threading.Thread(target=self._run, daemon=True)
-        self.t.start()
-
-    def _run(self) -> None:
-        try:
-            n = 0
-            while not self._stop:
-                b = self.f.read(self.block)
-                n += len(b)
-                if n > self.limit:
-                    what = "decompresses to" if self.gzip else "holds"
-                    raise TraceError(self.path, f"{what} more than {_size(self.limit)} of JSON (a "
-                                                "decompression bomb?), so it was not read; if it is a "
-                                                "real trace, raise GPUVIEWER_MAX_INFLATED_BYTES")
-                self.q.put(b)
-                if not b:
-                    return
-        except BaseException as e:  # noqa: BLE001 - handed to the reading thread
-            self.error = e
-            self.q.put(b"")
-
-    def read(self) -> bytes:
-        if self.ended:  # the end stays the end (the thread has stopped putting blocks)
-            return b""
-        b = self.q.get()
-        if not b:
-            self.ended = True
-            if self.error is not None:
-                err, self.error = self.error, None
-                raise err
-        self.total += len(b)
-        return b
-
-    @property
-    def damage(self) -> str | None:
-        return self.f.damage if isinstance(self.f, Inflater) else None
-
-    def fraction(self) -> float:
-        try:
-            return min(1.0, self.raw.tell() / max(1, self.size))
-        except (OSError, ValueError):
-            return 0.0
-
-    def close(self) -> None:
-        self._stop = True
-        while self.t.is_alive():
-            try:
-                self.q.get_nowait()
-            except queue.Empty:
-                self.t.join(0.01)
-        self.raw.close()
 
 
 # on_chunk(events or None, chunk index, JSON array bytes): events is None when the sink is to
@@ -242,7 +66,7 @@ class _Out:
         if self._restart is not None:
             self._restart()
 
-    def tick(self, reader: _BlockReader) -> None:
+    def tick(self, reader: BlockReader) -> None:
         if self.cancelled is not None and self.cancelled():
             raise Cancelled()
         if self.progress is not None:
@@ -259,7 +83,7 @@ def read_chrome_json(path: str, on_chunk: OnChunk, *, progress: Callable[[float]
     warnings, gzip).
     """
     out = _Out(path, on_chunk, restart, progress, cancelled, chunk_bytes)
-    reader = _BlockReader(path, chunk_bytes)
+    reader = BlockReader(path, chunk_bytes)
     try:
         try:
             meta = _fast(reader, out)
@@ -269,7 +93,7 @@ def read_chrome_json(path: str, on_chunk: OnChunk, *, progress: Callable[[float]
             reader.close()
             out.restart()
             out.warnings.clear()
-            reader = _BlockReader(path, chunk_bytes)
+            reader = BlockReader(path, chunk_bytes)
             try:
                 meta = _exact(reader, out)
                 if flush is not None:
@@ -285,8 +109,8 @@ def read_chrome_json(path: str, on_chunk: OnChunk, *, progress: Callable[[float]
             early = [w for w in out.warnings if w.startswith(_CUT_WORDS)]
             out.warnings = [w for w in out.warnings if w not in early]
             out.warnings.insert(0, f"{what}, so the data ends early: kept the complete events in the "
-                                   f"{_size(reader.total)} of JSON before that" if early else
-                                   f"{what}: read the {_size(reader.total)} of JSON it holds")
+                                   f"{size_words(reader.total)} of JSON before that" if early else
+                                   f"{what}: read the {size_words(reader.total)} of JSON it holds")
         if progress is not None:
             progress(1.0)
         return meta, out.chunks, out.warnings, reader.gzip
@@ -297,7 +121,7 @@ def read_chrome_json(path: str, on_chunk: OnChunk, *, progress: Callable[[float]
         reader.close()
 
 
-def _start(reader: _BlockReader) -> tuple[bytes, int]:
+def _start(reader: BlockReader) -> tuple[bytes, int]:
     """The first block with JSON in it, from its first byte that is not whitespace (or a BOM),
     and that byte's offset; whitespace before it is dropped as it is read."""
     lead = 0
@@ -317,7 +141,7 @@ def _start(reader: _BlockReader) -> tuple[bytes, int]:
         lead += len(b)
 
 
-def _fast(reader: _BlockReader, out: _Out) -> dict:
+def _fast(reader: BlockReader, out: _Out) -> dict:
     chunk_bytes = out.chunk_bytes
     body, lead = _start(reader)
     eof = False
@@ -470,7 +294,7 @@ def _array_ends(data: bytes, most: int = 16, looked: int = 4096):
                 return
 
 
-def _walk(reader: _BlockReader, out: _Out, data: bytes, data_abs: int, form: str, meta: dict,
+def _walk(reader: BlockReader, out: _Out, data: bytes, data_abs: int, form: str, meta: dict,
           until_clean: bool) -> tuple[str, bytes, int]:
     """Walk exactly from an element boundary of the event array (json_scan). Returns ('clean',
     rest of the data, its offset) when the fast path can go on, else the final state."""
@@ -486,7 +310,7 @@ def _walk(reader: _BlockReader, out: _Out, data: bytes, data_abs: int, form: str
     return state, b"", cur.pos()
 
 
-def _exact(reader: _BlockReader, out: _Out) -> dict:
+def _exact(reader: BlockReader, out: _Out) -> dict:
     """The whole document walked exactly (json_scan): any key order, duplicate keys, damage."""
     from .json_scan import Cursor, Walker
     body, lead = _start(reader)

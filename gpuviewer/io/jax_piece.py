@@ -14,8 +14,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from .json_sanitize import sanitize
-from .kineto_piece import TS_MAX_US, floats, ident, text, us_to_ns
+from .chrome_events import decode_piece
+from .kineto_piece import TS_MAX_US, bounded_int, floats, ident, text, us_to_ns
 from .limits import max_string_bytes
 
 
@@ -28,16 +28,6 @@ class JArgs(msgspec.Struct, gc=False):
     name: Any = None  # a metadata event's label
 
 
-class JEv(msgspec.Struct, gc=False):
-    ph: Any = None
-    name: Any = None
-    pid: Any = 0
-    tid: Any = 0
-    ts: Any = None
-    dur: Any = None
-    args: JArgs | None = None
-
-
 class JEvLoose(msgspec.Struct, gc=False):
     """For a piece whose arguments do not fit JArgs (an id that is no integer, args that are
     not an object): read one by one."""
@@ -48,6 +38,11 @@ class JEvLoose(msgspec.Struct, gc=False):
     ts: Any = None
     dur: Any = None
     args: Any = None
+
+
+class JEv(JEvLoose, gc=False):
+    """JEvLoose with its arguments decoded as JArgs (the fields keep JEvLoose's order)."""
+    args: JArgs | None = None
 
 
 _typed = msgspec.json.Decoder(list[JEv], strict=False)
@@ -63,33 +58,7 @@ class _Index(dict):
 
 def decode(buf: bytes) -> list:
     """The events of a JSON array; NaN, Infinity and bad UTF-8 repaired as Chrome reads them."""
-    try:
-        return _decode(buf)
-    except msgspec.DecodeError:
-        clean = sanitize(buf)
-        if clean is None:
-            raise
-        return _decode(clean)
-
-
-def _decode(buf: bytes) -> list:
-    try:
-        try:
-            return _typed.decode(buf)
-        except msgspec.ValidationError:
-            return [_as_typed(e) for e in _loose.decode(buf)]
-    except RecursionError:  # hostile nesting: an unreadable piece like any other
-        raise msgspec.DecodeError("nested too deeply") from None
-
-
-def _int_arg(v) -> int | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    try:
-        n = int(v)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return n if -_INT_MAX <= n <= _INT_MAX else None
+    return decode_piece(buf, _typed, _loose, _as_typed)[0]
 
 
 def _as_typed(e: JEvLoose) -> JEv:
@@ -97,7 +66,8 @@ def _as_typed(e: JEvLoose) -> JEv:
     args = None
     if isinstance(a, dict):
         h = a.get("hlo_op")
-        args = JArgs(_int_arg(a.get("correlation_id")), _int_arg(a.get("step_num")),
+        args = JArgs(bounded_int(a.get("correlation_id"), -_INT_MAX, _INT_MAX),
+                     bounded_int(a.get("step_num"), -_INT_MAX, _INT_MAX),
                      h if isinstance(h, str) else None, a.get("name"))
     return JEv(e.ph, e.name, e.pid, e.tid, e.ts, e.dur, args)
 

@@ -15,16 +15,16 @@ import os
 import re
 from collections.abc import Callable
 
-import msgspec
 import numpy as np
 
 from ..model.build import TraceBuilder, mark_comm_lanes
 from ..model.categories import Cat, LaneKind
 from ..model.trace import Source, Step, Trace
-from .chrome_json import Fallback, read_chrome_json
+from .chrome_json import read_chrome_json
 from .errors import Cancelled, TraceError, file_names, unexpected
 from .jax_piece import extract
 from .kineto_piece import floats, us_to_ns
+from .piece_reader import PieceReader, shutdown_pool
 
 _DEVICE = re.compile(r"^/device:([A-Za-z_]+):(\d{1,6})")
 _HOST = re.compile(r"^/host:")
@@ -47,17 +47,13 @@ def host_of(path: str) -> str:
     return _HOST_SUFFIX.sub("", os.path.basename(path)) or os.path.basename(path)
 
 
-class _FileReader:
+class _FileReader(PieceReader):
     """One file's pieces, kept until its process names are known (metadata events may come in
     any piece), then committed to the builder as one rank."""
 
     def __init__(self, b: TraceBuilder, path: str, source: int, parallel: bool) -> None:
         self.b, self.path, self.source = b, path, source
-        import multiprocessing as mp
-        self.pool = None
-        if parallel and (os.cpu_count() or 1) > 1 and hasattr(os, "fork") and not mp.current_process().daemon:
-            from .kineto import _pool  # one worker pool for every Chrome JSON reader
-            self.pool = _pool()
+        super().__init__(parallel)
         self.reset()
 
     def reset(self) -> None:
@@ -68,39 +64,15 @@ class _FileReader:
         self.inst: list[tuple] = []
         self.phases: dict[str, int] = {}
         self.bad: dict[str, int] = {}
-        self.pending: list = []
-        self.next_ordinal = 0
-        self.chunk_first: dict[int, int] = {}
+        self.reset_pieces()
         self.min_ts = np.inf
 
     def on_chunk(self, _evs, chunk: int, buf: bytes) -> None:
         # the events handed in (if any) are Kineto's structs, which lack XLA's arguments: the
         # piece's bytes are decoded here (in a worker when the file is big)
-        if self.pool is not None:
-            self.pending.append(self.pool.submit(extract, buf, chunk))
-            while len(self.pending) > 3:  # bound the memory held by pieces in flight
-                self._merge(self._result(self.pending.pop(0)))
-            return
-        try:
-            self._merge(extract(buf, chunk))
-        except msgspec.DecodeError:
-            raise Fallback() from None
+        self.piece(extract, buf, chunk)
 
-    @staticmethod
-    def _result(fut) -> dict:
-        try:
-            return fut.result()
-        except msgspec.DecodeError:
-            raise Fallback() from None
-
-    def flush(self) -> None:
-        while self.pending:
-            self._merge(self._result(self.pending.pop(0)))
-
-    def _merge(self, r: dict) -> None:
-        base = self.next_ordinal
-        self.chunk_first[r["chunk"]] = base
-        self.next_ordinal += r["n_events"]
+    def merge_piece(self, r: dict, base: int) -> None:
         for d, k in ((self.bad, "bad"), (self.phases, "phases")):
             for reason, n in r[k].items():
                 d[reason] = d.get(reason, 0) + n
@@ -296,8 +268,7 @@ def read_file(b: TraceBuilder, path: str, source: int, progress=None, cancelled=
     _meta, chunks, warnings, gz = read_chrome_json(path, fr.on_chunk, progress=progress, cancelled=cancelled,
                                                    restart=fr.reset, flush=fr.flush)
     fr.flush()
-    for c in chunks:  # third entry: the ordinal of the chunk's first event (arguments on demand)
-        c[2] = fr.chunk_first.get(c[2], 0)
+    fr.chunk_ordinals(chunks)
     warnings += _warnings(fr)
     if not fr.chunks:
         raise TraceError(path, "no complete events (ph 'X') in this XLA trace"
@@ -330,7 +301,6 @@ def _file_progress(progress, done: int, size: int, total: int, name: str):
 
 def load_jax(files: list[str], progress=None, cancelled=None) -> Trace:
     """One rank per file (one file per host), times as XLA wrote them (µs from the capture's start)."""
-    from .kineto import shutdown_pool
     b = TraceBuilder("jax")
     files, copies = _without_perfetto_copies(files)
     for f in copies:

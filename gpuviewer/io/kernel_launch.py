@@ -14,6 +14,7 @@ import numpy as np
 
 from ..model.trace import Trace
 from .args_batch import ArgsSpec, kineto_args
+from .kineto_piece import bounded_int
 
 _Launch = msgspec.defstruct("Launch", [
     ("grid", Any, msgspec.field(default=None, name="grid")),
@@ -71,13 +72,7 @@ def _dims(v) -> tuple[int, int, int] | None:
 
 
 def _int(v) -> int | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    try:
-        n = int(v)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return n if 0 <= n < 1 << 62 else None
+    return bounded_int(v, 0, (1 << 62) - 1)
 
 
 def _num(v) -> float | None:

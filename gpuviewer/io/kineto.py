@@ -11,43 +11,24 @@ import os
 import re
 from collections.abc import Callable
 
-import msgspec
 import numpy as np
 
 from ..model.build import TraceBuilder, mark_comm_lanes, nccl_name_ids
 from ..model.categories import Cat, LaneKind
 from ..model.trace import Counter, Source, Step
-from .chrome_json import Fallback, read_chrome_json
+from .chrome_json import read_chrome_json
 from .errors import TraceError
 from .kineto_cats import CatMap, device_processes, unknown_warning
+from .kineto_meta import RANK_MAX, bad_warnings, clock_base_ns, int_or_none, plain, rank_from_meta
 from .kineto_piece import extract_piece, floats, num, text, us_to_ns
-from .limits import max_string_bytes
+from .piece_reader import PieceReader, shutdown_pool  # noqa: F401 - app/cli.py stops the pool through this module
 
 _GPU_KINDS = (LaneKind.GPU, LaneKind.GPU_ANNOTATION)
 _STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")  # 19 digits and more do not fit int64
 _HUGE_STEP = re.compile(r"^ProfilerStep#\d{19,}$")
-_RANK_IN_NAME = re.compile(r"rank[-_]?(\d{1,9})", re.IGNORECASE)
-_STREAM_NUM = re.compile(r"(?<!\d)(-?\d{1,18})(?!\d)")
-_ID_MAX = 1 << 62  # pids, tids, streams: anything past this is not a real id
-_RANK_MAX = 1 << 20  # ranks, world sizes, device ordinals
-# baseTimeNanoseconds must be ns since 1970 before 2065, so that ns sums stay in int64
-BASE_NS_MAX = 3_000_000_000_000_000_000
 MEM_BYTES_MAX = float(1 << 60)  # an allocator counter past an exabyte is garbage
-
-
-def _int_or_none(v, bound: int = _ID_MAX) -> int | None:
-    if isinstance(v, bool):
-        return int(v)
-    if isinstance(v, float):
-        v = int(v) if math.isfinite(v) and abs(v) < 2 ** 63 else None
-    elif isinstance(v, str):
-        m = _STREAM_NUM.search(v[:256])
-        v = int(m.group(1)) if m else None
-    if isinstance(v, int) and -bound < v < bound:
-        return v
-    return None
-
-
+# compressed or plain size above which the pool pays off (ooc_pool's workers set it out of reach)
+_PARALLEL_MIN_BYTES = 4 << 20
 
 
 class _NameMap(dict):
@@ -61,49 +42,12 @@ class _NameMap(dict):
         return v
 
 
-# -- worker pool: pieces of big files are decoded on every core --------------------------------
-_POOL = None
-_PARALLEL_MIN_BYTES = 4 << 20  # compressed or plain size above which the pool pays off
-
-
-def _noop() -> int:
-    return 0
-
-
-def _pool():
-    global _POOL
-    if _POOL is None:
-        import concurrent.futures as cf
-        import multiprocessing as mp
-        n = min(4, os.cpu_count() or 1)
-        # fork: workers inherit the imported modules (spawn would re-import for ~0.3 s). The pool
-        # is started here, before the decompression thread exists, so no thread is forked.
-        _POOL = cf.ProcessPoolExecutor(n, mp_context=mp.get_context("fork"))
-        for f in [_POOL.submit(_noop) for _ in range(n)]:
-            f.result()
-    return _POOL
-
-
-def shutdown_pool() -> None:
-    global _POOL
-    if _POOL is not None:
-        # wait=True: pieces still running end in milliseconds; with wait=False an exit soon after
-        # (Ctrl+C during a load) raced the pool's own thread at interpreter exit (CPython 3.11:
-        # "OSError: Bad file descriptor" traceback from concurrent.futures' exit hook)
-        _POOL.shutdown(wait=True, cancel_futures=True)
-        _POOL = None
-
-
-class _FileReader:
+class _FileReader(PieceReader):
     def __init__(self, b: TraceBuilder, path: str, file_index: int, parallel: bool) -> None:
         self.b = b
         self.path = path
         self.source = file_index
-        import multiprocessing as mp
-        # a daemonic process (someone else's worker) may not start children: decode in-process
-        self.parallel = parallel and (os.cpu_count() or 1) > 1 and hasattr(os, "fork") \
-            and not mp.current_process().daemon
-        self.pool = _pool() if self.parallel else None
+        super().__init__(parallel)
         self.reset()
 
     def reset(self) -> None:
@@ -119,9 +63,7 @@ class _FileReader:
         self.meta_events: list[tuple] = []
         self.n_flow = 0
         self.min_ts = np.inf
-        self.pending: list = []
-        self.next_ordinal = 0  # ordinal (position in traceEvents) of the next piece's first event
-        self.chunk_first: dict[int, int] = {}
+        self.reset_pieces()
         self.bad: dict[str, int] = {}  # events skipped or coerced, by reason (kineto_piece)
         self.unknown_cats: dict[str, int] = {}  # slices of a category not understood, by category
         self.unknown_lanes: dict[int, int] = {}  # ... by local lane
@@ -130,10 +72,10 @@ class _FileReader:
         device: int | None
         p: int | None
         if kind in _GPU_KINDS:
-            device, stream, p = _int_or_none(pid, _RANK_MAX), _int_or_none(tid), -1
+            device, stream, p = int_or_none(pid, RANK_MAX), int_or_none(tid), -1
             device = -1 if device is None else device
         else:
-            device, stream, p = -1, _int_or_none(tid), _int_or_none(pid)
+            device, stream, p = -1, int_or_none(tid), int_or_none(pid)
         key = (kind, device, -1 if p is None else p, -1 if stream is None else stream)
         i = self.lane_index.get(key)
         if i is None:
@@ -144,33 +86,10 @@ class _FileReader:
 
     # -- pieces ----------------------------------------------------------------------------
     def on_chunk(self, evs, chunk: int, buf: bytes) -> None:
-        if evs is None and self.pool is not None:
-            self.pending.append(self.pool.submit(extract_piece, buf, chunk))
-            while len(self.pending) > 3:  # bound the memory held by pieces in flight
-                self._merge(self._result(self.pending.pop(0)))
-            return
-        self.flush()
-        try:
-            res = extract_piece(buf, chunk, evs)
-        except msgspec.DecodeError:
-            raise Fallback() from None
-        self._merge(res)
+        # pieces already decoded (by the exact walk) are turned into columns here
+        self.piece(extract_piece, buf, chunk, evs, here=evs is not None)
 
-    @staticmethod
-    def _result(fut) -> dict:
-        try:
-            return fut.result()
-        except msgspec.DecodeError:
-            raise Fallback() from None
-
-    def flush(self) -> None:
-        while self.pending:
-            self._merge(self._result(self.pending.pop(0)))
-
-    def _merge(self, r: dict) -> None:
-        base = self.next_ordinal
-        self.chunk_first[r["chunk"]] = base
-        self.next_ordinal += r["n_events"]
+    def merge_piece(self, r: dict, base: int) -> None:
         self.n_flow += r["n_flow"]
         for k, n in r.get("bad", {}).items():
             self.bad[k] = self.bad.get(k, 0) + n
@@ -209,7 +128,7 @@ class _FileReader:
         for ph, name, cat, pid, tid, ts, dur, id_, scope, a, pos in other:
             if ph in ("i", "I", "R", "n"):
                 if name == "[memory]" and a is not None:
-                    dtype, dev, alloc, res = a[0], _int_or_none(a[1], _RANK_MAX), a[2], a[3]
+                    dtype, dev, alloc, res = a[0], int_or_none(a[1], RANK_MAX), a[2], a[3]
                     if dtype in (1, "1") or (dtype is None and dev not in (None, -1)):
                         self.mem.append((ts, dev, alloc, res))
                     continue
@@ -271,13 +190,13 @@ class _FileReader:
         if not isinstance(dist, dict):
             dist = {}
         ws = dist.get("world_size")
-        if type(ws) is int and 0 < ws < _RANK_MAX:
+        if type(ws) is int and 0 < ws < RANK_MAX:
             info.world_size = ws
         props = meta.get("deviceProperties")
         for dp in props if isinstance(props, list) else []:
-            if isinstance(dp, dict) and type(dp.get("id")) is int and 0 <= dp["id"] < _RANK_MAX:
+            if isinstance(dp, dict) and type(dp.get("id")) is int and 0 <= dp["id"] < RANK_MAX:
                 info.device_props[dp["id"]] = {text(k, 256): p for k, v in dp.items()
-                                               if (p := _plain(v)) is not None}
+                                               if (p := plain(v)) is not None}
         if isinstance(meta.get("host_name"), str):
             info.host = text(meta["host_name"], 4096)
         self._labels()
@@ -286,7 +205,7 @@ class _FileReader:
         for (pid, name), pts in self.counters.items():
             arr = np.array(pts, dtype=np.float64)
             o = np.argsort(arr[:, 0], kind="stable")
-            dev = _int_or_none(pid, _RANK_MAX)
+            dev = int_or_none(pid, RANK_MAX)
             b.counters.append(Counter(rank, -1 if dev is None else dev, name,
                                       us_to_ns(arr[o, 0]) + add, arr[o, 1]))
 
@@ -323,7 +242,7 @@ class _FileReader:
                 continue
             label, ordinal = dev[pid]
             ln["kind"] = LaneKind.GPU
-            d = _int_or_none(pid, _RANK_MAX)
+            d = int_or_none(pid, RANK_MAX)
             ln["device"] = ordinal if ordinal is not None else d if d is not None and d >= 0 else -1
             out[label] = out.get(label, 0) + n
         return out
@@ -494,60 +413,6 @@ class _FileReader:
                                    "infinite, negative or over 1 EB skipped")
 
 
-def _plain(v):
-    """A device property kept for display: text, a finite number or an int64; else None."""
-    if isinstance(v, str):
-        return text(v, 4096)
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, int):
-        return v if -2 ** 63 <= v < 2 ** 63 else None
-    if isinstance(v, float):
-        return v if math.isfinite(v) else None
-    return None
-
-
-def _base_ns(meta: dict, warnings: list[str]) -> int:
-    """baseTimeNanoseconds (ns since 1970 that relative ts count from), 0 when absent; an
-    absurd value is ignored with a warning rather than shifting or breaking the time axis."""
-    base = meta.get("baseTimeNanoseconds")
-    if base is None:
-        return 0
-    v = num(base)
-    if 0 <= v <= BASE_NS_MAX:
-        return int(base) if type(base) is int else int(v)
-    shown = text(base, 40)
-    warnings.append(f"baseTimeNanoseconds {shown} is not a plausible time (ns since 1970, before "
-                    "2065): ignored, times are shown as written")
-    return 0
-
-
-def _bad_warnings(bad: dict) -> list[str]:
-    out = []
-    if bad.get("ts"):
-        out.append(f"{bad['ts']} events with an unreadable ts (missing, not a number, or out of "
-                   "range) skipped")
-    if bad.get("dur"):
-        out.append(f"{bad['dur']} events with a negative or unreadable duration skipped")
-    if bad.get("odd"):
-        out.append(f"{bad['odd']} events with a list, object, true/false or out-of-range number as "
-                   "pid, tid, name or category: kept, with that value shown as text")
-    if bad.get("long"):
-        out.append(f"{bad['long']} events with a name longer than {max_string_bytes():,} characters: "
-                   "the name is cut (raise GPUVIEWER_MAX_STRING_BYTES to keep it whole)")
-    return out
-
-
-def rank_from_meta(meta: dict, path: str) -> int | None:
-    dist = meta.get("distributedInfo")
-    if isinstance(dist, dict):
-        r = _int_or_none(dist.get("rank"), _RANK_MAX)
-        if r is not None and r >= 0:
-            return r
-    m = _RANK_IN_NAME.search(os.path.basename(path))
-    return int(m.group(1)) if m else None
-
-
 def read_kineto(b: TraceBuilder, path: str, file_index: int, *, progress: Callable | None = None,
                 cancelled: Callable | None = None) -> dict:
     """Read one Chrome/Kineto JSON file. Returns per-file facts for the session (rank, clock
@@ -558,13 +423,12 @@ def read_kineto(b: TraceBuilder, path: str, file_index: int, *, progress: Callab
                                                   cancelled=cancelled, restart=fr.reset,
                                                   flush=fr.flush)
     fr.flush()
-    for c in chunks:  # third entry: the ordinal of the chunk's first event (args lookup)
-        c[2] = fr.chunk_first.get(c[2], 0)
+    fr.chunk_ordinals(chunks)
     if fr.min_ts == np.inf:  # no slices or instants: begin/end pairs, memory or counters only?
         times = [r[5] for r in fr.begins] + [r[0] for r in fr.mem] + \
             [p[0] for pts in fr.counters.values() for p in pts]
         fr.min_ts = float(min(times)) if times else np.inf
-    warnings.extend(_bad_warnings(fr.bad))
+    warnings.extend(bad_warnings(fr.bad))
     if fr.unknown_cats:
         warnings.append(unknown_warning(fr.unknown_cats, fr.device_lanes()))
     if fr.min_ts == np.inf:
@@ -577,7 +441,7 @@ def read_kineto(b: TraceBuilder, path: str, file_index: int, *, progress: Callab
         if warnings:
             raise TraceError(path, "no readable trace events: " + "; ".join(warnings))
         raise TraceError(path, "no trace events in the file (its event list is empty)")
-    base_ns = _base_ns(meta, warnings)
+    base_ns = clock_base_ns(meta, warnings)
     for w in warnings:
         b.warnings.append(f"{os.path.basename(path)}: {w}")
     st = os.stat(path)

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .chrome_json import _generic_events, decode_events
+from .chrome_events import decode_events, generic_events
 from .limits import max_string_bytes
 
 FLOW_PHASES = ("s", "t", "f")
@@ -48,6 +48,18 @@ def num(v) -> float:
         return float(v)
     except (TypeError, ValueError, OverflowError):
         return math.nan
+
+
+def bounded_int(v, lo: int, hi: int) -> int | None:
+    """A number (or a string of one) as an int within [lo, hi]; None when it is not one (true
+    and false are not numbers here) or is out of range."""
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        n = int(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return n if lo <= n <= hi else None
 
 
 def time_ok(v: float) -> bool:
@@ -238,7 +250,7 @@ def _others(evs: list, phs: list, bad: dict) -> list:
 
 def _counters(buf: bytes, bad: dict) -> list:
     out = []
-    for e in _generic_events.decode(buf):
+    for e in generic_events.decode(buf):
         if e.ph != "C" or not isinstance(e.args, dict):
             continue
         ts = num(e.ts)

@@ -58,7 +58,7 @@ def _fetch(trace: Trace, idx: np.ndarray) -> np.ndarray:
 
 
 def _nsys_bytes(path: str, table: str, rowids: np.ndarray) -> np.ndarray:
-    from .nsys import columns, connect, tables
+    from .nsys_report import columns, connect, tables
     res = np.full(len(rowids), -1, np.int64)
     try:
         db = connect(path)

@@ -61,7 +61,7 @@ def map_file(path: str, use_cache: bool = True, ranks: dict[int, int] | None = N
 
 def _env_rank(path: str) -> int | None:
     try:
-        from ..io.nsys import captured_rank
+        from ..io.nsys_report import captured_rank
         return captured_rank(path)
     except Exception:  # noqa: BLE001 - the file was just read; this is a best effort
         return None

@@ -31,7 +31,8 @@ def read_each(b: TraceBuilder, files: list[str], progress, cancelled, optional: 
     also holds configs and metrics dumps: JSON that is not a trace is skipped (named in
     `skipped`, with a warning) when the folder was opened, not when the file was named. Used by
     the in-memory path below and by the out-of-core one (io/out_of_core.py)."""
-    from ..kineto import read_kineto, shutdown_pool
+    from ..kineto import read_kineto
+    from ..piece_reader import shutdown_pool
     sizes = [max(1, os.path.getsize(f)) for f in files]
     total = sum(sizes)
     done = 0

@@ -1,0 +1,107 @@
+"""What one piece of a Chrome trace's event array decodes into: msgspec structs that declare
+only the fields the store uses (every other key is skipped by the decoder), and the decoding
+itself, shared by the Kineto and JAX readers (io/jax_piece.py): typed structs first, loose ones
+when a piece's arguments do not fit them, and a piece that strict JSON refuses only for NaN,
+Infinity, numbers past the double range or bad UTF-8 repaired (json_sanitize) and decoded again.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from .json_sanitize import sanitize
+
+
+class Args(msgspec.Struct):
+    """The argument keys the store indexes; every other key is skipped by the decoder."""
+    correlation: Any = None
+    external_id: Any = msgspec.field(default=None, name="External id")
+    device: Any = None
+    stream: Any = None
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    name: Any = None  # metadata events
+    labels: Any = None
+    sort_index: Any = None
+
+
+class Ev(msgspec.Struct):
+    ph: Any = ""
+    name: Any = None
+    cat: Any = None
+    pid: Any = 0
+    tid: Any = 0
+    ts: Any = None
+    dur: Any = None
+    id: Any = None
+    s: Any = None
+    bp: Any = None
+    args: Any = None  # plain: for a piece whose args do not fit Args (see _as_typed)
+
+
+class EvTyped(Ev):
+    """Ev with its args decoded as Args (the fields keep Ev's order)."""
+    args: Args | None = None
+
+
+class EvGeneric(msgspec.Struct):
+    """For counter events, whose args are arbitrary series."""
+    ph: Any = ""
+    name: Any = None
+    pid: Any = 0
+    tid: Any = 0
+    ts: Any = None
+    id: Any = None
+    args: Any = None
+
+
+_typed = msgspec.json.Decoder(list[EvTyped])
+_loose = msgspec.json.Decoder(list[Ev])  # args as plain objects: used when a piece has odd args
+generic_events = msgspec.json.Decoder(list[EvGeneric])
+
+
+def decode_piece(buf: bytes, typed: msgspec.json.Decoder, loose: msgspec.json.Decoder,
+                 as_typed: Callable[[Any], Any]) -> tuple[list, bytes]:
+    """The events of a JSON array with the `typed` decoder, or with `loose` and each event
+    turned into the typed struct by as_typed when their arguments do not fit it; a piece that
+    strict JSON refuses only for NaN, Infinity, numbers past the double range or bad UTF-8 is
+    repaired and decoded again. Returns the events and the bytes they decoded from."""
+    try:
+        return _decode(buf, typed, loose, as_typed), buf
+    except msgspec.DecodeError:
+        clean = sanitize(buf)
+        if clean is None:
+            raise
+    return _decode(clean, typed, loose, as_typed), clean
+
+
+def _decode(buf: bytes, typed, loose, as_typed) -> list:
+    try:
+        try:
+            return typed.decode(buf)
+        except msgspec.ValidationError:
+            return [as_typed(e) for e in loose.decode(buf)]
+    except RecursionError:  # hostile nesting: an unreadable piece like any other
+        raise msgspec.DecodeError("nested too deeply") from None
+
+
+def decode_events(buf: bytes) -> tuple[list, bytes]:
+    """A Kineto / Chrome piece's events (EvTyped) and the bytes they decoded from (counter
+    events are decoded again from them)."""
+    return decode_piece(buf, _typed, _loose, _as_typed)
+
+
+def _as_typed(e: Ev) -> EvTyped:
+    a = e.args
+    args = None
+    if isinstance(a, dict):
+        args = Args(correlation=a.get("correlation"), external_id=a.get("External id"),
+                    device=a.get("device"), stream=a.get("stream"),
+                    total_allocated=a.get("Total Allocated"), total_reserved=a.get("Total Reserved"),
+                    device_id=a.get("Device Id"), device_type=a.get("Device Type"),
+                    name=a.get("name"), labels=a.get("labels"), sort_index=a.get("sort_index"))
+    return EvTyped(e.ph, e.name, e.cat, e.pid, e.tid, e.ts, e.dur, e.id, e.s, e.bp, args)

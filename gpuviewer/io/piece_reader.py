@@ -1,0 +1,103 @@
+"""What the Chrome-trace-format readers (io/kineto.py, io/jax_trace.py) share: the worker pool
+that decodes the pieces of big files on every core, and PieceReader, which hands each piece to it
+(or decodes it here), keeps a few in flight and merges the results in the file's order."""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import msgspec
+
+from .chrome_json import Fallback
+
+_POOL = None
+_IN_FLIGHT = 3  # pieces decoding at once: bounds the memory they hold
+
+
+def _noop() -> int:
+    return 0
+
+
+def worker_pool():
+    """The one pool of worker processes, started on first use."""
+    global _POOL
+    if _POOL is None:
+        import concurrent.futures as cf
+        import multiprocessing as mp
+        n = min(4, os.cpu_count() or 1)
+        # fork: workers inherit the imported modules (spawn would re-import for ~0.3 s). The pool
+        # is started here, before the decompression thread exists, so no thread is forked.
+        _POOL = cf.ProcessPoolExecutor(n, mp_context=mp.get_context("fork"))
+        for f in [_POOL.submit(_noop) for _ in range(n)]:
+            f.result()
+    return _POOL
+
+
+def shutdown_pool() -> None:
+    global _POOL
+    if _POOL is not None:
+        # wait=True: pieces still running end in milliseconds; with wait=False an exit soon after
+        # (Ctrl+C during a load) raced the pool's own thread at interpreter exit (CPython 3.11:
+        # "OSError: Bad file descriptor" traceback from concurrent.futures' exit hook)
+        _POOL.shutdown(wait=True, cancel_futures=True)
+        _POOL = None
+
+
+class PieceReader:
+    """One file's pieces: decoded in the worker pool when `parallel` (and this process may start
+    workers), merged in order by the subclass's merge_piece(result, ordinal of its first event).
+    A decoder that raises msgspec.DecodeError sends the document to the exact walk (Fallback)."""
+
+    def __init__(self, parallel: bool) -> None:
+        import multiprocessing as mp
+        # a daemonic process (someone else's worker) may not start children: decode in-process
+        use = parallel and (os.cpu_count() or 1) > 1 and hasattr(os, "fork") and not mp.current_process().daemon
+        self.pool = worker_pool() if use else None
+        self.reset_pieces()
+
+    def reset_pieces(self) -> None:
+        """Forget the pieces (the document is read again from its start)."""
+        self.pending: list = []
+        self.next_ordinal = 0  # ordinal (position in traceEvents) of the next piece's first event
+        self.chunk_first: dict[int, int] = {}
+
+    def piece(self, decode: Callable[..., dict], buf: bytes, chunk: int, *args, here: bool = False) -> None:
+        """decode(buf, chunk, *args) in a worker, or here when there is no pool or `here`."""
+        if self.pool is not None and not here:
+            self.pending.append(self.pool.submit(decode, buf, chunk, *args))
+            while len(self.pending) > _IN_FLIGHT:
+                self._merge(self._result(self.pending.pop(0)))
+            return
+        self.flush()
+        try:
+            res = decode(buf, chunk, *args)
+        except msgspec.DecodeError:
+            raise Fallback() from None
+        self._merge(res)
+
+    @staticmethod
+    def _result(fut) -> dict:
+        try:
+            return fut.result()
+        except msgspec.DecodeError:
+            raise Fallback() from None
+
+    def flush(self) -> None:
+        """Merge the pieces still decoding."""
+        while self.pending:
+            self._merge(self._result(self.pending.pop(0)))
+
+    def _merge(self, r: dict) -> None:
+        base = self.next_ordinal
+        self.chunk_first[r["chunk"]] = base
+        self.next_ordinal += r["n_events"]
+        self.merge_piece(r, base)
+
+    def merge_piece(self, r: dict, base: int) -> None:
+        raise NotImplementedError
+
+    def chunk_ordinals(self, chunks: list[list[int]]) -> None:
+        """The chunk table's third entry becomes the ordinal of the chunk's first event (the
+        arguments are fetched on demand by it)."""
+        for c in chunks:
+            c[2] = self.chunk_first.get(c[2], 0)
