@@ -132,23 +132,6 @@ def _late_text(f: dict) -> str:
     return f"rank {g[0]}" if len(g) == 1 else f"ranks {rank_list(list(g))} together"
 
 
-def nest_stalls(roots: list[dict]) -> list[dict]:
-    """An episodic stall of a rank that is late anyway sits on top of its persistent lateness:
-    it becomes that finding's child, and the title says so."""
-    persistent = {_group(f): f for f in roots if f["metrics"]["kind"] == "persistent"}
-    out = []
-    for f in roots:
-        p = persistent.get(_group(f))
-        if f["metrics"]["kind"] == "episodic" and p is not None:
-            p["children"].append(f)
-            it = "it" if len(_group(p)) == 1 else "they"
-            p["title"] += (f"; in step {f['step']} {it} held them back {f['metrics']['wait_caused_ms_each']:.1f} ms, "
-                           f"{f['metrics']['excess_over_usual_ms_each']:.1f} ms more than usual")
-        else:
-            out.append(f)
-    return out
-
-
 def merge_persistent(roots: list[dict]) -> list[dict]:
     """Ranks that take turns arriving last (each late in a good share of the steps) are one
     lateness of the job: one finding listing who was late when, led by the rank that cost most
@@ -208,7 +191,9 @@ def attach(roots: list[dict], found: list[dict]) -> list[dict]:
                     and f["metrics"]["wait_ms_per_step"] >= 0.5 * f["metrics"]["exposed_ms_per_step"]:
                 parent = root
             elif f["rule"] == "step_outlier" and f["step"] in steps_of(root):
-                parent = root
+                # a slow step is the symptom of the stall in that step, where there is one
+                parent = next((x for x in roots if x["metrics"]["kind"] == "episodic"
+                               and x["step"] == f["step"] and set(_group(x)) <= set(f["ranks"])), root)
             elif f["rule"] == "load_imbalance":
                 parent = root
             elif f["rule"] in ("low_gpu_utilization", "launch_bound", "host_bound_idle") \

@@ -22,7 +22,6 @@ from .merge import (
     attach,
     merge_persistent,
     merge_ranks,
-    nest_stalls,
     order_key,
     rank_json,
     steps_json,
@@ -82,7 +81,7 @@ def reduce(parts: list[RankPart], *, hosts: dict[int, str | None] | None = None,
     findings += slow_links(colls.summary(), {g: sorted(v) for g, v in members.items()},
                            {p.rank: p.info for p in parts}, hosts, topology)
     findings += extra_findings or []
-    findings = attach(merge_persistent(nest_stalls(roots)), findings)
+    findings = attach(merge_persistent(roots), findings)
     findings = thin_data(findings, rbs, max((p.info.get("world_size") or 0 for p in parts), default=0) or None)
     findings.sort(key=order_key)
     for f in findings:

@@ -54,6 +54,15 @@ class Finding:
     saves_ms_per_step: float | None = None
     saves_pct: float | None = None  # of the profiled steps' time
     saving: str | None = None  # the change, in words
+    # the profiled steps the change acts in, what it saves in them per such step (the order of the
+    # findings) and as a share of their time, and how many steps were profiled
+    saves_steps: list[int] | None = None
+    saves_ms_by_step: dict[str, float] | None = None  # every profiled step's saving (JSON keys: str)
+    saves_ms_in_steps: float | None = None
+    saves_pct_in_steps: float | None = None
+    steps_profiled: int | None = None
+    # measured with the fixes of the top-level findings listed before it made (savings._sequence)
+    saves_after_above: bool | None = None
     # the what-if changes that remove its cause, where its rule knows them when it makes the finding
     # (the efficiency findings: a kernel family made faster); else savings.CAUSES maps its rule
     fix: list | None = field(default=None, repr=False, compare=False)
@@ -68,7 +77,9 @@ class Finding:
         return cls(d["rule"], d["severity"], d["title"], list(d.get("ranks") or []), d.get("step"),
                    int(d["start_ns"]), int(d["end_ns"]), d.get("impact_ms", 0.0), d.get("advice", ""),
                    dict(d.get("metrics") or {}), [cls.from_json(c) for c in d.get("children") or []],
-                   d.get("saves_ms"), d.get("saves_ms_per_step"), d.get("saves_pct"), d.get("saving"))
+                   d.get("saves_ms"), d.get("saves_ms_per_step"), d.get("saves_pct"), d.get("saving"),
+                   d.get("saves_steps"), d.get("saves_ms_by_step"), d.get("saves_ms_in_steps"), d.get("saves_pct_in_steps"),
+                   d.get("steps_profiled"), d.get("saves_after_above"))
 
     def evidence_rows(self, with_excess: bool = False) -> list[dict]:
         """The evidence rows as the rule wrote them (evidence_of)."""
@@ -79,16 +90,63 @@ class Finding:
                 "step": self.step, "start_ns": self.start_ns, "end_ns": self.end_ns, "metrics": self.metrics,
                 "advice": self.advice, "impact_ms": self.impact_ms,
                 **({"saves_ms": self.saves_ms, "saves_ms_per_step": self.saves_ms_per_step,
-                    "saves_pct": self.saves_pct, "saving": self.saving} if self.saves_ms is not None else {}),
+                    "saves_pct": self.saves_pct, "saving": self.saving,
+                    **({"saves_steps": self.saves_steps, "saves_ms_by_step": self.saves_ms_by_step,
+                        "saves_ms_in_steps": self.saves_ms_in_steps,
+                        "saves_pct_in_steps": self.saves_pct_in_steps, "steps_profiled": self.steps_profiled,
+                        "saves_after_above": self.saves_after_above}
+                       if self.saves_steps is not None else {})} if self.saves_ms is not None else {}),
                 "children": [c.to_json() for c in self.children]}
 
     @property
+    def saves_key(self) -> float | None:
+        """What fixing it saves per step its cause acts in (the findings' order), else per step."""
+        return self.saves_ms_in_steps if self.saves_ms_in_steps is not None else self.saves_ms_per_step
+
+    @property
+    def saves_where(self) -> str:
+        """Where saves_key applies: 'a step', or 'in step 3 (1 of 3)'."""
+        acted, n = self.saves_steps, self.steps_profiled
+        if not acted or not n or len(acted) >= n:
+            return "a step"
+        return f"in step{'s' if len(acted) > 1 else ''} {_steps_text(acted)} ({len(acted)} of {n})"
+
+    @property
     def saving_text(self) -> str | None:
-        """The saving as a sentence, true as written: what the replay changed and what it gave."""
+        """The saving as a sentence, true as written: what the replay changed and what it gave, in
+        the steps the change acts in and over all the profiled steps."""
         if self.saves_ms is None:
             return None
-        return (f"what-if, {self.saving}: saves about {self.saves_ms:.1f} ms over the profiled steps "
-                f"({self.saves_ms_per_step:.1f} ms a step, {self.saves_pct:.0%}) in a replay of their dependencies")
+        acted, n = self.saves_steps, self.steps_profiled
+        tail = " in a replay of their dependencies"
+        if not acted or not n or self.saves_ms_in_steps is None:  # a saving from before the steps were said
+            return (f"what-if, {self.saving}: saves about {self.saves_ms:.1f} ms over the profiled steps "
+                    f"({self.saves_ms_per_step:.1f} ms a step, {self.saves_pct:.0%}){tail}")
+        pct = f"{self.saves_pct_in_steps or 0.0:.0%}"
+        fixing = "with the fixes of the findings above made, fixing this too" if self.saves_after_above \
+            else "fixing this"
+        if len(acted) >= n:
+            return (f"what-if, {self.saving}: {fixing} would make steps about {self.saves_ms_in_steps:.1f} ms "
+                    f"({pct}) faster ({self.saves_ms:.1f} ms over the {n} profiled steps){tail}")
+        one = len(acted) == 1
+        gained = self.saves_ms_in_steps * len(acted)
+        rest = self.saves_ms - gained
+        others = "" if abs(rest) < 0.05 else \
+            f", the other steps {abs(rest):.1f} ms {'slower' if rest < 0 else 'faster'}"
+        return (f"what-if, {self.saving}: {fixing} would make step{'' if one else 's'} {_steps_text(acted)} "
+                f"about {self.saves_ms_in_steps:.1f} ms{'' if one else ' each'} ({pct}) faster "
+                f"({len(acted)} of {n} profiled steps; {self.saves_ms:.1f} ms over all {n}{others}){tail}")
+
+
+def _steps_text(steps: list[int]) -> str:
+    """Steps for a sentence, runs of three or more as ranges: "3", "2, 5", "3-9"."""
+    runs: list[list[int]] = []
+    for s in sorted(steps):
+        if runs and s == runs[-1][-1] + 1:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
 
 
 @dataclass

@@ -8,6 +8,18 @@ the others, no launch overhead as CUDA graphs would give, the heaviest rank's GP
 median's). Findings that describe a symptom (low utilization, exposed communication) or a cost
 no replay can remove (warm-up, memory) get no saving: `saves_ms` stays None and nothing is said.
 
+What a fix saves is said for the steps its change acts in (a stall in one step: that step; a
+launch overhead: every step), and findings are ordered by it: the question is what to fix first
+and how much faster the steps it touches get, with how many steps those are beside it. A one-off
+stall averaged over the profiled steps would shrink with the length of the capture. The saving
+over all the profiled steps (saves_ms) stays what severity follows.
+
+The top-level findings are a sequence of fixes (_sequence): each one's saving is what its fix adds
+to the fixes of those listed before it, so together they never claim more than a step's time (a
+stall and the launch overhead around it overlap in that step), and a persistent late rank listed
+after its own stall does not claim the stall's after-effect again. Nested findings (symptoms,
+alternative fixes) say what their fix alone saves.
+
 Needs the session's events (the dependency model); a Dask reduce or a summary has none, so their
 findings carry no saving and keep the order of their time lost.
 """
@@ -86,10 +98,68 @@ def _what(changes: list[Change]) -> str:
     return "; ".join(ch.describe() for ch in changes)
 
 
+def _touched_steps(g, dur: np.ndarray, off: np.ndarray, steps) -> list[int]:
+    """The steps a change acts in: those holding a node whose duration it changed or the node an
+    edge it changed leads to (a host gap belongs to the step of the call after it)."""
+    node = np.r_[np.flatnonzero(dur != g.dur), g.e_dst[off != g.e_off] // 2]
+    hit = set(np.unique(g.step[node]).tolist()) if len(node) else set()
+    return [s for s in steps if s in hit]
+
+
+def _changed(g, changes: list[Change]) -> tuple[np.ndarray, np.ndarray]:
+    """Durations and edge offsets with every change applied to the recording's; each change only
+    shortens, so together (and on top of other fixes) they take the least of each."""
+    dur, off = g.dur.copy(), g.e_off.copy()
+    for ch in changes:
+        d, o, _notes = apply(g, ch)
+        np.minimum(dur, d, out=dur)
+        np.minimum(off, o, out=off)
+    return dur, off
+
+
+class _Start:
+    """What a saving is measured against: the recording, or the recording with the fixes of the
+    findings listed before (durations, offsets and the step times they give)."""
+
+    def __init__(self, g, rec, base: dict[int, int]) -> None:
+        self.g, self.rec, self.base = g, rec, base
+        self.dur, self.off, self.times = g.dur, g.e_off, base
+        self.fixed = 0  # how many findings' fixes it holds
+
+    def measure(self, f: Finding, changes: list[Change]) -> tuple[np.ndarray, np.ndarray, dict[int, int]]:
+        """Set f's saving (its changes on top of this start); returns the durations, offsets and
+        step times with them."""
+        g, base = self.g, self.base
+        own_dur, own_off = _changed(g, changes)
+        dur, off = np.minimum(own_dur, self.dur), np.minimum(own_off, self.off)
+        after = step_times(g, replay(g, dur, off, base=self.rec))
+        before = self.times
+        per = {s: before.get(s, base[s]) - after.get(s, before.get(s, base[s])) for s in base}
+        saved = max(0, sum(per.values()))
+        acted = _touched_steps(g, own_dur, own_off, sorted(base)) or sorted(base)
+        in_acted = max(0, sum(per[s] for s in acted)) if saved > 0 else 0
+        n, total = len(base), sum(base.values())
+        f.saves_ms = round(saved / 1e6, 3)
+        f.saves_ms_per_step = round(saved / 1e6 / n, 3)
+        f.saves_pct = round(saved / total, 4) if total else 0.0
+        f.saves_steps = acted
+        f.saves_ms_by_step = {str(s): round(v / 1e6, 3) for s, v in sorted(per.items())}
+        f.saves_ms_in_steps = round(in_acted / 1e6 / len(acted), 3)
+        acted_base = sum(before.get(s, base[s]) for s in acted)
+        f.saves_pct_in_steps = round(in_acted / acted_base, 4) if acted_base else 0.0
+        f.steps_profiled = n
+        f.saves_after_above = self.fixed > 0
+        f.saving = _what(changes)
+        f.severity = severity(f.saves_pct)
+        return dur, off, {s: after.get(s, before.get(s, base[s])) for s in base}
+
+
 def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | None = None) -> None:
     """Set saves_ms (over the profiled steps), saves_ms_per_step, saves_pct and saving (the change,
-    in words) on every finding whose cause has a change, then order the top-level findings by
-    what they save (those without a saving after, in their order)."""
+    in words) on every finding whose cause has a change, with the steps the change acts in and
+    what it saves in them (saves_steps, saves_ms_by_step, saves_ms_in_steps: a stall in one step
+    saves its time in that step, not a third of it in each of three), then order the findings by
+    that (_sequence: the top-level ones as fixes made one after another)."""
     wanted = [f for f in analysis.all_findings() if f.rule in CAUSES or f.fix]
     if not wanted:
         return
@@ -109,30 +179,51 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
     if not base:  # nothing to re-time: said, not silently absent
         analysis.notes.append("what fixing each finding would save is not computed: no profiled steps to replay")
         return
-    total_base = sum(base.values())
-    n = len(base)
+    start = _Start(g, rec, base)
+    changes_of: dict[int, list[Change]] = {}
     for f in wanted:
         changes = f.fix or CAUSES[f.rule](f)
         if not changes:
             continue
-        dur, off = g.dur.copy(), g.e_off.copy()
         try:
-            for ch in changes:  # each change only shortens: together, the least of each
-                d, o, _notes = apply(g, ch)
-                np.minimum(dur, d, out=dur)
-                np.minimum(off, o, out=off)
+            start.measure(f, changes)  # each alone, against the recording
         except ValueError:  # the change does not apply (a rank or step the model lacks)
             continue
-        after = step_times(g, replay(g, dur, off, base=rec))
-        saved = max(0, sum(base[s] - after.get(s, base[s]) for s in base))
-        f.saves_ms = round(saved / 1e6, 3)
-        f.saves_ms_per_step = round(saved / 1e6 / n, 3)
-        f.saves_pct = round(saved / total_base, 4) if total_base else 0.0
-        f.saving = _what(changes)
-        f.severity = severity(f.saves_pct)
+        changes_of[id(f)] = changes
     _one_fix_once(analysis)
+    _sequence(analysis.findings, start, changes_of)
     _unmeasured(analysis.findings, None)
-    _order(analysis.findings)
+    for f in analysis.findings:
+        _order(f.children)
+
+
+def _sequence(fs: list[Finding], start: _Start, changes_of: dict[int, list[Change]]) -> None:
+    """Order the top-level findings as a user would fix them: first the one whose fix saves most
+    in the steps it acts in (or a cause nested under it does), then, with that fix made, the one
+    that saves most on top of it, and so on. Each one's saving is what its fix adds to those
+    listed before it (said in its text), so the top-level savings add up to what all of them
+    together save, never more than a step's time: causes that overlap in a step (a stall and the
+    launch overhead around it) are not counted twice. Findings without a saving of their own are
+    placed by their children's; those with none keep their order at the end."""
+    done: list[Finding] = []
+    pending = [f for f in fs if id(f) in changes_of]
+    made: dict[int, tuple] = {}  # a candidate's durations, offsets and step times on the current start
+    while pending:
+        f = max(pending, key=lambda x: (_best(x) or 0.0, -fs.index(x)))
+        start.dur, start.off, start.times = made.get(id(f)) or start.measure(f, changes_of[id(f)])
+        start.fixed += 1
+        done.append(f)
+        pending.remove(f)
+        # every other saving measured again on top of it: one fix can make another's larger (no
+        # launch overhead leaves the GPU's kernels on the critical path), so none is kept stale
+        made = {id(x): start.measure(x, changes_of[id(x)]) for x in pending}
+    # findings whose saving is their children's: where that saving falls among the sequence
+    for f in sorted((f for f in fs if id(f) not in changes_of and _best(f) is not None),
+                    key=lambda x: -(_best(x) or 0.0)):
+        at = next((i for i, x in enumerate(done) if (_best(x) or 0.0) < (_best(f) or 0.0)), len(done))
+        done.insert(at, f)
+    rest = [f for f in fs if f not in done]
+    fs[:] = done + rest
 
 
 _RANK = {"low": 0, "medium": 1, "high": 2}
@@ -173,8 +264,10 @@ def severity(share: float) -> str:
 
 
 def _best(f: Finding) -> float | None:
-    """The most a finding or a cause nested under it saves (None: nothing in it has a saving)."""
-    got = [x for x in [f.saves_ms, *(_best(c) for c in f.children)] if x is not None]
+    """The most a finding or a cause nested under it saves in the steps its cause acts in, per
+    such step (None: nothing in it has a saving): what a user asks first, how much faster the
+    steps it touches get; how many steps those are is said beside it."""
+    got = [x for x in [f.saves_ms_in_steps, *(_best(c) for c in f.children)] if x is not None]
     return max(got) if got else None
 
 

@@ -1,9 +1,9 @@
 """Late ranks: who made the others wait at the collectives, in which steps, and why.
 
 Per step, the wait a rank caused is the sum of the others' waits at the collectives where it
-arrived last. A rank late in a good share of the steps is a persistent straggler; a step where
-the late rank caused clearly more waiting than usual (the job's usual lateness and that rank's)
-is an episodic stall, reported on top of the persistent lateness. Why it was late: at the
+arrived last. A rank late in a good share of the steps without stalls is a persistent straggler;
+a step where the late rank caused clearly more waiting than usual (the job's usual lateness and
+that rank's) is an episodic stall, a cause of its own beside any persistent lateness. Why it was late: at the
 collectives where it arrived last, did its kernel start right after the host launched it (the
 host was late: which host ops took longer than on the other ranks, or than on its own other
 steps; input when those are the data loader's) or long after (its GPU was busy: which kernels
@@ -92,7 +92,9 @@ def late_ranks(parts: dict, rbs: list[RankBreakdown], colls: Collectives, hosts:
         by_rank.setdefault(g, []).append(s)
     for g, ss in sorted(by_rank.items(), key=lambda kv: -len(kv[1])):
         usual = sorted(x for x in ss if x not in stall_steps)  # its lateness without the stalls
-        if len(ss) < 2 or len(ss) < PERSISTENT_SHARE * n or not usual:
+        # persistence is judged on the steps without stalls: a stall and the lateness it leaves
+        # in the next step (the rank still catching up) are not a rank that keeps falling behind
+        if len(usual) < 2 or len(usual) < PERSISTENT_SHARE * (n - len(stall_steps)):
             continue
         out.append(_persistent(parts, rbs, colls, g, usual, len(ss), n, per_step, sorted(ss), late, each_of))
     for s, g, c, usual_r in sorted(episodic):

@@ -119,7 +119,8 @@ def show_analysis(a, args) -> int:
         return 0
     def show(f, depth=0):
         lead = "    " * depth + ("└ " if depth else "")
-        saves = f"{f.saves_ms_per_step:>9.1f} ms" if f.saves_ms is not None else f"{'-':>12}"
+        # per step its cause acts in (the findings' order); the what-if line says which steps
+        saves = f"{f.saves_key:>9.1f} ms" if f.saves_key is not None else f"{'-':>12}"
         _out(f"{lead}[{f.severity:<6}] {saves}  {f.rule:<22} {f.title}")
         if f.saving_text:
             _out(f"{' ' * len(lead)}{'':>23}  {f.saving_text}")

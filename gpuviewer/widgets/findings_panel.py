@@ -134,8 +134,10 @@ class FindingsPanel(QWidget):
         return all(w in hay for w in words)
 
     def _item(self, f) -> QTreeWidgetItem:
-        # what fixing it would save a step (the what-if replay); "–" where no change removes its cause
-        saves = "–" if f.saves_ms_per_step is None else f"{f.saves_ms_per_step:.1f} ms"
+        # what fixing it would save a step it acts in (the what-if replay; the findings' order; a
+        # one-off stall's step marked); "–" where no change removes its cause
+        saves = "–" if f.saves_key is None else f"{f.saves_key:.1f} ms" + \
+            ("" if f.saves_where == "a step" else f" {f.saves_where}")
         it = QTreeWidgetItem([f.severity, saves, f.title, f.rule,
                               ranks_text(f.ranks), "" if f.step is None else str(f.step)])
         it.setForeground(0, QBrush(SEV_COLOR.get(f.severity, QColor(0, 0, 0))))

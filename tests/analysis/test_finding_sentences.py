@@ -172,14 +172,11 @@ def test_ddp_long_worst_rank_is_the_least_busy():
 LAG_US = 200  # rank 3 is rank 1's copy arriving 0.2 ms later: with rank 1, one late group
 
 
-@pytest.fixture(scope="module")
-def four_ranks(tmp_path_factory) -> str:
-    """A 4-rank job from ddp's two: ranks 0 and 2 are rank 0's trace, ranks 1 and 3 rank 1's (rank
-    3 shifted LAG_US later), world size 4: ranks 1 and 3 reach every collective together, late."""
-    d = tmp_path_factory.mktemp("four")
-    src = {0: "ddp_rank0.json.gz", 1: "ddp_rank1.json.gz"}
+def _four_ranks(d, folder: str, names: tuple[str, str]) -> str:
+    """A 4-rank job from a 2-rank one: ranks 0 and 2 are rank 0's trace, ranks 1 and 3 rank 1's
+    (rank 3 shifted LAG_US later), world size 4: ranks 1 and 3 reach every collective together."""
     for rank in range(4):
-        with gzip.open(trace_path("kineto", "ddp", src[rank % 2]), "rt") as f:
+        with gzip.open(trace_path("kineto", folder, names[rank % 2]), "rt") as f:
             doc = json.load(f)
         doc["distributedInfo"] = dict(doc.get("distributedInfo") or {}, rank=rank, world_size=4)
         if rank == 3:
@@ -191,12 +188,30 @@ def four_ranks(tmp_path_factory) -> str:
     return str(d)
 
 
-def test_ranks_arriving_together_are_one_late_group(four_ranks):
-    out = analyze(four_ranks)
-    inst = T.match(T.load(four_ranks))
+@pytest.fixture(scope="module")
+def four_ranks(tmp_path_factory) -> str:
+    """ddp's two ranks made four: ranks 1 and 3 late together, rank 1's stall in step 3 in both."""
+    return _four_ranks(tmp_path_factory.mktemp("four"), "ddp", ("ddp_rank0.json.gz", "ddp_rank1.json.gz"))
+
+
+@pytest.fixture(scope="module")
+def four_ranks_persistent(tmp_path_factory) -> str:
+    """gpu_straggler's two ranks made four: ranks 1 and 3 late together in every step."""
+    return _four_ranks(tmp_path_factory.mktemp("four_p"), "gpu_straggler",
+                       ("gpu_straggler_rank0.json.gz", "gpu_straggler_rank1.json.gz"))
+
+
+def _together(path: str) -> list:
+    inst = T.match(T.load(path))
     # independently: at every collective ranks 1 and 3 arrive within 0.5 ms of the last, 0 and 2 not
     lags = {r: max(i.last - i.starts[i.ranks.index(r)] for i in inst if i.wait(0) > 1e6) for r in range(4)}
     assert lags[1] <= 500_000 and lags[3] <= 500_000 and min(lags[0], lags[2]) > 1_000_000
+    return inst
+
+
+def test_ranks_arriving_together_are_one_late_group(four_ranks_persistent):
+    _together(four_ranks_persistent)
+    out = analyze(four_ranks_persistent)
     roots = [f for f in out["findings"] if f["rule"] == "straggler"]
     assert len(roots) == 1, [f["title"] for f in roots]
     f = roots[0]
@@ -204,19 +219,30 @@ def test_ranks_arriving_together_are_one_late_group(four_ranks):
     assert "the other 2 ranks wait" in f["title"]
     assert sorted(f["metrics"]["late_group"]) == [1, 3] and f["metrics"]["waiting_ranks"] == [0, 2]
     assert set(f["ranks"]) == {0, 1, 2, 3}
-    # the planted stall (ddp rank 1 sleeps before step 3): both copies held the others back
-    stall = next(c for c in f["children"] if c["rule"] == "straggler")
+
+
+def test_a_stall_of_ranks_arriving_together_names_both(four_ranks):
+    """The planted stall (ddp rank 1 sleeps before step 3): both copies held the others back, one
+    finding of its own (ddp's rank 1 is late only in that step and the next: no persistent one)."""
+    inst = _together(four_ranks)
+    out = analyze(four_ranks)
+    roots = [f for f in out["findings"] if f["rule"] == "straggler"]
+    assert len(roots) == 1, [f["title"] for f in roots]
+    stall = roots[0]
     assert stall["title"].startswith("Step 3: ranks 1 and 3, arriving together, held each of the other 2 ranks back")
+    assert sorted(stall["metrics"]["late_group"]) == [1, 3] and stall["metrics"]["waiting_ranks"] == [0, 2]
     caused = sum(i.wait(0) + i.wait(2) for i in inst if i.steps[0] == 3 and i.last_rank in (1, 3)) / 2
     shown = float(re.search(r"back ([\d.]+) ms", stall["title"]).group(1))
     assert abs(shown - caused / 1e6) < 0.1, (shown, caused / 1e6)
 
 
 def test_two_ranks_still_name_one_late_rank():
-    """A rank well apart from the others is still named alone (ddp: rank 1, its stall in step 3)."""
-    out = analyze(trace_path("kineto", "ddp"))
-    f = next(f for f in out["findings"] if f["rule"] == "straggler")
+    """A rank well apart from the others is still named alone (gpu_straggler: rank 1; ddp: its
+    stall in step 3)."""
+    f = next(f for f in analyze(trace_path("kineto", "gpu_straggler"))["findings"] if f["rule"] == "straggler")
     assert f["title"].startswith("Rank 1 arrives last") and f["metrics"]["late_group"] == [1]
+    f = next(f for f in analyze(trace_path("kineto", "ddp"))["findings"] if f["rule"] == "straggler")
+    assert f["title"].startswith("Step 3: rank 1 held") and f["metrics"]["late_group"] == [1]
 
 
 # -- item 10: thin data --------------------------------------------------------------------------------

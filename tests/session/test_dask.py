@@ -38,7 +38,8 @@ def analyze_json(*args: str) -> dict:
     return json.loads(r.stdout)
 
 
-SAVINGS = ("saves_ms", "saves_ms_per_step", "saves_pct", "saving")
+SAVINGS = ("saves_ms", "saves_ms_per_step", "saves_pct", "saving", "saves_steps", "saves_ms_by_step",
+           "saves_ms_in_steps", "saves_pct_in_steps", "steps_profiled", "saves_after_above")
 EFFICIENCY_RULES = set(EFFICIENCY_ADVICE)  # findings from the kernels' efficiency: in process only
 
 

@@ -190,17 +190,17 @@ def test_findings_dock_takes_the_timeline_there(qtbot, tmp_path):
         assert w.open_paths([trace_path("kineto", "ddp")], block=True)
     shown = w.findings.visible_findings()
     # ranked by what fixing them would save (the what-if replay), those without a saving after
-    def best(f):
-        got = [x for x in [f.saves_ms, *(best(c) for c in f.children)] if x is not None]
+    def best(f):  # per step its cause acts in
+        got = [x for x in [f.saves_ms_in_steps, *(best(c) for c in f.children)] if x is not None]
         return max(got) if got else None
     saves = [best(x) for x in shown if best(x) is not None]
     assert shown and saves and saves == sorted(saves, reverse=True)
     assert all(best(x) is None for x in shown[len(saves):])
     assert w.findings.tree.topLevelItemCount() == len(shown)
     assert w.findings.detail.toPlainText().startswith(shown[0].title)  # never empty on open
-    # the planted stall: an episodic straggler under rank 1's lateness
-    late = next(x for x in shown if x.rule == "straggler")
-    f = next(c for c in late.children if c.rule == "straggler")
+    # the planted stall: an episodic straggler, a finding of its own, first
+    f = shown[0]
+    assert f.rule == "straggler" and f.step == 3
     assert w.findings.choose_finding(f)
     t0, t1 = w.timeline.visible_range()
     assert t0 <= f.start_ns and t1 >= f.end_ns and (t1 - t0) < 2 * (f.end_ns - f.start_ns)
