@@ -122,9 +122,13 @@ class Finding:
         if not acted or not n or self.saves_ms_in_steps is None:  # a saving from before the steps were said
             return (f"what-if, {self.saving}: saves about {self.saves_ms:.1f} ms over the profiled steps "
                     f"({self.saves_ms_per_step:.1f} ms a step, {self.saves_pct:.0%}){tail}")
-        pct = f"{self.saves_pct_in_steps or 0.0:.0%}"
         fixing = "with the fixes of the findings above made, fixing this too" if self.saves_after_above \
             else "fixing this"
+        if self.saves_ms_in_steps < 0.05:  # never "0.0 ms faster"
+            total = f"; {self.saves_ms:.1f} ms over all {n}" if self.saves_ms >= 0.05 else ""
+            return (f"what-if, {self.saving}: {fixing} would not make the steps measurably faster (under "
+                    f"0.05 ms a step it acts in{total}){tail}")
+        pct = f"{self.saves_pct_in_steps or 0.0:.0%}"
         if len(acted) >= n:
             return (f"what-if, {self.saving}: {fixing} would make steps about {self.saves_ms_in_steps:.1f} ms "
                     f"({pct}) faster ({self.saves_ms:.1f} ms over the {n} profiled steps){tail}")
