@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QEvent, QObject, QTimer, Signal
 
 
 class Background(QObject):
@@ -29,3 +29,25 @@ class Background(QObject):
                 self.done.emit(token, result)
         threading.Thread(target=work, daemon=True, name="gpuviewer-query").start()
         return token
+
+
+def after_first_paint(widget, fn, at_most_ms: int = 2000) -> None:
+    """Call fn once `widget` has painted (the event loop's next turn after its paint event), or
+    after at_most_ms if it does not paint (hidden): work on other threads that would compete with
+    that frame for the interpreter (imports, the analysis) starts after it."""
+    state = {"done": False}
+
+    def fire() -> None:
+        if not state["done"]:
+            state["done"] = True
+            widget.removeEventFilter(watch)
+            fn()
+
+    class _Watch(QObject):
+        def eventFilter(self, obj, ev):  # noqa: N802 - Qt's name
+            if ev.type() == QEvent.Paint and not state["done"]:
+                QTimer.singleShot(0, fire)  # once this paint is done
+            return False
+    watch = _Watch(widget)
+    widget.installEventFilter(watch)
+    QTimer.singleShot(at_most_ms, fire)

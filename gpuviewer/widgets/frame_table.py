@@ -153,6 +153,12 @@ class FrameTable(QTableView):
         self.clicked.connect(self._row)
         self.activated.connect(self._row)
 
+    def clear(self) -> None:
+        """No rows, no columns (without importing pandas for an empty frame)."""
+        self.model_.beginResetModel()
+        self.model_.df = None
+        self.model_.endResetModel()
+
     def set_frame(self, df, ns=frozenset()) -> None:
         self.model_.set_frame(df, ns)
         self.horizontalHeader().setSortIndicator(-1, Qt.AscendingOrder)

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox
 from ..model.trace import Trace
 from ..session import Session
 from . import window_build
+from .background import after_first_paint
 from .controller import Controller
 from .window_analysis import AnalysisMixin
 from .window_nav import NavMixin
@@ -130,7 +131,8 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         self.findings.set_findings([])
         self.timeline.set_session(session)
         self.details.set_trace(trace)
-        self.queries.set_session(session)
+        blocking = self.controller.block_analysis
+        self.queries.set_session(session, compute=blocking)
         self._show_topology()
         self._show_memory(trace)
         steps = sorted({s.step for s in trace.steps})
@@ -173,7 +175,16 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         self._apply_annotations()
         self._compact_start = compact_start(self, session)
         self._range_changed(*self.timeline.visible_range())
-        self.controller.run_analysis()
+        if blocking:
+            self.controller.run_analysis()
+        else:
+            # the analysis and statistics threads start after the session's first frame: their
+            # imports and work took the interpreter from it (a second or more on a busy machine)
+            def start(s=session) -> None:
+                if self.session is s:
+                    self.controller.run_analysis()
+                    self.queries.stats.refresh()
+            after_first_paint(self.timeline.plot.viewport(), start)
 
     def _show_memory(self, trace: Trace) -> None:
         self.memory.align_with(self.timeline.labels_width(), self.timeline.scroll.sizeHint().width())

@@ -22,11 +22,12 @@ class QueryDocks:
         self.sql.eventChosen.connect(self._goto)
         self.stats.eventChosen.connect(self._goto)
 
-    def set_session(self, session) -> None:
-        """The window's session (its tables follow its trace and analysis)."""
+    def set_session(self, session, compute: bool = True) -> None:
+        """The window's session (its tables follow its trace and analysis); compute False: the
+        statistics are computed at stats.refresh()."""
         self.session = session
         self.sql.set_session(session)
-        self.stats.set_session(session)
+        self.stats.set_session(session, compute)
 
     def _goto(self, i: int) -> None:
         self.win._goto_event(i)  # select, centre, scroll to its lane: as a details link does

@@ -111,14 +111,14 @@ class SqlPanel(QWidget):
         self._t0 = 0.0
 
     def set_session(self, session) -> None:
-        from ..session.panels import sql_query
         if self.query is not None:
             self.cancel()
         self.session = session
-        self.query = sql_query(session) if session is not None else None
+        # the query runner (DuckDB and pandas: 1-2 s of imports on a loaded machine) is made at
+        # the first query, not here: this runs before the session's first frame
+        self.query = None
         self.bg.token += 1  # a result still on its way belongs to the old session
-        import pandas as pd  # here, not at the top: the empty window is shown without it
-        self.table.set_frame(pd.DataFrame())
+        self.table.clear()
         self.status.setText("Ctrl+Enter runs the query." if session is not None else "Open a trace to query it.")
 
     def _example(self, i: int) -> None:
@@ -128,8 +128,11 @@ class SqlPanel(QWidget):
 
     def run_query(self) -> None:
         sql = self.editor.toPlainText().strip()
-        if not sql or self.query is None:
+        if not sql or self.session is None:
             return
+        if self.query is None:
+            from ..session.panels import sql_query
+            self.query = sql_query(self.session)
         if not self.history or self.history[-1] != sql:
             self.history.append(sql)
             self.history_box.insertItem(0, " ".join(sql.split())[:80])

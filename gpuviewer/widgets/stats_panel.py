@@ -51,7 +51,8 @@ class StatsPanel(QWidget):
         self.rank.currentIndexChanged.connect(self.refresh)
         self.filter.textChanged.connect(self._apply_filter)
 
-    def set_session(self, session) -> None:
+    def set_session(self, session, compute: bool = True) -> None:
+        """compute False: refresh() later (the window starts it after the session's first frame)."""
         self.session = session
         self.rank.blockSignals(True)
         self.rank.clear()
@@ -59,7 +60,11 @@ class StatsPanel(QWidget):
         for r in (session.ranks if session is not None else []):
             self.rank.addItem(f"Rank {r}", r)
         self.rank.blockSignals(False)
-        self.refresh()
+        if compute:
+            self.refresh()
+        else:
+            self.bg.token += 1  # a result still on its way belongs to the old session
+            self.status.setText("")
 
     def refresh(self) -> None:
         if self.session is None:
