@@ -227,7 +227,11 @@ def _explain_split(cause: str, split: dict, excess: list[dict]) -> str:
         return f"its GPU is busy longer: its collective waits {split['gpu_queue']:.1f} ms more in the queue{top}"
     bits = []
     if split["step_start"] >= 0.5:
-        bits.append(f"its host starts each step {split['step_start']:.1f} ms later")
+        grow = split.get("step_start_growth", 0.0)
+        rate = f"it grew {grow:.1f} ms a step" if grow >= 0.05 else \
+            f"it shrank {-grow:.1f} ms a step" if grow <= -0.05 else "it did not grow"
+        bits.append(f"its host starts the steps {split['step_start']:.1f} ms after the others' on average "
+                    f"(a lag carried over from the step before; from its first late step to its last {rate})")
     if split["host_to_launch"] >= 0.5:
         bits.append(f"takes {split['host_to_launch']:.1f} ms longer to launch the collective{top}")
     what = " and ".join(bits) if bits else "its host launches the collective later" + top
@@ -268,6 +272,10 @@ def _why(maps: dict, rbs, colls: Collectives, r: int, steps: list[int], g: tuple
         for key, j in (("step_start", 0), ("host_to_launch", 1), ("gpu_queue", 2)):
             parts[key].append(rows[r][j] - float(np.median([b[j] for b in base])))
     split = {k: _ms(np.mean(v)) if v else 0.0 for k, v in parts.items()}
+    # a later step start is a lag carried from step to step (a phase offset), not a cost of each
+    # step: what feeds it is how much it grows a step
+    ss = parts["step_start"]
+    split["step_start_growth"] = _ms((ss[-1] - ss[0]) / (len(ss) - 1)) if len(ss) > 1 else 0.0
     host_part = split["step_start"] + split["host_to_launch"]
     if split["gpu_queue"] > host_part:
         return "gpu", _excess(maps, r, others, steps, "gpu_names"), split

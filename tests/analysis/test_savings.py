@@ -7,6 +7,7 @@ invariants on every shared trace (a saving is never negative nor above the time 
 the top-level savings together never exceed it). Every analysis is the real CLI's JSON."""
 import json
 import os
+import re
 
 import pytest
 from conftest import TRACES, run_cli, shared_listdir, trace_path
@@ -103,6 +104,41 @@ def test_a_one_off_stall_leads_with_its_saving_in_its_step():
     assert "(1 of 9 profiled steps;" in lines[2], lines[2]
 
 
+def fsdp_raw() -> tuple[dict, dict, dict]:
+    """From fsdp's raw files, per (rank, ProfilerStep number): the host step's duration, its
+    blocking syncs' time inside it (ms) and its start (us)."""
+    if "fsdp_raw" not in _cache:
+        import gzip
+        host, sync, start = {}, {}, {}
+        for r in (0, 1):
+            with gzip.open(trace_path("kineto", "fsdp", f"fsdp_rank{r}.json.gz"), "rt") as fh:
+                ev = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
+            steps = [e for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
+            for st in steps:
+                n = int(st["name"].split("#")[1])
+                host[r, n], start[r, n] = st["dur"] / 1e3, st["ts"]
+                sync[r, n] = sum(e["dur"] for e in ev if e.get("cat") == "cuda_runtime" and "Synchronize" in e["name"]
+                                 and st["ts"] <= e["ts"] < st["ts"] + st["dur"]) / 1e3
+        _cache["fsdp_raw"] = (host, sync, start)
+    return _cache["fsdp_raw"]
+
+
+def test_a_late_step_start_is_said_as_a_lag_and_its_growth():
+    """fsdp: rank 1 starts each ProfilerStep 9-20 ms after rank 0 (the raw files): a lag carried
+    over from the step before, said with how much it grew a step, not as a cost of every step."""
+    _, _, start = fsdp_raw()
+    ns = sorted({n for _, n in start})
+    lag = [(start[1, n] - start[0, n]) / 1e3 for n in ns]
+    pers = next(f for f in analyze("kineto", "fsdp")["findings"] if f["rule"] == "straggler")
+    said = re.search(r"its host starts the steps ([\d.]+) ms after the others' on average \(a lag carried over "
+                     r"from the step before; from its first late step to its last it (grew|shrank) ([\d.]+) ms a step\)",
+                     pers["title"])
+    assert said, pers["title"]
+    assert float(said.group(1)) == pytest.approx(sum(lag) / len(lag), abs=0.06)
+    growth = (lag[-1] - lag[0]) / (len(lag) - 1)
+    assert (1 if said.group(2) == "grew" else -1) * float(said.group(3)) == pytest.approx(growth, abs=0.06)
+
+
 def test_fsdp_late_rank_saves_its_extra_host_time():
     """fsdp: rank 1 arrives last at every collective (truth.json). Making it keep pace saves, by
     an estimate from the raw files, its host time a step beyond rank 0's work: rank 0's
@@ -110,17 +146,7 @@ def test_fsdp_late_rank_saves_its_extra_host_time():
     collectives), summed over the steps. Rank 0's GPU is slower than rank 1's (its kernels share
     the SMs with spinning NCCL kernels): the what-if only ever slows nothing, so that contention is
     never copied onto rank 1."""
-    import gzip
-    host, sync = {}, {}
-    for r in (0, 1):
-        with gzip.open(trace_path("kineto", "fsdp", f"fsdp_rank{r}.json.gz"), "rt") as fh:
-            ev = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
-        steps = [e for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
-        for st in steps:
-            n = int(st["name"].split("#")[1])
-            host[r, n] = st["dur"] / 1e3
-            sync[r, n] = sum(e["dur"] for e in ev if e.get("cat") == "cuda_runtime" and "Synchronize" in e["name"]
-                             and st["ts"] <= e["ts"] < st["ts"] + st["dur"]) / 1e3
+    host, sync, _ = fsdp_raw()
     ns = sorted({n for _, n in host})
     estimate = sum(host[1, n] - (host[0, n] - sync[0, n]) for n in ns)  # about 80 ms over 3 steps
     a = analyze("kineto", "fsdp")
