@@ -64,9 +64,22 @@ def pytest_terminal_summary(terminalreporter):
                                     f"({TRACES}; set GPUVIEWER_SHARED to run them)")
 
 
+_memo_dir: str | None = None
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _cache_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("cache")
+    """One cache of opened traces for the whole run, and one folder for run_cli_once's answers:
+    under pytest-xdist both are shared by the workers (the folder above each worker's own), so a
+    trace that tests in both workers open is read once, and the app's cache, which locks its
+    entries, meets two processes as it does with two windows."""
+    global _memo_dir
+    base = tmp_path_factory.getbasetemp()
+    run_dir = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    d = run_dir / "cache"
+    d.mkdir(exist_ok=True)
+    _memo_dir = str(run_dir / "cli-once")
+    os.makedirs(_memo_dir, exist_ok=True)
     os.environ["GPUVIEWER_CACHE_DIR"] = str(d)
     yield d
 
@@ -101,6 +114,30 @@ def run_cli(*args: str, env: dict | None = None):
     e.update(env or {})
     return subprocess.run([sys.executable, "-m", "gpuviewer", *args], capture_output=True, text=True,
                           env=e, cwd=ROOT, timeout=600)
+
+
+def run_cli_once(*args: str):
+    """run_cli(*args) run once in this test run and its answer (exit code, stdout, stderr) kept:
+    the same command on the same input gives the same answer, so modules that check different
+    things of `analyze PATH --json` share one run. Only for inputs nothing changes during the run
+    (the shared traces, samples): the key is the arguments. Under pytest-xdist the workers share the
+    answers; a worker asking for one the other is computing waits for it (a lock per command)."""
+    import fcntl
+    import hashlib
+    import json
+    import subprocess
+    assert _memo_dir is not None, "run_cli_once needs the session fixture _cache_dir"
+    key = os.path.join(_memo_dir, hashlib.sha256("\0".join(args).encode()).hexdigest()[:32])
+    with open(key + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(key + ".json"):
+            p = run_cli(*args)
+            with open(key + ".part", "w") as f:
+                json.dump([p.returncode, p.stdout, p.stderr], f)
+            os.replace(key + ".part", key + ".json")
+        with open(key + ".json") as f:
+            rc, out, err = json.load(f)
+    return subprocess.CompletedProcess([sys.executable, "-m", "gpuviewer", *args], rc, out, err)
 
 
 def make_window(qtbot, tmp_path, *, block_analysis: bool = False, size: tuple[int, int] | None = None):

@@ -7,7 +7,7 @@ import gzip
 import json
 
 import pytest
-from conftest import compat_path, run_cli, trace_path
+from conftest import compat_path, run_cli, run_cli_once, trace_path
 
 from gpuviewer.analysis.flops import op_work
 from gpuviewer.analysis.kernel_class import tensor_cores
@@ -120,7 +120,7 @@ def test_peaks_table_matches_device_names():
 @pytest.fixture(scope="module")
 def gpt():
     path = trace_path("kineto", "single_gpt_train.json.gz")
-    p = run_cli("analyze", path, "--json")
+    p = run_cli_once("analyze", path, "--json")  # the run's one analysis of it, shared by modules
     assert p.returncode == 0, p.stderr
     return path, json.loads(p.stdout)["efficiency"]
 
@@ -184,7 +184,7 @@ def test_h100_fp32_simt_gemms_named_without_tensor_cores():
 
 
 def test_no_shapes_no_simt_keeps_the_json():
-    p = run_cli("analyze", trace_path("nsys", "nsys_single.sqlite"), "--json")
+    p = run_cli_once("analyze", trace_path("nsys", "nsys_single.sqlite"), "--json")
     assert p.returncode == 0, p.stderr
     assert "efficiency" not in json.loads(p.stdout)
 
