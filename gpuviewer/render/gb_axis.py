@@ -64,15 +64,20 @@ class GbAxis(pg.AxisItem):
                 if inside and all(abs(v - k) * px >= line for k, _ in kept):
                     kept.append((v, text))
             return kept
-        # round values at the 1-2-5 step that labels most of them (a short strip may fit only
-        # a finer step's values between its edges)
-        best: list[tuple[float, str]] = keep(list(self.marks))
-        step = _round_step(line / px / 2)
-        for _ in range(4):
-            got = keep(list(self.marks) + [(k * step, _gb(k * step)) for k in range(1, int(hi / step) + 1)])
-            if len(got) > len(best):
-                best = got
-            step = _round_step(step * 1.01)
+        # round values at the finest 1-2-5 step whose labels clear each other (2, 4, 6 GB); where
+        # that fits fewer than two between the edges (a short strip), the step of finer ones
+        # that labels most (every other one of 1, 2, 3... GB: 1, 3, 5 GB)
+        def at(step: float) -> list[tuple[float, str]]:
+            return keep(list(self.marks) + [(k * step, _gb(k * step)) for k in range(1, int(hi / step) + 1)])
+        clear = _round_step(line / px)
+        best = at(clear)
+        if len(best) - len(self.marks) < 2:
+            step = _round_step(line / px / 3)
+            while step < clear:
+                got = at(step)
+                if len(got) > len(best):
+                    best = got
+                step = _round_step(step * 1.01)
         return sorted(best)
 
     def tickValues(self, minVal: float, maxVal: float, size: float):  # noqa: N802,N803 - pyqtgraph's names
