@@ -3,7 +3,8 @@
 Under the annotations: OverlayItem, a finding's range on its ranks and the search matches, and
 SelectionItem, the selected event's box (apart: stepping through events with the matches shown
 redraws one box, not every match). Over the annotations: CursorItem, the memory panel's time
-cursor and the flow arrows of the selected event.
+cursor and the flow arrows of the selected event; over everything, AreaItem, the area selection
+(Shift+drag), drawn from the session's area so that a picture of the view shows it too.
 """
 from __future__ import annotations
 
@@ -141,3 +142,45 @@ class CursorItem(Layer):
             head = QPolygonF([end, QPointF(end.x() - 8 * ux + 4 * uy, end.y() - 8 * uy - 4 * ux),
                               QPointF(end.x() - 8 * ux - 4 * uy, end.y() - 8 * uy + 4 * ux)])
             p.drawPolygon(head)
+
+
+AREA_PEN = QPen(QColor(37, 99, 235), 1)
+AREA_BRUSH = QBrush(QColor(37, 99, 235, 40))
+
+
+class AreaItem(Layer):
+    """The area selection: its time range on the rows of its lanes, one box over each run of
+    its lanes with no other row between them (a lane left out of the area splits the box)."""
+    area = state()  # (t0, t1, lane indices), absolute ns, as Session.view.area
+
+    def __init__(self, host, z: float = 6.0) -> None:
+        super().__init__(host, z)
+        self.area = None
+
+    def has_content(self) -> bool:
+        return self._area is not None and bool(self._area[2])
+
+    def boxes(self, rows) -> list[tuple[float, float]]:
+        """(top, bottom) in rows of each run of the area's lanes among `rows` (in layout order)."""
+        lanes = set(self._area[2])
+        out: list[tuple[float, float]] = []
+        run = False
+        for row in rows:
+            inside = row.kind == "lane" and row.lane in lanes
+            if inside and run:
+                out[-1] = (out[-1][0], row.y + row.h)
+            elif inside:
+                out.append((row.y, row.y + row.h))
+            run = inside
+        return out
+
+    def draw(self, p, f: Frame) -> None:
+        t0, t1, _ = self._area
+        X0 = (t0 - self.host.origin) * f.sx + f.ox
+        X1 = max((t1 - self.host.origin) * f.sx + f.ox, X0 + 1)
+        p.setPen(AREA_PEN)
+        p.setBrush(AREA_BRUSH)
+        for top, bottom in self.boxes(f.rows):
+            p.drawRect(QRectF(X0, top * f.sy + f.oy, X1 - X0, (bottom - top) * f.sy))
+        p.setPen(Qt.NoPen)
+        p.setBrush(Qt.NoBrush)

@@ -7,6 +7,7 @@
   3 SelectionItem    the selected event's box                                     (overlay_item)
   4 AnnotationsItem  notes, regions, arrows                                       (annotations_item)
   5 CursorItem       the memory cursor, the selection's flow arrows               (overlay_item)
+  6 AreaItem         the area selection (Shift+drag)                              (overlay_item)
 
 The order is the order the single item used to draw in, so the pixels are the same. A layer whose
 state changes draws anew alone; the others put back what they drew (replayed painter calls or a
@@ -26,7 +27,7 @@ from ..model.layout import Layout
 from ..model.trace import Trace
 from .annotations_item import AnnotationsItem
 from .critical_path_item import CriticalPathItem
-from .overlay_item import CursorItem, OverlayItem, SelectionItem
+from .overlay_item import AreaItem, CursorItem, OverlayItem, SelectionItem
 from .slices_item import SlicesItem
 from .steps_item import StepsItem
 
@@ -54,6 +55,7 @@ class TimelineItem(pg.GraphicsObject):
     annotations = _Forward("notes")
     cursor_ns = _Forward("cursor_layer")
     flow_pairs = _Forward("cursor_layer")
+    area = _Forward("area_layer")
     show_steps = _Forward("steps")
     critical_path = _Forward("critical")
     wait_idx = _Forward("slices")
@@ -78,8 +80,9 @@ class TimelineItem(pg.GraphicsObject):
         self.selection = SelectionItem(self, 3)
         self.notes = AnnotationsItem(self, 4)
         self.cursor_layer = CursorItem(self, 5)
+        self.area_layer = AreaItem(self, 6)
         self.layers = (self.slices, self.steps, self.overlay, self.critical, self.selection, self.notes,
-                       self.cursor_layer)
+                       self.cursor_layer, self.area_layer)
         self._visible = (None, None, None, [])  # y0, y1, the layout's rows, those visible there
 
     # -- pyqtgraph protocol ------------------------------------------------------------------

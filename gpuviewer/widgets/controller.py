@@ -40,6 +40,7 @@ class Controller(QObject):
     rangeChanged = Signal(object, object)  # absolute ns (64-bit: not a C int)
     selectionChanged = Signal(object)
     annotationsChanged = Signal()
+    areaChanged = Signal(object, object, object)  # t0, t1 (absolute ns), lane indices
     topologyChanged = Signal()
     analysisReady = Signal(object)  # the session's Analysis (analysis.results)
     analysisBusy = Signal(str)  # "analysing…", or why it failed
@@ -98,6 +99,7 @@ class Controller(QObject):
             ("range", lambda t0, t1: self.rangeChanged.emit(t0, t1)),
             ("selection", lambda event: self.selectionChanged.emit(event)),
             ("annotations", lambda: self.annotationsChanged.emit()),
+            ("area", lambda t0, t1, lanes: self.areaChanged.emit(t0, t1, lanes)),
             ("topology", lambda: self.topologyChanged.emit()),
             ("analysis", self._analysis_event),
             ("message", lambda text, error: self.message.emit(text, error)),

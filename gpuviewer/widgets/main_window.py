@@ -50,6 +50,7 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         self.setAcceptDrops(True)
         window_build.build(self)
         window_build.wire(self)
+        self.controller.areaChanged.connect(self._show_area)
 
     # -- the session, as the window's callers name its parts --------------------------------
     @property
@@ -130,6 +131,7 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
             print(f"gpuviewer: loaded {', '.join(paths)}: {trace.n_events} events", file=sys.stderr, flush=True)
         self.findings.set_findings([])
         self.timeline.set_session(session)
+        self._show_area(*(session.view.area or (0, 0, [])))
         self.details.set_trace(trace)
         blocking = self.controller.block_analysis
         self.queries.set_session(session, compute=blocking)
@@ -185,6 +187,24 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
                     self.controller.run_analysis()
                     self.queries.stats.refresh()
             after_first_paint(self.timeline.plot.viewport(), start)
+
+    def _show_area(self, t0: int, t1: int, lanes: list) -> None:
+        """The session's area selection, drawn by the timeline (and so in pictures of it: a bare
+        view draws the same) on the rows of its lanes; the box that followed the drag is done."""
+        self.timeline.area_rect.hide()
+        if self.timeline.item is not None:
+            self.timeline.item.area = (t0, t1, list(lanes)) if lanes else None
+
+    @property
+    def svg_on_top(self) -> tuple:
+        """What an SVG of the window paints again over the rest (export/image.py): an SVG keeps
+        no widget's clip, so a table's rows past its viewport landed on the dock tabs below it,
+        and slices and step lines begun before the view on the timeline's label column."""
+        from PySide6.QtWidgets import QTabBar
+        tl = self.timeline
+        # the dock tabs shown (the main window keeps unused tab bars, "visible" and out of sight)
+        tabs = [t for t in self.findChildren(QTabBar) if t.count() and not t.visibleRegion().isEmpty()]
+        return (tl.labels, tl.split.handle(1), *tabs, self.statusBar())
 
     def _show_memory(self, trace: Trace) -> None:
         self.memory.align_with(self.timeline.labels_width(), self.timeline.scroll.sizeHint().width())

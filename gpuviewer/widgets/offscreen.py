@@ -1,6 +1,6 @@
 """A bare timeline of a session, off screen, for images and reports (export/report.py): the
-session's trace, lane layout, time range, annotations and communication waits, in a view of
-its own, so that panning it for a report's pictures never moves the window's view."""
+session's trace, lane layout, time range, annotations, area selection and communication waits,
+in a view of its own, so that panning it for a report's pictures never moves the window's view."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
@@ -30,6 +30,7 @@ def bare_view(session, size: tuple[int, int] = REPORT_VIEW_SIZE) -> TimelineView
         v.item.set_comm_waits(a.kernel_collectives)
     if v.item is not None:
         v.item.annotations = session.notes.doc.annotations
+        v.item.area = session.view.area  # the area selection, where the window shows it
     for _ in range(3):
         QApplication.processEvents()
     if session.view.range is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
+from PySide6.QtWidgets import QApplication, QFileDialog, QInputDialog, QMessageBox
 
 from ..model.fmt import format_duration, format_ns
 
@@ -112,15 +112,13 @@ class NavMixin:
 
     # -- export ---------------------------------------------------------------------------
     def export_image(self, path: str, scale: float = 1.0, whole_window: bool = False) -> bool:
-        """The timeline as it is shown (its size, range, lanes, annotations; no search or scroll
-        bar), or the whole window."""
+        """The timeline as it is shown (its labels and lanes pixel for pixel: range, scroll,
+        annotations, area selection; no search or scroll bar), or the whole window."""
         from ..export.image import save_widget
         if whole_window or self.session is None:
             return save_widget(self, path, scale)
-        from .offscreen import bare_view, dispose
-        view = bare_view(self.session, (self.timeline.width(), self.timeline.height()))
-        if self.timeline.item is not None and view.item is not None:  # the critical path, as shown
-            view.item.critical_path = self.timeline.item.critical_path
+        from .offscreen import dispose
+        view = self._picture_view()
         try:
             return save_widget(view, path, scale)
         finally:
@@ -143,12 +141,25 @@ class NavMixin:
         if not self.export_image(path, scale, whole_window=what == "The whole window"):
             QMessageBox.warning(self, "Export image", f"Could not write {path}")
 
+    def _picture_view(self):
+        """A bare view of the session showing what the timeline's labels and lanes show: their
+        size, the label column's width, the lanes' scroll, the critical path."""
+        from .offscreen import bare_view
+        tl = self.timeline
+        view = bare_view(self.session, (tl.split.width(), tl.split.height()))
+        view.split.setSizes(tl.split.sizes())
+        if tl.item is not None and view.item is not None:
+            view.item.critical_path = tl.item.critical_path
+        QApplication.processEvents()  # laid out at those sizes before the scroll is set
+        view.scroll.setValue(tl.scroll.value())
+        QApplication.processEvents()
+        return view
+
     def copy_image(self) -> None:
-        from PySide6.QtWidgets import QApplication
         if self.session is None:
             return
-        from .offscreen import bare_view, dispose
-        view = bare_view(self.session, (self.timeline.width(), self.timeline.height()))  # as exported
+        from .offscreen import dispose
+        view = self._picture_view()  # as exported
         try:
             QApplication.clipboard().setPixmap(view.grab())
         finally:

@@ -217,6 +217,6 @@ def test_export_image_scale(qtbot, tmp_path, ddp_copy):
     assert w.export_image(str(out), scale=2.0)
     from PySide6.QtGui import QImage
     img = QImage(str(out))
-    assert img.width() == 2 * w.timeline.width()  # the timeline by default
+    assert img.width() == 2 * w.timeline.split.width()  # the timeline by default: its labels and lanes
     assert w.export_image(str(out), scale=2.0, whole_window=True)
     assert QImage(str(out)).width() == 2 * w.width()
