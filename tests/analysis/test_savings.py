@@ -185,7 +185,8 @@ def test_findings_are_ordered_by_what_they_save(parts):
 TRACE_PATHS = [os.path.join("kineto", n) for n in shared_listdir(os.path.join(TRACES, "kineto"))
                if n != "launch_bound_big.json.gz"] + \
               [os.path.join("nsys", n) for n in shared_listdir(os.path.join(TRACES, "nsys")) if n.endswith(".sqlite")] + \
-              [os.path.join("whatif", n) for n in shared_listdir(os.path.join(TRACES, "whatif")) if n.endswith(".json.gz")]
+              [os.path.join("whatif", n) for n in shared_listdir(os.path.join(TRACES, "whatif")) if n.endswith(".json.gz")] + \
+              [os.path.join("jax", n) for n in shared_listdir(os.path.join(TRACES, "jax")) if n.endswith(".json.gz")]
 
 
 @pytest.mark.parametrize("rel", TRACE_PATHS)
@@ -215,3 +216,17 @@ def test_savings_are_bounded_by_the_steps(rel):
         if f.get("saves_ms") is not None and f["saves_ms"] > 0:
             acted = sum(f["saves_ms_by_step"][str(k)] for k in f["saves_steps"])
             assert f["saves_ms_in_steps"] == pytest.approx(acted / len(f["saves_steps"]), abs=0.01)
+
+
+def test_ddp_clean_is_host_bound_first_and_its_late_rank_saves_little():
+    """ddp_clean (nothing planted): both ranks are launch/host-bound, the first finding; rank 1 is
+    late at the all-reduce, yet making it keep pace saves at most ~10 ms over the run, alone (the
+    whatif CLI) or after the launch fix (the finding)."""
+    a = analyze("kineto", "ddp_clean")
+    top = a["findings"][0]
+    assert top["rule"] in ("launch_bound", "host_bound_idle") and sorted(top["ranks"]) == [0, 1], top["title"]
+    late = next(f for f in a["findings"] if f["rule"] == "straggler")
+    assert late["metrics"]["late_rank"] == 1 and late["saves_ms"] <= 10
+    alone = run_cli("whatif", trace_path("kineto", "ddp_clean"), "--rank-like-median", "1", "--json")
+    assert alone.returncode == 0, alone.stderr
+    assert json.loads(alone.stdout)["saves_ms"] <= 10
