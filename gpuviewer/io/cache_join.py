@@ -7,13 +7,19 @@ that file (the folder it lies in) finds the session's own entry missing and join
 entries instead: each file's columns, memory-mapped, are appended to the session's entry a file
 at a time (io/cache_stream.PartStore, as the out-of-core build does), with lanes, names, flows,
 instants and level-of-detail runs renumbered. Files of the session without an entry are read
-alone first (and so get one). When no file has an entry the session is read as before.
+alone first (and so get one), also when none has one: a folder opened cold leaves every file's
+entry, so opening one of its files, or another folder holding some of them, parses nothing
+again. (Reading file by file holds one file's events in memory at a time, not the session's;
+what it costs is writing each file's entry as well as the session's.) A session big enough for
+the out-of-core build with no entry at all is built that way (io/out_of_core.py), without the
+files' entries.
 
 The join gives the session the readers make (formats/kineto_json): every file is one rank,
 numbered by the session's rule (a rank named twice, or none, becomes the lowest free one) and
 its lanes follow the earlier files' lanes. Two things the join does not redo, so it steps aside
 (None) for them: files whose times must be moved onto another file's clock (relative times
-beside absolute ones), and entries written before this module kept each file's own rank.
+beside absolute ones: the files are then read again together), and entries written before this
+module kept each file's own rank.
 Warnings come file by file, then the session's own (the readers list the reading warnings of
 every file first): the same lines, in another order.
 """
@@ -38,39 +44,29 @@ def wanted(reader: Reader, files: list[str]) -> bool:
 
 def load(files: list[str], reader: Reader, job: Job) -> Trace | None:
     """The session from its files' entries (written into the session's own entry and memory-
-    mapped), or None: no file has an entry, the join does not apply, or the cache cannot be
-    written (the caller then reads the files together as before)."""
+    mapped), or None: the join does not apply, or the cache cannot be written (the caller then
+    reads the files together as before). Files without an entry are read alone first and leave
+    one, so a session opened cold also leaves every file's entry for later sessions; a session
+    big enough for the out-of-core build (io/out_of_core.py) with no entry at all is left to it."""
     from . import cache
     entries: dict[str, Trace | None] = {f: cache.load([f]) for f in files}
-    if not any(_usable(t) for t in entries.values()):
-        return None
     reused = sum(1 for t in entries.values() if _usable(t))
-    parts: list[tuple[str, Trace]] = []
-    skipped: list[str] = []
-    warnings: list[str] = []
-    for i, f in enumerate(files):
-        t = entries.pop(f)
-        if not _usable(t):
-            if job.progress:
-                job.progress(0.9 * i / len(files), f"reading {os.path.basename(f)} · {i} of {len(files)} ranks")
-            t = _read_alone(f, reader, job, skipped, warnings)
-            if t is None:
-                continue
-            if not _usable(t):
-                return None
-        parts.append((f, t))
-    if not parts:
-        raise TraceError(", ".join(files), "no trace in these files (each is JSON, but not a profiler trace)")
-    if any(_offset_needed(parts)):
-        return None
-    if job.progress:
-        job.progress(0.92, f"joining {len(parts)} ranks from their caches")
+    if not reused:
+        from . import out_of_core
+        if out_of_core.wanted(reader, files):
+            return None
     from .cache_stream import PartStore
     try:
-        store = PartStore()
+        store = PartStore()  # first: a cache that cannot be written is known before any file is read
     except OSError:
         return None
     try:
+        parts, skipped, warnings = _parts(files, entries, reader, job)
+        if parts is None or any(_offset_needed(parts)):
+            store.abort()
+            return None
+        if job.progress:
+            job.progress(0.92, f"joining {len(parts)} ranks from their caches")
         meta = _join(files, parts, skipped, warnings, store)
         store.commit(meta)
     except OSError:
@@ -85,6 +81,40 @@ def load(files: list[str], reader: Reader, job: Job) -> Trace | None:
         # how this open went (not stored): files taken from their own entries, files parsed
         out.metadata["file_caches"] = {"reused": reused, "read": len(files) - reused - len(skipped)}
     return out
+
+
+def _parts(files: list[str], entries: dict[str, Trace | None], reader: Reader, job: Job):
+    """Each file's entry, the files without one read alone (their entries written): (the
+    (file, entry) pairs, or None when an entry cannot be joined; the files skipped; warnings)."""
+    parts: list[tuple[str, Trace]] = []
+    skipped: list[str] = []
+    warnings: list[str] = []
+    for i, f in enumerate(files):
+        t = entries.pop(f)
+        if not _usable(t):
+            t = _read_alone(f, reader, _one_of(job, i, len(files), f), skipped, warnings)
+            if t is None:
+                continue
+            if not _usable(t):
+                return None, skipped, warnings
+        parts.append((f, t))
+    if not parts:
+        raise TraceError(", ".join(files), "no trace in these files (each is JSON, but not a profiler trace)")
+    return parts, skipped, warnings
+
+
+def _one_of(job: Job, i: int, n: int, f: str) -> Job:
+    """The job of reading the i-th of n files alone: its progress is that file's share of the
+    session's first 90%."""
+    outer = job.progress
+    if outer is None:
+        return job
+    what = f"reading {os.path.basename(f)} · {i} of {n} ranks"
+    outer(0.9 * i / n, what)
+
+    def progress(frac: float, msg: str = "") -> None:
+        outer(0.9 * (i + min(1.0, max(0.0, frac))) / n, msg or what)
+    return Job(progress, job.cancelled, job.optional, job.open)
 
 
 def _usable(t: Trace | None) -> TypeGuard[Trace]:
