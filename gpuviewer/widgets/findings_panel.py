@@ -57,6 +57,17 @@ class SeverityBadge(QStyledItemDelegate):
         p.restore()
 
 
+def _where_short(f) -> str:
+    """The steps a saving is in, short enough for a column: '' (every step), ' (step 3)', ' (7 of 9
+    steps)'; the details say it in full."""
+    acted, n = f.saves_steps, f.steps_profiled
+    if not acted or not n or len(acted) >= n:
+        return ""
+    if len(acted) <= 2:
+        return f" (step{'s' if len(acted) > 1 else ''} {', '.join(map(str, acted))})"
+    return f" ({len(acted)} of {n} steps)"
+
+
 class FindingsPanel(QWidget):
     findingActivated = Signal(object)  # the analysis.results.Finding chosen
     compareRank = Signal(int)  # "compare this rank with the others" on a late-rank finding
@@ -136,8 +147,7 @@ class FindingsPanel(QWidget):
     def _item(self, f) -> QTreeWidgetItem:
         # what fixing it would save a step it acts in (the what-if replay; the findings' order; a
         # one-off stall's step marked); "–" where no change removes its cause
-        saves = "–" if f.saves_key is None else f"{f.saves_key:.1f} ms" + \
-            ("" if f.saves_where == "a step" else f" {f.saves_where}")
+        saves = "–" if f.saves_key is None else f"{f.saves_key:.1f} ms" + _where_short(f)
         it = QTreeWidgetItem([f.severity, saves, f.title, f.rule,
                               ranks_text(f.ranks), "" if f.step is None else str(f.step)])
         it.setForeground(0, QBrush(SEV_COLOR.get(f.severity, QColor(0, 0, 0))))

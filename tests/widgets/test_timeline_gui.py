@@ -201,6 +201,8 @@ def test_findings_dock_takes_the_timeline_there(qtbot, tmp_path):
     # the planted stall: an episodic straggler, a finding of its own, first
     f = shown[0]
     assert f.rule == "straggler" and f.step == 3
+    # its saving in the column is the one in its step, which it names
+    assert w.findings.tree.topLevelItem(0).text(1) == f"{f.saves_ms_in_steps:.1f} ms (step 3)"
     assert w.findings.choose_finding(f)
     t0, t1 = w.timeline.visible_range()
     assert t0 <= f.start_ns and t1 >= f.end_ns and (t1 - t0) < 2 * (f.end_ns - f.start_ns)
