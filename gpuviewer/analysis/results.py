@@ -122,7 +122,7 @@ class Finding:
         if not acted or not n or self.saves_ms_in_steps is None:  # a saving from before the steps were said
             return (f"what-if, {self.saving}: saves about {self.saves_ms:.1f} ms over the profiled steps "
                     f"({self.saves_ms_per_step:.1f} ms a step, {self.saves_pct:.0%}){tail}")
-        fixing = "with the fixes of the findings above made, fixing this too" if self.saves_after_above \
+        fixing = "with the top-level findings above fixed, fixing this too" if self.saves_after_above \
             else "fixing this"
         if self.saves_ms_in_steps < 0.05:  # never "0.0 ms faster"
             total = f"; {self.saves_ms:.1f} ms over all {n}" if self.saves_ms >= 0.05 else ""
