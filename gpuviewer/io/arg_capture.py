@@ -5,6 +5,8 @@ over as its raw JSON bytes (chrome_events.Args), so nothing is built for them he
 object per distinct combination."""
 from __future__ import annotations
 
+import operator
+
 import msgspec
 import numpy as np
 
@@ -22,6 +24,9 @@ _KEYS = tuple(msgspec.json.encode(k) + b":" for k in KEPT)
 # one with \u escapes is (a key may be spelled with them)
 _MARKS = tuple(msgspec.json.encode(k) for k in KEPT) + (b"\\u",)
 _NULL = b"null"
+_COMM, _SHAPES = _FIELDS[:10], _FIELDS[10:]
+_GET_COMM, _GET_SHAPES = operator.attrgetter(*_COMM), operator.attrgetter(*_SHAPES)
+_NO_COMM, _NO_SHAPES = (None,) * len(_COMM), (None,) * len(_SHAPES)
 
 
 def raw_of(v) -> msgspec.Raw | None:
@@ -44,22 +49,25 @@ def capture(buf: bytes, x: list, pos: np.ndarray) -> dict | None:
     refs: list[int] = []
     index: dict[tuple, int] = {}
     blobs: list[bytes] = []
-    astuple = msgspec.structs.astuple
-    n = len(_FIELDS)
-    start = -1
+    # two C calls take the 13 values; most events have none of them, most of the rest only
+    # the three shapes, which are made hashable here without a loop
+    comm, shapes, no_comm, no_shapes = _GET_COMM, _GET_SHAPES, _NO_COMM, _NO_SHAPES
     for j, e in enumerate(x):
         a = e.args
         if a is None:
             continue
-        if start < 0:  # the kept fields sit together in the struct: one C call takes them all
-            start = type(a).__struct_fields__.index(_FIELDS[0])
-        t = astuple(a)[start:start + n]
-        if t.count(None) == n:
-            continue
-        vals = tuple(None if v is None else bytes(v) for v in t)
+        c = comm(a)
+        d, ty, co = sh = shapes(a)
+        if c == no_comm:
+            if sh == no_shapes:
+                continue
+            vals: tuple = (None, d and bytes(d), ty and bytes(ty), co and bytes(co))
+        else:
+            vals = (tuple([v and bytes(v) for v in c]), d and bytes(d), ty and bytes(ty), co and bytes(co))
         r = index.get(vals)
         if r is None:
-            parts = [k + v for k, v in zip(_KEYS, vals) if v is not None and v != _NULL]
+            flat = (vals[0] or (None,) * len(_COMM)) + vals[1:]
+            parts = [k + v for k, v in zip(_KEYS, flat) if v is not None and v != _NULL]
             r = index[vals] = len(blobs) if parts else -1
             if parts:
                 blobs.append(b"{" + b",".join(parts) + b"}")

@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from .arg_capture import KEPT, raw_of
 from .json_sanitize import sanitize
 
 
@@ -27,6 +28,21 @@ class Args(msgspec.Struct):
     name: Any = None  # metadata events
     labels: Any = None
     sort_index: Any = None
+    # kept as raw JSON for the analysis (io/arg_capture.py: the keys and their order there): NCCL
+    # kernels' collective arguments and CPU ops' recorded shapes; decoded only when asked about
+    pg_name: msgspec.Raw = msgspec.field(default=None, name="Process Group Name")  # type: ignore[assignment]
+    pg_desc: msgspec.Raw = msgspec.field(default=None, name="Process Group Description")  # type: ignore[assignment]
+    pg_ranks: msgspec.Raw = msgspec.field(default=None, name="Process Group Ranks")  # type: ignore[assignment]
+    coll_name: msgspec.Raw = msgspec.field(default=None, name="Collective name")  # type: ignore[assignment]
+    in_nelems: msgspec.Raw = msgspec.field(default=None, name="In msg nelems")  # type: ignore[assignment]
+    out_nelems: msgspec.Raw = msgspec.field(default=None, name="Out msg nelems")  # type: ignore[assignment]
+    dtype: msgspec.Raw = None  # type: ignore[assignment]
+    group_size: msgspec.Raw = msgspec.field(default=None, name="Group size")  # type: ignore[assignment]
+    src_rank: msgspec.Raw = msgspec.field(default=None, name="Src Rank")  # type: ignore[assignment]
+    dst_rank: msgspec.Raw = msgspec.field(default=None, name="Dst Rank")  # type: ignore[assignment]
+    in_dims: msgspec.Raw = msgspec.field(default=None, name="Input Dims")  # type: ignore[assignment]
+    in_types: msgspec.Raw = msgspec.field(default=None, name="Input type")  # type: ignore[assignment]
+    concrete: msgspec.Raw = msgspec.field(default=None, name="Concrete Inputs")  # type: ignore[assignment]
 
 
 class Ev(msgspec.Struct):
@@ -103,5 +119,6 @@ def _as_typed(e: Ev) -> EvTyped:
                     device=a.get("device"), stream=a.get("stream"),
                     total_allocated=a.get("Total Allocated"), total_reserved=a.get("Total Reserved"),
                     device_id=a.get("Device Id"), device_type=a.get("Device Type"),
-                    name=a.get("name"), labels=a.get("labels"), sort_index=a.get("sort_index"))
+                    name=a.get("name"), labels=a.get("labels"), sort_index=a.get("sort_index"),
+                    **{f: raw_of(a.get(k)) for k, f in KEPT.items()})  # type: ignore[arg-type]  # None: absent
     return EvTyped(e.ph, e.name, e.cat, e.pid, e.tid, e.ts, e.dur, e.id, e.s, e.bp, args)

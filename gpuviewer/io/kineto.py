@@ -16,6 +16,7 @@ import numpy as np
 from ..model.build import TraceBuilder, mark_comm_lanes, nccl_name_ids
 from ..model.categories import Cat, LaneKind
 from ..model.trace import Counter, Source, Step
+from .arg_capture import Collected
 from .chrome_json import read_chrome_json
 from .errors import TraceError
 from .kineto_cats import CatMap, device_processes, unknown_warning
@@ -67,6 +68,7 @@ class _FileReader(PieceReader):
         self.bad: dict[str, int] = {}  # events skipped or coerced, by reason (kineto_piece)
         self.unknown_cats: dict[str, int] = {}  # slices of a category not understood, by category
         self.unknown_lanes: dict[int, int] = {}  # ... by local lane
+        self.kept = Collected()  # the analysis' arguments (io/arg_capture.py)
 
     def lane_for(self, kind: str, pid, tid) -> int:
         device: int | None
@@ -97,6 +99,8 @@ class _FileReader(PieceReader):
             self._others(r["other"], base)
         for name, pid, id_, ts, args in r.get("counters", ()):
             self._counter(name, pid, id_, ts, args)
+        if "kept_args" in r:
+            self.kept.add(r["kept_args"], base, self.b.arg_blobs)
         if not len(r["start"]):
             return
         keys = r["keys"]
@@ -181,6 +185,9 @@ class _FileReader(PieceReader):
         self._nccl_and_comm()
         for c in self.chunks:
             b.add(**c)
+        if b.arg_parts is None:
+            b.arg_parts = []
+        self.kept.hand_over(b, self.source)
         for t, ln, nm in self.inst:
             b.add_instants(t + add, lane_map[ln], nm)
         info = b.rank(rank)

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from .arg_capture import capture
 from .chrome_events import decode_events, generic_events
 from .limits import max_string_bytes
 
@@ -171,6 +172,9 @@ def extract_piece(buf: bytes, chunk: int, evs: list | None = None) -> dict:
     ok_ts = np.abs(ts) <= TS_MAX_US  # False for NaN
     ok = ok_ts & (dur >= 0) & (dur <= TS_MAX_US)
     corr = _corr(x)
+    kept = capture(buf, x, pos)  # the analysis' arguments, while the events are at hand
+    if kept is not None:
+        out["kept_args"] = kept
     if not ok.all():
         _bump(bad, "ts", np.count_nonzero(~ok_ts))
         _bump(bad, "dur", np.count_nonzero(ok_ts & ~ok))

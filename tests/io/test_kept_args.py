@@ -1,0 +1,102 @@
+"""The arguments the analysis reads (NCCL kernels' collective arguments, CPU ops' recorded
+shapes) are kept with the events when a Kineto trace is opened and in its cache entry
+(model/arg_table.py): they equal what the file records for each event, read here with the json
+module, and a session opened from the cache needs no file to give them."""
+import gzip
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+from conftest import trace_path
+
+from gpuviewer.io.comm_args import collective_args
+from gpuviewer.io.op_shapes import op_shapes
+from gpuviewer.io.session import load
+from gpuviewer.model.arg_table import ArgTable
+from gpuviewer.model.categories import Cat
+
+COMM_KEYS = {"Process Group Name": "group", "Process Group Description": "group_desc",
+             "Process Group Ranks": "group_ranks", "Collective name": "collective",
+             "In msg nelems": "in_nelems", "Out msg nelems": "out_nelems", "dtype": "dtype",
+             "Group size": "group_size", "Src Rank": "src_rank", "Dst Rank": "dst_rank"}
+SHAPE_KEYS = {"Input Dims": "dims", "Input type": "types", "Concrete Inputs": "concrete"}
+
+
+@pytest.fixture(scope="module")
+def ddp(tmp_path_factory):
+    """The two-rank DDP trace copied: read from the files (and cached), then opened from the
+    cache; and each file's events as the json module reads them."""
+    d = tmp_path_factory.mktemp("ddp")
+    for f in sorted(os.listdir(trace_path("kineto", "ddp"))):
+        shutil.copy(trace_path("kineto", "ddp", f), d / f)
+    read = load([str(d)])
+    cached = load([str(d)])
+    events = {}
+    for i, s in enumerate(cached.sources):
+        with gzip.open(s.path, "rt") as f:
+            events[i] = json.load(f)["traceEvents"]
+    return d, read, cached, events
+
+
+def _expected(trace, events, idx, keys):
+    """Event index -> {our name: value} of the recorded keys, from the raw JSON event at the
+    event's (file, ordinal)."""
+    out = {}
+    for i in idx.tolist():
+        src = trace.lanes[int(trace.columns["lane"][i])].source
+        ev = events[src][int(trace.columns["src"][i])]
+        assert ev.get("name") == trace.names[int(trace.columns["name"][i])]  # the same event
+        rec = {ours: v for k, ours in keys.items() if (v := (ev.get("args") or {}).get(k)) is not None}
+        if rec:
+            out[i] = rec
+    return out
+
+
+def test_collective_arguments_kept_at_open_equal_the_files(ddp):
+    _d, read, cached, events = ddp
+    assert cached.metadata.get("from_cache") and cached.arg_table is not None and read.arg_table is not None
+    for t in (read, cached):
+        t.derived.clear()
+        idx = np.flatnonzero(np.asarray(t.columns["cat"]) == Cat.COMM_KERNEL)
+        want = _expected(t, events, idx, COMM_KEYS)
+        assert len(want) >= 10  # the trace records them (PyTorch >= 2.1)
+        assert collective_args(t) == want
+
+
+def test_op_shapes_kept_at_open_equal_the_files(ddp):
+    _d, read, cached, events = ddp
+    for t in (read, cached):
+        idx = np.flatnonzero(np.asarray(t.columns["cat"]) == Cat.CPU_OP)
+        want = {i: v for i, v in _expected(t, events, idx, SHAPE_KEYS).items() if "dims" in v}
+        assert len(want) > 1000
+        assert op_shapes(t, idx) == want
+
+
+def test_a_cached_session_reads_no_file_for_them(ddp, tmp_path):
+    d, _read, _cached, events = ddp
+    t = load([str(d)])
+    assert t.metadata.get("from_cache")
+    idx = np.flatnonzero(np.asarray(t.columns["cat"]) == Cat.COMM_KERNEL)
+    want = _expected(t, events, idx, COMM_KEYS)
+    for s in t.sources:  # the files are gone: only what the cache kept can answer
+        os.rename(s.path, s.path + ".away")
+    try:
+        t.derived.clear()
+        assert collective_args(t) == want
+    finally:
+        for s in t.sources:
+            os.rename(s.path + ".away", s.path)
+
+
+def test_an_inconsistent_table_is_refused():
+    table = ArgTable.build([(0, np.array([3, 1]), np.array([0, 1]))], [b'{"a":1}', b'{"b":2}'])
+    arrays = table.arrays()
+    assert ArgTable.from_arrays(arrays).key.tolist() == [1, 3]
+    bad = dict(arrays, argtab_ref=np.array([0, 2], np.int32))  # an object that is not there
+    with pytest.raises(ValueError):
+        ArgTable.from_arrays(bad)
+    bad = dict(arrays, argtab_off=np.array([0, 7, 99], np.int64))  # past the bytes
+    with pytest.raises(ValueError):
+        ArgTable.from_arrays(bad)
