@@ -73,11 +73,20 @@ def step_launch(trace: Trace, rb: RankBreakdown) -> dict:
     kern = (cat == Cat.KERNEL) & ~graph
     gkern = (cat == Cat.KERNEL) & graph
     op_step = rb.op_step if rb.op_step is not None else np.zeros(len(ops), np.int64)
+    # whether each stretch of work starts with an op launched on its own, asked once: inside a
+    # window every stretch but the first starts where it did unclipped (iv.clip, done here with
+    # the stretches' indices kept)
+    bs, be = busy
+    own_b = np.isin(bs, own_starts)
     out = {}
     for sb in rb.steps:
-        a, b = iv.clip(busy, sb.start_ns, sb.end_ns)
+        lo = int(np.searchsorted(be, sb.start_ns, side="right"))
+        hi = int(np.searchsorted(bs, sb.end_ns, side="left"))
+        a, b = np.maximum(bs[lo:hi], sb.start_ns), np.minimum(be[lo:hi], sb.end_ns)
+        keep = b > a
+        a, b, own = a[keep], b[keep], own_b[lo:hi][keep]
         g = a[1:] - b[:-1]  # gaps between the work inside the window
-        short = g[(g > 0) & (g < SHORT_GAP_NS) & np.isin(a[1:], own_starts)]
+        short = g[(g > 0) & (g < SHORT_GAP_NS) & own[1:]]
         in_step = (op_step == sb.step) if sb.step is not None else np.ones(len(ops), bool)
         d = (e - s)[kern & in_step]
         out[sb.step] = {"kernels": int(len(d)), "graph_kernels": int((gkern & in_step).sum()), "kernel_ns": int(d.sum()),
