@@ -49,16 +49,21 @@ def _layers(g) -> np.ndarray:
     is_entry = np.ones(n2, bool)
     is_entry[normal_end] = False
     f = np.flatnonzero(is_entry & (indeg == 0))
+    stamp = np.full(n2, -1, np.int64)
     L = 0
     while len(f):
-        cnt = uptr[f + 1] - uptr[f]
+        lo = uptr[f]
+        cnt = uptr[f + 1] - lo
         tot = int(cnt.sum())
         if not tot:
             break
-        idx = np.repeat(uptr[f] - (np.cumsum(cnt) - cnt), cnt) + np.arange(tot)
-        uv, c = np.unique(v_by_u[idx], return_counts=True)
-        indeg[uv] -= c
-        f = uv[indeg[uv] == 0]
+        idx = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(tot)
+        t = v_by_u[idx]
+        np.subtract.at(indeg, t, 1)  # no sort (np.unique's): a third less time at 64 ranks
+        z = t[indeg[t] == 0]
+        k = np.arange(len(z))
+        stamp[z] = k  # each slot once, though several of this level's edges may reach it
+        f = z[stamp[z] == k]
         L += 1
         lv[f] = L
     lv[normal_end] = lv[normal_end - 1]
