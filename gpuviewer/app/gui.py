@@ -294,7 +294,7 @@ def _render_session(paths: list[str], out: str, use_cache: bool, annotations: st
             return 2
     else:
         s.open_annotations()
-        s.notes.sidecar = None  # headless runs never write
+        s.keep_annotations_in(None)  # headless runs never write
         _sidecar_warnings(paths, s.notes.doc)
     s.analysis  # noqa: B018 - computed before the view, which draws its communication waits
     view = bare_view(s, image_size) if image_size else bare_view(s)

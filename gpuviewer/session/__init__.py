@@ -5,7 +5,8 @@ the analysis through it.
   opening.py   open_session: read the files, find the hosts, align their clocks
   session.py   Session: the trace, its analysis, view, notes and events, the query tables
   view.py      View: what the user is looking at (range, lanes, selection, search, highlight)
-  actions.py   what a user does to a session (each change announced as an event)
+  actions.py   what a user does to a session, in the parts Session is composed of (view, notes,
+               topology; each change announced as an event)
   events.py    plain events (the window's controller turns them into Qt signals)
   notes.py     the annotations: the sidecar, saves merged with other processes
   analysis.py  the analysis of an opened session (readers' arguments handed to the analysis)

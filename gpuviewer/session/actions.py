@@ -1,7 +1,9 @@
-"""What a user does to an open session, as methods on it, without a window: the view (time
-range, lane layout, selection, area, search), annotations, the topology, steps and findings.
-Each change is announced as a plain event (gpuviewer.session.events); the window's controller turns
-the events into Qt signals, tests and notebooks connect functions.
+"""What a user does to an open session, without a window, in three parts a Session is composed
+of, each handed what it acts on when it is made: ViewActions (the time range, lane layout,
+selection, area, search, steps and findings), NoteActions (annotations and their sidecar) and
+TopologyActions. Session offers each of their methods under the same name. Each change is
+announced as a plain event (gpuviewer.session.events); the window's controller turns the events
+into Qt signals, tests and notebooks connect functions.
 
 Events and their keyword arguments:
   range(t0, t1)             the visible time range changed (absolute ns)
@@ -26,6 +28,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from ..model.annotations import Annotation
+    from ..model.layout import ViewState
     from ..model.trace import Trace
     from .events import Events
     from .notes import Notes
@@ -38,18 +42,17 @@ EVENTS = ("range", "lanes", "selection", "area", "search", "highlight", "reveal"
 AUTOSAVE_DELAY_S = 0.4
 
 
-class SessionActions:
-    """Mixed into Session: needs self.trace, self.events, self.view, self.notes."""
+class ViewActions:
+    """The view: what is shown, selected and searched. `trace` is the session's (a summary
+    session replaces it as ranks load; Session keeps this in step); `notes` decides whether a
+    view change is saved."""
 
-    # what the actions act on, set by Session.__init__ (declared for the type checker)
-    trace: Trace
-    paths: list[str]
-    events: Events
-    view: View
-    notes: Notes
-    drop_analysis: Callable[[], None]
+    def __init__(self, trace: Trace, view: View, events: Events, notes: Notes) -> None:
+        self.trace = trace
+        self.view = view
+        self.events = events
+        self.notes = notes
 
-    # -- the view ------------------------------------------------------------------------
     def set_range(self, t0: int, t1: int, padding: float = 0.0) -> tuple[int, int]:
         """Show [t0, t1] (widened by `padding` of its span on each side; 50 ns at least)."""
         span = max(int(t1) - int(t0), 50)
@@ -67,6 +70,11 @@ class SessionActions:
         from ..model.layout import ViewState
         self.view.lanes = ViewState.from_json(state) if isinstance(state, dict) else state
         self.lanes_changed()
+
+    def share_lanes(self, state: ViewState) -> None:
+        """The lane layout a view draws from, the same object (its edits in place are announced
+        with lanes_changed). Not announced: the view is being built from it."""
+        self.view.lanes = state
 
     def lanes_changed(self) -> None:
         """The lane layout was changed in place (folded, hidden, pinned, moved)."""
@@ -209,16 +217,33 @@ class SessionActions:
         self.view.highlight = span
         self.events.emit("highlight", span=span)
 
-    # -- annotations -----------------------------------------------------------------------
+
+class NoteActions:
+    """Annotations: made, edited, removed, gone to, saved with the view in the sidecar beside
+    `paths`. `nav` shows what they point at and restores the saved view."""
+
+    def __init__(self, trace: Trace, paths: list[str], view: View, events: Events, notes: Notes,
+                 nav: ViewActions) -> None:
+        self.trace = trace
+        self.paths = paths
+        self.view = view
+        self.events = events
+        self.notes = notes
+        self.nav = nav
+
+    def keep_in(self, path: str | None) -> None:
+        """Where the annotations are saved; None: nowhere (a headless run never writes)."""
+        self.notes.sidecar = path
+
     def open_annotations(self) -> str | None:
         """Read the sidecar beside the traces and restore its view; a warning, or None."""
         warning = self.notes.open_for(self.paths)
         view = self.notes.doc.view or {}
         if isinstance(view.get("lanes"), dict) and view["lanes"]:
-            self.set_lanes(view["lanes"])
+            self.nav.set_lanes(view["lanes"])
         rng = view.get("range")
         if isinstance(rng, list) and len(rng) == 2 and all(isinstance(x, int) for x in rng) and rng[1] > rng[0]:
-            self.set_range(rng[0], rng[1])
+            self.nav.set_range(rng[0], rng[1])
         if warning:
             self.events.emit("message", text=warning, error=False)
         return warning
@@ -230,30 +255,30 @@ class SessionActions:
             self.events.emit("message", text=msg, error=not ok)
         return ok
 
-    def add_note(self, text: str, t: int | None = None, rank: int | None = None, lane: int | None = None):
+    def add_note(self, text: str, t: int | None = None, rank: int | None = None, lane: int | None = None) -> Annotation:
         """A note at time t (the middle of the view by default) on a rank and lane."""
         if t is None:
             t = sum(self.view.range) // 2 if self.view.range else self.trace.start_ns
         return self._add(self.notes.note_at(self.trace, text, t, rank, lane))
 
-    def add_region(self, text: str, t0: int, t1: int, rank: int | None = None):
+    def add_region(self, text: str, t0: int, t1: int, rank: int | None = None) -> Annotation:
         from ..model.annotations import Annotation
         r = rank if rank is not None else (self.trace.ranks[0].rank if self.trace.ranks else 0)
         lo, hi = sorted((int(t0), int(t1)))
         return self._add(Annotation("region", text, lo, max(hi, lo + 1), r, None))
 
-    def add_arrow(self, i: int, j: int, text: str = ""):
+    def add_arrow(self, i: int, j: int, text: str = "") -> Annotation:
         """An arrow from event i to event j."""
         return self._add(self.notes.arrow(self.trace, i, j, text))
 
-    def mark(self, text: str, region: bool = False):
+    def mark(self, text: str, region: bool = False) -> Annotation:
         """M: a note at the selected event (or the middle of the view); Shift+M: a region over
         the area selection (or the selected event)."""
         vis = self.view.range or (self.trace.start_ns, self.trace.end_ns)
         return self._add(self.notes.from_selection(self.trace, text, region=region, selected=self.view.selected,
                                                    area=self.view.area if region else None, visible=vis))
 
-    def edit_annotation(self, a, **changes) -> None:
+    def edit_annotation(self, a: Annotation, **changes) -> None:
         """Change fields of an annotation (text, title, color, ...)."""
         for k, v in changes.items():
             if not hasattr(a, k):
@@ -261,7 +286,7 @@ class SessionActions:
             setattr(a, k, v)
         self.annotations_edited()
 
-    def remove_annotation(self, a) -> None:
+    def remove_annotation(self, a: Annotation) -> None:
         self.notes.doc.annotations.remove(a)
         self.annotations_edited()
 
@@ -270,16 +295,24 @@ class SessionActions:
         self.notes.edited()
         self.events.emit("dirty")
 
-    def goto_annotation(self, a) -> None:
-        self.set_range(*self.notes.range_of(a))
+    def goto_annotation(self, a: Annotation) -> None:
+        self.nav.set_range(*self.notes.range_of(a))
         self.events.emit("reveal", rank=a.rank)
 
-    def _add(self, a):
+    def _add(self, a: Annotation) -> Annotation:
         self.notes.add(a)
         self.events.emit("dirty")
         return a
 
-    # -- topology --------------------------------------------------------------------------
+
+class TopologyActions:
+    """A topology joining the session; `drop_analysis` lets the analysis go (it runs again)."""
+
+    def __init__(self, trace: Trace, events: Events, drop_analysis: Callable[[], None]) -> None:
+        self.trace = trace
+        self.events = events
+        self.drop_analysis = drop_analysis
+
     def attach_topology(self, topo) -> None:
         """A topology joins the session; the analysis (collectives over slow links) runs again."""
         self.trace.topology = topo

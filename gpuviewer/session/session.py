@@ -7,37 +7,54 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..model.trace import Trace
-from .actions import EVENTS, SessionActions
+from .actions import EVENTS, NoteActions, TopologyActions, ViewActions
+from .events import Events
+from .notes import Notes
 from .opening import open_session
 from .view import View
 
 if TYPE_CHECKING:
     from ..analysis.results import Analysis
+    from ..model.annotations import Annotation
+    from ..model.layout import ViewState
 
 
-class Session(SessionActions):
+class Session:
     """An opened session without a window: the trace and what is derived from it (computed once
     on first use), the view, the annotations and their sidecar. Every user action is a method
-    (actions.py) that announces its change on `events`. The window, the command line,
-    reports and notebooks all work through one of these.
+    that announces its change on `events`; the session is composed of the parts that do them
+    (actions.py: view_actions, note_actions, topology_actions), each method here is theirs. The
+    window, the command line, reports and notebooks all work through one of these.
 
     >>> s = Session.open(["samples/ddp"])
     >>> s.kernels.groupby("name", observed=True)["dur"].sum().nlargest(5)
     """
 
     def __init__(self, trace: Trace, paths: list[str] | None = None) -> None:
-        self.trace = trace
         self.paths = list(paths or trace.metadata.get("files", []))
         self._analysis: Analysis | None = None
         self._frames: dict = {}
         self._efficiency_view = None  # session.efficiency_view.EfficiencyView, once computed
-        from .events import Events
-        from .notes import Notes
         self.events = Events(*EVENTS)
         from ..model.layout import default_state
         self.view = View(lanes=default_state(trace))
         self.notes = Notes()  # empty and kept nowhere until open_annotations()
         self.notes.listeners.append(lambda: self.events.emit("annotations"))
+        self.view_actions = ViewActions(trace, self.view, self.events, self.notes)
+        self.note_actions = NoteActions(trace, self.paths, self.view, self.events, self.notes, self.view_actions)
+        self.topology_actions = TopologyActions(trace, self.events, self.drop_analysis)
+        self._trace = trace
+
+    @property
+    def trace(self) -> Trace:
+        return self._trace
+
+    @trace.setter
+    def trace(self, trace: Trace) -> None:
+        """Another trace for this session (a summary's, as ranks load): its parts act on it too."""
+        self._trace = trace
+        for part in (self.view_actions, self.note_actions, self.topology_actions):
+            part.trace = trace
 
     @classmethod
     def open(cls, paths, *, use_cache: bool = True, align: bool = True, hosts: str | None = None,
@@ -217,3 +234,92 @@ class Session(SessionActions):
         from ..analysis.critical_path import critical_paths
         from ..io.comm_args import collective_args
         return critical_paths(self.trace, collective_args(self.trace))
+
+    # -- what a user does (actions.py; each method is its part's, announced on `events`) --
+    def set_range(self, t0: int, t1: int, padding: float = 0.0) -> tuple[int, int]:
+        return self.view_actions.set_range(t0, t1, padding)
+
+    def set_lanes(self, state) -> None:
+        self.view_actions.set_lanes(state)
+
+    def share_lanes(self, state: ViewState) -> None:
+        self.view_actions.share_lanes(state)
+
+    def lanes_changed(self) -> None:
+        self.view_actions.lanes_changed()
+
+    def select(self, i: int | None) -> None:
+        self.view_actions.select(i)
+
+    def select_area(self, t0: int, t1: int, lanes: list[int]) -> None:
+        self.view_actions.select_area(t0, t1, lanes)
+
+    def show_event(self, i: int) -> None:
+        self.view_actions.show_event(i)
+
+    def search(self, text: str, regex: bool = False) -> int:
+        return self.view_actions.search(text, regex)
+
+    def mark_events(self, events, label: str) -> int:
+        return self.view_actions.mark_events(events, label)
+
+    def refind(self) -> None:
+        self.view_actions.refind()
+
+    def next_match(self, direction: int = 1) -> int | None:
+        return self.view_actions.next_match(direction)
+
+    def goto_step(self, n: int) -> bool:
+        return self.view_actions.goto_step(n)
+
+    def step_nav(self, direction: int) -> int | None:
+        return self.view_actions.step_nav(direction)
+
+    def show_finding(self, f) -> int | None:
+        return self.view_actions.show_finding(f)
+
+    def set_highlight(self, span: tuple[int, int, set] | None) -> None:
+        self.view_actions.set_highlight(span)
+
+    def keep_annotations_in(self, path: str | None) -> None:
+        self.note_actions.keep_in(path)
+
+    def open_annotations(self) -> str | None:
+        return self.note_actions.open_annotations()
+
+    def save_annotations(self) -> bool:
+        return self.note_actions.save_annotations()
+
+    def add_note(self, text: str, t: int | None = None, rank: int | None = None,
+                 lane: int | None = None) -> Annotation:
+        return self.note_actions.add_note(text, t, rank, lane)
+
+    def add_region(self, text: str, t0: int, t1: int, rank: int | None = None) -> Annotation:
+        return self.note_actions.add_region(text, t0, t1, rank)
+
+    def add_arrow(self, i: int, j: int, text: str = "") -> Annotation:
+        return self.note_actions.add_arrow(i, j, text)
+
+    def mark(self, text: str, region: bool = False) -> Annotation:
+        return self.note_actions.mark(text, region)
+
+    def edit_annotation(self, a: Annotation, **changes) -> None:
+        self.note_actions.edit_annotation(a, **changes)
+
+    def remove_annotation(self, a: Annotation) -> None:
+        self.note_actions.remove_annotation(a)
+
+    def annotations_edited(self) -> None:
+        self.note_actions.annotations_edited()
+
+    def goto_annotation(self, a: Annotation) -> None:
+        self.note_actions.goto_annotation(a)
+
+    def attach_topology(self, topo) -> None:
+        self.topology_actions.attach_topology(topo)
+
+    def attach_topology_files(self, paths: list[str]) -> None:
+        self.topology_actions.attach_topology_files(paths)
+
+    def paste_topology(self, text: str) -> None:
+        self.topology_actions.paste_topology(text)

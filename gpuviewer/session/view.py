@@ -3,19 +3,17 @@ area, the search and its matches, a highlighted finding. Plain data; the actions
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from ..model.layout import ViewState
+from ..model.layout import ViewState
 
 
 @dataclass
 class View:
     """What the user is looking at. Times are absolute ns on the session's axis."""
     range: tuple[int, int] | None = None
-    lanes: ViewState | None = None  # shared with the timeline view's layout
+    lanes: ViewState = field(default_factory=ViewState)  # shared with the timeline view's layout
     selected: int | None = None
     area: tuple[int, int, list[int]] | None = None
     search: str = ""
@@ -29,4 +27,4 @@ class View:
     def to_json(self) -> dict:
         """What the sidecar keeps of the view."""
         return {"range": [int(self.range[0]), int(self.range[1])] if self.range else None,
-                "lanes": self.lanes.to_json() if self.lanes is not None else None}
+                "lanes": self.lanes.to_json()}

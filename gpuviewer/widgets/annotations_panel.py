@@ -1,6 +1,7 @@
 """Annotations dock: the list of notes, regions and arrows; jump to, edit, recolour, delete. A
 note's text is edited in place in the list (double-click it, F2 or Edit; Enter keeps, Esc
-cancels), not in a dialog."""
+cancels), not in a dialog. The panel changes no annotation itself: it asks (editRequested,
+removeRequested) and the window has the session do it, which lists them again."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
@@ -21,7 +22,8 @@ from ..render.time_axis import format_duration, format_ns
 
 class AnnotationsPanel(QWidget):
     jumpTo = Signal(object)  # Annotation
-    changed = Signal()
+    editRequested = Signal(object, object)  # Annotation, {field: new value}
+    removeRequested = Signal(object)  # Annotation
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -87,8 +89,7 @@ class AnnotationsPanel(QWidget):
         if a.title and text.startswith(a.title + ": "):
             text = text[len(a.title) + 2:]
         if text != a.text:
-            a.text = text
-            self.changed.emit()
+            self.editRequested.emit(a, {"text": text})
 
     def _edit(self) -> None:
         a = self.current()
@@ -100,9 +101,7 @@ class AnnotationsPanel(QWidget):
             return
         text = self.ask_text(self, "Edit annotation", a.text)
         if text is not None:
-            a.text = text
-            self.refresh()
-            self.changed.emit()
+            self.editRequested.emit(a, {"text": text})
 
     def _color(self) -> None:
         a = self.current()
@@ -110,16 +109,12 @@ class AnnotationsPanel(QWidget):
             return
         c = QColorDialog.getColor(QColor(a.color), self, "Annotation colour")
         if c.isValid():
-            a.color = c.name()
-            self.refresh()
-            self.changed.emit()
+            self.editRequested.emit(a, {"color": c.name()})
 
     def _delete(self) -> None:
         a = self.current()
         if a is not None:
-            self.annotations.remove(a)
-            self.refresh()
-            self.changed.emit()
+            self.removeRequested.emit(a)
 
 
 def _ask_text(parent, title: str, text: str = "") -> str | None:

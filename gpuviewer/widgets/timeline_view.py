@@ -193,10 +193,8 @@ class TimelineView(RevealMixin, QWidget):
             self.vb.removeItem(self.item)
         self.trace = trace
         self.origin = trace.start_ns
-        if state is not None:
-            session.view.lanes = state
-        self.layout_model = Layout(trace, session.view.lanes)
-        session.view.lanes = self.layout_model.state  # one state: the session's is the layout's
+        self.layout_model = Layout(trace, state if state is not None else session.view.lanes)
+        session.share_lanes(self.layout_model.state)  # one state: the session's is the layout's
         self.labels.layout_model = self.layout_model
         self.fit_labels()
         self.item = TimelineItem(trace, self.layout_model, self.origin)

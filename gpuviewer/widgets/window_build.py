@@ -110,7 +110,8 @@ def wire(win) -> None:
     c.analysisBusy.connect(win.findings.set_busy)
     c.message.connect(lambda text, error: win.statusBar().showMessage(text, 10000 if error else 15000))
     win.annotations.jumpTo.connect(win.goto_annotation)
-    win.annotations.changed.connect(win._annotations_changed)
+    win.annotations.editRequested.connect(win._edit_annotation)
+    win.annotations.removeRequested.connect(win._remove_annotation)
 
     menus(win)
     steps_toolbar(win)

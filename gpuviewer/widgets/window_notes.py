@@ -20,7 +20,7 @@ class NotesMixin:
 
     @sidecar.setter
     def sidecar(self, path: str | None) -> None:  # None: a headless run that must not write
-        self.session.notes.sidecar = path
+        self.session.keep_annotations_in(path)
 
     def load_annotation_file(self, path: str) -> None:
         """Annotations from a file (the CLI's --annotations) instead of the sidecar."""
@@ -32,10 +32,14 @@ class NotesMixin:
             if self.session.notes.doc.annotations and not self.annotations_dock.isVisible():
                 self.annotations_dock.show()  # the right column opens for saved notes
 
-    def _annotations_changed(self) -> None:
-        """The panel edited or removed an annotation in place."""
+    def _edit_annotation(self, a, changes: dict) -> None:
+        """The panel's edit (text, colour), made by the session."""
         if self.session is not None:
-            self.session.annotations_edited()
+            self.session.edit_annotation(a, **changes)
+
+    def _remove_annotation(self, a) -> None:
+        if self.session is not None:
+            self.session.remove_annotation(a)
 
     def save_annotations(self) -> bool:
         """Autosave: the sidecar (atomically); never the trace."""
