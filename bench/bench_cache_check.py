@@ -30,7 +30,7 @@ import os
 d = os.path.join(cache.cache_root(), cache.key_for(t.metadata["files"]))
 t1 = time.perf_counter(); verify_entry(d); check = time.perf_counter() - t1
 print(json.dumps({"seconds": secs, "check": check, "from_cache": bool(t.metadata.get("from_cache")),
-                  "bytes": cache._dir_size(d), "events": t.n_events}))
+                  "bytes": cache.dir_size(d), "events": t.n_events}))
 '''
 
 

@@ -143,7 +143,7 @@ def _inclusive(trace: Trace, lanes: list[int], window: tuple[int, int]) -> dict[
         for ln in np.unique(lane).tolist():
             m = lane == ln
             sl = trace.lane_slice(ln)
-            parent = q._lane_parents(trace, ln)[idx[m] - sl.start]
+            parent = q.lane_parents(trace, ln)[idx[m] - sl.start]
             pname[m] = np.where(parent >= 0, all_names[sl.start + np.maximum(parent, 0)], -1)
         keep = (pname != names) & ~np.isin(names, list(_step_markers(trace))) & (incl > 0)
         cat = np.asarray(c["cat"][idx]).astype(np.int64)[keep]

@@ -45,7 +45,7 @@ def cmd_cache(args) -> int:
         print(term(f"gpuviewer: {root}: cannot list the cache folder ({e.strerror})"), file=sys.stderr)
         return 2
     if args.clear:
-        size = sum(cache._dir_size(d) for d in entries + tmps)
+        size = sum(cache.dir_size(d) for d in entries + tmps)
         for d in entries + tmps:
             shutil.rmtree(d, ignore_errors=True)
         left = [d for d in entries + tmps if os.path.lexists(d)]
@@ -58,7 +58,7 @@ def cmd_cache(args) -> int:
     damaged = 0
     size = 0
     for d in entries:
-        size += cache._dir_size(d)
+        size += cache.dir_size(d)
         try:
             verify_entry(d)
         except (Damaged, OSError) as e:

@@ -228,7 +228,8 @@ def _rank_dict(r: RankInfo) -> dict:
             "clock_offset_ns": r.clock_offset_ns, "world_size": r.world_size}
 
 
-def _dir_size(d: str) -> int:
+def dir_size(d: str) -> int:
+    """Bytes of the files under d (a cache entry), links not followed; files gone meanwhile count 0."""
     total = 0
     for root, _dirs, files in os.walk(d):
         for f in files:
@@ -255,14 +256,14 @@ def evict(keep: str | None = None, max_bytes: int | None = None) -> list[str]:
         return []
     entries = [os.path.join(root, d) for d in names if not d.startswith(".")]
     # builds under way count in the total but are not removed here (sweep does, once left behind)
-    building = sum(_dir_size(os.path.join(root, d)) for d in names if d.startswith(".tmp-"))
+    building = sum(dir_size(os.path.join(root, d)) for d in names if d.startswith(".tmp-"))
     sized = []
     for d in entries:
         try:
             used = os.lstat(os.path.join(d, "meta.json")).st_mtime
         except OSError:
             used = 0.0
-        sized.append((used, d, _dir_size(d)))
+        sized.append((used, d, dir_size(d)))
     total = sum(x[2] for x in sized) + building
     removed = []
     for used, d, size in sorted(sized):

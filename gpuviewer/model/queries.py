@@ -209,7 +209,7 @@ def self_times(trace: Trace, idx: np.ndarray, window: tuple[int, int] | None = N
             a = _lane_arrays(trace, int(lane))
             lo = min(int(np.searchsorted(a["maxend"], window[0], side="left")), int(rel.min()))
             hi = max(int(np.searchsorted(a["start"], window[1], side="right")), int(rel.max()) + 1)
-        parent = _lane_parents(trace, int(lane))[lo:hi]
+        parent = lane_parents(trace, int(lane))[lo:hi]
         s = np.asarray(cols["start"][sl.start + lo:sl.start + hi])
         e = s + np.asarray(cols["dur"][sl.start + lo:sl.start + hi])
         child_sum = np.zeros(hi - lo, np.int64)
@@ -238,8 +238,9 @@ def parents_kept(trace: Trace):
         trace.derived.pop("lane_parents", None)
 
 
-def _lane_parents(trace: Trace, lane: int) -> np.ndarray:
-    """Lane position of each slice's parent (-1: none)."""
+def lane_parents(trace: Trace, lane: int) -> np.ndarray:
+    """Each slice's parent as a position in its lane (trace.lane_slice(lane)), -1 for none; kept
+    within parents_kept()."""
     kept = trace.derived.get("lane_parents")
     if kept is not None and lane in kept:
         return kept[lane]

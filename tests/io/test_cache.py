@@ -87,7 +87,7 @@ def test_eviction_removes_least_recently_used(tmp_path, monkeypatch):
     load([a])  # a used last
     da = os.path.join(cache.cache_root(), cache.key_for([a]))
     db = os.path.join(cache.cache_root(), cache.key_for([b]))
-    size_a = cache._dir_size(da)
+    size_a = cache.dir_size(da)
     removed = cache.evict(max_bytes=size_a + 1)
     assert removed == [db]
     assert os.path.exists(da) and not os.path.exists(db)
