@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 
+from .atomic import write_path
 from .errors import Cancelled, TraceError
 
 
@@ -27,18 +28,16 @@ def export_reports(files: list[str], progress=None, cancelled=None) -> list[str]
         if not os.path.exists(dest):
             if progress:
                 progress(0.05, f"exporting {os.path.basename(f)} with nsys")
-            # Ends in .sqlite, or nsys would add the suffix itself and the file would not be found.
-            tmp = os.path.join(dest_dir, f".part-{key}.sqlite")
-            try:
+            def produce(tmp: str, f: str = f) -> bool:
                 rc, err = _run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true",
                                 "--output", tmp, f], cancelled)
-                if rc != 0 or not os.path.isfile(tmp):
+                if rc != 0 or not os.path.getsize(tmp):
                     msg = " ".join(err.split())[:300] or f"exit status {rc}"
                     raise TraceError(f, f"nsys export failed: {msg}")
-                os.replace(tmp, dest)
-            finally:
-                if os.path.exists(tmp):
-                    os.remove(tmp)  # half-written by a failed or cancelled export
+                return True
+            # ends in .sqlite, or nsys would add the suffix itself and the file would not be found;
+            # a failed or cancelled export leaves nothing behind
+            write_path(dest, produce, suffix=".sqlite")
         out.append(dest)
     return out
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import secrets
 import stat
 import time
 from typing import NamedTuple
@@ -28,6 +27,7 @@ import msgspec
 
 from ..model.annotation_merge import apply, merge, stamp_changes
 from ..model.annotations import AnnotationDoc, AnnotationError
+from .atomic import write_path
 from .bounded import NotRegular, TooLarge, read_regular
 from .errors import TraceError
 from .file_lock import locked
@@ -190,38 +190,27 @@ def _target(path: str) -> str:
 
 
 def _write(path: str, data: bytes) -> tuple:
-    """Atomically, keeping the file's mode; returns the new file's _stamp (taken before the
-    rename: after it, and out of the lock, another writer's file could be there already). The
-    temporary file is made with 0666 less the umask (mkstemp's 0600 would take teammates' read
-    access to a shared trace folder away)."""
-    folder = os.path.dirname(path)
+    """Atomically (io.atomic), keeping the file's mode (a new one: 0666 less the umask, so that
+    teammates keep read access to a shared trace folder); returns the new file's _stamp (taken
+    before the rename: after it, and out of the lock, another writer's file could be there)."""
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
+        mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:
         mode = None
-    while True:
-        tmp = os.path.join(folder, f".gpuviewer-{secrets.token_hex(6)}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-            break
-        except FileExistsError:
-            continue
-    try:
+    stamps = []
+
+    def produce(tmp: str) -> bool:
+        # by descriptor, never through a link put in the temporary file's place
+        fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
         with os.fdopen(fd, "wb") as f:
-            if mode is not None:
-                os.fchmod(f.fileno(), mode)
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
-            stamp = _stamp(os.fstat(f.fileno()))  # a rename keeps the inode, size and mtime
+            stamps.append(_stamp(os.fstat(f.fileno())))  # a rename keeps the inode, size and mtime
+        return True
+
+    def before_replace() -> None:
         pause = os.environ.get("GPUVIEWER_TEST_PAUSE_BEFORE_RENAME")  # crash-safety test hook
         if pause:
             time.sleep(float(pause))
-        os.replace(tmp, path)
-        return stamp
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_path(path, produce, before_replace=before_replace, mode=mode)
+    return stamps[0]
