@@ -4,7 +4,6 @@ opens the sessions, hands the NCCL arguments over, and renders the tables."""
 from __future__ import annotations
 
 import html
-import re
 import sys
 
 from ..analysis.diff_text import cut as _cut
@@ -230,24 +229,14 @@ def to_text(d: dict, top: int = 20) -> list[str]:
     return lines
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|&~])")
-
-
-def _md(s: str, cut: int = 120) -> str:
-    """Text for Markdown: markup characters escaped, so a kernel named <b>|x shows as written;
-    control characters shown as \\xNN, a newline too (a table cell or list item is one line)."""
-    from ..model.plain import line
-    return _MD_SPECIAL.sub(r"\\\1", line(_cut(s, cut)))
-
-
 def to_markdown(d: dict, top: int = 20) -> str:
-    out = ["# gpuviewer diff", ""] + [("  - " if x.startswith("  ") else "- ") + _md(x.strip(), 10_000)
+    """Markdown (model.markdown: every name escaped, so a kernel named <b>|x shows as written)."""
+    from ..model.markdown import escape_cell, table
+    out = ["# gpuviewer diff", ""] + [("  - " if x.startswith("  ") else "- ") + escape_cell(x.strip(), 10_000)
                                       for x in headline(d)]
     for title, note, head, rows in tables(d, top):
-        out += ["", f"## {_md(title)}", ""] + ([_md(note, 10_000), ""] if note else [])
-        out.append("| " + " | ".join(_md(h) for h in head) + " |")
-        out.append("|" + "|".join("---" if h in TEXT_COLUMNS else "---:" for h in head) + "|")
-        out += ["| " + " | ".join(_md(c) for c in r) + " |" for r in rows]
+        out += ["", f"## {escape_cell(title, 120)}", ""] + ([escape_cell(note, 10_000), ""] if note else [])
+        out += table(head, rows, right=[h not in TEXT_COLUMNS for h in head], cut=120)
     return "\n".join(out) + "\n"
 
 

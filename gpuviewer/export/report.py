@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 from ..model.fmt import esc, format_duration, format_ns, utilization_line
+from ..model.markdown import escape_cell, table
 from ..model.summary import summarize
 from ..session.reports import step_cells, where
 from .image import png_data_uri
@@ -183,7 +184,7 @@ def to_markdown(r: dict) -> str:
     parts = [text, f"![timeline]({r['overview']})", "", "## Finding images", ""]
     for x in r["findings"]:
         f = x["f"]
-        parts += [f"### {f.rule}: {f.title}", "", f"![{f.rule}]({x['image']})", ""]
+        parts += [f"### {f.rule}: {escape_cell(f.title)}", "", f"![{f.rule}]({x['image']})", ""]
     parts += ["## Annotations", ""]
     rest = []
     for x in r["annotations"]:
@@ -191,23 +192,20 @@ def to_markdown(r: dict) -> str:
         if not x["image"]:
             rest.append(ann)
             continue
-        parts += [f"### {ann.kind} · rank {ann.rank}", "", (ann.title + ": " if ann.title else "") + ann.text, "",
+        parts += [f"### {ann.kind} · rank {ann.rank}", "", escape_cell((ann.title + ": " if ann.title else "") + ann.text), "",
                   f"![annotation]({x['image']})", ""]
     if rest:
         o = r["origin"]
-        parts += [f"{len(rest):,} more annotations:", "", "| kind | rank | at | length | text |", "|---|---|---|---|---|"]
-        parts += [f"| {a.kind} | {a.rank} | {format_ns(a.start_ns - o)} | {_length(a)} | "
-                  f"{_md_cell((a.title + ': ' if a.title else '') + a.text)} |" for a in rest]
+        parts += [f"{len(rest):,} more annotations:", ""]
+        parts += table(["kind", "rank", "at", "length", "text"],
+                       [[a.kind, a.rank, format_ns(a.start_ns - o), _length(a), (a.title + ": " if a.title else "") + a.text]
+                        for a in rest])
         parts.append("")
     return "\n".join(parts) + "\n"
 
 
 def _length(a) -> str:
     return format_duration(abs(a.end_ns - a.start_ns)) if a.end_ns is not None else ""
-
-
-def _md_cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
 
 
 def write_report(session, view, path: str, guard: bool = False) -> None:
