@@ -46,8 +46,10 @@ def after_first_paint(widget, fn, at_most_ms: int = 2000) -> None:
     class _Watch(QObject):
         def eventFilter(self, obj, ev):  # noqa: N802 - Qt's name
             if ev.type() == QEvent.Paint and not state["done"]:
-                QTimer.singleShot(0, fire)  # once this paint is done
+                QTimer.singleShot(0, watch, fire)  # once this paint is done
             return False
     watch = _Watch(widget)
     widget.installEventFilter(watch)
-    QTimer.singleShot(at_most_ms, fire)
+    # the timers belong to `watch` (a child of the widget): a window closed before they fire
+    # takes them with it, so fn never runs on deleted widgets
+    QTimer.singleShot(at_most_ms, watch, fire)
