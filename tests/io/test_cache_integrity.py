@@ -13,8 +13,10 @@ import pytest
 from conftest import ROOT, SAMPLES, run_cli
 
 from gpuviewer.io import cache
+from gpuviewer.io.session import session_files
 
 DDP = os.path.join(SAMPLES, "ddp")
+ONE = os.path.join(DDP, "ddp_rank0.json.gz")  # one file: one cache entry (a folder also leaves its files')
 DAMAGED = re.compile(r"^the cache of .+ was damaged \((.+)\) and was rebuilt$")
 
 
@@ -31,7 +33,7 @@ def built(tmp_path_factory):
     env = {"GPUVIEWER_CACHE_DIR": str(root / "c")}
     r = run_cli("info", DDP, "--json", env=env)
     assert r.returncode == 0, r.stderr
-    (entry,) = [d for d in os.listdir(root / "c") if not d.startswith(".")]
+    entry = cache.key_for(session_files([DDP])[0])  # the folder's (each file has its own beside it)
     shutil.copytree(root / "c" / entry, root / "pristine")
     ref = {cmd: run_cli(cmd, DDP, "--json", "--no-cache") for cmd in ("info", "analyze")}
     assert all(p.returncode == 0 for p in ref.values())
@@ -86,6 +88,8 @@ def test_a_flipped_bit_gives_the_clean_answer_and_one_line(built, name, cmd):
         notes = [w for w in got["warnings"] if DAMAGED.match(w)]
         assert len(notes) == 1 and name in notes[0], got["warnings"]
         got["warnings"].remove(notes[0])
+        # the session is rebuilt from its files' own entries (io/cache_join.py), and says so
+        assert got.pop("file_caches") == {"reused": 2, "read": 0}
         assert got == built["info"]
     else:
         assert json.loads(r.stdout) == built["analyze"]
@@ -166,16 +170,16 @@ def test_builds_under_way_count_in_eviction(tmp_path, monkeypatch):
     live = cache.new_tmp()
     with open(os.path.join(live, "start.npy"), "wb") as f:
         f.write(b"\0" * 100_000)
-    assert run_cli("info", DDP, env={"GPUVIEWER_CACHE_DIR": str(tmp_path / "c")}).returncode == 0
+    assert run_cli("info", ONE, env={"GPUVIEWER_CACHE_DIR": str(tmp_path / "c")}).returncode == 0
     (entry,) = [os.path.join(tmp_path / "c", d) for d in os.listdir(tmp_path / "c") if not d.startswith(".")]
     # the entry alone fits; with the build under way it does not, so the entry goes, not the build
-    assert cache.evict(max_bytes=cache._dir_size(entry) + 50_000) == [entry]
+    assert cache.evict(max_bytes=cache.dir_size(entry) + 50_000) == [entry]
     assert os.path.isdir(live)
 
 
 def test_cache_verify_and_clear(tmp_path):
     env = {"GPUVIEWER_CACHE_DIR": str(tmp_path / "c")}
-    assert run_cli("info", DDP, env=env).returncode == 0
+    assert run_cli("info", ONE, env=env).returncode == 0
     ok = run_cli("cache", "--verify", env=env)
     assert ok.returncode == 0 and ok.stdout.startswith("1 cache entries") and " 0 damaged" in ok.stdout
     (entry,) = [d for d in os.listdir(tmp_path / "c")]
