@@ -3,7 +3,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import load_truth, run_cli, trace_path
+from conftest import load_truth, run_cli, run_cli_once, trace_path
 
 from gpuviewer.io.session import load
 from gpuviewer.session.analysis import analyze_session
@@ -164,7 +164,7 @@ def test_breakdown_adds_up():
 
 
 def test_analyze_cli_json_shape():
-    p = run_cli("analyze", trace_path("kineto", "ddp"), "--json")
+    p = run_cli_once("analyze", trace_path("kineto", "ddp"), "--json")
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert [r["rank"] for r in out["ranks"]] == [0, 1]

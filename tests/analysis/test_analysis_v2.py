@@ -14,7 +14,7 @@ import statistics
 import analysis_truth as T
 import pytest
 import shift_gpu
-from conftest import COMPAT, TRACES, load_truth, run_cli, trace_path
+from conftest import COMPAT, TRACES, load_truth, run_cli, run_cli_once, trace_path
 
 TRUTH = load_truth()
 NSYS_DDP_TRUTH = next((v for k, v in TRUTH.items() if k.startswith("ddp_plain")), {})
@@ -49,7 +49,7 @@ def _strict_json(text: str):
 def analyze(path: str) -> dict:
     """`gpuviewer analyze PATH --json`, parsed; once per path."""
     if path not in _out:
-        p = run_cli("analyze", path, "--json")
+        p = run_cli_once("analyze", path, "--json")  # one run per path for the test run (other modules too)
         assert p.returncode == 0, f"analyze {path}: exit {p.returncode}\n{p.stderr[-4000:]}"
         _out[path] = _strict_json(p.stdout)
     return _out[path]
@@ -529,7 +529,7 @@ def test_json_never_crashes(path):
     info = run_cli("info", path, "--json")
     assert "Traceback" not in info.stderr, info.stderr[-3000:]
     if _one_line_refusal(info):  # a file it cannot read, said in one line: allowed
-        a = run_cli("analyze", path, "--json")
+        a = run_cli_once("analyze", path, "--json")
         assert _one_line_refusal(a) or a.returncode == 0, f"analyze exit {a.returncode}: {a.stderr[-3000:]}"
         if a.returncode == 0:
             _strict_json(a.stdout)
@@ -538,7 +538,7 @@ def test_json_never_crashes(path):
     _strict_json(info.stdout)
     if path in _out:
         return
-    a = run_cli("analyze", path, "--json")
+    a = run_cli_once("analyze", path, "--json")
     assert a.returncode == 0 and "Traceback" not in a.stderr, f"analyze exit {a.returncode}: {a.stderr[-3000:]}"
     _out[path] = _strict_json(a.stdout)
 

@@ -20,7 +20,7 @@ import statistics
 
 import analysis_truth as T
 import pytest
-from conftest import COMPAT, TRACES, run_cli, trace_path
+from conftest import COMPAT, TRACES, run_cli_once, trace_path
 
 _TRACE_FILES = sorted(glob.glob(os.path.join(TRACES, "**", "*.json.gz"), recursive=True)
                       + glob.glob(os.path.join(TRACES, "nsys", "*.sqlite")))
@@ -38,7 +38,7 @@ _out: dict[str, dict] = {}
 def analyze(path: str) -> dict:
     """`gpuviewer analyze PATH --json`, parsed; once per path."""
     if path not in _out:
-        p = run_cli("analyze", path, "--json")
+        p = run_cli_once("analyze", path, "--json")  # one run per path for the test run (other modules too)
         assert p.returncode == 0, f"analyze {path}: exit {p.returncode}\n{p.stderr[-3000:]}"
         _out[path] = json.loads(p.stdout)
     return _out[path]
