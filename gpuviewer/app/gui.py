@@ -288,7 +288,7 @@ def _render_session(paths: list[str], out: str, use_cache: bool, annotations: st
         for w in doc.warnings:
             _say(f"warning: {annotations}: {w}")
         try:
-            s.notes.open_file(annotations)
+            s.open_annotation_file(annotations)
         except TraceError as e:  # changed since it was checked
             _say(str(e))
             return 2

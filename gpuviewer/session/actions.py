@@ -235,6 +235,10 @@ class NoteActions:
         """Where the annotations are saved; None: nowhere (a headless run never writes)."""
         self.notes.sidecar = path
 
+    def open_file(self, path: str) -> None:
+        """Annotations from a file (the CLI's --annotations): shown, never written back."""
+        self.notes.open_file(path)
+
     def open_annotations(self) -> str | None:
         """Read the sidecar beside the traces and restore its view; a warning, or None."""
         warning = self.notes.open_for(self.paths)

@@ -284,6 +284,9 @@ class Session:
     def keep_annotations_in(self, path: str | None) -> None:
         self.note_actions.keep_in(path)
 
+    def open_annotation_file(self, path: str) -> None:
+        self.note_actions.open_file(path)
+
     def open_annotations(self) -> str | None:
         return self.note_actions.open_annotations()
 

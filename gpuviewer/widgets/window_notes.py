@@ -24,7 +24,7 @@ class NotesMixin:
 
     def load_annotation_file(self, path: str) -> None:
         """Annotations from a file (the CLI's --annotations) instead of the sidecar."""
-        self.session.notes.open_file(path)
+        self.session.open_annotation_file(path)
 
     def _apply_annotations(self) -> None:
         if self.session is not None:

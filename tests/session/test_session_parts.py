@@ -12,7 +12,7 @@ from gpuviewer.session.actions import NoteActions, TopologyActions, ViewActions
 
 PARTS = {"view_actions": ViewActions, "note_actions": NoteActions, "topology_actions": TopologyActions}
 # the parts' names that Session spells differently (NoteActions.keep_in reads badly on a session)
-RENAMED = {"keep_in": "keep_annotations_in"}
+RENAMED = {"keep_in": "keep_annotations_in", "open_file": "open_annotation_file"}
 
 
 @pytest.fixture(scope="module")
