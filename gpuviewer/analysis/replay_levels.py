@@ -98,27 +98,48 @@ def levels(g, o: np.ndarray, ptr: np.ndarray) -> Levels:
     return Levels(slot, node, m2, m0, anchored, bounds, g.e_src[e_at], e_at, e_bounds, seg, has, lv_a)
 
 
+def _rows(lv: Levels):
+    """Per level, as plain ints (numpy scalars cost more than the small arrays they index): its
+    entries a0:a1, edges e0:e1, entries with edges h0:h1 (of hpos/hseg), normal starts m0:m1 (of
+    m0_at/m0_pos/m0_end), and whether it holds a split node's end; kept with the levels."""
+    got = getattr(lv, "_rows", None)
+    if got is None:
+        b = lv.bounds
+        lv_ent = np.repeat(np.arange(len(b) - 1), np.diff(b))
+        h_at = np.flatnonzero(lv.has)
+        m0_at = np.flatnonzero(lv.m0)
+        hb = np.searchsorted(h_at, b).tolist()
+        mb = np.searchsorted(m0_at, b).tolist()
+        m2_cnt = np.r_[0, np.cumsum(lv.m2)][b]
+        any2 = (np.diff(m2_cnt) > 0).tolist()
+        bl, ebl = b.tolist(), lv.e_bounds.tolist()
+        rows = [(bl[L], bl[L + 1], ebl[L], ebl[L + 1], hb[L], hb[L + 1], mb[L], mb[L + 1], any2[L])
+                for L in range(len(bl) - 1)]
+        got = (rows, h_at - b[lv_ent[h_at]], lv.seg[h_at], m0_at, m0_at - b[lv_ent[m0_at]], lv.slot[m0_at] + 1)
+        lv._rows = got  # type: ignore[attr-defined]
+    return got
+
+
 def run(g, lv: Levels, dur: np.ndarray, off: np.ndarray, T: np.ndarray, from_level: int = 0) -> np.ndarray:
     """Times of every slot with these durations and offsets; levels below from_level are T's."""
     T = T.copy()
+    rows, hpos, hseg, m0_at, m0_pos, m0_end = _rows(lv)
     rec = g.rec_s[lv.node]
     d = dur[lv.node]
+    d0 = d[m0_at]
     base = np.where(lv.anchored, rec, NEG)
     off_e = off[lv.e_at]
-    b, eb = lv.bounds, lv.e_bounds
-    for L in range(from_level, len(b) - 1):
-        a0, a1 = b[L], b[L + 1]
-        s = lv.slot[a0:a1]
+    slot, m2s, e_src = lv.slot, lv.m2, lv.e_src
+    for a0, a1, e0, e1, h0, h1, n0, n1, any2 in rows[from_level:]:
+        s = slot[a0:a1]
         val = base[a0:a1].copy()
-        m2 = lv.m2[a0:a1]
-        if m2.any():
-            val = np.where(m2, T[s - 1] + d[a0:a1], val)
-        e0, e1 = eb[L], eb[L + 1]
+        if any2:
+            val = np.where(m2s[a0:a1], T[s - 1] + d[a0:a1], val)
         if e1 > e0:
-            h = lv.has[a0:a1]
-            red = np.maximum.reduceat(T[lv.e_src[e0:e1]] + off_e[e0:e1], lv.seg[a0:a1][h])
-            val[h] = np.maximum(val[h], red)
+            hp = hpos[h0:h1]
+            red = np.maximum.reduceat(T[e_src[e0:e1]] + off_e[e0:e1], hseg[h0:h1])
+            val[hp] = np.maximum(val[hp], red)
         T[s] = val
-        m0 = lv.m0[a0:a1]
-        T[s[m0] + 1] = val[m0] + d[a0:a1][m0]
+        if n1 > n0:  # a normal node's end follows from its start at once
+            T[m0_end[n0:n1]] = val[m0_pos[n0:n1]] + d0[n0:n1]
     return T
