@@ -431,6 +431,14 @@ def test_persistent_lateness_reported(rel, truth):
     path = trace_path(*rel.split("/"))
     R = ref(path)
     pers = stragglers(analyze(path), "persistent")
+    # the stall's step and the one after it (its after-effect: the ranks realign) are not
+    # evidence of a persistent late rank; it takes two other steps where it arrives last
+    # (independent reference): ddp's rank 1 is last only in its stall step and the next
+    others = [st for st, w in R.waits.items() if w.get("late_rank") == truth["slow_rank"]
+              and st not in (truth["slow_step"], truth["slow_step"] + 1)]
+    if len(others) < 2:
+        assert not pers, [f["title"] for f in pers]
+        return
     assert pers, "no persistent straggler finding"
     for f in pers:
         m = f["metrics"]
@@ -593,7 +601,8 @@ def test_straggler_text_matches_numbers(rel):
             near = re.findall(r"\brank (\d+)", clause, re.I)
             if near:
                 assert int(near[-1]) == m["late_rank"], f"{title!r}: rank {near[-1]} called {w.group(1)}"
-        cands = _candidates(f)
+        # a signed metric is said by its word ("shrank 14.3 ms a step" for -14.3): match magnitudes
+        cands = [abs(v) for v in _candidates(f)]
         for mt in _MS.finditer(title):
             for s in filter(None, mt.groups()):
                 dec = len(s.split(".")[1]) if "." in s else 0
