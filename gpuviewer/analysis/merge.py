@@ -148,9 +148,11 @@ def merge_persistent(roots: list[dict]) -> list[dict]:
     who = " and ".join(f"{_late_text(f)} in steps {_steps_text(f['metrics']['steps'])}" for f in pers)
     each = sorted(f["metrics"]["wait_caused_ms_each_per_step"] for f in pers)[len(pers) // 2]
     m["wait_caused_ms_each_per_step"] = each  # the figure the title gives
+    # the rest of the lead's title speaks of "its host": with several late ranks named, say whose
+    rest = lead["title"][lead["title"].index(" in all)") + len(" in all)"):]
+    rest = rest.replace("; its host", f"; rank {m['late_rank']}'s host", 1)
     lead["title"] = (f"The ranks take turns arriving last at the collectives ({who}): the others wait "
-                     f"{each:.1f} ms a step each ({m['wait_caused_ms']:.0f} ms in all)"
-                     + lead["title"][lead["title"].index(" in all)") + len(" in all)"):])
+                     f"{each:.1f} ms a step each ({m['wait_caused_ms']:.0f} ms in all)" + rest)
     lead["ranks"] = sorted({r for f in pers for r in f["ranks"]}, key=lambda r: (r != m["late_rank"], r))
     for f in pers[1:]:
         lead["children"] += f["children"]
