@@ -167,6 +167,8 @@ def _join(files: list[str], parts: list[tuple[str, Trace]], skipped: list[str], 
     spans: list[tuple[int, int]] = []
     counter_spans: list[tuple[int, int]] = []
     per_file: list[dict] = []
+    # the parts' kept arguments (model/arg_table.py), joined when every part has them
+    arg_tables = [(src, t.arg_table) for src, (_f, t) in enumerate(parts)]
     for src, (f, t) in enumerate(parts):
         pf = dict(t.metadata["per_file"][0])
         r = pf["file_rank"]
@@ -243,7 +245,18 @@ def _join(files: list[str], parts: list[tuple[str, Trace]], skipped: list[str], 
     steps = sorted(b.steps, key=lambda s: (s.rank, s.step))
     counts = np.concatenate(lane_counts) if lane_counts else np.zeros(0, np.int64)
     lane_offsets = np.concatenate(([0], np.cumsum(counts)))
-    return cache.meta_dict(cache.key_for(files), b.format, store.length("start"), b.names.strings,
+    meta = cache.meta_dict(cache.key_for(files), b.format, store.length("start"), b.names.strings,
                            b.lanes, [b.ranks[r] for r in sorted(b.ranks)], steps, b.counters,
                            b.sources, b.warnings, b.metadata, span, _initial_view(store, steps, span),
                            lane_offsets)
+    meta["argtab"] = all(tab is not None for _s, tab in arg_tables) and len(b.sources) == len(parts)
+    if meta["argtab"]:
+        from ..model.arg_table import ArgTable
+        try:
+            joined = ArgTable.join([(s, tab) for s, tab in arg_tables if tab is not None])
+        except ValueError:  # not one-file parts: the session fetches them from the files
+            meta["argtab"] = False
+        else:
+            for name, a in joined.arrays().items():
+                store.save(name, a)
+    return meta

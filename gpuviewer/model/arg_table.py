@@ -38,6 +38,29 @@ class ArgTable:
         blob = np.frombuffer(b"".join(blobs), np.uint8)
         return cls(key[o], ref[o], blob, off)
 
+    @classmethod
+    def join(cls, parts: list[tuple[int, ArgTable]]) -> ArgTable:
+        """One table from the tables of one-file sessions (their events all of source 0), each
+        given the source it has in the joined session (io/cache_join.py)."""
+        keys, refs, blobs, offs = [], [], [], [np.zeros(1, np.int64)]
+        n_obj, n_bytes = 0, 0
+        low = (np.int64(1) << ORDINAL_BITS) - 1
+        for source, t in parts:
+            key = np.asarray(t.key, np.int64)
+            if len(key) and int(key.max()) > low:
+                raise ValueError("a part's table holds more than one source")
+            keys.append((np.int64(source) << ORDINAL_BITS) | key)
+            refs.append(np.asarray(t.ref, np.int32) + np.int32(n_obj))
+            blobs.append(np.asarray(t.blob, np.uint8))
+            offs.append(np.asarray(t.off, np.int64)[1:] + n_bytes)
+            n_obj += len(t.off) - 1
+            n_bytes += len(t.blob)
+        key = np.concatenate(keys) if keys else np.zeros(0, np.int64)
+        ref = np.concatenate(refs) if refs else np.zeros(0, np.int32)
+        o = np.argsort(key, kind="stable")
+        blob = np.concatenate(blobs) if blobs else np.zeros(0, np.uint8)
+        return cls(key[o], ref[o], blob, np.concatenate(offs))
+
     def arrays(self) -> dict[str, np.ndarray]:
         return {"argtab_key": self.key, "argtab_ref": self.ref, "argtab_blob": self.blob, "argtab_off": self.off}
 
