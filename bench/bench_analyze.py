@@ -16,6 +16,7 @@ stretches the wall time far more than the CPU time).
 
 also times one more analysis phase by phase (wall and CPU seconds of each phase's function).
 """
+
 from __future__ import annotations
 
 import os
@@ -33,6 +34,7 @@ TARGETS = {"r8": 2.0, "r64": 3.0}
 def bench(path: str, phases: bool = False) -> None:
     from gpuviewer.io.session import load
     from gpuviewer.session.analysis import analyze_session
+
     t0 = time.perf_counter()
     trace = load([path])
     print(f"# {path}: {len(trace.ranks)} ranks, {trace.n_events:,} events; open {time.perf_counter() - t0:.1f} s")
@@ -48,27 +50,35 @@ def bench(path: str, phases: bool = False) -> None:
     per_rule = Counter(f.rule for f in a.findings)
     print(f"findings: {len(a.findings)} top-level ({', '.join(f'{r} x{n}' for r, n in sorted(per_rule.items()))})")
     worst = max(per_rule.values(), default=0)
-    print(f"most top-level findings of one rule            {worst:8d}     target <= 2 (not one per rank) "
-          f"{'OK' if worst <= 2 else 'OVER'}")
-    print(f"analyze, seconds (median of 3)                {med:8.3f} s   target <= {target}   "
-          f"{'OK' if med <= target else 'OVER'}")
-    print(f"analyze, CPU seconds (median of 3)            {statistics.median(cpus):8.3f} s   "
-          f"(load average {os.getloadavg()[0]:.1f})")
+    print(
+        f"most top-level findings of one rule            {worst:8d}     target <= 2 (not one per rank) "
+        f"{'OK' if worst <= 2 else 'OVER'}"
+    )
+    print(
+        f"analyze, seconds (median of 3)                {med:8.3f} s   target <= {target}   "
+        f"{'OK' if med <= target else 'OVER'}"
+    )
+    print(
+        f"analyze, CPU seconds (median of 3)            {statistics.median(cpus):8.3f} s   "
+        f"(load average {os.getloadavg()[0]:.1f})"
+    )
     if phases:
         _phases(trace)
 
 
 # (module, function, label): each phase's function, as the analysis calls it
-PHASES = [("gpuviewer.io.comm_args", "collective_args", "NCCL kernel arguments"),
-          ("gpuviewer.analysis.findings", "map_rank", "the ranks' maps"),
-          ("gpuviewer.analysis.findings", "reduce", "reduce"),
-          ("gpuviewer.analysis.whatif", "graph", "dependency model"),
-          ("gpuviewer.analysis.replay_levels", "levels", "replay levels"),
-          ("gpuviewer.analysis.findings", "attach_paths", "critical paths (model, levels included)"),
-          ("gpuviewer.analysis.savings", "attach_savings", "savings"),
-          ("gpuviewer.io.op_shapes", "op_shapes", "op shapes"),
-          ("gpuviewer.session.analysis", "efficiency_of", "efficiency (op shapes included)"),
-          ("gpuviewer.analysis.efficiency_findings", "findings", "efficiency findings")]
+PHASES = [
+    ("gpuviewer.io.comm_args", "collective_args", "NCCL kernel arguments"),
+    ("gpuviewer.analysis.findings", "map_rank", "the ranks' maps"),
+    ("gpuviewer.analysis.findings", "reduce", "reduce"),
+    ("gpuviewer.analysis.whatif", "graph", "dependency model"),
+    ("gpuviewer.analysis.replay_levels", "levels", "replay levels"),
+    ("gpuviewer.analysis.findings", "attach_paths", "critical paths (model, levels included)"),
+    ("gpuviewer.analysis.savings", "attach_savings", "savings"),
+    ("gpuviewer.io.op_shapes", "op_shapes", "op shapes"),
+    ("gpuviewer.session.analysis", "efficiency_of", "efficiency (op shapes included)"),
+    ("gpuviewer.analysis.efficiency_findings", "findings", "efficiency findings"),
+]
 
 
 def _phases(trace) -> None:
@@ -77,6 +87,7 @@ def _phases(trace) -> None:
     import importlib
 
     from gpuviewer.session.analysis import analyze_session
+
     wall: dict[str, float] = {}
     cpu: dict[str, float] = {}
     saved = []
@@ -92,7 +103,9 @@ def _phases(trace) -> None:
             finally:
                 wall[label] = wall.get(label, 0.0) + time.perf_counter() - t
                 cpu[label] = cpu.get(label, 0.0) + time.process_time() - c
+
         setattr(mod, name, timed)
+
     for m, name, label in PHASES:
         wrap(importlib.import_module(m), name, label)
     try:
@@ -110,8 +123,9 @@ def _phases(trace) -> None:
 
 def main() -> None:
     phases = "--phases" in sys.argv[1:]
-    paths = [a for a in sys.argv[1:] if a != "--phases"] or \
-        [p for p in ("/tmp/scaled/r8", "/tmp/scaled/r64") if os.path.exists(p)]
+    paths = [a for a in sys.argv[1:] if a != "--phases"] or [
+        p for p in ("/tmp/scaled/r8", "/tmp/scaled/r64") if os.path.exists(p)
+    ]
     for p in paths:
         bench(p, phases)
 

@@ -6,6 +6,7 @@ and without the check of every file, against the target of 5% of the warm open.
 "check" = cache_check.verify_entry over the entry (what a warm open of an entry up to
 cache.EAGER_CHECK_BYTES does); "no check" opens with cache_check.check_file made a no-op.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,7 +17,7 @@ import tempfile
 
 from _common import ROOT, TRACES, run_probe
 
-_PROBE = r'''
+_PROBE = r"""
 import json, sys, time
 t0 = time.perf_counter()
 from gpuviewer.io import cache
@@ -31,7 +32,7 @@ d = os.path.join(cache.cache_root(), cache.key_for(t.metadata["files"]))
 t1 = time.perf_counter(); verify_entry(d); check = time.perf_counter() - t1
 print(json.dumps({"seconds": secs, "check": check, "from_cache": bool(t.metadata.get("from_cache")),
                   "bytes": cache.dir_size(d), "events": t.n_events}))
-'''
+"""
 
 
 def probe(paths, check: bool, cache_dir: str) -> dict:
@@ -39,8 +40,10 @@ def probe(paths, check: bool, cache_dir: str) -> dict:
 
 
 def main() -> None:
-    targets = sys.argv[1:] or [os.path.join(ROOT, "samples", "ddp"),
-                               os.path.join(TRACES, "kineto", "launch_bound_big.json.gz")]
+    targets = sys.argv[1:] or [
+        os.path.join(ROOT, "samples", "ddp"),
+        os.path.join(TRACES, "kineto", "launch_bound_big.json.gz"),
+    ]
     for path in targets:
         d = tempfile.mkdtemp()
         try:
@@ -59,8 +62,10 @@ def main() -> None:
         print(f"# {path}: {on[0]['events']:,} events, entry {on[0]['bytes'] / 1e6:.1f} MB")
         print(f"{'warm open with the check, s (median of 7)':<52} {warm_on:>8.3f} s")
         print(f"{'warm open without it, s (median of 7)':<52} {warm_off:>8.3f} s")
-        print(f"{'check of every file, ms (median of 7)':<52} {check * 1e3:>8.2f} ms  "
-              f"{share:6.1%} of the warm open, target <= 5%  {'OK' if share <= 0.05 else 'OVER'}")
+        print(
+            f"{'check of every file, ms (median of 7)':<52} {check * 1e3:>8.2f} ms  "
+            f"{share:6.1%} of the warm open, target <= 5%  {'OK' if share <= 0.05 else 'OVER'}"
+        )
 
 
 if __name__ == "__main__":

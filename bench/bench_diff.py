@@ -9,6 +9,7 @@ zeros, which is checked. The session is opened once first to write the cache (no
 per-step totals) and compared. The median of the whole is held against the target; the part
 after opening is printed beside it.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,6 +30,7 @@ def once(path: str) -> tuple[float, float, dict, str]:
     from gpuviewer.io.comm_args import collective_args
     from gpuviewer.model.align import apply_offsets
     from gpuviewer.session import open_session
+
     t0 = time.perf_counter()
     a = open_session([path])
     b = open_session([path])
@@ -43,6 +45,7 @@ def once(path: str) -> tuple[float, float, dict, str]:
 def main() -> None:
     path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(TRACES, "kineto", "launch_bound_big.json.gz")
     from gpuviewer.session import open_session
+
     open_session([path])  # write the cache
     runs = [once(path) for _ in range(3)]
     total = statistics.median(r[0] for r in runs)
@@ -50,10 +53,14 @@ def main() -> None:
     d, events = runs[0][2], runs[0][3]
     rows = d["kernels"] + d["host_ops"] + d["step_parts"]
     zero = all(r["delta_ns"] == 0 for r in rows) and not any(r["significant"] for r in rows)
-    print(f"# {os.path.basename(path)}: 2 x {events} events, B shifted by {SHIFT_NS / 1e9:g} s; "
-          f"{len(d['kernels'])} GPU op names, {len(d['host_ops'])} host op names")
-    print(f"diff, 2 sessions from the cache, seconds (median of 3)   {total:7.3f} s   target <= {TARGET_S}   "
-          f"{'OK' if total <= TARGET_S else 'OVER'}")
+    print(
+        f"# {os.path.basename(path)}: 2 x {events} events, B shifted by {SHIFT_NS / 1e9:g} s; "
+        f"{len(d['kernels'])} GPU op names, {len(d['host_ops'])} host op names"
+    )
+    print(
+        f"diff, 2 sessions from the cache, seconds (median of 3)   {total:7.3f} s   target <= {TARGET_S}   "
+        f"{'OK' if total <= TARGET_S else 'OVER'}"
+    )
     print(f"  of which measuring and comparing                      {compare:7.3f} s")
     print(f"every delta zero, none significant                      {'yes' if zero else 'NO'}")
 

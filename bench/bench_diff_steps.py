@@ -9,6 +9,7 @@ whole command, `gpuviewer diff A B --json`, runs 3 times in a fresh process each
 is held against the target. Before the fix (a per-step mask over every GPU op in the breakdown,
 and a set rebuilt per step when pairing the steps) this took 71 s on the 2-core VM.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,8 +67,10 @@ def main() -> None:
             run(["info", p], env)  # write the cache
         secs = statistics.median(run(["diff", a, b, "--json"], env) for _ in range(3))
     print(f"# 2 x dataloader_stall with {n:,} steps each, from the cache")
-    print(f"diff of {n:,} steps, whole command, seconds (median of 3)   {secs:7.3f} s   target <= {TARGET_S}   "
-          f"{'OK' if secs <= TARGET_S else 'OVER'}")
+    print(
+        f"diff of {n:,} steps, whole command, seconds (median of 3)   {secs:7.3f} s   target <= {TARGET_S}   "
+        f"{'OK' if secs <= TARGET_S else 'OVER'}"
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ the efficiency computation alone (kernels attached to their launching ops, the s
 families) after the session was opened from the cache, and on single_gpt_train (shapes recorded:
 1,317 ops' arguments read back from the file).
 """
+
 from __future__ import annotations
 
 import json
@@ -23,14 +24,14 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import ROOT, TRACES  # noqa: E402
 
-_PROBE = r'''
+_PROBE = r"""
 import json, sys, time
 import gpuviewer
 s = gpuviewer.open(sys.argv[1])
 t0 = time.perf_counter(); e = s.efficiency(); t = time.perf_counter() - t0
 print(json.dumps({"efficiency_s": t, "kernels": e.ops["kernels"], "with_work": e.ops["with_work"],
                   "from_cache": bool(s.trace.metadata.get("from_cache"))}))
-'''
+"""
 
 
 def main() -> None:
@@ -48,7 +49,9 @@ def main() -> None:
         rows = json.loads(p.stdout)
         med = statistics.median(times)
         print(f"# launch_bound_big: {len(rows)} families, {sum(r['kernels'] for r in rows):,} kernels")
-        print(f"stats_efficiency_cli_s={med:.3f} (min {min(times):.3f})   target <= 1 s  {'OK' if med <= 1 else 'OVER'}")
+        print(
+            f"stats_efficiency_cli_s={med:.3f} (min {min(times):.3f})   target <= 1 s  {'OK' if med <= 1 else 'OVER'}"
+        )
         ref = []  # the same command's floor: the kern report (interpreter, imports, open, pandas)
         for _ in range(5):
             t0 = time.perf_counter()
@@ -58,11 +61,24 @@ def main() -> None:
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         for path in (big, gpt):
             subprocess.run([sys.executable, "-c", _PROBE, path], env=env, cwd=ROOT, check=True, capture_output=True)
-            runs = [json.loads(subprocess.run([sys.executable, "-c", _PROBE, path], env=env, cwd=ROOT, check=True,
-                                              capture_output=True, text=True).stdout) for _ in range(3)]
+            runs = [
+                json.loads(
+                    subprocess.run(
+                        [sys.executable, "-c", _PROBE, path],
+                        env=env,
+                        cwd=ROOT,
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                    ).stdout
+                )
+                for _ in range(3)
+            ]
             assert all(r["from_cache"] for r in runs)
-            print(f"{os.path.basename(path)}: efficiency computed in {statistics.median(r['efficiency_s'] for r in runs):.3f} s "
-                  f"({runs[0]['kernels']:,} kernels, {runs[0]['with_work']:,} ops with work)")
+            print(
+                f"{os.path.basename(path)}: efficiency computed in {statistics.median(r['efficiency_s'] for r in runs):.3f} s "
+                f"({runs[0]['kernels']:,} kernels, {runs[0]['with_work']:,} ops with work)"
+            )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ the time of clock alignment and of the whole analysis. Prints each figure next t
       --layout hostnames
   python bench/bench_hosts.py /tmp/mh64
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import ROOT  # noqa: E402  (puts the checkout on sys.path)
 
-_PROBE = r'''
+_PROBE = r"""
 import json, os, resource, sys, time
 t0 = time.perf_counter()
 from gpuviewer.session import open_session
@@ -29,13 +30,19 @@ hwm = int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).sp
 kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
 print(json.dumps({"secs": secs, "rss": hwm, "child_rss": kids, "events": t.n_events, "ranks": len(t.ranks),
                   "alignment": t.metadata.get("alignment", {})}))
-'''
+"""
 
 
 def probe(path: str, cache: bool, cache_dir: str) -> dict:
     env = dict(os.environ, GPUVIEWER_CACHE_DIR=cache_dir)
-    out = subprocess.run([sys.executable, "-c", _PROBE, path, "1" if cache else "0"], capture_output=True,
-                         text=True, env=env, cwd=ROOT, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, path, "1" if cache else "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=True,
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -50,14 +57,17 @@ def main() -> None:
         cold = probe(path, True, cache)  # parse + cache write + alignment
         warm = [probe(path, True, cache) for _ in range(3)]
     a = cold["alignment"]
-    print(f"# {path}: {cold['ranks']} ranks, {cold['events']:,} events, "
-          f"{len(a.get('hosts', {}))} hosts, alignment {a.get('method')}, residual {a.get('residual_ns')} ns")
+    print(
+        f"# {path}: {cold['ranks']} ranks, {cold['events']:,} events, "
+        f"{len(a.get('hosts', {}))} hosts, alignment {a.get('method')}, residual {a.get('residual_ns')} ns"
+    )
     row("open cold (parse, cache, align), s", cold["secs"], None, "s")
     row("peak RSS cold, MB (main process)", cold["rss"] / 2**20, None, "MB")
     row("reopen from cache + align, s (median of 3)", statistics.median(w["secs"] for w in warm), None, "s")
     from gpuviewer.io.session import load
     from gpuviewer.session import align_clocks, set_hosts
     from gpuviewer.session.analysis import analyze_session
+
     t = load([path])
     t0 = time.perf_counter()
     set_hosts(t)

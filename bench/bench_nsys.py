@@ -13,6 +13,7 @@ to its target.
   (4.7M events): open time and the opening process's peak RSS.
 - --phases: cProfile of one open of nsys_ddp_big, the main phases' cumulative seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,21 +26,27 @@ from _common import TRACES, run_probe
 
 MB = 1 << 20
 BIG = os.path.join(TRACES, "nsys", "nsys_ddp_big.sqlite")
-TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS",
-          "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "OSRT_API")
+TABLES = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "NVTX_EVENTS",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "OSRT_API",
+)
 
 # wall and CPU seconds (CPU: user + system of the process, less disturbed by other jobs on a
 # shared machine than wall time), peak RSS
-_OPEN = r'''
+_OPEN = r"""
 import json, os, resource, sys, time
 t0, c0 = time.perf_counter(), time.process_time()
 from gpuviewer.io.session import load
 t = load(json.loads(sys.argv[1]), use_cache=False)
 print(json.dumps({"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0, "events": t.n_events,
                   "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
-'''
+"""
 
-_BARE = r'''
+_BARE = r"""
 import json, sqlite3, sys, time
 t0, c0 = time.perf_counter(), time.process_time()
 db = sqlite3.connect("file:" + json.loads(sys.argv[1])[0] + "?mode=ro&immutable=1", uri=True)
@@ -49,9 +56,9 @@ for table in %r:
     except sqlite3.Error:
         pass
 print(json.dumps({"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0}))
-''' % (TABLES,)  # noqa: UP031 - a code template: its own f-string's braces would need doubling for format()
+""" % (TABLES,)  # noqa: UP031 - a code template: its own f-string's braces would need doubling for format()
 
-_PHASES = r'''
+_PHASES = r"""
 import cProfile, io, json, pstats, sys, time
 paths = json.loads(sys.argv[1])
 pr = cProfile.Profile()
@@ -66,7 +73,7 @@ for (file, line, fn), (cc, nc, tt, ct, callers) in st.stats.items():
     k = file.rsplit("/", 1)[-1] + ":" + fn
     cum[k] = cum.get(k, 0.0) + ct
 print(json.dumps({"wall": time.perf_counter() - t0, "cum": cum}))
-'''
+"""
 
 # (phase, file:function whose cumulative time it is)
 PHASES = [
@@ -103,14 +110,17 @@ def big(repeats: int) -> None:
     for key, what in (("seconds", "wall"), ("cpu", "CPU")):
         o = statistics.median(r[key] for r in opens)
         f = statistics.median(r[key] for r in bares)
-        print(f"{f'open without cache, {what} seconds (median of {repeats:d})':<56} {o:>9.3f} s    "
-              f"runs {', '.join(f'{r[key]:.2f}' for r in opens)}")
-        print(f"{f'bare sqlite3 fetch of its tables, {what} seconds':<56} {f:>9.3f} s    "
-              f"runs {', '.join(f'{r[key]:.2f}' for r in bares)}")
+        print(
+            f"{f'open without cache, {what} seconds (median of {repeats:d})':<56} {o:>9.3f} s    "
+            f"runs {', '.join(f'{r[key]:.2f}' for r in opens)}"
+        )
+        print(
+            f"{f'bare sqlite3 fetch of its tables, {what} seconds':<56} {f:>9.3f} s    "
+            f"runs {', '.join(f'{r[key]:.2f}' for r in bares)}"
+        )
         row(f"open / bare fetch ({what})", o / f, 1.25, "x")
     peaks = [r["peak_rss"] for r in opens]
-    print(f"{'  events; peak RSS of the opening process, MB':<56} {res['events']:>9,}      "
-          f"{max(peaks) / MB:.0f} MB")
+    print(f"{'  events; peak RSS of the opening process, MB':<56} {res['events']:>9,}      {max(peaks) / MB:.0f} MB")
 
 
 def tiles(path: str) -> None:

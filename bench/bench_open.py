@@ -18,6 +18,7 @@ Each open runs in a fresh process. "cold" = empty cache (parse + write cache), "
 memory-mapped cache. Peak RSS is the opening process; workers (pieces decoded in parallel) are
 reported separately. Bytes per event = store columns / events.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -82,18 +83,19 @@ def ten_million(path: str) -> None:
     print(f"{'  store bytes per event':<52} {res['store_bytes'] / res['events']:>10.1f} B")
 
 
-_JSON_LOAD = r'''
+_JSON_LOAD = r"""
 import gzip, json, sys, time
 t0 = time.perf_counter()
 with gzip.open(json.loads(sys.argv[1])[0], "rb") as f:
     json.load(f)
 print(json.dumps({"seconds": time.perf_counter() - t0}))
-'''
+"""
 
 
 def json_load_seconds(path: str) -> float:
     """The standard library's gzip + json.load of the file, in a fresh process."""
     from _common import run_probe
+
     return run_probe(_JSON_LOAD, [path], False, tempfile.gettempdir())["seconds"]
 
 
@@ -111,7 +113,7 @@ PHASES = [
     ("cache reopen (memory-mapped)", "cache.py", "load"),
 ]
 
-_PHASES = r'''
+_PHASES = r"""
 import cProfile, json, pstats, resource, sys, time, io
 paths = json.loads(sys.argv[1])
 from gpuviewer.io.session import load
@@ -128,12 +130,13 @@ for (file, line, fn), (cc, nc, tt, ct, callers) in st.stats.items():
     cum[file.rsplit("/", 1)[-1] + ":" + fn] += ct
 rc = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"wall": wall, "cum": cum, "worker_cpu": rc.ru_utime + rc.ru_stime}))
-'''
+"""
 
 
 def phases(path: str) -> None:
     """cProfile of one cold open: where the main process's time goes."""
     from _common import run_probe
+
     d = tempfile.mkdtemp()
     try:
         res = run_probe(_PHASES, [path], True, d)
@@ -160,6 +163,7 @@ def nsys(tiles_path: str | None) -> None:
         return
     import sqlite3
     import time
+
     print(f"# {path}")
     colds = []
     for _ in range(3):
@@ -172,8 +176,14 @@ def nsys(tiles_path: str | None) -> None:
     row("nsys_ddp_big cold open, seconds (median)", statistics.median(colds), 2.0, "s")
     t0 = time.perf_counter()
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS",
-                  "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "OSRT_API"):
+    for table in (
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        "CUPTI_ACTIVITY_KIND_RUNTIME",
+        "NVTX_EVENTS",
+        "CUPTI_ACTIVITY_KIND_MEMCPY",
+        "CUPTI_ACTIVITY_KIND_MEMSET",
+        "OSRT_API",
+    ):
         try:
             db.execute(f"SELECT * FROM {table}").fetchall()
         except sqlite3.Error:
@@ -195,6 +205,7 @@ def tile_jax(src: str, dest: str, events: int) -> int:
     copy's times shifted past the previous copy, its correlation ids and step numbers renumbered."""
     import gzip
     import json
+
     with gzip.open(src, "rt") as f:
         doc = json.load(f)
     evs = doc["traceEvents"]
@@ -228,6 +239,7 @@ def json_events(path: str) -> int:
     import gzip
 
     import msgspec
+
     doc = msgspec.defstruct("Doc", [("traceEvents", list[msgspec.defstruct("Ev", [])], [])])
     with gzip.open(path, "rb") as f:
         return len(msgspec.json.decode(f.read(), type=doc).traceEvents)
@@ -252,11 +264,15 @@ def jax_big(path: str | None, repeats: int) -> None:
                 secs.append(res["seconds"])
             n_json = json_events(p)
             per[label] = (statistics.median(secs) / res["events"] * 1e6, statistics.median(secs) / n_json * 1e6)
-            print(f"{label + ' cold open without cache, seconds (median)':<52} {statistics.median(secs):>10.3f} s"
-                  f"   {n_json:,} JSON events, {res['events']:,} stored, peak RSS {res['peak_rss'] / MB:.0f} MB")
+            print(
+                f"{label + ' cold open without cache, seconds (median)':<52} {statistics.median(secs):>10.3f} s"
+                f"   {n_json:,} JSON events, {res['events']:,} stored, peak RSS {res['peak_rss'] / MB:.0f} MB"
+            )
         for k, what in enumerate(("stored event", "JSON event")):
-            print(f"{'µs per ' + what + ': JAX / Kineto':<52} {per['jax'][k]:>10.3f} / {per['kineto'][k]:.3f}"
-                  f"   ({per['jax'][k] / per['kineto'][k]:.2f}x)")
+            print(
+                f"{'µs per ' + what + ': JAX / Kineto':<52} {per['jax'][k]:>10.3f} / {per['kineto'][k]:.3f}"
+                f"   ({per['jax'][k] / per['kineto'][k]:.2f}x)"
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -267,8 +283,14 @@ def main() -> None:
     ap.add_argument("--ten-million", help="a 10M-event trace made with scale_trace.py")
     ap.add_argument("--nsys-tiles", help="nsys_ddp_big x10 made with scale_trace.py")
     ap.add_argument("--skip-nsys", action="store_true")
-    ap.add_argument("--jax", nargs="?", const="", default=None, metavar="FILE",
-                    help="a ~1M-event JAX trace per event against Kineto's (none given: tile the shared one)")
+    ap.add_argument(
+        "--jax",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="FILE",
+        help="a ~1M-event JAX trace per event against Kineto's (none given: tile the shared one)",
+    )
     ap.add_argument("--only-jax", action="store_true", help="only the --jax comparison")
     ap.add_argument("--phases", action="store_true", help="also profile one cold open of launch_bound_big per phase")
     a = ap.parse_args()

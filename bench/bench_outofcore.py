@@ -24,6 +24,7 @@ Each step runs in a fresh process, as the window runs them:
         Run twice: the second time is the reopen of a session the window has seen before.
 The analysis is not part of this (the window runs it on a thread after the first paint).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,7 +46,7 @@ COLD_S = 150.0  # issue 31: 100M events on 2 cores
 TREE_MB = 1024.0
 FRAME_MS = 16.0
 
-_COLD = r'''
+_COLD = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
 from gpuviewer.io.session import load
@@ -57,9 +58,9 @@ print(json.dumps({"seconds": secs, "events": t.n_events, "ranks": len(t.ranks), 
                   "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
                   "cpu_main_s": me.ru_utime + me.ru_stime,
                   "from_cache": bool(t.metadata.get("from_cache"))}))
-'''
+"""
 
-_WARM = r'''
+_WARM = r"""
 import json, os, resource, statistics, sys, time
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 def peak(): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -101,19 +102,26 @@ for label, frac in (("full", 1.0), ("10%", 0.1), ("1%", 0.01)):
 out["frames"] = frames
 out["peak_mb"] = peak()
 print(json.dumps(out))
-'''
+"""
 
 
 def _run(code: str, args: list[str], cache: str, **more: str) -> dict:
     env = dict(os.environ, GPUVIEWER_CACHE_DIR=cache, PYTHONPATH=ROOT, QT_QPA_PLATFORM="offscreen", **more)
-    p = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=env, cwd=ROOT)
+    p = subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     peak = [0]
     stop = threading.Event()
 
     def sample() -> None:  # the whole tree's resident memory: the process and every descendant
         while not stop.wait(0.1):
             peak[0] = max(peak[0], sum(_rss(q) for q in _tree(p.pid)))
+
     th = threading.Thread(target=sample, daemon=True)
     th.start()
     out, err = p.communicate()
@@ -158,15 +166,19 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=7)
     ap.add_argument("--keep-cache", help="write the cache here and keep it (default: a temporary folder)")
     ap.add_argument("--warm-only", action="store_true", help="reuse the cache of --keep-cache (no cold open)")
-    ap.add_argument("--workers", help="cold builds with these GPUVIEWER_OOC_WORKERS, e.g. 1,2 (default: "
-                    "the machine's, one per core)")
+    ap.add_argument(
+        "--workers",
+        help="cold builds with these GPUVIEWER_OOC_WORKERS, e.g. 1,2 (default: the machine's, one per core)",
+    )
     ap.add_argument("--cold-only", action="store_true", help="no warm opens")
     a = ap.parse_args()
     if a.warm_only and not a.keep_cache:
         raise SystemExit("--warm-only needs --keep-cache DIR (the cache an earlier run kept)")
     if not os.path.exists(a.path):
-        raise SystemExit(f"{a.path} not found; make it with\n  python ../shared/tools/scale_trace.py kineto "
-                         f"../shared/traces/kineto/ddp/ddp_rank0.json.gz {a.path} --ranks 64 --tiles 50")
+        raise SystemExit(
+            f"{a.path} not found; make it with\n  python ../shared/tools/scale_trace.py kineto "
+            f"../shared/traces/kineto/ddp/ddp_rank0.json.gz {a.path} --ranks 64 --tiles 50"
+        )
     cache = a.keep_cache or tempfile.mkdtemp(prefix="gv-ooc-")
     if not a.keep_cache:
         os.rmdir(cache)  # made again, empty, by each cold build
@@ -179,17 +191,26 @@ def main() -> None:
             if w is not None:
                 more["GPUVIEWER_OOC_WORKERS"] = w.strip()
             cold = _run(_COLD, [a.path], cache, **more)
-            how = "the machine's workers" if w is None else \
-                "rank by rank" if w.strip() == "1" else f"{w.strip()} rank workers"
+            how = (
+                "the machine's workers"
+                if w is None
+                else "rank by rank"
+                if w.strip() == "1"
+                else f"{w.strip()} rank workers"
+            )
             print(f"# {a.path}: {cold['ranks']} ranks, {cold['events']:,} events, {cold['lanes']} lanes; {how}")
-            print(f"cold open (parse, built into the cache), s    {cold['seconds']:10.1f} s   {_ok(cold['seconds'], COLD_S)}"
-                  f"  ({cold['events'] / cold['seconds'] / 1e6:.2f}M events/s)")
+            print(
+                f"cold open (parse, built into the cache), s    {cold['seconds']:10.1f} s   {_ok(cold['seconds'], COLD_S)}"
+                f"  ({cold['events'] / cold['seconds'] / 1e6:.2f}M events/s)"
+            )
             # on a machine shared with other jobs the wall clock says more about them than about
             # this build: the CPU seconds, of the tree and of the reader process alone, say what it did
             print(f"  CPU seconds: the tree {cold['cpu_s']:.0f} s, the reader process {cold['cpu_main_s']:.0f} s")
             print(f"peak RSS cold, MB (reader process)            {cold['peak_mb']:10.0f} MB")
             print(f"  workers' peak RSS, MB (the largest)         {cold['workers_mb']:10.0f} MB")
-            print(f"  whole process tree, summed, MB              {cold['tree_mb']:10.0f} MB   {_ok(cold['tree_mb'], TREE_MB)}")
+            print(
+                f"  whole process tree, summed, MB              {cold['tree_mb']:10.0f} MB   {_ok(cold['tree_mb'], TREE_MB)}"
+            )
             print(f"open_cold_s={cold['seconds']:.1f} peak_rss_tree_mb={cold['tree_mb']:.0f} workers={w or 'default'}")
         worst = 0.0
         for run in ("warm", "warm again") if not a.cold_only else ():
@@ -198,12 +219,16 @@ def main() -> None:
             print(f"# {run}: the window's process ({w['rows']} rows)")
             print(f"open from the cache (hosts, clocks), s        {w['open_s']:10.2f} s")
             print(f"first paint at the steps, ms                  {w['first_paint_ms']:10.0f} ms")
-            print(f"peak RSS warm, MB (imports {w['imports_mb']:.0f}, open {w['open_mb']:.0f}, "
-                  f"first paint {w['first_paint_mb']:.0f})  {w['peak_mb']:6.0f} MB   {_ok(w['peak_mb'], RSS_MB)}")
+            print(
+                f"peak RSS warm, MB (imports {w['imports_mb']:.0f}, open {w['open_mb']:.0f}, "
+                f"first paint {w['first_paint_mb']:.0f})  {w['peak_mb']:6.0f} MB   {_ok(w['peak_mb'], RSS_MB)}"
+            )
             for label, f in w["frames"].items():
                 worst = max(worst, f["median"])
-                print(f"{label:>5} window: frame {f['median']:6.2f} ms (median of {a.frames}; max {f['max']:.2f}; "
-                      f"first {f['first']:.1f})  {_ok(f['median'], FRAME_MS)}  rects {f['rects']:,}")
+                print(
+                    f"{label:>5} window: frame {f['median']:6.2f} ms (median of {a.frames}; max {f['max']:.2f}; "
+                    f"first {f['first']:.1f})  {_ok(f['median'], FRAME_MS)}  rects {f['rects']:,}"
+                )
         if not a.cold_only:
             print(f"peak_rss_warm_mb={w['peak_mb']:.0f} frame_ms_max={worst:.2f}")
     finally:

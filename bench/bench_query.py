@@ -9,6 +9,7 @@ The 10M-event trace (scale_trace.py kineto launch_bound_big ... --tiles 10): `SE
 count(*), sum(dur) FROM kernels GROUP BY name`, warm (the table registered, the query run
 once), median of 5. Target <= 1 s.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import ROOT, TRACES  # noqa: E402
 
-_PROBE = r'''
+_PROBE = r"""
 import json, sys, time
 import gpuviewer
 path = sys.argv[1]
@@ -46,13 +47,19 @@ if sys.argv[2] == "1":
         t0 = time.perf_counter(); df, _more = q.run(sql); times.append(time.perf_counter() - t0)
     out["groupby_slices_s"] = sorted(times)[2]; out["slice_groups"] = len(df); out["slices"] = len(s.trace)
 print(json.dumps(out))
-'''
+"""
 
 
 def _probe(path: str, cache: str, sql: bool) -> dict:
     env = dict(os.environ, GPUVIEWER_CACHE_DIR=cache, PYTHONPATH=ROOT)
-    p = subprocess.run([sys.executable, "-c", _PROBE, path, "1" if sql else "0"], capture_output=True,
-                       text=True, env=env, cwd=ROOT, check=True)
+    p = subprocess.run(
+        [sys.executable, "-c", _PROBE, path, "1" if sql else "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=True,
+    )
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
@@ -66,11 +73,15 @@ def main() -> None:
         runs = [_probe(path, cache, False) for _ in range(3)]
         assert all(r["from_cache"] for r in runs)
         k = statistics.median(r["kernels_s"] for r in runs)
-        print(f"# launch_bound_big: {runs[0]['kernels']:,} kernels, opened from the cache in "
-              f"{statistics.median(r['open_s'] for r in runs):.3f} s")
+        print(
+            f"# launch_bound_big: {runs[0]['kernels']:,} kernels, opened from the cache in "
+            f"{statistics.median(r['open_s'] for r in runs):.3f} s"
+        )
         imp = statistics.median(r["pandas_import_s"] for r in runs)
-        print(f"kernels_table_s={k:.3f}   target <= 0.3 s  {'OK' if k <= 0.3 else 'OVER'}"
-              f"   (+{imp:.3f} s to import pandas, once per process: {k + imp:.3f} s in all)")
+        print(
+            f"kernels_table_s={k:.3f}   target <= 0.3 s  {'OK' if k <= 0.3 else 'OVER'}"
+            f"   (+{imp:.3f} s to import pandas, once per process: {k + imp:.3f} s in all)"
+        )
         if os.path.exists(a.big):
             _probe(a.big, cache, False)
             r = _probe(a.big, cache, True)
@@ -78,8 +89,10 @@ def main() -> None:
             g = r["groupby_s"]
             print(f"groupby_10M_s={g:.3f}   target <= 1 s  {'OK' if g <= 1 else 'OVER'}")
             g = r["groupby_slices_s"]
-            print(f"groupby_slices_10M_s={g:.3f}   (every slice: {r['slices']:,} rows, {r['slice_groups']} names; "
-                  f"same target) {'OK' if g <= 1 else 'OVER'}")
+            print(
+                f"groupby_slices_10M_s={g:.3f}   (every slice: {r['slices']:,} rows, {r['slice_groups']} names; "
+                f"same target) {'OK' if g <= 1 else 'OVER'}"
+            )
         else:
             print(f"# {a.big} missing: make it with scale_trace.py (see BENCHMARKS.md)")
 

@@ -15,6 +15,7 @@ first_paint_ms: a fresh process opens the session from the cache (written before
 process) and paints once at full zoom-out; the time from the open returning to the frame done.
 Last lines: first_paint_ms=..., frame_ms_max=... over all zooms.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import ROOT, TRACES  # noqa: E402
 
-_FIRST = r'''
+_FIRST = r"""
 import os, sys, time, json
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtWidgets import QApplication
@@ -46,7 +47,7 @@ img = QImage(view.size(), QImage.Format_ARGB32_Premultiplied)
 view.render(img)
 print(json.dumps({"open_s": t_open, "first_paint_ms": (time.perf_counter() - t0) * 1e3,
                   "from_cache": bool(t.metadata.get("from_cache"))}))
-'''
+"""
 
 
 def _timed(obj, name: str, acc: dict, key: str) -> None:
@@ -59,22 +60,30 @@ def _timed(obj, name: str, acc: dict, key: str) -> None:
             return fn(*a, **k)
         finally:
             acc[key] = acc.get(key, 0.0) + (time.perf_counter() - s) * 1e3
+
     setattr(obj, name, wrapper)
 
 
 def first_paint(path: str) -> dict:
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, GPUVIEWER_CACHE_DIR=cache, PYTHONPATH=ROOT)
-        subprocess.run([sys.executable, "-c", "import sys; from gpuviewer.io.session import load; load([sys.argv[1]])",
-                        path], env=env, check=True, cwd=ROOT)
+        subprocess.run(
+            [sys.executable, "-c", "import sys; from gpuviewer.io.session import load; load([sys.argv[1]])", path],
+            env=env,
+            check=True,
+            cwd=ROOT,
+        )
         runs = []
         for _ in range(3):
-            p = subprocess.run([sys.executable, "-c", _FIRST, path], env=env, capture_output=True, text=True,
-                               cwd=ROOT, check=True)
+            p = subprocess.run(
+                [sys.executable, "-c", _FIRST, path], env=env, capture_output=True, text=True, cwd=ROOT, check=True
+            )
             runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
     assert all(r["from_cache"] for r in runs)
-    return {"first_paint_ms": statistics.median(r["first_paint_ms"] for r in runs),
-            "open_s": statistics.median(r["open_s"] for r in runs)}
+    return {
+        "first_paint_ms": statistics.median(r["first_paint_ms"] for r in runs),
+        "open_s": statistics.median(r["open_s"] for r in runs),
+    }
 
 
 def main() -> None:
@@ -86,11 +95,14 @@ def main() -> None:
     path = a.trace or os.path.join(TRACES, "kineto", "launch_bound_big.json.gz")
     from PySide6.QtGui import QImage
     from PySide6.QtWidgets import QApplication
+
     app = QApplication.instance() or QApplication([])
     import pyqtgraph as pg
+
     pg.setConfigOptions(antialias=False)
     from gpuviewer.io.session import load
     from gpuviewer.widgets.timeline_view import TimelineView
+
     t = load([path])
     view = TimelineView()
     view.resize(1600, 900)
@@ -116,6 +128,7 @@ def main() -> None:
         s = time.perf_counter()
         QWidget.render(view.plot, img)
         return (time.perf_counter() - s) * 1e3
+
     print(f"# {path}: {t.n_events:,} events, {len(t.lanes)} lanes, {len(view.layout_model.rows)} rows")
     span = t.end_ns - t.start_ns
     worst = 0.0
@@ -135,13 +148,17 @@ def main() -> None:
         worst = max(worst, med)
         bd = {k: statistics.median(p.get(k, 0.0) for p in parts) for k in ("timeline", "axes")}
         bd["Qt"] = max(0.0, med - sum(bd.values()))
-        print(f"{label:>5} window: frame {med:6.2f} ms (median of {a.frames}; max {max(times):.2f})  "
-              f"target <= 8 ms {'OK' if med <= 8 else 'OVER'};  first frame {first:.1f} ms; "
-              f"rects drawn {view.item.last_rect_count:,}")
+        print(
+            f"{label:>5} window: frame {med:6.2f} ms (median of {a.frames}; max {max(times):.2f})  "
+            f"target <= 8 ms {'OK' if med <= 8 else 'OVER'};  first frame {first:.1f} ms; "
+            f"rects drawn {view.item.last_rect_count:,}"
+        )
         print("        breakdown: " + ", ".join(f"{k} {v:.2f} ms" for k, v in bd.items()))
     fp = first_paint(path)
-    print(f"first_paint_ms={fp['first_paint_ms']:.1f}   target <= 100 ms  "
-          f"{'OK' if fp['first_paint_ms'] <= 100 else 'OVER'}  (open from the cache {fp['open_s'] * 1e3:.0f} ms)")
+    print(
+        f"first_paint_ms={fp['first_paint_ms']:.1f}   target <= 100 ms  "
+        f"{'OK' if fp['first_paint_ms'] <= 100 else 'OVER'}  (open from the cache {fp['open_s'] * 1e3:.0f} ms)"
+    )
     print(f"frame_ms_max={worst:.2f}")
 
 

@@ -8,6 +8,7 @@ screenshot_s_<N>= for the screenshot count, each beside its target, and the peak
 Target: a report with 3,000 annotations in <= 10 s on the 2-core VM (images are made for the
 first report.MAX_ANNOTATION_IMAGES annotations only; the rest are rows of a table).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,13 @@ TARGET_S = 10.0
 
 
 def annotation_file(folder: str, n: int) -> str:
-    p = subprocess.run([sys.executable, "-m", "gpuviewer", "info", SAMPLE, "--json"], capture_output=True,
-                       text=True, cwd=ROOT, check=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "gpuviewer", "info", SAMPLE, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
     r0 = json.loads(p.stdout)["ranks"][0]
     t0, t1 = r0["start_ns"], r0["end_ns"]
     step = max((t1 - t0) // max(n, 1), 1)
@@ -51,8 +57,7 @@ def timed(args: list[str]) -> tuple[float, float, str]:
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "gpuviewer", *args], capture_output=True, text=True, env=env,
-                       cwd=ROOT)
+    p = subprocess.run([sys.executable, "-m", "gpuviewer", *args], capture_output=True, text=True, env=env, cwd=ROOT)
     secs = time.perf_counter() - t
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     if p.returncode != 0:

@@ -11,6 +11,7 @@ ones, and from 8 ranks on the replay's levels found: analysis/replay_levels.py),
 changes on the built model (the change applied, the whole session replayed, step times), and
 every step's critical path.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,6 +40,7 @@ def bench(path: str) -> None:
     from gpuviewer.analysis import whatif as wi
     from gpuviewer.io.comm_args import collective_args
     from gpuviewer.session import open_session
+
     t0 = time.perf_counter()
     trace = open_session([path])
     args = collective_args(trace)
@@ -47,17 +49,25 @@ def bench(path: str) -> None:
     def build():
         trace.derived.pop("depgraph", None)
         return wi.graph(trace, args)
+
     t_build, g = _median(build)
-    print(f"dependency model: {g.n:,} nodes, {len(g.e_src):,} edges; replay error with no change "
-          f"{wi.recorded_error(g):.2%}")
-    changes = [wi.Change("remove_gap", rank=1, step=3), wi.Change("no_launch_overhead"),
-               wi.Change("rank_like_median", rank=1), wi.Change("comm_at_peak")]
+    print(
+        f"dependency model: {g.n:,} nodes, {len(g.e_src):,} edges; replay error with no change "
+        f"{wi.recorded_error(g):.2%}"
+    )
+    changes = [
+        wi.Change("remove_gap", rank=1, step=3),
+        wi.Change("no_launch_overhead"),
+        wi.Change("rank_like_median", rank=1),
+        wi.Change("comm_at_peak"),
+    ]
 
     def first():
         # the steps as recorded replayed too, and the replay's levels found, as a fresh session does
         g.__dict__.pop("_recorded", None)
         g.__dict__.pop("_levels", None)
         return wi.whatif(trace, changes[0], args)
+
     t_first, res = _median(first)
     rows = []
     for ch in changes:
@@ -67,14 +77,19 @@ def bench(path: str) -> None:
     def paths():
         g.__dict__.pop("_recorded", None)
         return cp.paths(g, wi.recorded(g))
+
     t_cp, cps = _median(paths)
     print(f"bound by {cp.bound_by(cps)}")
     print(f"build the model, seconds (median of 3)              {t_build:8.3f} s   (once per session, kept)")
-    print(f"first what-if (recorded steps replayed too), s   {t_first:8.3f} s   target <= {TARGET_S}   "
-          f"{'OK' if t_first <= TARGET_S else 'OVER'}")
+    print(
+        f"first what-if (recorded steps replayed too), s   {t_first:8.3f} s   target <= {TARGET_S}   "
+        f"{'OK' if t_first <= TARGET_S else 'OVER'}"
+    )
     for ch, t_one, r in rows:
-        print(f"what-if, one change, seconds (median of 3)     {t_one:8.3f} s   target <= {TARGET_S}   "
-              f"{'OK' if t_one <= TARGET_S else 'OVER'}   {ch.describe()}: saves {r.saves_ns / 1e6:.1f} ms")
+        print(
+            f"what-if, one change, seconds (median of 3)     {t_one:8.3f} s   target <= {TARGET_S}   "
+            f"{'OK' if t_one <= TARGET_S else 'OVER'}   {ch.describe()}: saves {r.saves_ns / 1e6:.1f} ms"
+        )
     print(f"critical paths of every step (replay included), s {t_cp:8.3f} s")
 
 

@@ -19,6 +19,7 @@ Zoom frames: one zoom step of 1.25x (eight in, then eight out, as a wheel gestur
 repaint, median of --frames; then the memory curves' redraw that a pause in the zoom brings,
 timed alone. Last lines per path: window_frame_ms=... (pan) and window_zoom_ms=... (zoom).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,6 +42,7 @@ TARGET_MS = 16.0
 def _owner(obj) -> str:
     """A readable name for a painted widget: its class, and the dock it sits in."""
     from PySide6.QtWidgets import QDockWidget
+
     name = type(obj).__name__
     p = obj.parent() if hasattr(obj, "parent") else None
     while p is not None:
@@ -59,6 +61,7 @@ def _make_filter():
         """Counts paint events per widget; a widget's paint time (CPU of this thread) is taken
         up to the next event the application delivers (children are painted one after another,
         not nested)."""
+
         def __init__(self) -> None:
             super().__init__()
             self.counts: dict[str, int] = defaultdict(int)
@@ -83,14 +86,17 @@ def _make_filter():
                 self.counts[name] += 1
                 self._open = (name, time.thread_time())
             return False
+
     return PaintClock()
 
 
 def bench(path: str, size: tuple[int, int], frames: int) -> float:
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
+
     app = QApplication.instance() or QApplication([])
     from gpuviewer.widgets.main_window import MainWindow
+
     with tempfile.TemporaryDirectory(prefix="gpuviewer-bench-") as d:
         w = MainWindow(QSettings(os.path.join(d, "s.ini"), QSettings.IniFormat))
         w.quiet_errors = True
@@ -168,22 +174,30 @@ def bench(path: str, size: tuple[int, int], frames: int) -> float:
             c.sharpen()  # what its timer does when the zoom pauses
         app.processEvents()
         sharpen_ms = (time.process_time() - c0) * 1e3 if pending else None
-        print(f"# {path}: {w.trace.n_events:,} events, {len(w.trace.ranks)} ranks, {len(w.trace.lanes)} lanes, "
-              f"window {w.width()}x{w.height()} ({app.platformName()}), docks shown: {', '.join(docks)}; "
-              f"opened in {opened:.1f} s; background queries ended {waited:.1f} s later")
-        print(f"  frame: process CPU {med:.2f} ms (median of {frames}; max {max(cpu):.2f}), "
-              f"wall {statistics.median(wall):.2f} ms, UI thread CPU {statistics.median(main):.2f} ms "
-              f"({threading.active_count()} Python threads; process CPU above the UI thread's is other threads' work)")
+        print(
+            f"# {path}: {w.trace.n_events:,} events, {len(w.trace.ranks)} ranks, {len(w.trace.lanes)} lanes, "
+            f"window {w.width()}x{w.height()} ({app.platformName()}), docks shown: {', '.join(docks)}; "
+            f"opened in {opened:.1f} s; background queries ended {waited:.1f} s later"
+        )
+        print(
+            f"  frame: process CPU {med:.2f} ms (median of {frames}; max {max(cpu):.2f}), "
+            f"wall {statistics.median(wall):.2f} ms, UI thread CPU {statistics.median(main):.2f} ms "
+            f"({threading.active_count()} Python threads; process CPU above the UI thread's is other threads' work)"
+        )
         names = sorted({n for p in parts for n in p}, key=lambda n: -statistics.median(p.get(n, 0.0) for p in parts))
         for n in names:
-            print(f"    {n:<34} {statistics.median(p.get(n, 0.0) for p in parts):6.2f} ms  "
-                  f"{statistics.median(c.get(n, 0) for c in counts):.0f} paint events a pan")
+            print(
+                f"    {n:<34} {statistics.median(p.get(n, 0.0) for p in parts):6.2f} ms  "
+                f"{statistics.median(c.get(n, 0) for c in counts):.0f} paint events a pan"
+            )
         rest = med - sum(statistics.median(p.get(n, 0.0) for p in parts) for n in names)
         print(f"    {'the pan itself (signals, ranges)':<34} {max(0.0, rest):6.2f} ms")
         zmed = statistics.median(zoom)
-        drawn = (f", {statistics.median(zoom_drawn):.2f} ms median of those" if zoom_drawn else "")
-        print(f"  zoom frame: process CPU {zmed:.2f} ms (median of {frames}; max {max(zoom):.2f}; "
-              f"memory curves drawn anew in {redraws} of them{drawn})")
+        drawn = f", {statistics.median(zoom_drawn):.2f} ms median of those" if zoom_drawn else ""
+        print(
+            f"  zoom frame: process CPU {zmed:.2f} ms (median of {frames}; max {max(zoom):.2f}; "
+            f"memory curves drawn anew in {redraws} of them{drawn})"
+        )
         if sharpen_ms is not None:
             print(f"  the curves drawn anew when the zoom pauses: {sharpen_ms:.2f} ms (once per pause)")
         print(f"window_frame_ms={med:.2f}   target <= {TARGET_MS:.0f} ms  {'OK' if med <= TARGET_MS else 'OVER'}")
@@ -196,13 +210,17 @@ def bench(path: str, size: tuple[int, int], frames: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("paths", nargs="*", help="sessions to open (default: samples/ddp, /tmp/scaled/r64, "
-                                             "/tmp/scaled/big10/rank0.json.gz)")
+    ap.add_argument(
+        "paths",
+        nargs="*",
+        help="sessions to open (default: samples/ddp, /tmp/scaled/r64, /tmp/scaled/big10/rank0.json.gz)",
+    )
     ap.add_argument("--size", default="1920x1080", help="window size (default 1920x1080: memory as a strip)")
     ap.add_argument("--frames", type=int, default=15)
     a = ap.parse_args()
     size = tuple(int(x) for x in a.size.lower().split("x"))
     from gpuviewer.app.gui import _app, _quiet_qt
+
     _app()  # the application as `gpuviewer` makes it: theme, pyqtgraph's options
     _quiet_qt()  # the offscreen platform's notice on every window shown
     for p in a.paths or DEFAULTS:

@@ -7,6 +7,7 @@ HTA runs in its own interpreter (it pins its own dependencies); its table is pri
 ours computed two ways: over every step (our definition) and without the last step (HTA drops
 it). Definitions differ as written in BENCHMARKS.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,7 +21,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402,F401
 
-HTA = r'''
+HTA = r"""
 import json, sys
 from hta.trace_analysis import TraceAnalysis
 ta = TraceAnalysis(trace_dir=sys.argv[1])
@@ -31,7 +32,7 @@ out = {int(r["rank"]): {k: float(r[k]) for k in ("idle_time(us)", "compute_time(
 for _, r in ov.iterrows():
     out[int(r["rank"])]["overlap_pctg"] = float(r["comp_comm_overlap_pctg"])
 print(json.dumps(out))
-'''
+"""
 
 
 def main() -> None:
@@ -41,6 +42,7 @@ def main() -> None:
     a = ap.parse_args()
     from gpuviewer.analysis.breakdown import breakdown
     from gpuviewer.io.session import load
+
     rbs = breakdown(load([a.trace_dir]))
     hta = {}
     if a.hta_python:
@@ -53,7 +55,9 @@ def main() -> None:
             hta = {int(k): v for k, v in json.loads(p.stdout.strip().splitlines()[-1]).items()}
         else:
             print("HTA failed:", p.stderr[-500:])
-    print(f"{'rank':<5}{'source':<28}{'window ms':>10}{'compute ms':>12}{'non-compute ms':>16}{'idle ms':>10}{'overlap %':>11}")
+    print(
+        f"{'rank':<5}{'source':<28}{'window ms':>10}{'compute ms':>12}{'non-compute ms':>16}{'idle ms':>10}{'overlap %':>11}"
+    )
     for rb in rbs:
         for label, steps in (("gpuviewer, all steps", rb.steps), ("gpuviewer, without last", rb.steps[:-1])):
             comp = sum(s.compute_ns for s in steps) / 1e6
@@ -64,9 +68,11 @@ def main() -> None:
             print(f"{rb.rank:<5}{label:<28}{win:>10.1f}{comp:>12.1f}{busy - comp:>16.1f}{win - busy:>10.1f}{ov:>11.1f}")
         h = hta.get(rb.rank)
         if h:
-            print(f"{rb.rank:<5}{'HTA ' + 'get_temporal_breakdown':<28}{h['kernel_time(us)'] / 1e3:>10.1f}"
-                  f"{h['compute_time(us)'] / 1e3:>12.1f}{h['non_compute_time(us)'] / 1e3:>16.1f}"
-                  f"{h['idle_time(us)'] / 1e3:>10.1f}{h.get('overlap_pctg', 0):>11.1f}")
+            print(
+                f"{rb.rank:<5}{'HTA ' + 'get_temporal_breakdown':<28}{h['kernel_time(us)'] / 1e3:>10.1f}"
+                f"{h['compute_time(us)'] / 1e3:>12.1f}{h['non_compute_time(us)'] / 1e3:>16.1f}"
+                f"{h['idle_time(us)'] / 1e3:>10.1f}{h.get('overlap_pctg', 0):>11.1f}"
+            )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Every error class of gpuviewer derives from GpuviewerError: str(e) is already th
 line naming the file or folder it is about. Anything else (a bug, or an input no check foresaw)
 is described in the user's terms, never as a Python exception's name; --debug shows the
 traceback. This module imports nothing of gpuviewer: every layer may use it."""
+
 from __future__ import annotations
 
 
@@ -31,8 +32,10 @@ def unexpected_problem(e: BaseException) -> str:
         return "cannot read it: permission denied"
     if isinstance(e, FileNotFoundError):
         return "no such file or folder"
-    return ("cannot read it: a value of an unexpected type or shape (a damaged file, or a producer "
-            "version this program does not know); --debug shows where")
+    return (
+        "cannot read it: a value of an unexpected type or shape (a damaged file, or a producer "
+        "version this program does not know); --debug shows where"
+    )
 
 
 def describe(error: BaseException, paths=()) -> str:

@@ -6,9 +6,10 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
 export QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}"
-# lint and types before the tests (mypy about 20 s the first time, then from its cache); settings in pyproject.toml
+# lint, formatting and types before the tests (mypy about 20 s the first time, then from its cache); settings in pyproject.toml
 if [ -x .venv/bin/ruff ]; then
     .venv/bin/ruff check gpuviewer tests bench scripts || { echo "ruff check failed: see the lines above ('ruff check --fix' mends most)"; exit 1; }
+    .venv/bin/ruff format --check gpuviewer tests bench scripts || { echo "ruff format --check failed: the files above are not formatted ('ruff format gpuviewer tests bench scripts' formats them)"; exit 1; }
 else
     echo "ruff is not installed: lint skipped"
 fi

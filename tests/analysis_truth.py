@@ -18,6 +18,7 @@ Definitions (the ones issue 11 states):
   latest end - last; bytes = max(in, out) elements x dtype size; algbw = bytes / transfer; busbw = algbw x
   bus factor (all-reduce 2(n-1)/n, all-gather / reduce-scatter (n-1)/n, others 1).
 """
+
 from __future__ import annotations
 
 import ast
@@ -30,14 +31,32 @@ import numpy as np
 
 COMPUTE, COMM, MEMCPY, MEMSET = 0, 1, 2, 3
 GPU_CATS = {"kernel": None, "gpu_memcpy": MEMCPY, "gpu_memset": MEMSET}
-DTYPE_BYTES = {"float": 4, "float32": 4, "bfloat16": 2, "half": 2, "float16": 2, "double": 8,
-               "float64": 8, "int": 4, "int32": 4, "long": 8, "int64": 8, "byte": 1, "char": 1,
-               "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
+DTYPE_BYTES = {
+    "float": 4,
+    "float32": 4,
+    "bfloat16": 2,
+    "half": 2,
+    "float16": 2,
+    "double": 8,
+    "float64": 8,
+    "int": 4,
+    "int32": 4,
+    "long": 8,
+    "int64": 8,
+    "byte": 1,
+    "char": 1,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+}
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _NVTX_STEP = re.compile(r"^step (\d+)$")
 
 
 # -- intervals ---------------------------------------------------------------------------------
+
 
 def union(s, e):
     """Disjoint sorted intervals covering [s_i, e_i)."""
@@ -80,6 +99,7 @@ def intersect_length(a, b) -> int:
 
 
 # -- one rank's raw data -------------------------------------------------------------------------
+
 
 @dataclass
 class Rank:
@@ -125,6 +145,7 @@ def _ns(us) -> int:
 
 def load_json(path):
     from kineto_truth import load_json as events_and_meta
+
     events, meta = events_and_meta(path)
     return dict(meta, traceEvents=events)
 
@@ -187,8 +208,7 @@ def kineto_rank(path: str, fallback_rank: int = 0) -> Rank:
                 "members": _members(args.get("Process Group Ranks")),
                 "peer": args.get("Dst Rank", args.get("Src Rank")),
             }
-    r = Rank(rank, sorted(steps.values(), key=lambda s: s[1]), start, end, kind, stream, linked,
-             launch, names, coll)
+    r = Rank(rank, sorted(steps.values(), key=lambda s: s[1]), start, end, kind, stream, linked, launch, names, coll)
     r.attribute()
     return r
 
@@ -204,8 +224,7 @@ def _members(v):
 
 def kineto_files(path: str) -> list[str]:
     if os.path.isdir(path):
-        return sorted(os.path.join(path, f) for f in os.listdir(path)
-                      if f.endswith((".json", ".json.gz")))
+        return sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith((".json", ".json.gz")))
     return [path]
 
 
@@ -223,15 +242,16 @@ def nsys(path: str) -> list[Rank]:
         rows = []  # (pid, device, stream, start, end, corr, kind, name)
         if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
             for s, e, d, st, c, gp, nm in db.execute(
-                    "SELECT start, end, deviceId, streamId, correlationId, globalPid, shortName "
-                    "FROM CUPTI_ACTIVITY_KIND_KERNEL"):
+                "SELECT start, end, deviceId, streamId, correlationId, globalPid, shortName "
+                "FROM CUPTI_ACTIVITY_KIND_KERNEL"
+            ):
                 name = strings.get(nm, "")
-                rows.append((gp >> 24 & 0xFFFFFF, d, st, s, e, c, COMM if name.startswith("nccl") else COMPUTE,
-                             name))
+                rows.append((gp >> 24 & 0xFFFFFF, d, st, s, e, c, COMM if name.startswith("nccl") else COMPUTE, name))
         for table, k in (("CUPTI_ACTIVITY_KIND_MEMCPY", MEMCPY), ("CUPTI_ACTIVITY_KIND_MEMSET", MEMSET)):
             if table in tables:
                 for s, e, d, st, c, gp in db.execute(
-                        f"SELECT start, end, deviceId, streamId, correlationId, globalPid FROM {table}"):
+                    f"SELECT start, end, deviceId, streamId, correlationId, globalPid FROM {table}"
+                ):
                     rows.append((gp >> 24 & 0xFFFFFF, d, st, s, e, c, k, table[21:].lower()))
         launches = {}
         for s, c, gt in db.execute("SELECT start, correlationId, globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME"):
@@ -239,8 +259,8 @@ def nsys(path: str) -> list[Rank]:
         steps: dict = {}
         if "NVTX_EVENTS" in tables:
             for s, e, text, tid, g in db.execute(
-                    "SELECT start, end, text, textId, globalTid FROM NVTX_EVENTS "
-                    "WHERE end IS NOT NULL ORDER BY start"):
+                "SELECT start, end, text, textId, globalTid FROM NVTX_EVENTS WHERE end IS NOT NULL ORDER BY start"
+            ):
                 m = _NVTX_STEP.match(str(text if text is not None else strings.get(tid, "")))
                 if m:
                     steps.setdefault(g >> 24 & 0xFFFFFF, {}).setdefault(int(m.group(1)), (int(m.group(1)), s, e))
@@ -255,18 +275,30 @@ def nsys(path: str) -> list[Rank]:
         mine = [r for r in rows if r[0] == p]
         n = len(mine)
         streams: dict = {}
-        rk = Rank(rank, sorted(steps.get(p, {}).values(), key=lambda s: s[1]),
-                  np.array([r[3] for r in mine], np.int64), np.array([r[4] for r in mine], np.int64),
-                  np.array([r[6] for r in mine], np.int8),
-                  np.array([streams.setdefault((r[1], r[2]), len(streams)) for r in mine], np.int64),
-                  np.array([(p, r[5]) in launches for r in mine], bool),
-                  np.array([launches.get((p, r[5]), 0) for r in mine], np.int64),
-                  [r[7] for r in mine])
+        rk = Rank(
+            rank,
+            sorted(steps.get(p, {}).values(), key=lambda s: s[1]),
+            np.array([r[3] for r in mine], np.int64),
+            np.array([r[4] for r in mine], np.int64),
+            np.array([r[6] for r in mine], np.int8),
+            np.array([streams.setdefault((r[1], r[2]), len(streams)) for r in mine], np.int64),
+            np.array([(p, r[5]) in launches for r in mine], bool),
+            np.array([launches.get((p, r[5]), 0) for r in mine], np.int64),
+            [r[7] for r in mine],
+        )
         # nsys has no process-group args: one group per job, the kernel name is the collective
         for i in range(n):
             if rk.kind[i] == COMM:
-                rk.coll[i] = {"group": "nccl", "name": rk.names[i], "in": 0, "out": 0, "dtype": "",
-                              "size": len(procs), "members": list(range(len(procs))), "peer": None}
+                rk.coll[i] = {
+                    "group": "nccl",
+                    "name": rk.names[i],
+                    "in": 0,
+                    "out": 0,
+                    "dtype": "",
+                    "size": len(procs),
+                    "members": list(range(len(procs))),
+                    "peer": None,
+                }
         rk.attribute()
         out.append(rk)
     return out
@@ -277,6 +309,7 @@ def load(path: str) -> list[Rank]:
 
 
 # -- per-step breakdown ------------------------------------------------------------------------
+
 
 def step_breakdown(r: Rank) -> list[dict]:
     """Per step of the rank (in step order, steps with GPU ops only): GPU window and the times."""
@@ -295,11 +328,20 @@ def step_breakdown(r: Rank) -> list[dict]:
         comp = union(s[k == COMPUTE], e[k == COMPUTE])
         comm = union(s[k == COMM], e[k == COMM])
         host = next((h for h in r.steps if h[0] == num), (num, 0, 0))
-        d = {"step": num, "start_ns": w0, "end_ns": w1, "window_ns": w1 - w0,
-             "host_start_ns": host[1], "host_end_ns": host[2],
-             "busy_ns": length(busy), "compute_ns": length(comp), "comm_ns": length(comm),
-             "memcpy_ns": union_length(s[k >= MEMCPY], e[k >= MEMCPY]),
-             "overlap_ns": intersect_length(comp, comm), "ops": int(m.sum())}
+        d = {
+            "step": num,
+            "start_ns": w0,
+            "end_ns": w1,
+            "window_ns": w1 - w0,
+            "host_start_ns": host[1],
+            "host_end_ns": host[2],
+            "busy_ns": length(busy),
+            "compute_ns": length(comp),
+            "comm_ns": length(comm),
+            "memcpy_ns": union_length(s[k >= MEMCPY], e[k >= MEMCPY]),
+            "overlap_ns": intersect_length(comp, comm),
+            "ops": int(m.sum()),
+        }
         d["idle_ns"] = d["window_ns"] - d["busy_ns"]
         out.append(d)
         prev_end = w1
@@ -312,6 +354,7 @@ def total_busy(r: Rank) -> int:
 
 
 # -- collectives across ranks ------------------------------------------------------------------
+
 
 @dataclass
 class Instance:
@@ -378,9 +421,18 @@ def match(ranks: list[Rank]) -> list[Instance]:
                 assert len({(c["in"], c["out"]) for c in cs}) == 1, f"instance {j} of group {group}: sizes differ"
             c0 = cs[0]
             nb = DTYPE_BYTES.get(c0["dtype"].lower(), 0) * max(c0["in"], c0["out"])
-            out.append(Instance(group, c0["name"], members,
-                                [int(by[m].start[i]) for m, i in ops], [int(by[m].end[i]) for m, i in ops],
-                                [int(by[m].step[i]) for m, i in ops], nb, c0["size"] or len(members)))
+            out.append(
+                Instance(
+                    group,
+                    c0["name"],
+                    members,
+                    [int(by[m].start[i]) for m, i in ops],
+                    [int(by[m].end[i]) for m, i in ops],
+                    [int(by[m].step[i]) for m, i in ops],
+                    nb,
+                    c0["size"] or len(members),
+                )
+            )
     return out
 
 
@@ -421,4 +473,3 @@ def collective_bw(instances: list[Instance]) -> dict:
         d["mean_busbw_gbps"] = float(np.mean(d["bw"])) if d["bw"] else 0.0
         del d["bw"]
     return out
-

@@ -34,10 +34,14 @@ def _needs_shared(path: str, seen: frozenset = frozenset()) -> bool:
             return False
         local = {a or b for a, b in _IMPORTS.findall(src)} - {"conftest"}
         # helpers beside the test or in tests/ itself (the tests mirror the packages in subfolders)
-        helpers = [os.path.join(d, f"{n}.py") for n in local
-                   for d in {os.path.dirname(path), os.path.dirname(os.path.abspath(__file__))}]
+        helpers = [
+            os.path.join(d, f"{n}.py")
+            for n in local
+            for d in {os.path.dirname(path), os.path.dirname(os.path.abspath(__file__))}
+        ]
         _needs[path] = bool(_SHARED_NAMES.search(src)) or any(
-            os.path.isfile(h) and h not in seen and _needs_shared(h, seen | {path}) for h in helpers)
+            os.path.isfile(h) and h not in seen and _needs_shared(h, seen | {path}) for h in helpers
+        )
     return _needs[path]
 
 
@@ -57,11 +61,11 @@ def pytest_terminal_summary(terminalreporter):
         # counted from the reports, which reach this process also from pytest-xdist's workers
         # (collection, and so _skipped_for_shared, happens in the workers there)
         reason = "needs the real traces at"
-        got = sum(1 for r in terminalreporter.stats.get("skipped", [])
-                  if reason in str(getattr(r, "longrepr", "")))
+        got = sum(1 for r in terminalreporter.stats.get("skipped", []) if reason in str(getattr(r, "longrepr", "")))
         _skipped = max(got, _skipped_for_shared)
-        terminalreporter.write_line(f"{_skipped} tests skipped because the real traces are absent "
-                                    f"({TRACES}; set GPUVIEWER_SHARED to run them)")
+        terminalreporter.write_line(
+            f"{_skipped} tests skipped because the real traces are absent ({TRACES}; set GPUVIEWER_SHARED to run them)"
+        )
 
 
 _memo_dir: str | None = None
@@ -89,6 +93,7 @@ def load_truth() -> dict:
     for any name, so that modules parametrized from it still collect (their tests are skipped)."""
     import collections
     import json
+
     if not HAVE_SHARED:
         return collections.defaultdict(dict)
     with open(os.path.join(TRACES, "truth.json")) as f:
@@ -110,10 +115,12 @@ def compat_path(*parts: str) -> str:
 
 def run_cli(*args: str, env: dict | None = None):
     import subprocess
+
     e = dict(os.environ)
     e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "gpuviewer", *args], capture_output=True, text=True,
-                          env=e, cwd=ROOT, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "gpuviewer", *args], capture_output=True, text=True, env=e, cwd=ROOT, timeout=600
+    )
 
 
 def run_cli_once(*args: str):
@@ -126,6 +133,7 @@ def run_cli_once(*args: str):
     import hashlib
     import json
     import subprocess
+
     assert _memo_dir is not None, "run_cli_once needs the session fixture _cache_dir"
     key = os.path.join(_memo_dir, hashlib.sha256("\0".join(args).encode()).hexdigest()[:32])
     with open(key + ".lock", "w") as lock:
@@ -145,6 +153,7 @@ def make_window(qtbot, tmp_path, *, block_analysis: bool = False, size: tuple[in
     from PySide6.QtCore import QSettings
 
     from gpuviewer.widgets.main_window import MainWindow
+
     w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
     w.quiet_errors = True
     w.controller.block_analysis = block_analysis
@@ -158,6 +167,7 @@ def make_window(qtbot, tmp_path, *, block_analysis: bool = False, size: tuple[in
 def png_size(path) -> tuple[int, int]:
     """Width and height from a PNG's header."""
     import struct
+
     with open(path, "rb") as f:
         head = f.read(24)
     assert head[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,6 +1,7 @@
 """Shared checks for hostile inputs: run the real CLI in a child process and assert what a user
 must always get (a clear one-line message naming the file, no traceback, the input untouched,
 nothing created beside it, and memory bounded)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -40,23 +41,24 @@ def run(*args: str, env: dict | None = None, timeout: float = 300) -> Result:
     """Run the CLI (`gpuviewer ARGS`) in a child; the peak RSS is the child's own or its
     children's, measured inside it at exit (so earlier children of the test do not mask it).
     A child that runs over `timeout` is a hang: the test fails."""
-    code = ("import resource, sys, os\n"
-            "from gpuviewer.app.cli import main\n"
-            "try:\n    rc = main(sys.argv[1:])\nexcept SystemExit as e:\n    rc = e.code\n"
-            "m = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-            "try:\n"  # ru_maxrss carries the parent's peak over a fork+exec: the kernel's own figure
-            "    with open('/proc/self/status') as st:\n"
-            "        m = int(next(l for l in st if l.startswith('VmHWM')).split()[1])\n"
-            "except Exception:\n    pass\n"
-            "c = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
-            "os.write(2, f'@@rss_kb={max(m, c)}\\n'.encode())\n"
-            "sys.exit(rc if isinstance(rc, int) else 1)\n")
+    code = (
+        "import resource, sys, os\n"
+        "from gpuviewer.app.cli import main\n"
+        "try:\n    rc = main(sys.argv[1:])\nexcept SystemExit as e:\n    rc = e.code\n"
+        "m = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "try:\n"  # ru_maxrss carries the parent's peak over a fork+exec: the kernel's own figure
+        "    with open('/proc/self/status') as st:\n"
+        "        m = int(next(l for l in st if l.startswith('VmHWM')).split()[1])\n"
+        "except Exception:\n    pass\n"
+        "c = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+        "os.write(2, f'@@rss_kb={max(m, c)}\\n'.encode())\n"
+        "sys.exit(rc if isinstance(rc, int) else 1)\n"
+    )
     e = dict(os.environ)
     e.update(env or {})
     t0 = time.perf_counter()
     try:
-        p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, env=e, cwd=ROOT,
-                           timeout=timeout)
+        p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, env=e, cwd=ROOT, timeout=timeout)
     except subprocess.TimeoutExpired as ex:
         raise AssertionError(f"hung: gpuviewer {' '.join(map(str, args))} ran over {timeout} s") from ex
     err = p.stderr.decode(errors="replace")
@@ -67,8 +69,7 @@ def run(*args: str, env: dict | None = None, timeout: float = 300) -> Result:
             rss = int(ln.split("=", 1)[1]) / 1024
         else:
             kept.append(ln)
-    return Result(p.returncode, p.stdout.decode(errors="replace"), "\n".join(kept), rss,
-                  time.perf_counter() - t0)
+    return Result(p.returncode, p.stdout.decode(errors="replace"), "\n".join(kept), rss, time.perf_counter() - t0)
 
 
 def assert_refused(r: Result, path: str, needle: str | None = None) -> str:
@@ -92,6 +93,7 @@ def assert_clean(r: Result) -> None:
 
 # -- fuzzing the commands (tests/io/test_fuzz_inputs.py, tests/app/test_fuzz_commands.py) ----
 
+
 def png_ok(path: str) -> bool:
     with open(path, "rb") as f:
         return f.read(8) == b"\x89PNG\r\n\x1a\n"
@@ -100,6 +102,7 @@ def png_ok(path: str) -> bool:
 def _output_ok(expect: str, r: Result, out: str | None) -> str | None:
     """Why an exit-0 run's output is not what was asked (None when it is)."""
     import json
+
     if expect in ("json", "summary"):
         try:
             json.loads(r.stdout)
@@ -126,10 +129,21 @@ def _output_ok(expect: str, r: Result, out: str | None) -> str | None:
     return None
 
 
-def check_command(tag: str, argv: list[str], named: str, expect: str, *, out: str | None = None,
-                  out_dir: str | None = None, env: dict | None = None, rss_limit_mb: float = 3000,
-                  warn_names: tuple[str, ...] = (), secret: str | None = None,
-                  forbid: tuple[str, ...] = (), timeout: float = 180) -> list[str]:
+def check_command(
+    tag: str,
+    argv: list[str],
+    named: str,
+    expect: str,
+    *,
+    out: str | None = None,
+    out_dir: str | None = None,
+    env: dict | None = None,
+    rss_limit_mb: float = 3000,
+    warn_names: tuple[str, ...] = (),
+    secret: str | None = None,
+    forbid: tuple[str, ...] = (),
+    timeout: float = 180,
+) -> list[str]:
     """Run `gpuviewer ARGV` once and return what a user must never see, as lines starting with
     `tag`: a traceback, a hang, an exit other than 0 or 2, exit 0 without the output asked for
     (`expect`: json, md, png, html or summary, at `out`), exit 2 without one line naming `named`
@@ -182,8 +196,13 @@ def tree_files(folder: str) -> list[str]:
 
 
 # where a run could write besides its output: each one an empty folder of the case's own
-PRIVATE = {"GPUVIEWER_CACHE_DIR": "cache", "GPUVIEWER_DATA_DIR": "data", "TMPDIR": "tmp",
-           "XDG_CONFIG_HOME": "config", "XDG_DATA_HOME": "xdg-data"}
+PRIVATE = {
+    "GPUVIEWER_CACHE_DIR": "cache",
+    "GPUVIEWER_DATA_DIR": "data",
+    "TMPDIR": "tmp",
+    "XDG_CONFIG_HOME": "config",
+    "XDG_DATA_HOME": "xdg-data",
+}
 
 
 def private_env(case: str) -> dict:

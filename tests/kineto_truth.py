@@ -1,4 +1,5 @@
 """Independent counting of a Chrome/Kineto trace with the standard library, for tests."""
+
 import gzip
 import json
 import re
@@ -24,7 +25,18 @@ def count(path):
     kernels = [e for e in xs if e.get("cat") in KERNEL_CATS]
     nccl = [e for e in kernels if str(e.get("name", "")).startswith("nccl")]
     # ProfilerStep#N: a user_annotation since PyTorch 1.10, an Operator (cpu_op) in 1.8/1.9
-    steps = sorted({int(m.group(1)) for e in xs if e.get("cat") in ("user_annotation", "cpu_op", "Operator")
-                    and (m := re.match(r"^ProfilerStep#(\d+)$", str(e.get("name", ""))))})
-    return {"events": len(xs) + b + len(inst), "kernels": len(kernels), "nccl_kernels": len(nccl),
-            "steps": steps, "meta": meta}
+    steps = sorted(
+        {
+            int(m.group(1))
+            for e in xs
+            if e.get("cat") in ("user_annotation", "cpu_op", "Operator")
+            and (m := re.match(r"^ProfilerStep#(\d+)$", str(e.get("name", ""))))
+        }
+    )
+    return {
+        "events": len(xs) + b + len(inst),
+        "kernels": len(kernels),
+        "nccl_kernels": len(nccl),
+        "steps": steps,
+        "meta": meta,
+    }

@@ -9,6 +9,7 @@ end together, as they do on real hardware.
 usage: python tests/make_hosts.py SRC OUTDIR --ranks 8 --hosts 2 --offsets-us 0,2700
            [--late-rank 5 --late-ms 25] [--layout folders|hostnames|flat] [--jitter-us 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,9 +31,18 @@ def _read(path: str) -> dict:
         return msgspec.json.decode(f.read())
 
 
-def make(src: str, out: str, ranks: int = 8, hosts: int = 2, offsets_us: list[float] | None = None,
-         late_rank: int | None = None, late_ms: float = 0.0, layout: str = "folders",
-         jitter_us: float = 3.0, seed: int = 0) -> list[str]:
+def make(
+    src: str,
+    out: str,
+    ranks: int = 8,
+    hosts: int = 2,
+    offsets_us: list[float] | None = None,
+    late_rank: int | None = None,
+    late_ms: float = 0.0,
+    layout: str = "folders",
+    jitter_us: float = 3.0,
+    seed: int = 0,
+) -> list[str]:
     doc = _read(src)
     offsets_us = offsets_us or [0.0] * hosts
     per_host = -(-ranks // hosts)
@@ -48,8 +58,13 @@ def make(src: str, out: str, ranks: int = 8, hosts: int = 2, offsets_us: list[fl
             ts = e.get("ts")
             if isinstance(ts, (int, float)) and not isinstance(ts, bool):
                 e["ts"] = round(ts + shift + late, 3)
-                if late_rank is not None and r != late_rank and e.get("cat") == "kernel" \
-                        and "nccl" in str(e.get("name", "")).lower() and isinstance(e.get("dur"), (int, float)):
+                if (
+                    late_rank is not None
+                    and r != late_rank
+                    and e.get("cat") == "kernel"
+                    and "nccl" in str(e.get("name", "")).lower()
+                    and isinstance(e.get("dur"), (int, float))
+                ):
                     e["dur"] = round(e["dur"] + late_ms * 1000, 3)  # waits for the late rank
             evs.append(e)
         meta = {k: v for k, v in doc.items() if k != "traceEvents"}

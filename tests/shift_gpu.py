@@ -8,6 +8,7 @@ With --all every event with a time is moved (a clock offset).
 
 usage: python tests/shift_gpu.py SRC DST DELTA_US [--all]
 """
+
 from __future__ import annotations
 
 import gzip
@@ -33,8 +34,11 @@ def _moved(ts, delta_us):
 
 
 def gpu_lanes(events) -> set:
-    return {(e.get("pid"), e.get("tid")) for e in events
-            if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") in GPU_CATS}
+    return {
+        (e.get("pid"), e.get("tid"))
+        for e in events
+        if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") in GPU_CATS
+    }
 
 
 def is_gpu_side(e: dict, lanes: set) -> bool:

@@ -1,44 +1,45 @@
 """Advice in JAX's terms for a trace that JAX wrote (io/jax_trace.py): the default advice speaks
 PyTorch (DataLoader, .item(), torch.compile), which a JAX user cannot act on. Rules not named here
 keep their advice (topology, links and memory advice hold for any framework)."""
+
 from __future__ import annotations
 
 JAX_ADVICE = {
     "low_gpu_utilization": "The GPU waits for work most of the step. Find what the host does in the gaps "
-                           "(see the other findings): prefetch input batches to the device (e.g. "
-                           "flax.jax_utils.prefetch_to_device, tf.data/grain with prefetch), keep the whole "
-                           "step inside one jax.jit so XLA launches fewer, fused kernels, and give each step "
-                           "more work (larger batch, bf16 so Tensor Cores are used).",
+    "(see the other findings): prefetch input batches to the device (e.g. "
+    "flax.jax_utils.prefetch_to_device, tf.data/grain with prefetch), keep the whole "
+    "step inside one jax.jit so XLA launches fewer, fused kernels, and give each step "
+    "more work (larger batch, bf16 so Tensor Cores are used).",
     "host_bound_idle": "The GPU drains while the host is busy elsewhere at the start of the step: an input "
-                       "pipeline that is too slow. Prefetch batches to the device ahead of the step "
-                       "(jax.device_put of the next batch, prefetch_to_device), run the input pipeline in "
-                       "background threads (grain/tf.data with parallel map and prefetch), and move "
-                       "preprocessing into the jitted step.",
+    "pipeline that is too slow. Prefetch batches to the device ahead of the step "
+    "(jax.device_put of the next batch, prefetch_to_device), run the input pipeline in "
+    "background threads (grain/tf.data with parallel map and prefetch), and move "
+    "preprocessing into the jitted step.",
     "launch_bound": "Many tiny kernels separated by about the launch cost: the host cannot launch fast "
-                    "enough. Put the whole step (and loops: lax.scan, lax.fori_loop) inside one jax.jit so "
-                    "XLA fuses and launches it as one program, and let XLA use CUDA graphs "
-                    "(--xla_gpu_enable_command_buffer); batch more work per kernel.",
+    "enough. Put the whole step (and loops: lax.scan, lax.fori_loop) inside one jax.jit so "
+    "XLA fuses and launches it as one program, and let XLA use CUDA graphs "
+    "(--xla_gpu_enable_command_buffer); batch more work per kernel.",
     "step_outlier": "One step is far slower than the rest. Look for host work inside the step: a value "
-                    "pulled to the host (float(x), x.item(), np.asarray(x), jax.device_get, printing or "
-                    "logging a device array) blocks until the device catches up; a recompilation (a new "
-                    "shape or a Python value passed as a static argument: jax.log_compiles shows it); "
-                    "checkpointing or evaluation inside the step.",
+    "pulled to the host (float(x), x.item(), np.asarray(x), jax.device_get, printing or "
+    "logging a device array) blocks until the device catches up; a recompilation (a new "
+    "shape or a Python value passed as a static argument: jax.log_compiles shows it); "
+    "checkpointing or evaluation inside the step.",
     "copy_bound": "The GPU spends its time copying memory, not computing. Keep arrays on the device "
-                  "between steps (no jax.device_get / np.asarray round trips), put input batches on the "
-                  "device once (jax.device_put, prefetching the next one), and donate buffers you replace "
-                  "(jax.jit(..., donate_argnums=...)).",
+    "between steps (no jax.device_get / np.asarray round trips), put input batches on the "
+    "device once (jax.device_put, prefetching the next one), and donate buffers you replace "
+    "(jax.jit(..., donate_argnums=...)).",
     "straggler": "One rank arrived late and every other rank waited for it in the collectives. Look at "
-                 "what that host did (the evidence): input loading, logging, checkpointing, a "
-                 "recompilation on that host only, a slow node. Balance the work or move the stall off "
-                 "the step.",
+    "what that host did (the evidence): input loading, logging, checkpointing, a "
+    "recompilation on that host only, a slow node. Balance the work or move the stall off "
+    "the step.",
     "exposed_communication": "Communication is not hidden behind compute. Let XLA overlap it: the latency-"
-                             "hiding scheduler (--xla_gpu_enable_latency_hiding_scheduler=true), "
-                             "collective combining thresholds, sharding that keeps the chattiest axis inside "
-                             "an NVLink domain; fix the late rank first if one rank waits in every collective.",
+    "hiding scheduler (--xla_gpu_enable_latency_hiding_scheduler=true), "
+    "collective combining thresholds, sharding that keeps the chattiest axis inside "
+    "an NVLink domain; fix the late rank first if one rank waits in every collective.",
     "warmup": "The first step pays one-time costs: jit compilation and autotuning (XLA), the CUDA "
-              "context, NCCL communicator set-up. Profile after it (start the trace after a step or "
-              "two), or use the persistent compilation cache (jax.config.update("
-              "'jax_compilation_cache_dir', ...)).",
+    "context, NCCL communicator set-up. Profile after it (start the trace after a step or "
+    "two), or use the persistent compilation cache (jax.config.update("
+    "'jax_compilation_cache_dir', ...)).",
 }
 
 

@@ -18,6 +18,7 @@ beside them (idle_before / idle_after: the host preparing the next step, or fini
 last), so a slow input pipeline still shows. A first step much slower than the rest on every
 rank is marked warm-up.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -123,8 +124,14 @@ class RankBreakdown:
         than busy; busy + idle is 1."""
         steps = self.measured
         w = sum(s.gpu_time_ns for s in steps)
-        keys = (("compute", "compute_ns"), ("nccl_transfer", "transfer_ns"), ("nccl_wait", "wait_ns"),
-                ("copy", "memcpy_ns"), ("idle", "idle_total_ns"), ("busy", "busy_ns"))
+        keys = (
+            ("compute", "compute_ns"),
+            ("nccl_transfer", "transfer_ns"),
+            ("nccl_wait", "wait_ns"),
+            ("copy", "memcpy_ns"),
+            ("idle", "idle_total_ns"),
+            ("busy", "busy_ns"),
+        )
         return {k: (sum(getattr(s, a) for s in steps) / w if w else 0.0) for k, a in keys}
 
     def host_shares(self) -> dict[str, float]:
@@ -176,8 +183,9 @@ def flows_by_dst(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return got
 
 
-def attribute_steps(trace: Trace, ops: np.ndarray, host_st: np.ndarray,
-                    host_en: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def attribute_steps(
+    trace: Trace, ops: np.ndarray, host_st: np.ndarray, host_en: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Index into the host steps of each op (-1: none), by launch, then by stream order, then
     by time; and which ops had no launch on record and still got no step."""
     if not len(ops):

@@ -6,6 +6,7 @@ collective ends and its own is the clock offset, plus a little noise. Estimated 
 median over the matched collectives, then the mean of those within a few spreads of it, and a
 linear drift when the collectives span a long capture. Ranks of one host keep one offset.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -129,6 +130,7 @@ def align_parts(parts: list, host_of: dict[int, str | None]) -> tuple[list, dict
     alignment as open_session records it (trace.metadata["alignment"]), per rank its clock
     offset, and warnings."""
     from .collectives import match_arrivals
+
     hosts = {p.rank: host_of.get(p.rank) or f"rank{p.rank}" for p in parts}
     none = {p.rank: 0 for p in parts}
     if len(set(hosts.values())) < 2:
@@ -136,22 +138,43 @@ def align_parts(parts: list, host_of: dict[int, str | None]) -> tuple[list, dict
     ranks = sorted(hosts)
     al = estimate(match_arrivals({p.rank: p.arrivals for p in parts}, ranks), hosts)
     if al.method != "collectives" or len(al.offsets) < 2:
-        return parts, {"method": "none", "residual_ns": None, "why": "no collective matched across hosts"}, none, \
-            ["hosts could not be aligned: no collective matched across them"]
+        return (
+            parts,
+            {"method": "none", "residual_ns": None, "why": "no collective matched across hosts"},
+            none,
+            ["hosts could not be aligned: no collective matched across them"],
+        )
     if al.before_ns is not None and al.residual_ns is not None and al.residual_ns >= al.before_ns:
         # the hosts already agree (one clock after all, or NTP did its job): keep the recording
-        return parts, {"method": "none", "residual_ns": al.before_ns,
-                       "why": "the recorded clocks already agree at the collectives"}, none, []
+        return (
+            parts,
+            {
+                "method": "none",
+                "residual_ns": al.before_ns,
+                "why": "the recorded clocks already agree at the collectives",
+            },
+            none,
+            [],
+        )
     # as model.align moves an event: by the offset at its time, rounded to the ns
     moved = [p.shifted(lambda t, h=hosts[p.rank]: int(np.rint(al.offset_at(h, t)))) for p in parts]
     starts = [p.info["start_ns"] for p in moved if p.info.get("events")]
     t0 = min(starts) if starts else 0
     offsets = {p.rank: int(round(float(al.offset_at(hosts[p.rank], t0)))) for p in moved}
     alignment = {
-        "method": "collectives", "reference_host": al.reference, "residual_ns": al.residual_ns,
-        "spread_before_ns": al.before_ns, "collectives": al.matched,
-        "hosts": {h: {"offset_ns": round(a, 1), "drift_ppm": round(b * 1e6, 4)} for h, (a, b, _t0) in al.offsets.items()},
-        "unaligned_hosts": al.unaligned}
-    warnings = [f"hosts {', '.join(al.unaligned)} share no collective with the others: "
-                "their clocks are left as recorded"] if al.unaligned else []
+        "method": "collectives",
+        "reference_host": al.reference,
+        "residual_ns": al.residual_ns,
+        "spread_before_ns": al.before_ns,
+        "collectives": al.matched,
+        "hosts": {
+            h: {"offset_ns": round(a, 1), "drift_ppm": round(b * 1e6, 4)} for h, (a, b, _t0) in al.offsets.items()
+        },
+        "unaligned_hosts": al.unaligned,
+    }
+    warnings = (
+        [f"hosts {', '.join(al.unaligned)} share no collective with the others: their clocks are left as recorded"]
+        if al.unaligned
+        else []
+    )
     return moved, alignment, offsets, warnings

@@ -11,6 +11,7 @@ send from rank a to rank b in a step with b's n-th receive from a) when the prod
 peer; they are waits like any other, but late ranks are judged on collectives only (in a pipeline
 the waits at sends and receives are its bubble).
 """
+
 from __future__ import annotations
 
 import re
@@ -23,10 +24,29 @@ from ..model.trace import Trace
 from .breakdown import RankBreakdown, launch_times
 
 _KERNEL_COLL = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+?)(?:_|\(|$)")
-_DTYPE_BYTES = {"float": 4, "float32": 4, "f32": 4, "half": 2, "float16": 2, "f16": 2, "bfloat16": 2,
-                "bf16": 2, "double": 8, "float64": 8, "int": 4, "int32": 4, "long": 8, "int64": 8,
-                "byte": 1, "uint8": 1, "char": 1, "int8": 1, "bool": 1, "float8_e4m3fn": 1,
-                "float8_e5m2": 1}
+_DTYPE_BYTES = {
+    "float": 4,
+    "float32": 4,
+    "f32": 4,
+    "half": 2,
+    "float16": 2,
+    "f16": 2,
+    "bfloat16": 2,
+    "bf16": 2,
+    "double": 8,
+    "float64": 8,
+    "int": 4,
+    "int32": 4,
+    "long": 8,
+    "int64": 8,
+    "byte": 1,
+    "uint8": 1,
+    "char": 1,
+    "int8": 1,
+    "bool": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+}
 P2P = {"Send", "Recv", "SendRecv"}  # paired sender to receiver, under the kind "SendRecv"
 
 
@@ -37,10 +57,17 @@ def collective_kind(arg_name: str | None, kernel_name: str) -> str:
         if not raw:
             continue
         s = re.sub(r"[^a-z]", "", raw.lower())
-        for key, name in (("allreduce", "AllReduce"), ("allgather", "AllGather"),
-                          ("reducescatter", "ReduceScatter"), ("alltoall", "AllToAll"),
-                          ("broadcast", "Broadcast"), ("sendrecv", "SendRecv"), ("send", "Send"),
-                          ("recv", "Recv"), ("reduce", "Reduce")):
+        for key, name in (
+            ("allreduce", "AllReduce"),
+            ("allgather", "AllGather"),
+            ("reducescatter", "ReduceScatter"),
+            ("alltoall", "AllToAll"),
+            ("broadcast", "Broadcast"),
+            ("sendrecv", "SendRecv"),
+            ("send", "Send"),
+            ("recv", "Recv"),
+            ("reduce", "Reduce"),
+        ):
             if key in s:
                 return name
     m = _KERNEL_COLL.search(kernel_name)
@@ -120,16 +147,23 @@ class Collectives:
         "caused_each": {rank: ns per rank that waited}, "n": instances}."""
         out: dict[int, dict] = {}
         for ins in self.instances:
-            d = out.setdefault(ins.step, {"wait": {r: 0 for r in self.ranks},
-                                          "caused": {r: 0 for r in self.ranks},
-                                          "caused_each": {r: 0 for r in self.ranks}, "n": 0})
+            d = out.setdefault(
+                ins.step,
+                {
+                    "wait": {r: 0 for r in self.ranks},
+                    "caused": {r: 0 for r in self.ranks},
+                    "caused_each": {r: 0 for r in self.ranks},
+                    "n": 0,
+                },
+            )
             w = ins.waits()
             for r, x in zip(ins.ranks, w.tolist()):
                 d["wait"][r] = d["wait"].get(r, 0) + int(x)
             d["caused"][ins.late_rank] = d["caused"].get(ins.late_rank, 0) + int(w.sum())
             # per member that waited for it (a subgroup's collective: only its members)
-            d["caused_each"][ins.late_rank] = d["caused_each"].get(ins.late_rank, 0) + \
-                int(w.sum()) // max(1, len(ins.ranks) - 1)
+            d["caused_each"][ins.late_rank] = d["caused_each"].get(ins.late_rank, 0) + int(w.sum()) // max(
+                1, len(ins.ranks) - 1
+            )
             d["n"] += 1
         return out
 
@@ -143,11 +177,20 @@ class Collectives:
             waits = ins.waits()
             for k, (r, i) in enumerate(zip(ins.ranks, ins.idx.tolist())):
                 w = int(waits[k])
-                out[i] = {"collective": ins.kind, "group": ins.group, "order": ins.order, "step": ins.step,
-                          "ranks": n, "wait_ns": w, "wait_end_ns": int(ins.starts[k]) + w,
-                          "transfer_ns": max(0, int(ins.ends[k]) - int(ins.starts[k]) - w), "bytes": ins.bytes,
-                          "late_rank": ins.late_rank,
-                          "algbw_gbps": algbw, "busbw_gbps": algbw * bus_factor(ins.kind, n) if algbw else None}
+                out[i] = {
+                    "collective": ins.kind,
+                    "group": ins.group,
+                    "order": ins.order,
+                    "step": ins.step,
+                    "ranks": n,
+                    "wait_ns": w,
+                    "wait_end_ns": int(ins.starts[k]) + w,
+                    "transfer_ns": max(0, int(ins.ends[k]) - int(ins.starts[k]) - w),
+                    "bytes": ins.bytes,
+                    "late_rank": ins.late_rank,
+                    "algbw_gbps": algbw,
+                    "busbw_gbps": algbw * bus_factor(ins.kind, n) if algbw else None,
+                }
         return out
 
     def summary(self) -> list[dict]:
@@ -167,14 +210,20 @@ class Collectives:
             for i in inss:
                 for r, w in zip(i.ranks, i.waits().tolist()):
                     waits.setdefault(r, []).append(w)
-            rows.append({"group": g, "name": kind, "count": len(inss), "ranks": n,
-                         "bytes": int(np.median(by)) if by else None,
-                         "transfer_ms": round(float(tr.mean()) / 1e6, 4),
-                         "algbw_gbps": round(algbw, 3) if algbw else None,
-                         "busbw_gbps": round(algbw * bus_factor(kind, n), 3) if algbw else None,
-                         "wait_ms": {str(r): round(float(np.mean(w)) / 1e6, 4) for r, w in sorted(waits.items())},
-                         "late_count": {str(r): sum(1 for i in inss if i.late_rank == r)
-                                        for r in sorted(waits)}})
+            rows.append(
+                {
+                    "group": g,
+                    "name": kind,
+                    "count": len(inss),
+                    "ranks": n,
+                    "bytes": int(np.median(by)) if by else None,
+                    "transfer_ms": round(float(tr.mean()) / 1e6, 4),
+                    "algbw_gbps": round(algbw, 3) if algbw else None,
+                    "busbw_gbps": round(algbw * bus_factor(kind, n), 3) if algbw else None,
+                    "wait_ms": {str(r): round(float(np.mean(w)) / 1e6, 4) for r, w in sorted(waits.items())},
+                    "late_count": {str(r): sum(1 for i in inss if i.late_rank == r) for r in sorted(waits)},
+                }
+            )
         return rows
 
 
@@ -222,15 +271,25 @@ def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tu
             pair = (rb.rank, peer) if kind == "Send" else (peer, rb.rank)
             nel = arg_int(a.get("in_nelems")) or arg_int(a.get("out_nelems")) or 0
             out.setdefault((f"p2p {pair[0]}->{pair[1]}", int(steps[j])), []).append(
-                (int(start[j]), int(end[j]), i, "SendRecv", arg_nbytes(a, nel), int(launch[j]), bool(linked[j]),
-                 int(raw_step[j])))
+                (
+                    int(start[j]),
+                    int(end[j]),
+                    i,
+                    "SendRecv",
+                    arg_nbytes(a, nel),
+                    int(launch[j]),
+                    bool(linked[j]),
+                    int(raw_step[j]),
+                )
+            )
             continue
         group = arg_group(a)
         if group is None:
             group = f"stream #{lane_rank.setdefault(int(lane[j]), len(lane_rank))}"
         nel = max(arg_int(a.get("in_nelems")) or 0, arg_int(a.get("out_nelems")) or 0)
-        out.setdefault((group, int(steps[j])), []).append((int(start[j]), int(end[j]), i, kind, arg_nbytes(a, nel),
-                                                          int(launch[j]), bool(linked[j]), int(raw_step[j])))
+        out.setdefault((group, int(steps[j])), []).append(
+            (int(start[j]), int(end[j]), i, kind, arg_nbytes(a, nel), int(launch[j]), bool(linked[j]), int(raw_step[j]))
+        )
     return out
 
 
@@ -261,9 +320,20 @@ def match_arrivals(per_rank: dict[int, dict[tuple, list[tuple]]], ranks: list[in
                 res.unmatched += len(row)
                 continue
             nbytes = next((e[4] for e in row if e[4]), None)
-            res.instances.append(Instance(
-                key[0], row[0][3], key[1], k, members, np.array([e[2] for e in row], np.int64),
-                np.array([e[0] for e in row], np.int64), np.array([e[1] for e in row], np.int64), nbytes,
-                np.array([e[5] for e in row], np.int64), np.array([e[6] for e in row], bool),
-                np.array([e[7] for e in row], np.int64)))
+            res.instances.append(
+                Instance(
+                    key[0],
+                    row[0][3],
+                    key[1],
+                    k,
+                    members,
+                    np.array([e[2] for e in row], np.int64),
+                    np.array([e[0] for e in row], np.int64),
+                    np.array([e[1] for e in row], np.int64),
+                    nbytes,
+                    np.array([e[5] for e in row], np.int64),
+                    np.array([e[6] for e in row], bool),
+                    np.array([e[7] for e in row], np.int64),
+                )
+            )
     return res

@@ -5,6 +5,7 @@ other kernels. When the heavy rank runs the same kernels (names and counts per s
 lightest, its kernels are slower: if most of the extra time is in kernels that ran beside its own
 communication kernels, they shared the SMs with NCCL kernels spinning while the rank waited for
 the others (SM contention, a symptom of the wait); otherwise the GPU itself is slower."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -45,8 +46,12 @@ def kernel_mix(trace: Trace, rb: RankBreakdown) -> dict:
     out: dict = {}
     key = step * (1 << 32) + name  # one pass over (step, name) pairs
     uk, inv = np.unique(key, return_inverse=True)
-    cols = (np.bincount(inv), np.bincount(inv, weights=d), np.bincount(inv, weights=beside),
-            np.bincount(inv, weights=d * beside))
+    cols = (
+        np.bincount(inv),
+        np.bincount(inv, weights=d),
+        np.bincount(inv, weights=beside),
+        np.bincount(inv, weights=d * beside),
+    )
     for i, kk in enumerate(uk):
         st = int(kk >> 32)
         if st < 0:
@@ -65,6 +70,7 @@ def compare_work(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]
     """One rank computes clearly more than the lightest in every step: load imbalance when it
     runs other work, SM contention or a slower GPU when it runs the same kernels."""
     from .rule_base import critical, finding
+
     if len(rbs) < 2:
         return []
     steps = sorted(s for s in set.intersection(*({s.step for s in rb.measured} for rb in rbs)) if s is not None)
@@ -91,11 +97,21 @@ def compare_work(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]
     same = all(st in mix[hi] and st in mix[lo] and _same_work(mix[hi][st], mix[lo][st]) for st, hi, lo, _, _ in rows)
     base = {"compute_ms_per_step": per_rank, "imbalance": round(ratio, 4), "heaviest_rank": r_heavy}
     if not same:
-        return [finding("load_imbalance", "medium",
-                        f"Load imbalance: rank {r_heavy} computes {extra:.0%} more than the lightest rank in every "
-                        f"step ({per_rank[str(r_heavy)]:.1f} ms vs {min(per_rank.values()):.1f} ms of GPU compute) "
-                        "and runs other or more kernels", [r_heavy] + others, None, s0, s1, base,
-                        impact_ns=sum(lost.values()))]
+        return [
+            finding(
+                "load_imbalance",
+                "medium",
+                f"Load imbalance: rank {r_heavy} computes {extra:.0%} more than the lightest rank in every "
+                f"step ({per_rank[str(r_heavy)]:.1f} ms vs {min(per_rank.values()):.1f} ms of GPU compute) "
+                "and runs other or more kernels",
+                [r_heavy] + others,
+                None,
+                s0,
+                s1,
+                base,
+                impact_ns=sum(lost.values()),
+            )
+        ]
     # the same kernels: where is the extra time? per name, against the light rank's mean duration
     ex_beside, ex_all, n_beside = [], [], []
     by_name: dict[str, float] = {}
@@ -115,18 +131,46 @@ def compare_work(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]
     light_rank = rows[0][2]
     wait = float(np.median([s.wait_ns for s in rb_heavy.measured]))
     top = sorted(by_name.items(), key=lambda x: -x[1])[:3]
-    m = dict(base, kernels_per_step=kernels, extra_ms_per_step=round(ea / 1e6, 3),
-             beside_comm_extra_ms_per_step=round(eb / 1e6, 3), beside_comm_kernels_per_step=int(np.median(n_beside)),
-             wait_ms_per_step=round(wait / 1e6, 3),
-             slowed_kernels=[{"name": n, "extra_ms_per_step": round(x / 1e6, 3)} for n, x in top if x > 0])
-    head = (f"rank {r_heavy} runs the same {kernels:,} kernels a step as rank {light_rank}, but they take "
-            f"{extra:.0%} longer ({per_rank[str(r_heavy)]:.1f} ms vs {per_rank[str(light_rank)]:.1f} ms of GPU compute)")
+    m = dict(
+        base,
+        kernels_per_step=kernels,
+        extra_ms_per_step=round(ea / 1e6, 3),
+        beside_comm_extra_ms_per_step=round(eb / 1e6, 3),
+        beside_comm_kernels_per_step=int(np.median(n_beside)),
+        wait_ms_per_step=round(wait / 1e6, 3),
+        slowed_kernels=[{"name": n, "extra_ms_per_step": round(x / 1e6, 3)} for n, x in top if x > 0],
+    )
+    head = (
+        f"rank {r_heavy} runs the same {kernels:,} kernels a step as rank {light_rank}, but they take "
+        f"{extra:.0%} longer ({per_rank[str(r_heavy)]:.1f} ms vs {per_rank[str(light_rank)]:.1f} ms of GPU compute)"
+    )
     if ea > 0 and eb >= 0.5 * ea:
         spin = f", which spin {wait / 1e6:.1f} ms a step waiting for other ranks" if wait >= 500_000 else ""
-        return [finding("sm_contention", "medium",
-                        f"SM contention, not load imbalance: {head}; {eb / 1e6:.1f} ms of the {ea / 1e6:.1f} ms extra "
-                        f"is in the {int(np.median(n_beside)):,} kernels that run beside its own communication "
-                        f"kernels{spin}", [r_heavy] + others, None, s0, s1, m,
-                        impact_ns=critical(rb_heavy, lost))]
-    return [finding("slow_gpu", "medium", f"Slower GPU, not load imbalance: {head}, and not while it communicates",
-                    [r_heavy] + others, None, s0, s1, m, impact_ns=sum(lost.values()))]
+        return [
+            finding(
+                "sm_contention",
+                "medium",
+                f"SM contention, not load imbalance: {head}; {eb / 1e6:.1f} ms of the {ea / 1e6:.1f} ms extra "
+                f"is in the {int(np.median(n_beside)):,} kernels that run beside its own communication "
+                f"kernels{spin}",
+                [r_heavy] + others,
+                None,
+                s0,
+                s1,
+                m,
+                impact_ns=critical(rb_heavy, lost),
+            )
+        ]
+    return [
+        finding(
+            "slow_gpu",
+            "medium",
+            f"Slower GPU, not load imbalance: {head}, and not while it communicates",
+            [r_heavy] + others,
+            None,
+            s0,
+            s1,
+            m,
+            impact_ns=sum(lost.values()),
+        )
+    ]

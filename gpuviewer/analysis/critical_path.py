@@ -9,6 +9,7 @@ and the short gaps of a busy stream), "comm" (NCCL kernels: the transfer after t
 arrived, or the kernel when it was not matched), "copy" (memcpy/memset), "idle" (a stream gap no
 launch explains, or time before anything on record).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -31,8 +32,13 @@ class Segment:
     what: str
 
     def to_json(self) -> dict:
-        return {"rank": self.rank, "resource": self.resource, "start_ns": self.start_ns,
-                "end_ns": self.end_ns, "what": self.what}
+        return {
+            "rank": self.rank,
+            "resource": self.resource,
+            "start_ns": self.start_ns,
+            "end_ns": self.end_ns,
+            "what": self.what,
+        }
 
 
 @dataclass
@@ -56,9 +62,14 @@ class CriticalPath:
         return bound_by_text(self.by_resource(), self.duration_ns)
 
     def to_json(self) -> dict:
-        return {"step": self.step, "start_ns": self.start_ns, "end_ns": self.end_ns,
-                "duration_ms": round(self.duration_ns / 1e6, 4), "bound_by": self.bound_by(),
-                "segments": [s.to_json() for s in self.segments]}
+        return {
+            "step": self.step,
+            "start_ns": self.start_ns,
+            "end_ns": self.end_ns,
+            "duration_ms": round(self.duration_ns / 1e6, 4),
+            "bound_by": self.bound_by(),
+            "segments": [s.to_json() for s in self.segments],
+        }
 
     def step_json(self, warmup: bool = False) -> dict:
         """The step as `analyze --json` prints it under steps[]."""
@@ -211,11 +222,13 @@ def attach_paths(trace: Trace, analysis, args: dict[int, dict] | None = None) ->
     .bound_by: what `analyze --json` prints); a warm-up step's path is listed, not counted in the
     job's bound_by. Said in the notes where the model cannot be built."""
     from .savings import MAX_EVENTS
+
     if not len(trace):
         return
     if len(trace) > MAX_EVENTS:
-        analysis.notes.append(f"critical paths are not computed for sessions over {MAX_EVENTS:,} events "
-                              f"({len(trace):,} here)")
+        analysis.notes.append(
+            f"critical paths are not computed for sessions over {MAX_EVENTS:,} events ({len(trace):,} here)"
+        )
         return
     try:
         g = wi.graph(trace, args, *_from_analysis(trace, analysis))
@@ -234,6 +247,7 @@ def _from_analysis(trace: Trace, analysis) -> tuple[list | None, object]:
     """The breakdowns with each rank's ops (kept by its map) and the matched collectives of an
     analysis just made in this process, for the dependency model: (None, None) when any is missing."""
     import dataclasses
+
     kept = trace.derived.get("rank_ops") or {}
     if analysis.matched is None or not analysis.breakdowns or any(rb.rank not in kept for rb in analysis.breakdowns):
         return None, None

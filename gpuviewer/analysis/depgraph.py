@@ -20,6 +20,7 @@ start slot (2i) and an end slot (2i+1); an edge says "slot v is at least slot u 
 With no change the replay reproduces the recorded times (every constraint is built to be met with
 equality by the binding one). Qt-free; reads only the Trace.
 """
+
 from __future__ import annotations
 
 import re
@@ -139,14 +140,14 @@ def _top_level(trace: Trace, ev: np.ndarray) -> np.ndarray:
     return out
 
 
-def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = None,
-          colls=None) -> DepGraph:
+def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = None, colls=None) -> DepGraph:
     """The model of the whole session. rbs (breakdown.breakdown, with each rank's ops) and colls
     (collectives.match) may be handed in by an analysis that already has them."""
     c = trace.columns
 
     def g_name(evs):
         return np.where(evs >= 0, np.asarray(c["name"][np.maximum(evs, 0)]), -1)
+
     start = np.asarray(c["start"])
     dur_all = np.asarray(c["dur"])
     if rbs is None or any(rb.ops is None for rb in rbs):
@@ -203,7 +204,7 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         host_nodes[r] = nodes
         pos = np.empty(len(o), np.int64)
         pos[o] = nodes
-        mk = pos[len(h):]
+        mk = pos[len(h) :]
         marks[r] = {int(m_step[j]): (int(mk[j]), int(mk[j + 1])) for j in range(0, len(m_t), 2)}
         rank_l.append(np.full(len(o), r))
         kind_l.append(kd_all[o])
@@ -219,13 +220,19 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         kind_l.append(kind)
         lane_l.append(np.asarray(c["lane"][ops]))
         ev_l.append(ops)
-        step_l.append(np.full(len(ops), WHOLE) if whole else
-                      rb.op_step if rb.op_step is not None else np.full(len(ops), -1))
+        step_l.append(
+            np.full(len(ops), WHOLE) if whole else rb.op_step if rb.op_step is not None else np.full(len(ops), -1)
+        )
         t_l.append(np.asarray(start[ops]).astype(np.int64))
         offset += len(ops)
     cat_ = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)  # noqa: E731
-    rank, kind, lane, ev, step = (cat_(rank_l, np.int32), cat_(kind_l, np.int8), cat_(lane_l, np.int32),
-                                  cat_(ev_l, np.int64), cat_(step_l, np.int64))
+    rank, kind, lane, ev, step = (
+        cat_(rank_l, np.int32),
+        cat_(kind_l, np.int8),
+        cat_(lane_l, np.int32),
+        cat_(ev_l, np.int64),
+        cat_(step_l, np.int64),
+    )
     n = len(ev)
     rec_s = cat_(t_l, np.int64) - t0
     rec_e = rec_s + np.where(ev >= 0, dur_all[np.maximum(ev, 0)], 0).astype(np.int64)
@@ -256,8 +263,10 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         if overl.any():  # overlapping calls of two threads: start follows start
             edges(2 * which[overl], 2 * cur[overl], rec_s[cur[overl]] - rec_s[which[overl]], E_HOST_START)
     if len(host_nodes) and any(len(v) for v in host_nodes.values()):
-        assumptions.append("a rank's launching threads are one host sequence in time order "
-                           "(the main thread blocks while autograd's thread launches the backward)")
+        assumptions.append(
+            "a rank's launching threads are one host sequence in time order "
+            "(the main thread blocks while autograd's thread launches the backward)"
+        )
 
     # launch -> op
     host_idx = np.concatenate(list(host_nodes.values())) if host_nodes else np.zeros(0, np.int64)
@@ -330,9 +339,11 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         if waits_x.any():
             edges(2 * xdep[waits_x] + 1, 2 * mine[waits_x], rec_s[mine[waits_x]] - rec_e[xdep[waits_x]], E_XSTREAM)
         # an unlinked op first on its stream, with nothing before it: anchored where recorded
-    assumptions.append("cross-stream waits (CUDA events) are not recorded: an op that started after "
-                       "both its launch and its stream allowed, within 20 us of an op ending on another "
-                       "stream of its rank, is taken to wait for that op")
+    assumptions.append(
+        "cross-stream waits (CUDA events) are not recorded: an op that started after "
+        "both its launch and its stream allowed, within 20 us of an op ending on another "
+        "stream of its rank, is taken to wait for that op"
+    )
 
     # The host and GPU clocks of a rank may disagree: GPU times are compared with host times less
     # the offset a device-wide sync shows (it returned before the ops launched before it ended: a
@@ -353,6 +364,7 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
             if ok.any():
                 ahead = int(max(0, (last_end[p[ok]] - rec_e[ds[ok]]).max()))
         clock[r] = min(ahead, max(0, launch_floor.get(r, 0)))
+
     def wait_edges(calls, ops, skew):
         adj = rec_e[ops] - skew
         tail = np.maximum(0, rec_e[calls] - np.maximum(adj, rec_s[calls]))
@@ -395,13 +407,15 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         p = np.searchsorted(ends, rec_e[calls], side="right") - 1
         okp = p >= 0
         op = by_end[np.maximum(p, 0)]
-        okp &= (rec_e[op] - skew > rec_s[calls]) & \
-            (rec_e[calls] - (rec_e[op] - skew) <= np.maximum(BLOCKED_NS, dur[calls] // 20))
+        okp &= (rec_e[op] - skew > rec_s[calls]) & (
+            rec_e[calls] - (rec_e[op] - skew) <= np.maximum(BLOCKED_NS, dur[calls] // 20)
+        )
         # a call that launched an op running through most of it (a pageable memcpy) waits for that op
         own = mine[launch_node[mine] >= 0]
         own = own[np.isin(launch_node[own], calls)]
-        ov = np.minimum(rec_e[own] - skew, rec_e[launch_node[own]]) - \
-            np.maximum(rec_s[own] - skew, rec_s[launch_node[own]])
+        ov = np.minimum(rec_e[own] - skew, rec_e[launch_node[own]]) - np.maximum(
+            rec_s[own] - skew, rec_s[launch_node[own]]
+        )
         own = own[ov * 2 > dur[launch_node[own]]]
         where = np.searchsorted(calls, launch_node[own])
         op[where] = own
@@ -410,8 +424,10 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
             wait_edges(calls[okp], op[okp], skew)
             blocked += int(okp.sum())
     if blocked:
-        assumptions.append(f"{blocked} CUDA calls that are not syncs ran over 50 us and returned right after "
-                           "a GPU op ended (launch queue full, pageable memcpy): taken to wait for it")
+        assumptions.append(
+            f"{blocked} CUDA calls that are not syncs ran over 50 us and returned right after "
+            "a GPU op ended (launch queue full, pageable memcpy): taken to wait for it"
+        )
 
     # collectives: ends follow the last arrival on every member
     gpu_ev = ev[gpu_nodes]
@@ -443,24 +459,49 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
     if n_coll:
         coll_b[-n_coll:] = np.concatenate(cb_b)
     if colls.instances and not any(ins.bytes for ins in colls.instances):
-        assumptions.append("collectives matched by kernel name and stream order; their sizes are not "
-                           "recorded (no NCCL payload)")
+        assumptions.append(
+            "collectives matched by kernel name and stream order; their sizes are not recorded (no NCCL payload)"
+        )
     if colls.unmatched:
-        assumptions.append(f"{colls.unmatched} NCCL kernels had no counterpart on another rank: "
-                           "their own recorded duration is kept")
+        assumptions.append(
+            f"{colls.unmatched} NCCL kernels had no counterpart on another rank: their own recorded duration is kept"
+        )
 
     e_src = np.concatenate(src) if src else np.zeros(0, np.int64)
     e_dst = np.concatenate(dst) if dst else np.zeros(0, np.int64)
     e_off = np.concatenate(off) if off else np.zeros(0, np.int64)
     e_kind = np.concatenate(ek) if ek else np.zeros(0, np.int8)
     order = _order(n, split, rec_s, rec_e, e_src, e_dst)
-    return DepGraph(t0, rank, kind, lane, ev, rec_s, rec_e, dur, step, split, e_src, e_dst, e_off, e_kind,
-                    order, host_steps, host_nodes, marks, coll_b, launch_floor, assumptions, list(trace.names),
-                    np.where(ev >= 0, np.asarray(c["name"][np.maximum(ev, 0)]), -1))
+    return DepGraph(
+        t0,
+        rank,
+        kind,
+        lane,
+        ev,
+        rec_s,
+        rec_e,
+        dur,
+        step,
+        split,
+        e_src,
+        e_dst,
+        e_off,
+        e_kind,
+        order,
+        host_steps,
+        host_nodes,
+        marks,
+        coll_b,
+        launch_floor,
+        assumptions,
+        list(trace.names),
+        np.where(ev >= 0, np.asarray(c["name"][np.maximum(ev, 0)]), -1),
+    )
 
 
-def _order(n: int, split: np.ndarray, rec_s: np.ndarray, rec_e: np.ndarray, e_src: np.ndarray,
-           e_dst: np.ndarray) -> np.ndarray:
+def _order(
+    n: int, split: np.ndarray, rec_s: np.ndarray, rec_e: np.ndarray, e_src: np.ndarray, e_dst: np.ndarray
+) -> np.ndarray:
     """Slots to compute, in recorded-time order; ties (and the rare edge against recorded time)
     settled by raising the later slot's key until every edge goes forward."""
     # entries: start slot of every node; end slot of split nodes. A normal node's end is

@@ -24,6 +24,7 @@ effects (clocks, another tenant), so deltas too small to matter for the step are
 out. With one step on each side there is no noise estimate (noise_ns is null) and the floor
 alone decides.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -63,6 +64,7 @@ class Pair:
     def as_dict(self) -> dict:
         def side(ranks, steps, how):
             return {"ranks": ranks, "ranks_how": "median" if len(ranks) > 1 else None, "steps": steps, "how": how}
+
         return {"a": side(self.a_ranks, self.a_steps, self.a_how), "b": side(self.b_ranks, self.b_steps, self.b_how)}
 
 
@@ -97,8 +99,11 @@ def _steps_of(m: Measured, ranks: list[int], spec, other: list[int] | None, side
         have_set = set(have)  # (a list's `in` made this quadratic in the steps)
         missing = [s for s in spec if s not in have_set]
         if missing:
-            raise DiffError(f"step {missing[0]} is not on rank {', '.join(map(str, ranks))} "
-                            f"(its steps: {', '.join(map(str, have)) or 'none'})", side)
+            raise DiffError(
+                f"step {missing[0]} is not on rank {', '.join(map(str, ranks))} "
+                f"(its steps: {', '.join(map(str, have)) or 'none'})",
+                side,
+            )
         return spec
     avail = _common(m.measured, ranks)
     if other:
@@ -153,14 +158,17 @@ def pairs(a: Measured, b: Measured, ranks=None, steps=("all", "all")) -> list[Pa
             st_a = _steps_of(a, ra, sa, sb if same_side and isinstance(sb, list) else None, "a")
             st_b = _steps_of(b, rb, sb, sa if same_side and isinstance(sa, list) else None, "b")
         if not st_a or not st_b:
-            raise DiffError(f"no steps to compare on rank {', '.join(map(str, ra if not st_a else rb))}",
-                            "a" if not st_a else "b")
-        out.append(Pair(ra, rb, st_a, st_b, "median" if sa == "median" else "mean",
-                        "median" if sb == "median" else "mean"))
+            raise DiffError(
+                f"no steps to compare on rank {', '.join(map(str, ra if not st_a else rb))}", "a" if not st_a else "b"
+            )
+        out.append(
+            Pair(ra, rb, st_a, st_b, "median" if sa == "median" else "mean", "median" if sb == "median" else "mean")
+        )
     return out
 
 
 # -- the comparison, table by table --------------------------------------------------------------
+
 
 @dataclass
 class _Stats:
@@ -174,7 +182,7 @@ def _keyed(fa: pd.DataFrame, fb: pd.DataFrame, keys: list[str]) -> tuple[pd.Data
     both = pd.concat([fa[keys], fb[keys]], ignore_index=True)
     kid = both.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
     uniq = both.drop_duplicates(keys).reset_index(drop=True)
-    return uniq, kid[:len(fa)], kid[len(fa):]
+    return uniq, kid[: len(fa)], kid[len(fa) :]
 
 
 def _per_step(f: pd.DataFrame, kid: np.ndarray, k: int, ranks: list[int], steps: list[int], col: str) -> np.ndarray:
@@ -206,7 +214,7 @@ def _compare(fa, fb, kid_a, kid_b, k: int, col: str, prs: list[Pair]) -> _Stats:
         ca, sa, na, da = _side(xa, p.a_how)
         cb, sb, nb, db = _side(xb, p.b_how)
         dof = da + db
-        s2 = (da * sa ** 2 + db * sb ** 2) / dof if dof else np.full(k, np.nan)
+        s2 = (da * sa**2 + db * sb**2) / dof if dof else np.full(k, np.nan)
         a_c.append(ca)
         b_c.append(cb)
         var.append(s2 * (1 / na + 1 / nb))
@@ -257,14 +265,24 @@ def _named_table(fa, fb, prs, judge: _Judge, steps: tuple[float, float]) -> list
         if not (in_a[i] or in_b[i]):
             continue
         a, b, d = tot.a[i], tot.b[i], tot.b[i] - tot.a[i]
-        rows.append({"name": name, "kind": kind, "a_total_ns": _ns(a), "b_total_ns": _ns(b), "delta_ns": _ns(d),
-                     "a_count": round(float(cnt.a[i]), 3), "b_count": round(float(cnt.b[i]), 3),
-                     "a_mean_ns": _ns(a / cnt.a[i]) if cnt.a[i] else None,
-                     "b_mean_ns": _ns(b / cnt.b[i]) if cnt.b[i] else None,
-                     "a_share": round(float(a / steps[0]), 4) if steps[0] else None,
-                     "b_share": round(float(b / steps[1]), 4) if steps[1] else None,
-                     "noise_ns": _noise(tot.se[i]), "significant": judge(d, tot.se[i]),
-                     "only": "a" if not in_b[i] else "b" if not in_a[i] else None})
+        rows.append(
+            {
+                "name": name,
+                "kind": kind,
+                "a_total_ns": _ns(a),
+                "b_total_ns": _ns(b),
+                "delta_ns": _ns(d),
+                "a_count": round(float(cnt.a[i]), 3),
+                "b_count": round(float(cnt.b[i]), 3),
+                "a_mean_ns": _ns(a / cnt.a[i]) if cnt.a[i] else None,
+                "b_mean_ns": _ns(b / cnt.b[i]) if cnt.b[i] else None,
+                "a_share": round(float(a / steps[0]), 4) if steps[0] else None,
+                "b_share": round(float(b / steps[1]), 4) if steps[1] else None,
+                "noise_ns": _noise(tot.se[i]),
+                "significant": judge(d, tot.se[i]),
+                "only": "a" if not in_b[i] else "b" if not in_a[i] else None,
+            }
+        )
     rows.sort(key=lambda r: (-abs(r["delta_ns"]), r["name"], r["kind"]))
     return rows
 
@@ -275,15 +293,24 @@ def _parts_table(ma: Measured, mb: Measured, prs: list[Pair], judge: _Judge | No
     rows = []
     for i, part in enumerate(keys["part"]):
         d = st.b[i] - st.a[i]
-        rows.append({"part": part, "a_ns": _ns(st.a[i]), "b_ns": _ns(st.b[i]), "delta_ns": _ns(d),
-                     "noise_ns": _noise(st.se[i]), "significant": judge(d, st.se[i]) if judge else False})
+        rows.append(
+            {
+                "part": part,
+                "a_ns": _ns(st.a[i]),
+                "b_ns": _ns(st.b[i]),
+                "delta_ns": _ns(d),
+                "noise_ns": _noise(st.se[i]),
+                "significant": judge(d, st.se[i]) if judge else False,
+            }
+        )
     # the step itself first, then its parts by impact
     rows.sort(key=lambda r: (r["part"] != "step", -abs(r["delta_ns"]), PARTS.index(r["part"])))
     return rows
 
 
-def _collective_table(ma: Measured, mb: Measured, prs: list[Pair], judge: _Judge,
-                      by: tuple[str, ...] = ("group", "name", "bytes")) -> list[dict]:
+def _collective_table(
+    ma: Measured, mb: Measured, prs: list[Pair], judge: _Judge, by: tuple[str, ...] = ("group", "name", "bytes")
+) -> list[dict]:
     """Per collective: count, wait, transfer and bus bandwidth a step, A vs B. Its impact is the
     larger change of its two parts: the wait is the other ranks' lateness, the transfer the
     collective's own speed, and one can grow while the other shrinks."""
@@ -306,6 +333,7 @@ def _collective_table(ma: Measured, mb: Measured, prs: list[Pair], judge: _Judge
     def busbw(side: str, i: int, name: str) -> float | None:
         nb, tr = getattr(st["nbytes"], side)[i], getattr(st["transfer"], side)[i]
         return round(float(bus_factor(name, int(nranks[i])) * nb / tr), 2) if nb > 0 and tr > 0 else None
+
     rows = []
     for i, (group, name, nbytes) in enumerate(zip(keys["group"], keys["name"], keys["bytes"])):
         if not (in_a[i] or in_b[i]):
@@ -313,16 +341,34 @@ def _collective_table(ma: Measured, mb: Measured, prs: list[Pair], judge: _Judge
         t, w, x = st["total"], st["wait"], st["transfer"]
         d, dw, dx = t.b[i] - t.a[i], w.b[i] - w.a[i], x.b[i] - x.a[i]
         sig_w, sig_x = judge(dw, w.se[i]), judge(dx, x.se[i])
-        rows.append({"group": group, "name": name, "bytes": None if nbytes < 0 else int(nbytes),
-                     "ranks": int(nranks[i]), "matched": bool(matched[i]),
-                     "a_count": round(float(st["count"].a[i]), 3), "b_count": round(float(st["count"].b[i]), 3),
-                     "a_wait_ns": _ns(w.a[i]), "b_wait_ns": _ns(w.b[i]),
-                     "a_transfer_ns": _ns(x.a[i]), "b_transfer_ns": _ns(x.b[i]),
-                     "a_total_ns": _ns(t.a[i]), "b_total_ns": _ns(t.b[i]), "delta_ns": _ns(d),
-                     "delta_wait_ns": _ns(dw), "delta_transfer_ns": _ns(dx), "impact_ns": _ns(max(abs(dw), abs(dx))),
-                     "a_busbw_gbps": busbw("a", i, name), "b_busbw_gbps": busbw("b", i, name),
-                     "wait_noise_ns": _noise(w.se[i]), "transfer_noise_ns": _noise(x.se[i]),
-                     "significant": sig_w or sig_x, "wait_significant": sig_w, "transfer_significant": sig_x})
+        rows.append(
+            {
+                "group": group,
+                "name": name,
+                "bytes": None if nbytes < 0 else int(nbytes),
+                "ranks": int(nranks[i]),
+                "matched": bool(matched[i]),
+                "a_count": round(float(st["count"].a[i]), 3),
+                "b_count": round(float(st["count"].b[i]), 3),
+                "a_wait_ns": _ns(w.a[i]),
+                "b_wait_ns": _ns(w.b[i]),
+                "a_transfer_ns": _ns(x.a[i]),
+                "b_transfer_ns": _ns(x.b[i]),
+                "a_total_ns": _ns(t.a[i]),
+                "b_total_ns": _ns(t.b[i]),
+                "delta_ns": _ns(d),
+                "delta_wait_ns": _ns(dw),
+                "delta_transfer_ns": _ns(dx),
+                "impact_ns": _ns(max(abs(dw), abs(dx))),
+                "a_busbw_gbps": busbw("a", i, name),
+                "b_busbw_gbps": busbw("b", i, name),
+                "wait_noise_ns": _noise(w.se[i]),
+                "transfer_noise_ns": _noise(x.se[i]),
+                "significant": sig_w or sig_x,
+                "wait_significant": sig_w,
+                "transfer_significant": sig_x,
+            }
+        )
     rows.sort(key=lambda r: (-r["impact_ns"], r["group"], r["name"], r["bytes"] or 0))
     return rows
 
@@ -337,19 +383,29 @@ def diff(a: Measured, b: Measured, *, ranks=None, steps=("all", "all")) -> dict:
     judge = _Judge(step["a_ns"], step["b_ns"])
     parts = _parts_table(a, b, prs, judge)
     step_ns = (step["a_ns"], step["b_ns"])
-    out = {"a": _side_json(prs, "a"), "b": _side_json(prs, "b"),
-           "steps": [p.as_dict() for p in prs],
-           "noise": {"method": "per-step totals; standard error of the delta of means from the pooled "
-                               "step-to-step standard deviation (1.4826 x MAD for a median side)",
-                     "k_sigma": K_SIGMA, "floor_ns": _ns(judge.floor), "floor_frac_of_step": FLOOR_FRAC,
-                     "estimated": any(len(p.a_steps) + len(p.b_steps) > 2 for p in prs)},
-           "step_parts": parts,
-           "step_parts_by_rank": [{"a_ranks": p.a_ranks, "b_ranks": p.b_ranks, "parts": _parts_table(a, b, [p], judge)}
-                                  for p in prs] if len(prs) > 1 else [],
-           "kernels": _named_table(a.kernels, b.kernels, prs, judge, step_ns),
-           "host_ops": _named_table(a.host_ops, b.host_ops, prs, judge, step_ns),
-           "collectives": _collective_table(a, b, prs, judge),
-           "collective_totals": _collective_table(a, b, prs, judge, by=("group", "name"))}
+    out = {
+        "a": _side_json(prs, "a"),
+        "b": _side_json(prs, "b"),
+        "steps": [p.as_dict() for p in prs],
+        "noise": {
+            "method": "per-step totals; standard error of the delta of means from the pooled "
+            "step-to-step standard deviation (1.4826 x MAD for a median side)",
+            "k_sigma": K_SIGMA,
+            "floor_ns": _ns(judge.floor),
+            "floor_frac_of_step": FLOOR_FRAC,
+            "estimated": any(len(p.a_steps) + len(p.b_steps) > 2 for p in prs),
+        },
+        "step_parts": parts,
+        "step_parts_by_rank": [
+            {"a_ranks": p.a_ranks, "b_ranks": p.b_ranks, "parts": _parts_table(a, b, [p], judge)} for p in prs
+        ]
+        if len(prs) > 1
+        else [],
+        "kernels": _named_table(a.kernels, b.kernels, prs, judge, step_ns),
+        "host_ops": _named_table(a.host_ops, b.host_ops, prs, judge, step_ns),
+        "collectives": _collective_table(a, b, prs, judge),
+        "collective_totals": _collective_table(a, b, prs, judge, by=("group", "name")),
+    }
     out["top"] = top_changes(out)
     return out
 

@@ -8,6 +8,7 @@ Step attribution is breakdown.py's: a GPU op belongs to the step that launched i
 the step whose host range holds its start. A host op's total is its inclusive duration (an op
 called inside an op of the same name counts twice, as in the profiler's "CPU total").
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,9 +23,16 @@ from .collectives import arg_int, match, rank_comm
 from .host import HOST_KINDS, IDLE_WAIT, _step_markers
 
 KIND = {Cat.KERNEL: "compute", Cat.COMM_KERNEL: "comm", Cat.MEMCPY: "memcpy", Cat.MEMSET: "memset"}
-HOST_KIND = {Cat.CPU_OP: "CPU op", Cat.COMM_OP: "communication op", Cat.CUDA_RUNTIME: "CUDA runtime",
-             Cat.CUDA_DRIVER: "CUDA driver", Cat.SYNC: "sync", Cat.OSRT: "OS runtime", Cat.NVTX: "NVTX",
-             Cat.USER_ANNOTATION: "user annotation"}
+HOST_KIND = {
+    Cat.CPU_OP: "CPU op",
+    Cat.COMM_OP: "communication op",
+    Cat.CUDA_RUNTIME: "CUDA runtime",
+    Cat.CUDA_DRIVER: "CUDA driver",
+    Cat.SYNC: "sync",
+    Cat.OSRT: "OS runtime",
+    Cat.NVTX: "NVTX",
+    Cat.USER_ANNOTATION: "user annotation",
+}
 # Python stack frames are left out: with_stack traces hold tens of thousands, each frame's total
 # covers its callees, and the op names under them say the same thing more precisely.
 NO_STEP = -1  # the one unit of a rank without steps: its whole capture
@@ -59,8 +67,15 @@ def measure(trace: Trace, comm_args: dict[int, dict] | None = None) -> Measured:
         kern.append(_gpu_totals(trace, rb, labels))
         host.append(_host_totals(trace, rb, labels))
         coll.append(_collectives(trace, rb, labels, comm_args or {}, per_kernel))
-    return Measured([rb.rank for rb in rbs], steps, measured, _cat(parts, PART_COLS), _cat(kern, NAMED_COLS),
-                    _cat(host, NAMED_COLS), _cat(coll, COLL_COLS))
+    return Measured(
+        [rb.rank for rb in rbs],
+        steps,
+        measured,
+        _cat(parts, PART_COLS),
+        _cat(kern, NAMED_COLS),
+        _cat(host, NAMED_COLS),
+        _cat(coll, COLL_COLS),
+    )
 
 
 PART_COLS = ["rank", "step", "part", "value"]
@@ -80,14 +95,20 @@ def _labels(rb: RankBreakdown) -> list[int]:
 def _parts(rb: RankBreakdown, labels: list[int]) -> pd.DataFrame:
     rows = []
     for lab, s in zip(labels, rb.steps):
-        vals = (s.gpu_time_ns, s.host_end_ns - s.host_start_ns, s.compute_ns, s.wait_ns, s.transfer_ns,
-                s.memcpy_ns, s.idle_total_ns)
+        vals = (
+            s.gpu_time_ns,
+            s.host_end_ns - s.host_start_ns,
+            s.compute_ns,
+            s.wait_ns,
+            s.transfer_ns,
+            s.memcpy_ns,
+            s.idle_total_ns,
+        )
         rows += [(rb.rank, lab, p, int(v)) for p, v in zip(PARTS, vals)]
     return pd.DataFrame(rows, columns=PART_COLS)
 
 
-def _totals(trace: Trace, rank: int, idx: np.ndarray, pos: np.ndarray, labels: list[int],
-            kinds: dict) -> pd.DataFrame:
+def _totals(trace: Trace, rank: int, idx: np.ndarray, pos: np.ndarray, labels: list[int], kinds: dict) -> pd.DataFrame:
     """Total duration and count per (step position, name, category) of the events idx."""
     keep = pos >= 0
     idx, pos = idx[keep], pos[keep]
@@ -102,9 +123,16 @@ def _totals(trace: Trace, rank: int, idx: np.ndarray, pos: np.ndarray, labels: l
     p, rest = np.divmod(u, len(trace.names) * 256)
     n, ct = np.divmod(rest, 256)
     lab = np.asarray(labels, np.int64)
-    return pd.DataFrame({"rank": rank, "step": lab[p], "name": [trace.names[int(i)] for i in n],
-                         "kind": [kinds.get(int(k), str(int(k))) for k in ct],
-                         "total": tot.round().astype(np.int64), "count": cnt.astype(np.int64)})
+    return pd.DataFrame(
+        {
+            "rank": rank,
+            "step": lab[p],
+            "name": [trace.names[int(i)] for i in n],
+            "kind": [kinds.get(int(k), str(int(k))) for k in ct],
+            "total": tot.round().astype(np.int64),
+            "count": cnt.astype(np.int64),
+        }
+    )
 
 
 def _gpu_totals(trace: Trace, rb: RankBreakdown, labels: list[int]) -> pd.DataFrame:
@@ -149,8 +177,9 @@ def _idle_waits(trace: Trace) -> set[int]:
     return {i for i, n in enumerate(trace.names) if IDLE_WAIT.match(n)}
 
 
-def _collectives(trace: Trace, rb: RankBreakdown, labels: list[int], comm_args: dict,
-                 per_kernel: dict[int, dict]) -> pd.DataFrame:
+def _collectives(
+    trace: Trace, rb: RankBreakdown, labels: list[int], comm_args: dict, per_kernel: dict[int, dict]
+) -> pd.DataFrame:
     """One row per communication kernel of the rank. A kernel matched across ranks splits into
     its wait for the last rank and its transfer; an unmatched one (a rank opened alone) counts as
     transfer only, and `matched` says so."""
@@ -161,8 +190,10 @@ def _collectives(trace: Trace, rb: RankBreakdown, labels: list[int], comm_args: 
             pk = per_kernel.get(i)
             wait = pk["wait_ns"] if pk else 0
             n = pk["ranks"] if pk else (arg_int(comm_args.get(i, {}).get("group_size")) or 1)
-            rows.append((rb.rank, lab, group, kind, nbytes or -1, 1, wait, (e - s) - wait, nbytes or 0, n,
-                         pk is not None))
+            rows.append(
+                (rb.rank, lab, group, kind, nbytes or -1, 1, wait, (e - s) - wait, nbytes or 0, n, pk is not None)
+            )
     f = pd.DataFrame(rows, columns=COLL_COLS)
     return f.groupby(["rank", "step", "group", "name", "bytes"], as_index=False, sort=False).agg(
-        {"count": "sum", "wait": "sum", "transfer": "sum", "nbytes": "sum", "nranks": "max", "matched": "min"})
+        {"count": "sum", "wait": "sum", "transfer": "sum", "nbytes": "sum", "nranks": "max", "matched": "min"}
+    )

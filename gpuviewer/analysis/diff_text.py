@@ -1,6 +1,7 @@
 """The headline of a comparison in words (the command line's text, the Compare window's
 summary): which ranks and steps each side is, the step time A -> B, the largest significant
 change of each kind, and the noise rule."""
+
 from __future__ import annotations
 
 import os
@@ -22,14 +23,15 @@ def verdict(sig: bool) -> str:
 
 def cut(s: str, n: int = 100) -> str:
     s = " ".join(s.split())
-    return s if len(s) <= n else s[:n - 1] + "…"
+    return s if len(s) <= n else s[: n - 1] + "…"
 
 
 def side_text(d: dict, side: str, name: str | None = None) -> str:
-    """"ddp_clean: rank 1, steps 2, 3, 4" (the name: the first path's base name by default)."""
+    """ "ddp_clean: rank 1, steps 2, 3, 4" (the name: the first path's base name by default)."""
     x = d[side]
-    ranks = ("median of ranks " if x.get("ranks_how") == "median" else "rank " if len(x["ranks"]) == 1
-             else "ranks ") + ", ".join(map(str, x["ranks"]))
+    ranks = (
+        "median of ranks " if x.get("ranks_how") == "median" else "rank " if len(x["ranks"]) == 1 else "ranks "
+    ) + ", ".join(map(str, x["ranks"]))
     steps = ("median of steps " if x["how"] == "median" else "steps ") + ", ".join(map(str, x["steps"]))
     if x["steps"] == [NO_STEP]:
         steps = "the whole capture (no steps on record)"
@@ -41,17 +43,23 @@ def side_text(d: dict, side: str, name: str | None = None) -> str:
 def headline(d: dict, names: tuple[str, str] | None = None) -> list[str]:
     n = d["noise"]
     step = next(r for r in d["step_parts"] if r["part"] == "step")
-    lines = [f"A  {side_text(d, 'a', names[0] if names else None)}",
-             f"B  {side_text(d, 'b', names[1] if names else None)}",
-             f"step {ms(step['a_ns'])} ms -> {ms(step['b_ns'])} ms ({dms(step['delta_ns'])} ms, "
-             f"{verdict(step['significant'])})"]
+    lines = [
+        f"A  {side_text(d, 'a', names[0] if names else None)}",
+        f"B  {side_text(d, 'b', names[1] if names else None)}",
+        f"step {ms(step['a_ns'])} ms -> {ms(step['b_ns'])} ms ({dms(step['delta_ns'])} ms, "
+        f"{verdict(step['significant'])})",
+    ]
     if d["top"]:
         lines.append("largest significant change of each kind:")
-        lines += [f"  {t['table']}: {cut(t['what'])}: {ms(t['a_ns'])} -> {ms(t['b_ns'])} ms a step "
-                  f"({dms(t['delta_ns'])})" for t in d["top"]]
+        lines += [
+            f"  {t['table']}: {cut(t['what'])}: {ms(t['a_ns'])} -> {ms(t['b_ns'])} ms a step ({dms(t['delta_ns'])})"
+            for t in d["top"]
+        ]
     else:
         lines.append("no change beyond the noise")
     est = "" if n["estimated"] else " (one step each side: no noise estimate, the floor alone decides)"
-    lines.append(f"significant: |Δ| > {n['k_sigma']:g} standard errors of the step-to-step variation and "
-                 f">= {ms(n['floor_ns'])} ms ({n['floor_frac_of_step']:.0%} of the step){est}")
+    lines.append(
+        f"significant: |Δ| > {n['k_sigma']:g} standard errors of the step-to-step variation and "
+        f">= {ms(n['floor_ns'])} ms ({n['floor_frac_of_step']:.0%} of the step){est}"
+    )
     return lines

@@ -13,6 +13,7 @@ A family is (kind, precision, Tensor Cores, work known): kind and precision from
 first floating-point input) or else from the kernel's name; Tensor-Core use from the names of the
 op's kernels (kernel_class). An fp32 op whose kernels use Tensor Cores ran in tf32.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -56,15 +57,27 @@ class Efficiency:
         return bool(self.ops.get("with_work")) or any(f["tensor_cores"] is False for f in self.families)
 
     def to_json(self) -> dict:
-        return {"device": self.peaks.device, "peaks": self.peaks.to_json(), "steps": self.steps,
-                "families": self.families, "ops": self.ops}
+        return {
+            "device": self.peaks.device,
+            "peaks": self.peaks.to_json(),
+            "steps": self.steps,
+            "families": self.families,
+            "ops": self.ops,
+        }
 
 
 def device_name(trace: Trace) -> str | None:
     """The GPU's name as the trace recorded it (Kineto deviceProperties, nsys TARGET_INFO_GPU): of
     the first rank's first device that has one."""
-    return next((p["name"] for r in trace.ranks for _, p in sorted(r.device_props.items())
-                 if isinstance(p.get("name"), str) and p["name"]), None)
+    return next(
+        (
+            p["name"]
+            for r in trace.ranks
+            for _, p in sorted(r.device_props.items())
+            if isinstance(p.get("name"), str) and p["name"]
+        ),
+        None,
+    )
 
 
 def launch_parents(trace: Trace, rank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -144,8 +157,9 @@ def _first_ruled_ops(trace: Trace, ruled: np.ndarray, n: int = 16) -> np.ndarray
     return np.sort(ops)
 
 
-def compute(trace: Trace, shapes: ShapesFetcher, peaks: Peaks, steps: list[dict] | None = None,
-            rank: int | None = None) -> Efficiency:
+def compute(
+    trace: Trace, shapes: ShapesFetcher, peaks: Peaks, steps: list[dict] | None = None, rank: int | None = None
+) -> Efficiency:
     """steps: per rank and step the GPU window {rank, step, start_ns, end_ns, warmup} (the
     analysis' breakdown); None: families only. rank: that rank's kernels only."""
     c = trace.columns
@@ -207,8 +221,13 @@ def compute(trace: Trace, shapes: ShapesFetcher, peaks: Peaks, steps: list[dict]
     uk = np.flatnonzero(~has_op)
     if len(uk):
         combo, cinv = np.unique(inv[uk] * 3 + tc_code[uk], return_inverse=True)
-        ck = np.array([keys.setdefault((k_kind[int(x) // 3], k_prec[int(x) // 3], int(x) % 3, False), len(keys))
-                       for x in combo.tolist()], np.int64)
+        ck = np.array(
+            [
+                keys.setdefault((k_kind[int(x) // 3], k_prec[int(x) // 3], int(x) % 3, False), len(keys))
+                for x in combo.tolist()
+            ],
+            np.int64,
+        )
         fam[uk] = ck[cinv]
     kk = np.flatnonzero(has_op)
     if len(kk):
@@ -221,18 +240,31 @@ def compute(trace: Trace, shapes: ShapesFetcher, peaks: Peaks, steps: list[dict]
     known_ops = [o for o in ops.tolist() if o in work]
     unknown = np.asarray(c["name"])[ops[~np.isin(ops, np.fromiter(work, np.int64, len(work)))]]
     un_names, un_n = np.unique(unknown, return_counts=True)
-    top_unknown = [{"name": trace.names[int(un_names[i])], "ops": int(un_n[i])}
-                   for i in np.argsort(-un_n, kind="stable")[:5]]
+    top_unknown = [
+        {"name": trace.names[int(un_names[i])], "ops": int(un_n[i])} for i in np.argsort(-un_n, kind="stable")[:5]
+    ]
     n_unknown_k = int((~has_op).sum())
-    eff = Efficiency(peaks, families, ops={
-        "with_work": len(known_ops), "with_shapes": len(got),
-        "flops": float(sum(work[o].flops for o in known_ops)),
-        "unknown": int(len(ops) - len(known_ops)), "unknown_names": top_unknown, "unknown_kernels": n_unknown_k,
-        "unknown_time_ns": int(dur[~has_op].sum()), "kernels": int(len(kernels)),
-        "shapes_recorded": bool(got)},
-        kernel=kernels, kernel_op=np.where(has_op, parent, -1), kernel_flops=k_flops, kernel_bytes=k_bytes,
+    eff = Efficiency(
+        peaks,
+        families,
+        ops={
+            "with_work": len(known_ops),
+            "with_shapes": len(got),
+            "flops": float(sum(work[o].flops for o in known_ops)),
+            "unknown": int(len(ops) - len(known_ops)),
+            "unknown_names": top_unknown,
+            "unknown_kernels": n_unknown_k,
+            "unknown_time_ns": int(dur[~has_op].sum()),
+            "kernels": int(len(kernels)),
+            "shapes_recorded": bool(got),
+        },
+        kernel=kernels,
+        kernel_op=np.where(has_op, parent, -1),
+        kernel_flops=k_flops,
+        kernel_bytes=k_bytes,
         kernel_family=row_of[fam] if len(fam) else fam,
-        op_shape={o: w.shape for o, w in work.items() if w.shape is not None})
+        op_shape={o: w.shape for o, w in work.items() if w.shape is not None},
+    )
     if steps and any(w.flops > 0 for w in work.values()):  # MFU needs model FLOPs (shapes of matmuls...)
         flop_kind = np.array([k[0] in FLOP_KINDS for k in keys], bool)  # by family id (keys in id order)
         eff.steps = _steps(trace, kernels, k_flops, steps, peaks, flop_kind[fam] & ~has_op)
@@ -252,15 +284,35 @@ def _families(trace, keys, fam, kernels, dur, k_flops, k_bytes, parent, has_op, 
         t = float(time_ns[f])
         fl, by = (float(flops[f]), float(byts[f])) if known else (None, None)
         tcb = {2: True, 1: False, 0: None}[tc]
-        label = kind + (f" {prec}" if prec else "") + {2: ", Tensor Cores", 1: ", no Tensor Cores (SIMT)", 0: ""}[tc] \
+        label = (
+            kind
+            + (f" {prec}" if prec else "")
+            + {2: ", Tensor Cores", 1: ", no Tensor Cores (SIMT)", 0: ""}[tc]
             + ("" if known else " (work unknown)")
+        )
         top = np.bincount(names[m], weights=dur[m]) if m.any() else np.zeros(0)
         tops = [trace.names[int(i)] for i in np.argsort(-top, kind="stable")[:3] if top[i] > 0]
         row: dict[str, Any]
-        row = {"name": label, "kind": kind, "kernels": int(count[f]), "ops": int(len(_uniq(parent[m & has_op]))),
-               "flops": fl, "bytes": by, "time_ns": int(round(t)), "tflops": None, "gbps": None,
-               "intensity": None, "peak_tflops": None, "pct_of_peak": None, "pct_of_bandwidth": None, "precision": prec,
-               "tensor_cores": tcb, "bound": None, "top_kernels": tops, "_id": f}
+        row = {
+            "name": label,
+            "kind": kind,
+            "kernels": int(count[f]),
+            "ops": int(len(_uniq(parent[m & has_op]))),
+            "flops": fl,
+            "bytes": by,
+            "time_ns": int(round(t)),
+            "tflops": None,
+            "gbps": None,
+            "intensity": None,
+            "peak_tflops": None,
+            "pct_of_peak": None,
+            "pct_of_bandwidth": None,
+            "precision": prec,
+            "tensor_cores": tcb,
+            "bound": None,
+            "top_kernels": tops,
+            "_id": f,
+        }
         if fl is not None and by is not None and t > 0:  # both None when the work is not known
             row["tflops"] = fl / t / 1e3  # FLOP/ns = GFLOP/s
             row["gbps"] = by / t  # B/ns = GB/s
@@ -306,11 +358,21 @@ def _steps(trace: Trace, kernels, k_flops, steps: list[dict], peaks: Peaks, flop
         m = (rank_of == s["rank"]) & (start >= s["start_ns"]) & (start < s["end_ns"])
         t = s["end_ns"] - s["start_ns"]
         f = float(fl[m].sum())
-        out.append({"rank": s["rank"], "step": s["step"], "warmup": bool(s.get("warmup")), "time_ns": int(t),
-                    "flops": f, "kernels_with_work": int((m & known).sum()), "kernels": int(m.sum()),
-                    "tflops": f / t / 1e3 if t > 0 else None,
-                    "mfu": f / t / 1e3 / ref if t > 0 and ref else None, "mfu_of": ref_prec,
-                    "flop_kernels_unknown": int((m & flop_unknown).sum())})
+        out.append(
+            {
+                "rank": s["rank"],
+                "step": s["step"],
+                "warmup": bool(s.get("warmup")),
+                "time_ns": int(t),
+                "flops": f,
+                "kernels_with_work": int((m & known).sum()),
+                "kernels": int(m.sum()),
+                "tflops": f / t / 1e3 if t > 0 else None,
+                "mfu": f / t / 1e3 / ref if t > 0 and ref else None,
+                "mfu_of": ref_prec,
+                "flop_kernels_unknown": int((m & flop_unknown).sum()),
+            }
+        )
     return out
 
 
@@ -320,29 +382,38 @@ def summary_lines(eff: dict) -> list[str]:
     p = eff.get("peaks") or {}
     tf = p.get("tflops") or {}
     ref = next((k for k in ("bf16", "fp16") if tf.get(k)), None)
-    roof = (f"{p.get('model')}, {ref} dense peak {tf[ref]:g} TFLOP/s" if ref else "peak unknown: achieved rates only")
+    roof = f"{p.get('model')}, {ref} dense peak {tf[ref]:g} TFLOP/s" if ref else "peak unknown: achieved rates only"
     out = [f"efficiency: {eff.get('device')} ({roof})"]
     for s in eff.get("steps") or []:
         mfu = f"MFU {s['mfu']:.1%}" if s.get("mfu") is not None else "MFU unknown"
         if s.get("flop_kernels_unknown") and s.get("mfu") is not None:
             mfu = f"MFU at least {s['mfu']:.1%} ({s['flop_kernels_unknown']} matmul/conv/attention kernels of unknown work)"
         rate = f"{s['tflops']:.1f} TFLOP/s" if s.get("tflops") is not None else "-"
-        out.append(f"  rank {s['rank']} step {s['step']}{' (warm-up)' if s.get('warmup') else ''}: "
-                   f"{s['flops'] / 1e12:.2f} TFLOP of model work in {s['time_ns'] / 1e6:.1f} ms = {rate}, {mfu}")
+        out.append(
+            f"  rank {s['rank']} step {s['step']}{' (warm-up)' if s.get('warmup') else ''}: "
+            f"{s['flops'] / 1e12:.2f} TFLOP of model work in {s['time_ns'] / 1e6:.1f} ms = {rate}, {mfu}"
+        )
     total = sum(f["time_ns"] for f in eff.get("families") or []) or 1
     for f in (eff.get("families") or [])[:6]:
         rate = f" {f['tflops']:.1f} TFLOP/s" if f.get("tflops") else ""
         pct = f" ({f['pct_of_peak']:.0f}% of peak)" if f.get("pct_of_peak") is not None else ""
         bw = f" {f['gbps']:.0f} GB/s" if f.get("gbps") and not f.get("flops") else ""
         bound = f", {f['bound']}-bound" if f.get("bound") else ""
-        out.append(f"  {f['name']}: {f['time_ns'] / total:.0%} of kernel time" + (f",{rate}{pct}{bw}{bound}"
-                                                                                      if rate or bw else ""))
+        out.append(
+            f"  {f['name']}: {f['time_ns'] / total:.0%} of kernel time"
+            + (f",{rate}{pct}{bw}{bound}" if rate or bw else "")
+        )
     o = eff.get("ops") or {}
     if o.get("unknown") or o.get("unknown_kernels"):
         names = ", ".join(f"{u['name']} ({u['ops']})" for u in o.get("unknown_names") or [])
-        said = ("no shapes recorded" if not o.get("shapes_recorded") else
-                "their ops have no shapes, no rule, or arguments a rule cannot read (older PyTorch versions recorded no "
-                "Concrete Inputs: no stride or padding)" + (f": {names}" if names else ""))
-        out.append(f"  work unknown for {o.get('unknown_kernels', 0)} of {o.get('kernels', 0)} kernels "
-                   f"({o.get('unknown_time_ns', 0) / 1e6:.1f} ms): {said}")
+        said = (
+            "no shapes recorded"
+            if not o.get("shapes_recorded")
+            else "their ops have no shapes, no rule, or arguments a rule cannot read (older PyTorch versions recorded no "
+            "Concrete Inputs: no stride or padding)" + (f": {names}" if names else "")
+        )
+        out.append(
+            f"  work unknown for {o.get('unknown_kernels', 0)} of {o.get('kernels', 0)} kernels "
+            f"({o.get('unknown_time_ns', 0) / 1e6:.1f} ms): {said}"
+        )
     return out

@@ -12,6 +12,7 @@ model, so only time on the critical path counts, never idle time):
 - elementwise_bound: elementwise and norm kernels (memory-bound: no FLOPs to speak of) taking a
   tenth of the steps' GPU time or more (what-if: fused, assumed to halve their time).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,33 +33,46 @@ _DATACENTRE = ("A100", "H100", "H200", "B200")
 
 ADVICE = {
     "fp32_simt_gemm": "These matmuls run in FP32 on the SIMT units, not on Tensor Cores. Train in bf16 "
-                      "(torch.autocast(device_type='cuda', dtype=torch.bfloat16)) or let FP32 matmuls use TF32 "
-                      "Tensor Cores: torch.backends.cuda.matmul.allow_tf32 = True (or "
-                      "torch.set_float32_matmul_precision('high')), and torch.backends.cudnn.allow_tf32 = True "
-                      "for convolutions.",
+    "(torch.autocast(device_type='cuda', dtype=torch.bfloat16)) or let FP32 matmuls use TF32 "
+    "Tensor Cores: torch.backends.cuda.matmul.allow_tf32 = True (or "
+    "torch.set_float32_matmul_precision('high')), and torch.backends.cudnn.allow_tf32 = True "
+    "for convolutions.",
     "gemm_shape": "Tensor Cores work on tiles: a dimension that is not a multiple of 8 (16-bit types; 16 for "
-                  "fp8) leaves them partly idle or falls back to slower kernels, and one that is not a multiple "
-                  "of 64 wastes part of the last tile. Pad it: the vocabulary to a multiple of 64 (50304, not "
-                  "50257), hidden and FFN sizes, batch x sequence.",
+    "fp8) leaves them partly idle or falls back to slower kernels, and one that is not a multiple "
+    "of 64 wastes part of the last tile. Pad it: the vocabulary to a multiple of 64 (50304, not "
+    "50257), hidden and FFN sizes, batch x sequence.",
     "elementwise_bound": "Elementwise and normalization kernels read and write their tensors at memory "
-                         "bandwidth and do little arithmetic: fuse chains of them so tensors stay in registers "
-                         "(torch.compile, fused optimizers and LayerNorm/RMSNorm, FlashAttention instead of "
-                         "separate softmax and masking).",
+    "bandwidth and do little arithmetic: fuse chains of them so tensors stay in registers "
+    "(torch.compile, fused optimizers and LayerNorm/RMSNorm, FlashAttention instead of "
+    "separate softmax and masking).",
 }
 
 
 def _finding(rule: str, title: str, ranks, start: int, end: int, metrics: dict, fix: list[Change]) -> Finding:
-    return Finding(rule, "medium", title, sorted(int(r) for r in ranks), None, int(start), int(end), 0.0,
-                   ADVICE[rule], metrics, fix=fix)
+    return Finding(
+        rule,
+        "medium",
+        title,
+        sorted(int(r) for r in ranks),
+        None,
+        int(start),
+        int(end),
+        0.0,
+        ADVICE[rule],
+        metrics,
+        fix=fix,
+    )
 
 
 def findings(trace: Trace, eff: Efficiency, analysis: Analysis) -> list[Finding]:
     if not len(eff.kernel):
         return []
     c = trace.columns
-    ctx = {"dur": np.asarray(c["dur"])[eff.kernel].astype(np.float64),
-           "start": np.asarray(c["start"])[eff.kernel].astype(np.int64),
-           "rank": trace.lane_rank_array()[np.asarray(c["lane"])[eff.kernel]]}
+    ctx = {
+        "dur": np.asarray(c["dur"])[eff.kernel].astype(np.float64),
+        "start": np.asarray(c["start"])[eff.kernel].astype(np.int64),
+        "rank": trace.lane_rank_array()[np.asarray(c["lane"])[eff.kernel]],
+    }
     out = []
     for rule in (_fp32_simt, _shapes, _elementwise):
         out.extend(rule(trace, eff, analysis, ctx))
@@ -91,30 +105,52 @@ def _simt_speedup(eff: Efficiency, simt_rows: list[dict]) -> tuple[float, float,
     tf32, bf16, fp32 = p.peak("tf32"), p.peak("bf16"), p.peak("fp32")
     time = sum(r["time_ns"] for r in simt_rows)
     flops = sum(r["flops"] or 0 for r in simt_rows)
-    best = max((r for r in eff.families if r["kind"] == "gemm" and r["tensor_cores"] is True
-                and r.get("pct_of_peak") and r["time_ns"] > 0), key=lambda r: r["pct_of_peak"], default=None)
+    best = max(
+        (
+            r
+            for r in eff.families
+            if r["kind"] == "gemm" and r["tensor_cores"] is True and r.get("pct_of_peak") and r["time_ns"] > 0
+        ),
+        key=lambda r: r["pct_of_peak"],
+        default=None,
+    )
     if tf32 and fp32 and flops and time and best is not None:
         rate = flops / time / 1e3  # TFLOP/s they reach now
         at = best["pct_of_peak"] / 100
-        why = (f"at the {best['pct_of_peak']:.0f}% of the TF32/BF16 peak the run's best GEMMs reach "
-               f"({best['name']}); they reach {rate:.1f} TFLOP/s now")
+        why = (
+            f"at the {best['pct_of_peak']:.0f}% of the TF32/BF16 peak the run's best GEMMs reach "
+            f"({best['name']}); they reach {rate:.1f} TFLOP/s now"
+        )
         return max(1.0, at * tf32 / rate), max(1.0, at * (bf16 or tf32) / rate), why
     if tf32 and fp32:
-        return (tf32 / fp32, (bf16 or tf32) / fp32,
-                f"at the same % of the {p.model} TF32/BF16 peaks ({tf32:g}/{bf16 or tf32:g} TFLOP/s) as they "
-                f"reach of its FP32 peak ({fp32:g})")
-    ratios = [(r["tf32"] / r["fp32"], (r["bf16"] or r["tf32"]) / r["fp32"], r["model"]) for r in peak_table.rows()
-              if r["model"].startswith(_DATACENTRE) and r["tf32"] and r["fp32"]]
+        return (
+            tf32 / fp32,
+            (bf16 or tf32) / fp32,
+            f"at the same % of the {p.model} TF32/BF16 peaks ({tf32:g}/{bf16 or tf32:g} TFLOP/s) as they "
+            f"reach of its FP32 peak ({fp32:g})",
+        )
+    ratios = [
+        (r["tf32"] / r["fp32"], (r["bf16"] or r["tf32"]) / r["fp32"], r["model"])
+        for r in peak_table.rows()
+        if r["model"].startswith(_DATACENTRE) and r["tf32"] and r["fp32"]
+    ]
     if not ratios:
         return None
     k, k2, model = min(ratios)
-    return (k, k2, f"the device is not recorded: at the same % of the peak, on the {model} (of the "
-                   f"{'/'.join(_DATACENTRE)} GPUs the one whose TF32 peak is the least multiple of its FP32 peak)")
+    return (
+        k,
+        k2,
+        f"the device is not recorded: at the same % of the peak, on the {model} (of the "
+        f"{'/'.join(_DATACENTRE)} GPUs the one whose TF32 peak is the least multiple of its FP32 peak)",
+    )
 
 
 def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[Finding]:
-    rows = [i for i, r in enumerate(eff.families) if r["kind"] == "gemm" and r["tensor_cores"] is False
-            and r["precision"] in ("fp32", None)]
+    rows = [
+        i
+        for i, r in enumerate(eff.families)
+        if r["kind"] == "gemm" and r["tensor_cores"] is False and r["precision"] in ("fp32", None)
+    ]
     if not rows:
         return []
     total = float(ctx["dur"].sum())
@@ -128,14 +164,24 @@ def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[F
         return []
     k, k2, why = got
     events = _same_names(trace, eff, m)
-    fix = [Change("faster", pct=100 * (1 - 1 / k), events=events, label="the FP32 SIMT GEMM kernels on TF32 Tensor Cores,")]
+    fix = [
+        Change("faster", pct=100 * (1 - 1 / k), events=events, label="the FP32 SIMT GEMM kernels on TF32 Tensor Cores,")
+    ]
     s0, s1 = _span(ctx, m)
-    title = (f"FP32 matmuls without Tensor Cores: {t / gemm:.0%} of GEMM time ({t / 1e6:.1f} ms, {t / total:.0%} of "
-             f"kernel time); bf16 autocast or torch.backends.cuda.matmul.allow_tf32=True would make them about "
-             f"{k2:.1f}x (bf16) or {k:.1f}x (TF32) faster ({why})")
-    metrics = {"time_ms": round(t / 1e6, 3), "share_of_gemm": round(t / gemm, 4), "share_of_kernels": round(t / total, 4),
-               "kernels": int(m.sum()), "speedup_tf32": round(k, 2), "speedup_bf16": round(k2, 2),
-               "evidence": _evidence(trace, eff, ctx, m)}
+    title = (
+        f"FP32 matmuls without Tensor Cores: {t / gemm:.0%} of GEMM time ({t / 1e6:.1f} ms, {t / total:.0%} of "
+        f"kernel time); bf16 autocast or torch.backends.cuda.matmul.allow_tf32=True would make them about "
+        f"{k2:.1f}x (bf16) or {k:.1f}x (TF32) faster ({why})"
+    )
+    metrics = {
+        "time_ms": round(t / 1e6, 3),
+        "share_of_gemm": round(t / gemm, 4),
+        "share_of_kernels": round(t / total, 4),
+        "kernels": int(m.sum()),
+        "speedup_tf32": round(k, 2),
+        "speedup_bf16": round(k2, 2),
+        "evidence": _evidence(trace, eff, ctx, m),
+    }
     return [_finding("fp32_simt_gemm", title, np.unique(ctx["rank"][m]).tolist(), s0, s1, metrics, fix)]
 
 
@@ -168,26 +214,51 @@ def _shapes(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[Find
             continue
         m = np.zeros(len(eff.kernel), bool)
         m[idx] = True
-        said = "; ".join(x for x in (f"{', '.join(odd8)} not a multiple of 8" if odd8 else "",
-                                     f"{', '.join(odd64)} not a multiple of 64" if odd64 else "") if x)
+        said = "; ".join(
+            x
+            for x in (
+                f"{', '.join(odd8)} not a multiple of 8" if odd8 else "",
+                f"{', '.join(odd64)} not a multiple of 64" if odd64 else "",
+            )
+            if x
+        )
         prec = eff.families[f]["precision"]
-        fix = [Change("faster", pct=100 * (1 - pct / best[4]), events=eff.kernel[idx],
-                      label=f"the {'x'.join(map(str, shape))} GEMMs at the best shape's % of peak,")]
+        fix = [
+            Change(
+                "faster",
+                pct=100 * (1 - pct / best[4]),
+                events=eff.kernel[idx],
+                label=f"the {'x'.join(map(str, shape))} GEMMs at the best shape's % of peak,",
+            )
+        ]
         s0, s1 = _span(ctx, m)
-        title = (f"GEMM of shape {shape[0]}x{shape[1]}x{shape[2]} (MxNxK, {prec}) at {pct:.0f}% of peak, the run's best "
-                 f"shape {'x'.join(map(str, best[0]))} at {best[4]:.0f}%: {said} ({t / gemm_t:.0%} of GEMM time)")
-        metrics = {"shape": list(shape), "precision": prec, "pct_of_peak": round(pct, 2),
-                   "best_shape": list(best[0]), "best_pct_of_peak": round(best[4], 2), "time_ms": round(t / 1e6, 3),
-                   "share_of_gemm": round(t / gemm_t, 4), "kernels": int(len(idx)),
-                   "evidence": _evidence(trace, eff, ctx, m)}
+        title = (
+            f"GEMM of shape {shape[0]}x{shape[1]}x{shape[2]} (MxNxK, {prec}) at {pct:.0f}% of peak, the run's best "
+            f"shape {'x'.join(map(str, best[0]))} at {best[4]:.0f}%: {said} ({t / gemm_t:.0%} of GEMM time)"
+        )
+        metrics = {
+            "shape": list(shape),
+            "precision": prec,
+            "pct_of_peak": round(pct, 2),
+            "best_shape": list(best[0]),
+            "best_pct_of_peak": round(best[4], 2),
+            "time_ms": round(t / 1e6, 3),
+            "share_of_gemm": round(t / gemm_t, 4),
+            "kernels": int(len(idx)),
+            "evidence": _evidence(trace, eff, ctx, m),
+        }
         out.append(_finding("gemm_shape", title, np.unique(ctx["rank"][m]).tolist(), s0, s1, metrics, fix))
     return out[:3]
 
 
 def _elementwise(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[Finding]:
     rows = [i for i, r in enumerate(eff.families) if r["kind"] in ("elementwise", "norm")]
-    windows = [(r["rank"], s["start_ns"], s["end_ns"]) for r in analysis.ranks for s in r.get("steps") or []
-               if not s.get("warmup") and s.get("end_ns") is not None and s.get("start_ns") is not None]
+    windows = [
+        (r["rank"], s["start_ns"], s["end_ns"])
+        for r in analysis.ranks
+        for s in r.get("steps") or []
+        if not s.get("warmup") and s.get("end_ns") is not None and s.get("start_ns") is not None
+    ]
     ranks = set(ctx["rank"].tolist())
     windows = [w for w in windows if w[0] in ranks]
     if not rows or not windows:
@@ -206,13 +277,30 @@ def _elementwise(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list
     if known and eff.peaks.gbps:
         moved = sum(r["bytes"] for r in known)
         tt = sum(r["time_ns"] for r in known)
-        bw = (f"; those whose shapes are recorded at {moved / tt:.0f} GB/s, {moved / tt / eff.peaks.gbps:.0%} of the "
-              f"memory bandwidth" if tt else "")
-    fix = [Change("faster", pct=FUSED_PCT, events=_same_names(trace, eff, m),
-                  label="the elementwise and norm kernels fused (assumed to halve their time),")]
+        bw = (
+            f"; those whose shapes are recorded at {moved / tt:.0f} GB/s, {moved / tt / eff.peaks.gbps:.0%} of the "
+            f"memory bandwidth"
+            if tt
+            else ""
+        )
+    fix = [
+        Change(
+            "faster",
+            pct=FUSED_PCT,
+            events=_same_names(trace, eff, m),
+            label="the elementwise and norm kernels fused (assumed to halve their time),",
+        )
+    ]
     s0, s1 = _span(ctx, m)
-    title = (f"Memory-bound elementwise and norm ops take {t / step_t:.0%} of the steps' GPU time "
-             f"({t / 1e6:.1f} ms in {int(m.sum()):,} kernels{bw}): fuse them (torch.compile)")
-    metrics = {"share_of_steps": round(t / step_t, 4), "time_ms": round(t / 1e6, 3), "kernels": int(m.sum()),
-               "steps": len(windows), "evidence": _evidence(trace, eff, ctx, m)}
+    title = (
+        f"Memory-bound elementwise and norm ops take {t / step_t:.0%} of the steps' GPU time "
+        f"({t / 1e6:.1f} ms in {int(m.sum()):,} kernels{bw}): fuse them (torch.compile)"
+    )
+    metrics = {
+        "share_of_steps": round(t / step_t, 4),
+        "time_ms": round(t / 1e6, 3),
+        "kernels": int(m.sum()),
+        "steps": len(windows),
+        "evidence": _evidence(trace, eff, ctx, m),
+    }
     return [_finding("elementwise_bound", title, sorted({r for r, _, _ in windows}), s0, s1, metrics, fix)]

@@ -5,6 +5,7 @@ findings), then reduce.reduce matches collectives across ranks, splits waits, fi
 merges and ranks the findings. The Dask path (gpuviewer/scale) runs the same two functions with
 one map per file, so both give the same answer. A topology that joined the session adds its
 findings to the reduce. In process, each step's critical path is added (critical_path.attach_paths)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -19,8 +20,13 @@ from .rule_base import ADVICE
 __all__ = ["analyze", "ADVICE"]
 
 
-def analyze(trace: Trace, comm_args: dict[int, dict] | None = None,
-            event_args: Callable[[Trace, int], dict] | None = None, *, keep_parts: bool = False) -> Analysis:
+def analyze(
+    trace: Trace,
+    comm_args: dict[int, dict] | None = None,
+    event_args: Callable[[Trace, int], dict] | None = None,
+    *,
+    keep_parts: bool = False,
+) -> Analysis:
     """comm_args: event index -> NCCL kernel arguments (io.comm_args.collective_args); without
     them collectives are matched by kernel name and stream order. event_args: one event's
     arguments (io.args.event_args), for the bytes of the communication over a topology.
@@ -30,11 +36,18 @@ def analyze(trace: Trace, comm_args: dict[int, dict] | None = None,
     topo = getattr(trace, "topology", None)
     if topo is not None:
         from .topology import comm_stats, rank_gpus, topology_findings
+
         extra = topology_findings(trace, topo)
         comm = comm_stats(trace, event_args=event_args)
         links = (topo, rank_gpus(trace))
-    out = reduce(parts, hosts={r.rank: r.host for r in trace.ranks}, alignment=trace.metadata.get("alignment"),
-                 extra_findings=extra, comm=comm, topology=links)
+    out = reduce(
+        parts,
+        hosts={r.rank: r.host for r in trace.ranks},
+        alignment=trace.metadata.get("alignment"),
+        extra_findings=extra,
+        comm=comm,
+        topology=links,
+    )
     if keep_parts:
         out.parts = parts
     # each step's critical path across ranks (the dependency model is kept with the trace: the

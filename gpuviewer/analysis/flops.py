@@ -11,6 +11,7 @@ Attention: QK^T and PV, 4·B·H·L·S·E, halved when causal; its backward 2.5x 
 matmuls more for the gradients and the recomputed scores, as FlashAttention counts them).
 Convolution backward: the forward's FLOPs for each gradient asked for (input, weight).
 """
+
 from __future__ import annotations
 
 import ast
@@ -19,11 +20,22 @@ from dataclasses import dataclass
 
 # Input type -> (precision, bytes an element)
 _DTYPES = {
-    "c10::BFloat16": ("bf16", 2), "c10::Half": ("fp16", 2), "float": ("fp32", 4), "double": ("fp64", 8),
-    "c10::Float8_e4m3fn": ("fp8", 1), "c10::Float8_e5m2": ("fp8", 1), "c10::Float8_e4m3fnuz": ("fp8", 1),
-    "c10::Float8_e5m2fnuz": ("fp8", 1), "long int": ("int64", 8), "int": ("int32", 4), "short int": ("int16", 2),
-    "signed char": ("int8", 1), "unsigned char": ("uint8", 1), "bool": ("bool", 1),
-    "c10::complex<float>": ("complex64", 8), "c10::complex<double>": ("complex128", 16),
+    "c10::BFloat16": ("bf16", 2),
+    "c10::Half": ("fp16", 2),
+    "float": ("fp32", 4),
+    "double": ("fp64", 8),
+    "c10::Float8_e4m3fn": ("fp8", 1),
+    "c10::Float8_e5m2": ("fp8", 1),
+    "c10::Float8_e4m3fnuz": ("fp8", 1),
+    "c10::Float8_e5m2fnuz": ("fp8", 1),
+    "long int": ("int64", 8),
+    "int": ("int32", 4),
+    "short int": ("int16", 2),
+    "signed char": ("int8", 1),
+    "unsigned char": ("uint8", 1),
+    "bool": ("bool", 1),
+    "c10::complex<float>": ("complex64", 8),
+    "c10::complex<double>": ("complex128", 16),
 }
 FLOAT_PRECISIONS = ("fp64", "fp32", "bf16", "fp16", "fp8")
 
@@ -109,6 +121,7 @@ def _ints(v, n: int) -> list[int] | None:
 
 # -- matmuls ----------------------------------------------------------------------------------
 
+
 def _gemm(m: int, n: int, k: int, batch: int, ts) -> Work:
     return Work("gemm", 2.0 * batch * m * n * k, _bytes(ts, batch * m * n), _precision(ts), (m, n, k, batch))
 
@@ -162,6 +175,7 @@ def _linear(dims, types, concrete):
 
 # -- convolutions -----------------------------------------------------------------------------
 
+
 def _conv_flops(x, w, stride, pad, dil, groups, transposed) -> tuple[float, int] | None:
     """(forward FLOPs, output elements) of input x [N, C, *spatial] and weight w."""
     nd = len(x) - 2
@@ -177,8 +191,10 @@ def _conv_flops(x, w, stride, pad, dil, groups, transposed) -> tuple[float, int]
         flops = 2.0 * x[0] * math.prod(x[2:]) * x[1] * w[1] * ksize
     else:  # weight [C_out, C_in/g, k...]
         c_out = w[0]
-        out = [(i + 2 * p - d * (k - 1) - 1) // s + 1 if s > 0 else 0
-               for i, s, p, d, k in zip(x[2:], stride, pad, dil, w[2:])]
+        out = [
+            (i + 2 * p - d * (k - 1) - 1) // s + 1 if s > 0 else 0
+            for i, s, p, d, k in zip(x[2:], stride, pad, dil, w[2:])
+        ]
         flops = 2.0 * x[0] * c_out * math.prod(max(o, 0) for o in out) * w[1] * ksize
     return flops, x[0] * c_out * math.prod(max(o, 0) for o in out)
 
@@ -190,8 +206,15 @@ def _conv(dims, types, concrete, order):
     if len(dims) <= max(xi, wi) or not (_is_shape(dims[xi]) and _is_shape(dims[wi])):
         return None
     transposed = bool(_scalar(concrete, ti)) if ti is not None else False
-    got = _conv_flops(dims[xi], dims[wi], _scalar(concrete, si), _scalar(concrete, pi), _scalar(concrete, di),
-                      _scalar(concrete, gi), transposed)
+    got = _conv_flops(
+        dims[xi],
+        dims[wi],
+        _scalar(concrete, si),
+        _scalar(concrete, pi),
+        _scalar(concrete, di),
+        _scalar(concrete, gi),
+        transposed,
+    )
     if got is None:
         return None
     ts = _tensors(dims, types)
@@ -204,19 +227,28 @@ def _conv_backward(dims, types, concrete):
     if len(dims) < 3 or not all(_is_shape(dims[i]) for i in (0, 1, 2)):
         return None
     transposed = bool(_scalar(concrete, 7))
-    got = _conv_flops(dims[1], dims[2], _scalar(concrete, 4), _scalar(concrete, 5), _scalar(concrete, 6),
-                      _scalar(concrete, 9), transposed)
+    got = _conv_flops(
+        dims[1],
+        dims[2],
+        _scalar(concrete, 4),
+        _scalar(concrete, 5),
+        _scalar(concrete, 6),
+        _scalar(concrete, 9),
+        transposed,
+    )
     if got is None:
         return None
     mask = _scalar(concrete, 10)
     grads = sum(1 for m in (mask[:2] if isinstance(mask, list) and len(mask) >= 2 else [True, True]) if m)
     ts = _tensors(dims, types)
-    out = (_numel(dims[1]) if grads and (not isinstance(mask, list) or mask[0]) else 0) + \
-          (_numel(dims[2]) if isinstance(mask, list) and len(mask) > 1 and mask[1] else 0)
+    out = (_numel(dims[1]) if grads and (not isinstance(mask, list) or mask[0]) else 0) + (
+        _numel(dims[2]) if isinstance(mask, list) and len(mask) > 1 and mask[1] else 0
+    )
     return Work("conv", got[0] * grads, _bytes(ts, out), _precision(ts))
 
 
 # -- attention --------------------------------------------------------------------------------
+
 
 def _attention(dims, types, concrete, q, layout, causal_at, backward, causal_mask=False):
     """q: the query's argument position (key and value follow it); layout "BHLE" or "BLHE";
@@ -243,11 +275,13 @@ def _attention(dims, types, concrete, q, layout, causal_at, backward, causal_mas
 
 # -- bytes only -------------------------------------------------------------------------------
 
+
 def _moves(kind: str):
     def rule(dims, types, concrete):
         ts = _tensors(dims, types)
         b = _bytes(ts) if ts else 0.0
         return Work(kind, 0.0, b, _precision(ts)) if b > 0 else None  # a tensor list without types: unknown
+
     return rule
 
 
@@ -266,12 +300,19 @@ def _c(*order):
 
 
 RULES = {
-    "aten::mm": _mm, "aten::addmm": lambda d, t, c: _mm(d, t, c, 1, 2), "aten::_addmm_activation":
-    lambda d, t, c: _mm(d, t, c, 1, 2), "aten::bmm": _bmm, "aten::baddbmm": lambda d, t, c: _bmm(d, t, c, 1, 2),
-    "aten::matmul": _matmul, "aten::linear": _linear, "aten::_scaled_mm": _mm,
+    "aten::mm": _mm,
+    "aten::addmm": lambda d, t, c: _mm(d, t, c, 1, 2),
+    "aten::_addmm_activation": lambda d, t, c: _mm(d, t, c, 1, 2),
+    "aten::bmm": _bmm,
+    "aten::baddbmm": lambda d, t, c: _bmm(d, t, c, 1, 2),
+    "aten::matmul": _matmul,
+    "aten::linear": _linear,
+    "aten::_scaled_mm": _mm,
     # input, weight, stride, padding, dilation, transposed, groups
-    "aten::convolution": _c(0, 1, 3, 4, 5, 6, 8), "aten::_convolution": _c(0, 1, 3, 4, 5, 6, 8),
-    "aten::conv1d": _c(0, 1, 3, 4, 5, None, 6), "aten::conv2d": _c(0, 1, 3, 4, 5, None, 6),
+    "aten::convolution": _c(0, 1, 3, 4, 5, 6, 8),
+    "aten::_convolution": _c(0, 1, 3, 4, 5, 6, 8),
+    "aten::conv1d": _c(0, 1, 3, 4, 5, None, 6),
+    "aten::conv2d": _c(0, 1, 3, 4, 5, None, 6),
     "aten::conv3d": _c(0, 1, 3, 4, 5, None, 6),
     "aten::cudnn_convolution": _c(0, 1, 3, 2, 4, None, 5),  # (self, weight, padding, stride, dilation, groups...)
     "aten::convolution_backward": _conv_backward,
@@ -289,19 +330,91 @@ RULES = {
     "aten::_flash_attention_backward": _a(1, "BLHE", 11, True),
     "aten::_efficient_attention_backward": _a(1, "BLHE", 14, True, causal_mask=True),
 }
-_ELEMENTWISE = ("add", "sub", "mul", "div", "neg", "abs", "exp", "log", "pow", "sqrt", "rsqrt", "sigmoid", "tanh",
-                "relu", "gelu", "silu", "gelu_backward", "silu_backward", "threshold_backward", "sigmoid_backward",
-                "tanh_backward", "where", "masked_fill", "clamp", "copy", "fill", "zero", "lerp", "addcmul",
-                "addcdiv", "native_dropout", "native_dropout_backward", "_softmax", "_log_softmax",
-                "_softmax_backward_data", "_log_softmax_backward_data", "cat", "index_select", "embedding",
-                "embedding_dense_backward", "nll_loss_forward", "nll_loss_backward", "maximum", "minimum",
-                "reciprocal", "sin", "cos", "clone", "_to_copy", "stack", "mse_loss", "mse_loss_backward")
-_NORM = ("native_layer_norm", "native_layer_norm_backward", "native_batch_norm", "native_batch_norm_backward",
-         "cudnn_batch_norm", "cudnn_batch_norm_backward", "native_group_norm", "native_group_norm_backward",
-         "_fused_rms_norm", "_fused_rms_norm_backward", "rms_norm", "_batch_norm_impl_index",
-         "_batch_norm_impl_index_backward")
-_REDUCTION = ("sum", "mean", "amax", "amin", "max", "min", "norm", "linalg_vector_norm", "var_mean", "std", "var",
-              "argmax", "argmin", "nll_loss2d_forward")
+_ELEMENTWISE = (
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "neg",
+    "abs",
+    "exp",
+    "log",
+    "pow",
+    "sqrt",
+    "rsqrt",
+    "sigmoid",
+    "tanh",
+    "relu",
+    "gelu",
+    "silu",
+    "gelu_backward",
+    "silu_backward",
+    "threshold_backward",
+    "sigmoid_backward",
+    "tanh_backward",
+    "where",
+    "masked_fill",
+    "clamp",
+    "copy",
+    "fill",
+    "zero",
+    "lerp",
+    "addcmul",
+    "addcdiv",
+    "native_dropout",
+    "native_dropout_backward",
+    "_softmax",
+    "_log_softmax",
+    "_softmax_backward_data",
+    "_log_softmax_backward_data",
+    "cat",
+    "index_select",
+    "embedding",
+    "embedding_dense_backward",
+    "nll_loss_forward",
+    "nll_loss_backward",
+    "maximum",
+    "minimum",
+    "reciprocal",
+    "sin",
+    "cos",
+    "clone",
+    "_to_copy",
+    "stack",
+    "mse_loss",
+    "mse_loss_backward",
+)
+_NORM = (
+    "native_layer_norm",
+    "native_layer_norm_backward",
+    "native_batch_norm",
+    "native_batch_norm_backward",
+    "cudnn_batch_norm",
+    "cudnn_batch_norm_backward",
+    "native_group_norm",
+    "native_group_norm_backward",
+    "_fused_rms_norm",
+    "_fused_rms_norm_backward",
+    "rms_norm",
+    "_batch_norm_impl_index",
+    "_batch_norm_impl_index_backward",
+)
+_REDUCTION = (
+    "sum",
+    "mean",
+    "amax",
+    "amin",
+    "max",
+    "min",
+    "norm",
+    "linalg_vector_norm",
+    "var_mean",
+    "std",
+    "var",
+    "argmax",
+    "argmin",
+    "nll_loss2d_forward",
+)
 for _n in _ELEMENTWISE:
     RULES.setdefault("aten::" + _n, _moves("elementwise"))
     RULES.setdefault("aten::" + _n + "_", _moves("elementwise"))  # in place

@@ -1,4 +1,5 @@
 """The host side of a step: time outside synchronize calls, and what took the time."""
+
 from __future__ import annotations
 
 import re
@@ -11,12 +12,15 @@ from ..model.categories import CAT_LABEL, Cat, LaneKind
 from ..model.trace import Trace
 
 # Calls in which the host waits for the GPU (and so for other ranks through it).
-SYNC_CALL = re.compile(r"(Stream|Device|Event|Ctx)Synchroni[sz]e|^cudaMemcpy(_v\d+)?$|^cuMemcpy[DH]to[DH](_v2)?$",
-                       re.IGNORECASE)
+SYNC_CALL = re.compile(
+    r"(Stream|Device|Event|Ctx)Synchroni[sz]e|^cudaMemcpy(_v\d+)?$|^cuMemcpy[DH]to[DH](_v2)?$", re.IGNORECASE
+)
 HOST_KINDS = (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.OSRT, LaneKind.NVTX)
 # Helper threads blocking in these are idle, not working: never a reason a step was slow.
-IDLE_WAIT = re.compile(r"^(poll|ppoll|epoll_wait|epoll_pwait|select|pselect6?|pthread_cond_(timed)?wait|"
-                       r"sem_(timed)?wait|futex|pthread_join|read|recv|recvmsg|accept)$")
+IDLE_WAIT = re.compile(
+    r"^(poll|ppoll|epoll_wait|epoll_pwait|select|pselect6?|pthread_cond_(timed)?wait|"
+    r"sem_(timed)?wait|futex|pthread_join|read|recv|recvmsg|accept)$"
+)
 
 
 def sync_name_ids(trace: Trace) -> np.ndarray:
@@ -31,6 +35,7 @@ def sync_name_ids(trace: Trace) -> np.ndarray:
 
 def sync_intervals(trace: Trace, rank: int) -> tuple[np.ndarray, np.ndarray]:
     from . import intervals as iv
+
     c = trace.columns
     lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind == LaneKind.CUDA_API]
     if not lanes:
@@ -45,9 +50,11 @@ def sync_intervals(trace: Trace, rank: int) -> tuple[np.ndarray, np.ndarray]:
 def nonsync_ns(trace: Trace, rank: int) -> dict[int, int]:
     """Per step: window length minus time spent in synchronize calls."""
     from . import intervals as iv
+
     sync = sync_intervals(trace, rank)
-    return {st.step: (st.end - st.start) - iv.length(iv.clip(sync, st.start, st.end))
-            for st in trace.steps_of_rank(rank)}
+    return {
+        st.step: (st.end - st.start) - iv.length(iv.clip(sync, st.start, st.end)) for st in trace.steps_of_rank(rank)
+    }
 
 
 @contextmanager
@@ -95,8 +102,7 @@ def _measure_per_name(trace: Trace, lanes: list[int], t0: int, t1: int) -> dict[
     key = (names * 256 + cat) * n_lanes + lane
     uk, inv = np.unique(key, return_inverse=True)
     tot = np.bincount(inv, weights=contrib).astype(np.int64)  # exact: sums stay below 2**53 ns
-    return {(k // (256 * n_lanes), (k // n_lanes) % 256, k % n_lanes): v
-            for k, v in zip(uk.tolist(), tot.tolist())}
+    return {(k // (256 * n_lanes), (k // n_lanes) % 256, k % n_lanes): v for k, v in zip(uk.tolist(), tot.tolist())}
 
 
 _STEP_NAME = re.compile(r"^(ProfilerStep#\d+|step[ _#]?\d+)$", re.IGNORECASE)
@@ -109,8 +115,9 @@ def _step_markers(trace: Trace) -> set[int]:
     return m
 
 
-def explain(trace: Trace, rank: int, window: tuple[int, int], baseline: list[tuple[int, int]],
-            kinds=None, top: int = 5) -> list[dict]:
+def explain(
+    trace: Trace, rank: int, window: tuple[int, int], baseline: list[tuple[int, int]], kinds=None, top: int = 5
+) -> list[dict]:
     """What took more time in `window` than in a typical baseline window: per (name, lane),
     self time in the window minus the mean over the baseline windows, largest first."""
     kinds = kinds or HOST_KINDS
@@ -156,9 +163,15 @@ def _excess_rows(trace: Trace, now: dict, base: dict, n_base: int, top: int) -> 
     out = []
     for ex, (_nm, ct, ln), v, n in rows[:top]:
         lane = trace.lanes[ln]
-        out.append({"name": trace.names[n], "category": CAT_LABEL.get(Cat(ct), str(ct)),
-                    "lane": (f"GPU {lane.device} · " if lane.device >= 0 else "") + lane.label,
-                    "excess_ms": round(ex / 1e6, 3), "ms": round(v / 1e6, 3)})
+        out.append(
+            {
+                "name": trace.names[n],
+                "category": CAT_LABEL.get(Cat(ct), str(ct)),
+                "lane": (f"GPU {lane.device} · " if lane.device >= 0 else "") + lane.label,
+                "excess_ms": round(ex / 1e6, 3),
+                "ms": round(v / 1e6, 3),
+            }
+        )
     return out
 
 
@@ -184,19 +197,27 @@ def host_split(trace: Trace, rank: int, windows: list[tuple[int, int]]) -> list[
     left out) outside those calls; idle: nothing on record. Exclusive, in that order: they add up
     to the window."""
     from . import intervals as iv
+
     c = trace.columns
     threads = _launching_threads(trace, rank)
-    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and (ln.pid, ln.stream) in threads
-             and ln.kind in (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.NVTX)]
+    lanes = [
+        i
+        for i, ln in enumerate(trace.lanes)
+        if ln.rank == rank
+        and (ln.pid, ln.stream) in threads
+        and ln.kind in (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.NVTX)
+    ]
 
     def of(kind):
-        parts = [np.arange(trace.lane_slice(i).start, trace.lane_slice(i).stop) for i in lanes
-                 if trace.lanes[i].kind in kind]
+        parts = [
+            np.arange(trace.lane_slice(i).start, trace.lane_slice(i).stop) for i in lanes if trace.lanes[i].kind in kind
+        ]
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
     def ivs(idx):
         s = np.asarray(c["start"][idx]).astype(np.int64)
         return iv.union(s, s + np.asarray(c["dur"][idx]).astype(np.int64))
+
     api = of((LaneKind.CUDA_API,))
     is_sync = np.isin(np.asarray(c["name"][api]), sync_name_ids(trace))
     sync, calls = ivs(api[is_sync]), ivs(api[~is_sync])

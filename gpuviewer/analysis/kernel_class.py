@@ -14,6 +14,7 @@ for(each) are "fused elementwise", red(uction), per(sistent reduction) and spl(i
 reduction" (already fused: advice to fuse elementwise ops is not for them), tem(plate) kernels
 matmuls unless their ops say attention or conv. The kind comes from that prefix, not from the
 fused ops' names (a pointwise kernel fused into a convolution's backward is not a convolution)."""
+
 from __future__ import annotations
 
 import re
@@ -28,8 +29,11 @@ from functools import lru_cache
 # - CUTLASS's operator class (OpClassTensorOp, cutlass_tensorop_*), MMA instructions (wmma, hmma,
 #   imma, dmma, Hopper's gmma / wgmma)
 # - cuBLASLt's Hopper/Blackwell nvjet GEMMs and FlashAttention (fp16/bf16 only)
-_TC = re.compile(r"[hsid](?:884|1688|16816|8816|16832|16864)|tensorop|wmma|hmma|imma|dmma|qmma|gmma|"
-                 r"nvjet|flash_?(?:fwd|bwd|attn)|flash::", re.IGNORECASE)
+_TC = re.compile(
+    r"[hsid](?:884|1688|16816|8816|16832|16864)|tensorop|wmma|hmma|imma|dmma|qmma|gmma|"
+    r"nvjet|flash_?(?:fwd|bwd|attn)|flash::",
+    re.IGNORECASE,
+)
 # cuDNN/cuBLAS xmma and sm80_/sm90_ kernels and PyTorch's fmha run on Tensor Cores only with a
 # reduced-precision type in the name (sm80_xmma_gemm_f32f32_f32f32_..._ffma is SIMT FP32)
 _NEEDS_TYPE = re.compile(r"xmma|fmha|(?:^|_)sm\d{2,3}_", re.IGNORECASE)
@@ -38,16 +42,33 @@ _ON_CUDA_CORES = re.compile(r"simt|ffma", re.IGNORECASE)  # CUTLASS/xmma kernels
 _SIMT = re.compile(r"sgemm|dgemm|dfma|gemm_f32f32|gemm_f64f64|gemv|scudnn", re.IGNORECASE)
 _KINDS = (
     ("attention", re.compile(r"flash|fmha|sdpa|attention|attn", re.IGNORECASE)),
-    ("conv", re.compile(r"convolution|conv\d|conv_|_conv|scudnn|wgrad|dgrad|implicit_gemm|implicit_convolve|winograd", re.IGNORECASE)),
+    (
+        "conv",
+        re.compile(
+            r"convolution|conv\d|conv_|_conv|scudnn|wgrad|dgrad|implicit_gemm|implicit_convolve|winograd", re.IGNORECASE
+        ),
+    ),
     ("gemm", re.compile(r"gemm|gemv|xmma|cutlass|nvjet|cublas|matmul|_mma|tensorop", re.IGNORECASE)),
     ("norm", re.compile(r"norm|gammabeta", re.IGNORECASE)),
     ("reduction", re.compile(r"reduce|reduction", re.IGNORECASE)),
-    ("elementwise", re.compile(r"elementwise|copy|fill|softmax|gather|scatter|index|cat_|catarray|"
-                               r"multi_tensor_apply|dropout|embedding|memset|memcpy", re.IGNORECASE)),
+    (
+        "elementwise",
+        re.compile(
+            r"elementwise|copy|fill|softmax|gather|scatter|index|cat_|catarray|"
+            r"multi_tensor_apply|dropout|embedding|memset|memcpy",
+            re.IGNORECASE,
+        ),
+    ),
 )
 _TRITON = re.compile(r"^triton_(poi|for|red|per|spl|tem)_", re.IGNORECASE)
-_TRITON_KIND = {"poi": "fused elementwise", "for": "fused elementwise", "red": "fused reduction",
-                "per": "fused reduction", "spl": "fused reduction", "tem": "gemm"}
+_TRITON_KIND = {
+    "poi": "fused elementwise",
+    "for": "fused elementwise",
+    "red": "fused reduction",
+    "per": "fused reduction",
+    "spl": "fused reduction",
+    "tem": "gemm",
+}
 _PREC = (
     ("fp8", re.compile(r"e4m3|e5m2|fp8", re.IGNORECASE)),
     ("tf32", re.compile(r"tf32", re.IGNORECASE)),

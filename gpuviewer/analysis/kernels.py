@@ -1,4 +1,5 @@
 """Kernel statistics: top kernels by total time, Tensor-Core share, launch statistics."""
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -23,8 +24,14 @@ def kernel_stats(trace: Trace, rb: RankBreakdown, top: int = 15) -> dict:
     cat = np.asarray(c["cat"][ops])
     k = ops[(cat == Cat.KERNEL) | (cat == Cat.COMM_KERNEL)]
     if not len(k):
-        return {"kernels": 0, "top": [], "tensor_core_share": 0.0, "mean_kernel_us": 0.0,
-                "mean_gap_us": 0.0, "total_kernel_ns": 0}
+        return {
+            "kernels": 0,
+            "top": [],
+            "tensor_core_share": 0.0,
+            "mean_kernel_us": 0.0,
+            "mean_gap_us": 0.0,
+            "total_kernel_ns": 0,
+        }
     names = np.asarray(c["name"][k])
     dur = np.asarray(c["dur"][k]).astype(np.int64)
     start = np.asarray(c["start"][k]).astype(np.int64)
@@ -35,8 +42,16 @@ def kernel_stats(trace: Trace, rb: RankBreakdown, top: int = 15) -> dict:
     text = [trace.names[int(u)] for u in uniq]
     # ties broken by the name's text, not its id (ids depend on which files were loaded together)
     order = sorted(range(len(uniq)), key=lambda i: (-tot[i], text[i]))[:top]
-    rows = [{"name": text[i], "count": int(cnt[i]), "total_ns": int(tot[i]),
-             "mean_ns": float(tot[i] / cnt[i]), "share": float(tot[i] / total) if total else 0.0} for i in order]
+    rows = [
+        {
+            "name": text[i],
+            "count": int(cnt[i]),
+            "total_ns": int(tot[i]),
+            "mean_ns": float(tot[i] / cnt[i]),
+            "share": float(tot[i] / total) if total else 0.0,
+        }
+        for i in order
+    ]
     tc_names = np.array([is_tensor_core(t) for t in text])
     tc = float(tot[tc_names].sum() / total) if total else 0.0
     # launch statistics on compute kernels: gaps between consecutive kernels on the same lane
@@ -46,8 +61,14 @@ def kernel_stats(trace: Trace, rb: RankBreakdown, top: int = 15) -> dict:
     same = ln[1:] == ln[:-1]
     gap = (s[1:] - e[:-1])[same]
     gap = gap[gap >= 0]
-    return {"kernels": int(len(k)), "top": rows, "tensor_core_share": round(tc, 4),
-            "mean_kernel_us": float(dur.mean() / 1e3), "median_kernel_us": float(np.median(dur) / 1e3),
-            "mean_gap_us": float(gap.mean() / 1e3) if len(gap) else 0.0,
-            "median_gap_us": float(np.median(gap) / 1e3) if len(gap) else 0.0,
-            "total_kernel_ns": total, "gaps": gap}
+    return {
+        "kernels": int(len(k)),
+        "top": rows,
+        "tensor_core_share": round(tc, 4),
+        "mean_kernel_us": float(dur.mean() / 1e3),
+        "median_kernel_us": float(np.median(dur) / 1e3),
+        "mean_gap_us": float(gap.mean() / 1e3) if len(gap) else 0.0,
+        "median_gap_us": float(np.median(gap) / 1e3) if len(gap) else 0.0,
+        "total_kernel_ns": total,
+        "gaps": gap,
+    }

@@ -13,6 +13,7 @@ Kernels launched by a CUDA graph (cudaGraphLaunch / cuGraphLaunch / hipGraphLaun
 for all the graph's kernels, whose correlation ids point at that call) have no launch of their
 own: they are not counted among the step's kernels and the gaps before them are not launch gaps,
 so a graph-replayed run of many short kernels is not launch-bound."""
+
 from __future__ import annotations
 
 import re
@@ -89,16 +90,27 @@ def step_launch(trace: Trace, rb: RankBreakdown) -> dict:
         short = g[(g > 0) & (g < SHORT_GAP_NS) & own[1:]]
         in_step = (op_step == sb.step) if sb.step is not None else np.ones(len(ops), bool)
         d = (e - s)[kern & in_step]
-        out[sb.step] = {"kernels": int(len(d)), "graph_kernels": int((gkern & in_step).sum()), "kernel_ns": int(d.sum()),
-                        "median_kernel_ns": float(np.median(d)) if len(d) else 0.0,
-                        "busy_ns": int((b - a).sum()), "gap_ns": int(short.sum()), "gaps": int(len(short))}
+        out[sb.step] = {
+            "kernels": int(len(d)),
+            "graph_kernels": int((gkern & in_step).sum()),
+            "kernel_ns": int(d.sum()),
+            "median_kernel_ns": float(np.median(d)) if len(d) else 0.0,
+            "busy_ns": int((b - a).sum()),
+            "gap_ns": int(short.sum()),
+            "gaps": int(len(short)),
+        }
     return out
 
 
 def is_launch_bound(x: dict, gpu_time_ns: int) -> bool:
     work = x["busy_ns"] + x["gap_ns"]
-    return bool(x["kernels"] >= MIN_KERNELS and x["median_kernel_ns"] < TINY_KERNEL_NS and work
-                and x["gap_ns"] >= LAUNCH_SHARE * work and x["gap_ns"] >= MIN_STEP_SHARE * max(gpu_time_ns, 1))
+    return bool(
+        x["kernels"] >= MIN_KERNELS
+        and x["median_kernel_ns"] < TINY_KERNEL_NS
+        and work
+        and x["gap_ns"] >= LAUNCH_SHARE * work
+        and x["gap_ns"] >= MIN_STEP_SHARE * max(gpu_time_ns, 1)
+    )
 
 
 def launch_share(x: dict) -> float:
@@ -108,6 +120,7 @@ def launch_share(x: dict) -> float:
 
 def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
     from .rule_base import deferred, finding
+
     per = step_launch(trace, rb)
     steps = [s for s in rb.measured if s.step in per]
     hit = [s for s in steps if is_launch_bound(per[s.step], s.gpu_time_ns)]
@@ -126,15 +139,36 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
     compute = rb.gpu_utilization  # the compute share: what the GPU is there for
     where = "" if len(hit) == len(steps) else f" in {len(hit)} of {len(steps)} steps"
     s0, s1 = min(s.start_ns for s in hit), max(s.end_ns for s in hit)
-    title = (f"Rank {rb.rank}: launch-bound{where} — {per_step:,.0f} kernels a step of {mean_k:.1f} µs on average "
-             f"(median {med_k:.1f} µs) separated by {mean_gap:.1f} µs; between them the GPU idles "
-             f"{gap_ns / len(hit) / 1e6:.1f} ms a step, {share:.0%} of the time it is fed work; "
-             f"compute {compute:.0%} of its time")
-    return [deferred(finding("launch_bound", "high" if share >= 0.5 else "medium", title, [rb.rank], None, s0, s1,
-                             {"kernels": n, "kernels_per_step": round(per_step, 1), "mean_kernel_us": round(mean_k, 3),
-                              "median_kernel_us": round(med_k, 3), "mean_gap_us": round(mean_gap, 3),
-                              "launch_idle_ms_per_step": round(gap_ns / len(hit) / 1e6, 3),
-                              "launch_idle_share": round(share, 4), "idle_fraction": round(idle, 4), "compute_share": round(compute, 4),
-                              "launch_bound_steps": [s.step for s in hit if s.step is not None],
-                              "steps_judged": len(steps)}),
-                     {s.step: per[s.step]["gap_ns"] for s in hit})]
+    title = (
+        f"Rank {rb.rank}: launch-bound{where} — {per_step:,.0f} kernels a step of {mean_k:.1f} µs on average "
+        f"(median {med_k:.1f} µs) separated by {mean_gap:.1f} µs; between them the GPU idles "
+        f"{gap_ns / len(hit) / 1e6:.1f} ms a step, {share:.0%} of the time it is fed work; "
+        f"compute {compute:.0%} of its time"
+    )
+    return [
+        deferred(
+            finding(
+                "launch_bound",
+                "high" if share >= 0.5 else "medium",
+                title,
+                [rb.rank],
+                None,
+                s0,
+                s1,
+                {
+                    "kernels": n,
+                    "kernels_per_step": round(per_step, 1),
+                    "mean_kernel_us": round(mean_k, 3),
+                    "median_kernel_us": round(med_k, 3),
+                    "mean_gap_us": round(mean_gap, 3),
+                    "launch_idle_ms_per_step": round(gap_ns / len(hit) / 1e6, 3),
+                    "launch_idle_share": round(share, 4),
+                    "idle_fraction": round(idle, 4),
+                    "compute_share": round(compute, 4),
+                    "launch_bound_steps": [s.step for s in hit if s.step is not None],
+                    "steps_judged": len(steps),
+                },
+            ),
+            {s.step: per[s.step]["gap_ns"] for s in hit},
+        )
+    ]

@@ -8,6 +8,7 @@ magnitude below that does not use the link: NCCL's peer-to-peer path is off (NCC
 NCCL_P2P_LEVEL, an IOMMU or PCIe ACS blocking P2P) and the data goes through host memory.
 Only groups whose ranks are all in the session and on one host are judged (between hosts the
 link is the network), and only collectives large enough to be bandwidth-bound."""
+
 from __future__ import annotations
 
 import re
@@ -36,43 +37,67 @@ def device_link(props: dict) -> tuple[float, str] | None:
     sxm = _SXM.search(name)
     if "pcie" in name.lower() or "nvl" in name.lower() or major not in SXM_LINKS or not sxm:
         gbps = PCIE_X16.get(major)
-        return None if gbps is None else (gbps, f"PCIe Gen{PCIE_GEN[major]} x16 of an {name} ({gbps:.0f} GB/s each way; "
-                                                 "from the device's properties)")
+        return (
+            None
+            if gbps is None
+            else (
+                gbps,
+                f"PCIe Gen{PCIE_GEN[major]} x16 of an {name} ({gbps:.0f} GB/s each way; from the device's properties)",
+            )
+        )
     n, per = (8 if sxm.group(1) in ("A800", "H800") else SXM_LINKS[major]), NVLINK_PER_LINK[major]
-    return n * per, (f"NVLink {NVLINK_GEN[major]} of an {name} ({n} links, {n * per:.0f} GB/s each way; "
-                     "from the device's properties)")
+    return n * per, (
+        f"NVLink {NVLINK_GEN[major]} of an {name} ({n} links, {n * per:.0f} GB/s each way; "
+        "from the device's properties)"
+    )
 
 
 def topology_link(topo, gpus: list[str], props: dict) -> tuple[float, str] | None:
     """(GB/s one way, what) of the slowest link between the GPUs in the topology."""
     from ..model.topology import link_class
+
     major: Any = props.get("computeMajor")  # a JSON value of any type; one not in the tables gets the default
     best = None
     for i, a in enumerate(gpus):
-        for b in gpus[i + 1:]:
+        for b in gpus[i + 1 :]:
             ln = topo.link(a, b)
             if ln is None:
                 return None  # a pair the topology does not know: no verdict
             if ln.nvlinks:
                 dev = topo.device(a)
-                per = (dev.nvlink_gbps / dev.nvlinks if dev is not None and dev.nvlinks and dev.nvlink_gbps
-                       else NVLINK_PER_LINK.get(major, 25.0))
-                got = (ln.nvlinks * per, f"{ln.type} link between {a} and {b} ({ln.nvlinks} NVLinks, "
-                                         f"{ln.nvlinks * per:.0f} GB/s each way; from the topology)")
+                per = (
+                    dev.nvlink_gbps / dev.nvlinks
+                    if dev is not None and dev.nvlinks and dev.nvlink_gbps
+                    else NVLINK_PER_LINK.get(major, 25.0)
+                )
+                got = (
+                    ln.nvlinks * per,
+                    f"{ln.type} link between {a} and {b} ({ln.nvlinks} NVLinks, "
+                    f"{ln.nvlinks * per:.0f} GB/s each way; from the topology)",
+                )
             else:
                 gbps = PCIE_X16.get(major, 16.0)
-                got = (gbps, f"{link_class(ln.type)} (PCIe) path between {a} and {b} (about {gbps:.0f} GB/s each way; "
-                             "from the topology)")
+                got = (
+                    gbps,
+                    f"{link_class(ln.type)} (PCIe) path between {a} and {b} (about {gbps:.0f} GB/s each way; "
+                    "from the topology)",
+                )
             if best is None or got[0] < best[0]:
                 best = got
     return best
 
 
-def slow_links(rows: list[dict], members: dict[str, list[int]], info: dict[int, dict],
-               hosts: dict[int, str | None], topology: tuple | None = None) -> list[dict]:
+def slow_links(
+    rows: list[dict],
+    members: dict[str, list[int]],
+    info: dict[int, dict],
+    hosts: dict[int, str | None],
+    topology: tuple | None = None,
+) -> list[dict]:
     """rows: Collectives.summary(); members: group -> its ranks in the session; info: rank ->
     its map's info (device properties, world size); topology: (Topology, rank -> GPU names)."""
     from .rule_base import finding
+
     out = []
     n_session = len(info)
     for row in rows:
@@ -97,13 +122,30 @@ def slow_links(rows: list[dict], members: dict[str, list[int]], info: dict[int, 
         who = ", ".join(map(str, ranks[:-1])) + f" and {ranks[-1]}"
         total_ms = row["count"] * row["transfer_ms"]
         lost = total_ms * (1 - busbw / gbps)
-        out.append(finding(
-            "slow_link", "high", f"{row['name']} of group {row['group']} (ranks {who}) moves {busbw:.1f} GB/s bus "
-            f"bandwidth, {busbw / gbps:.0%} of the {what}: P2P appears disabled, traffic goes through host memory",
-            ranks, None, 0, 0,
-            {"group": row["group"], "collective": row["name"], "busbw_gbps": busbw, "link_gbps": round(gbps, 3),
-             "link": what, "share_of_link": round(busbw / gbps, 4), "count": row["count"], "bytes": size,
-             "transfer_ms": round(total_ms, 3)}, impact_ns=lost * 1e6))
+        out.append(
+            finding(
+                "slow_link",
+                "high",
+                f"{row['name']} of group {row['group']} (ranks {who}) moves {busbw:.1f} GB/s bus "
+                f"bandwidth, {busbw / gbps:.0%} of the {what}: P2P appears disabled, traffic goes through host memory",
+                ranks,
+                None,
+                0,
+                0,
+                {
+                    "group": row["group"],
+                    "collective": row["name"],
+                    "busbw_gbps": busbw,
+                    "link_gbps": round(gbps, 3),
+                    "link": what,
+                    "share_of_link": round(busbw / gbps, 4),
+                    "count": row["count"],
+                    "bytes": size,
+                    "transfer_ms": round(total_ms, 3),
+                },
+                impact_ns=lost * 1e6,
+            )
+        )
     return out
 
 

@@ -1,4 +1,5 @@
 """Memory: peak allocated per device (whole trace and per step) against the device's capacity."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -50,14 +51,18 @@ def peaks_per_step(trace: Trace, rank: int, device: int) -> list[dict]:
 # What a peak is made of decides the advice: memory held across steps (parameters, gradients,
 # optimizer state, caches, tensors kept alive) is not lowered by activation checkpointing, and
 # what each step adds on top of it (activations, temporaries) is not lowered by sharding.
-HELD_ADVICE = ("Most of the peak is held across steps, not allocated by the step: parameters, gradients, "
-               "optimizer state, caches and tensors kept alive between steps (a preloaded dataset or buffer "
-               "on the GPU, losses kept with their graphs). Shard parameters, gradients and optimizer state "
-               "(FSDP / ZeRO), use 8-bit or CPU-offloaded optimizer state, keep data on the host until a step "
-               "needs it and free what the steps do not use; activation checkpointing would not lower it.")
-STEP_ADVICE = ("Most of the peak is what each step allocates on top of what is held (activations and "
-               "temporaries): use activation checkpointing, a smaller micro-batch with gradient accumulation, "
-               "mixed precision and fused kernels (fewer saved intermediates).")
+HELD_ADVICE = (
+    "Most of the peak is held across steps, not allocated by the step: parameters, gradients, "
+    "optimizer state, caches and tensors kept alive between steps (a preloaded dataset or buffer "
+    "on the GPU, losses kept with their graphs). Shard parameters, gradients and optimizer state "
+    "(FSDP / ZeRO), use 8-bit or CPU-offloaded optimizer state, keep data on the host until a step "
+    "needs it and free what the steps do not use; activation checkpointing would not lower it."
+)
+STEP_ADVICE = (
+    "Most of the peak is what each step allocates on top of what is held (activations and "
+    "temporaries): use activation checkpointing, a smaller micro-batch with gradient accumulation, "
+    "mixed precision and fused kernels (fewer saved intermediates)."
+)
 
 
 def held_and_added(trace: Trace, rank: int, device: int) -> tuple[int, int] | None:

@@ -2,6 +2,7 @@
 becomes one finding listing them; a root cause (a late rank) carries the findings it explains
 (the waiting ranks' exposed communication, slow steps, imbalance) as children; everything is
 ranked by the time it cost."""
+
 from __future__ import annotations
 
 import re
@@ -15,12 +16,16 @@ _SEVERITY = {"high": 0, "medium": 1, "low": 2}
 # worst (and says "the worst"), so the rank named must be the extreme of that figure, not the
 # rank that cost most time on the critical path (a waiting rank can cost nothing and be worst).
 # (Candidates in order: the first metric every rank's finding has.)
-HEADLINE = {"low_gpu_utilization": (("utilization",), min),
-            "launch_bound": (("launch_idle_share", "idle_fraction"), max),
-            "host_bound_idle": (("gap_ms_per_step",), max),
-            "exposed_communication": (("exposed_ms_per_step",), max),
-            "step_outlier": (("duration_ms",), max), "memory_headroom": (("fraction",), max),
-            "unattributed_ops": (("ops",), max), "copy_bound": (("copy_share",), max)}
+HEADLINE = {
+    "low_gpu_utilization": (("utilization",), min),
+    "launch_bound": (("launch_idle_share", "idle_fraction"), max),
+    "host_bound_idle": (("gap_ms_per_step",), max),
+    "exposed_communication": (("exposed_ms_per_step",), max),
+    "step_outlier": (("duration_ms",), max),
+    "memory_headroom": (("fraction",), max),
+    "unattributed_ops": (("ops",), max),
+    "copy_bound": (("copy_share",), max),
+}
 # rules.exposed's wait clause claimed the wait was part of the exposed communication, but the
 # collectives wait partly while compute runs beside them (their wait can exceed it)
 
@@ -33,20 +38,29 @@ def rank_json(rb: RankBreakdown, ks: dict) -> dict:
     ks = dict(ks)
     ks.pop("gaps", None)
     # gpu_utilization is the compute share; the rest of the GPU's and the host's time beside it
-    return {"rank": rb.rank, "gpu_utilization": round(rb.gpu_utilization, 4),
-            "utilization_breakdown": {k: round(v, 4) for k, v in rb.shares().items()},
-            "host_breakdown": {k: round(v, 4) for k, v in rb.host_shares().items()},
-            "steps": [s.as_dict() for s in rb.steps], "kernels": ks}
+    return {
+        "rank": rb.rank,
+        "gpu_utilization": round(rb.gpu_utilization, 4),
+        "utilization_breakdown": {k: round(v, 4) for k, v in rb.shares().items()},
+        "host_breakdown": {k: round(v, 4) for k, v in rb.host_shares().items()},
+        "steps": [s.as_dict() for s in rb.steps],
+        "kernels": ks,
+    }
 
 
 def steps_json(per_step: dict[int, dict]) -> list[dict]:
     out = []
     for step, d in sorted(per_step.items()):
         late = max(d["caused"], key=d["caused"].get)
-        out.append({"step": step, "collectives": d["n"],
-                    "wait_ms": {str(r): round(v / 1e6, 3) for r, v in d["wait"].items()},
-                    "late_rank": late if d["caused"][late] > 0 else None,
-                    "wait_caused_ms": {str(r): round(v / 1e6, 3) for r, v in d["caused"].items()}})
+        out.append(
+            {
+                "step": step,
+                "collectives": d["n"],
+                "wait_ms": {str(r): round(v / 1e6, 3) for r, v in d["wait"].items()},
+                "late_rank": late if d["caused"][late] > 0 else None,
+                "wait_caused_ms": {str(r): round(v / 1e6, 3) for r, v in d["caused"].items()},
+            }
+        )
     return out
 
 
@@ -66,8 +80,11 @@ def merge_ranks(found: list[dict]) -> list[dict]:
     groups: dict[tuple, list[dict]] = {}
     for f in found:
         # step is a finding's identity only for slow steps; elsewhere it is just its example
-        key = (f["rule"], f["step"] if f["rule"] == "step_outlier" else None,
-               f["metrics"].get("device") if f["rule"] == "memory_headroom" else None)
+        key = (
+            f["rule"],
+            f["step"] if f["rule"] == "step_outlier" else None,
+            f["metrics"].get("device") if f["rule"] == "memory_headroom" else None,
+        )
         groups.setdefault(key, []).append(f)
     out = []
     for fs in groups.values():
@@ -101,24 +118,61 @@ def warmup_finding(rbs: list[RankBreakdown]) -> list[dict]:
     med = [x.window_ns for rb in rbs for x in rb.measured]
     med_ms = sorted(med)[len(med) // 2] if med else 0
     ratio = f", {ms / med_ms:.0f}x the median step" if med_ms else ""
-    return [finding("warmup", "low", f"Step {step} is warm-up ({ms / 1e6:.0f} ms{ratio}): shown, but left "
-                    "out of utilization, outliers and late-rank analysis", [rb.rank for rb, _ in w], step,
-                    min(s.start_ns for _, s in w), max(s.end_ns for _, s in w),
-                    {"duration_ms": round(ms / 1e6, 3), "median_ms": round(med_ms / 1e6, 3)})]
+    return [
+        finding(
+            "warmup",
+            "low",
+            f"Step {step} is warm-up ({ms / 1e6:.0f} ms{ratio}): shown, but left "
+            "out of utilization, outliers and late-rank analysis",
+            [rb.rank for rb, _ in w],
+            step,
+            min(s.start_ns for _, s in w),
+            max(s.end_ns for _, s in w),
+            {"duration_ms": round(ms / 1e6, 3), "median_ms": round(med_ms / 1e6, 3)},
+        )
+    ]
 
 
 def straggler_finding(x: dict) -> dict:
     steps = x["steps"]
-    metrics = {k: x[k] for k in ("late_rank", "late_group", "steps", "kind", "wait_caused_ms",
-                                 "wait_caused_ms_per_step", "cause", "excess", "lateness_parts_ms", "excess_over_usual_ms", "usual_ms",
-                                 "usual_ms_per_step", "evidence", "others_wait_ms", "wait_caused_ms_each",
-                                 "excess_over_usual_ms_each", "wait_caused_ms_each_per_step") if k in x}
+    metrics = {
+        k: x[k]
+        for k in (
+            "late_rank",
+            "late_group",
+            "steps",
+            "kind",
+            "wait_caused_ms",
+            "wait_caused_ms_per_step",
+            "cause",
+            "excess",
+            "lateness_parts_ms",
+            "excess_over_usual_ms",
+            "usual_ms",
+            "usual_ms_per_step",
+            "evidence",
+            "others_wait_ms",
+            "wait_caused_ms_each",
+            "excess_over_usual_ms_each",
+            "wait_caused_ms_each_per_step",
+        )
+        if k in x
+    }
     metrics["waiting_ranks"] = x["waiting"]
     sev = "high" if x["kind"] == "episodic" or len(steps) > 1 else "medium"
     w0, w1 = x["window"]
     late = [x["late_rank"]] + [r for r in x.get("late_group", []) if r != x["late_rank"]]
-    return finding("straggler", sev, x["title"], late + x["waiting"],
-                   steps[0] if x["kind"] == "episodic" else None, w0, w1, metrics, impact_ns=x["impact_ns"])
+    return finding(
+        "straggler",
+        sev,
+        x["title"],
+        late + x["waiting"],
+        steps[0] if x["kind"] == "episodic" else None,
+        w0,
+        w1,
+        metrics,
+        impact_ns=x["impact_ns"],
+    )
 
 
 def _group(f: dict) -> tuple:
@@ -149,10 +203,12 @@ def merge_persistent(roots: list[dict]) -> list[dict]:
     each = sorted(f["metrics"]["wait_caused_ms_each_per_step"] for f in pers)[len(pers) // 2]
     m["wait_caused_ms_each_per_step"] = each  # the figure the title gives
     # the rest of the lead's title speaks of "its host": with several late ranks named, say whose
-    rest = lead["title"][lead["title"].index(" in all)") + len(" in all)"):]
+    rest = lead["title"][lead["title"].index(" in all)") + len(" in all)") :]
     rest = rest.replace("; its host", f"; rank {m['late_rank']}'s host", 1)
-    lead["title"] = (f"The ranks take turns arriving last at the collectives ({who}): the others wait "
-                     f"{each:.1f} ms a step each ({m['wait_caused_ms']:.0f} ms in all)" + rest)
+    lead["title"] = (
+        f"The ranks take turns arriving last at the collectives ({who}): the others wait "
+        f"{each:.1f} ms a step each ({m['wait_caused_ms']:.0f} ms in all)" + rest
+    )
     lead["ranks"] = sorted({r for f in pers for r in f["ranks"]}, key=lambda r: (r != m["late_rank"], r))
     for f in pers[1:]:
         lead["children"] += f["children"]
@@ -175,6 +231,7 @@ def attach(roots: list[dict], found: list[dict]) -> list[dict]:
     imbalance (its own extra work, or the waiting ranks' kernels slowed by the collectives
     spinning beside them); under a pipeline bubble, the send/recv exposure; under launch-bound,
     host-bound idle or copy-bound, the low utilization of the same ranks."""
+
     def steps_of(root):
         s = set(root["metrics"]["steps"])
         for c in root["children"]:
@@ -189,26 +246,46 @@ def attach(roots: list[dict], found: list[dict]) -> list[dict]:
         parent = None
         for root in sorted(roots, key=lambda r: -r["impact_ms"]):
             late = set(_group(root))
-            if f["rule"] == "exposed_communication" and not late & set(f["ranks"]) \
-                    and f["metrics"]["wait_ms_per_step"] >= 0.5 * f["metrics"]["exposed_ms_per_step"]:
+            if (
+                f["rule"] == "exposed_communication"
+                and not late & set(f["ranks"])
+                and f["metrics"]["wait_ms_per_step"] >= 0.5 * f["metrics"]["exposed_ms_per_step"]
+            ):
                 parent = root
             elif f["rule"] == "step_outlier" and f["step"] in steps_of(root):
                 # a slow step is the symptom of the stall in that step, where there is one
-                parent = next((x for x in roots if x["metrics"]["kind"] == "episodic"
-                               and x["step"] == f["step"] and set(_group(x)) <= set(f["ranks"])), root)
+                parent = next(
+                    (
+                        x
+                        for x in roots
+                        if x["metrics"]["kind"] == "episodic"
+                        and x["step"] == f["step"]
+                        and set(_group(x)) <= set(f["ranks"])
+                    ),
+                    root,
+                )
             elif f["rule"] == "load_imbalance":
                 parent = root
-            elif f["rule"] in ("low_gpu_utilization", "launch_bound", "host_bound_idle") \
-                    and root["metrics"]["cause"] in ("host", "input") and set(f["ranks"]) <= late \
-                    and root["metrics"]["kind"] == "persistent":
+            elif (
+                f["rule"] in ("low_gpu_utilization", "launch_bound", "host_bound_idle")
+                and root["metrics"]["cause"] in ("host", "input")
+                and set(f["ranks"]) <= late
+                and root["metrics"]["kind"] == "persistent"
+            ):
                 parent = root  # the late rank's own GPU starves for the same host
             if parent is not None:
                 break
         if parent is None and f["rule"] in ("exposed_communication", "load_imbalance") and pipeline is not None:
             parent = pipeline
         if parent is None and f["rule"] == "low_gpu_utilization":
-            parent = next((c for c in idle_causes if set(f["ranks"]) <= set(c["ranks"])
-                           and c["impact_ms"] >= 0.5 * f["impact_ms"]), None)
+            parent = next(
+                (
+                    c
+                    for c in idle_causes
+                    if set(f["ranks"]) <= set(c["ranks"]) and c["impact_ms"] >= 0.5 * f["impact_ms"]
+                ),
+                None,
+            )
         if parent is None:
             top.append(f)
         else:
@@ -218,11 +295,20 @@ def attach(roots: list[dict], found: list[dict]) -> list[dict]:
 
 THIN_STEPS = 4  # fewer measured steps than this: a median or share over them says little
 # rules whose figures are medians or shares over the measured steps
-_PER_STEP_RULES = ("low_gpu_utilization", "host_bound_idle", "launch_bound", "exposed_communication",
-                   "straggler", "load_imbalance", "pipeline_bubble")
-THIN_ADVICE = ("Findings from a part of the job, or from few steps, may not hold for the rest. Profile "
-               "every rank (or at least one per host and the slowest), and at least four steady steps "
-               "after warm-up (torch.profiler schedule active >= 4; nsys over several NVTX steps).")
+_PER_STEP_RULES = (
+    "low_gpu_utilization",
+    "host_bound_idle",
+    "launch_bound",
+    "exposed_communication",
+    "straggler",
+    "load_imbalance",
+    "pipeline_bubble",
+)
+THIN_ADVICE = (
+    "Findings from a part of the job, or from few steps, may not hold for the rest. Profile "
+    "every rank (or at least one per host and the slowest), and at least four steady steps "
+    "after warm-up (torch.profiler schedule active >= 4; nsys over several NVTX steps)."
+)
 
 
 def thin_data(findings: list[dict], rbs: list[RankBreakdown], world_size: int | None) -> list[dict]:
@@ -246,24 +332,44 @@ def thin_data(findings: list[dict], rbs: list[RankBreakdown], world_size: int | 
     ranks = [rb.rank for rb in rbs]
     if world_size and world_size > len(rbs):
         n = len(rbs)
-        said.append(f"the session holds {n} of the job's {world_size} ranks (the world size its traces record)"
-                    + (": no other rank's arrivals at the collectives, so waits are not told apart from transfers"
-                       if n == 1 else f": late ranks, waits and imbalance are judged among these {n} only"))
+        said.append(
+            f"the session holds {n} of the job's {world_size} ranks (the world size its traces record)"
+            + (
+                ": no other rank's arrivals at the collectives, so waits are not told apart from transfers"
+                if n == 1
+                else f": late ranks, waits and imbalance are judged among these {n} only"
+            )
+        )
     stepped = [n for n in n_steps.values() if n]
     if stepped and min(stepped) < THIN_STEPS:
         n = min(stepped)
         warm = " (warm-up left out)" if any(s.warmup for rb in rbs for s in rb.steps) else ""
-        said.append(f"{n} step{'s' if n > 1 else ''} measured{warm}: per-step figures are from {n} step"
-                    + ("s" if n > 1 else ""))
+        said.append(
+            f"{n} step{'s' if n > 1 else ''} measured{warm}: per-step figures are from {n} step"
+            + ("s" if n > 1 else "")
+        )
     if not said:
         return findings
     spans = [(s.start_ns, s.end_ns) for rb in rbs for s in rb.steps]
-    return findings + [{"rule": "thin_data", "severity": "low", "title": "Thin data: " + "; ".join(said),
-                        "ranks": ranks, "step": None, "start_ns": min((a for a, _ in spans), default=0),
-                        "end_ns": max((b for _, b in spans), default=0),
-                        "metrics": {"ranks_in_session": len(rbs), "world_size": world_size,
-                                    "steps_measured": min(stepped) if stepped else 0},
-                        "advice": THIN_ADVICE, "impact_ms": 0.0, "children": []}]
+    return findings + [
+        {
+            "rule": "thin_data",
+            "severity": "low",
+            "title": "Thin data: " + "; ".join(said),
+            "ranks": ranks,
+            "step": None,
+            "start_ns": min((a for a, _ in spans), default=0),
+            "end_ns": max((b for _, b in spans), default=0),
+            "metrics": {
+                "ranks_in_session": len(rbs),
+                "world_size": world_size,
+                "steps_measured": min(stepped) if stepped else 0,
+            },
+            "advice": THIN_ADVICE,
+            "impact_ms": 0.0,
+            "children": [],
+        }
+    ]
 
 
 def rank_list(ranks: list[int]) -> str:
@@ -277,6 +383,6 @@ def rank_list(ranks: list[int]) -> str:
         if j - i >= 2:
             parts.append(f"{ranks[i]}–{ranks[j]}")
         else:
-            parts += [str(r) for r in ranks[i:j + 1]]
+            parts += [str(r) for r in ranks[i : j + 1]]
         i = j + 1
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + f" and {parts[-1]}"

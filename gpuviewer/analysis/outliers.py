@@ -8,6 +8,7 @@ and an enclosing op (the forward, the step itself) only grows because something 
 So each host op is measured with its children (inclusive time, clipped to the step) against its
 mean in the other steps, and the cause named is the tightest op that still explains most of the
 step's extra time: the deepest one, not the frame around it."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,6 +27,7 @@ MIN_Z, MIN_RATIO = 3.5, 1.5  # robust z-score and times the median a step must b
 
 def step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
     from .rule_base import finding
+
     steps = [s for s in rb.measured if s.step is not None]
     if len(steps) < 5:
         return []
@@ -45,12 +47,25 @@ def step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
         if lead:
             took = f"{lead['ms'] / 1e3:.2f} s" if lead["ms"] >= 1000 else f"{lead['ms']:.1f} ms"
             cause_text = f": {lead['name']} {took} ({lead['excess_ms']:.1f} ms over its mean in the other steps)"
-        out.append(finding("step_outlier", "high", f"Rank {rb.rank}: step {s.step} took {x / 1e6:.0f} ms, "
-                           f"{x / med:.1f}x the median {med / 1e6:.1f} ms{cause_text}", [rb.rank], s.step,
-                           min(s.start_ns - s.idle_before_ns, s.host_start_ns or s.start_ns),
-                           max(s.end_ns, s.host_end_ns),
-                           {"duration_ms": round(x / 1e6, 3), "median_ms": round(med / 1e6, 3),
-                            "robust_z": round(z, 2), "causes": what}, impact_ns=x - med))
+        out.append(
+            finding(
+                "step_outlier",
+                "high",
+                f"Rank {rb.rank}: step {s.step} took {x / 1e6:.0f} ms, "
+                f"{x / med:.1f}x the median {med / 1e6:.1f} ms{cause_text}",
+                [rb.rank],
+                s.step,
+                min(s.start_ns - s.idle_before_ns, s.host_start_ns or s.start_ns),
+                max(s.end_ns, s.host_end_ns),
+                {
+                    "duration_ms": round(x / 1e6, 3),
+                    "median_ms": round(med / 1e6, 3),
+                    "robust_z": round(z, 2),
+                    "causes": what,
+                },
+                impact_ns=x - med,
+            )
+        )
     return out
 
 
@@ -58,11 +73,20 @@ def cause(trace: Trace, rank: int, s, others: list, excess_ns: float) -> tuple[d
     """(the op named as the step's cause, the evidence list led by it). GPU work leads when it
     explains a good part of the extra time (the host calls that waited for it follow); else the
     deepest host op explaining most of it; else whatever grew most."""
-    gpu = [w for w in explain(trace, rank, _gpu_window(s), [_gpu_window(o) for o in others],
-                              kinds=(LaneKind.GPU, LaneKind.COMM), top=10)
-           if w["category"] in GPU_CATEGORIES]
-    host = host_tree_excess(trace, rank, (s.host_start_ns, s.host_end_ns),
-                            [(o.host_start_ns, o.host_end_ns) for o in others]) if s.host_end_ns > s.host_start_ns else []
+    gpu = [
+        w
+        for w in explain(
+            trace, rank, _gpu_window(s), [_gpu_window(o) for o in others], kinds=(LaneKind.GPU, LaneKind.COMM), top=10
+        )
+        if w["category"] in GPU_CATEGORIES
+    ]
+    host = (
+        host_tree_excess(
+            trace, rank, (s.host_start_ns, s.host_end_ns), [(o.host_start_ns, o.host_end_ns) for o in others]
+        )
+        if s.host_end_ns > s.host_start_ns
+        else []
+    )
     excess_ms = excess_ns / 1e6
     deepest = tightest(host, HOST_LEAD * excess_ms)
     lead: dict | None
@@ -94,8 +118,9 @@ def tightest(rows: list[dict], need_ms: float) -> dict | None:
     return min(fit, key=lambda w: (w["ms"], -w["depth"])) if fit else None
 
 
-def host_tree_excess(trace: Trace, rank: int, window: tuple[int, int], baseline: list[tuple[int, int]],
-                     top: int = 40) -> list[dict]:
+def host_tree_excess(
+    trace: Trace, rank: int, window: tuple[int, int], baseline: list[tuple[int, int]], top: int = 40
+) -> list[dict]:
     """Per host op (name, category, lane): its inclusive time in `window` (its children
     included, clipped to the window; an op inside another of its name counted once) minus its
     mean over the baseline windows, largest first; with the op's least nesting depth."""
@@ -115,8 +140,16 @@ def host_tree_excess(trace: Trace, rank: int, window: tuple[int, int], baseline:
     out = []
     for ex, text, ct, ln, v, depth in rows[:top]:
         lane = trace.lanes[ln]
-        out.append({"name": text, "category": CAT_LABEL.get(Cat(ct), str(ct)), "lane": lane.label,
-                    "excess_ms": round(ex / 1e6, 3), "ms": round(v / 1e6, 3), "depth": int(depth)})
+        out.append(
+            {
+                "name": text,
+                "category": CAT_LABEL.get(Cat(ct), str(ct)),
+                "lane": lane.label,
+                "excess_ms": round(ex / 1e6, 3),
+                "ms": round(v / 1e6, 3),
+                "depth": int(depth),
+            }
+        )
     return out
 
 
@@ -154,8 +187,10 @@ def _inclusive(trace: Trace, lanes: list[int], window: tuple[int, int]) -> dict[
         tot = np.bincount(inv, weights=incl).astype(np.int64)
         dmin = np.full(len(uk), np.iinfo(np.int64).max, np.int64)
         np.minimum.at(dmin, inv, depth)
-        out = {(k // (256 * n_lanes), (k // n_lanes) % 256, k % n_lanes): (v, d)
-               for k, v, d in zip(uk.tolist(), tot.tolist(), dmin.tolist())}
+        out = {
+            (k // (256 * n_lanes), (k // n_lanes) % 256, k % n_lanes): (v, d)
+            for k, v, d in zip(uk.tolist(), tot.tolist(), dmin.tolist())
+        }
     if memo is not None:
         memo[key] = out
     return out

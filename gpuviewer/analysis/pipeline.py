@@ -12,6 +12,7 @@ A stage's time in a step that is not computing is split in two: the idle between
 the bubble the schedule causes is only the second. When the stage the others wait for (the one
 with the most compute and launch gaps) is launch-bound, the pipeline is launch-bound: more
 micro-batches would add launches, not hide them."""
+
 from __future__ import annotations
 
 import re
@@ -37,8 +38,10 @@ def _name_ids(trace: Trace) -> dict:
     found = trace.derived.get("p2p_name_ids")
     if found is None:  # once per trace, not once per rank
         names = trace.names
-        ids = {key: np.array([i for i, n in enumerate(names) if rx.search(n)], np.int64)
-               for key, rx in (("kernel", _SENDRECV), ("send", _SEND), ("recv", _RECV), ("a2a", _A2A))}
+        ids = {
+            key: np.array([i for i, n in enumerate(names) if rx.search(n)], np.int64)
+            for key, rx in (("kernel", _SENDRECV), ("send", _SEND), ("recv", _RECV), ("a2a", _A2A))
+        }
         found = trace.derived["p2p_name_ids"] = ids
     return found
 
@@ -50,8 +53,17 @@ def pipeline_facts(trace: Trace, rb: RankBreakdown) -> dict:
     c = trace.columns
     ids = _name_ids(trace)
     r = next((x for x in trace.ranks if x.rank == rb.rank), None)
-    out: dict[str, Any] = {"p2p_names": bool(len(ids["kernel"])), "p2p_kernels": False, "sends": [], "recvs": [], "a2a": [],
-           "a2a_name": None, "edges": [], "world_size": getattr(r, "world_size", None), "launch": {}}
+    out: dict[str, Any] = {
+        "p2p_names": bool(len(ids["kernel"])),
+        "p2p_kernels": False,
+        "sends": [],
+        "recvs": [],
+        "a2a": [],
+        "a2a_name": None,
+        "edges": [],
+        "world_size": getattr(r, "world_size", None),
+        "launch": {},
+    }
     if not out["p2p_names"]:
         return out
     ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
@@ -70,7 +82,14 @@ def pipeline_facts(trace: Trace, rb: RankBreakdown) -> dict:
         if ln.rank == rb.rank and ln.kind in HOST_KINDS:
             sl = trace.lane_slice(i)
             st = np.asarray(c["start"][sl]).astype(np.int64)
-            lanes.append((ln.kind, np.asarray(c["name"][sl]).astype(np.int64), st, st + np.asarray(c["dur"][sl]).astype(np.int64)))
+            lanes.append(
+                (
+                    ln.kind,
+                    np.asarray(c["name"][sl]).astype(np.int64),
+                    st,
+                    st + np.asarray(c["dur"][sl]).astype(np.int64),
+                )
+            )
     # the rank's all-to-all ops on every host lane (NCCL's own ranges of the grouped sends may sit
     # on another lane of the thread than the op that issued them)
     a_s = np.concatenate([x[2][np.isin(x[1], ids["a2a"])] for x in lanes] or [np.zeros(0, np.int64)])
@@ -148,8 +167,14 @@ def _per_step(facts: dict, key: str) -> int:
 def all_to_all(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
     """SendRecv kernels that all-to-all ops launched: named, so they are not read as a pipeline."""
     from .rule_base import finding
-    ranks = [rb.rank for rb in rbs if facts[rb.rank]["p2p_kernels"] and sum(facts[rb.rank]["a2a"])
-             and not sum(facts[rb.rank]["sends"]) + sum(facts[rb.rank]["recvs"])]
+
+    ranks = [
+        rb.rank
+        for rb in rbs
+        if facts[rb.rank]["p2p_kernels"]
+        and sum(facts[rb.rank]["a2a"])
+        and not sum(facts[rb.rank]["sends"]) + sum(facts[rb.rank]["recvs"])
+    ]
     if not ranks:
         return []
     f0 = facts[ranks[0]]
@@ -160,12 +185,27 @@ def all_to_all(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
     n = int(np.median(ns))
     count = str(min(ns)) if min(ns) == max(ns) else f"{min(ns)}-{max(ns)}"
     per = "a step" if all(facts[r].get("stepped") for r in ranks) else "in the capture"
-    who = "Rank " + str(ranks[0]) if len(ranks) == 1 else "Ranks " + ", ".join(map(str, ranks[:-1])) + f" and {ranks[-1]}"
-    return [finding("all_to_all", "low", f"{who}: the SendRecv kernels are all-to-all exchanges ({f0['a2a_name']}, "
-                    f"{count} {per}{' on each rank' if len(ranks) > 1 else ''}), not a pipeline{held}", ranks, None,
-                    min(s.start_ns for s in mine), max(s.end_ns for s in mine),
-                    {"all_to_all_per_step" if per == "a step" else "all_to_all": n, "op": f0["a2a_name"], "world_size": world or None,
-                     "ranks_held": len(rbs)})]
+    who = (
+        "Rank " + str(ranks[0]) if len(ranks) == 1 else "Ranks " + ", ".join(map(str, ranks[:-1])) + f" and {ranks[-1]}"
+    )
+    return [
+        finding(
+            "all_to_all",
+            "low",
+            f"{who}: the SendRecv kernels are all-to-all exchanges ({f0['a2a_name']}, "
+            f"{count} {per}{' on each rank' if len(ranks) > 1 else ''}), not a pipeline{held}",
+            ranks,
+            None,
+            min(s.start_ns for s in mine),
+            max(s.end_ns for s in mine),
+            {
+                "all_to_all_per_step" if per == "a step" else "all_to_all": n,
+                "op": f0["a2a_name"],
+                "world_size": world or None,
+                "ranks_held": len(rbs),
+            },
+        )
+    ]
 
 
 def pipeline(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
@@ -173,6 +213,7 @@ def pipeline(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
     its window) next to the ideal (p-1)/(m+p-1); or, when the stage the others wait for is
     launch-bound, that. facts: rank -> pipeline_facts() of its map."""
     from .rule_base import finding
+
     if len(rbs) < 2 or not any(facts[rb.rank]["p2p_names"] for rb in rbs):
         return []
     for rb in rbs:
@@ -191,11 +232,17 @@ def pipeline(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
         st = [x for x in rb.measured if x.window_ns > 0]
         gap = [lp[x.step]["gap_ns"] if x.step in lp else 0 for x in st]
         bub = [max(0, x.window_ns - x.compute_ns - g) / x.window_ns for x, g in zip(st, gap)]
-        per_stage.append({"rank": r, "bubble": float(np.mean(bub)) if bub else 0.0,
-                          "launch": float(np.mean([g / x.window_ns for x, g in zip(st, gap)])) if st else 0.0,
-                          "compute": float(np.mean([x.compute_ns for x in st])) if st else 0.0,
-                          "own": float(np.mean([x.compute_ns + g for x, g in zip(st, gap)])) if st else 0.0,
-                          "launch_ns": gap, "steps": st})
+        per_stage.append(
+            {
+                "rank": r,
+                "bubble": float(np.mean(bub)) if bub else 0.0,
+                "launch": float(np.mean([g / x.window_ns for x, g in zip(st, gap)])) if st else 0.0,
+                "compute": float(np.mean([x.compute_ns for x in st])) if st else 0.0,
+                "own": float(np.mean([x.compute_ns + g for x, g in zip(st, gap)])) if st else 0.0,
+                "launch_ns": gap,
+                "steps": st,
+            }
+        )
     p = len(order)
     m_est = [_per_step(facts[r], "sends") for r in order if _per_step(facts[r], "sends") > 0]
     if m_est:
@@ -208,23 +255,48 @@ def pipeline(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
     slow = max(per_stage, key=lambda x: x["own"])
     lp = facts[slow["rank"]]["launch"]
     lb = [x for x in slow["steps"] if x.step in lp and L.is_launch_bound(lp[x.step], x.gpu_time_ns)]
-    stages = [{"rank": x["rank"], "bubble_fraction": round(x["bubble"], 4), "launch_gap_fraction": round(x["launch"], 4),
-               "compute_ms_per_step": round(x["compute"] / 1e6, 3)} for x in per_stage]
+    stages = [
+        {
+            "rank": x["rank"],
+            "bubble_fraction": round(x["bubble"], 4),
+            "launch_gap_fraction": round(x["launch"], 4),
+            "compute_ms_per_step": round(x["compute"] / 1e6, 3),
+        }
+        for x in per_stage
+    ]
     rest = ", ".join(f"stage {i} {x['bubble']:.0%}" for i, x in enumerate(per_stage))
     if slow["steps"] and 2 * len(lb) > len(slow["steps"]):
         i = order.index(slow["rank"])
         xs = [lp[x.step] for x in lb]
         k = sum(x["kernels"] for x in xs) / len(xs)
         med = float(np.median([x["median_kernel_ns"] for x in xs])) / 1e3
-        title = (f"Pipeline of {p} stages, {m} micro-batches, launch-bound: stage {i} (rank {slow['rank']}), the "
-                 f"busiest stage (compute and launch gaps), idles {slow['launch']:.0%} of its step between its own kernels "
-                 f"({k:,.0f} a step, median {med:.1f} µs); not computing and not between its own kernels: "
-                 f"{rest} (ideal bubble {ideal:.1%})")
+        title = (
+            f"Pipeline of {p} stages, {m} micro-batches, launch-bound: stage {i} (rank {slow['rank']}), the "
+            f"busiest stage (compute and launch gaps), idles {slow['launch']:.0%} of its step between its own kernels "
+            f"({k:,.0f} a step, median {med:.1f} µs); not computing and not between its own kernels: "
+            f"{rest} (ideal bubble {ideal:.1%})"
+        )
         impact = float(sum(slow["launch_ns"]))
-        return [finding("pipeline_launch_bound", "high", title, order, None, s0, s1,
-                        {"micro_batches": m, "stages": stages, "ideal": round(ideal, 4),
-                         "launch_bound_rank": slow["rank"], "kernels_per_step": round(k, 1),
-                         "median_kernel_us": round(med, 3)}, impact_ns=impact)]
+        return [
+            finding(
+                "pipeline_launch_bound",
+                "high",
+                title,
+                order,
+                None,
+                s0,
+                s1,
+                {
+                    "micro_batches": m,
+                    "stages": stages,
+                    "ideal": round(ideal, 4),
+                    "launch_bound_rank": slow["rank"],
+                    "kernels_per_step": round(k, 1),
+                    "median_kernel_us": round(med, 3),
+                },
+                impact_ns=impact,
+            )
+        ]
     heavy = max(per_stage, key=lambda x: x["compute"])
     worst = max(per_stage, key=lambda x: x["bubble"])
     title = f"Pipeline of {p} stages, {m} micro-batches: bubble {rest} (ideal {ideal:.1%})"
@@ -233,6 +305,16 @@ def pipeline(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
     n_steps = max(1, min(len(rb.measured) for rb in rbs))
     windows = float(np.median([s.window_ns for rb in rbs for s in rb.measured]))
     impact = sum(max(0.0, x["bubble"] - ideal) for x in per_stage) * windows * n_steps
-    return [finding("pipeline_bubble", "high" if worst["bubble"] > 2 * ideal else "medium", title, order, None, s0, s1,
-                    {"micro_batches": m, "stages": stages, "ideal": round(ideal, 4), "heaviest_rank": heavy["rank"]},
-                    impact_ns=impact)]
+    return [
+        finding(
+            "pipeline_bubble",
+            "high" if worst["bubble"] > 2 * ideal else "medium",
+            title,
+            order,
+            None,
+            s0,
+            s1,
+            {"micro_batches": m, "stages": stages, "ideal": round(ideal, 4), "heaviest_rank": heavy["rank"]},
+            impact_ns=impact,
+        )
+    ]

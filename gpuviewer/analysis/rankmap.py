@@ -16,6 +16,7 @@ those the reduce asks for (the late ranks'); a part leaving its process is mater
 are on the clock of the trace it was mapped from; shifted() moves them when the reduce aligns
 hosts.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -121,26 +122,45 @@ class RankPart:
     def shifted(self, shift: Callable[[int], int]) -> RankPart:
         """The part with every time on another clock: shift(t) -> ns to add at time t (the
         host's clock correction, as model.align moves events)."""
+
         def d(t: int) -> int:
             return int(t) + shift(int(t))
-        steps = [dataclasses.replace(s, start_ns=d(s.start_ns), end_ns=d(s.end_ns), host_start_ns=d(s.host_start_ns),
-                                     host_end_ns=d(s.host_end_ns)) for s in self.steps]
-        arrivals = {k: [(d(r[0]), d(r[1]), *r[2:5], d(r[5]), *r[6:]) for r in rows]
-                    for k, rows in self.arrivals.items()}
+
+        steps = [
+            dataclasses.replace(
+                s,
+                start_ns=d(s.start_ns),
+                end_ns=d(s.end_ns),
+                host_start_ns=d(s.host_start_ns),
+                host_end_ns=d(s.host_end_ns),
+            )
+            for s in self.steps
+        ]
+        arrivals = {
+            k: [(d(r[0]), d(r[1]), *r[2:5], d(r[5]), *r[6:]) for r in rows] for k, rows in self.arrivals.items()
+        }
         rules = {k: {name: [_shift_finding(f, d) for f in fs] for name, fs in v.items()} for k, v in self.rules.items()}
         info = dict(self.info, start_ns=d(self.info["start_ns"]), end_ns=d(self.info["end_ns"]))
         profile = self.table("profile")
         tables = dict(self.tables, profile=Lazy.of(dict(profile, t0_ns=d(profile["t0_ns"]))))
         return dataclasses.replace(
-            self, steps=steps, host_steps=[(s, d(a), d(b)) for s, a, b in self.host_steps], arrivals=arrivals,
-            rules=rules, memory=[_shift_finding(f, d) for f in self.memory], info=info, tables=tables)
+            self,
+            steps=steps,
+            host_steps=[(s, d(a), d(b)) for s, a, b in self.host_steps],
+            arrivals=arrivals,
+            rules=rules,
+            memory=[_shift_finding(f, d) for f in self.memory],
+            info=info,
+            tables=tables,
+        )
 
 
 def _shift_finding(f: dict, d: Callable[[int], int]) -> dict:
     g = dict(f, start_ns=d(f["start_ns"]), end_ns=d(f["end_ns"]))
     if isinstance(f["metrics"].get("per_step"), list):  # memory: each step's peak and when
-        g["metrics"] = dict(f["metrics"], per_step=[dict(p, t_ns=d(p["t_ns"])) if "t_ns" in p else p
-                                                    for p in f["metrics"]["per_step"]])
+        g["metrics"] = dict(
+            f["metrics"], per_step=[dict(p, t_ns=d(p["t_ns"])) if "t_ns" in p else p for p in f["metrics"]["per_step"]]
+        )
     return g
 
 
@@ -163,18 +183,28 @@ def _map_rank(trace: Trace, rank: int, comm_args: dict[int, dict] | None) -> Ran
         plain_rb = dataclasses.replace(rb, steps=[dataclasses.replace(s, warmup=False) for s in rb.steps])
         rules["no_warmup"] = _rank_rules(trace, plain_rb, ks)
     part = RankPart(
-        rank=rank, steps=rb.steps, host_steps=[(s.step, s.start, s.end) for s in trace.steps_of_rank(rank)],
-        n_ops=rb.n_ops, arrivals=rank_comm(trace, rb, comm_args or {}),
-        kernels={k: v for k, v in ks.items() if k != "gaps"}, rules=rules, memory=R.memory_rule(trace, rank),
-        pipeline=R.job_facts(trace, rb), info=_info(trace, rank), unplaced=rb.unplaced,
-        unplaced_kernels=rb.unplaced_kernels)
+        rank=rank,
+        steps=rb.steps,
+        host_steps=[(s.step, s.start, s.end) for s in trace.steps_of_rank(rank)],
+        n_ops=rb.n_ops,
+        arrivals=rank_comm(trace, rb, comm_args or {}),
+        kernels={k: v for k, v in ks.items() if k != "gaps"},
+        rules=rules,
+        memory=R.memory_rule(trace, rank),
+        pipeline=R.job_facts(trace, rb),
+        info=_info(trace, rank),
+        unplaced=rb.unplaced,
+        unplaced_kernels=rb.unplaced_kernels,
+    )
     names = Lazy(_measured, trace, step_name_times, trace, rb)
     part.tables = {
         "gpu_names": Lazy(lambda: NameTimes(names.value()[0])),
         "host_names": Lazy(lambda: NameTimes(names.value()[1])),
         "host_explain": Lazy(_measured, trace, explain_steps, trace, rank),
         "profile": Lazy(_profile, trace, rb),
-        "op_stats": Lazy(lambda: {"kernels": _op_stats(trace, rb.ops), "host_ops": _op_stats(trace, _host_ops(trace, rank))}),
+        "op_stats": Lazy(
+            lambda: {"kernels": _op_stats(trace, rb.ops), "host_ops": _op_stats(trace, _host_ops(trace, rank))}
+        ),
     }
     return part
 
@@ -216,16 +246,30 @@ def _info(trace: Trace, rank: int) -> dict:
         hi.append(int(inst.max()))
     r = next(x for x in trace.ranks if x.rank == rank)
     peaks = peak_bytes_by_rank(trace).get(rank, {})
-    return {"rank": rank, "events": int(len(idx) + len(inst)),
-            "kernels": int(((cat == Cat.KERNEL) | (cat == Cat.COMM_KERNEL)).sum()),
-            "nccl_kernels": int((cat == Cat.COMM_KERNEL).sum()), "lanes": len(lanes),
-            "devices": [int(d) for d in r.devices], "steps": [s.step for s in trace.steps_of_rank(rank)],
-            "start_ns": min(lo) if lo else 0, "end_ns": max(hi) if hi else 0,
-            "memory_peak_bytes": {str(d): v for d, v in peaks.items()},
-            "files": list(r.files), "world_size": r.world_size, "format": trace.format,
-            # what the reduce compares collective bandwidth with (links.py): the GPUs' own properties
-            "device_props": {str(d): {k: v for k, v in (r.device_props.get(d) or {}).items()
-                                      if k in ("name", "computeMajor", "computeMinor", "gpuId")} for d in r.devices}}
+    return {
+        "rank": rank,
+        "events": int(len(idx) + len(inst)),
+        "kernels": int(((cat == Cat.KERNEL) | (cat == Cat.COMM_KERNEL)).sum()),
+        "nccl_kernels": int((cat == Cat.COMM_KERNEL).sum()),
+        "lanes": len(lanes),
+        "devices": [int(d) for d in r.devices],
+        "steps": [s.step for s in trace.steps_of_rank(rank)],
+        "start_ns": min(lo) if lo else 0,
+        "end_ns": max(hi) if hi else 0,
+        "memory_peak_bytes": {str(d): v for d, v in peaks.items()},
+        "files": list(r.files),
+        "world_size": r.world_size,
+        "format": trace.format,
+        # what the reduce compares collective bandwidth with (links.py): the GPUs' own properties
+        "device_props": {
+            str(d): {
+                k: v
+                for k, v in (r.device_props.get(d) or {}).items()
+                if k in ("name", "computeMajor", "computeMinor", "gpuId")
+            }
+            for d in r.devices
+        },
+    }
 
 
 def _profile(trace: Trace, rb: RankBreakdown, bins: int = PROFILE_BINS) -> dict:
@@ -277,13 +321,19 @@ def _op_stats(trace: Trace, idx: np.ndarray | None) -> dict:
     np.maximum.at(mx, inv, dur)
     mn = np.full(len(uk), np.iinfo(np.int64).max, np.int64)
     np.minimum.at(mn, inv, dur)
-    return {"name": [trace.names[int(k >> 8)] for k in uk],
-            "kind": [_KIND[c] if c in _KIND else _cat_label(c) for c in (int(k & 0xFF) for k in uk)],
-            "count": cnt.astype(np.int64), "total_ns": tot, "min_ns": mn, "max_ns": mx}
+    return {
+        "name": [trace.names[int(k >> 8)] for k in uk],
+        "kind": [_KIND[c] if c in _KIND else _cat_label(c) for c in (int(k & 0xFF) for k in uk)],
+        "count": cnt.astype(np.int64),
+        "total_ns": tot,
+        "min_ns": mn,
+        "max_ns": mx,
+    }
 
 
 def _cat_label(ct: int) -> str:
     from ..model.categories import CAT_LABEL
+
     try:
         return CAT_LABEL[Cat(ct)]
     except ValueError:

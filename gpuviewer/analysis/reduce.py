@@ -8,6 +8,7 @@ their causes and ranked. analyze(trace) in findings.py is this over map_rank of 
 Dask driver (gpuviewer/scale) is this over map_rank of every file's ranks, after align_parts
 put the hosts on one clock.
 """
+
 from __future__ import annotations
 
 import copy
@@ -34,9 +35,15 @@ from .results import Analysis, Finding
 from .stragglers import late_ranks
 
 
-def reduce(parts: list[RankPart], *, hosts: dict[int, str | None] | None = None, alignment: dict | None = None,
-           extra_findings: list[dict] | None = None, comm: dict | None = None,
-           topology: tuple | None = None) -> Analysis:
+def reduce(
+    parts: list[RankPart],
+    *,
+    hosts: dict[int, str | None] | None = None,
+    alignment: dict | None = None,
+    extra_findings: list[dict] | None = None,
+    comm: dict | None = None,
+    topology: tuple | None = None,
+) -> Analysis:
     """parts: one per rank (any order). hosts: rank -> host; alignment: how their clocks were
     put on one axis (a late rank across unaligned hosts is said to be uncertain). extra_findings
     and comm: what a topology adds (findings.analyze); topology: (Topology, rank -> GPU names),
@@ -44,9 +51,16 @@ def reduce(parts: list[RankPart], *, hosts: dict[int, str | None] | None = None,
     prints (to_json), with the matched collectives and breakdowns for the window and summaries."""
     parts = sorted(parts, key=lambda p: p.rank)
     by_rank = {p.rank: p for p in parts}
-    rbs = [RankBreakdown(p.rank, [dataclasses.replace(s) for s in p.steps], n_ops=p.n_ops,
-                         unplaced=getattr(p, "unplaced", 0), unplaced_kernels=getattr(p, "unplaced_kernels", True))
-           for p in parts]  # (getattr: parts pickled before these fields existed)
+    rbs = [
+        RankBreakdown(
+            p.rank,
+            [dataclasses.replace(s) for s in p.steps],
+            n_ops=p.n_ops,
+            unplaced=getattr(p, "unplaced", 0),
+            unplaced_kernels=getattr(p, "unplaced_kernels", True),
+        )
+        for p in parts
+    ]  # (getattr: parts pickled before these fields existed)
     # warm-up is a property of the job: a first step slow on every rank
     keep_warm = len(rbs) < 2 or all(rb.steps and rb.steps[0].warmup for rb in rbs if rb.steps)
     if not keep_warm:
@@ -78,21 +92,36 @@ def reduce(parts: list[RankPart], *, hosts: dict[int, str | None] | None = None,
     members: dict[str, set] = {}
     for ins in colls.instances:
         members.setdefault(ins.group, set()).update(ins.ranks)
-    findings += slow_links(colls.summary(), {g: sorted(v) for g, v in members.items()},
-                           {p.rank: p.info for p in parts}, hosts, topology)
+    findings += slow_links(
+        colls.summary(), {g: sorted(v) for g, v in members.items()}, {p.rank: p.info for p in parts}, hosts, topology
+    )
     findings += extra_findings or []
     findings = attach(merge_persistent(roots), findings)
     findings = thin_data(findings, rbs, max((p.info.get("world_size") or 0 for p in parts), default=0) or None)
     findings.sort(key=order_key)
     for f in findings:
         f["children"].sort(key=order_key)
-    out = plain({"ranks": [rank_json(rb, by_rank[rb.rank].kernels) for rb in rbs], "findings": findings,
-                 "collectives": colls.summary(), "collective_steps": steps_json(per_step)})
-    return Analysis(out["ranks"], [Finding.from_json(f) for f in out["findings"]], plain(comm), out["collectives"],
-                    out["collective_steps"], int(colls.unmatched),
-                    # the window draws and details each collective kernel (by event index of the
-                    # trace the parts were mapped from); summaries write the breakdowns and matches
-                    kernel_collectives=colls.per_kernel(), breakdowns=rbs, matched=colls)
+    out = plain(
+        {
+            "ranks": [rank_json(rb, by_rank[rb.rank].kernels) for rb in rbs],
+            "findings": findings,
+            "collectives": colls.summary(),
+            "collective_steps": steps_json(per_step),
+        }
+    )
+    return Analysis(
+        out["ranks"],
+        [Finding.from_json(f) for f in out["findings"]],
+        plain(comm),
+        out["collectives"],
+        out["collective_steps"],
+        int(colls.unmatched),
+        # the window draws and details each collective kernel (by event index of the
+        # trace the parts were mapped from); summaries write the breakdowns and matches
+        kernel_collectives=colls.per_kernel(),
+        breakdowns=rbs,
+        matched=colls,
+    )
 
 
 def arrivals_rows(colls: Collectives) -> list[tuple]:
@@ -103,6 +132,19 @@ def arrivals_rows(colls: Collectives) -> list[tuple]:
         waits = ins.waits()
         for k, r in enumerate(ins.ranks):
             w = int(waits[k])
-            rows.append((r, ins.group, ins.kind, ins.step, ins.order, ins.bytes, int(ins.starts[k]), int(ins.ends[k]),
-                         w, max(0, int(ins.ends[k]) - int(ins.starts[k]) - w), ins.late_rank))
+            rows.append(
+                (
+                    r,
+                    ins.group,
+                    ins.kind,
+                    ins.step,
+                    ins.order,
+                    ins.bytes,
+                    int(ins.starts[k]),
+                    int(ins.ends[k]),
+                    w,
+                    max(0, int(ins.ends[k]) - int(ins.starts[k]) - w),
+                    ins.late_rank,
+                )
+            )
     return rows

@@ -6,6 +6,7 @@ level depend only on lower levels and are computed together: the latest of their
 its duration. Levels are found once per model (Kahn's order, a level at a time) and kept; each
 replay after that costs a few numpy operations per level (3,562 levels for 776k slots at 64
 ranks) instead of a Python loop over every slot and edge. Same times as the loop, exactly."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -113,8 +114,10 @@ def _rows(lv: Levels):
         m2_cnt = np.r_[0, np.cumsum(lv.m2)][b]
         any2 = (np.diff(m2_cnt) > 0).tolist()
         bl, ebl = b.tolist(), lv.e_bounds.tolist()
-        rows = [(bl[L], bl[L + 1], ebl[L], ebl[L + 1], hb[L], hb[L + 1], mb[L], mb[L + 1], any2[L])
-                for L in range(len(bl) - 1)]
+        rows = [
+            (bl[L], bl[L + 1], ebl[L], ebl[L + 1], hb[L], hb[L + 1], mb[L], mb[L + 1], any2[L])
+            for L in range(len(bl) - 1)
+        ]
         got = (rows, h_at - b[lv_ent[h_at]], lv.seg[h_at], m0_at, m0_at - b[lv_ent[m0_at]], lv.slot[m0_at] + 1)
         lv._rows = got  # type: ignore[attr-defined]
     return got

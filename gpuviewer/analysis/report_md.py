@@ -1,4 +1,5 @@
 """The analysis as Markdown (gpuviewer analyze --md)."""
+
 from __future__ import annotations
 
 from ..model.fmt import utilization_line
@@ -18,11 +19,17 @@ def to_markdown(a, title: str = "gpuviewer analysis") -> str:
     out += ["## Findings", ""]
     if not a.findings:
         out.append("No findings.")
+
     def item(f, depth):
         pad = "  " * depth
         # never "0.0 ms lost": a finding without a saving or a time of its own says neither
-        cost = (f"saves {f.saves_key:.1f} ms {f.saves_where}" if f.saves_key is not None else
-                f"{f.impact_ms:.1f} ms lost" if f.impact_ms >= 0.05 else "no saving measured")
+        cost = (
+            f"saves {f.saves_key:.1f} ms {f.saves_where}"
+            if f.saves_key is not None
+            else f"{f.impact_ms:.1f} ms lost"
+            if f.impact_ms >= 0.05
+            else "no saving measured"
+        )
         out.append(f"{pad}- **{f.severity.upper()} · {f.rule}** · {cost} ({where(f)}): {escape_cell(f.title)}")
         # a finding's text holds trace names: `<built-in function sleep>` is no tag, `__init__` not bold
         if f.saving_text:
@@ -31,31 +38,84 @@ def to_markdown(a, title: str = "gpuviewer analysis") -> str:
             out.append(f"{pad}  - advice: {escape_cell(f.advice)}")
         for c in f.children:
             item(c, depth + 1)
+
     for f in a.findings:
         item(f, 0)
     if a.collectives:
         out += ["", "## Collectives", ""]
-        out += table(["group", "collective", "count", "bytes", "transfer ms", "algbw GB/s", "busbw GB/s",
-                      "mean wait ms per rank"],
-                     [[c["group"], c["name"], c["count"], c["bytes"] or "-", f"{c['transfer_ms']:.3f}",
-                       c["algbw_gbps"] or "-", c["busbw_gbps"] or "-",
-                       ", ".join(f"{r}: {w:.2f}" for r, w in c["wait_ms"].items())] for c in a.collectives])
+        out += table(
+            [
+                "group",
+                "collective",
+                "count",
+                "bytes",
+                "transfer ms",
+                "algbw GB/s",
+                "busbw GB/s",
+                "mean wait ms per rank",
+            ],
+            [
+                [
+                    c["group"],
+                    c["name"],
+                    c["count"],
+                    c["bytes"] or "-",
+                    f"{c['transfer_ms']:.3f}",
+                    c["algbw_gbps"] or "-",
+                    c["busbw_gbps"] or "-",
+                    ", ".join(f"{r}: {w:.2f}" for r, w in c["wait_ms"].items()),
+                ]
+                for c in a.collectives
+            ],
+        )
     out += ["", "## Per rank and step (ms)", ""]
     for r in a.ranks:
         out.append(f"### Rank {r['rank']} — GPU utilization {r['gpu_utilization']:.0%} (compute)")
         out.append("")
         out.append(utilization_line(r))
         out.append("")
-        out += table(["step", "GPU window", "busy", "compute", "comm", "wait", "transfer", "exposed comm", "memcpy",
-                      "idle", "util"],
-                     [[f"{s['step']} (warm-up)" if s.get("warmup") else f"{s['step']}",
-                       *step_cells(s, _STEP_COLUMNS, _ms), f"{s['utilization']:.0%}"] for s in r["steps"]])
+        out += table(
+            [
+                "step",
+                "GPU window",
+                "busy",
+                "compute",
+                "comm",
+                "wait",
+                "transfer",
+                "exposed comm",
+                "memcpy",
+                "idle",
+                "util",
+            ],
+            [
+                [
+                    f"{s['step']} (warm-up)" if s.get("warmup") else f"{s['step']}",
+                    *step_cells(s, _STEP_COLUMNS, _ms),
+                    f"{s['utilization']:.0%}",
+                ]
+                for s in r["steps"]
+            ],
+        )
         k = r.get("kernels") or {}
         if k.get("top"):
-            out += ["", f"Top kernels ({k['kernels']:,} kernels, Tensor Cores {k['tensor_core_share']:.0%} "
-                    f"of kernel time, mean {k['mean_kernel_us']:.1f} µs, mean gap {k['mean_gap_us']:.1f} µs):", ""]
-            out += table(["kernel", "count", "total ms", "share"],
-                         [[Code(row["name"] if len(row["name"]) < 90 else row["name"][:87] + "…"), row["count"],
-                           _ms(row["total_ns"]), f"{row['share']:.1%}"] for row in k["top"][:10]])
+            out += [
+                "",
+                f"Top kernels ({k['kernels']:,} kernels, Tensor Cores {k['tensor_core_share']:.0%} "
+                f"of kernel time, mean {k['mean_kernel_us']:.1f} µs, mean gap {k['mean_gap_us']:.1f} µs):",
+                "",
+            ]
+            out += table(
+                ["kernel", "count", "total ms", "share"],
+                [
+                    [
+                        Code(row["name"] if len(row["name"]) < 90 else row["name"][:87] + "…"),
+                        row["count"],
+                        _ms(row["total_ns"]),
+                        f"{row['share']:.1%}",
+                    ]
+                    for row in k["top"][:10]
+                ],
+            )
         out.append("")
     return "\n".join(out) + "\n"

@@ -1,5 +1,6 @@
 """What the HTML and the Markdown reports say alike, so that they never drift apart: where a
 finding is, and the time spans of a step's row."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -25,5 +26,5 @@ def step_cells(step: dict, columns: tuple[str, ...], fmt: Callable[[float], str]
 
 
 def where(f) -> str:
-    """"ranks 0, 1, step 3": the ranks of a finding (results.Finding), and its step when it has one."""
+    """ "ranks 0, 1, step 3": the ranks of a finding (results.Finding), and its step when it has one."""
     return f"ranks {', '.join(map(str, f.ranks))}" + (f", step {f.step}" if f.step is not None else "")

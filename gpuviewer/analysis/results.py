@@ -5,6 +5,7 @@ the command line read it by name, and `analyze --json` prints its to_json(). The
 their findings as plain dicts (merged, nested and ranked as such) and the reduce types them at
 the end. This module is also the one place that knows where a finding keeps its evidence (rules
 put it under "evidence", "causes", "host_activity" or "excess")."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -69,34 +70,78 @@ class Finding:
 
     @property
     def evidence(self) -> list[Evidence]:
-        return [Evidence.from_json(e) for e in evidence_of({"metrics": self.metrics}, with_excess=True)
-                if isinstance(e, dict)]
+        return [
+            Evidence.from_json(e)
+            for e in evidence_of({"metrics": self.metrics}, with_excess=True)
+            if isinstance(e, dict)
+        ]
 
     @classmethod
     def from_json(cls, d: dict) -> Finding:
-        return cls(d["rule"], d["severity"], d["title"], list(d.get("ranks") or []), d.get("step"),
-                   int(d["start_ns"]), int(d["end_ns"]), d.get("impact_ms", 0.0), d.get("advice", ""),
-                   dict(d.get("metrics") or {}), [cls.from_json(c) for c in d.get("children") or []],
-                   d.get("saves_ms"), d.get("saves_ms_per_step"), d.get("saves_pct"), d.get("saving"),
-                   d.get("saves_steps"), d.get("saves_ms_by_step"), d.get("saves_ms_in_steps"), d.get("saves_pct_in_steps"),
-                   d.get("steps_profiled"), d.get("saves_after_above"))
+        return cls(
+            d["rule"],
+            d["severity"],
+            d["title"],
+            list(d.get("ranks") or []),
+            d.get("step"),
+            int(d["start_ns"]),
+            int(d["end_ns"]),
+            d.get("impact_ms", 0.0),
+            d.get("advice", ""),
+            dict(d.get("metrics") or {}),
+            [cls.from_json(c) for c in d.get("children") or []],
+            d.get("saves_ms"),
+            d.get("saves_ms_per_step"),
+            d.get("saves_pct"),
+            d.get("saving"),
+            d.get("saves_steps"),
+            d.get("saves_ms_by_step"),
+            d.get("saves_ms_in_steps"),
+            d.get("saves_pct_in_steps"),
+            d.get("steps_profiled"),
+            d.get("saves_after_above"),
+        )
 
     def evidence_rows(self, with_excess: bool = False) -> list[dict]:
         """The evidence rows as the rule wrote them (evidence_of)."""
         return evidence_of({"metrics": self.metrics}, with_excess)
 
     def to_json(self) -> dict:
-        return {"rule": self.rule, "severity": self.severity, "title": self.title, "ranks": list(self.ranks),
-                "step": self.step, "start_ns": self.start_ns, "end_ns": self.end_ns, "metrics": self.metrics,
-                "advice": self.advice, "impact_ms": self.impact_ms,
-                **({"saves_ms": self.saves_ms, "saves_ms_per_step": self.saves_ms_per_step,
-                    "saves_pct": self.saves_pct, "saving": self.saving,
-                    **({"saves_steps": self.saves_steps, "saves_ms_by_step": self.saves_ms_by_step,
-                        "saves_ms_in_steps": self.saves_ms_in_steps,
-                        "saves_pct_in_steps": self.saves_pct_in_steps, "steps_profiled": self.steps_profiled,
-                        "saves_after_above": self.saves_after_above}
-                       if self.saves_steps is not None else {})} if self.saves_ms is not None else {}),
-                "children": [c.to_json() for c in self.children]}
+        return {
+            "rule": self.rule,
+            "severity": self.severity,
+            "title": self.title,
+            "ranks": list(self.ranks),
+            "step": self.step,
+            "start_ns": self.start_ns,
+            "end_ns": self.end_ns,
+            "metrics": self.metrics,
+            "advice": self.advice,
+            "impact_ms": self.impact_ms,
+            **(
+                {
+                    "saves_ms": self.saves_ms,
+                    "saves_ms_per_step": self.saves_ms_per_step,
+                    "saves_pct": self.saves_pct,
+                    "saving": self.saving,
+                    **(
+                        {
+                            "saves_steps": self.saves_steps,
+                            "saves_ms_by_step": self.saves_ms_by_step,
+                            "saves_ms_in_steps": self.saves_ms_in_steps,
+                            "saves_pct_in_steps": self.saves_pct_in_steps,
+                            "steps_profiled": self.steps_profiled,
+                            "saves_after_above": self.saves_after_above,
+                        }
+                        if self.saves_steps is not None
+                        else {}
+                    ),
+                }
+                if self.saves_ms is not None
+                else {}
+            ),
+            "children": [c.to_json() for c in self.children],
+        }
 
     @property
     def saves_key(self) -> float | None:
@@ -120,26 +165,34 @@ class Finding:
         acted, n = self.saves_steps, self.steps_profiled
         tail = " in a replay of their dependencies"
         if not acted or not n or self.saves_ms_in_steps is None:  # a saving from before the steps were said
-            return (f"what-if, {self.saving}: saves about {self.saves_ms:.1f} ms over the profiled steps "
-                    f"({self.saves_ms_per_step:.1f} ms a step, {self.saves_pct:.0%}){tail}")
-        fixing = "with the top-level findings above fixed, fixing this too" if self.saves_after_above \
-            else "fixing this"
+            return (
+                f"what-if, {self.saving}: saves about {self.saves_ms:.1f} ms over the profiled steps "
+                f"({self.saves_ms_per_step:.1f} ms a step, {self.saves_pct:.0%}){tail}"
+            )
+        fixing = "with the top-level findings above fixed, fixing this too" if self.saves_after_above else "fixing this"
         if self.saves_ms_in_steps < 0.05:  # never "0.0 ms faster"
             total = f"; {self.saves_ms:.1f} ms over all {n}" if self.saves_ms >= 0.05 else ""
-            return (f"what-if, {self.saving}: {fixing} would not make the steps measurably faster (under "
-                    f"0.05 ms a step it acts in{total}){tail}")
+            return (
+                f"what-if, {self.saving}: {fixing} would not make the steps measurably faster (under "
+                f"0.05 ms a step it acts in{total}){tail}"
+            )
         pct = f"{self.saves_pct_in_steps or 0.0:.0%}"
         if len(acted) >= n:
-            return (f"what-if, {self.saving}: {fixing} would make steps about {self.saves_ms_in_steps:.1f} ms "
-                    f"({pct}) faster ({self.saves_ms:.1f} ms over the {n} profiled steps){tail}")
+            return (
+                f"what-if, {self.saving}: {fixing} would make steps about {self.saves_ms_in_steps:.1f} ms "
+                f"({pct}) faster ({self.saves_ms:.1f} ms over the {n} profiled steps){tail}"
+            )
         one = len(acted) == 1
         gained = self.saves_ms_in_steps * len(acted)
         rest = self.saves_ms - gained
-        others = "" if abs(rest) < 0.05 else \
-            f", the other steps {abs(rest):.1f} ms {'slower' if rest < 0 else 'faster'}"
-        return (f"what-if, {self.saving}: {fixing} would make step{'' if one else 's'} {_steps_text(acted)} "
-                f"about {self.saves_ms_in_steps:.1f} ms{'' if one else ' each'} ({pct}) faster "
-                f"({len(acted)} of {n} profiled steps; {self.saves_ms:.1f} ms over all {n}{others}){tail}")
+        others = (
+            "" if abs(rest) < 0.05 else f", the other steps {abs(rest):.1f} ms {'slower' if rest < 0 else 'faster'}"
+        )
+        return (
+            f"what-if, {self.saving}: {fixing} would make step{'' if one else 's'} {_steps_text(acted)} "
+            f"about {self.saves_ms_in_steps:.1f} ms{'' if one else ' each'} ({pct}) faster "
+            f"({len(acted)} of {n} profiled steps; {self.saves_ms:.1f} ms over all {n}{others}){tail}"
+        )
 
 
 def _steps_text(steps: list[int]) -> str:
@@ -157,6 +210,7 @@ def _steps_text(steps: list[int]) -> str:
 class Analysis:
     """What the analysis found: the fields `analyze --json` prints (to_json), and what was computed
     with them for the window and summaries (never printed)."""
+
     ranks: list[dict]  # per rank: rank, gpu_utilization, steps (breakdown rows), kernels
     findings: list[Finding]
     comm: dict | None = None
@@ -179,23 +233,47 @@ class Analysis:
     matched: Any = field(default=None, repr=False)  # collectives.Collectives: every matched instance
     parts: list | None = field(default=None, repr=False)  # rankmap.RankPart per rank, when kept for a summary
 
-    _FIELDS = ("ranks", "findings", "comm", "collectives", "collective_steps", "unmatched_collectives",
-               "failed_ranks", "notes", "efficiency", "steps", "bound_by")
+    _FIELDS = (
+        "ranks",
+        "findings",
+        "comm",
+        "collectives",
+        "collective_steps",
+        "unmatched_collectives",
+        "failed_ranks",
+        "notes",
+        "efficiency",
+        "steps",
+        "bound_by",
+    )
 
     @classmethod
     def from_json(cls, d: dict) -> Analysis:
-        return cls(list(d.get("ranks") or []), [Finding.from_json(f) for f in d.get("findings") or []],
-                   d.get("comm"), list(d.get("collectives") or []), list(d.get("collective_steps") or []),
-                   int(d.get("unmatched_collectives") or 0), list(d.get("failed_ranks") or []),
-                   list(d.get("notes") or []), efficiency=d.get("efficiency"), steps=list(d.get("steps") or []),
-                   bound_by=d.get("bound_by"),
-                   extra={k: v for k, v in d.items() if k not in cls._FIELDS})
+        return cls(
+            list(d.get("ranks") or []),
+            [Finding.from_json(f) for f in d.get("findings") or []],
+            d.get("comm"),
+            list(d.get("collectives") or []),
+            list(d.get("collective_steps") or []),
+            int(d.get("unmatched_collectives") or 0),
+            list(d.get("failed_ranks") or []),
+            list(d.get("notes") or []),
+            efficiency=d.get("efficiency"),
+            steps=list(d.get("steps") or []),
+            bound_by=d.get("bound_by"),
+            extra={k: v for k, v in d.items() if k not in cls._FIELDS},
+        )
 
     def to_json(self) -> dict:
         """What `gpuviewer analyze --json` prints."""
-        out: dict[str, Any] = {"ranks": self.ranks, "findings": [f.to_json() for f in self.findings], "comm": self.comm,
-               "collectives": self.collectives, "collective_steps": self.collective_steps,
-               "unmatched_collectives": self.unmatched_collectives}
+        out: dict[str, Any] = {
+            "ranks": self.ranks,
+            "findings": [f.to_json() for f in self.findings],
+            "comm": self.comm,
+            "collectives": self.collectives,
+            "collective_steps": self.collective_steps,
+            "unmatched_collectives": self.unmatched_collectives,
+        }
         if self.failed_ranks:
             out["failed_ranks"] = self.failed_ranks
         if self.notes:
@@ -214,8 +292,10 @@ class Analysis:
 
     def all_findings(self):
         """Every finding, causes first, each followed by the symptoms nested under it."""
+
         def walk(fs):
             for f in fs:
                 yield f
                 yield from walk(f.children)
+
         return walk(self.findings)

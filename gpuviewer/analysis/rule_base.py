@@ -1,88 +1,98 @@
 """What every rule builds on: the advice of the bottleneck guide by rule, the finding record, and
 the time a map-side finding lost on the critical path (settled in the reduce). Apart from rules.py,
 which imports the rule modules to register them, so those modules import this, not rules.py."""
+
 from __future__ import annotations
 
 from .breakdown import RankBreakdown
 
 ADVICE = {
     "low_gpu_utilization": "The GPU waits for work most of the step. Find what the host does in the gaps "
-                           "(see the other findings): feed it faster (DataLoader workers, pin_memory, GPU-side "
-                           "preprocessing), launch less often (torch.compile, CUDA graphs), or give it more "
-                           "work per launch (larger batch, AMP so Tensor Cores are used).",
+    "(see the other findings): feed it faster (DataLoader workers, pin_memory, GPU-side "
+    "preprocessing), launch less often (torch.compile, CUDA graphs), or give it more "
+    "work per launch (larger batch, AMP so Tensor Cores are used).",
     "host_bound_idle": "The GPU drains while the host is busy elsewhere at the start of the step: an input "
-                       "pipeline that is too slow. Use DataLoader(num_workers>0, pin_memory=True, "
-                       "persistent_workers=True, prefetch_factor), move preprocessing to the GPU, and "
-                       "overlap the next batch's copy (non_blocking=True) with this step's compute.",
+    "pipeline that is too slow. Use DataLoader(num_workers>0, pin_memory=True, "
+    "persistent_workers=True, prefetch_factor), move preprocessing to the GPU, and "
+    "overlap the next batch's copy (non_blocking=True) with this step's compute.",
     "launch_bound": "Many tiny kernels separated by about the launch cost: the CPU cannot launch fast "
-                    "enough. Fuse them (torch.compile), capture the step in CUDA graphs, use fused "
-                    "optimizers (foreach/fused AdamW), and use bigger tensors per kernel (batch more).",
+    "enough. Fuse them (torch.compile), capture the step in CUDA graphs, use fused "
+    "optimizers (foreach/fused AdamW), and use bigger tensors per kernel (batch more).",
     "exposed_communication": "Communication is not hidden behind compute. Overlap it: DDP bucket size "
-                             "(bucket_cap_mb), gradient accumulation with no_sync, FSDP prefetch; keep "
-                             "tensor parallel inside an NVLink domain; fix the late rank first if one "
-                             "rank waits in every collective.",
+    "(bucket_cap_mb), gradient accumulation with no_sync, FSDP prefetch; keep "
+    "tensor parallel inside an NVLink domain; fix the late rank first if one "
+    "rank waits in every collective.",
     "straggler": "One rank arrived late and every other rank waited for it in the collectives. Look at "
-                 "what that rank's host did (the evidence): data loading, logging, checkpointing, "
-                 "garbage collection, a slow node. Balance the work or move the stall off the step.",
+    "what that rank's host did (the evidence): data loading, logging, checkpointing, "
+    "garbage collection, a slow node. Balance the work or move the stall off the step.",
     "step_outlier": "One step is far slower than the rest. Look for synchronous host-device copies "
-                    "(.cpu(), .item(), pageable memory), allocator churn (cudaMalloc/cudaFree after "
-                    "empty_cache), checkpointing or evaluation inside the step; pin memory and keep "
-                    "tensors on the GPU.",
+    "(.cpu(), .item(), pageable memory), allocator churn (cudaMalloc/cudaFree after "
+    "empty_cache), checkpointing or evaluation inside the step; pin memory and keep "
+    "tensors on the GPU.",
     "pipeline_bubble": "Pipeline stages sit idle at the ramp-up and ramp-down. Use more micro-batches "
-                       "(bubble = (p-1)/(m+p-1)), an interleaved 1F1B schedule, and balance the layers "
-                       "so no stage is heavier than the others (the last stage holds the LM head and loss).",
+    "(bubble = (p-1)/(m+p-1)), an interleaved 1F1B schedule, and balance the layers "
+    "so no stage is heavier than the others (the last stage holds the LM head and loss).",
     "pipeline_launch_bound": "The pipeline is slowed by kernel launches, not by its schedule: the stage with "
-                             "the most work idles between its own tiny kernels and the other stages wait for it. "
-                             "More micro-batches would add launches. Capture each stage's forward and backward in "
-                             "CUDA graphs or torch.compile it (mode='reduce-overhead'), use fewer, larger "
-                             "micro-batches and fused optimizers; then look at the bubble again.",
+    "the most work idles between its own tiny kernels and the other stages wait for it. "
+    "More micro-batches would add launches. Capture each stage's forward and backward in "
+    "CUDA graphs or torch.compile it (mode='reduce-overhead'), use fewer, larger "
+    "micro-batches and fused optimizers; then look at the bubble again.",
     "all_to_all": "All-to-all exchanges (MoE expert parallelism, sharded embedding tables, sequence "
-                  "parallelism) send every rank's share to every other rank: their time grows with the "
-                  "group and its slowest link. Keep the group inside an NVLink domain, balance the splits "
-                  "(tokens per expert, ids per shard), and overlap the exchange with compute.",
+    "parallelism) send every rank's share to every other rank: their time grows with the "
+    "group and its slowest link. Keep the group inside an NVLink domain, balance the splits "
+    "(tokens per expert, ids per shard), and overlap the exchange with compute.",
     "sm_contention": "The ranks run the same kernels, but on the rank that waits at the collectives they "
-                     "share the SMs with its NCCL kernels, which occupy SMs while they spin waiting for the "
-                     "late rank. It is a symptom of the wait: fix the late rank first (see the straggler "
-                     "finding); NCCL_MAX_CTAS / NCCL_NCHANNELS_PER_NET_PEER limit the SMs NCCL holds.",
+    "share the SMs with its NCCL kernels, which occupy SMs while they spin waiting for the "
+    "late rank. It is a symptom of the wait: fix the late rank first (see the straggler "
+    "finding); NCCL_MAX_CTAS / NCCL_NCHANNELS_PER_NET_PEER limit the SMs NCCL holds.",
     "slow_gpu": "The ranks run the same kernels but one rank's GPU takes longer, not while it "
-                "communicates: check its clocks, power and thermal throttling (nvidia-smi -q -d "
-                "PERFORMANCE,CLOCK), ECC and XID errors, and other processes on that GPU.",
+    "communicates: check its clocks, power and thermal throttling (nvidia-smi -q -d "
+    "PERFORMANCE,CLOCK), ECC and XID errors, and other processes on that GPU.",
     "load_imbalance": "Ranks do unequal work, so the fast ones wait for the slow one at every "
-                      "collective. Balance the partition (layers per pipeline stage, sequence lengths "
-                      "per data-parallel rank) or move extra work off the slow rank.",
+    "collective. Balance the partition (layers per pipeline stage, sequence lengths "
+    "per data-parallel rank) or move extra work off the slow rank.",
     "topology_split": "The communication group crosses slow paths (another NVLink island, a PCIe "
-                      "host bridge, the inter-socket link). Keep tensor parallel and the chattiest "
-                      "groups inside an NVLink domain; place ranks so each group maps to one island; "
-                      "check NCCL_P2P_LEVEL and that P2P is not disabled.",
+    "host bridge, the inter-socket link). Keep tensor parallel and the chattiest "
+    "groups inside an NVLink domain; place ranks so each group maps to one island; "
+    "check NCCL_P2P_LEVEL and that P2P is not disabled.",
     "copy_bound": "The GPU spends its time copying memory, not computing. Keep data on the GPU between "
-                  "steps (no .cpu()/.to() round trips), copy from pinned memory with non_blocking=True so the "
-                  "copy overlaps compute (DataLoader(pin_memory=True)), copy once and reuse, and move "
-                  "preprocessing to the GPU.",
+    "steps (no .cpu()/.to() round trips), copy from pinned memory with non_blocking=True so the "
+    "copy overlaps compute (DataLoader(pin_memory=True)), copy once and reuse, and move "
+    "preprocessing to the GPU.",
     "slow_link": "The collectives move data far slower than the link between these GPUs carries: NCCL's "
-                 "peer-to-peer path is not used, so every transfer is staged through host memory. Check "
-                 "NCCL_P2P_DISABLE and NCCL_P2P_LEVEL (unset them), that the IOMMU / PCIe ACS does not block "
-                 "P2P (nvidia-smi topo -p2p r), that the GPUs are visible to one process or container together, "
-                 "and run NCCL_DEBUG=INFO: its log says 'via P2P' or 'via SHM' for each channel.",
+    "peer-to-peer path is not used, so every transfer is staged through host memory. Check "
+    "NCCL_P2P_DISABLE and NCCL_P2P_LEVEL (unset them), that the IOMMU / PCIe ACS does not block "
+    "P2P (nvidia-smi topo -p2p r), that the GPUs are visible to one process or container together, "
+    "and run NCCL_DEBUG=INFO: its log says 'via P2P' or 'via SHM' for each channel.",
     "warmup": "The first step pays one-time costs (CUDA context, cuDNN/cuBLAS autotuning, NCCL "
-              "communicator set-up, allocator growth, torch.compile). Profile after it: a profiler "
-              "schedule with wait/warmup steps, or skip it when reading the numbers.",
+    "communicator set-up, allocator growth, torch.compile). Profile after it: a profiler "
+    "schedule with wait/warmup steps, or skip it when reading the numbers.",
     "unattributed_ops": "These GPU ops have no launch record (no correlation to a CUDA call) and start "
-                        "outside every step's host range, so the per-step numbers (busy, utilization, "
-                        "windows) leave them out. Record CPU and CUDA activities together "
-                        "(torch.profiler activities=[CPU, CUDA]; nsys -t cuda) so each op's launch is "
-                        "kept, and profile whole steps.",
+    "outside every step's host range, so the per-step numbers (busy, utilization, "
+    "windows) leave them out. Record CPU and CUDA activities together "
+    "(torch.profiler activities=[CPU, CUDA]; nsys -t cuda) so each op's launch is "
+    "kept, and profile whole steps.",
     "memory_headroom": "Peak allocated memory is close to the device's capacity: an OOM risk and "
-                       "allocator thrash. Use activation checkpointing, a smaller micro-batch, 8-bit "
-                       "optimizers or sharded optimizer state (ZeRO/FSDP), and free tensors held "
-                       "outside the step.",
+    "allocator thrash. Use activation checkpointing, a smaller micro-batch, 8-bit "
+    "optimizers or sharded optimizer state (ZeRO/FSDP), and free tensors held "
+    "outside the step.",
 }
 
 
 def finding(rule, severity, title, ranks, step, start, end, metrics, impact_ns=0.0) -> dict:
-    return {"rule": rule, "severity": severity, "title": title, "ranks": [int(r) for r in ranks],
-            "step": None if step is None else int(step), "start_ns": int(start), "end_ns": int(end),
-            "metrics": metrics, "advice": ADVICE[rule], "impact_ms": round(float(impact_ns) / 1e6, 3),
-            "children": []}
+    return {
+        "rule": rule,
+        "severity": severity,
+        "title": title,
+        "ranks": [int(r) for r in ranks],
+        "step": None if step is None else int(step),
+        "start_ns": int(start),
+        "end_ns": int(end),
+        "metrics": metrics,
+        "advice": ADVICE[rule],
+        "impact_ms": round(float(impact_ns) / 1e6, 3),
+        "children": [],
+    }
 
 
 def deferred(f: dict, lost: dict) -> dict:

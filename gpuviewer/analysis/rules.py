@@ -8,6 +8,7 @@ reduce knows, so they leave it as `_lost` (per step) for settle(). Rules over st
 (utilization, exposed communication) and across ranks run in the reduce: pipelines and all-to-all
 (pipeline.py), unequal compute told apart from SM contention (contention.py); launch-bound is
 judged per step in launch.py. Their facts come from each rank's map (job_facts)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -27,6 +28,7 @@ LOW_UTILIZATION = 0.70  # the guide's threshold
 HOST_GAP_MIN_NS = 1_000_000  # gaps shorter than 1 ms are launch gaps, not host stalls
 MEM_HEADROOM_WARN = 0.80
 
+
 def _span(rb: RankBreakdown) -> tuple[int, int]:
     st = rb.measured
     return (min(s.start_ns for s in st), max(s.end_ns for s in st)) if st else (0, 0)
@@ -45,23 +47,44 @@ def utilization(rb: RankBreakdown) -> list[dict]:
     if not rb.measured or u >= LOW_UTILIZATION or not rb.n_ops:
         return []  # no GPU work recorded (a CPU-only trace, a memory snapshot) says nothing
     s0, s1 = _span(rb)
-    beside = ", ".join(f"{label} {sh[k]:.0%}" for k, label in (("nccl_wait", "NCCL waiting"),
-                                                               ("nccl_transfer", "NCCL transfer"),
-                                                               ("copy", "copies"), ("idle", "idle"))
-                       if sh[k] >= 0.005)
-    return [finding("low_gpu_utilization", "high" if u < 0.4 else "medium",
-                     f"Rank {rb.rank}: GPU utilization {u:.0%} (compute kernels' share of its time, below "
-                     f"{LOW_UTILIZATION:.0%}){'; ' + beside if beside else ''}{_warm_note(rb)}"
-                     + (f"; {rb.unplaced:,} {'kernels' if rb.unplaced_kernels else 'GPU ops'} without a launch "
-                        "record are not in any step" if rb.unplaced else ""),
-                     [rb.rank], None, s0, s1,
-                     {"utilization": round(u, 4), "busy_share": round(sh["busy"], 4),
-                      "shares": {k: round(v, 4) for k, v in sh.items()},
-                      "compute_ms": round(rb.total("compute_ns") / 1e6, 3),
-                      "busy_ms": round(rb.total("busy_ns") / 1e6, 3),
-                      "gpu_time_ms": round(sum(s.gpu_time_ns for s in rb.measured) / 1e6, 3),
-                      "idle_ms": round(sum(s.idle_total_ns for s in rb.measured) / 1e6, 3)},
-                     impact_ns=critical(rb, {x.step: x.idle_total_ns for x in rb.measured}))]
+    beside = ", ".join(
+        f"{label} {sh[k]:.0%}"
+        for k, label in (
+            ("nccl_wait", "NCCL waiting"),
+            ("nccl_transfer", "NCCL transfer"),
+            ("copy", "copies"),
+            ("idle", "idle"),
+        )
+        if sh[k] >= 0.005
+    )
+    return [
+        finding(
+            "low_gpu_utilization",
+            "high" if u < 0.4 else "medium",
+            f"Rank {rb.rank}: GPU utilization {u:.0%} (compute kernels' share of its time, below "
+            f"{LOW_UTILIZATION:.0%}){'; ' + beside if beside else ''}{_warm_note(rb)}"
+            + (
+                f"; {rb.unplaced:,} {'kernels' if rb.unplaced_kernels else 'GPU ops'} without a launch "
+                "record are not in any step"
+                if rb.unplaced
+                else ""
+            ),
+            [rb.rank],
+            None,
+            s0,
+            s1,
+            {
+                "utilization": round(u, 4),
+                "busy_share": round(sh["busy"], 4),
+                "shares": {k: round(v, 4) for k, v in sh.items()},
+                "compute_ms": round(rb.total("compute_ns") / 1e6, 3),
+                "busy_ms": round(rb.total("busy_ns") / 1e6, 3),
+                "gpu_time_ms": round(sum(s.gpu_time_ns for s in rb.measured) / 1e6, 3),
+                "idle_ms": round(sum(s.idle_total_ns for s in rb.measured) / 1e6, 3),
+            },
+            impact_ns=critical(rb, {x.step: x.idle_total_ns for x in rb.measured}),
+        )
+    ]
 
 
 COPY_SHARE = 0.30  # copies filling this share of the GPU's time, more than compute, are the bottleneck
@@ -89,13 +112,25 @@ def copy_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     lead = next((w for k, w in what.items() if top and k in top[0][0]), "memory")
     s0, s1 = _span(rb)
     copy_ms = rb.total("memcpy_ns") / 1e6
-    return [finding("copy_bound", "high" if sh["copy"] >= 0.5 else "medium",
-                    f"Rank {rb.rank}: {lead} copies fill {sh['copy']:.0%} of the GPU's time ({copy_ms:,.1f} ms); "
-                    f"compute {sh['compute']:.0%}", [rb.rank], None, s0, s1,
-                    {"copy_share": round(sh["copy"], 4), "compute_share": round(sh["compute"], 4),
-                     "copy_ms": round(copy_ms, 3),
-                     "evidence": [{"name": n, "ms": round(v / 1e6, 3)} for n, v in top[:5]]},
-                    impact_ns=rb.total("memcpy_ns"))]
+    return [
+        finding(
+            "copy_bound",
+            "high" if sh["copy"] >= 0.5 else "medium",
+            f"Rank {rb.rank}: {lead} copies fill {sh['copy']:.0%} of the GPU's time ({copy_ms:,.1f} ms); "
+            f"compute {sh['compute']:.0%}",
+            [rb.rank],
+            None,
+            s0,
+            s1,
+            {
+                "copy_share": round(sh["copy"], 4),
+                "compute_share": round(sh["compute"], 4),
+                "copy_ms": round(copy_ms, 3),
+                "evidence": [{"name": n, "ms": round(v / 1e6, 3)} for n, v in top[:5]],
+            },
+            impact_ns=rb.total("memcpy_ns"),
+        )
+    ]
 
 
 def unplaced(rb: RankBreakdown) -> list[dict]:
@@ -104,9 +139,19 @@ def unplaced(rb: RankBreakdown) -> list[dict]:
         return []
     what = "kernels" if rb.unplaced_kernels else "GPU ops"
     s0, s1 = min(s.host_start_ns for s in rb.steps), max(s.host_end_ns for s in rb.steps)
-    return [finding("unattributed_ops", "low", f"Rank {rb.rank}: {rb.unplaced:,} {what} without a launch record "
-                    "were not attributed to steps (the step numbers leave them out)", [rb.rank], None, s0, s1,
-                    {"ops": rb.unplaced, "kernels_only": rb.unplaced_kernels})]
+    return [
+        finding(
+            "unattributed_ops",
+            "low",
+            f"Rank {rb.rank}: {rb.unplaced:,} {what} without a launch record "
+            "were not attributed to steps (the step numbers leave them out)",
+            [rb.rank],
+            None,
+            s0,
+            s1,
+            {"ops": rb.unplaced, "kernels_only": rb.unplaced_kernels},
+        )
+    ]
 
 
 def _busy(trace: Trace, rb: RankBreakdown):
@@ -137,18 +182,33 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     # the step whose largest gap is closest to the typical one is the evidence
     s, _, g0, g1, _ = min(per_step, key=lambda p: abs(p[1] - typical))
     what = explain(trace, rb.rank, (g0, g1), [], top=3)
-    at_start = np.median([(p[2] - (p[0].start_ns - p[0].idle_before_ns)) / max(p[0].gpu_time_ns, 1)
-                          for p in per_step]) < 0.25
+    at_start = (
+        np.median([(p[2] - (p[0].start_ns - p[0].idle_before_ns)) / max(p[0].gpu_time_ns, 1) for p in per_step]) < 0.25
+    )
     share = typical / med_window
     who = f": the host was in {what[0]['name']}" if what else ""
-    return [deferred(finding("host_bound_idle", "high" if share > 0.3 else "medium",
-                             f"Rank {rb.rank}: the GPU sits idle {typical / 1e6:.1f} ms a step "
-                             f"{'at the start of the step ' if at_start else ''}waiting for the host{who}",
-                             [rb.rank], s.step, g0, g1,
-                             {"gap_ms_per_step": round(typical / 1e6, 3), "share_of_step": round(share, 4),
-                              "gaps_ms": [round(p[1] / 1e6, 3) for p in per_step],
-                              "at_step_start": bool(at_start), "host_activity": what}),
-                     {p[0].step: p[4] for p in per_step})]
+    return [
+        deferred(
+            finding(
+                "host_bound_idle",
+                "high" if share > 0.3 else "medium",
+                f"Rank {rb.rank}: the GPU sits idle {typical / 1e6:.1f} ms a step "
+                f"{'at the start of the step ' if at_start else ''}waiting for the host{who}",
+                [rb.rank],
+                s.step,
+                g0,
+                g1,
+                {
+                    "gap_ms_per_step": round(typical / 1e6, 3),
+                    "share_of_step": round(share, 4),
+                    "gaps_ms": [round(p[1] / 1e6, 3) for p in per_step],
+                    "at_step_start": bool(at_start),
+                    "host_activity": what,
+                },
+            ),
+            {p[0].step: p[4] for p in per_step},
+        )
+    ]
 
 
 def wait_clause(exposed_ms: float, wait_ms: float) -> str:
@@ -172,18 +232,33 @@ def exposed(rb: RankBreakdown) -> list[dict]:
     wait = float(np.median([s.wait_ns for s in steps]))
     waits_every_step = all(s.wait_ns >= 500_000 for s in steps)
     worst = max(steps, key=lambda s: s.exposed_comm_ns)
-    title = (f"Rank {rb.rank}: {exposed / 1e6:.1f} ms a step of communication not overlapped with compute "
-             f"({share:.0%} of the step; {per_step} collectives a step)")
+    title = (
+        f"Rank {rb.rank}: {exposed / 1e6:.1f} ms a step of communication not overlapped with compute "
+        f"({share:.0%} of the step; {per_step} collectives a step)"
+    )
     if wait >= 500_000:
         title += wait_clause(exposed / 1e6, wait / 1e6)
-    return [finding("exposed_communication", "high" if share > 0.3 else "medium", title, [rb.rank],
-                    worst.step, worst.start_ns, worst.end_ns,
-                    {"exposed_ms_per_step": round(exposed / 1e6, 3), "share": round(share, 4),
-                     "comm_ms_per_step": round(float(np.median([s.comm_ns for s in steps])) / 1e6, 3),
-                     "wait_ms_per_step": round(wait / 1e6, 3),
-                     "transfer_ms_per_step": round(float(np.median([s.transfer_ns for s in steps])) / 1e6, 3),
-                     "collectives_per_step": per_step, "waits_every_step": waits_every_step},
-                    impact_ns=critical(rb, {s.step: s.exposed_comm_ns for s in steps}))]
+    return [
+        finding(
+            "exposed_communication",
+            "high" if share > 0.3 else "medium",
+            title,
+            [rb.rank],
+            worst.step,
+            worst.start_ns,
+            worst.end_ns,
+            {
+                "exposed_ms_per_step": round(exposed / 1e6, 3),
+                "share": round(share, 4),
+                "comm_ms_per_step": round(float(np.median([s.comm_ns for s in steps])) / 1e6, 3),
+                "wait_ms_per_step": round(wait / 1e6, 3),
+                "transfer_ms_per_step": round(float(np.median([s.transfer_ns for s in steps])) / 1e6, 3),
+                "collectives_per_step": per_step,
+                "waits_every_step": waits_every_step,
+            },
+            impact_ns=critical(rb, {s.step: s.exposed_comm_ns for s in steps}),
+        )
+    ]
 
 
 def job_facts(trace: Trace, rb: RankBreakdown) -> dict:
@@ -208,16 +283,31 @@ def memory_rule(trace: Trace, rank: int) -> list[dict]:
         per_step = peaks_per_step(trace, rank, cnt.device)
         t = int(cnt.t[k])
         split = held_and_added(trace, rank, cnt.device)
-        what = "" if split is None else (f": {split[0] / 1e9:.1f} GB is held across steps and each step adds "
-                                         f"{split[1] / 1e9:.1f} GB on top")
-        f = finding("memory_headroom", "high" if frac >= 0.85 else "medium",
-                    f"Rank {rank} GPU {cnt.device}: peak {peak / 1e9:.1f} GB allocated of "
-                    f"{cap / 1e9:.1f} GB ({frac:.0%}); only {(cap - peak) / 1e9:.1f} GB headroom{what}",
-                    [rank], None, t - 1_000_000, t + 1_000_000,
-                    {"peak_bytes": peak, "capacity_bytes": cap, "headroom_bytes": cap - peak,
-                     "fraction": round(frac, 4), "device": cnt.device, "per_step": per_step,
-                     "held_bytes": None if split is None else split[0],
-                     "added_per_step_bytes": None if split is None else split[1]})
+        what = (
+            ""
+            if split is None
+            else (f": {split[0] / 1e9:.1f} GB is held across steps and each step adds {split[1] / 1e9:.1f} GB on top")
+        )
+        f = finding(
+            "memory_headroom",
+            "high" if frac >= 0.85 else "medium",
+            f"Rank {rank} GPU {cnt.device}: peak {peak / 1e9:.1f} GB allocated of "
+            f"{cap / 1e9:.1f} GB ({frac:.0%}); only {(cap - peak) / 1e9:.1f} GB headroom{what}",
+            [rank],
+            None,
+            t - 1_000_000,
+            t + 1_000_000,
+            {
+                "peak_bytes": peak,
+                "capacity_bytes": cap,
+                "headroom_bytes": cap - peak,
+                "fraction": round(frac, 4),
+                "device": cnt.device,
+                "per_step": per_step,
+                "held_bytes": None if split is None else split[0],
+                "added_per_step_bytes": None if split is None else split[1],
+            },
+        )
         if split is not None:  # advise on the larger part
             f["advice"] = HELD_ADVICE if split[0] >= split[1] else STEP_ADVICE
         out.append(f)
@@ -242,12 +332,17 @@ RANK_RULES: dict[str, Callable] = {
 }
 JOB_RULES: dict[str, Callable] = {
     "pipeline_bubble": lambda facts, rbs: [f for f in pipeline.pipeline(facts, rbs) if f["rule"] == "pipeline_bubble"],
-    "pipeline_launch_bound": lambda facts, rbs: [f for f in pipeline.pipeline(facts, rbs)
-                                                 if f["rule"] == "pipeline_launch_bound"],
+    "pipeline_launch_bound": lambda facts, rbs: [
+        f for f in pipeline.pipeline(facts, rbs) if f["rule"] == "pipeline_launch_bound"
+    ],
     "all_to_all": pipeline.all_to_all,
     # one comparison, three verdicts: other work, the same work beside spinning NCCL kernels, a slower GPU
-    "load_imbalance": lambda facts, rbs: [f for f in contention.compare_work(facts, rbs) if f["rule"] == "load_imbalance"],
-    "sm_contention": lambda facts, rbs: [f for f in contention.compare_work(facts, rbs) if f["rule"] == "sm_contention"],
+    "load_imbalance": lambda facts, rbs: [
+        f for f in contention.compare_work(facts, rbs) if f["rule"] == "load_imbalance"
+    ],
+    "sm_contention": lambda facts, rbs: [
+        f for f in contention.compare_work(facts, rbs) if f["rule"] == "sm_contention"
+    ],
     "slow_gpu": lambda facts, rbs: [f for f in contention.compare_work(facts, rbs) if f["rule"] == "slow_gpu"],
 }
 # settled in the reduce: their time lost on the critical path needs the waits

@@ -23,6 +23,7 @@ alternative fixes) say what their fix alone saves.
 Needs the session's events (the dependency model); a Dask reduce or a summary has none, so their
 findings carry no saving and keep the order of their time lost.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -92,8 +93,11 @@ def _what(changes: list[Change]) -> str:
         ranks = sorted({ch.rank for ch in changes if ch.rank is not None})  # every remove_gap names its rank
         steps = sorted({ch.step for ch in changes if ch.step is not None})
         who = f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
-        when = "every step" if any(ch.step is None for ch in changes) else \
-            (f"step {steps[0]}" if len(steps) == 1 else "steps " + ", ".join(map(str, steps)))
+        when = (
+            "every step"
+            if any(ch.step is None for ch in changes)
+            else (f"step {steps[0]}" if len(steps) == 1 else "steps " + ", ".join(map(str, steps)))
+        )
         return f"remove the longest host gap of {who} in {when}"
     return "; ".join(ch.describe() for ch in changes)
 
@@ -164,8 +168,10 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
     if not wanted:
         return
     if len(trace) > MAX_EVENTS:
-        analysis.notes.append(f"what fixing each finding would save is not computed for sessions over "
-                              f"{MAX_EVENTS:,} events ({len(trace):,} here)")
+        analysis.notes.append(
+            f"what fixing each finding would save is not computed for sessions over "
+            f"{MAX_EVENTS:,} events ({len(trace):,} here)"
+        )
         return
     try:
         g = graph(trace, args)
@@ -218,8 +224,9 @@ def _sequence(fs: list[Finding], start: _Start, changes_of: dict[int, list[Chang
         # launch overhead leaves the GPU's kernels on the critical path), so none is kept stale
         made = {id(x): start.measure(x, changes_of[id(x)]) for x in pending}
     # findings whose saving is their children's: where that saving falls among the sequence
-    for f in sorted((f for f in fs if id(f) not in changes_of and _best(f) is not None),
-                    key=lambda x: -(_best(x) or 0.0)):
+    for f in sorted(
+        (f for f in fs if id(f) not in changes_of and _best(f) is not None), key=lambda x: -(_best(x) or 0.0)
+    ):
         at = next((i for i, x in enumerate(done) if (_best(x) or 0.0) < (_best(f) or 0.0)), len(done))
         done.insert(at, f)
     rest = [f for f in fs if f not in done]

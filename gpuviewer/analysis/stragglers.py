@@ -14,6 +14,7 @@ waited.
 This is the reduce's: it reads the ranks' maps (analysis/rankmap.py: step windows, arrivals with
 their launch times, per step the time per op name), never the events.
 """
+
 from __future__ import annotations
 
 import re
@@ -43,8 +44,9 @@ def _ms(ns: float | np.floating) -> float:
     return round(float(ns) / 1e6, 3)
 
 
-def late_ranks(parts: dict, rbs: list[RankBreakdown], colls: Collectives, hosts: dict[int, str | None],
-               alignment: dict | None) -> list[dict]:
+def late_ranks(
+    parts: dict, rbs: list[RankBreakdown], colls: Collectives, hosts: dict[int, str | None], alignment: dict | None
+) -> list[dict]:
     """Straggler findings' parts (dicts with title, metrics, ranks, steps, impact): persistent
     ones first, then episodic stalls. parts: rank -> its map (rankmap.RankPart); hosts: rank ->
     host; alignment: how the hosts' clocks were put on one axis."""
@@ -104,8 +106,12 @@ def late_ranks(parts: dict, rbs: list[RankBreakdown], colls: Collectives, hosts:
             x["title"] += " (host clocks not aligned: part of this may be clock offset)"
             x["clocks_aligned"] = False
     for x in out:  # where it sits on the timeline: its steps on every rank, host and GPU
-        spans = [(min(sb.start_ns, sb.host_start_ns), max(sb.end_ns, sb.host_end_ns))
-                 for rb in rbs for sb in rb.steps if sb.step in set(x["steps"])]
+        spans = [
+            (min(sb.start_ns, sb.host_start_ns), max(sb.end_ns, sb.host_end_ns))
+            for rb in rbs
+            for sb in rb.steps
+            if sb.step in set(x["steps"])
+        ]
         x["window"] = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else (0, 0)
     return out
 
@@ -137,22 +143,35 @@ def _persistent(parts, rbs, colls, g, steps, n_late, n_steps, per_step, all_step
     kind = "persistent"
     what = "; " + (f"rank {r}, the last of them: " if len(g) > 1 else "") + _explain_split(cause, split, excess)
     arrive = "arrives last" if len(g) == 1 else "arrive together last"
-    title = (f"{_who(g)} {arrive} at the collectives in {n_late} of {n_steps} steps: {_others(waiting)} "
-             f"{_ms(each):.1f} ms a step ({_ms(total):.0f} ms in all){what}")
-    return {"kind": kind, "late_rank": r, "late_group": list(g), "steps": all_steps, "title": title,
-            "waiting": waiting, "impact_ns": total, "cause": cause, "excess": excess,
-            "wait_caused_ms": _ms(total),
-            "wait_caused_ms_per_step": {str(s): _ms(late[s][1]) for s in all_steps},
-            "usual_ms_per_step": _ms(per), "wait_caused_ms_each_per_step": _ms(each),
-            "lateness_parts_ms": split}
+    title = (
+        f"{_who(g)} {arrive} at the collectives in {n_late} of {n_steps} steps: {_others(waiting)} "
+        f"{_ms(each):.1f} ms a step ({_ms(total):.0f} ms in all){what}"
+    )
+    return {
+        "kind": kind,
+        "late_rank": r,
+        "late_group": list(g),
+        "steps": all_steps,
+        "title": title,
+        "waiting": waiting,
+        "impact_ns": total,
+        "cause": cause,
+        "excess": excess,
+        "wait_caused_ms": _ms(total),
+        "wait_caused_ms_per_step": {str(s): _ms(late[s][1]) for s in all_steps},
+        "usual_ms_per_step": _ms(per),
+        "wait_caused_ms_each_per_step": _ms(each),
+        "lateness_parts_ms": split,
+    }
 
 
 def _episodic(parts, rbs, colls, g, s, c, usual_r, per_step, each) -> dict:
     r = _lead(colls, g, [s])
     cause, excess, split = _why(parts, rbs, colls, r, [s], g)
     # what this rank's host did in this step beyond its own other steps (host.explain_steps)
-    host = [h for h in parts[r].table("host_explain").get(s, [])
-            if h["excess_ms"] >= 0.5 and not IDLE_WAIT.match(h["name"])][:3]
+    host = [
+        h for h in parts[r].table("host_explain").get(s, []) if h["excess_ms"] >= 0.5 and not IDLE_WAIT.match(h["name"])
+    ][:3]
     over = c - usual_r
     whose = "" if len(g) == 1 else f"rank {r}'s "
     what = f": {whose}{host[0]['name']} took {host[0]['excess_ms']:.0f} ms more than usual" if host else ""
@@ -161,15 +180,31 @@ def _episodic(parts, rbs, colls, g, s, c, usual_r, per_step, each) -> dict:
     share = each / c if c else 0.0  # total -> per rank that waited
     who = f"rank {r}" if len(g) == 1 else f"ranks {rank_list(list(g))}, arriving together,"
     its = "its" if len(g) == 1 else "their"
-    title = (f"Step {s}: {who} held {'the other rank' if k == 1 else f'each of the other {k} ranks'} back "
-             f"{_ms(c * share):.1f} ms, {_ms(over * share):.1f} ms more than {its} usual {_ms(usual_r * share):.1f} ms"
-             f"{what}")
-    return {"kind": "episodic", "late_rank": r, "late_group": list(g), "steps": [s], "title": title,
-            "waiting": waiting, "impact_ns": float(over), "cause": cause, "excess": excess, "evidence": host,
-            "wait_caused_ms": _ms(c), "wait_caused_ms_per_step": {str(s): _ms(c)},
-            "excess_over_usual_ms": _ms(over), "usual_ms": _ms(usual_r), "lateness_parts_ms": split,
-            "wait_caused_ms_each": _ms(c * share), "excess_over_usual_ms_each": _ms(over * share),
-            "others_wait_ms": {str(k): _ms(v) for k, v in per_step[s]["wait"].items() if k not in g}}
+    title = (
+        f"Step {s}: {who} held {'the other rank' if k == 1 else f'each of the other {k} ranks'} back "
+        f"{_ms(c * share):.1f} ms, {_ms(over * share):.1f} ms more than {its} usual {_ms(usual_r * share):.1f} ms"
+        f"{what}"
+    )
+    return {
+        "kind": "episodic",
+        "late_rank": r,
+        "late_group": list(g),
+        "steps": [s],
+        "title": title,
+        "waiting": waiting,
+        "impact_ns": float(over),
+        "cause": cause,
+        "excess": excess,
+        "evidence": host,
+        "wait_caused_ms": _ms(c),
+        "wait_caused_ms_per_step": {str(s): _ms(c)},
+        "excess_over_usual_ms": _ms(over),
+        "usual_ms": _ms(usual_r),
+        "lateness_parts_ms": split,
+        "wait_caused_ms_each": _ms(c * share),
+        "excess_over_usual_ms_each": _ms(over * share),
+        "others_wait_ms": {str(k): _ms(v) for k, v in per_step[s]["wait"].items() if k not in g},
+    }
 
 
 def late_group(colls: Collectives, s: int, r: int) -> tuple[int, ...]:
@@ -228,10 +263,17 @@ def _explain_split(cause: str, split: dict, excess: list[dict]) -> str:
     bits = []
     if split["step_start"] >= 0.5:
         grow = split.get("step_start_growth", 0.0)
-        rate = f"it grew {grow:.1f} ms a step" if grow >= 0.05 else \
-            f"it shrank {-grow:.1f} ms a step" if grow <= -0.05 else "it did not grow"
-        bits.append(f"its host starts the steps {split['step_start']:.1f} ms after the others' on average "
-                    f"(a lag carried over from the step before; from its first late step to its last {rate})")
+        rate = (
+            f"it grew {grow:.1f} ms a step"
+            if grow >= 0.05
+            else f"it shrank {-grow:.1f} ms a step"
+            if grow <= -0.05
+            else "it did not grow"
+        )
+        bits.append(
+            f"its host starts the steps {split['step_start']:.1f} ms after the others' on average "
+            f"(a lag carried over from the step before; from its first late step to its last {rate})"
+        )
     if split["host_to_launch"] >= 0.5:
         bits.append(f"takes {split['host_to_launch']:.1f} ms longer to launch the collective{top}")
     what = " and ".join(bits) if bits else "its host launches the collective later" + top
@@ -296,8 +338,10 @@ def step_name_times(trace: Trace, rb: RankBreakdown) -> tuple[dict, dict]:
     (self time on its GPU lanes) and in its host window (wall time on its host lanes)."""
     gpu_w = {x.step: (x.start_ns, x.end_ns) for x in rb.steps if x.step is not None}
     host_w = {x.step: (x.start, x.end) for x in trace.steps_of_rank(rb.rank)}
-    return ({s: _name_times(trace, rb.rank, w, GPU_KINDS, False) for s, w in gpu_w.items()},
-            {s: _name_times(trace, rb.rank, w, HOST_KINDS, True) for s, w in host_w.items()})
+    return (
+        {s: _name_times(trace, rb.rank, w, GPU_KINDS, False) for s, w in gpu_w.items()},
+        {s: _name_times(trace, rb.rank, w, HOST_KINDS, True) for s, w in host_w.items()},
+    )
 
 
 def _name_times(trace: Trace, rank: int, w: tuple[int, int], kinds, inclusive: bool) -> dict[str, int]:
@@ -329,6 +373,7 @@ def _excess(parts: dict, r: int, others: list[int], steps: list[int], table: str
     """Per op name, time in rank r's window of a step minus the median of the other ranks' in
     theirs (step_name_times: `table` is gpu_names or host_names), averaged over the steps;
     largest first."""
+
     def per_rank(rank: int, s: int) -> dict[str, int]:
         return parts[rank].table(table).get(s, {})
 
@@ -348,6 +393,7 @@ def _wall_per_name(trace: Trace, lanes: list[int], t0: int, t1: int) -> dict[tup
     """Per (name, cat, lane): wall time of its events inside [t0, t1] (nested calls of one name
     on one lane counted once: the union of their intervals, computed for all names at once)."""
     from ..model import queries as q
+
     c = trace.columns
     out: dict[tuple[int, int, int], int] = {}
     markers = _step_markers(trace)

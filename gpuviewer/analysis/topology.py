@@ -1,6 +1,7 @@
 """Communication over the topology: which GPUs each rank drives, NCCL time and bytes per rank
 and pair, and the topology_split finding (a communication group across NVLink islands or over
 PHB/NODE/SYS paths)."""
+
 from __future__ import annotations
 
 import re
@@ -12,9 +13,25 @@ from ..model.categories import Cat
 from ..model.topology import SLOW, Topology, link_class
 from ..model.trace import Trace
 
-DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "bf16": 2, "double": 8,
-               "float64": 8, "int": 4, "int32": 4, "long": 8, "int64": 8, "int8": 1, "uint8": 1, "byte": 1,
-               "char": 1, "bool": 1}
+DTYPE_BYTES = {
+    "float": 4,
+    "float32": 4,
+    "half": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "bf16": 2,
+    "double": 8,
+    "float64": 8,
+    "int": 4,
+    "int32": 4,
+    "long": 8,
+    "int64": 8,
+    "int8": 1,
+    "uint8": 1,
+    "byte": 1,
+    "char": 1,
+    "bool": 1,
+}
 _P2P = re.compile(r"^nccl:(send|recv) (\d+)(->|<-)(\d+)$")
 
 
@@ -38,8 +55,7 @@ def groups(trace: Trace) -> list[list[int]]:
     return out or ([sorted(ranks)] if len(ranks) >= 2 else [])
 
 
-def comm_stats(trace: Trace, max_args: int = 400,
-               event_args: Callable[[Trace, int], dict] | None = None) -> dict:
+def comm_stats(trace: Trace, max_args: int = 400, event_args: Callable[[Trace, int], dict] | None = None) -> dict:
     """Per rank: NCCL kernel time, count and bytes (from collective args where the trace has
     them); per pair of ranks: point-to-point sends seen on the host (nccl:send a->b).
     event_args(trace, i): event i's arguments, read from the source file by the caller (io), since
@@ -66,10 +82,14 @@ def comm_stats(trace: Trace, max_args: int = 400,
                     seen += 1
             if seen:
                 nbytes = int(nbytes * len(idx) / (len(idx[::step][:max_args])))
-        per_rank[r.rank] = {"nccl_ms": round(float(np.asarray(c["dur"][idx]).sum()) / 1e6, 3),
-                            "collectives": int(len(idx)), "bytes": int(nbytes) if seen else None}
+        per_rank[r.rank] = {
+            "nccl_ms": round(float(np.asarray(c["dur"][idx]).sum()) / 1e6, 3),
+            "collectives": int(len(idx)),
+            "bytes": int(nbytes) if seen else None,
+        }
     pairs: dict[tuple[int, int], int] = {}
     from ..model.categories import LaneKind
+
     host = np.array([ln.kind == LaneKind.CPU for ln in trace.lanes], bool)
     on_host = host[np.asarray(c["lane"])] if len(host) else np.zeros(0, bool)
     names = np.asarray(c["name"])
@@ -82,8 +102,9 @@ def comm_stats(trace: Trace, max_args: int = 400,
     return {"ranks": per_rank, "p2p_sends": {f"{a}->{b}": n for (a, b), n in pairs.items()}}
 
 
-def split_finding(topo: Topology, gpu_group: list[str], ranks: list[int] | None = None,
-                  start_ns: int = 0, end_ns: int = 0) -> dict | None:
+def split_finding(
+    topo: Topology, gpu_group: list[str], ranks: list[int] | None = None, start_ns: int = 0, end_ns: int = 0
+) -> dict | None:
     """A finding when a communication group spans NVLink islands or crosses slow paths."""
     gpus = [g for g in gpu_group if topo.device(g) is not None]
     if len(gpus) < 2:
@@ -91,23 +112,30 @@ def split_finding(topo: Topology, gpu_group: list[str], ranks: list[int] | None 
     islands = sorted({topo.island_of(g) for g in gpus})
     slow = []
     for i, a in enumerate(gpus):
-        for b in gpus[i + 1:]:
+        for b in gpus[i + 1 :]:
             ln = topo.link(a, b)
             if ln is not None and link_class(ln.type) in SLOW:
                 slow.append({"a": a, "b": b, "type": ln.type})
     if len(islands) <= 1 and not slow:
         return None
     from .rule_base import finding
+
     isl = topo.islands()
     parts = [f"spans {len(islands)} NVLink islands"] if len(islands) > 1 else []
     if slow:
         kinds = sorted({s["type"] for s in slow})
         parts.append(f"{len(slow)} GPU pairs talk over {'/'.join(kinds)}")
     who = f"ranks {', '.join(map(str, ranks))}" if ranks else ", ".join(gpus)
-    f = finding("topology_split", "high" if len(islands) > 1 else "medium",
-                 f"Communication group ({who}) " + " and ".join(parts) + ": collectives run at the speed of "
-                 "the slowest link", ranks or [], None, start_ns, end_ns,
-                 {"gpus": gpus, "islands": [isl[i] for i in islands], "slow_links": slow})
+    f = finding(
+        "topology_split",
+        "high" if len(islands) > 1 else "medium",
+        f"Communication group ({who}) " + " and ".join(parts) + ": collectives run at the speed of the slowest link",
+        ranks or [],
+        None,
+        start_ns,
+        end_ns,
+        {"gpus": gpus, "islands": [isl[i] for i in islands], "slow_links": slow},
+    )
     return f
 
 

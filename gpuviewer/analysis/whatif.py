@@ -19,6 +19,7 @@ Changes (Change.kind):
 - no_copies: memory copies and sets take no time (the data kept on the GPU, or the copies hidden
   behind compute): the most that fixing a copy-bound step could save.
 """
+
 from __future__ import annotations
 
 import re
@@ -54,8 +55,9 @@ class Change:
         if self.kind == "faster" and self.label:
             return f"{self.label} {1 / max(1 - self.pct / 100, 1e-9):.1f}x faster"
         if self.kind == "remove_gap":
-            return f"remove the longest host gap of rank {self.rank} in " + \
-                (f"step {self.step}" if self.step is not None else "every step")
+            return f"remove the longest host gap of rank {self.rank} in " + (
+                f"step {self.step}" if self.step is not None else "every step"
+            )
         if self.kind == "rank_like_median":
             part = {"both": "host and GPU", "host": "host", "gpu": "GPU"}[self.part]
             return f"rank {self.rank}'s {part} as fast as the median of the other ranks'"
@@ -92,8 +94,12 @@ class StepTime:
         return self.before_ns - self.after_ns
 
     def to_json(self) -> dict:
-        return {"step": self.step, "before_ms": round(self.before_ns / 1e6, 4),
-                "after_ms": round(self.after_ns / 1e6, 4), "saves_ms": round(self.saves_ns / 1e6, 4)}
+        return {
+            "step": self.step,
+            "before_ms": round(self.before_ns / 1e6, 4),
+            "after_ms": round(self.after_ns / 1e6, 4),
+            "saves_ms": round(self.saves_ns / 1e6, 4),
+        }
 
 
 @dataclass
@@ -108,13 +114,16 @@ class WhatIfResult:
         return sum(s.saves_ns for s in self.steps)
 
     def to_json(self) -> dict:
-        return {"change": self.change.to_json(), "steps": [s.to_json() for s in self.steps],
-                "saves_ms": round(self.saves_ns / 1e6, 4), "notes": list(self.notes),
-                "assumptions": list(self.assumptions)}
+        return {
+            "change": self.change.to_json(),
+            "steps": [s.to_json() for s in self.steps],
+            "saves_ms": round(self.saves_ns / 1e6, 4),
+            "notes": list(self.notes),
+            "assumptions": list(self.assumptions),
+        }
 
 
-def graph(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = None,
-          colls=None) -> dg.DepGraph:
+def graph(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = None, colls=None) -> dg.DepGraph:
     """The session's dependency model, built once and kept with the trace (depgraph.build: rbs and
     colls may be handed in by an analysis that has them)."""
     g = trace.derived.get("depgraph")
@@ -157,14 +166,18 @@ def _plan(g: dg.DepGraph) -> list[tuple]:
         order = g.order
         nodes = order >> 1
         mode = np.where(order & 1, 2, np.where(g.split[nodes], 1, 0))
-        g._plan = list(zip(order.tolist(), ptr[order].tolist(), ptr[order + 1].tolist(), nodes.tolist(),
-                           mode.tolist()))
+        g._plan = list(zip(order.tolist(), ptr[order].tolist(), ptr[order + 1].tolist(), nodes.tolist(), mode.tolist()))
         g._src = g.e_src[o].tolist()
     return g._plan
 
 
-def replay(g: dg.DepGraph, dur: np.ndarray | None = None, off: np.ndarray | None = None,
-           base: Replay | None = None, first: int | None = None) -> Replay:
+def replay(
+    g: dg.DepGraph,
+    dur: np.ndarray | None = None,
+    off: np.ndarray | None = None,
+    base: Replay | None = None,
+    first: int | None = None,
+) -> Replay:
     """Longest-path pass over the model: each slot is the latest of its incoming edges (source
     slot + offset); a start with none stays where it was recorded; an end is at least its start
     plus the node's duration. With `base` (a replay of the same model), only what comes after
@@ -174,8 +187,9 @@ def replay(g: dg.DepGraph, dur: np.ndarray | None = None, off: np.ndarray | None
     off = g.e_off if off is None else off
     touched = None
     if base is not None and first is None:
-        touched = np.r_[g.e_dst[off != base._off], 2 * np.flatnonzero(dur != base._dur),
-                        2 * np.flatnonzero(dur != base._dur) + 1]
+        touched = np.r_[
+            g.e_dst[off != base._off], 2 * np.flatnonzero(dur != base._dur), 2 * np.flatnonzero(dur != base._dur) + 1
+        ]
         if not len(touched):
             return Replay(g, base.t, dur, off)
     if len(g.marks) < LEVELS_MIN_RANKS:
@@ -217,7 +231,7 @@ def _replay_loop(g: dg.DepGraph, dur: np.ndarray, off: np.ndarray, base: Replay 
     dur_l = dur.tolist()
     rec = g.rec_s.tolist()
     T = base.t.tolist() if base is not None else [0] * (2 * g.n)
-    for slot, a, b, i, m in (plan[first:] if first else plan):
+    for slot, a, b, i, m in plan[first:] if first else plan:
         if m == 2:
             t = T[slot - 1] + dur_l[i]
         elif a == b:
@@ -343,6 +357,7 @@ def recorded_error(g: dg.DepGraph) -> float:
 
 # -- changes --------------------------------------------------------------------------------
 
+
 def apply(g: dg.DepGraph, ch: Change) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(durations, edge offsets, notes) with the change applied."""
     dur, off = g.dur.copy(), g.e_off.copy()
@@ -367,8 +382,10 @@ def apply(g: dg.DepGraph, ch: Change) -> tuple[np.ndarray, np.ndarray, list[str]
             cut = max(0, int(off[j]) - usual)
             off[j] -= cut
             what = g.names[g.name[dst_node[j]]] if g.name[dst_node[j]] >= 0 else "the step's end"
-            notes.append(f"rank {ch.rank} step {s}: {cut / 1e6:.3f} ms of host time before {what} removed "
-                         f"(kept {usual / 1e6:.3f} ms, the rank's usual gap)")
+            notes.append(
+                f"rank {ch.rank} step {s}: {cut / 1e6:.3f} ms of host time before {what} removed "
+                f"(kept {usual / 1e6:.3f} ms, the rank's usual gap)"
+            )
     elif ch.kind == "rank_like_median":
         if ch.rank not in g.marks:
             raise ValueError(f"rank {ch.rank} is not in this session (ranks {sorted(g.marks)})")
@@ -382,8 +399,9 @@ def apply(g: dg.DepGraph, ch: Change) -> tuple[np.ndarray, np.ndarray, list[str]
             ok = (g.step[node] >= 0) & (k < len(steps))
             ok[ok] &= np.asarray(steps)[k[ok]] == g.step[node][ok]
             ri = np.array([rpos.get(int(r), 0) for r in range(int(g.rank.max()) + 1)])[g.rank[node[ok]]]
-            m = np.bincount(ri * len(steps) + k[ok], weights=weight[ok],
-                            minlength=len(ranks) * len(steps)).reshape(len(ranks), len(steps))
+            m = np.bincount(ri * len(steps) + k[ok], weights=weight[ok], minlength=len(ranks) * len(steps)).reshape(
+                len(ranks), len(steps)
+            )
             return m, ok, k
 
         def scale(tot, what):
@@ -440,11 +458,13 @@ def apply(g: dg.DepGraph, ch: Change) -> tuple[np.ndarray, np.ndarray, list[str]
             # the median of each rank's gaps, as np.median gives it (the mean of the two middle ones)
             gap_of[ur] = ((o_s[first + (cnt - 1) // 2] + o_s[first + cnt // 2]) / 2).astype(np.int64)
         off[st] = gap_of[rk[st]]
-        notes.append(f"{int(launches.sum()):,} CUDA calls and {int(between.sum()):,} host gaps between launches set to 0")
+        notes.append(
+            f"{int(launches.sum()):,} CUDA calls and {int(between.sum()):,} host gaps between launches set to 0"
+        )
     elif ch.kind == "comm_at_peak":
         if not (ch.peak_gbps > 0):
             raise ValueError("the peak bus bandwidth must be above 0 GB/s")
-        m = (g.e_kind == dg.E_COLL)
+        m = g.e_kind == dg.E_COLL
         known = m & (g.coll_bytes > 0)
         off[known] = np.minimum(off[known], (g.coll_bytes[known] / ch.peak_gbps).astype(np.int64))
         if m.any() and not known.any():
@@ -485,8 +505,9 @@ def whatif(trace: Trace, change: Change, args: dict[int, dict] | None = None) ->
     res = WhatIfResult(change, [StepTime(s, base[s], after[s]) for s in sorted(base)], list(g.assumptions), notes)
     err = recorded_error(g)
     if err > 0.01:  # ops recorded before their launch, or other times no edge can reproduce
-        res.notes.append(f"with no change the replay differs from the recorded steps by up to {err:.0%}: "
-                         "'before' is the replay's")
+        res.notes.append(
+            f"with no change the replay differs from the recorded steps by up to {err:.0%}: 'before' is the replay's"
+        )
     return res
 
 

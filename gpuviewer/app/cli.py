@@ -1,4 +1,5 @@
 """Command line: `gpuviewer [FILE...]` opens the window; subcommands work headless."""
+
 from __future__ import annotations
 
 import argparse
@@ -22,9 +23,11 @@ SUBCOMMANDS = ("info", "screenshot", "analyze", "report", "sql", "stats", "diff"
 
 def cmd_info(args) -> int:
     from . import scale_cmd
+
     if scale_cmd.is_summary_session(args):  # OUT.gvsum: what the run that wrote it found
         return scale_cmd.cmd_info(args)
     from ..model.summary import summarize
+
     t0 = time.perf_counter()
     trace, rc = _open_or_fail(args.paths, args)
     if trace is None:
@@ -48,6 +51,7 @@ def cmd_info(args) -> int:
         s["file_caches"] = trace.metadata["file_caches"]
     s["alignment"] = trace.metadata.get("alignment", {"method": "same-host", "residual_ns": None})
     from ..model.view import initial_view
+
     v0, v1 = initial_view(trace)
     s["view"] = {"start_ns": v0, "end_ns": v1}  # the range the window opens on
     hosts = {r.rank: (r.host, r.clock_offset_ns) for r in trace.ranks}
@@ -55,6 +59,7 @@ def cmd_info(args) -> int:
         r["host"], r["clock_offset_ns"] = hosts.get(r["rank"], (None, 0))
     try:
         from ..analysis.memory import peak_bytes_by_rank
+
         peaks = peak_bytes_by_rank(trace)
         for r in s["ranks"]:
             r["memory_peak_bytes"] = {str(d): v for d, v in peaks.get(r["rank"], {}).items()}
@@ -72,6 +77,7 @@ def cmd_info(args) -> int:
     for r in s["ranks"]:
         _out(rank_line(r))
     from ..session import alignment_text
+
     _out(f"clocks      {alignment_text(trace)}")
     for w in s["warnings"]:
         _out(f"warning     {w}")
@@ -81,9 +87,11 @@ def cmd_info(args) -> int:
 def cmd_analyze(args) -> int:
     from ..session.analysis import analyze_session
     from . import scale_cmd
+
     if scale_cmd.wanted(args):  # --dask, --summary, or a summary opened: many ranks (scale_cmd.py)
         return scale_cmd.cmd_analyze(args, show_analysis)
     from .peak_opts import values
+
     peaks, err = values(args)  # a bad value is refused before the trace is read
     if err:
         return _fail(err)
@@ -91,17 +99,22 @@ def cmd_analyze(args) -> int:
     if trace is None:
         return rc
     from ..model.plain import line
+
     for w in trace.metadata.get("unread", []):  # a rank left out must not go unsaid
         print(f"gpuviewer: warning: {line(w)}", file=sys.stderr)
     from .term_progress import of
+
     progress = of(args)
     progress.phase(f"analysing {len(trace.ranks)} rank{'s' if len(trace.ranks) != 1 else ''}")
     try:
         a = analyze_session(trace, **peaks)
     except Exception as e:  # noqa: BLE001 - an analysis bug must not look like a crash
         progress.pause()
-        return _fail(f"{_session_name(args.paths)}: the analysis failed on this trace, a bug in gpuviewer ({type(e).__name__}); "
-                     "please report it with the output of --debug", args.debug)
+        return _fail(
+            f"{_session_name(args.paths)}: the analysis failed on this trace, a bug in gpuviewer ({type(e).__name__}); "
+            "please report it with the output of --debug",
+            args.debug,
+        )
     progress.pause()
     return show_analysis(a, args)
 
@@ -111,12 +124,15 @@ def show_analysis(a, args) -> int:
     if args.md:
         from ..analysis.report_md import to_markdown
         from ..model.plain import line, term
-        sys.stdout.write(term(to_markdown(a, "gpuviewer analysis: " + ", ".join(line(os.path.basename(p))
-                                                                               for p in args.paths))))
+
+        sys.stdout.write(
+            term(to_markdown(a, "gpuviewer analysis: " + ", ".join(line(os.path.basename(p)) for p in args.paths)))
+        )
         return 0
     if args.json:
         _json(a.to_json())
         return 0
+
     def show(f, depth=0):
         lead = "    " * depth + ("└ " if depth else "")
         # per step its cause acts in (the findings' order); the what-if line says which steps
@@ -126,6 +142,7 @@ def show_analysis(a, args) -> int:
             _out(f"{' ' * len(lead)}{'':>23}  {f.saving_text}")
         for c in f.children:
             show(c, depth + 1)
+
     if a.findings:
         _out("severity   saves/step  rule                   finding (symptoms indented under their cause)")
     for f in a.findings:
@@ -135,12 +152,14 @@ def show_analysis(a, args) -> int:
     if a.bound_by:
         _out(f"bound by: {a.bound_by} (the critical path across ranks; each step's: analyze --json steps[])")
     from ..model.fmt import utilization_line
+
     for r in a.ranks:
         _out(f"rank {r['rank']}: {utilization_line(r)}")
     for n in a.notes:
         _out(f"note: {n}")
     if a.efficiency:
         from ..analysis.efficiency import summary_lines
+
         for ln in summary_lines(a.efficiency):
             _out(ln)
     return 0
@@ -154,11 +173,17 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("paths", nargs="+", metavar="PATH", help="trace files or folders (one session)")
     common.add_argument("--no-cache", action="store_true", help="do not read or write the column cache")
     common.add_argument("--debug", action="store_true", help="show tracebacks")
-    common.add_argument("--quiet", action="store_true",
-                        help="no progress line on the terminal (it is never drawn when stderr is not a terminal)")
+    common.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress line on the terminal (it is never drawn when stderr is not a terminal)",
+    )
     common.add_argument("--hosts", metavar="SPEC", help="ranks per host, e.g. 0-3,4-7 (default: from the files)")
-    common.add_argument("--no-align", action="store_true",
-                        help="keep each host's clock as recorded (default: align hosts by their collectives)")
+    common.add_argument(
+        "--no-align",
+        action="store_true",
+        help="keep each host's clock as recorded (default: align hosts by their collectives)",
+    )
     info = sub.add_parser("info", parents=[common], help="summarise a trace")
     info.add_argument("--json", action="store_true", help="one JSON object on stdout")
     info.set_defaults(func=cmd_info)
@@ -166,44 +191,60 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--json", action="store_true", help="one JSON object on stdout")
     an.add_argument("--md", action="store_true", help="a Markdown report on stdout")
     from .scale_cmd import add_options
+
     add_options(an)  # --dask, --summary
     from .peak_opts import add_options as add_peaks
+
     add_peaks(an)  # --peak-tflops, --peak-gbps
     an.set_defaults(func=cmd_analyze)
     shot = sub.add_parser("screenshot", parents=[common], help="render the window to PNG or SVG, headless")
     shot.add_argument("-o", "--output", required=True, help="OUT.png or OUT.svg")
-    shot.add_argument("--window", help="START_MS:END_MS, relative to the session start (default: all; "
-                                       "write --window=-5:10 for a negative start)")
+    shot.add_argument(
+        "--window",
+        help="START_MS:END_MS, relative to the session start (default: all; write --window=-5:10 for a negative start)",
+    )
     shot.add_argument("--size", default="1600x900", help="WxH in pixels, each side 200-8192 (default 1600x900)")
     shot.add_argument("--annotations", help="an annotations JSON file to draw")
-    shot.add_argument("--whole-window", action="store_true",
-                      help="the whole window (docks, findings, memory, menus) instead of the timeline alone")
-    shot.add_argument("--timeline-only", action="store_true",
-                      help="only the timeline: lane names, events, steps, annotations (the default; "
-                           "for a session summary, refused rather than picturing its window)")
+    shot.add_argument(
+        "--whole-window",
+        action="store_true",
+        help="the whole window (docks, findings, memory, menus) instead of the timeline alone",
+    )
+    shot.add_argument(
+        "--timeline-only",
+        action="store_true",
+        help="only the timeline: lane names, events, steps, annotations (the default; "
+        "for a session summary, refused rather than picturing its window)",
+    )
     shot.set_defaults(func=_screenshot)
     rep = sub.add_parser("report", parents=[common], help="a self-contained HTML or Markdown report")
     rep.add_argument("-o", "--output", required=True, help="OUT.html or OUT.md")
     rep.add_argument("--annotations", help="an annotations JSON file to include")
     rep.set_defaults(func=_report)
     from .query_cmd import add_parsers
+
     add_parsers(sub, common)
     from .diff_cmd import add_parser as add_diff
+
     add_diff(sub)
     from .whatif_cmd import add_parser as add_whatif
+
     add_whatif(sub, common)
     from .cache_cmd import add_parser as add_cache
+
     add_cache(sub)
     return p
 
 
 def _report(args) -> int:
     from .gui import cmd_report
+
     return cmd_report(args)
 
 
 def _screenshot(args) -> int:
     from .gui import cmd_screenshot
+
     return cmd_screenshot(args)
 
 
@@ -212,11 +253,13 @@ def _catch_sigint() -> None:
     whole process group: forked workers (the Kineto decode pool) inherit this handler and ignore
     it, so they print no traceback of their own; the parent shuts them down (_interrupted)."""
     import signal
+
     me = os.getpid()
 
     def on_sigint(signum, frame):
         if os.getpid() == me:
             raise KeyboardInterrupt
+
     try:
         signal.signal(signal.SIGINT, on_sigint)
     except ValueError:  # main() called off the main thread: signals are not ours to take
@@ -227,6 +270,7 @@ def _interrupted() -> int:
     """One line and exit 130 (128 + SIGINT, as shells report it) after Ctrl+C. Files being
     written were already removed by the atomic writers' cleanup on the way up."""
     import signal
+
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl+C must not break the cleanup
     except ValueError:
@@ -240,6 +284,7 @@ def _interrupted() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     import multiprocessing
+
     multiprocessing.freeze_support()  # the frozen app's loader process
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS or any(a in ("-h", "--help", "--version") for a in argv[:1]):
@@ -249,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             return _interrupted()
     from .gui import run_gui
+
     return run_gui(argv)
 
 
@@ -263,6 +309,7 @@ def _run_command(argv: list[str]) -> int:
         # Python and numpy warnings are for developers; --debug shows them. The causes we
         # know of are fixed and tested (tests/app/test_hostile_cli.py) with warnings as errors.
         import warnings
+
         warnings.simplefilter("ignore")
     try:
         return args.func(args)

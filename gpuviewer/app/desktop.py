@@ -1,5 +1,6 @@
 """`gpuviewer --install-desktop`: register the program and its file types for this user
 (freedesktop: a .desktop entry, our shared-mime-info types, the icon, default handler)."""
+
 from __future__ import annotations
 
 import os
@@ -9,9 +10,14 @@ import sys
 
 from .resources import resources_dir
 
-MIME_TYPES = ["application/x-nsys-rep", "application/x-nsys-sqlite", "application/x-pytorch-trace+json",
-              "application/x-pytorch-trace+gzip", "application/x-chrome-trace+json",
-              "application/x-chrome-trace+gzip"]
+MIME_TYPES = [
+    "application/x-nsys-rep",
+    "application/x-nsys-sqlite",
+    "application/x-pytorch-trace+json",
+    "application/x-pytorch-trace+gzip",
+    "application/x-chrome-trace+json",
+    "application/x-chrome-trace+gzip",
+]
 
 
 def _launcher() -> str:
@@ -50,8 +56,11 @@ def install_desktop(data_home: str | None = None, run_tools: bool = True) -> lis
         done.append(os.path.join(icons, "gpuviewer.png"))
     if run_tools:
         env = dict(os.environ, XDG_DATA_HOME=data)
-        for cmd in (["update-mime-database", os.path.join(data, "mime")], ["update-desktop-database", apps],
-                    ["xdg-mime", "default", "gpuviewer.desktop", *MIME_TYPES]):
+        for cmd in (
+            ["update-mime-database", os.path.join(data, "mime")],
+            ["update-desktop-database", apps],
+            ["xdg-mime", "default", "gpuviewer.desktop", *MIME_TYPES],
+        ):
             if shutil.which(cmd[0]):
                 r = subprocess.run(cmd, env=env, capture_output=True, text=True)
                 done.append(f"{' '.join(cmd[:2])}: {'ok' if r.returncode == 0 else r.stderr.strip()[:200]}")
@@ -62,4 +71,5 @@ def install_desktop(data_home: str | None = None, run_tools: bool = True) -> lis
 
 def _atomic_write(path: str, text: str) -> None:
     from ..io.atomic import write_text
+
     write_text(path, text)

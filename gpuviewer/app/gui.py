@@ -1,4 +1,5 @@
 """Start the window, and render it headless for `gpuviewer screenshot`."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,6 +12,7 @@ def _say(msg: str) -> None:
     """One line on stderr: control characters escaped, newlines included, so a file name cannot
     print a line of its own or drive the terminal."""
     from ..model.plain import line
+
     print(f"gpuviewer: {line(msg)}", file=sys.stderr, flush=True)
 
 
@@ -20,6 +22,7 @@ def _app():
 
     class App(QApplication):
         """Handles macOS's open-document events (a file opened from Finder while we run)."""
+
         fileOpened = None
 
         def event(self, ev):
@@ -34,24 +37,34 @@ def _app():
         app.setApplicationName("gpuviewer")
         app.setOrganizationName("gpuviewer")
     import pyqtgraph as pg
+
     pg.setConfigOptions(antialias=False, useOpenGL=False)
     from ..render.theme import apply
+
     apply(app)  # the OS's light or dark setting (GPUVIEWER_THEME overrides)
     return app
 
 
 def run_gui(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="gpuviewer", description="Open traces in the window. "
-                                "Subcommands: info, analyze, screenshot, report (gpuviewer SUBCOMMAND --help).")
+    p = argparse.ArgumentParser(
+        prog="gpuviewer",
+        description="Open traces in the window. "
+        "Subcommands: info, analyze, screenshot, report (gpuviewer SUBCOMMAND --help).",
+    )
     p.add_argument("paths", nargs="*", help="trace files or folders, opened as one session")
-    p.add_argument("--install-desktop", action="store_true",
-                   help="register gpuviewer and its file types for this user (Linux desktops)")
-    p.add_argument("--new-instance", action="store_true",
-                   help="do not hand the files to a gpuviewer that is already running")
+    p.add_argument(
+        "--install-desktop",
+        action="store_true",
+        help="register gpuviewer and its file types for this user (Linux desktops)",
+    )
+    p.add_argument(
+        "--new-instance", action="store_true", help="do not hand the files to a gpuviewer that is already running"
+    )
     p.add_argument("--debug", action="store_true", help="log loads and errors to stderr")
     args = p.parse_args(argv)
     if args.install_desktop:
         from .desktop import install_desktop
+
         try:
             for line in install_desktop():
                 print(line)
@@ -64,12 +77,14 @@ def run_gui(argv: list[str]) -> int:
     from PySide6.QtCore import QSettings
 
     from .single_instance import InstanceServer, send_to_running
+
     settings = QSettings("gpuviewer", "gpuviewer")
     single = str(settings.value("single_instance", "true")) == "true" and not args.new_instance
     if single and paths and send_to_running(paths):
         _say("opened in the running window")
         return 0
     from ..widgets.main_window import MainWindow
+
     windows = []
 
     def new_window():
@@ -151,18 +166,28 @@ def _quiet_qt() -> None:
     def handler(_mode, _context, msg: str) -> None:
         if not any(n in msg for n in _QT_NOISE):
             sys.stderr.write(msg + "\n")
+
     qInstallMessageHandler(handler)
 
 
-def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, use_cache=True,
-                  setup=None, annotations: str | None = None, report: bool = False,
-                  timeline_only: bool = False) -> int:
+def render_window(
+    paths: list[str],
+    out: str,
+    size=(1600, 900),
+    window_ms=None,
+    use_cache=True,
+    setup=None,
+    annotations: str | None = None,
+    report: bool = False,
+    timeline_only: bool = False,
+) -> int:
     """Load and save the session's timeline (timeline_only) or report, or the main window laid
     out as the user would see it. Returns an exit code. Headless runs read the annotations
     sidecar (a damaged one is reported and left alone) but never write it."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from ..io.errors import TraceError
     from ..io.sidecar import load_doc
+
     doc = None
     if annotations:  # checked before the (long) load, so a bad file fails at once
         try:
@@ -179,14 +204,14 @@ def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, 
     import tempfile
 
     from PySide6.QtCore import QSettings
+
     # The window's settings (recent files, geometry) are this run's alone and removed after it: a
     # fixed name in the shared temp folder listed the user's traces for anyone to read, and could
     # be another user's file or link.
     with tempfile.TemporaryDirectory(prefix="gpuviewer-") as private:
         settings = QSettings(os.path.join(private, "screenshot.ini"), QSettings.IniFormat)
         try:
-            return _render_main_window(settings, app, paths, out, size, window_ms, use_cache, setup,
-                                       annotations, doc)
+            return _render_main_window(settings, app, paths, out, size, window_ms, use_cache, setup, annotations, doc)
         finally:
             settings.sync()  # nothing left to write when the folder is gone
 
@@ -194,6 +219,7 @@ def render_window(paths: list[str], out: str, size=(1600, 900), window_ms=None, 
 def _render_main_window(settings, app, paths, out, size, window_ms, use_cache, setup, annotations, doc) -> int:
     from ..io.errors import TraceError
     from ..widgets.main_window import MainWindow
+
     win = MainWindow(settings)
     win.quiet_errors = True
     win.controller.block_analysis = True  # findings in the picture, computed before it is taken
@@ -212,8 +238,10 @@ def _render_main_window(settings, app, paths, out, size, window_ms, use_cache, s
         app.processEvents()
     if (win.width(), win.height()) != tuple(size):
         # Qt keeps a window at least as large as its docks and toolbars need
-        _say(f"warning: --size {size[0]}x{size[1]} is smaller than the window can be; "
-             f"the picture is {win.width()}x{win.height()}")
+        _say(
+            f"warning: --size {size[0]}x{size[1]} is smaller than the window can be; "
+            f"the picture is {win.width()}x{win.height()}"
+        )
     if annotations:
         for w in doc.warnings:
             _say(f"warning: {annotations}: {w}")
@@ -232,6 +260,7 @@ def _render_main_window(settings, app, paths, out, size, window_ms, use_cache, s
         app.processEvents()
     from ..export.image import save_widget
     from ..io.outputs import OutputRefused
+
     try:
         ok = save_widget(win, out, guard=True)
     except OutputRefused as e:
@@ -249,6 +278,7 @@ def _render_main_window(settings, app, paths, out, size, window_ms, use_cache, s
 
 def _sidecar_warnings(paths: list[str], doc) -> None:
     from ..io.sidecar import problem, sidecar_path
+
     side = sidecar_path(paths)
     why = problem(side)
     if doc.warnings:
@@ -258,8 +288,15 @@ def _sidecar_warnings(paths: list[str], doc) -> None:
         _say(f"warning: {side}: {why}; going on without its annotations")
 
 
-def _render_session(paths: list[str], out: str, use_cache: bool, annotations: str | None, doc,
-                    image_size: tuple[int, int] | None, window_ms) -> int:
+def _render_session(
+    paths: list[str],
+    out: str,
+    use_cache: bool,
+    annotations: str | None,
+    doc,
+    image_size: tuple[int, int] | None,
+    window_ms,
+) -> int:
     """A report (image_size None) or an image of the timeline alone, from a Session and a bare
     timeline view (no window): the session's annotations (the sidecar's, never written, or the
     --annotations file), its analysis, its view."""
@@ -269,11 +306,14 @@ def _render_session(paths: list[str], out: str, use_cache: bool, annotations: st
     from ..scale.summary import summary_folder
     from ..session import Session
     from ..widgets.offscreen import bare_view, dispose
+
     summ = next((p for p in paths if summary_folder(p)), None)
     if summ is not None:  # a summary holds no events to draw or report from
         what = "a report" if image_size is None else "--timeline-only"
-        _say(f"{summ}: a session summary; {what} needs the traces (`gpuviewer analyze {summ}` "
-             f"prints its findings; `gpuviewer screenshot {summ}` pictures the window)")
+        _say(
+            f"{summ}: a session summary; {what} needs the traces (`gpuviewer analyze {summ}` "
+            f"prints its findings; `gpuviewer screenshot {summ}` pictures the window)"
+        )
         return 2
     try:
         s = Session.open(paths, use_cache=use_cache)
@@ -282,6 +322,7 @@ def _render_session(paths: list[str], out: str, use_cache: bool, annotations: st
         return 2
     except Exception as e:  # noqa: BLE001 - one line, never a traceback
         from ..errors import describe
+
         _say(describe(e, paths))
         return 2
     if annotations:
@@ -299,6 +340,7 @@ def _render_session(paths: list[str], out: str, use_cache: bool, annotations: st
     s.analysis  # noqa: B018 - computed before the view, which draws its communication waits
     view = bare_view(s, image_size) if image_size else bare_view(s)
     from ..io.outputs import OutputRefused
+
     try:
         if image_size is None:
             write_report(s, view, out, guard=True)
@@ -324,6 +366,7 @@ def _render_session(paths: list[str], out: str, use_cache: bool, annotations: st
 def _output_refused(out: str) -> bool:
     """Asked before the (long) load: an output that must not be written is said at once."""
     from ..io.outputs import refusal
+
     why = refusal(out)
     if why is not None:
         _say(why)
@@ -360,9 +403,17 @@ def cmd_screenshot(args) -> int:
     # the timeline alone unless the whole window is asked for; a summary has no timeline to
     # draw, so without --timeline-only it pictures the summary's window
     from ..scale.summary import summary_folder
+
     whole = args.whole_window or (not args.timeline_only and any(summary_folder(p) for p in args.paths))
-    return render_window(args.paths, args.output, size, window, use_cache=not args.no_cache,
-                         annotations=args.annotations, timeline_only=not whole)
+    return render_window(
+        args.paths,
+        args.output,
+        size,
+        window,
+        use_cache=not args.no_cache,
+        annotations=args.annotations,
+        timeline_only=not whole,
+    )
 
 
 def cmd_report(args) -> int:
@@ -371,5 +422,12 @@ def cmd_report(args) -> int:
         return 2
     if not _paths_exist(args.paths):
         return 2
-    return render_window(args.paths, args.output, (1500, 900), None, use_cache=not args.no_cache,
-                         annotations=args.annotations, report=True)
+    return render_window(
+        args.paths,
+        args.output,
+        (1500, 900),
+        None,
+        use_cache=not args.no_cache,
+        annotations=args.annotations,
+        report=True,
+    )

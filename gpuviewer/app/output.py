@@ -1,6 +1,7 @@
 """The command line's output helpers, shared by cli.py and the command modules (diff_cmd,
 query_cmd, scale_cmd, whatif_cmd): one-line errors on stderr (exit 2), escaped lines and JSON on
 stdout, and opening a session with the terminal's progress line."""
+
 from __future__ import annotations
 
 import sys
@@ -8,8 +9,10 @@ import sys
 
 def fail(msg: str, debug: bool = False) -> int:
     from ..model.plain import line
+
     if debug:
         import traceback
+
         traceback.print_exc()
     # line(): a newline in a file name is escaped too, so the message stays one line
     print(f"gpuviewer: {line(msg)}", file=sys.stderr)
@@ -21,32 +24,42 @@ def out(text: str = "") -> None:
     escaped (newlines too), so a kernel named with terminal escape sequences cannot drive the
     user's terminal and a file name cannot print a line of its own."""
     from ..model.plain import line
+
     print(line(text))
 
 
 def json_out(obj) -> None:
     from ..model.plain import json_bytes
+
     sys.stdout.write(json_bytes(obj).decode() + "\n")
 
 
 def session_name_of(paths: list[str]) -> str:
     from ..errors import session_name
+
     return session_name(paths)
 
 
 def cannot_read(paths: list[str], e: BaseException, debug: bool) -> int:
     from ..errors import describe
+
     return fail(describe(e, paths), debug)
 
 
 def load(paths: list[str], args) -> object:
     from ..session import open_session
     from .term_progress import of
+
     progress = of(args)  # "reading X: 41 of 166 MB, ..." on a terminal after a second
     progress.phase("opening " + session_name_of(paths))
     try:
-        return open_session(paths, use_cache=not args.no_cache, align=not getattr(args, "no_align", False),
-                            hosts=getattr(args, "hosts", None), progress=progress)
+        return open_session(
+            paths,
+            use_cache=not args.no_cache,
+            align=not getattr(args, "no_align", False),
+            hosts=getattr(args, "hosts", None),
+            progress=progress,
+        )
     finally:
         progress.pause()
 
@@ -55,6 +68,7 @@ def open_or_fail(paths: list[str], args, opener=None):
     """(what opener(paths, args) returned, None), or (None, exit code) after one line on stderr:
     a TraceError's own words, anything else as "cannot read" naming the session."""
     from ..io.errors import TraceError
+
     try:
         return (opener or load)(paths, args), None
     except TraceError as e:
@@ -66,6 +80,8 @@ def open_or_fail(paths: list[str], args, opener=None):
 def rank_line(r: dict, host: str | None = None) -> str:
     """One rank of `info`'s text: events, kernels, lanes, devices, steps, span (and host)."""
     steps = ",".join(map(str, r["steps"])) or "-"
-    return (f"rank {r['rank']:<3}    {r['events']:,} events, {r['kernels']:,} kernels "
-            f"({r['nccl_kernels']:,} NCCL), {r['lanes']} lanes, devices {r['devices']}, "
-            f"steps {steps}, {(r['end_ns'] - r['start_ns']) / 1e6:.1f} ms" + (f", host {host}" if host else ""))
+    return (
+        f"rank {r['rank']:<3}    {r['events']:,} events, {r['kernels']:,} kernels "
+        f"({r['nccl_kernels']:,} NCCL), {r['lanes']} lanes, devices {r['devices']}, "
+        f"steps {steps}, {(r['end_ns'] - r['start_ns']) / 1e6:.1f} ms" + (f", host {host}" if host else "")
+    )

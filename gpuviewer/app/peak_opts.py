@@ -1,16 +1,22 @@
 """--peak-tflops and --peak-gbps (analyze, stats): the device's roofs for the efficiency results
 when the table's (model/peaks.py) are wrong for this machine (clocks, power cap) or it has none."""
+
 from __future__ import annotations
 
 import math
 
 
 def add_options(p) -> None:
-    p.add_argument("--peak-tflops", metavar="TFLOPS", default=None,
-                   help="the device's dense peak TFLOP/s, used for every precision (default: the table's for "
-                        "the GPU the trace names)")
-    p.add_argument("--peak-gbps", metavar="GBPS", default=None,
-                   help="the device's memory bandwidth, GB/s (default: the table's)")
+    p.add_argument(
+        "--peak-tflops",
+        metavar="TFLOPS",
+        default=None,
+        help="the device's dense peak TFLOP/s, used for every precision (default: the table's for "
+        "the GPU the trace names)",
+    )
+    p.add_argument(
+        "--peak-gbps", metavar="GBPS", default=None, help="the device's memory bandwidth, GB/s (default: the table's)"
+    )
 
 
 def values(args) -> tuple[dict, str | None]:

@@ -1,4 +1,5 @@
 """`gpuviewer sql` and `gpuviewer stats`: the query layer (gpuviewer.query) on the command line."""
+
 from __future__ import annotations
 
 import sys
@@ -10,25 +11,42 @@ MAX_QUERY_FILE = 1 << 20  # a query longer than this is not a query someone wrot
 
 def add_parsers(sub, common) -> None:
     from ..query.stats import REPORTS
-    sq = sub.add_parser("sql", parents=[common], help="run DuckDB SQL over the session's tables",
-                        description="Tables: slices, kernels, memops, steps, collectives, counters, "
-                                    "findings, and the summaries kern_sum, api_sum, nvtx_sum, mem_sum, "
-                                    "nccl_sum. Times are int64 ns. The last PATH is the query unless "
-                                    "--query-file is given.")
+
+    sq = sub.add_parser(
+        "sql",
+        parents=[common],
+        help="run DuckDB SQL over the session's tables",
+        description="Tables: slices, kernels, memops, steps, collectives, counters, "
+        "findings, and the summaries kern_sum, api_sum, nvtx_sum, mem_sum, "
+        "nccl_sum. Times are int64 ns. The last PATH is the query unless "
+        "--query-file is given.",
+    )
     sq.add_argument("--query-file", metavar="FILE", help="read the query from FILE (a regular file of at most 1 MB)")
-    sq.add_argument("--timeout", metavar="S", default=str(DEFAULT_TIMEOUT_S),
-                    help=f"stop a query running longer than S seconds (default {DEFAULT_TIMEOUT_S:g})")
-    sq.add_argument("--memory-limit", metavar="SIZE",
-                    help="the most memory DuckDB may use, e.g. 2GB (default a quarter of this machine's)")
+    sq.add_argument(
+        "--timeout",
+        metavar="S",
+        default=str(DEFAULT_TIMEOUT_S),
+        help=f"stop a query running longer than S seconds (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    sq.add_argument(
+        "--memory-limit",
+        metavar="SIZE",
+        help="the most memory DuckDB may use, e.g. 2GB (default a quarter of this machine's)",
+    )
     _formats(sq)
     sq.set_defaults(func=cmd_sql)
     st = sub.add_parser("stats", parents=[common], help="summaries like nsys stats (kernels, API, NVTX, memory, NCCL)")
-    st.add_argument("--report", default="kern", choices=list(REPORTS),
-                    help="kern: GPU kernels, api: CUDA API, nvtx: NVTX ranges, mem: memcpy/memset, "
-                         "nccl: collectives, efficiency: kernel families' work and rates against the "
-                         "device's peaks (default kern)")
+    st.add_argument(
+        "--report",
+        default="kern",
+        choices=list(REPORTS),
+        help="kern: GPU kernels, api: CUDA API, nvtx: NVTX ranges, mem: memcpy/memset, "
+        "nccl: collectives, efficiency: kernel families' work and rates against the "
+        "device's peaks (default kern)",
+    )
     st.add_argument("--rank", type=int, help="one rank (default: every rank together)")
     from .peak_opts import add_options
+
     add_options(st)
     _formats(st)
     st.set_defaults(func=cmd_stats)
@@ -42,6 +60,7 @@ def _formats(p) -> None:
 
 def _open(paths, args):
     from ..session import Session
+
     return Session.open(paths, use_cache=not args.no_cache, align=not args.no_align, hosts=args.hosts)
 
 
@@ -49,13 +68,16 @@ def cmd_sql(args) -> int:
     from ..query.sql import ALL_TABLES, QueryError, is_empty, parse_size, run
     from .output import fail as _fail
     from .output import open_or_fail as _open_or_fail
+
     paths = list(args.paths)
     try:  # options first: a bad value is refused before the trace is read
         timeout = float(args.timeout)
         if not 0 < timeout <= 1e6:  # also refuses nan and inf
             raise ValueError
     except ValueError:
-        return _fail(f"--timeout {args.timeout}: give the seconds a query may run, a number above 0 and at most 1000000 (e.g. 60)")
+        return _fail(
+            f"--timeout {args.timeout}: give the seconds a query may run, a number above 0 and at most 1000000 (e.g. 60)"
+        )
     try:
         memory_limit = parse_size(args.memory_limit) if args.memory_limit is not None else None
     except ValueError as e:
@@ -86,6 +108,7 @@ def read_query_file(path: str) -> tuple[str, str | None]:
     """(the query, None) or ("", one line saying why not). Only a regular file is opened, and
     without blocking: a FIFO would wait for a writer, /dev/zero never ends."""
     from ..io.bounded import NotRegular, TooLarge, read_regular
+
     try:
         data, _st = read_regular(path, MAX_QUERY_FILE)
         return data.decode("utf-8"), None
@@ -105,6 +128,7 @@ def cmd_stats(args) -> int:
     from .output import fail as _fail
     from .output import open_or_fail as _open_or_fail
     from .peak_opts import values
+
     peaks, err = values(args)  # a bad value is refused before the trace is read
     if err:
         return _fail(err)
@@ -119,10 +143,12 @@ def cmd_stats(args) -> int:
 def _write(df, args) -> int:
     from .output import json_out as _json
     from .output import out as _out
+
     if args.json:
         _json(records(df))
     elif args.csv:
         from ..model.plain import term
+
         out = df.to_csv(index=False, lineterminator="\n")
         sys.stdout.write(term(out) if sys.stdout.isatty() else out)
     else:
@@ -134,6 +160,7 @@ def _write(df, args) -> int:
         # own), then the table printed line by line: _out escapes newlines, so the whole table
         # given to it at once came out as one line joined by \x0a
         from ..model.plain import line
+
         text_cols = [c for c in shown.columns if shown[c].dtype == object or str(shown[c].dtype) == "category"]
         shown = shown.assign(**{c: shown[c].astype(object).map(line, na_action="ignore") for c in text_cols})
         for row in shown.to_string(index=False, max_colwidth=80, float_format=lambda x: f"{x:,.3f}").splitlines():

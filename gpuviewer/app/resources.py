@@ -1,5 +1,6 @@
 """Where the files of resources/ are at run time: in a PyInstaller bundle, in a source checkout,
 or installed under <prefix>/share/gpuviewer by the wheel."""
+
 from __future__ import annotations
 
 import os

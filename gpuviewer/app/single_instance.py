@@ -1,5 +1,6 @@
 """One running window per user: a second start hands its files to the first through a
 QLocalServer (a Unix socket / named pipe) and exits."""
+
 from __future__ import annotations
 
 import getpass
@@ -11,6 +12,7 @@ from PySide6.QtNetwork import QLocalServer, QLocalSocket
 
 def server_name() -> str:
     import os
+
     if os.environ.get("GPUVIEWER_INSTANCE_NAME"):  # separate instances (tests, several sessions)
         return os.environ["GPUVIEWER_INSTANCE_NAME"]
     try:

@@ -10,6 +10,7 @@ A phase that reports nothing while it runs (the analysis) still shows: an interv
 reader forks its decode pool mid-read, and a forked process must not inherit a running thread
 (timers are not inherited by a fork).
 """
+
 from __future__ import annotations
 
 import os
@@ -85,11 +86,12 @@ class TermProgress:
         if elapsed < self.delay:
             return
         from ..model.plain import line
+
         text = line(self._msg) if self._msg else "working"
         if elapsed >= 1:
             text += f" ({elapsed:.0f} s)"
         width = shutil.get_terminal_size((80, 24)).columns
-        text = text[:max(10, width - 1)]
+        text = text[: max(10, width - 1)]
         if text == self._drawn:
             return
         try:

@@ -1,35 +1,59 @@
 """`gpuviewer whatif PATHS CHANGE`: re-time the session's steps with one change (analysis/whatif.py)
 and print each step's time before and after, and the saving."""
+
 from __future__ import annotations
 
 import math
 
 
 def add_parser(sub, common) -> None:
-    w = sub.add_parser("whatif", parents=[common], help="how much faster each step would be with one change",
-                       description="Replays the session's dependency model across ranks (host calls, "
-                                   "launches, streams, syncs, collectives) with one change and prints each "
-                                   "step's time before and after.")
+    w = sub.add_parser(
+        "whatif",
+        parents=[common],
+        help="how much faster each step would be with one change",
+        description="Replays the session's dependency model across ranks (host calls, "
+        "launches, streams, syncs, collectives) with one change and prints each "
+        "step's time before and after.",
+    )
     ch = w.add_mutually_exclusive_group(required=True)
-    ch.add_argument("--remove-gap", metavar="RANK:STEP",
-                    help="remove the longest host gap (a stall) of RANK in STEP ('all': every step)")
-    ch.add_argument("--rank-like-median", metavar="RANK[:host|gpu]",
-                    help="make RANK's host work and/or compute kernels as fast as the median rank's")
-    ch.add_argument("--no-launch-overhead", action="store_true",
-                    help="no launch cost and no host time between launches, as CUDA graphs would")
-    ch.add_argument("--comm-at-peak", action="store_true",
-                    help="collectives transfer at the peak bus bandwidth (--peak-busbw)")
-    ch.add_argument("--no-copies", action="store_true",
-                    help="memory copies and sets take no time (data kept on the GPU, or copies hidden)")
+    ch.add_argument(
+        "--remove-gap",
+        metavar="RANK:STEP",
+        help="remove the longest host gap (a stall) of RANK in STEP ('all': every step)",
+    )
+    ch.add_argument(
+        "--rank-like-median",
+        metavar="RANK[:host|gpu]",
+        help="make RANK's host work and/or compute kernels as fast as the median rank's",
+    )
+    ch.add_argument(
+        "--no-launch-overhead",
+        action="store_true",
+        help="no launch cost and no host time between launches, as CUDA graphs would",
+    )
+    ch.add_argument(
+        "--comm-at-peak", action="store_true", help="collectives transfer at the peak bus bandwidth (--peak-busbw)"
+    )
+    ch.add_argument(
+        "--no-copies",
+        action="store_true",
+        help="memory copies and sets take no time (data kept on the GPU, or copies hidden)",
+    )
     ch.add_argument("--faster", metavar="NAME_REGEX:PCT", help="GPU ops whose name matches take PCT%% less time")
-    w.add_argument("--peak-busbw", metavar="GBPS", type=str, default=None,
-                   help="peak bus bandwidth for --comm-at-peak, GB/s (default 450: NVLink 4, H100/H200)")
+    w.add_argument(
+        "--peak-busbw",
+        metavar="GBPS",
+        type=str,
+        default=None,
+        help="peak bus bandwidth for --comm-at-peak, GB/s (default 450: NVLink 4, H100/H200)",
+    )
     w.add_argument("--json", action="store_true", help="one JSON object on stdout")
     w.set_defaults(func=cmd_whatif)
 
 
 def _change(args):
     from ..analysis.whatif import parse_change
+
     if args.remove_gap is not None:
         return parse_change("remove-gap", args.remove_gap)
     if args.rank_like_median is not None:
@@ -56,6 +80,7 @@ def cmd_whatif(args) -> int:
     from .output import json_out as _json
     from .output import open_or_fail as _open_or_fail
     from .output import out as _out
+
     try:  # the change first: a bad value is refused before the trace is read
         change = _change(args)
     except ValueError as e:
@@ -64,18 +89,22 @@ def cmd_whatif(args) -> int:
     if trace is None:
         return rc
     from .output import session_name_of as _session_name
+
     name = _session_name(args.paths)
     if trace.format == "nvidia-smi-topo" or not len(trace):
         return _fail(f"{name}: holds no trace events to replay")
     from ..analysis.whatif import whatif
     from ..io.comm_args import collective_args
+
     try:
         res = whatif(trace, change, collective_args(trace))
     except ValueError as e:
         return _fail(f"{name}: {e}")
     except Exception as e:  # noqa: BLE001 - an analysis bug must not look like a crash
-        return _fail(f"{name}: the what-if failed on this trace, a bug in gpuviewer ({type(e).__name__}); "
-                     "--debug shows where", args.debug)
+        return _fail(
+            f"{name}: the what-if failed on this trace, a bug in gpuviewer ({type(e).__name__}); --debug shows where",
+            args.debug,
+        )
     if not res.steps:
         return _fail(f"{name}: no steps on record (ProfilerStep#N or NVTX 'step N' ranges) to re-time")
     if args.json:
@@ -89,8 +118,10 @@ def cmd_whatif(args) -> int:
         pct = s.saves_ns / s.before_ns if s.before_ns else 0.0
         _out(f"{s.step:>6} {s.before_ns / 1e6:11.3f} {s.after_ns / 1e6:11.3f} {s.saves_ns / 1e6:10.3f} {pct:7.1%}")
     before = sum(s.before_ns for s in res.steps)
-    _out(f"{'all':>6} {before / 1e6:11.3f} {(before - res.saves_ns) / 1e6:11.3f} {res.saves_ns / 1e6:10.3f} "
-         f"{(res.saves_ns / before if before else 0.0):7.1%}")
+    _out(
+        f"{'all':>6} {before / 1e6:11.3f} {(before - res.saves_ns) / 1e6:11.3f} {res.saves_ns / 1e6:10.3f} "
+        f"{(res.saves_ns / before if before else 0.0):7.1%}"
+    )
     for a in res.assumptions:
         _out(f"assumed: {a}")
     return 0

@@ -3,6 +3,7 @@ collective matching (io/comm_args.py) and the ops' shapes (io/op_shapes.py) read
 same pass as the columns so an analysis never reads the file again. The decoder hands each value
 over as its raw JSON bytes (chrome_events.Args), so nothing is built for them here but one JSON
 object per distinct combination."""
+
 from __future__ import annotations
 
 import operator
@@ -12,11 +13,19 @@ import numpy as np
 
 # producer's key -> the field of chrome_events.Args that holds its raw JSON (in this order)
 KEPT = {
-    "Process Group Name": "pg_name", "Process Group Description": "pg_desc",
-    "Process Group Ranks": "pg_ranks", "Collective name": "coll_name",
-    "In msg nelems": "in_nelems", "Out msg nelems": "out_nelems", "dtype": "dtype",
-    "Group size": "group_size", "Src Rank": "src_rank", "Dst Rank": "dst_rank",
-    "Input Dims": "in_dims", "Input type": "in_types", "Concrete Inputs": "concrete",
+    "Process Group Name": "pg_name",
+    "Process Group Description": "pg_desc",
+    "Process Group Ranks": "pg_ranks",
+    "Collective name": "coll_name",
+    "In msg nelems": "in_nelems",
+    "Out msg nelems": "out_nelems",
+    "dtype": "dtype",
+    "Group size": "group_size",
+    "Src Rank": "src_rank",
+    "Dst Rank": "dst_rank",
+    "Input Dims": "in_dims",
+    "Input type": "in_types",
+    "Concrete Inputs": "concrete",
 }
 _FIELDS = tuple(KEPT.values())
 _KEYS = tuple(msgspec.json.encode(k) + b":" for k in KEPT)

@@ -5,6 +5,7 @@ each piece of the event array lies in the decompressed file, so one piece is dec
 nsys: src is the rowid in the table its category comes from, and one row is selected. The last piece is kept, so
 clicking around one region costs one decode.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,6 +31,7 @@ def event_args(trace: Trace, i: int) -> dict:
         return cap_strings(args) if isinstance(args, dict) else {}
     if src.format == "nsys":
         from .nsys_report import row_args
+
         return row_args(src.path, int(trace.columns["cat"][i]), code)
     return {}
 
@@ -88,6 +90,7 @@ def _kineto_event(path: str, size: int, mtime: int, chunks: tuple, ordinal: int)
         return {}
     firsts = [c[2] for c in chunks]
     import bisect
+
     k = max(0, bisect.bisect_right(firsts, ordinal) - 1)
     offset, length, first = chunks[k]
     pos = ordinal - first if offset >= 0 else ordinal

@@ -2,6 +2,7 @@
 of the file is decompressed and decoded once, by a msgspec decoder that builds only the fields
 of a given struct (every other key is skipped). The store keeps no arguments; collective
 matching (NCCL arguments) and memory-copy statistics (bytes) read theirs through here."""
+
 from __future__ import annotations
 
 import bisect
@@ -93,6 +94,7 @@ def kineto_args(trace: Trace, idx: np.ndarray, spec: ArgsSpec) -> dict[int, dict
             return m, from_source(trace.sources[min(f, len(trace.sources) - 1)], ordinal[m], spec)
         except (TraceError, OSError, EOFError, ValueError, msgspec.DecodeError):
             return m, []
+
     # one file a thread: their decompression (ISA-L, zlib) runs without the GIL, so many ranks'
     # files are read side by side (64 files: 2.0 s one after another on the device machine)
     workers = min(len(files), os.cpu_count() or 1, 8)
@@ -127,6 +129,7 @@ def kept_args(trace: Trace, idx: np.ndarray, spec: ArgsSpec) -> dict[int, dict]:
 
 def from_source(src: Source, ordinals: np.ndarray, spec: ArgsSpec) -> list[dict]:
     from .args import _check_unchanged, _piece
+
     _check_unchanged(src)
     chunks = src.chunks
     if not chunks:
@@ -143,8 +146,10 @@ def from_source(src: Source, ordinals: np.ndarray, spec: ArgsSpec) -> list[dict]
         for k in sorted(want, key=lambda k: chunks[k][0]):
             offset, length, _ = chunks[k]
             if offset < 0:  # decoded as a whole document: the bounded, lenient args reader's
-                raw = [e.get("args") if isinstance(e, dict) else None
-                       for e in _piece(src.path, src.size, src.mtime_ns, offset, length)]
+                raw = [
+                    e.get("args") if isinstance(e, dict) else None
+                    for e in _piece(src.path, src.size, src.mtime_ns, offset, length)
+                ]
                 conv = spec.pick
             else:
                 while pos < offset:  # decompress forward to the piece (streams cannot seek back)

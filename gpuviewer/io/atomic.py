@@ -4,6 +4,7 @@ flushed to disk, renamed over the target when complete, removed on any failure; 
 power cut leaves the old file or the new one. The file gets the mode of any file the user creates
 (0666 less the umask), not mkstemp's 0600, or the mode asked for. Folders written whole (the
 column cache, a .gvsum summary) are renamed into place by their writers."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,13 @@ from collections.abc import Callable
 from typing import TextIO
 
 
-def write_path(path: str, produce: Callable[[str], bool], suffix: str = ".tmp",
-               before_replace: Callable[[], None] | None = None, mode: int | None = None) -> bool:
+def write_path(
+    path: str,
+    produce: Callable[[str], bool],
+    suffix: str = ".tmp",
+    before_replace: Callable[[], None] | None = None,
+    mode: int | None = None,
+) -> bool:
     """produce(tmp) writes the file at a temporary path beside `path` (by name, for writers that
     take one, as Qt's or a program's); when it returns True the file is flushed to disk, given
     `mode` (default 0666 less the umask) and renamed over `path`, after before_replace() (which
@@ -46,10 +52,12 @@ def _fsync(path: str) -> None:
 
 def write_with(path: str, write: Callable[[TextIO], object]) -> None:
     """Call write(f) on a temporary UTF-8 text file, then rename it to path."""
+
     def produce(tmp: str) -> bool:
         with open(tmp, "w", encoding="utf-8", newline="") as f:
             write(f)
         return True
+
     write_path(path, produce)
 
 

@@ -3,6 +3,7 @@ JSON, a query file, the head of an output about to be replaced): only a regular 
 blocking, never more than a limit. The open is non-blocking and the type is checked on the open
 descriptor, so a FIFO or device swapped in after any earlier check cannot block or flood the
 read. Callers say what went wrong in their own words; this module only tells them which case."""
+
 from __future__ import annotations
 
 import os

@@ -7,6 +7,7 @@ file or a newer program never reads stale columns. Writes go to a temporary fold
 place. Every file's size and checksum is in the entry's sums.json (io/cache_check.py): an entry
 that does not match is deleted and rebuilt from the trace with one warning, never trusted.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,6 +42,7 @@ def cache_root() -> str:
     if env:
         return env
     import platformdirs
+
     return os.path.join(platformdirs.user_cache_dir("gpuviewer", appauthor=False), "sessions")
 
 
@@ -80,15 +82,28 @@ def store(files: list[str], trace: Trace) -> str | None:
             # the timeline's levels of detail, so a cached session's first paint maps them
             from ..model.queries import lod_pack
             from ..model.view import steps_view
+
             arrays.update(lod_pack(trace))
             if trace.arg_table is not None:
                 arrays.update(trace.arg_table.arrays())
             for name, arr in arrays.items():
                 np.save(os.path.join(tmp, f"{name}.npy"), np.ascontiguousarray(arr))
-            meta = meta_dict(key, trace.format, len(trace), trace.names, trace.lanes, trace.ranks,
-                             trace.steps, trace.counters, trace.sources, trace.warnings,
-                             trace.metadata, (trace.start_ns, trace.end_ns), steps_view(trace),
-                             trace.lane_offsets)
+            meta = meta_dict(
+                key,
+                trace.format,
+                len(trace),
+                trace.names,
+                trace.lanes,
+                trace.ranks,
+                trace.steps,
+                trace.counters,
+                trace.sources,
+                trace.warnings,
+                trace.metadata,
+                (trace.start_ns, trace.end_ns),
+                steps_view(trace),
+                trace.lane_offsets,
+            )
             meta["argtab"] = trace.arg_table is not None
             return commit(tmp, meta)
         except BaseException:
@@ -169,13 +184,28 @@ def _sweep_once() -> None:
         sweep()
 
 
-def meta_dict(key: str, format: str, n: int, names: list[str], lanes: list[Lane],
-              ranks: list[RankInfo], steps: list[Step], counters: list[Counter],
-              sources: list[Source], warnings: list[str], metadata: dict,
-              span: tuple[int, int], view: tuple[int, int], lane_offsets: np.ndarray) -> dict:
+def meta_dict(
+    key: str,
+    format: str,
+    n: int,
+    names: list[str],
+    lanes: list[Lane],
+    ranks: list[RankInfo],
+    steps: list[Step],
+    counters: list[Counter],
+    sources: list[Source],
+    warnings: list[str],
+    metadata: dict,
+    span: tuple[int, int],
+    view: tuple[int, int],
+    lane_offsets: np.ndarray,
+) -> dict:
     """meta.json: everything of a session that is not a column."""
     return {
-        "key": key, "version": STORE_VERSION, "format": format, "n": n,
+        "key": key,
+        "version": STORE_VERSION,
+        "format": format,
+        "n": n,
         "names": names,
         "lanes": [msgspec.structs.asdict(_LaneS(**_lane_dict(ln))) for ln in lanes],
         "ranks": [_rank_dict(r) for r in ranks],
@@ -185,7 +215,8 @@ def meta_dict(key: str, format: str, n: int, names: list[str], lanes: list[Lane]
         "warnings": warnings,
         "metadata": metadata,
         # O(events) to compute: kept so that a cached session opens without a pass
-        "span": [int(span[0]), int(span[1])], "initial_view": [int(view[0]), int(view[1])],
+        "span": [int(span[0]), int(span[1])],
+        "initial_view": [int(view[0]), int(view[1])],
         "lane_offsets": [int(x) for x in lane_offsets],
     }
 
@@ -218,14 +249,28 @@ class _LaneS(msgspec.Struct):
 
 
 def _lane_dict(ln: Lane) -> dict:
-    return {"rank": ln.rank, "kind": ln.kind, "device": ln.device, "stream": ln.stream,
-            "label": ln.label, "order": ln.order, "source": ln.source, "pid": ln.pid}
+    return {
+        "rank": ln.rank,
+        "kind": ln.kind,
+        "device": ln.device,
+        "stream": ln.stream,
+        "label": ln.label,
+        "order": ln.order,
+        "source": ln.source,
+        "pid": ln.pid,
+    }
 
 
 def _rank_dict(r: RankInfo) -> dict:
-    return {"rank": r.rank, "files": r.files, "devices": r.devices,
-            "device_props": {str(k): v for k, v in r.device_props.items()}, "host": r.host,
-            "clock_offset_ns": r.clock_offset_ns, "world_size": r.world_size}
+    return {
+        "rank": r.rank,
+        "files": r.files,
+        "devices": r.devices,
+        "device_props": {str(k): v for k, v in r.device_props.items()},
+        "host": r.host,
+        "clock_offset_ns": r.clock_offset_ns,
+        "world_size": r.world_size,
+    }
 
 
 def dir_size(d: str) -> int:
@@ -309,9 +354,12 @@ class _Checked(dict):
             except (Damaged, OSError) as e:
                 shutil.rmtree(self._d, ignore_errors=True)
                 from .errors import TraceError
-                raise TraceError(_session_name(self._files),
-                                 f"its cache was found damaged while reading ({e}) and was removed; "
-                                 "open it again to rebuild it (the trace itself is fine)") from None
+
+                raise TraceError(
+                    _session_name(self._files),
+                    f"its cache was found damaged while reading ({e}) and was removed; "
+                    "open it again to rebuild it (the trace itself is fine)",
+                ) from None
             self._ok.add(k)
         return super().__getitem__(k)
 
@@ -367,8 +415,7 @@ def _map_npy(path: str) -> np.ndarray:
             raise Damaged(f"{os.path.basename(path)} holds objects")
         if int(np.prod(shape)) == 0:
             return np.zeros(shape, dtype)
-        return np.memmap(f, dtype=dtype, mode="r", shape=shape, order="F" if fortran else "C",
-                         offset=f.tell())
+        return np.memmap(f, dtype=dtype, mode="r", shape=shape, order="F" if fortran else "C", offset=f.tell())
 
 
 def _read(d: str, key: str, files: list[str]) -> Trace:
@@ -403,8 +450,10 @@ def _read(d: str, key: str, files: list[str]) -> Trace:
         cols[name] = a
     flows = (arr("flow_src"), arr("flow_dst"))
     inst = {k: arr(f"inst_{k}") for k in ("t", "lane", "name")}
-    counters = [Counter(c["rank"], c["device"], c["name"], arr(f"counter{i}_t"), arr(f"counter{i}_v"))
-                for i, c in enumerate(meta["counters"])]
+    counters = [
+        Counter(c["rank"], c["device"], c["name"], arr(f"counter{i}_t"), arr(f"counter{i}_v"))
+        for i, c in enumerate(meta["counters"])
+    ]
     lanes = [Lane(**ln) for ln in meta["lanes"]]
     ranks = []
     for r in meta["ranks"]:
@@ -417,18 +466,36 @@ def _read(d: str, key: str, files: list[str]) -> Trace:
     if lazy:
         cols = _Checked(cols, d, sums, files)
         inst = _Checked(inst, d, sums, files, "inst_")
-    t = Trace(format=meta["format"], columns=cols, names=meta["names"], lanes=lanes,
-              ranks=ranks, counters=counters, steps=[Step(*s) for s in meta["steps"]],
-              flows=flows, instants=inst, sources=[Source(**s) for s in meta["sources"]],
-              warnings=meta["warnings"], metadata=meta["metadata"], lane_offsets=offsets)
+    t = Trace(
+        format=meta["format"],
+        columns=cols,
+        names=meta["names"],
+        lanes=lanes,
+        ranks=ranks,
+        counters=counters,
+        steps=[Step(*s) for s in meta["steps"]],
+        flows=flows,
+        instants=inst,
+        sources=[Source(**s) for s in meta["sources"]],
+        warnings=meta["warnings"],
+        metadata=meta["metadata"],
+        lane_offsets=offsets,
+    )
     t.metadata["from_cache"] = True
     if "span" in meta:
         t._span = (int(meta["span"][0]), int(meta["span"][1]))
         t.derived["initial_view"] = (int(meta["initial_view"][0]), int(meta["initial_view"][1]))
     from ..model.queries import LOD_ARRAYS, lod_attach
+
     lod = {k: arr(k) for k in LOD_ARRAYS}
-    if len(lod["lod_index"]) != len(lod["lod_q"]) or len({len(lod[k]) for k in LOD_ARRAYS[:4]}) != 1 \
-            or (len(lod["lod_index"]) and int((lod["lod_index"][:, 2] + lod["lod_index"][:, 3]).max()) > len(lod["lod_start"])):
+    if (
+        len(lod["lod_index"]) != len(lod["lod_q"])
+        or len({len(lod[k]) for k in LOD_ARRAYS[:4]}) != 1
+        or (
+            len(lod["lod_index"])
+            and int((lod["lod_index"][:, 2] + lod["lod_index"][:, 3]).max()) > len(lod["lod_start"])
+        )
+    ):
         raise Damaged("the level-of-detail index is inconsistent")
     if lazy:
         lod = _Checked(lod, d, sums, files)
@@ -437,7 +504,10 @@ def _read(d: str, key: str, files: list[str]) -> Trace:
     lod_attach(t, lod)
     if meta.get("argtab"):
         from ..model.arg_table import ArgTable
-        t.arg_table = ArgTable.from_arrays({k: arr(k) for k in ("argtab_key", "argtab_ref", "argtab_blob", "argtab_off")})
+
+        t.arg_table = ArgTable.from_arrays(
+            {k: arr(k) for k in ("argtab_key", "argtab_ref", "argtab_blob", "argtab_off")}
+        )
     try:
         os.utime(os.path.join(d, "meta.json"), follow_symlinks=False)  # "used last" for eviction
     except (OSError, NotImplementedError):

@@ -6,6 +6,7 @@ against 3-4 GB/s for zlib.crc32 (BENCHMARKS.md); crc32 is the fallback without x
 opened only when it is a regular file (lstat, then O_NOFOLLOW|O_NONBLOCK and fstat), so a FIFO or
 a device put in its place is never read and never blocks.
 """
+
 from __future__ import annotations
 
 import mmap

@@ -23,6 +23,7 @@ module kept each file's own rank.
 Warnings come file by file, then the session's own (the readers list the reading warnings of
 every file first): the same lines, in another order.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,13 +50,16 @@ def load(files: list[str], reader: Reader, job: Job) -> Trace | None:
     one, so a session opened cold also leaves every file's entry for later sessions; a session
     big enough for the out-of-core build (io/out_of_core.py) with no entry at all is left to it."""
     from . import cache
+
     entries: dict[str, Trace | None] = {f: cache.load([f]) for f in files}
     reused = sum(1 for t in entries.values() if _usable(t))
     if not reused:
         from . import out_of_core
+
         if out_of_core.wanted(reader, files):
             return None
     from .cache_stream import PartStore
+
     try:
         store = PartStore()  # first: a cache that cannot be written is known before any file is read
     except OSError:
@@ -114,6 +118,7 @@ def _one_of(job: Job, i: int, n: int, f: str) -> Job:
 
     def progress(frac: float, msg: str = "") -> None:
         outer(0.9 * (i + min(1.0, max(0.0, frac))) / n, msg or what)
+
     return Job(progress, job.cancelled, job.optional, job.open)
 
 
@@ -130,6 +135,7 @@ def _read_alone(f: str, reader: Reader, job: Job, skipped: list[str], warnings: 
     """Read one file of the session as a session of its own (its entry written). A file found in
     a folder that is JSON but no trace is skipped, as the folder's reader skips it."""
     from . import cache
+
     try:
         t = reader.read([f], Job(job.progress, job.cancelled, frozenset(), job.open))
     except TraceError as e:
@@ -156,11 +162,12 @@ def _offset_needed(parts: list[tuple[str, Trace]]):
 def _join(files: list[str], parts: list[tuple[str, Trace]], skipped: list[str], warnings: list[str], store) -> dict:
     from . import cache
     from .out_of_core import _initial_view
+
     b = TraceBuilder("kineto")  # the session's tables (names, lanes, ranks); the columns go to the store
     rank_warnings: list[str] = []
     used: set[int] = set()
     total = sum(len(t) for _f, t in parts)
-    flow_type = np.int32 if total < 2 ** 31 else np.int64  # as TraceBuilder.finish stores them
+    flow_type = np.int32 if total < 2**31 else np.int64  # as TraceBuilder.finish stores them
     lane_counts: list[np.ndarray] = []
     lod_index: list[np.ndarray] = []
     lod_q: list[np.ndarray] = []
@@ -204,6 +211,7 @@ def _join(files: list[str], parts: list[tuple[str, Trace]], skipped: list[str], 
         lod = t.derived.get("lod_packed")
         if lod is None:  # an entry always packs its levels (cache.store); never None in practice
             from ..model.queries import lod_pack
+
             packed = lod_pack(t)
         else:
             packed = lod[0]
@@ -245,13 +253,26 @@ def _join(files: list[str], parts: list[tuple[str, Trace]], skipped: list[str], 
     steps = sorted(b.steps, key=lambda s: (s.rank, s.step))
     counts = np.concatenate(lane_counts) if lane_counts else np.zeros(0, np.int64)
     lane_offsets = np.concatenate(([0], np.cumsum(counts)))
-    meta = cache.meta_dict(cache.key_for(files), b.format, store.length("start"), b.names.strings,
-                           b.lanes, [b.ranks[r] for r in sorted(b.ranks)], steps, b.counters,
-                           b.sources, b.warnings, b.metadata, span, _initial_view(store, steps, span),
-                           lane_offsets)
+    meta = cache.meta_dict(
+        cache.key_for(files),
+        b.format,
+        store.length("start"),
+        b.names.strings,
+        b.lanes,
+        [b.ranks[r] for r in sorted(b.ranks)],
+        steps,
+        b.counters,
+        b.sources,
+        b.warnings,
+        b.metadata,
+        span,
+        _initial_view(store, steps, span),
+        lane_offsets,
+    )
     meta["argtab"] = all(tab is not None for _s, tab in arg_tables) and len(b.sources) == len(parts)
     if meta["argtab"]:
         from ..model.arg_table import ArgTable
+
         try:
             joined = ArgTable.join([(s, tab) for s, tab in arg_tables if tab is not None])
         except ValueError:  # not one-file parts: the session fetches them from the files

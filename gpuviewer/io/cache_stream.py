@@ -7,6 +7,7 @@ room left for it), then the data. Appends go through write(), not a writable map
 written pages sit in the page cache, not in this process's resident memory. Everything is
 written into a temporary folder that cache.commit() renames into place; abort() removes it.
 """
+
 from __future__ import annotations
 
 import os
@@ -61,8 +62,7 @@ class Column:
         if hi <= lo:
             return
         self.f.flush()
-        m = np.memmap(self.path, self.dtype, "r+", offset=HEADER_LEN + lo * self.dtype.itemsize,
-                      shape=(hi - lo,))
+        m = np.memmap(self.path, self.dtype, "r+", offset=HEADER_LEN + lo * self.dtype.itemsize, shape=(hi - lo,))
         m += delta
         m.flush()
         del m

@@ -4,6 +4,7 @@ itself, shared by the Kineto and JAX readers (io/jax_piece.py): typed structs fi
 when a piece's arguments do not fit them, and a piece that strict JSON refuses only for NaN,
 Infinity, numbers past the double range or bad UTF-8 repaired (json_sanitize) and decoded again.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from .json_sanitize import sanitize
 
 class Args(msgspec.Struct):
     """The argument keys the store indexes; every other key is skipped by the decoder."""
+
     correlation: Any = None
     external_id: Any = msgspec.field(default=None, name="External id")
     device: Any = None
@@ -61,11 +63,13 @@ class Ev(msgspec.Struct):
 
 class EvTyped(Ev):
     """Ev with its args decoded as Args (the fields keep Ev's order)."""
+
     args: Args | None = None
 
 
 class EvGeneric(msgspec.Struct):
     """For counter events, whose args are arbitrary series."""
+
     ph: Any = ""
     name: Any = None
     pid: Any = 0
@@ -80,8 +84,9 @@ _loose = msgspec.json.Decoder(list[Ev])  # args as plain objects: used when a pi
 generic_events = msgspec.json.Decoder(list[EvGeneric])
 
 
-def decode_piece(buf: bytes, typed: msgspec.json.Decoder, loose: msgspec.json.Decoder,
-                 as_typed: Callable[[Any], Any]) -> tuple[list, bytes]:
+def decode_piece(
+    buf: bytes, typed: msgspec.json.Decoder, loose: msgspec.json.Decoder, as_typed: Callable[[Any], Any]
+) -> tuple[list, bytes]:
     """The events of a JSON array with the `typed` decoder, or with `loose` and each event
     turned into the typed struct by as_typed when their arguments do not fit it; a piece that
     strict JSON refuses only for NaN, Infinity, numbers past the double range or bad UTF-8 is
@@ -115,10 +120,18 @@ def _as_typed(e: Ev) -> EvTyped:
     a = e.args
     args = None
     if isinstance(a, dict):
-        args = Args(correlation=a.get("correlation"), external_id=a.get("External id"),
-                    device=a.get("device"), stream=a.get("stream"),
-                    total_allocated=a.get("Total Allocated"), total_reserved=a.get("Total Reserved"),
-                    device_id=a.get("Device Id"), device_type=a.get("Device Type"),
-                    name=a.get("name"), labels=a.get("labels"), sort_index=a.get("sort_index"),
-                    **{f: raw_of(a.get(k)) for k, f in KEPT.items()})  # type: ignore[arg-type]  # None: absent
+        args = Args(
+            correlation=a.get("correlation"),
+            external_id=a.get("External id"),
+            device=a.get("device"),
+            stream=a.get("stream"),
+            total_allocated=a.get("Total Allocated"),
+            total_reserved=a.get("Total Reserved"),
+            device_id=a.get("Device Id"),
+            device_type=a.get("Device Type"),
+            name=a.get("name"),
+            labels=a.get("labels"),
+            sort_index=a.get("sort_index"),
+            **{f: raw_of(a.get(k)) for k, f in KEPT.items()},  # type: ignore[arg-type]  # None: absent
+        )
     return EvTyped(e.ph, e.name, e.cat, e.pid, e.tid, e.ts, e.dur, e.id, e.s, e.bp, args)

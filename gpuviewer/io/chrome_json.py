@@ -9,6 +9,7 @@ for NaN / Infinity / bad UTF-8 is repaired (json_sanitize); one that fails for o
 sends the whole document through json_scan. A document that ends early keeps its complete
 events, and only a document whose data really stops inside it is said to end early.
 """
+
 from __future__ import annotations
 
 import re
@@ -73,10 +74,16 @@ class _Out:
             self.progress(reader.fraction())
 
 
-def read_chrome_json(path: str, on_chunk: OnChunk, *, progress: Callable[[float], None] | None = None,
-                     cancelled: Callable[[], bool] | None = None, chunk_bytes: int = 2 << 20,
-                     restart: Callable[[], None] | None = None, flush: Callable[[], None] | None = None
-                     ) -> tuple[dict, list[list[int]], list[str], bool]:
+def read_chrome_json(
+    path: str,
+    on_chunk: OnChunk,
+    *,
+    progress: Callable[[float], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    chunk_bytes: int = 2 << 20,
+    restart: Callable[[], None] | None = None,
+    flush: Callable[[], None] | None = None,
+) -> tuple[dict, list[list[int]], list[str], bool]:
     """Decode a Chrome/Kineto JSON trace, calling on_chunk per piece of the event array.
 
     Returns (top-level metadata, chunk table [[decompressed offset, length, chunk index]],
@@ -99,8 +106,9 @@ def read_chrome_json(path: str, on_chunk: OnChunk, *, progress: Callable[[float]
                 if flush is not None:
                     flush()
             except Fallback:  # cannot happen: the walk hands over decoded pieces only
-                raise TraceError(path, "damaged beyond repair: its events do not decode; copy or export "
-                                       "it again") from None
+                raise TraceError(
+                    path, "damaged beyond repair: its events do not decode; copy or export it again"
+                ) from None
         if reader.gzip:  # the JSON may stop before the stream does: learn whether it is damaged
             while reader.read():
                 pass
@@ -108,15 +116,18 @@ def read_chrome_json(path: str, on_chunk: OnChunk, *, progress: Callable[[float]
             what = damage_words(reader.damage)
             early = [w for w in out.warnings if w.startswith(_CUT_WORDS)]
             out.warnings = [w for w in out.warnings if w not in early]
-            out.warnings.insert(0, f"{what}, so the data ends early: kept the complete events in the "
-                                   f"{size_words(reader.total)} of JSON before that" if early else
-                                   f"{what}: read the {size_words(reader.total)} of JSON it holds")
+            out.warnings.insert(
+                0,
+                f"{what}, so the data ends early: kept the complete events in the "
+                f"{size_words(reader.total)} of JSON before that"
+                if early
+                else f"{what}: read the {size_words(reader.total)} of JSON it holds",
+            )
         if progress is not None:
             progress(1.0)
         return meta, out.chunks, out.warnings, reader.gzip
     except OSError as e:
-        raise TraceError(path, f"cannot read it ({e.strerror or e}); check the disk, or copy the "
-                               "file again") from None
+        raise TraceError(path, f"cannot read it ({e.strerror or e}); check the disk, or copy the file again") from None
     finally:
         reader.close()
 
@@ -129,10 +140,17 @@ def _start(reader: BlockReader) -> tuple[bytes, int]:
         b = reader.read()
         if not b:
             if reader.damage and lead == 0:
-                raise TraceError(reader.path, f"{damage_words(reader.damage)} before any data: there "
-                                              "is nothing to read; copy or export the file again")
-            raise TraceError(reader.path, "the file is empty (nothing was written to it)" if lead == 0
-                             else "the file holds only whitespace, no JSON; export the trace again")
+                raise TraceError(
+                    reader.path,
+                    f"{damage_words(reader.damage)} before any data: there "
+                    "is nothing to read; copy or export the file again",
+                )
+            raise TraceError(
+                reader.path,
+                "the file is empty (nothing was written to it)"
+                if lead == 0
+                else "the file holds only whitespace, no JSON; export the trace again",
+            )
         if lead == 0 and b.startswith(_BOM):
             b, lead = b[3:], 3
         body = b.lstrip(_WS)
@@ -162,12 +180,14 @@ def _fast(reader: BlockReader, out: _Out) -> dict:
             m = _EVENTS_KEY.search(buf, seen)
         if m is None:
             raise Fallback()
-        meta = _prefix_meta(buf[:m.start()])
+        meta = _prefix_meta(buf[: m.start()])
         data_abs = lead + m.end()
-        data = buf[m.end():]
+        data = buf[m.end() :]
     else:
-        raise TraceError(reader.path, "not a JSON trace (it does not start with '{' or '['); open "
-                                      "a PyTorch profiler / Chrome trace JSON file")
+        raise TraceError(
+            reader.path,
+            "not a JSON trace (it does not start with '{' or '['); open a PyTorch profiler / Chrome trace JSON file",
+        )
 
     limit = max_event_bytes()
     parts = [data]
@@ -202,7 +222,7 @@ def _fast(reader: BlockReader, out: _Out) -> dict:
             continue
         out.send(data_abs, data[:cut])
         comma = data.find(b",", cut)  # the comma between this piece and the next event
-        rest = data[comma + 1:]
+        rest = data[comma + 1 :]
         data_abs += comma + 1
         parts, size, chunk_bytes = [rest], len(rest), out.chunk_bytes  # a large event is behind
 
@@ -255,7 +275,7 @@ def _quick_tail(data: bytes, form: str):
                 return decode_events(b"[" + stripped[:-1] + b"]"), len(stripped) - 1, {}
             return None
         for p in _array_ends(stripped):
-            rest = stripped[p + 1:].strip(_WS)
+            rest = stripped[p + 1 :].strip(_WS)
             if _EVENTS_KEY.search(rest):
                 return None  # a second traceEvents key
             if rest.startswith(b","):
@@ -284,28 +304,31 @@ def _array_ends(data: bytes, most: int = 16, looked: int = 4096):
         p = data.rfind(b"]", 0, p)
         if p < 0:
             return
-        before = data[max(0, p - 64):p].rstrip(_WS)
-        after = data[p + 1:p + 65].lstrip(_WS)
-        if (before.endswith(b"}") or not before and p < 64) and \
-                (after.startswith(b",") and after[1:].lstrip(_WS)[:1] == b'"' or after == b"}"):
+        before = data[max(0, p - 64) : p].rstrip(_WS)
+        after = data[p + 1 : p + 65].lstrip(_WS)
+        if (before.endswith(b"}") or not before and p < 64) and (
+            after.startswith(b",") and after[1:].lstrip(_WS)[:1] == b'"' or after == b"}"
+        ):
             yield p
             most -= 1
             if not most:
                 return
 
 
-def _walk(reader: BlockReader, out: _Out, data: bytes, data_abs: int, form: str, meta: dict,
-          until_clean: bool) -> tuple[str, bytes, int]:
+def _walk(
+    reader: BlockReader, out: _Out, data: bytes, data_abs: int, form: str, meta: dict, until_clean: bool
+) -> tuple[str, bytes, int]:
     """Walk exactly from an element boundary of the event array (json_scan). Returns ('clean',
     rest of the data, its offset) when the fast path can go on, else the final state."""
     from .json_scan import Cursor, Walker
+
     cur = Cursor(reader.read, data, data_abs, lambda: out.tick(reader))
     w = Walker(cur, out.emit, out.restart, decode_events, out.chunk_bytes, arrays=1)
     w.kept_here = len(out.chunks)
     state = w.events(data_abs + len(data) if until_clean else None)
     if state == "clean":
         out.warnings.extend(w.warnings())
-        return state, bytes(cur.buf[cur.i:]), cur.pos()
+        return state, bytes(cur.buf[cur.i :]), cur.pos()
     _finish(w, state, form, meta, out)
     return state, b"", cur.pos()
 
@@ -313,6 +336,7 @@ def _walk(reader: BlockReader, out: _Out, data: bytes, data_abs: int, form: str,
 def _exact(reader: BlockReader, out: _Out) -> dict:
     """The whole document walked exactly (json_scan): any key order, duplicate keys, damage."""
     from .json_scan import Cursor, Walker
+
     body, lead = _start(reader)
     cur = Cursor(reader.read, body, lead, lambda: out.tick(reader))
     w = Walker(cur, out.emit, out.restart, decode_events, out.chunk_bytes)
@@ -326,23 +350,33 @@ def _exact(reader: BlockReader, out: _Out) -> dict:
         state = w.object_rest(meta)
         if not w.arrays:
             if state == "cut" and _intact_end(cur.last, "object"):
-                raise TraceError(reader.path, "not valid JSON: damaged before its event list (a quote or "
-                                              "bracket out of place); export the trace again")
+                raise TraceError(
+                    reader.path,
+                    "not valid JSON: damaged before its event list (a quote or "
+                    "bracket out of place); export the trace again",
+                )
             if state == "cut":
-                raise TraceError(reader.path, "the file ends before its first complete event (cut off "
-                                              "while writing?); copy or export it again")
+                raise TraceError(
+                    reader.path,
+                    "the file ends before its first complete event (cut off while writing?); copy or export it again",
+                )
             if state == "damaged":
-                raise TraceError(reader.path, f"not valid JSON: damaged at byte {cur.pos():,}, before "
-                                              "any trace events; copy or export it again")
+                raise TraceError(
+                    reader.path,
+                    f"not valid JSON: damaged at byte {cur.pos():,}, before any trace events; copy or export it again",
+                )
             if w.events_not_list:
-                raise TraceError(reader.path, "JSON, but not a trace: its traceEvents is not a list "
-                                              "of events")
-            raise TraceError(reader.path, "JSON, but not a trace: no traceEvents array (open a PyTorch "
-                                          "profiler / Chrome trace JSON file)")
+                raise TraceError(reader.path, "JSON, but not a trace: its traceEvents is not a list of events")
+            raise TraceError(
+                reader.path,
+                "JSON, but not a trace: no traceEvents array (open a PyTorch profiler / Chrome trace JSON file)",
+            )
         _object_end(w, state, out)
     else:
-        raise TraceError(reader.path, "not a JSON trace (it does not start with '{' or '['); open "
-                                      "a PyTorch profiler / Chrome trace JSON file")
+        raise TraceError(
+            reader.path,
+            "not a JSON trace (it does not start with '{' or '['); open a PyTorch profiler / Chrome trace JSON file",
+        )
     return meta
 
 
@@ -353,7 +387,7 @@ def _intact_end(tail: bytes, form: str) -> bool:
     if form == "array":
         return stripped.endswith(b"]")
     for p in _array_ends(stripped):
-        rest = stripped[p + 1:].strip(_WS)
+        rest = stripped[p + 1 :].strip(_WS)
         try:
             if rest == b"}" or isinstance(_any.decode(b"{" + rest[1:]), dict):
                 return True
@@ -367,12 +401,13 @@ def _finish(w, state: str, form: str, meta: dict, out: _Out) -> None:
     if state == "cut":
         out.warnings.extend(w.warnings())
         if _intact_end(w.cur.last, form):  # the data does not really stop there
-            out.warnings.append(f"the file is damaged from byte {w.cut_at:,} on (a quote or bracket "
-                                "out of place): kept the events before the damage; those after it "
-                                "could not be read")
+            out.warnings.append(
+                f"the file is damaged from byte {w.cut_at:,} on (a quote or bracket "
+                "out of place): kept the events before the damage; those after it "
+                "could not be read"
+            )
         else:
-            out.warnings.append(_CUT_WORDS + " (cut off while writing?): kept the complete events "
-                                "before the cut")
+            out.warnings.append(_CUT_WORDS + " (cut off while writing?): kept the complete events before the cut")
         return
     if form == "object":
         _object_end(w, w.object_rest(meta), out)
@@ -385,14 +420,19 @@ def _object_end(w, state: str, out: _Out) -> None:
     out.warnings.extend(w.warnings())
     if state == "cut":
         if w.arrays and _intact_end(w.cur.last, "object"):
-            out.warnings.append("the file is damaged after its event list (a quote or bracket out of "
-                                "place): the events were read, metadata after them may be missing")
+            out.warnings.append(
+                "the file is damaged after its event list (a quote or bracket out of "
+                "place): the events were read, metadata after them may be missing"
+            )
         elif w.arrays:
-            out.warnings.append("the file ends early, after its event list (cut off while writing?): "
-                                "the events were read, metadata after them may be missing")
+            out.warnings.append(
+                "the file ends early, after its event list (cut off while writing?): "
+                "the events were read, metadata after them may be missing"
+            )
     elif state == "damaged":
-        out.warnings.append(f"the file is damaged at byte {w.cur.pos():,} (not JSON there), after "
-                            "its event list: the rest was not read")
+        out.warnings.append(
+            f"the file is damaged at byte {w.cur.pos():,} (not JSON there), after its event list: the rest was not read"
+        )
     else:
         _trailing(w, out)
 
@@ -400,5 +440,4 @@ def _object_end(w, state: str, out: _Out) -> None:
 def _trailing(w, out: _Out) -> None:
     c = w.cur.peek()
     if c is not None:
-        out.warnings.append(f"ignored what follows the end of the JSON document (from byte "
-                            f"{w.cur.pos():,})")
+        out.warnings.append(f"ignored what follows the end of the JSON document (from byte {w.cur.pos():,})")

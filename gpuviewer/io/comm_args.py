@@ -4,6 +4,7 @@ since 2.1). They are kept with the events when the trace is opened (model/arg_ta
 session opened without them (other paths into the cache) fetches them from the source once, in
 source order (each piece of the file decompressed and decoded once, by a decoder that builds only
 these fields). Either way they are kept on the trace for the session."""
+
 from __future__ import annotations
 
 from typing import Any

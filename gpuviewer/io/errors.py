@@ -1,4 +1,5 @@
 """Errors a reader raises for bad input: one clear sentence, shown without a traceback."""
+
 from ..errors import GpuviewerError, unexpected_problem
 
 

@@ -1,5 +1,6 @@
 """Distinct values of a column of millions of rows with few distinct values (threads, names,
 NVTX domains), without sorting the column: what np.unique(return_index, return_inverse) gives."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,7 +15,7 @@ def factorize(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = len(key)
     if n == 0:
         return key[:0].copy(), np.zeros(0, np.intp), np.zeros(0, np.intp)
-    uniq = np.unique(key[::max(1, n // _FEW)])
+    uniq = np.unique(key[:: max(1, n // _FEW)])
     for _ in range(2):
         idx = np.searchsorted(uniq, key)
         np.minimum(idx, len(uniq) - 1, out=idx)

@@ -5,6 +5,7 @@ itself: an atomic save renames a new inode over it, so two savers would lock dif
 The lock file is removed when the lock is released, so no NAME.lock is left beside the user's
 files. A waiter that then holds a lock on the removed file sees that the path no longer names
 its inode and tries again, so two processes never both believe they hold the lock."""
+
 from __future__ import annotations
 
 import errno

@@ -6,6 +6,7 @@ whose files sit in different folders are taken to be on different hosts (a job f
 subfolder per node), and files of one folder on one host. `--hosts 0-3,4-7` (or the dialog)
 overrides all of it.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,6 +31,7 @@ def hosts_from_paths(files: dict[int, str], fmt: str) -> tuple[dict[int, str], s
         return {r: os.path.basename(f) for r, f in files.items()}, "one report per host"
     if fmt == "jax":  # jax.profiler writes one <host>.trace.json.gz per host
         from .jax_trace import host_of
+
         return {r: host_of(f) for r, f in files.items()}, "one file per host"
     named = {r: _HANDLER_NAME.match(os.path.basename(f)) for r, f in files.items()}
     if files and all(named.values()):

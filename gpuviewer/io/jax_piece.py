@@ -7,6 +7,7 @@ XLA writes no categories: what an event is follows from its process (`/device:GP
 `/host:CPU`, known only from metadata events that may come in any piece), its name and a few
 arguments, so a piece only collects them and the reader decides at the end of the file.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -22,6 +23,7 @@ from .limits import max_string_bytes
 class JArgs(msgspec.Struct, gc=False):
     """The arguments the store uses; the decoder skips every other key (they are fetched on
     demand for Details). XLA writes numbers as strings ("22"): decoded with strict=False."""
+
     correlation_id: int | None = None
     step_num: int | None = None
     hlo_op: str | None = None
@@ -31,6 +33,7 @@ class JArgs(msgspec.Struct, gc=False):
 class JEvLoose(msgspec.Struct, gc=False):
     """For a piece whose arguments do not fit JArgs (an id that is no integer, args that are
     not an object): read one by one."""
+
     ph: Any = None
     name: Any = None
     pid: Any = 0
@@ -42,6 +45,7 @@ class JEvLoose(msgspec.Struct, gc=False):
 
 class JEv(JEvLoose, gc=False):
     """JEvLoose with its arguments decoded as JArgs (the fields keep JEvLoose's order)."""
+
     args: JArgs | None = None
 
 
@@ -66,9 +70,12 @@ def _as_typed(e: JEvLoose) -> JEv:
     args = None
     if isinstance(a, dict):
         h = a.get("hlo_op")
-        args = JArgs(bounded_int(a.get("correlation_id"), -_INT_MAX, _INT_MAX),
-                     bounded_int(a.get("step_num"), -_INT_MAX, _INT_MAX),
-                     h if isinstance(h, str) else None, a.get("name"))
+        args = JArgs(
+            bounded_int(a.get("correlation_id"), -_INT_MAX, _INT_MAX),
+            bounded_int(a.get("step_num"), -_INT_MAX, _INT_MAX),
+            h if isinstance(h, str) else None,
+            a.get("name"),
+        )
     return JEv(e.ph, e.name, e.pid, e.tid, e.ts, e.dur, args)
 
 
@@ -77,8 +84,7 @@ def extract(buf: bytes, chunk: int) -> dict:
     evs = decode(buf)
     bad: dict = {}
     limit = max_string_bytes()
-    out: dict = {"chunk": chunk, "n_events": len(evs), "bad": bad, "meta": [], "inst": [],
-                 "phases": {}}
+    out: dict = {"chunk": chunk, "n_events": len(evs), "bad": bad, "meta": [], "inst": [], "phases": {}}
     xi: list[int] = []
     for i, e in enumerate(evs):
         p = e.ph
@@ -86,8 +92,9 @@ def extract(buf: bytes, chunk: int) -> dict:
             xi.append(i)
         elif p == "M":
             a = e.args
-            out["meta"].append((text(e.name, 256), ident(e.pid), ident(e.tid),
-                                None if a is None else text(a.name, 4096)))
+            out["meta"].append(
+                (text(e.name, 256), ident(e.pid), ident(e.tid), None if a is None else text(a.name, 4096))
+            )
         elif p in ("i", "I"):
             out["inst"].append((text(e.name, limit), ident(e.pid), ident(e.tid), e.ts))
         elif p is None and e.name is None and e.ts is None:
@@ -114,8 +121,11 @@ def extract(buf: bytes, chunk: int) -> dict:
     except OverflowError:  # lax decoding takes "99999999999999999999" as an int: no id of CUDA's
         corr = np.array([c if -_INT_MAX <= c <= _INT_MAX else 0 for c in ids], np.int64)
     corr[corr < 0] = 0
-    step_at = [(j, a.step_num) for j, a in enumerate(args)
-               if a is not None and a.step_num is not None and 0 <= a.step_num <= _INT_MAX]
+    step_at = [
+        (j, a.step_num)
+        for j, a in enumerate(args)
+        if a is not None and a.step_num is not None and 0 <= a.step_num <= _INT_MAX
+    ]
     lane_key = np.array(key_ids, np.int32)
     name = np.array(name_ids, np.int32)
     hlo = np.array(hlo_ids, np.int32)
@@ -135,7 +145,16 @@ def extract(buf: bytes, chunk: int) -> dict:
     out["keys"] = [(ident(p), ident(t)) for p, t in keys]
     out["names"] = [n if type(n) is str and len(n) <= limit else text(n, limit) for n in names]
     out["hlos"] = [h if h is None else text(h, 4096) for h in hlos]
-    out.update(lane_key=lane_key, name=name, hlo=hlo, corr=corr, src=pos,
-               start=us_to_ns(ts), dur=us_to_ns(dur), step=step, has_step=step_n,
-               min_ts=float(ts.min()) if len(ts) else float("inf"))
+    out.update(
+        lane_key=lane_key,
+        name=name,
+        hlo=hlo,
+        corr=corr,
+        src=pos,
+        start=us_to_ns(ts),
+        dur=us_to_ns(dur),
+        step=step,
+        has_step=step_n,
+        min_ts=float(ts.min()) if len(ts) else float("inf"),
+    )
     return out

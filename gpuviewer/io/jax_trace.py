@@ -9,6 +9,7 @@ an event named as the user named it, with step_num in its args). No categories: 
 is follows from its process, name and arguments. One file is one host, so one rank; several
 GPUs of one process are several devices of that rank.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,9 +30,11 @@ from .piece_reader import PieceReader, shutdown_pool
 _DEVICE = re.compile(r"^/device:([A-Za-z_]+):(\d{1,6})")
 _HOST = re.compile(r"^/host:")
 # XLA's collective thunks and NCCL's kernels: communication, not compute
-_COMM = re.compile(r"^(nccl|(all-reduce|all-gather|reduce-scatter|all-to-all|ragged-all-to-all|"
-                   r"collective-permute|collective-broadcast|send|recv)(-start|-done)?([.\d_]|$))",
-                   re.IGNORECASE)
+_COMM = re.compile(
+    r"^(nccl|(all-reduce|all-gather|reduce-scatter|all-to-all|ragged-all-to-all|"
+    r"collective-permute|collective-broadcast|send|recv)(-start|-done)?([.\d_]|$))",
+    re.IGNORECASE,
+)
 _MEMSET = re.compile(r"^memset", re.IGNORECASE)
 _MEMCPY = re.compile(r"^memcpy", re.IGNORECASE)  # MemcpyH2D, MemcpyD2H, MemcpyD2D, MemcpyP2P
 _API = re.compile(r"^cu(da)?[A-Z]")  # cuGraphLaunch, cuLaunchKernel, cudaMemcpyAsync, ...
@@ -84,24 +87,35 @@ class _FileReader(PieceReader):
         hlo_map = np.array([self.hlos.setdefault(h, len(self.hlos)) for h in r["hlos"]], np.int32)
         name_ids = np.array([self.b.names.id(n) for n in r["names"]], np.int32)
         self.min_ts = min(self.min_ts, r["min_ts"])
-        self.chunks.append({"start": r["start"], "dur": r["dur"], "key": key_map[r["lane_key"]],
-                            "name": name_ids[r["name"]], "hlo": hlo_map[r["hlo"]], "corr": r["corr"],
-                            "src": r["src"] + base, "step": r["step"], "has_step": r["has_step"]})
+        self.chunks.append(
+            {
+                "start": r["start"],
+                "dur": r["dur"],
+                "key": key_map[r["lane_key"]],
+                "name": name_ids[r["name"]],
+                "hlo": hlo_map[r["hlo"]],
+                "corr": r["corr"],
+                "src": r["src"] + base,
+                "step": r["step"],
+                "has_step": r["has_step"],
+            }
+        )
 
     # -- end of file: kinds, lanes, categories, steps -------------------------------------------
     def finish(self, rank: int) -> None:
         b = self.b
         procs = {pid: label for name, pid, _tid, label in self.meta if name == "process_name" and label}
-        threads = {(pid, tid): label.strip() for name, pid, tid, label in self.meta
-                   if name == "thread_name" and label}
+        threads = {(pid, tid): label.strip() for name, pid, tid, label in self.meta if name == "thread_name" and label}
         info = b.rank(rank)
         info.files.append(self.path)
         info.host = host_of(self.path)
         # per file-level key: (lane kind, device, stream or thread)
         other = sorted({p for p in procs.values() if (m := _DEVICE.match(p)) and m.group(1).upper() != "GPU"})
         if other:  # a TPU's or other accelerator's lines: drawn, but not GPU work to analyse
-            b.warnings.append(f"{os.path.basename(self.path)}: {', '.join(other[:4])}: not a GPU; its "
-                              "events are shown as annotation lanes, left out of the GPU analysis")
+            b.warnings.append(
+                f"{os.path.basename(self.path)}: {', '.join(other[:4])}: not a GPU; its "
+                "events are shown as annotation lanes, left out of the GPU analysis"
+            )
         key_list = list(self.keys)
         kinds = [_lane_kind(procs.get(pid), threads.get((pid, tid))) for pid, tid in key_list]
         key_kind = np.array([LaneKind.ORDER[k[0]] for k in kinds], np.int8)
@@ -116,9 +130,11 @@ class _FileReader(PieceReader):
                 (kind, device), (pid, tid) = kinds[k], key_list[k]
                 kind = LaneKind.CUDA_API if api else kind
                 p = -1 if kind in (LaneKind.GPU, LaneKind.GPU_ANNOTATION) else _int(pid)
-                got = lanes[(k, api)] = b.lane(rank, kind, device, _int(tid),
-                                                _label(kind, tid, threads.get((pid, tid))), pid=p, source=self.source)
+                got = lanes[(k, api)] = b.lane(
+                    rank, kind, device, _int(tid), _label(kind, tid, threads.get((pid, tid))), pid=p, source=self.source
+                )
             return got
+
         gpu_order = LaneKind.ORDER[LaneKind.GPU]
         ann_order = LaneKind.ORDER[LaneKind.GPU_ANNOTATION]
         for c in self.chunks:
@@ -147,8 +163,15 @@ class _FileReader(PieceReader):
         mark_comm_lanes(b.lanes, self.chunks, self.source)
         self._dense_correlation()
         for c in self.chunks:
-            b.add(start=c["start"], dur=c["dur"], lane=c["lane"], name=c["name"], cat=c["cat"],
-                  corr=c["corr"], src=c["src"])
+            b.add(
+                start=c["start"],
+                dur=c["dur"],
+                lane=c["lane"],
+                name=c["name"],
+                cat=c["cat"],
+                corr=c["corr"],
+                src=c["src"],
+            )
         self._instants(lane)
 
     def _dense_correlation(self) -> None:
@@ -161,7 +184,7 @@ class _FileReader(PieceReader):
         dense = inv.astype(np.int64) + (0 if uniq[0] == 0 else 1)  # 0 stays "none"
         pos = 0
         for c in self.chunks:
-            c["corr"] = dense[pos:pos + len(c["corr"])]
+            c["corr"] = dense[pos : pos + len(c["corr"])]
             pos += len(c["corr"])
 
     def _steps(self, rank: int) -> None:
@@ -170,8 +193,9 @@ class _FileReader(PieceReader):
         named: dict[int, list] = {}
         for c in self.chunks:
             m = c["has_step"] & (c["cat"] == Cat.USER_ANNOTATION)
-            for n, s, t, d in zip(c["name"][m].tolist(), c["step"][m].tolist(), c["start"][m].tolist(),
-                                  c["dur"][m].tolist()):
+            for n, s, t, d in zip(
+                c["name"][m].tolist(), c["step"][m].tolist(), c["start"][m].tolist(), c["dur"][m].tolist()
+            ):
                 named.setdefault(n, []).append((s, t, t + d))
         if named:
             rows = max(named.values(), key=len)
@@ -198,8 +222,11 @@ class _FileReader(PieceReader):
             return
         t = floats([r[2] for r in rows])
         ok = np.abs(t) <= 3.0e15
-        self.b.add_instants(us_to_ns(t[ok]), np.array([lane(r[0], False) for r, k in zip(rows, ok) if k], np.int32),
-                            np.array([self.b.names.id(r[1]) for r, k in zip(rows, ok) if k], np.int32))
+        self.b.add_instants(
+            us_to_ns(t[ok]),
+            np.array([lane(r[0], False) for r, k in zip(rows, ok) if k], np.int32),
+            np.array([self.b.names.id(r[1]) for r, k in zip(rows, ok) if k], np.int32),
+        )
 
 
 _PY, _COMM_F, _API_F, _SET, _CPY = 1, 2, 3, 4, 5
@@ -265,30 +292,42 @@ def _warnings(r: _FileReader) -> list[str]:
 
 def read_file(b: TraceBuilder, path: str, source: int, progress=None, cancelled=None) -> _FileReader:
     fr = _FileReader(b, path, source, os.path.getsize(path) >= _PARALLEL_MIN_BYTES)
-    _meta, chunks, warnings, gz = read_chrome_json(path, fr.on_chunk, progress=progress, cancelled=cancelled,
-                                                   restart=fr.reset, flush=fr.flush)
+    _meta, chunks, warnings, gz = read_chrome_json(
+        path, fr.on_chunk, progress=progress, cancelled=cancelled, restart=fr.reset, flush=fr.flush
+    )
     fr.flush()
     fr.chunk_ordinals(chunks)
     warnings += _warnings(fr)
     if not fr.chunks:
-        raise TraceError(path, "no complete events (ph 'X') in this XLA trace"
-                         + (": " + "; ".join(warnings) if warnings else ""))
+        raise TraceError(
+            path, "no complete events (ph 'X') in this XLA trace" + (": " + "; ".join(warnings) if warnings else "")
+        )
     for w in warnings:
         b.warnings.append(f"{os.path.basename(path)}: {w}")
     st = os.stat(path)
     # "kineto": the arguments are fetched as from any Chrome JSON source, by event ordinal
-    b.sources.append(Source(path=os.path.abspath(path), format="kineto", size=st.st_size,
-                            mtime_ns=st.st_mtime_ns, chunks=chunks, gzip=gz))
+    b.sources.append(
+        Source(
+            path=os.path.abspath(path),
+            format="kineto",
+            size=st.st_size,
+            mtime_ns=st.st_mtime_ns,
+            chunks=chunks,
+            gzip=gz,
+        )
+    )
     return fr
 
 
 def _without_perfetto_copies(files: list[str]) -> tuple[list[str], list[str]]:
     """create_perfetto_trace=True writes perfetto_trace.json.gz beside <host>.trace.json.gz with
     the same events: a run folder opened whole would show that host twice."""
-    dirs = {os.path.dirname(os.path.abspath(f)) for f in files
-            if not os.path.basename(f).startswith("perfetto_trace.")}
-    copies = [f for f in files if os.path.basename(f).startswith("perfetto_trace.")
-              and os.path.dirname(os.path.abspath(f)) in dirs]
+    dirs = {os.path.dirname(os.path.abspath(f)) for f in files if not os.path.basename(f).startswith("perfetto_trace.")}
+    copies = [
+        f
+        for f in files
+        if os.path.basename(f).startswith("perfetto_trace.") and os.path.dirname(os.path.abspath(f)) in dirs
+    ]
     return [f for f in files if f not in copies], copies
 
 
@@ -296,6 +335,7 @@ def _file_progress(progress, done: int, size: int, total: int, name: str):
     def prog(frac: float) -> None:
         if progress:
             progress((done + frac * size) / total * 0.9, f"reading {name}")
+
     return prog
 
 
@@ -304,8 +344,9 @@ def load_jax(files: list[str], progress=None, cancelled=None) -> Trace:
     b = TraceBuilder("jax")
     files, copies = _without_perfetto_copies(files)
     for f in copies:
-        b.warnings.append(f"{f}: left out: jax.profiler's copy for Perfetto of the "
-                          "<host>.trace.json.gz beside it (the same events)")
+        b.warnings.append(
+            f"{f}: left out: jax.profiler's copy for Perfetto of the <host>.trace.json.gz beside it (the same events)"
+        )
     total = sum(max(1, os.path.getsize(f)) for f in files)
     done = 0
     try:
@@ -328,6 +369,7 @@ def load_jax(files: list[str], progress=None, cancelled=None) -> Trace:
     trace = b.finish()
     trace.metadata["files"] = [os.path.abspath(f) for f in files]
     trace.metadata["skipped_files"] = [os.path.abspath(f) for f in copies]
-    trace.metadata["per_file"] = [{"path": os.path.abspath(f), "rank": i, "clock_offset_ns": 0, "base_ns": 0}
-                                  for i, f in enumerate(files)]
+    trace.metadata["per_file"] = [
+        {"path": os.path.abspath(f), "rank": i, "clock_offset_ns": 0, "base_ns": 0} for i, f in enumerate(files)
+    ]
     return trace

@@ -1,5 +1,6 @@
 """A trace file's bytes in blocks, plain or gzip, decompressed in a background thread beside the
 decoder (io/chrome_json.py), within the inflated-size limit."""
+
 from __future__ import annotations
 
 import os
@@ -49,9 +50,12 @@ class BlockReader:
                 n += len(b)
                 if n > self.limit:
                     what = "decompresses to" if self.gzip else "holds"
-                    raise TraceError(self.path, f"{what} more than {size_words(self.limit)} of JSON (a "
-                                                "decompression bomb?), so it was not read; if it is a "
-                                                "real trace, raise GPUVIEWER_MAX_INFLATED_BYTES")
+                    raise TraceError(
+                        self.path,
+                        f"{what} more than {size_words(self.limit)} of JSON (a "
+                        "decompression bomb?), so it was not read; if it is a "
+                        "real trace, raise GPUVIEWER_MAX_INFLATED_BYTES",
+                    )
                 self.q.put(b)
                 if not b:
                     return

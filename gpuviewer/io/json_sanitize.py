@@ -5,6 +5,7 @@ UTF-8, or numbers past the double range (1e400). msgspec refuses all of these, a
 should; Chrome's and Perfetto's importers read such files. These run only on a piece that
 failed to decode, so normal files never pay for them.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,6 +45,7 @@ def loads_lenient(buf: bytes):
     """Decode any JSON the way a browser's trace importer would: NaN and Infinity kept as
     floats, bad UTF-8 replaced. Raises ValueError when it is not JSON at all."""
     import msgspec
+
     try:
         return msgspec.json.decode(buf)
     except (msgspec.DecodeError, RecursionError):

@@ -7,6 +7,7 @@ the fast path guesses, and it holds at most one piece of events or one value: an
 than limits.max_event_bytes is skipped as it streams past, and whitespace between values is
 dropped as it is read. It runs at Python speed (tens of MB/s), which is why it is the fallback.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,7 +26,7 @@ _ATOM = re.compile(rb'[^\s,\]}{\[":]*+')  # a number or literal
 GAP = -2  # peek(): the whitespace after an open piece grew past the gap limit
 _GAP_MAX = 1 << 20  # whitespace kept inside one piece (pieces are contiguous slices of the file)
 _KEY_MAX = 4096
-_OPEN_BRACE, _OPEN_BRACKET, _CLOSE_BRACKET, _CLOSE_BRACE, _QUOTE, _COMMA, _COLON = b"{[]}\",:"
+_OPEN_BRACE, _OPEN_BRACKET, _CLOSE_BRACKET, _CLOSE_BRACE, _QUOTE, _COMMA, _COLON = b'{[]}",:'
 _META_MAX = 4 << 20  # one top-level value other than traceEvents
 _META_TOTAL = 16 << 20  # all of them together
 
@@ -34,8 +35,9 @@ class Cursor:
     """A window on the decompressed stream: buf[0] lies at absolute offset `base`. Bytes before
     the scan position are dropped when more is read, except from `keep` (absolute) on."""
 
-    def __init__(self, read: Callable[[], bytes], data: bytes = b"", base: int = 0,
-                 tick: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, read: Callable[[], bytes], data: bytes = b"", base: int = 0, tick: Callable[[], None] | None = None
+    ) -> None:
         self.read, self.tick = read, tick
         self.buf = bytearray(data)
         self.base = base
@@ -149,7 +151,7 @@ class Cursor:
         return self.base + i
 
     def take(self, start: int, end: int) -> bytes:
-        return bytes(self.buf[start - self.base:end - self.base])
+        return bytes(self.buf[start - self.base : end - self.base])
 
 
 # emit(events, absolute offset of the piece, piece bytes, the bytes the events decoded from)
@@ -159,8 +161,16 @@ Emit = Callable[[list, int, bytes, bytes], None]
 class Walker:
     """Walks event arrays and the top-level object, emitting pieces of decoded events."""
 
-    def __init__(self, cur: Cursor, emit: Emit, restart: Callable[[], None], decode: Callable,
-                 chunk_bytes: int, had_events: bool = False, arrays: int = 0) -> None:
+    def __init__(
+        self,
+        cur: Cursor,
+        emit: Emit,
+        restart: Callable[[], None],
+        decode: Callable,
+        chunk_bytes: int,
+        had_events: bool = False,
+        arrays: int = 0,
+    ) -> None:
         self.cur, self.emit, self.restart, self.decode = cur, emit, restart, decode
         self.chunk_bytes = chunk_bytes
         self.limit = max_event_bytes()
@@ -193,7 +203,7 @@ class Walker:
         run: list[tuple[int, int]] = []  # consecutive events that decode
         for a, b in bounds:
             try:
-                self.decode(b"[" + data[a - s:b - s] + b"]")
+                self.decode(b"[" + data[a - s : b - s] + b"]")
             except (msgspec.DecodeError, RecursionError):
                 self.counts["damaged"] += 1
                 self._run(run, data, s)
@@ -207,7 +217,7 @@ class Walker:
         slice of the file), else each alone (what lies between them is damaged)."""
         if not run:
             return
-        piece = data[run[0][0] - s:run[-1][1] - s]
+        piece = data[run[0][0] - s : run[-1][1] - s]
         try:
             evs, dec = self.decode(b"[" + piece + b"]")
         except (msgspec.DecodeError, RecursionError):
@@ -362,22 +372,27 @@ class Walker:
 
     def warnings(self) -> list[str]:
         from .limits import max_event_bytes as _m
+
         c, out = self.counts, []
         mb = f"{_m() / (1 << 20):g} MB"
         if c["big"]:
-            out.append(f"skipped {c['big']} event(s) larger than {mb} (a hostile or damaged file?); "
-                       "raise GPUVIEWER_MAX_EVENT_BYTES to read them")
+            out.append(
+                f"skipped {c['big']} event(s) larger than {mb} (a hostile or damaged file?); "
+                "raise GPUVIEWER_MAX_EVENT_BYTES to read them"
+            )
         if c["meta_big"]:
-            out.append(f"skipped {c['meta_big']} top-level value(s) other than traceEvents that are "
-                       f"larger than {_META_MAX >> 20} MB or have an unreadable key")
+            out.append(
+                f"skipped {c['meta_big']} top-level value(s) other than traceEvents that are "
+                f"larger than {_META_MAX >> 20} MB or have an unreadable key"
+            )
         if c["damaged"]:
             out.append(f"skipped {c['damaged']} damaged event(s) (not valid JSON, or nested too deeply)")
         if c["not_events"]:
-            out.append(f"skipped {c['not_events']} entries of traceEvents that are not events "
-                       "(not JSON objects)")
+            out.append(f"skipped {c['not_events']} entries of traceEvents that are not events (not JSON objects)")
         if c["arrays"]:
-            out.append("the file has more than one traceEvents array: read the last one with "
-                       "events, as JSON readers do")
+            out.append(
+                "the file has more than one traceEvents array: read the last one with events, as JSON readers do"
+            )
         return out
 
 

@@ -4,6 +4,7 @@ registers per thread, shared memory bytes and occupancy %. Kineto records them a
 as one string, kernel_details "regs:168 static_shared:0 dynamic_shared:213220 grid:2,66,1
 block:384,1,1 occ_pct:18.75", and theoretical_occupancy_pct. Read in batches from the source
 (io/args_batch.py) for the efficiency work, which the session hands them to."""
+
 from __future__ import annotations
 
 import re
@@ -16,15 +17,18 @@ from ..model.trace import Trace
 from .args_batch import ArgsSpec, kineto_args
 from .kineto_piece import bounded_int
 
-_Launch = msgspec.defstruct("Launch", [
-    ("grid", Any, msgspec.field(default=None, name="grid")),
-    ("block", Any, msgspec.field(default=None, name="block")),
-    ("regs", Any, msgspec.field(default=None, name="registers per thread")),
-    ("shared", Any, msgspec.field(default=None, name="shared memory")),
-    ("occupancy", Any, msgspec.field(default=None, name="est. achieved occupancy %")),
-    ("details", Any, msgspec.field(default=None, name="kernel_details")),
-    ("theoretical", Any, msgspec.field(default=None, name="theoretical_occupancy_pct")),
-])
+_Launch = msgspec.defstruct(
+    "Launch",
+    [
+        ("grid", Any, msgspec.field(default=None, name="grid")),
+        ("block", Any, msgspec.field(default=None, name="block")),
+        ("regs", Any, msgspec.field(default=None, name="registers per thread")),
+        ("shared", Any, msgspec.field(default=None, name="shared memory")),
+        ("occupancy", Any, msgspec.field(default=None, name="est. achieved occupancy %")),
+        ("details", Any, msgspec.field(default=None, name="kernel_details")),
+        ("theoretical", Any, msgspec.field(default=None, name="theoretical_occupancy_pct")),
+    ],
+)
 _SPEC = ArgsSpec(_Launch)
 _FIELD = re.compile(r"(\w+):([^\s]+)")
 
@@ -48,14 +52,23 @@ def launch_of(a: dict) -> dict:
         f = dict(_FIELD.findall(details[:1000]))
         grid, block = _dims(f.get("grid")), _dims(f.get("block"))
         shared = [_int(f.get(k)) for k in ("static_shared", "dynamic_shared")]
-        for k, v in (("grid", grid), ("block", block), ("regs", _int(f.get("regs"))),
-                     ("shared_bytes", sum(s for s in shared if s is not None) if any(s is not None for s in shared) else None),
-                     ("occupancy_pct", _num(f.get("occ_pct")))):
+        for k, v in (
+            ("grid", grid),
+            ("block", block),
+            ("regs", _int(f.get("regs"))),
+            ("shared_bytes", sum(s for s in shared if s is not None) if any(s is not None for s in shared) else None),
+            ("occupancy_pct", _num(f.get("occ_pct"))),
+        ):
             if v is not None:
                 out[k] = v
-    for k, v in (("grid", _dims(a.get("grid"))), ("block", _dims(a.get("block"))), ("regs", _int(a.get("regs"))),
-                 ("shared_bytes", _int(a.get("shared"))), ("occupancy_pct", _num(a.get("occupancy"))),
-                 ("occupancy_pct", _num(a.get("theoretical")))):
+    for k, v in (
+        ("grid", _dims(a.get("grid"))),
+        ("block", _dims(a.get("block"))),
+        ("regs", _int(a.get("regs"))),
+        ("shared_bytes", _int(a.get("shared"))),
+        ("occupancy_pct", _num(a.get("occupancy"))),
+        ("occupancy_pct", _num(a.get("theoretical"))),
+    ):
         if v is not None and k not in out:
             out[k] = v
     return out

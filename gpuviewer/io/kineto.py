@@ -4,6 +4,7 @@ Meaning follows formats.md section C: GPU events have pid = device and tid = str
 events pid/tid of the OS thread; `[memory]` instants are allocator counters; ProfilerStep#N
 are steps; NCCL kernels and record_param_comms / nccl:* ops are communication.
 """
+
 from __future__ import annotations
 
 import math
@@ -82,8 +83,7 @@ class _FileReader(PieceReader):
         i = self.lane_index.get(key)
         if i is None:
             i = self.lane_index[key] = len(self.lanes)
-            self.lanes.append({"kind": kind, "device": key[1], "pid": key[2], "stream": key[3],
-                               "pidtid": (pid, tid)})
+            self.lanes.append({"kind": kind, "device": key[1], "pid": key[2], "stream": key[3], "pidtid": (pid, tid)})
         return i
 
     # -- pieces ----------------------------------------------------------------------------
@@ -123,9 +123,17 @@ class _FileReader(PieceReader):
         name_ids = np.array([self.names[n] for n in r["names"]], np.int32)
         lk = r["lane_key"]
         self.min_ts = min(self.min_ts, r["min_ts"])
-        self.chunks.append({"start": r["start"], "dur": r["dur"], "lane": key_lane[lk],
-                            "cat": key_cat[lk], "name": name_ids[r["name"]], "corr": r["corr"],
-                            "src": r["src"] + base})
+        self.chunks.append(
+            {
+                "start": r["start"],
+                "dur": r["dur"],
+                "lane": key_lane[lk],
+                "cat": key_cat[lk],
+                "name": name_ids[r["name"]],
+                "corr": r["corr"],
+                "src": r["src"] + base,
+            }
+        )
 
     def _others(self, other: list, base: int) -> None:
         inst_t, inst_lane, inst_name = [], [], []
@@ -149,8 +157,7 @@ class _FileReader(PieceReader):
             elif ph == "M":
                 self.meta_events.append((name, pid, tid, a))
         if inst_t:
-            self.inst.append((us_to_ns(floats(inst_t)), np.array(inst_lane, np.int32),
-                              np.array(inst_name, np.int32)))
+            self.inst.append((us_to_ns(floats(inst_t)), np.array(inst_lane, np.int32), np.array(inst_name, np.int32)))
             self.min_ts = min(self.min_ts, float(np.nanmin(floats(inst_t))))
 
     def _counter(self, name, pid, id_, ts, args) -> None:
@@ -175,8 +182,7 @@ class _FileReader(PieceReader):
         add = base_ns + offset_ns
         lane_map = np.empty(len(self.lanes), np.int32)
         for i, ln in enumerate(self.lanes):
-            lane_map[i] = b.lane(rank, ln["kind"], ln["device"], ln["stream"], "", pid=ln["pid"],
-                                 source=self.source)
+            lane_map[i] = b.lane(rank, ln["kind"], ln["device"], ln["stream"], "", pid=ln["pid"], source=self.source)
         self.global_lanes = lane_map
         self._densify_correlation()
         for c in self.chunks:
@@ -202,8 +208,7 @@ class _FileReader(PieceReader):
         props = meta.get("deviceProperties")
         for dp in props if isinstance(props, list) else []:
             if isinstance(dp, dict) and type(dp.get("id")) is int and 0 <= dp["id"] < RANK_MAX:
-                info.device_props[dp["id"]] = {text(k, 256): p for k, v in dp.items()
-                                               if (p := plain(v)) is not None}
+                info.device_props[dp["id"]] = {text(k, 256): p for k, v in dp.items() if (p := plain(v)) is not None}
         if isinstance(meta.get("host_name"), str):
             info.host = text(meta["host_name"], 4096)
         self._labels()
@@ -213,8 +218,7 @@ class _FileReader(PieceReader):
             arr = np.array(pts, dtype=np.float64)
             o = np.argsort(arr[:, 0], kind="stable")
             dev = int_or_none(pid, RANK_MAX)
-            b.counters.append(Counter(rank, -1 if dev is None else dev, name,
-                                      us_to_ns(arr[o, 0]) + add, arr[o, 1]))
+            b.counters.append(Counter(rank, -1 if dev is None else dev, name, us_to_ns(arr[o, 0]) + add, arr[o, 1]))
 
     def _densify_correlation(self) -> None:
         """Correlation ids only matter for equality within a rank; ids past 32 bits (merged or
@@ -240,7 +244,7 @@ class _FileReader(PieceReader):
             return {}
         per_lane = np.zeros(len(self.lanes), np.int64)
         for c in self.chunks:
-            per_lane += np.bincount(c["lane"], minlength=len(self.lanes))[:len(self.lanes)]
+            per_lane += np.bincount(c["lane"], minlength=len(self.lanes))[: len(self.lanes)]
         out: dict[str, int] = {}
         for li, n in self.unknown_lanes.items():
             ln = self.lanes[li]
@@ -314,13 +318,22 @@ class _FileReader(PieceReader):
                 unmatched += 1
                 emit(rb, last_ts, rb[1], True)
         if unmatched:
-            self.b.warnings.append(f"{os.path.basename(self.path)}: {unmatched} begin/end events "
-                                   "without a partner (kept; open ones end at the last event)")
+            self.b.warnings.append(
+                f"{os.path.basename(self.path)}: {unmatched} begin/end events "
+                "without a partner (kept; open ones end at the last event)"
+            )
         if starts:
-            self.chunks.append({"start": us_to_ns(np.array(starts)), "dur": us_to_ns(np.array(durs)),
-                                "lane": np.array(lanes, np.int32), "name": np.array(names, np.int32),
-                                "cat": np.array(cats, np.uint8), "corr": np.zeros(len(starts), np.int64),
-                                "src": np.array(srcs, np.int64)})
+            self.chunks.append(
+                {
+                    "start": us_to_ns(np.array(starts)),
+                    "dur": us_to_ns(np.array(durs)),
+                    "lane": np.array(lanes, np.int32),
+                    "name": np.array(names, np.int32),
+                    "cat": np.array(cats, np.uint8),
+                    "corr": np.zeros(len(starts), np.int64),
+                    "src": np.array(srcs, np.int64),
+                }
+            )
             self.min_ts = min(self.min_ts, min(starts))
 
     def _labels(self) -> None:
@@ -358,9 +371,14 @@ class _FileReader(PieceReader):
         only NCCL kernels become communication lanes."""
         strings = self.b.names.strings
         nccl = nccl_name_ids(strings)
-        comm_ops = np.array([i for i, s in enumerate(strings)
-                             if s.startswith("nccl:") or s == "record_param_comms"
-                             or s.startswith("c10d::")], np.int32)
+        comm_ops = np.array(
+            [
+                i
+                for i, s in enumerate(strings)
+                if s.startswith("nccl:") or s == "record_param_comms" or s.startswith("c10d::")
+            ],
+            np.int32,
+        )
         for c in self.chunks:
             cat = c["cat"]
             if len(nccl):
@@ -375,9 +393,11 @@ class _FileReader(PieceReader):
         step_ids = {i: int(m.group(1)) for i, s in enumerate(strings) if (m := _STEP.match(s))}
         huge = sum(1 for s in strings if s.startswith("ProfilerStep#") and _HUGE_STEP.match(s))
         if huge:
-            self.b.warnings.append(f"{os.path.basename(self.path)}: {huge} ProfilerStep annotation "
-                                   "name(s) with a step number too large to be one (19 digits or "
-                                   "more): shown, but not used as steps")
+            self.b.warnings.append(
+                f"{os.path.basename(self.path)}: {huge} ProfilerStep annotation "
+                "name(s) with a step number too large to be one (19 digits or "
+                "more): shown, but not used as steps"
+            )
         if not step_ids:
             return
         ids = np.array(list(step_ids), np.int32)
@@ -416,24 +436,26 @@ class _FileReader(PieceReader):
                 if sane.any():
                     self.b.counters.append(Counter(rank, dev, name, t[o][sane], v[sane]))
         if bad:
-            self.b.warnings.append(f"{os.path.basename(self.path)}: {bad:,} [memory] byte counts that are "
-                                   "infinite, negative or over 1 EB skipped")
+            self.b.warnings.append(
+                f"{os.path.basename(self.path)}: {bad:,} [memory] byte counts that are "
+                "infinite, negative or over 1 EB skipped"
+            )
 
 
-def read_kineto(b: TraceBuilder, path: str, file_index: int, *, progress: Callable | None = None,
-                cancelled: Callable | None = None) -> dict:
+def read_kineto(
+    b: TraceBuilder, path: str, file_index: int, *, progress: Callable | None = None, cancelled: Callable | None = None
+) -> dict:
     """Read one Chrome/Kineto JSON file. Returns per-file facts for the session (rank, clock
     base, metadata) and the reader, whose finish() commits the events once ranks are known."""
     parallel = os.path.getsize(path) >= _PARALLEL_MIN_BYTES
     fr = _FileReader(b, path, file_index, parallel)
-    meta, chunks, warnings, gz = read_chrome_json(path, fr.on_chunk, progress=progress,
-                                                  cancelled=cancelled, restart=fr.reset,
-                                                  flush=fr.flush)
+    meta, chunks, warnings, gz = read_chrome_json(
+        path, fr.on_chunk, progress=progress, cancelled=cancelled, restart=fr.reset, flush=fr.flush
+    )
     fr.flush()
     fr.chunk_ordinals(chunks)
     if fr.min_ts == np.inf:  # no slices or instants: begin/end pairs, memory or counters only?
-        times = [r[5] for r in fr.begins] + [r[0] for r in fr.mem] + \
-            [p[0] for pts in fr.counters.values() for p in pts]
+        times = [r[5] for r in fr.begins] + [r[0] for r in fr.mem] + [p[0] for pts in fr.counters.values() for p in pts]
         fr.min_ts = float(min(times)) if times else np.inf
     warnings.extend(bad_warnings(fr.bad))
     if fr.unknown_cats:
@@ -443,8 +465,9 @@ def read_kineto(b: TraceBuilder, path: str, file_index: int, *, progress: Callab
         if early is not None and early.startswith("the compressed"):
             raise TraceError(path, early.split(", so ")[0] + ": there is no complete event before that")
         if early is not None:
-            raise TraceError(path, "the file ends before its first complete event (cut off while "
-                                   "writing?); copy or export it again")
+            raise TraceError(
+                path, "the file ends before its first complete event (cut off while writing?); copy or export it again"
+            )
         if warnings:
             raise TraceError(path, "no readable trace events: " + "; ".join(warnings))
         raise TraceError(path, "no trace events in the file (its event list is empty)")
@@ -452,7 +475,14 @@ def read_kineto(b: TraceBuilder, path: str, file_index: int, *, progress: Callab
     for w in warnings:
         b.warnings.append(f"{os.path.basename(path)}: {w}")
     st = os.stat(path)
-    b.sources.append(Source(path=os.path.abspath(path), format="kineto", size=st.st_size,
-                            mtime_ns=st.st_mtime_ns, chunks=chunks, gzip=gz))
-    return {"reader": fr, "meta": meta, "rank": rank_from_meta(meta, path), "base_ns": base_ns,
-            "min_ts_us": fr.min_ts}
+    b.sources.append(
+        Source(
+            path=os.path.abspath(path),
+            format="kineto",
+            size=st.st_size,
+            mtime_ns=st.st_mtime_ns,
+            chunks=chunks,
+            gzip=gz,
+        )
+    )
+    return {"reader": fr, "meta": meta, "rank": rank_from_meta(meta, path), "base_ns": base_ns, "min_ts_us": fr.min_ts}

@@ -1,5 +1,6 @@
 """Kineto event categories: what each `cat` string means (an event category of the store and the
 kind of lane it is drawn on), and the categories a file used that are none of those."""
+
 from __future__ import annotations
 
 import re
@@ -58,8 +59,9 @@ class CatMap(dict):
 
 # A process that is a device, by its process_name / process_labels: Kineto labels CUDA devices
 # "GPU 0" and other backends' "MTIA 0", "XPU 0"...; XLA names them "/device:GPU:0"
-_DEVICE_PROC = re.compile(r"^\s*(?:/device:)?(GPU|MTIA|XPU|NPU|HPU|TPU|IPU|MPS|ACCELERATOR|PRIVATEUSE1)\b[\s:#]*(\d{1,6})?",
-                          re.IGNORECASE)
+_DEVICE_PROC = re.compile(
+    r"^\s*(?:/device:)?(GPU|MTIA|XPU|NPU|HPU|TPU|IPU|MPS|ACCELERATOR|PRIVATEUSE1)\b[\s:#]*(\d{1,6})?", re.IGNORECASE
+)
 
 
 def device_processes(meta_events: list) -> dict:
@@ -84,7 +86,12 @@ def unknown_warning(counts: dict[str, int], on_device: dict[str, int] | None = N
         return f"events of a category not understood ({shown}): shown as CPU slices, left out of the GPU analysis"
     n_dev = sum(on_device.values())
     procs = ", ".join(f"'{p}'" for p in sorted(on_device)[:5]) + (" and more" if len(on_device) > 5 else "")
-    where = "shown on that device's lanes" if n_dev == sum(counts.values()) else \
-        f"{n_dev:,} of them on device processes, shown on those devices' lanes, the rest as CPU slices"
-    return (f"events of a category not understood ({shown}) on device process{'es' * (len(on_device) > 1)} "
-            f"{procs}: {where}; left out of the GPU analysis")
+    where = (
+        "shown on that device's lanes"
+        if n_dev == sum(counts.values())
+        else f"{n_dev:,} of them on device processes, shown on those devices' lanes, the rest as CPU slices"
+    )
+    return (
+        f"events of a category not understood ({shown}) on device process{'es' * (len(on_device) > 1)} "
+        f"{procs}: {where}; left out of the GPU analysis"
+    )

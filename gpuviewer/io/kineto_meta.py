@@ -1,6 +1,7 @@
 """What a Kineto / Chrome trace file says about itself, read leniently: its rank (distributedInfo,
 else the file name), its clock base (baseTimeNanoseconds), device properties kept for display,
 the ids in pid / tid fields, and the warnings for the events its pieces skipped or coerced."""
+
 from __future__ import annotations
 
 import math
@@ -24,7 +25,7 @@ def int_or_none(v, bound: int = ID_MAX) -> int | None:
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, float):
-        v = int(v) if math.isfinite(v) and abs(v) < 2 ** 63 else None
+        v = int(v) if math.isfinite(v) and abs(v) < 2**63 else None
     elif isinstance(v, str):
         m = _STREAM_NUM.search(v[:256])
         v = int(m.group(1)) if m else None
@@ -40,7 +41,7 @@ def plain(v):
     if isinstance(v, bool):
         return v
     if isinstance(v, int):
-        return v if -2 ** 63 <= v < 2 ** 63 else None
+        return v if -(2**63) <= v < 2**63 else None
     if isinstance(v, float):
         return v if math.isfinite(v) else None
     return None
@@ -56,8 +57,10 @@ def clock_base_ns(meta: dict, warnings: list[str]) -> int:
     if 0 <= v <= BASE_NS_MAX:
         return int(base) if type(base) is int else int(v)
     shown = text(base, 40)
-    warnings.append(f"baseTimeNanoseconds {shown} is not a plausible time (ns since 1970, before "
-                    "2065): ignored, times are shown as written")
+    warnings.append(
+        f"baseTimeNanoseconds {shown} is not a plausible time (ns since 1970, before "
+        "2065): ignored, times are shown as written"
+    )
     return 0
 
 
@@ -65,16 +68,19 @@ def bad_warnings(bad: dict) -> list[str]:
     """The warnings for the events a file's pieces skipped or coerced (kineto_piece's counts)."""
     out = []
     if bad.get("ts"):
-        out.append(f"{bad['ts']} events with an unreadable ts (missing, not a number, or out of "
-                   "range) skipped")
+        out.append(f"{bad['ts']} events with an unreadable ts (missing, not a number, or out of range) skipped")
     if bad.get("dur"):
         out.append(f"{bad['dur']} events with a negative or unreadable duration skipped")
     if bad.get("odd"):
-        out.append(f"{bad['odd']} events with a list, object, true/false or out-of-range number as "
-                   "pid, tid, name or category: kept, with that value shown as text")
+        out.append(
+            f"{bad['odd']} events with a list, object, true/false or out-of-range number as "
+            "pid, tid, name or category: kept, with that value shown as text"
+        )
     if bad.get("long"):
-        out.append(f"{bad['long']} events with a name longer than {max_string_bytes():,} characters: "
-                   "the name is cut (raise GPUVIEWER_MAX_STRING_BYTES to keep it whole)")
+        out.append(
+            f"{bad['long']} events with a name longer than {max_string_bytes():,} characters: "
+            "the name is cut (raise GPUVIEWER_MAX_STRING_BYTES to keep it whole)"
+        )
     return out
 
 

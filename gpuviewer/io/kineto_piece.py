@@ -6,6 +6,7 @@ Fields of the wrong type never raise: an event with an unreadable ts, or a negat
 unreadable duration, is skipped; a list, object, true/false or out-of-range number where a pid,
 tid, name or category belongs is turned into text. Each is counted in out["bad"] for a warning.
 """
+
 from __future__ import annotations
 
 import math
@@ -78,16 +79,17 @@ def text(v, limit: int | None = None) -> str:
         return ""
     if isinstance(v, bool):
         return "true" if v else "false"
-    if isinstance(v, int) and abs(v) > 10 ** 18:
+    if isinstance(v, int) and abs(v) > 10**18:
         return f"{float(v):.6g}" if v.bit_length() < 1000 else "(a very large number)"
     if isinstance(v, (int, float)):
         return str(v)
     import msgspec
+
     try:
         s = msgspec.json.encode(v).decode()
     except (TypeError, ValueError, OverflowError, RecursionError):
         s = "(unreadable)"
-    return s if len(s) <= min(limit, 200) else s[:min(limit, 200)] + "…"
+    return s if len(s) <= min(limit, 200) else s[: min(limit, 200)] + "…"
 
 
 def ident(v):
@@ -98,7 +100,7 @@ def ident(v):
         return int(v)
     if isinstance(v, int) and -_INT_MAX <= v <= _INT_MAX:
         return v
-    if isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 53:
+    if isinstance(v, float) and v.is_integer() and abs(v) < 2**53:
         return int(v)
     return text(v, 256)
 
@@ -237,8 +239,13 @@ def _others(evs: list, phs: list, bad: dict) -> list:
                     continue
                 ts = None
         cat, pid, tid, id_, name = e.cat, e.pid, e.tid, e.id, e.name
-        if _odd_cat(cat) or _odd_ident(pid) or _odd_ident(tid) or _odd_ident(id_) \
-                or not (name is None or type(name) is str):
+        if (
+            _odd_cat(cat)
+            or _odd_ident(pid)
+            or _odd_ident(tid)
+            or _odd_ident(id_)
+            or not (name is None or type(name) is str)
+        ):
             _bump(bad, "odd", 1)
             cat = text(cat) if _odd_cat(cat) else cat
             pid, tid, id_ = ident(pid), ident(tid), ident(id_)
@@ -246,9 +253,23 @@ def _others(evs: list, phs: list, bad: dict) -> list:
         elif name is not None and len(name) > limit:
             _bump(bad, "long", 1)
             name = text(name, limit)
-        other.append((p, name, cat, pid, tid, ts, e.dur, id_, e.s,
-                      None if a is None else (a.device_type, a.device_id, a.total_allocated,
-                                              a.total_reserved, a.name, a.labels), i))
+        other.append(
+            (
+                p,
+                name,
+                cat,
+                pid,
+                tid,
+                ts,
+                e.dur,
+                id_,
+                e.s,
+                None
+                if a is None
+                else (a.device_type, a.device_id, a.total_allocated, a.total_reserved, a.name, a.labels),
+                i,
+            )
+        )
     return other
 
 

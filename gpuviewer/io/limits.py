@@ -3,6 +3,7 @@
 Each limit has a default sized for real traces (the largest real ones we have seen are far
 below them) and an environment variable to raise it. README.md lists them.
 """
+
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """Bytes moved by memory copies and sets, which the store does not keep: from the export's
 MEMCPY/MEMSET tables (nsys: the event's src is its rowid) or the events' "bytes" argument
 (PyTorch profiler), fetched once per session and kept on the trace."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -59,6 +60,7 @@ def _fetch(trace: Trace, idx: np.ndarray) -> np.ndarray:
 
 def _nsys_bytes(path: str, table: str, rowids: np.ndarray) -> np.ndarray:
     from .nsys_report import columns, connect, tables
+
     res = np.full(len(rowids), -1, np.int64)
     try:
         db = connect(path)
@@ -67,8 +69,9 @@ def _nsys_bytes(path: str, table: str, rowids: np.ndarray) -> np.ndarray:
     try:
         if table not in tables(db) or "bytes" not in columns(db, table):
             return res
-        rows = np.array(db.execute(f"SELECT rowid, bytes FROM {table} WHERE typeof(bytes) = 'integer'").fetchall(),
-                        np.int64).reshape(-1, 2)
+        rows = np.array(
+            db.execute(f"SELECT rowid, bytes FROM {table} WHERE typeof(bytes) = 'integer'").fetchall(), np.int64
+        ).reshape(-1, 2)
     except (sqlite3.DatabaseError, TraceError, OverflowError):
         return res
     finally:

@@ -5,6 +5,7 @@ containers (formats.md section D); anything else is refused with a clear message
 allocation history (device_traces) is replayed into an allocated-bytes curve per device; each
 allocation keeps its size and stack frames for the memory panel.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,14 @@ from ..model.memory import Allocation, SnapshotSeries
 from .errors import TraceError
 from .limits import max_snapshot_objects
 
-_ALLOWED = {("builtins", "tuple"), ("builtins", "list"), ("builtins", "dict"), ("builtins", "set"),
-            ("builtins", "frozenset"), ("collections", "OrderedDict")}
+_ALLOWED = {
+    ("builtins", "tuple"),
+    ("builtins", "list"),
+    ("builtins", "dict"),
+    ("builtins", "set"),
+    ("builtins", "frozenset"),
+    ("collections", "OrderedDict"),
+}
 # Deepest nesting walked; a real snapshot is about 6 deep (dict > list > entry > frames > frame).
 MAX_DEPTH = 100
 # device_traces has one list per visible CUDA device (8 or 16 on a big machine). A 10 KB pickle
@@ -51,6 +58,7 @@ class RestrictedUnpickler(pickle.Unpickler):
         if (module, name) in _ALLOWED:
             import builtins
             import collections
+
             cls = getattr(collections if module == "collections" else builtins, name)
             # a hash table holds about five times the bytes of a list per element
             weight = 1 if name in ("list", "tuple") else 5
@@ -61,6 +69,7 @@ class RestrictedUnpickler(pickle.Unpickler):
                 if self.charged > self.budget:
                     raise TooManyObjects(self.charged)
                 return cls(*args)
+
             return build
         raise pickle.UnpicklingError(f"refused to load {module}.{name}: only plain data is allowed in a snapshot")
 
@@ -182,8 +191,11 @@ def read_snapshot(path: str) -> list[SnapshotSeries]:
     if isinstance(traces, (list, tuple)):
         n = sum(1 for x in traces if x and isinstance(x, (list, tuple)))
         if n > MAX_DEVICES:
-            raise TraceError(path, f"device_traces holds the history of {n:,} devices (a snapshot of one "
-                                   f"process has one per GPU, at most {MAX_DEVICES} are read): not a memory snapshot")
+            raise TraceError(
+                path,
+                f"device_traces holds the history of {n:,} devices (a snapshot of one "
+                f"process has one per GPU, at most {MAX_DEVICES} are read): not a memory snapshot",
+            )
     out = []
     # A pickle can share one list many times (a few bytes a reference): work is done once per
     # distinct object, by id (d holds them all, so ids stay valid). A 7 KB pickle naming one
@@ -196,8 +208,11 @@ def read_snapshot(path: str) -> list[SnapshotSeries]:
             continue
         same = replayed.get(id(entries))
         if same is not None:
-            out.append(SnapshotSeries(device=dev, t=same.t, allocated=same.allocated,
-                                      allocations=same.allocations, source=same.source))
+            out.append(
+                SnapshotSeries(
+                    device=dev, t=same.t, allocated=same.allocated, allocations=same.allocations, source=same.source
+                )
+            )
             continue
         t: list[int] = []
         delta: list[int] = []
@@ -237,8 +252,7 @@ def read_snapshot(path: str) -> list[SnapshotSeries]:
         # is relative to the first entry; shift it so it never goes below zero.
         v = np.cumsum(np.array(delta, np.float64)[o])
         v -= min(0.0, float(v.min()))
-        out.append(SnapshotSeries(device=dev, t=tt[o], allocated=v, allocations=allocs,
-                                  source=os.path.abspath(path)))
+        out.append(SnapshotSeries(device=dev, t=tt[o], allocated=v, allocations=allocs, source=os.path.abspath(path)))
         replayed[id(entries)] = out[-1]
     if not out:
         raise TraceError(path, "the snapshot holds no allocation history (device_traces is empty)")

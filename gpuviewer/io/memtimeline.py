@@ -5,6 +5,7 @@ bytes from one category to another). Categories are PyTorch's _memory_profiler o
 export order. This layout is read from PyTorch's source, not documented by it (formats.md D
 marks it unverified); a file that does not fit is refused with a message.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,12 +17,21 @@ from ..model.memory import CategorySeries
 from .errors import TraceError
 from .streams import open_bytes
 
-CATEGORIES = ["parameters", "optimizer state", "inputs", "temporaries", "activations", "gradients",
-              "autograd detail", "unknown"]
+CATEGORIES = [
+    "parameters",
+    "optimizer state",
+    "inputs",
+    "temporaries",
+    "activations",
+    "gradients",
+    "autograd detail",
+    "unknown",
+]
 
 
 def looks_like(path: str) -> bool:
     from .streams import first_text_bytes
+
     head = first_text_bytes(path, 64).lstrip()
     return head.startswith(b"[[") and (head[2:3].isdigit() or head[2:4] == b"-1")
 
@@ -55,5 +65,6 @@ def read_memory_timeline(path: str) -> CategorySeries:
     vals = np.zeros((len(present), len(t)))
     for k, c in enumerate(present):
         vals[k] = np.cumsum(np.where(cat == c, nbytes, 0))
-    return CategorySeries(device=0, t=t, allocated=vals.sum(axis=0), names=names, values=vals,
-                          source=os.path.abspath(path))
+    return CategorySeries(
+        device=0, t=t, allocated=vals.sum(axis=0), names=names, values=vals, source=os.path.abspath(path)
+    )

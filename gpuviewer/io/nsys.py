@@ -8,6 +8,7 @@ only real tables; nothing is written to it or beside it. A row whose times are n
 out of range or run backwards is skipped and counted in a warning.
 The captured environment (META_DATA_CAPTURE, TARGET_INFO_SYSTEM_ENV) is never read here.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,12 +39,29 @@ def _gpu_table(rep: Report, table: str, cat: Cat, name_sql: str | Callable[[set[
     # The raw globalPid, split here: SQL would turn text into pid 0, a process that is not there.
     pid = "globalPid" if "globalPid" in have else "-1"
     name = name_sql(have) if callable(name_sql) else (name_sql or "-1")
-    exprs = ["rowid", "start", "end", col(have, "deviceId"), col(have, "streamId"),
-             col(have, "correlationId", default="0"), pid, name]
+    exprs = [
+        "rowid",
+        "start",
+        "end",
+        col(have, "deviceId"),
+        col(have, "streamId"),
+        col(have, "correlationId", default="0"),
+        pid,
+        name,
+    ]
     a = rep.fetch(table, exprs, required=(0, 1, 2, 6) if pid != "-1" else (0, 1, 2))
     p = (a[:, 6] >> 24) & 0xFFFFFF if pid != "-1" else a[:, 6]
-    return {"rowid": a[:, 0], "start": a[:, 1], "end": a[:, 2], "device": a[:, 3], "stream": a[:, 4],
-            "corr": a[:, 5], "pid": p, "name": a[:, 7], "cat": cat}
+    return {
+        "rowid": a[:, 0],
+        "start": a[:, 1],
+        "end": a[:, 2],
+        "device": a[:, 3],
+        "stream": a[:, 4],
+        "corr": a[:, 5],
+        "pid": p,
+        "name": a[:, 7],
+        "cat": cat,
+    }
 
 
 def _graph_table(rep: Report) -> dict | None:
@@ -55,9 +73,11 @@ def _graph_table(rep: Report) -> dict | None:
         if not keep.all():
             t = {k: (v[keep] if isinstance(v, np.ndarray) else v) for k, v in t.items()}
         if len(t["start"]):
-            rep.notes.append(f"{len(t['start']):,} CUDA graph launches traced as whole graphs (nsys "
-                             "--cuda-graph-trace=graph): each is one GPU range 'CUDA graph N'; record "
-                             "with --cuda-graph-trace=node to see their kernels")
+            rep.notes.append(
+                f"{len(t['start']):,} CUDA graph launches traced as whole graphs (nsys "
+                "--cuda-graph-trace=graph): each is one GPU range 'CUDA graph N'; record "
+                "with --cuda-graph-trace=node to see their kernels"
+            )
     return t
 
 
@@ -68,22 +88,32 @@ def _kernel_name(have):
     return "-1"
 
 
-def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
-                progress: Callable[[float, str], None] | None = None, cancelled=None) -> dict:
+def read_report(
+    b: TraceBuilder,
+    path: str,
+    file_index: int,
+    rank_base: int,
+    progress: Callable[[float, str], None] | None = None,
+    cancelled=None,
+) -> dict:
     rep = Report(path, cancelled)
     db = rep.db
     strings = rep.strings
     warnings: list[str] = []
     try:
-        gpu = [t for t in (
-            _gpu_table(rep, "CUPTI_ACTIVITY_KIND_KERNEL", Cat.KERNEL, _kernel_name),
-            _gpu_table(rep, "CUPTI_ACTIVITY_KIND_MEMCPY", Cat.MEMCPY,
-                       lambda h: col(h, "copyKind", default="0")),
-            _gpu_table(rep, "CUPTI_ACTIVITY_KIND_MEMSET", Cat.MEMSET, "-1"),
-            _gpu_table(rep, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", Cat.SYNC,
-                       lambda h: col(h, "syncType", default="0")),
-            _graph_table(rep),
-        ) if t is not None and len(t["start"])]
+        gpu = [
+            t
+            for t in (
+                _gpu_table(rep, "CUPTI_ACTIVITY_KIND_KERNEL", Cat.KERNEL, _kernel_name),
+                _gpu_table(rep, "CUPTI_ACTIVITY_KIND_MEMCPY", Cat.MEMCPY, lambda h: col(h, "copyKind", default="0")),
+                _gpu_table(rep, "CUPTI_ACTIVITY_KIND_MEMSET", Cat.MEMSET, "-1"),
+                _gpu_table(
+                    rep, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", Cat.SYNC, lambda h: col(h, "syncType", default="0")
+                ),
+                _graph_table(rep),
+            )
+            if t is not None and len(t["start"])
+        ]
         if progress:
             progress(0.3, f"{os.path.basename(path)}: GPU activity ({b.n_events:,} events so far)")
         # Ranks: processes that own GPU work, in device order.
@@ -127,8 +157,9 @@ def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
                         dev[t["pid"] == p] = next(iter(ds))
                 t = dict(t, device=dev)
             if t.get("graph"):
-                name = np.array([b.names.id(f"CUDA graph {g}" if g >= 0 else "CUDA graph")
-                                 for g in t["name"].tolist()], np.int32)
+                name = np.array(
+                    [b.names.id(f"CUDA graph {g}" if g >= 0 else "CUDA graph") for g in t["name"].tolist()], np.int32
+                )
                 cats = np.full(len(name), Cat.KERNEL, np.uint8)
             elif cat == Cat.KERNEL:
                 name = names_lut.ids(t["name"])
@@ -146,13 +177,19 @@ def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
                 name = np.array([labels.get(k, fallback) for k in t["name"].tolist()], np.int32)
                 cats = np.full(len(name), cat, np.uint8)
             lane = np.empty(len(name), np.int32)
-            for (p, d, s) in set(zip(t["pid"].tolist(), t["device"].tolist(), t["stream"].tolist())):
+            for p, d, s in set(zip(t["pid"].tolist(), t["device"].tolist(), t["stream"].tolist())):
                 m = (t["pid"] == p) & (t["device"] == d) & (t["stream"] == s)
                 label = "context sync" if s == 0xFFFFFFFF else f"stream {s}"
                 lane[m] = b.lane(rank_of[p], LaneKind.GPU, d, s, label, pid=p, source=file_index)
-            b.add(start=t["start"] + rep.utc_ns, dur=t["end"] - t["start"], lane=lane, name=name,
-                  cat=cats, corr=np.clip(t["corr"], 0, 0xFFFFFFFF),
-                  src=t["rowid"] | GRAPH_ROW if t.get("graph") else t["rowid"])
+            b.add(
+                start=t["start"] + rep.utc_ns,
+                dur=t["end"] - t["start"],
+                lane=lane,
+                name=name,
+                cat=cats,
+                corr=np.clip(t["corr"], 0, 0xFFFFFFFF),
+                src=t["rowid"] | GRAPH_ROW if t.get("graph") else t["rowid"],
+            )
         mark_comm_lanes(b.lanes, b._chunks, source=file_index)
 
         # -- host lanes: CUDA API, NVTX, OS runtime --------------------------------------------
@@ -177,20 +214,28 @@ def read_report(b: TraceBuilder, path: str, file_index: int, rank_base: int,
         if dropped:
             warnings.append(f"{len(dropped)} processes without GPU work are not shown as ranks")
         for table, n in rep.bad_rows.items():
-            warnings.append(f"{n:,} row{'s' * (n != 1)} of {table} skipped: a time or id that is "
-                            "missing, not an integer, out of range, or an end earlier than its start")
+            warnings.append(
+                f"{n:,} row{'s' * (n != 1)} of {table} skipped: a time or id that is "
+                "missing, not an integer, out of range, or an end earlier than its start"
+            )
         for w in warnings + rep.notes + db.warnings:
             b.warnings.append(f"{os.path.basename(path)}: {w}")
         st = os.stat(path)
-        b.sources.append(Source(path=os.path.abspath(path), format="nsys", size=st.st_size,
-                                mtime_ns=st.st_mtime_ns))
-        return {"ranks": len(rank_of), "utc_ns": rep.utc_ns, "version": rep.version(),
-                "pids": {str(p): r for p, r in rank_of.items()}}
+        b.sources.append(Source(path=os.path.abspath(path), format="nsys", size=st.st_size, mtime_ns=st.st_mtime_ns))
+        return {
+            "ranks": len(rank_of),
+            "utc_ns": rep.utc_ns,
+            "version": rep.version(),
+            "pids": {str(p): r for p, r in rank_of.items()},
+        }
     except sqlite3.DatabaseError as e:
         raise sq.explain(db, path, e) from None
     except _BAD_VALUES as e:  # a value of a type no export has: one line, not Python's words
-        raise TraceError(path, "the export holds values of a type or size Nsight Systems does not "
-                               "write; it is damaged or was made by another program") from e
+        raise TraceError(
+            path,
+            "the export holds values of a type or size Nsight Systems does not "
+            "write; it is damaged or was made by another program",
+        ) from e
     finally:
         db.close()
 
@@ -200,9 +245,23 @@ def _devices(rep, b, rank_of, proc_dev) -> None:
     if "TARGET_INFO_GPU" in rep.tables:
         have = columns(rep.db, "TARGET_INFO_GPU")
         idcol = "id" if "id" in have else ("deviceId" if "deviceId" in have else None)
-        fields = [c for c in ("name", "busLocation", "totalMemory", "smCount", "chipName", "uuid",
-                              "memoryBandwidth", "clockRate", "cuDevice", "computeMajor", "computeMinor")
-                  if c in have]
+        fields = [
+            c
+            for c in (
+                "name",
+                "busLocation",
+                "totalMemory",
+                "smCount",
+                "chipName",
+                "uuid",
+                "memoryBandwidth",
+                "clockRate",
+                "cuDevice",
+                "computeMajor",
+                "computeMinor",
+            )
+            if c in have
+        ]
         if idcol:
             for row in rep.db.execute(f"SELECT {idcol}, {', '.join(fields) or 'NULL'} FROM TARGET_INFO_GPU"):
                 gpus[row[0]] = _props(zip(fields, row[1:]))
@@ -212,7 +271,9 @@ def _devices(rep, b, rank_of, proc_dev) -> None:
             gpus[row[0]] = _props(zip(("name", "busLocation", "totalMemory", "smCount"), row[1:]))
     # (pid, cudaId) -> gpuId (2025.1+); before that the CUDA ordinal is cuDevice.
     cuda_map = {}
-    if "TARGET_INFO_CUDA_DEVICE" in rep.tables and {"gpuId", "cudaId", "pid"} <= columns(rep.db, "TARGET_INFO_CUDA_DEVICE"):
+    if "TARGET_INFO_CUDA_DEVICE" in rep.tables and {"gpuId", "cudaId", "pid"} <= columns(
+        rep.db, "TARGET_INFO_CUDA_DEVICE"
+    ):
         for gid, cid, pid in rep.db.execute("SELECT gpuId, cudaId, pid FROM TARGET_INFO_CUDA_DEVICE"):
             cuda_map[(pid, cid)] = gid
     by_cu = {v.get("cuDevice"): k for k, v in gpus.items() if "cuDevice" in v}
@@ -242,8 +303,13 @@ def _memory(rep, b, rank_of) -> None:
     have = columns(rep.db, t)
     if not {"start", "bytes", "memoryOperationType", "globalPid", "deviceId"} <= have:
         return
-    a = rep.fetch_sql(t, f"SELECT start, globalPid, deviceId, bytes, memoryOperationType FROM {t} ORDER BY start",
-                  5, required=(0, 1, 2, 3), times=(0, None))
+    a = rep.fetch_sql(
+        t,
+        f"SELECT start, globalPid, deviceId, bytes, memoryOperationType FROM {t} ORDER BY start",
+        5,
+        required=(0, 1, 2, 3),
+        times=(0, None),
+    )
     a[:, 1] = (a[:, 1] >> 24) & 0xFFFFFF
     for p, d in set(zip(a[:, 1].tolist(), a[:, 2].tolist())):
         if p not in rank_of:
@@ -269,8 +335,7 @@ def load_nsys(files: list[str], *, progress=None, cancelled=None) -> Trace:
     # An empty capture (profiling stopped before anything ran, or every activity table empty)
     # is refused rather than shown as a blank window; in a session it is named and skipped.
     if empty and len(empty) == len(files):
-        raise TraceError(", ".join(empty), "the export holds no events (no GPU or CPU activity was "
-                                           "recorded in it)")
+        raise TraceError(", ".join(empty), "the export holds no events (no GPU or CPU activity was recorded in it)")
     for f in empty:
         b.warnings.append(f"{os.path.basename(f)}: the export holds no events")
     if progress:

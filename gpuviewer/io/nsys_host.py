@@ -1,6 +1,7 @@
 """The host side of an Nsight Systems export (io/nsys.py reads the GPU side): CUDA API calls, CUDA
 graph creation, OS runtime calls, each on a lane per thread of a rank's process, and the
 threads' names as those lanes' labels."""
+
 from __future__ import annotations
 
 import re
@@ -48,8 +49,7 @@ def host_fetch(rep, table: str, extra: list[str]) -> np.ndarray | None:
     return a
 
 
-def _thread_lanes(b, rank_of, pid: np.ndarray, tid: np.ndarray, kind: str, prefix: str,
-                  source: int) -> np.ndarray:
+def _thread_lanes(b, rank_of, pid: np.ndarray, tid: np.ndarray, kind: str, prefix: str, source: int) -> np.ndarray:
     """Each row's lane (-1: not a rank's process); lanes made in the order a set of the rows'
     (pid, tid) pairs gives, as before the columns were vectorised (the lane numbering, and so
     the event order, stays the same)."""
@@ -60,13 +60,15 @@ def _thread_lanes(b, rank_of, pid: np.ndarray, tid: np.ndarray, kind: str, prefi
     pos = {int(u): k for k, u in enumerate(uniq.tolist())}
     for p, t in set(zip((uniq[by_first] >> 24).tolist(), (uniq[by_first] & 0xFFFFFF).tolist())):
         if p in rank_of:
-            lane_of[pos[(p << 24) | t]] = b.lane(rank_of[p], kind, -1, t, f"{prefix} · thread {t}", pid=p,
-                                                 source=source)
+            lane_of[pos[(p << 24) | t]] = b.lane(
+                rank_of[p], kind, -1, t, f"{prefix} · thread {t}", pid=p, source=source
+            )
     return lane_of[inv]
 
 
-def _host_rows(rep, b, rank_of, table: str, extra: list[str], kind: str, prefix: str, source: int,
-               a: np.ndarray | None = None):
+def _host_rows(
+    rep, b, rank_of, table: str, extra: list[str], kind: str, prefix: str, source: int, a: np.ndarray | None = None
+):
     """Rows of a host-side table (rowid, start, end, pid, tid, *extra) of the ranks' processes,
     with the lane of each row's thread; None when the table is absent or empty. `a`: the rows,
     when _host_fetch already read them."""
@@ -82,16 +84,32 @@ def _host_rows(rep, b, rank_of, table: str, extra: list[str], kind: str, prefix:
 
 
 def runtime_calls(rep, b, rank_of, names_lut, source, rows) -> None:
-    got = _host_rows(rep, b, rank_of, "CUPTI_ACTIVITY_KIND_RUNTIME", ["correlationId", "nameId", "eventClass"],
-                     LaneKind.CUDA_API, "CUDA API", source, rows)
+    got = _host_rows(
+        rep,
+        b,
+        rank_of,
+        "CUPTI_ACTIVITY_KIND_RUNTIME",
+        ["correlationId", "nameId", "eventClass"],
+        LaneKind.CUDA_API,
+        "CUDA API",
+        source,
+        rows,
+    )
     if got is None:
         return
     a, lane = got
     # Names carry a CUPTI version suffix (cudaLaunchKernel_v7000): shown without it.
     name = names_lut.ids(a[:, 6], lambda s: _VERSION_SUFFIX.sub("", s))
     cat = np.where(a[:, 7] == 1, Cat.CUDA_DRIVER, Cat.CUDA_RUNTIME).astype(np.uint8)
-    b.add(start=a[:, 1] + rep.utc_ns, dur=a[:, 2] - a[:, 1], lane=lane, name=name, cat=cat,
-          corr=np.clip(a[:, 5], 0, 0xFFFFFFFF), src=a[:, 0])
+    b.add(
+        start=a[:, 1] + rep.utc_ns,
+        dur=a[:, 2] - a[:, 1],
+        lane=lane,
+        name=name,
+        cat=cat,
+        corr=np.clip(a[:, 5], 0, 0xFFFFFFFF),
+        src=a[:, 0],
+    )
 
 
 def graph_events(rep, b, rank_of, strings, source) -> None:
@@ -101,8 +119,13 @@ def graph_events(rep, b, rank_of, strings, source) -> None:
     if got is None:
         return
     a, lane = got
-    name = np.array([b.names.id(f"{strings.get(n, 'CUDA graph event')}" + (f" · graph {g}" if g >= 0 else ""))
-                     for n, g in zip(a[:, 5].tolist(), a[:, 6].tolist())], np.int32)
+    name = np.array(
+        [
+            b.names.id(f"{strings.get(n, 'CUDA graph event')}" + (f" · graph {g}" if g >= 0 else ""))
+            for n, g in zip(a[:, 5].tolist(), a[:, 6].tolist())
+        ],
+        np.int32,
+    )
     b.add_instants(a[:, 1] + rep.utc_ns, lane, name)
 
 
@@ -110,8 +133,14 @@ def osrt(rep, b, rank_of, names_lut, source) -> None:
     got = _host_rows(rep, b, rank_of, "OSRT_API", ["nameId"], LaneKind.OSRT, "OS runtime", source)
     if got is not None:
         a, lane = got
-        b.add(start=a[:, 1] + rep.utc_ns, dur=a[:, 2] - a[:, 1], lane=lane, name=names_lut.ids(a[:, 5]),
-              cat=np.full(len(a), Cat.OSRT, np.uint8), src=a[:, 0])
+        b.add(
+            start=a[:, 1] + rep.utc_ns,
+            dur=a[:, 2] - a[:, 1],
+            lane=lane,
+            name=names_lut.ids(a[:, 5]),
+            cat=np.full(len(a), Cat.OSRT, np.uint8),
+            src=a[:, 0],
+        )
 
 
 def thread_labels(rep, b, source) -> None:

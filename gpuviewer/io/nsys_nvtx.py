@@ -4,6 +4,7 @@ A row whose thread or event type is not an integer is skipped as it always was; 
 are not integers, are out of range or end before they start is skipped and counted
 (rep.bad_rows), checked on whole columns after the loop.
 """
+
 from __future__ import annotations
 
 import re
@@ -41,8 +42,10 @@ NULL_END = BAD + 1
 # emit_nvtx name has it, 'seq =' only some), so that the Python side sees a few hundred distinct
 # names rather than one per op; _short_nvtx runs again on each distinct one (it cuts the rest; a
 # cut name is cut no further).
-_SHORT_SQL = ("CASE WHEN eventType != 75 AND typeof(text) = 'text' AND instr(text, 'op_id =') > 0 AND "
-              "instr(text, ', ') > 1 THEN substr(text, 1, instr(text, ', ') - 1) ELSE text END")
+_SHORT_SQL = (
+    "CASE WHEN eventType != 75 AND typeof(text) = 'text' AND instr(text, 'op_id =') > 0 AND "
+    "instr(text, ', ') > 1 THEN substr(text, 1, instr(text, ', ') - 1) ELSE text END"
+)
 _SEP, _ID = "\x1f", "\x1e"  # between the texts of a block; before a textId (the text is NULL)
 
 
@@ -62,8 +65,18 @@ def fetch_nvtx(rep) -> dict | None:
     # a NULL start, type or thread becomes BAD (missing=) like any value that is not an integer
     a, _ = sq.fetch_columns(rep.db, t, ["rowid", "start", end, "eventType", "globalTid", dom], missing=BAD)
     g = a[:, 4]
-    return {"have": have, "texts": texts, "rowid": a[:, 0], "start": a[:, 1], "end": a[:, 2], "type": a[:, 3],
-            "gtid": g, "dom": a[:, 5], "pid": (g >> 24) & 0xFFFFFF, "tid": g & 0xFFFFFF}
+    return {
+        "have": have,
+        "texts": texts,
+        "rowid": a[:, 0],
+        "start": a[:, 1],
+        "end": a[:, 2],
+        "type": a[:, 3],
+        "gtid": g,
+        "dom": a[:, 5],
+        "pid": (g >> 24) & 0xFFFFFF,
+        "tid": g & 0xFFFFFF,
+    }
 
 
 def nvtx_pids(nv: dict | None) -> np.ndarray:
@@ -138,9 +151,11 @@ def _block_codes(db, n: int, have: set[str], block: int = 1 << 18) -> tuple[np.n
     hi = db.execute(f"SELECT max(rowid) FROM {t}").fetchone()[0]
     if n == 0 or type(lo) is not int or type(hi) is not int or hi - lo >= 2 * n + block:
         return None
-    sql = (f"SELECT count(*), group_concat(coalesce({_SHORT_SQL}, char(30) || coalesce(textId, '')), "
-           "char(31)), count(text), typeof(min(text)), typeof(max(text)), typeof(min(textId)), "
-           f"typeof(max(textId)) FROM {t} WHERE rowid BETWEEN ? AND ?")
+    sql = (
+        f"SELECT count(*), group_concat(coalesce({_SHORT_SQL}, char(30) || coalesce(textId, '')), "
+        "char(31)), count(text), typeof(min(text)), typeof(max(text)), typeof(min(textId)), "
+        f"typeof(max(textId)) FROM {t} WHERE rowid BETWEEN ? AND ?"
+    )
     codes = np.empty(n, np.int32)
     lut: dict = {}
     k = 0
@@ -148,14 +163,19 @@ def _block_codes(db, n: int, have: set[str], block: int = 1 << 18) -> tuple[np.n
         m, joined, texts, *kinds = db.execute(sql, (first, min(first + block - 1, hi))).fetchone()
         if not m:
             continue
-        if not (set(kinds[:2]) <= {"text", "null"} and set(kinds[2:]) <= {"integer", "null"}
-                and type(joined) is str and joined.count(_ID) == m - texts and k + m <= n):
+        if not (
+            set(kinds[:2]) <= {"text", "null"}
+            and set(kinds[2:]) <= {"integer", "null"}
+            and type(joined) is str
+            and joined.count(_ID) == m - texts
+            and k + m <= n
+        ):
             return None
         items = joined.split(_SEP)
         del joined
         if len(items) != m:
             return None
-        codes[k:k + m] = [lut.setdefault(x, len(lut)) for x in items]
+        codes[k : k + m] = [lut.setdefault(x, len(lut)) for x in items]
         k += m
     if k != n:
         return None
@@ -172,7 +192,7 @@ def _codes(db, sql: str, n: int) -> tuple[np.ndarray, list]:
         chunk = cur.fetchmany(sq.CHUNK)
         if not chunk:
             break
-        codes[k:k + len(chunk)] = [lut.setdefault(r, len(lut)) for r in chunk]
+        codes[k : k + len(chunk)] = [lut.setdefault(r, len(lut)) for r in chunk]
         k += len(chunk)
     if k != n:  # the file is immutable while we read: two scans see the same rows
         raise sqlite3.DatabaseError("NVTX_EVENTS changed while it was read")
@@ -233,8 +253,9 @@ def read_nvtx(rep, b, rank_of, source, warnings, nv: dict | None) -> None:
     # names: interned in order of first appearance, as a row-by-row reader would
     row_codes = codes[rows]
     first, name_pos = _first_order(row_codes)
-    name_of = np.array([b.names.id(_short_nvtx(_raw_text(keys[c], strings) or ""))
-                        for c in row_codes[first].tolist()], np.int32)
+    name_of = np.array(
+        [b.names.id(_short_nvtx(_raw_text(keys[c], strings) or "")) for c in row_codes[first].tolist()], np.int32
+    )
     name_a = name_of[name_pos]
     # lanes: one per (process, thread, domain), made in order of first appearance
     dvals, _, dcode = factorize(dom0)
@@ -248,8 +269,7 @@ def read_nvtx(rep, b, rank_of, source, warnings, nv: dict | None) -> None:
         p, th, d0 = int(pid[i]), int(tid[i]), int(dom0[i])
         dname = domains.get((p, int(dom[i])))
         label = f"NVTX{' ' + dname if dname else ''} · thread {th}"
-        lane_of[k] = b.lane(rank_of[p], LaneKind.NVTX, -1, th * 1000 + d0 if d0 else th, label, pid=p,
-                            source=source)
+        lane_of[k] = b.lane(rank_of[p], LaneKind.NVTX, -1, th * 1000 + d0 if d0 else th, label, pid=p, source=source)
     lane_a = lane_of[lane_pos]
     is_mark = et[rows] == NVTX_MARK
     start_a, end_a = start[rows], end[rows]
@@ -266,8 +286,14 @@ def read_nvtx(rep, b, rank_of, source, warnings, nv: dict | None) -> None:
     start_a = start_a + rep.utc_ns
     rng = ~is_mark & ok
     mark = is_mark & ok
-    b.add(start=start_a[rng], dur=dur_a[rng], lane=lane_a[rng], name=name_a[rng],
-          cat=np.full(int(rng.sum()), Cat.NVTX, np.uint8), src=nv["rowid"][rows][rng])
+    b.add(
+        start=start_a[rng],
+        dur=dur_a[rng],
+        lane=lane_a[rng],
+        name=name_a[rng],
+        cat=np.full(int(rng.sum()), Cat.NVTX, np.uint8),
+        src=nv["rowid"][rows][rng],
+    )
     if mark.any():
         b.add_instants(start_a[mark], lane_a[mark], name_a[mark])
     # Steps: NVTX ranges "step N" (or ProfilerStep#N), per rank; the first of each wins.

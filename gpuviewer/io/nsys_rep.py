@@ -1,4 +1,5 @@
 """.nsys-rep / .qdrep: proprietary; only NVIDIA's `nsys export` turns them into SQLite."""
+
 from __future__ import annotations
 
 import os
@@ -17,10 +18,14 @@ def export_reports(files: list[str], progress=None, cancelled=None) -> list[str]
             out.append(f)
             continue
         if nsys is None:
-            raise TraceError(f, "an .nsys-rep report needs NVIDIA Nsight Systems to export it. Run "
-                                "`nsys export --type sqlite --output report.sqlite "
-                                f"\"{os.path.basename(f)}\"` and open the .sqlite file")
+            raise TraceError(
+                f,
+                "an .nsys-rep report needs NVIDIA Nsight Systems to export it. Run "
+                "`nsys export --type sqlite --output report.sqlite "
+                f'"{os.path.basename(f)}"` and open the .sqlite file',
+            )
         from .cache import cache_root, key_for
+
         dest_dir = os.path.join(os.path.dirname(cache_root()), "nsys-export")
         os.makedirs(dest_dir, exist_ok=True)
         key = key_for([f])
@@ -28,13 +33,16 @@ def export_reports(files: list[str], progress=None, cancelled=None) -> list[str]
         if not os.path.exists(dest):
             if progress:
                 progress(0.05, f"exporting {os.path.basename(f)} with nsys")
+
             def produce(tmp: str, f: str = f) -> bool:
-                rc, err = _run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true",
-                                "--output", tmp, f], cancelled)
+                rc, err = _run(
+                    [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", tmp, f], cancelled
+                )
                 if rc != 0 or not os.path.getsize(tmp):
                     msg = " ".join(err.split())[:300] or f"exit status {rc}"
                     raise TraceError(f, f"nsys export failed: {msg}")
                 return True
+
             # ends in .sqlite, or nsys would add the suffix itself and the file would not be found;
             # a failed or cancelled export leaves nothing behind
             write_path(dest, produce, suffix=".sqlite")
@@ -45,8 +53,9 @@ def export_reports(files: list[str], progress=None, cancelled=None) -> list[str]
 def _run(cmd: list[str], cancelled) -> tuple[int, str]:
     """Run nsys; Cancel ends it (an export of a big report takes minutes). Returns the exit
     status and what it said (stderr, else stdout)."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         stdin=subprocess.DEVNULL, text=True, errors="replace")
+    p = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, errors="replace"
+    )
     while True:
         try:
             out, err = p.communicate(timeout=0.2)

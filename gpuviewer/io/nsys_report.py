@@ -4,6 +4,7 @@ count the rows they skip, the launcher's RANK if captured, and the whole row of 
 Details. The file is opened through sqlite_safe: read-only, immutable, bounded, only real tables;
 nothing is written to it or beside it.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -15,21 +16,56 @@ from ..model.categories import Cat
 from . import sqlite_safe as sq
 from .errors import TraceError
 
-NSYS_MARKER_TABLES = ("StringIds", "TARGET_INFO_GPU", "CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS",
-                      "CUPTI_ACTIVITY_KIND_RUNTIME", "TARGET_INFO_SESSION_START_TIME", "ThreadNames",
-                      "EXPORT_META_DATA", "META_DATA_EXPORT", "ANALYSIS_DETAILS")
+NSYS_MARKER_TABLES = (
+    "StringIds",
+    "TARGET_INFO_GPU",
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "NVTX_EVENTS",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "TARGET_INFO_SESSION_START_TIME",
+    "ThreadNames",
+    "EXPORT_META_DATA",
+    "META_DATA_EXPORT",
+    "ANALYSIS_DETAILS",
+)
 TABLE_OF_CAT = {
-    Cat.KERNEL: "CUPTI_ACTIVITY_KIND_KERNEL", Cat.COMM_KERNEL: "CUPTI_ACTIVITY_KIND_KERNEL",
-    Cat.MEMCPY: "CUPTI_ACTIVITY_KIND_MEMCPY", Cat.MEMSET: "CUPTI_ACTIVITY_KIND_MEMSET",
-    Cat.CUDA_RUNTIME: "CUPTI_ACTIVITY_KIND_RUNTIME", Cat.CUDA_DRIVER: "CUPTI_ACTIVITY_KIND_RUNTIME",
-    Cat.SYNC: "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", Cat.NVTX: "NVTX_EVENTS", Cat.OSRT: "OSRT_API",
+    Cat.KERNEL: "CUPTI_ACTIVITY_KIND_KERNEL",
+    Cat.COMM_KERNEL: "CUPTI_ACTIVITY_KIND_KERNEL",
+    Cat.MEMCPY: "CUPTI_ACTIVITY_KIND_MEMCPY",
+    Cat.MEMSET: "CUPTI_ACTIVITY_KIND_MEMSET",
+    Cat.CUDA_RUNTIME: "CUPTI_ACTIVITY_KIND_RUNTIME",
+    Cat.CUDA_DRIVER: "CUPTI_ACTIVITY_KIND_RUNTIME",
+    Cat.SYNC: "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+    Cat.NVTX: "NVTX_EVENTS",
+    Cat.OSRT: "OSRT_API",
 }
 # CUPTI enum labels, built in: 2022 exports have no ENUM_* tables.
-COPY_KIND = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD",
-             7: "DtoA", 8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "HtoD (UVM)", 12: "DtoH (UVM)",
-             13: "DtoD (UVM)"}
-MEM_KIND = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
-            6: "Managed Static", 7: "Unknown"}
+COPY_KIND = {
+    0: "Unknown",
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+    11: "HtoD (UVM)",
+    12: "DtoH (UVM)",
+    13: "DtoD (UVM)",
+}
+MEM_KIND = {
+    0: "Pageable",
+    1: "Pinned",
+    2: "Device",
+    3: "Array",
+    4: "Managed",
+    5: "Device Static",
+    6: "Managed Static",
+    7: "Unknown",
+}
 SYNC_TYPE = {0: "Unknown", 1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Context Sync"}
 # nsys --cuda-graph-trace=graph records each graph launch as one GPU range (no kernel rows): read
 # as a kernel named for its graph; its src is the GRAPH_TRACE rowid with this bit set, so the
@@ -38,9 +74,19 @@ GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
 GRAPH_EVENTS = "CUDA_GRAPH_EVENTS"  # graph and graph-exec creation, on the thread that made them
 GRAPH_ROW = 1 << 31
 # Every table this reader queries: a view or virtual table under one of these names is refused.
-READ_TABLES = set(NSYS_MARKER_TABLES) | set(TABLE_OF_CAT.values()) | {
-    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "TARGET_INFO_CUDA_GPU", "TARGET_INFO_CUDA_DEVICE",
-    "CUDA_GPU_MEMORY_USAGE_EVENTS", "META_DATA_CAPTURE", GRAPH_TRACE, GRAPH_EVENTS}
+READ_TABLES = (
+    set(NSYS_MARKER_TABLES)
+    | set(TABLE_OF_CAT.values())
+    | {
+        "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+        "TARGET_INFO_CUDA_GPU",
+        "TARGET_INFO_CUDA_DEVICE",
+        "CUDA_GPU_MEMORY_USAGE_EVENTS",
+        "META_DATA_CAPTURE",
+        GRAPH_TRACE,
+        GRAPH_EVENTS,
+    }
+)
 
 
 def connect(path: str, cancelled=None) -> sq.SafeConnection:
@@ -74,8 +120,11 @@ class Report:
             self.tables = tables(self.db)
             self._check_nsys()
             # Ids that are not integers name nothing; values that are not text become text.
-            self.strings = dict(self.db.execute(
-                "SELECT id, CAST(value AS TEXT) FROM StringIds WHERE typeof(id) = 'integer' AND value IS NOT NULL"))
+            self.strings = dict(
+                self.db.execute(
+                    "SELECT id, CAST(value AS TEXT) FROM StringIds WHERE typeof(id) = 'integer' AND value IS NOT NULL"
+                )
+            )
             self.utc_ns = self._utc_start()
         except sqlite3.DatabaseError as e:
             self.db.close()
@@ -87,30 +136,38 @@ class Report:
     def _check_nsys(self) -> None:
         path = self.path
         if not (self.tables & set(NSYS_MARKER_TABLES)) and not any(
-                t.startswith(("CUPTI_ACTIVITY_KIND_", "TARGET_INFO_")) for t in self.tables):
-            raise TraceError(path, "an SQLite database, but not an Nsight Systems export "
-                                   "(no StringIds, TARGET_INFO_* or CUPTI_ACTIVITY_KIND_* tables)")
+            t.startswith(("CUPTI_ACTIVITY_KIND_", "TARGET_INFO_")) for t in self.tables
+        ):
+            raise TraceError(
+                path,
+                "an SQLite database, but not an Nsight Systems export "
+                "(no StringIds, TARGET_INFO_* or CUPTI_ACTIVITY_KIND_* tables)",
+            )
         if "StringIds" not in self.tables:
-            raise TraceError(path, "the export has no StringIds table, so no event can be named; "
-                                   "export it again with `nsys export --type sqlite`")
+            raise TraceError(
+                path,
+                "the export has no StringIds table, so no event can be named; "
+                "export it again with `nsys export --type sqlite`",
+            )
 
     def _utc_start(self) -> int:
-        if "TARGET_INFO_SESSION_START_TIME" in self.tables and \
-                "utcEpochNs" in columns(self.db, "TARGET_INFO_SESSION_START_TIME"):
+        if "TARGET_INFO_SESSION_START_TIME" in self.tables and "utcEpochNs" in columns(
+            self.db, "TARGET_INFO_SESSION_START_TIME"
+        ):
             r = self.db.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
             if r and type(r[0]) is int and 0 <= r[0] < sq.TIME_LIMIT:
                 return r[0]
             if r and r[0] is not None:
-                self.notes.append("the session start time (utcEpochNs) is not a valid number: times "
-                                  "are shown from the capture start")
+                self.notes.append(
+                    "the session start time (utcEpochNs) is not a valid number: times are shown from the capture start"
+                )
         return 0
 
     def version(self) -> dict:
         for t in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
             if t in self.tables:
                 rows = dict(self.db.execute(f"SELECT name, value FROM {t}").fetchall())
-                return {k: str(rows[k]) for k in ("EXPORT_PRODUCT_VERSION", "EXPORT_SCHEMA_VERSION")
-                        if k in rows}
+                return {k: str(rows[k]) for k in ("EXPORT_PRODUCT_VERSION", "EXPORT_SCHEMA_VERSION") if k in rows}
         return {}
 
     def fetch(self, table: str, exprs: list[str], required=(0, 1, 2), times=(1, 2)) -> np.ndarray:

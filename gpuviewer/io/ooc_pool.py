@@ -16,6 +16,7 @@ the build polls it with the caller's cancelled() and, when that says stop, sets 
 workers' readers check, so they stop within a piece. A worker that dies (killed, out of memory)
 breaks the pool: that is reported as one line naming the files that were being read, not a hang.
 """
+
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -100,13 +101,16 @@ def _init(cancel, frac, parent: int) -> None:
     # the pool already has a process per core: each file is decoded in its own worker, not by a
     # second pool of decoders under it
     from . import kineto
+
     kineto._PARALLEL_MIN_BYTES = 1 << 62
 
 
 def _die_with_parent(parent: int) -> None:
     import signal
+
     try:
         import ctypes
+
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG (Linux)
     except (OSError, AttributeError):
@@ -122,6 +126,7 @@ def _read_rank(i: int, path: str, optional: bool) -> dict:
     from .formats.kineto_json import _NOT_A_TRACE
     from .kineto import read_kineto
     from .ooc_part import make_part
+
     cancel, frac = _shared["cancel"], _shared["frac"]
 
     def prog(f: float, *_a) -> None:
@@ -129,6 +134,7 @@ def _read_rank(i: int, path: str, optional: bool) -> dict:
 
     def cancelled() -> bool:
         return bool(cancel.value)
+
     b = TraceBuilder("kineto")
     try:
         info = read_kineto(b, path, 0, progress=prog, cancelled=cancelled)
@@ -148,12 +154,24 @@ def _read_rank(i: int, path: str, optional: bool) -> dict:
         err = unexpected(path, e)
         return {"error": (err.path, err.problem)}
     frac[i] = 1.0
-    return {"part": part, "strings": b.names.strings, "lanes": b.lanes, "rank_info": b.ranks[0],
-            "steps": b.steps, "counters": b.counters, "source": b.sources[0],
-            "read_warnings": b.warnings[:n_read], "commit_warnings": b.warnings[n_read:],
-            "meta": info["meta"], "file_rank": info["rank"], "base_ns": info["base_ns"],
-            "min_ts_us": info["min_ts_us"], "n_flow": fr.n_flow, "n_events": fr.next_ordinal,
-            "path": fr.path}
+    return {
+        "part": part,
+        "strings": b.names.strings,
+        "lanes": b.lanes,
+        "rank_info": b.ranks[0],
+        "steps": b.steps,
+        "counters": b.counters,
+        "source": b.sources[0],
+        "read_warnings": b.warnings[:n_read],
+        "commit_warnings": b.warnings[n_read:],
+        "meta": info["meta"],
+        "file_rank": info["rank"],
+        "base_ns": info["base_ns"],
+        "min_ts_us": info["min_ts_us"],
+        "n_flow": fr.n_flow,
+        "n_events": fr.next_ordinal,
+        "path": fr.path,
+    }
 
 
 def read_ranks(files: list[str], job, n_workers: int) -> Iterator[tuple[str, dict]]:
@@ -167,8 +185,7 @@ def read_ranks(files: list[str], job, n_workers: int) -> Iterator[tuple[str, dic
     ctx = mp.get_context("fork")  # workers inherit the imported modules (spawn re-imports them)
     cancel = ctx.Value("b", 0, lock=False)
     frac = ctx.Array("d", len(files), lock=False)
-    pool = cf.ProcessPoolExecutor(n_workers, mp_context=ctx, initializer=_init,
-                                  initargs=(cancel, frac, os.getpid()))
+    pool = cf.ProcessPoolExecutor(n_workers, mp_context=ctx, initializer=_init, initargs=(cancel, frac, os.getpid()))
     futures: dict[int, cf.Future] = {}
     nxt = 0  # the next file to submit
     events = 0
@@ -176,8 +193,9 @@ def read_ranks(files: list[str], job, n_workers: int) -> Iterator[tuple[str, dic
     try:
         for i, f in enumerate(files):
             # keep the pool busy and one part ahead, within the memory budget
-            while nxt < len(files) and nxt - i < n_workers + 1 and (
-                    nxt == i or sum(peaks[i:nxt]) + peaks[nxt] <= budget):
+            while (
+                nxt < len(files) and nxt - i < n_workers + 1 and (nxt == i or sum(peaks[i:nxt]) + peaks[nxt] <= budget)
+            ):
                 futures[nxt] = pool.submit(_read_rank, nxt, files[nxt], files[nxt] in job.optional)
                 nxt += 1
             while True:
@@ -191,9 +209,11 @@ def read_ranks(files: list[str], job, n_workers: int) -> Iterator[tuple[str, dic
                 except cf.TimeoutError:
                     pass
                 except BrokenProcessPool:
-                    raise TraceError(file_names([files[k] for k in range(i, nxt)]),
-                                     "a reading process stopped without an answer (killed, or out of "
-                                     "memory?); open fewer files at once or free memory") from None
+                    raise TraceError(
+                        file_names([files[k] for k in range(i, nxt)]),
+                        "a reading process stopped without an answer (killed, or out of "
+                        "memory?); open fewer files at once or free memory",
+                    ) from None
             del futures[i]
             if "error" in res:  # the first bad file in file order, as the serial reader finds it
                 raise TraceError(*res["error"])
@@ -212,8 +232,10 @@ def _report(progress, files, sizes, total, frac, i, nxt, events, last) -> str:
     """read_each's message, for the first file not yet appended."""
     done = sum(sizes[:i]) + sum(sizes[k] * frac[k] for k in range(i, nxt))
     n = len(files)
-    msg = (f"reading {os.path.basename(files[i])}: {done / 1e6:,.0f} of {total / 1e6:,.0f} MB, "
-           f"{events:,} events · {i} of {n} ranks")
+    msg = (
+        f"reading {os.path.basename(files[i])}: {done / 1e6:,.0f} of {total / 1e6:,.0f} MB, "
+        f"{events:,} events · {i} of {n} ranks"
+    )
     if msg != last:
         progress(done / total * 0.9, msg)
     return msg

@@ -5,6 +5,7 @@ Inputs) of the ops asked about: kept with the events when the trace was opened
 A profiler records shapes on every op or on none, so the first few ops are fetched first: when
 none of them has shapes, the file is not read any further (a million-event trace without shapes
 costs one piece of the file, not all of it)."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -12,6 +12,7 @@ files' lanes; lanes, flows (joined on rank and correlation id) and instants neve
 What needs every file, the clock offset of files without an absolute clock, is applied at the
 end to the parts it moves (rare: it needs files with and without a clock base in one session).
 """
+
 from __future__ import annotations
 
 import math
@@ -45,6 +46,7 @@ def load(files: list[str], job: Job) -> Trace | None:
     written (the caller reads in memory instead). Reading errors raise as the reader's do."""
     from . import cache
     from .cache_stream import PartStore
+
     try:
         store = PartStore()
     except OSError:
@@ -89,9 +91,14 @@ class _Parts:
             cols["name"] = names[cols["name"]]
             inst["name"] = names[inst["name"]]
         st = self.store
-        at = {"events": st.length("start"), "n": len(cols["start"]),
-              "inst": st.length("inst_t"), "n_inst": len(inst["t"]), "lod": st.length("lod_start"),
-              "span": part["span"]}
+        at = {
+            "events": st.length("start"),
+            "n": len(cols["start"]),
+            "inst": st.length("inst_t"),
+            "n_inst": len(inst["t"]),
+            "lod": st.length("lod_start"),
+            "span": part["span"],
+        }
         for name, dtype in EVENT_COLUMNS.items():
             st.append(name, cols[name], dtype)
         self.lane_counts.append(part["lane_counts"])
@@ -135,6 +142,7 @@ class _Parts:
 def _build(files: list[str], job: Job, store) -> dict:
     from . import cache
     from .formats.kineto_json import _process_groups, read_each
+
     progress, cancelled, optional = job.progress, job.cancelled, job.optional
     b = TraceBuilder("kineto")
     parts = _Parts(store)
@@ -143,6 +151,7 @@ def _build(files: list[str], job: Job, store) -> dict:
     used: set[int] = set()
     rank_warnings: list[str] = []
     from .ooc_pool import read_ranks, workers_for
+
     n_workers = workers_for(files)
     if n_workers > 1:
         # ranks read and committed by a pool of processes, appended here in file order
@@ -168,14 +177,21 @@ def _build(files: list[str], job: Job, store) -> dict:
             if g not in b.metadata.setdefault("process_groups", []):
                 b.metadata["process_groups"].append(g)
         b.metadata.setdefault("per_file", []).append(
-            {"path": pf["path"], "rank": pf["rank"], "clock_offset_ns": pf["offset"],
-             "base_ns": pf["base_ns"], "flow_events": pf["n_flow"], "file_rank": pf["file_rank"],
-             "min_ts_us": pf["min_ts_us"] if math.isfinite(pf["min_ts_us"]) else None})
+            {
+                "path": pf["path"],
+                "rank": pf["rank"],
+                "clock_offset_ns": pf["offset"],
+                "base_ns": pf["base_ns"],
+                "flow_events": pf["n_flow"],
+                "file_rank": pf["file_rank"],
+                "min_ts_us": pf["min_ts_us"] if math.isfinite(pf["min_ts_us"]) else None,
+            }
+        )
     b.finish_tables()
     b.metadata["files"] = [os.path.abspath(f) for f in files if f not in skipped]
     b.metadata["skipped_files"] = [os.path.abspath(f) for f in skipped]
     n = store.length("start")
-    if n < 2 ** 31:  # 8 bytes a flow, not 16, as TraceBuilder.finish stores them
+    if n < 2**31:  # 8 bytes a flow, not 16, as TraceBuilder.finish stores them
         store.narrow("flow_src", np.int32)
         store.narrow("flow_dst", np.int32)
     store.save("lod_index", np.concatenate(parts.lod_index) if parts.lod_index else np.zeros((0, 4), np.int64))
@@ -185,9 +201,22 @@ def _build(files: list[str], job: Job, store) -> dict:
     view = _initial_view(store, steps, span)
     counts = np.concatenate(parts.lane_counts) if parts.lane_counts else np.zeros(0, np.int64)
     lane_offsets = np.concatenate(([0], np.cumsum(counts)))
-    return cache.meta_dict(cache.key_for(files), b.format, n, b.names.strings, b.lanes,
-                           [b.ranks[r] for r in sorted(b.ranks)], steps, b.counters, b.sources,
-                           b.warnings, b.metadata, span, view, lane_offsets)
+    return cache.meta_dict(
+        cache.key_for(files),
+        b.format,
+        n,
+        b.names.strings,
+        b.lanes,
+        [b.ranks[r] for r in sorted(b.ranks)],
+        steps,
+        b.counters,
+        b.sources,
+        b.warnings,
+        b.metadata,
+        span,
+        view,
+        lane_offsets,
+    )
 
 
 def _commit_file(b: TraceBuilder, parts: _Parts, info: dict, used: set, rank_warnings: list) -> dict:
@@ -202,9 +231,20 @@ def _commit_file(b: TraceBuilder, parts: _Parts, info: dict, used: set, rank_war
     del b.warnings[n_warn:]
     at = parts.add(b, lane_lo)
     counters = parts.counters(b, c_lo)
-    return {"path": fr.path, "n_flow": fr.n_flow, "meta": info["meta"], "rank": r, "file_rank": info["rank"],
-            "base_ns": info["base_ns"], "min_ts_us": info["min_ts_us"], "at": at,
-            "counters": counters, "steps": (s_lo, len(b.steps)), "warnings": later, "offset": 0}
+    return {
+        "path": fr.path,
+        "n_flow": fr.n_flow,
+        "meta": info["meta"],
+        "rank": r,
+        "file_rank": info["rank"],
+        "base_ns": info["base_ns"],
+        "min_ts_us": info["min_ts_us"],
+        "at": at,
+        "counters": counters,
+        "steps": (s_lo, len(b.steps)),
+        "warnings": later,
+        "offset": 0,
+    }
 
 
 def _free_rank(r: int | None, path: str, used: set, rank_warnings: list) -> int:
@@ -240,10 +280,20 @@ def _commit_worker_part(b: TraceBuilder, parts: _Parts, res: dict, used: set, ra
     b.counters.extend(Counter(r, c.device, c.name, c.t, c.v) for c in res["counters"])
     at = parts.append(res["part"], lane_lo, names)
     counters = parts.counters(b, c_lo)
-    return {"path": res["path"], "n_flow": res["n_flow"], "meta": res["meta"], "rank": r,
-            "file_rank": res["file_rank"], "base_ns": res["base_ns"], "min_ts_us": res["min_ts_us"],
-            "at": at, "counters": counters, "steps": (s_lo, len(b.steps)),
-            "warnings": res["commit_warnings"], "offset": 0}
+    return {
+        "path": res["path"],
+        "n_flow": res["n_flow"],
+        "meta": res["meta"],
+        "rank": r,
+        "file_rank": res["file_rank"],
+        "base_ns": res["base_ns"],
+        "min_ts_us": res["min_ts_us"],
+        "at": at,
+        "counters": counters,
+        "steps": (s_lo, len(b.steps)),
+        "warnings": res["commit_warnings"],
+        "offset": 0,
+    }
 
 
 def _clocks(b: TraceBuilder, parts: _Parts, per_file: list[dict]) -> None:
@@ -256,8 +306,9 @@ def _clocks(b: TraceBuilder, parts: _Parts, per_file: list[dict]) -> None:
         relative = math.isfinite(p["min_ts_us"]) and not (p["base_ns"] or p["min_ts_us"] > 1e14)
         if relative and absolute:
             p["offset"] = offset = ref_ns - int(p["min_ts_us"] * 1000)
-            b.warnings.append(f"{os.path.basename(p['path'])}: no absolute clock; aligned "
-                              f"at its first event (offset {offset} ns)")
+            b.warnings.append(
+                f"{os.path.basename(p['path'])}: no absolute clock; aligned at its first event (offset {offset} ns)"
+            )
             parts.shift(p["at"], p["counters"], offset)
             lo, hi = p["steps"]
             b.steps[lo:hi] = [Step(s.rank, s.step, s.start + offset, s.end + offset) for s in b.steps[lo:hi]]
@@ -282,6 +333,7 @@ def _initial_view(store, steps: list[Step], span: tuple[int, int]) -> tuple[int,
     """model.view.initial_view over the stored columns, read a chunk at a time."""
     from ..model.categories import Cat
     from ..model.view import MARGIN
+
     if not steps:
         return span
     s0 = min(s.start for s in steps)

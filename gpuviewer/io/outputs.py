@@ -4,6 +4,7 @@ gpuviewer wrote before (each kind of output carries a mark: a PNG's Software tex
 HTML page's title, a Markdown file's first heading); a folder, a link, a device, a FIFO or
 someone else's file is left as it is, with one line saying so. (The window asks the user in its
 save dialog instead.) The summary folder has its own, stricter rule (scale/summary.py)."""
+
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """What the Chrome-trace-format readers (io/kineto.py, io/jax_trace.py) share: the worker pool
 that decodes the pieces of big files on every core, and PieceReader, which hands each piece to it
 (or decodes it here), keeps a few in flight and merges the results in the file's order."""
+
 from __future__ import annotations
 
 import os
@@ -24,6 +25,7 @@ def worker_pool():
     if _POOL is None:
         import concurrent.futures as cf
         import multiprocessing as mp
+
         n = min(4, os.cpu_count() or 1)
         # fork: workers inherit the imported modules (spawn would re-import for ~0.3 s). The pool
         # is started here, before the decompression thread exists, so no thread is forked.
@@ -50,6 +52,7 @@ class PieceReader:
 
     def __init__(self, parallel: bool) -> None:
         import multiprocessing as mp
+
         # a daemonic process (someone else's worker) may not start children: decode in-process
         use = parallel and (os.cpu_count() or 1) > 1 and hasattr(os, "fork") and not mp.current_process().daemon
         self.pool = worker_pool() if use else None

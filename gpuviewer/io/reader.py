@@ -13,6 +13,7 @@ A Reader has:
               snapshots) instead: the Companion that reads them; readers that share one are
               read together by it
 """
+
 from __future__ import annotations
 
 import os
@@ -47,6 +48,7 @@ class Probe:
 @dataclass
 class Job:
     """What a reader gets besides its files."""
+
     progress: Progress | None
     cancelled: Callable[[], bool] | None
     optional: frozenset  # files found inside an opened folder (the others were named by the user)
@@ -59,6 +61,7 @@ class Companion:
     join(files, kinds, rest): kinds maps each file to its Reader; rest() loads the other files
     of the session (None when there are none). The companion of the lowest order wraps all the
     others: a topology is read before the traces and memory after them, as they always were."""
+
     name: str
     order: int
     join: Callable[[list[str], dict, Callable[[], Trace] | None], Trace]
@@ -85,6 +88,7 @@ class Reader:
 def empty_trace(files: list[str], format: str) -> Trace:
     """A session of companions alone (a topology or a snapshot without traces)."""
     from ..model.build import TraceBuilder
+
     b = TraceBuilder(format)
     b.rank(0).files.extend(os.path.abspath(f) for f in files)
     return b.finish()

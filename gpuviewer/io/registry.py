@@ -2,6 +2,7 @@
 lists in its READERS. A new format is one new module there; nothing else names it. The session
 loader (io/session.py), folder expansion (io/sniff.py) and the window all ask here what a file
 is, by its content (an .nsys-rep, which only nsys can open, by its name)."""
+
 from __future__ import annotations
 
 from .reader import Companion, Probe, Reader
@@ -18,6 +19,7 @@ def readers() -> list[Reader]:
         import pkgutil
 
         from . import formats
+
         found: list[Reader] = []
         for m in sorted(pkgutil.iter_modules(formats.__path__), key=lambda m: m.name):
             found += getattr(importlib.import_module(f"{formats.__name__}.{m.name}"), "READERS", [])

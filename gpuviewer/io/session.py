@@ -1,4 +1,5 @@
 """Open a session: one or more files (or folders) -> one Trace on one time axis."""
+
 from __future__ import annotations
 
 import os
@@ -42,8 +43,7 @@ def _session_files(paths: list[str]):
     unread: list[str] = []
     files, dup_warnings = _dedupe(sn.expand(paths, unread))
     if not files:
-        raise TraceError(", ".join(paths), "no trace files found in the folder"
-                         + (f" ({unread[0]})" if unread else ""))
+        raise TraceError(", ".join(paths), "no trace files found in the folder" + (f" ({unread[0]})" if unread else ""))
     kinds = {f: registry.sniff(f) for f in files}  # each file's content is looked at once
     named = {os.path.abspath(p) for p in paths if not os.path.isdir(p)}
     optional = frozenset(f for f in files if os.path.abspath(f) not in named)
@@ -55,8 +55,13 @@ def one_format(files: list[str], kinds: dict) -> Reader:
     return _reader_for(files, kinds)
 
 
-def load(paths: list[str], *, use_cache: bool = True, progress: Progress | None = None,
-         cancelled: Callable[[], bool] | None = None) -> Trace:
+def load(
+    paths: list[str],
+    *,
+    use_cache: bool = True,
+    progress: Progress | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Trace:
     files, kinds, optional, unread, dups = _session_files(paths)
     trace = _load(files, kinds, use_cache, progress, cancelled, optional)
     for w in unread + dups:
@@ -99,8 +104,9 @@ def _dedupe(files: list[str]) -> tuple[list[str], list[str]]:
     return out, warnings
 
 
-def _load(files: list[str], kinds: dict, use_cache: bool, progress, cancelled,
-          optional: frozenset = frozenset()) -> Trace:
+def _load(
+    files: list[str], kinds: dict, use_cache: bool, progress, cancelled, optional: frozenset = frozenset()
+) -> Trace:
     """kinds: each file's Reader (None: not a format we read)."""
     for comp in registry.companions():  # topology and memory files join the traces beside them
         mine = [f for f in files if kinds[f] is not None and kinds[f].companion is comp]
@@ -109,9 +115,11 @@ def _load(files: list[str], kinds: dict, use_cache: bool, progress, cancelled,
 
             def load_rest() -> Trace:
                 return _load(rest, kinds, use_cache, progress, cancelled, optional)
+
             return comp.join(mine, kinds, load_rest if rest else None)
     if use_cache:
         from . import cache
+
         t = cache.load(files)
         if t is not None:
             if progress:
@@ -124,15 +132,18 @@ def _load(files: list[str], kinds: dict, use_cache: bool, progress, cancelled,
 
     def open_more(more: list[str]) -> Trace:
         return _load(more, {f: registry.sniff(f) for f in more}, use_cache, progress, cancelled)
+
     job = Job(progress, cancelled, optional, open_more)
     if use_cache and reader.cached:
         from . import cache_join
+
         if cache_join.wanted(reader, files):
             # files already cached on their own (by --dask workers, the window): joined, not parsed
             t = cache_join.load(files, reader, job)
             if t is not None:
                 return t
         from . import out_of_core
+
         if out_of_core.wanted(reader, files):
             # many big ranks: built rank by rank into the cache, never all in memory at once
             t = out_of_core.load(files, job)
@@ -141,6 +152,7 @@ def _load(files: list[str], kinds: dict, use_cache: bool, progress, cancelled,
     trace = reader.read(files, job)
     if use_cache and reader.cached:
         from . import cache
+
         cache.store(files, trace)
         t = cache.load(files)  # reopen memory-mapped so the parse buffers are released
         if t is not None:
@@ -153,14 +165,17 @@ def _refuse(f: str) -> None:
     """Why no reader takes a file."""
     if sn.is_empty_gzip(f):
         from .streams import gzip_damage
+
         if gzip_damage(f):
-            raise TraceError(f, "the compressed stream is cut short or damaged before any data; "
-                                "copy the file again")
+            raise TraceError(f, "the compressed stream is cut short or damaged before any data; copy the file again")
         raise TraceError(f, "the file is empty (a gzip stream of nothing)")
     if _blank(f):
         raise TraceError(f, "the file holds only blank space, no trace")
-    raise TraceError(f, "not a trace this program reads (expected PyTorch profiler / Chrome "
-                        "trace JSON, optionally gzipped, or an Nsight Systems SQLite export)")
+    raise TraceError(
+        f,
+        "not a trace this program reads (expected PyTorch profiler / Chrome "
+        "trace JSON, optionally gzipped, or an Nsight Systems SQLite export)",
+    )
 
 
 def _reader_for(files: list[str], kinds: dict) -> Reader:
@@ -172,8 +187,12 @@ def _reader_for(files: list[str], kinds: dict) -> Reader:
     if convert is not None:
         return convert
     from collections import Counter
+
     common = Counter(kinds[f].name for f in files).most_common(1)[0][0]
     odd = next(f for f in files if kinds[f].name != common)
     common_words = next(kinds[f].words or common for f in files if kinds[f].name == common)
-    raise TraceError(odd, f"is {kinds[odd].words or 'another format'}, "
-                          f"but the other files are {common_words}: open them as separate sessions")
+    raise TraceError(
+        odd,
+        f"is {kinds[odd].words or 'another format'}, "
+        f"but the other files are {common_words}: open them as separate sessions",
+    )

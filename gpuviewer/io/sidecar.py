@@ -14,6 +14,7 @@ rejects the whole file, with a message naming it. A file that could not be read 
 by the next save as NAME.damaged-YYYYmmdd-HHMMSS, so the user's data is never overwritten.
 Annotations beyond limits.max_annotations are not shown (a warning says so) but are saved back
 untouched."""
+
 from __future__ import annotations
 
 import errno
@@ -54,6 +55,7 @@ def sidecar_path(paths: list[str]) -> str:
 
 def _user_path(paths: list[str]) -> str:
     import platformdirs
+
     root = os.environ.get("GPUVIEWER_DATA_DIR") or platformdirs.user_data_dir("gpuviewer", appauthor=False)
     key = hashlib.sha256("\n".join(sorted(os.path.abspath(p) for p in paths)).encode()).hexdigest()[:24]
     return os.path.join(root, "annotations", key + SUFFIX)
@@ -97,8 +99,11 @@ def _read_doc(path: str, missing_ok: bool, max_notes: int | None, keep_rest: boo
     except TooLarge as e:
         if e.size is None:  # it grew after the size check
             raise TraceError(path, f"the annotations file is too large (over {limit:,} bytes)") from None
-        raise TraceError(path, f"the annotations file is too large ({e.size:,} bytes > {limit:,}; "
-                         "raise GPUVIEWER_MAX_SIDECAR_BYTES to read it)") from None
+        raise TraceError(
+            path,
+            f"the annotations file is too large ({e.size:,} bytes > {limit:,}; "
+            "raise GPUVIEWER_MAX_SIDECAR_BYTES to read it)",
+        ) from None
     stamp = _stamp(st)
     try:
         doc = AnnotationDoc.from_json(msgspec.json.decode(data), limit=max_notes, keep_rest=keep_rest)
@@ -151,8 +156,9 @@ def save_doc(path: str, doc: AnnotationDoc) -> Saved:
                 theirs = _read_doc(target, True, None)
         except TraceError as e:
             if target != os.path.abspath(path):
-                raise OSError(errno.EEXIST, f"links to a file that is not valid annotations ({e.problem}); "
-                              "left as it is", path) from None
+                raise OSError(
+                    errno.EEXIST, f"links to a file that is not valid annotations ({e.problem}); left as it is", path
+                ) from None
             messages.append(f"The damaged annotations file was kept as {move_aside(target)}")
             theirs = None
         merged = merge(doc, theirs, contents)
@@ -212,5 +218,6 @@ def _write(path: str, data: bytes) -> tuple:
         pause = os.environ.get("GPUVIEWER_TEST_PAUSE_BEFORE_RENAME")  # crash-safety test hook
         if pause:
             time.sleep(float(pause))
+
     write_path(path, produce, before_replace=before_replace, mode=mode)
     return stamps[0]

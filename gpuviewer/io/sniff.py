@@ -1,5 +1,6 @@
 """Decide what a file is from its content, never from its name (the tests themselves are the
 readers' own, in io/formats/, asked through io/registry)."""
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,11 @@ def expand(paths: list[str], warnings: list[str] | None = None) -> list[str]:
     said = warnings if warnings is not None else []
 
     def unlisted(e: OSError) -> None:
-        said.append(f"{e.filename}: a folder that cannot be read ({e.strerror or type(e).__name__}); "
-                    "its files are not in the session")
+        said.append(
+            f"{e.filename}: a folder that cannot be read ({e.strerror or type(e).__name__}); "
+            "its files are not in the session"
+        )
+
     for p in paths:
         if os.path.isdir(p):
             for root, _dirs, files in os.walk(p, onerror=unlisted):

@@ -18,6 +18,7 @@
 - Only real tables are read: a view, a virtual table or a computed column in place of a table
   would run SQL written by whoever made the file (real_tables, columns).
 """
+
 from __future__ import annotations
 
 import errno
@@ -164,15 +165,19 @@ def explain(db: SafeConnection | None, path: str, e: BaseException) -> BaseExcep
         return KeyboardInterrupt()
     if stopped == "steps" and db is not None:
         n = db._max_calls * _EVERY // 1000
-        return TraceError(path, f"a query ran past {n:,} thousand SQLite steps and was stopped: the "
-                                "export is damaged or built never to finish (GPUVIEWER_MAX_SQLITE_KSTEPS "
-                                "raises the limit)")
+        return TraceError(
+            path,
+            f"a query ran past {n:,} thousand SQLite steps and was stopped: the "
+            "export is damaged or built never to finish (GPUVIEWER_MAX_SQLITE_KSTEPS "
+            "raises the limit)",
+        )
     if getattr(e, "sqlite_errorcode", None) in (5, 6) or str(e).startswith("database is locked"):
         return TraceError(path, LOCKED)  # SQLITE_BUSY, SQLITE_LOCKED
     return TraceError(path, f"the export is damaged or cut short (sqlite: {e})")
 
 
 # -- what may be read --------------------------------------------------------------------------
+
 
 def real_tables(db: SafeConnection, read: Iterable[str]) -> set[str]:
     """Names of the ordinary tables. A view or virtual table under a name the reader reads
@@ -187,8 +192,11 @@ def real_tables(db: SafeConnection, read: Iterable[str]) -> set[str]:
             out.add(name)
         elif name.casefold() in wanted and (virtual or typ == "view"):
             what = "a virtual table" if virtual else "a view"
-            raise TraceError(db.source, f"damaged or not an Nsight Systems export: {name} is {what}, "
-                                        "not a table (SQL stored in a file is never run)")
+            raise TraceError(
+                db.source,
+                f"damaged or not an Nsight Systems export: {name} is {what}, "
+                "not a table (SQL stored in a file is never run)",
+            )
     return out
 
 
@@ -202,8 +210,11 @@ def columns(db: SafeConnection, table: str) -> set[str]:
         hidden = None
     for r in rows:
         if hidden is not None and r[hidden] == 2:
-            raise TraceError(db.source, f"damaged or not an Nsight Systems export: column {r[1]} of "
-                                        f"{table} is computed by SQL stored in the file (never run)")
+            raise TraceError(
+                db.source,
+                f"damaged or not an Nsight Systems export: column {r[1]} of "
+                f"{table} is computed by SQL stored in the file (never run)",
+            )
     return {r[1] for r in rows if hidden is None or r[hidden] in (0, 3)}
 
 
@@ -223,9 +234,15 @@ def row_bound(db: SafeConnection, table: str) -> int:
     return max(0, min(r[0], size // 8)) if size else 0
 
 
-def fetch_ints(db: SafeConnection, sql: str, ncols: int, required: Iterable[int] = (),
-               times: tuple[int, int | None] | None = None, rows: int = 0,
-               missing: int = -1) -> tuple[np.ndarray, int]:
+def fetch_ints(
+    db: SafeConnection,
+    sql: str,
+    ncols: int,
+    required: Iterable[int] = (),
+    times: tuple[int, int | None] | None = None,
+    rows: int = 0,
+    missing: int = -1,
+) -> tuple[np.ndarray, int]:
     """(rows as int64, rows dropped). A row is dropped when a `required` column is not an
     integer, or its times (start, end column indexes) are out of range or end before they start;
     other columns that are not integers become `missing`.
@@ -262,14 +279,20 @@ def fetch_ints(db: SafeConnection, sql: str, ncols: int, required: Iterable[int]
             grown = np.empty((max(n + len(a), 2 * len(out)), ncols), np.int64, order="F")
             grown[:n] = out[:n]
             out = grown
-        out[n:n + len(a)] = a
+        out[n : n + len(a)] = a
         n += len(a)
     return out[:n], bad
 
 
-def fetch_columns(db: SafeConnection, table: str, exprs: list[str], required: Iterable[int] = (),
-                  times: tuple[int, int | None] | None = None, missing: int = -1,
-                  block: int = 1 << 18) -> tuple[np.ndarray, int]:
+def fetch_columns(
+    db: SafeConnection,
+    table: str,
+    exprs: list[str],
+    required: Iterable[int] = (),
+    times: tuple[int, int | None] | None = None,
+    missing: int = -1,
+    block: int = 1 << 18,
+) -> tuple[np.ndarray, int]:
     """fetch_ints of `SELECT exprs FROM table`, without a Python object per value where every
     value is an integer: SQLite writes each column of a block of rows as one decimal text
     (group_concat) that numpy parses into the preallocated column. Where a value is not an
@@ -286,12 +309,20 @@ def fetch_columns(db: SafeConnection, table: str, exprs: list[str], required: It
         got = None  # fetch_ints meets the same error and says it
     if got is not None:
         return got
-    return fetch_ints(db, f"SELECT {', '.join(exprs)} FROM {table}", len(exprs), required, times,
-                      rows=row_bound(db, table), missing=missing)
+    return fetch_ints(
+        db,
+        f"SELECT {', '.join(exprs)} FROM {table}",
+        len(exprs),
+        required,
+        times,
+        rows=row_bound(db, table),
+        missing=missing,
+    )
 
 
-def _concat_fetch(db: SafeConnection, table: str, exprs: list[str], times: tuple[int, int | None] | None,
-                  block: int) -> tuple[np.ndarray, int] | None:
+def _concat_fetch(
+    db: SafeConnection, table: str, exprs: list[str], times: tuple[int, int | None] | None, block: int
+) -> tuple[np.ndarray, int] | None:
     # blocks of rowids: 256k rows make ~3 MB of text a column, held once by SQLite, once by Python
     count = db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
     if not count:
@@ -303,23 +334,30 @@ def _concat_fetch(db: SafeConnection, table: str, exprs: list[str], times: tuple
     # rowid is an integer; coalesce(x, constant) is never NULL: checks they need not pay for.
     # An expression asked for twice (globalTid, split into process and thread) is fetched once.
     uniq = list(dict.fromkeys(exprs))
-    text = ", ".join(f"group_concat({e}, ','), " + ("count(*), 'integer'" if e == "rowid" else
-                     f"{'count(*)' if e.startswith('coalesce(') else f'count({e})'}, typeof(max({e}))")
-                     for e in uniq)
+    text = ", ".join(
+        f"group_concat({e}, ','), "
+        + (
+            "count(*), 'integer'"
+            if e == "rowid"
+            else f"{'count(*)' if e.startswith('coalesce(') else f'count({e})'}, typeof(max({e}))"
+        )
+        for e in uniq
+    )
     place = [[j for j, x in enumerate(exprs) if x == e] for e in uniq]
     out = np.empty((count, len(exprs)), np.int64, order="F")
     n = bad = 0
     for first in range(lo, hi + 1, block):
-        row = db.execute(f"SELECT count(*), {text} FROM {table} WHERE rowid BETWEEN ? AND ?",
-                         (first, min(first + block - 1, hi))).fetchone()
+        row = db.execute(
+            f"SELECT count(*), {text} FROM {table} WHERE rowid BETWEEN ? AND ?", (first, min(first + block - 1, hi))
+        ).fetchone()
         k = row[0]
         if not k:
             continue
         if n + k > count:
             return None
-        a = out[n:n + k]
+        a = out[n : n + k]
         for u, js in enumerate(place):
-            s, non_null, top = row[1 + 3 * u:4 + 3 * u]
+            s, non_null, top = row[1 + 3 * u : 4 + 3 * u]
             col = _parse_ints(s, k) if non_null == k and top == "integer" else None
             if col is None:
                 return None
@@ -370,6 +408,7 @@ def _clean(rows: list, ncols: int, required: tuple[int, ...], missing: int = -1)
 
 # -- locks and sidecar files -----------------------------------------------------------------
 
+
 def _hold_shared_lock(path: str) -> int | None:
     """Take SQLite's shared lock on the file as SQLite itself would (read locks on PENDING, then
     on the SHARED range; PENDING let go), without waiting. Returns the descriptor that holds it,
@@ -408,6 +447,7 @@ def _reserved_by_other(fd: int | None) -> bool:
     if fd is None:
         return False
     import fcntl
+
     try:
         fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, 1, _RESERVED)
     except OSError:
@@ -442,13 +482,14 @@ def _pending_sidecar(path: str, fd: int | None) -> str | None:
 
 def copies_root() -> str:
     from .cache import cache_root
+
     return os.path.join(os.path.dirname(cache_root()), "sqlite-recovered")
 
 
 def _recovered_copy(path: str, sidecar: str) -> tuple[str, str]:
     """A copy of the file with the sidecar's content applied, in the cache folder (reused while
     neither file changes, so event arguments read later see the same rows); and the warning."""
-    suffix = sidecar[len(path):]
+    suffix = sidecar[len(path) :]
     root = copies_root()
     try:
         os.makedirs(root, exist_ok=True)
@@ -456,15 +497,20 @@ def _recovered_copy(path: str, sidecar: str) -> tuple[str, str]:
     except OSError as e:
         raise TraceError(path, f"cannot read the {suffix} file beside it ({e.strerror})") from None
     tag = hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:16]
-    key = hashlib.sha256(f"{st.st_size}:{st.st_mtime_ns}:{suffix}:{sst.st_size}:{sst.st_mtime_ns}"
-                         .encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        f"{st.st_size}:{st.st_mtime_ns}:{suffix}:{sst.st_size}:{sst.st_mtime_ns}".encode()
+    ).hexdigest()[:16]
     dest = os.path.join(root, f"{tag}-{key}.sqlite")
     if suffix == "-wal":
-        note = (f"a {suffix} file beside it holds transactions not yet written into the file; they are "
-                f"read from a copy in {root} (the file and its {suffix} are left as they are)")
+        note = (
+            f"a {suffix} file beside it holds transactions not yet written into the file; they are "
+            f"read from a copy in {root} (the file and its {suffix} are left as they are)"
+        )
     else:
-        note = (f"a {suffix} file beside it shows an interrupted write; the file is read as it was "
-                f"before that write, from a copy in {root} (the file is left as it is)")
+        note = (
+            f"a {suffix} file beside it shows an interrupted write; the file is read as it was "
+            f"before that write, from a copy in {root} (the file is left as it is)"
+        )
     if os.path.isfile(dest):
         return dest, note
     need = st.st_size + sst.st_size
@@ -473,8 +519,10 @@ def _recovered_copy(path: str, sidecar: str) -> tuple[str, str]:
     except OSError:
         free = need + (64 << 20)
     if free < need + (64 << 20):
-        raise TraceError(path, f"a {suffix} file beside it must be read from a copy, and {root} has "
-                               f"less than {need / 1e9:.1f} GB free")
+        raise TraceError(
+            path,
+            f"a {suffix} file beside it must be read from a copy, and {root} has less than {need / 1e9:.1f} GB free",
+        )
     _drop_stale(root, tag)
     tmp = tempfile.mkdtemp(prefix=".tmp-", dir=root)
     try:
@@ -490,8 +538,9 @@ def _recovered_copy(path: str, sidecar: str) -> tuple[str, str]:
             db.close()
         os.replace(work, dest)
     except sqlite3.Error as e:
-        raise TraceError(path, f"the export is damaged or cut short (sqlite, with the {suffix} file "
-                               f"beside it: {e})") from None
+        raise TraceError(
+            path, f"the export is damaged or cut short (sqlite, with the {suffix} file beside it: {e})"
+        ) from None
     except OSError as e:
         raise TraceError(path, f"cannot copy it to read the {suffix} file beside it ({e.strerror})") from None
     finally:

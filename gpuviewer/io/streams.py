@@ -3,6 +3,7 @@
 isal's igzip decompresses about 1.4x faster than the standard library here (see
 engineering.md); zlib is the fallback with the same interface.
 """
+
 from __future__ import annotations
 
 import gzip

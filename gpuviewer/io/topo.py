@@ -5,6 +5,7 @@ header row with a leading empty cell; matrix columns are the GPU*/NIC* labels, t
 Affinity, NUMA Affinity, GPU NUMA ID; diagonal X; stop at the blank line; NIC names from the
 NIC Legend.
 """
+
 from __future__ import annotations
 
 import re
@@ -35,10 +36,10 @@ def parse_topo_matrix(text: str, source: str = "") -> Topology:
     if header and header[0] == "":
         header = header[1:]
     cols = [h for h in header if _LABEL.match(h)]
-    extra = header[len(cols):]
+    extra = header[len(cols) :]
     topo = Topology(source=source)
     rows = {}
-    for ln in lines[head_i + 1:]:
+    for ln in lines[head_i + 1 :]:
         if not ln.strip():
             break
         cells = _split(ln)
@@ -56,7 +57,7 @@ def parse_topo_matrix(text: str, source: str = "") -> Topology:
         kind, idx = _LABEL.findall(name)[0]  # cols hold only names _LABEL matches
         d = Device(name, kind.lower(), int(idx), label=nic_names.get(name, ""))
         cells = rows.get(name, [])
-        tail = cells[len(cols):]
+        tail = cells[len(cols) :]
         info = dict(zip(extra, tail))
         if kind == "GPU":
             d.cpu_affinity = info.get("CPU Affinity") or None
@@ -130,8 +131,11 @@ def read_topology(paths: list[str]) -> Topology:
                 texts[p] = f.read()
         except OSError as e:
             raise TraceError(p, e.strerror or "cannot read") from None
-    matrix = [p for p, t in texts.items() if "Legend" in t or re.search(r"^\s*\S*GPU0\s", t, re.M)
-              and "Link 0" not in t and "Product Name" not in t]
+    matrix = [
+        p
+        for p, t in texts.items()
+        if "Legend" in t or re.search(r"^\s*\S*GPU0\s", t, re.M) and "Link 0" not in t and "Product Name" not in t
+    ]
     if not matrix:
         raise TraceError(", ".join(paths), "no `nvidia-smi topo -m` matrix among these files")
     topo = parse_topo_matrix(texts[matrix[0]], matrix[0])

@@ -1,6 +1,7 @@
 """Move ranks' events by their host's clock correction (offset, and drift over time). Within a
 lane every event moves by the same amount up to a drift of parts per million, so the columns
 stay sorted; derived per-lane data (levels of detail) is dropped and rebuilt."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,11 +28,25 @@ def apply_offsets(trace: Trace, shift_of_rank) -> None:
             if m.any():
                 it[m] += np.rint(shift_of_rank(r, it[m])).astype(np.int64)
     trace.instants["t"] = it
-    trace.steps = [Step(s.rank, s.step, s.start + int(round(float(shift_of_rank(s.rank, s.start)))),
-                        s.end + int(round(float(shift_of_rank(s.rank, s.end))))) for s in trace.steps]
-    trace.counters = [Counter(k.rank, k.device, k.name,
-                              np.asarray(k.t, np.int64) + np.rint(shift_of_rank(k.rank, np.asarray(k.t))).astype(np.int64),
-                              k.v) for k in trace.counters]
+    trace.steps = [
+        Step(
+            s.rank,
+            s.step,
+            s.start + int(round(float(shift_of_rank(s.rank, s.start)))),
+            s.end + int(round(float(shift_of_rank(s.rank, s.end)))),
+        )
+        for s in trace.steps
+    ]
+    trace.counters = [
+        Counter(
+            k.rank,
+            k.device,
+            k.name,
+            np.asarray(k.t, np.int64) + np.rint(shift_of_rank(k.rank, np.asarray(k.t))).astype(np.int64),
+            k.v,
+        )
+        for k in trace.counters
+    ]
     keep = {k: v for k, v in trace.derived.items() if k == "collective_args"}  # not about time
     trace.derived.clear()
     trace.derived.update(keep)

@@ -10,6 +10,7 @@ bookkeeping; an id in base but no longer ours was deleted here. Rules:
 - changed on both sides to different content: ours, and theirs kept as a copy with a new id;
 - deleted on one side, changed on the other: the changed one is kept (the user's work is never
   dropped), and the message says so."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -85,8 +86,9 @@ def merge(doc: AnnotationDoc, theirs: AnnotationDoc | None, contents: dict[str, 
             copy = dataclasses.replace(other, id=new_id())
             out.append(copy)
             took = True
-            messages.append(f"{_label(a)} was changed here and in another window: kept yours, "
-                            f"and theirs as a copy ({_label(copy)})")
+            messages.append(
+                f"{_label(a)} was changed here and in another window: kept yours, and theirs as a copy ({_label(copy)})"
+            )
         elif changed_there:
             for f in dataclasses.fields(Annotation):  # in place: the panel holds this object
                 setattr(a, f.name, getattr(other, f.name))

@@ -5,6 +5,7 @@ Each annotation has a stable id and the time it was last changed, so that two se
 one sidecar can merge by id (model.annotation_merge). The ids are random, so that two processes
 never make the same one; an older sidecar without ids gets ids made from each annotation's
 position and content, the same in every process that reads that file."""
+
 from __future__ import annotations
 
 import hashlib
@@ -57,8 +58,7 @@ class Annotation:
             self.color = DEFAULT_COLORS[self.kind]
 
     def to_json(self) -> dict:
-        d = {"kind": self.kind, "text": self.text, "start_ns": self.start_ns, "rank": self.rank,
-             "color": self.color}
+        d = {"kind": self.kind, "text": self.text, "start_ns": self.start_ns, "rank": self.rank, "color": self.color}
         if self.end_ns is not None:
             d["end_ns"] = self.end_ns
         if self.lane:
@@ -91,12 +91,20 @@ class Annotation:
         kind = _get(d, "kind", str, "note")
         if kind not in KINDS:
             raise AnnotationError(f"unknown annotation kind {kind!r} (expected note, region or arrow)")
-        a = cls(kind=kind, text=_get(d, "text", str, ""), start_ns=_get(d, "start_ns", int, None),
-                end_ns=_get(d, "end_ns", int, None), rank=_get(d, "rank", int, 0),
-                lane=_get(d, "lane", str, None), color=_get(d, "color", str, ""),
-                title=_get(d, "title", str, ""), end_rank=_get(d, "end_rank", int, None),
-                end_lane=_get(d, "end_lane", str, None), id="",
-                modified_ms=_get(d, "modified_ms", int, 0))
+        a = cls(
+            kind=kind,
+            text=_get(d, "text", str, ""),
+            start_ns=_get(d, "start_ns", int, None),
+            end_ns=_get(d, "end_ns", int, None),
+            rank=_get(d, "rank", int, 0),
+            lane=_get(d, "lane", str, None),
+            color=_get(d, "color", str, ""),
+            title=_get(d, "title", str, ""),
+            end_rank=_get(d, "end_rank", int, None),
+            end_lane=_get(d, "end_lane", str, None),
+            id="",
+            modified_ms=_get(d, "modified_ms", int, 0),
+        )
         ident = _get(d, "id", str, "")
         if len(ident) > MAX_ID_CHARS:
             raise AnnotationError(f"id is longer than {MAX_ID_CHARS} characters")
@@ -110,8 +118,7 @@ class Annotation:
 
 
 # Times are int64 ns and ranks small integers; larger numbers would overflow Qt's and numpy's ints.
-_BOUNDS = {"start_ns": 1 << 62, "end_ns": 1 << 62, "rank": 1 << 31, "end_rank": 1 << 31,
-           "modified_ms": 1 << 62}
+_BOUNDS = {"start_ns": 1 << 62, "end_ns": 1 << 62, "rank": 1 << 31, "end_rank": 1 << 31, "modified_ms": 1 << 62}
 _TYPE_NAMES = {str: "a string", int: "an integer"}
 
 
@@ -154,8 +161,7 @@ class AnnotationDoc:
         return self.annotations + self.hidden
 
     def to_json(self) -> dict:
-        return {"schema": SCHEMA_VERSION, "annotations": [a.to_json() for a in self.all()],
-                "view": self.view}
+        return {"schema": SCHEMA_VERSION, "annotations": [a.to_json() for a in self.all()], "view": self.view}
 
     @classmethod
     def from_json(cls, d, limit: int | None = None, keep_rest: bool = True) -> AnnotationDoc:
@@ -180,11 +186,12 @@ class AnnotationDoc:
         _check_view(view)
         warnings: list[str] = []
         if limit is not None and len(anns) > limit:
-            kept = ("the others are kept in the file untouched" if keep_rest
-                    else "the others are not read")
-            warnings.append(f"holds {len(anns):,} annotations, more than the limit of {limit:,}: showing the "
-                            f"first {limit:,} of {len(anns):,}; {kept} (raise GPUVIEWER_MAX_ANNOTATIONS "
-                            "to show them all)")
+            kept = "the others are kept in the file untouched" if keep_rest else "the others are not read"
+            warnings.append(
+                f"holds {len(anns):,} annotations, more than the limit of {limit:,}: showing the "
+                f"first {limit:,} of {len(anns):,}; {kept} (raise GPUVIEWER_MAX_ANNOTATIONS "
+                "to show them all)"
+            )
             if not keep_rest:
                 anns = anns[:limit]
         out, seen = [], set()
@@ -201,7 +208,7 @@ class AnnotationDoc:
             seen.add(ann.id)
             out.append(ann)
         shown = out if limit is None else out[:limit]
-        doc = cls(shown, view, warnings, out[len(shown):])
+        doc = cls(shown, view, warnings, out[len(shown) :])
         if not warnings or keep_rest:  # read whole: a save merges against it
             doc.base = {a.id: a.content() for a in out}
         return doc
@@ -214,9 +221,11 @@ _LANE_LISTS = {"collapsed_ranks": int, "hidden": str, "pinned": str, "order": st
 
 def _check_view(view: dict) -> None:
     rng = view.get("range")
-    if rng is not None and not (isinstance(rng, list) and len(rng) == 2
-                                and all(isinstance(x, int) and not isinstance(x, bool)
-                                        and abs(x) <= _BOUNDS["start_ns"] for x in rng)):
+    if rng is not None and not (
+        isinstance(rng, list)
+        and len(rng) == 2
+        and all(isinstance(x, int) and not isinstance(x, bool) and abs(x) <= _BOUNDS["start_ns"] for x in rng)
+    ):
         raise AnnotationError("view.range must be two integers (ns)")
     lanes = view.get("lanes")
     if lanes is None:

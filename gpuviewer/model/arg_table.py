@@ -7,6 +7,7 @@ cache path (the `src` column and the lane's source); each value is one JSON obje
 producer's keys, stored once however many events carry it (a step's shapes and collectives repeat
 step after step and rank after rank: 64 ranks of a real DDP trace hold a few thousand distinct
 objects for 790k ops)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -68,10 +69,19 @@ class ArgTable:
     def from_arrays(cls, a: dict[str, np.ndarray]) -> ArgTable:
         """From arrays() as stored; ValueError when they do not fit together (a damaged entry)."""
         key, ref, blob, off = (np.asarray(a[k]) for k in ("argtab_key", "argtab_ref", "argtab_blob", "argtab_off"))
-        if key.dtype != np.int64 or ref.dtype != np.int32 or blob.dtype != np.uint8 or off.dtype != np.int64 \
-                or len(key) != len(ref) or not len(off) or off[0] != 0 or off[-1] != len(blob) \
-                or (np.diff(off) < 0).any() or (np.diff(key) < 0).any() \
-                or (len(ref) and (int(ref.min()) < 0 or int(ref.max()) >= len(off) - 1)):
+        if (
+            key.dtype != np.int64
+            or ref.dtype != np.int32
+            or blob.dtype != np.uint8
+            or off.dtype != np.int64
+            or len(key) != len(ref)
+            or not len(off)
+            or off[0] != 0
+            or off[-1] != len(blob)
+            or (np.diff(off) < 0).any()
+            or (np.diff(key) < 0).any()
+            or (len(ref) and (int(ref.min()) < 0 or int(ref.max()) >= len(off) - 1))
+        ):
             raise ValueError("the recorded arguments' table is inconsistent")
         return cls(key, ref, blob, off)
 
@@ -93,7 +103,7 @@ class ArgTable:
         blob, off = self.blob, self.off
         for i, r in zip(idx[hit].tolist(), self.ref[at[hit]].tolist()):
             try:
-                v = msgspec.json.decode(blob[off[r]:off[r + 1]].tobytes())
+                v = msgspec.json.decode(blob[off[r] : off[r + 1]].tobytes())
             except msgspec.DecodeError:  # written by us: only a damaged entry gets here
                 continue
             if isinstance(v, dict):

@@ -1,4 +1,5 @@
 """TraceBuilder: readers append column chunks; finish() sorts, nests and links them."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,8 +35,9 @@ class TraceBuilder:
         self.arg_blobs: dict[bytes, int] = {}
 
     # -- lanes ---------------------------------------------------------------------------
-    def lane(self, rank: int, kind: str, device: int, stream: int, label: str, *, pid: int = -1,
-             source: int = 0) -> int:
+    def lane(
+        self, rank: int, kind: str, device: int, stream: int, label: str, *, pid: int = -1, source: int = 0
+    ) -> int:
         key = (rank, kind, device, pid, stream)
         i = self._lane_index.get(key)
         if i is None:
@@ -64,8 +66,7 @@ class TraceBuilder:
     def add_instants(self, t: np.ndarray, lane: np.ndarray, name: np.ndarray) -> None:
         if len(t):
             self.n_events += len(t)
-            self._inst.append((np.asarray(t, np.int64), np.asarray(lane, np.int32),
-                               np.asarray(name, np.int32)))
+            self._inst.append((np.asarray(t, np.int64), np.asarray(lane, np.int32), np.asarray(name, np.int32)))
 
     # -- finish --------------------------------------------------------------------------
     def finish(self) -> Trace:
@@ -74,13 +75,23 @@ class TraceBuilder:
         inst = _concat_inst(self._inst)
         flows = link_flows(cols, np.array([ln.rank for ln in self.lanes], np.int64))
         self.finish_tables()
-        t = Trace(format=self.format, columns=cols, names=self.names.strings, lanes=self.lanes,
-                  ranks=[self.ranks[r] for r in sorted(self.ranks)], counters=self.counters,
-                  steps=sorted(self.steps, key=lambda s: (s.rank, s.step)), flows=flows,
-                  instants=inst, sources=self.sources, warnings=self.warnings,
-                  metadata=self.metadata)
+        t = Trace(
+            format=self.format,
+            columns=cols,
+            names=self.names.strings,
+            lanes=self.lanes,
+            ranks=[self.ranks[r] for r in sorted(self.ranks)],
+            counters=self.counters,
+            steps=sorted(self.steps, key=lambda s: (s.rank, s.step)),
+            flows=flows,
+            instants=inst,
+            sources=self.sources,
+            warnings=self.warnings,
+            metadata=self.metadata,
+        )
         if self.arg_parts is not None:
             from .arg_table import ArgTable
+
             t.arg_table = ArgTable.build(self.arg_parts, list(self.arg_blobs))
         return t
 
@@ -99,14 +110,23 @@ class TraceBuilder:
         """What finish() does besides the columns: lane order and each rank's devices."""
         self._order_lanes()
         for info in self.ranks.values():
-            info.devices = sorted({ln.device for ln in self.lanes
-                                   if ln.rank == info.rank and ln.device >= 0} | set(info.devices))
+            info.devices = sorted(
+                {ln.device for ln in self.lanes if ln.rank == info.rank and ln.device >= 0} | set(info.devices)
+            )
 
     def _order_lanes(self) -> None:
         from .categories import LaneKind
-        ranked = sorted(range(len(self.lanes)), key=lambda i: (
-            self.lanes[i].rank, LaneKind.ORDER.get(self.lanes[i].kind, 9), self.lanes[i].device,
-            self.lanes[i].pid, self.lanes[i].stream))
+
+        ranked = sorted(
+            range(len(self.lanes)),
+            key=lambda i: (
+                self.lanes[i].rank,
+                LaneKind.ORDER.get(self.lanes[i].kind, 9),
+                self.lanes[i].device,
+                self.lanes[i].pid,
+                self.lanes[i].stream,
+            ),
+        )
         for pos, i in enumerate(ranked):
             self.lanes[i].order = pos
 
@@ -200,6 +220,7 @@ def mark_comm_lanes(lanes: list[Lane], chunks: list[dict[str, np.ndarray]], sour
             t[0] += int(m.sum())
             t[1] += int(is_comm[m].sum())
     from .categories import LaneKind
+
     for lane_id, (n, n_comm) in per_lane.items():
         lane = lanes[lane_id]
         if source is not None and lane.source != source:

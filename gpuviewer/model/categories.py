@@ -1,4 +1,5 @@
 """Event categories and lane kinds shared by every reader and view."""
+
 from __future__ import annotations
 
 from enum import IntEnum

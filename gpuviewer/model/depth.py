@@ -4,6 +4,7 @@ Slices are sorted by (start, -duration). Properly nested slices get their depth 
 vectorised formula; lanes where slices partially overlap (concurrent kernels on a stream,
 unmatched B/E) fall back to a stack, which never drops a slice: each one gets the first free row.
 """
+
 from __future__ import annotations
 
 import numpy as np

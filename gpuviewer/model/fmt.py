@@ -1,6 +1,7 @@
 """Numbers and text for people: times in their own unit (s, ms, µs, ns) and HTML escaping.
 Qt-free, so reports and the command line format exactly as the window does without loading a
 GUI toolkit."""
+
 from __future__ import annotations
 
 import html
@@ -41,7 +42,7 @@ def esc(s: str) -> str:
 
 
 def counted(n: int, noun: str) -> str:
-    """"1 warning", "2 warnings", "12,345 events": the noun agrees with its number."""
+    """ "1 warning", "2 warnings", "12,345 events": the noun agrees with its number."""
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
@@ -51,13 +52,28 @@ def utilization_line(r: dict) -> str:
     u = r.get("gpu_utilization") or 0.0
     out = f"GPU utilization {u:.0%} (compute)"
     sh = r.get("utilization_breakdown") or {}
-    parts = [f"{label} {sh[k]:.0%}" for k, label in (("nccl_wait", "NCCL waiting"), ("nccl_transfer", "NCCL transfer"),
-                                                     ("copy", "copies"), ("idle", "idle")) if k in sh]
+    parts = [
+        f"{label} {sh[k]:.0%}"
+        for k, label in (
+            ("nccl_wait", "NCCL waiting"),
+            ("nccl_transfer", "NCCL transfer"),
+            ("copy", "copies"),
+            ("idle", "idle"),
+        )
+        if k in sh
+    ]
     if parts:
         out += "; " + ", ".join(parts)
     host = r.get("host_breakdown") or {}
     if any(host.values()):
-        out += "; host: " + ", ".join(f"{label} {host[k]:.0%}" for k, label in (
-            ("framework", "framework ops"), ("launch", "launch calls"), ("sync", "syncs"), ("idle", "idle"))
-            if k in host)
+        out += "; host: " + ", ".join(
+            f"{label} {host[k]:.0%}"
+            for k, label in (
+                ("framework", "framework ops"),
+                ("launch", "launch calls"),
+                ("sync", "syncs"),
+                ("idle", "idle"),
+            )
+            if k in host
+        )
     return out

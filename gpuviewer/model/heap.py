@@ -5,6 +5,7 @@ joined into the session's columns they are freed, but 200+ MB stayed resident. t
 free pages back (a no-op off glibc). Fixing the mmap threshold instead (mallopt) also kept the
 peak down but cost 20-30% more CPU on launch_bound_big (every piece then faulted in fresh pages).
 """
+
 from __future__ import annotations
 
 import ctypes

@@ -1,5 +1,6 @@
 """Interval arithmetic on sorted numpy arrays: unions, intersections, clipping. O(n) after a
 sort; no Python loop over events."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -43,10 +44,12 @@ def intersect(a: Intervals, b: Intervals) -> Intervals:
     if not len(a[0]) or not len(b[0]):
         return EMPTY
     t = np.concatenate((a[0], a[1], b[0], b[1]))
-    da = np.concatenate((np.ones(len(a[0]), np.int64), -np.ones(len(a[1]), np.int64),
-                         np.zeros(len(b[0]) + len(b[1]), np.int64)))
-    db = np.concatenate((np.zeros(len(a[0]) + len(a[1]), np.int64), np.ones(len(b[0]), np.int64),
-                         -np.ones(len(b[1]), np.int64)))
+    da = np.concatenate(
+        (np.ones(len(a[0]), np.int64), -np.ones(len(a[1]), np.int64), np.zeros(len(b[0]) + len(b[1]), np.int64))
+    )
+    db = np.concatenate(
+        (np.zeros(len(a[0]) + len(a[1]), np.int64), np.ones(len(b[0]), np.int64), -np.ones(len(b[1]), np.int64))
+    )
     o = np.argsort(t, kind="stable")
     t, da, db = t[o], da[o], db[o]
     ca, cb = np.cumsum(da), np.cumsum(db)
@@ -67,8 +70,14 @@ def subtract(a: Intervals, b: Intervals) -> Intervals:
         return a
     # a \\ b = gaps of inter inside a: cut each a interval at the intersection pieces
     t = np.concatenate((a[0], a[1], inter[0], inter[1]))
-    d = np.concatenate((np.ones(len(a[0]), np.int64), -np.ones(len(a[1]), np.int64),
-                        -np.ones(len(inter[0]), np.int64), np.ones(len(inter[1]), np.int64)))
+    d = np.concatenate(
+        (
+            np.ones(len(a[0]), np.int64),
+            -np.ones(len(a[1]), np.int64),
+            -np.ones(len(inter[0]), np.int64),
+            np.ones(len(inter[1]), np.int64),
+        )
+    )
     o = np.lexsort((d, t))
     t, d = t[o], d[o]
     c = np.cumsum(d)

@@ -4,6 +4,7 @@ y grows downward in row units: a depth row is 1.0 high, a rank header HEADER_H. 
 (collapsed ranks, hidden, pinned and reordered lanes) is keyed by Lane.key, so it survives
 reopening the trace (lane numbers may differ, keys do not).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -29,24 +30,41 @@ class ViewState:
     groups: dict[str, bool] = field(default_factory=dict)  # "r{rank}/{kind}" -> collapsed
 
     def to_json(self) -> dict:
-        return {"collapsed_ranks": sorted(self.collapsed_ranks), "hidden": sorted(self.hidden),
-                "pinned": list(self.pinned), "order": list(self.order), "expanded": sorted(self.expanded),
-                "groups": dict(self.groups)}
+        return {
+            "collapsed_ranks": sorted(self.collapsed_ranks),
+            "hidden": sorted(self.hidden),
+            "pinned": list(self.pinned),
+            "order": list(self.order),
+            "expanded": sorted(self.expanded),
+            "groups": dict(self.groups),
+        }
 
     @classmethod
     def from_json(cls, d: dict) -> ViewState:
-        return cls(set(d.get("collapsed_ranks", [])), set(d.get("hidden", [])),
-                   list(d.get("pinned", [])), list(d.get("order", [])), set(d.get("expanded", [])),
-                   {str(k): bool(v) for k, v in (d.get("groups") or {}).items()})
+        return cls(
+            set(d.get("collapsed_ranks", [])),
+            set(d.get("hidden", [])),
+            list(d.get("pinned", [])),
+            list(d.get("order", [])),
+            set(d.get("expanded", [])),
+            {str(k): bool(v) for k, v in (d.get("groups") or {}).items()},
+        )
 
 
 # Lanes of one kind inside a rank form a collapsible group when there are at least this many;
 # OS-runtime threads (often dozens, mostly waiting) start collapsed.
 GROUP_MIN = 3
 GROUP_H = 1.1
-KIND_TITLE = {LaneKind.GPU: "GPU streams", LaneKind.COMM: "Communication", LaneKind.GPU_ANNOTATION: "GPU annotations",
-              LaneKind.NVTX: "NVTX", LaneKind.CUDA_API: "CUDA API", LaneKind.CPU: "CPU threads",
-              LaneKind.OSRT: "OS runtime", LaneKind.OTHER: "Other"}
+KIND_TITLE = {
+    LaneKind.GPU: "GPU streams",
+    LaneKind.COMM: "Communication",
+    LaneKind.GPU_ANNOTATION: "GPU annotations",
+    LaneKind.NVTX: "NVTX",
+    LaneKind.CUDA_API: "CUDA API",
+    LaneKind.CPU: "CPU threads",
+    LaneKind.OSRT: "OS runtime",
+    LaneKind.OTHER: "Other",
+}
 COLLAPSED_BY_DEFAULT = {LaneKind.OSRT}
 SUMMARY_ABOVE = 8  # with more ranks than this, each starts as one summary row
 # With 2..SUMMARY_ABOVE ranks, each rank shows its GPU lanes and folds the lanes of its host
@@ -133,8 +151,11 @@ class Layout:
             y += HEADER_H
             if r in self.state.collapsed_ranks:
                 continue
-            lanes = [ln for ln in self.ordered_lanes(r)
-                     if self.trace.lanes[ln].key not in self.state.hidden and ln not in pinned]
+            lanes = [
+                ln
+                for ln in self.ordered_lanes(r)
+                if self.trace.lanes[ln].key not in self.state.hidden and ln not in pinned
+            ]
             host = [ln for ln in lanes if self.trace.lanes[ln].kind in HOST_KINDS] if self.fold_hosts else []
             if host and len(host) < len(lanes):
                 lanes = [ln for ln in lanes if ln not in host]
@@ -145,8 +166,9 @@ class Layout:
                     t = KIND_TITLE.get(self.trace.lanes[ln].kind, "Other")
                     if t not in kinds:
                         kinds.append(t)
-                rows.append(Row("group", y, GROUP_H, r, label=f"Host · {', '.join(kinds)} · {len(host)} lanes",
-                                group=gkey))
+                rows.append(
+                    Row("group", y, GROUP_H, r, label=f"Host · {', '.join(kinds)} · {len(host)} lanes", group=gkey)
+                )
                 y += GROUP_H
                 if not self.group_collapsed(gkey):
                     y = self._lanes(rows, y, r, host)
@@ -173,8 +195,16 @@ class Layout:
                 gkey = f"r{r}/{kind}"
                 if gkey != current:
                     current = gkey
-                    rows.append(Row("group", y, GROUP_H, r, label=f"{KIND_TITLE.get(kind, kind)} · "
-                                    f"{by_kind[kind]} lanes", group=gkey))
+                    rows.append(
+                        Row(
+                            "group",
+                            y,
+                            GROUP_H,
+                            r,
+                            label=f"{KIND_TITLE.get(kind, kind)} · {by_kind[kind]} lanes",
+                            group=gkey,
+                        )
+                    )
                     y += GROUP_H
                 if self.group_collapsed(gkey):
                     continue

@@ -2,6 +2,7 @@
 (kernel, group and file names, notes) escaped one way, so a name holding `|`, `*`, `<` or a
 newline shows as written and stays in its table cell. Here in the model so that analysis, export
 and the command line can all import it."""
+
 from __future__ import annotations
 
 import re
@@ -22,7 +23,7 @@ def _one_line(s: str, cut: int | None) -> str:
     # a cell or list item is one line: runs of white space (newlines too) become one space
     s = " ".join(str(s).split())
     if cut is not None and len(s) > cut:
-        s = s[:cut - 1] + "…"
+        s = s[: cut - 1] + "…"
     return line(s)  # other control characters shown as \xNN
 
 
@@ -47,12 +48,15 @@ def cell(value, cut: int | None = None) -> str:
     return code_cell(value, cut) if isinstance(value, Code) else escape_cell(str(value), cut)
 
 
-def table(head: Sequence[str], rows: Iterable[Sequence], right: Sequence[bool] | None = None,
-          cut: int | None = None) -> list[str]:
+def table(
+    head: Sequence[str], rows: Iterable[Sequence], right: Sequence[bool] | None = None, cut: int | None = None
+) -> list[str]:
     """A GFM table's lines: the header, the separator (`right`: which columns are right-aligned)
     and a line per row, every cell through cell()."""
     right = right or [False] * len(head)
-    out = ["| " + " | ".join(cell(h, cut) for h in head) + " |",
-           "|" + "|".join("---:" if r else "---" for r in right) + "|"]
+    out = [
+        "| " + " | ".join(cell(h, cut) for h in head) + " |",
+        "|" + "|".join("---:" if r else "---" for r in right) + "|",
+    ]
     out += ["| " + " | ".join(cell(c, cut) for c in r) + " |" for r in rows]
     return out

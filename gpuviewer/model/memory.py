@@ -1,4 +1,5 @@
 """Memory series the memory panel draws (no Qt): allocator counters and snapshot replays."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ class SnapshotSeries:
 class CategorySeries:
     """Bytes per category over time (a torch memory-timeline export): drawn like a snapshot's
     stacked areas, without per-allocation stacks."""
+
     device: int
     t: np.ndarray
     allocated: np.ndarray

@@ -7,6 +7,7 @@ bf16, fp16, fp8; GB/s of device memory. A row matches a device name (Kineto devi
 "name", nsys TARGET_INFO_GPU name) by its regular expressions, first row first, so the more
 specific names come before the general ones.
 """
+
 from __future__ import annotations
 
 import re
@@ -16,46 +17,217 @@ PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
 
 # name, match (regex, case-insensitive), fp64, fp32, tf32, bf16, fp16, fp8, GB/s, source
 _TABLE = (
-    ("H200 NVL", r"h200.*nvl", 30.0, 60.0, 417.5, 835.5, 835.5, 1670.5, 4800.0,
-     "NVIDIA H200 datasheet (H200 NVL column), nvidia.com/en-us/data-center/h200"),
-    ("H200 SXM", r"h200", 34.0, 67.0, 494.7, 989.4, 989.4, 1978.9, 4800.0,
-     "NVIDIA H200 datasheet (H200 SXM column), nvidia.com/en-us/data-center/h200"),
-    ("H100 NVL", r"h100.*nvl", 30.0, 60.0, 417.5, 835.5, 835.5, 1670.5, 3900.0,
-     "NVIDIA H100 datasheet (H100 NVL column), nvidia.com/en-us/data-center/h100"),
-    ("H100 PCIe", r"h100.*pcie", 26.0, 51.0, 378.0, 756.0, 756.0, 1513.0, 2000.0,
-     "NVIDIA H100 datasheet (H100 PCIe column), nvidia.com/en-us/data-center/h100"),
-    ("H100 SXM", r"h100|gh200", 34.0, 67.0, 494.7, 989.4, 989.4, 1978.9, 3350.0,
-     "NVIDIA H100 datasheet (H100 SXM column), nvidia.com/en-us/data-center/h100"),
-    ("A100 PCIe 40GB", r"a100.*pcie.*40|a100.*40.*pcie", 9.7, 19.5, 156.0, 312.0, 312.0, None, 1555.0,
-     "NVIDIA A100 datasheet (A100 40GB PCIe), nvidia.com/en-us/data-center/a100"),
-    ("A100 PCIe 80GB", r"a100.*pcie", 9.7, 19.5, 156.0, 312.0, 312.0, None, 1935.0,
-     "NVIDIA A100 datasheet (A100 80GB PCIe), nvidia.com/en-us/data-center/a100"),
-    ("A100 SXM 40GB", r"a100.*40", 9.7, 19.5, 156.0, 312.0, 312.0, None, 1555.0,
-     "NVIDIA A100 datasheet (A100 40GB SXM), nvidia.com/en-us/data-center/a100"),
-    ("A100 SXM 80GB", r"a100", 9.7, 19.5, 156.0, 312.0, 312.0, None, 2039.0,
-     "NVIDIA A100 datasheet (A100 80GB SXM), nvidia.com/en-us/data-center/a100"),
-    ("V100 SXM2", r"v100", 7.8, 15.7, None, None, 125.0, None, 900.0,
-     "NVIDIA V100 datasheet (V100 SXM2; fp16 Tensor Cores only), nvidia.com/en-us/data-center/v100"),
-    ("B200", r"b200", 37.0, 75.0, 1100.0, 2250.0, 2250.0, 4500.0, 8000.0,
-     "NVIDIA HGX B200 datasheet, per GPU (sparse figures halved), nvidia.com/en-us/data-center/hgx"),
-    ("L40S", r"l40s", None, 91.6, 183.0, 362.05, 362.05, 733.0, 864.0,
-     "NVIDIA L40S datasheet, nvidia.com/en-us/data-center/l40s"),
-    ("L4", r"\bl4\b", None, 30.3, 60.0, 121.0, 121.0, 242.5, 300.0,
-     "NVIDIA L4 datasheet, nvidia.com/en-us/data-center/l4"),
-    ("RTX 5090", r"rtx 5090", None, 104.8, 104.8, 209.5, 209.5, 419.0, 1792.0,
-     "NVIDIA RTX Blackwell GPU architecture whitepaper, GeForce RTX 5090 (FP32 accumulate)"),
-    ("RTX 4090", r"rtx 4090", None, 82.6, 82.6, 165.2, 165.2, 330.3, 1008.0,
-     "NVIDIA Ada GPU architecture whitepaper, GeForce RTX 4090 (FP32 accumulate)"),
-    ("MI300X", r"mi300x", 81.7, 163.4, 653.7, 1307.4, 1307.4, 2614.9, 5300.0,
-     "AMD Instinct MI300X data sheet, amd.com/en/products/accelerators/instinct/mi300/mi300x"),
-    ("MI250X", r"mi250", 47.9, 47.9, None, 383.0, 383.0, None, 3276.8,
-     "AMD Instinct MI250X data sheet, amd.com/en/products/accelerators/instinct/mi200/mi250x"),
+    (
+        "H200 NVL",
+        r"h200.*nvl",
+        30.0,
+        60.0,
+        417.5,
+        835.5,
+        835.5,
+        1670.5,
+        4800.0,
+        "NVIDIA H200 datasheet (H200 NVL column), nvidia.com/en-us/data-center/h200",
+    ),
+    (
+        "H200 SXM",
+        r"h200",
+        34.0,
+        67.0,
+        494.7,
+        989.4,
+        989.4,
+        1978.9,
+        4800.0,
+        "NVIDIA H200 datasheet (H200 SXM column), nvidia.com/en-us/data-center/h200",
+    ),
+    (
+        "H100 NVL",
+        r"h100.*nvl",
+        30.0,
+        60.0,
+        417.5,
+        835.5,
+        835.5,
+        1670.5,
+        3900.0,
+        "NVIDIA H100 datasheet (H100 NVL column), nvidia.com/en-us/data-center/h100",
+    ),
+    (
+        "H100 PCIe",
+        r"h100.*pcie",
+        26.0,
+        51.0,
+        378.0,
+        756.0,
+        756.0,
+        1513.0,
+        2000.0,
+        "NVIDIA H100 datasheet (H100 PCIe column), nvidia.com/en-us/data-center/h100",
+    ),
+    (
+        "H100 SXM",
+        r"h100|gh200",
+        34.0,
+        67.0,
+        494.7,
+        989.4,
+        989.4,
+        1978.9,
+        3350.0,
+        "NVIDIA H100 datasheet (H100 SXM column), nvidia.com/en-us/data-center/h100",
+    ),
+    (
+        "A100 PCIe 40GB",
+        r"a100.*pcie.*40|a100.*40.*pcie",
+        9.7,
+        19.5,
+        156.0,
+        312.0,
+        312.0,
+        None,
+        1555.0,
+        "NVIDIA A100 datasheet (A100 40GB PCIe), nvidia.com/en-us/data-center/a100",
+    ),
+    (
+        "A100 PCIe 80GB",
+        r"a100.*pcie",
+        9.7,
+        19.5,
+        156.0,
+        312.0,
+        312.0,
+        None,
+        1935.0,
+        "NVIDIA A100 datasheet (A100 80GB PCIe), nvidia.com/en-us/data-center/a100",
+    ),
+    (
+        "A100 SXM 40GB",
+        r"a100.*40",
+        9.7,
+        19.5,
+        156.0,
+        312.0,
+        312.0,
+        None,
+        1555.0,
+        "NVIDIA A100 datasheet (A100 40GB SXM), nvidia.com/en-us/data-center/a100",
+    ),
+    (
+        "A100 SXM 80GB",
+        r"a100",
+        9.7,
+        19.5,
+        156.0,
+        312.0,
+        312.0,
+        None,
+        2039.0,
+        "NVIDIA A100 datasheet (A100 80GB SXM), nvidia.com/en-us/data-center/a100",
+    ),
+    (
+        "V100 SXM2",
+        r"v100",
+        7.8,
+        15.7,
+        None,
+        None,
+        125.0,
+        None,
+        900.0,
+        "NVIDIA V100 datasheet (V100 SXM2; fp16 Tensor Cores only), nvidia.com/en-us/data-center/v100",
+    ),
+    (
+        "B200",
+        r"b200",
+        37.0,
+        75.0,
+        1100.0,
+        2250.0,
+        2250.0,
+        4500.0,
+        8000.0,
+        "NVIDIA HGX B200 datasheet, per GPU (sparse figures halved), nvidia.com/en-us/data-center/hgx",
+    ),
+    (
+        "L40S",
+        r"l40s",
+        None,
+        91.6,
+        183.0,
+        362.05,
+        362.05,
+        733.0,
+        864.0,
+        "NVIDIA L40S datasheet, nvidia.com/en-us/data-center/l40s",
+    ),
+    (
+        "L4",
+        r"\bl4\b",
+        None,
+        30.3,
+        60.0,
+        121.0,
+        121.0,
+        242.5,
+        300.0,
+        "NVIDIA L4 datasheet, nvidia.com/en-us/data-center/l4",
+    ),
+    (
+        "RTX 5090",
+        r"rtx 5090",
+        None,
+        104.8,
+        104.8,
+        209.5,
+        209.5,
+        419.0,
+        1792.0,
+        "NVIDIA RTX Blackwell GPU architecture whitepaper, GeForce RTX 5090 (FP32 accumulate)",
+    ),
+    (
+        "RTX 4090",
+        r"rtx 4090",
+        None,
+        82.6,
+        82.6,
+        165.2,
+        165.2,
+        330.3,
+        1008.0,
+        "NVIDIA Ada GPU architecture whitepaper, GeForce RTX 4090 (FP32 accumulate)",
+    ),
+    (
+        "MI300X",
+        r"mi300x",
+        81.7,
+        163.4,
+        653.7,
+        1307.4,
+        1307.4,
+        2614.9,
+        5300.0,
+        "AMD Instinct MI300X data sheet, amd.com/en/products/accelerators/instinct/mi300/mi300x",
+    ),
+    (
+        "MI250X",
+        r"mi250",
+        47.9,
+        47.9,
+        None,
+        383.0,
+        383.0,
+        None,
+        3276.8,
+        "AMD Instinct MI250X data sheet, amd.com/en/products/accelerators/instinct/mi200/mi250x",
+    ),
 )
 
 
 @dataclass(frozen=True)
 class Peaks:
     """One device's roofs. tflops: precision -> dense TFLOP/s (None where unknown)."""
+
     device: str  # the name the trace gave
     model: str | None  # the table's row, None for an unknown device
     tflops: dict
@@ -74,8 +246,13 @@ class Peaks:
         return "bf16", None
 
     def to_json(self) -> dict:
-        return {"device": self.device, "model": self.model, "tflops": dict(self.tflops), "gbps": self.gbps,
-                "source": self.source}
+        return {
+            "device": self.device,
+            "model": self.model,
+            "tflops": dict(self.tflops),
+            "gbps": self.gbps,
+            "source": self.source,
+        }
 
 
 def lookup(device_name: str | None) -> Peaks:
@@ -99,5 +276,6 @@ def overridden(p: Peaks, tflops: float | None = None, gbps: float | None = None)
 
 def rows() -> list[dict]:
     """The table as plain rows (for documentation and tests)."""
-    return [{"model": r[0], "match": r[1], **dict(zip(PRECISIONS, r[2:8])), "gbps": r[8], "source": r[9]}
-            for r in _TABLE]
+    return [
+        {"model": r[0], "match": r[1], **dict(zip(PRECISIONS, r[2:8])), "gbps": r[8], "source": r[9]} for r in _TABLE
+    ]

@@ -1,6 +1,7 @@
 """Plain Python values for JSON output and text: numpy scalars and arrays become ints, floats
 and lists, NaN and infinities become null (JSON has no spelling for them), and file names that
 hold bytes which are not UTF-8 (kept by Python as lone surrogates) become printable text."""
+
 from __future__ import annotations
 
 import math
@@ -33,8 +34,10 @@ def plain(o):
         return bool(o)
     if isinstance(o, dict):
         # int keys stay ints (the window reads them; JSON encoders write them as strings)
-        return {(int(k) if isinstance(k, (int, np.integer)) and not isinstance(k, bool) else text(str(k))): plain(v)
-                for k, v in o.items()}
+        return {
+            (int(k) if isinstance(k, (int, np.integer)) and not isinstance(k, bool) else text(str(k))): plain(v)
+            for k, v in o.items()
+        }
     if isinstance(o, np.ndarray):
         return [plain(v) for v in o.tolist()]
     if isinstance(o, (list, tuple, set, frozenset)):
@@ -44,6 +47,7 @@ def plain(o):
 
 def json_bytes(o) -> bytes:
     import msgspec
+
     return msgspec.json.encode(plain(o))
 
 
@@ -65,5 +69,6 @@ _ANY_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 def line(s) -> str:
     """One line safe to print or show: term() that also escapes newlines and tabs (\\x0a), for
     messages and file names (term() keeps them for multi-line text such as Markdown)."""
-    return _ANY_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                            else f"\\u{ord(m.group()):04x}", text(str(s)))
+    return _ANY_CONTROL.sub(
+        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text(str(s))
+    )

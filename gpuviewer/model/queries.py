@@ -1,4 +1,5 @@
 """Queries over the store, as pure functions: range, level of detail, aggregation."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -16,8 +17,7 @@ def _lane_arrays(trace: Trace, lane: int) -> dict:
         sl = trace.lane_slice(lane)
         start = np.asarray(trace.columns["start"][sl])
         end = start + np.asarray(trace.columns["dur"][sl])
-        c = {"start": start, "end": end, "maxend": np.maximum.accumulate(end) if len(end) else end,
-             "offset": sl.start}
+        c = {"start": start, "end": end, "maxend": np.maximum.accumulate(end) if len(end) else end, "offset": sl.start}
         trace.derived[("arr", lane)] = c
     return c
 
@@ -34,8 +34,9 @@ def events_in_range(trace: Trace, lane: int, t0: int, t1: int) -> np.ndarray:
     return idx + a["offset"]
 
 
-def merge_runs(start: np.ndarray, end: np.ndarray, q: float, rep: np.ndarray | None = None,
-               weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def merge_runs(
+    start: np.ndarray, end: np.ndarray, q: float, rep: np.ndarray | None = None, weight: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Merge slices (or runs) separated by gaps < q. Returns (run starts, run ends, the index
     (into rep, default 0..n-1) of the heaviest member of each run, which gives the run its
     colour and name). weight defaults to the duration. O(n), no sort."""
@@ -57,8 +58,9 @@ def merge_runs(start: np.ndarray, end: np.ndarray, q: float, rep: np.ndarray | N
     return start[first], maxend[last], rep[cand[pos]]
 
 
-def lod_runs(trace: Trace, lane: int, depth: int, t0: int, t1: int, ns_per_px: float
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def lod_runs(
+    trace: Trace, lane: int, depth: int, t0: int, t1: int, ns_per_px: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What to draw for one (lane, depth) row: runs at most a pixel apart, from the pyramid
     level whose bucket fits ns_per_px. Returns (starts, ends, representative event index)."""
     levels = _pyramid(trace, lane, depth)
@@ -95,7 +97,7 @@ def lod_pack(trace: Trace, lanes: range | None = None) -> dict[str, np.ndarray]:
     qs: list = []
     parts: dict[str, list] = {"start": [], "end": [], "maxend": [], "rep": []}
     off = 0
-    for lane in (range(len(trace.lanes)) if lanes is None else lanes):
+    for lane in range(len(trace.lanes)) if lanes is None else lanes:
         sl = trace.lane_slice(lane)
         if sl.stop == sl.start:
             continue
@@ -140,8 +142,16 @@ def _from_pack(trace: Trace, lane: int, depth: int) -> list | None:
     spec = rows.get((lane, depth))
     if spec is None:
         return None
-    levels = [(q, packed["lod_start"][o:o + n], packed["lod_end"][o:o + n], packed["lod_rep"][o:o + n],
-               packed["lod_maxend"][o:o + n]) for q, o, n in spec]
+    levels = [
+        (
+            q,
+            packed["lod_start"][o : o + n],
+            packed["lod_end"][o : o + n],
+            packed["lod_rep"][o : o + n],
+            packed["lod_maxend"][o : o + n],
+        )
+        for q, o, n in spec
+    ]
     sl = trace.lane_slice(lane)
     for lvl in levels:  # a damaged cache: build the row from its events instead
         rep = lvl[3]
@@ -210,8 +220,8 @@ def self_times(trace: Trace, idx: np.ndarray, window: tuple[int, int] | None = N
             lo = min(int(np.searchsorted(a["maxend"], window[0], side="left")), int(rel.min()))
             hi = max(int(np.searchsorted(a["start"], window[1], side="right")), int(rel.max()) + 1)
         parent = lane_parents(trace, int(lane))[lo:hi]
-        s = np.asarray(cols["start"][sl.start + lo:sl.start + hi])
-        e = s + np.asarray(cols["dur"][sl.start + lo:sl.start + hi])
+        s = np.asarray(cols["start"][sl.start + lo : sl.start + hi])
+        e = s + np.asarray(cols["dur"][sl.start + lo : sl.start + hi])
         child_sum = np.zeros(hi - lo, np.int64)
         # a parent outside [lo, hi) has children that end before the window (they add nothing)
         has = (parent >= lo) & (parent < hi)
@@ -287,8 +297,10 @@ def aggregate(trace: Trace, lanes: list[int], t0: int, t1: int) -> list[dict]:
     count = np.bincount(inv)
     total = np.bincount(inv, weights=dur)
     self_total = np.bincount(inv, weights=selft)
-    rows = [{"name": trace.names[int(n)], "count": int(c), "total_ns": int(t), "self_ns": int(st),
-             "mean_ns": float(t) / c} for n, c, t, st in zip(uniq, count, total, self_total)]
+    rows = [
+        {"name": trace.names[int(n)], "count": int(c), "total_ns": int(t), "self_ns": int(st), "mean_ns": float(t) / c}
+        for n, c, t, st in zip(uniq, count, total, self_total)
+    ]
     rows.sort(key=lambda r: -r["total_ns"])
     return rows
 

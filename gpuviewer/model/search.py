@@ -1,5 +1,6 @@
 """Find events by name: a case-insensitive substring or a regular expression over the name
 table (a few thousand strings), then one vectorised pass over the event column."""
+
 from __future__ import annotations
 
 import re

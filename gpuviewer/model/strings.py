@@ -1,4 +1,5 @@
 """Interned string table: names are stored once, events hold an int32 id."""
+
 from __future__ import annotations
 
 

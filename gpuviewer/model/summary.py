@@ -1,4 +1,5 @@
 """Counts and ranges per rank: what `gpuviewer info` reports."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,7 +16,9 @@ def summarize(trace: Trace) -> dict:
     inst_rank = lane_rank[trace.instants["lane"]] if len(trace.instants["lane"]) else np.zeros(0, np.int32)
     # lane by lane (each lane is one slice of the columns): per-event masks and an end column over
     # the whole session would allocate ~2 GB at 100M events
-    per: dict[int, dict[str, Any]] = {info.rank: {"events": 0, "kernels": 0, "nccl": 0, "starts": [], "ends": []} for info in trace.ranks}
+    per: dict[int, dict[str, Any]] = {
+        info.rank: {"events": 0, "kernels": 0, "nccl": 0, "starts": [], "ends": []} for info in trace.ranks
+    }
     kernels = 0
     for lane in range(len(trace.lanes)):
         sl = trace.lane_slice(lane)
@@ -41,17 +44,19 @@ def summarize(trace: Trace) -> dict:
         if mi.any():
             starts.append(trace.instants["t"][mi].min())
             ends.append(trace.instants["t"][mi].max())
-        ranks.append({
-            "rank": info.rank,
-            "events": int(acc["events"] + mi.sum()),
-            "kernels": acc["kernels"],
-            "nccl_kernels": acc["nccl"],
-            "lanes": len(trace.lanes_of_rank(info.rank)),
-            "devices": [int(d) for d in info.devices],
-            "steps": [s.step for s in trace.steps_of_rank(info.rank)],
-            "start_ns": int(min(starts)) if starts else 0,
-            "end_ns": int(max(ends)) if ends else 0,
-        })
+        ranks.append(
+            {
+                "rank": info.rank,
+                "events": int(acc["events"] + mi.sum()),
+                "kernels": acc["kernels"],
+                "nccl_kernels": acc["nccl"],
+                "lanes": len(trace.lanes_of_rank(info.rank)),
+                "devices": [int(d) for d in info.devices],
+                "steps": [s.step for s in trace.steps_of_rank(info.rank)],
+                "start_ns": int(min(starts)) if starts else 0,
+                "end_ns": int(max(ends)) if ends else 0,
+            }
+        )
     return {
         "format": trace.format,
         "files": list(trace.metadata.get("files", [])),

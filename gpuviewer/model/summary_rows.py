@@ -18,6 +18,7 @@ share s becomes one interval of s times the bin's width at the bin's start, so t
 drawn per bin is the measured one. Zoomed out (a bin about a pixel) this is what a collapsed
 rank of a whole session shows; zoomed in, the bins show as bars of their share.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,6 +42,7 @@ def profile_busy(start_ns: np.ndarray, end_ns: np.ndarray, share: np.ndarray) ->
 @dataclass
 class SummaryRows:
     """What a summary says without any trace file (scale.summary.open_trace fills it)."""
+
     path: str
     format: str  # the traces' format ("kineto", "nsys"): their arguments are read that way
     ranks: list[RankInfo]
@@ -61,16 +63,32 @@ class SummaryTrace(Trace):
         m = combine([(t, r) for r, t in self.loaded.items()])
         ranks = []
         for info in summary.ranks:
-            got = next((x for x in self.loaded[info.rank].ranks if x.rank == info.rank), None) \
-                if info.rank in self.loaded else None
+            got = (
+                next((x for x in self.loaded[info.rank].ranks if x.rank == info.rank), None)
+                if info.rank in self.loaded
+                else None
+            )
             # the file's GPU names; the summary's host, clock offset and files
-            ranks.append(dataclasses.replace(got, host=info.host, clock_offset_ns=info.clock_offset_ns,
-                                             files=list(info.files)) if got is not None else info)
+            ranks.append(
+                dataclasses.replace(got, host=info.host, clock_offset_ns=info.clock_offset_ns, files=list(info.files))
+                if got is not None
+                else info
+            )
         files = [f for t in self.loaded.values() for f in t.metadata.get("files", [])]
-        super().__init__(format=summary.format, columns=m["columns"], names=m["names"], lanes=m["lanes"],
-                         ranks=ranks, counters=m["counters"], steps=list(summary.steps), flows=m["flows"],
-                         instants=m["instants"], sources=m["sources"], warnings=list(summary.warnings),
-                         metadata=dict(summary.metadata, loaded_files=files))
+        super().__init__(
+            format=summary.format,
+            columns=m["columns"],
+            names=m["names"],
+            lanes=m["lanes"],
+            ranks=ranks,
+            counters=m["counters"],
+            steps=list(summary.steps),
+            flows=m["flows"],
+            instants=m["instants"],
+            sources=m["sources"],
+            warnings=list(summary.warnings),
+            metadata=dict(summary.metadata, loaded_files=files),
+        )
 
     def with_rank(self, rank: int, trace: Trace) -> SummaryTrace:
         return SummaryTrace(self.summary, {**self.loaded, rank: trace})
@@ -96,9 +114,15 @@ class SummaryTrace(Trace):
 
 def _empty() -> dict:
     e = np.zeros(0, np.int64)
-    return {"columns": {k: np.zeros(0, d) for k, d in EVENT_COLUMNS.items()}, "names": [], "lanes": [],
-            "counters": [], "flows": (e, e), "sources": [],
-            "instants": {"t": e, "lane": np.zeros(0, np.int32), "name": np.zeros(0, np.int32)}}
+    return {
+        "columns": {k: np.zeros(0, d) for k, d in EVENT_COLUMNS.items()},
+        "names": [],
+        "lanes": [],
+        "counters": [],
+        "flows": (e, e),
+        "sources": [],
+        "instants": {"t": e, "lane": np.zeros(0, np.int32), "name": np.zeros(0, np.int32)},
+    }
 
 
 def combine(parts: list[tuple[Trace, int]]) -> dict:
@@ -109,9 +133,15 @@ def combine(parts: list[tuple[Trace, int]]) -> dict:
         return _empty()
     if len(parts) == 1 and all(ln.rank == parts[0][1] for ln in parts[0][0].lanes):
         t, r = parts[0]
-        return {"columns": dict(t.columns), "names": t.names, "lanes": [dataclasses.replace(ln) for ln in t.lanes],
-                "counters": [c for c in t.counters if c.rank == r], "flows": t.flows, "sources": list(t.sources),
-                "instants": dict(t.instants)}
+        return {
+            "columns": dict(t.columns),
+            "names": t.names,
+            "lanes": [dataclasses.replace(ln) for ln in t.lanes],
+            "counters": [c for c in t.counters if c.rank == r],
+            "flows": t.flows,
+            "sources": list(t.sources),
+            "instants": dict(t.instants),
+        }
     index: dict[str, int] = {}
     chunks: dict[str, list] = {k: [] for k in EVENT_COLUMNS}
     lanes: list[Lane] = []
@@ -148,8 +178,13 @@ def combine(parts: list[tuple[Trace, int]]) -> dict:
         if len(il):
             keep = lane_map[il] >= 0
             if keep.any():
-                inst.append((np.asarray(t.instants["t"])[keep], lane_map[il[keep]],
-                             name_map[np.asarray(t.instants["name"])[keep]]))
+                inst.append(
+                    (
+                        np.asarray(t.instants["t"])[keep],
+                        lane_map[il[keep]],
+                        name_map[np.asarray(t.instants["name"])[keep]],
+                    )
+                )
         src, dst = (np.asarray(x, np.int64) for x in t.flows)
         if len(src) and seg_a:
             a, b, o = (np.array(x, np.int64) for x in (seg_a, seg_b, seg_o))
@@ -158,8 +193,10 @@ def combine(parts: list[tuple[Trace, int]]) -> dict:
             ok = ok_s & ok_d
             flows.append((ns[ok], nd[ok]))
         counters += [c for c in t.counters if c.rank == r]
-    cols = {k: (np.concatenate(v) if v else np.zeros(0, EVENT_COLUMNS[k])).astype(EVENT_COLUMNS[k], copy=False)
-            for k, v in chunks.items()}
+    cols = {
+        k: (np.concatenate(v) if v else np.zeros(0, EVENT_COLUMNS[k])).astype(EVENT_COLUMNS[k], copy=False)
+        for k, v in chunks.items()
+    }
     if inst:
         it, il, iname = (np.concatenate(x) for x in zip(*inst))
         o = np.lexsort((it, il))
@@ -168,8 +205,15 @@ def combine(parts: list[tuple[Trace, int]]) -> dict:
         instants = _empty()["instants"]
     e = np.zeros(0, np.int64)
     fl = (np.concatenate([f[0] for f in flows]), np.concatenate([f[1] for f in flows])) if flows else (e, e)
-    return {"columns": cols, "names": list(index), "lanes": lanes, "counters": counters, "flows": fl,
-            "sources": sources, "instants": instants}
+    return {
+        "columns": cols,
+        "names": list(index),
+        "lanes": lanes,
+        "counters": counters,
+        "flows": fl,
+        "sources": sources,
+        "instants": instants,
+    }
 
 
 def _moved(idx: np.ndarray, a: np.ndarray, b: np.ndarray, o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

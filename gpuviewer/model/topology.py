@@ -1,4 +1,5 @@
 """GPUs, NICs, CPUs and the links between them; NVLink islands (no Qt)."""
+
 from __future__ import annotations
 
 import re
@@ -83,13 +84,25 @@ class Topology:
         return -1
 
     def to_json(self) -> dict:
-        return {"format": "nvidia-smi-topo",
-                "gpus": [{"name": g.name, "index": g.index, "product": g.label or None,
-                          "memory_bytes": g.memory_bytes, "bus_id": g.bus_id, "cpu_affinity": g.cpu_affinity,
-                          "numa": g.numa, "nvlinks": g.nvlinks} for g in self.gpus],
-                "nics": [{"name": d.name, "device": d.label} for d in self.devices if d.kind == "nic"],
-                "links": [{"a": ln.a, "b": ln.b, "type": ln.type} for ln in self.links if ln.type != "affinity"],
-                "islands": self.islands()}
+        return {
+            "format": "nvidia-smi-topo",
+            "gpus": [
+                {
+                    "name": g.name,
+                    "index": g.index,
+                    "product": g.label or None,
+                    "memory_bytes": g.memory_bytes,
+                    "bus_id": g.bus_id,
+                    "cpu_affinity": g.cpu_affinity,
+                    "numa": g.numa,
+                    "nvlinks": g.nvlinks,
+                }
+                for g in self.gpus
+            ],
+            "nics": [{"name": d.name, "device": d.label} for d in self.devices if d.kind == "nic"],
+            "links": [{"a": ln.a, "b": ln.b, "type": ln.type} for ln in self.links if ln.type != "affinity"],
+            "islands": self.islands(),
+        }
 
 
 def _gpu_index(name: str) -> int:

@@ -4,6 +4,7 @@ Events are a struct of numpy arrays sorted by (lane, start, -duration), so every
 contiguous slice [lane_offsets[l], lane_offsets[l+1]). Times are int64 nanoseconds on the
 session's axis (Unix epoch ns where the producer recorded it).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -75,6 +76,7 @@ class Step:
 @dataclass
 class Source:
     """One input file, and what is needed to fetch an event's arguments from it later."""
+
     path: str
     format: str
     size: int
@@ -85,12 +87,23 @@ class Source:
 
 
 class Trace:
-    def __init__(self, *, format: str, columns: dict[str, np.ndarray], names: list[str],
-                 lanes: list[Lane], ranks: list[RankInfo], counters: list[Counter] | None = None,
-                 steps: list[Step] | None = None, flows: tuple[np.ndarray, np.ndarray] | None = None,
-                 instants: dict[str, np.ndarray] | None = None, sources: list[Source] | None = None,
-                 warnings: list[str] | None = None, metadata: dict | None = None,
-                 lane_offsets: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        format: str,
+        columns: dict[str, np.ndarray],
+        names: list[str],
+        lanes: list[Lane],
+        ranks: list[RankInfo],
+        counters: list[Counter] | None = None,
+        steps: list[Step] | None = None,
+        flows: tuple[np.ndarray, np.ndarray] | None = None,
+        instants: dict[str, np.ndarray] | None = None,
+        sources: list[Source] | None = None,
+        warnings: list[str] | None = None,
+        metadata: dict | None = None,
+        lane_offsets: np.ndarray | None = None,
+    ) -> None:
         self.format = format
         self.columns = columns
         self.names = names
@@ -100,8 +113,7 @@ class Trace:
         self.steps = steps or []
         empty = np.zeros(0, np.int64)
         self.flows = flows if flows is not None else (empty, empty)
-        self.instants = instants or {"t": empty, "lane": np.zeros(0, np.int32),
-                                     "name": np.zeros(0, np.int32)}
+        self.instants = instants or {"t": empty, "lane": np.zeros(0, np.int32), "name": np.zeros(0, np.int32)}
         self.sources = sources or []
         self.warnings = warnings or []
         self.metadata = metadata or {}

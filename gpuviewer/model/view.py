@@ -1,6 +1,7 @@
 """The range a session opens on: the profiled steps (first to last, with the GPU work they
 launched and a small margin), not the whole capture, which often holds seconds of start-up
 before a handful of steps. Without steps: everything."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -2,6 +2,7 @@
 collective, group size, dtype and bytes. Unlike the `collectives` table (kernels matched to the
 same collective on other ranks), this needs no other rank, so a single rank's trace still shows
 its collectives by name, size and group."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -59,8 +60,19 @@ def comm_kernels(session) -> pd.DataFrame:
         for j, v in pairs:
             out[j] = v
         return np.array(out, dtype) if dtype else out
-    return pd.DataFrame({
-        "id": idx, "rank": rank, "name": pd.Categorical([trace.names[int(n)] for n in c["name"][idx]]),
-        "group": pd.Categorical(column(groups)), "collective": pd.Categorical(column(kinds)),
-        "ranks": column(sizes, np.int64), "dtype": pd.Categorical(column(dtypes)),
-        "bytes": column(nbytes, np.int64), "start": start, "end": start + dur, "dur": dur})
+
+    return pd.DataFrame(
+        {
+            "id": idx,
+            "rank": rank,
+            "name": pd.Categorical([trace.names[int(n)] for n in c["name"][idx]]),
+            "group": pd.Categorical(column(groups)),
+            "collective": pd.Categorical(column(kinds)),
+            "ranks": column(sizes, np.int64),
+            "dtype": pd.Categorical(column(dtypes)),
+            "bytes": column(nbytes, np.int64),
+            "start": start,
+            "end": start + dur,
+            "dur": dur,
+        }
+    )

@@ -8,6 +8,7 @@ limit) with no temp_directory, so nothing spills beside the user's files, and th
 locked so a query cannot SET them away; a timeout interrupts the connection from a timer thread
 (DuckDB has no statement timeout of its own).
 """
+
 from __future__ import annotations
 
 import os
@@ -46,8 +47,22 @@ def default_memory_limit() -> int:
     return max(64 << 20, total // 4)
 
 
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "MIB": 1 << 20,
-          "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30, "T": 1 << 40, "TB": 1 << 40, "TIB": 1 << 40}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 1 << 10,
+    "KB": 1 << 10,
+    "KIB": 1 << 10,
+    "M": 1 << 20,
+    "MB": 1 << 20,
+    "MIB": 1 << 20,
+    "G": 1 << 30,
+    "GB": 1 << 30,
+    "GIB": 1 << 30,
+    "T": 1 << 40,
+    "TB": 1 << 40,
+    "TIB": 1 << 40,
+}
 
 
 def parse_size(text: str) -> int:
@@ -81,11 +96,15 @@ class Query:
     def __init__(self, session, memory_limit: int | None = None) -> None:
         self.session = session
         self.memory_limit = int(memory_limit or default_memory_limit())
-        self._con = duckdb.connect(config={"enable_external_access": False,
-                                           "autoinstall_known_extensions": False,
-                                           "autoload_known_extensions": False,
-                                           "memory_limit": f"{self.memory_limit}B",
-                                           "temp_directory": ""})  # never spill beside the inputs
+        self._con = duckdb.connect(
+            config={
+                "enable_external_access": False,
+                "autoinstall_known_extensions": False,
+                "autoload_known_extensions": False,
+                "memory_limit": f"{self.memory_limit}B",
+                "temp_directory": "",
+            }
+        )  # never spill beside the inputs
         self._con.execute("SET lock_configuration = true")  # a query cannot lift the bounds
         self._registered: set[str] = set()
         self._lock = threading.Lock()
@@ -125,8 +144,10 @@ class Query:
                 # neither the timer nor interrupt(): DuckDB saw Ctrl+C; the command ends as any does
                 raise KeyboardInterrupt from None
             except duckdb.OutOfMemoryException:
-                raise QueryError(f"the query needed more than {size_text(self.memory_limit)} of memory and was "
-                                 "stopped (--memory-limit)") from None
+                raise QueryError(
+                    f"the query needed more than {size_text(self.memory_limit)} of memory and was "
+                    "stopped (--memory-limit)"
+                ) from None
             except duckdb.Error as e:
                 raise QueryError(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__) from None
             finally:
@@ -161,6 +182,7 @@ class Query:
                 out["error"] = e
             finally:
                 done.set()
+
         # An Event, not Thread.join: a join that Ctrl+C interrupts marks the thread as ended
         # while it still runs (CPython 3.11), and the connection would be closed under it.
         threading.Thread(target=work, name="gpuviewer-sql", daemon=True).start()

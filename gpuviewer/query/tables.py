@@ -5,6 +5,7 @@ categoricals over the store's string table (no Python string per row). A full-st
 handed to pandas without a copy where pandas allows it (start, dur, corr); a filtered table
 gathers only its rows. Everything here is Qt-free and reads no file except through io.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -53,10 +54,12 @@ def _lane_table(trace) -> dict[str, np.ndarray]:
         ln = trace.lanes
         cached = trace.derived["query_lanes"] = {
             "rank": _ids(x.rank for x in ln),
-            "kind": np.array([_KINDS.index(x.kind) if x.kind in _KINDS else _KINDS.index(LaneKind.OTHER)
-                              for x in ln] or [0], np.int8),
+            "kind": np.array(
+                [_KINDS.index(x.kind) if x.kind in _KINDS else _KINDS.index(LaneKind.OTHER) for x in ln] or [0], np.int8
+            ),
             "device": _ids(x.device for x in ln),
-            "stream": _ids(x.stream for x in ln)}
+            "stream": _ids(x.stream for x in ln),
+        }
     return cached
 
 
@@ -91,8 +94,9 @@ def _rows(trace, cats) -> np.ndarray:
     return np.flatnonzero(np.isin(trace.columns["cat"], np.array(cats, np.uint8)))
 
 
-def slices(session, *, rank: int | None = None, kind: str | None = None,
-           start_ns: int | None = None, end_ns: int | None = None) -> pd.DataFrame:
+def slices(
+    session, *, rank: int | None = None, kind: str | None = None, start_ns: int | None = None, end_ns: int | None = None
+) -> pd.DataFrame:
     """Every slice, or those of one rank / lane kind overlapping [start_ns, end_ns): only the
     matching lanes are read (a lane is a contiguous, start-sorted slice of the store)."""
     trace = session.trace
@@ -124,8 +128,9 @@ def kernels(session) -> pd.DataFrame:
     """GPU kernels: compute and NCCL (kind "compute" / "comm"), as `info` counts them."""
     trace = session.trace
     idx = _rows(trace, (Cat.KERNEL, Cat.COMM_KERNEL))
-    kind = pd.Categorical.from_codes((trace.columns["cat"][idx] == Cat.COMM_KERNEL).astype(np.int8),
-                                     categories=["compute", "comm"], validate=False)
+    kind = pd.Categorical.from_codes(
+        (trace.columns["cat"][idx] == Cat.COMM_KERNEL).astype(np.int8), categories=["compute", "comm"], validate=False
+    )
     df = _frame(trace, idx, {"kind": kind})
     return df.drop(columns=["category", "depth", "lane_kind"])
 
@@ -134,6 +139,7 @@ def memops(session) -> pd.DataFrame:
     """Memory copies and sets: kind (HtoD, DtoH, DtoD, PtoP, memset, ...), bytes (from the source
     file; -1 when it did not record them) and GB/s."""
     from ..io.mem_args import memop_bytes
+
     trace = session.trace
     idx, nbytes = memop_bytes(trace)
     dur = trace.columns["dur"][idx]
@@ -149,7 +155,7 @@ def memops(session) -> pd.DataFrame:
 
 
 def copy_kind(name: str) -> str:
-    """"Memcpy HtoD (Pageable -> Device)" (PyTorch) and "Memcpy HtoD" (nsys) -> "HtoD"; a
+    """ "Memcpy HtoD (Pageable -> Device)" (PyTorch) and "Memcpy HtoD" (nsys) -> "HtoD"; a
     memset -> "memset"; the pageable/pinned part is kept where the producer wrote it."""
     low = name.lower()
     if low.startswith("memset"):
@@ -158,24 +164,50 @@ def copy_kind(name: str) -> str:
     return parts[1] if len(parts) > 1 else "unknown"
 
 
-_STEP_COLS = ("start_ns", "end_ns", "host_start_ns", "host_end_ns", "busy_ns", "compute_ns", "comm_ns",
-              "wait_ns", "transfer_ns", "caused_ns", "memcpy_ns", "overlap_ns", "exposed_comm_ns",
-              "idle_ns", "idle_before_ns", "idle_after_ns", "ops", "kernels", "comm_kernels")
+_STEP_COLS = (
+    "start_ns",
+    "end_ns",
+    "host_start_ns",
+    "host_end_ns",
+    "busy_ns",
+    "compute_ns",
+    "comm_ns",
+    "wait_ns",
+    "transfer_ns",
+    "caused_ns",
+    "memcpy_ns",
+    "overlap_ns",
+    "exposed_comm_ns",
+    "idle_ns",
+    "idle_before_ns",
+    "idle_after_ns",
+    "ops",
+    "kernels",
+    "comm_kernels",
+)
 
 
 def steps(session) -> pd.DataFrame:
     """Profiled steps per rank, with the analysis' breakdown of each (ns)."""
-    rows = [{"rank": r["rank"], "step": s["step"], **{k: s.get(k) for k in _STEP_COLS},
-             "warmup": bool(s.get("warmup")), "utilization": s.get("utilization")}
-            for r in session.analysis.ranks for s in r["steps"]]
+    rows = [
+        {
+            "rank": r["rank"],
+            "step": s["step"],
+            **{k: s.get(k) for k in _STEP_COLS},
+            "warmup": bool(s.get("warmup")),
+            "utilization": s.get("utilization"),
+        }
+        for r in session.analysis.ranks
+        for s in r["steps"]
+    ]
     df = pd.DataFrame(rows, columns=["rank", "step", *_STEP_COLS, "warmup", "utilization"])
-    df = df.rename(columns={"start_ns": "start", "end_ns": "end", "host_start_ns": "host_start",
-                            "host_end_ns": "host_end"})
+    df = df.rename(
+        columns={"start_ns": "start", "end_ns": "end", "host_start_ns": "host_start", "host_end_ns": "host_end"}
+    )
     df.insert(4, "dur", df["end"] - df["start"])
     # a rank without steps has one window, step None: the column is nullable (int64 raised a
     # TypeError, so `s.steps` and `sql ... FROM steps` failed on every trace without steps)
-    return df.astype({c: "Int64" if c == "step" else "int64" for c in df.columns
-                      if c not in ("warmup", "utilization")})
+    return df.astype({c: "Int64" if c == "step" else "int64" for c in df.columns if c not in ("warmup", "utilization")})
 
 
 def collectives(session) -> pd.DataFrame:
@@ -189,18 +221,28 @@ def collectives(session) -> pd.DataFrame:
 
     def col(key, dtype, missing=-1):
         return np.array([missing if r.get(key) is None else r[key] for r in recs], dtype)
+
     start = trace.columns["start"][idx]
-    return pd.DataFrame({
-        "id": idx, "rank": lt["rank"][trace.columns["lane"][idx]],
-        "group": pd.Categorical([r["group"] for r in recs]),
-        "collective": pd.Categorical([r["collective"] for r in recs]),
-        "step": col("step", np.int64), "order": col("order", np.int64), "ranks": col("ranks", np.int64),
-        "name": name_column(trace, trace.columns["name"][idx]),
-        "start": start, "end": start + trace.columns["dur"][idx],
-        "bytes": col("bytes", np.int64), "wait": col("wait_ns", np.int64),
-        "transfer": col("transfer_ns", np.int64), "late_rank": col("late_rank", np.int64),
-        "algbw_gbps": col("algbw_gbps", np.float64, np.nan), "busbw_gbps": col("busbw_gbps", np.float64, np.nan),
-    })
+    return pd.DataFrame(
+        {
+            "id": idx,
+            "rank": lt["rank"][trace.columns["lane"][idx]],
+            "group": pd.Categorical([r["group"] for r in recs]),
+            "collective": pd.Categorical([r["collective"] for r in recs]),
+            "step": col("step", np.int64),
+            "order": col("order", np.int64),
+            "ranks": col("ranks", np.int64),
+            "name": name_column(trace, trace.columns["name"][idx]),
+            "start": start,
+            "end": start + trace.columns["dur"][idx],
+            "bytes": col("bytes", np.int64),
+            "wait": col("wait_ns", np.int64),
+            "transfer": col("transfer_ns", np.int64),
+            "late_rank": col("late_rank", np.int64),
+            "algbw_gbps": col("algbw_gbps", np.float64, np.nan),
+            "busbw_gbps": col("busbw_gbps", np.float64, np.nan),
+        }
+    )
 
 
 def counters(session) -> pd.DataFrame:
@@ -208,14 +250,18 @@ def counters(session) -> pd.DataFrame:
     cs = session.trace.counters
     n = [len(c.t) for c in cs]
     names = sorted({c.name for c in cs})
-    return pd.DataFrame({
-        "rank": np.repeat(_ids(c.rank for c in cs)[:len(cs)], n),
-        "device": np.repeat(_ids(c.device for c in cs)[:len(cs)], n),
-        "name": pd.Categorical.from_codes(np.repeat(np.array([names.index(c.name) for c in cs], np.int32), n)
-                                          if cs else np.zeros(0, np.int32), categories=names or ["-"]),
-        "t": np.concatenate([np.asarray(c.t, np.int64) for c in cs]) if cs else np.zeros(0, np.int64),
-        "value": np.concatenate([np.asarray(c.v, np.float64) for c in cs]) if cs else np.zeros(0),
-    })
+    return pd.DataFrame(
+        {
+            "rank": np.repeat(_ids(c.rank for c in cs)[: len(cs)], n),
+            "device": np.repeat(_ids(c.device for c in cs)[: len(cs)], n),
+            "name": pd.Categorical.from_codes(
+                np.repeat(np.array([names.index(c.name) for c in cs], np.int32), n) if cs else np.zeros(0, np.int32),
+                categories=names or ["-"],
+            ),
+            "t": np.concatenate([np.asarray(c.t, np.int64) for c in cs]) if cs else np.zeros(0, np.int64),
+            "value": np.concatenate([np.asarray(c.v, np.float64) for c in cs]) if cs else np.zeros(0),
+        }
+    )
 
 
 def findings(session) -> pd.DataFrame:
@@ -224,19 +270,54 @@ def findings(session) -> pd.DataFrame:
     rows: list[dict] = []
 
     def add(f, parent):
-        rows.append({"finding": len(rows), "parent": parent, "rule": f.rule, "severity": f.severity,
-                     "impact_ms": f.impact_ms, "saves_ms": f.saves_ms, "title": f.title,
-                     "ranks": ",".join(str(r) for r in f.ranks),
-                     "step": f.step, "start": f.start_ns, "end": f.end_ns, "advice": f.advice})
+        rows.append(
+            {
+                "finding": len(rows),
+                "parent": parent,
+                "rule": f.rule,
+                "severity": f.severity,
+                "impact_ms": f.impact_ms,
+                "saves_ms": f.saves_ms,
+                "title": f.title,
+                "ranks": ",".join(str(r) for r in f.ranks),
+                "step": f.step,
+                "start": f.start_ns,
+                "end": f.end_ns,
+                "advice": f.advice,
+            }
+        )
         me = rows[-1]["finding"]
         for ch in f.children:
             add(ch, me)
+
     for f in session.analysis.findings:
         add(f, None)
-    return pd.DataFrame(rows, columns=["finding", "parent", "rule", "severity", "impact_ms", "saves_ms", "title", "ranks",
-                                       "step", "start", "end", "advice"]).astype(
-        {"parent": "Int64", "step": "Int64", "start": "Int64", "end": "Int64", "impact_ms": "float64",
-         "saves_ms": "float64"})
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "finding",
+            "parent",
+            "rule",
+            "severity",
+            "impact_ms",
+            "saves_ms",
+            "title",
+            "ranks",
+            "step",
+            "start",
+            "end",
+            "advice",
+        ],
+    ).astype(
+        {
+            "parent": "Int64",
+            "step": "Int64",
+            "start": "Int64",
+            "end": "Int64",
+            "impact_ms": "float64",
+            "saves_ms": "float64",
+        }
+    )
 
 
 TABLES = ("slices", "kernels", "memops", "steps", "collectives", "counters", "findings")

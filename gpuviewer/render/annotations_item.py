@@ -1,5 +1,6 @@
 """The annotations layer: notes (a flag and a label), regions (a tinted box with a title) and
 arrows (between two ranks or lanes), from model.annotations, on the session's time axis."""
+
 from __future__ import annotations
 
 from operator import attrgetter
@@ -11,8 +12,7 @@ from .layer import Frame, Layer, state
 
 # An annotation is edited in place (the panel) and the list appended to: what is drawn is
 # compared by value each paint, so an edit shows even when nobody reassigns the list.
-_FIELDS = attrgetter("kind", "text", "start_ns", "end_ns", "rank", "lane", "color", "title",
-                     "end_rank", "end_lane")
+_FIELDS = attrgetter("kind", "text", "start_ns", "end_ns", "rank", "lane", "color", "title", "end_rank", "end_lane")
 
 
 class AnnotationsItem(Layer):
@@ -32,12 +32,14 @@ class AnnotationsItem(Layer):
     def _ann_rows(self, rank: int, lane_key: str | None) -> tuple[float, float] | None:
         """Device-independent y span (rows units) of an annotation's rank or lane."""
         rows, lanes = self.host.layout.rows, self.host.trace.lanes
-        ys = [(r.y, r.y + r.h) for r in rows
-              if r.rank == rank and (r.kind == "header" or r.kind == "lane" and (
-                  lane_key is None or lanes[r.lane].key == lane_key))]
+        ys = [
+            (r.y, r.y + r.h)
+            for r in rows
+            if r.rank == rank
+            and (r.kind == "header" or r.kind == "lane" and (lane_key is None or lanes[r.lane].key == lane_key))
+        ]
         if lane_key is not None:
-            ys = [(r.y, r.y + r.h) for r in rows
-                  if r.kind == "lane" and lanes[r.lane].key == lane_key] or ys
+            ys = [(r.y, r.y + r.h) for r in rows if r.kind == "lane" and lanes[r.lane].key == lane_key] or ys
         if not ys:
             return None
         return min(a for a, _ in ys), max(b for _, b in ys)
@@ -66,8 +68,11 @@ class AnnotationsItem(Layer):
                 p.drawRect(QRectF(X0, Y0, max(X1 - X0, 2), Y1 - Y0))
                 label = (a.title + ": " if a.title else "") + a.text
                 p.setPen(col.darker(150))
-                p.drawText(QRectF(X0 + 4, Y0 + 2, max(X1 - X0 - 8, 160), 16), Qt.AlignLeft | Qt.AlignTop,
-                           fm.elidedText(label, Qt.ElideRight, int(max(X1 - X0 - 8, 160))))
+                p.drawText(
+                    QRectF(X0 + 4, Y0 + 2, max(X1 - X0 - 8, 160), 16),
+                    Qt.AlignLeft | Qt.AlignTop,
+                    fm.elidedText(label, Qt.ElideRight, int(max(X1 - X0 - 8, 160))),
+                )
             elif a.kind == "note" and not (left - 200 <= X0 <= right + 20):
                 continue  # off screen
             elif a.kind == "note":
@@ -81,8 +86,11 @@ class AnnotationsItem(Layer):
                 p.setBrush(QBrush(QColor(255, 255, 255, 230)))
                 p.drawRect(box)
                 p.setPen(col.darker(150))
-                p.drawText(box.adjusted(4, 0, -2, 0), Qt.AlignVCenter | Qt.AlignLeft,
-                           fm.elidedText(a.text, Qt.ElideRight, int(w - 6)))
+                p.drawText(
+                    box.adjusted(4, 0, -2, 0),
+                    Qt.AlignVCenter | Qt.AlignLeft,
+                    fm.elidedText(a.text, Qt.ElideRight, int(w - 6)),
+                )
             elif a.kind == "arrow":
                 end = self._ann_rows(a.end_rank if a.end_rank is not None else a.rank, a.end_lane)
                 if end is None:
@@ -96,8 +104,15 @@ class AnnotationsItem(Layer):
                 v = tip - start
                 length = max((v.x() ** 2 + v.y() ** 2) ** 0.5, 1e-6)
                 ux, uy = v.x() / length, v.y() / length
-                p.drawPolygon(QPolygonF([tip, QPointF(tip.x() - 10 * ux + 5 * uy, tip.y() - 10 * uy - 5 * ux),
-                                         QPointF(tip.x() - 10 * ux - 5 * uy, tip.y() - 10 * uy + 5 * ux)]))
+                p.drawPolygon(
+                    QPolygonF(
+                        [
+                            tip,
+                            QPointF(tip.x() - 10 * ux + 5 * uy, tip.y() - 10 * uy - 5 * ux),
+                            QPointF(tip.x() - 10 * ux - 5 * uy, tip.y() - 10 * uy + 5 * ux),
+                        ]
+                    )
+                )
                 if a.text:
                     mid = (start + tip) / 2
                     p.setPen(col.darker(150))

@@ -1,4 +1,5 @@
 """Colours: a hue family per category, a stable shade per name inside it."""
+
 from __future__ import annotations
 
 import zlib
@@ -11,12 +12,24 @@ from ..model.categories import Cat
 SHADES = 6
 # (r, g, b) base per category; shades vary lightness so neighbours stay distinguishable.
 BASE = {
-    Cat.OTHER: (150, 150, 150), Cat.KERNEL: (66, 133, 244), Cat.COMM_KERNEL: (234, 88, 12),
-    Cat.MEMCPY: (22, 163, 74), Cat.MEMSET: (13, 148, 136), Cat.CUDA_RUNTIME: (139, 92, 246),
-    Cat.CUDA_DRIVER: (168, 85, 247), Cat.CPU_OP: (71, 105, 150), Cat.PYTHON: (148, 163, 184),
-    Cat.USER_ANNOTATION: (202, 138, 4), Cat.GPU_ANNOTATION: (234, 179, 8), Cat.NVTX: (219, 39, 119),
-    Cat.SYNC: (220, 38, 38), Cat.COMM_OP: (249, 115, 22), Cat.OVERHEAD: (120, 113, 108),
-    Cat.OSRT: (120, 113, 108), Cat.INSTANT: (100, 100, 100), Cat.ASYNC: (14, 165, 233),
+    Cat.OTHER: (150, 150, 150),
+    Cat.KERNEL: (66, 133, 244),
+    Cat.COMM_KERNEL: (234, 88, 12),
+    Cat.MEMCPY: (22, 163, 74),
+    Cat.MEMSET: (13, 148, 136),
+    Cat.CUDA_RUNTIME: (139, 92, 246),
+    Cat.CUDA_DRIVER: (168, 85, 247),
+    Cat.CPU_OP: (71, 105, 150),
+    Cat.PYTHON: (148, 163, 184),
+    Cat.USER_ANNOTATION: (202, 138, 4),
+    Cat.GPU_ANNOTATION: (234, 179, 8),
+    Cat.NVTX: (219, 39, 119),
+    Cat.SYNC: (220, 38, 38),
+    Cat.COMM_OP: (249, 115, 22),
+    Cat.OVERHEAD: (120, 113, 108),
+    Cat.OSRT: (120, 113, 108),
+    Cat.INSTANT: (100, 100, 100),
+    Cat.ASYNC: (14, 165, 233),
     Cat.CUDA_EVENT: (190, 18, 60),
 }
 N_CATS = max(int(c) for c in Cat) + 1
@@ -30,8 +43,11 @@ def _shade(rgb, k: int) -> QColor:
     return QColor.fromHsvF(max(h, 0.0), s2, v2)
 
 
-COLORS = [_shade(BASE.get(Cat(c), BASE[Cat.OTHER]) if c in Cat._value2member_map_ else BASE[Cat.OTHER], k)
-          for c in range(N_CATS) for k in range(SHADES)]
+COLORS = [
+    _shade(BASE.get(Cat(c), BASE[Cat.OTHER]) if c in Cat._value2member_map_ else BASE[Cat.OTHER], k)
+    for c in range(N_CATS)
+    for k in range(SHADES)
+]
 BRUSHES = [QBrush(c) for c in COLORS]
 
 

@@ -9,6 +9,7 @@ drawRects call per pen (a zero-width rectangle is the vertical join), so 64 rank
 no Python loop per segment. A lane folded away (a collapsed rank, the folded host lanes) is
 outlined on the row that stands for it: its group row, else its rank's header.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -102,8 +103,14 @@ class CriticalPathItem(Layer):
             return
         a, b = np.arange(len(pv) - 1), np.arange(1, len(pv))
         t = pv.start[b]
-        sel = ((pv.step[a] == pv.step[b]) & (pv.lane[a] != pv.lane[b]) & ~np.isnan(y[a]) & ~np.isnan(y[b])
-               & (t >= f.t0) & (t <= f.t1))
+        sel = (
+            (pv.step[a] == pv.step[b])
+            & (pv.lane[a] != pv.lane[b])
+            & ~np.isnan(y[a])
+            & ~np.isnan(y[b])
+            & (t >= f.t0)
+            & (t <= f.t1)
+        )
         a, b = a[sel], b[sel]
         if not len(a):
             return

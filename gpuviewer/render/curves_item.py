@@ -9,6 +9,7 @@ copies that image at a new offset. A zoom step stretches it while it still cover
 the curves are drawn anew once the zoom pauses (_SHARPEN_MS); they are drawn at once when the
 height, the y range or the data change, or when the view leaves the drawn span. Vector painters
 (SVG, print) get the decimated curves as paths, never the image."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -151,11 +152,21 @@ class CurvesItem(pg.GraphicsObject):
         img = self._image
         p.save()
         p.resetTransform()
-        if img is not None and key == self._key and x0 >= self._img_x0 and (x1 - self._img_x0) * sx <= img.width() / dpr:
+        if (
+            img is not None
+            and key == self._key
+            and x0 >= self._img_x0
+            and (x1 - self._img_x0) * sx <= img.width() / dpr
+        ):
             # a pan within the drawn span: the image copied at its new offset
             p.drawImage(QPointF(round(left.x() + (self._img_x0 - x0) * sx), round(left.y())), img)
-        elif (img is not None and self._key is not None and key[1:] == self._key[1:]
-              and 1 / _STRETCH_MAX <= sx / self._key[0] <= _STRETCH_MAX and self._covers(x0, x1)):
+        elif (
+            img is not None
+            and self._key is not None
+            and key[1:] == self._key[1:]
+            and 1 / _STRETCH_MAX <= sx / self._key[0] <= _STRETCH_MAX
+            and self._covers(x0, x1)
+        ):
             # only the scale changed, by at most 2x (a zoom step), and the kept image, stretched,
             # still covers the view: drawn stretched now, anew once the zoom pauses (_SHARPEN_MS)
             k = sx / self._key[0]
@@ -204,8 +215,9 @@ class CurvesItem(pg.GraphicsObject):
         self._key = None
         self.update()
 
-    def _draw(self, p: QPainter, x0: float, sx: float, width: int, y0: float, y1: float, h: float,
-              origin: QPointF) -> None:
+    def _draw(
+        self, p: QPainter, x0: float, sx: float, width: int, y0: float, y1: float, h: float, origin: QPointF
+    ) -> None:
         """The decimated curves in device pixels, `origin` the device point of (x0, y1)."""
         p.save()
         p.resetTransform()

@@ -6,6 +6,7 @@ marks first (the capacity a dash-dotted line shows), then round values at the fi
 whose labels clear each other, each kept only where its label lies wholly inside the axis and at
 least a text line from every label already kept, so no two overlap and none is cut. The unit is
 in each label, so the axis needs no rotated title."""
+
 from __future__ import annotations
 
 import math
@@ -64,11 +65,13 @@ class GbAxis(pg.AxisItem):
                 if inside and all(abs(v - k) * px >= line for k, _ in kept):
                     kept.append((v, text))
             return kept
+
         # round values at the finest 1-2-5 step whose labels clear each other (2, 4, 6 GB); where
         # that fits fewer than two between the edges (a short strip), the step of finer ones
         # that labels most (every other one of 1, 2, 3... GB: 1, 3, 5 GB)
         def at(step: float) -> list[tuple[float, str]]:
             return keep(list(self.marks) + [(k * step, _gb(k * step)) for k in range(1, int(hi / step) + 1)])
+
         clear = _round_step(line / px)
         best = at(clear)
         if len(best) - len(self.marks) < 2:

@@ -19,6 +19,7 @@ How a kept layer is put back (Layer.keep):
   None     nothing is kept: drawn at every paint (what is cheaper drawn than kept).
 Every layer draws in device pixels, the painter's transform reset, as the single item did.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,8 +51,8 @@ class state:
 
 class Frame:
     """Where the view is, in the painter's device pixels; computed once per draw."""
-    __slots__ = ("x0", "x1", "y0", "y1", "sx", "ox", "sy", "oy", "left", "right", "ns_per_px",
-                 "t0", "t1", "rows")
+
+    __slots__ = ("x0", "x1", "y0", "y1", "sx", "ox", "sy", "oy", "left", "right", "ns_per_px", "t0", "t1", "rows")
 
     def __init__(self, host, x0, x1, y0, y1, sx, ox, sy, oy) -> None:
         self.x0, self.x1, self.y0, self.y1 = x0, x1, y0, y1
@@ -78,6 +79,7 @@ class Calls:
 
         def record(*args) -> None:
             calls.append((fn, args))
+
         setattr(self, name, record)  # made once per method: labels call setPen, drawText hundreds of times
         return record
 
@@ -93,6 +95,7 @@ class Calls:
 class Layer(pg.GraphicsObject):
     """Subclasses: draw(p, frame) in device pixels; has_content() False when there is nothing
     to draw (nothing is kept then); keep: see the module's docstring."""
+
     keep: str | None = "calls"
 
     def __init__(self, host, z: float) -> None:

@@ -6,6 +6,7 @@ redraws one box, not every match). Over the annotations: CursorItem, the memory 
 cursor and the flow arrows of the selected event; over everything, AreaItem, the area selection
 (Shift+drag), drawn from the session's area so that a picture of the view shows it too.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -105,6 +106,7 @@ class SelectionItem(Layer):
 class CursorItem(Layer):
     """Redrawn at each paint: a cursor follows the mouse over the memory panel, and this layer is
     two lines and a few arrows, cheaper drawn than copied."""
+
     keep = None
     cursor_ns = state()  # a time picked elsewhere (memory panel)
     flow_pairs = state()  # (source, destination) events of the selection's flows
@@ -139,8 +141,13 @@ class CursorItem(Layer):
             v = end - start
             length = max((v.x() ** 2 + v.y() ** 2) ** 0.5, 1e-6)
             ux, uy = v.x() / length, v.y() / length
-            head = QPolygonF([end, QPointF(end.x() - 8 * ux + 4 * uy, end.y() - 8 * uy - 4 * ux),
-                              QPointF(end.x() - 8 * ux - 4 * uy, end.y() - 8 * uy + 4 * ux)])
+            head = QPolygonF(
+                [
+                    end,
+                    QPointF(end.x() - 8 * ux + 4 * uy, end.y() - 8 * uy - 4 * ux),
+                    QPointF(end.x() - 8 * ux - 4 * uy, end.y() - 8 * uy + 4 * ux),
+                ]
+            )
             p.drawPolygon(head)
 
 
@@ -151,6 +158,7 @@ AREA_BRUSH = QBrush(QColor(37, 99, 235, 40))
 class AreaItem(Layer):
     """The area selection: its time range on the rows of its lanes, one box over each run of
     its lanes with no other row between them (a lane left out of the area splits the box)."""
+
     area = state()  # (t0, t1, lane indices), absolute ns, as Session.view.area
 
     def __init__(self, host, z: float = 6.0) -> None:

@@ -4,6 +4,7 @@ An (n, 4) float64 array has the memory layout of QRectF[n] (x, y, w, h as qreal)
 address as a QRectF* binds to the C++ overload drawRects(const QRectF*, int): no Python object
 per rectangle, no copy. (pyqtgraph uses the same trick internally; this is our own adapter.)
 """
+
 from __future__ import annotations
 
 import numpy as np

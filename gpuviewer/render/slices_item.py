@@ -6,6 +6,7 @@ at most a pixel, snap to whole device pixels, then draw with one drawRects call 
 numpy buffer. The cost is O(pixels x rows), not O(events): 10M events draw as fast as 10k
 (bench/bench_render.py). The runs drawn are kept for hover (hover_pick).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -119,12 +120,12 @@ class SlicesItem(Layer):
                 self._gpu_busy[rank] = got
                 return got
             from ..model import intervals as iv
+
             trace = self.host.trace
             c = trace.columns
             got = {}
             for comm, kinds in ((False, (LaneKind.GPU,)), (True, (LaneKind.COMM,))):
-                sl = [trace.lane_slice(i) for i, ln in enumerate(trace.lanes)
-                      if ln.rank == rank and ln.kind in kinds]
+                sl = [trace.lane_slice(i) for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in kinds]
                 if sl:
                     st = np.concatenate([np.asarray(c["start"][x]) for x in sl]).astype(np.int64)
                     en = st + np.concatenate([np.asarray(c["dur"][x]) for x in sl]).astype(np.int64)
@@ -221,8 +222,9 @@ class SlicesItem(Layer):
             cache.clear()
         fm = self.host.fm
         pen = None
-        for name_id, x, w, y, h, c in zip(nid, xs.tolist(), ws.tolist(), Y[wide].tolist(),
-                                           H[wide].tolist(), C[wide].tolist()):
+        for name_id, x, w, y, h, c in zip(
+            nid, xs.tolist(), ws.tolist(), Y[wide].tolist(), H[wide].tolist(), C[wide].tolist()
+        ):
             if w < 20:
                 continue
             # a pan keeps a slice's width (only those cut by the edges change): elide once

@@ -1,5 +1,6 @@
 """The steps layer: a dashed line at each profiler step's start across its rank's rows, and the
 step's name in the rank's header where it fits."""
+
 from __future__ import annotations
 
 from PySide6.QtCore import QLineF, QRectF, Qt
@@ -62,6 +63,5 @@ class StepsItem(Layer):
                 Xe = (st.end - origin) * sx + ox
                 label = f"step {st.step}"
                 if Xe - X > fm.horizontalAdvance(label) + 6:
-                    p.drawText(QRectF(X + 3, hdr.y * sy + oy, Xe - X - 3, hdr.h * sy),
-                               _LABEL_FLAGS, label)
+                    p.drawText(QRectF(X + 3, hdr.y * sy + oy, Xe - X - 3, hdr.h * sy), _LABEL_FLAGS, label)
         p.setPen(Qt.NoPen)

@@ -3,6 +3,7 @@
 Drawn directly: pyqtgraph's AxisItem builds its tick specification in Python on every range
 change (about 2.5 ms an axis a frame here, the largest fixed cost of a pan), while a time axis
 needs one 1-2-5 spacing, a few lines and a dozen labels (about 0.2 ms)."""
+
 from __future__ import annotations
 
 import math
@@ -16,7 +17,6 @@ from ..model.fmt import format_duration, format_ns
 from . import theme
 
 __all__ = ["TimeAxis", "format_duration", "format_ns", "nice_spacing"]
-
 
 
 def nice_spacing(span: float, width_px: float, target_px: float = 110.0) -> float:
@@ -82,4 +82,3 @@ class TimeAxis(pg.AxisItem):
                 continue  # would touch the label before it
             p.drawText(QRectF(x, y, w + 2, h), Qt.AlignLeft | Qt.AlignTop, s)
             right_edge = x + w
-

@@ -17,6 +17,7 @@ rest of the code sets on `timeline.item`, forwarding each to the layer that draw
 redraws that layer; update() repaints all, and only those whose state changed draw anew).
 x is ns since the session origin; y is layout rows.
 """
+
 from __future__ import annotations
 
 import pyqtgraph as pg
@@ -81,8 +82,16 @@ class TimelineItem(pg.GraphicsObject):
         self.notes = AnnotationsItem(self, 4)
         self.cursor_layer = CursorItem(self, 5)
         self.area_layer = AreaItem(self, 6)
-        self.layers = (self.slices, self.steps, self.overlay, self.critical, self.selection, self.notes,
-                       self.cursor_layer, self.area_layer)
+        self.layers = (
+            self.slices,
+            self.steps,
+            self.overlay,
+            self.critical,
+            self.selection,
+            self.notes,
+            self.cursor_layer,
+            self.area_layer,
+        )
         self._visible = (None, None, None, [])  # y0, y1, the layout's rows, those visible there
 
     # -- pyqtgraph protocol ------------------------------------------------------------------

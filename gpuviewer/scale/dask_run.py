@@ -5,6 +5,7 @@ file system they share with this machine. A task whose worker dies is run again 
 the scheduler; when that keeps failing (KilledWorker), or the scheduler goes away, or no worker
 is left, the run stops with one line saying so: never a result with ranks silently missing.
 """
+
 from __future__ import annotations
 
 import logging
@@ -39,6 +40,7 @@ def connect(address: str | None, quiet: bool = True):
     dashboard; "local:N": of N worker processes."""
     require()
     from distributed import Client, LocalCluster
+
     workers = os.cpu_count() or 1
     if address is not None and address.startswith("local"):
         try:
@@ -49,13 +51,25 @@ def connect(address: str | None, quiet: bool = True):
             raise ClusterFailed(f"--dask {address}: between 1 and 4096 workers")
         address = None
     if quiet:  # Dask's own log lines (worker restarts, ...) are for --debug
-        for name in ("distributed", "distributed.worker", "distributed.scheduler", "distributed.nanny",
-                     "distributed.core", "distributed.comm", "distributed.client"):
+        for name in (
+            "distributed",
+            "distributed.worker",
+            "distributed.scheduler",
+            "distributed.nanny",
+            "distributed.core",
+            "distributed.comm",
+            "distributed.client",
+        ):
             logging.getLogger(name).setLevel(logging.CRITICAL)
     if address is None:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               host="127.0.0.1", dashboard_address=None,
-                               silence_logs=logging.CRITICAL if quiet else logging.WARNING)
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            silence_logs=logging.CRITICAL if quiet else logging.WARNING,
+        )
         try:
             return Client(cluster), cluster
         except BaseException:
@@ -74,13 +88,16 @@ def run(client, calls: list[tuple[str, dict]], done: Callable[[int, dict], None]
     from distributed.client import FutureCancelledError
 
     from .work import map_file
+
     # A result is waited for a poll at a time (_result); when the run stops, the client's
     # abandoned waits end with AllExit and asyncio logs "Task exception was never retrieved" and
     # a traceback at exit, after the one line that said why the run stopped.
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     stamp = f"{os.getpid()}-{time.time_ns()}"
-    futures = [client.submit(map_file, path, key=f"gpuviewer-map-{stamp}-{i}", pure=False, **kw)
-               for i, (path, kw) in enumerate(calls)]
+    futures = [
+        client.submit(map_file, path, key=f"gpuviewer-map-{stamp}-{i}", pure=False, **kw)
+        for i, (path, kw) in enumerate(calls)
+    ]
     where = {f.key: i for i, f in enumerate(futures)}
     results: list[dict | None] = [None] * len(calls)
     pending = set(futures)
@@ -126,23 +143,29 @@ def _check_workers(client, since: float | None) -> float | None:
     try:
         n = len(client.scheduler_info().get("workers", {}))
     except Exception as e:  # noqa: BLE001
-        raise ClusterFailed(f"lost the Dask scheduler ({type(e).__name__}): the run stopped, nothing was written") from None
+        raise ClusterFailed(
+            f"lost the Dask scheduler ({type(e).__name__}): the run stopped, nothing was written"
+        ) from None
     if n:
         return None
     now = time.monotonic()
     if since is None:
         return now
     if now - since > float(os.environ.get("GPUVIEWER_DASK_NO_WORKERS_S", NO_WORKERS_S)):
-        raise ClusterFailed(f"no Dask worker has been connected to the scheduler for {now - since:.0f} s: the run "
-                            "stopped, nothing was written")
+        raise ClusterFailed(
+            f"no Dask worker has been connected to the scheduler for {now - since:.0f} s: the run "
+            "stopped, nothing was written"
+        )
     return since
 
 
 def _why(e: BaseException, path: str) -> str:
     name = type(e).__name__
     if name == "KilledWorker":
-        return (f"Dask workers died again and again while mapping {path} (KilledWorker: out of memory, or "
-                "killed): the run stopped, nothing was written")
+        return (
+            f"Dask workers died again and again while mapping {path} (KilledWorker: out of memory, or "
+            "killed): the run stopped, nothing was written"
+        )
     return f"the Dask run failed while mapping {path} ({name}: {str(e)[:200]}): the run stopped, nothing was written"
 
 

@@ -8,6 +8,7 @@ analysis.reduce. The answer is the one `gpuviewer analyze PATHS` gives from the 
 A file that cannot be read is named in `failed` and the others are analysed; companion files
 (topology, memory snapshots) are not used here and say so.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,15 @@ class ManyResult:
     map_seconds: list[float] = field(default_factory=list)
 
 
-def analyze_many(paths: list[str], *, client=None, use_cache: bool = True, hosts: str | None = None,
-                 align: bool = True, progress: Callable[[int, int], None] | None = None) -> ManyResult:
+def analyze_many(
+    paths: list[str],
+    *,
+    client=None,
+    use_cache: bool = True,
+    hosts: str | None = None,
+    align: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> ManyResult:
     """client: a dask.distributed Client (None: map here, one file after the other). progress(
     ranks done, ranks expected). Raises io.errors.TraceError for paths that cannot be opened as
     one session, NothingAnalysed when no file could be read, dask_run.ClusterFailed when the
@@ -48,12 +56,15 @@ def analyze_many(paths: list[str], *, client=None, use_cache: bool = True, hosts
     from ..io.hosts import hosts_from_paths, parse_hosts
     from ..io.session import one_format, session_files
     from .work import session_ranks
+
     files, kinds, optional, warnings = session_files(paths)
     notes: list[str] = []
     companions = [f for f in files if kinds[f] is not None and kinds[f].companion is not None]
     for f in companions:
-        notes.append(f"{f}: {kinds[f].companion.name} files are not used by a map/reduce run; "
-                     "analyze without --dask to include it")
+        notes.append(
+            f"{f}: {kinds[f].companion.name} files are not used by a map/reduce run; "
+            "analyze without --dask to include it"
+        )
     # absolute: a worker of a running cluster reads the file by path from the shared file system
     files = [os.path.abspath(f) for f in files if f not in companions]
     kinds = {os.path.abspath(f): k for f, k in kinds.items()}
@@ -102,15 +113,29 @@ def analyze_many(paths: list[str], *, client=None, use_cache: bool = True, hosts
         alignment = {"method": "none", "residual_ns": None, "why": "alignment turned off"}
         offsets = {p.rank: 0 for p in parts}
     analysis = reduce(parts, hosts=host_of, alignment=alignment)
-    return ManyResult(analysis, sorted(parts, key=lambda p: p.rank), [r["path"] for r in ok], fmt, host_of, how,
-                      alignment, offsets, failed, warnings, notes, [r["seconds"] for r in ok])
+    return ManyResult(
+        analysis,
+        sorted(parts, key=lambda p: p.rank),
+        [r["path"] for r in ok],
+        fmt,
+        host_of,
+        how,
+        alignment,
+        offsets,
+        failed,
+        warnings,
+        notes,
+        [r["seconds"] for r in ok],
+    )
 
 
 def _run(client, calls: list[tuple[str, dict]], done) -> list[dict]:
     if client is not None:
         from .dask_run import run
+
         return run(client, calls, done)
     from .work import map_file
+
     out = []
     for i, (path, kw) in enumerate(calls):
         out.append(map_file(path, **kw))

@@ -13,6 +13,7 @@ small enough for a laptop, without the traces.
 Parquet through DuckDB (already a dependency), so writing a summary needs no extra package.
 Written into a temporary folder beside OUT and renamed into place: a summary is whole or absent.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,9 +30,29 @@ if TYPE_CHECKING:
 
 VERSION = 1
 MANIFEST = "manifest.json"
-_STEP_FIELDS = ("step", "start_ns", "end_ns", "host_start_ns", "host_end_ns", "busy_ns", "compute_ns", "comm_ns",
-                "wait_ns", "transfer_ns", "caused_ns", "memcpy_ns", "overlap_ns", "exposed_comm_ns", "idle_ns",
-                "idle_before_ns", "idle_after_ns", "ops", "kernels", "comm_kernels", "warmup")
+_STEP_FIELDS = (
+    "step",
+    "start_ns",
+    "end_ns",
+    "host_start_ns",
+    "host_end_ns",
+    "busy_ns",
+    "compute_ns",
+    "comm_ns",
+    "wait_ns",
+    "transfer_ns",
+    "caused_ns",
+    "memcpy_ns",
+    "overlap_ns",
+    "exposed_comm_ns",
+    "idle_ns",
+    "idle_before_ns",
+    "idle_after_ns",
+    "ops",
+    "kernels",
+    "comm_kernels",
+    "warmup",
+)
 
 
 class SummaryError(GpuviewerError):
@@ -95,14 +116,27 @@ def _plain_file(path: str) -> bool:
         return False
 
 
-def write(out: str, *, analysis: Analysis, parts: list, files: list[str], fmt: str, hosts: dict[int, str | None],
-          hosts_from: str, alignment: dict, offsets: dict[int, int], failed: list[dict] | None = None,
-          warnings: list[str] | None = None, created_by: str = "gpuviewer") -> str:
+def write(
+    out: str,
+    *,
+    analysis: Analysis,
+    parts: list,
+    files: list[str],
+    fmt: str,
+    hosts: dict[int, str | None],
+    hosts_from: str,
+    alignment: dict,
+    offsets: dict[int, int],
+    failed: list[dict] | None = None,
+    warnings: list[str] | None = None,
+    created_by: str = "gpuviewer",
+) -> str:
     """analysis: reduce's Analysis (with its breakdowns and matched collectives); parts: the ranks' maps on
     the session's clock; created_by: the program and its version. Returns the folder written."""
     import pandas as pd
 
     from ..analysis.reduce import arrivals_rows
+
     out = check_target(out)
     parent = os.path.dirname(out)
     os.makedirs(parent, exist_ok=True)
@@ -110,12 +144,30 @@ def write(out: str, *, analysis: Analysis, parts: list, files: list[str], fmt: s
     try:
         os.chmod(tmp, 0o777 & ~umask())  # a folder like any other, not mkdtemp's private one
         tables = {
-            "steps": pd.DataFrame([(rb.rank, *(getattr(s, k) for k in _STEP_FIELDS), s.utilization)
-                                   for rb in analysis.breakdowns for s in rb.steps],
-                                  columns=["rank", *_STEP_FIELDS, "utilization"]).astype({"step": "Int64"}),
-            "collectives": pd.DataFrame(arrivals_rows(analysis.matched),
-                                        columns=["rank", "group", "kind", "step", "order", "bytes", "start_ns", "end_ns",
-                                                 "wait_ns", "transfer_ns", "late_rank"]).astype({"bytes": "Int64"}),
+            "steps": pd.DataFrame(
+                [
+                    (rb.rank, *(getattr(s, k) for k in _STEP_FIELDS), s.utilization)
+                    for rb in analysis.breakdowns
+                    for s in rb.steps
+                ],
+                columns=["rank", *_STEP_FIELDS, "utilization"],
+            ).astype({"step": "Int64"}),
+            "collectives": pd.DataFrame(
+                arrivals_rows(analysis.matched),
+                columns=[
+                    "rank",
+                    "group",
+                    "kind",
+                    "step",
+                    "order",
+                    "bytes",
+                    "start_ns",
+                    "end_ns",
+                    "wait_ns",
+                    "transfer_ns",
+                    "late_rank",
+                ],
+            ).astype({"bytes": "Int64"}),
             "kernels": _per_name(parts, "kernels"),
             "host_ops": _per_name(parts, "host_ops"),
             "profiles": _profiles(parts),
@@ -132,11 +184,22 @@ def write(out: str, *, analysis: Analysis, parts: list, files: list[str], fmt: s
             info = {k: v for k, v in p.info.items() if k != "format"}
             info.update(host=hosts.get(p.rank), clock_offset_ns=int(offsets.get(p.rank, 0)))
             ranks.append(info)
-        manifest = {"format": "gvsum", "version": VERSION, "created_by": created_by,
-                    "source_format": fmt, "files": list(files), "ranks": ranks,
-                    "hosts": {str(r): h for r, h in sorted(hosts.items())}, "hosts_from": hosts_from,
-                    "alignment": alignment, "findings": whole["findings"], "failed_ranks": failed or [],
-                    "warnings": list(warnings or []), "tables": listed, "analysis": "analysis.json"}
+        manifest = {
+            "format": "gvsum",
+            "version": VERSION,
+            "created_by": created_by,
+            "source_format": fmt,
+            "files": list(files),
+            "ranks": ranks,
+            "hosts": {str(r): h for r, h in sorted(hosts.items())},
+            "hosts_from": hosts_from,
+            "alignment": alignment,
+            "findings": whole["findings"],
+            "failed_ranks": failed or [],
+            "warnings": list(warnings or []),
+            "tables": listed,
+            "analysis": "analysis.json",
+        }
         _dump(manifest, os.path.join(tmp, MANIFEST))  # last: its presence marks a whole summary
         _into_place(tmp, out)
     except BaseException:
@@ -164,6 +227,7 @@ def _into_place(tmp: str, out: str) -> None:
 
 def _dump(obj, path: str) -> None:
     from ..model.plain import json_bytes
+
     with open(path, "wb") as f:
         f.write(json_bytes(obj))
         f.flush()
@@ -172,6 +236,7 @@ def _dump(obj, path: str) -> None:
 
 def _parquet(df, path: str) -> None:
     import duckdb
+
     con = duckdb.connect()
     try:
         con.register("t", df)
@@ -182,6 +247,7 @@ def _parquet(df, path: str) -> None:
 
 def _per_name(parts: list, which: str):
     import pandas as pd
+
     frames = []
     for p in parts:
         st = p.table("op_stats").get(which) or {}
@@ -190,16 +256,24 @@ def _per_name(parts: list, which: str):
             f.insert(0, "rank", p.rank)
             frames.append(f)
     if not frames:
-        return pd.DataFrame({"rank": pd.Series([], dtype="int64"), "name": pd.Series([], dtype="object"),
-                             "kind": pd.Series([], dtype="object"), "count": pd.Series([], dtype="int64"),
-                             "total_ns": pd.Series([], dtype="int64"), "min_ns": pd.Series([], dtype="int64"),
-                             "max_ns": pd.Series([], dtype="int64")})
+        return pd.DataFrame(
+            {
+                "rank": pd.Series([], dtype="int64"),
+                "name": pd.Series([], dtype="object"),
+                "kind": pd.Series([], dtype="object"),
+                "count": pd.Series([], dtype="int64"),
+                "total_ns": pd.Series([], dtype="int64"),
+                "min_ns": pd.Series([], dtype="int64"),
+                "max_ns": pd.Series([], dtype="int64"),
+            }
+        )
     return pd.concat(frames, ignore_index=True)
 
 
 def _profiles(parts: list):
     import numpy as np
     import pandas as pd
+
     cols: dict[str, list] = {"rank": [], "bin": [], "start_ns": [], "end_ns": [], "compute": [], "comm": []}
     for p in parts:
         pr = p.table("profile")
@@ -213,8 +287,14 @@ def _profiles(parts: list):
         cols["end_ns"].append(pr["t0_ns"] + (b + 1) * pr["bin_ns"])
         cols["compute"].append(np.asarray(pr["compute"], np.float32))
         cols["comm"].append(np.asarray(pr["comm"], np.float32))
-    dtypes = {"rank": np.int64, "bin": np.int64, "start_ns": np.int64, "end_ns": np.int64, "compute": np.float32,
-              "comm": np.float32}
+    dtypes = {
+        "rank": np.int64,
+        "bin": np.int64,
+        "start_ns": np.int64,
+        "end_ns": np.int64,
+        "compute": np.float32,
+        "comm": np.float32,
+    }
     return pd.DataFrame({k: (np.concatenate(v) if v else np.zeros(0, dtypes[k])) for k, v in cols.items()})
 
 
@@ -222,6 +302,7 @@ def _manifest_head(path: str) -> dict | None:
     """The manifest as JSON when it says it is a gpuviewer summary (format and an integer
     version), else None; nothing else of it checked."""
     from .summary_read import read_json
+
     m = read_json(path, MANIFEST, "manifest", SummaryError)
     if not isinstance(m, dict) or m.get("format") != "gvsum":
         return None
@@ -233,18 +314,23 @@ def _manifest_head(path: str) -> dict | None:
 def read_manifest(path: str) -> dict:
     """The summary's manifest, checked against its schema (SummaryError naming the field)."""
     from .summary_schema import check_manifest
+
     m = _manifest_head(path)
     if m is None:
         raise SummaryError(f"{path}: not a gpuviewer summary (its manifest says otherwise)")
     if m["version"] > VERSION:
-        raise SummaryError(f"{path}: a summary of version {m.get('version')}, newer than this gpuviewer reads "
-                           f"({VERSION}); update gpuviewer", True)
+        raise SummaryError(
+            f"{path}: a summary of version {m.get('version')}, newer than this gpuviewer reads "
+            f"({VERSION}); update gpuviewer",
+            True,
+        )
     _check(path, "manifest", check_manifest, m)
     return m
 
 
 def _check(path: str, what: str, check, obj) -> None:
     import msgspec
+
     try:
         check(obj)
     except msgspec.ValidationError as e:
@@ -258,6 +344,7 @@ def read_analysis(path: str, manifest: dict | None = None):
     summary's, when the caller has read it already (read_manifest)."""
     from .summary_read import read_json
     from .summary_schema import check_analysis
+
     m = manifest if manifest is not None else read_manifest(path)
     a = read_json(path, m.get("analysis", "analysis.json"), "analysis", SummaryError)
     if not isinstance(a, dict):
@@ -267,6 +354,7 @@ def read_analysis(path: str, manifest: dict | None = None):
     if m.get("failed_ranks"):
         a["failed_ranks"] = m["failed_ranks"]
     from ..analysis.results import Analysis
+
     return Analysis.from_json(a)
 
 
@@ -274,12 +362,21 @@ def info(path: str) -> dict:
     """What `gpuviewer info` says of a summary (the shape of info --json for a trace)."""
     m = read_manifest(path)
     ranks = m.get("ranks") or []
-    return {"format": "gvsum", "source_format": m.get("source_format"), "files": m.get("files", []),
-            "events": sum(int(r.get("events", 0)) for r in ranks),
-            "kernels": sum(int(r.get("kernels", 0)) for r in ranks), "ranks": ranks,
-            "alignment": m.get("alignment"), "hosts_from": m.get("hosts_from"),
-            "findings": len(m.get("findings") or []), "failed_ranks": m.get("failed_ranks", []),
-            "warnings": m.get("warnings", []), "tables": m.get("tables", {}), "created_by": m.get("created_by")}
+    return {
+        "format": "gvsum",
+        "source_format": m.get("source_format"),
+        "files": m.get("files", []),
+        "events": sum(int(r.get("events", 0)) for r in ranks),
+        "kernels": sum(int(r.get("kernels", 0)) for r in ranks),
+        "ranks": ranks,
+        "alignment": m.get("alignment"),
+        "hosts_from": m.get("hosts_from"),
+        "findings": len(m.get("findings") or []),
+        "failed_ranks": m.get("failed_ranks", []),
+        "warnings": m.get("warnings", []),
+        "tables": m.get("tables", {}),
+        "created_by": m.get("created_by"),
+    }
 
 
 # -- opening a summary in the window (widgets/summary_window.py) -----------------------------
@@ -300,6 +397,7 @@ def read_table(path: str, manifest: dict, name: str, columns: list[str]):
     import duckdb
 
     from .summary_read import inside
+
     listed = (manifest.get("tables") or {}).get(name) or {}
     file = inside(path, str(listed.get("file", f"{name}.parquet")), f"{name} table", SummaryError)
     cols = ", ".join('"' + c.replace('"', '""') + '"' for c in columns)
@@ -307,8 +405,10 @@ def read_table(path: str, manifest: dict, name: str, columns: list[str]):
     try:
         return con.execute(f"SELECT {cols} FROM read_parquet('{file.replace(chr(39), chr(39) * 2)}')").df()
     except (duckdb.Error, OSError) as e:
-        raise SummaryError(f"{path}: the summary's {name} table cannot be read "
-                           f"({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+        raise SummaryError(
+            f"{path}: the summary's {name} table cannot be read "
+            f"({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+        ) from None
     finally:
         con.close()
 
@@ -321,6 +421,7 @@ def open_trace(path: str):
 
     from ..model.summary_rows import SummaryRows, SummaryTrace, profile_busy
     from ..model.trace import RankInfo, Step
+
     m = read_manifest(path)
     a = read_analysis(path, m)
     prof = read_table(path, m, "profiles", ["rank", "start_ns", "end_ns", "compute", "comm"])
@@ -328,27 +429,47 @@ def open_trace(path: str):
     ranks, busy = [], {}
     for info in m.get("ranks") or []:
         r = int(info["rank"])
-        ranks.append(RankInfo(r, files=[str(f) for f in info.get("files") or []],
-                              devices=[int(d) for d in info.get("devices") or []], host=info.get("host"),
-                              clock_offset_ns=int(info.get("clock_offset_ns") or 0),
-                              world_size=info.get("world_size")))
+        ranks.append(
+            RankInfo(
+                r,
+                files=[str(f) for f in info.get("files") or []],
+                devices=[int(d) for d in info.get("devices") or []],
+                host=info.get("host"),
+                clock_offset_ns=int(info.get("clock_offset_ns") or 0),
+                world_size=info.get("world_size"),
+            )
+        )
     ranks.sort(key=lambda ri: ri.rank)
     prof = prof.sort_values(["rank", "start_ns"], kind="stable")
     for r, g in prof.groupby("rank", sort=True):
         s, e = g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)
-        busy[int(r)] = {False: profile_busy(s, e, g["compute"].to_numpy(np.float64)),
-                        True: profile_busy(s, e, g["comm"].to_numpy(np.float64))}
+        busy[int(r)] = {
+            False: profile_busy(s, e, g["compute"].to_numpy(np.float64)),
+            True: profile_busy(s, e, g["comm"].to_numpy(np.float64)),
+        }
     # a step without a number (NVTX ranges that name none) has no line to draw
     steps = steps[steps["step"].notna()]
-    step_list = sorted((Step(int(r), int(st), int(a0), int(b0)) for r, st, a0, b0 in
-                        steps.itertuples(index=False, name=None)), key=lambda s: (s.rank, s.step))
+    step_list = sorted(
+        (Step(int(r), int(st), int(a0), int(b0)) for r, st, a0, b0 in steps.itertuples(index=False, name=None)),
+        key=lambda s: (s.rank, s.step),
+    )
     span = [int(i[k]) for i in m.get("ranks") or [] for k in ("start_ns", "end_ns") if i.get("events")]
-    rows = SummaryRows(path=path, format=str(m.get("source_format") or "summary"), ranks=ranks, steps=step_list,
-                       busy=busy, span=(min(span), max(span)) if span else (0, 0),
-                       warnings=[str(w) for w in m.get("warnings") or []],
-                       metadata={"summary": path, "files": list(m.get("files") or []),
-                                 "alignment": m.get("alignment") or {}, "hosts_from": m.get("hosts_from"),
-                                 "failed_ranks": list(m.get("failed_ranks") or [])})
+    rows = SummaryRows(
+        path=path,
+        format=str(m.get("source_format") or "summary"),
+        ranks=ranks,
+        steps=step_list,
+        busy=busy,
+        span=(min(span), max(span)) if span else (0, 0),
+        warnings=[str(w) for w in m.get("warnings") or []],
+        metadata={
+            "summary": path,
+            "files": list(m.get("files") or []),
+            "alignment": m.get("alignment") or {},
+            "hosts_from": m.get("hosts_from"),
+            "failed_ranks": list(m.get("failed_ranks") or []),
+        },
+    )
     return SummaryTrace(rows), a
 
 
@@ -365,12 +486,15 @@ def as_summary_rank(loaded, trace, rank: int):
     summary found for it. SummaryError when the file holds other ranks than the summary says."""
     from ..model.align import apply_offsets
     from .work import relabel
+
     files = {os.path.abspath(f) for f in rank_files(trace, rank)}
     mine = sorted(r.rank for r in trace.summary.ranks if files & {os.path.abspath(f) for f in r.files})
     have = [r.rank for r in loaded.ranks]
     if len(have) != len(mine) or rank not in mine:
-        raise SummaryError(f"{', '.join(sorted(files))}: holds {len(have)} ranks, the summary says {len(mine)}; "
-                           "the file changed since the summary was written")
+        raise SummaryError(
+            f"{', '.join(sorted(files))}: holds {len(have)} ranks, the summary says {len(mine)}; "
+            "the file changed since the summary was written"
+        )
     relabel(loaded, {old: new for old, new in zip(have, mine) if old != new})
     offset = {r.rank: r.clock_offset_ns for r in trace.summary.ranks}
     if any(offset.get(r) for r in mine):
@@ -383,6 +507,7 @@ def load_rank(trace, rank: int, use_cache: bool = True):
     """A rank's events, read here (through the cache), for the summary `trace`: what the window's
     background loader does in another process, for headless renders and tests."""
     from ..io.session import load
+
     files = rank_files(trace, rank)
     if not files:
         raise SummaryError(f"rank {rank}: the summary lists no file for it")

@@ -6,6 +6,7 @@ line naming the summary and the field (msgspec's path, e.g. `$.ranks[0].events`)
 traceback in info, analyze or the window. The structs are used to validate only: the readers
 keep the decoded dicts (fields a newer writer adds pass through to `analyze --json`).
 """
+
 from __future__ import annotations
 
 from typing import Annotated, Any
@@ -14,16 +15,17 @@ import msgspec
 
 # Bounds: times in ns fit int64; counts, ranks and devices are small; durations and shares are
 # finite (msgspec's float type takes inf, the bound refuses it).
-Ns = Annotated[int, msgspec.Meta(ge=-(2 ** 63), le=2 ** 63 - 1)]
-Count = Annotated[int, msgspec.Meta(ge=0, le=2 ** 62)]
-Rank = Annotated[int, msgspec.Meta(ge=0, le=2 ** 31)]
-Step = Annotated[int, msgspec.Meta(ge=-(2 ** 62), le=2 ** 62)]
+Ns = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+Count = Annotated[int, msgspec.Meta(ge=0, le=2**62)]
+Rank = Annotated[int, msgspec.Meta(ge=0, le=2**31)]
+Step = Annotated[int, msgspec.Meta(ge=-(2**62), le=2**62)]
 Num = Annotated[float, msgspec.Meta(ge=-1e18, le=1e18)]
 Text = Annotated[str, msgspec.Meta(max_length=1 << 20)]
 
 
 class _S(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
     pass
+
 
 # Each struct below says frozen=True again: msgspec inherits it, but type checkers read a
 # subclass without it as a non-frozen dataclass.
@@ -62,6 +64,7 @@ class EvidenceRow(_S, frozen=True):
 
 class Metrics(_S, frozen=True):
     """The metrics readers use by name; the rest are shown as they are (checked by _plain)."""
+
     evidence: list[EvidenceRow] = []
     causes: list[EvidenceRow] = []
     host_activity: list[EvidenceRow] = []
@@ -92,7 +95,7 @@ class FailedRank(_S, frozen=True):
 
 class Manifest(_S, frozen=True):
     format: Text
-    version: Annotated[int, msgspec.Meta(ge=0, le=2 ** 31)]
+    version: Annotated[int, msgspec.Meta(ge=0, le=2**31)]
     created_by: Text | None = None
     source_format: Text | None = None
     files: list[Text] = []
@@ -179,7 +182,7 @@ def _plain(obj: Any, where: str, depth: int = 0) -> None:
             _plain(v, f"{where}[{i}]", depth + 1)
     elif isinstance(obj, float) and not -1e18 <= obj <= 1e18:
         raise msgspec.ValidationError(f"Expected a finite number - at `{where}`")
-    elif isinstance(obj, int) and not isinstance(obj, bool) and not -(2 ** 63) <= obj < 2 ** 63:
+    elif isinstance(obj, int) and not isinstance(obj, bool) and not -(2**63) <= obj < 2**63:
         raise msgspec.ValidationError(f"Integer out of range - at `{where}`")
 
 

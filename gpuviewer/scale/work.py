@@ -10,6 +10,7 @@ A session read as one trace numbers its ranks across files (a rank claimed twice
 without RANK); files read one by one cannot, so session_ranks() numbers them afterwards the way
 the readers do, and a file whose ranks move is mapped again with the numbers it must carry.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,7 @@ from typing import Any
 NOT_A_TRACE = ("not a trace", "no trace events", "not a JSON trace", "no readable trace events")
 
 
-def map_file(path: str, use_cache: bool = True, ranks: dict[int, int] | None = None,
-             optional: bool = False) -> dict:
+def map_file(path: str, use_cache: bool = True, ranks: dict[int, int] | None = None, optional: bool = False) -> dict:
     """One file -> {"path", "format", "parts": [RankPart], "warnings", "env_rank", "seconds",
     "error": None | one line, "skipped": bool}. ranks: old -> new rank numbers to give its ranks
     (session_ranks); optional: the file was found in a folder (JSON that is not a trace is then
@@ -29,9 +29,19 @@ def map_file(path: str, use_cache: bool = True, ranks: dict[int, int] | None = N
     from ..io.comm_args import collective_args
     from ..io.errors import TraceError, unexpected
     from ..io.session import load
+
     t0 = time.perf_counter()
-    out: dict[str, Any] = {"path": path, "format": None, "parts": [], "warnings": [], "env_rank": None,
-                           "error": None, "skipped": False, "seconds": 0.0, "pid": os.getpid()}
+    out: dict[str, Any] = {
+        "path": path,
+        "format": None,
+        "parts": [],
+        "warnings": [],
+        "env_rank": None,
+        "error": None,
+        "skipped": False,
+        "seconds": 0.0,
+        "pid": os.getpid(),
+    }
     try:
         trace = load([path], use_cache=use_cache)
     except TraceError as e:
@@ -52,8 +62,10 @@ def map_file(path: str, use_cache: bool = True, ranks: dict[int, int] | None = N
         # materialized: the parts leave this process without the trace
         out["parts"] = [map_rank(trace, r.rank, args).materialize() for r in trace.ranks]
     except Exception as e:  # noqa: BLE001
-        out["error"] = (f"{path}: the analysis failed on this file, a bug in gpuviewer ({type(e).__name__}: "
-                        f"{str(e)[:200]}); please report it")
+        out["error"] = (
+            f"{path}: the analysis failed on this file, a bug in gpuviewer ({type(e).__name__}: "
+            f"{str(e)[:200]}); please report it"
+        )
         out["parts"] = []
     out["seconds"] = time.perf_counter() - t0
     return out
@@ -62,6 +74,7 @@ def map_file(path: str, use_cache: bool = True, ranks: dict[int, int] | None = N
 def _env_rank(path: str) -> int | None:
     try:
         from ..io.nsys_report import captured_rank
+
         return captured_rank(path)
     except Exception:  # noqa: BLE001 - the file was just read; this is a best effort
         return None
@@ -70,13 +83,15 @@ def _env_rank(path: str) -> int | None:
 def relabel(trace, ranks: dict[int, int]) -> None:
     """Give the trace's ranks other numbers (old -> new), everywhere a rank number is kept."""
     from ..model.trace import Counter, Step
+
     for r in trace.ranks:
         r.rank = ranks.get(r.rank, r.rank)
     trace.ranks.sort(key=lambda r: r.rank)
     for ln in trace.lanes:
         ln.rank = ranks.get(ln.rank, ln.rank)
-    trace.steps = sorted((Step(ranks.get(s.rank, s.rank), s.step, s.start, s.end) for s in trace.steps),
-                         key=lambda s: (s.rank, s.step))
+    trace.steps = sorted(
+        (Step(ranks.get(s.rank, s.rank), s.step, s.start, s.end) for s in trace.steps), key=lambda s: (s.rank, s.step)
+    )
     trace.counters = [Counter(ranks.get(c.rank, c.rank), c.device, c.name, c.t, c.v) for c in trace.counters]
 
 

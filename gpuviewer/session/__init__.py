@@ -12,6 +12,7 @@ the analysis through it.
   analysis.py  the analysis of an opened session (readers' arguments handed to the analysis)
   summary.py   a session summary (.gvsum) opened as a Session
 """
+
 from .opening import align_clocks, alignment_line, alignment_text, open_session, set_hosts
 from .session import Session
 from .view import View

@@ -20,6 +20,7 @@ Events and their keyword arguments:
   message(text, error)      something to tell the user in one line
   dirty()                   the sidecar should be saved soon (the autosave policy below)
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -35,8 +36,20 @@ if TYPE_CHECKING:
     from .notes import Notes
     from .view import View
 
-EVENTS = ("range", "lanes", "selection", "area", "search", "highlight", "reveal", "annotations", "topology",
-          "analysis", "message", "dirty")
+EVENTS = (
+    "range",
+    "lanes",
+    "selection",
+    "area",
+    "search",
+    "highlight",
+    "reveal",
+    "annotations",
+    "topology",
+    "analysis",
+    "message",
+    "dirty",
+)
 # Autosave: the sidecar is written this long after the last change, so a burst of edits (or
 # a pan) is one write.
 AUTOSAVE_DELAY_S = 0.4
@@ -68,6 +81,7 @@ class ViewActions:
     def set_lanes(self, state) -> None:
         """A lane layout (model.layout.ViewState, or its JSON as the sidecar keeps it)."""
         from ..model.layout import ViewState
+
         self.view.lanes = ViewState.from_json(state) if isinstance(state, dict) else state
         self.lanes_changed()
 
@@ -114,6 +128,7 @@ class ViewActions:
         import re
 
         from ..model.search import find
+
         self.view.search, self.view.regex, self.view.match_pos, self.view.search_error = text, regex, -1, ""
         if not text:
             self.view.mask, self.view.matches = None, np.zeros(0, np.int64)
@@ -150,6 +165,7 @@ class ViewActions:
     def refind(self) -> None:
         """The search again over events that changed (a rank loaded), nothing selected."""
         from ..model.search import find
+
         v = self.view
         v.match_pos = -1
         if v.search and not v.search_error:
@@ -172,6 +188,7 @@ class ViewActions:
     # -- steps and findings ------------------------------------------------------------------
     def goto_step(self, n: int) -> bool:
         from ..model.view import step_range
+
         rng = step_range(self.trace, n)
         if rng is not None:
             self.set_range(*rng, padding=0.02)
@@ -180,6 +197,7 @@ class ViewActions:
     def step_nav(self, direction: int) -> int | None:
         """The step after (or before) the middle of the view, shown; its number."""
         from ..model.view import next_step, step_shown
+
         if self.view.range is None:
             return None
         # from the step on screen when the view shows one (a late rank's step reaches into the
@@ -200,6 +218,7 @@ class ViewActions:
         """Zoom to a finding's range, highlight it on its ranks and select its first evidence
         (the longest event of that name there); returns that event."""
         from ..model.queries import longest_named
+
         self.set_range(f.start_ns, f.end_ns, padding=0.08)
         self.set_highlight((f.start_ns, f.end_ns, set(f.ranks)))
         rank = f.ranks[0] if f.ranks else None
@@ -222,8 +241,9 @@ class NoteActions:
     """Annotations: made, edited, removed, gone to, saved with the view in the sidecar beside
     `paths`. `nav` shows what they point at and restores the saved view."""
 
-    def __init__(self, trace: Trace, paths: list[str], view: View, events: Events, notes: Notes,
-                 nav: ViewActions) -> None:
+    def __init__(
+        self, trace: Trace, paths: list[str], view: View, events: Events, notes: Notes, nav: ViewActions
+    ) -> None:
         self.trace = trace
         self.paths = paths
         self.view = view
@@ -267,6 +287,7 @@ class NoteActions:
 
     def add_region(self, text: str, t0: int, t1: int, rank: int | None = None) -> Annotation:
         from ..model.annotations import Annotation
+
         r = rank if rank is not None else (self.trace.ranks[0].rank if self.trace.ranks else 0)
         lo, hi = sorted((int(t0), int(t1)))
         return self._add(Annotation("region", text, lo, max(hi, lo + 1), r, None))
@@ -279,8 +300,16 @@ class NoteActions:
         """M: a note at the selected event (or the middle of the view); Shift+M: a region over
         the area selection (or the selected event)."""
         vis = self.view.range or (self.trace.start_ns, self.trace.end_ns)
-        return self._add(self.notes.from_selection(self.trace, text, region=region, selected=self.view.selected,
-                                                   area=self.view.area if region else None, visible=vis))
+        return self._add(
+            self.notes.from_selection(
+                self.trace,
+                text,
+                region=region,
+                selected=self.view.selected,
+                area=self.view.area if region else None,
+                visible=vis,
+            )
+        )
 
     def edit_annotation(self, a: Annotation, **changes) -> None:
         """Change fields of an annotation (text, title, color, ...)."""
@@ -327,9 +356,11 @@ class TopologyActions:
     def attach_topology_files(self, paths: list[str]) -> None:
         """Topology files (JSON or `nvidia-smi topo -m` output); TraceError names a bad one."""
         from ..io.topo import read_topology
+
         self.attach_topology(read_topology(paths))
 
     def paste_topology(self, text: str) -> None:
         """Pasted `nvidia-smi topo -m` output; TraceError when it is not that."""
         from ..io.topo import parse_topo_matrix
+
         self.attach_topology(parse_topo_matrix(text, "pasted"))

@@ -1,6 +1,7 @@
 """The analysis of an opened session: the NCCL kernels' arguments fetched from the source files
 (io) handed to the analysis (which never reads files). The window, the command line and reports
 all analyse through here, so they agree."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -24,28 +25,42 @@ def analyze_session(trace: Trace, *, peak_tflops: float | None = None, peak_gbps
     eff = efficiency_of(trace, a, rank=rank, peak_tflops=peak_tflops, peak_gbps=peak_gbps)
     a.efficiency = eff.to_json() if eff.has_work else None
     if rank is not None and a.efficiency is not None:
-        a.notes.append(f"efficiency (TFLOP/s, MFU) measured on rank {rank} of {len(trace.ranks)} ranks; "
-                       "`gpuviewer stats --report efficiency` measures every rank")
+        a.notes.append(
+            f"efficiency (TFLOP/s, MFU) measured on rank {rank} of {len(trace.ranks)} ranks; "
+            "`gpuviewer stats --report efficiency` measures every rank"
+        )
     # the efficiency findings join before the savings: each is a what-if on the same replay
     from ..analysis.efficiency_findings import findings
     from ..analysis.savings import attach_savings
+
     a.findings.extend(findings(trace, eff, a))
     attach_savings(trace, a, args)
     return a
 
 
-def efficiency_of(trace: Trace, analysis: Analysis | None = None, *, rank: int | None = None,
-                  peak_tflops: float | None = None, peak_gbps: float | None = None):
+def efficiency_of(
+    trace: Trace,
+    analysis: Analysis | None = None,
+    *,
+    rank: int | None = None,
+    peak_tflops: float | None = None,
+    peak_gbps: float | None = None,
+):
     """analysis.efficiency.Efficiency: the ops' shapes read from the sources (io.op_shapes), the
     device's roofs from model.peaks; MFU per step where the analysis' step windows are given."""
     from ..analysis.efficiency import compute, device_name
     from ..io.op_shapes import op_shapes
     from ..model.peaks import lookup, overridden
+
     peaks = overridden(lookup(device_name(trace)), peak_tflops, peak_gbps)
     steps = None
     if analysis is not None:
-        steps = [{"rank": r["rank"], **{k: s.get(k) for k in ("step", "start_ns", "end_ns", "warmup")}}
-                 for r in analysis.ranks for s in r.get("steps") or [] if s.get("end_ns") is not None]
+        steps = [
+            {"rank": r["rank"], **{k: s.get(k) for k in ("step", "start_ns", "end_ns", "warmup")}}
+            for r in analysis.ranks
+            for s in r.get("steps") or []
+            if s.get("end_ns") is not None
+        ]
     return compute(trace, op_shapes, peaks, steps, rank)
 
 
@@ -54,6 +69,7 @@ def measure_for_diff(trace: Trace):
     the NCCL kernels' arguments it used (the window finds a collective's kernels with them)."""
     from ..analysis.diff_tables import measure
     from ..io.comm_args import collective_args
+
     args = collective_args(trace)
     return measure(trace, args), args
 
@@ -72,9 +88,11 @@ def _analyze(trace: Trace, keep_parts: bool = False, savings: bool = True) -> tu
     from ..analysis.savings import attach_savings
     from ..io.args import event_args
     from ..io.comm_args import collective_args
+
     args = collective_args(trace)
     a = analyze(trace, args, event_args, keep_parts=keep_parts)
     from ..analysis.advice_jax import for_framework
+
     for_framework(a, trace)  # JAX's own terms, not PyTorch's
     if savings:
         attach_savings(trace, a, args)

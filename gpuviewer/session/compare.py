@@ -2,6 +2,7 @@
 headline, its tables as DataFrames, which step each side shows, and which events a table row stands
 for. The Compare window (widgets/compare_window.py, compare_tables.py) shows it; tests and notebooks
 can use it without a window."""
+
 from __future__ import annotations
 
 import os
@@ -17,10 +18,34 @@ from ..analysis.diff_tables import NO_STEP, Measured
 from ..analysis.diff_text import headline, verdict
 from ..io.errors import Cancelled, TraceError
 
-__all__ = ["Cancelled", "Comparison", "DiffError", "NO_STEP", "Measured", "TraceError", "collective_kind",
-           "collective_mask", "collectives_frame", "compute", "diff", "first_in", "headline", "name_mask",
-           "named_frame", "parse_steps", "parts_frame", "run_name", "run_names", "session_name", "slower_names",
-           "step_time", "step_window", "typical_step", "typical_steps", "verdict"]
+__all__ = [
+    "Cancelled",
+    "Comparison",
+    "DiffError",
+    "NO_STEP",
+    "Measured",
+    "TraceError",
+    "collective_kind",
+    "collective_mask",
+    "collectives_frame",
+    "compute",
+    "diff",
+    "first_in",
+    "headline",
+    "name_mask",
+    "named_frame",
+    "parse_steps",
+    "parts_frame",
+    "run_name",
+    "run_names",
+    "session_name",
+    "slower_names",
+    "step_time",
+    "step_window",
+    "typical_step",
+    "typical_steps",
+    "verdict",
+]
 
 
 @dataclass
@@ -49,6 +74,7 @@ def run_name(paths) -> str:
     """A run in titles, on one line: its folder, or the common prefix of its files ("ddp_nop2p"
     for ddp_nop2p_rank0/1.json), never just the first of its files."""
     from ..model.plain import line
+
     paths = [os.path.abspath(str(p)).rstrip("/\\") for p in paths] or [""]
     if len(paths) == 1:
         return line(os.path.basename(paths[0])) or "session"
@@ -67,9 +93,11 @@ def run_names(paths_a, paths_b) -> tuple[str, str]:
     """The two runs' names, told apart: same-named runs are named with the folder above them."""
     a, b = run_name(paths_a), run_name(paths_b)
     if a == b and [str(p) for p in paths_a] != [str(p) for p in paths_b]:
+
         def up(paths) -> str:
             parent = os.path.commonpath([os.path.dirname(os.path.abspath(str(p)).rstrip("/\\")) for p in paths])
             return os.path.basename(parent)
+
         ua, ub = up(paths_a), up(paths_b)
         if ua != ub:
             a, b = f"{ua}/{a}", f"{ub}/{b}"
@@ -89,11 +117,13 @@ def norm_steps(steps) -> tuple:
         if isinstance(s, str):
             return parse_steps(s)
         return sorted({int(x) for x in s})
+
     return one(steps[0]), one(steps[1])
 
 
-def compute(session_a, session_b, ranks=None, steps=None, progress=None, cancelled=None,
-            start: float = 0.0) -> Comparison:
+def compute(
+    session_a, session_b, ranks=None, steps=None, progress=None, cancelled=None, start: float = 0.0
+) -> Comparison:
     """The diff and what the window needs beside it; raises DiffError in the user's terms.
     progress(fraction, what) is told each stage (from `start` to 1); cancelled() True between
     stages raises io.errors.Cancelled."""
@@ -105,6 +135,7 @@ def compute(session_a, session_b, ranks=None, steps=None, progress=None, cancell
             raise Cancelled("comparison cancelled")
         if progress is not None:
             progress(start + (1 - start) * frac, what)
+
     for s in (session_a, session_b):
         if not len(s.trace):
             raise DiffError(f"{session_name(s)} holds no trace events to compare")
@@ -137,6 +168,7 @@ def compute(session_a, session_b, ranks=None, steps=None, progress=None, cancell
         steps_all = np.concatenate(op_step) if op_step else np.zeros(0, np.int64)
         o = np.argsort(ops_all, kind="stable")
         return win, host, (ops_all[o], steps_all[o])
+
     sa = steps_of(session_a.trace)
     sb = sa if session_b is session_a else steps_of(session_b.trace)
     cmp = Comparison(d, (ma, mb), (aa, ab), (sa[0], sb[0]), (sa[1], sb[1]), (sa[2], sb[2]))
@@ -196,6 +228,7 @@ def step_window(cmp: Comparison, side: str, step: int) -> tuple[int, int]:
 
 # -- the tables as DataFrames ---------------------------------------------------------------------
 
+
 def _tone(sig: bool, delta) -> int:
     """+1: B significantly slower (more time), -1: faster, 0: within noise."""
     return 0 if not sig or not delta else (1 if delta > 0 else -1)
@@ -210,27 +243,66 @@ def parts_frame(d: dict) -> pd.DataFrame:
     for p in d["step_parts_by_rank"]:
         b = ("median " if len(p["b_ranks"]) > 1 else "") + ",".join(map(str, p["b_ranks"]))
         sets.append((f"{','.join(map(str, p['a_ranks']))} vs {b}", p["parts"]))
-    rows = [{"part": r["part"], "ranks": who, "Δ ms": _f(r["delta_ns"]), "A ms": _f(r["a_ns"]), "B ms": _f(r["b_ns"]),
-             "verdict": verdict(r["significant"]), "noise ms": _f(r["noise_ns"]),
-             "_tone": _tone(r["significant"], r["delta_ns"])} for who, parts in sets for r in parts]
+    rows = [
+        {
+            "part": r["part"],
+            "ranks": who,
+            "Δ ms": _f(r["delta_ns"]),
+            "A ms": _f(r["a_ns"]),
+            "B ms": _f(r["b_ns"]),
+            "verdict": verdict(r["significant"]),
+            "noise ms": _f(r["noise_ns"]),
+            "_tone": _tone(r["significant"], r["delta_ns"]),
+        }
+        for who, parts in sets
+        for r in parts
+    ]
     return pd.DataFrame(rows, columns=["part", "ranks", "Δ ms", "A ms", "B ms", "verdict", "noise ms", "_tone"])
 
 
-NAMED_COLS = ["name", "Δ ms", "A ms", "B ms", "verdict", "only in", "kind", "count A", "count B", "mean A µs",
-              "mean B µs", "share A", "share B", "noise ms", "_tone"]
+NAMED_COLS = [
+    "name",
+    "Δ ms",
+    "A ms",
+    "B ms",
+    "verdict",
+    "only in",
+    "kind",
+    "count A",
+    "count B",
+    "mean A µs",
+    "mean B µs",
+    "share A",
+    "share B",
+    "noise ms",
+    "_tone",
+]
 
 
 def named_frame(rows: list[dict], with_comm: bool = True) -> pd.DataFrame:
     """GPU ops or host ops, in the analysis' order (by |Δ|). Without with_comm, NCCL kernels are
     left out: their time is mostly waiting for other ranks, which the Collectives tab splits off."""
-    out = [{"name": r["name"], "kind": r["kind"], "Δ ms": _f(r["delta_ns"]), "A ms": _f(r["a_total_ns"]),
-            "B ms": _f(r["b_total_ns"]), "verdict": verdict(r["significant"]),
-            "only in": (r["only"] or "").upper(), "count A": r["a_count"], "count B": r["b_count"],
+    out = [
+        {
+            "name": r["name"],
+            "kind": r["kind"],
+            "Δ ms": _f(r["delta_ns"]),
+            "A ms": _f(r["a_total_ns"]),
+            "B ms": _f(r["b_total_ns"]),
+            "verdict": verdict(r["significant"]),
+            "only in": (r["only"] or "").upper(),
+            "count A": r["a_count"],
+            "count B": r["b_count"],
             "mean A µs": np.nan if r["a_mean_ns"] is None else r["a_mean_ns"] / 1e3,
             "mean B µs": np.nan if r["b_mean_ns"] is None else r["b_mean_ns"] / 1e3,
-            "share A": r["a_share"], "share B": r["b_share"], "noise ms": _f(r["noise_ns"]),
-            "_tone": _tone(r["significant"], r["delta_ns"])}
-           for r in rows if with_comm or r["kind"] != "comm"]
+            "share A": r["a_share"],
+            "share B": r["b_share"],
+            "noise ms": _f(r["noise_ns"]),
+            "_tone": _tone(r["significant"], r["delta_ns"]),
+        }
+        for r in rows
+        if with_comm or r["kind"] != "comm"
+    ]
     return pd.DataFrame(out, columns=NAMED_COLS)
 
 
@@ -239,17 +311,44 @@ def collectives_frame(d: dict, by_size: bool = False) -> pd.DataFrame:
     for r in d["collectives" if by_size else "collective_totals"]:
         sig = [p for p in ("wait", "transfer") if r[f"{p}_significant"]]
         big = max(sig, key=lambda p: abs(r[f"delta_{p}_ns"])) if sig else None
-        rows.append({"collective": r["name"], "group": r["group"],
-                     "bytes": "all" if r["bytes"] is None else f"{r['bytes']:,}",
-                     "Δ wait ms": _f(r["delta_wait_ns"]), "Δ transfer ms": _f(r["delta_transfer_ns"]),
-                     "verdict": " and ".join(sig) + " significant" if sig else "within noise",
-                     "wait A ms": _f(r["a_wait_ns"]), "wait B ms": _f(r["b_wait_ns"]),
-                     "transfer A ms": _f(r["a_transfer_ns"]), "transfer B ms": _f(r["b_transfer_ns"]),
-                     "busbw A GB/s": r["a_busbw_gbps"], "busbw B GB/s": r["b_busbw_gbps"],
-                     "count A": r["a_count"], "count B": r["b_count"], "ranks": r["ranks"],
-                     "_tone": _tone(bool(big), r[f"delta_{big}_ns"] if big else 0)})
-    cols = ["collective", "group", "bytes", "Δ wait ms", "Δ transfer ms", "verdict", "wait A ms", "wait B ms",
-            "transfer A ms", "transfer B ms", "busbw A GB/s", "busbw B GB/s", "count A", "count B", "ranks", "_tone"]
+        rows.append(
+            {
+                "collective": r["name"],
+                "group": r["group"],
+                "bytes": "all" if r["bytes"] is None else f"{r['bytes']:,}",
+                "Δ wait ms": _f(r["delta_wait_ns"]),
+                "Δ transfer ms": _f(r["delta_transfer_ns"]),
+                "verdict": " and ".join(sig) + " significant" if sig else "within noise",
+                "wait A ms": _f(r["a_wait_ns"]),
+                "wait B ms": _f(r["b_wait_ns"]),
+                "transfer A ms": _f(r["a_transfer_ns"]),
+                "transfer B ms": _f(r["b_transfer_ns"]),
+                "busbw A GB/s": r["a_busbw_gbps"],
+                "busbw B GB/s": r["b_busbw_gbps"],
+                "count A": r["a_count"],
+                "count B": r["b_count"],
+                "ranks": r["ranks"],
+                "_tone": _tone(bool(big), r[f"delta_{big}_ns"] if big else 0),
+            }
+        )
+    cols = [
+        "collective",
+        "group",
+        "bytes",
+        "Δ wait ms",
+        "Δ transfer ms",
+        "verdict",
+        "wait A ms",
+        "wait B ms",
+        "transfer A ms",
+        "transfer B ms",
+        "busbw A GB/s",
+        "busbw B GB/s",
+        "count A",
+        "count B",
+        "ranks",
+        "_tone",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -257,12 +356,16 @@ def slower_names(d: dict) -> tuple[list[str], list[tuple[str, str]]]:
     """What got significantly slower from A to B: GPU op names, and collectives (kind, group)
     whose transfer did (a wait is the other ranks' lateness, not the collective's)."""
     ops = [r["name"] for r in d["kernels"] if r["significant"] and r["delta_ns"] > 0]
-    coll = [(r["name"], r["group"]) for r in d["collective_totals"]
-            if r["transfer_significant"] and r["delta_transfer_ns"] > 0]
+    coll = [
+        (r["name"], r["group"])
+        for r in d["collective_totals"]
+        if r["transfer_significant"] and r["delta_transfer_ns"] > 0
+    ]
     return ops, coll
 
 
 # -- which events a row stands for -------------------------------------------------------------
+
 
 def name_mask(trace, names) -> np.ndarray:
     """Every event whose name is one of names."""
@@ -275,6 +378,7 @@ def name_mask(trace, names) -> np.ndarray:
 def collective_mask(trace, comm_args: dict, colls) -> np.ndarray:
     """The NCCL kernels of the collectives colls [(kind, group)], as diff_tables groups them."""
     from ..model.categories import Cat
+
     mask = np.zeros(len(trace), bool)
     if not colls:
         return mask
@@ -287,8 +391,11 @@ def collective_mask(trace, comm_args: dict, colls) -> np.ndarray:
         kind = "SendRecv" if kind in ("Send", "Recv") else kind
         if kind not in kinds:
             continue
-        group = str(a["group"]) + (f" ({a['group_desc']})" if a.get("group_desc") else "") \
-            if a.get("group") is not None else None
+        group = (
+            str(a["group"]) + (f" ({a['group_desc']})" if a.get("group_desc") else "")
+            if a.get("group") is not None
+            else None
+        )
         # without a group on record the analysis names it by stream order: the kind decides
         mask[i] = group is None or kind == "SendRecv" or (kind, group) in want
     return mask

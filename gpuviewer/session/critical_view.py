@@ -8,6 +8,7 @@ CUDA API lane) whose events cover most of the segment, gpu/copy to the busiest G
 comm to the busiest NCCL (else GPU) stream; an idle segment (a gap: nothing covers it) goes to
 the lane of the path beside it on the same rank, else the rank's first GPU stream.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,8 +19,12 @@ from ..model.categories import LaneKind
 from ..model.trace import Trace
 
 RESOURCES = ("host", "gpu", "comm", "copy", "idle")
-_LANES_OF = {"host": (LaneKind.CPU, LaneKind.CUDA_API), "gpu": (LaneKind.GPU,), "copy": (LaneKind.GPU,),
-             "comm": (LaneKind.COMM, LaneKind.GPU)}
+_LANES_OF = {
+    "host": (LaneKind.CPU, LaneKind.CUDA_API),
+    "gpu": (LaneKind.GPU,),
+    "copy": (LaneKind.GPU,),
+    "comm": (LaneKind.COMM, LaneKind.GPU),
+}
 
 
 @dataclass
@@ -41,6 +46,7 @@ class StepPath:
 class PathView:
     """Every step's segments in path order, flat: start/end (ns), rank, res (index into
     RESOURCES), lane (-1: none found), step, what; steps by number."""
+
     start: np.ndarray
     end: np.ndarray
     rank: np.ndarray
@@ -88,9 +94,19 @@ class PathView:
         out = []
         for i in range(sp.first, sp.first + sp.count):
             d = int(self.end[i] - self.start[i])
-            out.append({"index": i, "rank": int(self.rank[i]), "resource": RESOURCES[int(self.res[i])],
-                        "what": self.what[i], "start_ns": int(self.start[i]), "end_ns": int(self.end[i]),
-                        "duration_ms": d / 1e6, "share": d / total, "lane": int(self.lane[i])})
+            out.append(
+                {
+                    "index": i,
+                    "rank": int(self.rank[i]),
+                    "resource": RESOURCES[int(self.res[i])],
+                    "what": self.what[i],
+                    "start_ns": int(self.start[i]),
+                    "end_ns": int(self.end[i]),
+                    "duration_ms": d / 1e6,
+                    "share": d / total,
+                    "lane": int(self.lane[i]),
+                }
+            )
         return out
 
 
@@ -99,13 +115,24 @@ def _int(v) -> bool:
 
 
 def _step_ok(st) -> bool:
-    return (isinstance(st, dict) and _int(st.get("step")) and _int(st.get("start_ns")) and _int(st.get("end_ns"))
-            and isinstance(st.get("critical_path") or [], list))
+    return (
+        isinstance(st, dict)
+        and _int(st.get("step"))
+        and _int(st.get("start_ns"))
+        and _int(st.get("end_ns"))
+        and isinstance(st.get("critical_path") or [], list)
+    )
 
 
 def _segment_ok(s) -> bool:
-    return (isinstance(s, dict) and _int(s.get("rank")) and _int(s.get("start_ns")) and _int(s.get("end_ns"))
-            and isinstance(s.get("resource"), str) and isinstance(s.get("what", ""), str))
+    return (
+        isinstance(s, dict)
+        and _int(s.get("rank"))
+        and _int(s.get("start_ns"))
+        and _int(s.get("end_ns"))
+        and isinstance(s.get("resource"), str)
+        and isinstance(s.get("what", ""), str)
+    )
 
 
 def path_view(trace: Trace, analysis) -> PathView | None:
@@ -120,18 +147,35 @@ def path_view(trace: Trace, analysis) -> PathView | None:
         if not _step_ok(st):  # a summary's analysis.json is the user's file: skip what is not a step
             continue
         cp = [s for s in st.get("critical_path") or [] if _segment_ok(s)]
-        sps[int(st["step"])] = StepPath(int(st["step"]), int(st["start_ns"]), int(st["end_ns"]),
-                                        str(st.get("bound_by") or ""), len(segs), len(cp), bool(st.get("warmup")))
+        sps[int(st["step"])] = StepPath(
+            int(st["step"]),
+            int(st["start_ns"]),
+            int(st["end_ns"]),
+            str(st.get("bound_by") or ""),
+            len(segs),
+            len(cp),
+            bool(st.get("warmup")),
+        )
         segs.extend((int(st["step"]), s) for s in cp)
     n = len(segs)
     start = np.fromiter((s["start_ns"] for _, s in segs), np.int64, n)
     end = np.fromiter((s["end_ns"] for _, s in segs), np.int64, n)
     rank = np.fromiter((s["rank"] for _, s in segs), np.int64, n)
-    res = np.fromiter((RESOURCES.index(s["resource"]) if s["resource"] in RESOURCES else 4 for _, s in segs),
-                      np.int8, n)
+    res = np.fromiter(
+        (RESOURCES.index(s["resource"]) if s["resource"] in RESOURCES else 4 for _, s in segs), np.int8, n
+    )
     step = np.fromiter((k for k, _ in segs), np.int64, n)
-    view = PathView(start, end, rank, res, np.full(n, -1, np.int64), step, [s.get("what", "") for _, s in segs], sps,
-                    getattr(analysis, "bound_by", None))
+    view = PathView(
+        start,
+        end,
+        rank,
+        res,
+        np.full(n, -1, np.int64),
+        step,
+        [s.get("what", "") for _, s in segs],
+        sps,
+        getattr(analysis, "bound_by", None),
+    )
     for st in trace.steps:
         lo, hi = view.windows.get(st.step, (st.start, st.end))
         view.windows[st.step] = (min(lo, st.start), max(hi, st.end))
@@ -161,6 +205,7 @@ def _coverage(trace: Trace, lane: int, a: np.ndarray, b: np.ndarray) -> np.ndarr
         kk = np.maximum(k, 0)
         inside = np.clip(t - bs[kk], 0, be[kk] - bs[kk])
         return np.where(k >= 0, cum[kk] + inside, 0)
+
     return covered(b) - covered(a)
 
 
@@ -191,7 +236,9 @@ def _place(trace: Trace, view: PathView) -> None:
             if near:
                 view.lane[i] = view.lane[near[0]]
                 continue
-            kinds = (LaneKind.CPU, LaneKind.CUDA_API) if RESOURCES[view.res[i]] == "host" else (LaneKind.GPU, LaneKind.COMM)
+            kinds = (
+                (LaneKind.CPU, LaneKind.CUDA_API) if RESOURCES[view.res[i]] == "host" else (LaneKind.GPU, LaneKind.COMM)
+            )
             first = [ln for k in kinds for ln in lanes_of.get((int(r), k), [])]
             if first:
                 view.lane[i] = max(first, key=lambda ln: trace.lane_slice(ln).stop - trace.lane_slice(ln).start)

@@ -2,6 +2,7 @@
 a table by op family, the roofline's points and roofs, each family's kernels, and one kernel's
 op, shapes, FLOPs and achieved rate. Qt-free: the Session builds it (reading the ops' shapes from
 the files through io), the widgets only draw it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -12,8 +13,20 @@ import pandas as pd
 from ..model.trace import Trace
 
 # the table's columns, in order (units in the names: the table shows them as they are)
-COLUMNS = ("family", "kernels", "time_ms", "share_pct", "tflops", "pct_of_peak", "gbps", "flop_per_byte",
-           "bound", "precision", "tensor_cores", "top_kernel")
+COLUMNS = (
+    "family",
+    "kernels",
+    "time_ms",
+    "share_pct",
+    "tflops",
+    "pct_of_peak",
+    "gbps",
+    "flop_per_byte",
+    "bound",
+    "precision",
+    "tensor_cores",
+    "top_kernel",
+)
 
 
 @dataclass
@@ -40,9 +53,17 @@ class EfficiencyView:
         """The roofline's points: families whose FLOPs and bytes are known (name, intensity in
         FLOP/byte, TFLOP/s, share of kernel time)."""
         total = sum(f["time_ns"] for f in self.families) or 1
-        return [{"name": f["name"], "intensity": f["intensity"], "tflops": f["tflops"], "share": f["time_ns"] / total,
-                 "tensor_cores": f["tensor_cores"]}
-                for f in self.families if f.get("intensity") and f.get("tflops")]
+        return [
+            {
+                "name": f["name"],
+                "intensity": f["intensity"],
+                "tflops": f["tflops"],
+                "share": f["time_ns"] / total,
+                "tensor_cores": f["tensor_cores"],
+            }
+            for f in self.families
+            if f.get("intensity") and f.get("tflops")
+        ]
 
     def position(self, i: int) -> int | None:
         j = int(np.searchsorted(self.kernel, i))
@@ -53,22 +74,47 @@ def build(trace: Trace, eff, rank: int | None = None, n_ranks: int = 1) -> Effic
     """From an efficiency.Efficiency of every rank, or of `rank` alone (said in the summary)."""
     fams = eff.families
     total = sum(f["time_ns"] for f in fams) or 1
-    rows = [{"family": f["name"], "kernels": f["kernels"], "time_ms": f["time_ns"] / 1e6,
-             "share_pct": 100.0 * f["time_ns"] / total, "tflops": f["tflops"], "pct_of_peak": f["pct_of_peak"],
-             "gbps": f["gbps"], "flop_per_byte": f["intensity"], "bound": f["bound"], "precision": f["precision"],
-             "tensor_cores": {True: "yes", False: "no (SIMT)", None: ""}[f["tensor_cores"]],
-             "top_kernel": (f["top_kernels"] or [""])[0]} for f in fams]
+    rows = [
+        {
+            "family": f["name"],
+            "kernels": f["kernels"],
+            "time_ms": f["time_ns"] / 1e6,
+            "share_pct": 100.0 * f["time_ns"] / total,
+            "tflops": f["tflops"],
+            "pct_of_peak": f["pct_of_peak"],
+            "gbps": f["gbps"],
+            "flop_per_byte": f["intensity"],
+            "bound": f["bound"],
+            "precision": f["precision"],
+            "tensor_cores": {True: "yes", False: "no (SIMT)", None: ""}[f["tensor_cores"]],
+            "top_kernel": (f["top_kernels"] or [""])[0],
+        }
+        for f in fams
+    ]
     p = eff.peaks
     o = eff.ops
     said = [f"{p.device}" + (f" ({p.model})" if p.model else ": not in the device table, achieved rates only")]
     if o.get("kernels"):
-        said.append(f"work known for {o['kernels'] - o.get('unknown_kernels', 0):,} of {o['kernels']:,} kernels"
-                    + ("" if o.get("shapes_recorded") else " (no shapes recorded)"))
+        said.append(
+            f"work known for {o['kernels'] - o.get('unknown_kernels', 0):,} of {o['kernels']:,} kernels"
+            + ("" if o.get("shapes_recorded") else " (no shapes recorded)")
+        )
     if rank is not None:
         said.append(f"rank {rank} of {n_ranks} measured (`gpuviewer stats --report efficiency` measures every rank)")
-    return EfficiencyView(p.device, p.model, {k: v for k, v in p.tflops.items() if v}, p.gbps,
-                          pd.DataFrame(rows, columns=list(COLUMNS)), fams, eff.kernel, eff.kernel_family,
-                          eff.kernel_op, eff.kernel_flops, eff.kernel_bytes, "; ".join(said))
+    return EfficiencyView(
+        p.device,
+        p.model,
+        {k: v for k, v in p.tflops.items() if v},
+        p.gbps,
+        pd.DataFrame(rows, columns=list(COLUMNS)),
+        fams,
+        eff.kernel,
+        eff.kernel_family,
+        eff.kernel_op,
+        eff.kernel_flops,
+        eff.kernel_bytes,
+        "; ".join(said),
+    )
 
 
 def kernel_rows(trace: Trace, view: EfficiencyView, i: int, shapes) -> list[tuple[str, str]]:
@@ -89,8 +135,16 @@ def kernel_rows(trace: Trace, view: EfficiencyView, i: int, shapes) -> list[tupl
     got = shapes(trace, np.array([op], np.int64)).get(op) or {}
     dims, types = got.get("dims") or [], got.get("types") or []
     if dims:
-        rows.append(("Input shapes", ", ".join(f"{d}" + (f" {types[k]}" if k < len(types) and types[k] else "")
-                                             for k, d in enumerate(dims) if d != [] or (k < len(types) and types[k]))))
+        rows.append(
+            (
+                "Input shapes",
+                ", ".join(
+                    f"{d}" + (f" {types[k]}" if k < len(types) and types[k] else "")
+                    for k, d in enumerate(dims)
+                    if d != [] or (k < len(types) and types[k])
+                ),
+            )
+        )
     fl, by = float(view.kernel_flops[j]), float(view.kernel_bytes[j])
     dur = int(c["dur"][i])
     rows.append(("FLOPs", f"{fl:,.0f}" if fl == fl else "unknown"))
@@ -98,9 +152,19 @@ def kernel_rows(trace: Trace, view: EfficiencyView, i: int, shapes) -> list[tupl
     if fl == fl and fl > 0 and dur > 0:
         rate = fl / dur / 1e3
         peak = fam.get("peak_tflops")
-        rows.append(("Achieved", f"{rate:.1f} TFLOP/s" + (f" ({100 * rate / peak:.0f}% of the {fam['precision']} "
-                                                            f"peak {peak:g})" if peak else "")))
+        rows.append(
+            (
+                "Achieved",
+                f"{rate:.1f} TFLOP/s"
+                + (f" ({100 * rate / peak:.0f}% of the {fam['precision']} peak {peak:g})" if peak else ""),
+            )
+        )
     elif by == by and by > 0 and dur > 0:
-        rows.append(("Achieved", f"{by / dur:.0f} GB/s" + (f" ({100 * by / dur / view.gbps:.0f}% of the memory "
-                                                           f"bandwidth)" if view.gbps else "")))
+        rows.append(
+            (
+                "Achieved",
+                f"{by / dur:.0f} GB/s"
+                + (f" ({100 * by / dur / view.gbps:.0f}% of the memory bandwidth)" if view.gbps else ""),
+            )
+        )
     return rows

@@ -1,6 +1,7 @@
 """Plain events for Qt-free objects (napari's EmitterGroup, much smaller): a name, callbacks
 that take keyword arguments, called in the thread that emits. The window's controller turns
 them into Qt signals; tests and notebooks connect plain functions."""
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -2,6 +2,7 @@
 the traces, or nowhere for a file the user named), when it is saved, and the notes, regions and
 arrows made from what the user has selected. Changes are announced to plain callbacks (the
 window turns them into repaints and an autosave timer). Qt-free; tests drive it directly."""
+
 from __future__ import annotations
 
 import os
@@ -24,6 +25,7 @@ class Notes:
         than are shown."""
         from ..io.errors import TraceError
         from ..io.sidecar import load_doc, sidecar_path
+
         self.sidecar = sidecar_path(paths)
         try:
             self.doc = load_doc(self.sidecar, keep_rest=True)
@@ -37,6 +39,7 @@ class Notes:
     def open_file(self, path: str) -> None:
         """Annotations from a file (the CLI's --annotations): shown, never written back."""
         from ..io.sidecar import load_doc
+
         self.doc = load_doc(path)
         self.sidecar = None
         self._changed()
@@ -48,6 +51,7 @@ class Notes:
         if self.sidecar is None:
             return False, None
         from ..io.sidecar import save_doc
+
         self.doc.view = view
         try:
             messages, changed = save_doc(self.sidecar, self.doc)
@@ -80,8 +84,15 @@ class Notes:
 
     # -- annotations from a selection ----------------------------------------------------
     @staticmethod
-    def from_selection(trace: Trace, text: str, *, region: bool, selected: int | None,
-                       area: tuple[int, int, list[int]] | None, visible: tuple[int, int]) -> Annotation:
+    def from_selection(
+        trace: Trace,
+        text: str,
+        *,
+        region: bool,
+        selected: int | None,
+        area: tuple[int, int, list[int]] | None,
+        visible: tuple[int, int],
+    ) -> Annotation:
         """M: a note at the selected event (or the middle of the view); Shift+M: a region over
         the area selection (or the selected event)."""
         c = trace.columns
@@ -107,8 +118,9 @@ class Notes:
         """An arrow from event i to event j."""
         c = trace.columns
         la, lb = trace.lanes[int(c["lane"][i])], trace.lanes[int(c["lane"][j])]
-        return Annotation("arrow", text, int(c["start"][i]), int(c["start"][j]), la.rank, la.key,
-                          end_rank=lb.rank, end_lane=lb.key)
+        return Annotation(
+            "arrow", text, int(c["start"][i]), int(c["start"][j]), la.rank, la.key, end_rank=lb.rank, end_lane=lb.key
+        )
 
     @staticmethod
     def note_at(trace: Trace, text: str, t: int, rank: int | None, lane: int | None) -> Annotation:

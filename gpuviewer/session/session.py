@@ -1,6 +1,7 @@
 """The Session: one opened set of traces and everything a user does with it (the view, notes,
 analysis, queries), without a window. The CLI, reports, notebooks and the window all hold one.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -37,6 +38,7 @@ class Session:
         self._efficiency_view = None  # session.efficiency_view.EfficiencyView, once computed
         self.events = Events(*EVENTS)
         from ..model.layout import default_state
+
         self.view = View(lanes=default_state(trace))
         self.notes = Notes()  # empty and kept nowhere until open_annotations()
         self.notes.listeners.append(lambda: self.events.emit("annotations"))
@@ -57,12 +59,21 @@ class Session:
             part.trace = trace
 
     @classmethod
-    def open(cls, paths, *, use_cache: bool = True, align: bool = True, hosts: str | None = None,
-             progress: Callable[[float, str], None] | None = None,
-             cancelled: Callable[[], bool] | None = None) -> Session:
+    def open(
+        cls,
+        paths,
+        *,
+        use_cache: bool = True,
+        align: bool = True,
+        hosts: str | None = None,
+        progress: Callable[[float, str], None] | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> Session:
         paths = [paths] if isinstance(paths, str) else [str(p) for p in paths]
-        return cls(open_session(paths, use_cache=use_cache, align=align, hosts=hosts,
-                                progress=progress, cancelled=cancelled), paths)
+        return cls(
+            open_session(paths, use_cache=use_cache, align=align, hosts=hosts, progress=progress, cancelled=cancelled),
+            paths,
+        )
 
     # -- what the files hold -------------------------------------------------------------
     @property
@@ -99,6 +110,7 @@ class Session:
         """The analysis of this session, computed and returned, not kept: safe on a worker
         thread (the window's controller runs it there and hands it to set_analysis)."""
         from .analysis import analyze_session
+
         return analyze_session(self.trace)
 
     def run_analysis(self) -> Analysis:
@@ -122,6 +134,7 @@ class Session:
     def _frame(self, name: str):
         if name not in self._frames:
             from ..query import tables
+
             self._frames[name] = getattr(tables, name)(self)
         return self._frames[name]
 
@@ -131,11 +144,18 @@ class Session:
         end, depth, corr. Filter with `slices_in` to build only part of it."""
         return self._frame("slices")
 
-    def slices_in(self, *, rank: int | None = None, kind: str | None = None,
-                  start_ns: int | None = None, end_ns: int | None = None):
+    def slices_in(
+        self,
+        *,
+        rank: int | None = None,
+        kind: str | None = None,
+        start_ns: int | None = None,
+        end_ns: int | None = None,
+    ):
         """Slices of one rank and/or lane kind ("gpu", "comm", "cpu", "cuda_api", "nvtx", ...)
         overlapping [start_ns, end_ns), built from those lanes only."""
         from ..query import tables
+
         return tables.slices(self, rank=rank, kind=kind, start_ns=start_ns, end_ns=end_ns)
 
     @property
@@ -172,20 +192,28 @@ class Session:
     def sql(self, query: str):
         """Run DuckDB SQL over the tables above; returns a DataFrame."""
         from ..query.sql import run
+
         return run(self, query)
 
-    def stats(self, report: str = "kern", *, rank: int | None = None, peak_tflops: float | None = None,
-              peak_gbps: float | None = None):
+    def stats(
+        self,
+        report: str = "kern",
+        *,
+        rank: int | None = None,
+        peak_tflops: float | None = None,
+        peak_gbps: float | None = None,
+    ):
         """A summary table like `nsys stats`: kern, api, nvtx, mem, nccl or efficiency (peak_*:
         the device's roofs for efficiency, overriding the table's)."""
         from ..query.stats import report as make
+
         return make(self, report, rank=rank, peak_tflops=peak_tflops, peak_gbps=peak_gbps)
 
-    def efficiency(self, *, rank: int | None = None, peak_tflops: float | None = None,
-                   peak_gbps: float | None = None):
+    def efficiency(self, *, rank: int | None = None, peak_tflops: float | None = None, peak_gbps: float | None = None):
         """The kernels' work from their ops' shapes, rates against the device's roofs, Tensor-Core
         use (analysis.efficiency.Efficiency: families, ops; MFU per step once the analysis ran)."""
         from .analysis import efficiency_of
+
         return efficiency_of(self.trace, self._analysis, rank=rank, peak_tflops=peak_tflops, peak_gbps=peak_gbps)
 
     def kernel_launches(self, ids) -> dict[int, dict]:
@@ -194,6 +222,7 @@ class Session:
         import numpy as np
 
         from ..io.kernel_launch import kernel_launches
+
         return kernel_launches(self.trace, np.asarray(ids, np.int64))
 
     def efficiency_view(self):
@@ -203,6 +232,7 @@ class Session:
         if self._efficiency_view is None:
             from .analysis import EFFICIENCY_RANKS
             from .efficiency_view import build
+
             # past EFFICIENCY_RANKS ranks one rank stands for the job, as in the analysis (reading
             # every rank's op shapes took minutes at 64 ranks); the view says which
             rank = None if len(self.ranks) <= EFFICIENCY_RANKS else min(self.ranks)
@@ -217,6 +247,7 @@ class Session:
             return []
         from ..io.op_shapes import op_shapes
         from .efficiency_view import kernel_rows
+
         return kernel_rows(self.trace, self._efficiency_view, i, op_shapes)
 
     def whatif(self, change: str, value: str | None = None, *, peak_gbps: float | None = None):
@@ -226,6 +257,7 @@ class Session:
         analysis.whatif.Change. Returns a WhatIfResult (steps before/after, to_json())."""
         from ..analysis.whatif import Change, parse_change, whatif
         from ..io.comm_args import collective_args
+
         ch = change if isinstance(change, Change) else parse_change(change, value, peak_gbps)
         return whatif(self.trace, ch, collective_args(self.trace))
 
@@ -233,6 +265,7 @@ class Session:
         """Each step's critical path across ranks (analysis.critical_path): step -> CriticalPath."""
         from ..analysis.critical_path import critical_paths
         from ..io.comm_args import collective_args
+
         return critical_paths(self.trace, collective_args(self.trace))
 
     # -- what a user does (actions.py; each method is its part's, announced on `events`) --
@@ -293,8 +326,7 @@ class Session:
     def save_annotations(self) -> bool:
         return self.note_actions.save_annotations()
 
-    def add_note(self, text: str, t: int | None = None, rank: int | None = None,
-                 lane: int | None = None) -> Annotation:
+    def add_note(self, text: str, t: int | None = None, rank: int | None = None, lane: int | None = None) -> Annotation:
         return self.note_actions.add_note(text, t, rank, lane)
 
     def add_region(self, text: str, t0: int, t1: int, rank: int | None = None) -> Annotation:

@@ -2,6 +2,7 @@
 (the ranks' summary rows, and the events of the ranks expanded so far), its analysis the one the
 summary keeps (scale.summary.open_trace reads both). The window's summary controller
 (widgets/summary_window.py) swaps the trace as ranks load."""
+
 from __future__ import annotations
 
 from .session import Session
@@ -10,30 +11,35 @@ from .session import Session
 def summary_folder(path: str):
     """The summary folder `path` names (the folder or its manifest.json), or None."""
     from ..scale.summary import summary_folder as find
+
     return find(path)
 
 
 def rank_files(trace, rank: int) -> list[str]:
     """The trace files a summary's rank was built from."""
     from ..scale.summary import rank_files as files
+
     return files(trace, rank)
 
 
 def load_rank(trace, rank: int):
     """A summary's rank read from its files, on the summary's clock."""
     from ..scale.summary import load_rank as load
+
     return load(trace, rank)
 
 
 def as_summary_rank(loaded, trace, rank: int):
     """A rank's trace loaded elsewhere (the window's loader), moved onto the summary's clock."""
     from ..scale.summary import as_summary_rank as move
+
     return move(loaded, trace, rank)
 
 
 def open_summary(folder: str) -> SummarySession:
     """The summary in `folder` as a session (SummaryError when it cannot be read)."""
     from ..scale.summary import open_trace
+
     trace, analysis = open_trace(folder)
     return SummarySession(trace, [folder], analysis)
 

@@ -1,5 +1,6 @@
 """What the user is looking at in a session: the time range, the lane layout, the selection, an
 area, the search and its matches, a highlighted finding. Plain data; the actions change it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ from ..model.layout import ViewState
 @dataclass
 class View:
     """What the user is looking at. Times are absolute ns on the session's axis."""
+
     range: tuple[int, int] | None = None
     lanes: ViewState = field(default_factory=ViewState)  # shared with the timeline view's layout
     selected: int | None = None
@@ -26,5 +28,7 @@ class View:
 
     def to_json(self) -> dict:
         """What the sidecar keeps of the view."""
-        return {"range": [int(self.range[0]), int(self.range[1])] if self.range else None,
-                "lanes": self.lanes.to_json()}
+        return {
+            "range": [int(self.range[0]), int(self.range[1])] if self.range else None,
+            "lanes": self.lanes.to_json(),
+        }

@@ -2,6 +2,7 @@
 note's text is edited in place in the list (double-click it, F2 or Edit; Enter keeps, Esc
 cancels), not in a dialog. The panel changes no annotation itself: it asks (editRequested,
 removeRequested) and the window has the session do it, which lists them again."""
+
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
@@ -35,7 +36,12 @@ class AnnotationsPanel(QWidget):
         self.tree.setEditTriggers(QTreeWidget.DoubleClicked | QTreeWidget.EditKeyPressed)
         self.tree.itemChanged.connect(self._edited)
         row = QHBoxLayout()
-        for label, fn in (("Go to", self._go), ("Edit", self._edit), ("Colour…", self._color), ("Delete", self._delete)):
+        for label, fn in (
+            ("Go to", self._go),
+            ("Edit", self._edit),
+            ("Colour…", self._color),
+            ("Delete", self._delete),
+        ):
             b = QPushButton(label)
             b.clicked.connect(fn)
             row.addWidget(b)
@@ -87,7 +93,7 @@ class AnnotationsPanel(QWidget):
             return
         text = item.text(1)
         if a.title and text.startswith(a.title + ": "):
-            text = text[len(a.title) + 2:]
+            text = text[len(a.title) + 2 :]
         if text != a.text:
             self.editRequested.emit(a, {"text": text})
 

@@ -1,4 +1,5 @@
 """Summary of an area selection: names with count, total, self and mean, by total."""
+
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
@@ -46,6 +47,8 @@ class AreaTable(QWidget):
             self.table.setItem(r, 4, _Num(row["mean_ns"], format_duration(row["mean_ns"])))
         self.table.setSortingEnabled(True)
         self.table.sortItems(2, Qt.DescendingOrder)
-        self.title.setText(f"{len(lanes)} lanes, {format_duration(t1 - t0)}: "
-                           f"{sum(r['count'] for r in self.rows):,} events, {len(self.rows):,} names")
+        self.title.setText(
+            f"{len(lanes)} lanes, {format_duration(t1 - t0)}: "
+            f"{sum(r['count'] for r in self.rows):,} events, {len(self.rows):,} names"
+        )
         return self.rows

@@ -1,6 +1,7 @@
 """Run a function off the UI thread and get its result back as a queued signal. Each call gets
 a token, so a result that arrives after a newer request (or after the session changed) is
 recognised and dropped by the panel."""
+
 from __future__ import annotations
 
 import threading
@@ -27,6 +28,7 @@ class Background(QObject):
                 self.failed.emit(token, str(e) or type(e).__name__)
             else:
                 self.done.emit(token, result)
+
         threading.Thread(target=work, daemon=True, name="gpuviewer-query").start()
         return token
 
@@ -48,6 +50,7 @@ def after_first_paint(widget, fn, at_most_ms: int = 2000) -> None:
             if ev.type() == QEvent.Paint and not state["done"]:
                 QTimer.singleShot(0, watch, fire)  # once this paint is done
             return False
+
     watch = _Watch(widget)
     widget.installEventFilter(watch)
     # the timers belong to `watch` (a child of the widget): a window closed before they fire

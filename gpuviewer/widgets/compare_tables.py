@@ -1,5 +1,6 @@
 """The Compare window's tables (Qt): the comparison itself (session/compare.py) shown as tinted,
 sortable tables in tabs."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -70,24 +71,27 @@ class DiffTable(FrameTable):
 
 
 TABS = (("parts", "Step parts"), ("gpu", "GPU ops"), ("host", "Host ops"), ("coll", "Collectives"))
-NOTES = {"parts": "step: the GPU's step (its window and the idle around it); host: the host's step range; the "
-                  "parts may overlap (communication under compute).",
-         "gpu": "Time a step spends in each GPU op (ms a step, mean over the compared steps).",
-         "host": "Host op totals are inclusive: an op that waits for the GPU repeats the GPU's change.",
-         "coll": "wait: for the last rank to arrive; transfer: from then to the end; busbw with NCCL's "
-                 "bus factors."}
+NOTES = {
+    "parts": "step: the GPU's step (its window and the idle around it); host: the host's step range; the "
+    "parts may overlap (communication under compute).",
+    "gpu": "Time a step spends in each GPU op (ms a step, mean over the compared steps).",
+    "host": "Host op totals are inclusive: an op that waits for the GPU repeats the GPU's change.",
+    "coll": "wait: for the last rank to arrive; transfer: from then to the end; busbw with NCCL's bus factors.",
+}
 
 
 class CompareTabs(QTabWidget):
     """The four tables; a click on a row says which tab and row (a pandas Series)."""
+
     rowChosen = Signal(str, object)
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.tables: dict[str, DiffTable] = {}
         self.d: dict | None = None
-        self.with_comm = QCheckBox("with NCCL kernels (their time includes waiting for other ranks; "
-                                   "the Collectives tab splits it)")
+        self.with_comm = QCheckBox(
+            "with NCCL kernels (their time includes waiting for other ranks; the Collectives tab splits it)"
+        )
         self.by_size = QCheckBox("one row per message size")
         extra = {"gpu": self.with_comm, "coll": self.by_size}
         for key, title in TABS:
@@ -118,7 +122,11 @@ class CompareTabs(QTabWidget):
         self.tables["gpu"].set_frame(named_frame(d["kernels"], self.with_comm.isChecked()))
         self.tables["host"].set_frame(named_frame(d["host_ops"]))
         self.tables["coll"].set_frame(collectives_frame(d, self.by_size.isChecked()))
-        counts = {"parts": None, "gpu": len(self.tables["gpu"].frame), "host": len(d["host_ops"]),
-                  "coll": len(self.tables["coll"].frame)}
+        counts = {
+            "parts": None,
+            "gpu": len(self.tables["gpu"].frame),
+            "host": len(d["host_ops"]),
+            "coll": len(self.tables["coll"].frame),
+        }
         for i, (key, title) in enumerate(TABS):
             self.setTabText(i, title if counts[key] is None else f"{title} ({counts[key]:,})")

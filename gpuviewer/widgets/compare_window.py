@@ -4,6 +4,7 @@ x ranges linked; the tables of step parts, GPU ops, host ops and collectives bes
 on a row outlines that op in both timelines and centres each on its first occurrence in the step.
 
 The diff runs off the UI thread; a comparison that cannot be made shows why, in the window."""
+
 from __future__ import annotations
 
 import html
@@ -49,6 +50,7 @@ SIDES = ("a", "b")
 
 class _StepAxis(TimeAxis):
     """Time labels relative to the shown step's start (offset: that start, in view x)."""
+
     offset = 0.0
 
     def setRange(self, mn: float, mx: float):  # pyqtgraph's name
@@ -85,6 +87,7 @@ class StepView(TimelineView):
 class _Bridge(QObject):
     """Carries the worker's result to the UI thread (a queued signal). Not parented to the window:
     closing the window while the diff runs must not delete it under the worker."""
+
     done = Signal(object, object)  # the Comparison, session B (read by the worker when given as paths)
     failed = Signal(str)
     progress = Signal(float, str)
@@ -110,8 +113,10 @@ def _options_text(ranks, steps) -> str:
     if ranks is not None:
         out.append(f"rank {ranks[0]} vs {'the median of the others' if ranks[1] == 'median' else f'rank {ranks[1]}'}")
     if steps is not None:
+
         def spec(x) -> str:
             return ", ".join(map(str, x)) if isinstance(x, (list, tuple)) else str(x)
+
         pair = isinstance(steps, tuple) and len(steps) == 2
         out.append(f"steps {spec(steps[0])} vs {spec(steps[1])}" if pair else f"steps {spec(steps)}")
     return f" ({', '.join(out)})" if out else ""
@@ -121,13 +126,16 @@ def _work(bridge: _Bridge, sessions, names, ranks, steps, stop: threading.Event)
     """The worker thread: B read when it came as paths, then the diff; or a message saying why
     not. Progress goes to the bridge; `stop` set (Cancel, the window closed) ends it between stages."""
     from ..session.compare import Cancelled, TraceError
+
     a, b = sessions
     try:
         start = 0.0
         if not hasattr(b, "trace"):  # paths: read here, off the UI thread, with progress
             from ..session import Session
-            b = Session.open(list(b), progress=lambda f, m: bridge.progress.emit(0.6 * f, f"reading B: {m}"),
-                             cancelled=stop.is_set)
+
+            b = Session.open(
+                list(b), progress=lambda f, m: bridge.progress.emit(0.6 * f, f"reading B: {m}"), cancelled=stop.is_set
+            )
             start = 0.6
         cmp = compute(a, b, ranks, steps, progress=bridge.progress.emit, cancelled=stop.is_set, start=start)
         bridge.done.emit(cmp, b)
@@ -140,8 +148,10 @@ def _work(bridge: _Bridge, sessions, names, ranks, steps, stop: threading.Event)
         why = str(e).replace("--steps ", "steps ").replace("--ranks ", "ranks ")  # no command line here
         bridge.failed.emit(why + (f" ({e.side.upper()}: {where})" if where else ""))
     except Exception as e:  # noqa: BLE001 - a bug must show as a message, never kill the window
-        bridge.failed.emit(f"The comparison failed, a bug in gpuviewer ({type(e).__name__}: {e}). "
-                           "Please report it; `gpuviewer diff --debug` shows the details.")
+        bridge.failed.emit(
+            f"The comparison failed, a bug in gpuviewer ({type(e).__name__}: {e}). "
+            "Please report it; `gpuviewer diff --debug` shows the details."
+        )
 
 
 class CompareWindow(QMainWindow):
@@ -171,9 +181,12 @@ class CompareWindow(QMainWindow):
         self._bridge.progress.connect(self._progress)
         self._stop = threading.Event()
         # the worker gets what it needs, not the window, which may be closed and deleted meanwhile
-        self._thread = threading.Thread(target=_work, args=(self._bridge, self.sessions, self.names, ranks, steps,
-                                                            self._stop),
-                                        name="gpuviewer-compare", daemon=True)
+        self._thread = threading.Thread(
+            target=_work,
+            args=(self._bridge, self.sessions, self.names, ranks, steps, self._stop),
+            name="gpuviewer-compare",
+            daemon=True,
+        )
         self._thread.start()
 
     def _progress(self, frac: float, what: str) -> None:
@@ -273,9 +286,11 @@ class CompareWindow(QMainWindow):
         rl = QVBoxLayout(right)
         rl.setContentsMargins(0, 0, 0, 0)
         rl.addWidget(self.tabs, 1)
-        legend = QLabel("<span style='background:#fee2e2'>&nbsp;red&nbsp;</span> B takes significantly more time "
-                        "than A &nbsp; <span style='background:#dcfce7'>&nbsp;green&nbsp;</span> less &nbsp; "
-                        "Δ = B − A, per step. Click a row to outline that op in both timelines.")
+        legend = QLabel(
+            "<span style='background:#fee2e2'>&nbsp;red&nbsp;</span> B takes significantly more time "
+            "than A &nbsp; <span style='background:#dcfce7'>&nbsp;green&nbsp;</span> less &nbsp; "
+            "Δ = B − A, per step. Click a row to outline that op in both timelines."
+        )
         legend.setWordWrap(True)
         rl.addWidget(legend)
         self.body = QSplitter(Qt.Horizontal)
@@ -293,8 +308,10 @@ class CompareWindow(QMainWindow):
         self.busy.hide()
         self.stage.hide()
         self.message.setStyleSheet("font-size: 15px; color: #b91c1c; padding: 40px;")
-        self.message.setText(f"<b>{html.escape(self.windowTitle().replace('Compare: ', 'Cannot compare '))}</b>"
-                             f"<br><br>{html.escape(msg, quote=False)}")
+        self.message.setText(
+            f"<b>{html.escape(self.windowTitle().replace('Compare: ', 'Cannot compare '))}</b>"
+            f"<br><br>{html.escape(msg, quote=False)}"
+        )
         self.failed.emit(msg)
 
     def _done(self, cmp: Comparison, session_b) -> None:
@@ -356,8 +373,10 @@ class CompareWindow(QMainWindow):
     def _label(self, side: str) -> None:
         self.titles[side].setText(self._side_label(side))
         t = step_time(self.comparison, side, self.step_of(side))
-        self.step_info[side].setText(("" if t is None else f"GPU step time {format_duration(t)} · ")
-                                     + "the axis is the time since the step's start")
+        self.step_info[side].setText(
+            ("" if t is None else f"GPU step time {format_duration(t)} · ")
+            + "the axis is the time since the step's start"
+        )
 
     def _show_steps(self) -> None:
         """Each view on its chosen step, both over the same time after the step's start."""
@@ -435,17 +454,21 @@ class CompareWindow(QMainWindow):
         """The default outline: what got significantly slower from A to B."""
         cmp = self.comparison
         ops, colls = slower_names(cmp.d)
-        masks = tuple(name_mask(self.sessions[i].trace, ops) | collective_mask(self.sessions[i].trace,
-                                                                                cmp.comm_args[i], colls)
-                      for i in range(2))
+        masks = tuple(
+            name_mask(self.sessions[i].trace, ops) | collective_mask(self.sessions[i].trace, cmp.comm_args[i], colls)
+            for i in range(2)
+        )
         if ops or colls:
             what = [f"{len(ops)} GPU op{'s' if len(ops) != 1 else ''}"] if ops else []
             what += [f"{len(colls)} collective{'s' if len(colls) != 1 else ''} (transfer)"] if colls else []
-            text = (f"<span style='background:#facc15'>&nbsp;&nbsp;</span> outlined: what got significantly "
-                    f"slower from A to B ({', '.join(what)}). Click a table row to outline that op instead.")
+            text = (
+                f"<span style='background:#facc15'>&nbsp;&nbsp;</span> outlined: what got significantly "
+                f"slower from A to B ({', '.join(what)}). Click a table row to outline that op instead."
+            )
         else:
-            text = ("Nothing got significantly slower from A to B. "
-                    "Click a table row to outline that op in both timelines.")
+            text = (
+                "Nothing got significantly slower from A to B. Click a table row to outline that op in both timelines."
+            )
         self.set_masks(masks, text)
 
     def _row_chosen(self, tab: str, row) -> None:
@@ -486,17 +509,23 @@ class CompareWindow(QMainWindow):
             self._sync_from(src)
         note = f" (not in {' or '.join(missing)}'s shown step)" if missing else ""
         if self.shift and not missing:
-            note = (f"; in B it comes {format_duration(abs(self.shift))} {'later' if self.shift > 0 else 'earlier'} "
-                    "in the step, so B's view is shifted by that much to line the first ones up")
+            note = (
+                f"; in B it comes {format_duration(abs(self.shift))} {'later' if self.shift > 0 else 'earlier'} "
+                "in the step, so B's view is shifted by that much to line the first ones up"
+            )
         short = what if len(what) <= 80 else what[:79] + "…"  # a C++ kernel name can fill the window
-        self.set_masks(masks, f"<span style='background:#facc15'>&nbsp;&nbsp;</span> outlined: "
-                              f"<b>{html.escape(short)}</b>{note}", what)
+        self.set_masks(
+            masks,
+            f"<span style='background:#facc15'>&nbsp;&nbsp;</span> outlined: <b>{html.escape(short)}</b>{note}",
+            what,
+        )
 
 
 def fit_screen(w, parent=None) -> None:
     """1500x900 where the screen has room; on a smaller one (a 1366x768 laptop) its available
     area less the frame, placed on it: the window never opens past the screen's edges."""
     from PySide6.QtGui import QGuiApplication
+
     screen = (parent.screen() if parent is not None else None) or w.screen() or QGuiApplication.primaryScreen()
     if screen is None:
         w.resize(1500, 900)

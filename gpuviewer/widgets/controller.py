@@ -2,6 +2,7 @@
 process that writes the column cache), the analysis on a worker thread, the autosave timer the
 session asks for, and the session's plain events turned into Qt signals that panels connect to.
 A new session replaces the old one; signals always speak of `controller.session`."""
+
 from __future__ import annotations
 
 import os
@@ -16,6 +17,7 @@ from .loader import Loader
 class AnalysisThread(QThread):
     """Runs a session's analysis off the UI thread (numpy releases the GIL for most of it);
     Session.compute_analysis only computes, so no session event is emitted on this thread."""
+
     done = Signal(object, object)
     failed = Signal(str)
 
@@ -74,6 +76,7 @@ class Controller(QObject):
             s = Session.open(paths, use_cache=use_cache, align=self.loader.align, hosts=self.loader.hosts)
         except Exception as e:  # noqa: BLE001 - one line for the user (ours say it), never a traceback
             from ..errors import describe
+
             self.failed.emit(describe(e, paths))
             return False
         self.set_session(s)
@@ -95,15 +98,19 @@ class Controller(QObject):
         self._detach()
         self.session = session
         ev = session.events
-        self._subs = [(n, ev.connect(n, fn)) for n, fn in (
-            ("range", lambda t0, t1: self.rangeChanged.emit(t0, t1)),
-            ("selection", lambda event: self.selectionChanged.emit(event)),
-            ("annotations", lambda: self.annotationsChanged.emit()),
-            ("area", lambda t0, t1, lanes: self.areaChanged.emit(t0, t1, lanes)),
-            ("topology", lambda: self.topologyChanged.emit()),
-            ("analysis", self._analysis_event),
-            ("message", lambda text, error: self.message.emit(text, error)),
-            ("dirty", lambda: self.save_timer.start()))]
+        self._subs = [
+            (n, ev.connect(n, fn))
+            for n, fn in (
+                ("range", lambda t0, t1: self.rangeChanged.emit(t0, t1)),
+                ("selection", lambda event: self.selectionChanged.emit(event)),
+                ("annotations", lambda: self.annotationsChanged.emit()),
+                ("area", lambda t0, t1, lanes: self.areaChanged.emit(t0, t1, lanes)),
+                ("topology", lambda: self.topologyChanged.emit()),
+                ("analysis", self._analysis_event),
+                ("message", lambda text, error: self.message.emit(text, error)),
+                ("dirty", lambda: self.save_timer.start()),
+            )
+        ]
         self.loaded.emit(session)
 
     # -- analysis --------------------------------------------------------------------------
@@ -115,8 +122,9 @@ class Controller(QObject):
             try:
                 s.run_analysis()
             except Exception as e:  # noqa: BLE001 - a failed analysis must not break viewing
-                self.analysisBusy.emit(f"the analysis failed on this trace, a bug in gpuviewer ({type(e).__name__}); "
-                                       "please report it")
+                self.analysisBusy.emit(
+                    f"the analysis failed on this trace, a bug in gpuviewer ({type(e).__name__}); please report it"
+                )
             return
         self.analysisBusy.emit("analysing…")
         th = AnalysisThread(s, self)
@@ -151,6 +159,7 @@ class Controller(QObject):
         if s.analysis_ready is None and self._thread is not None and self._thread.isRunning():
             self._thread.wait()
             from PySide6.QtCore import QCoreApplication
+
             QCoreApplication.processEvents()  # its result, queued to this thread
         if s.analysis_ready is None:  # no worker, or it failed
             s.run_analysis()

@@ -8,6 +8,7 @@ The paths come with the analysis (computed on its worker); placing their segment
 starts off: it boxes whole host-thread lanes for most of a step, over the slices a user reads
 first, so it is shown on demand (C, or a click on a segment) and the choice is remembered.
 """
+
 from __future__ import annotations
 
 import shiboken6
@@ -33,6 +34,7 @@ _SETTING = "critical_path"
 
 class _Placing(QThread):
     """session.critical_view.path_view off the UI thread."""
+
     done = Signal(object, object)  # the PathView (or None), the analysis it was made from
 
     def __init__(self, trace, analysis, parent=None) -> None:
@@ -94,13 +96,23 @@ class CriticalPathPanel(QWidget):
         self.step = step
         sp = v.steps[step]
         warm = " (warm-up)" if sp.warmup else ""
-        self.head.setText(f"<b>Step {step}</b>{warm} · {sp.duration_ns / 1e6:,.2f} ms · bound by "
-                          f"<b>{esc(sp.bound_by)}</b>" + (f" · the job: {esc(v.bound_by)}" if v.bound_by else ""))
+        self.head.setText(
+            f"<b>Step {step}</b>{warm} · {sp.duration_ns / 1e6:,.2f} ms · bound by "
+            f"<b>{esc(sp.bound_by)}</b>" + (f" · the job: {esc(v.bound_by)}" if v.bound_by else "")
+        )
         self.tree.clear()
         items = []
         for n, r in enumerate(v.rows(step), 1):
-            it = QTreeWidgetItem([str(n), str(r["rank"]), r["resource"], r["what"], f"{r['duration_ms']:,.3f} ms",
-                                  f"{100 * r['share']:.1f}%"])
+            it = QTreeWidgetItem(
+                [
+                    str(n),
+                    str(r["rank"]),
+                    r["resource"],
+                    r["what"],
+                    f"{r['duration_ms']:,.3f} ms",
+                    f"{100 * r['share']:.1f}%",
+                ]
+            )
             it.setData(0, Qt.UserRole, r["index"])
             it.setToolTip(3, r["what"])
             for c in (0, 1, 4, 5):
@@ -192,6 +204,7 @@ class CriticalPathDock(QObject):
         for th in list(self._threads):
             th.wait()
         from PySide6.QtCore import QCoreApplication
+
         QCoreApplication.processEvents()
 
     # -- the outline -----------------------------------------------------------------------
@@ -200,8 +213,11 @@ class CriticalPathDock(QObject):
         if self.panel.outline.isChecked() != on:
             self.panel.outline.setChecked(on)
         if on and self.view is None and self.win.trace is not None:
-            self.win.statusBar().showMessage("The critical path is outlined once the analysis has found it "
-                                             "(the Critical path tab says how far it is)", 8000)
+            self.win.statusBar().showMessage(
+                "The critical path is outlined once the analysis has found it "
+                "(the Critical path tab says how far it is)",
+                8000,
+            )
         self._apply()
 
     def _apply(self) -> None:

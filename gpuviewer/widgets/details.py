@@ -1,6 +1,7 @@
 """Details of the selected event: fields, every argument, and the linked launch or kernel. The
 field column is as wide as its names (at most 35-42% of the pane, whose width follows the dock); a
 value too long for the pane is elided in the middle and whole in its tooltip."""
+
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
@@ -25,7 +26,9 @@ class DetailsPanel(QTreeWidget):
         self.trace: Trace | None = None
         self.origin = 0
         self.collectives: dict[int, dict] = {}  # event index -> its matched collective (analysis)
-        self.work = None  # event index -> a kernel's op, shapes, FLOPs, rate as (field, value) rows (Session.kernel_work)
+        self.work = (
+            None  # event index -> a kernel's op, shapes, FLOPs, rate as (field, value) rows (Session.kernel_work)
+        )
 
     def set_trace(self, trace: Trace) -> None:
         self.trace = trace
@@ -36,8 +39,9 @@ class DetailsPanel(QTreeWidget):
         self.clear()
         if i is None or self.trace is None:
             if self.trace is not None:  # never an empty pane: say what fills it
-                hint = QTreeWidgetItem(self, ["Click an event on the timeline to see its fields, "
-                                              "arguments and linked launch or kernels."])
+                hint = QTreeWidgetItem(
+                    self, ["Click an event on the timeline to see its fields, arguments and linked launch or kernels."]
+                )
                 hint.setFirstColumnSpanned(True)
                 hint.setDisabled(True)
             return
@@ -69,11 +73,14 @@ class DetailsPanel(QTreeWidget):
             QTreeWidgetItem(self, [k, v])
         from ..session.details import event_args
         from ..session.details import links as linked
+
         links = linked(t, i)
         if links:
             top = QTreeWidgetItem(self, ["Linked", f"{len(links)} (double-click to go)"])
             for j, what in links[:200]:
-                it = QTreeWidgetItem(top, [what, f"{t.names[int(c['name'][j])]}  ·  {format_duration(int(c['dur'][j]))}"])
+                it = QTreeWidgetItem(
+                    top, [what, f"{t.names[int(c['name'][j])]}  ·  {format_duration(int(c['dur'][j]))}"]
+                )
                 it.setData(0, Qt.UserRole, j)
             top.setExpanded(True)
         args_item = QTreeWidgetItem(self, ["Arguments", ""])
@@ -92,6 +99,7 @@ class DetailsPanel(QTreeWidget):
     def _fit(self) -> None:
         """Tooltips with every value whole; the field column sized to its names (at most 35-42%)."""
         from PySide6.QtWidgets import QTreeWidgetItemIterator
+
         it = QTreeWidgetItemIterator(self)
         while it.value() is not None:
             item = it.value()
@@ -119,14 +127,21 @@ class DetailsPanel(QTreeWidget):
 
 def _collective_rows(c: dict) -> list[tuple[str, str]]:
     """A collective kernel: the part spent waiting for the last rank, the transfer, bandwidth."""
-    rows = [("Collective", f"{c['collective']} #{c['order'] + 1} of step {c['step']} · group {c['group']} · "
-                           f"{c['ranks']} ranks"),
-            ("Waiting for others", f"{format_duration(c['wait_ns'])} (rank {c['late_rank']} arrived last)"
-             if c["wait_ns"] > 0 else "none (this rank arrived last)"),
-            ("Transfer", format_duration(c["transfer_ns"]))]
+    rows = [
+        (
+            "Collective",
+            f"{c['collective']} #{c['order'] + 1} of step {c['step']} · group {c['group']} · {c['ranks']} ranks",
+        ),
+        (
+            "Waiting for others",
+            f"{format_duration(c['wait_ns'])} (rank {c['late_rank']} arrived last)"
+            if c["wait_ns"] > 0
+            else "none (this rank arrived last)",
+        ),
+        ("Transfer", format_duration(c["transfer_ns"])),
+    ]
     if c.get("bytes"):
-        bw = (f" · algbw {c['algbw_gbps']:.1f} GB/s · busbw {c['busbw_gbps']:.1f} GB/s"
-              if c.get("algbw_gbps") else "")
+        bw = f" · algbw {c['algbw_gbps']:.1f} GB/s · busbw {c['busbw_gbps']:.1f} GB/s" if c.get("algbw_gbps") else ""
         rows.append(("Bytes", f"{c['bytes']:,}{bw}"))
     return rows
 
@@ -136,6 +151,7 @@ def _fmt(v) -> str:
         return f"{v:.6g}"
     if isinstance(v, (list, dict)):
         import json
+
         s = json.dumps(v)
         return s if len(s) < 400 else s[:400] + "…"
     return str(v)

@@ -2,6 +2,7 @@
 GB/s, FLOP/byte, compute- or memory-bound, Tensor Cores), sortable, a row marking its kernels on the
 timeline; beside it the roofline (log-log, one point per family, the device's roofs). Its data
 comes from the Session (efficiency_view), computed off the UI thread the first time the tab shows."""
+
 from __future__ import annotations
 
 import math
@@ -14,8 +15,14 @@ from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 from .background import Background
 from .frame_table import FrameTable
 
-_ROOF_PENS = {"fp64": "#8c564b", "fp32": "#d62728", "tf32": "#ff7f0e", "bf16": "#2ca02c", "fp16": "#17becf",
-              "fp8": "#9467bd"}
+_ROOF_PENS = {
+    "fp64": "#8c564b",
+    "fp32": "#d62728",
+    "tf32": "#ff7f0e",
+    "bf16": "#2ca02c",
+    "fp16": "#17becf",
+    "fp8": "#9467bd",
+}
 _POINT = {True: "#2ca02c", False: "#d62728", None: "#7f7f7f"}  # Tensor Cores, SIMT, not said
 
 
@@ -61,8 +68,15 @@ class Roofline(pg.PlotWidget):
             said.append(f"{view.device}: not in the device table, no roofs drawn")
         for q in pts:
             size = 8 + 22 * math.sqrt(q["share"])
-            p.plot([q["intensity"]], [q["tflops"]], pen=None, symbol="o", symbolSize=size,
-                   symbolBrush=pg.mkBrush(_POINT[q["tensor_cores"]] + "c0"), symbolPen=pg.mkPen("#222"))
+            p.plot(
+                [q["intensity"]],
+                [q["tflops"]],
+                pen=None,
+                symbol="o",
+                symbolSize=size,
+                symbolBrush=pg.mkBrush(_POINT[q["tensor_cores"]] + "c0"),
+                symbolPen=pg.mkPen("#222"),
+            )
             t = pg.TextItem(q["name"], anchor=(0, 1), color="#444")
             t.setPos(math.log10(q["intensity"]), math.log10(q["tflops"]))
             p.addItem(t)
@@ -142,8 +156,10 @@ class EfficiencyPanel(QWidget):
         self.view = view
         self.table.set_frame(view.table)
         self.roofline.show_view(view)
-        self.status.setText(f"{view.summary}. Click a family to mark its kernels on the timeline "
-                            "(Enter / Shift+Enter in the search box step through them).")
+        self.status.setText(
+            f"{view.summary}. Click a family to mark its kernels on the timeline "
+            "(Enter / Shift+Enter in the search box step through them)."
+        )
 
     def _failed(self, token: int, msg: str) -> None:
         if token == self.bg.token:
@@ -163,6 +179,7 @@ class EfficiencyDock:
 
     def __init__(self, win, beside) -> None:
         from .docks import dock
+
         self.win = win
         self.panel = EfficiencyPanel()
         self.dock = dock(win, "Efficiency", self.panel, Qt.BottomDockWidgetArea)

@@ -2,6 +2,7 @@
 choosing one takes the timeline there. The severity is a coloured badge, the columns are as
 wide as their content and the finding's text takes the rest (whole in its tooltip and, wrapped,
 in the detail pane), so choosing a row never scrolls the table sideways."""
+
 from __future__ import annotations
 
 from PySide6.QtCore import QRectF, QSize, Qt, Signal
@@ -28,6 +29,7 @@ SEV_COLOR = {"high": QColor(220, 38, 38), "medium": QColor(217, 119, 6), "low": 
 
 class SeverityBadge(QStyledItemDelegate):
     """The severity as a rounded badge in its colour, sized to its word (never elided)."""
+
     PAD = 8
 
     @classmethod
@@ -41,12 +43,17 @@ class SeverityBadge(QStyledItemDelegate):
     def paint(self, p: QPainter, option, index) -> None:
         text = str(index.data() or "")
         from PySide6.QtWidgets import QStyle
+
         if option.state & QStyle.State_Selected:
             p.fillRect(option.rect, option.palette.highlight())
         color = SEV_COLOR.get(text, QColor(100, 116, 139))
         fm = option.fontMetrics
-        r = QRectF(option.rect.left() + 2, option.rect.top() + 2, fm.horizontalAdvance(text) + 2 * self.PAD,
-                   option.rect.height() - 4)
+        r = QRectF(
+            option.rect.left() + 2,
+            option.rect.top() + 2,
+            fm.horizontalAdvance(text) + 2 * self.PAD,
+            option.rect.height() - 4,
+        )
         p.save()
         p.setRenderHint(QPainter.Antialiasing)
         p.setPen(Qt.NoPen)
@@ -102,6 +109,7 @@ class FindingsPanel(QWidget):
         self.detail.setOpenLinks(False)
         self.detail.anchorClicked.connect(self._link)
         from PySide6.QtWidgets import QSplitter
+
         split = QSplitter(Qt.Horizontal)
         split.addWidget(self.tree)
         split.addWidget(self.detail)
@@ -131,6 +139,7 @@ class FindingsPanel(QWidget):
 
     def _matches(self, f) -> bool:
         import re
+
         sev = self.severity.currentIndex()
         text = self.text.text().lower()
         want_ranks = {int(m) for m in re.findall(r"rank\s*(\d+)", text)}
@@ -148,8 +157,9 @@ class FindingsPanel(QWidget):
         # what fixing it would save a step it acts in (the what-if replay; the findings' order; a
         # one-off stall's step marked); "–" where no change removes its cause
         saves = "–" if f.saves_key is None else f"{f.saves_key:.1f} ms" + _where_short(f)
-        it = QTreeWidgetItem([f.severity, saves, f.title, f.rule,
-                              ranks_text(f.ranks), "" if f.step is None else str(f.step)])
+        it = QTreeWidgetItem(
+            [f.severity, saves, f.title, f.rule, ranks_text(f.ranks), "" if f.step is None else str(f.step)]
+        )
         it.setForeground(0, QBrush(SEV_COLOR.get(f.severity, QColor(0, 0, 0))))
         it.setTextAlignment(1, Qt.AlignRight | Qt.AlignVCenter)
         it.setData(0, Qt.UserRole, len(self._shown))
@@ -185,6 +195,7 @@ class FindingsPanel(QWidget):
     def choose_finding(self, f) -> bool:
         """Select a finding wherever it sits (a symptom under its cause included)."""
         from PySide6.QtWidgets import QTreeWidgetItemIterator
+
         it = QTreeWidgetItemIterator(self.tree)
         while it.value() is not None:
             if self._finding(it.value()) is f or self._finding(it.value()) == f:
@@ -210,19 +221,29 @@ class FindingsPanel(QWidget):
         self.findingActivated.emit(f)
 
     def _show(self, f) -> None:
-        metrics = "".join(f"<tr><td>{k}</td><td>{_fmt(v)}</td></tr>" for k, v in f.metrics.items()
-                          if not isinstance(v, (list, dict)))
+        metrics = "".join(
+            f"<tr><td>{k}</td><td>{_fmt(v)}</td></tr>" for k, v in f.metrics.items() if not isinstance(v, (list, dict))
+        )
         ev = f.evidence_rows(with_excess=True)
-        evid = "".join(f"<li>{esc(e['name'])} — {e.get('excess_ms', e.get('ms'))} ms"
-                       + (f" ({esc(e['lane'])})" if e.get("lane") else "") + "</li>" for e in ev[:5])
+        evid = "".join(
+            f"<li>{esc(e['name'])} — {e.get('excess_ms', e.get('ms'))} ms"
+            + (f" ({esc(e['lane'])})" if e.get("lane") else "")
+            + "</li>"
+            for e in ev[:5]
+        )
         said = esc(f.saving_text[0].upper() + f.saving_text[1:]) + "." if f.saving_text else lost_text(f)
-        self.detail.setHtml(f"<b>{esc(f.title)}</b><p>{said}</p>"
-                            f"<table>{metrics}</table>"
-                            + (f"<p>Evidence:</p><ul>{evid}</ul>" if evid else "")
-                            + f"<p><i>{esc(f.advice)}</i></p>"
-                            + (f"<p><a href='gpuviewer:compare-rank/{int(late)}'>Compare rank {int(late)} with the "
-                               "others</a> (its steps against the median of the other ranks)</p>"
-                               if (late := f.metrics.get("late_rank")) is not None else ""))
+        self.detail.setHtml(
+            f"<b>{esc(f.title)}</b><p>{said}</p>"
+            f"<table>{metrics}</table>"
+            + (f"<p>Evidence:</p><ul>{evid}</ul>" if evid else "")
+            + f"<p><i>{esc(f.advice)}</i></p>"
+            + (
+                f"<p><a href='gpuviewer:compare-rank/{int(late)}'>Compare rank {int(late)} with the "
+                "others</a> (its steps against the median of the other ranks)</p>"
+                if (late := f.metrics.get("late_rank")) is not None
+                else ""
+            )
+        )
 
     def _link(self, url) -> None:
         s = url.toString()
@@ -231,7 +252,7 @@ class FindingsPanel(QWidget):
 
 
 def ranks_text(ranks) -> str:
-    """"1", "0, 1": ranks as the integers they are (a rank that came through a float column is
+    """ "1", "0, 1": ranks as the integers they are (a rank that came through a float column is
     no "1.0")."""
     return ", ".join(str(int(r)) for r in ranks)
 

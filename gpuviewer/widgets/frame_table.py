@@ -1,6 +1,7 @@
 """A table view over a pandas DataFrame: sortable by any column, numbers right-aligned with
 thousands separators, copy of the selection as tab-separated text, export to CSV (written to a
 temporary file renamed into place). Used by the SQL and Statistics tabs."""
+
 from __future__ import annotations
 
 import math
@@ -18,6 +19,7 @@ def _pandas():
     """pandas, imported on first use: the window's tables are built empty before any session,
     and importing pandas then held the window's first frame back by a second or more."""
     import pandas
+
     return pandas
 
 
@@ -46,7 +48,7 @@ def header_label(name, ns: frozenset = frozenset()) -> str:
     return f"{text} (ns)" if _NS.match(text) or text in ns else text
 
 
-_NS_IN = re.compile(r'\b(start|end|dur|wait|transfer|self|host_start|host_end|\w+_ns)\b', re.IGNORECASE)
+_NS_IN = re.compile(r"\b(start|end|dur|wait|transfer|self|host_start|host_end|\w+_ns)\b", re.IGNORECASE)
 _UNIT = re.compile(r"_(ns|us|ms|s|pct|gbps|bytes|mb|gb)$|^(n|count|rank|step|id)$", re.IGNORECASE)
 
 
@@ -69,8 +71,12 @@ def ns_aliases(sql: str) -> frozenset:
     out = set()
     for p in parts:
         a = re.match(r'\s*(.+?)\s+as\s+"?(\w+)"?\s*$', p, re.IGNORECASE | re.DOTALL)
-        if a and _NS_IN.search(a.group(1)) and not re.search(r"/|\bcount\s*\(|\butilization\b", a.group(1),
-                                                             re.IGNORECASE) and not _UNIT.search(a.group(2)):
+        if (
+            a
+            and _NS_IN.search(a.group(1))
+            and not re.search(r"/|\bcount\s*\(|\butilization\b", a.group(1), re.IGNORECASE)
+            and not _UNIT.search(a.group(2))
+        ):
             out.add(a.group(2))
     return frozenset(out)
 
@@ -109,8 +115,11 @@ class FrameModel(QAbstractTableModel):
         v = self.df.iat[index.row(), index.column()]
         if role == Qt.DisplayRole:
             return cell_text(v)
-        if role == Qt.TextAlignmentRole and isinstance(v, (int, float, np.integer, np.floating)) \
-                and not isinstance(v, (bool, np.bool_)):
+        if (
+            role == Qt.TextAlignmentRole
+            and isinstance(v, (int, float, np.integer, np.floating))
+            and not isinstance(v, (bool, np.bool_))
+        ):
             return int(Qt.AlignRight | Qt.AlignVCenter)
         if role == Qt.ToolTipRole and isinstance(v, str) and len(v) > 40:
             return term(v)
@@ -129,11 +138,14 @@ class FrameModel(QAbstractTableModel):
         self.layoutAboutToBeChanged.emit()
         col = self.df.columns[column]
         try:
-            self.df = self.df.sort_values(col, ascending=order == Qt.AscendingOrder, kind="stable",
-                                          na_position="last").reset_index(drop=True)
+            self.df = self.df.sort_values(
+                col, ascending=order == Qt.AscendingOrder, kind="stable", na_position="last"
+            ).reset_index(drop=True)
         except TypeError:  # mixed types in one column: as text
             key = self.df[col].astype(str)
-            self.df = self.df.iloc[key.argsort(kind="stable")[:: 1 if order == Qt.AscendingOrder else -1]].reset_index(drop=True)
+            self.df = self.df.iloc[key.argsort(kind="stable")[:: 1 if order == Qt.AscendingOrder else -1]].reset_index(
+                drop=True
+            )
         self.layoutChanged.emit()
 
 
@@ -184,4 +196,5 @@ class FrameTable(QTableView):
     def export_csv(self, path: str) -> None:
         """The whole table (every row, in the order shown), atomically."""
         from ..session.files import write_with
+
         write_with(path, lambda f: self.model_.df.to_csv(f, index=False, lineterminator="\n"))

@@ -1,5 +1,6 @@
 """OpenGL viewport only where the GL renderer is a real GPU: software GL (llvmpipe) measured
 3-7x slower than raster here (engineering.md 1.1). A setting or GPUVIEWER_RENDERER forces it."""
+
 from __future__ import annotations
 
 import os
@@ -10,6 +11,7 @@ SOFTWARE = ("llvmpipe", "softpipe", "swiftshader", "software", "swrast", "virgl"
 def gl_renderer_string() -> str | None:
     try:
         from PySide6.QtGui import QGuiApplication, QOffscreenSurface, QOpenGLContext
+
         if QGuiApplication.platformName() in ("offscreen", "minimal"):
             return None
         ctx = QOpenGLContext()
@@ -42,8 +44,10 @@ def apply_renderer(plot, mode: str | None = None) -> bool:
     use = want_opengl(mode)
     if use:
         from PySide6.QtOpenGLWidgets import QOpenGLWidget
+
         plot.setViewport(QOpenGLWidget())
     else:
         from PySide6.QtWidgets import QWidget
+
         plot.setViewport(QWidget())
     return use

@@ -1,6 +1,7 @@
 """A one-line editor that opens on the timeline where a note goes (M, Shift+M, "Add a note
 here"): typing happens in place, Enter keeps the text, Esc (or clicking elsewhere) drops it. No
 modal dialog: the timeline stays in view while the note is written."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -52,7 +53,12 @@ class InlineNote(QLineEdit):
             if ev.key() == Qt.Key_Escape:
                 self._close(False)
                 return True
-        if obj is self and ev.type() == QEvent.FocusOut and self.isVisible() and self._done is not None \
-                and ev.reason() != Qt.PopupFocusReason:
+        if (
+            obj is self
+            and ev.type() == QEvent.FocusOut
+            and self.isVisible()
+            and self._done is not None
+            and ev.reason() != Qt.PopupFocusReason
+        ):
             self._close(False)  # clicked elsewhere: the note is dropped, as with Esc
         return super().eventFilter(obj, ev)

@@ -2,6 +2,7 @@
 Click a rank header to collapse it; right-click a lane to hide, pin or move it. The header of
 the rank whose lanes fill the top stays pinned there while they scroll; a name too long for the
 column is elided in the middle and shown whole in its tooltip."""
+
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QRectF, Qt, Signal
@@ -63,23 +64,30 @@ class LaneLabels(QWidget):
                 p.setFont(self.font_lane)
                 p.setPen(th.text)
                 arrow = "▸" if self.layout_model.group_collapsed(row.group) else "▾"
-                p.drawText(QRectF(6, top, self.width() - 10, self._to_dev(row.y + row.h) - top),
-                           Qt.AlignVCenter | Qt.AlignLeft,
-                           p.fontMetrics().elidedText(f"{arrow} {row.label}", Qt.ElideMiddle, self.width() - 10))
+                p.drawText(
+                    QRectF(6, top, self.width() - 10, self._to_dev(row.y + row.h) - top),
+                    Qt.AlignVCenter | Qt.AlignLeft,
+                    p.fontMetrics().elidedText(f"{arrow} {row.label}", Qt.ElideMiddle, self.width() - 10),
+                )
             else:
                 p.setFont(self.font_lane)
                 p.setPen(th.text)
                 key = self.layout_model.trace.lanes[row.lane].key
                 expandable = row.hidden_rows > 0 or key in self.layout_model.state.expanded
                 mark = ("▸ " if row.hidden_rows else "▾ ") if expandable else "   "
-                p.drawText(QRectF(6, top, self.width() - 10, max(bot - top, 12)),
-                           Qt.AlignVCenter | Qt.AlignLeft,
-                           p.fontMetrics().elidedText(mark + row.label, Qt.ElideMiddle, self.width() - 10))
+                p.drawText(
+                    QRectF(6, top, self.width() - 10, max(bot - top, 12)),
+                    Qt.AlignVCenter | Qt.AlignLeft,
+                    p.fontMetrics().elidedText(mark + row.label, Qt.ElideMiddle, self.width() - 10),
+                )
                 if row.hidden_rows:
                     p.setPen(th.text_dim)
                     nb = self._to_dev(row.y + 2)
-                    p.drawText(QRectF(20, bot, self.width() - 24, max(nb - bot, 12)),
-                               Qt.AlignVCenter | Qt.AlignLeft, f"+{row.hidden_rows} deeper rows (click)")
+                    p.drawText(
+                        QRectF(20, bot, self.width() - 24, max(nb - bot, 12)),
+                        Qt.AlignVCenter | Qt.AlignLeft,
+                        f"+{row.hidden_rows} deeper rows (click)",
+                    )
                 p.setPen(th.line)
                 yb = self._to_dev(row.y + row.h)
                 p.drawLine(0, int(yb), self.width(), int(yb))
@@ -92,8 +100,11 @@ class LaneLabels(QWidget):
                 # and the lane whose top went under it: named just below
                 p.setFont(self.font_lane)
                 p.setPen(th.text)
-                p.drawText(QRectF(6, sb, self.width() - 10, 14), Qt.AlignVCenter | Qt.AlignLeft,
-                           p.fontMetrics().elidedText("   " + lane.label, Qt.ElideMiddle, self.width() - 10))
+                p.drawText(
+                    QRectF(6, sb, self.width() - 10, 14),
+                    Qt.AlignVCenter | Qt.AlignLeft,
+                    p.fontMetrics().elidedText("   " + lane.label, Qt.ElideMiddle, self.width() - 10),
+                )
             p.setPen(th.line)
             p.drawLine(0, int(sb), self.width(), int(sb))
         p.end()
@@ -105,8 +116,11 @@ class LaneLabels(QWidget):
         p.setFont(self.font_head)
         p.setPen(th.text)
         arrow = "▸" if row.rank in self.layout_model.state.collapsed_ranks else "▾"
-        p.drawText(QRectF(4, top, self.width() - 8, h), Qt.AlignVCenter | Qt.AlignLeft,
-                   p.fontMetrics().elidedText(f"{arrow} {row.label}", Qt.ElideMiddle, self.width() - 8))
+        p.drawText(
+            QRectF(4, top, self.width() - 8, h),
+            Qt.AlignVCenter | Qt.AlignLeft,
+            p.fontMetrics().elidedText(f"{arrow} {row.label}", Qt.ElideMiddle, self.width() - 8),
+        )
 
     def sticky_header(self):
         """The header of the rank whose lanes are at the top, when its own row is above the
@@ -123,6 +137,7 @@ class LaneLabels(QWidget):
 
     def _sticky_bottom(self) -> float:
         from ..model.layout import HEADER_H
+
         return self.plot_top + HEADER_H / max(self.y_range[1] - self.y_range[0], 1e-9) * self.plot_height
 
     def wanted_width(self) -> int:
@@ -165,8 +180,9 @@ class LaneLabels(QWidget):
         elif row.kind == "group":
             self.layout_model.toggle_group(row.group)
             self.changed.emit()
-        elif row.kind == "lane" and (row.hidden_rows or self.layout_model.trace.lanes[row.lane].key
-                                     in self.layout_model.state.expanded):
+        elif row.kind == "lane" and (
+            row.hidden_rows or self.layout_model.trace.lanes[row.lane].key in self.layout_model.state.expanded
+        ):
             self.layout_model.toggle_expand(row.lane)
             self.changed.emit()
 
@@ -179,8 +195,10 @@ class LaneLabels(QWidget):
         if row.kind == "lane":
             key = lm.trace.lanes[row.lane].key
             m.addAction("Hide lane", lambda: (lm.hide(row.lane), self.changed.emit()))
-            m.addAction("Unpin" if key in lm.state.pinned else "Pin to top",
-                        lambda: (lm.toggle_pin(row.lane), self.changed.emit()))
+            m.addAction(
+                "Unpin" if key in lm.state.pinned else "Pin to top",
+                lambda: (lm.toggle_pin(row.lane), self.changed.emit()),
+            )
             m.addAction("Move up", lambda: (lm.move(row.lane, -1), self.changed.emit()))
             m.addAction("Move down", lambda: (lm.move(row.lane, +1), self.changed.emit()))
         elif row.rank >= 0:

@@ -1,6 +1,7 @@
 """Loading without freezing the window: the parse runs in a separate process that writes the
 column cache; the window then memory-maps it. Progress comes back over a queue; Cancel ends the
 process. (A thread would share the GIL with the UI; a process does not.)"""
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -12,10 +13,12 @@ from PySide6.QtCore import QObject, QTimer, Signal
 def _child(paths: list[str], q) -> None:
     try:
         from gpuviewer.session.opening import read_into_cache
+
         read_into_cache(paths, progress=lambda f, m: q.put(("progress", float(f), str(m))))
         q.put(("done",))
     except Exception as e:  # noqa: BLE001 - reported as a message (ours say it), never a traceback dialog
         from gpuviewer.errors import describe
+
         q.put(("error", describe(e, paths)))
 
 
@@ -81,11 +84,13 @@ class Loader(QObject):
     def _finish(self) -> None:
         self.cancel()
         from ..session import open_session
+
         try:
             # a cache hit (memory-mapped), then hosts and their clocks aligned
             trace = open_session(self.paths, use_cache=True, align=self.align, hosts=self.hosts)
         except Exception as e:  # noqa: BLE001 - one line (ours say it), never a traceback
             from ..errors import describe
+
             self.failed.emit(describe(e, self.paths))
             return
         self.loaded.emit(trace, self.paths)

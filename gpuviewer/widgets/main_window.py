@@ -4,6 +4,7 @@ held by a Controller (loading and analysis off the UI thread, autosave, the sess
 signals). What the user does goes to the session; the panels draw what it announces. The
 mixins hold the window's side of annotations (window_notes), the analysis and topology
 (window_analysis), and navigation and export (window_nav)."""
+
 from __future__ import annotations
 
 import os
@@ -26,6 +27,7 @@ def compact_start(win, session) -> bool:
     """On a small screen, more than 4 ranks start as one summary row each (the late ranks of
     the top finding are opened when the analysis names them) unless the sidecar restored lanes."""
     from .window_fit import small
+
     view = session.notes.doc.view or {}
     if len(session.trace.ranks) <= 4 or not small(win) or view.get("lanes"):
         return False
@@ -72,7 +74,8 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
     # -- opening --------------------------------------------------------------------------
     def open_dialog(self) -> None:
         files, _ = QFileDialog.getOpenFileNames(
-            self, "Open traces", "", "Traces (*.json *.json.gz *.gz *.sqlite *.nsys-rep);;All files (*)")
+            self, "Open traces", "", "Traces (*.json *.json.gz *.gz *.sqlite *.nsys-rep);;All files (*)"
+        )
         if files:
             self.open_paths(files)
 
@@ -86,15 +89,17 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         only applies then). Topology files alone join the open session instead."""
         paths = [os.path.abspath(p) for p in paths]
         from .summary_window import is_summary_paths, open_summary
+
         if is_summary_paths(paths):  # a session summary (OUT.gvsum) opens its own way
             return open_summary(self, paths, block=block)
         from ..session.opening import companion_of
-        if self.trace is not None and paths and all(
-                os.path.isfile(p) and companion_of(p) == "topology" for p in paths):
+
+        if self.trace is not None and paths and all(os.path.isfile(p) and companion_of(p) == "topology" for p in paths):
             return self.attach_topology_files(paths)
         if not block:  # the files' names and a progress bar in the timeline's place, at once
             self.cover.opening(paths)
             from .opening_cover import names_of
+
             self.setWindowTitle(f"opening {names_of(paths)} — gpuviewer")
         return self.controller.open(paths, block=block, use_cache=use_cache)
 
@@ -105,6 +110,7 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
 
     def _hide_progress(self) -> None:
         from .opening_cover import names_of
+
         if self.trace is not None:  # the session it was drawing, again
             self.cover.hide()
             self.setWindowTitle(f"{names_of(self.paths)} — gpuviewer")
@@ -122,6 +128,7 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
             print(f"gpuviewer: {msg}", file=sys.stderr, flush=True)
         if not self.quiet_errors:
             from ..model.plain import line
+
             QMessageBox.warning(self, "Cannot open", line(msg))  # a file name's newline shown escaped
 
     def _loaded(self, session: Session) -> None:
@@ -140,38 +147,51 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         steps = sorted({s.step for s in trace.steps})
         # the box holds 32-bit ints: steps past that (a trace numbering them 10^17 on) are
         # reached with [ and ] instead, said in its tooltip
-        fits = not steps or (-2 ** 31 <= steps[0] and steps[-1] < 2 ** 31)
+        fits = not steps or (-(2**31) <= steps[0] and steps[-1] < 2**31)
         self.step_box.blockSignals(True)
         self.step_box.setRange(steps[0] if steps and fits else 0, steps[-1] if steps and fits else 0)
         self.step_box.blockSignals(False)
         self.step_box.setEnabled(fits)
-        self.step_box.setToolTip("The step to zoom to" if fits else
-                                 "Step numbers too large for this box: use [ and ] to go through the steps")
+        self.step_box.setToolTip(
+            "The step to zoom to"
+            if fits
+            else "Step numbers too large for this box: use [ and ] to go through the steps"
+        )
         self.step_label.setText(f"  {len(steps)} steps" if steps else "  no steps")
         from ..model.plain import line
+
         names = ", ".join(line(os.path.basename(p)) for p in paths)  # (control characters escaped)
         self.setWindowTitle(f"{names} — gpuviewer")
         from ..model.fmt import counted
+
         n_warn = len(trace.warnings)
         # the warnings are a link: a click lists them (a tooltip alone was never found)
-        self.status_files.setText(f"{counted(len(trace.sources) or len(paths), 'file')} · "
-                                  f"{counted(len(trace.ranks), 'rank')} · {counted(trace.n_events, 'event')}"
-                                  + (f" · <a href='warnings'>{counted(n_warn, 'warning')}</a>" if n_warn else ""))
+        self.status_files.setText(
+            f"{counted(len(trace.sources) or len(paths), 'file')} · "
+            f"{counted(len(trace.ranks), 'rank')} · {counted(trace.n_events, 'event')}"
+            + (f" · <a href='warnings'>{counted(n_warn, 'warning')}</a>" if n_warn else "")
+        )
         from ..session import alignment_text
+
         self.status_files.setToolTip("\n".join(line(w) for w in [alignment_text(trace)] + list(trace.warnings)))
         if trace.metadata.get("alignment", {}).get("method") == "collectives":
             self.statusBar().showMessage(alignment_text(trace), 15000)
         from ..model.view import steps_view, warmup_step
+
         warm = warmup_step(trace)
         if warm is not None:  # opened on the steady steps: say where the warm-up went
             a0, _a1 = steps_view(trace)
             v0, _v1 = self.timeline.visible_range()
-            self.statusBar().showMessage(f"Opened on the steady steps: warm-up step {warm} "
-                                         f"({(v0 - a0) / 1e6:,.0f} ms) is left of the view; Shift+Home shows it", 15000)
+            self.statusBar().showMessage(
+                f"Opened on the steady steps: warm-up step {warm} "
+                f"({(v0 - a0) / 1e6:,.0f} ms) is left of the view; Shift+Home shows it",
+                15000,
+            )
         unread = trace.metadata.get("unread") or []
         if unread:  # files or folders left out of the session: said before anything else
-            self.statusBar().showMessage(unread[0] + (f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""),
-                                         30000)
+            self.statusBar().showMessage(
+                unread[0] + (f" (and {len(unread) - 1} more)" if len(unread) > 1 else ""), 30000
+            )
         self._add_recent(paths)
         session.open_annotations()  # and the view saved with them
         self._apply_annotations()
@@ -186,6 +206,7 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
                 if self.session is s:
                     self.controller.run_analysis()
                     self.queries.stats.refresh()
+
             after_first_paint(self.timeline.plot.viewport(), start)
 
     def _show_area(self, t0: int, t1: int, lanes: list) -> None:
@@ -201,6 +222,7 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         no widget's clip, so a table's rows past its viewport landed on the dock tabs below it,
         and slices and step lines begun before the view on the timeline's label column."""
         from PySide6.QtWidgets import QTabBar
+
         tl = self.timeline
         # the dock tabs shown (the main window keeps unused tab bars, "visible" and out of sight)
         tabs = [t for t in self.findChildren(QTabBar) if t.count() and not t.visibleRegion().isEmpty()]
@@ -214,9 +236,11 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
             return
         shown = self.memory_dock.isVisible()
         from .window_fit import place_memory, small
+
         self.memory_dock.show()
         place_memory(self)
         from .window_fit import memory_title
+
         memory_title(self)
         if len(trace) == 0 or not small(self):  # a small screen keeps Findings the tab in front
             self.memory_dock.raise_()
@@ -227,6 +251,7 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
             from PySide6.QtCore import QTimer
 
             from .window_fit import size_docks
+
             QTimer.singleShot(0, lambda: size_docks(self, self.width(), self.height()))
 
     def _realign_memory(self) -> None:
@@ -241,10 +266,17 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
             return
         from ..model.fmt import counted
         from ..model.plain import line
-        box = QMessageBox(QMessageBox.Information, counted(len(self.trace.warnings), "warning"),
-                          f"{counted(len(self.trace.warnings), 'warning')} while opening this session:", parent=self)
-        box.setInformativeText("\n".join(f"• {line(w)}" for w in self.trace.warnings[:50])
-                               + (f"\n… and {len(self.trace.warnings) - 50} more" if len(self.trace.warnings) > 50 else ""))
+
+        box = QMessageBox(
+            QMessageBox.Information,
+            counted(len(self.trace.warnings), "warning"),
+            f"{counted(len(self.trace.warnings), 'warning')} while opening this session:",
+            parent=self,
+        )
+        box.setInformativeText(
+            "\n".join(f"• {line(w)}" for w in self.trace.warnings[:50])
+            + (f"\n… and {len(self.trace.warnings) - 50} more" if len(self.trace.warnings) > 50 else "")
+        )
         box.setModal(False)
         box.setAttribute(Qt.WA_DeleteOnClose)
         self.warnings_box = box
@@ -252,11 +284,13 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
 
     def show_shortcuts(self) -> None:
         from .shortcuts import show
+
         show(self)
 
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)
         from .window_fit import size_docks, small
+
         now = small(self)
         if getattr(self, "_was_small", now) != now:  # crossed 1000 px: the other layout
             size_docks(self, self.width(), self.height())
@@ -264,6 +298,7 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
 
     def closeEvent(self, ev) -> None:
         from .window_fit import save_geometry
+
         save_geometry(self, self.settings)
         self.controller.close()
         self.timeline.detach()

@@ -6,6 +6,7 @@ snapshot allocation); a click puts a cursor on the timeline at that time.
 Nothing but the curves and the peak's label is drawn over the data: the key (ranks' colours,
 solid / dashed, categories) is the line above the plot, the capacity a mark on the y axis
 (render/gb_axis.py), and the peak's label is placed where its measured text fits in the view."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,18 +23,41 @@ from ..render.time_axis import TimeAxis, format_ns
 from ..session.panels import memory_capacity as capacity_bytes
 from ..session.panels import memory_peaks_per_step as peaks_per_step
 
-RANK_COLORS = [(37, 99, 235), (220, 38, 38), (22, 163, 74), (147, 51, 234), (234, 88, 12), (8, 145, 178),
-               (202, 138, 4), (219, 39, 119)]
-CAT_COLORS = [(96, 165, 250, 150), (251, 146, 60, 150), (74, 222, 128, 150), (192, 132, 252, 150),
-              (148, 163, 184, 150), (250, 204, 21, 150)]
+RANK_COLORS = [
+    (37, 99, 235),
+    (220, 38, 38),
+    (22, 163, 74),
+    (147, 51, 234),
+    (234, 88, 12),
+    (8, 145, 178),
+    (202, 138, 4),
+    (219, 39, 119),
+]
+CAT_COLORS = [
+    (96, 165, 250, 150),
+    (251, 146, 60, 150),
+    (74, 222, 128, 150),
+    (192, 132, 252, 150),
+    (148, 163, 184, 150),
+    (250, 204, 21, 150),
+]
 GB = 1e9
 _MARKER_PX = 9  # a step peak's triangle rises 7 px above its point; a label keeps clear of it
 # Category colours as PyTorch's memory timeline draws them, for both snapshots and timelines.
-CATEGORY_COLOR = {"parameters": (22, 101, 52), "parameters / inputs": (22, 101, 52), "optimizer state": (218, 165, 32),
-                  "inputs": (71, 85, 105), "temporaries": (147, 112, 219), "activations": (220, 38, 38),
-                  "activations (forward)": (220, 38, 38), "gradients": (37, 99, 235),
-                  "gradients (backward)": (37, 99, 235), "autograd detail": (96, 165, 250),
-                  "unknown": (148, 163, 184), "other": (148, 163, 184)}
+CATEGORY_COLOR = {
+    "parameters": (22, 101, 52),
+    "parameters / inputs": (22, 101, 52),
+    "optimizer state": (218, 165, 32),
+    "inputs": (71, 85, 105),
+    "temporaries": (147, 112, 219),
+    "activations": (220, 38, 38),
+    "activations (forward)": (220, 38, 38),
+    "gradients": (37, 99, 235),
+    "gradients (backward)": (37, 99, 235),
+    "autograd detail": (96, 165, 250),
+    "unknown": (148, 163, 184),
+    "other": (148, 163, 184),
+}
 
 
 class MemoryPanel(QWidget):
@@ -47,6 +71,7 @@ class MemoryPanel(QWidget):
         self.info = QLabel("")
         # many ranks make a long line: it must never widen the window (the full text is its tooltip)
         from PySide6.QtWidgets import QSizePolicy
+
         self.info.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         self.info.setMinimumWidth(0)
         # the key, short and never cut: the notes before it give way (their full text is a tooltip)
@@ -90,8 +115,10 @@ class MemoryPanel(QWidget):
         self.rebuild()
 
     def has_data(self) -> bool:
-        return bool(self.trace is not None and any(len(c.t) for c in self.trace.counters
-                                       if c.name.startswith(("allocated", "reserved"))))
+        return bool(
+            self.trace is not None
+            and any(len(c.t) for c in self.trace.counters if c.name.startswith(("allocated", "reserved")))
+        )
 
     def _clear(self) -> None:
         for p in self.plots:
@@ -157,8 +184,10 @@ class MemoryPanel(QWidget):
             return
         ranks = sorted({c.rank for c in t.counters if c.name.startswith(("allocated", "reserved"))})
         if not ranks:
-            self.info.setText("No memory data in this session (Kineto profile_memory=True, nsys "
-                              "--cuda-memory-usage=true, or open a torch.cuda.memory snapshot).")
+            self.info.setText(
+                "No memory data in this session (Kineto profile_memory=True, nsys "
+                "--cuda-memory-usage=true, or open a torch.cuda.memory snapshot)."
+            )
             return
         groups = [[r] for r in ranks] if self.multiples.isChecked() else [ranks]
         notes = []
@@ -190,15 +219,22 @@ class MemoryPanel(QWidget):
                         if pks:
                             # marked in the curves' image (a scatter item a rank cost 0.6 ms a pan
                             # at 64 ranks); the hover names the step's peak
-                            curves.add_markers([pk["t_ns"] - self.origin for pk in pks],
-                                               [pk["peak_bytes"] / GB for pk in pks], QColor(*col))
-                            self.peaks += [(r, pk["step"], pk["t_ns"] - self.origin, pk["peak_bytes"] / GB)
-                                           for pk in pks]
+                            curves.add_markers(
+                                [pk["t_ns"] - self.origin for pk in pks],
+                                [pk["peak_bytes"] / GB for pk in pks],
+                                QColor(*col),
+                            )
+                            self.peaks += [
+                                (r, pk["step"], pk["t_ns"] - self.origin, pk["peak_bytes"] / GB) for pk in pks
+                            ]
                             top = max(pks, key=lambda pk: pk["peak_bytes"])
                             if len(group) > 1:
                                 continue  # overlaid ranks: the peaks are in the line above the plot
-                            lab = pg.TextItem(f"r{r} peak {top['peak_bytes'] / GB:.2f} GB (step {top['step']})",
-                                              color=col, anchor=(0.5, 1.0))
+                            lab = pg.TextItem(
+                                f"r{r} peak {top['peak_bytes'] / GB:.2f} GB (step {top['step']})",
+                                color=col,
+                                anchor=(0.5, 1.0),
+                            )
                             lab.setPos(top["t_ns"] - self.origin, top["peak_bytes"] / GB)
                             plot.addItem(lab)
                             self.peak_labels.append((plot, lab))
@@ -213,34 +249,50 @@ class MemoryPanel(QWidget):
                         marks.append((round(cap / GB, 1), f"capacity {cap / GB:.1f} GB"))
                         ymax = max(ymax, cap / GB)
                     if cap:
-                        peak = max((s["y"].max() for s in self.series if s["rank"] == r and s["device"] == d
-                                    and s["name"] == "allocated"), default=None)
+                        peak = max(
+                            (
+                                s["y"].max()
+                                for s in self.series
+                                if s["rank"] == r and s["device"] == d and s["name"] == "allocated"
+                            ),
+                            default=None,
+                        )
                         if peak is not None:
-                            notes.append(f"rank {r} GPU {d}: peak {peak:.1f} GB of {cap / GB:.1f} GB, "
-                                         f"headroom {cap / GB - peak:.1f} GB")
+                            notes.append(
+                                f"rank {r} GPU {d}: peak {peak:.1f} GB of {cap / GB:.1f} GB, "
+                                f"headroom {cap / GB - peak:.1f} GB"
+                            )
                             colored.append((len(notes) - 1, col))
             for s in getattr(t, "snapshots", []):
                 if s.rank in group:
                     self._stacked(plot, s)
                     ymax = max(ymax, float(s.allocated.max()) / GB)
                     if s.allocations:
-                        notes.append(f"snapshot GPU {s.device}: {len(s.allocations):,} allocations, peak "
-                                     f"{s.allocated.max() / GB:.2f} GB in the recorded history (click for the stack)")
+                        notes.append(
+                            f"snapshot GPU {s.device}: {len(s.allocations):,} allocations, peak "
+                            f"{s.allocated.max() / GB:.2f} GB in the recorded history (click for the stack)"
+                        )
                     else:
                         notes.append(f"memory timeline: peak {s.allocated.max() / GB:.2f} GB by category")
             plot.getAxis("left").set_marks(marks)
             self._ytop[plot] = ymax
             self._fit_y(plot)
         import html
+
         tint = dict(colored)
-        parts = [f"<span style='color:rgb{tint[k]}'>{html.escape(n)}</span>" if k in tint else html.escape(n)
-                 for k, n in enumerate(notes)]
+        parts = [
+            f"<span style='color:rgb{tint[k]}'>{html.escape(n)}</span>" if k in tint else html.escape(n)
+            for k, n in enumerate(notes)
+        ]
         # snapshot categories first: the stacked bands are read by them
-        cats = "&nbsp;&nbsp;".join(f"<span style='color:rgb{rgb}'>&#9632;</span>&nbsp;{html.escape(name)}"
-                                   for name, rgb in self._category_keys)
+        cats = "&nbsp;&nbsp;".join(
+            f"<span style='color:rgb{rgb}'>&#9632;</span>&nbsp;{html.escape(name)}" for name, rgb in self._category_keys
+        )
         self.key.setText("solid: allocated, dashed: reserved" if colored else "")
-        self.info.setText("  ·  ".join(([cats] if cats else []) + parts)
-                          or "allocated (solid) and reserved (dashed) per rank and device")
+        self.info.setText(
+            "  ·  ".join(([cats] if cats else []) + parts)
+            or "allocated (solid) and reserved (dashed) per rank and device"
+        )
         self.info.setToolTip("\n".join([n for n, _ in self._category_keys] + notes))
 
     def _fit_y(self, plot) -> None:
@@ -251,8 +303,9 @@ class MemoryPanel(QWidget):
             plot.setYRange(0, 1, padding=0)
         else:
             h = plot.getViewBox().height()
-            room = _MARKER_PX + max((lab.textItem.boundingRect().height() for pw, lab in self.peak_labels
-                                     if pw is plot), default=0.0)
+            room = _MARKER_PX + max(
+                (lab.textItem.boundingRect().height() for pw, lab in self.peak_labels if pw is plot), default=0.0
+            )
             # the top value `room` px under the plot's top, or 15% of the height under it
             frac = room / h if h >= 2.5 * room else 0.15
             plot.setYRange(0, top / (1 - frac), padding=0)
@@ -295,14 +348,21 @@ class MemoryPanel(QWidget):
             rgba = CATEGORY_COLOR.get(names[k], CAT_COLORS[k % len(CAT_COLORS)][:3])
             item = pg.PlotDataItem()
             plot.addItem(item)
-            item.setData(x, cum[k], pen=pg.mkPen(rgba[:3], width=0.5), fillLevel=0.0,
-                         brush=pg.mkBrush(*rgba[:3], 200), name=f"snapshot: {names[k]}")
+            item.setData(
+                x,
+                cum[k],
+                pen=pg.mkPen(rgba[:3], width=0.5),
+                fillLevel=0.0,
+                brush=pg.mkBrush(*rgba[:3], 200),
+                name=f"snapshot: {names[k]}",
+            )
             item.setZValue(-10 - k)
             key = (f"{names[k]} (by call site)" if s.allocations else names[k], tuple(rgba[:3]))
             if key not in self._category_keys:
                 self._category_keys.insert(0, key)  # drawn top band first: the key reads bottom up
-        self.series.append({"rank": s.rank, "device": s.device, "name": "snapshot", "x": x,
-                            "y": s.allocated / GB, "snapshot": s})
+        self.series.append(
+            {"rank": s.rank, "device": s.device, "name": "snapshot", "x": x, "y": s.allocated / GB, "snapshot": s}
+        )
 
     def value_at(self, x: float) -> list[tuple[dict, float]]:
         out = []
@@ -344,11 +404,15 @@ class MemoryPanel(QWidget):
         a = snap.allocation_at(int(x + self.origin))
         if a is None:
             return
-        rows = "".join(f"<li>{_esc(str(f.get('name')))} <span style='color:gray'>{_esc(str(f.get('filename')))}:"
-                       f"{f.get('line')}</span></li>" for f in a.frames[:40])
+        rows = "".join(
+            f"<li>{_esc(str(f.get('name')))} <span style='color:gray'>{_esc(str(f.get('filename')))}:"
+            f"{f.get('line')}</span></li>"
+            for f in a.frames[:40]
+        )
         freed = f", freed after {(a.free_ns - a.t_ns) / 1e6:.2f} ms" if a.free_ns else ", not freed in the history"
-        self.frames.setHtml(f"<b>{a.size / 1e6:.2f} MB</b> at {format_ns(a.t_ns - self.origin)} "
-                            f"({a.category}{freed})<ol>{rows}</ol>")
+        self.frames.setHtml(
+            f"<b>{a.size / 1e6:.2f} MB</b> at {format_ns(a.t_ns - self.origin)} ({a.category}{freed})<ol>{rows}</ol>"
+        )
         self.frames.show()
 
 

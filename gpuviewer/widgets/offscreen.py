@@ -1,6 +1,7 @@
 """A bare timeline of a session, off screen, for images and reports (export/report.py): the
 session's trace, lane layout, time range, annotations, area selection and communication waits,
 in a view of its own, so that panning it for a report's pictures never moves the window's view."""
+
 from __future__ import annotations
 
 from PySide6.QtCore import Qt

@@ -2,6 +2,7 @@
 progress bar and Cancel, or how to open a trace. A cover over the timeline (its child, kept to
 its size), so the empty plot's "0 ns ... 1 ns" axis is never what a user sees first, and nothing
 about the timeline's own layout changes."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,10 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QV
 from ..model.fmt import esc
 from ..model.plain import line
 
-EMPTY = ("<b>Open a trace</b><br>File &gt; Open files… or Open folder…, drop files here, "
-         "or start <code>gpuviewer FILE_OR_FOLDER…</code>")
+EMPTY = (
+    "<b>Open a trace</b><br>File &gt; Open files… or Open folder…, drop files here, "
+    "or start <code>gpuviewer FILE_OR_FOLDER…</code>"
+)
 
 
 def names_of(paths: list[str]) -> str:

@@ -1,5 +1,6 @@
 """Overview per rank, as the TensorBoard profiler's Overview had: GPU utilization, a stacked
 compute / exposed communication / other GPU work / idle bar per step, and the top kernels."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,8 +12,12 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QTableWidget, QTab
 from ..model.fmt import utilization_line
 from ..render import theme
 
-PARTS = [("compute", (66, 133, 244)), ("exposed communication", (234, 88, 12)),
-         ("memcpy / other GPU", (22, 163, 74)), ("idle", (203, 213, 225))]
+PARTS = [
+    ("compute", (66, 133, 244)),
+    ("exposed communication", (234, 88, 12)),
+    ("memcpy / other GPU", (22, 163, 74)),
+    ("idle", (203, 213, 225)),
+]
 
 
 class OverviewPanel(QWidget):

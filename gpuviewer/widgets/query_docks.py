@@ -1,5 +1,6 @@
 """The SQL and Statistics tabs of the main window, beside Findings: one Session (Qt-free) over
 the window's trace feeds both; a row that names an event selects it on the timeline."""
+
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
@@ -15,6 +16,7 @@ class QueryDocks:
         self.sql = SqlPanel()
         self.stats = StatsPanel()
         from .docks import dock
+
         self.sql_dock = dock(win, "SQL", self.sql, Qt.BottomDockWidgetArea)
         self.stats_dock = dock(win, "Statistics", self.stats, Qt.BottomDockWidgetArea)
         win.tabifyDockWidget(beside, self.stats_dock)

@@ -1,6 +1,7 @@
 """Rank overview: a ranks x steps heatmap of the step's GPU time, the wait a rank caused the
 others, or the wait it suffered; sortable by rank, host or lateness; a click takes the timeline
 to that rank and step. Filled from the analysis (no parsing here)."""
+
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
@@ -27,6 +28,7 @@ FULL_MS = 50.0
 def shade(ms: float) -> float:
     """0 (white) .. 1 (deepest) for a cell of `ms` over its baseline."""
     import math
+
     if ms <= THRESHOLD_MS:
         return 0.0
     return min(1.0, math.log(ms / THRESHOLD_MS) / math.log(FULL_MS / THRESHOLD_MS))
@@ -49,6 +51,7 @@ class RankOverview(QWidget):
         self.note = QLabel("")
         self.note.setTextFormat(Qt.RichText)
         from PySide6.QtWidgets import QSizePolicy
+
         self.note.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)  # never widens the window
         top = QHBoxLayout()
         top.addWidget(QLabel("colour:"))
@@ -79,13 +82,16 @@ class RankOverview(QWidget):
         """rank -> step -> ms of the chosen measure."""
         key = MEASURES[self.measure.currentText()]
         out: dict[int, dict[int, float]] = {}
-        for r in (self.analysis.ranks if self.analysis is not None else []):
+        for r in self.analysis.ranks if self.analysis is not None else []:
             row = out.setdefault(r["rank"], {})
             for s in r["steps"]:
                 if s["step"] is None:
                     continue
-                v = (s["end_ns"] - s["start_ns"] + s.get("idle_before_ns", 0) + s.get("idle_after_ns", 0)) \
-                    if key == "gpu_time" else s.get(key, 0)
+                v = (
+                    (s["end_ns"] - s["start_ns"] + s.get("idle_before_ns", 0) + s.get("idle_after_ns", 0))
+                    if key == "gpu_time"
+                    else s.get(key, 0)
+                )
                 row[s["step"]] = v / 1e6
         return out
 
@@ -96,8 +102,10 @@ class RankOverview(QWidget):
         if how == "host":
             return sorted(ranks, key=lambda r: (self.hosts.get(r) or "", r))
         if how == "lateness":
-            caused = {r["rank"]: sum(s.get("caused_ns", 0) for s in r["steps"])
-                      for r in (self.analysis.ranks if self.analysis is not None else [])}
+            caused = {
+                r["rank"]: sum(s.get("caused_ns", 0) for s in r["steps"])
+                for r in (self.analysis.ranks if self.analysis is not None else [])
+            }
             return sorted(ranks, key=lambda r: (-caused.get(r, 0), r))
         return ranks
 
@@ -109,8 +117,9 @@ class RankOverview(QWidget):
         self.table.setRowCount(len(ranks))
         self.table.setColumnCount(len(steps))
         self.table.setHorizontalHeaderLabels([f"step {s}" for s in steps])
-        self.table.setVerticalHeaderLabels([f"rank {r}" + (f" · {self.hosts[r]}" if self.hosts.get(r) else "")
-                                            for r in ranks])
+        self.table.setVerticalHeaderLabels(
+            [f"rank {r}" + (f" · {self.hosts[r]}" if self.hosts.get(r) else "") for r in ranks]
+        )
         base = self.baselines(vals)
         self.shades = {}
         for i, r in enumerate(ranks):
@@ -124,11 +133,14 @@ class RankOverview(QWidget):
                     it.setBackground(QBrush(colour(k)))
                 self.table.setItem(i, j, it)
         over = " over the step's median rank" if self.measure.currentText().startswith("step") else ""
-        swatch = "".join(f"<span style='background:{colour(shade(m)).name()}; color:#000'>&nbsp;{t}&nbsp;</span>"
-                         for m, t in ((THRESHOLD_MS, f"≤{THRESHOLD_MS:g}"), (7, "7"), (20, "20"),
-                                      (FULL_MS, f"≥{FULL_MS:g}")))
-        self.note.setText(f"{len(ranks)} ranks x {len(steps)} steps, ms · colour by absolute ms{over}: "
-                          f"{swatch} ms (up to {THRESHOLD_MS:g} ms is jitter: white)")
+        swatch = "".join(
+            f"<span style='background:{colour(shade(m)).name()}; color:#000'>&nbsp;{t}&nbsp;</span>"
+            for m, t in ((THRESHOLD_MS, f"≤{THRESHOLD_MS:g}"), (7, "7"), (20, "20"), (FULL_MS, f"≥{FULL_MS:g}"))
+        )
+        self.note.setText(
+            f"{len(ranks)} ranks x {len(steps)} steps, ms · colour by absolute ms{over}: "
+            f"{swatch} ms (up to {THRESHOLD_MS:g} ms is jitter: white)"
+        )
         self._fit_rows()
 
     def baselines(self, vals: dict[int, dict[int, float]]) -> dict[int, float]:
@@ -137,6 +149,7 @@ class RankOverview(QWidget):
         if not self.measure.currentText().startswith("step"):
             return {}
         import statistics
+
         per: dict[int, list[float]] = {}
         for row in vals.values():
             for s, x in row.items():

@@ -1,6 +1,7 @@
 """Keyboard help (?): the timeline's keys (handled in TimelineView.keyPressEvent) and every
 shortcut the window's actions and panels define, collected from the widgets themselves so the
 list cannot fall behind them."""
+
 from __future__ import annotations
 
 from PySide6.QtGui import QAction, QKeySequence, QShortcut
@@ -25,10 +26,13 @@ TIMELINE_KEYS = [
     ("?", "this help"),
 ]
 # what a QShortcut does, by its key (QShortcut has no text of its own)
-SHORTCUT_WORDS = {"Ctrl+Return": "run the SQL query (SQL tab)", "Ctrl+Enter": "run the SQL query (SQL tab)",
-                  "Ctrl+C": "copy the selected rows of a table (SQL, Statistics)",
-                  "/": "search names on the timeline",
-                  "Ctrl+F": "search names on the timeline (from anywhere in the window)"}
+SHORTCUT_WORDS = {
+    "Ctrl+Return": "run the SQL query (SQL tab)",
+    "Ctrl+Enter": "run the SQL query (SQL tab)",
+    "Ctrl+C": "copy the selected rows of a table (SQL, Statistics)",
+    "/": "search names on the timeline",
+    "Ctrl+F": "search names on the timeline (from anywhere in the window)",
+}
 
 
 def _text(seq: QKeySequence) -> str:
@@ -55,8 +59,11 @@ def collect(win) -> list[tuple[str, str]]:
 
 
 def help_html(win) -> str:
-    return "<table>" + "".join(f"<tr><td><b>{esc(k)}</b></td><td>&nbsp;&nbsp;{esc(v)}</td></tr>"
-                               for k, v in collect(win)) + "</table>"
+    return (
+        "<table>"
+        + "".join(f"<tr><td><b>{esc(k)}</b></td><td>&nbsp;&nbsp;{esc(v)}</td></tr>" for k, v in collect(win))
+        + "</table>"
+    )
 
 
 def show(win) -> None:

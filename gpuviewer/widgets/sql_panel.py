@@ -1,6 +1,7 @@
 """The SQL tab: DuckDB queries over the session's tables (gpuviewer.query.sql), run off the UI
 thread with Cancel; results in a sortable table; a row with an event id (or a rank and a start
 time) selects that event on the timeline."""
+
 from __future__ import annotations
 
 import time
@@ -25,11 +26,11 @@ from .frame_table import FrameTable
 MAX_ROWS = 100_000  # shown; the rest is counted, and `gpuviewer sql --csv` gives every row
 EXAMPLES = {
     "Kernels by total time": "SELECT name, kind, count(*) AS n, sum(dur) AS total_ns, avg(dur) AS avg_ns\n"
-                             "FROM kernels GROUP BY name, kind ORDER BY total_ns DESC LIMIT 50",
+    "FROM kernels GROUP BY name, kind ORDER BY total_ns DESC LIMIT 50",
     "Steps and their parts": "SELECT rank, step, dur, compute_ns, comm_ns, wait_ns, idle_ns, utilization\n"
-                             "FROM steps ORDER BY step, rank",
+    "FROM steps ORDER BY step, rank",
     "Slowest collectives": "SELECT rank, collective, step, bytes, wait, transfer, busbw_gbps, id\n"
-                           "FROM collectives ORDER BY transfer DESC LIMIT 50",
+    "FROM collectives ORDER BY transfer DESC LIMIT 50",
     "Longest kernels": "SELECT id, rank, name, dur FROM kernels ORDER BY dur DESC LIMIT 100",
     "Memory copies by kind": "SELECT * FROM mem_sum",
     "Findings": "SELECT severity, impact_ms, rule, title FROM findings",
@@ -49,10 +50,12 @@ class SqlPanel(QWidget):
         self.bg.failed.connect(self._failed)
         self.editor = QPlainTextEdit()
         self.editor.setFont(QFontDatabase.systemFont(QFontDatabase.FixedFont))
-        self.editor.setPlaceholderText("SELECT name, count(*), sum(dur) FROM kernels GROUP BY name ORDER BY 3 DESC"
-                                       "   — Ctrl+Enter runs. Tables: slices, kernels, memops, steps, "
-                                       "collectives, counters, findings, kern_sum, api_sum, nvtx_sum, "
-                                       "mem_sum, nccl_sum (times in ns)")
+        self.editor.setPlaceholderText(
+            "SELECT name, count(*), sum(dur) FROM kernels GROUP BY name ORDER BY 3 DESC"
+            "   — Ctrl+Enter runs. Tables: slices, kernels, memops, steps, "
+            "collectives, counters, findings, kern_sum, api_sum, nvtx_sum, "
+            "mem_sum, nccl_sum (times in ns)"
+        )
         self.editor.setPlainText(EXAMPLES["Kernels by total time"])
         self.run_btn = QPushButton("Run")
         self.run_btn.setToolTip("Run the query (Ctrl+Enter)")
@@ -132,6 +135,7 @@ class SqlPanel(QWidget):
             return
         if self.query is None:
             from ..session.panels import sql_query
+
             self.query = sql_query(self.session)
         if not self.history or self.history[-1] != sql:
             self.history.append(sql)
@@ -158,10 +162,13 @@ class SqlPanel(QWidget):
         self._finish()
         df, more = result
         from .frame_table import ns_aliases
+
         self.table.set_frame(df, ns_aliases(self.history[-1]) if self.history else frozenset())
         secs = time.perf_counter() - self._t0
-        self.status.setText(f"{len(df):,} rows{' (the first; more not shown)' if more else ''} in {secs * 1e3:,.0f} ms"
-                            + ("; click a row to show its event" if self._locatable(df) else ""))
+        self.status.setText(
+            f"{len(df):,} rows{' (the first; more not shown)' if more else ''} in {secs * 1e3:,.0f} ms"
+            + ("; click a row to show its event" if self._locatable(df) else "")
+        )
 
     def _failed(self, token: int, msg: str) -> None:
         if token != self.bg.token:
@@ -200,6 +207,7 @@ def _event_of(trace, row) -> int | None:
             return i if 0 <= i < len(trace) else None
         if "rank" in row.index and "start" in row.index:
             from ..session.panels import event_at
+
             return event_at(trace, int(row["rank"]), int(row["start"]))
     except (TypeError, ValueError, OverflowError):
         return None
@@ -208,4 +216,5 @@ def _event_of(trace, row) -> int | None:
 
 def _html(s: str) -> str:
     import html
+
     return html.escape(s)

@@ -1,5 +1,6 @@
 """The Statistics tab: summaries like `nsys stats` (gpuviewer.query.stats) for every rank or one,
 filterable by name, sortable, exported as CSV; clicking a row shows its longest instance."""
+
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
@@ -15,6 +16,7 @@ class StatsPanel(QWidget):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         from ..session.panels import stats_reports
+
         REPORTS = stats_reports()  # (query.stats would import pandas before the first frame)
         self.session = None
         self.full = None
@@ -57,7 +59,7 @@ class StatsPanel(QWidget):
         self.rank.blockSignals(True)
         self.rank.clear()
         self.rank.addItem("All ranks", None)
-        for r in (session.ranks if session is not None else []):
+        for r in session.ranks if session is not None else []:
             self.rank.addItem(f"Rank {r}", r)
         self.rank.blockSignals(False)
         if compute:
@@ -80,8 +82,11 @@ class StatsPanel(QWidget):
         self.full = df
         self._apply_filter()
         who = "every rank" if rank is None else f"rank {rank}"
-        self.status.setText(f"{len(df):,} rows, {who}; click a row to show its longest instance"
-                            if which in ("kern", "api", "nvtx") and len(df) else f"{len(df):,} rows, {who}")
+        self.status.setText(
+            f"{len(df):,} rows, {who}; click a row to show its longest instance"
+            if which in ("kern", "api", "nvtx") and len(df)
+            else f"{len(df):,} rows, {who}"
+        )
 
     def _failed(self, token: int, msg: str) -> None:
         if token == self.bg.token:
@@ -101,6 +106,7 @@ class StatsPanel(QWidget):
         if self.session is None or "name" not in row.index:
             return
         from ..session.panels import longest
+
         i = longest(self.session, self.report.currentData(), str(row["name"]), self.rank.currentData())
         if i is not None:
             self.eventChosen.emit(i)

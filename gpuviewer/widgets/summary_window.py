@@ -22,6 +22,7 @@ and that a session may mix with companions; a summary is a folder, is never cach
 and opens without running the analysis. So main_window.open_paths asks is_summary_paths() first
 and hands a summary here (the folder, its manifest.json, a recent entry or a drop alike).
 """
+
 from __future__ import annotations
 
 import os
@@ -37,6 +38,7 @@ _SAY_MS = 20000  # a message about a rank stays this long in the status bar
 
 def is_summary_paths(paths: list[str]) -> bool:
     from ..session.summary import summary_folder
+
     return any(summary_folder(p) for p in paths)
 
 
@@ -47,6 +49,7 @@ def open_summary(win, paths, block: bool = False) -> bool:
     from ..errors import GpuviewerError
     from ..session.summary import open_summary as summary_session
     from ..session.summary import summary_folder
+
     paths = [paths] if isinstance(paths, str) else list(paths)
     folder = next(filter(None, map(summary_folder, paths)), None)  # each path's manifest read once
     if len(paths) != 1 or folder is None:
@@ -59,6 +62,7 @@ def open_summary(win, paths, block: bool = False) -> bool:
         return False
     except Exception as e:  # noqa: BLE001 - a damaged summary is a message, never a traceback
         from ..errors import unexpected_problem
+
         win._failed(f"{folder}: {unexpected_problem(e)}")
         return False
     old = getattr(win, "summary_session", None)
@@ -82,6 +86,7 @@ class SummaryController(QObject):
         self.last_message = ""
         self.stopped = False
         from .loader import Loader
+
         self.loader = Loader(self)
         self.loader.align = False  # the summary's own clock offsets are applied instead
         self.loader.loaded.connect(self._files_loaded)
@@ -92,8 +97,11 @@ class SummaryController(QObject):
         win.installEventFilter(self)
         # the summary keeps the hosts and clock alignment it was written with: opening it again
         # with others is `gpuviewer analyze --summary` again, not a switch here
-        self._fixed = [a for a in win.findChildren(QAction)
-                       if a is getattr(win, "align_action", None) or a.text().startswith("Hosts (")]
+        self._fixed = [
+            a
+            for a in win.findChildren(QAction)
+            if a is getattr(win, "align_action", None) or a.text().startswith("Hosts (")
+        ]
         for a in self._fixed:
             a.setEnabled(False)
 
@@ -113,16 +121,27 @@ class SummaryController(QObject):
         finally:
             c.block_analysis = was
         from ..model.plain import line
+
         win.setWindowTitle(f"{line(os.path.basename(self.folder))} (summary) — gpuviewer")
         from ..model.fmt import esc
-        win.status_files.setText(esc(self.status_line()))  # the label is rich text (its warnings link): host names escaped
+
+        win.status_files.setText(
+            esc(self.status_line())
+        )  # the label is rich text (its warnings link): host names escaped
         failed = self.trace.metadata.get("failed_ranks") or []
-        win.status_files.setToolTip("\n".join([self.alignment()] + [f"not in the summary: {f['error']}" for f in failed]
-                                              + list(self.trace.warnings)))
+        win.status_files.setToolTip(
+            "\n".join(
+                [self.alignment()] + [f"not in the summary: {f['error']}" for f in failed] + list(self.trace.warnings)
+            )
+        )
         if win.debug:
             import sys
-            print(f"gpuviewer: opened the summary {self.folder}: {len(self.trace.ranks)} ranks", file=sys.stderr,
-                  flush=True)
+
+            print(
+                f"gpuviewer: opened the summary {self.folder}: {len(self.trace.ranks)} ranks",
+                file=sys.stderr,
+                flush=True,
+            )
         # every rank starts as a summary row (a few ranks too), unless the view saved with the
         # annotations says otherwise: the ranks it left expanded load now
         saved = (self.session.notes.doc.view or {}).get("lanes")
@@ -132,16 +151,22 @@ class SummaryController(QObject):
 
     def alignment(self) -> str:
         from ..session import alignment_line
+
         t = self.trace
-        return alignment_line(t.metadata.get("alignment") or {}, [r.host for r in t.ranks], t.metadata.get("hosts_from"))
+        return alignment_line(
+            t.metadata.get("alignment") or {}, [r.host for r in t.ranks], t.metadata.get("hosts_from")
+        )
 
     def status_line(self) -> str:
         t = self.trace
         hosts = len({r.host for r in t.ranks if r.host}) or 1
         failed = len(t.metadata.get("failed_ranks") or [])
-        return (f"Summary: {len(t.ranks)} ranks on {hosts} host{'s' if hosts != 1 else ''}"
-                + (f" ({failed} not analysed)" if failed else "") + f" · {self.alignment()} · "
-                "click a rank's row to load its timeline from its file")
+        return (
+            f"Summary: {len(t.ranks)} ranks on {hosts} host{'s' if hosts != 1 else ''}"
+            + (f" ({failed} not analysed)" if failed else "")
+            + f" · {self.alignment()} · "
+            "click a rank's row to load its timeline from its file"
+        )
 
     def _panels_follow(self) -> None:
         """Details, SQL and statistics over the trace as it is now (the expanded ranks' events)."""
@@ -173,8 +198,11 @@ class SummaryController(QObject):
         if not self._active():
             return
         lm = self.win.timeline.layout_model
-        want = [r.rank for r in self.trace.ranks
-                if r.rank not in lm.state.collapsed_ranks and r.rank not in self.trace.loaded]
+        want = [
+            r.rank
+            for r in self.trace.ranks
+            if r.rank not in lm.state.collapsed_ranks and r.rank not in self.trace.loaded
+        ]
         if not want:
             return
         self._set_collapsed(set(lm.state.collapsed_ranks) | set(want))
@@ -185,6 +213,7 @@ class SummaryController(QObject):
         """Load a rank's timeline (already there: unfold it). False when it cannot start (a
         missing file: said in the status bar)."""
         from ..session.summary import rank_files
+
         if rank in self.trace.loaded:
             self._unfold(rank)
             return True
@@ -193,11 +222,14 @@ class SummaryController(QObject):
         files = rank_files(self.trace, rank)
         missing = [f for f in files if not os.path.isfile(f)]
         if not files or missing:
-            self.say(f"Rank {rank}: its trace {missing[0] if missing else '(none listed)'} is missing (moved or "
-                     "deleted); it stays a summary row")
+            self.say(
+                f"Rank {rank}: its trace {missing[0] if missing else '(none listed)'} is missing (moved or "
+                "deleted); it stays a summary row"
+            )
             return False
         if self.block if block is None else block:
             from ..session.summary import load_rank
+
             try:
                 self._add(rank, load_rank(self.trace, rank))
             except Exception as e:  # noqa: BLE001 - any failure is one line, never a traceback
@@ -212,6 +244,7 @@ class SummaryController(QObject):
         if self.loading is not None or not self.queue:
             return
         from ..session.summary import rank_files
+
         self.loading = self.queue.pop(0)
         files = rank_files(self.trace, self.loading)
         self.say(f"Rank {self.loading}: loading its timeline from {', '.join(map(os.path.basename, files))}…", 0)
@@ -226,6 +259,7 @@ class SummaryController(QObject):
         if rank is None or not self._active():
             return
         from ..session.summary import as_summary_rank
+
         try:
             self._add(rank, as_summary_rank(loaded, self.trace, rank))
         except Exception as e:  # noqa: BLE001
@@ -262,8 +296,10 @@ class SummaryController(QObject):
         if show_memory is not None:  # the expanded ranks' memory curves, when their files have them
             show_memory(self.trace)
         info = next(r for r in self.trace.summary.ranks if r.rank == rank)
-        self.say(f"Rank {rank}: {self.trace.rank_events(rank):,} events loaded from "
-                 f"{', '.join(os.path.basename(f) for f in info.files)}")
+        self.say(
+            f"Rank {rank}: {self.trace.rank_events(rank):,} events loaded from "
+            f"{', '.join(os.path.basename(f) for f in info.files)}"
+        )
 
     def _unfold(self, rank: int) -> None:
         lm = self.win.timeline.layout_model
@@ -275,6 +311,7 @@ class SummaryController(QObject):
         self.win.statusBar().showMessage(text, ms)
         if self.win.debug:
             import sys
+
             print(f"gpuviewer: {text}", file=sys.stderr, flush=True)
 
     def busy(self) -> bool:
@@ -288,8 +325,10 @@ class SummaryController(QObject):
         self.queue.clear()
         self.loading = None
         self.loader.cancel()
-        for signal, slot in ((self.win.timeline.labels.changed, self._sync),
-                             (self.win.controller.loaded, self._session_changed)):
+        for signal, slot in (
+            (self.win.timeline.labels.changed, self._sync),
+            (self.win.controller.loaded, self._session_changed),
+        ):
             try:
                 signal.disconnect(slot)
             except (RuntimeError, TypeError):

@@ -2,6 +2,7 @@
 its lane group, its lane's deeper rows) and scroll vertically so the event itself, not only its
 lane's top, lies inside the viewport below its rank's header (the label column keeps that
 header pinned at the top while the rank's lanes scroll under it)."""
+
 from __future__ import annotations
 
 from ..model.layout import HEADER_H
@@ -13,7 +14,11 @@ class RevealMixin:
 
     def _on_reveal(self, rank: int) -> None:
         sel = self.selected
-        if sel is not None and self.trace is not None and self.trace.lanes[int(self.trace.columns["lane"][sel])].rank == rank:
+        if (
+            sel is not None
+            and self.trace is not None
+            and self.trace.lanes[int(self.trace.columns["lane"][sel])].rank == rank
+        ):
             self.scroll_to_event(sel)  # the event, not only its rank's top
         else:
             self.scroll_to_rank(rank)
@@ -75,8 +80,11 @@ class RevealMixin:
             lm.state.collapsed_ranks.discard(ln.rank)
             changed = True
         host = f"r{ln.rank}/host"
-        if lm.group_collapsed(host) and any(r.kind == "group" and r.group == host for r in lm.rows) \
-                and lm.lane_y(lane) is None:
+        if (
+            lm.group_collapsed(host)
+            and any(r.kind == "group" and r.group == host for r in lm.rows)
+            and lm.lane_y(lane) is None
+        ):
             lm.state.groups[host] = False  # the rank's folded host lanes
             lm.rebuild()
             changed = True
@@ -87,8 +95,11 @@ class RevealMixin:
         if ln.key in lm.state.hidden:
             lm.state.hidden.discard(ln.key)
             changed = True
-        if int(self.trace.columns["depth"][i]) >= min(lm.depths[lane], 6) and ln.key not in lm.state.expanded \
-                and int(self.trace.columns["depth"][i]) >= 6:
+        if (
+            int(self.trace.columns["depth"][i]) >= min(lm.depths[lane], 6)
+            and ln.key not in lm.state.expanded
+            and int(self.trace.columns["depth"][i]) >= 6
+        ):
             lm.state.expanded.add(ln.key)
             changed = True
         if changed:
@@ -101,6 +112,7 @@ class RevealMixin:
         not shown)."""
         import pyqtgraph as pg
         from PySide6.QtCore import QRectF
+
         rows = self.event_rows(i)
         if rows is None:
             return None
@@ -117,6 +129,7 @@ class RevealMixin:
     def event_point(self, i: int):
         """Where a note about event i is typed: just under the event, at its visible start."""
         from PySide6.QtCore import QPoint
+
         r = self.event_rect(i)
         if r is None:
             return None
@@ -125,5 +138,9 @@ class RevealMixin:
 
     def middle_point(self):
         from PySide6.QtCore import QPoint
+
         g = self.plot.geometry()
-        return QPoint(self.plot.mapTo(self, g.center() - g.topLeft()).x() - 130, self.plot.mapTo(self, g.center() - g.topLeft()).y())
+        return QPoint(
+            self.plot.mapTo(self, g.center() - g.topLeft()).x() - 130,
+            self.plot.mapTo(self, g.center() - g.topLeft()).y(),
+        )

@@ -5,6 +5,7 @@ It shows a Session (gpuviewer.session): the selection, search, highlighted findi
 annotations, time range and lane layout are the session's view state; the view draws them when
 the session announces a change and hands what the user does (pan, click, search) to it. A bare
 view (set_trace) makes a session of its own."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,6 +41,7 @@ ROW_PX = 17  # pixels per row unit
 
 class _ViewBox(pg.ViewBox):
     """x-only pan and zoom; Shift+drag selects an area (time range x lanes)."""
+
     areaDragged = Signal(float, float, float, float, bool)  # x0, y0, x1, y1, finished
 
     def mouseDragEvent(self, ev, axis=None):
@@ -144,6 +146,7 @@ class TimelineView(RevealMixin, QWidget):
 
     def apply_renderer(self, mode: str | None = None) -> bool:
         from .gl import apply_renderer
+
         used = apply_renderer(self.plot, mode)
         self.plot.viewport().installEventFilter(self)
         return used
@@ -169,6 +172,7 @@ class TimelineView(RevealMixin, QWidget):
     def set_trace(self, trace: Trace, state: ViewState | None = None) -> None:
         """Show a trace on its own (a bare view: compare windows, tests)."""
         from ..session import Session
+
         self.set_session(Session(trace), state)
 
     def detach(self) -> None:
@@ -184,10 +188,18 @@ class TimelineView(RevealMixin, QWidget):
     def set_session(self, session, state: ViewState | None = None) -> None:
         self.detach()
         self.session = session
-        self._subs = [(n, session.events.connect(n, fn)) for n, fn in (
-            ("range", self._on_range), ("lanes", self._on_lanes), ("selection", self._on_selection),
-            ("search", self._on_search), ("highlight", self._on_highlight), ("reveal", self._on_reveal),
-            ("annotations", self._on_annotations))]
+        self._subs = [
+            (n, session.events.connect(n, fn))
+            for n, fn in (
+                ("range", self._on_range),
+                ("lanes", self._on_lanes),
+                ("selection", self._on_selection),
+                ("search", self._on_search),
+                ("highlight", self._on_highlight),
+                ("reveal", self._on_reveal),
+                ("annotations", self._on_annotations),
+            )
+        ]
         trace = session.trace
         if self.item is not None:
             self.vb.removeItem(self.item)
@@ -205,7 +217,10 @@ class TimelineView(RevealMixin, QWidget):
         self.item.annotations = session.notes.doc.annotations
         self._update_scroll()
         from ..model.view import initial_view
-        self.set_range(*initial_view(trace), padding=0.0)  # the steady steps; Shift+Home with the warm-up, 0 / Home everything
+
+        self.set_range(
+            *initial_view(trace), padding=0.0
+        )  # the steady steps; Shift+Home with the warm-up, 0 / Home everything
 
     # -- geometry ---------------------------------------------------------------------------
     AXIS_BELOW_MIN_H = 600  # a shorter view gives the time axis under its lanes to the lanes
@@ -334,6 +349,7 @@ class TimelineView(RevealMixin, QWidget):
         """Every profiled step, the warm-up the view opened without included (Shift+Home)."""
         if self.trace is not None:
             from ..model.view import steps_view
+
             self.set_range(*steps_view(self.trace))
 
     def zoom(self, factor: float, center_x: float | None = None) -> None:
@@ -481,13 +497,19 @@ class TimelineView(RevealMixin, QWidget):
             QToolTip.hideText()
             return
         c = self.trace.columns
-        text = (f"<b>{esc(self.trace.names[int(c['name'][i])])}</b><br>"
-                f"{CAT_LABEL.get(Cat(int(c['cat'][i])), '')} · {format_duration(int(c['dur'][i]))}"
-                f" · at {format_ns(int(c['start'][i]) - self.origin)}")
+        text = (
+            f"<b>{esc(self.trace.names[int(c['name'][i])])}</b><br>"
+            f"{CAT_LABEL.get(Cat(int(c['cat'][i])), '')} · {format_duration(int(c['dur'][i]))}"
+            f" · at {format_ns(int(c['start'][i]) - self.origin)}"
+        )
         if merged:
             text += "<br>several events drawn as one at this zoom: zoom in (W) to separate them"
-        QToolTip.showText(self.plot.mapToGlobal(self.plot.mapFromScene(pos)).toPoint()
-                          if hasattr(self.plot.mapFromScene(pos), "toPoint") else self.cursor().pos(), text)
+        QToolTip.showText(
+            self.plot.mapToGlobal(self.plot.mapFromScene(pos)).toPoint()
+            if hasattr(self.plot.mapFromScene(pos), "toPoint")
+            else self.cursor().pos(),
+            text,
+        )
 
     # -- area selection --------------------------------------------------------------------
     def _area_drag(self, x0, y0, x1, y1, finished) -> None:

@@ -7,6 +7,7 @@ behaves as one): drawn as a switch bar with every GPU attached, not n² lines; G
 columns beside a vertical bar, which suits the tall side dock. Other islands: GPUs on a grid
 (two GPUs side by side), their links drawn one by one.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,8 +22,9 @@ SWITCH_W = 34.0
 
 
 def overlaps(a: Rect, b: Rect, pad: float = 2.0) -> bool:
-    return (a[0] < b[0] + b[2] + pad and b[0] < a[0] + a[2] + pad and
-            a[1] < b[1] + b[3] + pad and b[1] < a[1] + a[3] + pad)
+    return (
+        a[0] < b[0] + b[2] + pad and b[0] < a[0] + a[2] + pad and a[1] < b[1] + b[3] + pad and b[1] < a[1] + a[3] + pad
+    )
 
 
 @dataclass
@@ -43,13 +45,19 @@ class Layout:
 
 def is_full_mesh(gpus: list[str], links: dict[frozenset, str]) -> str | None:
     """The one link type joining every pair of these GPUs, or None."""
-    types = {links.get(frozenset((a, b))) for i, a in enumerate(gpus) for b in gpus[i + 1:]}
+    types = {links.get(frozenset((a, b))) for i, a in enumerate(gpus) for b in gpus[i + 1 :]}
     return next(iter(types)) if len(types) == 1 and None not in types else None
 
 
-def layout(islands: list[list[str]], nv_links: dict[frozenset, str], gpu_size: tuple[float, float],
-           cpus: list[tuple[str, float, float]], nics: list[tuple[str, float, float]],
-           between_gap: float, vertical: bool = False) -> Layout:
+def layout(
+    islands: list[list[str]],
+    nv_links: dict[frozenset, str],
+    gpu_size: tuple[float, float],
+    cpus: list[tuple[str, float, float]],
+    nics: list[tuple[str, float, float]],
+    between_gap: float,
+    vertical: bool = False,
+) -> Layout:
     """cpus, nics: (name, w, h). between_gap: room between two islands (for their link label).
     vertical: islands one under another (a tall, narrow dock), else side by side."""
     W, H = gpu_size

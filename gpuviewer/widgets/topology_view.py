@@ -2,6 +2,7 @@
 GPU attached), their CPUs / NUMA nodes and NICs, links coloured by type, and which rank drives
 each GPU with its NCCL time. Boxes are sized to their text and labels are placed only where
 they overlap nothing (topology_layout), so text never collides at any dock size."""
+
 from __future__ import annotations
 
 from PySide6.QtCore import QPointF, QRectF, Qt
@@ -20,14 +21,19 @@ from ..model.topology import Topology, link_class
 from . import topology_layout as tl
 
 LINK_STYLE = {  # class -> (colour, width, dashed)
-    "NV": (QColor(22, 163, 74), 3.0, False), "PIX": (QColor(37, 99, 235), 2.0, False),
-    "PXB": (QColor(59, 130, 246), 2.0, False), "PHB": (QColor(234, 88, 12), 2.0, True),
-    "NODE": (QColor(147, 51, 234), 2.0, True), "SYS": (QColor(220, 38, 38), 2.0, True),
+    "NV": (QColor(22, 163, 74), 3.0, False),
+    "PIX": (QColor(37, 99, 235), 2.0, False),
+    "PXB": (QColor(59, 130, 246), 2.0, False),
+    "PHB": (QColor(234, 88, 12), 2.0, True),
+    "NODE": (QColor(147, 51, 234), 2.0, True),
+    "SYS": (QColor(220, 38, 38), 2.0, True),
     "affinity": (QColor(148, 163, 184), 1.0, True),
 }
-LEGEND = ("NV# NVLink (green; wider = more links)   PIX/PXB PCIe switch (blue)\n"
-          "PHB host bridge (orange)   NODE across host bridges (purple)\n"
-          "SYS across NUMA nodes (red)   dashed grey: CPU affinity")
+LEGEND = (
+    "NV# NVLink (green; wider = more links)   PIX/PXB PCIe switch (blue)\n"
+    "PHB host bridge (orange)   NODE across host bridges (purple)\n"
+    "SYS across NUMA nodes (red)   dashed grey: CPU affinity"
+)
 
 
 class _FitView(QGraphicsView):
@@ -49,8 +55,10 @@ class TopologyView(QWidget):
         self.view.setDragMode(QGraphicsView.ScrollHandDrag)
         self.view.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # the diagram is fitted
         self.view.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
-        self.summary = QLabel("Open or drop `nvidia-smi topo -m` output (a .txt file), or paste it with "
-                              "Edit > Paste topology, to see the GPUs and their links.")
+        self.summary = QLabel(
+            "Open or drop `nvidia-smi topo -m` output (a .txt file), or paste it with "
+            "Edit > Paste topology, to see the GPUs and their links."
+        )
         self.summary.setWordWrap(True)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)
@@ -100,8 +108,9 @@ class TopologyView(QWidget):
         return lines
 
     # -- the diagram ------------------------------------------------------------------------
-    def set_topology(self, topo: Topology | None, ranks_of_gpu: dict[str, list[int]] | None = None,
-                     comm: dict | None = None) -> None:
+    def set_topology(
+        self, topo: Topology | None, ranks_of_gpu: dict[str, list[int]] | None = None, comm: dict | None = None
+    ) -> None:
         self.topology = topo
         self._args = (ranks_of_gpu or {}, comm)
         self._vertical = self._tall()
@@ -121,8 +130,7 @@ class TopologyView(QWidget):
         gpu_text = {d.name: "\n".join(self._gpu_lines(d, ranks_of_gpu, comm)) for d in topo.gpus}
         sizes = [self._size(t) for t in gpu_text.values()] or [(100.0, 40.0)]
         gsize = (max(120.0, max(w for w, _ in sizes) + 14), max(h for _, h in sizes) + 10)
-        other_text = {d.name: f"{d.name}\n{d.label}" if d.label else d.name
-                      for d in topo.devices if d.kind != "gpu"}
+        other_text = {d.name: f"{d.name}\n{d.label}" if d.label else d.name for d in topo.devices if d.kind != "gpu"}
         # beyond four GPUs the affinity lines are a thicket: the CPU box lists its GPUs instead
         affinity_lines = len(topo.gpus) <= 4
         if not affinity_lines:
@@ -151,8 +159,10 @@ class TopologyView(QWidget):
                 nic_far.setdefault(nic, []).append(f"{ln.a}-{ln.b} {ln.type}")
                 continue
             shown.append(ln)
-        between_text = {k: f"{'/'.join(sorted({x.type for x in v}, key=lambda t: -len(t)))} × {len(v)} GPU pairs"
-                        for k, v in between.items()}
+        between_text = {
+            k: f"{'/'.join(sorted({x.type for x in v}, key=lambda t: -len(t)))} × {len(v)} GPU pairs"
+            for k, v in between.items()
+        }
         if self._vertical:
             gap = max([self._size(t)[1] + 30 for t in between_text.values()] + [50.0])
         else:
@@ -230,9 +240,11 @@ class TopologyView(QWidget):
         legend.setBrush(QColor(71, 85, 105))
         self.view.fitInView(self.scene.itemsBoundingRect().adjusted(-20, -20, 20, 20), Qt.KeepAspectRatio)
         isl = [i for i in islands if len(i) > 1]
-        self.summary.setText(f"{len(topo.gpus)} GPUs, {len(isl)} NVLink island(s): "
-                             + "; ".join("[" + ", ".join(i) + "]" for i in islands)
-                             + (f" · source {topo.source}" if topo.source else ""))
+        self.summary.setText(
+            f"{len(topo.gpus)} GPUs, {len(isl)} NVLink island(s): "
+            + "; ".join("[" + ", ".join(i) + "]" for i in islands)
+            + (f" · source {topo.source}" if topo.source else "")
+        )
 
     def _switch(self, isl, lay, placer) -> None:
         bx, by, bw, bh = isl.bar
@@ -263,6 +275,7 @@ class TopologyView(QWidget):
     @staticmethod
     def _exposed(a, b, ra, rb):
         """The part of the centre-to-centre segment outside both boxes (where a label can go)."""
+
         def clip(p, q, r):
             # move p towards q until it leaves the box r
             x, y, w, h = r
@@ -272,6 +285,7 @@ class TopologyView(QWidget):
                 if not (x <= px <= x + w and y <= py <= y + h):
                     return (px, py)
             return p
+
         return clip(a, b, ra), clip(b, a, rb)
 
     @staticmethod
@@ -295,8 +309,9 @@ class TopologyView(QWidget):
 
     def text_rects(self) -> list[tuple[str, QRectF]]:
         """Every text item's scene rectangle (for tests: none may overlap another)."""
-        return [(it.text(), it.sceneBoundingRect()) for it in self.scene.items()
-                if isinstance(it, QGraphicsSimpleTextItem)]
+        return [
+            (it.text(), it.sceneBoundingRect()) for it in self.scene.items() if isinstance(it, QGraphicsSimpleTextItem)
+        ]
 
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)
@@ -309,5 +324,6 @@ class TopologyView(QWidget):
 
 def _nv(t: str) -> int:
     import re
+
     m = re.match(r"^NV(\d+)$", t or "")
     return int(m.group(1)) if m else 0

@@ -2,6 +2,7 @@
 thread and its result feeds the panels; a finding chosen zooms to its range and selects its
 evidence (Session.show_finding); a topology (files, or pasted `nvidia-smi topo -m`) joins the
 session and is drawn."""
+
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
@@ -62,6 +63,7 @@ class AnalysisMixin:
     # -- topology -------------------------------------------------------------------------
     def attach_topology_files(self, paths: list[str]) -> bool:
         from ..errors import GpuviewerError
+
         try:
             self.session.attach_topology_files(paths)
         except GpuviewerError as e:
@@ -73,6 +75,7 @@ class AnalysisMixin:
         from PySide6.QtWidgets import QApplication
 
         from ..errors import GpuviewerError
+
         if self.session is None:
             return False
         text = text if text is not None else QApplication.clipboard().text()
@@ -94,6 +97,7 @@ class AnalysisMixin:
             self.topology.set_topology(None)
             return
         from ..session.opening import rank_gpus
+
         ranks_of_gpu: dict[str, list[int]] = {}
         if len(self.trace):
             for r, gs in rank_gpus(self.trace).items():

@@ -1,6 +1,7 @@
 """How the main window is put together: the timeline in the centre, the docks around it, the
 menus, the steps toolbar and the status bar, and the signals between them. The window's
 behaviour lives in its mixins (window_notes, window_analysis, window_nav) and main_window."""
+
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
@@ -25,6 +26,7 @@ class OneLineStatusBar(QStatusBar):
 
     def showMessage(self, text: str, timeout: int = 0) -> None:  # noqa: N802 - Qt's name
         from ..model.plain import line
+
         super().showMessage(line(text), timeout)
 
 
@@ -34,11 +36,14 @@ def build(win) -> None:
     win.timeline = TimelineView(win)
     win.setCentralWidget(win.timeline)
     from .opening_cover import OpeningCover
+
     win.cover = OpeningCover(win.timeline)  # "open a trace", then the files opening with progress
     win.details = DetailsPanel()
     win.details_dock = dock(win, "Details", win.details, Qt.RightDockWidgetArea)
     win.area = AreaTable()
-    win.area_dock = dock(win, "Selection", win.area, Qt.BottomDockWidgetArea)  # short: dock tab bars set the window's minimum width
+    win.area_dock = dock(
+        win, "Selection", win.area, Qt.BottomDockWidgetArea
+    )  # short: dock tab bars set the window's minimum width
 
     win.memory = MemoryPanel()
     win.memory_dock = dock(win, "Memory", win.memory, Qt.BottomDockWidgetArea)
@@ -60,6 +65,7 @@ def build(win) -> None:
     win.overview = OverviewPanel()
     win.overview_dock = dock(win, "Overview", win.overview, Qt.BottomDockWidgetArea)
     from .rank_overview import RankOverview
+
     win.ranks_view = RankOverview()
     win.ranks_dock = dock(win, "Ranks", win.ranks_view, Qt.BottomDockWidgetArea)
     win.ranks_view.cellChosen.connect(win.goto_rank_step)
@@ -74,20 +80,26 @@ def build(win) -> None:
     win.tabifyDockWidget(win.findings_dock, win.ranks_dock)
     win.tabifyDockWidget(win.findings_dock, win.area_dock)
     from .query_docks import QueryDocks
+
     win.queries = QueryDocks(win, win.findings_dock)  # SQL and Statistics tabs
     from .efficiency_panel import EfficiencyDock
+
     win.efficiency = EfficiencyDock(win, win.findings_dock)  # kernels by op family, roofline
     from .critical_path_panel import CriticalPathDock
+
     win.critical = CriticalPathDock(win, win.findings_dock)  # each step's critical path, its outline
     win.findings_dock.raise_()
     from .window_fit import fit_to_screen
+
     fit_to_screen(win, win.settings)  # the screen it opens on, or the last geometry there
     win.setDockOptions(QMainWindow.AnimatedDocks | QMainWindow.AllowNestedDocks | QMainWindow.AllowTabbedDocks)
     tabs_scroll(win)
 
+
 def tabs_scroll(win) -> None:
     """Dock tab bars scroll (and elide) rather than make the window wider than the screen."""
     from PySide6.QtWidgets import QTabBar
+
     for tb in win.findChildren(QTabBar):
         tb.setUsesScrollButtons(True)
         tb.setElideMode(Qt.ElideRight)
@@ -123,15 +135,18 @@ def wire(win) -> None:
     win.timeline.markRequested.connect(win.mark)
     win.timeline.contextRequested.connect(win._timeline_menu)
     from PySide6.QtCore import QTimer
+
     realign = QTimer(win)  # the memory plot rebuilt once a drag of the label column pauses, not per pixel
     realign.setSingleShot(True)
     realign.setInterval(80)
     realign.timeout.connect(win._realign_memory)
     win.timeline.labelsResized.connect(lambda _w: realign.start())
     from PySide6.QtGui import QShortcut
+
     # Ctrl+F finds on the timeline from anywhere in the window (the SQL editor included)
     QShortcut(QKeySequence.Find, win, activated=win.timeline.focus_search)
     from .window_fit import follow_tabs
+
     follow_tabs(win)
 
 
@@ -144,8 +159,10 @@ def open_details(win) -> None:
         from PySide6.QtCore import QTimer
 
         from .window_fit import size_right
+
         size_right(win)
         QTimer.singleShot(0, lambda: size_right(win))  # again once the dock is laid out
+
 
 def menus(win) -> None:
     """File, Edit, View and Help."""
@@ -156,6 +173,7 @@ def menus(win) -> None:
     win._fill_recent()
     m.addSeparator()
     from .compare_actions import compare_rank, compare_with_dialog, compare_with_folder_dialog
+
     m.addAction("&Compare with…", lambda: compare_with_dialog(win))
     m.addAction("Compare with fol&der…", lambda: compare_with_folder_dialog(win))
     win.findings.compareRank.connect(lambda r: compare_rank(win, r))
@@ -189,8 +207,11 @@ def menus(win) -> None:
     win.align_action.toggled.connect(win.set_align)
     v.addAction("Hosts (which ranks share a clock)…", win.hosts_dialog)
     r = v.addMenu("Renderer")
-    for mode, label in (("auto", "Automatic (GPU if it is real hardware)"), ("opengl", "OpenGL"),
-                        ("raster", "Raster (CPU)")):
+    for mode, label in (
+        ("auto", "Automatic (GPU if it is real hardware)"),
+        ("opengl", "OpenGL"),
+        ("raster", "Raster (CPU)"),
+    ):
         a = QAction(label, win, checkable=True, checked=win.settings.value("renderer", "auto") == mode)
         a.triggered.connect(lambda _=False, md=mode: win._set_renderer(md))
         r.addAction(a)
@@ -199,8 +220,12 @@ def menus(win) -> None:
         a = QAction(label, win, checkable=True, checked=str(win.settings.value("open_in", "replace")) == mode)
         a.triggered.connect(lambda _=False, md=mode: win.settings.setValue("open_in", md))
         o.addAction(a)
-    si = QAction("One window for all starts (single instance)", win, checkable=True,
-                 checked=str(win.settings.value("single_instance", "true")) == "true")
+    si = QAction(
+        "One window for all starts (single instance)",
+        win,
+        checkable=True,
+        checked=str(win.settings.value("single_instance", "true")) == "true",
+    )
     si.toggled.connect(lambda on: win.settings.setValue("single_instance", "true" if on else "false"))
     v.addAction(si)
     h = win.menuBar().addMenu("&Help")

@@ -2,6 +2,7 @@
 name and size), else most of the screen's available area (at least 1600x950 where it fits; a
 1366x768 laptop gets the whole of it), with the docks sized so the timeline keeps most of it, or
 as the user left them on that screen."""
+
 from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QRect, Qt
@@ -24,8 +25,11 @@ def fit_to_screen(win, settings) -> QRect:
         return QRect(0, 0, *DEFAULT)
     avail = screen.availableGeometry()
     saved = settings.value(_key(screen))
-    if isinstance(saved, (QByteArray, bytes)) and win.restoreGeometry(QByteArray(saved)) \
-            and avail.contains(win.frameGeometry().center()):
+    if (
+        isinstance(saved, (QByteArray, bytes))
+        and win.restoreGeometry(QByteArray(saved))
+        and avail.contains(win.frameGeometry().center())
+    ):
         w, h = min(win.width(), avail.width()), min(win.height(), avail.height())
         if (w, h) != (win.width(), win.height()):
             win.resize(w, h)
@@ -37,8 +41,7 @@ def fit_to_screen(win, settings) -> QRect:
         win.resize(w, h)
         win.move(avail.x() + (avail.width() - w) // 2, avail.y() + max(0, (avail.height() - h - 30) // 2))
     docks = settings.value(_key(screen).replace("geometry/", "docks/", 1))
-    win.docks_restored = isinstance(docks, (QByteArray, bytes)) and win.restoreState(QByteArray(docks),
-                                                                                     DOCKS_VERSION)
+    win.docks_restored = isinstance(docks, (QByteArray, bytes)) and win.restoreState(QByteArray(docks), DOCKS_VERSION)
     if not win.docks_restored:  # the user's own sizes on this screen win over the proportions
         size_docks(win, win.width(), win.height())
     return avail
@@ -61,8 +64,9 @@ def size_docks(win, w: int, h: int) -> None:
     bare_bottom_tabs(win)
     memory_title(win)
     if win.memory_dock.isVisible() and not small(win):
-        win.resizeDocks([win.memory_dock, win.findings_dock], [max(140, int(h * 0.12)), max(150, int(h * 0.2))],
-                        Qt.Vertical)
+        win.resizeDocks(
+            [win.memory_dock, win.findings_dock], [max(140, int(h * 0.12)), max(150, int(h * 0.2))], Qt.Vertical
+        )
     else:
         win.resizeDocks([win.findings_dock], [bottom_height(win, h)], Qt.Vertical)
     size_right(win)
@@ -85,8 +89,16 @@ def bare_bottom_tabs(win) -> None:
     """A small screen: the bottom docks lose their title bars (their tabs already name them;
     20 px back to the timeline); a large one keeps them."""
     from PySide6.QtWidgets import QWidget
-    for d in (win.findings_dock, win.overview_dock, win.ranks_dock, win.area_dock, win.queries.sql_dock,
-              win.queries.stats_dock, win.memory_dock):
+
+    for d in (
+        win.findings_dock,
+        win.overview_dock,
+        win.ranks_dock,
+        win.area_dock,
+        win.queries.sql_dock,
+        win.queries.stats_dock,
+        win.memory_dock,
+    ):
         bare = small(win) and (d is not win.memory_dock or d in win.tabifiedDockWidgets(win.findings_dock))
         if bare and d.titleBarWidget() is None:
             d.setTitleBarWidget(QWidget(d))
@@ -121,8 +133,9 @@ def place_memory(win) -> None:
 def memory_title(win) -> None:
     """Folded to a tab, the memory curve still says its peak on the tab."""
     m = win.memory_dock
-    peaks = [float(x["y"].max()) for x in getattr(win.memory, "series", []) if len(x["y"])
-             and x.get("name") == "allocated"]
+    peaks = [
+        float(x["y"].max()) for x in getattr(win.memory, "series", []) if len(x["y"]) and x.get("name") == "allocated"
+    ]
     tabbed = m in win.tabifiedDockWidgets(win.findings_dock)
     m.setWindowTitle(f"Memory · peak {max(peaks):.1f} GB" if tabbed and peaks else "Memory")
 
@@ -139,11 +152,13 @@ def follow_tabs(win) -> None:
         if dock in tables:
             if win._bottom_before is None:
                 win._bottom_before = win.findings_dock.height()
-            win.resizeDocks([dock], [max(win._bottom_before, bottom_height(win, win.height(), tables=True))],
-                            Qt.Vertical)
+            win.resizeDocks(
+                [dock], [max(win._bottom_before, bottom_height(win, win.height(), tables=True))], Qt.Vertical
+            )
         elif win._bottom_before is not None:
             win.resizeDocks([dock], [win._bottom_before], Qt.Vertical)
             win._bottom_before = None
+
     for d in tables + [win.findings_dock]:
         d.visibilityChanged.connect(lambda v, d=d: shown(d, v))
 

@@ -1,5 +1,6 @@
 """The window's navigation and housekeeping: recent sessions, drag and drop, steps, hosts and
 clock alignment, the visible range in the status bar, and image and report export."""
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,9 @@ class NavMixin:
     # -- hosts and clocks ---------------------------------------------------------------
     def hosts_dialog(self) -> None:
         """Say which ranks share a host's clock ("0-3,4-7"; empty: from the files)."""
-        text, ok = QInputDialog.getText(self, "Hosts", "Ranks per host, e.g. 0-3,4-7 (empty: found from the files):",
-                                        text=self.loader.hosts or "")
+        text, ok = QInputDialog.getText(
+            self, "Hosts", "Ranks per host, e.g. 0-3,4-7 (empty: found from the files):", text=self.loader.hosts or ""
+        )
         if ok:
             self.set_hosts(text.strip() or None)
 
@@ -115,9 +117,11 @@ class NavMixin:
         """The timeline as it is shown (its labels and lanes pixel for pixel: range, scroll,
         annotations, area selection; no search or scroll bar), or the whole window."""
         from ..export.image import save_widget
+
         if whole_window or self.session is None:
             return save_widget(self, path, scale)
         from .offscreen import dispose
+
         view = self._picture_view()
         try:
             return save_widget(view, path, scale)
@@ -125,11 +129,14 @@ class NavMixin:
             dispose(view)
 
     def export_image_dialog(self) -> None:
-        path, _filt = QFileDialog.getSaveFileName(self, "Export image", "gpuviewer.png",
-                                                  "PNG image (*.png);;SVG (text stays text) (*.svg)")
+        path, _filt = QFileDialog.getSaveFileName(
+            self, "Export image", "gpuviewer.png", "PNG image (*.png);;SVG (text stays text) (*.svg)"
+        )
         if not path:
             return
-        what, ok = QInputDialog.getItem(self, "Export image", "Picture of:", ["The timeline", "The whole window"], 0, False)
+        what, ok = QInputDialog.getItem(
+            self, "Export image", "Picture of:", ["The timeline", "The whole window"], 0, False
+        )
         if not ok:
             return
         scale = 1.0
@@ -145,6 +152,7 @@ class NavMixin:
         """A bare view of the session showing what the timeline's labels and lanes show: their
         size, the label column's width, the lanes' scroll, the critical path."""
         from .offscreen import bare_view
+
         tl = self.timeline
         view = bare_view(self.session, (tl.split.width(), tl.split.height()))
         view.split.setSizes(tl.split.sizes())
@@ -159,6 +167,7 @@ class NavMixin:
         if self.session is None:
             return
         from .offscreen import dispose
+
         view = self._picture_view()  # as exported
         try:
             QApplication.clipboard().setPixmap(view.grab())
@@ -169,12 +178,14 @@ class NavMixin:
     def export_report_dialog(self) -> None:
         if self.trace is None:
             return
-        path, _ = QFileDialog.getSaveFileName(self, "Export report", "gpuviewer-report.html",
-                                              "HTML (*.html);;Markdown (*.md)")
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export report", "gpuviewer-report.html", "HTML (*.html);;Markdown (*.md)"
+        )
         if not path:
             return
         from ..export.report import write_report
         from .offscreen import bare_view, dispose
+
         if self.session.analysis_ready is None:
             self.statusBar().showMessage("Analysing for the report…")
         self.controller.wait_for_analysis()  # before the view: it draws the communication waits

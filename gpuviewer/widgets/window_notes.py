@@ -1,6 +1,7 @@
 """The window's side of annotations: the session's notes (gpuviewer.session.notes, kept by the
 Qt-free Session) listed in the panel and made from the keyboard (M, Shift+M) and the
 timeline's context menu. The session asks for autosaves; the controller's timer writes them."""
+
 from __future__ import annotations
 
 
@@ -55,9 +56,13 @@ class NotesMixin:
             tv = self.timeline
             sel = self.session.view.selected
             at = tv.event_point(sel) if sel is not None else None
-            tv.note_edit.ask("Region: type its text, Enter adds, Esc cancels" if region else
-                             "Note: type it, Enter adds, Esc cancels", at if at is not None else tv.middle_point(),
-                             lambda t: self._marked(self.session.mark(t, region=region)))
+            tv.note_edit.ask(
+                "Region: type its text, Enter adds, Esc cancels"
+                if region
+                else "Note: type it, Enter adds, Esc cancels",
+                at if at is not None else tv.middle_point(),
+                lambda t: self._marked(self.session.mark(t, region=region)),
+            )
             return None
         return self.session.mark(text, region=region)
 
@@ -76,6 +81,7 @@ class NotesMixin:
 
     def _timeline_menu(self, global_pos, x: float, y: float) -> None:
         from PySide6.QtWidgets import QMenu
+
         if self.trace is None:
             return
         m = QMenu(self)
@@ -84,15 +90,25 @@ class NotesMixin:
 
         def note_here():
             self.timeline.note_edit.ask(
-                "Note: type it, Enter adds, Esc cancels", self.timeline.mapFromGlobal(global_pos),
-                lambda text: self._marked(self.session.add_note(
-                    text, t, row.rank if row is not None else None,
-                    row.lane if row is not None and row.kind == "lane" else None)))
+                "Note: type it, Enter adds, Esc cancels",
+                self.timeline.mapFromGlobal(global_pos),
+                lambda text: self._marked(
+                    self.session.add_note(
+                        text,
+                        t,
+                        row.rank if row is not None else None,
+                        row.lane if row is not None and row.kind == "lane" else None,
+                    )
+                ),
+            )
+
         m.addAction("Add a note here", note_here)
         if self.timeline.last_area is not None:
             m.addAction("Make a region of the area selection", lambda: self.mark(region=True))
         j = self.timeline.item.pick(x, y, self.timeline._tol()) if self.timeline.item else None
         if self.timeline.selected is not None and j is not None and j != self.timeline.selected:
-            m.addAction(f"Arrow from the selected event to {self.trace.name_of(j)[:40]}",
-                        lambda: self.arrow_to(j, self.annotations.ask_text(self, "Arrow label", "") or ""))
+            m.addAction(
+                f"Arrow from the selected event to {self.trace.name_of(j)[:40]}",
+                lambda: self.arrow_to(j, self.annotations.ask_text(self, "Arrow label", "") or ""),
+            )
         m.exec(global_pos)

@@ -1,4 +1,5 @@
 """Findings on the real traces match what was planted (../shared/traces/truth.json)."""
+
 import json
 
 import numpy as np
@@ -29,18 +30,26 @@ def rules(a, rule):
     return [f for f in flat(a["findings"]) if f["rule"] == rule]
 
 
-@pytest.mark.parametrize("path,truth_key", [
-    ("kineto/ddp", "ddp"), ("kineto/ddp_long", "ddp_long"),
-    ("nsys/nsys_ddp.sqlite", "ddp_plain (nsys_ddp.sqlite: 10 steps; nsys_ddp_big.sqlite: 30 steps, emit_nvtx, CUDA memory usage)"),
-])
+@pytest.mark.parametrize(
+    "path,truth_key",
+    [
+        ("kineto/ddp", "ddp"),
+        ("kineto/ddp_long", "ddp_long"),
+        (
+            "nsys/nsys_ddp.sqlite",
+            "ddp_plain (nsys_ddp.sqlite: 10 steps; nsys_ddp_big.sqlite: 30 steps, emit_nvtx, CUDA memory usage)",
+        ),
+    ],
+)
 def test_straggler_names_the_planted_rank_and_step(path, truth_key):
     """The planted one-step stall is an episodic straggler finding on top of the rank's usual
     lateness, with its excess over that lateness near the planted sleep, the sleep as evidence,
     and the finding that holds it first in the list."""
     truth = TRUTH[truth_key]
     a = findings(path)
-    episodic = [f for f in rules(a, "straggler") if f["metrics"]["kind"] == "episodic"
-                and f["step"] == truth["slow_step"]]
+    episodic = [
+        f for f in rules(a, "straggler") if f["metrics"]["kind"] == "episodic" and f["step"] == truth["slow_step"]
+    ]
     assert len(episodic) == 1, [f["title"] for f in rules(a, "straggler")]
     f = episodic[0]
     assert f["metrics"]["late_rank"] == truth["slow_rank"] == f["ranks"][0]
@@ -152,11 +161,12 @@ def test_breakdown_adds_up():
     # busy of rank 1 equals the union of its GPU ops computed here by brute force (1 µs grid)
     c = t.columns
     from gpuviewer.analysis.breakdown import gpu_ops
+
     ops = gpu_ops(t, 1)
     s0 = int(c["start"][ops].min())
     grid = np.zeros(int((c["start"][ops] + c["dur"][ops]).max() - s0) // 1000 + 2, bool)
     for st, d in zip(c["start"][ops].tolist(), c["dur"][ops].tolist()):
-        grid[(st - s0) // 1000:(st + d - s0) // 1000] = True
+        grid[(st - s0) // 1000 : (st + d - s0) // 1000] = True
     total_busy = sum(s["busy_ns"] for s in a["ranks"][1]["steps"])
     # steps hold at most the rank's busy time (ops launched before the first recorded step
     # belong to none), and most of it
@@ -171,10 +181,31 @@ def test_analyze_cli_json_shape():
     keys = {"step", "start_ns", "end_ns", "busy_ns", "compute_ns", "comm_ns", "exposed_comm_ns", "idle_ns"}
     assert keys <= set(out["ranks"][0]["steps"][0])
     for f in out["findings"]:
-        keys = {"rule", "severity", "title", "ranks", "step", "start_ns", "end_ns", "metrics", "advice",
-                "impact_ms", "children"}
-        saving = {"saves_ms", "saves_ms_per_step", "saves_pct", "saving", "saves_steps", "saves_ms_by_step",
-                  "saves_ms_in_steps", "saves_pct_in_steps", "steps_profiled", "saves_after_above"}
+        keys = {
+            "rule",
+            "severity",
+            "title",
+            "ranks",
+            "step",
+            "start_ns",
+            "end_ns",
+            "metrics",
+            "advice",
+            "impact_ms",
+            "children",
+        }
+        saving = {
+            "saves_ms",
+            "saves_ms_per_step",
+            "saves_pct",
+            "saving",
+            "saves_steps",
+            "saves_ms_by_step",
+            "saves_ms_in_steps",
+            "saves_pct_in_steps",
+            "steps_profiled",
+            "saves_after_above",
+        }
         assert set(f) == keys or set(f) == keys | saving, set(f) ^ keys
         assert f["severity"] in ("high", "medium", "low")
     md = run_cli("analyze", trace_path("kineto", "ddp"), "--md")

@@ -3,6 +3,7 @@ the raw files (tests/analysis_truth.py: json/gzip/sqlite3 + numpy, nothing from 
 invariants and metamorphic tests (tests/shift_gpu.py moves a trace's GPU side in time).
 
 The JSON is read from the real CLI in a subprocess (conftest.run_cli), once per input."""
+
 from __future__ import annotations
 
 import glob
@@ -20,16 +21,21 @@ TRUTH = load_truth()
 NSYS_DDP_TRUTH = next((v for k, v in TRUTH.items() if k.startswith("ddp_plain")), {})
 
 KINETO_FILES = sorted(os.path.relpath(p, TRACES) for p in glob.glob(os.path.join(TRACES, "kineto", "*.json.gz")))
-KINETO_DIRS = sorted(os.path.relpath(p, TRACES) for p in glob.glob(os.path.join(TRACES, "kineto", "*"))
-                     if os.path.isdir(p))
-RANK_FILES = sorted(os.path.relpath(p, TRACES) for d in KINETO_DIRS
-                    for p in glob.glob(os.path.join(TRACES, d, "*.json.gz")))
+KINETO_DIRS = sorted(
+    os.path.relpath(p, TRACES) for p in glob.glob(os.path.join(TRACES, "kineto", "*")) if os.path.isdir(p)
+)
+RANK_FILES = sorted(
+    os.path.relpath(p, TRACES) for d in KINETO_DIRS for p in glob.glob(os.path.join(TRACES, d, "*.json.gz"))
+)
 NSYS_FILES = sorted(os.path.relpath(p, TRACES) for p in glob.glob(os.path.join(TRACES, "nsys", "*.sqlite")))
 ALL_TRACES = KINETO_FILES + KINETO_DIRS + NSYS_FILES  # what a user opens: files and per-rank folders
 MULTI_RANK = [p for p in ALL_TRACES if p in KINETO_DIRS or "ddp" in p]
 NO_REFERENCE = {"kineto/launch_bound_big.json.gz"}  # 288 MB of JSON: JSON-internal checks only
-COMPAT_FILES = sorted(os.path.relpath(p, COMPAT) for p in glob.glob(os.path.join(COMPAT, "**", "*"), recursive=True)
-                      if os.path.isfile(p) and p.endswith((".json", ".json.gz", ".sqlite")))
+COMPAT_FILES = sorted(
+    os.path.relpath(p, COMPAT)
+    for p in glob.glob(os.path.join(COMPAT, "**", "*"), recursive=True)
+    if os.path.isfile(p) and p.endswith((".json", ".json.gz", ".sqlite"))
+)
 
 MS = 1e6
 
@@ -43,6 +49,7 @@ _ref: dict = {}
 def _strict_json(text: str):
     def bad(c):
         raise ValueError(f"{c} is not JSON")
+
     return json.loads(text, parse_constant=bad)
 
 
@@ -91,6 +98,7 @@ def ref(path: str) -> Ref:
 
 # -- reading the JSON -----------------------------------------------------------------------------
 
+
 def json_steps(out: dict, rank: int) -> dict:
     r = next(x for x in out["ranks"] if x["rank"] == rank)
     return {s["step"]: s for s in r["steps"] if s["step"] is not None}
@@ -107,8 +115,11 @@ def all_findings(findings):
 
 
 def stragglers(out: dict, kind: str | None = None) -> list[dict]:
-    return [f for f in all_findings(out["findings"]) if f["rule"] == "straggler"
-            and (kind is None or f["metrics"]["kind"] == kind)]
+    return [
+        f
+        for f in all_findings(out["findings"])
+        if f["rule"] == "straggler" and (kind is None or f["metrics"]["kind"] == kind)
+    ]
 
 
 def close(a, b, rel, floor=0.0) -> bool:
@@ -138,11 +149,14 @@ def test_pp_gpu_idle_is_small_in_gpu_step_windows():
             j = js[st]
             assert j["idle_ns"] <= 0.05 * window(j), (
                 f"rank {rank} step {st}: idle {j['idle_ns'] / MS:.1f} ms of a {window(j) / MS:.1f} ms window "
-                f"(independent: {d['idle_ns'] / MS:.2f} of {d['window_ns'] / MS:.1f} ms)")
+                f"(independent: {d['idle_ns'] / MS:.2f} of {d['window_ns'] / MS:.1f} ms)"
+            )
             assert close(j["compute_ns"], d["compute_ns"], 0.01), (
-                f"rank {rank} step {st}: compute {j['compute_ns'] / MS:.2f} ms, independent {d['compute_ns'] / MS:.2f}")
+                f"rank {rank} step {st}: compute {j['compute_ns'] / MS:.2f} ms, independent {d['compute_ns'] / MS:.2f}"
+            )
             assert close(j["idle_ns"], d["idle_ns"], 0.01), (
-                f"rank {rank} step {st}: idle {j['idle_ns'] / MS:.3f} ms, independent {d['idle_ns'] / MS:.3f}")
+                f"rank {rank} step {st}: idle {j['idle_ns'] / MS:.3f} ms, independent {d['idle_ns'] / MS:.3f}"
+            )
 
 
 def test_pp_gpu_non_compute_fraction_is_the_bubble():
@@ -158,11 +172,14 @@ def test_pp_gpu_non_compute_fraction_is_the_bubble():
         assert abs(mine[1] - ideal) <= 0.02 and mine[0] > mine[1], f"reference, step {st}: {mine}"
         js = {r: json_steps(out, r)[st] for r in (0, 1)}
         frac = {r: 1 - js[r]["compute_ns"] / window(js[r]) for r in (0, 1)}
-        assert abs(frac[1] - ideal) <= 0.02, f"step {st}: stage 1 not computing {frac[1]:.3f} (independent {mine[1]:.3f})"
+        assert abs(frac[1] - ideal) <= 0.02, (
+            f"step {st}: stage 1 not computing {frac[1]:.3f} (independent {mine[1]:.3f})"
+        )
         assert frac[0] > frac[1], f"step {st}: stage 0 {frac[0]:.3f} <= stage 1 {frac[1]:.3f}"
 
 
 # -- 2. invariants on every trace ---------------------------------------------------------------
+
 
 @pytest.mark.parametrize("rel", ALL_TRACES)
 def test_step_invariants(rel):
@@ -189,7 +206,8 @@ def test_step_invariants(rel):
             assert s["compute_ns"] <= s["busy_ns"] and s["comm_ns"] <= s["busy_ns"], where
             assert s["wait_ns"] >= 0 and s["transfer_ns"] >= 0, where
             assert abs(s["wait_ns"] + s["transfer_ns"] - s["comm_ns"]) <= max(0.01 * s["comm_ns"], 100_000), (
-                f"{where}: wait {s['wait_ns']} + transfer {s['transfer_ns']} != comm {s['comm_ns']}")
+                f"{where}: wait {s['wait_ns']} + transfer {s['transfer_ns']} != comm {s['comm_ns']}"
+            )
             prev = s
         by_step = {s["step"]: s for s in steps}
         for c in out.get("collective_steps", []) if len(out["ranks"]) > 1 else []:
@@ -201,14 +219,17 @@ def test_step_invariants(rel):
             where = f"rank {rk['rank']} step {c['step']}"
             assert w <= s["comm_ns"] * 1.01 + 100_000, (
                 f"{where}: waits {w / MS:.3f} ms at the collectives, more than its {s['comm_ns'] / MS:.3f} ms "
-                "of communication kernels")
+                "of communication kernels"
+            )
             assert abs(w - s["wait_ns"]) <= max(0.01 * s["wait_ns"], 100_000), (
-                f"{where}: collective_steps wait {w / MS:.3f} ms, ranks[].steps wait_ns {s['wait_ns'] / MS:.3f} ms")
+                f"{where}: collective_steps wait {w / MS:.3f} ms, ranks[].steps wait_ns {s['wait_ns'] / MS:.3f} ms"
+            )
         if R is not None:
             total = T.total_busy(R.ranks[rk["rank"]])
             summed = sum(s["busy_ns"] for s in steps)
             assert summed <= total * 1.0001 + 10_000, (
-                f"rank {rk['rank']}: per-step busy adds to {summed / MS:.3f} ms, the rank's GPU is busy {total / MS:.3f} ms")
+                f"rank {rk['rank']}: per-step busy adds to {summed / MS:.3f} ms, the rank's GPU is busy {total / MS:.3f} ms"
+            )
 
 
 @pytest.mark.parametrize("rel", [p for p in ALL_TRACES if p not in NO_REFERENCE])
@@ -228,9 +249,12 @@ def test_per_step_numbers_match_reference(rel):
                 bad.append(f"{where}: {j['ops']} GPU ops, independent {d['ops']}")
             # the window: the step's first op to its last (idle before its first op, e.g. while
             # the host sleeps or loads data with the GPU drained, is in no step's window)
-            for k, got, exp in (("window", window(j), d["window_ns"]),
-                                ("busy", j["busy_ns"], d["busy_ns"]), ("compute", j["compute_ns"], d["compute_ns"]),
-                                ("comm", j["comm_ns"], d["comm_ns"])):
+            for k, got, exp in (
+                ("window", window(j), d["window_ns"]),
+                ("busy", j["busy_ns"], d["busy_ns"]),
+                ("compute", j["compute_ns"], d["compute_ns"]),
+                ("comm", j["comm_ns"], d["comm_ns"]),
+            ):
                 if not close(got, exp, 0.01, 20_000):
                     bad.append(f"{where}: {k} {got / MS:.3f} ms, independent {exp / MS:.3f} ms")
     assert not bad, f"{len(bad)} differences:\n" + "\n".join(bad[:12])
@@ -258,7 +282,9 @@ def _check_collective_waits(rel: str) -> None:
     assert sorted(cs) == sorted(s for s in R.waits), f"steps with collectives: {sorted(cs)} vs {sorted(R.waits)}"
     for st, mine in R.waits.items():
         c = cs[st]
-        assert c["collectives"] == per_step[st], f"step {st}: {c['collectives']} collectives, independent {per_step[st]}"
+        assert c["collectives"] == per_step[st], (
+            f"step {st}: {c['collectives']} collectives, independent {per_step[st]}"
+        )
         for rank in R.ranks:
             got, exp = c["wait_ms"][str(rank)], R.wait_ms(rank, st)
             assert close(got, exp, 0.02, 0.1), f"step {st} rank {rank}: waits {got:.3f} ms, independent {exp:.3f}"
@@ -283,12 +309,14 @@ def test_send_recv_waits_reported(rel):
 
 # -- 3. metamorphic ------------------------------------------------------------------------------
 
+
 def _median_host_step_us(R: Ref) -> float:
     return statistics.median((h[2] - h[1]) / 1000 for r in R.ranks.values() for h in r.steps)
 
 
-@pytest.mark.parametrize("rel,steps_later", [("kineto/pp_gpu", 1.0), ("kineto/pp_gpu", 2.0),
-                                               ("kineto/dataloader_stall.json.gz", 2.0)])
+@pytest.mark.parametrize(
+    "rel,steps_later", [("kineto/pp_gpu", 1.0), ("kineto/pp_gpu", 2.0), ("kineto/dataloader_stall.json.gz", 2.0)]
+)
 def test_moving_the_gpu_side_later_changes_no_step_numbers(tmp_path, rel, steps_later):
     """The GPU side of every rank moved 1 or 2 step durations later (the host side stays): per-step
     compute, comm and idle change by at most 1%, and each GPU window moves by exactly that much
@@ -312,7 +340,9 @@ def test_moving_the_gpu_side_later_changes_no_step_numbers(tmp_path, rel, steps_
                 assert close(b[st][k], a[st][k], 0.01, 10_000), f"{where}: {k} {a[st][k]} -> {b[st][k]}"
             lag_a = a[st]["start_ns"] - a[st]["host_start_ns"]
             lag_b = b[st]["start_ns"] - b[st]["host_start_ns"]
-            assert abs((lag_b - lag_a) - delta_us * 1000) <= 2_000, f"{where}: the window moved {(lag_b - lag_a) / MS:.3f} ms"
+            assert abs((lag_b - lag_a) - delta_us * 1000) <= 2_000, (
+                f"{where}: the window moved {(lag_b - lag_a) / MS:.3f} ms"
+            )
 
 
 CLOCK_TRACE = "kineto/step_outlier.json.gz"
@@ -344,6 +374,7 @@ def test_clock_offset_changes_nothing(tmp_path):
 
     def key(out):
         return sorted((f["rule"], tuple(f["ranks"]), f["step"]) for f in all_findings(out["findings"]))
+
     assert key(a) == key(b)
 
 
@@ -420,8 +451,11 @@ def test_gpu_straggler_one_persistent_finding():
 
 # -- 6. persistent lateness with a planted stall on top -----------------------------------------
 
-PLANTED = [("kineto/ddp", TRUTH["ddp"]), ("kineto/ddp_long", TRUTH["ddp_long"]),
-           ("nsys/nsys_ddp.sqlite", NSYS_DDP_TRUTH)]
+PLANTED = [
+    ("kineto/ddp", TRUTH["ddp"]),
+    ("kineto/ddp_long", TRUTH["ddp_long"]),
+    ("nsys/nsys_ddp.sqlite", NSYS_DDP_TRUTH),
+]
 
 
 @pytest.mark.parametrize("rel,truth", PLANTED, ids=[p for p, _ in PLANTED])
@@ -434,8 +468,11 @@ def test_persistent_lateness_reported(rel, truth):
     # the stall's step and the one after it (its after-effect: the ranks realign) are not
     # evidence of a persistent late rank; it takes two other steps where it arrives last
     # (independent reference): ddp's rank 1 is last only in its stall step and the next
-    others = [st for st, w in R.waits.items() if w.get("late_rank") == truth["slow_rank"]
-              and st not in (truth["slow_step"], truth["slow_step"] + 1)]
+    others = [
+        st
+        for st, w in R.waits.items()
+        if w.get("late_rank") == truth["slow_rank"] and st not in (truth["slow_step"], truth["slow_step"] + 1)
+    ]
     if len(others) < 2:
         assert not pers, [f["title"] for f in pers]
         return
@@ -449,10 +486,12 @@ def test_persistent_lateness_reported(rel, truth):
             if st == truth["slow_step"]:
                 continue  # the stall's step may carry the usual lateness or all of it
             assert close(m["wait_caused_ms_per_step"][str(st)], R.caused_ms(m["late_rank"], st), 0.02, 0.5), (
-                f"step {st}: {m['wait_caused_ms_per_step'][str(st)]} ms, independent {R.caused_ms(m['late_rank'], st):.2f}")
+                f"step {st}: {m['wait_caused_ms_per_step'][str(st)]} ms, independent {R.caused_ms(m['late_rank'], st):.2f}"
+            )
         assert m["cause"] in ("host", "gpu", "input") and m["excess"]
         if R.compute_excess_ms(m["late_rank"], m["steps"]) < 0.5 * statistics.mean(
-                R.caused_ms(m["late_rank"], st) for st in m["steps"]):
+            R.caused_ms(m["late_rank"], st) for st in m["steps"]
+        ):
             assert m["cause"] != "gpu", "its GPU computes no longer than the others'"
 
 
@@ -466,8 +505,11 @@ def test_planted_stall_called_out_first(rel, truth):
     out = analyze(path)
     slow_rank, slow_step, slow_ms = truth["slow_rank"], truth["slow_step"], truth["slow_ms"]
     assert R.waits[slow_step]["late_rank"] == slow_rank  # reference
-    epi = [f for f in stragglers(out, "episodic") if f["metrics"]["late_rank"] == slow_rank
-           and slow_step in (f["metrics"]["steps"] or [f["step"]])]
+    epi = [
+        f
+        for f in stragglers(out, "episodic")
+        if f["metrics"]["late_rank"] == slow_rank and slow_step in (f["metrics"]["steps"] or [f["step"]])
+    ]
     assert len(epi) == 1, [f["title"] for f in stragglers(out)]
     f = epi[0]
     m = f["metrics"]
@@ -499,6 +541,7 @@ def test_nsys_ddp_warmup_step():
 
 # -- 7. bandwidth: NVLink vs no P2P -------------------------------------------------------------
 
+
 def _allreduce(out: dict) -> dict:
     c = [x for x in out["collectives"] if "allreduce" in x["name"].lower().replace("_", "")]
     assert len(c) == 1, [x["name"] for x in out["collectives"]]
@@ -514,7 +557,9 @@ def test_busbw_nvlink_beats_no_p2p():
         c = _allreduce(analyze(path))
         got[name], mine[name] = c["busbw_gbps"], bw["busbw_gbps"]
         assert c["count"] == bw["count"] == 56
-        assert close(c["busbw_gbps"], bw["busbw_gbps"], 0.05), f"{name}: busbw {c['busbw_gbps']:.1f}, independent {bw['busbw_gbps']:.1f}"
+        assert close(c["busbw_gbps"], bw["busbw_gbps"], 0.05), (
+            f"{name}: busbw {c['busbw_gbps']:.1f}, independent {bw['busbw_gbps']:.1f}"
+        )
         assert close(c["transfer_ms"], bw["transfer_ns"] / bw["count"] / MS, 0.05), f"{name}: mean transfer"
         assert close(c["busbw_gbps"], c["algbw_gbps"] * T.bus_factor("allreduce", 2), 0.01)
         for rank in R.ranks:
@@ -526,13 +571,16 @@ def test_busbw_nvlink_beats_no_p2p():
 
 # -- 8. JSON never crashes ----------------------------------------------------------------------
 
+
 def _one_line_refusal(p) -> bool:
     return p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
 
 
-@pytest.mark.parametrize("path", [trace_path(*p.split("/")) for p in ALL_TRACES + RANK_FILES]
-                         + [os.path.join(COMPAT, p) for p in COMPAT_FILES],
-                         ids=ALL_TRACES + RANK_FILES + ["compat/" + p for p in COMPAT_FILES])
+@pytest.mark.parametrize(
+    "path",
+    [trace_path(*p.split("/")) for p in ALL_TRACES + RANK_FILES] + [os.path.join(COMPAT, p) for p in COMPAT_FILES],
+    ids=ALL_TRACES + RANK_FILES + ["compat/" + p for p in COMPAT_FILES],
+)
 def test_json_never_crashes(path):
     info = run_cli("info", path, "--json")
     assert "Traceback" not in info.stderr, info.stderr[-3000:]
@@ -597,7 +645,7 @@ def test_straggler_text_matches_numbers(rel):
         named = [int(x) for x in re.findall(r"\brank (\d+)", title, re.I)]
         assert m["late_rank"] in named, title
         for w in re.finditer(r"\b(late|last)\b", title, re.I):
-            clause = re.split(r"[.;:()]", title[:w.start()])[-1]
+            clause = re.split(r"[.;:()]", title[: w.start()])[-1]
             near = re.findall(r"\brank (\d+)", clause, re.I)
             if near:
                 assert int(near[-1]) == m["late_rank"], f"{title!r}: rank {near[-1]} called {w.group(1)}"
@@ -606,8 +654,9 @@ def test_straggler_text_matches_numbers(rel):
         for mt in _MS.finditer(title):
             for s in filter(None, mt.groups()):
                 dec = len(s.split(".")[1]) if "." in s else 0
-                assert any(abs(v - float(s)) <= 0.5 * 10 ** -dec + 1e-9 for v in cands), (
-                    f"{title!r}: {s} ms is none of {sorted(round(v, 3) for v in cands)}")
+                assert any(abs(v - float(s)) <= 0.5 * 10**-dec + 1e-9 for v in cands), (
+                    f"{title!r}: {s} ms is none of {sorted(round(v, 3) for v in cands)}"
+                )
 
 
 @pytest.mark.parametrize("rel", MULTI_RANK)
@@ -620,10 +669,11 @@ def test_findings_ranked_by_impact_and_not_repeated_per_rank(rel):
     def best(f):  # the most a finding or a cause nested under it saves in the steps it acts in
         got = [x for x in [f.get("saves_ms_in_steps"), *(best(c) for c in f["children"])] if x is not None]
         return max(got) if got else None
+
     saves = [best(f) for f in top if best(f) is not None]
     assert saves == sorted(saves, reverse=True)  # ranked by what fixing them saves
-    assert all(best(f) is None for f in top[len(saves):])
-    rest = [f["impact_ms"] for f in top[len(saves):]]
+    assert all(best(f) is None for f in top[len(saves) :])
+    rest = [f["impact_ms"] for f in top[len(saves) :]]
     assert rest == sorted(rest, reverse=True)  # then by the time lost
     for f in all_findings(top):
         assert f["children"] is not None and isinstance(f["ranks"], list)
@@ -638,12 +688,25 @@ def test_a_finding_on_many_ranks_names_them_as_ranges():
     """Merged findings name their ranks; runs of three or more are ranges, so a finding on all
     64 ranks is one short title, and every rank stays in `ranks`."""
     from gpuviewer.analysis.merge import merge_ranks, rank_list
+
     assert rank_list([0, 1]) == "0 and 1"
     assert rank_list(list(range(64))) == "0–63"
     assert rank_list([0, 2, 3, 4, 6, 9, 10, 11, 12]) == "0, 2–4, 6 and 9–12"
-    found = [{"rule": "low_gpu_utilization", "severity": "medium", "step": None, "ranks": [r],
-              "title": f"Rank {r}: GPU busy 40% of the time", "impact_ms": float(r), "start_ns": r, "end_ns": r + 10,
-              "advice": "", "metrics": {}} for r in range(16)]
+    found = [
+        {
+            "rule": "low_gpu_utilization",
+            "severity": "medium",
+            "step": None,
+            "ranks": [r],
+            "title": f"Rank {r}: GPU busy 40% of the time",
+            "impact_ms": float(r),
+            "start_ns": r,
+            "end_ns": r + 10,
+            "advice": "",
+            "metrics": {},
+        }
+        for r in range(16)
+    ]
     (m,) = merge_ranks(found)
     assert m["title"].startswith("Ranks 0–15: GPU busy 40%") and "(rank 15, the worst)" in m["title"]
     assert sorted(m["ranks"]) == list(range(16)) and m["ranks"][0] == 15

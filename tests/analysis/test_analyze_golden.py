@@ -5,6 +5,7 @@ the output of the sample and three small shared traces as of the typed-Analysis 
 A deliberate change of what the analysis says (a rule corrected, a field added) rewrites them:
 GPUVIEWER_WRITE_GOLDEN=1 bash scripts/test.sh tests/analysis/test_analyze_golden.py, and the diff of the
 JSON files is reviewed with the change."""
+
 import os
 
 import pytest
@@ -12,10 +13,12 @@ from conftest import ROOT, SAMPLES, run_cli, trace_path
 
 GOLDEN = os.path.join(ROOT, "tests", "data", "analyze_golden")
 WRITE = os.environ.get("GPUVIEWER_WRITE_GOLDEN") == "1"
-INPUTS = {"ddp": lambda: os.path.join(SAMPLES, "ddp"),
-          "step_outlier": lambda: trace_path("kineto", "step_outlier.json.gz"),
-          "nsys_single": lambda: trace_path("nsys", "nsys_single.sqlite"),
-          "stall_on": lambda: trace_path("whatif", "stall_on.json.gz")}
+INPUTS = {
+    "ddp": lambda: os.path.join(SAMPLES, "ddp"),
+    "step_outlier": lambda: trace_path("kineto", "step_outlier.json.gz"),
+    "nsys_single": lambda: trace_path("nsys", "nsys_single.sqlite"),
+    "stall_on": lambda: trace_path("whatif", "stall_on.json.gz"),
+}
 
 
 @pytest.mark.parametrize("name", list(INPUTS))

@@ -1,6 +1,7 @@
 """The critical path of each step across ranks (issue 24, item 2): on every shared trace its
 segments tile the step exactly; step times checked against ends computed here from the raw files;
 what bounds a job where the trace's planted effect says so."""
+
 import gzip
 import json
 import os
@@ -10,15 +11,18 @@ from conftest import shared_listdir, trace_path
 
 # every shared trace with steps (launch_bound_big: 200,000 kernels in one step, left out for time:
 # about 3 s of path walking on top of a 1M-event open)
-TRACES = [os.path.join("kineto", n) for n in shared_listdir(trace_path("kineto")) if n != "launch_bound_big.json.gz"] + \
-         [os.path.join("nsys", n) for n in shared_listdir(trace_path("nsys"))] + \
-         [os.path.join("jax", n) for n in shared_listdir(trace_path("jax"))] + \
-         [os.path.join("whatif", n) for n in shared_listdir(trace_path("whatif")) if n.endswith(".json.gz")]
+TRACES = (
+    [os.path.join("kineto", n) for n in shared_listdir(trace_path("kineto")) if n != "launch_bound_big.json.gz"]
+    + [os.path.join("nsys", n) for n in shared_listdir(trace_path("nsys"))]
+    + [os.path.join("jax", n) for n in shared_listdir(trace_path("jax"))]
+    + [os.path.join("whatif", n) for n in shared_listdir(trace_path("whatif")) if n.endswith(".json.gz")]
+)
 RESOURCES = {"host", "gpu", "comm", "copy", "idle"}
 
 
 def _open(name):
     from gpuviewer.session import Session
+
     return Session.open([trace_path(name)])
 
 
@@ -53,12 +57,21 @@ def _raw_step_times_ms(folder: str) -> dict[int, float]:
     for f in sorted(os.listdir(folder)):
         with gzip.open(os.path.join(folder, f), "rt") as fh:
             ev = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
-        steps = [(int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"]) for e in ev
-                 if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
-        launch = {e["args"]["correlation"]: e["ts"] for e in ev
-                  if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
-        gpu = [(launch.get(e.get("args", {}).get("correlation")), e["ts"] + e["dur"]) for e in ev
-               if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+        steps = [
+            (int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"])
+            for e in ev
+            if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
+        ]
+        launch = {
+            e["args"]["correlation"]: e["ts"]
+            for e in ev
+            if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+        }
+        gpu = [
+            (launch.get(e.get("args", {}).get("correlation")), e["ts"] + e["dur"])
+            for e in ev
+            if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+        ]
         for n, a, b in steps:
             end = max([b] + [g for lt, g in gpu if lt is not None and a <= lt <= b])
             ends[n] = max(ends.get(n, end), end)
@@ -90,6 +103,7 @@ def test_ddp_stall_is_on_the_path():
 
 def test_what_bounds_a_job():
     from gpuviewer.analysis.critical_path import bound_by
+
     # ddp_clean: both hosts take ~48 ms to launch ~13 ms of GPU work (issue 24)
     assert "host loop" in bound_by(_open(os.path.join("kineto", "ddp_clean")).critical_paths())
     # pp_gpu: big layers, ~400 ms steps of GPU work

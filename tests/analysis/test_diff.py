@@ -3,6 +3,7 @@ Kineto JSON (json + gzip): each GPU op's step is the ProfilerStep#N range that h
 with its correlation id, collectives pair the n-th NCCL kernel of each rank. Metamorphic checks:
 a session against itself, or against a copy with every clock moved, is all zeros; swapping A and B
 negates every delta."""
+
 from __future__ import annotations
 
 import functools
@@ -28,14 +29,21 @@ GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 # -- independent reference, from the raw files -----------------------------------------------
 
+
 @functools.cache
 def _raw(path: str):
     """(GPU events as (name, cat, start_ns, end_ns, step, args)) in time order, steps) of one file."""
     ev, _ = load_json(path)
-    steps = sorted((e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1])) for e in ev
-                   if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#"))
-    launch = {e["args"]["correlation"]: e["ts"] for e in ev
-              if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    steps = sorted(
+        (e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1]))
+        for e in ev
+        if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")
+    )
+    launch = {
+        e["args"]["correlation"]: e["ts"]
+        for e in ev
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
     out = []
     for e in ev:
         if e.get("ph") != "X" or e.get("cat") not in GPU_CATS:
@@ -83,6 +91,7 @@ def rank_file(folder: str, rank: int) -> str:
 
 
 # -- the cases of the issue ------------------------------------------------------------------
+
 
 def test_ddp_clean_vs_nop2p_allreduce_transfer_is_the_regression():
     d = diff_json(DDP_CLEAN, DDP_NOP2P, "--ranks", "1", "1")
@@ -199,6 +208,7 @@ def test_single_vs_memory_pressure_same_kernels_but_every_kernel_slower():
 
 # -- metamorphic --------------------------------------------------------------------------------
 
+
 def _assert_all_zero(d, tol_ns=0):
     for table in ("step_parts", "kernels", "host_ops", "collectives", "collective_totals"):
         for r in d[table]:
@@ -214,8 +224,9 @@ def test_moving_b_clock_changes_nothing(tmp_path):
     shifted = tmp_path / "ddp_clean"
     shifted.mkdir()
     for r in (0, 1):  # both ranks 1 s later: another clock, the same run
-        shift_gpu.shift(rank_file(DDP_CLEAN, r), str(shifted / f"ddp_clean_rank{r}.json.gz"), 1_000_000,
-                        everything=True)
+        shift_gpu.shift(
+            rank_file(DDP_CLEAN, r), str(shifted / f"ddp_clean_rank{r}.json.gz"), 1_000_000, everything=True
+        )
     moved = diff_json(DDP_CLEAN, str(shifted))
     _assert_all_zero(moved, tol_ns=100)  # µs floats moved by 1e6 round to the ns differently
     same = diff_json(DDP_CLEAN, DDP_CLEAN)
@@ -228,16 +239,22 @@ def _measured(path: str):
     from gpuviewer.analysis.diff_tables import measure
     from gpuviewer.io.comm_args import collective_args
     from gpuviewer.session import open_session
+
     t = open_session([path])
     return measure(t, collective_args(t))
 
 
 def test_swapping_a_and_b_negates_every_delta():
     from gpuviewer.analysis.diff import diff
+
     ab = diff(_measured(DDP_CLEAN), _measured(DDP_NOP2P))
     ba = diff(_measured(DDP_NOP2P), _measured(DDP_CLEAN))
-    for table, key in (("kernels", ("name", "kind")), ("host_ops", ("name", "kind")),
-                       ("collectives", ("group", "name", "bytes")), ("step_parts", ("part",))):
+    for table, key in (
+        ("kernels", ("name", "kind")),
+        ("host_ops", ("name", "kind")),
+        ("collectives", ("group", "name", "bytes")),
+        ("step_parts", ("part",)),
+    ):
         x = {tuple(r[k] for k in key): r for r in ab[table]}
         y = {tuple(r[k] for k in key): r for r in ba[table]}
         assert x.keys() == y.keys()
@@ -247,6 +264,7 @@ def test_swapping_a_and_b_negates_every_delta():
 
 def test_rank_against_median_of_others_with_two_ranks_is_the_other_rank():
     from gpuviewer.analysis.diff import diff
+
     m = _measured(STRAGGLER)
     med, one = diff(m, m, ranks=(1, "median")), diff(m, m, ranks=(1, 0))
     assert [(r["name"], r["delta_ns"]) for r in med["kernels"]] == [(r["name"], r["delta_ns"]) for r in one["kernels"]]
@@ -254,7 +272,7 @@ def test_rank_against_median_of_others_with_two_ranks_is_the_other_rank():
 
 # -- output formats and bad input -----------------------------------------------------------------
 
-HOSTILE = "\x1b[31m</td><script>alert(\"x\")</script>|**b**"
+HOSTILE = '\x1b[31m</td><script>alert("x")</script>|**b**'
 
 
 def test_html_markdown_text_escape_trace_names(tmp_path):
@@ -285,13 +303,16 @@ def test_html_markdown_text_escape_trace_names(tmp_path):
     assert txt.returncode == 0 and "\x1b" not in txt.stdout and "\\x1b[31m" in txt.stdout
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--ranks", "1", "7"], "no rank 7"),
-    (["--ranks", "0", "x"], "--ranks 0 x"),
-    (["--steps", "99"], "step 99 is not on rank"),
-    (["--steps", "2", "3", "4"], "--steps takes one or two"),
-    (["--steps", "two"], "--steps 'two'"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--ranks", "1", "7"], "no rank 7"),
+        (["--ranks", "0", "x"], "--ranks 0 x"),
+        (["--steps", "99"], "step 99 is not on rank"),
+        (["--steps", "2", "3", "4"], "--steps takes one or two"),
+        (["--steps", "two"], "--steps 'two'"),
+    ],
+)
 def test_bad_options_one_line_exit_2(args, needle):
     p = run_cli("diff", STRAGGLER, *args)
     assert p.returncode == 2 and p.stdout == ""

@@ -1,6 +1,7 @@
 """Issue 26, items 1-3: FLOPs and bytes from shapes (hand-computed), kernels attached to their ops,
 the device's roofs, families, MFU per step; `analyze --json` "efficiency" and `stats --report
 efficiency` on real traces through the real command line."""
+
 from __future__ import annotations
 
 import gzip
@@ -17,6 +18,7 @@ BF, F = "c10::BFloat16", "float"
 
 
 # -- shapes in, FLOPs out (each figure worked by hand in the comment) -----------------------
+
 
 def test_matmul_family_flops_by_hand():
     # mm [64,32] x [32,16]: 2*64*16*32 = 65,536; bytes (64*32 + 32*16 + 64*16) * 2 = 7,168
@@ -39,15 +41,26 @@ def test_matmul_family_flops_by_hand():
 def test_convolution_flops_by_hand():
     # conv2d input [2,3,32,32], weight [16,3,3,3], stride 1, padding 1: out 32x32;
     # 2*2*16*(32*32)*3*(3*3) = 1,769,472
-    w = op_work("aten::conv2d", [[2, 3, 32, 32], [16, 3, 3, 3], [16], [], [], [], []],
-                [F, F, F, "ScalarList", "ScalarList", "ScalarList", "Scalar"], ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"])
+    w = op_work(
+        "aten::conv2d",
+        [[2, 3, 32, 32], [16, 3, 3, 3], [16], [], [], [], []],
+        [F, F, F, "ScalarList", "ScalarList", "ScalarList", "Scalar"],
+        ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"],
+    )
     assert (w.kind, w.flops) == ("conv", 1_769_472)
     # stride 2, no padding, groups 2: input [1,4,9,9], weight [8,2,3,3]: out 4x4;
     # 2*1*8*16*2*9 = 4,608
     dims = [[1, 4, 9, 9], [8, 2, 3, 3], [], [], [], [], [], [], []]
     conc = ["", "", "", "[2, 2]", "[0, 0]", "[1, 1]", "False", "[0, 0]", "2"]
-    assert op_work("aten::convolution", dims, [F, F, "", "ScalarList", "ScalarList", "ScalarList", "Scalar",
-                                               "ScalarList", "Scalar"], conc).flops == 4_608
+    assert (
+        op_work(
+            "aten::convolution",
+            dims,
+            [F, F, "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"],
+            conc,
+        ).flops
+        == 4_608
+    )
     # its backward with both gradients (output_mask [True, True, False]): 2 x 4,608 = 9,216
     bdims = [[1, 8, 4, 4], [1, 4, 9, 9], [8, 2, 3, 3], [], [], [], [], [], [], [], []]
     bconc = ["", "", "", "[8]", "[2, 2]", "[0, 0]", "[1, 1]", "False", "[0, 0]", "2", "[True, True, False]"]
@@ -62,13 +75,18 @@ def test_attention_flops_by_hand():
     full = 4 * 8 * 16 * 512 * 512 * 64
     args = [q, q, q, [], [], [], [], []]
     types = [BF, BF, BF, "", "Scalar", "Scalar", "", "Scalar"]
-    assert op_work("aten::scaled_dot_product_attention", args, types, ["", "", "", "", "0.", "False", "", "False"]).flops == full
+    assert (
+        op_work("aten::scaled_dot_product_attention", args, types, ["", "", "", "", "0.", "False", "", "False"]).flops
+        == full
+    )
     w = op_work("aten::scaled_dot_product_attention", args, types, ["", "", "", "", "0.", "True", "", "False"])
     assert (w.kind, w.flops, w.precision) == ("attention", full / 2, "bf16")
     # flash forward takes [B, L, H, E]: the same work
     qf = [8, 512, 16, 64]
     conc = [""] * 7 + ["0.", "True", "False", ""]
-    assert op_work("aten::_flash_attention_forward", [qf, qf, qf] + [[]] * 8, [BF] * 3 + [""] * 8, conc).flops == full / 2
+    assert (
+        op_work("aten::_flash_attention_forward", [qf, qf, qf] + [[]] * 8, [BF] * 3 + [""] * 8, conc).flops == full / 2
+    )
     # cuDNN backward (is_causal is argument 14): 2.5 x the causal forward
     bconc = [""] * 11 + ["512", "512", "0.", "True", ""]
     bdims = [q, q, q, q, q, [8, 16, 512, 1]] + [[]] * 10
@@ -76,7 +94,10 @@ def test_attention_flops_by_hand():
     assert w.flops == 2.5 * full / 2
     # efficient attention: custom_mask_type 1 (causal) at argument 9
     econc = [""] * 9 + ["1", "False", ""]
-    assert op_work("aten::_efficient_attention_forward", [qf, qf, qf] + [[]] * 9, [BF] * 3 + [""] * 9, econc).flops == full / 2
+    assert (
+        op_work("aten::_efficient_attention_forward", [qf, qf, qf] + [[]] * 9, [BF] * 3 + [""] * 9, econc).flops
+        == full / 2
+    )
 
 
 def test_elementwise_and_norm_count_bytes_only():
@@ -91,14 +112,29 @@ def test_elementwise_and_norm_count_bytes_only():
 
 
 def test_tensor_core_names():
-    assert tensor_cores("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x256x8_stage3_warpsize1x4x1_ffma_aligna4_"
-                        "alignc4_execute_kernel__5x_cublas") is False
+    assert (
+        tensor_cores(
+            "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x256x8_stage3_warpsize1x4x1_ffma_aligna4_"
+            "alignc4_execute_kernel__5x_cublas"
+        )
+        is False
+    )
     assert tensor_cores("volta_sgemm_128x64_nn") is False
-    assert tensor_cores("sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x16_stage4_warpsize2x2x1_tensor16x8x8"
-                        "_execute_kernel__5x_cublas") is True
+    assert (
+        tensor_cores(
+            "sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x16_stage4_warpsize2x2x1_tensor16x8x8"
+            "_execute_kernel__5x_cublas"
+        )
+        is True
+    )
     assert tensor_cores("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT") is True
-    assert tensor_cores("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_"
-                        "segment_k_off_kernel__5x_cublas") is True
+    assert (
+        tensor_cores(
+            "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_"
+            "segment_k_off_kernel__5x_cublas"
+        )
+        is True
+    )
     assert tensor_cores("void at::native::vectorized_elementwise_kernel<4>") is None
 
 
@@ -116,6 +152,7 @@ def test_peaks_table_matches_device_names():
 
 
 # -- real traces through the command line ----------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def gpt():
@@ -178,8 +215,9 @@ def test_h100_fp32_simt_gemms_named_without_tensor_cores():
     assert p.returncode == 0, p.stderr
     rows = json.loads(p.stdout)
     simt = [r for r in rows if r["top_kernel"] and "gemm_f32f32" in r["top_kernel"]]
-    assert simt and all(r["tensor_cores"] is False and "no Tensor Cores" in r["family"] and r["precision"] == "fp32"
-                        for r in simt)
+    assert simt and all(
+        r["tensor_cores"] is False and "no Tensor Cores" in r["family"] and r["precision"] == "fp32" for r in simt
+    )
     assert simt[0] is rows[0]  # the SIMT GEMMs take most of the GPU's time
 
 
@@ -199,12 +237,14 @@ def test_peak_override_and_bad_values():
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "--peak-tflops -3" in bad.stderr
 
 
-@pytest.mark.parametrize("parts", [("kineto", "ddp"), ("kineto", "pp_gpu"), ("kineto", "fsdp"),
-                                   ("whatif", "launch_eager.json.gz")])
+@pytest.mark.parametrize(
+    "parts", [("kineto", "ddp"), ("kineto", "pp_gpu"), ("kineto", "fsdp"), ("whatif", "launch_eager.json.gz")]
+)
 def test_shared_traces_with_shapes(parts):
     """More shared traces recorded with shapes: MFU per step, GEMM and attention rates under the
     H200's roofs, every op's FLOPs in one family; the eager MLP's fp32 GEMMs ran without Tensor Cores."""
     import gpuviewer
+
     s = gpuviewer.open(trace_path(*parts))
     eff = s.analysis.efficiency
     assert eff and eff["peaks"]["model"] == "H200 SXM"
@@ -227,14 +267,35 @@ def test_garbage_shapes_give_no_work_and_never_raise():
     import random
 
     from gpuviewer.analysis.flops import RULES
+
     rng = random.Random(26)
-    atoms = [0, -1, 1, 2**62, 3.5, True, None, "", "x", "[1, 2]", "((((", "1e999", [], [[]], [-3, 4], [[1, 2], [3]],
-             {"a": 1}, [2**40, 2**40, 2**40, 2**40]]
+    atoms = [
+        0,
+        -1,
+        1,
+        2**62,
+        3.5,
+        True,
+        None,
+        "",
+        "x",
+        "[1, 2]",
+        "((((",
+        "1e999",
+        [],
+        [[]],
+        [-3, 4],
+        [[1, 2], [3]],
+        {"a": 1},
+        [2**40, 2**40, 2**40, 2**40],
+    ]
     for name in sorted(RULES):
         for _ in range(40):
             dims = [rng.choice(atoms) for _ in range(rng.randint(0, 16))]
             types = [rng.choice([BF, F, "Scalar", "", None, 7, [BF]]) for _ in range(rng.randint(0, 16))]
-            conc = [rng.choice(["", "True", "[1, 1]", "2", "[0]", "x" * 300, None, 5]) for _ in range(rng.randint(0, 16))]
+            conc = [
+                rng.choice(["", "True", "[1, 1]", "2", "[0]", "x" * 300, None, 5]) for _ in range(rng.randint(0, 16))
+            ]
             w = op_work(name, dims, types, conc)
             assert w is None or (w.flops >= 0 and w.bytes >= 0), (name, dims, types, conc, w)
     assert op_work("aten::mm", "not a list", None, None) is None
@@ -246,6 +307,7 @@ def test_damaged_shapes_in_a_real_trace(tmp_path):
     """The GPT trace with the arguments of every other matmul/attention op damaged: analyze still
     answers (exit 0, no traceback), the damaged ops counted as work unknown, none of them guessed."""
     import random
+
     rng = random.Random(7)
     with gzip.open(trace_path("kineto", "single_gpt_train.json.gz"), "rt") as f:
         doc = json.load(f)
@@ -271,8 +333,13 @@ def test_damaged_shapes_in_a_real_trace(tmp_path):
 def test_alexnet_a100_names_simt_and_tf32_kernels():
     """HTA's AlexNet on an A100 (no shapes): cuBLAS sgemm and cuDNN scudnn kernels are fp32 without
     Tensor Cores, the implicit-GEMM tf32 convolutions use them; the device is matched to the table."""
-    p = run_cli("stats", compat_path("facebookresearch__HolisticTraceAnalysis", "critical_path", "alexnet"),
-                "--report", "efficiency", "--json")
+    p = run_cli(
+        "stats",
+        compat_path("facebookresearch__HolisticTraceAnalysis", "critical_path", "alexnet"),
+        "--report",
+        "efficiency",
+        "--json",
+    )
     assert p.returncode == 0, p.stderr
     rows = {r["top_kernel"]: r for r in json.loads(p.stdout)}
     sgemm = next(r for k, r in rows.items() if "sgemm" in k)

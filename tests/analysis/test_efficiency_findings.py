@@ -1,6 +1,7 @@
 """Issue 26, item 4: findings from the kernels' efficiency, each with its saving from the what-if
 replay, through the real command line on real traces; every figure a title shows is checked
 against the raw files (sqlite3 / json here) or the device table's datasheet numbers by hand."""
+
 from __future__ import annotations
 
 import glob
@@ -42,10 +43,14 @@ def test_h100_fp32_simt_gemms_named_in_a_finding(h100):
     ev = f["metrics"]["evidence"]
     assert ev and all("gemm_f32f32" in e["name"] and "ffma" in e["name"] for e in ev)
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    (simt_ns,), = con.execute("SELECT sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
-                              "ON s.id = k.shortName WHERE s.value LIKE '%gemm_f32f32%'")
-    (gemm_ns,), = con.execute("SELECT sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
-                              "ON s.id = k.shortName WHERE s.value LIKE '%gemm%'")
+    ((simt_ns,),) = con.execute(
+        "SELECT sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
+        "ON s.id = k.shortName WHERE s.value LIKE '%gemm_f32f32%'"
+    )
+    ((gemm_ns,),) = con.execute(
+        "SELECT sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
+        "ON s.id = k.shortName WHERE s.value LIKE '%gemm%'"
+    )
     con.close()
     assert simt_ns == gemm_ns  # every GEMM of this run is an FP32 SIMT one: "100% of GEMM time"
     assert f["metrics"]["time_ms"] == pytest.approx(simt_ns / 1e6, abs=1e-3)
@@ -136,12 +141,16 @@ def test_gpt_elementwise_share_and_saving(gpt):
     figures are its metrics', the saving at most half their time (fused: half as long)."""
     f = _one(gpt, "elementwise_bound")
     m = f["metrics"]
-    assert f"take {m['share_of_steps']:.0%} of the steps' GPU time ({m['time_ms']:.1f} ms in {m['kernels']:,} kernels" \
-        in f["title"] and f["title"].endswith("fuse them (torch.compile)")
+    assert (
+        f"take {m['share_of_steps']:.0%} of the steps' GPU time ({m['time_ms']:.1f} ms in {m['kernels']:,} kernels"
+        in f["title"]
+        and f["title"].endswith("fuse them (torch.compile)")
+    )
     steps = [s for r in gpt["ranks"] for s in r["steps"] if not s["warmup"]]
     assert m["steps"] == len(steps)
-    assert m["share_of_steps"] == pytest.approx(m["time_ms"] * 1e6 / sum(s["end_ns"] - s["start_ns"] for s in steps),
-                                                abs=1e-4)
+    assert m["share_of_steps"] == pytest.approx(
+        m["time_ms"] * 1e6 / sum(s["end_ns"] - s["start_ns"] for s in steps), abs=1e-4
+    )
     assert 0 <= f["saves_ms"] <= m["time_ms"] / 2
     # its GEMM shapes are all multiples of 64: no shape finding
     assert not [x for x in gpt["findings"] if x["rule"] == "gemm_shape"]
@@ -186,14 +195,20 @@ def test_one_tensor_core_rule():
     fbgemm's FP8 quantize kernels, names from the shared traces); SIMT names are never Tensor-Core."""
     from gpuviewer.analysis.kernel_class import tensor_cores
     from gpuviewer.analysis.kernels import is_tensor_core
-    names = {"ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)": None,
-             "void fbgemm_gpu::(anonymous namespace)::_compute_FP8_quantize_cuda_kernel<float>(float const*, "
-             "float const*, int, int, unsigned char*, bool)": None,
-             "fmha_cutlassF_f32_aligned_64x64_rf_sm80": None, "fmha_cutlassF_f16_aligned_64x128_rf_sm80": True,
-             "void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>": False,
-             "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x256x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_"
-             "execute_kernel__5x_cublas": False, "volta_h884gemm_64x64_ldg8_nn": True,
-             "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT": True, "ampere_sgemm_32x32_sliced1x4_tn": False}
+
+    names = {
+        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)": None,
+        "void fbgemm_gpu::(anonymous namespace)::_compute_FP8_quantize_cuda_kernel<float>(float const*, "
+        "float const*, int, int, unsigned char*, bool)": None,
+        "fmha_cutlassF_f32_aligned_64x64_rf_sm80": None,
+        "fmha_cutlassF_f16_aligned_64x128_rf_sm80": True,
+        "void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>": False,
+        "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x256x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_"
+        "execute_kernel__5x_cublas": False,
+        "volta_h884gemm_64x64_ldg8_nn": True,
+        "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT": True,
+        "ampere_sgemm_32x32_sliced1x4_tn": False,
+    }
     for name, want in names.items():
         assert tensor_cores(name) is want, name
         assert is_tensor_core(name) is (want is True), name

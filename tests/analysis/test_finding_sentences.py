@@ -9,6 +9,7 @@ Then, on named traces, against numbers computed here from the raw files (tests/a
 json/gzip + numpy, nothing from gpuviewer): the waiting said of fsdp's exposed communication, the
 worst rank of ddp_long, ranks arriving together last (a 4-rank job made here from ddp's two ranks),
 and thin data (2 of 128 ranks, 3 steps)."""
+
 from __future__ import annotations
 
 import glob
@@ -22,13 +23,18 @@ import analysis_truth as T
 import pytest
 from conftest import COMPAT, TRACES, run_cli_once, trace_path
 
-_TRACE_FILES = sorted(glob.glob(os.path.join(TRACES, "**", "*.json.gz"), recursive=True)
-                      + glob.glob(os.path.join(TRACES, "nsys", "*.sqlite")))
+_TRACE_FILES = sorted(
+    glob.glob(os.path.join(TRACES, "**", "*.json.gz"), recursive=True)
+    + glob.glob(os.path.join(TRACES, "nsys", "*.sqlite"))
+)
 _RANK_DIRS = sorted(p for p in glob.glob(os.path.join(TRACES, "kineto", "*")) if os.path.isdir(p))
 # a rank file of a per-rank folder is analysed with its folder (the job), the rest one by one
 INPUTS = [p for p in _TRACE_FILES if os.path.dirname(p) not in _RANK_DIRS] + _RANK_DIRS
-INPUTS += sorted(p for p in glob.glob(os.path.join(COMPAT, "**", "*"), recursive=True)
-                 if os.path.isfile(p) and p.endswith((".json", ".json.gz", ".sqlite")))
+INPUTS += sorted(
+    p
+    for p in glob.glob(os.path.join(COMPAT, "**", "*"), recursive=True)
+    if os.path.isfile(p) and p.endswith((".json", ".json.gz", ".sqlite"))
+)
 INPUTS += [os.path.join(COMPAT, "facebookresearch__HolisticTraceAnalysis", "trace_filter")]  # 2 ranks of 128
 IDS = [os.path.relpath(p, os.path.dirname(TRACES)) for p in INPUTS]
 
@@ -58,8 +64,10 @@ _WORST = re.compile(r"\(rank (\d+), the worst\)")
 FIGURES = {
     "low_gpu_utilization": [(r"GPU utilization (\d+)%", "utilization", 100, min)],
     "exposed_communication": [(r"([\d.]+) ms a step of communication", "exposed_ms_per_step", 1, max)],
-    "launch_bound": [(r"(\d+)% of the time it is fed work", "launch_idle_share", 100, max),
-                     (r"the GPU is idle (\d+)% of the time", "idle_fraction", 100, max)],
+    "launch_bound": [
+        (r"(\d+)% of the time it is fed work", "launch_idle_share", 100, max),
+        (r"the GPU is idle (\d+)% of the time", "idle_fraction", 100, max),
+    ],
     "host_bound_idle": [(r"idle ([\d.]+) ms a step", "gap_ms_per_step", 1, max)],
     "step_outlier": [(r"took (\d+) ms", "duration_ms", 1, max)],
     "memory_headroom": [(r"\((\d+)%\)", "fraction", 100, max)],
@@ -99,9 +107,9 @@ def worst_errors(out: dict) -> tuple[int, list[str]]:
         shown = float(fig.group(1).replace(",", ""))
         digits = len(fig.group(1).split(".")[1]) if "." in fig.group(1) else 0
         mine = per_rank[named][key] * scale
-        assert abs(mine - shown) <= 0.5 * 10 ** -digits + 1e-6, f"{f['title']}: rank {named}'s {key} is {mine}"
+        assert abs(mine - shown) <= 0.5 * 10**-digits + 1e-6, f"{f['title']}: rank {named}'s {key} is {mine}"
         if per_rank[named][key] != worst(v[key] for v in per_rank.values()):
-            bad.append(f"{f['title']}: {key} per rank {({r: v[key] for r, v in per_rank.items()})}")
+            bad.append(f"{f['title']}: {key} per rank { ({r: v[key] for r, v in per_rank.items()}) }")
     return n, bad
 
 
@@ -125,6 +133,7 @@ def test_the_checks_see_claims():
 
 # -- item 9 on named traces, against the raw files ---------------------------------------------------
 
+
 def _measured(out: dict, rank: int) -> list[int]:
     r = next(x for x in out["ranks"] if x["rank"] == rank)
     return [s["step"] for s in r["steps"] if not s["warmup"]]
@@ -144,8 +153,11 @@ def test_fsdp_waiting_is_not_said_to_be_part_of_the_exposed_time():
     assert wait > exposed  # the case the old sentence got wrong
     f = next(f for f in flat(out["findings"]) if f["rule"] == "exposed_communication" and f["ranks"] == [0])
     assert "of it waiting" not in f["title"]
-    m = re.search(r"([\d.]+) ms a step of communication.*its collectives wait ([\d.]+) ms a step for other ranks "
-                  r"\(some of it while compute runs\)", f["title"])
+    m = re.search(
+        r"([\d.]+) ms a step of communication.*its collectives wait ([\d.]+) ms a step for other ranks "
+        r"\(some of it while compute runs\)",
+        f["title"],
+    )
     assert m, f["title"]
     assert abs(float(m.group(1)) - exposed / 1e6) < 0.5 and abs(float(m.group(2)) - wait / 1e6) < 0.5
 
@@ -197,8 +209,11 @@ def four_ranks(tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def four_ranks_persistent(tmp_path_factory) -> str:
     """gpu_straggler's two ranks made four: ranks 1 and 3 late together in every step."""
-    return _four_ranks(tmp_path_factory.mktemp("four_p"), "gpu_straggler",
-                       ("gpu_straggler_rank0.json.gz", "gpu_straggler_rank1.json.gz"))
+    return _four_ranks(
+        tmp_path_factory.mktemp("four_p"),
+        "gpu_straggler",
+        ("gpu_straggler_rank0.json.gz", "gpu_straggler_rank1.json.gz"),
+    )
 
 
 def _together(path: str) -> list:
@@ -247,6 +262,7 @@ def test_two_ranks_still_name_one_late_rank():
 
 # -- item 10: thin data --------------------------------------------------------------------------------
 
+
 def _world_size(path: str) -> int:
     with gzip.open(path, "rt") as f:
         return int(json.load(f)["distributedInfo"]["world_size"])
@@ -272,8 +288,15 @@ def test_findings_from_three_steps_say_so():
     warm = {r["rank"]: sum(s["warmup"] for s in r["steps"]) for r in out["ranks"]}
     measured = min(n[r] - warm[r] for r in n)
     assert measured == 3
-    per_step_rules = {"low_gpu_utilization", "host_bound_idle", "launch_bound", "exposed_communication",
-                      "straggler", "load_imbalance", "pipeline_bubble"}
+    per_step_rules = {
+        "low_gpu_utilization",
+        "host_bound_idle",
+        "launch_bound",
+        "exposed_communication",
+        "straggler",
+        "load_imbalance",
+        "pipeline_bubble",
+    }
     checked = [f for f in flat(out["findings"]) if f["rule"] in per_step_rules]
     assert checked
     for f in checked:

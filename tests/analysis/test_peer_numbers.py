@@ -1,6 +1,7 @@
 """Numbers other projects' test suites assert on public traces (issue 25, items 11-15), checked
 on the same files: the PyTorch TensorBoard plugin (tb_plugin) on its ResNet-50 traces and
 HolisticTraceAnalysis (HTA) on its test data."""
+
 import json
 
 import numpy as np
@@ -23,6 +24,7 @@ def resnet():
 
 
 # -- item 11: PyTorch 1.8/1.9 record ProfilerStep#N as an `Operator` event -------------------------
+
 
 def test_operator_profiler_steps_are_steps(resnet):
     t, rb = resnet
@@ -56,6 +58,7 @@ def test_trace_without_steps_has_one_window_in_steps_table():
     """The autograd-API ResNet-50 trace has no ProfilerStep at all: one window, step empty (the
     steps table and `sql ... FROM steps` raised a TypeError on such traces)."""
     import gpuviewer
+
     path = compat_path("pytorch__kineto", "tb_plugin_resnet50_autograd_api_num_workers_0_worker0.pt.trace.json.gz")
     st = gpuviewer.open(path).steps
     assert len(st) == 1 and st["step"].isna().all() and st["kernels"][0] > 8000
@@ -66,9 +69,15 @@ def test_trace_without_steps_has_one_window_in_steps_table():
 
 # -- item 15: FP32 SIMT GEMMs (sgemm, implicit_convolve_sgemm) are not Tensor-Core kernels -------
 
-@pytest.mark.parametrize("name", ["tb_plugin_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz",
-                                  "tb_plugin_resnet50_num_workers_0_worker0.ARRAYFORM.pt.trace.json.gz",
-                                  "tb_plugin_resnet50_autograd_api_num_workers_0_worker0.pt.trace.json.gz"])
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "tb_plugin_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz",
+        "tb_plugin_resnet50_num_workers_0_worker0.ARRAYFORM.pt.trace.json.gz",
+        "tb_plugin_resnet50_autograd_api_num_workers_0_worker0.pt.trace.json.gz",
+    ],
+)
 def test_fp32_resnet50_on_v100_has_no_tensor_core_time(name):
     """tb_plugin asserts 0% Tensor-Core kernel time on these fp32 ResNet-50 runs (was 16-25%:
     volta_sgemm / implicit_convolve_sgemm counted for their "gemm")."""
@@ -82,8 +91,12 @@ def test_tf32_xmma_counts_and_sgemm_does_not():
     """HTA's alexnet (A100): the TF32 cuDNN xmma convolution is the only Tensor-Core kernel;
     ampere_sgemm and ampere_gcgemm (FP32 SIMT) are not. Its share, counted from the JSON with the
     standard library, is the share reported."""
-    path = compat_path("facebookresearch__HolisticTraceAnalysis", "critical_path", "alexnet",
-                       "benchmark_result_2869224_1695835535_trace.json.gz")
+    path = compat_path(
+        "facebookresearch__HolisticTraceAnalysis",
+        "critical_path",
+        "alexnet",
+        "benchmark_result_2869224_1695835535_trace.json.gz",
+    )
     events, _ = load_json(path)
     kern = [e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"]
     total = sum(e["dur"] for e in kern)
@@ -93,19 +106,23 @@ def test_tf32_xmma_counts_and_sgemm_does_not():
     ks = kernel_stats(t, breakdown(t)[0])
     assert ks["tensor_core_share"] == pytest.approx(tf32 / total, abs=1e-3)
     assert is_tensor_core("volta_h884gemm_64x64_ldg8_nn") and is_tensor_core("nvjet_tst_96x64_64x10_1x2_h_bz_TNN")
-    assert not is_tensor_core("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_"
-                              "aligna4_alignc4_execute_kernel__5x_cublas")
+    assert not is_tensor_core(
+        "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_"
+        "aligna4_alignc4_execute_kernel__5x_cublas"
+    )
     assert not is_tensor_core("void cutlass::Kernel<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>")
 
 
 # -- item 12: GPU work of the next step inside a step's window is busy time, not idle --------------
 
+
 def test_hta_trace_diff_step_1009_idle_without_gpu_work():
     """HTA trace_diff/test, step 1009: work of step 1010 already runs on another stream inside
     1009's window. Idle there is the time with no GPU op at all, ~5.0 ms (was 30.5 ms: only
     1009's own ops were counted busy), utilization ~0.968 (was 0.805); the ops stay 1009's own."""
-    t = load([compat_path("facebookresearch__HolisticTraceAnalysis", "trace_diff", "test", "test.json.gz")],
-             use_cache=False)
+    t = load(
+        [compat_path("facebookresearch__HolisticTraceAnalysis", "trace_diff", "test", "test.json.gz")], use_cache=False
+    )
     rb = breakdown(t)[0]
     s = rb.steps[0]
     assert s.step == 1009 and s.ops == 2503
@@ -133,8 +150,10 @@ def test_single_rank_nccl_report_from_kernel_arguments():
     want: dict = {}
     for e in kern:
         a = e["args"]
-        key = (f"{a['Process Group Name']} ({a['Process Group Description']})",
-               {"allreduce": "AllReduce", "broadcast": "Broadcast"}[a["Collective name"]])
+        key = (
+            f"{a['Process Group Name']} ({a['Process Group Description']})",
+            {"allreduce": "AllReduce", "broadcast": "Broadcast"}[a["Collective name"]],
+        )
         w = want.setdefault(key, {"kernels": 0, "dur": 0, "bytes": [], "size": a["Group size"]})
         w["kernels"] += 1
         w["dur"] += e["dur"]
@@ -154,8 +173,9 @@ def test_single_rank_nccl_report_from_kernel_arguments():
     # the same rows through SQL, and the text table prints one line per row
     q = run_cli("sql", NCCL_DATA, 'SELECT "group", collective, kernels FROM nccl_sum ORDER BY kernels', "--json")
     assert q.returncode == 0, q.stderr
-    assert sorted((r["group"], r["collective"], r["kernels"]) for r in json.loads(q.stdout)) == \
-        sorted((*k, w["kernels"]) for k, w in want.items())
+    assert sorted((r["group"], r["collective"], r["kernels"]) for r in json.loads(q.stdout)) == sorted(
+        (*k, w["kernels"]) for k, w in want.items()
+    )
     t = run_cli("stats", NCCL_DATA, "--report", "nccl")
     assert t.returncode == 0, t.stderr
     lines = t.stdout.splitlines()
@@ -171,8 +191,9 @@ def test_nccl_report_without_collectives_is_empty_not_a_traceback():
 
 # -- item 14: CUPTI range-profiler kernels and MTIA device ops are device work -----------------------
 
-CUPTI_RANGES = compat_path("facebookresearch__HolisticTraceAnalysis", "cupti_profiler",
-                           "benchmark_result_924719_1679055439_trace.json.gz")
+CUPTI_RANGES = compat_path(
+    "facebookresearch__HolisticTraceAnalysis", "cupti_profiler", "benchmark_result_924719_1679055439_trace.json.gz"
+)
 
 
 def _device_work(path):
@@ -200,6 +221,7 @@ def test_cupti_range_profiler_kernels_are_gpu_kernels():
 def _recategorized(tmp_path, cat: str) -> str:
     """The CUPTI trace with its device events put under another category (a copy in tmp_path)."""
     import gzip
+
     events, meta = load_json(CUPTI_RANGES)
     for e in events:
         if e.get("cat") == "cuda_profiler_range":

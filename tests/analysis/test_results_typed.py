@@ -1,6 +1,7 @@
 """Typed analysis results: a finding read into Finding/Evidence and written back is the same
 JSON `analyze --json` prints, on every shared trace; evidence is found under whichever key the
 rule used."""
+
 import json
 import os
 
@@ -9,8 +10,14 @@ from conftest import SAMPLES, run_cli, trace_path
 
 from gpuviewer.analysis.results import Analysis, evidence_of
 
-CASES = [trace_path("kineto", "ddp"), trace_path("kineto", "gpu_straggler"), trace_path("kineto", "step_outlier.json.gz"),
-         trace_path("nsys", "nsys_ddp.sqlite"), trace_path("kineto", "pp_gpu"), SAMPLES + "/ddp"]
+CASES = [
+    trace_path("kineto", "ddp"),
+    trace_path("kineto", "gpu_straggler"),
+    trace_path("kineto", "step_outlier.json.gz"),
+    trace_path("nsys", "nsys_ddp.sqlite"),
+    trace_path("kineto", "pp_gpu"),
+    SAMPLES + "/ddp",
+]
 
 
 @pytest.mark.parametrize("path", CASES, ids=os.path.basename)
@@ -26,6 +33,7 @@ def test_round_trip_equals_the_cli_json(path):
         for f in fs:
             flat.append(f)
             walk(f.children)
+
     walk(a.findings)
     for f in flat:
         raw = f.to_json()
@@ -37,6 +45,7 @@ def test_round_trip_equals_the_cli_json(path):
 
 def test_session_results_are_typed():
     from gpuviewer.session import Session
+
     s = Session.open(SAMPLES + "/ddp")
     res = s.analysis
     assert res.findings and res.findings[0].title == s.analysis_json["findings"][0]["title"]

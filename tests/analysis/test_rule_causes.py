@@ -8,6 +8,7 @@ sqlite3, numpy; tests/analysis_truth.py for steps and GPU ops), not from the ana
 - 7: an all-reduce an order of magnitude below the link between its GPUs says P2P is off;
 - 8: memory held across steps is told apart from what each step adds, and the advice follows
   the larger."""
+
 from __future__ import annotations
 
 import gzip
@@ -47,6 +48,7 @@ def rank_metrics(f: dict, rank: int) -> dict:
 
 # -- item 4: a slow step's cause, searched in the host step with the op tree ----------------------
 
+
 def _kineto_events(path: str) -> list[dict]:
     with gzip.open(path, "rt") as f:
         doc = json.load(f)
@@ -56,13 +58,20 @@ def _kineto_events(path: str) -> list[dict]:
 def test_ddp_long_step_6_is_rank_1s_sleep():
     path = trace_path("kineto", "ddp_long")
     ev = _kineto_events(trace_path("kineto", "ddp_long", "ddp_long_rank1.json.gz"))
-    steps = {int(e["name"].split("#")[1]): (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
-             for e in ev if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")}
+    steps = {
+        int(e["name"].split("#")[1]): (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+        for e in ev
+        if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")
+    }
 
     def sleep_us(step):  # time in sleep calls inside the step's host range
         s0, s1 = steps[step]
-        return sum(float(e["dur"]) for e in ev if e.get("ph") == "X" and e.get("name") == "<built-in function sleep>"
-                   and s0 <= float(e["ts"]) <= s1)
+        return sum(
+            float(e["dur"])
+            for e in ev
+            if e.get("ph") == "X" and e.get("name") == "<built-in function sleep>" and s0 <= float(e["ts"]) <= s1
+        )
+
     # independently: rank 1 sleeps ~40 ms in step 6 and not in any other step
     assert 38_000 < sleep_us(6) < 45_000
     assert all(sleep_us(k) < 1_000 for k in steps if k != 6)
@@ -70,7 +79,9 @@ def test_ddp_long_step_6_is_rank_1s_sleep():
 
     out = analysis(path)
     f = next(f for f in found(out, "step_outlier") if f["step"] == 6)
-    assert "step 6 took" in f["title"] and f"<built-in function sleep> {float(sleep['dur']) / 1e3:.1f} ms" in f["title"], f["title"]
+    assert (
+        "step 6 took" in f["title"] and f"<built-in function sleep> {float(sleep['dur']) / 1e3:.1f} ms" in f["title"]
+    ), f["title"]
     assert "DistributedDataParallel.forward" not in f["title"]
     lead = rank_metrics(f, 1)["causes"][0]
     assert lead["name"] == "<built-in function sleep>" and abs(lead["ms"] - float(sleep["dur"]) / 1e3) < 0.01
@@ -89,10 +100,15 @@ def test_nsys_ddp_step_6_is_rank_1s_clock_nanosleep():
             dev[gp >> 24 & 0xFFFFFF] = d
         pid1 = sorted(dev, key=lambda p: (dev[p], p))[1]
         _, h0, h1 = next(s for s in ranks[1].steps if s[0] == 6)
-        sleeps = [(e - s) for s, e, gt in db.execute(
-            "SELECT o.start, o.end, o.globalTid FROM OSRT_API o JOIN StringIds n ON n.id = o.nameId "
-            "WHERE n.value = 'clock_nanosleep' AND o.start >= ? AND o.end <= ?", (h0, h1))
-            if gt >> 24 & 0xFFFFFF == pid1]
+        sleeps = [
+            (e - s)
+            for s, e, gt in db.execute(
+                "SELECT o.start, o.end, o.globalTid FROM OSRT_API o JOIN StringIds n ON n.id = o.nameId "
+                "WHERE n.value = 'clock_nanosleep' AND o.start >= ? AND o.end <= ?",
+                (h0, h1),
+            )
+            if gt >> 24 & 0xFFFFFF == pid1
+        ]
     finally:
         db.close()
     longest = max(sleeps)
@@ -105,6 +121,7 @@ def test_nsys_ddp_step_6_is_rank_1s_clock_nanosleep():
 
 
 # -- item 5: the first step's stall counts ------------------------------------------------------------
+
 
 def test_dataloader_stall_counts_the_first_step():
     path = trace_path("kineto", "dataloader_stall.json.gz")
@@ -132,14 +149,21 @@ def test_dataloader_stall_counts_the_first_step():
 
 # -- item 8: memory held across steps vs what a step adds ------------------------------------------
 
+
 def _held_and_added(doc: dict) -> tuple[float, float]:
     """From the raw [memory] samples of GPU 0: the least allocated inside any ProfilerStep range (held
     across steps) and the median of each step's peak above it (what a step adds), bytes."""
     ev = doc["traceEvents"]
-    steps = [(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in ev
-             if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")]
-    mem = sorted((float(e["ts"]), int(e["args"]["Total Allocated"])) for e in ev  # GPU 0's allocator
-                 if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1 and e["args"].get("Device Id") == 0)
+    steps = [
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+        for e in ev
+        if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")
+    ]
+    mem = sorted(
+        (float(e["ts"]), int(e["args"]["Total Allocated"]))
+        for e in ev  # GPU 0's allocator
+        if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1 and e["args"].get("Device Id") == 0
+    )
     floors, peaks = [], []
     for s0, s1 in steps:
         v = [a for t, a in mem if s0 <= t <= s1]
@@ -172,7 +196,7 @@ def test_memory_advice_on_activations_when_steps_add_more(tmp_path):
     held, added = _held_and_added(doc)
     assert added > held
     for p in doc["deviceProperties"]:
-        p["totalGlobalMem"] = 4 * 10 ** 9
+        p["totalGlobalMem"] = 4 * 10**9
     small = tmp_path / "single_gpt_train_4gb.json.gz"
     with gzip.open(small, "wt", compresslevel=1) as f:
         json.dump(doc, f)

@@ -3,6 +3,7 @@
 Each verdict is checked against numbers computed here from the raw trace (the Session's slices
 and kernels, the trace file itself), not from the analysis under test: a kernel's step is the
 host step range (ProfilerStep#N / NVTX "step N") that holds the CUDA call that launched it."""
+
 import gzip
 import json
 import os
@@ -49,7 +50,9 @@ def kernels_by_step(path, rank):
     steps = steps.sort_values("start")
     api = sl[(sl["rank"] == rank) & (sl["lane_kind"] == "cuda_api") & sl["corr"].notna()]
     k = s.kernels[s.kernels["rank"] == rank]
-    k = k.merge(api[["corr", "start"]].rename(columns={"start": "launch"}).drop_duplicates("corr"), on="corr", how="left")
+    k = k.merge(
+        api[["corr", "start"]].rename(columns={"start": "launch"}).drop_duplicates("corr"), on="corr", how="left"
+    )
     i = np.searchsorted(steps["start"].to_numpy(), k["launch"].to_numpy(), side="right") - 1
     ok = (i >= 0) & (k["launch"].to_numpy() <= steps["end"].to_numpy()[np.maximum(i, 0)])
     k["step"] = np.where(ok, i, -1)
@@ -65,12 +68,13 @@ def launch_share(k):
         s, e = s[o], np.maximum.accumulate(e[o])
         gap = s[1:] - e[:-1]
         short = gap[(gap > 0) & (gap < 100_000)].sum()
-        busy = (g["dur"].sum())
+        busy = g["dur"].sum()
         out.append(short / (short + busy))
     return np.array(out)
 
 
 # -- item 1: pipelines ------------------------------------------------------------------------
+
 
 def test_pp_is_launch_bound_not_a_bubble():
     path = trace_path("kineto", "pp")
@@ -109,7 +113,9 @@ def _count_json(folder, name):
         with gzip.open(os.path.join(folder, fn), "rt") as fh:
             ev = json.load(fh)["traceEvents"]
         n = sum(1 for e in ev if e.get("name") == name and e.get("ph") == "X")
-        steps = sum(1 for e in ev if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("cat") == "user_annotation")
+        steps = sum(
+            1 for e in ev if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("cat") == "user_annotation"
+        )
         out[fn] = (n, steps)
     return out
 
@@ -134,9 +140,11 @@ def test_nsys_all_to_all_is_not_a_pipeline():
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         # NVTX ranges 'nccl:all_to_all, op_id = N' per process (globalTid = pid << 24 | tid)
-        per_pid = con.execute("SELECT globalTid >> 24, COUNT(*) FROM NVTX_EVENTS n LEFT JOIN StringIds s "
-                              "ON n.textId = s.id WHERE coalesce(n.text, s.value) LIKE 'nccl:all_to_all%' "
-                              "GROUP BY 1 ORDER BY 1").fetchall()
+        per_pid = con.execute(
+            "SELECT globalTid >> 24, COUNT(*) FROM NVTX_EVENTS n LEFT JOIN StringIds s "
+            "ON n.textId = s.id WHERE coalesce(n.text, s.value) LIKE 'nccl:all_to_all%' "
+            "GROUP BY 1 ORDER BY 1"
+        ).fetchall()
     finally:
         con.close()
     ns = sorted(n for _, n in per_pid)
@@ -145,14 +153,17 @@ def test_nsys_all_to_all_is_not_a_pipeline():
 
 # -- item 2: identical work slowed by the rank's own NCCL kernels --------------------------------
 
+
 def _mix_and_excess(path):
     """Per step: whether both ranks run the same compute kernels (name and count), which rank's
     take longer, and how much of that extra time is in kernels that run more than half beside
     the slow rank's own communication kernels (priced at the other rank's mean for the name)."""
     ks = {r: kernels_by_step(path, r) for r in (0, 1)}
     steps = sorted(set(ks[0]["step"]) & set(ks[1]["step"]))
-    span = {st: max(k[k["step"] == st]["end"].max() - k[k["step"] == st]["start"].min() for k in ks.values())
-            for st in steps}
+    span = {
+        st: max(k[k["step"] == st]["end"].max() - k[k["step"] == st]["start"].min() for k in ks.values())
+        for st in steps
+    }
     if len(steps) >= 3 and span[steps[0]] > 2 * np.median([span[x] for x in steps[1:]]):
         steps = steps[1:]  # a first step over twice the others' GPU span is warm-up (CUDA/NCCL set-up)
     out = []
@@ -165,13 +176,26 @@ def _mix_and_excess(path):
         comm = ks[hi][ks[hi]["kind"] == "comm"]
         cs, ce = comm["start"].to_numpy(np.int64), comm["end"].to_numpy(np.int64)
         g = c[hi]
-        ov = np.array([np.clip(np.minimum(e, ce) - np.maximum(s, cs), 0, None).sum()
-                       for s, e in zip(g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64))])
+        ov = np.array(
+            [
+                np.clip(np.minimum(e, ce) - np.maximum(s, cs), 0, None).sum()
+                for s, e in zip(g["start"].to_numpy(np.int64), g["end"].to_numpy(np.int64))
+            ]
+        )
         beside = g[2 * ov > g["dur"].to_numpy()]
         mean_lo = c[lo].groupby("name")["dur"].mean()
         ex_beside = float((beside["dur"] - beside["name"].map(mean_lo)).sum())
-        out.append({"step": st, "same": same, "hi": hi, "kernels": len(c[hi]), "excess": tot[hi] - tot[lo],
-                    "excess_beside": ex_beside, "ratio": tot[hi] / tot[lo]})
+        out.append(
+            {
+                "step": st,
+                "same": same,
+                "hi": hi,
+                "kernels": len(c[hi]),
+                "excess": tot[hi] - tot[lo],
+                "excess_beside": ex_beside,
+                "ratio": tot[hi] / tot[lo],
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -208,6 +232,7 @@ def test_extra_kernels_stay_load_imbalance():
 
 
 # -- item 6: launch-bound per step, the same verdict for the same workload ----------------------
+
 
 def test_dataloader_stall_is_launch_bound_per_step():
     path = trace_path("kineto", "dataloader_stall.json.gz")

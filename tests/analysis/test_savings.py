@@ -5,6 +5,7 @@ Checked against measured counterfactuals (../shared/traces/whatif: runs recorded
 a cause, their step times in pairs.json), against the planted stall of the DDP trace, and against
 invariants on every shared trace (a saving is never negative nor above the time of the steps;
 the top-level savings together never exceed it). Every analysis is the real CLI's JSON."""
+
 import json
 import os
 import re
@@ -109,6 +110,7 @@ def fsdp_raw() -> tuple[dict, dict, dict]:
     blocking syncs' time inside it (ms) and its start (us)."""
     if "fsdp_raw" not in _cache:
         import gzip
+
         host, sync, start = {}, {}, {}
         for r in (0, 1):
             with gzip.open(trace_path("kineto", "fsdp", f"fsdp_rank{r}.json.gz"), "rt") as fh:
@@ -117,8 +119,16 @@ def fsdp_raw() -> tuple[dict, dict, dict]:
             for st in steps:
                 n = int(st["name"].split("#")[1])
                 host[r, n], start[r, n] = st["dur"] / 1e3, st["ts"]
-                sync[r, n] = sum(e["dur"] for e in ev if e.get("cat") == "cuda_runtime" and "Synchronize" in e["name"]
-                                 and st["ts"] <= e["ts"] < st["ts"] + st["dur"]) / 1e3
+                sync[r, n] = (
+                    sum(
+                        e["dur"]
+                        for e in ev
+                        if e.get("cat") == "cuda_runtime"
+                        and "Synchronize" in e["name"]
+                        and st["ts"] <= e["ts"] < st["ts"] + st["dur"]
+                    )
+                    / 1e3
+                )
         _cache["fsdp_raw"] = (host, sync, start)
     return _cache["fsdp_raw"]
 
@@ -130,9 +140,11 @@ def test_a_late_step_start_is_said_as_a_lag_and_its_growth():
     ns = sorted({n for _, n in start})
     lag = [(start[1, n] - start[0, n]) / 1e3 for n in ns]
     pers = next(f for f in analyze("kineto", "fsdp")["findings"] if f["rule"] == "straggler")
-    said = re.search(r"its host starts the steps ([\d.]+) ms after the others' on average \(a lag carried over "
-                     r"from the step before; from its first late step to its last it (grew|shrank) ([\d.]+) ms a step\)",
-                     pers["title"])
+    said = re.search(
+        r"its host starts the steps ([\d.]+) ms after the others' on average \(a lag carried over "
+        r"from the step before; from its first late step to its last it (grew|shrank) ([\d.]+) ms a step\)",
+        pers["title"],
+    )
     assert said, pers["title"]
     assert float(said.group(1)) == pytest.approx(sum(lag) / len(lag), abs=0.06)
     growth = (lag[-1] - lag[0]) / (len(lag) - 1)
@@ -168,25 +180,32 @@ def test_findings_are_ordered_by_what_they_save(parts):
     """At every level, by the most a finding or anything nested under it saves in the steps its
     cause acts in; those without a saving after; severity follows the saving over all the steps
     (no "high" finding that saves nothing)."""
+
     def check(fs):
         keys = [best(f) for f in fs]
         with_saving = [k for k in keys if k is not None]
         assert with_saving == sorted(with_saving, reverse=True)
-        assert all(k is None for k in keys[len(with_saving):])
+        assert all(k is None for k in keys[len(with_saving) :])
         for f in fs:
             if f.get("saves_ms") is not None and f["saves_pct"] < 0.02:
                 assert f["severity"] == "low", f["title"]
             if f.get("saves_ms") is None:  # nothing measured: never "high"
                 assert f["severity"] != "high", f["title"]
             check(f["children"])
+
     check(analyze(*parts)["findings"])
 
 
-TRACE_PATHS = [os.path.join("kineto", n) for n in shared_listdir(os.path.join(TRACES, "kineto"))
-               if n != "launch_bound_big.json.gz"] + \
-              [os.path.join("nsys", n) for n in shared_listdir(os.path.join(TRACES, "nsys")) if n.endswith(".sqlite")] + \
-              [os.path.join("whatif", n) for n in shared_listdir(os.path.join(TRACES, "whatif")) if n.endswith(".json.gz")] + \
-              [os.path.join("jax", n) for n in shared_listdir(os.path.join(TRACES, "jax")) if n.endswith(".json.gz")]
+TRACE_PATHS = (
+    [
+        os.path.join("kineto", n)
+        for n in shared_listdir(os.path.join(TRACES, "kineto"))
+        if n != "launch_bound_big.json.gz"
+    ]
+    + [os.path.join("nsys", n) for n in shared_listdir(os.path.join(TRACES, "nsys")) if n.endswith(".sqlite")]
+    + [os.path.join("whatif", n) for n in shared_listdir(os.path.join(TRACES, "whatif")) if n.endswith(".json.gz")]
+    + [os.path.join("jax", n) for n in shared_listdir(os.path.join(TRACES, "jax")) if n.endswith(".json.gz")]
+)
 
 
 @pytest.mark.parametrize("rel", TRACE_PATHS)
@@ -209,8 +228,9 @@ def test_savings_are_bounded_by_the_steps(rel):
     for s in a["steps"]:
         if s.get("warmup"):
             continue
-        in_step = sum(max(0.0, f["saves_ms_by_step"][str(s["step"])]) for f in a["findings"]
-                      if f.get("saves_ms") is not None)
+        in_step = sum(
+            max(0.0, f["saves_ms_by_step"][str(s["step"])]) for f in a["findings"] if f.get("saves_ms") is not None
+        )
         assert in_step <= s["duration_ms"] * 1.02 + 0.01, (s["step"], in_step, s["duration_ms"])
     for f in flat:  # the steps it acts in hold what it saves there
         if f.get("saves_ms") is not None and f["saves_ms"] > 0:

@@ -1,4 +1,5 @@
 """Topology: the real 2-GPU host, 8 GPUs all NVLink, 8 GPUs as two islands joined by SYS."""
+
 import json
 import os
 
@@ -35,8 +36,13 @@ def test_real_two_gpu_host():
     assert [g["name"] for g in out["gpus"]] == ["GPU0", "GPU1"]
     assert out["links"] == [{"a": "GPU0", "b": "GPU1", "type": "NV18"}]
     assert out["islands"] == [["GPU0", "GPU1"]]
-    t = read_topology([trace_path("topology", "topo_matrix.txt"), trace_path("topology", "nvlink_status.txt"),
-                       trace_path("topology", "nvidia_smi_q.txt")])
+    t = read_topology(
+        [
+            trace_path("topology", "topo_matrix.txt"),
+            trace_path("topology", "nvlink_status.txt"),
+            trace_path("topology", "nvidia_smi_q.txt"),
+        ]
+    )
     g0 = t.device("GPU0")
     assert g0.nvlinks == 18 and g0.label == "NVIDIA H200" and g0.bus_id.endswith("00:06.0")
 

@@ -5,6 +5,7 @@ for another rank, and copies, keep the GPU busy without doing the model's work. 
 transfer, NCCL waiting, copies, idle; the host's step time split into framework ops, launch calls,
 blocking syncs and idle. Every step of `analyze --json` carries its critical path across ranks,
 whose segments tile the step, and the job says what bounds it."""
+
 import gzip
 import json
 import os
@@ -14,9 +15,11 @@ from conftest import compat_path, run_cli, shared_listdir, trace_path
 
 # every shared trace with steps (as tests/analysis/test_critical_path.py: launch_bound_big left out for time),
 # and a capture with no step ranges (its whole capture is one step)
-TRACES = [os.path.join("kineto", n) for n in shared_listdir(trace_path("kineto")) if n != "launch_bound_big.json.gz"] + \
-         [os.path.join("nsys", n) for n in shared_listdir(trace_path("nsys"))] + \
-         [os.path.join("whatif", n) for n in shared_listdir(trace_path("whatif")) if n.endswith(".json.gz")]
+TRACES = (
+    [os.path.join("kineto", n) for n in shared_listdir(trace_path("kineto")) if n != "launch_bound_big.json.gz"]
+    + [os.path.join("nsys", n) for n in shared_listdir(trace_path("nsys"))]
+    + [os.path.join("whatif", n) for n in shared_listdir(trace_path("whatif")) if n.endswith(".json.gz")]
+)
 H100 = compat_path("GindaChen__nsys-ai", "h100_2gpu_1s.sqlite")
 _SESSIONS: dict = {}
 
@@ -25,6 +28,7 @@ def _session(path):
     """One opened and analysed session per trace for the whole module."""
     if path not in _SESSIONS:
         from gpuviewer.session import Session
+
         s = Session.open([path])
         s.run_analysis()
         _SESSIONS[path] = s
@@ -49,8 +53,9 @@ def test_ddp_clean_compute_share_is_the_gpu_utilization():
     assert sh["nccl_wait"] > 0.4
     assert sh["busy"] + sh["idle"] == pytest.approx(1.0, abs=2e-4)
     for s in steps:
-        assert s["utilization"] == pytest.approx(s["compute_ns"] / (s["end_ns"] - s["start_ns"] + s["idle_before_ns"]
-                                                                     + s["idle_after_ns"]), abs=1e-4)
+        assert s["utilization"] == pytest.approx(
+            s["compute_ns"] / (s["end_ns"] - s["start_ns"] + s["idle_before_ns"] + s["idle_after_ns"]), abs=1e-4
+        )
         assert s["busy_share"] >= s["utilization"]
 
 
@@ -84,12 +89,15 @@ def test_fsdp_prints_compute_share_with_nccl_waiting_beside_it():
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("rank 0:"))
     a = _session(trace_path("kineto", "fsdp")).analysis.rank(0)
     assert 0.25 <= a["gpu_utilization"] <= 0.35
-    assert line.startswith(f"rank 0: GPU utilization {a['gpu_utilization']:.0%} (compute); "
-                           f"NCCL waiting {a['utilization_breakdown']['nccl_wait']:.0%}")
+    assert line.startswith(
+        f"rank 0: GPU utilization {a['gpu_utilization']:.0%} (compute); "
+        f"NCCL waiting {a['utilization_breakdown']['nccl_wait']:.0%}"
+    )
     assert a["utilization_breakdown"]["nccl_wait"] > 0.5
     assert "bound by: " in r.stdout
-    f = next(f for f in _session(trace_path("kineto", "fsdp")).analysis.all_findings()
-             if f.rule == "low_gpu_utilization")
+    f = next(
+        f for f in _session(trace_path("kineto", "fsdp")).analysis.all_findings() if f.rule == "low_gpu_utilization"
+    )
     assert "GPU utilization" in f.title and "GPU busy" not in f.title
 
 

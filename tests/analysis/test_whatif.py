@@ -1,6 +1,7 @@
 """What-if replay (issue 24, item 3): `gpuviewer whatif` against measured counterfactuals (the
 pairs in ../shared/traces/whatif, recorded back to back) and numbers read from the raw files here,
 never from the code under test."""
+
 import gzip
 import json
 import statistics
@@ -27,9 +28,13 @@ def _profiler_steps_ms(path: str) -> dict[int, float]:
     """ProfilerStep#N host ranges from the raw Kineto JSON."""
     with gzip.open(path, "rt") as f:
         doc = json.load(f)
-    return {int(e["name"].split("#")[1]): e["dur"] / 1e3 for e in doc["traceEvents"]
-            if e.get("ph") == "X" and e.get("cat") == "user_annotation"
-            and str(e.get("name", "")).startswith("ProfilerStep#")}
+    return {
+        int(e["name"].split("#")[1]): e["dur"] / 1e3
+        for e in doc["traceEvents"]
+        if e.get("ph") == "X"
+        and e.get("cat") == "user_annotation"
+        and str(e.get("name", "")).startswith("ProfilerStep#")
+    }
 
 
 @pytest.fixture(scope="module")
@@ -92,11 +97,20 @@ def test_ddp_remove_gap_shortens_step_3():
 @pytest.fixture(scope="module")
 def ddp_session():
     from gpuviewer.session import Session
+
     return Session.open([trace_path("kineto", "ddp")])
 
 
-CHANGES = [("remove-gap", "0:all"), ("remove-gap", "1:3"), ("rank-like-median", "1"), ("rank-like-median", "0:gpu"),
-           ("no-launch-overhead", None), ("comm-at-peak", None), ("faster", "nccl:50"), ("faster", "elementwise:30")]
+CHANGES = [
+    ("remove-gap", "0:all"),
+    ("remove-gap", "1:3"),
+    ("rank-like-median", "1"),
+    ("rank-like-median", "0:gpu"),
+    ("no-launch-overhead", None),
+    ("comm-at-peak", None),
+    ("faster", "nccl:50"),
+    ("faster", "elementwise:30"),
+]
 
 
 @pytest.mark.parametrize("change,value", CHANGES)
@@ -140,15 +154,18 @@ def test_no_launch_overhead_does_not_depend_on_the_gpu_clock(tmp_path, eager):
     assert other["saves_ms"] == pytest.approx(eager["saves_ms"], rel=0.03)
 
 
-@pytest.mark.parametrize("opts,says", [
-    (["--remove-gap", "x"], "--remove-gap x"),
-    (["--faster", "gemm"], "--faster gemm"),
-    (["--faster", "(:20"], "not a regular expression"),
-    (["--rank-like-median", "1:disk"], "--rank-like-median 1:disk"),
-    (["--comm-at-peak", "--peak-busbw", "nan"], "--peak-busbw nan"),
-    (["--remove-gap", "7:3"], "rank 7 is not in this session"),
-    (["--remove-gap", "1:99"], "rank 1 has no step 99"),
-])
+@pytest.mark.parametrize(
+    "opts,says",
+    [
+        (["--remove-gap", "x"], "--remove-gap x"),
+        (["--faster", "gemm"], "--faster gemm"),
+        (["--faster", "(:20"], "not a regular expression"),
+        (["--rank-like-median", "1:disk"], "--rank-like-median 1:disk"),
+        (["--comm-at-peak", "--peak-busbw", "nan"], "--peak-busbw nan"),
+        (["--remove-gap", "7:3"], "rank 7 is not in this session"),
+        (["--remove-gap", "1:99"], "rank 1 has no step 99"),
+    ],
+)
 def test_bad_changes_are_one_line(opts, says):
     r = run_cli("whatif", trace_path("kineto", "ddp"), *opts)
     assert r.returncode == 2
@@ -171,6 +188,7 @@ def test_replaying_from_the_first_touched_slot_is_the_full_replay(ddp_session, c
     import numpy as np
 
     from gpuviewer.analysis import whatif as wi
+
     g = wi.graph(ddp_session.trace)
     dur, off, _ = wi.apply(g, wi.parse_change(change, value))
     assert np.array_equal(wi.replay(g, dur, off).t, wi.replay(g, dur, off, base=wi.recorded(g)).t)
@@ -181,6 +199,7 @@ def test_a_ranks_clock_offset_does_not_change_the_saving(tmp_path):
     put on two hosts (--hosts) so gpuviewer aligns their clocks by their collectives: removing the
     stall saves what it saves on the recording."""
     import shutil
+
     folder = tmp_path / "ddp"
     folder.mkdir()
     shutil.copy(trace_path("kineto", "ddp", "ddp_rank0.json.gz"), folder)

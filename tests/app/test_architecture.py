@@ -1,6 +1,7 @@
 """The architecture, checked rather than reviewed: the import contracts in .importlinter (no Qt in
 the core, the layers, the session as the window's one door into the core, no cycles between or
 inside packages), no private name imported from another package, and modules of a readable size."""
+
 import ast
 import os
 import re
@@ -24,8 +25,9 @@ def _lint_imports() -> str:
 
 def test_import_contracts_are_kept():
     # --no-cache: no cache folder left in the checkout
-    p = subprocess.run([_lint_imports(), "--no-cache", "--no-logo"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=300)
+    p = subprocess.run(
+        [_lint_imports(), "--no-cache", "--no-logo"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-2000:]
     m = re.search(r"Contracts: (\d+) kept, (\d+) broken", p.stdout)
     # Qt-free core, layers, no cycles between packages, the one door, no cycles inside packages
@@ -142,14 +144,25 @@ def test_no_private_name_of_another_package_is_used_through_its_module():
 
 def test_the_private_attribute_check_finds_one(tmp_path):
     """The check above on a module written to break it: it must say so (else it passes anything)."""
-    src = ("from ..model import queries as q\nimport gpuviewer.model.trace\n"
-           "def f(t):\n    return q._hidden(t), gpuviewer.model.trace._x, q.public(t)\n")
-    modules = {"gpuviewer", "gpuviewer.model", "gpuviewer.model.queries", "gpuviewer.model.trace",
-               "gpuviewer.analysis", "gpuviewer.analysis.x"}
+    src = (
+        "from ..model import queries as q\nimport gpuviewer.model.trace\n"
+        "def f(t):\n    return q._hidden(t), gpuviewer.model.trace._x, q.public(t)\n"
+    )
+    modules = {
+        "gpuviewer",
+        "gpuviewer.model",
+        "gpuviewer.model.queries",
+        "gpuviewer.model.trace",
+        "gpuviewer.analysis",
+        "gpuviewer.analysis.x",
+    }
     tree = ast.parse(src)
     bound = _module_names(tree, "gpuviewer.analysis", modules)
-    used = sorted(f"{_dotted(n.value, bound)}.{n.attr}" for n in ast.walk(tree)
-                  if isinstance(n, ast.Attribute) and _private(n.attr) and _dotted(n.value, bound) in modules)
+    used = sorted(
+        f"{_dotted(n.value, bound)}.{n.attr}"
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute) and _private(n.attr) and _dotted(n.value, bound) in modules
+    )
     assert used == ["gpuviewer.model.queries._hidden", "gpuviewer.model.trace._x"]
 
 
@@ -176,11 +189,17 @@ def test_files_are_written_into_place_only_by_the_atomic_writer():
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for node in ast.walk(fn):
-                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                        and isinstance(node.func.value, ast.Name)):
+                if not (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name)
+                ):
                     continue
                 call = f"{node.func.value.id}.{node.func.attr}"
-                if call in ("os.replace", "os.rename", "shutil.move", "tempfile.mkstemp",
-                            "tempfile.NamedTemporaryFile") and (rel, fn.name) not in RENAMES_ELSEWHERE:
+                if (
+                    call
+                    in ("os.replace", "os.rename", "shutil.move", "tempfile.mkstemp", "tempfile.NamedTemporaryFile")
+                    and (rel, fn.name) not in RENAMES_ELSEWHERE
+                ):
                     found.append(f"{rel}:{node.lineno} {call} in {fn.name}()")
     assert not found, "write through io/atomic.py (write_path, write_text, write_with):\n" + "\n".join(found)

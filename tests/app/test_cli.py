@@ -18,5 +18,14 @@ def test_info_on_shipped_sample_readable_and_json():
     j = run_cli("info", f"{SAMPLES}/ddp", "--json")
     out = json.loads(j.stdout)
     assert set(out) >= {"format", "files", "load_seconds", "events", "kernels", "ranks"}
-    assert set(out["ranks"][0]) >= {"rank", "events", "kernels", "nccl_kernels", "lanes", "devices",
-                                    "steps", "start_ns", "end_ns"}
+    assert set(out["ranks"][0]) >= {
+        "rank",
+        "events",
+        "kernels",
+        "nccl_kernels",
+        "lanes",
+        "devices",
+        "steps",
+        "start_ns",
+        "end_ns",
+    }

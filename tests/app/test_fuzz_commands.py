@@ -16,6 +16,7 @@ time stays) and its content never shown.
 GPUVIEWER_FUZZ_CASES (default 60: 10 summary and 6 sidecar cases here) and GPUVIEWER_FUZZ_SEED
 (default 18) choose the run; a failure names the family, case, command and seed.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,12 +37,36 @@ MANIFEST_CASES = max(5, CASES // 6)
 SIDECAR_CASES = max(6, CASES // 10)
 TOKEN = "MARKER-7f3a9c-OUTSIDE"  # in the marker's text only: shown means read
 DEEP = "@@deep@@"
-HOSTILE = [float("nan"), float("inf"), -float("inf"), 10 ** 30, -10 ** 30, 2 ** 63, -1, 0, 1.5, "abc", "12.5",
-           "", [], {}, [1, "a"], {"a": {"b": []}}, None, True, DEEP, "\u001b[2J\u0000line\nspoof", "x" * 200_000,
-           "../x", "/etc/passwd", "/dev/zero"]
+HOSTILE = [
+    float("nan"),
+    float("inf"),
+    -float("inf"),
+    10**30,
+    -(10**30),
+    2**63,
+    -1,
+    0,
+    1.5,
+    "abc",
+    "12.5",
+    "",
+    [],
+    {},
+    [1, "a"],
+    {"a": {"b": []}},
+    None,
+    True,
+    DEEP,
+    "\u001b[2J\u0000line\nspoof",
+    "x" * 200_000,
+    "../x",
+    "/etc/passwd",
+    "/dev/zero",
+]
 
 
 # -- JSON-aware mutations ---------------------------------------------------------------------
+
 
 def _paths(node, at=()):
     """Every position in a JSON document (key paths), the root left out."""
@@ -84,6 +109,7 @@ def _value_mutation(rng: random.Random, data: bytes) -> bytes:
 
 
 # -- summaries ----------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def summary_base(tmp_path_factory):
@@ -129,9 +155,22 @@ def _name_mutation(rng: random.Random, manifest: bytes, summary: str, out: dict)
     tables = [("tables", t, "file") for t in doc.get("tables", {})]
     traces = [("files", i) for i in range(len(doc.get("files", [])))]
     traces += [("ranks", i, "files", 0) for i in range(len(doc.get("ranks", [])))]
-    escapes = ["../outside/marker.json", out["marker"], "/dev/zero", out["fifo"], "../x", "/etc/passwd",
-               "link.json", "sub/../../outside/marker.json", "", ".", "..", "manifest.json", "steps.parquet",
-               "outlink"]
+    escapes = [
+        "../outside/marker.json",
+        out["marker"],
+        "/dev/zero",
+        out["fifo"],
+        "../x",
+        "/etc/passwd",
+        "link.json",
+        "sub/../../outside/marker.json",
+        "",
+        ".",
+        "..",
+        "manifest.json",
+        "steps.parquet",
+        "outlink",
+    ]
     for _ in range(rng.randint(1, 2)):
         name = rng.choice(escapes)
         if name == "link.json" and not os.path.lexists(os.path.join(summary, name)):
@@ -146,8 +185,13 @@ def _name_mutation(rng: random.Random, manifest: bytes, summary: str, out: dict)
 
 # case i: SUMMARY_COMMANDS[i % 3] on MUTATIONS[i % 5]: 5 cases meet every mutation, 15 every pair
 SUMMARY_COMMANDS = ("analyze", "analyze --md", "screenshot")
-MUTATIONS = (("manifest.json", "name"), ("manifest.json", "value"), ("analysis.json", "value"),
-             ("manifest.json", "bytes"), ("analysis.json", "bytes"))
+MUTATIONS = (
+    ("manifest.json", "name"),
+    ("manifest.json", "value"),
+    ("analysis.json", "value"),
+    ("manifest.json", "bytes"),
+    ("analysis.json", "bytes"),
+)
 
 
 def _summary_case(i: int, tmp_path, base: str) -> list[str]:
@@ -162,8 +206,13 @@ def _summary_case(i: int, tmp_path, base: str) -> list[str]:
     p = os.path.join(summary, target)
     with open(p, "rb") as f:
         data = f.read()
-    data = (_bytes_mutation(rng, data) if how == "bytes" else _value_mutation(rng, data) if how == "value"
-            else _name_mutation(rng, data, summary, out))
+    data = (
+        _bytes_mutation(rng, data)
+        if how == "bytes"
+        else _value_mutation(rng, data)
+        if how == "value"
+        else _name_mutation(rng, data, summary, out)
+    )
     with open(p, "wb") as f:
         f.write(data)
     out_dir = os.path.join(case, "out")
@@ -175,12 +224,24 @@ def _summary_case(i: int, tmp_path, base: str) -> list[str]:
     for name in ("info", SUMMARY_COMMANDS[i % len(SUMMARY_COMMANDS)]):
         tag = f"manifest#{i} ({target} {how}, seed {SEED}) {name}"
         shot = os.path.join(out_dir, "shot.png")
-        argv, expect = {"info": (["info", summary, "--json"], "json"),
-                        "analyze": (["analyze", summary, "--json"], "json"),
-                        "analyze --md": (["analyze", summary, "--md"], "md"),
-                        "screenshot": (["screenshot", summary, "-o", shot], "png")}[name]
-        problems += check_command(tag, [*argv, "--no-cache"], summary, expect, out=shot, out_dir=out_dir, env=env,
-                                  rss_limit_mb=RSS_LIMIT_MB, secret=TOKEN, forbid=("root:x:0:",))
+        argv, expect = {
+            "info": (["info", summary, "--json"], "json"),
+            "analyze": (["analyze", summary, "--json"], "json"),
+            "analyze --md": (["analyze", summary, "--md"], "md"),
+            "screenshot": (["screenshot", summary, "-o", shot], "png"),
+        }[name]
+        problems += check_command(
+            tag,
+            [*argv, "--no-cache"],
+            summary,
+            expect,
+            out=shot,
+            out_dir=out_dir,
+            env=env,
+            rss_limit_mb=RSS_LIMIT_MB,
+            secret=TOKEN,
+            forbid=("root:x:0:",),
+        )
         shutil.rmtree(out_dir)
         os.mkdir(out_dir)
         if os.stat(out["marker"]).st_atime_ns != atime:
@@ -195,8 +256,9 @@ def _summary_case(i: int, tmp_path, base: str) -> list[str]:
 
 def test_fuzz_manifest(summary_base, tmp_path):
     with ThreadPoolExecutor(max_workers=2) as ex:
-        problems = [p for ps in ex.map(lambda i: _summary_case(i, tmp_path, summary_base), range(MANIFEST_CASES))
-                    for p in ps]
+        problems = [
+            p for ps in ex.map(lambda i: _summary_case(i, tmp_path, summary_base), range(MANIFEST_CASES)) for p in ps
+        ]
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:20])
 
 
@@ -212,6 +274,7 @@ def sidecar_base(tmp_path_factory):
     """A sidecar written by the Session API (what the window writes: a note, a region, an arrow
     from a launch to its kernel, the view), checked to be drawn into a report."""
     import gpuviewer
+
     d = tmp_path_factory.mktemp("sidebase")
     shutil.copy(os.path.join(SAMPLES, "ddp", TRACE), d / TRACE)
     s = gpuviewer.open(str(d / TRACE))
@@ -266,12 +329,15 @@ def _sidecar_case(i: int, tmp_path, base: str) -> list[str]:
     for name in ("info", SIDECAR_COMMANDS[i % len(SIDECAR_COMMANDS)]):
         tag = f"sidecar#{i} ({how}, seed {SEED}) {name}"
         out = os.path.join(out_dir, "shot.png" if name == "screenshot" else "report.html")
-        argv, expect = {"info": (["info", trace, "--json"], "json"),
-                        "screenshot": (["screenshot", trace, "-o", out], "png"),
-                        "report": (["report", trace, "-o", out], "html")}[name]
+        argv, expect = {
+            "info": (["info", trace, "--json"], "json"),
+            "screenshot": (["screenshot", trace, "-o", out], "png"),
+            "report": (["report", trace, "-o", out], "html"),
+        }[name]
         # a damaged sidecar is a warning naming it, and the picture is made without it
-        problems += check_command(tag, [*argv, "--no-cache"], trace, expect, out=out, out_dir=out_dir, env=env,
-                                  warn_names=(SIDECAR,))
+        problems += check_command(
+            tag, [*argv, "--no-cache"], trace, expect, out=out, out_dir=out_dir, env=env, warn_names=(SIDECAR,)
+        )
         shutil.rmtree(out_dir)
         os.mkdir(out_dir)
     if left_behind(env):
@@ -283,6 +349,7 @@ def _sidecar_case(i: int, tmp_path, base: str) -> list[str]:
 
 def test_fuzz_sidecar(sidecar_base, tmp_path):
     with ThreadPoolExecutor(max_workers=2) as ex:
-        problems = [p for ps in ex.map(lambda i: _sidecar_case(i, tmp_path, sidecar_base), range(SIDECAR_CASES))
-                    for p in ps]
+        problems = [
+            p for ps in ex.map(lambda i: _sidecar_case(i, tmp_path, sidecar_base), range(SIDECAR_CASES)) for p in ps
+        ]
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:20])

@@ -1,6 +1,7 @@
 """Hostile inputs at the session and command-line level (issue 18, cases 1, 7, 10, 13, 15, 16):
 each case is built here; every run asserts the exit code, the one-line message naming the file,
 no traceback, and the input folder unchanged (hashes, mtimes, no new files)."""
+
 from __future__ import annotations
 
 import gzip
@@ -15,20 +16,35 @@ from hostile import assert_clean, assert_refused, folder_state, run
 
 
 def _tiny_trace(n=20, name="gemm"):
-    evs = [{"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": 1000 + 10 * i, "dur": 5,
-            "args": {"device": 0, "stream": 7, "correlation": i}} for i in range(n)]
+    evs = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": name,
+            "pid": 0,
+            "tid": 7,
+            "ts": 1000 + 10 * i,
+            "dur": 5,
+            "args": {"device": 0, "stream": 7, "correlation": i},
+        }
+        for i in range(n)
+    ]
     evs += [{"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 990, "dur": 300}]
     return {"traceEvents": evs}
 
 
 # -- 1. analyze --json on valid traces whose findings carry numpy numbers --------------------------
 
-@pytest.mark.parametrize("path", [
-    os.path.join(SAMPLES, "nsys_single.sqlite"),
-    trace_path("nsys", "nsys_ddp.sqlite"),
-    trace_path("kineto", "step_outlier.json.gz"),
-    trace_path("kineto", "ddp_long"),
-])
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        os.path.join(SAMPLES, "nsys_single.sqlite"),
+        trace_path("nsys", "nsys_ddp.sqlite"),
+        trace_path("kineto", "step_outlier.json.gz"),
+        trace_path("kineto", "ddp_long"),
+    ],
+)
 def test_analyze_json_encodes_every_finding(path):
     r = run("analyze", path, "--json")
     assert_clean(r)
@@ -51,6 +67,7 @@ def test_step_outlier_fires_and_encodes():
 
 
 # -- 7. a file name that is not UTF-8 -------------------------------------------------------------
+
 
 @pytest.mark.parametrize("cache", [True, False])
 def test_non_utf8_file_name(tmp_path, cache):
@@ -82,6 +99,7 @@ def test_non_utf8_file_name(tmp_path, cache):
 
 # -- 10. special files ---------------------------------------------------------------------------
 
+
 def test_fifo_inside_a_folder_is_skipped(tmp_path):
     d = tmp_path / "job"
     d.mkdir()
@@ -104,6 +122,7 @@ def test_fifo_named_directly_is_refused(tmp_path):
 
 
 # -- 13. messages ---------------------------------------------------------------------------------
+
 
 def test_one_bad_file_in_a_21_file_session_is_named_alone(tmp_path):
     paths = []
@@ -157,10 +176,11 @@ def test_internal_error_wording_never_reaches_users(tmp_path):
 
 # -- 15. terminal injection -----------------------------------------------------------------------
 
+
 def test_control_characters_are_escaped_in_text_output(tmp_path):
     evil = "\x1b]0;PWNED\x07\x1b[2J"
     tr = _tiny_trace(name=evil)
-    p = tmp_path / f"evil{chr(0x1b)}[31m.json"
+    p = tmp_path / f"evil{chr(0x1B)}[31m.json"
     p.write_text(json.dumps(tr))
     for cmd in (["info", str(p)], ["analyze", str(p)], ["analyze", str(p), "--md"]):
         r = run(*cmd, "--no-cache")
@@ -171,7 +191,7 @@ def test_control_characters_are_escaped_in_text_output(tmp_path):
     r = run("info", str(p), "--json", "--no-cache")
     assert_clean(r)
     assert "\x1b" not in r.stdout
-    assert json.loads(r.stdout)["files"][0].endswith(f"evil{chr(0x1b)}[31m.json")
+    assert json.loads(r.stdout)["files"][0].endswith(f"evil{chr(0x1B)}[31m.json")
     # a message about a bad file escapes its name too
     bad = tmp_path / "bad\x1b[2J.json"
     bad.write_bytes(b"nonsense")
@@ -180,6 +200,7 @@ def test_control_characters_are_escaped_in_text_output(tmp_path):
 
 
 # -- 16. the same file twice ----------------------------------------------------------------------
+
 
 def test_same_kineto_file_three_spellings_is_one_rank(tmp_path):
     p = tmp_path / "rank0.json"
@@ -198,8 +219,7 @@ def test_same_nsys_file_twice_is_one_report(tmp_path):
     con = sqlite3.connect(f"file:{src}?mode=ro&immutable=1", uri=True)
     kernels = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
     con.close()
-    r = run("info", src, os.path.join(os.path.dirname(src), ".", "nsys_single.sqlite"), "--json",
-            "--no-cache")
+    r = run("info", src, os.path.join(os.path.dirname(src), ".", "nsys_single.sqlite"), "--json", "--no-cache")
     assert_clean(r)
     out = json.loads(r.stdout)
     assert out["kernels"] == kernels
@@ -207,6 +227,7 @@ def test_same_nsys_file_twice_is_one_report(tmp_path):
 
 
 # -- 14. noise: edge-case traces analysed with Python warnings turned into errors ------------------
+
 
 def _edge_cases():
     k = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "args": {"device": 0, "stream": 7}}
@@ -217,8 +238,14 @@ def _edge_cases():
         "zero_durations": [dict(k, ts=1000 + i, dur=0) for i in range(5)]
         + [dict(step, name=f"ProfilerStep#{i}", ts=1000 + i, dur=0) for i in range(3)],
         "steps_without_kernels": [dict(step, name=f"ProfilerStep#{i}", ts=1000 + 100 * i, dur=50) for i in range(5)],
-        "memory_only": [dict(mem, ts=1000 + i, args={"Total Allocated": i, "Total Reserved": 10, "Device Id": 0,
-                                                     "Device Type": 1, "Bytes": 1}) for i in range(4)],
+        "memory_only": [
+            dict(
+                mem,
+                ts=1000 + i,
+                args={"Total Allocated": i, "Total Reserved": 10, "Device Id": 0, "Device Type": 1, "Bytes": 1},
+            )
+            for i in range(4)
+        ],
         "negative_duration": [dict(k, ts=1000, dur=-5), dict(step, name="ProfilerStep#1", ts=900, dur=500)],
     }
 
@@ -244,8 +271,13 @@ def test_output_into_a_closed_pipe_is_not_an_error():
     import sys
 
     from conftest import ROOT
-    p = subprocess.Popen([sys.executable, "-m", "gpuviewer", "analyze", trace_path("kineto", "ddp_long")],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gpuviewer", "analyze", trace_path("kineto", "ddp_long")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
     p.stdout.readline()
     p.stdout.close()  # like head after its first line
     err = p.stderr.read().decode()

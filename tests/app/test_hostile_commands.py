@@ -2,6 +2,7 @@
 with one field changed, built here; each run is the real CLI in a child process (tests/hostile.py)
 and asserts the exit code, no traceback (a traceback inside a Qt slot or paint counts: it is on
 the child's stderr), and what the user is told."""
+
 from __future__ import annotations
 
 import gzip
@@ -43,6 +44,7 @@ def _renumber_steps(d: dict, f) -> dict:
 
 # -- screenshot: absurd step numbers ------------------------------------------------------------
 
+
 def test_screenshot_with_steps_past_32_bits(tmp_path, stall_events):
     """Step numbers that fit int64 but not the window's 32-bit step box: the window renders, the
     box is disabled (its tooltip says why), and the steps are still steps."""
@@ -53,12 +55,15 @@ def test_screenshot_with_steps_past_32_bits(tmp_path, stall_events):
     assert out.stat().st_size > 10_000
     info = run("info", p, "--json", "--no-cache")
     assert_clean(info)
-    assert json.loads(info.stdout)["ranks"][0]["steps"] == [999_999_999_999_999_992, 999_999_999_999_999_993,
-                                                             999_999_999_999_999_994]
+    assert json.loads(info.stdout)["ranks"][0]["steps"] == [
+        999_999_999_999_999_992,
+        999_999_999_999_999_993,
+        999_999_999_999_999_994,
+    ]
 
 
 def test_window_step_box_with_steps_past_32_bits(qtbot, tmp_path, stall_events):
-    p = _write(tmp_path, "mixed_steps.json", _renumber_steps(stall_events, lambda n: n if n != 3 else 10 ** 17))
+    p = _write(tmp_path, "mixed_steps.json", _renumber_steps(stall_events, lambda n: n if n != 3 else 10**17))
     w = make_window(qtbot, tmp_path, block_analysis=True)
     w.open_paths([p])
     qtbot.waitUntil(lambda: w.trace is not None, timeout=60_000)
@@ -69,6 +74,7 @@ def test_window_step_box_with_steps_past_32_bits(qtbot, tmp_path, stall_events):
 
 
 # -- screenshot: garbage memory counters --------------------------------------------------------
+
 
 def test_screenshot_with_garbage_memory_counters(tmp_path, stall_events):
     """[memory] samples of inf, negative, 1e300 and NaN bytes: skipped with one warning; the
@@ -102,6 +108,7 @@ def test_screenshot_with_garbage_memory_counters(tmp_path, stall_events):
 
 # -- memory snapshots that share one list many times --------------------------------------------
 
+
 def _shared_snapshot(path: str, devices: int, entries: int) -> None:
     """A few KB that name one allocation list for many devices and one frames list for every
     entry: the shape of a pickle that expands far beyond its size."""
@@ -113,6 +120,7 @@ def _shared_snapshot(path: str, devices: int, entries: int) -> None:
 
 def test_shared_snapshot_lists_are_replayed_once(tmp_path):
     from gpuviewer.io.memsnap import read_snapshot
+
     p = str(tmp_path / "shared.pickle")
     _shared_snapshot(p, 64, 3000)
     assert os.path.getsize(p) < 12_000
@@ -153,6 +161,7 @@ def test_snapshot_of_thousands_of_devices_is_refused(tmp_path):
 def test_memory_panel_draws_no_legend_over_many_curves(qtbot, tmp_path):
     from gpuviewer.session import open_session
     from gpuviewer.widgets.memory_panel import MemoryPanel
+
     p = str(tmp_path / "shared.pickle")
     _shared_snapshot(p, 6, 50)
     trace = open_session([p], use_cache=False)
@@ -165,11 +174,15 @@ def test_memory_panel_draws_no_legend_over_many_curves(qtbot, tmp_path):
 
 # -- diff of runs with many steps --------------------------------------------------------------
 
+
 def _many_steps(d: dict, n: int) -> dict:
     """The trace's host steps replaced by n back-to-back ProfilerStep ranges over the same span
     (each ends where the next begins: every launch in the span is in a step)."""
-    host = [e for e in d["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")
-            and e.get("cat") == "user_annotation"]
+    host = [
+        e
+        for e in d["traceEvents"]
+        if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("cat") == "user_annotation"
+    ]
     t0, t1 = min(e["ts"] for e in host), max(e["ts"] + e["dur"] for e in host)
     w = (t1 - t0) / n
     evs = [e for e in d["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")]
@@ -200,6 +213,7 @@ def test_diff_of_40000_steps(tmp_path, stall_events):
 
 # -- GPU ops with no launch record -------------------------------------------------------------
 
+
 def _without_launches(d: dict) -> dict:
     """No flow arrows and no correlation ids on GPU ops: no op can be tied to its launch."""
     evs = []
@@ -222,8 +236,9 @@ def test_ops_without_launch_records_are_placed_by_time(tmp_path, stall_events):
     got = json.loads(r.stdout)
     want = json.loads(run("analyze", STALL, "--json", "--no-cache").stdout)
     keys = ("step", "start_ns", "end_ns", "busy_ns", "ops", "kernels")
-    assert [{k: s[k] for k in keys} for s in got["ranks"][0]["steps"]] == \
-           [{k: s[k] for k in keys} for s in want["ranks"][0]["steps"]]
+    assert [{k: s[k] for k in keys} for s in got["ranks"][0]["steps"]] == [
+        {k: s[k] for k in keys} for s in want["ranks"][0]["steps"]
+    ]
     assert all(s["ops"] > 0 and s["end_ns"] > s["start_ns"] for s in got["ranks"][0]["steps"])
     assert not [f for f in got["findings"] if f["rule"] == "unattributed_ops"]
 
@@ -234,15 +249,18 @@ def test_ops_outside_every_step_are_said(tmp_path, stall_events):
     silent gap."""
     kernels = [e for e in stall_events["traceEvents"] if e.get("cat") == "kernel"][:8]
     end = max(e["ts"] + e.get("dur", 0) for e in stall_events["traceEvents"] if e.get("ph") == "X")
-    extra = [dict(e, ts=end + 10_000 + 100 * i, tid=99, args={"device": 0, "stream": 99})
-             for i, e in enumerate(kernels)]
+    extra = [
+        dict(e, ts=end + 10_000 + 100 * i, tid=99, args={"device": 0, "stream": 99}) for i, e in enumerate(kernels)
+    ]
     p = _write(tmp_path, "late_kernels.json", dict(stall_events, traceEvents=stall_events["traceEvents"] + extra))
     r = run("analyze", p, "--no-cache")
     assert_clean(r)
     assert "8 kernels without a launch record were not attributed to steps" in r.stdout
     # the utilization finding (compute share now) says the same on its own line
-    assert any("GPU utilization" in ln and "8 kernels without a launch record are not in any step" in ln
-               for ln in r.stdout.splitlines()), r.stdout
+    assert any(
+        "GPU utilization" in ln and "8 kernels without a launch record are not in any step" in ln
+        for ln in r.stdout.splitlines()
+    ), r.stdout
     js = json.loads(run("analyze", p, "--json", "--no-cache").stdout)
     f = next(f for f in js["findings"] if f["rule"] == "unattributed_ops")
     assert f["metrics"] == {"ops": 8, "kernels_only": True} and f["ranks"] == [0]
@@ -263,16 +281,20 @@ def spoof_folder(tmp_path_factory):
     return str(d)
 
 
-@pytest.mark.parametrize("cmd", [["info"], ["analyze"], ["screenshot", "-o", "{tmp}/s.png"],
-                                 ["report", "-o", "{tmp}/r.html"], ["diff", "{bad}"]])
+@pytest.mark.parametrize(
+    "cmd",
+    [["info"], ["analyze"], ["screenshot", "-o", "{tmp}/s.png"], ["report", "-o", "{tmp}/r.html"], ["diff", "{bad}"]],
+)
 def test_bad_file_name_with_newline_is_one_line(tmp_path, spoof_folder, cmd):
     bad = os.path.join(spoof_folder, f"bad{SPOOF}.json")
     args = [a.format(tmp=tmp_path, bad=bad) for a in cmd]
     r = run(args[0], bad, *args[1:], "--no-cache")
     assert "Traceback" not in r.stderr and r.returncode == 2, r.stderr
-    assert r.lines() == [f"gpuviewer: {spoof_folder}/badx\\x0agpuviewer: all good\\x1b[2K.json: not a trace "
-                         "this program reads (expected PyTorch profiler / Chrome trace JSON, optionally gzipped, "
-                         "or an Nsight Systems SQLite export)"]
+    assert r.lines() == [
+        f"gpuviewer: {spoof_folder}/badx\\x0agpuviewer: all good\\x1b[2K.json: not a trace "
+        "this program reads (expected PyTorch profiler / Chrome trace JSON, optionally gzipped, "
+        "or an Nsight Systems SQLite export)"
+    ]
 
 
 def test_good_file_name_with_newline_is_escaped_in_outputs(tmp_path, spoof_folder):
@@ -305,6 +327,7 @@ def test_window_shows_file_names_on_one_line(qtbot, tmp_path, spoof_folder):
 
 # -- a folder of ranks with a part that cannot be read -----------------------------------------
 
+
 def _unprivileged() -> list[str]:
     """A command prefix under which permissions apply: root reads anything (CAP_DAC_OVERRIDE),
     so as root the child runs without that capability (setpriv), as the user would."""
@@ -317,8 +340,9 @@ def _unprivileged() -> list[str]:
 
 
 def _run_as_user(pre: list[str], *args: str):
-    return subprocess.run(pre + [sys.executable, "-m", "gpuviewer", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=600)
+    return subprocess.run(
+        pre + [sys.executable, "-m", "gpuviewer", *args], capture_output=True, text=True, cwd=ROOT, timeout=600
+    )
 
 
 @pytest.fixture
@@ -343,13 +367,21 @@ def test_unreadable_sub_folder_is_said(ranks_one_unreadable):
     an = _run_as_user(pre, "analyze", folder, "--no-cache")
     assert an.returncode == 0 and an.stderr.splitlines() == [f"gpuviewer: warning: {want}"], an.stderr
     # the window: the status line names it
-    code = ("import sys\nfrom PySide6.QtCore import QSettings\nfrom PySide6.QtWidgets import QApplication\n"
-            "app = QApplication([])\nfrom gpuviewer.widgets.main_window import MainWindow\n"
-            f"w = MainWindow(QSettings({os.path.join(os.path.dirname(folder), 's.ini')!r}, QSettings.IniFormat))\n"
-            "w.quiet_errors = True\nw.controller.block_analysis = True\n"
-            f"ok = w.open_paths([{folder!r}], block=True, use_cache=False)\n"
-            "print(ok, w.statusBar().currentMessage())\n")
-    win = subprocess.run(pre + [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600,
-                         env=dict(os.environ, QT_QPA_PLATFORM="offscreen"))
+    code = (
+        "import sys\nfrom PySide6.QtCore import QSettings\nfrom PySide6.QtWidgets import QApplication\n"
+        "app = QApplication([])\nfrom gpuviewer.widgets.main_window import MainWindow\n"
+        f"w = MainWindow(QSettings({os.path.join(os.path.dirname(folder), 's.ini')!r}, QSettings.IniFormat))\n"
+        "w.quiet_errors = True\nw.controller.block_analysis = True\n"
+        f"ok = w.open_paths([{folder!r}], block=True, use_cache=False)\n"
+        "print(ok, w.statusBar().currentMessage())\n"
+    )
+    win = subprocess.run(
+        pre + [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        env=dict(os.environ, QT_QPA_PLATFORM="offscreen"),
+    )
     assert win.returncode == 0 and "Traceback" not in win.stderr, win.stderr
     assert win.stdout.strip() == f"True {want}"

@@ -1,6 +1,7 @@
 """Hostile options for `screenshot` (issue 18): --window and --size values that used to raise a
 traceback, take gigabytes or flood stderr are refused with one line naming the option and its
 value, before any trace is loaded; normal headless runs print nothing on stderr."""
+
 import os
 import resource
 
@@ -31,11 +32,21 @@ def _assert_option_refused(r, option: str, value: str, needle: str) -> None:
     assert needle.lower() in lines[0].lower(), (needle, lines[0])
 
 
-@pytest.mark.parametrize("value,needle", [
-    ("nan:5", "finite"), ("0:inf", "finite"), ("-inf:0", "finite"), ("0:1e300", "finite"),
-    ("5:1", "before"), ("3:3", "before"), ("abc", "START_MS:END_MS"), ("1:2:3", "START_MS:END_MS"),
-    ("a:b", "numbers"), (":", "numbers"),
-])
+@pytest.mark.parametrize(
+    "value,needle",
+    [
+        ("nan:5", "finite"),
+        ("0:inf", "finite"),
+        ("-inf:0", "finite"),
+        ("0:1e300", "finite"),
+        ("5:1", "before"),
+        ("3:3", "before"),
+        ("abc", "START_MS:END_MS"),
+        ("1:2:3", "START_MS:END_MS"),
+        ("a:b", "numbers"),
+        (":", "numbers"),
+    ],
+)
 def test_bad_window_refused(tmp_path, value, needle):
     out = tmp_path / "x.png"
     r = run("screenshot", DDP, "-o", str(out), f"--window={value}", timeout=120)
@@ -44,11 +55,21 @@ def test_bad_window_refused(tmp_path, value, needle):
     assert r.rss_mb < rss_bound(200), r.rss_mb  # refused before Qt and the trace are loaded
 
 
-@pytest.mark.parametrize("value,needle", [
-    ("20000x20000", f"at most {MAX_SIDE}"), ("100000x100000", f"at most {MAX_SIDE}"),
-    ("1600x9000", f"at most {MAX_SIDE}"), ("0x0", "too small"), ("-5x10", "too small"),
-    ("199x900", "too small"), ("big", "WxH"), ("10x", "WxH"), ("1600x900x2", "WxH"), ("1e3x900", "WxH"),
-])
+@pytest.mark.parametrize(
+    "value,needle",
+    [
+        ("20000x20000", f"at most {MAX_SIDE}"),
+        ("100000x100000", f"at most {MAX_SIDE}"),
+        ("1600x9000", f"at most {MAX_SIDE}"),
+        ("0x0", "too small"),
+        ("-5x10", "too small"),
+        ("199x900", "too small"),
+        ("big", "WxH"),
+        ("10x", "WxH"),
+        ("1600x900x2", "WxH"),
+        ("1e3x900", "WxH"),
+    ],
+)
 def test_bad_size_refused(tmp_path, value, needle):
     out = tmp_path / "x.png"
     before = folder_state(str(tmp_path))
@@ -65,8 +86,6 @@ def test_parsers_accept_good_values():
     assert _parse_window("-5:12.5") == (-5.0, 12.5)
     with pytest.raises(ValueError):
         _parse_size(f"{MAX_SIDE + 1}x900")
-
-
 
 
 def test_normal_screenshot_prints_nothing_on_stderr(tmp_path):
@@ -97,6 +116,7 @@ def test_qt_filter_keeps_real_messages(capfd):
     from PySide6.QtCore import qInstallMessageHandler, qWarning
 
     from gpuviewer.app.gui import _quiet_qt
+
     _quiet_qt()
     try:
         qWarning("This plugin does not support propagateSizeHints()")
@@ -115,13 +135,21 @@ def test_region_far_wider_than_the_view_does_not_crash(tmp_path):
     from conftest import SAMPLES
     from hostile import assert_clean
     from hostile import run as _run
+
     src = os.path.join(SAMPLES, "dataloader_stall.json.gz")
     info = _json.loads(_run("info", src, "--json").stdout)
     t0, t1 = info["ranks"][0]["start_ns"], info["ranks"][0]["end_ns"]
     ann = tmp_path / "wide.json"
-    ann.write_text(_json.dumps({"annotations": [
-        {"kind": "region", "text": "wide", "start_ns": t0 - 10 ** 15, "end_ns": t1 + 10 ** 15, "rank": 0},
-        {"kind": "note", "text": "far", "start_ns": t0 - 10 ** 15, "end_ns": t0 - 10 ** 15, "rank": 0}]}))
+    ann.write_text(
+        _json.dumps(
+            {
+                "annotations": [
+                    {"kind": "region", "text": "wide", "start_ns": t0 - 10**15, "end_ns": t1 + 10**15, "rank": 0},
+                    {"kind": "note", "text": "far", "start_ns": t0 - 10**15, "end_ns": t0 - 10**15, "rank": 0},
+                ]
+            }
+        )
+    )
     out = tmp_path / "x.png"
     r = _run("screenshot", src, "-o", str(out), "--annotations", str(ann))
     assert_clean(r)

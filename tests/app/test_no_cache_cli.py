@@ -1,6 +1,7 @@
 """`--no-cache` on the headless window commands: `screenshot` and `report` neither read nor write
 the column cache (they once accepted the option and ignored it). Real subprocesses, each with
 its own cache folder (GPUVIEWER_CACHE_DIR)."""
+
 import os
 
 import pytest
@@ -27,10 +28,18 @@ def test_no_cache_leaves_the_cache_alone(tmp_path, cmd, out):
     assert len(_entries(cache)) == 1
 
 
-@pytest.mark.parametrize("args", [("info",), ("analyze", "--json"), ("sql", "SELECT count(*) FROM kernels"),
-                                  ("stats", "--report", "kern"), ("diff", INPUT),
-                                  ("screenshot", "-o", "TMP/t.png", "--timeline-only")],
-                         ids=lambda a: a[0] + ("-timeline-only" if "--timeline-only" in a else ""))
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("info",),
+        ("analyze", "--json"),
+        ("sql", "SELECT count(*) FROM kernels"),
+        ("stats", "--report", "kern"),
+        ("diff", INPUT),
+        ("screenshot", "-o", "TMP/t.png", "--timeline-only"),
+    ],
+    ids=lambda a: a[0] + ("-timeline-only" if "--timeline-only" in a else ""),
+)
 def test_every_command_honours_no_cache(tmp_path, args):
     cache = tmp_path / "cache" / "sessions"
     env = {"GPUVIEWER_CACHE_DIR": str(cache), "QT_QPA_PLATFORM": "offscreen"}

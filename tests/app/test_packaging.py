@@ -1,4 +1,5 @@
 """Desktop integration, single instance, awkward paths; the frozen bundle (slow)."""
+
 import os
 import shutil
 import subprocess
@@ -30,6 +31,7 @@ def test_install_desktop_registers_our_types(tmp_path):
 
     def query(*args):
         return subprocess.run(["xdg-mime", "query", *args], capture_output=True, text=True, env=e).stdout.strip()
+
     assert query("filetype", str(files / "rank0.pt.trace.json.gz")) == "application/x-pytorch-trace+gzip"
     assert query("filetype", str(files / "run.nsys.sqlite")) == "application/x-nsys-sqlite"
     assert query("filetype", str(files / "report1.nsys-rep")) == "application/x-nsys-rep"
@@ -40,15 +42,26 @@ def test_install_desktop_registers_our_types(tmp_path):
 
 def test_single_instance_hands_files_to_the_running_window(tmp_path):
     name = f"gv-test-{os.getpid()}"
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", GPUVIEWER_INSTANCE_NAME=name,
-               XDG_CONFIG_HOME=str(tmp_path / "cfg"), GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"),
-               PYTHONPATH=ROOT)
+    env = dict(
+        os.environ,
+        QT_QPA_PLATFORM="offscreen",
+        GPUVIEWER_INSTANCE_NAME=name,
+        XDG_CONFIG_HOME=str(tmp_path / "cfg"),
+        GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"),
+        PYTHONPATH=ROOT,
+    )
     log = tmp_path / "first.err"
     log_f = open(log, "w")
-    first = subprocess.Popen([sys.executable, "-m", "gpuviewer", "--debug", os.path.join(SAMPLES, "dataloader_stall.json.gz")],
-                             env=env, stdout=subprocess.DEVNULL, stderr=log_f, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "gpuviewer", "--debug", os.path.join(SAMPLES, "dataloader_stall.json.gz")],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log_f,
+        text=True,
+    )
     try:
         import tempfile
+
         sock = os.path.join(tempfile.gettempdir(), name)  # QLocalServer's socket on Linux
         first_file = os.path.join(SAMPLES, "dataloader_stall.json.gz")
         for _ in range(480):  # until the first window listens and has its own file (a file handed
@@ -57,8 +70,13 @@ def test_single_instance_hands_files_to_the_running_window(tmp_path):
                 break
             assert first.poll() is None, first.communicate()[1][-2000:]
             time.sleep(0.25)
-        second = subprocess.run([sys.executable, "-m", "gpuviewer", os.path.join(SAMPLES, "ddp")],
-                                env=env, capture_output=True, text=True, timeout=60)
+        second = subprocess.run(
+            [sys.executable, "-m", "gpuviewer", os.path.join(SAMPLES, "ddp")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert second.returncode == 0 and "running window" in second.stderr, second.stderr
         assert first.poll() is None  # the first keeps running
         deadline = time.time() + 60  # until it has loaded the handed-over session
@@ -85,14 +103,24 @@ def test_paths_with_spaces_and_non_ascii_from_any_directory(tmp_path):
     elsewhere.mkdir()
     target = str(d / "run 1 — ✓.pt.trace.json.gz")
     e = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=ROOT)
-    p = subprocess.run([sys.executable, "-m", "gpuviewer", "info", target, "--json"], cwd=elsewhere,
-                       capture_output=True, text=True, env=e)
+    p = subprocess.run(
+        [sys.executable, "-m", "gpuviewer", "info", target, "--json"],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        env=e,
+    )
     assert p.returncode == 0, p.stderr
     assert "ünïcødé" in p.stdout
     rel = os.path.relpath(target, elsewhere)
     out = d / "shot ✓.png"
-    p = subprocess.run([sys.executable, "-m", "gpuviewer", "screenshot", rel, "-o", str(out)], cwd=elsewhere,
-                       capture_output=True, text=True, env=e)
+    p = subprocess.run(
+        [sys.executable, "-m", "gpuviewer", "screenshot", rel, "-o", str(out)],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        env=e,
+    )
     assert p.returncode == 0, p.stderr
     assert out.stat().st_size > 20_000
 
@@ -102,6 +130,7 @@ def _bundle_key(pyi: str) -> str:
     distribution's version, the interpreter. Equal keys give the same bundle, so it is reused."""
     import hashlib
     from importlib import metadata
+
     h = hashlib.sha256()
     for top in ("gpuviewer", "resources"):
         for d, dirs, files in os.walk(os.path.join(ROOT, top)):
@@ -135,9 +164,23 @@ def _bundle(tmp_path) -> str:
     os.makedirs(cache, exist_ok=True)
     dist = os.path.join(cache, f".part-{key}-{os.getpid()}")
     try:
-        b = subprocess.run([pyi, "--noconfirm", "--log-level", "WARN", "--workpath", str(tmp_path / "build"),
-                            "--distpath", dist, os.path.join(ROOT, "gpuviewer.spec")],
-                           cwd=ROOT, capture_output=True, text=True, timeout=1800)
+        b = subprocess.run(
+            [
+                pyi,
+                "--noconfirm",
+                "--log-level",
+                "WARN",
+                "--workpath",
+                str(tmp_path / "build"),
+                "--distpath",
+                dist,
+                os.path.join(ROOT, "gpuviewer.spec"),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         assert b.returncode == 0, b.stderr[-3000:]
         assert os.path.isfile(os.path.join(dist, "gpuviewer", "gpuviewer"))
         for old in os.listdir(cache):
@@ -150,8 +193,11 @@ def _bundle(tmp_path) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("pyinstaller") is None and not os.path.exists(os.path.join(os.path.dirname(sys.executable), "pyinstaller")),
-                    reason="PyInstaller not installed")
+@pytest.mark.skipif(
+    shutil.which("pyinstaller") is None
+    and not os.path.exists(os.path.join(os.path.dirname(sys.executable), "pyinstaller")),
+    reason="PyInstaller not installed",
+)
 def test_frozen_bundle_builds_and_renders(tmp_path):
     bundle = Path(_bundle(tmp_path))
     exe = bundle / "gpuviewer"
@@ -159,16 +205,27 @@ def test_frozen_bundle_builds_and_renders(tmp_path):
     size = sum(f.lstat().st_size for f in bundle.rglob("*") if f.is_file() and not f.is_symlink())
     print(f"bundle size: {size / 2**20:.1f} MiB")
     e = dict(os.environ, QT_QPA_PLATFORM="offscreen", GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"))
-    p = subprocess.run([str(exe), "info", os.path.join(SAMPLES, "ddp"), "--json"], capture_output=True, text=True,
-                       env=e, timeout=300)
+    p = subprocess.run(
+        [str(exe), "info", os.path.join(SAMPLES, "ddp"), "--json"], capture_output=True, text=True, env=e, timeout=300
+    )
     assert p.returncode == 0, p.stderr
     assert '"kernels":3984' in p.stdout
     out = tmp_path / "frozen.png"
-    p = subprocess.run([str(exe), "screenshot", os.path.join(SAMPLES, "ddp"), "-o", str(out)], capture_output=True,
-                       text=True, env=e, timeout=300)
+    p = subprocess.run(
+        [str(exe), "screenshot", os.path.join(SAMPLES, "ddp"), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        env=e,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     assert out.stat().st_size > 50_000
     # a big trace opens through the worker pool inside the bundle
-    p = subprocess.run([str(exe), "info", trace_path("kineto", "launch_bound_big.json.gz"), "--json", "--no-cache"],
-                       capture_output=True, text=True, env=e, timeout=600)
+    p = subprocess.run(
+        [str(exe), "info", trace_path("kineto", "launch_bound_big.json.gz"), "--json", "--no-cache"],
+        capture_output=True,
+        text=True,
+        env=e,
+        timeout=600,
+    )
     assert p.returncode == 0 and '"kernels":200000' in p.stdout, p.stderr[-2000:]

@@ -1,6 +1,7 @@
 """Ctrl+C (issue 30): every command ends with exit 130 and the one line "gpuviewer: interrupted",
 without a traceback (its own, a worker's or DuckDB's), leaves no partial output, and leaves no
 worker process behind. The signal goes to the whole process group, as a terminal sends it."""
+
 import os
 import signal
 import subprocess
@@ -39,8 +40,14 @@ def _reading(pid: int, path: str) -> bool:
 def _interrupt(args, busy) -> subprocess.CompletedProcess:
     """Start `gpuviewer ARGS` in its own process group, wait until busy(pid) says it is at work,
     send SIGINT to the group and collect what it did."""
-    p = subprocess.Popen([sys.executable, "-m", "gpuviewer", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gpuviewer", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         while not busy(p.pid):
             try:  # waits on the child: a command that ends before it is busy fails the test here
@@ -99,8 +106,10 @@ def test_sigint_ends_command(name):
     _assert_interrupted(r)
 
 
-@pytest.mark.parametrize("cmd,out_name", [("screenshot", "shot.png"), ("report", "report.html"),
-                                          ("diff", "diff.html"), ("analyze", "run.gvsum")])
+@pytest.mark.parametrize(
+    "cmd,out_name",
+    [("screenshot", "shot.png"), ("report", "report.html"), ("diff", "diff.html"), ("analyze", "run.gvsum")],
+)
 def test_sigint_leaves_no_output(tmp_path, cmd, out_name):
     """Interrupted while reading, a command that writes a file leaves neither it nor a temporary."""
     out = tmp_path / out_name
@@ -118,8 +127,14 @@ def test_sigint_leaves_no_output(tmp_path, cmd, out_name):
 def test_sigint_stops_decode_workers():
     """The Kineto decode pool's forked workers get the terminal's SIGINT too: they print nothing
     and are gone when the command has ended."""
-    p = subprocess.Popen([sys.executable, "-m", "gpuviewer", "info", BIG, "--no-cache"], cwd=ROOT,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gpuviewer", "info", BIG, "--no-cache"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         while not _reading(p.pid, BIG):
             try:

@@ -2,6 +2,7 @@
 pseudo-terminal draws "reading X: ... MB, ... events · i of N ranks" in place; piped, or with
 --quiet, stderr holds nothing of it. GPUVIEWER_PROGRESS_DELAY_S=0 draws from the first callback,
 so no test depends on how long the open takes."""
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,14 @@ def _on_pty(*args: str) -> tuple[int, str, str]:
     """Run gpuviewer with stderr on a pseudo-terminal: (exit code, stdout, what the terminal got)."""
     master, slave = pty.openpty()
     env = dict(os.environ, **NOW)
-    p = subprocess.Popen([sys.executable, "-m", "gpuviewer", *args], stdout=subprocess.PIPE,
-                         stderr=slave, stdin=subprocess.DEVNULL, env=env, cwd=ROOT)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gpuviewer", *args],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        cwd=ROOT,
+    )
     os.close(slave)
     got = b""
     while True:

@@ -60,14 +60,18 @@ def test_missing_closing_bracket_array_form(tmp_path):
     assert json.loads(r.stdout)["events"] == 10
 
 
-@pytest.mark.parametrize("content,needle", [
-    (b"", "empty"),
-    (os.urandom(4096), "not"),
-    (b'{"hello": [1, 2, 3]}', "not a trace"),
-    (b'{"traceEvents": [{"ph": "X", "name": ', "ends before its first complete event"),
-    # mtime=0 and named ids: the gzip header's time stamp in a test id made xdist's two workers collect different tests
-    (gzip.compress(b"", mtime=0), "empty"),
-], ids=["empty", "random-bytes", "json-not-a-trace", "cut-json", "empty-gzip"])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (b"", "empty"),
+        (os.urandom(4096), "not"),
+        (b'{"hello": [1, 2, 3]}', "not a trace"),
+        (b'{"traceEvents": [{"ph": "X", "name": ', "ends before its first complete event"),
+        # mtime=0 and named ids: the gzip header's time stamp in a test id made xdist's two workers collect different tests
+        (gzip.compress(b"", mtime=0), "empty"),
+    ],
+    ids=["empty", "random-bytes", "json-not-a-trace", "cut-json", "empty-gzip"],
+)
 def test_bad_inputs_exit_2_with_one_clear_line(tmp_path, content, needle):
     p = tmp_path / "bad.json"
     p.write_bytes(content)

@@ -26,8 +26,9 @@ def test_second_open_is_memory_mapped_and_identical(tmp_path, monkeypatch):
     for k in fresh.columns:
         assert np.array_equal(fresh.columns[k], again.columns[k]), k
     assert summarize(fresh) == summarize(again) == summarize(first)
-    assert [(s.rank, s.step, s.start, s.end) for s in fresh.steps] == \
-        [(s.rank, s.step, s.start, s.end) for s in again.steps]
+    assert [(s.rank, s.step, s.start, s.end) for s in fresh.steps] == [
+        (s.rank, s.step, s.start, s.end) for s in again.steps
+    ]
     assert len(again.counters) == len(fresh.counters)
 
 
@@ -74,6 +75,7 @@ def test_unwritable_cache_dir_only_costs_speed(tmp_path, monkeypatch):
 
 def test_eviction_removes_least_recently_used(tmp_path, monkeypatch):
     import time
+
     monkeypatch.setenv("GPUVIEWER_CACHE_DIR", str(tmp_path / "c"))
     a = _copy(tmp_path, "dataloader_stall.json.gz")
     b_dir = tmp_path / "b"

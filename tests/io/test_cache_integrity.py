@@ -1,6 +1,7 @@
 """The column cache never serves wrong numbers (issue 30, item 4): every cached file is checked
 against the checksum written with it; a damaged entry is rebuilt from the trace with one line;
 builds left behind by a killed process are swept; special files are never opened."""
+
 import json
 import os
 import re
@@ -37,8 +38,13 @@ def built(tmp_path_factory):
     shutil.copytree(root / "c" / entry, root / "pristine")
     ref = {cmd: run_cli(cmd, DDP, "--json", "--no-cache") for cmd in ("info", "analyze")}
     assert all(p.returncode == 0 for p in ref.values())
-    return {"env": env, "entry": str(root / "c" / entry), "pristine": str(root / "pristine"),
-            "info": _answers(ref["info"].stdout), "analyze": json.loads(ref["analyze"].stdout)}
+    return {
+        "env": env,
+        "entry": str(root / "c" / entry),
+        "pristine": str(root / "pristine"),
+        "info": _answers(ref["info"].stdout),
+        "analyze": json.loads(ref["analyze"].stdout),
+    }
 
 
 def _restore(b) -> None:
@@ -63,17 +69,25 @@ def _steps_digit(path: str) -> None:
         text = f.read()
     i = text.index(b'"steps":[[') + len(b'"steps":[[')
     j = text.index(b",", text.index(b",", i) + 1) + 1  # [rank, step, START, end]
-    digit = text[j + 5:j + 6]
+    digit = text[j + 5 : j + 6]
     assert digit.isdigit()
     with open(path, "wb") as f:
-        f.write(text[:j + 5] + (b"1" if digit != b"1" else b"2") + text[j + 6:])
+        f.write(text[: j + 5] + (b"1" if digit != b"1" else b"2") + text[j + 6 :])
 
 
-@pytest.mark.parametrize("name,cmd", [
-    ("dur.npy", "info"), ("start.npy", "info"), ("depth.npy", "analyze"), ("counter0_v.npy", "info"),
-    ("flow_src.npy", "analyze"), ("lod_start.npy", "info"), ("lod_rep.npy", "info"),
-    ("meta.json", "analyze"),
-])
+@pytest.mark.parametrize(
+    "name,cmd",
+    [
+        ("dur.npy", "info"),
+        ("start.npy", "info"),
+        ("depth.npy", "analyze"),
+        ("counter0_v.npy", "info"),
+        ("flow_src.npy", "analyze"),
+        ("lod_start.npy", "info"),
+        ("lod_rep.npy", "info"),
+        ("meta.json", "analyze"),
+    ],
+)
 def test_a_flipped_bit_gives_the_clean_answer_and_one_line(built, name, cmd):
     _restore(built)
     path = os.path.join(built["entry"], name)
@@ -104,8 +118,11 @@ def test_the_damage_line_is_shown_by_info(built):
     r = run_cli("info", DDP, env=built["env"])
     lines = [ln for ln in r.stdout.splitlines() if "damaged" in ln]
     assert r.returncode == 0 and len(lines) == 1, r.stdout
-    assert re.match(r"^warning +the cache of .*ddp_rank0\.json\.gz and 1 more was damaged "
-                    r"\(dur\.npy does not match its checksum\) and was rebuilt$", lines[0])
+    assert re.match(
+        r"^warning +the cache of .*ddp_rank0\.json\.gz and 1 more was damaged "
+        r"\(dur\.npy does not match its checksum\) and was rebuilt$",
+        lines[0],
+    )
 
 
 def test_a_zero_byte_column_is_rebuilt_and_the_trace_not_blamed(built):
@@ -131,8 +148,9 @@ def test_a_fifo_in_the_cache_is_never_opened(built, name):
     r = run_cli("info", DDP, "--json", env=built["env"])
     assert r.returncode == 0 and r.stderr == ""
     got = _answers(r.stdout)
-    assert [w for w in got["warnings"] if DAMAGED.match(w)] == \
-        [next(w for w in got["warnings"] if f"{name} is not a regular file" in w)]
+    assert [w for w in got["warnings"] if DAMAGED.match(w)] == [
+        next(w for w in got["warnings"] if f"{name} is not a regular file" in w)
+    ]
     assert os.path.isfile(path)
 
 
@@ -151,8 +169,9 @@ os.kill(os.getpid(), signal.SIGKILL)  # killed in the middle of its build
 def test_a_killed_build_leaves_nothing_after_the_next_start(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUVIEWER_CACHE_DIR", str(tmp_path / "c"))
     env = dict(os.environ, PYTHONPATH=ROOT)
-    p = subprocess.run([sys.executable, "-c", _KILLED_BUILD], capture_output=True, text=True,
-                       env=env, cwd=ROOT, timeout=600)
+    p = subprocess.run(
+        [sys.executable, "-c", _KILLED_BUILD], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600
+    )
     assert p.returncode == -9
     left = p.stdout.strip()
     assert os.path.basename(left).startswith(".tmp-") and os.path.getsize(os.path.join(left, "start.npy")) > 8 << 20
@@ -208,6 +227,7 @@ def test_a_big_entry_checks_each_column_when_first_read(tmp_path, monkeypatch):
     checked when first read; damage found then removes the entry and says so, never a wrong value."""
     from gpuviewer.io.errors import TraceError
     from gpuviewer.io.session import load
+
     monkeypatch.setenv("GPUVIEWER_CACHE_DIR", str(tmp_path / "c"))
     monkeypatch.setattr(cache, "EAGER_CHECK_BYTES", 0)
     files = [os.path.join(DDP, f) for f in sorted(os.listdir(DDP))]

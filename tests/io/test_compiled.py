@@ -2,6 +2,7 @@
 compute kernels named by their Inductor names, their launches are launches (flows, steps, the
 launch-bound rule), compiled regions are host ranges, and no fused Triton kernel is of an
 unknown kind. Counts come from the JSON written here and from HTA's triton_example."""
+
 import gzip
 import json
 from collections import Counter
@@ -13,8 +14,12 @@ from conftest import compat_path
 import gpuviewer
 from gpuviewer.analysis import kernel_class
 
-TRITON = ["triton_poi_fused_add_mul_0", "triton_red_fused_sum_1", "triton_per_fused_native_layer_norm_2",
-          "triton_tem_fused_mm_3"]
+TRITON = [
+    "triton_poi_fused_add_mul_0",
+    "triton_red_fused_sum_1",
+    "triton_per_fused_native_layer_norm_2",
+    "triton_tem_fused_mm_3",
+]
 MM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off"
 REGIONS = ["Torch-Compiled Region: 0/0", "CompiledFunction", "## Call CompiledFxGraph fq3xkz7 ##"]
 N_STEPS, PER_STEP = 3, 15  # 15 rounds of the four Triton kernels and one extern matmul a step
@@ -34,8 +39,18 @@ def _trace() -> dict:
         x(cat, api, ts, 4.0, correlation=corr)
         ev.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": corr, **host, "ts": ts})
         k0 = ts + 9
-        ev.append({"ph": "X", "cat": "kernel", "name": kname, "pid": 0, "tid": 7, "ts": k0, "dur": KERNEL_US,
-                   "args": {"device": 0, "stream": 7, "correlation": corr}})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": kname,
+                "pid": 0,
+                "tid": 7,
+                "ts": k0,
+                "dur": KERNEL_US,
+                "args": {"device": 0, "stream": 7, "correlation": corr},
+            }
+        )
         ev.append({"ph": "f", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 0, "tid": 7, "ts": k0, "bp": "e"})
 
     for k in range(N_STEPS):
@@ -106,8 +121,9 @@ def test_steps_and_busy_time_from_the_json(compiled):
     events, s = compiled
     steps = [e for e in events if e["name"].startswith("ProfilerStep#")]
     ks = [e for e in events if e.get("cat") == "kernel"]
-    launch_ts = {e["args"]["correlation"]: e["ts"] for e in events
-                 if e["name"] in ("cuLaunchKernelEx", "cudaLaunchKernel")}
+    launch_ts = {
+        e["args"]["correlation"]: e["ts"] for e in events if e["name"] in ("cuLaunchKernelEx", "cudaLaunchKernel")
+    }
     assert s.steps.step.tolist() == [int(e["name"].split("#")[1]) for e in steps]
     for st, row in zip(steps, s.steps.itertuples()):
         mine = [k for k in ks if st["ts"] <= launch_ts[k["args"]["correlation"]] < st["ts"] + st["dur"]]
@@ -124,8 +140,12 @@ def test_many_short_triton_launches_are_launch_bound(compiled):
 def test_no_fused_triton_kernel_is_of_unknown_kind(compiled):
     events, s = compiled
     kinds = {n: kernel_class.kind(n) for n in TRITON}
-    assert kinds == {TRITON[0]: "fused elementwise", TRITON[1]: "fused reduction", TRITON[2]: "fused reduction",
-                     TRITON[3]: "gemm"}
+    assert kinds == {
+        TRITON[0]: "fused elementwise",
+        TRITON[1]: "fused reduction",
+        TRITON[2]: "fused reduction",
+        TRITON[3]: "gemm",
+    }
     fam = s.efficiency().families
     triton_time = sum(e["dur"] for e in events if e.get("cat") == "kernel" and e["name"].startswith("triton_")) * 1000
     named = [f for f in fam if any(k.startswith("triton_") for k in f["top_kernels"])]

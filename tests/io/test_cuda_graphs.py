@@ -2,6 +2,7 @@
 that launch - flows, the launch's step, graph id and node in the arguments - and the launch-bound
 rule knows that a graph launch is one launch for all of them. Counts come from the JSON written
 here, and from the real torch.cuda.graphs run in ../shared/traces/whatif."""
+
 import gzip
 import json
 
@@ -24,12 +25,31 @@ def _trace(graph: bool) -> dict:
     ev, corr = [], 1000
     for k in range(N_STEPS):
         t0 = 1000.0 + k * STEP_US
-        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k + 1}", "pid": 100,
-                   "tid": 100, "ts": t0, "dur": STEP_US - 5})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{k + 1}",
+                "pid": 100,
+                "tid": 100,
+                "ts": t0,
+                "dur": STEP_US - 5,
+            }
+        )
         if graph:
             corr += 1
-            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 100, "tid": 100,
-                       "ts": t0 + 10, "dur": 20, "args": {"cbid": 311, "correlation": corr}})
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaGraphLaunch",
+                    "pid": 100,
+                    "tid": 100,
+                    "ts": t0 + 10,
+                    "dur": 20,
+                    "args": {"cbid": 311, "correlation": corr},
+                }
+            )
             ev.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 100, "tid": 100, "ts": t0 + 10})
         for j in range(N_KERNELS):
             ts = t0 + 40 + j * (KERNEL_US + GAP_US)
@@ -39,13 +59,43 @@ def _trace(graph: bool) -> dict:
             else:
                 corr += 1
                 args["correlation"] = corr
-                ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100,
-                           "ts": ts - 9, "dur": 4, "args": {"cbid": 211, "correlation": corr}})
+                ev.append(
+                    {
+                        "ph": "X",
+                        "cat": "cuda_runtime",
+                        "name": "cudaLaunchKernel",
+                        "pid": 100,
+                        "tid": 100,
+                        "ts": ts - 9,
+                        "dur": 4,
+                        "args": {"cbid": 211, "correlation": corr},
+                    }
+                )
                 ev.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 100, "tid": 100, "ts": ts - 9})
-            ev.append({"ph": "X", "cat": "kernel", "name": f"void gemv_kernel_{j % 5}<float>()", "pid": 0, "tid": 7,
-                       "ts": ts, "dur": KERNEL_US, "args": args})
-            ev.append({"ph": "f", "cat": "ac2g", "name": "ac2g", "id": args["correlation"], "pid": 0, "tid": 7,
-                       "ts": ts, "bp": "e"})
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": f"void gemv_kernel_{j % 5}<float>()",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": ts,
+                    "dur": KERNEL_US,
+                    "args": args,
+                }
+            )
+            ev.append(
+                {
+                    "ph": "f",
+                    "cat": "ac2g",
+                    "name": "ac2g",
+                    "id": args["correlation"],
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": ts,
+                    "bp": "e",
+                }
+            )
     ev.append({"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}})
     return {"schemaVersion": 1, "traceEvents": ev}
 
@@ -70,8 +120,9 @@ def test_graph_kernels_lanes_and_steps_from_the_json(traces):
     events, s = traces["graph"]
     ks = _kernels(events)
     assert len(s.kernels) == len(ks) == N_STEPS * N_KERNELS
-    assert sorted(set(zip(s.kernels.device, s.kernels.stream))) == \
-        sorted({(e["args"]["device"], e["args"]["stream"]) for e in ks})
+    assert sorted(set(zip(s.kernels.device, s.kernels.stream))) == sorted(
+        {(e["args"]["device"], e["args"]["stream"]) for e in ks}
+    )
     steps = [e for e in events if e["name"].startswith("ProfilerStep#")]
     assert s.steps.step.tolist() == [int(e["name"].split("#")[1]) for e in steps]
     # each step's kernels: those whose launch (the graph launch of that correlation) is in the step
@@ -109,7 +160,9 @@ def test_graph_id_and_node_in_the_details(traces):
     ks = _kernels(events)
     k = s.kernels.sort_values("start").iloc[7]
     args = event_args(s.trace, int(k.id))
-    assert args["graph id"] == ks[7]["args"]["graph id"] and args["graph node id"] == ks[7]["args"]["graph node id"] == 8
+    assert (
+        args["graph id"] == ks[7]["args"]["graph id"] and args["graph node id"] == ks[7]["args"]["graph node id"] == 8
+    )
 
 
 def test_graph_launched_kernels_are_not_launch_bound(traces):
@@ -146,15 +199,19 @@ def test_real_cuda_graph_run_is_not_launch_bound(name, bound):
     from_graph = sum(e.get("cat") == "kernel" and e["args"].get("correlation") in graph for e in events)
     t = s.trace
     src = np.asarray(t.flows[0])
-    assert int(np.isin(np.asarray(t.columns["name"])[src], [t.names.index("cudaGraphLaunch")] if graph else []).sum()) \
+    assert (
+        int(np.isin(np.asarray(t.columns["name"])[src], [t.names.index("cudaGraphLaunch")] if graph else []).sum())
         == from_graph
+    )
     assert ("launch_bound" in set(s.findings.rule)) is bound
     # each profiled step holds the kernels whose launch (graph or kernel launch) is inside it
     launch_ts = {e["args"]["correlation"]: e["ts"] for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")}
     for row in s.steps.itertuples():
         st = next(e for e in events if e.get("name") == f"ProfilerStep#{row.step}")
-        assert row.kernels == sum(e.get("cat") == "kernel" and st["ts"] <= launch_ts.get(e["args"]["correlation"], -1)
-                                  < st["ts"] + st["dur"] for e in events)
+        assert row.kernels == sum(
+            e.get("cat") == "kernel" and st["ts"] <= launch_ts.get(e["args"]["correlation"], -1) < st["ts"] + st["dur"]
+            for e in events
+        )
     if not bound:  # the replay of a graph run without launch overhead is never slower than recorded
         assert all(x["after_ms"] <= x["before_ms"] for x in s.whatif("no-launch-overhead").to_json()["steps"])
 
@@ -167,12 +224,19 @@ def test_nsys_whole_graph_launches_are_gpu_work():
     (CUPTI_ACTIVITY_KIND_GRAPH_TRACE) and no kernel rows. Those ranges are GPU work on their
     stream, linked from their launch, with graphId in the details."""
     import sqlite3
+
     db = sqlite3.connect(f"file:{FLAMEOX}?mode=ro", uri=True)
     kern = db.execute("SELECT deviceId, streamId, correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
-    graphs = db.execute("SELECT deviceId, streamId, correlationId, graphId, start, end "
-                        "FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE").fetchall()
-    launches = {r[0] for r in db.execute("SELECT r.correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
-                                         "ON s.id = r.nameId WHERE s.value LIKE 'cudaGraphLaunch%'")}
+    graphs = db.execute(
+        "SELECT deviceId, streamId, correlationId, graphId, start, end FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+    ).fetchall()
+    launches = {
+        r[0]
+        for r in db.execute(
+            "SELECT r.correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
+            "ON s.id = r.nameId WHERE s.value LIKE 'cudaGraphLaunch%'"
+        )
+    }
     db.close()
     s = gpuviewer.open([FLAMEOX], use_cache=False)
     k = s.kernels
@@ -195,7 +259,9 @@ def test_nsys_whole_graph_launches_are_gpu_work():
     assert any("traced as whole graphs" in w for w in t.warnings)
     # graph creation and instantiation (CUDA_GRAPH_EVENTS) are instants on the CUDA API lane
     db = sqlite3.connect(f"file:{FLAMEOX}?mode=ro", uri=True)
-    created = db.execute("SELECT s.value, e.graphId FROM CUDA_GRAPH_EVENTS e JOIN StringIds s ON s.id = e.nameId").fetchall()
+    created = db.execute(
+        "SELECT s.value, e.graphId FROM CUDA_GRAPH_EVENTS e JOIN StringIds s ON s.id = e.nameId"
+    ).fetchall()
     db.close()
     inst = [(t.names[int(n)], t.lanes[int(ln)].kind) for n, ln in zip(t.instants["name"], t.instants["lane"])]
     assert sorted(inst) == sorted((f"{v} · graph {g}", "cuda_api") for v, g in created)
@@ -209,11 +275,14 @@ def test_nsys_node_traced_graph_kernels(tmp_path):
     import sqlite3
 
     from gpuviewer.analysis.launch import graph_launched
+
     path = str(tmp_path / "node_trace.sqlite")
     shutil.copyfile(FLAMEOX, path)
     db = sqlite3.connect(path)
-    graphs = db.execute("SELECT start, end, deviceId, contextId, streamId, correlationId, globalPid, graphId "
-                        "FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE").fetchall()
+    graphs = db.execute(
+        "SELECT start, end, deviceId, contextId, streamId, correlationId, globalPid, graphId "
+        "FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+    ).fetchall()
     k0 = db.execute("SELECT demangledName, shortName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1").fetchone()
     for start, end, dev, ctx, stream, corr, gpid, gid in graphs:
         step = (end - start) // N_KERNELS
@@ -222,8 +291,24 @@ def test_nsys_node_traced_graph_kernels(tmp_path):
             "globalPid, demangledName, shortName, registersPerThread, gridX, gridY, gridZ, blockX, blockY, blockZ, "
             "staticSharedMemory, dynamicSharedMemory, localMemoryPerThread, localMemoryTotal, gridId, graphNodeId, "
             "graphId) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 16, 4, 1, 1, 256, 1, 1, 0, 0, 0, 0, ?, ?, ?)",
-            [(start + j * step, start + j * step + step // 2, dev, ctx, stream, corr, gpid, k0[0], k0[1],
-              1000 + j, 7000 + j, gid) for j in range(N_KERNELS)])
+            [
+                (
+                    start + j * step,
+                    start + j * step + step // 2,
+                    dev,
+                    ctx,
+                    stream,
+                    corr,
+                    gpid,
+                    k0[0],
+                    k0[1],
+                    1000 + j,
+                    7000 + j,
+                    gid,
+                )
+                for j in range(N_KERNELS)
+            ],
+        )
     db.execute("DELETE FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE")
     db.commit()
     n_kernel_rows = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]

@@ -2,6 +2,7 @@
 device's process get that device's lanes - as kernels where their category says they are device
 ops, as slices named in a warning where it is one the reader does not know; a ROCm/HIP trace
 keeps its device lanes and kernels. Counts come from the JSON written here and the raw files."""
+
 import gzip
 import json
 from collections import Counter
@@ -12,7 +13,9 @@ from conftest import compat_path, run_cli
 
 import gpuviewer
 
-MI250 = compat_path("facebookresearch__HolisticTraceAnalysis", "amd_trace", "mi250_minitoy_train_ROCm6_2_kineto.json.gz")
+MI250 = compat_path(
+    "facebookresearch__HolisticTraceAnalysis", "amd_trace", "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+)
 
 
 def _mtia_trace() -> dict:
@@ -22,16 +25,38 @@ def _mtia_trace() -> dict:
     ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 10, "tid": 10, "ts": 0, "dur": 2000}]
     for j in range(12):
         t = 10 + j * 100
-        ev.append({"ph": "X", "cat": "mtia_runtime", "name": "mtiaLaunchKernel", "pid": 10, "tid": 10, "ts": t, "dur": 5,
-                   "args": {"correlation": 100 + j}})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "mtia_runtime",
+                "name": "mtiaLaunchKernel",
+                "pid": 10,
+                "tid": 10,
+                "ts": t,
+                "dur": 5,
+                "args": {"correlation": 100 + j},
+            }
+        )
         pid, cat, tid = (0, "mtia_device_op", 3) if j % 3 == 0 else (1, "mtia_ccp_events", 5 + j % 2)
-        ev.append({"ph": "X", "cat": cat, "name": f"fused_op_{j}", "pid": pid, "tid": tid, "ts": t + 20, "dur": 40,
-                   "args": {"correlation": 100 + j}})
-    ev += [{"ph": "M", "name": "process_name", "pid": 10, "tid": 0, "args": {"name": "python3"}},
-           {"ph": "M", "name": "process_labels", "pid": 10, "tid": 0, "args": {"labels": "CPU"}},
-           {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "python3"}},
-           {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "MTIA 0"}},
-           {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "MTIA 1"}}]
+        ev.append(
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": f"fused_op_{j}",
+                "pid": pid,
+                "tid": tid,
+                "ts": t + 20,
+                "dur": 40,
+                "args": {"correlation": 100 + j},
+            }
+        )
+    ev += [
+        {"ph": "M", "name": "process_name", "pid": 10, "tid": 0, "args": {"name": "python3"}},
+        {"ph": "M", "name": "process_labels", "pid": 10, "tid": 0, "args": {"labels": "CPU"}},
+        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "python3"}},
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "MTIA 0"}},
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "MTIA 1"}},
+    ]
     return {"schemaVersion": 1, "traceEvents": ev}
 
 

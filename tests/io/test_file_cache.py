@@ -5,6 +5,7 @@ says how many files came from their own entries and how many were parsed, and th
 are untouched (same inode and mtime of their column files). The joined session is the session
 read whole: `info` and `analyze` print the same as with --no-cache. A folder opened with nothing
 cached reads its files one by one and leaves each file's entry too."""
+
 from __future__ import annotations
 
 import json
@@ -80,6 +81,7 @@ def _ranks_in(folder, placed: dict[int, str]) -> None:
     """Rank r of a job written to placed[r] (a sub-path of folder): samples/ddp's two files,
     each written again with its distributedInfo.rank set to r."""
     import gzip
+
     for r, rel in placed.items():
         with gzip.open(os.path.join(DDP, f"ddp_rank{r % 2}.json.gz"), "rb") as f:
             doc = json.load(f)

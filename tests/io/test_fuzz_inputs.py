@@ -15,6 +15,7 @@ GPUVIEWER_FUZZ_CASES (default 66 over the six families: 11 each, so each family 
 command; a family's first 10 inputs are those of the earlier default of 60) and GPUVIEWER_FUZZ_SEED (default 18) choose the run; a failure prints the family, case
 number, command and seed to reproduce it. Summaries and annotation sidecars: test_fuzz_commands.py.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -50,14 +51,35 @@ def bases(tmp_path_factory):
     (d / "base.json").write_bytes(text)
     (d / "base.json.gz").write_bytes(gzip.compress(text, 6))
     shutil.copy(os.path.join(SAMPLES, "nsys_single.sqlite"), d / "base.sqlite")
-    return {"json": text, "gz": (d / "base.json.gz").read_bytes(),
-            "sqlite": (d / "base.sqlite").read_bytes(), "sqlite_path": str(d / "base.sqlite"),
-            "dir": str(d)}
+    return {
+        "json": text,
+        "gz": (d / "base.json.gz").read_bytes(),
+        "sqlite": (d / "base.sqlite").read_bytes(),
+        "sqlite_path": str(d / "base.sqlite"),
+        "dir": str(d),
+    }
 
 
-_HOSTILE_VALUES = [b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e400", b"99999999999999999999999999",
-                   b'"abc"', b"[]", b"{}", b"null", b"true", b'"\\u0000\\u001b[2J"', b'"\xff\xfe"',
-                   b"[" * 5000 + b"]" * 5000, b"-1", b"0", b"1.5e300", b'"12.5"']
+_HOSTILE_VALUES = [
+    b"NaN",
+    b"Infinity",
+    b"-Infinity",
+    b"1e400",
+    b"-1e400",
+    b"99999999999999999999999999",
+    b'"abc"',
+    b"[]",
+    b"{}",
+    b"null",
+    b"true",
+    b'"\\u0000\\u001b[2J"',
+    b'"\xff\xfe"',
+    b"[" * 5000 + b"]" * 5000,
+    b"-1",
+    b"0",
+    b"1.5e300",
+    b'"12.5"',
+]
 
 
 def _mutate(family: str, rng: random.Random, bases: dict, out_dir: str) -> tuple[str, bool]:
@@ -96,6 +118,7 @@ def _mutate(family: str, rng: random.Random, bases: dict, out_dir: str) -> tuple
     elif family == "values":
         data = bytearray(bases["json"])
         import re
+
         # any number of the document but those of its last 64 bytes, which stay intact
         nums = [m.span() for m in re.finditer(rb"(?<=: )-?\d+(\.\d+)?", bytes(data[:-64]))]
         for _ in range(rng.randint(1, 5)):
@@ -123,16 +146,20 @@ def _mutate(family: str, rng: random.Random, bases: dict, out_dir: str) -> tuple
         with open(path, "wb") as f:
             f.write(bases["sqlite"])
         con = sqlite3.connect(path)
-        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
-                  if r[0].startswith(("CUPTI", "NVTX", "StringIds", "TARGET", "PROCESSES", "ThreadNames"))]
+        tables = [
+            r[0]
+            for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            if r[0].startswith(("CUPTI", "NVTX", "StringIds", "TARGET", "PROCESSES", "ThreadNames"))
+        ]
         for _ in range(rng.randint(1, 4)):
             t = rng.choice(tables)
             cols = [r[1] for r in con.execute(f"PRAGMA table_info('{t}')")]
             if not cols:
                 continue
             col = rng.choice(cols)
-            val = rng.choice(["'abc'", "NULL", "-1", "9223372036854775807", "-9223372036854775808",
-                              "1e300", "x'ff00ff'", "''", "0"])
+            val = rng.choice(
+                ["'abc'", "NULL", "-1", "9223372036854775807", "-9223372036854775808", "1e300", "x'ff00ff'", "''", "0"]
+            )
             where = rng.choice(["", f" WHERE rowid % {rng.randint(2, 50)} = 0", " WHERE rowid = 1"])
             try:
                 con.execute(f"UPDATE '{t}' SET '{col}' = {val}{where}")
@@ -151,8 +178,19 @@ def _mutate(family: str, rng: random.Random, bases: dict, out_dir: str) -> tuple
 
 
 # case i runs COMMANDS[i % len(COMMANDS)]: every family meets every command
-COMMANDS = ("info", "analyze", "analyze --md", "analyze --summary", "screenshot", "screenshot --timeline-only",
-            "report", "sql", "stats", "diff", "whatif")
+COMMANDS = (
+    "info",
+    "analyze",
+    "analyze --md",
+    "analyze --summary",
+    "screenshot",
+    "screenshot --timeline-only",
+    "report",
+    "sql",
+    "stats",
+    "diff",
+    "whatif",
+)
 
 
 def command(name: str, path: str, out_dir: str, bases: dict) -> tuple[list[str], str, str | None]:
@@ -196,8 +234,17 @@ def _check(family: str, i: int, path: str, intact: bool, bases: dict) -> list[st
         tag = f"{family}#{i} (seed {SEED}) {name}"
         # only the middle of an intact document is damaged: it must not be called cut short
         forbid = ("ends early", "cut off", "ends before") if intact else ()
-        problems += check_command(tag, [*argv, "--no-cache"], path, expect, out=out, out_dir=out_dir, env=env,
-                                  rss_limit_mb=RSS_LIMIT_MB, forbid=forbid)
+        problems += check_command(
+            tag,
+            [*argv, "--no-cache"],
+            path,
+            expect,
+            out=out,
+            out_dir=out_dir,
+            env=env,
+            rss_limit_mb=RSS_LIMIT_MB,
+            forbid=forbid,
+        )
         shutil.rmtree(out_dir)
         os.mkdir(out_dir)
     if left_behind(env):

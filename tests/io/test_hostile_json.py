@@ -5,6 +5,7 @@ Each case runs the real CLI in a child (tests/hostile.py) and checks what a user
 right exit code, one line naming the file when it is refused, no traceback and no Python-internal
 wording, the input untouched with nothing created beside it, and (bombs) a bounded peak RSS.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -24,14 +25,28 @@ MiB = 1 << 20
 # holds at most max_event_bytes = 64 MiB of one value, plus a few pieces).
 RSS_BOUND_MB = 1024
 # Python's own words that must never reach a user
-_INTERNAL = re.compile(r"unhashable|could not convert|too large to convert|object has no attribute|"
-                       r"NoneType|Traceback|Error:|C long|invalid literal", re.IGNORECASE)
+_INTERNAL = re.compile(
+    r"unhashable|could not convert|too large to convert|object has no attribute|"
+    r"NoneType|Traceback|Error:|C long|invalid literal",
+    re.IGNORECASE,
+)
 
 
 # -- helpers ---------------------------------------------------------------------------------
 def _events(n: int = 100, base: float = 0.0) -> list[dict]:
-    return [{"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": base + i * 10.0,
-             "dur": 5.0, "args": {"v": i}} for i in range(n)]
+    return [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": f"op{i}",
+            "pid": 1,
+            "tid": 1,
+            "ts": base + i * 10.0,
+            "dur": 5.0,
+            "args": {"v": i},
+        }
+        for i in range(n)
+    ]
 
 
 def _doc(events, **meta) -> bytes:
@@ -87,8 +102,7 @@ def _stdlib_count(data: bytes) -> int:
     which reads NaN and Infinity; bad UTF-8 is replaced as a browser would."""
     doc = json.loads(data.decode("utf-8", "replace"))
     evs = doc["traceEvents"] if isinstance(doc, dict) else doc
-    return sum(1 for e in evs if e.get("ph") in ("X", "B")
-               or e.get("ph") in ("i", "I") and e.get("name") != "[memory]")
+    return sum(1 for e in evs if e.get("ph") in ("X", "B") or e.get("ph") in ("i", "I") and e.get("name") != "[memory]")
 
 
 def _gz_bytes(head: bytes, fill: bytes, n_fill: int, tail: bytes) -> bytes:
@@ -127,8 +141,9 @@ def _gz_member(fill: bytes, n_fill: int) -> bytes:
 
 
 def _ev(i: int) -> bytes:
-    return json.dumps({"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1,
-                       "ts": i * 10.0, "dur": 5.0, "args": {"v": i}}).encode()
+    return json.dumps(
+        {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i * 10.0, "dur": 5.0, "args": {"v": i}}
+    ).encode()
 
 
 # -- 1. decompression bombs ------------------------------------------------------------------
@@ -144,8 +159,13 @@ def bombs(tmp_path_factory):
     # one event whose args hold a 1 GiB string: ~1 MB of gzip
     p = d / "string" / "string.json.gz"
     p.parent.mkdir()
-    _gz_stream(str(p), b'{"traceEvents": [{"ph": "X", "name": "big", "pid": 1, "tid": 1, "ts": 20, '
-                       b'"dur": 1, "args": {"s": "', b"x", 1 << 30, b'"}}]}')
+    _gz_stream(
+        str(p),
+        b'{"traceEvents": [{"ph": "X", "name": "big", "pid": 1, "tid": 1, "ts": 20, "dur": 1, "args": {"s": "',
+        b"x",
+        1 << 30,
+        b'"}}]}',
+    )
     out["string"] = str(p)
     out["x_member"] = _gz_member(b"x", 1 << 30)
     out["ws_member"] = _gz_member(b" \n", 1 << 30)
@@ -181,10 +201,14 @@ def test_bomb_event_alone_is_refused_naming_the_limit(bombs):
 
 
 def test_bomb_event_among_others_is_skipped_with_a_warning(bombs, tmp_path):
-    p = _assemble(tmp_path, "among.json.gz",
-                  b'{"traceEvents": [' + _ev(0) + b', {"ph": "X", "name": "big", "pid": 1, "tid": 1, '
-                  b'"ts": 15, "dur": 1, "args": {"s": "', bombs["x_member"],
-                  b'"}}, ' + _ev(2) + b", " + _ev(3) + b"]}")
+    p = _assemble(
+        tmp_path,
+        "among.json.gz",
+        b'{"traceEvents": [' + _ev(0) + b', {"ph": "X", "name": "big", "pid": 1, "tid": 1, '
+        b'"ts": 15, "dur": 1, "args": {"s": "',
+        bombs["x_member"],
+        b'"}}, ' + _ev(2) + b", " + _ev(3) + b"]}",
+    )
     r = _cli("info", p)
     assert_clean(r)
     assert r.rss_mb < RSS_BOUND_MB, r.rss_mb
@@ -199,9 +223,14 @@ def test_bomb_after_a_damaged_piece_is_walked_exactly_in_bounded_memory(bombs, t
     reach memory there either."""
     evs = [_ev(i) for i in range(30_000)]  # ~3.5 MB: several pieces
     evs[100] = evs[100].replace(b'"ph": "X",', b'"ph": "X"', 1)  # a missing comma
-    p = _assemble(tmp_path, "exact.json.gz",
-                  b'{"traceEvents": [' + b", ".join(evs) + b', {"ph": "X", "name": "big", "pid": 1, '
-                  b'"tid": 1, "ts": 1, "dur": 1, "args": {"s": "', bombs["x_member"], b'"}}]}')
+    p = _assemble(
+        tmp_path,
+        "exact.json.gz",
+        b'{"traceEvents": [' + b", ".join(evs) + b', {"ph": "X", "name": "big", "pid": 1, '
+        b'"tid": 1, "ts": 1, "dur": 1, "args": {"s": "',
+        bombs["x_member"],
+        b'"}}]}',
+    )
     r = _cli("info", p)
     assert_clean(r)
     assert r.rss_mb < RSS_BOUND_MB, r.rss_mb
@@ -213,8 +242,7 @@ def test_bomb_after_a_damaged_piece_is_walked_exactly_in_bounded_memory(bombs, t
 
 
 def test_bomb_of_whitespace_between_events_is_dropped(bombs, tmp_path):
-    p = _assemble(tmp_path, "gap.json.gz", b'{"traceEvents": [' + _ev(0) + b",", bombs["ws_member"],
-                  _ev(1) + b"]}")
+    p = _assemble(tmp_path, "gap.json.gz", b'{"traceEvents": [' + _ev(0) + b",", bombs["ws_member"], _ev(1) + b"]}")
     r = _cli("info", p)
     assert_clean(r)
     assert r.rss_mb < RSS_BOUND_MB, r.rss_mb
@@ -263,6 +291,7 @@ def test_nan_infinity_and_bad_utf8_keep_every_event_small(tmp_path, kind):
     assert out["warnings"] == []  # in particular, never "ends early"
     from gpuviewer.io.args import event_args
     from gpuviewer.io.session import load
+
     t = load([p], use_cache=False)
     names = [t.name_of(i) for i in range(len(t))]
     i = names.index("ab\ufffd\ufffdcd" if kind == "utf8-name" else "op50")
@@ -281,7 +310,7 @@ def big_text():
     with gzip.open(trace_path("kineto", "launch_bound_big.json.gz"), "rb") as f:
         data = f.read()
     m = re.compile(rb'"External id": (\d+)').search(data, len(data) // 2)
-    nan = data[:m.start(1)] + b"NaN" + data[m.end(1):]
+    nan = data[: m.start(1)] + b"NaN" + data[m.end(1) :]
     return data, m.start(1), m.end(1), _stdlib_count(nan)
 
 
@@ -311,9 +340,15 @@ def test_damaged_event_is_skipped_not_called_truncated(tmp_path):
 
 
 @pytest.mark.parametrize("form", ["object", "array"])
-@pytest.mark.parametrize("damage", [(b'"name": "op30"', b'"name": op30"'), (b'{"v": 30}}', b'{"v": 30}'),
-                                    (b'"cat": "cpu_op", "name": "op30"', b'"cat": "cpu_op", "name": "op30]"]')],
-                         ids=["quote", "brace", "bracket"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        (b'"name": "op30"', b'"name": op30"'),
+        (b'{"v": 30}}', b'{"v": 30}'),
+        (b'"cat": "cpu_op", "name": "op30"', b'"cat": "cpu_op", "name": "op30]"]'),
+    ],
+    ids=["quote", "brace", "bracket"],
+)
 def test_a_quote_or_bracket_out_of_place_loses_one_event_not_the_rest(tmp_path, form, damage):
     """One byte out of place makes an event swallow the rest of the file; the reader must
     notice (the end of the file is intact), skip that event and read on."""
@@ -357,8 +392,7 @@ def test_step_number_past_int64_is_not_a_step(tmp_path):
     _warned(out, "2 ProfilerStep annotation name(s) with a step number too large")
 
 
-@pytest.mark.parametrize("bad", ["abc", None, [1], {"a": 1}, float("nan"), float("inf"), 1e300, "1e999"],
-                         ids=repr)
+@pytest.mark.parametrize("bad", ["abc", None, [1], {"a": 1}, float("nan"), float("inf"), 1e300, "1e999"], ids=repr)
 def test_unreadable_ts_is_skipped_not_time_zero(tmp_path, bad):
     evs = _events(base=1.7e15)  # epoch µs: a ts read as 0 would stretch the span to 54 years
     if bad is None:
@@ -390,7 +424,7 @@ def test_negative_or_unreadable_duration_is_skipped(tmp_path, bad):
     _warned(out, "1 events with a negative or unreadable duration skipped")
 
 
-@pytest.mark.parametrize("base", [1e30, 10 ** 30, -1, "abc", True, [1], float("inf")], ids=repr)
+@pytest.mark.parametrize("base", [1e30, 10**30, -1, "abc", True, [1], float("inf")], ids=repr)
 def test_absurd_base_time_is_ignored_with_a_warning(tmp_path, base):
     out = _opened(_put(tmp_path, "base.json", _doc(_events(), baseTimeNanoseconds=base)))
     assert out["events"] == 100
@@ -404,7 +438,7 @@ def test_plausible_base_time_is_used(tmp_path):
 
 
 # -- 4. wrong types anywhere, and what the messages say ----------------------------------------
-_ODD = [[1], {"a": 1}, True, 10 ** 30, -(10 ** 30), 1.5, 1e300, float("nan"), "", None]
+_ODD = [[1], {"a": 1}, True, 10**30, -(10**30), 1.5, 1e300, float("nan"), "", None]
 
 
 @pytest.mark.parametrize("field", ["name", "cat", "pid", "tid", "id", "s", "args", "ph"])
@@ -432,19 +466,45 @@ def test_wrong_types_in_any_field_never_raise(tmp_path, field):
 def test_wrong_types_in_counters_memory_and_metadata_never_raise(tmp_path):
     evs = _events() + [
         {"ph": "C", "name": "c", "pid": 1, "ts": "x", "args": {"a": 1}},
-        {"ph": "C", "name": ["c"], "pid": [1], "ts": 3, "args": {"a": 1e300, "b": "z", "c": [1], "d": 10 ** 400}},
-        {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": "q",
-         "args": {"Device Type": 1, "Device Id": [0], "Total Allocated": "x"}},
-        {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 4,
-         "args": {"Device Type": 1, "Device Id": 10 ** 30, "Total Allocated": {"a": 1}}},
+        {"ph": "C", "name": ["c"], "pid": [1], "ts": 3, "args": {"a": 1e300, "b": "z", "c": [1], "d": 10**400}},
+        {
+            "ph": "i",
+            "name": "[memory]",
+            "pid": 1,
+            "tid": 1,
+            "ts": "q",
+            "args": {"Device Type": 1, "Device Id": [0], "Total Allocated": "x"},
+        },
+        {
+            "ph": "i",
+            "name": "[memory]",
+            "pid": 1,
+            "tid": 1,
+            "ts": 4,
+            "args": {"Device Type": 1, "Device Id": 10**30, "Total Allocated": {"a": 1}},
+        },
         {"ph": "b", "name": "a", "cat": ["x"], "id": {"a": 1}, "pid": 1, "tid": 1, "ts": 7},
         {"ph": "e", "name": "a", "cat": ["x"], "id": {"a": 1}, "pid": 1, "tid": 1, "ts": 8},
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 10 ** 30, "tid": [1], "ts": 9, "dur": 1,
-         "args": {"correlation": 10 ** 30, "device": [1], "stream": "x"}},
-        5, "text", None, [1, 2],
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 10**30,
+            "tid": [1],
+            "ts": 9,
+            "dur": 1,
+            "args": {"correlation": 10**30, "device": [1], "stream": "x"},
+        },
+        5,
+        "text",
+        None,
+        [1, 2],
     ]
-    meta = {"distributedInfo": {"rank": 10 ** 30, "world_size": [2]}, "host_name": ["x"],
-            "deviceProperties": [{"id": 10 ** 30}, {"id": 0, "name": ["x"], "mem": 10 ** 40}, "x"]}
+    meta = {
+        "distributedInfo": {"rank": 10**30, "world_size": [2]},
+        "host_name": ["x"],
+        "deviceProperties": [{"id": 10**30}, {"id": 0, "name": ["x"], "mem": 10**40}, "x"],
+    }
     out = _opened(_put(tmp_path, "mixed.json", _doc(evs, **meta)))
     assert out["events"] == 100 + 1 + 1  # the async pair and the odd kernel
     _warned(out, "not events")
@@ -453,9 +513,11 @@ def test_wrong_types_in_counters_memory_and_metadata_never_raise(tmp_path):
 
 def test_utf8_bom_opens(tmp_path):
     bom = b"\xef\xbb\xbf"
-    for name, data in (("bom.json", bom + _doc(_events())),
-                       ("bomarray.json", bom + json.dumps(_events()).encode()),
-                       ("bomgz.json.gz", gzip.compress(bom + b"\n " + _doc(_events())))):
+    for name, data in (
+        ("bom.json", bom + _doc(_events())),
+        ("bomarray.json", bom + json.dumps(_events()).encode()),
+        ("bomgz.json.gz", gzip.compress(bom + b"\n " + _doc(_events()))),
+    ):
         out = _opened(_put(tmp_path, name, data))
         assert out["events"] == 100 and out["warnings"] == []
 
@@ -472,16 +534,19 @@ def test_gzip_cut_in_the_middle_keeps_what_decompresses_and_says_so(tmp_path):
 def test_gzip_damaged_in_the_middle_keeps_what_decompresses_and_says_so(tmp_path):
     data = open(trace_path("kineto", "dataloader_stall.json.gz"), "rb").read()
     k = len(data) // 2
-    out = _opened(_put(tmp_path, "damaged.json.gz", data[:k] + bytes(300) + data[k + 300:]))
+    out = _opened(_put(tmp_path, "damaged.json.gz", data[:k] + bytes(300) + data[k + 300 :]))
     assert out["events"] > 1000
     _warned(out, "compressed data is damaged")
 
 
-@pytest.mark.parametrize("layout,n,warns", [
-    (b'{"traceEvents": [], "x": 1, "traceEvents": %s}', 100, False),
-    (b'{"traceEvents": %s, "traceEvents": []}', 100, False),
-    (b'{"traceEvents": %s, "traceEvents": %s}', 100, True),
-])
+@pytest.mark.parametrize(
+    "layout,n,warns",
+    [
+        (b'{"traceEvents": [], "x": 1, "traceEvents": %s}', 100, False),
+        (b'{"traceEvents": %s, "traceEvents": []}', 100, False),
+        (b'{"traceEvents": %s, "traceEvents": %s}', 100, True),
+    ],
+)
 def test_two_trace_events_keys_read_the_one_with_events(tmp_path, layout, n, warns):
     ten = json.dumps(_events(10)).encode()
     full = json.dumps(_events()).encode()
@@ -500,15 +565,19 @@ def test_two_trace_events_keys_big(tmp_path):
     _warned(out, "more than one traceEvents")
 
 
-@pytest.mark.parametrize("content,needle", [
-    (b"{garbage", "not valid JSON"),
-    (b'{"traceEvents": "abc"}', "not a list of events"),
-    (b'{"traceEvents": {"a": 1}}', "not a list of events"),
-    (b"[1, 2, 3]", "not events"),
-    (b'{"traceEvents": []}', "no trace events"),
-    (b'{"other": 1}', "not a trace"),
-    (b'{"traceEvents": [' + b"[" * 100_000 + b"]" * 100_000 + b"]}", "not events"),
-    (b'{"traceEvents": [{"ph": "X", "name": "a", "ts": "x"}]}', "unreadable ts"),
-], ids=["garbage", "events-text", "events-object", "scalars", "empty", "other", "deep", "bad-ts"])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (b"{garbage", "not valid JSON"),
+        (b'{"traceEvents": "abc"}', "not a list of events"),
+        (b'{"traceEvents": {"a": 1}}', "not a list of events"),
+        (b"[1, 2, 3]", "not events"),
+        (b'{"traceEvents": []}', "no trace events"),
+        (b'{"other": 1}', "not a trace"),
+        (b'{"traceEvents": [' + b"[" * 100_000 + b"]" * 100_000 + b"]}", "not events"),
+        (b'{"traceEvents": [{"ph": "X", "name": "a", "ts": "x"}]}', "unreadable ts"),
+    ],
+    ids=["garbage", "events-text", "events-object", "scalars", "empty", "other", "deep", "bad-ts"],
+)
 def test_refusals_name_the_file_and_say_what_is_wrong(tmp_path, content, needle):
     _refused(_put(tmp_path, "bad.json", content), needle)

@@ -4,6 +4,7 @@ Each case runs the real CLI in a child (tests/hostile.py) and checks what the us
 2 and one line naming the file for a file given explicitly; for the sidecar found beside a
 trace, one warning line naming it and the picture made without its annotations; no traceback,
 the inputs untouched, and for amplification the child's peak RSS under a stated bound."""
+
 import json
 import os
 import pickle
@@ -32,8 +33,11 @@ def rss_bound(mb: float) -> float:
 
 SIDECAR = "annotations.gpuviewer.json"
 # a sidecar the window wrote, as a base for damaged variants
-GOOD = {"schema": 1, "annotations": [{"kind": "note", "text": "ok", "start_ns": 1, "rank": 0}],
-        "view": {"range": [0, 10], "lanes": {"hidden": [], "groups": {}}}}
+GOOD = {
+    "schema": 1,
+    "annotations": [{"kind": "note", "text": "ok", "start_ns": 1, "rank": 0}],
+    "view": {"range": [0, 10], "lanes": {"hidden": [], "groups": {}}},
+}
 
 
 def _with(**change):
@@ -80,6 +84,7 @@ def _write(folder, name: str, data: bytes) -> str:
 
 # -- schema, in process -------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_load_doc_names_file_and_problem(tmp_path, case):
     data, needle = BAD[case]
@@ -97,6 +102,7 @@ def test_good_doc_still_loads(tmp_path):
 
 # -- --annotations given explicitly: exit 2, one line ---------------------------------------------
 
+
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_explicit_bad_annotations_refused(tmp_path, case):
     data, needle = BAD[case]
@@ -105,16 +111,16 @@ def test_explicit_bad_annotations_refused(tmp_path, case):
     out = str(tmp_path / "out" / "x.png")
     r = run("screenshot", os.path.join(SAMPLES, "ddp"), "-o", out, "--annotations", ann, timeout=120)
     assert_refused(r, ann, needle)
-    r = run("report", os.path.join(SAMPLES, "ddp"), "-o", str(tmp_path / "r.html"), "--annotations", ann,
-            timeout=120)
+    r = run("report", os.path.join(SAMPLES, "ddp"), "-o", str(tmp_path / "r.html"), "--annotations", ann, timeout=120)
     assert_refused(r, ann, needle)
     assert folder_state(str(tmp_path)) == before  # nothing written, the bad file kept as it was
 
 
 def test_explicit_missing_annotations_refused(tmp_path):
     missing = str(tmp_path / "missing.json")
-    r = run("screenshot", os.path.join(SAMPLES, "ddp"), "-o", str(tmp_path / "x.png"), "--annotations", missing,
-            timeout=120)
+    r = run(
+        "screenshot", os.path.join(SAMPLES, "ddp"), "-o", str(tmp_path / "x.png"), "--annotations", missing, timeout=120
+    )
     assert_refused(r, missing, "no such")
     assert not os.path.exists(tmp_path / "x.png")
 
@@ -123,8 +129,9 @@ def test_explicit_fifo_annotations_refused_without_blocking(tmp_path):
     fifo = str(tmp_path / "ann.json")
     os.mkfifo(fifo)
     before = folder_state(str(tmp_path))
-    r = run("screenshot", os.path.join(SAMPLES, "ddp"), "-o", str(tmp_path / "x.png"), "--annotations", fifo,
-            timeout=120)  # a blocking open would hang: the timeout reports it
+    r = run(
+        "screenshot", os.path.join(SAMPLES, "ddp"), "-o", str(tmp_path / "x.png"), "--annotations", fifo, timeout=120
+    )  # a blocking open would hang: the timeout reports it
     assert_refused(r, fifo, "not a regular file")
     assert folder_state(str(tmp_path)) == before
 
@@ -132,16 +139,26 @@ def test_explicit_fifo_annotations_refused_without_blocking(tmp_path):
 def test_explicit_sidecar_over_the_size_limit_refused(tmp_path):
     anns = [{"kind": "note", "text": "x" * 100, "start_ns": i} for i in range(50)]
     ann = _write(tmp_path, "big.json", json.dumps({"annotations": anns}).encode())
-    r = run("screenshot", os.path.join(SAMPLES, "ddp"), "-o", str(tmp_path / "x.png"), "--annotations", ann,
-            env={"GPUVIEWER_MAX_SIDECAR_BYTES": "2000"}, timeout=120)
+    r = run(
+        "screenshot",
+        os.path.join(SAMPLES, "ddp"),
+        "-o",
+        str(tmp_path / "x.png"),
+        "--annotations",
+        ann,
+        env={"GPUVIEWER_MAX_SIDECAR_BYTES": "2000"},
+        timeout=120,
+    )
     line = assert_refused(r, ann, "too large")
     assert "GPUVIEWER_MAX_SIDECAR_BYTES" in line
 
 
 # -- the automatic sidecar beside the trace: a warning, then the picture ----------------------------
 
-@pytest.mark.parametrize("case", ["rank_text", "view_lanes_text", "deep", "random_bytes", "schema_99",
-                                  "top_level_list"])
+
+@pytest.mark.parametrize(
+    "case", ["rank_text", "view_lanes_text", "deep", "random_bytes", "schema_99", "top_level_list"]
+)
 def test_automatic_bad_sidecar_warns_and_goes_on(tmp_path, ddp_copy, case):
     data, needle = BAD[case]
     _write(ddp_copy, SIDECAR, data)
@@ -178,6 +195,7 @@ def test_automatic_fifo_sidecar_does_not_block(tmp_path, ddp_copy):
 
 # -- the window: a damaged sidecar is moved aside, never overwritten -------------------------------
 
+
 def _damaged_copies(folder: str) -> list[str]:
     return sorted(f for f in os.listdir(folder) if f.startswith(SIDECAR + ".damaged-"))
 
@@ -205,6 +223,7 @@ def test_sidecar_over_the_limit_is_shown_in_part_and_saved_whole(tmp_path, monke
     # more annotations than the limit: the first are shown, the rest kept hidden and saved back
     # untouched (they were once cut on reading and the file set aside as damaged on saving)
     from gpuviewer.session.notes import Notes
+
     monkeypatch.setenv("GPUVIEWER_MAX_ANNOTATIONS", "5")
     trace = _write(tmp_path, "t.json", b"[]")
     side = trace + ".gpuviewer.json"
@@ -230,6 +249,7 @@ def test_save_never_replaces_a_fifo(tmp_path):
             load_doc(side)
         except TraceError as e:
             got.append(e)
+
     t = threading.Thread(target=load, daemon=True)
     t.start()
     t.join(60)  # hang detection: a blocking open of a FIFO waits for a writer forever
@@ -244,13 +264,17 @@ def test_save_never_replaces_a_fifo(tmp_path):
 
 # -- many annotations: capped with a warning, reports list the rest --------------------------------
 
+
 def _notes(tmp_path, n: int, bare: bool = False) -> str:
     info = json.loads(run("info", os.path.join(SAMPLES, "ddp"), "--json").stdout)
     r0 = info["ranks"][0]
     step = (r0["end_ns"] - r0["start_ns"]) // n
-    anns = [{"start_ns": r0["start_ns"] + i * step} if bare else
-            {"kind": "note", "text": f"NOTE-{i}-", "start_ns": r0["start_ns"] + i * step, "rank": i % 2}
-            for i in range(n)]
+    anns = [
+        {"start_ns": r0["start_ns"] + i * step}
+        if bare
+        else {"kind": "note", "text": f"NOTE-{i}-", "start_ns": r0["start_ns"] + i * step, "rank": i % 2}
+        for i in range(n)
+    ]
     return _write(tmp_path, f"ann{n}.json", json.dumps({"annotations": anns}, separators=(",", ":")).encode())
 
 
@@ -285,9 +309,13 @@ def test_report_images_only_the_first_annotations(tmp_path):
 
 
 def test_report_annotation_images_draw_only_what_they_show():
-    notes = [Annotation("note", "a", 100, None, 0), Annotation("note", "b", 1000, None, 0),
-             Annotation("region", "c", 0, 50, 0), Annotation("region", "d", 150, 2000, 0),
-             Annotation("arrow", "e", 5000, 10, 0, end_rank=1)]
+    notes = [
+        Annotation("note", "a", 100, None, 0),
+        Annotation("note", "b", 1000, None, 0),
+        Annotation("region", "c", 0, 50, 0),
+        Annotation("region", "d", 150, 2000, 0),
+        Annotation("arrow", "e", 5000, 10, 0, end_rank=1),
+    ]
     got = [a.text for a in report._in_range(notes, 200, 400)]
     # a: label may reach into view (half a view to the left); d: overlaps; e: crosses it
     assert got == ["a", "d", "e"]
@@ -295,10 +323,19 @@ def test_report_annotation_images_draw_only_what_they_show():
 
 # -- memory snapshots -----------------------------------------------------------------------------
 
-ENTRY = {"action": "alloc", "addr": 139920805371904, "size": 32768, "stream": 0, "time_us": 1796010650027534,
-         "compile_context": "N/A", "user_metadata": "",
-         "frames": [{"name": "forward", "filename": "/src/model.py", "line": 31},
-                    {"name": "c10::cuda::CUDACachingAllocator::malloc", "filename": "??", "line": 0}]}
+ENTRY = {
+    "action": "alloc",
+    "addr": 139920805371904,
+    "size": 32768,
+    "stream": 0,
+    "time_us": 1796010650027534,
+    "compile_context": "N/A",
+    "user_metadata": "",
+    "frames": [
+        {"name": "forward", "filename": "/src/model.py", "line": 31},
+        {"name": "c10::cuda::CUDACachingAllocator::malloc", "filename": "??", "line": 0},
+    ],
+}
 
 
 def test_pickle_memo_amplification_refused_fast_and_small(tmp_path):
@@ -324,20 +361,28 @@ def test_snapshot_object_limit_can_be_raised(tmp_path):
 def test_pickle_reduce_copies_are_charged(tmp_path):
     # protocol 2 builds a set by calling set(list): 6 bytes copy a shared 3000-element list again
     big = b"]q\x02(" + b"".join(b"M" + struct.pack("<H", i) for i in range(3000)) + b"e"
-    data = (b"\x80\x02c__builtin__\nset\nq\x01" + big + b"}(X\r\x00\x00\x00device_traces](" +
-            b"h\x01h\x02\x85R" * 100_000 + b"eu.")
+    data = (
+        b"\x80\x02c__builtin__\nset\nq\x01"
+        + big
+        + b"}(X\r\x00\x00\x00device_traces]("
+        + b"h\x01h\x02\x85R" * 100_000
+        + b"eu."
+    )
     p = _write(tmp_path, "copies.pickle", data)
     r = run("info", p, "--json", timeout=120)
     assert_refused(r, p, "too many objects")
     assert r.rss_mb < rss_bound(400), r.rss_mb  # measured 200 MB
 
 
-@pytest.mark.parametrize("name,data,needle", [
-    # 100k nested lists, written opcode by opcode (pickle.dumps itself would recurse too deeply)
-    ("deep.pickle", b"\x80\x04" + b"]" * 100_000 + b"a" * 99_999 + b".", "nested more than"),
-    ("cycle.pickle", b"\x80\x02]q\x00h\x00a.", "reference cycle"),
-    ("fields.pickle", pickle.dumps({"device_traces": [[dict(ENTRY, time_us="noon", size=[1])]]}), "no allocation"),
-])
+@pytest.mark.parametrize(
+    "name,data,needle",
+    [
+        # 100k nested lists, written opcode by opcode (pickle.dumps itself would recurse too deeply)
+        ("deep.pickle", b"\x80\x04" + b"]" * 100_000 + b"a" * 99_999 + b".", "nested more than"),
+        ("cycle.pickle", b"\x80\x02]q\x00h\x00a.", "reference cycle"),
+        ("fields.pickle", pickle.dumps({"device_traces": [[dict(ENTRY, time_us="noon", size=[1])]]}), "no allocation"),
+    ],
+)
 def test_hostile_snapshot_shapes_refused(tmp_path, name, data, needle):
     p = _write(tmp_path, name, data)
     r = run("info", p, "--json", timeout=120)

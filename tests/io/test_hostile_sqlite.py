@@ -2,6 +2,7 @@
 with the real CLI in a child process. A user must get a clear one-line message naming the file
 (or the trace, with a counted warning), never a hang, a traceback or Python's own error words,
 and the file and its folder must be left exactly as they were."""
+
 import itertools
 import json
 import os
@@ -52,24 +53,40 @@ def _no_python_words(text):
 
 # -- 1. SQL stored in the file never runs ---------------------------------------------------------
 
-_KERNEL = ("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, "
-           "streamId INTEGER, globalPid INTEGER, shortName INTEGER)")
+_KERNEL = (
+    "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, "
+    "streamId INTEGER, globalPid INTEGER, shortName INTEGER)"
+)
 _STRINGS = "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)"
 # The recursion never ends and returns no row (a hang), or returns rows forever (memory).
-_NEVER_ENDS = ("CREATE VIEW StringIds AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
-               "WHERE x > 0) SELECT x AS id, 'n' AS value FROM c WHERE x < 0")
-_GROWS = ("CREATE VIEW StringIds AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
-          "SELECT x AS id, printf('%.200d', x) AS value FROM c")
+_NEVER_ENDS = (
+    "CREATE VIEW StringIds AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
+    "WHERE x > 0) SELECT x AS id, 'n' AS value FROM c WHERE x < 0"
+)
+_GROWS = (
+    "CREATE VIEW StringIds AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+    "SELECT x AS id, printf('%.200d', x) AS value FROM c"
+)
 HOSTILE_SCHEMAS = {
     "recursive_view_never_ends": ([_KERNEL, _NEVER_ENDS], "StringIds is a view"),
     "recursive_view_grows": ([_KERNEL, _GROWS], "StringIds is a view"),
-    "view_as_kernel_table": ([_STRINGS, "CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS WITH RECURSIVE c(x) AS "
-                              "(SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x AS start, x AS end FROM c"],
-                             "CUPTI_ACTIVITY_KIND_KERNEL is a view"),
+    "view_as_kernel_table": (
+        [
+            _STRINGS,
+            "CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS WITH RECURSIVE c(x) AS "
+            "(SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x AS start, x AS end FROM c",
+        ],
+        "CUPTI_ACTIVITY_KIND_KERNEL is a view",
+    ),
     "virtual_table": ([_KERNEL, "CREATE VIRTUAL TABLE StringIds USING fts5(id, value)"], "is a virtual table"),
-    "computed_column": ([_STRINGS, "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (x INTEGER, start INTEGER "
-                         "GENERATED ALWAYS AS (length(zeroblob(900000000))) VIRTUAL, end INTEGER, globalPid INTEGER)"],
-                        "is computed by SQL"),
+    "computed_column": (
+        [
+            _STRINGS,
+            "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (x INTEGER, start INTEGER "
+            "GENERATED ALWAYS AS (length(zeroblob(900000000))) VIRTUAL, end INTEGER, globalPid INTEGER)",
+        ],
+        "is computed by SQL",
+    ),
 }
 
 
@@ -135,6 +152,7 @@ def test_cancel_stops_a_running_query(tmp_path):
 
 def test_cancel_reaches_the_reader_queries():
     from gpuviewer.io.nsys import load_nsys
+
     calls = itertools.count()
     # the first call is load_nsys's own check before the file; later ones come from SQLite
     with pytest.raises(Cancelled):
@@ -143,6 +161,7 @@ def test_cancel_reaches_the_reader_queries():
 
 
 # -- 2. nothing beside the file, WAL and journal content, locks ------------------------------------
+
 
 def _to_wal(p):
     db = sqlite3.connect(p)
@@ -184,13 +203,15 @@ def test_wal_mode_export_in_read_only_folder(tmp_path, single_kernels):
 def _crash_after(p, statements, pragmas=()):
     """A child that runs `statements` in one transaction and dies without closing the file,
     as a crashed or killed writer would."""
-    code = ("import sqlite3, os, sys\n"
-            "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-            f"for s in {list(pragmas)!r}: db.execute(s)\n"
-            "db.execute('BEGIN')\n"
-            f"for s in {list(statements)!r}: db.execute(s)\n"
-            "if sys.argv[2] == 'commit': db.execute('COMMIT')\n"
-            "os._exit(0)\n")
+    code = (
+        "import sqlite3, os, sys\n"
+        "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        f"for s in {list(pragmas)!r}: db.execute(s)\n"
+        "db.execute('BEGIN')\n"
+        f"for s in {list(statements)!r}: db.execute(s)\n"
+        "if sys.argv[2] == 'commit': db.execute('COMMIT')\n"
+        "os._exit(0)\n"
+    )
     return code
 
 
@@ -199,8 +220,9 @@ def test_committed_wal_content_is_read_from_a_copy(tmp_path, single_kernels):
     data.mkdir()
     p = _copy(data)
     _to_wal(p)
-    code = _crash_after(p, ["DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid % 2 = 0"],
-                        ["PRAGMA wal_autocheckpoint = 0"])
+    code = _crash_after(
+        p, ["DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid % 2 = 0"], ["PRAGMA wal_autocheckpoint = 0"]
+    )
     subprocess.run([sys.executable, "-c", code, str(p), "commit"], check=True)
     assert os.path.getsize(str(p) + "-wal") > 0
     db = sqlite3.connect(f"file:{p}?mode=ro", uri=True)  # a normal reader sees the WAL
@@ -224,12 +246,19 @@ def test_event_arguments_come_from_the_same_copy(tmp_path, monkeypatch):
     from gpuviewer.io.args import event_args
     from gpuviewer.io.session import load
     from gpuviewer.model.categories import Cat
+
     data = tmp_path / "data"
     data.mkdir()
     p = _copy(data)
     _to_wal(p)
-    code = _crash_after(p, ["UPDATE StringIds SET value = 'renamed_in_wal' WHERE id IN "
-                            "(SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL)"], ["PRAGMA wal_autocheckpoint = 0"])
+    code = _crash_after(
+        p,
+        [
+            "UPDATE StringIds SET value = 'renamed_in_wal' WHERE id IN "
+            "(SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL)"
+        ],
+        ["PRAGMA wal_autocheckpoint = 0"],
+    )
     subprocess.run([sys.executable, "-c", code, str(p), "commit"], check=True)
     monkeypatch.setenv("GPUVIEWER_CACHE_DIR", str(tmp_path / "cache" / "sessions"))
     before = folder_state(data)
@@ -255,8 +284,11 @@ def test_hot_journal_is_rolled_back_on_a_copy(tmp_path, single_kernels):
     data = tmp_path / "data"
     data.mkdir()
     p = _copy(data)
-    code = _crash_after(p, ["DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL", "DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME"],
-                        ["PRAGMA cache_size = 2"])  # a tiny cache spills the change into the file
+    code = _crash_after(
+        p,
+        ["DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL", "DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME"],
+        ["PRAGMA cache_size = 2"],
+    )  # a tiny cache spills the change into the file
     subprocess.run([sys.executable, "-c", code, str(p), "no"], check=True)
     assert os.path.getsize(str(p) + "-journal") > 0
     torn = sqlite3.connect(f"file:{p}?mode=ro&immutable=1", uri=True)
@@ -271,20 +303,25 @@ def test_hot_journal_is_rolled_back_on_a_copy(tmp_path, single_kernels):
 
 LOCKERS = {
     "begin_exclusive": ([], ["BEGIN EXCLUSIVE"]),
-    "wal_locking_mode_exclusive": (["PRAGMA journal_mode = WAL", "PRAGMA locking_mode = EXCLUSIVE"],
-                                   ["DELETE FROM StringIds WHERE id < 0"]),
+    "wal_locking_mode_exclusive": (
+        ["PRAGMA journal_mode = WAL", "PRAGMA locking_mode = EXCLUSIVE"],
+        ["DELETE FROM StringIds WHERE id < 0"],
+    ),
 }
 
 
 def _hold(p, statements: list[str]) -> subprocess.Popen:
     """Another program with the file open, having run these statements, until its stdin closes."""
-    code = ("import sqlite3, sys\n"
-            "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-            f"for s in {list(statements)!r}: db.execute(s)\n"
-            "print('ready', flush=True)\n"
-            "sys.stdin.read()\n")
-    holder = subprocess.Popen([sys.executable, "-c", code, str(p)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    code = (
+        "import sqlite3, sys\n"
+        "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        f"for s in {list(statements)!r}: db.execute(s)\n"
+        "print('ready', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(p)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert holder.stdout.readline().strip() == "ready"
     return holder
 
@@ -319,8 +356,9 @@ def test_reader_and_writer_in_progress_do_not_block(tmp_path, single_kernels):
         holder.wait(timeout=HANG)
 
 
-@pytest.mark.parametrize("name", ["with space.sqlite", "what?.sqlite", "hash#1.sqlite", "pct%41.sqlite",
-                                  "amp&mode=rw.sqlite"])
+@pytest.mark.parametrize(
+    "name", ["with space.sqlite", "what?.sqlite", "hash#1.sqlite", "pct%41.sqlite", "amp&mode=rw.sqlite"]
+)
 def test_awkward_file_names(tmp_path, name, single_kernels):
     p = _copy(tmp_path, name)
     before = folder_state(tmp_path)
@@ -329,6 +367,7 @@ def test_awkward_file_names(tmp_path, name, single_kernels):
 
 
 # -- 3. messages for empty, cut, foreign and badly typed files -------------------------------------
+
 
 def _activity_tables(db):
     out = []
@@ -420,12 +459,18 @@ def _synthetic(path, bad: bool):
     db.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (1700000000000000000)")
     db.execute("INSERT INTO TARGET_INFO_GPU VALUES (0, 'NVIDIA H200', 150000000000, 132, '0000:01:00.0')")
     db.execute("INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '3.24.0')")
-    ins("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, 7, ?, ?, 1)",
-        [(1000 + 100 * i, 1050 + 100 * i, i, PID) for i in range(10)])
-    ins("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, ?, 2, 0)",
-        [(990 + 100 * i, 1000 + 100 * i, tid, i) for i in range(10)])
-    ins("INSERT INTO NVTX_EVENTS VALUES (?, ?, ?, ?, ?, NULL, 0)",
-        [(900, 3000, 59, tid, "step 1"), (950, None, 34, tid, "mark")])
+    ins(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, 7, ?, ?, 1)",
+        [(1000 + 100 * i, 1050 + 100 * i, i, PID) for i in range(10)],
+    )
+    ins(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, ?, 2, 0)",
+        [(990 + 100 * i, 1000 + 100 * i, tid, i) for i in range(10)],
+    )
+    ins(
+        "INSERT INTO NVTX_EVENTS VALUES (?, ?, ?, ?, ?, NULL, 0)",
+        [(900, 3000, 59, tid, "step 1"), (950, None, 34, tid, "mark")],
+    )
     db.execute("INSERT INTO ThreadNames VALUES (3, ?)", (tid,))
     db.execute("INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES (1000, ?, 0, 4096, 0)", (PID,))
     if bad:
@@ -496,10 +541,14 @@ def test_badly_typed_values_are_skipped_and_counted(tmp_path):
 def test_real_export_with_text_and_reversed_times(tmp_path, single_kernels):
     p = _copy(tmp_path)
     db = sqlite3.connect(p)
-    db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'abc' WHERE rowid IN "
-               "(SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 3)")
-    db.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 10 WHERE rowid IN "
-               "(SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid DESC LIMIT 2)")
+    db.execute(
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'abc' WHERE rowid IN "
+        "(SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 3)"
+    )
+    db.execute(
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 10 WHERE rowid IN "
+        "(SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid DESC LIMIT 2)"
+    )
     db.commit()
     db.close()
     r = _info(p)
@@ -510,6 +559,7 @@ def test_real_export_with_text_and_reversed_times(tmp_path, single_kernels):
 
 
 # -- .nsys-rep export --------------------------------------------------------------------------------
+
 
 def _fake_nsys(tmp_path, body):
     d = tmp_path / "bin"
@@ -524,9 +574,13 @@ def test_nsys_export_failure_is_one_line(tmp_path):
     rep = tmp_path / "r.nsys-rep"
     rep.write_bytes(b"\0" * 64)
     path = _fake_nsys(tmp_path, 'echo "Error: the report is damaged" >&2\nexit 1')
-    r = run("info", str(rep), "--no-cache", env={"PATH": path + ":/usr/bin:/bin",
-                                                 "GPUVIEWER_CACHE_DIR": str(tmp_path / "c" / "sessions")},
-            timeout=HANG)
+    r = run(
+        "info",
+        str(rep),
+        "--no-cache",
+        env={"PATH": path + ":/usr/bin:/bin", "GPUVIEWER_CACHE_DIR": str(tmp_path / "c" / "sessions")},
+        timeout=HANG,
+    )
     line = assert_refused(r, rep, "nsys export failed")
     assert "report is damaged" in line
     assert not [n for n in os.listdir(tmp_path / "c" / "nsys-export")]  # no half-written export kept
@@ -534,6 +588,7 @@ def test_nsys_export_failure_is_one_line(tmp_path):
 
 def test_nsys_export_honours_cancel(tmp_path, monkeypatch):
     from gpuviewer.io.nsys_rep import export_reports
+
     rep = tmp_path / "r.nsys-rep"
     rep.write_bytes(b"\0" * 64)
     monkeypatch.setenv("PATH", _fake_nsys(tmp_path, "exec sleep 600") + ":/usr/bin:/bin")

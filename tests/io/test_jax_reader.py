@@ -1,6 +1,7 @@
 """The JAX/XLA trace reader (issue 27, items 1 and 5): small XLA traces built here, whose
 expected kernels, lanes, steps, flows and GPU time are computed from the JSON the test writes,
 and the real jax_train_stall trace (its figures counted from the raw file)."""
+
 from __future__ import annotations
 
 import gzip
@@ -38,38 +39,81 @@ def build_trace(steps: int = 3, devices: tuple = (0,), meta_last: bool = False) 
     corr = 0
     for d in devices:
         pid = GPU_PID + d
-        for m, a in ((_meta(pid, "process_name"), f"/device:GPU:{d}"),
-                     (_meta(pid, "thread_name", COMPUTE), f"Stream #{COMPUTE}(Compute,Memcpy)"),
-                     (_meta(pid, "thread_name", NCCL), f"Stream #{NCCL}(Nccl)")):
+        for m, a in (
+            (_meta(pid, "process_name"), f"/device:GPU:{d}"),
+            (_meta(pid, "thread_name", COMPUTE), f"Stream #{COMPUTE}(Compute,Memcpy)"),
+            (_meta(pid, "thread_name", NCCL), f"Stream #{NCCL}(Nccl)"),
+        ):
             m["args"] = {"name": a}
             meta.append(m)
     for k in range(steps):
         t0 = 100.0 + k * STEP_US
-        evs.append({"ph": "X", "pid": HOST_PID, "tid": 42, "ts": t0, "dur": 900.0, "name": "train",
-                    "args": {"step_num": str(k)}})
-        evs.append({"ph": "X", "pid": HOST_PID, "tid": 42, "ts": t0 + 5, "dur": 400.0,
-                    "name": "$train.py:12 update"})
-        evs.append({"ph": "X", "pid": HOST_PID, "tid": 42, "ts": t0 + 10, "dur": 300.0,
-                    "name": "CommonPjRtLoadedExecutable::Execute (jit_update)", "args": {"name": "jit_update"}})
+        evs.append(
+            {
+                "ph": "X",
+                "pid": HOST_PID,
+                "tid": 42,
+                "ts": t0,
+                "dur": 900.0,
+                "name": "train",
+                "args": {"step_num": str(k)},
+            }
+        )
+        evs.append({"ph": "X", "pid": HOST_PID, "tid": 42, "ts": t0 + 5, "dur": 400.0, "name": "$train.py:12 update"})
+        evs.append(
+            {
+                "ph": "X",
+                "pid": HOST_PID,
+                "tid": 42,
+                "ts": t0 + 10,
+                "dur": 300.0,
+                "name": "CommonPjRtLoadedExecutable::Execute (jit_update)",
+                "args": {"name": "jit_update"},
+            }
+        )
         for d in devices:
             pid = GPU_PID + d
-            gpu = [("MemcpyH2D", COMPUTE, 100.0, 20.0, "memcpy", "copy-start"),
-                   ("loop_multiply_fusion", COMPUTE, 130.0, 150.0, "compute", "multiply_fusion"),
-                   ("Memset 0", COMPUTE, 290.0, 2.0, "memset", "command_buffer"),
-                   ("nvjet_sm90_tst_128x128_64x6_2x1_v_bz_NNT", COMPUTE, 300.0, 200.0, "compute", "dot.3"),
-                   ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", NCCL, 510.0, 80.0, "comm", "all-reduce-start.1"),
-                   ("all-gather-start.2", NCCL, 600.0, 30.0, "comm", "all-gather-start.2")]
+            gpu = [
+                ("MemcpyH2D", COMPUTE, 100.0, 20.0, "memcpy", "copy-start"),
+                ("loop_multiply_fusion", COMPUTE, 130.0, 150.0, "compute", "multiply_fusion"),
+                ("Memset 0", COMPUTE, 290.0, 2.0, "memset", "command_buffer"),
+                ("nvjet_sm90_tst_128x128_64x6_2x1_v_bz_NNT", COMPUTE, 300.0, 200.0, "compute", "dot.3"),
+                ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", NCCL, 510.0, 80.0, "comm", "all-reduce-start.1"),
+                ("all-gather-start.2", NCCL, 600.0, 30.0, "comm", "all-gather-start.2"),
+            ]
             for name, stream, dt, dur, role, hlo in gpu:
                 corr += 1
                 launch = "cuMemcpyAsync" if role == "memcpy" else name  # XLA names a launch by its kernel
-                evs.append({"ph": "X", "pid": HOST_PID, "tid": 42, "ts": t0 + 20 + corr % 7, "dur": 3.0,
-                            "name": launch, "args": {"correlation_id": str(corr), "device_id": str(d)}})
-                evs.append({"ph": "X", "pid": pid, "tid": stream, "ts": t0 + dt, "dur": dur, "name": name,
-                            "_role": role, "args": {
-                                "correlation_id": str(corr), "hlo_module": "jit_update", "hlo_op": hlo,
-                                "kernel_details": "regs:26 static_shared:0 dynamic_shared:0 grid:16384,1,1 "
-                                                  "block:128,1,1 occ_pct:100",
-                                "theoretical_occupancy_pct": "100"}})
+                evs.append(
+                    {
+                        "ph": "X",
+                        "pid": HOST_PID,
+                        "tid": 42,
+                        "ts": t0 + 20 + corr % 7,
+                        "dur": 3.0,
+                        "name": launch,
+                        "args": {"correlation_id": str(corr), "device_id": str(d)},
+                    }
+                )
+                evs.append(
+                    {
+                        "ph": "X",
+                        "pid": pid,
+                        "tid": stream,
+                        "ts": t0 + dt,
+                        "dur": dur,
+                        "name": name,
+                        "_role": role,
+                        "args": {
+                            "correlation_id": str(corr),
+                            "hlo_module": "jit_update",
+                            "hlo_op": hlo,
+                            "kernel_details": "regs:26 static_shared:0 dynamic_shared:0 grid:16384,1,1 "
+                            "block:128,1,1 occ_pct:100",
+                            "theoretical_occupancy_pct": "100",
+                        },
+                    }
+                )
     evs.sort(key=lambda e: e["ts"])
     events = evs + meta if meta_last else meta + evs
     return {"displayTimeUnit": "ns", "metadata": {"highres-ticks": True}, "traceEvents": events + [{}]}
@@ -103,7 +147,8 @@ def test_small_trace_is_read_as_jax_with_kernels_by_kind(small):
     assert len(k) == roles.count("compute") + roles.count("comm")
     assert (k["kind"] == "comm").sum() == roles.count("comm")
     assert sorted(k.loc[k["kind"] == "comm", "name"].unique()) == sorted(
-        {e["name"] for e in ev if e["_role"] == "comm"})
+        {e["name"] for e in ev if e["_role"] == "comm"}
+    )
     copies = s.memops
     assert len(copies) == roles.count("memcpy") + roles.count("memset")
     assert (copies["kind"] == "memset").sum() == roles.count("memset")
@@ -123,17 +168,24 @@ def test_small_trace_lanes_are_streams_and_host_threads(small):
 
 def test_small_trace_steps_from_step_trace_annotation(small):
     doc, _path, s = small
-    want = [(int(e["args"]["step_num"]), round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000))
-            for e in doc["traceEvents"] if e.get("name") == "train"]
+    want = [
+        (int(e["args"]["step_num"]), round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000))
+        for e in doc["traceEvents"]
+        if e.get("name") == "train"
+    ]
     assert [(st.step, st.start, st.end) for st in s.trace.steps] == want
 
 
 def test_small_trace_flows_join_launch_and_gpu_op_by_correlation_id(small):
     doc, _path, s = small
-    host = {e["args"]["correlation_id"]: e["name"] for e in doc["traceEvents"]
-            if e.get("pid") == HOST_PID and "correlation_id" in e.get("args", {})}
-    want = sorted((host[e["args"]["correlation_id"]], e["name"]) for e in gpu_events(doc)
-                  if e["args"]["correlation_id"] in host)
+    host = {
+        e["args"]["correlation_id"]: e["name"]
+        for e in doc["traceEvents"]
+        if e.get("pid") == HOST_PID and "correlation_id" in e.get("args", {})
+    }
+    want = sorted(
+        (host[e["args"]["correlation_id"]], e["name"]) for e in gpu_events(doc) if e["args"]["correlation_id"] in host
+    )
     t = s.trace
     src, dst = t.flows
     got = sorted((t.names[t.columns["name"][a]], t.names[t.columns["name"][b]]) for a, b in zip(src, dst))
@@ -162,6 +214,7 @@ def test_small_trace_gpu_time_per_step(small):
 
 def test_details_show_kernel_details_and_occupancy(small):
     from gpuviewer.io.args import event_args
+
     doc, _path, s = small
     t = s.trace
     i = int(s.kernels["id"].iloc[0])
@@ -191,6 +244,7 @@ def test_process_names_after_the_first_4kb_still_sniff_as_jax(tmp_path):
 
 def test_kineto_files_are_not_taken():
     from conftest import SAMPLES
+
     files = [os.path.join(SAMPLES, "ddp", f) for f in sorted(os.listdir(os.path.join(SAMPLES, "ddp")))]
     kinds = {sniff(f) for f in files if f.endswith((".json", ".json.gz"))}
     assert kinds == {"kineto"}
@@ -227,11 +281,17 @@ def test_real_trace_gpu_ops_steps_and_flows(raw, real):
     t = real.trace
     ops = [e for e in gpu if not e["name"].startswith(("Memset", "Memcpy"))]
     assert len(real.kernels) == len(ops) and len(real.kernels) + len(real.memops) == len(gpu)
-    steps = sorted((int(e["args"]["step_num"]), round(e["ts"] * 1000)) for e in evs
-                   if e.get("name") == "train" and "step_num" in e.get("args", {}))
+    steps = sorted(
+        (int(e["args"]["step_num"]), round(e["ts"] * 1000))
+        for e in evs
+        if e.get("name") == "train" and "step_num" in e.get("args", {})
+    )
     assert len(steps) == 8 and [(st.step, st.start) for st in t.steps] == steps
-    launches = {e["args"]["correlation_id"] for e in evs
-                if e.get("ph") == "X" and e not in gpu and "correlation_id" in e.get("args", {})}
+    launches = {
+        e["args"]["correlation_id"]
+        for e in evs
+        if e.get("ph") == "X" and e not in gpu and "correlation_id" in e.get("args", {})
+    }
     assert len(t.flows[0]) == sum(e["args"].get("correlation_id") in launches for e in gpu)
 
 
@@ -297,8 +357,11 @@ def test_xla_derived_lines_are_annotations_and_jit_runs_are_steps(tmp_path):
     assert [(ln.device, ln.stream, ln.label) for ln in ann] == [(0, ops_tid, "XLA Ops")]
     gpu = gpu_events(doc)
     assert len(s.kernels) == sum(e["_role"] in ("compute", "comm") for e in gpu)
-    runs = sorted((round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)) for e in evs
-                  if e.get("name") == "CommonPjRtLoadedExecutable::Execute (jit_update)")
+    runs = sorted(
+        (round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000))
+        for e in evs
+        if e.get("name") == "CommonPjRtLoadedExecutable::Execute (jit_update)"
+    )
     assert [(st.step, st.start, st.end) for st in s.trace.steps] == [(i, a, b) for i, (a, b) in enumerate(runs)]
 
 
@@ -328,14 +391,19 @@ def test_kernel_launch_configuration_from_kernel_details(raw, real):
     assert len(got) == len(by_start) == len(k)
     for i, start in zip(k["id"].tolist(), k["start"].tolist()):
         d = dict(f.split(":", 1) for f in by_start[start]["kernel_details"].split())
-        want = {"grid": tuple(map(int, d["grid"].split(","))), "block": tuple(map(int, d["block"].split(","))),
-                "regs": int(d["regs"]), "shared_bytes": int(d["static_shared"]) + int(d["dynamic_shared"]),
-                "occupancy_pct": float(d["occ_pct"])}
+        want = {
+            "grid": tuple(map(int, d["grid"].split(","))),
+            "block": tuple(map(int, d["block"].split(","))),
+            "regs": int(d["regs"]),
+            "shared_bytes": int(d["static_shared"]) + int(d["dynamic_shared"]),
+            "occupancy_pct": float(d["occ_pct"]),
+        }
         assert got[i] == want
 
 
 def test_kernel_launch_configuration_of_a_kineto_trace():
     from conftest import SAMPLES
+
     path = os.path.join(SAMPLES, "ddp", "ddp_rank0.json.gz")
     with gzip.open(path, "rt") as f:
         first = next(e for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel")
@@ -343,17 +411,23 @@ def test_kernel_launch_configuration_of_a_kineto_trace():
     k = s.kernels
     i = int(k.loc[(k["corr"] == first["args"]["correlation"]) & (k["name"] == first["name"]), "id"].item())
     a = first["args"]
-    assert s.kernel_launches([i])[i] == {"grid": tuple(a["grid"]), "block": tuple(a["block"]),
-                                         "regs": a["registers per thread"], "shared_bytes": a["shared memory"],
-                                         "occupancy_pct": float(a["est. achieved occupancy %"])}
+    assert s.kernel_launches([i])[i] == {
+        "grid": tuple(a["grid"]),
+        "block": tuple(a["block"]),
+        "regs": a["registers per thread"],
+        "shared_bytes": a["shared memory"],
+        "occupancy_pct": float(a["est. achieved occupancy %"]),
+    }
 
 
 def test_a_tpu_process_is_drawn_but_not_counted_as_gpu_work(tmp_path):
     doc = build_trace(steps=2)
-    tpu = [{"ph": "M", "pid": 50, "name": "process_name", "args": {"name": "/device:TPU:0"}},
-           {"ph": "M", "pid": 50, "tid": 2, "name": "thread_name", "args": {"name": "XLA Ops"}},
-           {"ph": "X", "pid": 50, "tid": 2, "ts": 150.0, "dur": 40.0, "name": "fusion.7"},
-           {"ph": "X", "pid": 50, "tid": 3, "ts": 150.0, "dur": 40.0, "name": "fusion.8"}]
+    tpu = [
+        {"ph": "M", "pid": 50, "name": "process_name", "args": {"name": "/device:TPU:0"}},
+        {"ph": "M", "pid": 50, "tid": 2, "name": "thread_name", "args": {"name": "XLA Ops"}},
+        {"ph": "X", "pid": 50, "tid": 2, "ts": 150.0, "dur": 40.0, "name": "fusion.7"},
+        {"ph": "X", "pid": 50, "tid": 3, "ts": 150.0, "dur": 40.0, "name": "fusion.8"},
+    ]
     doc = dict(doc, traceEvents=tpu + doc["traceEvents"])
     s = gpuviewer.open([write(doc, tmp_path / "t.trace.json.gz")])
     assert len(s.kernels) == sum(e["_role"] in ("compute", "comm") for e in gpu_events(doc))
@@ -362,10 +436,32 @@ def test_a_tpu_process_is_drawn_but_not_counted_as_gpu_work(tmp_path):
     assert any("/device:TPU:0: not a GPU" in w for w in s.trace.warnings)
 
 
-_HOSTILE = [b"NaN", b"1e400", b"-1", b"99999999999999999999999999", b'"abc"', b"[]", b"{}", b"null", b"true",
-            b'"\xff\xfe"', b"[" * 3000 + b"]" * 3000, b'"12.5"']
-_KEYS = [b'"ts":', b'"dur":', b'"pid":', b'"tid":', b'"name":', b'"args":', b'"correlation_id":', b'"step_num":',
-         b'"hlo_op":', b'"ph":']
+_HOSTILE = [
+    b"NaN",
+    b"1e400",
+    b"-1",
+    b"99999999999999999999999999",
+    b'"abc"',
+    b"[]",
+    b"{}",
+    b"null",
+    b"true",
+    b'"\xff\xfe"',
+    b"[" * 3000 + b"]" * 3000,
+    b'"12.5"',
+]
+_KEYS = [
+    b'"ts":',
+    b'"dur":',
+    b'"pid":',
+    b'"tid":',
+    b'"name":',
+    b'"args":',
+    b'"correlation_id":',
+    b'"step_num":',
+    b'"hlo_op":',
+    b'"ph":',
+]
 
 
 @pytest.mark.parametrize("case", range(30))
@@ -374,6 +470,7 @@ def test_mutated_real_trace_opens_or_says_why_in_one_line(tmp_path, case):
     gives a session or one TraceError naming the file, nothing else, and writes nothing beside it."""
     from gpuviewer.io.errors import TraceError
     from gpuviewer.io.session import load
+
     rnd = random.Random(2700 + case)
     with gzip.open(JAX, "rb") as f:
         d = bytearray(f.read())
@@ -388,7 +485,7 @@ def test_mutated_real_trace_opens_or_says_why_in_one_line(tmp_path, case):
                 e += 1
             d[k:e] = rnd.choice(_HOSTILE)
         else:
-            del d[rnd.randrange(len(d)):]
+            del d[rnd.randrange(len(d)) :]
     path = tmp_path / "m.trace.json"
     path.write_bytes(bytes(d))
     try:
@@ -408,6 +505,9 @@ def test_correlation_ids_past_32_bits_still_pair_launch_and_kernel(tmp_path):
     s = gpuviewer.open([write(doc, tmp_path / "big_ids.trace.json.gz")])
     t = s.trace
     pairs = sorted((t.names[t.columns["name"][a]], t.names[t.columns["name"][b]]) for a, b in zip(*t.flows))
-    host = {e["args"]["correlation_id"]: e["name"] for e in doc["traceEvents"]
-            if e.get("pid") == HOST_PID and "correlation_id" in e.get("args", {})}
+    host = {
+        e["args"]["correlation_id"]: e["name"]
+        for e in doc["traceEvents"]
+        if e.get("pid") == HOST_PID and "correlation_id" in e.get("args", {})
+    }
     assert pairs == sorted((host[e["args"]["correlation_id"]], e["name"]) for e in gpu_events(doc))

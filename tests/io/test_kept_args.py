@@ -2,6 +2,7 @@
 shapes) are kept with the events when a Kineto trace is opened and in its cache entry
 (model/arg_table.py): they equal what the file records for each event, read here with the json
 module, and a session opened from the cache needs no file to give them."""
+
 import gzip
 import json
 import os
@@ -17,10 +18,18 @@ from gpuviewer.io.session import load
 from gpuviewer.model.arg_table import ArgTable
 from gpuviewer.model.categories import Cat
 
-COMM_KEYS = {"Process Group Name": "group", "Process Group Description": "group_desc",
-             "Process Group Ranks": "group_ranks", "Collective name": "collective",
-             "In msg nelems": "in_nelems", "Out msg nelems": "out_nelems", "dtype": "dtype",
-             "Group size": "group_size", "Src Rank": "src_rank", "Dst Rank": "dst_rank"}
+COMM_KEYS = {
+    "Process Group Name": "group",
+    "Process Group Description": "group_desc",
+    "Process Group Ranks": "group_ranks",
+    "Collective name": "collective",
+    "In msg nelems": "in_nelems",
+    "Out msg nelems": "out_nelems",
+    "dtype": "dtype",
+    "Group size": "group_size",
+    "Src Rank": "src_rank",
+    "Dst Rank": "dst_rank",
+}
 SHAPE_KEYS = {"Input Dims": "dims", "Input type": "types", "Concrete Inputs": "concrete"}
 
 
@@ -105,13 +114,36 @@ def test_an_inconsistent_table_is_refused():
 def test_kept_from_a_piece_whose_args_do_not_fit_the_struct(tmp_path):
     """An args value that is not an object sends the piece through the loose decoder: the kept
     values come from plain objects there, and still equal the file's."""
-    kernel_args = {"correlation": 1, "Collective name": "allreduce", "In msg nelems": 1024, "dtype": "Float",
-                   "Process Group Name": "0", "Group size": 2, "Src Rank": None}
+    kernel_args = {
+        "correlation": 1,
+        "Collective name": "allreduce",
+        "In msg nelems": 1024,
+        "dtype": "Float",
+        "Process Group Name": "0",
+        "Group size": 2,
+        "Src Rank": None,
+    }
     events = [
-        {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)",
-         "pid": 0, "tid": 7, "ts": 100, "dur": 10, "args": kernel_args},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 90, "dur": 5,
-         "args": {"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"]}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)",
+            "pid": 0,
+            "tid": 7,
+            "ts": 100,
+            "dur": 10,
+            "args": kernel_args,
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 1,
+            "tid": 1,
+            "ts": 90,
+            "dur": 5,
+            "args": {"Input Dims": [[2, 3], [3, 4]], "Input type": ["float", "float"]},
+        },
         {"ph": "X", "cat": "cpu_op", "name": "aten::odd", "pid": 1, "tid": 1, "ts": 96, "dur": 1, "args": 5},
     ]
     p = tmp_path / "loose.json"
@@ -120,8 +152,9 @@ def test_kept_from_a_piece_whose_args_do_not_fit_the_struct(tmp_path):
     assert t.arg_table is not None and len(t.arg_table) == 2
     comm = np.flatnonzero(np.asarray(t.columns["cat"]) == Cat.COMM_KERNEL)
     assert len(comm) == 1
-    assert collective_args(t) == {int(comm[0]): {"group": "0", "collective": "allreduce", "in_nelems": 1024,
-                                                 "dtype": "Float", "group_size": 2}}
+    assert collective_args(t) == {
+        int(comm[0]): {"group": "0", "collective": "allreduce", "in_nelems": 1024, "dtype": "Float", "group_size": 2}
+    }
     ops = np.flatnonzero(np.asarray(t.columns["cat"]) == Cat.CPU_OP)
     mm = [i for i in ops.tolist() if t.names[int(t.columns["name"][i])] == "aten::mm"]
     assert op_shapes(t, ops) == {mm[0]: {"dims": [[2, 3], [3, 4]], "types": ["float", "float"]}}

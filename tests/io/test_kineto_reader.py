@@ -14,10 +14,14 @@ SINGLE_FILES = [
     trace_path("kineto", "dataloader_stall.json.gz"),
     trace_path("kineto", "step_outlier.json.gz"),
     compat_path("facebookresearch__HolisticTraceAnalysis", "nccl_parser_config", "nccl_data.json.gz"),
-    compat_path("facebookresearch__HolisticTraceAnalysis", "ns_resolution_trace",
-                "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"),
-    compat_path("facebookresearch__HolisticTraceAnalysis", "large_integer_trace",
-                "rank-70.Mar_25_20_48_12.2861.pt.trace.json.gz"),
+    compat_path(
+        "facebookresearch__HolisticTraceAnalysis", "ns_resolution_trace", "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+    ),
+    compat_path(
+        "facebookresearch__HolisticTraceAnalysis",
+        "large_integer_trace",
+        "rank-70.Mar_25_20_48_12.2861.pt.trace.json.gz",
+    ),
     compat_path("facebookresearch__HolisticTraceAnalysis", "amd_trace", "mi250_minitoy_train_ROCm6_2_kineto.json.gz"),
     compat_path("facebookresearch__HolisticTraceAnalysis", "trace_diff", "control", "control.json.gz"),
     compat_path("facebookresearch__HolisticTraceAnalysis", "df_index_resolver", "df_index_resolver.json.gz"),
@@ -126,16 +130,22 @@ def test_args_fetched_on_demand():
     from kineto_truth import load_json
 
     from gpuviewer.io.args import event_args
+
     path = trace_path("kineto", "ddp", "ddp_rank1.json.gz")
     t = load([path], use_cache=False)
     events, _ = load_json(path)
-    by_corr = {(e["name"], e["args"]["correlation"]): e["args"] for e in events
-               if e.get("cat") == "kernel" and "correlation" in e.get("args", {})}
+    by_corr = {
+        (e["name"], e["args"]["correlation"]): e["args"]
+        for e in events
+        if e.get("cat") == "kernel" and "correlation" in e.get("args", {})
+    }
     for k in np.flatnonzero(t.columns["cat"] == Cat.COMM_KERNEL)[[0, -1]]:
         a = event_args(t, int(k))
         assert a == by_corr[(t.name_of(int(k)), int(t.columns["corr"][k]))]
-    assert any(event_args(t, int(k)).get("Collective name") == "allreduce"
-               for k in np.flatnonzero(t.columns["cat"] == Cat.COMM_KERNEL))
+    assert any(
+        event_args(t, int(k)).get("Collective name") == "allreduce"
+        for k in np.flatnonzero(t.columns["cat"] == Cat.COMM_KERNEL)
+    )
 
 
 def test_folder_and_file_list_give_the_same_session():
@@ -148,6 +158,7 @@ def test_folder_and_file_list_give_the_same_session():
 
 def test_every_compat_and_kineto_trace_opens():
     import glob
+
     paths = glob.glob(os.path.join(os.path.dirname(compat_path("x")), "**", "*.json*"), recursive=True)
     paths += glob.glob(trace_path("kineto", "*.json.gz"))
     paths = [p for p in paths if "memory_timeline.raw" not in p]

@@ -1,5 +1,6 @@
 """Memory: peaks against direct computations, snapshots through the restricted unpickler,
 the memory panel under the timeline."""
+
 import gzip
 import json
 import os
@@ -19,8 +20,11 @@ def test_info_memory_peak_kineto_equals_max_total_allocated():
     p = run_cli("info", path, "--json")
     out = json.loads(p.stdout)
     doc = json.loads(gzip.open(path).read())
-    want = max(e["args"]["Total Allocated"] for e in doc["traceEvents"]
-               if e.get("name") == "[memory]" and e.get("args", {}).get("Device Type") == 1)
+    want = max(
+        e["args"]["Total Allocated"]
+        for e in doc["traceEvents"]
+        if e.get("name") == "[memory]" and e.get("args", {}).get("Device Type") == 1
+    )
     assert out["ranks"][0]["memory_peak_bytes"] == {"0": want}
     assert round(want / 1e9, 1) == 133.1
 
@@ -29,8 +33,10 @@ def test_info_memory_peak_nsys_equals_running_sum():
     path = trace_path("nsys", "nsys_ddp_big.sqlite")
     out = json.loads(run_cli("info", path, "--json").stdout)
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    rows = db.execute("SELECT (globalPid >> 24) & 16777215, deviceId, bytes, memoryOperationType "
-                      "FROM CUDA_GPU_MEMORY_USAGE_EVENTS ORDER BY start").fetchall()
+    rows = db.execute(
+        "SELECT (globalPid >> 24) & 16777215, deviceId, bytes, memoryOperationType "
+        "FROM CUDA_GPU_MEMORY_USAGE_EVENTS ORDER BY start"
+    ).fetchall()
     kpid = dict(db.execute("SELECT deviceId, (globalPid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1"))
     for r in out["ranks"]:
         pid = kpid[r["devices"][0]]
@@ -47,8 +53,13 @@ def test_snapshot_replay_and_frames():
     assert len(s.allocations) == len(allocs)
     assert s.allocations[0].frames == allocs[0]["frames"]
     # the curve is the running sum of alloc - free_completed
-    run = np.cumsum([e["size"] if e["action"] == "alloc" else -e["size"] for e in entries
-                     if e["action"] in ("alloc", "free_completed")])
+    run = np.cumsum(
+        [
+            e["size"] if e["action"] == "alloc" else -e["size"]
+            for e in entries
+            if e["action"] in ("alloc", "free_completed")
+        ]
+    )
     assert s.allocated.max() == run.max() - min(0, run.min())
     names, t, vals = s.categories()
     assert "activations (forward)" in names and "optimizer state" in names
@@ -64,6 +75,7 @@ def test_malicious_pickle_is_refused(tmp_path):
     class Evil:
         def __reduce__(self):
             return (os.system, ("touch " + str(tmp_path / "pwned"),))
+
     p = tmp_path / "evil.pickle"
     p.write_bytes(pickle.dumps({"device_traces": [[Evil()]]}))
     with pytest.raises(TraceError) as e:
@@ -109,10 +121,11 @@ def test_snapshot_session_window(qtbot, tmp_path):
 def test_torch_memory_timeline_export():
     path = os.path.join(COMPAT, "facebookresearch__HolisticTraceAnalysis", "memory_analysis", "memory_timeline.raw.gz")
     from gpuviewer.io.memtimeline import CATEGORIES, read_memory_timeline
+
     s = read_memory_timeline(path)
     rows = json.loads(gzip.open(path).read())
     for cat in {r[3] for r in rows}:
-        want = np.cumsum([r[2] for r in sorted(rows, key=lambda r: (r[0] if r[0] >= 0 else -1)) if r[3] == cat])
+        want = np.cumsum([r[2] for r in sorted(rows, key=lambda r: r[0] if r[0] >= 0 else -1) if r[3] == cat])
         k = s.names.index(CATEGORIES[cat])
         assert s.values[k].max() == want.max()
     assert s.values.sum(axis=0).min() >= 0

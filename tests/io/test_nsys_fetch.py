@@ -1,6 +1,7 @@
 """Issue 31 item 3: nsys tables read in typed blocks (sqlite_safe.fetch_columns: SQLite's
 group_concat text parsed by numpy) give exactly what the row-by-row fetch (fetch_ints) gives,
 for clean tables, for every kind of value that is not an integer, and on a real export."""
+
 import sqlite3
 
 import numpy as np
@@ -19,8 +20,9 @@ def _table(path, rows, rowids=None):
     if rowids is None:
         db.executemany("INSERT INTO T VALUES (?, ?, ?)", rows)
     else:
-        db.executemany("INSERT INTO T (rowid, start, end, tid) VALUES (?, ?, ?, ?)",
-                       [(r, *row) for r, row in zip(rowids, rows)])
+        db.executemany(
+            "INSERT INTO T (rowid, start, end, tid) VALUES (?, ?, ?, ?)", [(r, *row) for r, row in zip(rowids, rows)]
+        )
     db.commit()
     db.close()
 
@@ -38,19 +40,22 @@ def _both(path, block=4, required=(0, 1, 2), times=(1, 2)):
 CLEAN = [(10 * i, 10 * i + 5, i % 3) for i in range(23)] + [(-7, 9, 1 << 40), ((1 << 62) - 9, (1 << 62) - 2, 2)]
 
 
-@pytest.mark.parametrize("odd,fast_path", [
-    (None, True),                     # every value an integer: the blocks' texts are used
-    ((5, "end", None), False),        # NULL in a required column (counted, dropped)
-    ((5, "tid", None), True),         # NULL under coalesce: a value like any other
-    ((7, "start", "12"), False),      # text that reads as a number
-    ((7, "start", "abc"), False),
-    ((9, "end", 1.5), False),         # reals, whole or not, and beyond int64
-    ((9, "end", 3.0), False),
-    ((9, "tid", 1e30), False),
-    ((11, "tid", b"\x01\x02"), False),  # blob
-    ((3, "end", "5,6"), False),       # a comma inside a text cannot shift the columns
-    ((20, "end", 0), True),           # end before start: counted by the time check
-])
+@pytest.mark.parametrize(
+    "odd,fast_path",
+    [
+        (None, True),  # every value an integer: the blocks' texts are used
+        ((5, "end", None), False),  # NULL in a required column (counted, dropped)
+        ((5, "tid", None), True),  # NULL under coalesce: a value like any other
+        ((7, "start", "12"), False),  # text that reads as a number
+        ((7, "start", "abc"), False),
+        ((9, "end", 1.5), False),  # reals, whole or not, and beyond int64
+        ((9, "end", 3.0), False),
+        ((9, "tid", 1e30), False),
+        ((11, "tid", b"\x01\x02"), False),  # blob
+        ((3, "end", "5,6"), False),  # a comma inside a text cannot shift the columns
+        ((20, "end", 0), True),  # end before start: counted by the time check
+    ],
+)
 def test_blocks_equal_row_fetch(tmp_path, odd, fast_path):
     rows = [list(r) for r in CLEAN]
     if odd is not None:
@@ -88,11 +93,16 @@ def big_db():
     db.close()
 
 
-@pytest.mark.parametrize("table,exprs", [
-    ("CUPTI_ACTIVITY_KIND_RUNTIME", ["rowid", "start", "end", "globalTid", "coalesce(correlationId, 0)",
-                                     "coalesce(nameId, -1)"]),
-    ("NVTX_EVENTS", ["rowid", "start", "coalesce(end, -5)", "eventType", "coalesce(domainId, 0)"]),
-])
+@pytest.mark.parametrize(
+    "table,exprs",
+    [
+        (
+            "CUPTI_ACTIVITY_KIND_RUNTIME",
+            ["rowid", "start", "end", "globalTid", "coalesce(correlationId, 0)", "coalesce(nameId, -1)"],
+        ),
+        ("NVTX_EVENTS", ["rowid", "start", "coalesce(end, -5)", "eventType", "coalesce(domainId, 0)"]),
+    ],
+)
 def test_real_tables_equal_row_fetch(big_db, table, exprs):
     """A real export, in blocks smaller than its tables (several blocks) and whole."""
     slow, sbad = sq.fetch_ints(big_db, f"SELECT {', '.join(exprs)} FROM {table}", len(exprs), (0, 1), (1, 2))
@@ -106,8 +116,10 @@ def test_real_tables_equal_row_fetch(big_db, table, exprs):
 
 # -- NVTX texts: joined by SQLite in blocks, or row by row -------------------------------------
 
+
 def _nvtx_texts(db, block):
     from gpuviewer.io.nsys_nvtx import _SHORT_SQL, _block_codes, _codes, _raw_text
+
     n = db.execute("SELECT count(*) FROM NVTX_EVENTS").fetchone()[0]
     have = sq.columns(db, "NVTX_EVENTS")
     strings = dict(db.execute("SELECT id, value FROM StringIds"))
@@ -117,22 +129,37 @@ def _nvtx_texts(db, block):
     return fast is not None, per_row
 
 
-@pytest.mark.parametrize("odd,fast_path", [
-    (None, True),
-    (("text", ""), True),              # an empty text is not a NULL text
-    (("text", "a\x1fb"), False),       # the separator inside a text
-    (("text", "\x1e7"), False),        # looks like a NULL text with textId 7
-    (("text", 7), False),              # a number or blob as the text
-    (("text", b"AB"), False),
-    (("textId", "x"), False),
-])
+@pytest.mark.parametrize(
+    "odd,fast_path",
+    [
+        (None, True),
+        (("text", ""), True),  # an empty text is not a NULL text
+        (("text", "a\x1fb"), False),  # the separator inside a text
+        (("text", "\x1e7"), False),  # looks like a NULL text with textId 7
+        (("text", 7), False),  # a number or blob as the text
+        (("text", b"AB"), False),
+        (("textId", "x"), False),
+    ],
+)
 def test_nvtx_text_blocks_equal_rows(tmp_path, odd, fast_path):
     p = tmp_path / "nvtx.sqlite"
     db = sqlite3.connect(p)
-    db.executescript("CREATE TABLE StringIds (id, value); CREATE TABLE NVTX_EVENTS (start, end, eventType, "
-                     "globalTid, text, textId, domainId); INSERT INTO StringIds VALUES (7, 'seven'), (8, 'eight');")
-    rows = [(i, i + 1, 59, 1, f"aten::op{i % 3}, seq = {i}, op_id = {i}" if i % 4 else None, 7 + i % 2 if i % 4 == 0 else None, 0)
-            for i in range(13)] + [(20, 21, 75, 1, "domain, seq = 1", None, 1), (22, 23, 59, 1, None, None, 0)]
+    db.executescript(
+        "CREATE TABLE StringIds (id, value); CREATE TABLE NVTX_EVENTS (start, end, eventType, "
+        "globalTid, text, textId, domainId); INSERT INTO StringIds VALUES (7, 'seven'), (8, 'eight');"
+    )
+    rows = [
+        (
+            i,
+            i + 1,
+            59,
+            1,
+            f"aten::op{i % 3}, seq = {i}, op_id = {i}" if i % 4 else None,
+            7 + i % 2 if i % 4 == 0 else None,
+            0,
+        )
+        for i in range(13)
+    ] + [(20, 21, 75, 1, "domain, seq = 1", None, 1), (22, 23, 59, 1, None, None, 0)]
     if odd:
         rows[5] = rows[5][:4] + ((odd[1], None) if odd[0] == "text" else (None, odd[1])) + (0,)
     db.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
@@ -146,7 +173,12 @@ def test_nvtx_text_blocks_equal_rows(tmp_path, odd, fast_path):
     assert fast == fast_path
     if fast:
         assert per_row[0] == per_row[1]
-    assert per_row[-1][0] == "seven" and per_row[-1][1] == "aten::op1" and per_row[-1][4] == "seven" and per_row[-1][13] == "domain, seq = 1"
+    assert (
+        per_row[-1][0] == "seven"
+        and per_row[-1][1] == "aten::op1"
+        and per_row[-1][4] == "seven"
+        and per_row[-1][13] == "domain, seq = 1"
+    )
 
 
 def test_nvtx_texts_of_a_real_export(big_db):
@@ -154,14 +186,19 @@ def test_nvtx_texts_of_a_real_export(big_db):
     assert fast and per_row[0] == per_row[1] and len(per_row[0]) == 213_532
 
 
-@pytest.mark.parametrize("key", [
-    np.repeat(np.arange(30, dtype=np.int64) << 40, 1000)[::-1],  # few values, far apart
-    np.arange(10_000, dtype=np.int64) % 97 - 40,                  # negative, every row a repeat
-    np.arange(9_000, dtype=np.int64) * 7,                         # more distinct values than the sample
-    np.array([5, 5, 1, 9, 1], np.int64), np.zeros(0, np.int64),
-])
+@pytest.mark.parametrize(
+    "key",
+    [
+        np.repeat(np.arange(30, dtype=np.int64) << 40, 1000)[::-1],  # few values, far apart
+        np.arange(10_000, dtype=np.int64) % 97 - 40,  # negative, every row a repeat
+        np.arange(9_000, dtype=np.int64) * 7,  # more distinct values than the sample
+        np.array([5, 5, 1, 9, 1], np.int64),
+        np.zeros(0, np.int64),
+    ],
+)
 def test_factorize_is_unique(key):
     from gpuviewer.io.factorize import factorize
+
     u, first, inv = factorize(key)
     want = np.unique(key, return_index=True, return_inverse=True)
     assert (u == want[0]).all() and (first == want[1]).all() and (inv == want[2].reshape(-1)).all()

@@ -1,4 +1,5 @@
 """nsys SQLite reader against counts computed here with sqlite3, one file per schema era."""
+
 import glob
 import json
 import os
@@ -12,8 +13,9 @@ from gpuviewer.io.session import load
 from gpuviewer.model.categories import Cat, LaneKind
 from gpuviewer.model.summary import summarize
 
-ALL_SQLITE = sorted(glob.glob(os.path.join(COMPAT, "*", "*.sqlite"))) + \
-    sorted(glob.glob(trace_path("nsys", "*.sqlite")))
+ALL_SQLITE = sorted(glob.glob(os.path.join(COMPAT, "*", "*.sqlite"))) + sorted(
+    glob.glob(trace_path("nsys", "*.sqlite"))
+)
 
 
 def _db(path):
@@ -41,23 +43,27 @@ def truth(path):
         cols = {r[1] for r in db.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")}
         name = "shortName" if "shortName" in cols else "demangledName"
         for pid, n, nn in db.execute(
-                f"SELECT (k.globalPid >> 24) & 16777215, count(*), sum(s.value LIKE 'nccl%') "
-                f"FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN StringIds s ON s.id = k.{name} GROUP BY 1"):
+            f"SELECT (k.globalPid >> 24) & 16777215, count(*), sum(s.value LIKE 'nccl%') "
+            f"FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN StringIds s ON s.id = k.{name} GROUP BY 1"
+        ):
             kernels[pid], nccl[pid] = n, nn or 0
     if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in t:  # a graph launch traced whole is one GPU op of its own
-        for pid, n in db.execute("SELECT (globalPid >> 24) & 16777215, count(*) FROM "
-                                 "CUPTI_ACTIVITY_KIND_GRAPH_TRACE GROUP BY 1"):
+        for pid, n in db.execute(
+            "SELECT (globalPid >> 24) & 16777215, count(*) FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE GROUP BY 1"
+        ):
             kernels[pid] = kernels.get(pid, 0) + n
     gpu_lanes = {}
     for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
         if table in t:
             for pid, dev, stream in db.execute(
-                    f"SELECT DISTINCT (globalPid >> 24) & 16777215, deviceId, streamId FROM {table}"):
+                f"SELECT DISTINCT (globalPid >> 24) & 16777215, deviceId, streamId FROM {table}"
+            ):
                 gpu_lanes.setdefault(pid, set()).add((dev, stream))
     api_threads = {}
     if "CUPTI_ACTIVITY_KIND_RUNTIME" in t:
-        for pid, tid in db.execute("SELECT DISTINCT (globalTid >> 24) & 16777215, globalTid & 16777215 "
-                                   "FROM CUPTI_ACTIVITY_KIND_RUNTIME"):
+        for pid, tid in db.execute(
+            "SELECT DISTINCT (globalTid >> 24) & 16777215, globalTid & 16777215 FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+        ):
             api_threads.setdefault(pid, set()).add(tid)
     return order, procs, kernels, nccl, gpu_lanes, api_threads
 
@@ -77,8 +83,11 @@ def test_counts_and_lanes_match_sqlite(path):
         assert r["nccl_kernels"] == nccl.get(pid, 0)
         assert r["devices"] == sorted(procs[pid])
         lanes = [ln for ln in trace.lanes if ln.rank == r["rank"]]
-        gpu = {(ln.device, ln.stream) for ln in lanes if ln.kind in (LaneKind.GPU, LaneKind.COMM)
-               and ln.label != "context sync"}
+        gpu = {
+            (ln.device, ln.stream)
+            for ln in lanes
+            if ln.kind in (LaneKind.GPU, LaneKind.COMM) and ln.label != "context sync"
+        }
         assert gpu_lanes[pid] <= gpu
         api = {ln.stream for ln in lanes if ln.kind == LaneKind.CUDA_API}
         assert api == api_threads.get(pid, set())
@@ -107,18 +116,22 @@ def test_steps_nvtx_correlation_and_memory_counter():
     steps = {(s.rank, s.step): s for s in t.steps}
     assert len(steps) == 60
     s = steps[(1, 6)]
-    row = db.execute("SELECT start, end FROM NVTX_EVENTS WHERE text = 'step 6' OR textId IN "
-                     "(SELECT id FROM StringIds WHERE value = 'step 6') ORDER BY start").fetchall()
+    row = db.execute(
+        "SELECT start, end FROM NVTX_EVENTS WHERE text = 'step 6' OR textId IN "
+        "(SELECT id FROM StringIds WHERE value = 'step 6') ORDER BY start"
+    ).fetchall()
     assert (s.start - utc, s.end - utc) in row
     # correlation flows: runtime -> kernel pairs on the same process
     src, dst = t.flows
     assert len(dst) >= 0.99 * 29648
     assert np.all(t.columns["corr"][src] == t.columns["corr"][dst])
     # allocated-bytes counter = running sum of CUDA_GPU_MEMORY_USAGE_EVENTS
-    rows = db.execute("SELECT bytes, memoryOperationType FROM CUDA_GPU_MEMORY_USAGE_EVENTS WHERE "
-                      "((globalPid >> 24) & 16777215) = (SELECT (globalPid >> 24) & 16777215 FROM "
-                      "CUPTI_ACTIVITY_KIND_KERNEL WHERE deviceId = 0 LIMIT 1) AND deviceId = 0 "
-                      "ORDER BY start").fetchall()
+    rows = db.execute(
+        "SELECT bytes, memoryOperationType FROM CUDA_GPU_MEMORY_USAGE_EVENTS WHERE "
+        "((globalPid >> 24) & 16777215) = (SELECT (globalPid >> 24) & 16777215 FROM "
+        "CUPTI_ACTIVITY_KIND_KERNEL WHERE deviceId = 0 LIMIT 1) AND deviceId = 0 "
+        "ORDER BY start"
+    ).fetchall()
     running = np.cumsum([b if op == 0 else -b for b, op in rows])
     c = [c for c in t.counters if c.rank == 0 and c.device == 0 and c.name == "allocated"][0]
     assert c.v.max() == running.max()
@@ -129,6 +142,7 @@ def test_steps_nvtx_correlation_and_memory_counter():
 
 def test_row_args_and_demangled_name():
     from gpuviewer.io.args import event_args
+
     t = load([trace_path("nsys", "nsys_single.sqlite")], use_cache=False)
     k = int(np.flatnonzero(t.columns["cat"] == Cat.KERNEL)[0])
     a = event_args(t, k)
@@ -149,6 +163,7 @@ def test_capture_environment_never_shown():
 
 def test_two_reports_share_one_axis(tmp_path):
     import shutil
+
     a = tmp_path / "a.sqlite"
     shutil.copy(trace_path("nsys", "nsys_single.sqlite"), a)
     b = tmp_path / "b.sqlite"
@@ -161,6 +176,7 @@ def test_two_reports_share_one_axis(tmp_path):
 
 def _sha(p):
     import hashlib
+
     return hashlib.sha256(open(p, "rb").read()).hexdigest()
 
 
@@ -190,6 +206,7 @@ def test_truncated_export(tmp_path):
 
 def test_export_without_stringids(tmp_path):
     import shutil
+
     p = tmp_path / "nostrings.sqlite"
     shutil.copy(compat_path("GindaChen__nsys-ai", "mock.sqlite"), p)
     db = sqlite3.connect(p)
@@ -215,11 +232,14 @@ def test_input_never_modified():
 
 def test_rank_variable_in_captured_environment_wins(tmp_path):
     import shutil
+
     p = tmp_path / "rank3.sqlite"
     shutil.copy(trace_path("nsys", "nsys_single.sqlite"), p)
     db = sqlite3.connect(p)
     db.execute("INSERT INTO META_DATA_CAPTURE (name, value) VALUES ('PROCESS_0:ENVIRONMENT_VARIABLE', 'RANK=\"3\"')")
-    db.execute("INSERT INTO META_DATA_CAPTURE (name, value) VALUES ('PROCESS_0:ENVIRONMENT_VARIABLE', 'SECRET_TOKEN=\"abc\"')")
+    db.execute(
+        "INSERT INTO META_DATA_CAPTURE (name, value) VALUES ('PROCESS_0:ENVIRONMENT_VARIABLE', 'SECRET_TOKEN=\"abc\"')"
+    )
     db.commit()
     db.close()
     t = load([str(p), trace_path("nsys", "nsys_single.sqlite")], use_cache=False)

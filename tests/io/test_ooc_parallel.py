@@ -3,6 +3,7 @@ cache the one-rank-at-a-time build writes, byte for byte, and the same analysis;
 the workers and leaves no cache entry; a dead worker or a bad rank file ends it with one line.
 GPUVIEWER_OOC_WORKERS picks the pool's size (1: no pool), GPUVIEWER_OUT_OF_CORE_MB=0 the
 out-of-core build for any size."""
+
 import filecmp
 import glob
 import json
@@ -25,14 +26,26 @@ def ranks(tmp_path_factory):
     """5 ranks made from a real DDP rank by the project's scaling tool."""
     out = tmp_path_factory.mktemp("r5")
     tool = os.path.join(SHARED, "tools", "scale_trace.py")
-    subprocess.run([sys.executable, tool, "kineto", trace_path("kineto", "ddp", "ddp_rank0.json.gz"),
-                    str(out), "--ranks", "5", "--tiles", "1"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            tool,
+            "kineto",
+            trace_path("kineto", "ddp", "ddp_rank0.json.gz"),
+            str(out),
+            "--ranks",
+            "5",
+            "--tiles",
+            "1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return str(out)
 
 
 def _cold_analyze(folder: str, cache_dir: str, workers: int):
-    env = {"GPUVIEWER_CACHE_DIR": cache_dir, "GPUVIEWER_OUT_OF_CORE_MB": "0",
-           "GPUVIEWER_OOC_WORKERS": str(workers)}
+    env = {"GPUVIEWER_CACHE_DIR": cache_dir, "GPUVIEWER_OUT_OF_CORE_MB": "0", "GPUVIEWER_OOC_WORKERS": str(workers)}
     p = run_cli("analyze", "--json", folder, env=env)
     assert p.returncode == 0, p.stderr
     files = session_files([folder])[0]
@@ -163,8 +176,7 @@ def test_a_bad_rank_file_is_named_in_one_line_with_exit_2(ranks, tmp_path):
     with open(os.path.join(ranks, "rank4.json.gz"), "rb") as f:
         (d / "rank4.json.gz").write_bytes(f.read(300))  # cut before its first complete event
     listing = sorted(os.listdir(d))
-    env = {"GPUVIEWER_CACHE_DIR": str(tmp_path / "c"), "GPUVIEWER_OUT_OF_CORE_MB": "0",
-           "GPUVIEWER_OOC_WORKERS": "2"}
+    env = {"GPUVIEWER_CACHE_DIR": str(tmp_path / "c"), "GPUVIEWER_OUT_OF_CORE_MB": "0", "GPUVIEWER_OOC_WORKERS": "2"}
     p = run_cli("info", str(d), env=env)
     assert p.returncode == 2
     lines = p.stderr.strip().splitlines()
@@ -175,8 +187,10 @@ def test_a_bad_rank_file_is_named_in_one_line_with_exit_2(ranks, tmp_path):
 
 def test_pool_size_is_bounded_by_cores_files_and_memory(ranks, monkeypatch):
     from gpuviewer.io import ooc_pool
+
     files = session_files([ranks])[0]
     import gzip
+
     with gzip.open(files[0], "rb") as f:
         assert ooc_pool.json_bytes(files[0]) == len(f.read())  # the gzip trailer's size
     one = max(ooc_pool.peak_bytes(f) for f in files)
@@ -208,6 +222,7 @@ def _ended(pid: int) -> bool:
     """Whether the process ends (waited for through a pidfd: no polling loop; the bound only
     turns a process that never ends into a failure instead of a hung test)."""
     import select
+
     try:
         fd = os.pidfd_open(pid)
     except ProcessLookupError:
@@ -224,6 +239,7 @@ def test_the_windows_cancel_ends_the_reader_and_its_workers(ranks, pool_env, qtb
     """The window cancels by ending its reader process (widgets/loader.py): the rank workers
     that process forked end with it, and no cache entry is left."""
     from gpuviewer.widgets.loader import Loader
+
     loader = Loader()
     workers: set[int] = set()
 

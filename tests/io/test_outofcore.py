@@ -1,6 +1,7 @@
 """A big multi-rank session is built rank by rank into the column cache (io/out_of_core.py) and
 must be the session the in-memory path makes: same columns, flows, lanes, steps, warnings, cache
 files. GPUVIEWER_OUT_OF_CORE_MB picks the path (0: always file by file; huge: never)."""
+
 import gzip
 import json
 import os
@@ -22,8 +23,21 @@ def ranks16(tmp_path_factory):
     """16 ranks made from a real DDP rank by the project's scaling tool."""
     out = tmp_path_factory.mktemp("r16")
     tool = os.path.join(SHARED, "tools", "scale_trace.py")
-    subprocess.run([sys.executable, tool, "kineto", trace_path("kineto", "ddp", "ddp_rank0.json.gz"),
-                    str(out), "--ranks", "16", "--tiles", "1"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            tool,
+            "kineto",
+            trace_path("kineto", "ddp", "ddp_rank0.json.gz"),
+            str(out),
+            "--ranks",
+            "16",
+            "--tiles",
+            "1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return str(out)
 
 
@@ -78,6 +92,7 @@ def _assert_same(old, new, d_old, d_new):
 
 def test_sixteen_ranks_built_file_by_file_equal_the_in_memory_session(ranks16, tmp_path, monkeypatch):
     from gpuviewer.model import build
+
     pending, most = [0], [0]
     add, take = build.TraceBuilder.add, build.TraceBuilder.take_part
 
@@ -95,6 +110,7 @@ def test_sixteen_ranks_built_file_by_file_equal_the_in_memory_session(ranks16, t
         monkeypatch.setenv("GPUVIEWER_OOC_WORKERS", "1")
         monkeypatch.setattr(build.TraceBuilder, "add", counting_add)
         monkeypatch.setattr(build.TraceBuilder, "take_part", counting_take)
+
     old, new, d_old, d_new = _both([ranks16], tmp_path, monkeypatch, count)
     assert len(new.ranks) == 16 and not old.metadata.get("from_cache") and not new.metadata.get("from_cache")
     _assert_same(old, new, d_old, d_new)
@@ -142,6 +158,7 @@ def test_unwritable_cache_falls_back_to_reading_in_memory(tmp_path, monkeypatch)
 
 def test_small_sessions_keep_the_in_memory_path(monkeypatch):
     from gpuviewer.io import out_of_core, registry
+
     files = session_files([trace_path("kineto", "ddp")])[0]
     monkeypatch.delenv("GPUVIEWER_OUT_OF_CORE_MB", raising=False)
     kineto = registry.sniff(files[0])
@@ -153,6 +170,7 @@ def test_small_sessions_keep_the_in_memory_path(monkeypatch):
 
 def test_growing_npy_columns_load_and_shift(tmp_path):
     from gpuviewer.io.cache_stream import Column
+
     c = Column(str(tmp_path / "x.npy"), np.int64)
     assert c.append(np.arange(5)) == 0 and c.append(np.arange(3, dtype=np.int32)) == 5
     c.add(5, 8, 100)
@@ -164,6 +182,7 @@ def test_growing_npy_columns_load_and_shift(tmp_path):
 
 def test_a_build_left_behind_is_swept_and_a_live_one_kept(tmp_path):
     from gpuviewer.io.cache_stream import sweep
+
     old, live = tmp_path / ".tmp-old", tmp_path / ".tmp-live"
     for d in (old, live):
         d.mkdir()
@@ -180,6 +199,7 @@ def test_a_damaged_level_of_detail_row_is_rebuilt_from_its_events(tmp_path, monk
     """cache.load no longer reads the whole pyramid to check it (150 MB at 100M events): a row
     whose runs point outside its lane is found when first drawn and built from the events."""
     from gpuviewer.model import queries as q
+
     monkeypatch.setenv("GPUVIEWER_CACHE_DIR", str(tmp_path / "c"))
     p = trace_path("kineto", "ddp", "ddp_rank0.json.gz")
     fresh = load([p], use_cache=False)
@@ -193,6 +213,7 @@ def test_a_damaged_level_of_detail_row_is_rebuilt_from_its_events(tmp_path, monk
     # a row written wrong (not damaged on disk: that fails its checksum on open), so the
     # check when drawn is what finds it
     from gpuviewer.io.cache_check import write_sums
+
     write_sums(d)
     t = load([p])
     assert t.metadata.get("from_cache")

@@ -2,6 +2,7 @@
 gpuviewer did not write (a file of someone else's, a folder, a link, a FIFO stay as they are, exit
 2 and one line); what gpuviewer wrote before is replaced, atomically, with the mode of a file the
 user creates. Real subprocesses on samples/ddp; the files compared byte for byte."""
+
 import os
 import stat
 
@@ -17,6 +18,7 @@ def _foreign_png() -> bytes:
     """A real PNG written by someone else (Qt, without gpuviewer's mark)."""
     from PySide6.QtCore import QBuffer, QByteArray, QIODevice
     from PySide6.QtGui import QColor, QImage
+
     img = QImage(8, 8, QImage.Format_RGB32)
     img.fill(QColor("red"))
     ba = QByteArray()
@@ -77,8 +79,9 @@ def test_a_folder_a_link_or_a_fifo_is_left(tmp_path, what):
     before = sorted(os.listdir(tmp_path))
     refused(run_cli("screenshot", DDP, "-o", str(out)), out)
     assert sorted(os.listdir(tmp_path)) == before
-    assert {"folder": os.path.isdir, "symlink": os.path.islink,
-            "fifo": lambda p: stat.S_ISFIFO(os.lstat(p).st_mode)}[what](out)
+    assert {"folder": os.path.isdir, "symlink": os.path.islink, "fifo": lambda p: stat.S_ISFIFO(os.lstat(p).st_mode)}[
+        what
+    ](out)
 
 
 def test_what_gpuviewer_wrote_is_replaced_with_the_users_mode(tmp_path):

@@ -1,5 +1,6 @@
 """Annotations: sidecar round trip, crash safety (a real process killed before the rename),
 keys and menus in the window, view state, image and report export."""
+
 import json
 import os
 import shutil
@@ -104,6 +105,7 @@ def test_read_only_folder_uses_user_data_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUVIEWER_DATA_DIR", str(tmp_path / "data"))
     if os.access(d, os.W_OK):  # root writes anyway (CI): make access() answer as for a user
         import gpuviewer.io.sidecar as sc
+
         real = os.access
         monkeypatch.setattr(sc.os, "access", lambda path, mode: False if str(path) == str(d) else real(path, mode))
     try:
@@ -116,13 +118,13 @@ def test_read_only_folder_uses_user_data_dir(tmp_path, monkeypatch):
         os.chmod(d, 0o755)
 
 
-SAVE_SCRIPT = r'''
+SAVE_SCRIPT = r"""
 import sys
 from gpuviewer.io.sidecar import save_doc
 from gpuviewer.model.annotations import Annotation, AnnotationDoc
 doc = AnnotationDoc([Annotation("note", "second version " + "x" * 100000, 5, None, 0)])
 save_doc(sys.argv[1], doc)
-'''
+"""
 
 
 def test_kill_between_write_and_rename_keeps_previous(tmp_path):
@@ -153,10 +155,14 @@ def test_kill_between_write_and_rename_keeps_previous(tmp_path):
     assert not os.path.exists(path + ".lock")  # the killed writer's lock was taken over and removed
 
 
-ANN = {"annotations": [
-    {"kind": "note", "text": "NOTE-rank1-sleeps", "start_ns": 0, "rank": 1},
-    {"kind": "region", "text": "REGION-waits", "title": "exposed", "start_ns": 0, "end_ns": 0, "rank": 0},
-    {"kind": "arrow", "text": "ARROW-label", "start_ns": 0, "end_ns": 0, "rank": 0, "end_rank": 1}], "view": {}}
+ANN = {
+    "annotations": [
+        {"kind": "note", "text": "NOTE-rank1-sleeps", "start_ns": 0, "rank": 1},
+        {"kind": "region", "text": "REGION-waits", "title": "exposed", "start_ns": 0, "end_ns": 0, "rank": 0},
+        {"kind": "arrow", "text": "ARROW-label", "start_ns": 0, "end_ns": 0, "rank": 0, "end_rank": 1},
+    ],
+    "view": {},
+}
 
 
 def _ann_file(tmp_path):
@@ -175,27 +181,55 @@ def _ann_file(tmp_path):
 def test_svg_and_png_with_annotations(tmp_path):
     ann = _ann_file(tmp_path)
     svg = tmp_path / "a.svg"
-    p = run_cli("screenshot", os.path.join(SAMPLES, "ddp"), "--annotations", ann, "-o", str(svg),
-                env={"QT_QPA_PLATFORM": "offscreen"})
+    p = run_cli(
+        "screenshot",
+        os.path.join(SAMPLES, "ddp"),
+        "--annotations",
+        ann,
+        "-o",
+        str(svg),
+        env={"QT_QPA_PLATFORM": "offscreen"},
+    )
     assert p.returncode == 0, p.stderr
     text = svg.read_text(errors="replace")
     assert "REGION-waits" in text and "ARROW-label" in text
     png = tmp_path / "a.png"
-    p = run_cli("screenshot", os.path.join(SAMPLES, "ddp"), "--annotations", ann, "-o", str(png),
-                env={"QT_QPA_PLATFORM": "offscreen"})
+    p = run_cli(
+        "screenshot",
+        os.path.join(SAMPLES, "ddp"),
+        "--annotations",
+        ann,
+        "-o",
+        str(png),
+        env={"QT_QPA_PLATFORM": "offscreen"},
+    )
     assert p.returncode == 0 and png.stat().st_size > 50_000
     bad = tmp_path / "bad.json"
     bad.write_text('{"annotations": [{"kind": "zzz", "start_ns": 1}]}')
-    p = run_cli("screenshot", os.path.join(SAMPLES, "ddp"), "--annotations", str(bad), "-o", str(png),
-                env={"QT_QPA_PLATFORM": "offscreen"})
+    p = run_cli(
+        "screenshot",
+        os.path.join(SAMPLES, "ddp"),
+        "--annotations",
+        str(bad),
+        "-o",
+        str(png),
+        env={"QT_QPA_PLATFORM": "offscreen"},
+    )
     assert p.returncode == 2 and "zzz" in p.stderr and "Traceback" not in p.stderr
 
 
 def test_report_html_and_md_are_self_contained(tmp_path):
     ann = _ann_file(tmp_path)
     out = tmp_path / "r.html"
-    p = run_cli("report", os.path.join(SAMPLES, "ddp"), "-o", str(out), "--annotations", ann,
-                env={"QT_QPA_PLATFORM": "offscreen"})
+    p = run_cli(
+        "report",
+        os.path.join(SAMPLES, "ddp"),
+        "-o",
+        str(out),
+        "--annotations",
+        ann,
+        env={"QT_QPA_PLATFORM": "offscreen"},
+    )
     assert p.returncode == 0, p.stderr
     h = out.read_text()
     assert h.startswith("<!DOCTYPE html>")
@@ -216,6 +250,7 @@ def test_export_image_scale(qtbot, tmp_path, ddp_copy):
     out = tmp_path / "x2.png"
     assert w.export_image(str(out), scale=2.0)
     from PySide6.QtGui import QImage
+
     img = QImage(str(out))
     assert img.width() == 2 * w.timeline.split.width()  # the timeline by default: its labels and lanes
     assert w.export_image(str(out), scale=2.0, whole_window=True)

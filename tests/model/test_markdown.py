@@ -2,6 +2,7 @@
 newline, `<` or `*` renders as one table cell showing what was written, in `analyze --md`,
 `diff --md` and `report -o OUT.md`. Rendered by a real CommonMark + GFM-tables parser
 (markdown-it-py), not compared with our own expectations of the text."""
+
 import gzip
 import json
 import os
@@ -134,6 +135,7 @@ def test_analyze_md_findings_read_as_written(hostile, analyze_md):
         for f in fs:
             yield f["title"]
             yield from titles(f.get("children") or [])
+
     want = [" ".join(t.split()) for t in titles(json.loads(p.stdout)["findings"])]
     assert want
     shown = _Text()
@@ -152,10 +154,12 @@ def test_diff_md_cells(hostile):
 def test_report_md_annotation_cells(hostile, tmp_path):
     """Annotations past the report's images are listed in a table: a note's text in one cell."""
     from gpuviewer.export.report import MAX_ANNOTATION_IMAGES
+
     folder = tmp_path / "t"
     shutil.copytree(hostile, folder)
-    notes = [{"kind": "note", "text": f"note {k}", "start_ns": 1000 * k, "rank": 0}
-             for k in range(MAX_ANNOTATION_IMAGES)]
+    notes = [
+        {"kind": "note", "text": f"note {k}", "start_ns": 1000 * k, "rank": 0} for k in range(MAX_ANNOTATION_IMAGES)
+    ]
     notes.append({"kind": "note", "text": HOSTILE, "start_ns": 10**6, "rank": 0})  # the first without an image
     ann = tmp_path / "notes.json"
     ann.write_text(json.dumps({"schema": 1, "annotations": notes}), encoding="utf-8")

@@ -1,6 +1,7 @@
 """Memory curves decimated to pixels and kept as an image (issue 28, item 5): the decimation keeps
 every column's extremes, a pan copies the kept image (no redraw) and the curve is painted where
 its values are; a zoom step stretches the image and the curves are drawn anew when it pauses. samples/ddp (two ranks' allocator counters), opened once."""
+
 import numpy as np
 import pytest
 from conftest import SAMPLES
@@ -35,9 +36,11 @@ def test_decimate_moves_an_outside_sample_along_its_line_to_the_edge():
 @pytest.fixture(scope="module")
 def panel():
     from PySide6.QtWidgets import QApplication
+
     QApplication.instance() or QApplication([])
     from gpuviewer.session import open_session
     from gpuviewer.widgets.memory_panel import MemoryPanel
+
     trace = open_session([SAMPLES + "/ddp/ddp_rank0.json.gz"])  # one rank: its colour alone
     p = MemoryPanel()
     p.resize(1200, 260)
@@ -51,6 +54,7 @@ def panel():
 def _blue_rows(img, x: int) -> list[int]:
     """Rows of column x painted in rank 0's colour (37, 99, 235)."""
     from PySide6.QtGui import QColor
+
     rows = []
     for y in range(img.height()):
         c = QColor(img.pixel(x, y))
@@ -63,8 +67,9 @@ def _curve_pixels(img) -> set[tuple[int, int]]:
     """(x, y) of every pixel in rank 0's colour."""
     import numpy as np
     from PySide6.QtGui import QImage
+
     im = img.convertToFormat(QImage.Format_RGB32)
-    a = np.frombuffer(im.constBits(), np.uint8).reshape(im.height(), im.bytesPerLine() // 4, 4)[:, :im.width()]
+    a = np.frombuffer(im.constBits(), np.uint8).reshape(im.height(), im.bytesPerLine() // 4, 4)[:, : im.width()]
     b, g, r = a[..., 0].astype(int), a[..., 1].astype(int), a[..., 2].astype(int)
     ys, xs = np.nonzero((abs(r - 37) < 40) & (abs(g - 99) < 40) & (b > 180))
     return set(zip(xs.tolist(), ys.tolist()))
@@ -73,6 +78,7 @@ def _curve_pixels(img) -> set[tuple[int, int]]:
 def test_pan_copies_the_kept_image_and_draws_the_curve_where_its_values_are(panel):
     import pyqtgraph as pg
     from PySide6.QtWidgets import QApplication
+
     plot = panel.plots[0]
     vb = plot.getViewBox()
     s = next(s for s in panel.series if s["rank"] == 0 and s["name"] == "allocated")
@@ -104,7 +110,7 @@ def test_pan_copies_the_kept_image_and_draws_the_curve_where_its_values_are(pane
         near = []
         for ser in panel.series:  # allocated (solid) and reserved (dashed), both in rank 0's colour
             k = int(np.searchsorted(ser["x"], xv)) - 1
-            vals = ser["y"][max(k - 1, 0):k + 3]  # the samples drawn in this column and around it
+            vals = ser["y"][max(k - 1, 0) : k + 3]  # the samples drawn in this column and around it
             near.append([plot.mapFromScene(vb.mapViewToScene(pg.Point(xv, v))).y() for v in vals])
         alloc = near[[x["name"] for x in panel.series].index("allocated")]
         assert any(min(alloc) - 3 <= r <= max(alloc) + 3 for r in rows), (col, rows, alloc)
@@ -117,6 +123,7 @@ def test_pan_copies_the_kept_image_and_draws_the_curve_where_its_values_are(pane
     # pixel: every curve pixel of one is within a column of a curve pixel of the other
     from PySide6.QtCore import Qt
     from PySide6.QtGui import QImage, QPainter, QPicture
+
     pic = QPicture()
     pp = QPainter(pic)
     plot.render(pp)

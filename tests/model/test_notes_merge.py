@@ -4,6 +4,7 @@ stdin (gpuviewer.session.notes / gpuviewer.session, no Qt), saving one sidecar: 
 are kept, deletions stay deleted, the same note changed on both sides is reported and kept
 twice; the file keeps its mode, a symlinked sidecar stays a link; more notes than the limit are
 warned about at open and never cut."""
+
 import json
 import os
 import shutil
@@ -17,7 +18,7 @@ from conftest import ROOT, SAMPLES
 SIDECAR = "annotations.gpuviewer.json"
 
 # one session: a command per line in, a JSON answer per line out (what the session holds after it)
-DRIVER = r'''
+DRIVER = r"""
 import json, sys
 from gpuviewer.model.annotations import Annotation
 if sys.argv[1] == "session":
@@ -59,15 +60,22 @@ for line in sys.stdin:
     out["texts"] = sorted(a.text for a in notes.doc.annotations)
     out["hidden"] = len(notes.doc.hidden)
     print(json.dumps(out), flush=True)
-'''
+"""
 
 
 class Side:
     """One session in its own process."""
 
     def __init__(self, folder: str, env: dict, api: str = "notes") -> None:
-        self.p = subprocess.Popen([sys.executable, "-c", DRIVER, api, folder], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+        self.p = subprocess.Popen(
+            [sys.executable, "-c", DRIVER, api, folder],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=env,
+        )
         self._answer()
 
     def _answer(self) -> dict:
@@ -101,8 +109,12 @@ def ddp(tmp_path):
 
 @pytest.fixture
 def env(tmp_path):
-    return dict(os.environ, PYTHONPATH=ROOT, GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"),
-                GPUVIEWER_DATA_DIR=str(tmp_path / "data"))
+    return dict(
+        os.environ,
+        PYTHONPATH=ROOT,
+        GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"),
+        GPUVIEWER_DATA_DIR=str(tmp_path / "data"),
+    )
 
 
 @pytest.fixture
@@ -113,6 +125,7 @@ def two(ddp, env):
         s = Side(ddp, dict(env, **(extra or {})), api)
         sides.append(s)
         return s
+
     yield make
     for s in sides:
         if s.p.poll() is None:
@@ -133,8 +146,7 @@ def test_both_sessions_notes_kept(two, ddp):
     assert a.do("open")["warning"] is None and b.do("open")["warning"] is None
     for i in range(3):
         b.do("add", text=f"B{i}")
-    assert b.do("save") == {"saved": True, "message": None, "events": [], "texts": ["B0", "B1", "B2"],
-                            "hidden": 0}
+    assert b.do("save") == {"saved": True, "message": None, "events": [], "texts": ["B0", "B1", "B2"], "hidden": 0}
     for i in range(3):
         a.do("add", text=f"A{i}")
     got = a.do("save")
@@ -216,8 +228,11 @@ def test_same_note_changed_in_both_is_reported_and_both_kept(two, ddp):
 def test_old_sidecar_without_ids_merges(two, ddp):
     # a sidecar of an earlier version: no ids, no modified times; both sessions give its notes
     # the same ids, so neither duplicates them
-    old = {"schema": 1, "annotations": [{"kind": "note", "text": f"old {i}", "start_ns": 5, "rank": 0}
-                                        for i in range(3)], "view": {}}
+    old = {
+        "schema": 1,
+        "annotations": [{"kind": "note", "text": f"old {i}", "start_ns": 5, "rank": 0} for i in range(3)],
+        "view": {},
+    }
     with open(os.path.join(ddp, SIDECAR), "w") as f:
         json.dump(old, f)
     a, b = two(), two()
@@ -279,8 +294,11 @@ def test_symlinked_sidecar_stays_a_link_and_its_target_is_written(two, ddp, tmp_
 
 
 def test_over_the_limit_warned_at_open_and_never_cut(two, ddp):
-    many = {"schema": 1, "annotations": [{"kind": "note", "text": f"n{i:02}", "start_ns": i, "rank": 0}
-                                         for i in range(12)], "view": {}}
+    many = {
+        "schema": 1,
+        "annotations": [{"kind": "note", "text": f"n{i:02}", "start_ns": i, "rank": 0} for i in range(12)],
+        "view": {},
+    }
     side = os.path.join(ddp, SIDECAR)
     with open(side, "w") as f:
         json.dump(many, f)
@@ -307,8 +325,12 @@ def test_concurrent_saves_lose_nothing(two, ddp):
     a.do("open"), b.do("open")
     n = 25
     for side, name in ((a, "A"), (b, "B")):  # queue all commands at once; each child runs its own
-        side.p.stdin.write("".join(json.dumps({"op": "add", "text": f"{name}{i:02}"}) + "\n"
-                                   + json.dumps({"op": "save"}) + "\n" for i in range(n)))
+        side.p.stdin.write(
+            "".join(
+                json.dumps({"op": "add", "text": f"{name}{i:02}"}) + "\n" + json.dumps({"op": "save"}) + "\n"
+                for i in range(n)
+            )
+        )
         side.p.stdin.flush()
     for side in (a, b):
         for _ in range(2 * n):
@@ -321,6 +343,7 @@ def test_concurrent_saves_lose_nothing(two, ddp):
 
 def test_window_lists_the_other_sessions_notes_and_shows_a_conflict(qtbot, tmp_path, two, ddp):
     from conftest import make_window
+
     w = make_window(qtbot, tmp_path, block_analysis=True, size=(1200, 700))
     assert w.open_paths([ddp], block=True)
     b = two()
@@ -342,6 +365,9 @@ def test_window_lists_the_other_sessions_notes_and_shows_a_conflict(qtbot, tmp_p
     assert w.save_annotations()
     assert "changed here and in another window" in w.statusBar().currentMessage()
     listed = [w.annotations.tree.topLevelItem(i).text(1) for i in range(w.annotations.tree.topLevelItemCount())]
-    assert sorted(listed) == on_disk(ddp) == ["from the notebook", "notebook's words", "second from the window",
-                                              "window's words"]
+    assert (
+        sorted(listed)
+        == on_disk(ddp)
+        == ["from the notebook", "notebook's words", "second from the window", "window's words"]
+    )
     b.close()

@@ -4,6 +4,7 @@ answer is always compared with the in-process `gpuviewer analyze` of the same fi
 
 Inputs are made here from real traces: 16 ranks with ../shared/tools/scale_trace.py, two-host
 sessions with tests/make_hosts.py, a rank cut off while it was being written."""
+
 from __future__ import annotations
 
 import gzip
@@ -27,8 +28,9 @@ HANG_S = 300  # a guard against a hang, not a time limit
 
 
 def cli(*args: str, timeout: float = HANG_S) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gpuviewer", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gpuviewer", *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout
+    )
 
 
 def analyze_json(*args: str) -> dict:
@@ -38,8 +40,18 @@ def analyze_json(*args: str) -> dict:
     return json.loads(r.stdout)
 
 
-SAVINGS = ("saves_ms", "saves_ms_per_step", "saves_pct", "saving", "saves_steps", "saves_ms_by_step",
-           "saves_ms_in_steps", "saves_pct_in_steps", "steps_profiled", "saves_after_above")
+SAVINGS = (
+    "saves_ms",
+    "saves_ms_per_step",
+    "saves_pct",
+    "saving",
+    "saves_steps",
+    "saves_ms_by_step",
+    "saves_ms_in_steps",
+    "saves_pct_in_steps",
+    "steps_profiled",
+    "saves_after_above",
+)
 EFFICIENCY_RULES = set(EFFICIENCY_ADVICE)  # findings from the kernels' efficiency: in process only
 
 
@@ -48,11 +60,13 @@ def _without_savings(a):
     (a what-if replay of the events, which a Dask driver does not hold) and the order by it, and
     each step's critical path with the job's bound_by (the same replay); the findings sorted alike
     on both sides."""
+
     def strip(f):
         # severity follows the saving where there is one
         f = {k: v for k, v in f.items() if k not in SAVINGS and k != "severity"}
         f["children"] = sorted((strip(c) for c in f.get("children", [])), key=_key)
         return f
+
     # efficiency and its findings: op shapes, in process; steps and bound_by: the critical paths, in process
     out = {k: v for k, v in a.items() if k not in ("notes", "efficiency", "steps", "bound_by")}
     out["findings"] = sorted((strip(f) for f in a.get("findings") or [] if f["rule"] not in EFFICIENCY_RULES), key=_key)
@@ -76,8 +90,11 @@ def assert_same(a, b, path="$"):
         for i, (x, y) in enumerate(zip(a, b)):
             assert_same(x, y, f"{path}[{i}]")
     elif isinstance(a, float) or isinstance(b, float):
-        assert isinstance(a, (int, float)) and isinstance(b, (int, float)) and \
-            math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0), f"{path}: {a!r} != {b!r}"
+        assert (
+            isinstance(a, (int, float))
+            and isinstance(b, (int, float))
+            and math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0)
+        ), f"{path}: {a!r} != {b!r}"
     else:
         assert a == b, f"{path}: {a!r} != {b!r}"
 
@@ -85,8 +102,22 @@ def assert_same(a, b, path="$"):
 @pytest.fixture(scope="session")
 def ranks16(tmp_path_factory) -> str:
     out = str(tmp_path_factory.mktemp("ranks16"))
-    subprocess.run([sys.executable, os.path.join(SHARED, "tools", "scale_trace.py"), "kineto", SRC, out,
-                    "--ranks", "16", "--tiles", "1"], check=True, capture_output=True, timeout=HANG_S)
+    subprocess.run(
+        [
+            sys.executable,
+            os.path.join(SHARED, "tools", "scale_trace.py"),
+            "kineto",
+            SRC,
+            out,
+            "--ranks",
+            "16",
+            "--tiles",
+            "1",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=HANG_S,
+    )
     assert len(os.listdir(out)) == 16
     return out
 
@@ -114,9 +145,24 @@ class Cluster:
     def _start(self, tmp_path, workers: int) -> None:
         sched_file = str(tmp_path / "scheduler.json")
         log = open(tmp_path / "dask.log", "wb")
-        self.procs.append(subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-             "--scheduler-file", sched_file, "--no-dashboard"], stdout=log, stderr=log))
+        self.procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "distributed.cli.dask_scheduler",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    "0",
+                    "--scheduler-file",
+                    sched_file,
+                    "--no-dashboard",
+                ],
+                stdout=log,
+                stderr=log,
+            )
+        )
         t0 = time.monotonic()
         while not os.path.exists(sched_file):
             assert time.monotonic() - t0 < 60, "the scheduler did not start"
@@ -126,12 +172,27 @@ class Cluster:
         with open(sched_file) as f:
             self.address = json.load(f)["address"]
         for _ in range(workers):
-            w = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", sched_file,
-                                  "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1", "--no-dashboard"],
-                                 stdout=log, stderr=log)
+            w = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "distributed.cli.dask_worker",
+                    "--scheduler-file",
+                    sched_file,
+                    "--nthreads",
+                    "1",
+                    "--no-nanny",
+                    "--host",
+                    "127.0.0.1",
+                    "--no-dashboard",
+                ],
+                stdout=log,
+                stderr=log,
+            )
             self.workers.append(w)
             self.procs.append(w)
         from distributed import Client
+
         with Client(self.address, timeout=60) as c:
             c.wait_for_workers(workers, timeout=120)
 
@@ -173,8 +234,13 @@ def test_local_cluster_of_2_workers_equal_in_process(ranks16, inproc16):
 def test_a_worker_killed_mid_run_gives_the_whole_answer_or_a_clear_error(ranks16, inproc16, cluster):
     """SIGKILL one of the two workers once the first rank is done (files read afresh, so every
     map takes a while): the scheduler runs its tasks on the other worker."""
-    p = subprocess.Popen([sys.executable, "-m", "gpuviewer", "analyze", ranks16, "--dask", cluster.address,
-                          "--json", "--no-cache"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gpuviewer", "analyze", ranks16, "--dask", cluster.address, "--json", "--no-cache"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         seen = []
         while True:
@@ -205,9 +271,14 @@ def test_every_worker_killed_ends_with_one_clear_line_and_no_result(ranks16, clu
     """With no worker left the run cannot finish: it says so (after GPUVIEWER_DASK_NO_WORKERS_S)
     and prints nothing on stdout, rather than waiting forever or printing part of the ranks."""
     env = dict(os.environ, GPUVIEWER_DASK_NO_WORKERS_S="3")
-    p = subprocess.Popen([sys.executable, "-m", "gpuviewer", "analyze", ranks16, "--dask", cluster.address,
-                          "--json", "--no-cache"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                         env=env)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gpuviewer", "analyze", ranks16, "--dask", cluster.address, "--json", "--no-cache"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
     try:
         while not p.stderr.readline().startswith("ranks "):
             assert p.poll() is None
@@ -229,7 +300,7 @@ def _cut_rank(path: str) -> None:
     data = gzip.open(trace_path("kineto", "tp", "tp_rank0.json.gz")).read()
     i = data.index(b'"traceEvents"')
     with open(path, "wb") as f:
-        f.write(gzip.compress(data[:i + 60]))
+        f.write(gzip.compress(data[: i + 60]))
 
 
 def test_a_broken_rank_is_named_and_the_others_analysed(tmp_path):
@@ -276,14 +347,22 @@ def test_summary_round_trip(tmp_path, ranks16, inproc16):
     made = json.loads(r.stdout)
     assert_same(inproc16, made)
     assert_same(made, analyze_json(out))  # opened later, without the traces
-    assert sorted(os.listdir(out)) == ["analysis.json", "collectives.parquet", "host_ops.parquet", "kernels.parquet",
-                                       "manifest.json", "profiles.parquet", "steps.parquet"]
+    assert sorted(os.listdir(out)) == [
+        "analysis.json",
+        "collectives.parquet",
+        "host_ops.parquet",
+        "kernels.parquet",
+        "manifest.json",
+        "profiles.parquet",
+        "steps.parquet",
+    ]
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]  # no temporary folder left
     info = cli("info", out, "--json")
     assert info.returncode == 0, info.stderr
     s = json.loads(info.stdout)
     assert s["format"] == "gvsum" and len(s["ranks"]) == 16 and s["findings"] == len(made["findings"])
     import duckdb
+
     steps = duckdb.sql(f"SELECT rank, step, wait_ns FROM '{out}/steps.parquet' ORDER BY rank, step").fetchall()
     want = [(r["rank"], st["step"], st["wait_ns"]) for r in made["ranks"] for st in r["steps"]]
     assert steps == want
@@ -299,12 +378,17 @@ def test_map_and_reduce_in_process_equal_the_whole_trace(tmp_path):
     """No cluster: the same map per file and reduce, one file after the other, against the
     analysis of the trace read whole (ranks claimed twice numbered as one session numbers them)."""
     from gpuviewer.scale.many import analyze_many
+
     job = tmp_path / "job"
     job.mkdir()
-    for name, src in (("a_rank0.json.gz", ("ddp", "ddp_rank0.json.gz")), ("b_rank0.json.gz", ("ddp", "ddp_rank0.json.gz")),
-                      ("c.json.gz", ("ddp", "ddp_rank1.json.gz"))):
+    for name, src in (
+        ("a_rank0.json.gz", ("ddp", "ddp_rank0.json.gz")),
+        ("b_rank0.json.gz", ("ddp", "ddp_rank0.json.gz")),
+        ("c.json.gz", ("ddp", "ddp_rank1.json.gz")),
+    ):
         shutil.copy(trace_path("kineto", *src), job / name)
     from gpuviewer.model.plain import json_bytes
+
     for paths in ([str(job)], [trace_path("nsys", "nsys_ddp.sqlite"), trace_path("nsys", "nsys_single.sqlite")]):
         res = analyze_many(paths)
         got = json.loads(json_bytes(res.analysis.to_json()))
@@ -313,9 +397,11 @@ def test_map_and_reduce_in_process_equal_the_whole_trace(tmp_path):
 
 
 def test_without_dask_one_clear_line(tmp_path):
-    code = ("import sys; sys.modules['distributed'] = None\n"
-            "from gpuviewer.app.cli import main\n"
-            f"sys.exit(main(['analyze', {trace_path('kineto', 'ddp')!r}, '--dask']))\n")
+    code = (
+        "import sys; sys.modules['distributed'] = None\n"
+        "from gpuviewer.app.cli import main\n"
+        f"sys.exit(main(['analyze', {trace_path('kineto', 'ddp')!r}, '--dask']))\n"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=HANG_S)
     assert r.returncode == 2
     assert r.stderr.strip() == "gpuviewer: --dask needs dask.distributed: pip install gpuviewer[cluster]"
@@ -328,6 +414,7 @@ def test_a_part_leaves_its_process_without_the_trace():
     from gpuviewer.analysis.findings import analyze
     from gpuviewer.io.comm_args import collective_args
     from gpuviewer.session import open_session
+
     trace = open_session([trace_path("kineto", "ddp_clean")])
     a = analyze(trace, collective_args(trace), keep_parts=True)
     part = a.parts[1]

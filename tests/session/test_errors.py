@@ -1,6 +1,7 @@
 """One error family (issue 29, step 4): every error gpuviewer explains derives from
 gpuviewer.errors.GpuviewerError, and `describe` says one sentence for any error, in the user's
 terms, the same in the CLI and the window."""
+
 import ast
 import os
 
@@ -9,11 +10,13 @@ from conftest import ROOT
 from gpuviewer.errors import GpuviewerError, describe
 
 # Raised and caught inside one module to steer its own control flow; never shown to a user.
-INTERNAL = {"Fallback": "io/chrome_json.py: the fast decoder hands a file to the careful one",
-            "Damaged": "io/cache_check.py: a cache entry found damaged is rebuilt, never reported as such",
-            "TooManyObjects": "io/memsnap.py: turned into a TraceError naming the snapshot",
-            "NotRegular": "io/bounded.py: each reader says in its own words that the file is not a regular file",
-            "TooLarge": "io/bounded.py: each reader says in its own words that the file is over its limit"}
+INTERNAL = {
+    "Fallback": "io/chrome_json.py: the fast decoder hands a file to the careful one",
+    "Damaged": "io/cache_check.py: a cache entry found damaged is rebuilt, never reported as such",
+    "TooManyObjects": "io/memsnap.py: turned into a TraceError naming the snapshot",
+    "NotRegular": "io/bounded.py: each reader says in its own words that the file is not a regular file",
+    "TooLarge": "io/bounded.py: each reader says in its own words that the file is over its limit",
+}
 
 
 def _error_classes():
@@ -33,6 +36,7 @@ def _error_classes():
 
 def test_every_error_class_is_of_the_family():
     import importlib
+
     found = list(_error_classes())
     assert len(found) >= 10
     for rel, name in found:
@@ -43,11 +47,18 @@ def test_every_error_class_is_of_the_family():
 
 
 def test_describe_is_one_line_in_the_users_terms():
-    for e in (KeyError("ph"), TypeError("'NoneType' object is not subscriptable"), ValueError("x"),
-              IndexError("list index out of range"), MemoryError(), RecursionError(), UnicodeDecodeError(
-                  "utf-8", b"\xff", 0, 1, "invalid start byte")):
+    for e in (
+        KeyError("ph"),
+        TypeError("'NoneType' object is not subscriptable"),
+        ValueError("x"),
+        IndexError("list index out of range"),
+        MemoryError(),
+        RecursionError(),
+        UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
+    ):
         line = describe(e, ["/data/run/rank0.json.gz", "/data/run/rank1.json.gz"])
         assert line.startswith("/data/run/rank0.json.gz and 1 more: ") and "\n" not in line
         assert type(e).__name__ not in line and "NoneType" not in line
     from gpuviewer.io.errors import TraceError
+
     assert describe(TraceError("/x.json", "not a trace"), ["/y"]) == "/x.json: not a trace"

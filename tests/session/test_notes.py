@@ -1,6 +1,7 @@
 """The Qt-free core of a session: opening, analysing and annotating with PySide6 made
 unimportable (a real subprocess), and the Notes rules (where annotations go, when they are
 saved, what a selection makes)."""
+
 import json
 import os
 import subprocess
@@ -8,7 +9,7 @@ import sys
 
 from conftest import ROOT, SAMPLES
 
-NO_QT = r'''
+NO_QT = r"""
 import json, sys
 sys.modules["PySide6"] = None  # any import of Qt fails
 sys.modules["pyqtgraph"] = None
@@ -30,17 +31,20 @@ out.update({"warn": warn, "saved": ok, "sidecar": n.sidecar, "kinds": [x.kind fo
             "note_at": a.start_ns == int(s.trace.columns["start"][i]), "region": [r.start_ns, r.end_ns],
             "view": back.doc.view, "qt": [m for m in sys.modules if m.startswith(("PySide6.", "pyqtgraph."))]})
 print(json.dumps(out))
-'''
+"""
 
 
 def test_session_analysis_and_notes_work_without_qt(tmp_path):
     import shutil
+
     data = tmp_path / "ddp"
     shutil.copytree(SAMPLES + "/ddp", data)
-    env = dict(os.environ, PYTHONPATH=ROOT, GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"),
-               XDG_DATA_HOME=str(tmp_path / "data"))
-    p = subprocess.run([sys.executable, "-c", NO_QT, str(data)], capture_output=True, text=True, env=env,
-                       cwd=ROOT, timeout=300)
+    env = dict(
+        os.environ, PYTHONPATH=ROOT, GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"), XDG_DATA_HOME=str(tmp_path / "data")
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", NO_QT, str(data)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
+    )
     assert p.returncode == 0, p.stderr
     got = json.loads(p.stdout.strip().splitlines()[-1])
     assert got["findings"] >= 1 and got["top"] and got["evidence"]
@@ -54,6 +58,7 @@ def test_session_analysis_and_notes_work_without_qt(tmp_path):
 def test_panning_alone_never_creates_a_sidecar(tmp_path):
     from gpuviewer.model.annotations import Annotation
     from gpuviewer.session.notes import Notes
+
     trace = tmp_path / "t.json"
     trace.write_text("[]")
     n = Notes()

@@ -82,8 +82,11 @@ def test_aggregate_equals_direct_computation(ddp):
 
 
 def test_self_time_subtracts_children(ddp):
-    cpu = next(i for i, ln in enumerate(ddp.lanes) if ln.kind == LaneKind.CPU and
-               ddp.lane_slice(i).stop - ddp.lane_slice(i).start > 1000)
+    cpu = next(
+        i
+        for i, ln in enumerate(ddp.lanes)
+        if ln.kind == LaneKind.CPU and ddp.lane_slice(i).stop - ddp.lane_slice(i).start > 1000
+    )
     rows = q.aggregate(ddp, [cpu], ddp.start_ns, ddp.end_ns)
     assert any(r["self_ns"] < r["total_ns"] for r in rows)
     assert all(0 <= r["self_ns"] <= r["total_ns"] for r in rows)

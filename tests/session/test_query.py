@@ -1,5 +1,6 @@
 """The query layer (gpuviewer.open, DataFrames, SQL, stats) against numbers computed here from
 the raw files: SQL over the nsys export's own tables, and the Kineto JSON read with json."""
+
 import json
 import os
 import re
@@ -14,8 +15,12 @@ from kineto_truth import load_json
 import gpuviewer
 
 NSYS = sorted(os.path.join(trace_path("nsys"), f) for f in shared_listdir(trace_path("nsys")) if f.endswith(".sqlite"))
-KINETO = [trace_path("kineto", "ddp_clean"), trace_path("kineto", "step_outlier.json.gz"),
-          trace_path("kineto", "gpu_straggler"), SAMPLES + "/ddp"]
+KINETO = [
+    trace_path("kineto", "ddp_clean"),
+    trace_path("kineto", "step_outlier.json.gz"),
+    trace_path("kineto", "gpu_straggler"),
+    SAMPLES + "/ddp",
+]
 _SUFFIX = re.compile(r"_v\d+$")
 
 
@@ -44,25 +49,35 @@ def _ours(df):
 @pytest.mark.parametrize("path", NSYS, ids=os.path.basename)
 def test_nsys_kernel_and_api_summaries_equal_sql_over_the_export(path):
     s = gpuviewer.open(path)
-    kern = _nsys_sums(path, """SELECT s.value, count(*), sum(k.end - k.start), min(k.end - k.start),
+    kern = _nsys_sums(
+        path,
+        """SELECT s.value, count(*), sum(k.end - k.start), min(k.end - k.start),
                                       max(k.end - k.start)
                                FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName
-                               GROUP BY s.value""")
+                               GROUP BY s.value""",
+    )
     assert _ours(s.stats("kern")) == kern
     # the API of processes that own GPU work (the ranks; nsys stats would add the others)
-    api = _nsys_sums(path, """SELECT s.value, count(*), sum(r.end - r.start), min(r.end - r.start),
+    api = _nsys_sums(
+        path,
+        """SELECT s.value, count(*), sum(r.end - r.start), min(r.end - r.start),
                                      max(r.end - r.start)
                               FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
                               WHERE (r.globalTid >> 24) & 16777215 IN (
                                   SELECT (globalPid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_KERNEL
                                   UNION SELECT (globalPid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_MEMCPY
                                   UNION SELECT (globalPid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_MEMSET)
-                              GROUP BY s.value""")
+                              GROUP BY s.value""",
+    )
     assert _ours(s.stats("api")) == api
     with _ro(path) as db:
         n_kernels = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
-        mem = {k: (n, b) for k, n, b in db.execute(
-            "SELECT copyKind, count(*), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY copyKind")}
+        mem = {
+            k: (n, b)
+            for k, n, b in db.execute(
+                "SELECT copyKind, count(*), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY copyKind"
+            )
+        }
         memset = db.execute("SELECT count(*), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMSET").fetchone()
     assert len(s.kernels) == n_kernels
     m = s.stats("mem").set_index("kind")
@@ -84,8 +99,11 @@ def _kineto_files(path):
 @pytest.mark.parametrize("path", KINETO, ids=os.path.basename)
 def test_kineto_summaries_equal_an_independent_count_from_the_json(path):
     s = gpuviewer.open(path)
-    want = {"kern": defaultdict(lambda: [0, 0.0]), "api": defaultdict(lambda: [0, 0.0]),
-            "nvtx": defaultdict(lambda: [0, 0.0])}
+    want = {
+        "kern": defaultdict(lambda: [0, 0.0]),
+        "api": defaultdict(lambda: [0, 0.0]),
+        "nvtx": defaultdict(lambda: [0, 0.0]),
+    }
     mem_bytes = defaultdict(int)
     cats = {"kernel": "kern", "cuda_runtime": "api", "cuda_driver": "api", "user_annotation": "nvtx"}
     for f in _kineto_files(path):
@@ -113,8 +131,11 @@ def test_kineto_summaries_equal_an_independent_count_from_the_json(path):
     assert got_mem == dict(mem_bytes)
 
 
-@pytest.mark.parametrize("path", NSYS + [trace_path("kineto", p) for p in shared_listdir(trace_path("kineto"))]
-                         + [SAMPLES + "/ddp"], ids=os.path.basename)
+@pytest.mark.parametrize(
+    "path",
+    NSYS + [trace_path("kineto", p) for p in shared_listdir(trace_path("kineto"))] + [SAMPLES + "/ddp"],
+    ids=os.path.basename,
+)
 def test_kernels_frame_counts_what_info_counts(path):
     r = run_cli("info", "--json", path)
     assert r.returncode == 0, r.stderr
@@ -141,8 +162,12 @@ def test_slices_filters_agree_with_filtering_the_whole_table():
     ref = every[(every["rank"] == 1) & (every["lane_kind"] == "gpu") & (every["end"] > lo) & (every["start"] < hi)]
     assert len(part) > 0
     assert sorted(part["id"]) == sorted(ref["id"])
-    assert part.set_index("id").sort_index()["name"].astype(str).equals(
-        ref.set_index("id").sort_index()["name"].astype(str))
+    assert (
+        part.set_index("id")
+        .sort_index()["name"]
+        .astype(str)
+        .equals(ref.set_index("id").sort_index()["name"].astype(str))
+    )
 
 
 def test_per_rank_stats_add_up_to_all_ranks_and_time_shares_to_100():
@@ -185,10 +210,14 @@ def test_sql_over_the_tables_and_refusals():
     top = s.sql("SELECT kind, total_bytes FROM mem_sum ORDER BY total_ns DESC LIMIT 1")
     assert top["kind"][0] == "DtoH (Device -> Pageable)"  # the planted 4 GB pageable copy
     from gpuviewer.query.sql import Query, QueryError
+
     q = Query(s)
-    for bad, word in (("SELEC 1", "syntax"), ("SELECT * FROM nope", "nope"),
-                      ("SELECT * FROM read_csv('/etc/hostname')", "disabled"),
-                      (f"COPY kernels TO '{os.getcwd()}/x.csv'", "disabled")):
+    for bad, word in (
+        ("SELEC 1", "syntax"),
+        ("SELECT * FROM nope", "nope"),
+        ("SELECT * FROM read_csv('/etc/hostname')", "disabled"),
+        (f"COPY kernels TO '{os.getcwd()}/x.csv'", "disabled"),
+    ):
         with pytest.raises(QueryError, match=word):
             q.run(bad)
     assert not os.path.exists("x.csv")
@@ -213,6 +242,7 @@ def test_sql_and_stats_commands():
     assert r.returncode == 0 and r.stdout.splitlines()[0].startswith("name,time_pct,total_ns,instances")
     import csv  # names may hold commas: quoted by CSV
     import io
+
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
     assert sum(int(x["instances"]) for x in rows) == n
     r = run_cli("stats", path, "--report", "nccl", "--rank", "7")

@@ -2,6 +2,7 @@
 of its own stops one that grows without end, an empty query and a query file that is not a
 regular file are one-line refusals, and nothing is written beside the inputs or in the working
 folder. Out-of-range device ids in an nsys export give clean output from sql and stats."""
+
 import json
 import os
 import shutil
@@ -44,11 +45,20 @@ def test_memory_limit_stops_a_growing_query(tmp_path):
     """A query that materialises ~24 GB stops at the limit, spills nothing to disk (no
     temp_directory: not in the working folder, not beside the input) and stays near the limit."""
     before = folder_state(str(tmp_path))
-    r = run("sql", DDP, "SELECT list(range) FROM range(3000000000)", "--memory-limit", "300MB",
-            "--timeout", "300", env={"TMPDIR": str(tmp_path)})
+    r = run(
+        "sql",
+        DDP,
+        "SELECT list(range) FROM range(3000000000)",
+        "--memory-limit",
+        "300MB",
+        "--timeout",
+        "300",
+        env={"TMPDIR": str(tmp_path)},
+    )
     line = _one_line(r)
-    assert line == ("gpuviewer: SQL: the query needed more than 300 MB of memory and was stopped "
-                    "(--memory-limit)"), line
+    assert line == ("gpuviewer: SQL: the query needed more than 300 MB of memory and was stopped (--memory-limit)"), (
+        line
+    )
     assert folder_state(str(tmp_path)) == before
     assert not os.path.exists(os.path.join(ROOT, ".tmp"))  # DuckDB spills to .tmp in the working folder by default
     assert r.rss_mb < 1500, r.rss_mb
@@ -111,10 +121,18 @@ def _query_file(tmp_path, kind: str) -> str:
     raise ValueError(kind)
 
 
-@pytest.mark.parametrize("kind,needle", [("fifo", "not a regular file"), ("folder", "a folder"),
-                                         ("devzero", "not a regular file"), ("big", "more than"),
-                                         ("binary", "UTF-8"), ("missing", "No such file"),
-                                         ("blank", "holds no query")])
+@pytest.mark.parametrize(
+    "kind,needle",
+    [
+        ("fifo", "not a regular file"),
+        ("folder", "a folder"),
+        ("devzero", "not a regular file"),
+        ("big", "more than"),
+        ("binary", "UTF-8"),
+        ("missing", "No such file"),
+        ("blank", "holds no query"),
+    ],
+)
 def test_bad_query_file_refused(tmp_path, kind, needle):
     path = _query_file(tmp_path, kind)
     line = _one_line(run("sql", DDP, "--query-file", path))
@@ -131,19 +149,23 @@ def test_query_file_runs(tmp_path):
 
 # -- nsys exports with device ids beyond int32 (OverflowError in sql and stats before) ---------
 
+
 @pytest.fixture(scope="module")
 def odd_devices(tmp_path_factory):
     """Copies of nsys_single.sqlite with one kernel's deviceId set to 2**40, -1 and 2**63-1."""
     src = trace_path("nsys", "nsys_single.sqlite")
     d = tmp_path_factory.mktemp("devices")
     out = {}
-    for v in (2 ** 40, -1, 2 ** 63 - 1):
+    for v in (2**40, -1, 2**63 - 1):
         p = d / f"dev_{v}.sqlite"
         shutil.copyfile(src, p)
         os.chmod(p, stat.S_IRUSR | stat.S_IWUSR)
         con = sqlite3.connect(p)
-        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = ? WHERE rowid = "
-                    "(SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)", (v,))
+        con.execute(
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = ? WHERE rowid = "
+            "(SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)",
+            (v,),
+        )
         con.commit()
         con.close()
         out[v] = str(p)
@@ -152,7 +174,7 @@ def odd_devices(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("v", [2 ** 40, -1, 2 ** 63 - 1])
+@pytest.mark.parametrize("v", [2**40, -1, 2**63 - 1])
 def test_sql_odd_device_ids(odd_devices, v):
     r = run("sql", odd_devices[v], "SELECT count(*) AS n, max(device) AS d FROM kernels", "--csv")
     assert "Traceback" not in r.stderr and r.returncode == 0, r.stderr[-2000:]
@@ -164,6 +186,6 @@ def test_sql_odd_device_ids(odd_devices, v):
 
 @pytest.mark.parametrize("report", ["kern", "api", "nvtx", "mem", "nccl"])
 def test_stats_odd_device_ids(odd_devices, report):
-    r = run("stats", odd_devices[2 ** 40], "--report", report, "--json")
+    r = run("stats", odd_devices[2**40], "--report", report, "--json")
     assert "Traceback" not in r.stderr and r.returncode == 0, r.stderr[-2000:]
     assert isinstance(json.loads(r.stdout), list)

@@ -2,6 +2,7 @@
 (range, lanes, selection, search), steps and findings, annotations with their sidecar and
 autosave policy, and the topology. Expected values come from the raw trace files or from
 plain numpy over the columns, not from the code under test."""
+
 import gzip
 import json
 import os
@@ -24,6 +25,7 @@ def ddp(tmp_path):
 
 def _open(path):
     from gpuviewer.session import Session
+
     return Session.open([path])
 
 
@@ -35,14 +37,22 @@ def _record(s, *names):
 
 
 def test_the_session_and_its_actions_import_and_run_without_qt():
-    code = ("import sys; sys.modules['PySide6'] = None; sys.modules['pyqtgraph'] = None\n"
-            "from gpuviewer.session import Session\n"
-            "s = Session.open(['samples/ddp']); print(len(s.analysis.findings))\n"
-            "print(s.search('nccl'), s.view.selected is not None)\n"
-            "s.add_note('x'); s.paste_topology(open('samples/topo_matrix.txt').read())\n"
-            "print(s.trace.topology is not None, s.analysis_ready is None)\n")
-    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                       env=dict(os.environ, PYTHONPATH=ROOT))
+    code = (
+        "import sys; sys.modules['PySide6'] = None; sys.modules['pyqtgraph'] = None\n"
+        "from gpuviewer.session import Session\n"
+        "s = Session.open(['samples/ddp']); print(len(s.analysis.findings))\n"
+        "print(s.search('nccl'), s.view.selected is not None)\n"
+        "s.add_note('x'); s.paste_topology(open('samples/topo_matrix.txt').read())\n"
+        "print(s.trace.topology is not None, s.analysis_ready is None)\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+    )
     assert p.returncode == 0, p.stderr
     lines = p.stdout.split()
     assert int(lines[0]) >= 1
@@ -125,6 +135,7 @@ def test_step_keys_visit_every_step_even_where_a_late_rank_reaches_into_the_next
     """nsys_ddp: rank 1 sleeps 50 ms in step 6, so step 6 (across ranks) reaches into step 7's
     time; the next-step key must still go 6 -> 7, not skip by the middle of the view."""
     import sqlite3
+
     path = trace_path("nsys", "nsys_ddp.sqlite")
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:  # the steps as the file names them
         names = [r[0] for r in db.execute("SELECT DISTINCT text FROM NVTX_EVENTS WHERE text LIKE 'step %'")]
@@ -153,8 +164,9 @@ def test_a_finding_shown_highlights_its_range_and_selects_its_evidence():
     name_ids = [k for k, n in enumerate(s.trace.names) if n == f.evidence[0].name]
     lane_rank = np.array([ln.rank for ln in s.trace.lanes])[np.asarray(c["lane"])]
     start, end = np.asarray(c["start"]), np.asarray(c["start"]) + np.asarray(c["dur"])
-    cand = np.flatnonzero(np.isin(np.asarray(c["name"]), name_ids) & (lane_rank == f.ranks[0])
-                          & (end > f.start_ns) & (start < f.end_ns))
+    cand = np.flatnonzero(
+        np.isin(np.asarray(c["name"]), name_ids) & (lane_rank == f.ranks[0]) & (end > f.start_ns) & (start < f.end_ns)
+    )
     assert len(cand) and i is not None and s.view.selected == i
     assert int(c["dur"][i]) == int(np.asarray(c["dur"])[cand].max())
     assert ("selection", {"event": i}) in log
@@ -162,6 +174,7 @@ def test_a_finding_shown_highlights_its_range_and_selects_its_evidence():
 
 def test_annotations_round_trip_with_the_view_through_the_sidecar(ddp):
     from gpuviewer.io.sidecar import sidecar_path
+
     s = _open(ddp)
     assert s.open_annotations() is None
     side = sidecar_path(s.paths)
@@ -206,6 +219,7 @@ def test_annotations_round_trip_with_the_view_through_the_sidecar(ddp):
 
 def test_a_topology_joins_and_the_analysis_runs_again():
     from gpuviewer.io.errors import TraceError
+
     s = _open(SAMPLES + "/ddp")
     before = s.run_analysis()
     log = _record(s, "topology", "analysis")

@@ -2,6 +2,7 @@
 is made with what it acts on, the session offers every one of their methods under the same name
 and signature, and a trace swapped into the session (a summary's ranks loading) is the one its
 parts act on."""
+
 import inspect
 
 import pytest

@@ -5,6 +5,7 @@ Real parts throughout: a summary written by a real `python -m gpuviewer analyze 
 --summary` child once for the module, copied and edited per test; every command a real
 subprocess; the window a real MainWindow (offscreen). A target that must not be read holds a
 marker string that would show in the output if it were."""
+
 import json
 import os
 import shutil
@@ -46,6 +47,7 @@ def one_line_refusal(r, *names: str) -> str:
 
 
 # -- item 1: writing never deletes or replaces what is not a gpuviewer summary ---------------
+
 
 def test_a_folder_with_an_unrelated_manifest_survives_summary(tmp_path):
     web = tmp_path / "site"
@@ -119,6 +121,7 @@ def test_an_earlier_summary_is_replaced_and_nothing_is_left_beside_it(tmp_path, 
 
 # -- item 3: a summary reads only itself ------------------------------------------------------
 
+
 def _edit(src: str, dst: str, manifest=None, analysis=None) -> str:
     shutil.copytree(src, dst)
     for name, change in (("manifest.json", manifest), ("analysis.json", analysis)):
@@ -152,8 +155,14 @@ def test_a_manifest_pointing_outside_is_refused_without_reading_it(tmp_path, mad
     outside = _outside_analysis(str(tmp_path / "outside"))
     s = str(tmp_path / "s.gvsum")
     shutil.copytree(out, s)
-    name = {"relative": "../outside/x.json", "absolute": outside, "dev_zero": "/dev/zero",
-            "fifo_inside": "pipe", "link_out": "link.json", "folder": "sub"}[where]
+    name = {
+        "relative": "../outside/x.json",
+        "absolute": outside,
+        "dev_zero": "/dev/zero",
+        "fifo_inside": "pipe",
+        "link_out": "link.json",
+        "folder": "sub",
+    }[where]
     if where == "fifo_inside":
         os.mkfifo(os.path.join(s, "pipe"))  # opening it to read would block: a hang is the failure
     elif where == "link_out":
@@ -179,8 +188,9 @@ def test_a_table_pointing_outside_is_refused_in_the_window(qtbot, tmp_path, made
     out, _ = made
     os.makedirs(tmp_path / "outside")
     shutil.copy(os.path.join(out, "profiles.parquet"), tmp_path / "outside" / "p.parquet")
-    s = _edit(out, str(tmp_path / "s.gvsum"),
-              manifest=lambda m: m["tables"]["profiles"].update(file="../outside/p.parquet"))
+    s = _edit(
+        out, str(tmp_path / "s.gvsum"), manifest=lambda m: m["tables"]["profiles"].update(file="../outside/p.parquet")
+    )
     w = make_window(qtbot, tmp_path)
     assert not w.open_paths([s])
     assert s in w.last_error and "profiles" in w.last_error and "\n" not in w.last_error
@@ -195,21 +205,33 @@ BAD = [
     ("events as a string", "manifest", lambda m: m["ranks"][0].update(events="many")),
     ("rank as a list", "manifest", lambda m: m["ranks"][0].update(rank=[0])),
     ("ranks as an object", "manifest", lambda m: m.update(ranks={"0": {}})),
-    ("start 10^30", "manifest", lambda m: m["ranks"][0].update(start_ns=10 ** 30)),
+    ("start 10^30", "manifest", lambda m: m["ranks"][0].update(start_ns=10**30)),
     ("impact NaN", "manifest", lambda m: json.dumps(m).replace('"impact_ms": ', '"impact_ms": NaN, "x": ', 1)),
     ("impact 1e400", "manifest", lambda m: json.dumps(m).replace('"impact_ms": ', '"impact_ms": 1e400, "x": ', 1)),
-    ("findings nested 100,000 deep", "manifest", lambda m: json.dumps(m).replace('"findings": [', '"findings": [' + _deep(100000) + ",", 1)),
+    (
+        "findings nested 100,000 deep",
+        "manifest",
+        lambda m: json.dumps(m).replace('"findings": [', '"findings": [' + _deep(100000) + ",", 1),
+    ),
     ("metrics nested 500 deep", "manifest", lambda m: m["findings"][0]["metrics"].update(x=json.loads(_deep(500)))),
-    ("evidence name a number", "manifest", lambda m: m["findings"][0]["metrics"].update(excess=[{"name": 5, "ms": "x"}])),
+    (
+        "evidence name a number",
+        "manifest",
+        lambda m: m["findings"][0]["metrics"].update(excess=[{"name": 5, "ms": "x"}]),
+    ),
     ("a finding's title a dict", "manifest", lambda m: m["findings"][0].update(title={"a": 1})),
     ("tables a list", "manifest", lambda m: m.update(tables=[1, 2])),
     ("version a string", "manifest", lambda m: m.update(version="1")),
     ("utilization a string", "analysis", lambda a: a["ranks"][0].update(gpu_utilization="high")),
     ("steps an object", "analysis", lambda a: a["ranks"][0].update(steps={"a": 1})),
     ("a step's busy 1e300", "analysis", lambda a: a["ranks"][0]["steps"][0].update(busy_ns=1e300)),
-    ("collectives nested 100,000 deep", "analysis", lambda a: json.dumps(a).replace('"collectives": [', '"collectives": [' + _deep(100000) + ",", 1)),
+    (
+        "collectives nested 100,000 deep",
+        "analysis",
+        lambda a: json.dumps(a).replace('"collectives": [', '"collectives": [' + _deep(100000) + ",", 1),
+    ),
     ("analysis a list", "analysis", lambda a: [a]),
-    ("analysis not JSON", "analysis", lambda a: "{\"ranks\": [1, 2"),
+    ("analysis not JSON", "analysis", lambda a: '{"ranks": [1, 2'),
 ]
 
 

@@ -1,5 +1,6 @@
 """The annotations panel changes no annotation itself: an edit in place or a delete is asked of
 the session (editRequested / removeRequested), which makes it and lists them again."""
+
 from conftest import SAMPLES
 
 from gpuviewer.session import Session

@@ -1,11 +1,13 @@
 """The main window's ways into the Compare window: File > Compare with… (the other run read off
 the UI thread) and a late-rank finding's "compare this rank with the others" link."""
+
 from conftest import make_window, trace_path
 from PySide6.QtCore import QUrl
 
 
 def test_compare_with_another_run_from_the_main_window(qtbot, tmp_path):
     from gpuviewer.widgets.compare_actions import compare_with
+
     w = make_window(qtbot, tmp_path, block_analysis=True, size=(1400, 900))
     assert w.open_paths([trace_path("kineto", "ddp_clean")], block=True)
     compare_with(w, [trace_path("kineto", "ddp_nop2p")])

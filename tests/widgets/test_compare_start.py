@@ -3,6 +3,7 @@ the window opens at once and reads the other run itself with a progress bar and 
 named after their folder or their files' common prefix (not B's first file); a folder is
 accepted; Cancel stops the worker and closes the window; on a real 1366x768 screen (xcb under
 Xvfb) the window fits inside the screen."""
+
 import glob
 import json
 import os
@@ -30,6 +31,7 @@ def _wait(qtbot, cw):
 
 def test_compare_with_files_reads_them_with_progress_and_names_the_run(qtbot, tmp_path, clean):
     from gpuviewer.widgets.compare_actions import compare_with
+
     w = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 728))
     w.controller.set_session(clean)
     files = sorted(glob.glob(os.path.join(trace_path("kineto", "ddp_nop2p"), "*.json.gz")))
@@ -52,6 +54,7 @@ def test_compare_with_files_reads_them_with_progress_and_names_the_run(qtbot, tm
 
 def test_compare_with_a_folder(qtbot, tmp_path, clean):
     from gpuviewer.widgets.compare_actions import compare_with
+
     w = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 728))
     w.controller.set_session(clean)
     cw = compare_with(w, [trace_path("kineto", "ddp_nop2p")])
@@ -63,6 +66,7 @@ def test_compare_with_a_folder(qtbot, tmp_path, clean):
 
 def test_same_named_runs_are_told_apart_by_their_folder(tmp_path):
     from gpuviewer.session.compare import run_names
+
     for run in ("before", "after"):
         shutil.copytree(trace_path("kineto", "ddp_clean"), tmp_path / run / "ddp")
     a, b = run_names([str(tmp_path / "before" / "ddp")], [str(tmp_path / "after" / "ddp")])
@@ -72,6 +76,7 @@ def test_same_named_runs_are_told_apart_by_their_folder(tmp_path):
 def test_cancel_stops_the_comparison_and_closes_the_window(qtbot, tmp_path, clean, monkeypatch):
     monkeypatch.setenv("GPUVIEWER_CACHE_DIR", str(tmp_path / "cache"))  # B really read, not a cache hit
     from gpuviewer.widgets.compare_window import open_compare
+
     cw = open_compare(None, clean, [trace_path("kineto", "ddp_long")])
     qtbot.addWidget(cw)
     assert cw.cancel_btn.isVisible()
@@ -81,7 +86,7 @@ def test_cancel_stops_the_comparison_and_closes_the_window(qtbot, tmp_path, clea
     assert cw.comparison is None and cw.error is None
 
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json, sys
 from PySide6.QtWidgets import QApplication
 app = QApplication(sys.argv[:1])
@@ -100,7 +105,7 @@ def done(*_a):
 cw.compared.connect(lambda _c: done())
 cw.failed.connect(lambda _m: done())
 sys.exit(app.exec())
-'''
+"""
 
 
 @pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed (.ci/run installs it)")
@@ -108,16 +113,27 @@ def test_compare_fits_a_laptop_screen(tmp_path):
     proc, display = _start_xvfb("1366x768x24")
     out = os.environ.get("GPUVIEWER_SHOTS") or str(tmp_path)
     try:
-        env = dict(os.environ, DISPLAY=display, QT_QPA_PLATFORM="xcb", PYTHONPATH=ROOT,
-                   XDG_CONFIG_HOME=str(tmp_path / "cfg"))
-        p = subprocess.run([sys.executable, "-c", SCRIPT, trace_path("kineto", "ddp_clean"),
-                            trace_path("kineto", "ddp_nop2p"), os.path.join(out, "compare_1366x768.png")],
-                           capture_output=True, text=True, env=env)
+        env = dict(
+            os.environ, DISPLAY=display, QT_QPA_PLATFORM="xcb", PYTHONPATH=ROOT, XDG_CONFIG_HOME=str(tmp_path / "cfg")
+        )
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                SCRIPT,
+                trace_path("kineto", "ddp_clean"),
+                trace_path("kineto", "ddp_nop2p"),
+                os.path.join(out, "compare_1366x768.png"),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
     finally:
         proc.terminate()
         proc.wait()
     assert p.returncode == 0, p.stdout + p.stderr
-    r = json.loads(next(x for x in p.stdout.splitlines() if x.startswith("RESULT "))[len("RESULT "):])
+    r = json.loads(next(x for x in p.stdout.splitlines() if x.startswith("RESULT "))[len("RESULT ") :])
     assert r["error"] is None and r["title"] == "Compare: ddp_clean vs ddp_nop2p"
     fx, fy, fw, fh = r["frame"]
     ax, ay, aw, ah = r["avail"]

@@ -1,6 +1,7 @@
 """The Compare window (issue #14) on real traces, offscreen: the diff off the UI thread, the tables,
 the two step-relative timelines kept in step, outlines from a table row, and failures shown as
 messages. Expected values come from the trace columns, not from the window's own code."""
+
 import threading
 
 import numpy as np
@@ -187,11 +188,14 @@ def test_render_1600x900(qtbot, ddp, tmp_path):
         assert len(lanes) >= 4
 
 
-@pytest.mark.parametrize("options, words", [
-    ({"steps": (99, 99)}, "step 99 is not on rank"),
-    ({"steps": "3-x"}, "steps '3-x': expected"),
-    ({"ranks": (0, 7)}, "no rank 7"),
-])
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({"steps": (99, 99)}, "step 99 is not on rank"),
+        ({"steps": "3-x"}, "steps '3-x': expected"),
+        ({"ranks": (0, 7)}, "no rank 7"),
+    ],
+)
 def test_a_comparison_that_cannot_be_made_says_why(qtbot, ddp, options, words):
     w = _open(qtbot, *ddp, **options)
     assert w.comparison is None and words in w.error
@@ -204,6 +208,7 @@ def test_a_bug_in_the_diff_is_a_message_not_a_crash(qtbot, ddp, monkeypatch):
 
     def broken(*_a, **_k):
         raise KeyError("boom")
+
     monkeypatch.setattr(ct, "diff", broken)
     w = _open(qtbot, *ddp)
     assert "a bug in gpuviewer (KeyError" in w.error and w.message.isVisible()

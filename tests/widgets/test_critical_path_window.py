@@ -4,6 +4,7 @@ Session.critical_paths() of a session opened apart (its segments, at the x and l
 box maps them to); each step's path sums to the step's duration measured from the trace's step
 windows; the Critical path tab lists the segments with "bound by"; a click on one goes to it;
 toggling off removes the layer (no pixel of its colour left in the picture)."""
+
 import numpy as np
 import pytest
 from conftest import SAMPLES, make_window, trace_path
@@ -19,6 +20,7 @@ def opened(request, qapp, tmp_path_factory):
 
     from gpuviewer.session import Session
     from gpuviewer.widgets.main_window import MainWindow
+
     path = TRACES[request.param]
     w = MainWindow(QSettings(str(tmp_path_factory.mktemp("settings") / "s.ini"), QSettings.IniFormat))
     w.quiet_errors = True
@@ -45,6 +47,7 @@ def _show(w, qapp, step: int, on: bool = True):
 
 def _red(img) -> int:
     from gpuviewer.render.critical_path_item import PATH_COLOR
+
     a = np.frombuffer(img.convertToFormat(img.Format.Format_RGB32).constBits(), np.uint32)
     return int((a & 0xFFFFFF == PATH_COLOR.rgb() & 0xFFFFFF).sum())
 
@@ -68,10 +71,16 @@ def test_each_step_path_sums_to_the_step_from_the_trace_windows(opened):
 def test_the_outline_is_the_sessions_critical_path_at_its_times_and_lanes(opened, qapp):
     w, cps, _ = opened
     from gpuviewer.model.categories import LaneKind
+
     tv = w.timeline
     lanes = w.trace.lanes
-    kinds = {"host": {LaneKind.CPU, LaneKind.CUDA_API}, "gpu": {LaneKind.GPU}, "copy": {LaneKind.GPU},
-             "comm": {LaneKind.COMM, LaneKind.GPU}, "idle": {ln.kind for ln in lanes}}
+    kinds = {
+        "host": {LaneKind.CPU, LaneKind.CUDA_API},
+        "gpu": {LaneKind.GPU},
+        "copy": {LaneKind.GPU},
+        "comm": {LaneKind.COMM, LaneKind.GPU},
+        "idle": {ln.kind for ln in lanes},
+    }
     for n, cp in sorted(cps.items()):
         _show(w, qapp, n)
         layer = tv.item.critical
@@ -79,8 +88,9 @@ def test_the_outline_is_the_sessions_critical_path_at_its_times_and_lanes(opened
         t0, t1 = w.session.view.range
         want = [s for s in cp.segments if s.end_ns >= t0 and s.start_ns <= t1]
         got = [i for i in drawn["index"].tolist() if int(pv.step[i]) == n]
-        assert [(int(pv.start[i]), int(pv.end[i]), int(pv.rank[i]), pv.what[i]) for i in got] == \
-            [(s.start_ns, s.end_ns, s.rank, s.what) for s in want], n
+        assert [(int(pv.start[i]), int(pv.end[i]), int(pv.rank[i]), pv.what[i]) for i in got] == [
+            (s.start_ns, s.end_ns, s.rank, s.what) for s in want
+        ], n
         assert len(want) == len(cp.segments)  # the step shown whole
         rows = {r.lane: r for r in tv.layout_model.rows if r.kind == "lane"}
         groups = {(r.rank, r.group.split("/", 1)[1]): r for r in tv.layout_model.rows if r.kind == "group"}
@@ -100,6 +110,7 @@ def test_the_outline_is_the_sessions_critical_path_at_its_times_and_lanes(opened
 def test_gpu_segments_sit_on_a_stream_that_ran_work_then(opened, qapp):
     w, cps, _ = opened
     from gpuviewer.model import queries as q
+
     pv = None
     for n, cp in cps.items():
         _show(w, qapp, n)
@@ -145,6 +156,7 @@ def test_toggling_off_removes_the_layer(opened, qapp):
     # the key: C on the timeline toggles it; typed into the search box it is a letter
     from PySide6.QtCore import Qt
     from PySide6.QtTest import QTest
+
     w.activateWindow()
     w.timeline.plot.setFocus()
     QTest.keyClick(w.timeline.plot, Qt.Key_C)
@@ -196,6 +208,7 @@ def test_collapsed_ranks_carry_the_outline_on_their_summary_row(opened, qapp):
 
 def test_export_image_pictures_the_outline_as_shown(opened, qapp, tmp_path):
     from PySide6.QtGui import QImage
+
     w, cps, _ = opened
     n = sorted(cps)[1]
     for on in (True, False):

@@ -1,6 +1,7 @@
 """Issue 26, item 5: the window's Efficiency tab (a table by op family, sortable, a row marking its
 kernels on the timeline), the roofline (log-log, a point per family, the device's roofs) and a
 kernel's details (op, shapes, FLOPs, achieved TFLOP/s), with real widgets offscreen on a real trace."""
+
 from __future__ import annotations
 
 import gzip
@@ -23,8 +24,11 @@ def raw_mm():
     """(M, N, K) of every aten::mm in the raw GPT trace."""
     with gzip.open(trace_path(*GPT), "rt") as f:
         events = json.load(f)["traceEvents"]
-    return [tuple(e["args"]["Input Dims"][0]) + (e["args"]["Input Dims"][1][1],)
-            for e in events if e.get("name") == "aten::mm"]
+    return [
+        tuple(e["args"]["Input Dims"][0]) + (e["args"]["Input Dims"][1][1],)
+        for e in events
+        if e.get("name") == "aten::mm"
+    ]
 
 
 @pytest.fixture
@@ -65,7 +69,9 @@ def test_table_roofline_timeline_and_details(win, qtbot, tmp_path, raw_mm):
     assert "bf16/fp16 989.4" in names and "tf32 494.7" in names and all(p["name"] in names for p in pts)
     for p in pts:  # each point where its family's rate is, on log axes
         t = panel.roofline.labels[names.index(p["name"])]
-        assert t.pos().x() == pytest.approx(math.log10(p["intensity"])) and t.pos().y() == pytest.approx(math.log10(p["tflops"]))
+        assert t.pos().x() == pytest.approx(math.log10(p["intensity"])) and t.pos().y() == pytest.approx(
+            math.log10(p["tflops"])
+        )
     # a row marks its family's kernels on the timeline and goes to the first
     gemm = next(f for f in fams if f["name"].startswith("gemm bf16"))
     row = panel.table.frame.index[panel.table.frame["family"] == gemm["name"]][0]
@@ -84,8 +90,11 @@ def test_table_roofline_timeline_and_details(win, qtbot, tmp_path, raw_mm):
         rows[it.text(0)] = it.text(1)
     assert rows["Op family"] == gemm["name"] and rows["Op"] in ("aten::mm", "aten::addmm")
     assert "c10::BFloat16" in rows["Input shapes"]
-    dims = [int(x) for x in rows["Input shapes"].replace("[", " ").replace("]", " ").replace(",", " ").split()
-            if x.isdigit()]
+    dims = [
+        int(x)
+        for x in rows["Input shapes"].replace("[", " ").replace("]", " ").replace(",", " ").split()
+        if x.isdigit()
+    ]
     flops = float(rows["FLOPs"].replace(",", ""))
     dur = int(s.trace.columns["dur"][i])
     assert rows["Achieved"].startswith(f"{flops / dur / 1e3:.1f} TFLOP/s")
@@ -112,6 +121,7 @@ def test_tab_computes_nothing_until_shown(qtbot, tmp_path):
     # way Qt says the Efficiency dock is visible a moment (the bench at 64 ranks read every rank's shapes)
     qtbot.waitExposed(w)
     from PySide6.QtWidgets import QApplication
+
     for _ in range(3):  # the turns on which the tab checks it is really in front
         QApplication.processEvents()
     assert True in said and not w.efficiency.panel.wanted and w.efficiency.panel.view is None

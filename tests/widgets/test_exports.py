@@ -4,6 +4,7 @@ rasterised by QSvgRenderer is the PNG within a small pixel tolerance, also where
 past its left edge (a step begun before the view: its line and label must not reach the label
 column) and with an area selected in the window (File > Export image: the box is drawn in both,
 where the window shows it); reports list each finding's symptoms; files follow the user's umask."""
+
 import json
 import os
 import stat
@@ -22,9 +23,10 @@ WINDOW = "55:100"
 
 def _pixels(img) -> np.ndarray:
     from PySide6.QtGui import QImage
+
     im = img.convertToFormat(QImage.Format_RGB32)
     a = np.frombuffer(im.constBits(), np.uint8).reshape(im.height(), im.bytesPerLine() // 4, 4)
-    return a[:, :im.width(), :3].astype(int)
+    return a[:, : im.width(), :3].astype(int)
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +55,12 @@ def _edge_ink(a: np.ndarray, box) -> list[float]:
     """Blue over red summed in a band 2 px either side of each edge of box (left, right, top,
     bottom), corners left out."""
     left, top, right, bottom = box
-    bands = (a[top + 3:bottom - 2, left - 2:left + 3], a[top + 3:bottom - 2, right - 2:right + 3],
-             a[top - 2:top + 3, left + 3:right - 2], a[bottom - 2:bottom + 3, left + 3:right - 2])
+    bands = (
+        a[top + 3 : bottom - 2, left - 2 : left + 3],
+        a[top + 3 : bottom - 2, right - 2 : right + 3],
+        a[top - 2 : top + 3, left + 3 : right - 2],
+        a[bottom - 2 : bottom + 3, left + 3 : right - 2],
+    )
     return [float(np.clip(x[..., 0] - x[..., 2], 0, None).sum()) for x in bands]
 
 
@@ -65,8 +71,10 @@ def area_shots(tmp_path_factory):
     lanes scrolled down a row; and where the window shows the box (its view box mapping)."""
     from PySide6.QtCore import QPointF, QSettings
     from PySide6.QtWidgets import QApplication
+
     app = QApplication.instance() or QApplication([])
     from gpuviewer.widgets.main_window import MainWindow
+
     d = tmp_path_factory.mktemp("area")
     w = MainWindow(QSettings(str(d / "s.ini"), QSettings.IniFormat))
     w.quiet_errors = True
@@ -82,17 +90,19 @@ def area_shots(tmp_path_factory):
     app.processEvents()
     rows = tv.layout_model.rows
     first = next(k for k, r in enumerate(rows) if r.kind == "lane" and r.rank == 0)
-    lanes = rows[first:first + 3]  # three lanes one after the other: one box over them
+    lanes = rows[first : first + 3]  # three lanes one after the other: one box over them
     assert [r.kind for r in lanes] == ["lane"] * 3 and {r.rank for r in lanes} == {0}
     t0, t1 = o + 60_000_000, o + 80_000_000
     tv.select_area(t0, t1, lanes[0].y + 0.3, lanes[-1].y + 0.6)  # a drag inside the three rows
     app.processEvents()
+
     # where the window shows the box: the rows' and times' device pixels in the labels-and-lanes
     # part of the timeline (a picture is that part, without the search row and scroll bar)
     def at(x_ns, y_rows):
         pt = tv.plot.mapFromScene(tv.vb.mapViewToScene(QPointF(x_ns - o, y_rows)))
         q = tv.plot.mapTo(tv.split, pt)
         return q.x(), q.y()
+
     x0, y0 = at(t0, lanes[0].y)
     x1, y1 = at(t1, lanes[-1].y + lanes[-1].h)
     shown = tv.split.grab().toImage()
@@ -108,6 +118,7 @@ def area_shots(tmp_path_factory):
 
 def test_area_selection_is_drawn_where_the_window_shows_it(area_shots, shots):
     from PySide6.QtGui import QImage
+
     x0, y0, x1, y1 = area_shots["want"]
     png = _pixels(QImage(str(area_shots["a.png"])))
     shown = _pixels(area_shots["shown"])
@@ -119,7 +130,7 @@ def test_area_selection_is_drawn_where_the_window_shows_it(area_shots, shots):
         assert abs(top - y0) <= 1.5 and abs(bottom - y1) <= 1.5, (box, area_shots["want"])
     # the PNG is the window's picture of those pixels: inside the box too (translucent fill)
     left, top, right, bottom = _area_outline(png)
-    diff = np.abs(png[top:bottom + 1, left:right + 1] - shown[top:bottom + 1, left:right + 1]).max(axis=2)
+    diff = np.abs(png[top : bottom + 1, left : right + 1] - shown[top : bottom + 1, left : right + 1]).max(axis=2)
     assert (diff > 64).mean() < 0.01
 
 
@@ -129,6 +140,7 @@ def test_svg_rasterised_is_the_png(shots, area_shots, pair):
     from PySide6.QtGui import QImage, QPainter
     from PySide6.QtSvg import QSvgRenderer
     from PySide6.QtWidgets import QApplication
+
     QApplication.instance() or QApplication([])
     files = shots if pair[0] == "t.png" else area_shots
     png = QImage(str(files[pair[0]]))
@@ -153,7 +165,7 @@ def test_svg_rasterised_is_the_png(shots, area_shots, pair):
     # column by column up to a quarter of the width (the label column, the splitter, the plot's
     # first columns): slices begun before the view spilled 2 px over the splitter, 4-6% of
     # those columns; text and dashes leave at most about 1% of a column
-    per_col = (diff[:, :width // 4] > 64).mean(axis=0)
+    per_col = (diff[:, : width // 4] > 64).mean(axis=0)
     assert per_col.max() < 0.03, (per_col.argmax(), per_col.max())
     if pair[0] == "a.png":  # the area box's outline in both, at the same place: as much blue ink
         box = _area_outline(a)  # along each edge (the SVG's is antialiased: two half-blue columns)
@@ -181,8 +193,14 @@ def test_report_lists_each_findings_symptoms_and_follows_the_umask(tmp_path):
     out = tmp_path / "r.html"
     svg = tmp_path / "s.svg"
     for args in (["report", DDP, "-o", str(out)], ["screenshot", DDP, "-o", str(svg)]):
-        p = subprocess.run([sys.executable, "-m", "gpuviewer", *args], env=env, capture_output=True, text=True,
-                           preexec_fn=lambda: os.umask(0o027), timeout=600)
+        p = subprocess.run(
+            [sys.executable, "-m", "gpuviewer", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            preexec_fn=lambda: os.umask(0o027),
+            timeout=600,
+        )
         assert p.returncode == 0, p.stderr
     assert stat.S_IMODE(out.stat().st_mode) == 0o640 and stat.S_IMODE(svg.stat().st_mode) == 0o640
     html = out.read_text()
@@ -190,9 +208,10 @@ def test_report_lists_each_findings_symptoms_and_follows_the_umask(tmp_path):
     with_children = [f for f in a["findings"] if f["children"]]
     assert with_children  # samples/ddp: the launch-bound cause has its straggler symptoms
     from gpuviewer.model.fmt import esc
+
     for f in with_children:
         at = html.index(esc(f["title"]))
-        block = html[at:html.index("<img", at)]  # the finding's text, before its image
+        block = html[at : html.index("<img", at)]  # the finding's text, before its image
         assert "Symptoms (" in block
         for c in f["children"]:
             assert esc(c["title"]) in block and c["rule"] in block
@@ -201,9 +220,11 @@ def test_report_lists_each_findings_symptoms_and_follows_the_umask(tmp_path):
 def test_report_images_have_no_search_or_scroll_bar():
     """A report's image is its bare view, whose lanes fill the picture."""
     from PySide6.QtWidgets import QApplication
+
     QApplication.instance() or QApplication([])
     from gpuviewer.session import Session
     from gpuviewer.widgets.offscreen import REPORT_VIEW_SIZE, bare_view, dispose
+
     s = Session.open([DDP])
     v = bare_view(s)
     try:

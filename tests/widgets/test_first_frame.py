@@ -3,6 +3,7 @@
 session for the first time, DuckDB and pandas are not imported (the SQL tab makes its runner at
 the first query) and neither the analysis nor the statistics have started (they start after that
 frame); then both finish, and the SQL tab answers a query."""
+
 import json
 import os
 import subprocess
@@ -10,7 +11,7 @@ import sys
 
 from conftest import ROOT, SAMPLES
 
-SCRIPT = r'''
+SCRIPT = r"""
 import json, os, sys, threading
 from PySide6.QtCore import QEvent, QObject, QSettings, QTimer
 from gpuviewer.app.gui import _app
@@ -58,14 +59,24 @@ w.controller.loaded.connect(lambda *a: QTimer.singleShot(0, later))
 w.loader.failed.connect(lambda m: (print("failed", m), app.exit(3)))
 w.open_paths([sys.argv[1]])
 sys.exit(app.exec())
-'''
+"""
 
 
 def test_first_frame_waits_for_no_query_engine_analysis_or_statistics(tmp_path):
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=ROOT,
-               GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "cfg"))
-    p = subprocess.run([sys.executable, "-c", SCRIPT, os.path.join(SAMPLES, "ddp"), str(tmp_path / "s.ini")],
-                       capture_output=True, text=True, env=env, timeout=600)
+    env = dict(
+        os.environ,
+        QT_QPA_PLATFORM="offscreen",
+        PYTHONPATH=ROOT,
+        GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"),
+        XDG_CONFIG_HOME=str(tmp_path / "cfg"),
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", SCRIPT, os.path.join(SAMPLES, "ddp"), str(tmp_path / "s.ini")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     got = json.loads(p.stdout.strip().splitlines()[-1])
     first, after = got["first"], got["after"]

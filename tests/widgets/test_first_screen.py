@@ -2,6 +2,7 @@
 fits the screen, the status bar shows, and a GPU lane of every rank of a 2-rank session is on
 screen; the keyboard help lists every shortcut; toolbar controls explain themselves; opening a
 big file shows progress in MB and events with Cancel at once."""
+
 import json
 import os
 import shutil
@@ -12,7 +13,7 @@ import pytest
 from conftest import ROOT, SAMPLES, make_window, trace_path
 from test_xvfb_smoke import xvfb
 
-LAPTOP = r'''
+LAPTOP = r"""
 import json, sys
 from PySide6.QtWidgets import QApplication
 from PySide6.QtCore import QTimer
@@ -40,16 +41,27 @@ w.loader.failed.connect(lambda m: (print("failed", m), app.exit(3)))
 w.open_paths([sys.argv[1]])
 QTimer.singleShot(90000, lambda: app.exit(4))
 sys.exit(app.exec())
-'''
+"""
 
 
 @pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed (.ci/run installs it)")
 def test_a_laptop_screen_shows_every_rank_gpu_and_the_status_bar(tmp_path):
     with xvfb(40, "1366x768x24") as display:
-        env = dict(os.environ, DISPLAY=display, QT_QPA_PLATFORM="xcb", PYTHONPATH=ROOT,
-                   GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "cfg"))
-        p = subprocess.run([sys.executable, "-c", LAPTOP, os.path.join(SAMPLES, "ddp")],
-                           capture_output=True, text=True, env=env, timeout=180)
+        env = dict(
+            os.environ,
+            DISPLAY=display,
+            QT_QPA_PLATFORM="xcb",
+            PYTHONPATH=ROOT,
+            GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"),
+            XDG_CONFIG_HOME=str(tmp_path / "cfg"),
+        )
+        p = subprocess.run(
+            [sys.executable, "-c", LAPTOP, os.path.join(SAMPLES, "ddp")],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=180,
+        )
     assert p.returncode == 0, p.stdout + p.stderr
     got = json.loads(p.stdout.strip().splitlines()[-1])
     sx, sy, sw, sh = got["screen"]
@@ -68,6 +80,7 @@ def test_keyboard_help_lists_every_shortcut_and_toolbars_have_tooltips(qtbot, tm
     from PySide6.QtWidgets import QToolBar
 
     from gpuviewer.widgets.shortcuts import collect
+
     w = make_window(qtbot, tmp_path, size=(1400, 900))
     listed = {k for k, _ in collect(w)}
     keys = [s.toString(QKeySequence.NativeText) for a in w.findChildren(QAction) for s in a.shortcuts()]
@@ -99,23 +112,31 @@ def test_opening_a_big_file_shows_progress_in_mb_and_events_with_cancel(qtbot, t
 
 def test_nsys_ddp_opens_on_its_steps_not_the_whole_capture(qtbot, tmp_path):
     import sqlite3
+
     path = trace_path("nsys", "nsys_ddp.sqlite")
-    r = subprocess.run([sys.executable, "-m", "gpuviewer", "info", "--json", path], capture_output=True, text=True,
-                       cwd=ROOT, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "gpuviewer", "info", "--json", path],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
     v0, v1 = info["view"]["start_ns"], info["view"]["end_ns"]
     # the steps from the export itself: NVTX ranges named "step N", on the session's clock
     with sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True) as db:
-        rows = db.execute("SELECT e.start, e.end FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
-                          "WHERE coalesce(e.text, s.value) GLOB 'step [0-9]*'").fetchall()
+        rows = db.execute(
+            "SELECT e.start, e.end FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+            "WHERE coalesce(e.text, s.value) GLOB 'step [0-9]*'"
+        ).fetchall()
         utc = db.execute("SELECT * FROM TARGET_INFO_SESSION_START_TIME").fetchone()
     assert rows
     # step 0 is warm-up (513 ms against ~20 ms steps): the view opens on the steady steps after it
     rows = sorted(rows)
     assert rows[0][1] - rows[0][0] > 10 * (rows[2][1] - rows[2][0])
     s0, s1 = min(a for a, _ in rows[2:]), max(b for _, b in rows)
-    if utc is not None and v0 > 10 ** 17:  # the session keeps Unix-epoch ns where the export has them
+    if utc is not None and v0 > 10**17:  # the session keeps Unix-epoch ns where the export has them
         s0, s1 = s0 + int(utc[0]), s1 + int(utc[0])
     span = s1 - s0
     assert s0 - 0.05 * span <= v0 <= s0 and s1 <= v1 <= s1 + 0.3 * span, (v0, v1, s0, s1)
@@ -128,6 +149,7 @@ def test_nsys_ddp_opens_on_its_steps_not_the_whole_capture(qtbot, tmp_path):
     assert "warm-up step 0" in w.statusBar().currentMessage()
     qtbot.waitUntil(lambda: w.analysis is not None, timeout=120_000)  # settled: nothing moves the view after the key
     from PySide6.QtCore import Qt
+
     qtbot.keyClick(w.timeline, Qt.Key_Home, Qt.ShiftModifier)  # the warm-up, one key away
     a0, a1 = w.timeline.visible_range()
-    assert a0 <= min(a for a, _ in rows) + (0 if utc is None or v0 < 10 ** 17 else int(utc[0])) and a1 >= t1 - 2
+    assert a0 <= min(a for a, _ in rows) + (0 if utc is None or v0 < 10**17 else int(utc[0])) and a1 >= t1 - 2

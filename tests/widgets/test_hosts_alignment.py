@@ -3,6 +3,7 @@ collectives, nothing moved on one host, and a late rank found only after alignme
 
 Sessions are made here from a real rank (tests/make_hosts.py): every rank a copy of the same real
 trace with a few µs of jitter, hosts' clocks moved by known offsets."""
+
 from __future__ import annotations
 
 import json
@@ -76,8 +77,7 @@ def _stragglers(path, *extra):
 
 def test_late_rank_found_only_after_alignment(tmp_path):
     """Host 1's clock runs 20 ms ahead; rank 2 (host 0) is 10 ms late at every collective."""
-    make(SRC, str(tmp_path), ranks=8, hosts=2, offsets_us=[0.0, 20000.0], late_rank=2, late_ms=10.0,
-         layout="hostnames")
+    make(SRC, str(tmp_path), ranks=8, hosts=2, offsets_us=[0.0, 20000.0], late_rank=2, late_ms=10.0, layout="hostnames")
     aligned = _stragglers(str(tmp_path))
     assert [f["metrics"]["late_rank"] for f in aligned] == [2], [f["title"] for f in aligned]
     assert aligned[0]["metrics"]["kind"] == "persistent"
@@ -93,6 +93,7 @@ def test_job_folder_with_configs_opens_with_its_traces(tmp_path):
     import shutil
 
     from hostile import assert_refused, folder_state
+
     for f in ("ddp_rank0.json.gz", "ddp_rank1.json.gz"):
         shutil.copy(trace_path("kineto", "ddp", f), tmp_path)
     (tmp_path / "config.json").write_text('{"lr": 0.001, "batch": 32}')
@@ -115,8 +116,17 @@ def test_rank_overview_in_the_window(qtbot, tmp_path):
     """Ranks x steps of the wait each rank caused: the late rank's row is the hot one, sorted by
     lateness it comes first, and a click takes the timeline to that step."""
     from conftest import make_window
-    make(SRC, str(tmp_path / "job"), ranks=4, hosts=2, offsets_us=[0.0, 1500.0], late_rank=3, late_ms=8.0,
-         layout="hostnames")
+
+    make(
+        SRC,
+        str(tmp_path / "job"),
+        ranks=4,
+        hosts=2,
+        offsets_us=[0.0, 1500.0],
+        late_rank=3,
+        late_ms=8.0,
+        layout="hostnames",
+    )
     w = make_window(qtbot, tmp_path, block_analysis=True, size=(1600, 900))
     assert w.open_paths([str(tmp_path / "job")], block=True)
     rv = w.ranks_view
@@ -142,6 +152,7 @@ def test_rank_overview_in_the_window(qtbot, tmp_path):
 def test_more_than_8_ranks_start_as_summary_rows(qtbot, tmp_path):
     """Nine ranks: each starts as one row showing its GPU work; a rank expands on request."""
     from conftest import make_window
+
     make(SRC, str(tmp_path / "job"), ranks=9, hosts=1, layout="flat")
     # a tall screen: a small one also opens the top finding's late rank (test_laptop_window)
     w = make_window(qtbot, tmp_path, block_analysis=True, size=(1600, 1200))
@@ -159,6 +170,7 @@ def test_more_than_8_ranks_start_as_summary_rows(qtbot, tmp_path):
 def test_hosts_set_in_the_window(qtbot, tmp_path):
     """One folder, no host names: one host; saying which ranks share a clock aligns them."""
     from conftest import make_window
+
     make(SRC, str(tmp_path / "job"), ranks=4, hosts=2, offsets_us=[0.0, 4000.0], layout="flat")
     w = make_window(qtbot, tmp_path, block_analysis=True)
     assert w.open_paths([str(tmp_path / "job")], block=True)
@@ -175,6 +187,7 @@ def test_drift_over_a_long_capture_is_estimated():
 
     from gpuviewer.analysis.clocks import estimate
     from gpuviewer.analysis.collectives import Collectives, Instance
+
     rng = np.random.default_rng(7)
     t0 = 1_800_000_000_000_000_000
     instances = []
@@ -184,8 +197,9 @@ def test_drift_over_a_long_capture_is_estimated():
         ends = np.array([true_end, true_end, true_end + skew, true_end + skew], np.float64)
         ends += rng.normal(0, 2_000, 4)  # a few µs of noise
         ends = ends.astype(np.int64)
-        instances.append(Instance("0", "AllReduce", k // 20, k % 20, [0, 1, 2, 3], np.arange(4),
-                                  ends - 100_000, ends, 1 << 20))
+        instances.append(
+            Instance("0", "AllReduce", k // 20, k % 20, [0, 1, 2, 3], np.arange(4), ends - 100_000, ends, 1 << 20)
+        )
     al = estimate(Collectives(instances, [0, 1, 2, 3]), {0: "a", 1: "a", 2: "b", 3: "b"})
     assert al.method == "collectives"
     for t in (0, 30e9, 60e9):

@@ -3,6 +3,7 @@ no "0.0 ms lost"; ranks printed as the integers they are; the status bar's warni
 the right number and listed on click; the clock alignment saying only the corrected residual; the
 rank heatmap coloured by absolute ms with its threshold said; SQL result headers with their unit.
 (nsys_ddp opening on its steady steps: tests/widgets/test_first_screen.py.)"""
+
 import os
 import re
 
@@ -18,6 +19,7 @@ def nsys_window(qapp, tmp_path_factory):
     from PySide6.QtCore import QSettings
 
     from gpuviewer.widgets.main_window import MainWindow
+
     w = MainWindow(QSettings(str(tmp_path_factory.mktemp("labels") / "s.ini"), QSettings.IniFormat))
     w.quiet_errors = True
     w.controller.block_analysis = True
@@ -37,6 +39,7 @@ def _flat(fs):
 
 def _items(tree):
     from PySide6.QtWidgets import QTreeWidgetItemIterator
+
     it = QTreeWidgetItemIterator(tree)
     while it.value() is not None:
         yield it.value()
@@ -56,8 +59,11 @@ def test_findings_never_say_zero_ms_lost_and_print_ranks_as_integers(nsys_window
         text = panel.detail.toPlainText()
         assert "0.0 ms" not in text, (f.rule, text)
         if f.saves_ms is not None:  # what fixing it saves, in the steps it acts in
-            assert re.search(r"would make steps? [^.]*about [\d.]+ ms \(\d+%\) faster", text) if f.saves_ms >= 0.05 \
-                else "would not make the steps measurably faster" in text, text
+            assert (
+                re.search(r"would make steps? [^.]*about [\d.]+ ms \(\d+%\) faster", text)
+                if f.saves_ms >= 0.05
+                else "would not make the steps measurably faster" in text
+            ), text
     two = [it for it in _items(panel.tree) if len(panel._finding(it).ranks) > 1]
     assert two and all(", " in it.text(4) for it in two)  # "0, 1", not "0,1"
 
@@ -65,6 +71,7 @@ def test_findings_never_say_zero_ms_lost_and_print_ranks_as_integers(nsys_window
 def test_markdown_report_never_says_zero_ms_lost():
     from gpuviewer.analysis.report_md import to_markdown
     from gpuviewer.session import Session
+
     md = to_markdown(Session.open([os.path.join(SAMPLES, "ddp")]).analysis)
     assert "0.0 ms lost" not in md
     assert "no saving measured" in md  # the findings without a what-if say so instead
@@ -90,6 +97,7 @@ def test_one_warning_in_the_singular_and_listed_on_click(nsys_window, qapp):
 
 def test_nsys_ddp_window_opens_past_its_warm_up_and_says_so(nsys_window):
     from gpuviewer.model.view import steps_view
+
     w = nsys_window
     t0, t1 = w.timeline.visible_range()
     step0 = [s for s in w.trace.steps if s.step == 0]
@@ -101,8 +109,16 @@ def test_nsys_ddp_window_opens_past_its_warm_up_and_says_so(nsys_window):
 
 def test_alignment_says_the_corrected_residual_only(tmp_path):
     from gpuviewer.session import alignment_text, open_session
-    make(trace_path("kineto", "ddp_clean", "ddp_clean_rank0.json.gz"), str(tmp_path), ranks=4, hosts=2,
-         offsets_us=[0.0, 2700.0], layout="folders", seed=3)
+
+    make(
+        trace_path("kineto", "ddp_clean", "ddp_clean_rank0.json.gz"),
+        str(tmp_path),
+        ranks=4,
+        hosts=2,
+        offsets_us=[0.0, 2700.0],
+        layout="folders",
+        seed=3,
+    )
     t = open_session([str(tmp_path)], use_cache=False)
     a = t.metadata["alignment"]
     assert a["method"] == "collectives" and a["spread_before_ns"] > 1_000_000
@@ -113,6 +129,7 @@ def test_alignment_says_the_corrected_residual_only(tmp_path):
 
 def test_heatmap_colours_absolute_ms_with_its_threshold(nsys_window):
     from gpuviewer.widgets.rank_overview import FULL_MS, THRESHOLD_MS, shade
+
     rv = nsys_window.ranks_view
     rv.measure.setCurrentText("wait caused")
     vals = rv.values()
@@ -127,8 +144,12 @@ def test_heatmap_colours_absolute_ms_with_its_threshold(nsys_window):
     # the same ms is painted the same whatever the worst cell is: not a share of the worst
     assert shade(big[2]) < 1.0 or big[2] >= FULL_MS
     assert all(rv.shades[(r, s)] == 0 for r, s, _x in small)
-    item = next(rv.table.item(i, j) for i in range(rv.table.rowCount()) for j in range(rv.table.columnCount())
-                if rv.table.item(i, j).data(Qt.UserRole) == (big[0], big[1]))
+    item = next(
+        rv.table.item(i, j)
+        for i in range(rv.table.rowCount())
+        for j in range(rv.table.columnCount())
+        if rv.table.item(i, j).data(Qt.UserRole) == (big[0], big[1])
+    )
     assert item.background().color().green() < 200  # deep orange
     note = rv.note.text()
     assert f"{THRESHOLD_MS:g} ms" in note and "absolute" in note
@@ -144,9 +165,11 @@ def test_heatmap_colours_absolute_ms_with_its_threshold(nsys_window):
 
 def test_sql_headers_carry_units(nsys_window, qtbot):
     panel = nsys_window.queries.sql
-    panel.editor.setPlainText("SELECT id, name, dur, sum(dur) AS total_ns, max(\"end\"), count(*) AS n, "
-                              "max(\"end\") - min(start) AS span, sum(dur) / 1e6 AS total_ms "
-                              "FROM kernels GROUP BY id, name, dur LIMIT 5")
+    panel.editor.setPlainText(
+        'SELECT id, name, dur, sum(dur) AS total_ns, max("end"), count(*) AS n, '
+        'max("end") - min(start) AS span, sum(dur) / 1e6 AS total_ms '
+        "FROM kernels GROUP BY id, name, dur LIMIT 5"
+    )
     panel.run_query()
     qtbot.waitUntil(lambda: panel.run_btn.isEnabled(), timeout=60_000)
     m = panel.table.model()

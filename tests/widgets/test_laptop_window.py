@@ -5,6 +5,7 @@ rank header pinned at the top; no findings header or severity badge is elided; C
 search from another panel; M types a note in place (no modal dialog), Esc drops it; a click that
 only brings focus back to the timeline keeps the selection. Offscreen: Collapse / Expand all ranks,
 and an 8-rank session on a small window opening compact with its late rank open."""
+
 import json
 import os
 import shutil
@@ -159,8 +160,12 @@ if __name__ == "__main__":
 def _start_xvfb(screen: str):
     """A private X server; -displayfd says its display once it accepts clients (no waiting)."""
     r, wfd = os.pipe()
-    proc = subprocess.Popen(["Xvfb", "-displayfd", str(wfd), "-screen", "0", screen, "-nolisten", "tcp"],
-                            pass_fds=(wfd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(wfd), "-screen", "0", screen, "-nolisten", "tcp"],
+        pass_fds=(wfd,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     os.close(wfd)
     with os.fdopen(r) as f:
         num = f.readline().strip()
@@ -176,18 +181,20 @@ def laptop(tmp_path_factory):
     try:
         script = tmp / "laptop.py"
         script.write_text(SCRIPT)
-        env = dict(os.environ, DISPLAY=display, QT_QPA_PLATFORM="xcb", PYTHONPATH=ROOT,
-                   XDG_CONFIG_HOME=str(tmp / "cfg"))
+        env = dict(
+            os.environ, DISPLAY=display, QT_QPA_PLATFORM="xcb", PYTHONPATH=ROOT, XDG_CONFIG_HOME=str(tmp / "cfg")
+        )
         data = tmp / "ddp"  # a copy: the window saves its notes beside the trace
         shutil.copytree(os.path.join(SAMPLES, "ddp"), data)
-        p = subprocess.run([sys.executable, str(script), str(data), str(tmp / "s.ini")],
-                           capture_output=True, text=True, env=env)
+        p = subprocess.run(
+            [sys.executable, str(script), str(data), str(tmp / "s.ini")], capture_output=True, text=True, env=env
+        )
     finally:
         proc.terminate()
         proc.wait()
     assert p.returncode == 0, p.stdout + p.stderr
     line = next(x for x in p.stdout.splitlines() if x.startswith("RESULT "))
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 def test_the_lanes_keep_most_of_a_laptop_screen(laptop):
@@ -236,9 +243,17 @@ def test_a_click_that_brings_focus_back_keeps_the_selection(laptop):
 @pytest.fixture(scope="module")
 def eight_ranks(tmp_path_factory):
     from make_hosts import make
+
     out = tmp_path_factory.mktemp("eight")
-    make(trace_path("kineto", "ddp", "ddp_rank0.json.gz"), str(out), ranks=8, hosts=2,
-         offsets_us=[0, 0], late_rank=5, late_ms=25)
+    make(
+        trace_path("kineto", "ddp", "ddp_rank0.json.gz"),
+        str(out),
+        ranks=8,
+        hosts=2,
+        offsets_us=[0, 0],
+        late_rank=5,
+        late_ms=25,
+    )
     return str(out)
 
 
@@ -261,8 +276,9 @@ def test_a_small_window_opens_eight_ranks_compact_with_the_late_rank_open(qtbot,
     w = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 728))
     assert w.open_paths([eight_ranks], block=True)
     # the highest-ranked finding that names a late rank: the planted one, rank 5
-    late = next(f.metrics["late_rank"] for f in w.session.analysis_ready.findings
-                if f.metrics.get("late_rank") is not None)
+    late = next(
+        f.metrics["late_rank"] for f in w.session.analysis_ready.findings if f.metrics.get("late_rank") is not None
+    )
     assert late == 5
     want = {5}
     lm = w.timeline.layout_model
@@ -276,6 +292,7 @@ def test_search_reveals_its_match_and_long_lane_names_are_whole_in_tooltips(qtbo
     from PySide6.QtCore import QEvent, QPoint
     from PySide6.QtGui import QHelpEvent
     from PySide6.QtWidgets import QApplication, QToolTip
+
     w = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 728))
     data = tmp_path / "ddp"  # a copy: the view is saved beside the trace
     shutil.copytree(os.path.join(SAMPLES, "ddp"), data)
@@ -308,8 +325,11 @@ def test_search_reveals_its_match_and_long_lane_names_are_whole_in_tooltips(qtbo
     fm = tv.labels.fontMetrics()
     lm = tv.layout_model
     y0, y1 = tv.labels.y_range
-    row = next(x for x in lm.visible_rows(y0, y1) if x.kind == "lane" and x.y >= y0
-               and fm.horizontalAdvance(x.label) > tv.labels.width())
+    row = next(
+        x
+        for x in lm.visible_rows(y0, y1)
+        if x.kind == "lane" and x.y >= y0 and fm.horizontalAdvance(x.label) > tv.labels.width()
+    )
     y = int(tv.labels._to_dev(row.y + 0.5))
     pos = QPoint(10, y)
     ev = QHelpEvent(QEvent.ToolTip, pos, tv.labels.mapToGlobal(pos))
@@ -320,6 +340,7 @@ def test_search_reveals_its_match_and_long_lane_names_are_whole_in_tooltips(qtbo
 def test_dock_sizes_are_remembered_per_screen(qtbot, tmp_path):
     from PySide6.QtCore import Qt
     from PySide6.QtWidgets import QApplication
+
     a = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 728))
     QApplication.processEvents()
     default_h = a.findings_dock.height()
@@ -336,12 +357,14 @@ def test_dock_sizes_are_remembered_per_screen(qtbot, tmp_path):
 
 def test_a_window_made_taller_takes_the_large_layout(qtbot, tmp_path):
     from PySide6.QtWidgets import QApplication
+
     w = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 728))
     assert w.open_paths([trace_path("kineto", "memory_pressure.json.gz")], block=True)
     QApplication.processEvents()
     tabbed = w.tabifiedDockWidgets(w.findings_dock)
     assert w.memory_dock in tabbed and not w.timeline.plot.getAxis("bottom").isVisible()
     import re
+
     peak = re.search(r"peak ([\d.]+ GB)", w.memory.info.text()).group(1)  # what the panel says
     assert w.memory_dock.windowTitle() == f"Memory · peak {peak}"  # folded to its tab, it says its peak
     w.resize(1600, 1100)
@@ -354,6 +377,7 @@ def test_a_window_made_taller_takes_the_large_layout(qtbot, tmp_path):
 def test_a_note_is_edited_in_place_in_the_list(qtbot, tmp_path):
     from PySide6.QtCore import Qt
     from PySide6.QtWidgets import QApplication, QLineEdit
+
     w = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 728))
     data = tmp_path / "ddp"
     shutil.copytree(os.path.join(SAMPLES, "ddp"), data)
@@ -376,6 +400,7 @@ def test_a_note_is_edited_in_place_in_the_list(qtbot, tmp_path):
 
 def test_the_sql_tab_gets_room_and_findings_give_it_back(qtbot, tmp_path):
     from PySide6.QtWidgets import QApplication
+
     w = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 728))
     QApplication.processEvents()
     before = w.findings_dock.height()

@@ -4,6 +4,7 @@ clear of its data area; the y axis' labels (GB, the device's capacity as a mark)
 labels never overlap one another and stay inside their axis or view, measured from the items'
 own text extents (QFontMetrics, bounding rects) in real windows, offscreen. samples/ddp (two
 ranks overlaid) and kineto/memory_pressure (one rank near its capacity), each window opened once."""
+
 import gzip
 import json
 import os
@@ -22,12 +23,16 @@ def _capacity_gb(path: str) -> float:
     return props[0]["totalGlobalMem"] / 1e9
 
 
-@pytest.fixture(scope="module", params=[(s, t) for s in SIZES for t in ("ddp", "pressure")],
-                ids=lambda p: f"{p[0][0]}x{p[0][1]}-{p[1]}")
+@pytest.fixture(
+    scope="module",
+    params=[(s, t) for s in SIZES for t in ("ddp", "pressure")],
+    ids=lambda p: f"{p[0][0]}x{p[0][1]}-{p[1]}",
+)
 def window(request, qapp, tmp_path_factory):
     from PySide6.QtCore import QSettings
 
     from gpuviewer.widgets.main_window import MainWindow
+
     size, which = request.param
     path = os.path.join(SAMPLES, "ddp") if which == "ddp" else trace_path("kineto", "memory_pressure.json.gz")
     w = MainWindow(QSettings(str(tmp_path_factory.mktemp("strip") / "s.ini"), QSettings.IniFormat))
@@ -54,6 +59,7 @@ def _in_panel(panel, widget, rect: QRect) -> QRect:
 def _check(panel, qapp) -> int:
     """Every check on the panel as it is; returns how many labels were measured."""
     from PySide6.QtGui import QFontMetrics
+
     qapp.processEvents()
     measured = 0
     key = QRect(panel.key.mapTo(panel, panel.key.rect().topLeft()), panel.key.size())
@@ -71,7 +77,7 @@ def _check(panel, qapp) -> int:
         fm = QFontMetrics(axis.style["tickFont"])
         for k, (top, bottom, text) in enumerate(rects):
             assert 0 <= top and bottom <= h, (top, bottom, h, text)
-            for top2, bottom2, text2 in rects[k + 1:]:
+            for top2, bottom2, text2 in rects[k + 1 :]:
                 assert bottom <= top2 or bottom2 <= top, (text, text2, rects)
             measured += 1
         # the labels drawn are elided to the axis' width
@@ -82,7 +88,7 @@ def _check(panel, qapp) -> int:
         for k, lab in enumerate(labels):
             r = lab.mapRectToScene(lab.boundingRect())
             assert view.contains(r), (r, view)
-            for other in labels[k + 1:]:
+            for other in labels[k + 1 :]:
                 assert not r.intersects(other.mapRectToScene(other.boundingRect()))
             measured += 1
     return measured

@@ -1,5 +1,6 @@
 """The SQL and Statistics tabs in a real (offscreen) window: queries off the UI thread, errors
 shown in the tab, Cancel, rows that select their event, CSV export."""
+
 import csv
 
 import numpy as np
@@ -84,6 +85,7 @@ def test_statistics_tab_per_rank_filter_sort_export(qtbot, win, tmp_path):
     assert win.timeline.selected == want
     panel.filter.setText("")
     from PySide6.QtCore import Qt
+
     panel.table.sortByColumn(list(panel.table.frame.columns).index("instances"), Qt.AscendingOrder)
     counts = list(panel.table.frame["instances"])
     assert counts == sorted(counts)

@@ -1,6 +1,7 @@
 """The fast paths of the timeline draw exactly what the plain ones drew: levels of detail mapped
 from the cache vs built in memory, a pan and its way back, hover from the drawn runs vs a range
 query; a horizontal pan does not repaint the lane labels."""
+
 import numpy as np
 import pytest
 from conftest import trace_path
@@ -13,6 +14,7 @@ PATHS = [trace_path("kineto", "ddp_clean"), trace_path("nsys", "nsys_ddp.sqlite"
 
 def _view(qtbot, trace):
     from gpuviewer.widgets.timeline_view import TimelineView
+
     v = TimelineView()
     qtbot.addWidget(v)
     v.resize(1400, 800)
@@ -35,6 +37,7 @@ def _image(v) -> QImage:
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.rsplit("/", 1)[-1])
 def test_levels_of_detail_from_the_cache_draw_the_same_pixels(qtbot, path):
     from gpuviewer.io.session import load
+
     load([path])  # writes the cache
     cached = load([path])
     assert cached.metadata.get("from_cache") and "lod_packed" in cached.derived
@@ -52,6 +55,7 @@ def test_levels_of_detail_from_the_cache_draw_the_same_pixels(qtbot, path):
 
 def test_a_pan_and_back_draws_the_same_pixels(qtbot):
     from gpuviewer.io.session import load
+
     v = _view(qtbot, load([PATHS[0]]))
     t = v.trace
     t0 = t.start_ns + (t.end_ns - t.start_ns) // 3
@@ -66,6 +70,7 @@ def test_a_pan_and_back_draws_the_same_pixels(qtbot):
 def test_hover_comes_from_the_drawn_runs_and_agrees_with_a_range_query(qtbot, monkeypatch):
     from gpuviewer.io.session import load
     from gpuviewer.model import queries
+
     v = _view(qtbot, load([PATHS[0]]))
     t = v.trace
     t0 = t.start_ns + (t.end_ns - t.start_ns) // 2
@@ -89,6 +94,7 @@ def test_hover_comes_from_the_drawn_runs_and_agrees_with_a_range_query(qtbot, mo
 
     def no_query(*a, **k):
         raise AssertionError("hover ran a range query")
+
     monkeypatch.setattr(queries, "events_in_range", no_query)
     for (x, y), i in expected.items():
         got, merged = item.hover_pick(x, y, 0.0)
@@ -100,6 +106,7 @@ def test_hover_comes_from_the_drawn_runs_and_agrees_with_a_range_query(qtbot, mo
 
 def test_a_horizontal_pan_does_not_repaint_the_lane_labels(qtbot):
     from gpuviewer.io.session import load
+
     v = _view(qtbot, load([PATHS[0]]))
     v.resize(1400, 260)  # fewer rows than the session has: a vertical scroll moves them
     qtbot.waitUntil(lambda: v.scroll.maximum() > 30, timeout=5000)
@@ -110,6 +117,7 @@ def test_a_horizontal_pan_does_not_repaint_the_lane_labels(qtbot):
             if ev.type() == QEvent.Paint:
                 paints.append(obj)
             return False
+
     f = Count()
     v.labels.installEventFilter(f)
     qtbot.wait(50)
@@ -142,6 +150,7 @@ def test_summary_rows_merge_from_coarser_levels_to_the_same_runs():
     from gpuviewer.model.categories import LaneKind
     from gpuviewer.render.slices_item import busy_levels, level_for
     from gpuviewer.session import open_session
+
     t = open_session([trace_path("kineto", "launch_bound_big.json.gz")])
     c = t.columns
     sl = [t.lane_slice(i) for i, ln in enumerate(t.lanes) if ln.kind == LaneKind.GPU]

@@ -5,6 +5,7 @@ tests/data/render_ref/*.png were rendered by the single TimelineItem before the 
 scenarios, the same widget size). GPUVIEWER_WRITE_RENDER_REF=1 writes them anew instead of
 comparing (for a deliberate change of what the timeline draws).
 """
+
 import os
 import subprocess
 import sys
@@ -24,18 +25,33 @@ SIZE = (950, 420)  # the plot gets about 690 x 390 of it (the lane labels take 2
 def traces(tmp_path_factory):
     """Loaded once per module: the real traces, and 16 ranks (summary rows) made from one."""
     from gpuviewer.io.session import load
+
     got = {"ddp_clean": load([trace_path("kineto", "ddp_clean")]), "ddp": load([trace_path("kineto", "ddp")])}
     tool = os.path.join(SHARED, "tools", "scale_trace.py")
     if os.path.exists(tool):
         out = tmp_path_factory.mktemp("r16")
-        subprocess.run([sys.executable, tool, "kineto", trace_path("kineto", "ddp_clean", "ddp_clean_rank0.json.gz"),
-                        str(out), "--ranks", "16", "--tiles", "1"], check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                tool,
+                "kineto",
+                trace_path("kineto", "ddp_clean", "ddp_clean_rank0.json.gz"),
+                str(out),
+                "--ranks",
+                "16",
+                "--tiles",
+                "1",
+            ],
+            check=True,
+            capture_output=True,
+        )
         got["r16"] = load([str(out)])
     return got
 
 
 def _view(qtbot, trace):
     from gpuviewer.widgets.timeline_view import TimelineView
+
     v = TimelineView()
     qtbot.addWidget(v)
     v.resize(*SIZE)
@@ -61,6 +77,7 @@ def _image(v) -> QImage:
 def _window(t):
     """A 5% window in the middle of the opening view, and its events."""
     from gpuviewer.model.view import initial_view
+
     v0, v1 = initial_view(t)
     span = max((v1 - v0) // 20, 1000)
     z0 = v0 + (v1 - v0) // 2 - span // 2
@@ -74,6 +91,7 @@ def _everything(v) -> None:
     annotations (note, region, arrow), cursor, flows."""
     from gpuviewer.model.annotations import Annotation
     from gpuviewer.model.categories import Cat, LaneKind
+
     t = v.trace
     c = t.columns
     z0, z1, inside = _window(t)
@@ -93,8 +111,15 @@ def _everything(v) -> None:
     v.item.annotations = [
         Annotation("note", "a note on the rank", z0 + span * 3 // 10, rank=ranks[0]),
         Annotation("region", "the slow part", z0 + span * 4 // 10, z0 + span * 6 // 10, rank=ranks[-1], title="Region"),
-        Annotation("arrow", "waits for", z0 + span * 45 // 100, z0 + span * 55 // 100, rank=ranks[0],
-                   end_rank=ranks[-1], end_lane=lane),
+        Annotation(
+            "arrow",
+            "waits for",
+            z0 + span * 45 // 100,
+            z0 + span * 55 // 100,
+            rank=ranks[0],
+            end_rank=ranks[-1],
+            end_lane=lane,
+        ),
         Annotation("note", "lane note", z0 + span * 7 // 10, rank=ranks[-1], lane=lane, color="#16a34a"),
     ]
     v.item.cursor_ns = z0 + span * 42 // 100
@@ -120,8 +145,12 @@ def _summary(v) -> None:
     v.fit_all()
 
 
-SCENARIOS = {"ddp_clean_everything": ("ddp_clean", _everything), "ddp_flows": ("ddp", _flows),
-             "r16_summary": ("r16", _summary), "r16_everything": ("r16", _everything)}
+SCENARIOS = {
+    "ddp_clean_everything": ("ddp_clean", _everything),
+    "ddp_flows": ("ddp", _flows),
+    "r16_summary": ("r16", _summary),
+    "r16_everything": ("r16", _everything),
+}
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
@@ -160,6 +189,7 @@ def _counting(v) -> dict:
         def wrapped(p, f, _draw=layer.draw, _name=name):
             counts[_name] += 1
             return _draw(p, f)
+
         layer.draw = wrapped
     return counts
 
@@ -173,13 +203,20 @@ def _draws(v, counts: dict, change) -> dict:
 
 def test_a_change_redraws_its_layer_only_and_a_pan_redraws_all_once(qtbot, traces):
     from gpuviewer.model.categories import Cat
+
     v = _view(qtbot, traces["ddp_clean"])
     _everything(v)
     t = v.trace
     counts = _counting(v)
     _image(v)
-    everything = {"SlicesItem": 1, "StepsItem": 1, "OverlayItem": 1, "SelectionItem": 1, "AnnotationsItem": 1,
-                  "CursorItem": 1}
+    everything = {
+        "SlicesItem": 1,
+        "StepsItem": 1,
+        "OverlayItem": 1,
+        "SelectionItem": 1,
+        "AnnotationsItem": 1,
+        "CursorItem": 1,
+    }
     assert _draws(v, counts, lambda: v.pan(0.05)) == everything
     assert _draws(v, counts, lambda: None) == {"CursorItem": 1}  # a repaint: the rest is kept
     c = t.columns
@@ -191,14 +228,16 @@ def test_a_change_redraws_its_layer_only_and_a_pan_redraws_all_once(qtbot, trace
     assert _draws(v, counts, lambda: (setattr(v.item, "cursor_ns", z0 + 1000), v.item.update())) == {"CursorItem": 1}
     # search matches, a finding's highlight
     names = np.asarray(c["name"])
-    assert _draws(v, counts, lambda: setattr(v.item, "match_mask", names == names[other])) == \
-        {"OverlayItem": 1, "CursorItem": 1}
+    assert _draws(v, counts, lambda: setattr(v.item, "match_mask", names == names[other])) == {
+        "OverlayItem": 1,
+        "CursorItem": 1,
+    }
     assert _draws(v, counts, lambda: setattr(v.item, "highlight", None)) == {"OverlayItem": 1, "CursorItem": 1}
     # an annotation; an annotation edited in place (the panel does that)
     from gpuviewer.model.annotations import Annotation
+
     anns = v.item.annotations + [Annotation("note", "one more", z0 + 5000)]
-    assert _draws(v, counts, lambda: setattr(v.item, "annotations", anns)) == \
-        {"AnnotationsItem": 1, "CursorItem": 1}
+    assert _draws(v, counts, lambda: setattr(v.item, "annotations", anns)) == {"AnnotationsItem": 1, "CursorItem": 1}
     assert _draws(v, counts, lambda: setattr(anns[-1], "text", "edited")) == {"AnnotationsItem": 1, "CursorItem": 1}
     # steps off; collective waits; a change of the rows redraws every layer that has content
     assert _draws(v, counts, lambda: setattr(v.item, "show_steps", False)) == {"CursorItem": 1}
@@ -209,14 +248,21 @@ def test_a_change_redraws_its_layer_only_and_a_pan_redraws_all_once(qtbot, trace
         v.layout_model.state.collapsed_ranks.add(rank)
         v.layout_model.rebuild()
         v._relayout()
-    assert _draws(v, counts, collapse) == {"SlicesItem": 1, "OverlayItem": 1, "SelectionItem": 1,
-                                           "AnnotationsItem": 1, "CursorItem": 1}
+
+    assert _draws(v, counts, collapse) == {
+        "SlicesItem": 1,
+        "OverlayItem": 1,
+        "SelectionItem": 1,
+        "AnnotationsItem": 1,
+        "CursorItem": 1,
+    }
 
 
 def test_a_view_changed_step_by_step_draws_what_a_fresh_view_draws(qtbot, traces):
     """What a layer keeps is dropped when its state or the view changes: after each change the
     pixels are those of a new view set up with the same state in one go."""
     from gpuviewer.model.annotations import Annotation
+
     t = traces["ddp"]
     live = _view(qtbot, t)
     _everything(live)
@@ -277,9 +323,15 @@ def test_a_repaint_draws_the_text_of_the_first_paint_with_subpixel_antialiasing(
     """Where the desktop asks for subpixel antialiased text, Qt draws glyphs into an image unlike
     onto a window: layers with text are replayed, never copied, so a repaint keeps their look."""
     from conftest import ROOT
+
     conf = tmp_path / "fonts.conf"
     conf.write_text(_SUBPIXEL_CONF)
     env = dict(os.environ, FONTCONFIG_FILE=str(conf), QT_QPA_PLATFORM="offscreen", PYTHONPATH=ROOT)
-    p = subprocess.run([sys.executable, "-c", _REPAINT, ROOT, trace_path("kineto", "ddp_clean")], env=env,
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-c", _REPAINT, ROOT, trace_path("kineto", "ddp_clean")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.stdout.strip().splitlines()[-1:] == ["same"], p.stdout[-2000:] + p.stderr[-2000:]

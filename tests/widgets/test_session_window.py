@@ -1,6 +1,7 @@
 """The window over a Session: the controller turns the session's events into signals that the
 timeline and panels follow, its timer autosaves what the session marks dirty, and the bare
 view that reports are drawn from paints what the window's timeline paints."""
+
 import os
 import shutil
 
@@ -16,6 +17,7 @@ def _ddp(tmp_path):
 
 def test_session_actions_move_the_window_and_the_timer_saves_them(qtbot, tmp_path):
     from gpuviewer.io.sidecar import sidecar_path
+
     path = _ddp(tmp_path)
     w = make_window(qtbot, tmp_path, block_analysis=True, size=(1400, 850))
     assert w.open_paths([path], block=True)
@@ -51,6 +53,7 @@ def test_session_actions_move_the_window_and_the_timer_saves_them(qtbot, tmp_pat
 def test_the_report_view_paints_what_the_window_timeline_paints(qtbot, tmp_path):
     from gpuviewer.export.image import png_data_uri
     from gpuviewer.widgets.offscreen import bare_view, dispose, show_chrome
+
     w = make_window(qtbot, tmp_path, block_analysis=True, size=(1500, 900))
     assert w.open_paths([SAMPLES + "/ddp"], block=True)
     w.sidecar = None
@@ -81,6 +84,7 @@ def test_the_search_box_and_a_folded_rank_follow_the_session(qtbot, tmp_path):
     """Enter in the search box searches the session it shows (also after another session was
     opened with the same text typed), and stepping to a match unfolds the rank that hides it."""
     from conftest import trace_path
+
     w = make_window(qtbot, tmp_path, block_analysis=True, size=(1400, 850))
     assert w.open_paths([SAMPLES + "/ddp"], block=True)
     tv = w.timeline

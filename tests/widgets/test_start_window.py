@@ -3,6 +3,7 @@ how to open one (not an empty plot with a "0 ns ... 1 ns" axis); from the moment
 it names them with a progress bar and Cancel in the timeline's place (not in a corner of the
 status bar); the timeline shows once the session is loaded; Cancel brings the empty state back.
 A picture of each state is written to tests' tmp folder (GPUVIEWER_SHOTS=DIR keeps them)."""
+
 import json
 import os
 import shutil
@@ -105,20 +106,38 @@ sys.exit(app.exec())
 @pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed (.ci/run installs it)")
 def test_a_real_window_shows_the_file_opening_in_its_first_frame(tmp_path):
     from test_laptop_window import _start_xvfb
+
     proc, display = _start_xvfb("1366x768x24")
     shots = os.environ.get("GPUVIEWER_SHOTS") or str(tmp_path)
     try:
-        env = dict(os.environ, DISPLAY=display, QT_QPA_PLATFORM="xcb", PYTHONPATH=ROOT,
-                   GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "cfg"))
+        env = dict(
+            os.environ,
+            DISPLAY=display,
+            QT_QPA_PLATFORM="xcb",
+            PYTHONPATH=ROOT,
+            GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"),
+            XDG_CONFIG_HOME=str(tmp_path / "cfg"),
+        )
         data = tmp_path / "ddp"  # a copy: the window may save its notes beside the trace
         shutil.copytree(os.path.join(SAMPLES, "ddp"), data)
-        p = subprocess.run([sys.executable, "-c", XCB_SCRIPT, str(data), os.path.join(shots, "start_xcb_first_frame.png"),
-                            str(tmp_path / "s.ini")], capture_output=True, text=True, env=env)
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                XCB_SCRIPT,
+                str(data),
+                os.path.join(shots, "start_xcb_first_frame.png"),
+                str(tmp_path / "s.ini"),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
     finally:
         proc.terminate()
         proc.wait()
     assert p.returncode == 0, p.stdout + p.stderr
-    r = json.loads(next(x for x in p.stdout.splitlines() if x.startswith("RESULT "))[len("RESULT "):])
+    r = json.loads(next(x for x in p.stdout.splitlines() if x.startswith("RESULT "))[len("RESULT ") :])
     print(r)  # shown_s / loaded_s: seconds from the start, for the record (not limits)
     assert not r["loaded_yet"] and r["cover"] and r["bar"] and "Opening <b>ddp</b>" in r["title"]
     assert not r["cover_after"]
@@ -127,10 +146,17 @@ def test_a_real_window_shows_the_file_opening_in_its_first_frame(tmp_path):
 def test_the_empty_window_is_built_without_pandas():
     """pandas took most of the window's build (1.3-2 s of it on a loaded two-core machine): the
     tables import it with the first session, after the window is on the screen."""
-    code = ("import sys\nfrom PySide6.QtWidgets import QApplication\napp = QApplication([])\n"
-            "from gpuviewer.widgets.main_window import MainWindow\nw = MainWindow()\nw.show()\napp.processEvents()\n"
-            "print('pandas' in sys.modules, w.cover.isVisible())\n")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                       env=dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=ROOT))
+    code = (
+        "import sys\nfrom PySide6.QtWidgets import QApplication\napp = QApplication([])\n"
+        "from gpuviewer.widgets.main_window import MainWindow\nw = MainWindow()\nw.show()\napp.processEvents()\n"
+        "print('pandas' in sys.modules, w.cover.isVisible())\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=ROOT),
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["False", "True"], p.stdout + p.stderr

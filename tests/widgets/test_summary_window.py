@@ -4,6 +4,7 @@ from a real Kineto trace with ../shared/tools/scale_trace.py, the summary writte
 ranks expanded by a real click on their row (the background loader's process) or in this
 thread, and what each shows compared with `python -m gpuviewer info --json` of the rank's file
 and with the summary's Parquet tables read here through DuckDB."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,9 @@ WAIT_MS = 180000
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    r = subprocess.run([sys.executable, "-m", "gpuviewer", *args], capture_output=True, text=True, cwd=ROOT,
-                       timeout=HANG_S)
+    r = subprocess.run(
+        [sys.executable, "-m", "gpuviewer", *args], capture_output=True, text=True, cwd=ROOT, timeout=HANG_S
+    )
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr, r.stderr
     return r
@@ -44,8 +46,22 @@ def job16(tmp_path_factory) -> tuple[str, str, dict]:
     """16 ranks and their summary: (traces folder, summary folder, manifest)."""
     base = tmp_path_factory.mktemp("job16")
     traces = str(base / "traces")
-    subprocess.run([sys.executable, os.path.join(SHARED, "tools", "scale_trace.py"), "kineto", SRC, traces,
-                    "--ranks", "16", "--tiles", "1"], check=True, capture_output=True, timeout=HANG_S)
+    subprocess.run(
+        [
+            sys.executable,
+            os.path.join(SHARED, "tools", "scale_trace.py"),
+            "kineto",
+            SRC,
+            traces,
+            "--ranks",
+            "16",
+            "--tiles",
+            "1",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=HANG_S,
+    )
     out = str(base / "job.gvsum")
     m = summarize([traces], out)
     assert len(m["ranks"]) == 16 and m["findings"]
@@ -66,6 +82,7 @@ def header(w, rank: int):
 def click_rank(qtbot, w, rank: int) -> None:
     """The click on a rank's row in the lane labels that unfolds it."""
     from PySide6.QtCore import QPoint, Qt
+
     w.timeline.scroll_to_rank(rank)
     qtbot.wait(20)
     row, labels = header(w, rank), w.timeline.labels
@@ -82,6 +99,7 @@ def summary_pixels(w, rank: int) -> tuple[int, int]:
     from PySide6.QtCore import QPointF
 
     from gpuviewer.render.slices_item import SUMMARY_COMM, SUMMARY_GPU
+
     tv = w.timeline
     tv.scroll_to_rank(rank)
     tv.plot.viewport().repaint()
@@ -100,6 +118,7 @@ def summary_pixels(w, rank: int) -> tuple[int, int]:
 def test_a_summary_opens_with_a_row_per_rank_findings_and_the_rank_overview(qtbot, tmp_path, job16):
     import duckdb
     import numpy as np
+
     _traces, out, m = job16
     w = open_window(qtbot, tmp_path, out)
     t = w.trace
@@ -109,8 +128,11 @@ def test_a_summary_opens_with_a_row_per_rank_findings_and_the_rank_overview(qtbo
     assert [r.rank for r in heads] == ranks
     assert w.timeline.layout_model.state.collapsed_ranks == set(ranks)  # all summary rows
     # each row drawn from the profile: its busy time is what profiles.parquet says, and it is on screen
-    db = dict(duckdb.sql(f"SELECT rank, sum(compute * (end_ns - start_ns)) FROM '{out}/profiles.parquet' "
-                         "GROUP BY rank").fetchall())
+    db = dict(
+        duckdb.sql(
+            f"SELECT rank, sum(compute * (end_ns - start_ns)) FROM '{out}/profiles.parquet' GROUP BY rank"
+        ).fetchall()
+    )
     for r in ranks:
         s, e = w.timeline.item.slices._busy_of(r)[False]
         assert abs(int((e - s).sum()) - db[r]) <= len(s), r  # ns rounded per bin
@@ -122,7 +144,10 @@ def test_a_summary_opens_with_a_row_per_rank_findings_and_the_rank_overview(qtbo
     assert w.ranks_view.table.rowCount() == len(ranks)
     assert w.overview.rank_box.count() == len(ranks)
     # the step lines from steps.parquet
-    assert len(t.steps) == duckdb.sql(f"SELECT count(*) FROM '{out}/steps.parquet' WHERE step IS NOT NULL").fetchall()[0][0]
+    assert (
+        len(t.steps)
+        == duckdb.sql(f"SELECT count(*) FROM '{out}/steps.parquet' WHERE step IS NOT NULL").fetchall()[0][0]
+    )
     status = w.status_files.text()
     assert "Summary: 16 ranks on 1 host" in status and "no clock correction" in status and "load" in status
     # a finding chosen zooms the timeline to its range
@@ -149,6 +174,7 @@ class _Drop:
 
     def __init__(self, paths: list[str]) -> None:
         from PySide6.QtCore import QMimeData, QUrl
+
         self.mime = QMimeData()
         self.mime.setUrls([QUrl.fromLocalFile(p) for p in paths])
 
@@ -288,21 +314,37 @@ def test_combining_ranks_keeps_their_events_names_and_flows():
     from gpuviewer.io.session import load
     from gpuviewer.model.summary_rows import combine
     from gpuviewer.model.trace import Trace
+
     a, b = load([trace_path("nsys", "nsys_ddp.sqlite")]), load([trace_path("kineto", "ddp", "ddp_rank1.json.gz")])
     m = combine([(a, 1), (b, 1)])
-    t = Trace(format="mixed", columns=m["columns"], names=m["names"], lanes=m["lanes"], ranks=[], flows=m["flows"],
-              instants=m["instants"], sources=m["sources"])
+    t = Trace(
+        format="mixed",
+        columns=m["columns"],
+        names=m["names"],
+        lanes=m["lanes"],
+        ranks=[],
+        flows=m["flows"],
+        instants=m["instants"],
+        sources=m["sources"],
+    )
 
     def events(tr, lanes):
         c = tr.columns
-        return [(tr.lanes[i].key, tr.names[int(c["name"][k])], int(c["start"][k]), int(c["dur"][k]))
-                for i in lanes for k in range(tr.lane_slice(i).start, tr.lane_slice(i).stop)]
+        return [
+            (tr.lanes[i].key, tr.names[int(c["name"][k])], int(c["start"][k]), int(c["dur"][k]))
+            for i in lanes
+            for k in range(tr.lane_slice(i).start, tr.lane_slice(i).stop)
+        ]
 
     def flows(tr):
         c, (s, d) = tr.columns, tr.flows
         lr = tr.lane_rank_array()
-        return {(tr.names[int(c["name"][x])], int(c["start"][x]), tr.names[int(c["name"][y])], int(c["start"][y]))
-                for x, y in zip(np.asarray(s), np.asarray(d)) if lr[c["lane"][x]] == 1 and lr[c["lane"][y]] == 1}
+        return {
+            (tr.names[int(c["name"][x])], int(c["start"][x]), tr.names[int(c["name"][y])], int(c["start"][y]))
+            for x, y in zip(np.asarray(s), np.asarray(d))
+            if lr[c["lane"][x]] == 1 and lr[c["lane"][y]] == 1
+        }
+
     assert events(t, range(len(t.lanes))) == events(a, a.lanes_of_rank(1)) + events(b, b.lanes_of_rank(1))
     assert flows(t) == flows(a) | flows(b) and flows(t)
     assert all(np.all(np.diff(np.asarray(t.columns["start"][t.lane_slice(i)])) >= 0) for i in range(len(t.lanes)))
@@ -313,10 +355,13 @@ def test_report_and_timeline_only_of_a_summary_say_what_they_need(tmp_path, job1
     """A summary holds no events: `report` and `screenshot --timeline-only` of one exit 2 with
     one line that names it and says what works instead."""
     _traces, summ, _manifest = job16
-    for args in (("report", summ, "-o", str(tmp_path / "r.html")),
-                 ("screenshot", summ, "-o", str(tmp_path / "t.png"), "--timeline-only")):
-        r = subprocess.run([sys.executable, "-m", "gpuviewer", *args], capture_output=True, text=True, cwd=ROOT,
-                           timeout=600)
+    for args in (
+        ("report", summ, "-o", str(tmp_path / "r.html")),
+        ("screenshot", summ, "-o", str(tmp_path / "t.png"), "--timeline-only"),
+    ):
+        r = subprocess.run(
+            [sys.executable, "-m", "gpuviewer", *args], capture_output=True, text=True, cwd=ROOT, timeout=600
+        )
         lines = [ln for ln in r.stderr.splitlines() if ln.startswith("gpuviewer:")]
         assert r.returncode == 2 and len(lines) == 1 and summ in lines[0] and "session summary" in lines[0], r.stderr
         assert "Traceback" not in r.stderr

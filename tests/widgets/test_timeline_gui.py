@@ -1,4 +1,5 @@
 """The window on real traces, offscreen: keys, selection, details, search, area totals."""
+
 import numpy as np
 import pytest
 from conftest import make_window, trace_path
@@ -66,13 +67,18 @@ def test_click_selects_and_fills_details(win, qtbot):
     view_pt = tv.plot.mapFromScene(scene)
     qtbot.mouseClick(tv.plot.viewport(), Qt.LeftButton, pos=view_pt)
     assert tv.selected == i
-    fields = {win.details.topLevelItem(k).text(0): win.details.topLevelItem(k).text(1)
-              for k in range(win.details.topLevelItemCount())}
+    fields = {
+        win.details.topLevelItem(k).text(0): win.details.topLevelItem(k).text(1)
+        for k in range(win.details.topLevelItemCount())
+    }
     assert fields["Name"] == win.trace.name_of(i)
     assert fields["Rank"] == "0"
     assert "Linked" in fields  # the launch that issued this kernel
-    args = [win.details.topLevelItem(k) for k in range(win.details.topLevelItemCount())
-            if win.details.topLevelItem(k).text(0) == "Arguments"][0]
+    args = [
+        win.details.topLevelItem(k)
+        for k in range(win.details.topLevelItemCount())
+        if win.details.topLevelItem(k).text(0) == "Arguments"
+    ][0]
     keys = {args.child(k).text(0) for k in range(args.childCount())}
     assert {"correlation", "stream", "device"} <= keys
     # flow arrows from the launch
@@ -89,7 +95,9 @@ def test_click_selects_and_fills_details(win, qtbot):
 def test_search_counts_matches(win, qtbot):
     tv = win.timeline
     n = tv.run_search("ncclDevKernel")
-    want = sum(1 for k in np.asarray(win.trace.columns["name"]) if win.trace.names[k].lower().startswith("nccldevkernel"))
+    want = sum(
+        1 for k in np.asarray(win.trace.columns["name"]) if win.trace.names[k].lower().startswith("nccldevkernel")
+    )
     assert n == want == 87
     assert "87" in tv.match_label.text()
     first = tv.selected
@@ -98,7 +106,8 @@ def test_search_counts_matches(win, qtbot):
     tv.step_match(-1)
     assert tv.selected == first
     assert tv.run_search(r"^nccl:all_reduce$", regex=True) == sum(
-        1 for k in np.asarray(win.trace.columns["name"]) if win.trace.names[k] == "nccl:all_reduce")
+        1 for k in np.asarray(win.trace.columns["name"]) if win.trace.names[k] == "nccl:all_reduce"
+    )
     # typing in the search box and pressing Enter
     tv.search.setText("ProfilerStep#")
     qtbot.keyClick(tv.search, Qt.Key_Return)
@@ -109,8 +118,11 @@ def test_search_counts_matches(win, qtbot):
 def test_area_selection_totals_equal_direct_computation(win, qtbot):
     tv = win.timeline
     t = win.trace
-    gpu_rows = [r for r in tv.layout_model.rows if r.kind == "lane" and r.rank == 0 and
-                t.lanes[r.lane].kind in (LaneKind.GPU, LaneKind.COMM)]
+    gpu_rows = [
+        r
+        for r in tv.layout_model.rows
+        if r.kind == "lane" and r.rank == 0 and t.lanes[r.lane].kind in (LaneKind.GPU, LaneKind.COMM)
+    ]
     ya, yb = gpu_rows[0].y + 0.1, gpu_rows[-1].y + 0.5
     t0 = t.start_ns + (t.end_ns - t.start_ns) // 4
     t1 = t0 + 30_000_000
@@ -189,13 +201,15 @@ def test_findings_dock_takes_the_timeline_there(qtbot, tmp_path):
     with qtbot.waitSignal(w.analysisReady, timeout=60_000):
         assert w.open_paths([trace_path("kineto", "ddp")], block=True)
     shown = w.findings.visible_findings()
+
     # ranked by what fixing them would save (the what-if replay), those without a saving after
     def best(f):  # per step its cause acts in
         got = [x for x in [f.saves_ms_in_steps, *(best(c) for c in f.children)] if x is not None]
         return max(got) if got else None
+
     saves = [best(x) for x in shown if best(x) is not None]
     assert shown and saves and saves == sorted(saves, reverse=True)
-    assert all(best(x) is None for x in shown[len(saves):])
+    assert all(best(x) is None for x in shown[len(saves) :])
     assert w.findings.tree.topLevelItemCount() == len(shown)
     assert w.findings.detail.toPlainText().startswith(shown[0].title)  # never empty on open
     # the planted stall: an episodic straggler, a finding of its own, first
@@ -230,6 +244,7 @@ def test_findings_dock_takes_the_timeline_there(qtbot, tmp_path):
 def test_drop_and_recent_files(qtbot, tmp_path):
     from PySide6.QtCore import QMimeData, QPointF, QUrl
     from PySide6.QtGui import QDropEvent
+
     w = make_window(qtbot, tmp_path)
     md = QMimeData()
     md.setUrls([QUrl.fromLocalFile(trace_path("kineto", "dataloader_stall.json.gz"))])
@@ -258,6 +273,7 @@ def test_background_loader_with_a_big_file(qtbot, tmp_path):
 
 def test_reader_in_a_daemonic_process_decodes_in_process(tmp_path):
     import multiprocessing as mp
+
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     p = ctx.Process(target=_count_in_child, args=(trace_path("kineto", "launch_bound_big.json.gz"), q), daemon=True)
@@ -269,6 +285,7 @@ def test_reader_in_a_daemonic_process_decodes_in_process(tmp_path):
 
 def _count_in_child(path, q):
     from gpuviewer.io.session import load
+
     try:
         q.put(load([path], use_cache=False).n_events)
     except Exception as e:  # noqa: BLE001
@@ -285,13 +302,18 @@ def test_collective_kernel_shows_wait_and_transfer(qtbot, tmp_path):
     i, info = max(kc.items(), key=lambda kv: kv[1]["wait_ns"])
     # the wait ends where the last rank's kernel of the same collective starts
     c = w.trace.columns
-    partner = [j for j, v in kc.items() if v["step"] == info["step"] and v["order"] == info["order"]
-               and v["group"] == info["group"] and j != i]
+    partner = [
+        j
+        for j, v in kc.items()
+        if v["step"] == info["step"] and v["order"] == info["order"] and v["group"] == info["group"] and j != i
+    ]
     assert partner and info["wait_end_ns"] == max(int(c["start"][j]) for j in partner + [i])
     assert info["wait_ns"] == info["wait_end_ns"] - int(c["start"][i]) > 0
     w.timeline.select(i)
-    rows = {w.details.topLevelItem(k).text(0): w.details.topLevelItem(k).text(1)
-            for k in range(w.details.topLevelItemCount())}
+    rows = {
+        w.details.topLevelItem(k).text(0): w.details.topLevelItem(k).text(1)
+        for k in range(w.details.topLevelItemCount())
+    }
     assert "arrived last" in rows["Waiting for others"] and rows["Transfer"]
     assert "busbw" in rows["Bytes"]
     assert i in set(w.timeline.item.wait_idx.tolist())
@@ -304,10 +326,13 @@ def test_opens_on_the_profiled_steps(qtbot, tmp_path):
     import sqlite3
 
     from PySide6.QtCore import Qt
+
     path = trace_path("nsys", "nsys_ddp.sqlite")
     con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    rows = con.execute("SELECT e.start, e.end FROM NVTX_EVENTS e LEFT JOIN StringIds s ON e.textId = s.id "
-                       "WHERE COALESCE(e.text, s.value) LIKE 'step %' AND e.end IS NOT NULL").fetchall()
+    rows = con.execute(
+        "SELECT e.start, e.end FROM NVTX_EVENTS e LEFT JOIN StringIds s ON e.textId = s.id "
+        "WHERE COALESCE(e.text, s.value) LIKE 'step %' AND e.end IS NOT NULL"
+    ).fetchall()
     con.close()
     assert rows
     w = make_window(qtbot, tmp_path, block_analysis=True, size=(1600, 900))
@@ -316,6 +341,7 @@ def test_opens_on_the_profiled_steps(qtbot, tmp_path):
     # the trace's axis is the export's axis plus a constant (its utcEpochNs): compare lengths.
     # Step 0 is warm-up (25x the others on both ranks): the window opens on the steps after it
     import statistics
+
     typical = statistics.median(e - s for s, e in rows)
     steady = [(s, e) for s, e in rows if e - s < 10 * typical]
     assert len(rows) - len(steady) == 2  # step 0 of each rank

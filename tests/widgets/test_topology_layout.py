@@ -1,6 +1,7 @@
 """The topology diagram never draws text over text or over a box it does not belong to, at any
 dock size, for the 2-GPU H200 matrix, an 8-GPU NVSwitch system (all NV18), a two-island
 machine and 16 GPUs; an all-to-all island is one bar with a line per GPU, not n² lines."""
+
 import os
 
 import pytest
@@ -12,8 +13,12 @@ from gpuviewer.io.topo import parse_topo_matrix
 
 def _matrix(n, cell):
     head = "\t" + "\t".join(f"GPU{i}" for i in range(n)) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
-    rows = [f"GPU{i}\t" + "\t".join(" X " if i == j else cell(i, j) for j in range(n))
-            + ("\t0-31\t0\t\tN/A" if i < n // 2 else "\t32-63\t1\t\tN/A") for i in range(n)]
+    rows = [
+        f"GPU{i}\t"
+        + "\t".join(" X " if i == j else cell(i, j) for j in range(n))
+        + ("\t0-31\t0\t\tN/A" if i < n // 2 else "\t32-63\t1\t\tN/A")
+        for i in range(n)
+    ]
     return head + "\n".join(rows) + "\n"
 
 
@@ -28,6 +33,7 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_no_text_overlaps_at_three_dock_sizes(qtbot, case):
     from gpuviewer.widgets.topology_view import TopologyView
+
     topo = parse_topo_matrix(CASES[case](), case)
     v = TopologyView()
     qtbot.addWidget(v)
@@ -41,10 +47,11 @@ def test_no_text_overlaps_at_three_dock_sizes(qtbot, case):
         texts = v.text_rects()
         assert len(texts) >= len(topo.gpus)
         for i, (ta, ra) in enumerate(texts):
-            for tb, rb in texts[i + 1:]:
+            for tb, rb in texts[i + 1 :]:
                 assert not ra.intersects(rb), (case, size, ta, tb)
-        boxes = [it.sceneBoundingRect() for it in v.scene.items()
-                 if isinstance(it, QGraphicsRectItem) and it.zValue() >= 0]
+        boxes = [
+            it.sceneBoundingRect() for it in v.scene.items() if isinstance(it, QGraphicsRectItem) and it.zValue() >= 0
+        ]
         for t, r in texts:
             hit = [b for b in boxes if b.intersects(r)]
             # a text touches only the box it is written in (and then lies inside it)
@@ -58,6 +65,7 @@ def test_no_text_overlaps_at_three_dock_sizes(qtbot, case):
 
 def test_all_to_all_island_is_a_bar_not_n_squared_lines(qtbot):
     from gpuviewer.widgets.topology_view import TopologyView
+
     topo = parse_topo_matrix(_matrix(16, lambda i, j: "NV18"), "x")
     v = TopologyView()
     qtbot.addWidget(v)

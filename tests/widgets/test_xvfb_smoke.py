@@ -1,4 +1,5 @@
 """A real X11 window (xcb under Xvfb), not only offscreen: starts and shows a trace."""
+
 import contextlib
 import os
 import shutil
@@ -9,7 +10,7 @@ import time
 import pytest
 from conftest import ROOT, SAMPLES
 
-SCRIPT = r'''
+SCRIPT = r"""
 import sys
 from PySide6.QtWidgets import QApplication
 from PySide6.QtCore import QTimer
@@ -31,15 +32,18 @@ w.loader.failed.connect(lambda m: (print("failed", m), app.exit(3)))
 w.open_paths([sys.argv[1]])
 QTimer.singleShot(90000, lambda: app.exit(4))
 sys.exit(app.exec())
-'''
+"""
 
 
 @contextlib.contextmanager
 def xvfb(first: int, screen: str):
     """A private X server for one test; yields its DISPLAY."""
     display = f":{first + os.getpid() % 100}"
-    proc = subprocess.Popen(["Xvfb", display, "-screen", "0", screen, "-nolisten", "tcp"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        ["Xvfb", display, "-screen", "0", screen, "-nolisten", "tcp"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         time.sleep(1.0)
         yield display
@@ -51,17 +55,28 @@ def xvfb(first: int, screen: str):
 @pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed (.ci/run installs it)")
 def test_real_window_under_xvfb(tmp_path):
     with xvfb(90, "1600x1000x24") as display:
-        env = dict(os.environ, DISPLAY=display, QT_QPA_PLATFORM="xcb", PYTHONPATH=ROOT,
-                   GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"), XDG_CONFIG_HOME=str(tmp_path / "cfg"))
+        env = dict(
+            os.environ,
+            DISPLAY=display,
+            QT_QPA_PLATFORM="xcb",
+            PYTHONPATH=ROOT,
+            GPUVIEWER_CACHE_DIR=str(tmp_path / "cache"),
+            XDG_CONFIG_HOME=str(tmp_path / "cfg"),
+        )
         out = tmp_path / "xcb.png"
-        p = subprocess.run([sys.executable, "-c", SCRIPT, os.path.join(SAMPLES, "ddp"), str(out)],
-                           capture_output=True, text=True, env=env, timeout=180)
+        p = subprocess.run(
+            [sys.executable, "-c", SCRIPT, os.path.join(SAMPLES, "ddp"), str(out)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=180,
+        )
         assert p.returncode == 0, p.stdout + p.stderr
         assert p.stdout.startswith("shown")
         assert out.exists() and out.stat().st_size > 20_000
 
 
-GL_SCRIPT = r'''
+GL_SCRIPT = r"""
 from PySide6.QtWidgets import QApplication
 app = QApplication([])
 from gpuviewer.widgets.gl import SOFTWARE, gl_renderer_string, want_opengl
@@ -77,7 +92,7 @@ used = tv.apply_renderer("opengl")
 assert used == (r is not None)
 assert (type(tv.plot.viewport()).__name__ == "QOpenGLWidget") == used
 print("renderer", r, "auto-gl", not software)
-'''
+"""
 
 
 @pytest.mark.skipif(shutil.which("Xvfb") is None, reason="Xvfb is not installed (.ci/run installs it)")

@@ -1,6 +1,7 @@
 """JAX / XLA profiler traces: the Chrome trace JSON `jax.profiler` writes as
 plugins/profile/<run>/<host>.trace.json.gz (io/jax_trace.py reads it), and the `.xplane.pb`
 beside it, which only XLA's own converter reads."""
+
 from __future__ import annotations
 
 import re
@@ -32,12 +33,14 @@ class JaxTrace(Reader):
 
     def read(self, files: list[str], job: Job) -> Trace:
         from ..jax_trace import load_jax
+
         return load_jax(files, job.progress, job.cancelled)
 
 
 class XPlane(Reader):
     """An XSpace protobuf: converted with xprof (tensorboard-plugin-profile) when it is
     installed, else refused with the file to open instead."""
+
     name = "xplane"
     order = 31  # by name, like an .nsys-rep
     words = "an XLA profile (.xplane.pb)"
@@ -50,6 +53,7 @@ class XPlane(Reader):
 
     def read(self, files: list[str], job: Job) -> Trace:
         from ..jax_xplane import convert_xplanes
+
         return job.open(convert_xplanes(files))
 
 

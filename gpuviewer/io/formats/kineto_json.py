@@ -1,5 +1,6 @@
 """PyTorch profiler (Kineto) and other Chrome trace-event JSON, optionally gzipped: one file
 per rank, each on its own clock until the ranks are placed on one axis here."""
+
 from __future__ import annotations
 
 import math
@@ -33,6 +34,7 @@ def read_each(b: TraceBuilder, files: list[str], progress, cancelled, optional: 
     the in-memory path below and by the out-of-core one (io/out_of_core.py)."""
     from ..kineto import read_kineto
     from ..piece_reader import shutdown_pool
+
     sizes = [max(1, os.path.getsize(f)) for f in files]
     total = sum(sizes)
     done = 0
@@ -40,12 +42,16 @@ def read_each(b: TraceBuilder, files: list[str], progress, cancelled, optional: 
     events = 0  # trace events of the files read so far (b counts them only when they are committed)
     try:
         for i, f in enumerate(files):
+
             def prog(frac, _done=done, _size=sizes[i], _name=os.path.basename(f)):
                 if progress:
                     mb = (_done + frac * _size) / 1e6
-                    progress((_done + frac * _size) / total * 0.9,
-                             f"reading {_name}: {mb:,.0f} of {total / 1e6:,.0f} MB, {max(events, b.n_events):,} events"
-                             + (f" · {n} of {len(files)} ranks" if len(files) > 1 else ""))
+                    progress(
+                        (_done + frac * _size) / total * 0.9,
+                        f"reading {_name}: {mb:,.0f} of {total / 1e6:,.0f} MB, {max(events, b.n_events):,} events"
+                        + (f" · {n} of {len(files)} ranks" if len(files) > 1 else ""),
+                    )
+
             try:
                 info = read_kineto(b, f, n, progress=prog, cancelled=cancelled)
             except TraceError as e:
@@ -76,6 +82,7 @@ def _load_kineto(files: list[str], progress, cancelled, optional: frozenset = fr
     if not per_file:
         raise TraceError(file_names(files), "no trace in these files (each is JSON, but not a profiler trace)")
     from ...model import heap
+
     heap.trim()  # the decoded pieces' buffers, freed, leave before the columns are committed
     _assign_ranks_and_clocks(b, per_file)
     for info in per_file:  # the readers' own copies of the columns go before the sort
@@ -99,8 +106,9 @@ def _assign_ranks_and_clocks(b: TraceBuilder, per_file: list[dict]) -> None:
         r = info["rank"]
         if r is None or r in used:
             if r is not None:
-                b.warnings.append(f"{os.path.basename(info['reader'].path)}: rank {r} appears twice; "
-                                  "shown as another rank")
+                b.warnings.append(
+                    f"{os.path.basename(info['reader'].path)}: rank {r} appears twice; shown as another rank"
+                )
             r = 0
             while r in used:
                 r += 1
@@ -117,24 +125,33 @@ def _assign_ranks_and_clocks(b: TraceBuilder, per_file: list[dict]) -> None:
         offset = 0
         if info in timed and not (info["base_ns"] or info["min_ts_us"] > 1e14) and absolute:
             offset = ref_ns - int(info["min_ts_us"] * 1000)
-            b.warnings.append(f"{os.path.basename(info['reader'].path)}: no absolute clock; aligned "
-                              f"at its first event (offset {offset} ns)")
+            b.warnings.append(
+                f"{os.path.basename(info['reader'].path)}: no absolute clock; aligned "
+                f"at its first event (offset {offset} ns)"
+            )
         info["reader"].finish(info["meta"], r, offset, info["base_ns"])
         for g in _process_groups(info["meta"]):
             if g not in b.metadata.setdefault("process_groups", []):
                 b.metadata["process_groups"].append(g)
         b.metadata.setdefault("per_file", []).append(
-            {"path": info["reader"].path, "rank": r, "clock_offset_ns": offset,
-             "base_ns": info["base_ns"], "flow_events": info["reader"].n_flow,
-             # what a session of this file and others needs of it (io/cache_join.py): the rank
-             # the file names (None: none) and its first time
-             "file_rank": info["rank"],
-             "min_ts_us": info["min_ts_us"] if math.isfinite(info["min_ts_us"]) else None})
+            {
+                "path": info["reader"].path,
+                "rank": r,
+                "clock_offset_ns": offset,
+                "base_ns": info["base_ns"],
+                "flow_events": info["reader"].n_flow,
+                # what a session of this file and others needs of it (io/cache_join.py): the rank
+                # the file names (None: none) and its first time
+                "file_rank": info["rank"],
+                "min_ts_us": info["min_ts_us"] if math.isfinite(info["min_ts_us"]) else None,
+            }
+        )
 
 
 def _process_groups(meta: dict) -> list[list[int]]:
     """distributedInfo.pg_config[].ranks (a list, or a string "[0, 1]" in on-demand traces)."""
     import json
+
     dist = meta.get("distributedInfo")
     out = []
     if isinstance(dist, dict):

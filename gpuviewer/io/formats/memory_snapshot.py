@@ -1,5 +1,6 @@
 """PyTorch CUDA memory snapshots (torch.cuda.memory._snapshot(), pickled), and the companion
 that joins memory files (these and memory timelines) to the session beside them."""
+
 from __future__ import annotations
 
 import os
@@ -9,8 +10,9 @@ from ..reader import Companion, Probe, Reader, empty_trace
 
 
 def _join(files: list[str], kinds: dict, rest) -> Trace:
-    alone = "torch-memory-timeline" if all(kinds[f].name == "torch-memory-timeline" for f in files) \
-        else "memory-snapshot"
+    alone = (
+        "torch-memory-timeline" if all(kinds[f].name == "torch-memory-timeline" for f in files) else "memory-snapshot"
+    )
     trace = rest() if rest else empty_trace(files, format=alone)
     return attach_snapshots(trace, files, kinds)
 
@@ -22,6 +24,7 @@ def attach_snapshots(trace: Trace, files: list[str], kinds: dict) -> Trace:
     """Memory snapshots join the session on its Unix-time axis, as rank 0's (or the only
     rank's) devices; their replayed allocated-bytes curve becomes a counter."""
     from ...model.trace import Counter
+
     rank = trace.ranks[0].rank if trace.ranks else 0
     trace.snapshots = getattr(trace, "snapshots", [])
     for f in files:
@@ -49,6 +52,7 @@ class MemorySnapshot(Reader):
 
     def series(self, path: str) -> list:
         from ..memsnap import read_snapshot
+
         return read_snapshot(path)
 
 

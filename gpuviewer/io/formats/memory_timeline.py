@@ -1,5 +1,6 @@
 """torch.profiler memory timelines (export_memory_timeline's raw JSON rows); they join the
 session as memory snapshots do."""
+
 from __future__ import annotations
 
 from ..reader import Probe, Reader
@@ -17,6 +18,7 @@ class MemoryTimeline(Reader):
 
     def series(self, path: str) -> list:
         from ..memtimeline import read_memory_timeline
+
         return [read_memory_timeline(path)]
 
 

@@ -1,6 +1,7 @@
 """.nsys-rep / .qdrep reports: a proprietary container that only NVIDIA's nsys can export, so
 they are exported to SQLite (with nsys, when it is installed; refused with the command to run
 when not) and the export is opened instead."""
+
 from __future__ import annotations
 
 from ..reader import Job, Probe, Reader
@@ -19,6 +20,7 @@ class NsysReport(Reader):
 
     def read(self, files: list[str], job: Job):
         from ..nsys_rep import export_reports
+
         return job.open(export_reports(files, progress=job.progress, cancelled=job.cancelled))
 
 

@@ -1,4 +1,5 @@
 """Nsight Systems SQLite exports (`nsys export --type sqlite`)."""
+
 from __future__ import annotations
 
 from ..errors import Cancelled, TraceError, file_names, unexpected
@@ -16,6 +17,7 @@ class NsysSqlite(Reader):
 
     def read(self, files: list[str], job: Job):
         from ..nsys import load_nsys
+
         try:
             return load_nsys(files, progress=job.progress, cancelled=job.cancelled)
         except (TraceError, Cancelled):

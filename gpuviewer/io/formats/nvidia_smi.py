@@ -1,5 +1,6 @@
 """nvidia-smi text: `topo -m` (the GPU matrix) and the details joined to it (`nvlink --status`,
 `-q`). They join the session beside them as its topology."""
+
 from __future__ import annotations
 
 import os
@@ -10,6 +11,7 @@ from ..reader import Companion, Probe, Reader, empty_trace
 
 def _join(files: list[str], kinds: dict, rest) -> Trace:
     from ..topo import read_topology
+
     topology = read_topology(files)  # before the traces: a bad topology fails at once
     trace = rest() if rest else empty_trace(files, format="nvidia-smi-topo")
     trace.topology = topology
