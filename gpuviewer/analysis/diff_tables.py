@@ -20,6 +20,7 @@ from ..model.categories import Cat
 from ..model.trace import Trace
 from .breakdown import RankBreakdown, breakdown, split_wait
 from .collectives import arg_int, match, rank_comm
+from .diff_text import NO_STEP  # the one unit of a rank without steps (kept where no pandas is imported)
 from .host import HOST_KINDS, IDLE_WAIT, _step_markers
 
 KIND = {Cat.KERNEL: "compute", Cat.COMM_KERNEL: "comm", Cat.MEMCPY: "memcpy", Cat.MEMSET: "memset"}
@@ -35,7 +36,6 @@ HOST_KIND = {
 }
 # Python stack frames are left out: with_stack traces hold tens of thousands, each frame's total
 # covers its callees, and the op names under them say the same thing more precisely.
-NO_STEP = -1  # the one unit of a rank without steps: its whole capture
 PARTS = ("step", "host", "compute", "comm wait", "comm transfer", "memcpy/memset", "idle")
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 
-from .diff_tables import NO_STEP
+# defined here, not in diff_tables.py (pandas): `gpuviewer` builds its parsers from diff_cmd, which
+# imports this, and a command other than diff should not pay for pandas' import
+NO_STEP = -1  # the one unit of a rank without steps: its whole capture
 
 
 def ms(ns) -> str:

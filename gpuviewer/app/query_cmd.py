@@ -10,7 +10,7 @@ MAX_QUERY_FILE = 1 << 20  # a query longer than this is not a query someone wrot
 
 
 def add_parsers(sub, common) -> None:
-    from ..query.stats import REPORTS
+    from ..query.report_names import REPORTS  # not stats.py: a command other than stats needs no pandas
 
     sq = sub.add_parser(
         "sql",
