@@ -36,6 +36,21 @@ class Alignment:
         # subtract in integers first: epoch ns (~1.8e18) lose 256 ns in float64
         return a + b * (np.asarray(t, np.int64) - np.int64(t0)).astype(np.float64)
 
+    def record(self) -> dict:
+        """What a session's metadata says of a fit by collectives (the window, info and the
+        reduce of --dask read the same keys): one writer for both places that align."""
+        return {
+            "method": "collectives",
+            "reference_host": self.reference,
+            "residual_ns": self.residual_ns,
+            "spread_before_ns": self.before_ns,
+            "collectives": self.matched,
+            "hosts": {
+                h: {"offset_ns": round(a, 1), "drift_ppm": round(b * 1e6, 4)} for h, (a, b, _t0) in self.offsets.items()
+            },
+            "unaligned_hosts": self.unaligned,
+        }
+
 
 def _host_ends(colls: Collectives, host_of: dict[int, str], base: int) -> list[dict[str, float]]:
     """Per matched collective: host -> median end of its member ranks on that host, in ns
@@ -161,17 +176,7 @@ def align_parts(parts: list, host_of: dict[int, str | None]) -> tuple[list, dict
     starts = [p.info["start_ns"] for p in moved if p.info.get("events")]
     t0 = min(starts) if starts else 0
     offsets = {p.rank: int(round(float(al.offset_at(hosts[p.rank], t0)))) for p in moved}
-    alignment = {
-        "method": "collectives",
-        "reference_host": al.reference,
-        "residual_ns": al.residual_ns,
-        "spread_before_ns": al.before_ns,
-        "collectives": al.matched,
-        "hosts": {
-            h: {"offset_ns": round(a, 1), "drift_ppm": round(b * 1e6, 4)} for h, (a, b, _t0) in al.offsets.items()
-        },
-        "unaligned_hosts": al.unaligned,
-    }
+    alignment = al.record()
     warnings = (
         [f"hosts {', '.join(al.unaligned)} share no collective with the others: their clocks are left as recorded"]
         if al.unaligned

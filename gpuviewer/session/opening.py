@@ -99,17 +99,7 @@ def align_clocks(trace: Trace) -> None:
     apply_offsets(trace, lambda rank, t: al.offset_at(host_of[rank], t))
     for r in trace.ranks:
         r.clock_offset_ns = int(round(float(al.offset_at(host_of[r.rank], trace.start_ns))))
-    trace.metadata["alignment"] = {
-        "method": "collectives",
-        "reference_host": al.reference,
-        "residual_ns": al.residual_ns,
-        "spread_before_ns": al.before_ns,
-        "collectives": al.matched,
-        "hosts": {
-            h: {"offset_ns": round(a, 1), "drift_ppm": round(b * 1e6, 4)} for h, (a, b, _t0) in al.offsets.items()
-        },
-        "unaligned_hosts": al.unaligned,
-    }
+    trace.metadata["alignment"] = al.record()
     if al.unaligned:
         trace.warnings.append(
             f"hosts {', '.join(al.unaligned)} share no collective with the others: their clocks are left as recorded"
