@@ -56,6 +56,7 @@ def pytest_collection_modifyitems(config, items):
             _skipped_for_shared += 1
 
 
+@pytest.hookimpl(trylast=True)  # after the slowest-20 list: the line just above pytest's own count
 def pytest_terminal_summary(terminalreporter):
     if not HAVE_SHARED:
         # counted from the reports, which reach this process also from pytest-xdist's workers
