@@ -25,12 +25,19 @@ class Background(QObject):
             try:
                 result = fn()
             except Exception as e:  # noqa: BLE001 - shown in the panel, never a crash
-                self.failed.emit(token, str(e) or type(e).__name__)
+                _tell(self.failed, token, str(e) or type(e).__name__)
             else:
-                self.done.emit(token, result)
+                _tell(self.done, token, result)
 
         threading.Thread(target=work, daemon=True, name="gpuviewer-query").start()
         return token
+
+
+def _tell(signal, *args) -> None:
+    try:
+        signal.emit(*args)
+    except RuntimeError:  # "Signal source has been deleted": the window closed while fn ran (a
+        pass  # screenshot command exits once it has its picture); no one is left to tell
 
 
 def after_first_paint(widget, fn, at_most_ms: int = 2000) -> None:
