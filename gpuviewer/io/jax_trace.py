@@ -20,12 +20,12 @@ import numpy as np
 
 from ..model.build import TraceBuilder, mark_comm_lanes
 from ..model.categories import Cat, LaneKind
-from ..model.trace import Source, Step, Trace
+from ..model.trace import Step, Trace
 from .chrome_json import read_chrome_json
 from .errors import Cancelled, TraceError, file_names, unexpected
 from .jax_piece import extract
 from .kineto_piece import floats, us_to_ns
-from .piece_reader import PieceReader, shutdown_pool
+from .piece_reader import PieceReader, record_file, shutdown_pool
 
 _DEVICE = re.compile(r"^/device:([A-Za-z_]+):(\d{1,6})")
 _HOST = re.compile(r"^/host:")
@@ -302,20 +302,7 @@ def read_file(b: TraceBuilder, path: str, source: int, progress=None, cancelled=
         raise TraceError(
             path, "no complete events (ph 'X') in this XLA trace" + (": " + "; ".join(warnings) if warnings else "")
         )
-    for w in warnings:
-        b.warnings.append(f"{os.path.basename(path)}: {w}")
-    st = os.stat(path)
-    # "kineto": the arguments are fetched as from any Chrome JSON source, by event ordinal
-    b.sources.append(
-        Source(
-            path=os.path.abspath(path),
-            format="kineto",
-            size=st.st_size,
-            mtime_ns=st.st_mtime_ns,
-            chunks=chunks,
-            gzip=gz,
-        )
-    )
+    record_file(b, path, chunks, gz, warnings)
     return fr
 
 

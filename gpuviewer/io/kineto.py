@@ -16,14 +16,14 @@ import numpy as np
 
 from ..model.build import TraceBuilder, mark_comm_lanes, nccl_name_ids
 from ..model.categories import Cat, LaneKind
-from ..model.trace import Counter, Source, Step
+from ..model.trace import Counter, Step
 from .arg_capture import Collected
 from .chrome_json import read_chrome_json
 from .errors import TraceError
 from .kineto_cats import CatMap, device_processes, unknown_warning
 from .kineto_meta import RANK_MAX, bad_warnings, clock_base_ns, int_or_none, plain, rank_from_meta
 from .kineto_piece import extract_piece, floats, num, text, us_to_ns
-from .piece_reader import PieceReader, shutdown_pool  # noqa: F401 - app/cli.py stops the pool through this module
+from .piece_reader import PieceReader, record_file, shutdown_pool  # noqa: F401 - app/cli.py stops the pool through this module
 
 _GPU_KINDS = (LaneKind.GPU, LaneKind.GPU_ANNOTATION)
 _STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")  # 19 digits and more do not fit int64
@@ -472,17 +472,5 @@ def read_kineto(
             raise TraceError(path, "no readable trace events: " + "; ".join(warnings))
         raise TraceError(path, "no trace events in the file (its event list is empty)")
     base_ns = clock_base_ns(meta, warnings)
-    for w in warnings:
-        b.warnings.append(f"{os.path.basename(path)}: {w}")
-    st = os.stat(path)
-    b.sources.append(
-        Source(
-            path=os.path.abspath(path),
-            format="kineto",
-            size=st.st_size,
-            mtime_ns=st.st_mtime_ns,
-            chunks=chunks,
-            gzip=gz,
-        )
-    )
+    record_file(b, path, chunks, gz, warnings)
     return {"reader": fr, "meta": meta, "rank": rank_from_meta(meta, path), "base_ns": base_ns, "min_ts_us": fr.min_ts}

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import msgspec
 
+from ..model.trace import Source
 from .chrome_json import Fallback
 
 _POOL = None
@@ -104,3 +105,21 @@ class PieceReader:
         arguments are fetched on demand by it)."""
         for c in chunks:
             c[2] = self.chunk_first.get(c[2], 0)
+
+
+def record_file(b, path: str, chunks, gz: bool, warnings: list[str]) -> None:
+    """A Chrome-format file read into builder b: its warnings, named by the file, and its Source
+    (format "kineto": its arguments are fetched by event ordinal, as from any Chrome JSON file)."""
+    for w in warnings:
+        b.warnings.append(f"{os.path.basename(path)}: {w}")
+    st = os.stat(path)
+    b.sources.append(
+        Source(
+            path=os.path.abspath(path),
+            format="kineto",
+            size=st.st_size,
+            mtime_ns=st.st_mtime_ns,
+            chunks=chunks,
+            gzip=gz,
+        )
+    )
