@@ -32,6 +32,7 @@ class Session:
     """
 
     def __init__(self, trace: Trace, paths: list[str] | None = None) -> None:
+        """A session over a trace already read (Session.open reads the files); `paths`: its files."""
         self.paths = list(paths or trace.metadata.get("files", []))
         self._analysis: Analysis | None = None
         self._frames: dict = {}
@@ -49,6 +50,7 @@ class Session:
 
     @property
     def trace(self) -> Trace:
+        """The opened trace (model.trace.Trace: numpy columns, lanes, ranks, steps, flows)."""
         return self._trace
 
     @trace.setter
@@ -69,6 +71,10 @@ class Session:
         progress: Callable[[float, str], None] | None = None,
         cancelled: Callable[[], bool] | None = None,
     ) -> Session:
+        """Open trace files or folders (one path or several) as a new Session, through the column
+        cache and with the ranks' clocks aligned unless turned off; `hosts` ("0-3,4-7": ranks 0-3
+        on one host, 4-7 on the next) overrides the hosts the files name. An unreadable file
+        raises a GpuviewerError naming it."""
         paths = [paths] if isinstance(paths, str) else [str(p) for p in paths]
         return cls(
             open_session(paths, use_cache=use_cache, align=align, hosts=hosts, progress=progress, cancelled=cancelled),
@@ -78,14 +84,17 @@ class Session:
     # -- what the files hold -------------------------------------------------------------
     @property
     def topology(self):
+        """The topology joined to the session (model.topology.Topology), or None."""
         return self.trace.topology
 
     @property
     def snapshots(self) -> list:
+        """The memory snapshots read with the traces (model.memory.SnapshotSeries each)."""
         return self.trace.snapshots
 
     @property
     def ranks(self) -> list[int]:
+        """The rank numbers in the session."""
         return [r.rank for r in self.trace.ranks]
 
     @property
@@ -128,6 +137,7 @@ class Session:
         self.events.emit("analysis", analysis=analysis)
 
     def drop_analysis(self) -> None:
+        """Forget the analysis and announce it (it is computed again on next use)."""
         self.set_analysis(None)
 
     # -- tables (pandas DataFrames built from the store's columns; see query/tables.py) ---
@@ -270,91 +280,122 @@ class Session:
 
     # -- what a user does (actions.py; each method is its part's, announced on `events`) --
     def set_range(self, t0: int, t1: int, padding: float = 0.0) -> tuple[int, int]:
+        """Show [t0, t1], widened by `padding` of its span each side; returns the range now shown."""
         return self.view_actions.set_range(t0, t1, padding)
 
     def set_lanes(self, state) -> None:
+        """Use this lane layout (a ViewState or its sidecar JSON) and announce it."""
         self.view_actions.set_lanes(state)
 
     def share_lanes(self, state: ViewState) -> None:
+        """Draw from this lane layout object itself (not announced: a view is being built from it)."""
         self.view_actions.share_lanes(state)
 
     def lanes_changed(self) -> None:
+        """Announce that the lane layout was changed in place (folded, hidden, pinned, moved)."""
         self.view_actions.lanes_changed()
 
     def select(self, i: int | None) -> None:
+        """Select event i (None: nothing) and announce it, even when it is already selected."""
         self.view_actions.select(i)
 
     def select_area(self, t0: int, t1: int, lanes: list[int]) -> None:
+        """Select the area [t0, t1] over these lane indices and announce it."""
         self.view_actions.select_area(t0, t1, lanes)
 
     def show_event(self, i: int) -> None:
+        """Select event i and bring it into view."""
         self.view_actions.show_event(i)
 
     def search(self, text: str, regex: bool = False) -> int:
+        """Find events whose name holds `text` (or matches it as a regex), select the first; returns the count."""
         return self.view_actions.search(text, regex)
 
     def mark_events(self, events, label: str) -> int:
+        """Make these events the matches, named `label`, and select the first; returns their count."""
         return self.view_actions.mark_events(events, label)
 
     def refind(self) -> None:
+        """Run the current search again over changed events (a rank loaded), selecting nothing."""
         self.view_actions.refind()
 
     def next_match(self, direction: int = 1) -> int | None:
+        """Show the next (direction 1) or previous (-1) match; returns its event, None if no match."""
         return self.view_actions.next_match(direction)
 
     def goto_step(self, n: int) -> bool:
+        """Show step n; returns False when there is no such step."""
         return self.view_actions.goto_step(n)
 
     def step_nav(self, direction: int) -> int | None:
+        """Show the step after (direction 1) or before (-1) the one in view; returns its number or None."""
         return self.view_actions.step_nav(direction)
 
     def show_finding(self, f) -> int | None:
+        """Zoom to a finding, highlight its ranks and select its first evidence; returns that event or None."""
         return self.view_actions.show_finding(f)
 
     def set_highlight(self, span: tuple[int, int, set] | None) -> None:
+        """Highlight (t0, t1, ranks) on the timeline (None: nothing) and announce it."""
         self.view_actions.set_highlight(span)
 
     def keep_annotations_in(self, path: str | None) -> None:
+        """Save annotations to this sidecar path from now on; None: save them nowhere."""
         self.note_actions.keep_in(path)
 
     def open_annotation_file(self, path: str) -> None:
+        """Show the annotations of this file (never written back)."""
         self.note_actions.open_file(path)
 
     def open_annotations(self) -> str | None:
+        """Read the sidecar beside the traces and restore its view; returns a warning or None."""
         return self.note_actions.open_annotations()
 
     def save_annotations(self) -> bool:
+        """Write the sidecar (atomically) with the view; returns whether it was written."""
         return self.note_actions.save_annotations()
 
     def add_note(self, text: str, t: int | None = None, rank: int | None = None, lane: int | None = None) -> Annotation:
+        """Add a note at time t (default: the middle of the view) on a rank and lane; returns it."""
         return self.note_actions.add_note(text, t, rank, lane)
 
     def add_region(self, text: str, t0: int, t1: int, rank: int | None = None) -> Annotation:
+        """Add a region note over [t0, t1] on a rank (default: the first); returns it."""
         return self.note_actions.add_region(text, t0, t1, rank)
 
     def add_arrow(self, i: int, j: int, text: str = "") -> Annotation:
+        """Add an arrow from event i to event j; returns it."""
         return self.note_actions.add_arrow(i, j, text)
 
     def mark(self, text: str, region: bool = False) -> Annotation:
+        """Add a note at the selected event or the middle of the view (region=True: a region over the
+        selected area or event); returns it."""
         return self.note_actions.mark(text, region)
 
     def edit_annotation(self, a: Annotation, **changes) -> None:
+        """Change fields of an annotation (text=, title=, color=, ...) and announce it."""
         self.note_actions.edit_annotation(a, **changes)
 
     def remove_annotation(self, a: Annotation) -> None:
+        """Remove an annotation and announce it."""
         self.note_actions.remove_annotation(a)
 
     def annotations_edited(self) -> None:
+        """Announce that annotations were changed in place."""
         self.note_actions.annotations_edited()
 
     def goto_annotation(self, a: Annotation) -> None:
+        """Show the time range of an annotation and bring its rank into view."""
         self.note_actions.goto_annotation(a)
 
     def attach_topology(self, topo) -> None:
+        """Join a topology to the session and announce it; the analysis is dropped, to run again."""
         self.topology_actions.attach_topology(topo)
 
     def attach_topology_files(self, paths: list[str]) -> None:
+        """Join the topology read from these files (JSON or `nvidia-smi topo -m`); TraceError names a bad one."""
         self.topology_actions.attach_topology_files(paths)
 
     def paste_topology(self, text: str) -> None:
+        """Join the topology from pasted `nvidia-smi topo -m` text; TraceError when it is not that."""
         self.topology_actions.paste_topology(text)

@@ -58,3 +58,23 @@ def test_a_swapped_trace_is_the_one_the_actions_act_on(small):
     c = big.columns
     assert note.start_ns == int(c["start"][beyond])
     assert note.lane == big.lanes[int(c["lane"][beyond])].key
+
+
+def test_help_of_the_session_says_what_each_public_name_does():
+    # what a newcomer reads first: `help(gpuviewer.Session)`; a name without a docstring shows
+    # only its signature there (the delegates to the parts had none)
+    import pydoc
+
+    import gpuviewer
+
+    assert gpuviewer.Session is Session
+    undocumented = [
+        name
+        for name, member in inspect.getmembers(Session)
+        if not name.startswith("_") and not (inspect.getdoc(member) or "").strip()
+    ]
+    assert undocumented == []
+    text = pydoc.render_doc(gpuviewer.Session, renderer=pydoc.plaintext)
+    for name in ("select", "add_note", "attach_topology", "whatif", "analysis"):
+        doc = inspect.getdoc(getattr(Session, name))
+        assert doc is not None and doc.splitlines()[0] in text, name
