@@ -2,8 +2,9 @@
 
 .npy + np.load(mmap_mode="r") reopens 10^7 rows in ~1.5 ms (engineering.md 2.4); Arrow IPC is
 as fast once imported, but importing pyarrow alone costs ~0.25 s here, the whole reopen budget.
-The key covers every file's absolute path, size and mtime plus STORE_VERSION, so an edited
-file or a newer program never reads stale columns. Writes go to a temporary folder renamed into
+The key covers every file's identity (device and inode, io/cache_paths.py), size, mtime and
+ctime plus STORE_VERSION, so an edited file or a newer program never reads stale columns, and
+another spelling of the same file's path (a link, a relative path) finds its entry. Writes go to a temporary folder renamed into
 place. Every file's size and checksum is in the entry's sums.json (io/cache_check.py): an entry
 that does not match is deleted and rebuilt from the trace with one warning, never trusted.
 """
@@ -22,6 +23,7 @@ import numpy as np
 
 from ..model.trace import EVENT_COLUMNS, Counter, Lane, RankInfo, Source, Step, Trace
 from .cache_check import Damaged, check_file, open_regular, read_sums, write_sums
+from .cache_paths import identity, respell
 
 # 6: key from the paths' bytes; 7: level-of-detail pyramid stored; 8: lane offsets in meta.json;
 # 9: sums.json (each file's size and checksum); 10: ProfilerStep#N recorded as an Operator
@@ -47,18 +49,9 @@ def cache_root() -> str:
 
 
 def key_for(files: list[str]) -> str:
-    parts = []
-    for f in files:
-        st = os.stat(f)
-        # the path's bytes, so names that are not UTF-8 get a key too
-        parts.append([os.fsencode(os.path.abspath(f)).hex(), st.st_size, st.st_mtime_ns])
-        for side in ("-wal", "-journal"):  # SQLite commits into these without touching the file
-            try:
-                ss = os.stat(f + side)
-                parts.append([side, ss.st_size, ss.st_mtime_ns])
-            except OSError:
-                pass
-    blob = msgspec.json.encode({"v": STORE_VERSION, "files": parts})
+    """The entry of a session of these files, in this order: by each file's identity, not its
+    path (io/cache_paths.py), so every spelling of the same files finds one entry."""
+    blob = msgspec.json.encode({"v": STORE_VERSION, "id": [identity(f) for f in files]})
     return hashlib.sha256(blob).hexdigest()[:32]
 
 
@@ -69,7 +62,6 @@ def _dir_for(key: str) -> str:
 def store(files: list[str], trace: Trace) -> str | None:
     """Write the cache; failures (read-only disk, full disk) only cost the speed-up."""
     try:
-        key = key_for(files)
         tmp = new_tmp()
         try:
             arrays = dict(trace.columns)
@@ -89,7 +81,7 @@ def store(files: list[str], trace: Trace) -> str | None:
             for name, arr in arrays.items():
                 np.save(os.path.join(tmp, f"{name}.npy"), np.ascontiguousarray(arr))
             meta = meta_dict(
-                key,
+                files,
                 trace.format,
                 len(trace),
                 trace.names,
@@ -185,7 +177,7 @@ def _sweep_once() -> None:
 
 
 def meta_dict(
-    key: str,
+    files: list[str],
     format: str,
     n: int,
     names: list[str],
@@ -200,9 +192,10 @@ def meta_dict(
     view: tuple[int, int],
     lane_offsets: np.ndarray,
 ) -> dict:
-    """meta.json: everything of a session that is not a column."""
+    """meta.json: everything of a session of these files that is not a column."""
     return {
-        "key": key,
+        "key": key_for(files),
+        "paths": list(files),  # as this open spelled them: another spelling's open says its own
         "version": STORE_VERSION,
         "format": format,
         "n": n,
@@ -481,6 +474,7 @@ def _read(d: str, key: str, files: list[str]) -> Trace:
         metadata=meta["metadata"],
         lane_offsets=offsets,
     )
+    respell(t, meta.get("paths"), files)
     t.metadata["from_cache"] = True
     if "span" in meta:
         t._span = (int(meta["span"][0]), int(meta["span"][1]))

@@ -2,11 +2,11 @@
 files' own cache entries, not by parsing them again.
 
 A file opened alone (a `--dask` worker's map, the window, `info FILE`) leaves an entry keyed by
-that file's identity (cache.key_for([file]): its path, size and mtime). A later session holding
-that file (the folder it lies in) finds the session's own entry missing and joins the files'
-entries instead: each file's columns, memory-mapped, are appended to the session's entry a file
-at a time (io/cache_stream.PartStore, as the out-of-core build does), with lanes, names, flows,
-instants and level-of-detail runs renumbered. Files of the session without an entry are read
+that file's identity (cache.key_for([file]): its inode, size and times, io/cache_paths.py), so
+a later session holding that file by any path (the folder it lies in) finds the session's own
+entry missing and joins the files' entries instead: each file's columns, memory-mapped, are
+appended to the session's entry a file at a time (io/cache_stream.PartStore, as the out-of-core
+build does), with lanes, names, flows, instants and level-of-detail runs renumbered. Files of the session without an entry are read
 alone first (and so get one), also when none has one: a folder opened cold leaves every file's
 entry, so opening one of its files, or another folder holding some of them, parses nothing
 again. (Reading file by file holds one file's events in memory at a time, not the session's;
@@ -254,7 +254,7 @@ def _join(files: list[str], parts: list[tuple[str, Trace]], skipped: list[str], 
     counts = np.concatenate(lane_counts) if lane_counts else np.zeros(0, np.int64)
     lane_offsets = np.concatenate(([0], np.cumsum(counts)))
     meta = cache.meta_dict(
-        cache.key_for(files),
+        files,
         b.format,
         store.length("start"),
         b.names.strings,

@@ -202,7 +202,7 @@ def _build(files: list[str], job: Job, store) -> dict:
     counts = np.concatenate(parts.lane_counts) if parts.lane_counts else np.zeros(0, np.int64)
     lane_offsets = np.concatenate(([0], np.cumsum(counts)))
     return cache.meta_dict(
-        cache.key_for(files),
+        files,
         b.format,
         n,
         b.names.strings,

@@ -8,6 +8,7 @@ cached reads its files one by one and leaves each file's entry too."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -80,8 +81,6 @@ def test_a_file_opened_alone_is_reused_and_the_others_are_read(tmp_path):
 def _ranks_in(folder, placed: dict[int, str]) -> None:
     """Rank r of a job written to placed[r] (a sub-path of folder): samples/ddp's two files,
     each written again with its distributedInfo.rank set to r."""
-    import gzip
-
     for r, rel in placed.items():
         with gzip.open(os.path.join(DDP, f"ddp_rank{r % 2}.json.gz"), "rb") as f:
             doc = json.load(f)
@@ -118,3 +117,95 @@ def test_a_folder_opened_cold_leaves_each_files_entry_for_later_sessions(tmp_pat
     assert len(after) == 6  # only the new session's entry was written
     whole_sub = _json("info", str(run / "more"), "--json", "--no-cache")
     assert _without(sub, "load_seconds", "file_caches") == _without(whole_sub, "load_seconds")
+
+
+def _info_as_read(path: str, env: dict) -> dict:
+    """`info --json` of path through the cache, checked equal to reading path with no cache
+    (the paths it prints, warnings included, are the ones asked for)."""
+    got = _json("info", path, "--json", env=env)
+    whole = _json("info", path, "--json", "--no-cache")
+    assert _without(got, "load_seconds", "file_caches") == _without(whole, "load_seconds")
+    return got
+
+
+def test_links_and_other_spellings_of_the_same_files_find_their_entries(tmp_path):
+    cache = str(tmp_path / "cache")
+    env = {"GPUVIEWER_CACHE_DIR": cache}
+    run = tmp_path / "run"
+    # two files naming rank 0: the second is shown as rank 1 with a warning that names it
+    _ranks_in(run, {0: "a.json.gz", 1: "b.json.gz"})
+    with gzip.open(run / "b.json.gz", "rt") as f:
+        doc = json.load(f)
+    doc["distributedInfo"]["rank"] = 0
+    with gzip.open(run / "b.json.gz", "wt") as f:
+        json.dump(doc, f)
+    first = _json("info", str(run), "--json", env=env)
+    assert first["file_caches"] == {"reused": 0, "read": 2}
+    assert any(w.startswith("b.json.gz: rank 0 appears twice") for w in first["warnings"])
+    entries = _entries(cache)
+    assert len(entries) == 3  # each file's and the folder's
+
+    (tmp_path / "link").symlink_to(run, target_is_directory=True)
+    renamed = tmp_path / "renamed"  # links of other names to the same files, in the same order
+    renamed.mkdir()
+    (renamed / "x0.json.gz").symlink_to(run / "a.json.gz")
+    (renamed / "x1.json.gz").symlink_to(run / "b.json.gz")
+    (tmp_path / "one.json.gz").symlink_to(run / "b.json.gz")
+    spellings = {
+        str(tmp_path / "link"): tmp_path / "link",
+        str(tmp_path / "run" / ".." / "link"): tmp_path / "link",
+        os.path.relpath(run, ROOT): run,  # the CLI runs in ROOT
+    }
+    for p, folder in spellings.items():
+        got = _json("info", p, "--json", env=env)
+        assert "file_caches" not in got, p  # the session's own entry, not even joined
+        assert got["files"] == [str(folder / "a.json.gz"), str(folder / "b.json.gz")], p
+        assert _without(got, "files", "load_seconds") == _without(first, "files", "load_seconds", "file_caches")
+        assert _entries(cache) == entries, p  # nothing parsed, nothing written
+    # named otherwise: what it prints (files, the warning naming one) is what reading it says
+    said = _info_as_read(str(renamed), env)
+    assert _entries(cache) == entries
+    assert any(w.startswith("x1.json.gz: rank 0 appears twice") for w in said["warnings"])
+
+    one = _info_as_read(str(tmp_path / "one.json.gz"), env)  # a link to one file: its own entry
+    assert one["files"] == [str(tmp_path / "one.json.gz")]
+    assert _entries(cache) == entries
+
+    copy = tmp_path / "copy"  # a copy is another file (another inode): read again, its own entries
+    shutil.copytree(run, copy)
+    assert _json("info", str(copy), "--json", env=env)["file_caches"] == {"reused": 0, "read": 2}
+    assert len(_entries(cache)) == 6
+
+
+def test_a_file_rewritten_in_place_to_its_old_size_and_mtime_is_read_again(tmp_path, monkeypatch):
+    """Same path, inode, size and mtime (set back), new content: only its ctime tells, and the
+    key holds it, so the old entry is never served."""
+    import re
+
+    import numpy as np
+
+    from gpuviewer.io.session import load
+
+    monkeypatch.setenv("GPUVIEWER_CACHE_DIR", str(tmp_path / "cache"))
+    p = tmp_path / "rank0.json"
+    with gzip.open(os.path.join(DDP, "ddp_rank0.json.gz"), "rb") as f:
+        p.write_bytes(f.read())
+    before = load([str(p)])
+    assert not before.metadata.get("from_cache")
+    assert load([str(p)]).metadata.get("from_cache")  # the entry is there and used
+    st = os.stat(p)
+    raw = p.read_bytes()
+    # every event's duration with a leading 1 gets a leading 2: same length, other content
+    new = re.sub(rb'("dur": ?)1', rb"\g<1>2", raw)
+    assert new != raw and len(new) == len(raw)
+    with open(p, "r+b") as f:
+        f.write(new)
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    now = os.stat(p)
+    assert (now.st_ino, now.st_size, now.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    after = load([str(p)])
+    assert not after.metadata.get("from_cache")
+    fresh = load([str(p)], use_cache=False)
+    assert np.array_equal(after.columns["dur"], fresh.columns["dur"])
+    assert not np.array_equal(after.columns["dur"], before.columns["dur"])
