@@ -326,13 +326,13 @@ def to_text(d: dict, top: int = 20) -> list[str]:
 
 def to_markdown(d: dict, top: int = 20) -> str:
     """Markdown (model.markdown: every name escaped, so a kernel named <b>|x shows as written)."""
-    from ..model.markdown import escape_cell, table
+    from ..model.markdown import escape_cell, escape_line, table
 
     out = ["# gpuviewer diff", ""] + [
-        ("  - " if x.startswith("  ") else "- ") + escape_cell(x.strip(), 10_000) for x in headline(d)
+        ("  - " if x.startswith("  ") else "- ") + escape_line(x.strip(), 10_000) for x in headline(d)
     ]
     for title, note, head, rows in tables(d, top):
-        out += ["", f"## {escape_cell(title, 120)}", ""] + ([escape_cell(note, 10_000), ""] if note else [])
+        out += ["", f"## {escape_cell(title, 120)}", ""] + ([escape_line(note, 10_000), ""] if note else [])
         out += table(head, rows, right=[h not in TEXT_COLUMNS for h in head], cut=120)
     return "\n".join(out) + "\n"
 

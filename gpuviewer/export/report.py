@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 from ..model.fmt import esc, format_duration, format_ns, utilization_line
-from ..model.markdown import escape_cell, table
+from ..model.markdown import escape_cell, escape_line, table
 from ..model.summary import summarize
 from ..session.reports import step_cells, where
 from .image import png_data_uri
@@ -232,7 +232,8 @@ def to_markdown(r: dict) -> str:
     parts = [text, f"![timeline]({r['overview']})", "", "## Finding images", ""]
     for x in r["findings"]:
         f = x["f"]
-        parts += [f"### {f.rule}: {escape_cell(f.title)}", "", f"![{f.rule}]({x['image']})", ""]
+        rule = escape_cell(f.rule)
+        parts += [f"### {rule}: {escape_cell(f.title)}", "", f"![{rule}]({x['image']})", ""]
     parts += ["## Annotations", ""]
     rest = []
     for x in r["annotations"]:
@@ -243,7 +244,7 @@ def to_markdown(r: dict) -> str:
         parts += [
             f"### {ann.kind} · rank {ann.rank}",
             "",
-            escape_cell((ann.title + ": " if ann.title else "") + ann.text),
+            escape_line((ann.title + ": " if ann.title else "") + ann.text),  # a paragraph: "# x" opens no heading
             "",
             f"![annotation]({x['image']})",
             "",

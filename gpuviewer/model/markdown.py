@@ -11,8 +11,13 @@ from collections.abc import Iterable, Sequence
 from .plain import line
 
 # CommonMark's markup characters that can start something in running text: backslash, code,
-# emphasis, links, HTML, entities, strikethrough, and the table's cell separator
-_SPECIAL = re.compile(r"([\\`*_\[\]<>|&~])")
+# emphasis, links, HTML, entities, strikethrough, the table's cell separator, and `#` (a heading's
+# text ending in " #" would lose it: taken for the heading's closing sequence)
+_SPECIAL = re.compile(r"([\\`*_\[\]<>|&~#])")
+# what opens a block at the start of a line (a list item, a paragraph) when a name starts it:
+# a bullet or an ordered list's marker, a setext underline; `#`, `>`, `*`, `` ` ``, `~`, `_` and
+# `<` are escaped everywhere already, and a line's leading white space is gone
+_BLOCK_START = re.compile(r"^([-+=]|\d{1,9}(?=[.)](?:\s|$)))")
 
 
 class Code(str):
@@ -28,9 +33,22 @@ def _one_line(s: str, cut: int | None) -> str:
 
 
 def escape_cell(text: str, cut: int | None = None) -> str:
-    """Text for a table cell, a heading or a list item: one line (cut to `cut` characters with
-    an ellipsis), control characters as \\xNN, markup characters backslash-escaped."""
+    """Text for a table cell, a heading or within a line: one line (cut to `cut` characters with
+    an ellipsis), control characters as \\xNN, markup characters backslash-escaped. Text that
+    starts a line (a paragraph, a list item) goes through escape_line."""
     return _SPECIAL.sub(r"\\\1", _one_line(text, cut))
+
+
+def escape_line(text: str, cut: int | None = None) -> str:
+    """escape_cell's text where it starts a line (a paragraph, a list item's text): also a leading
+    `-`, `+`, `=` or `1.` escaped, so "- x" or "1. x" from a trace opens no list."""
+    s = escape_cell(text, cut)
+    m = _BLOCK_START.match(s)
+    if m is None:
+        return s
+    if m.group(1)[0].isdigit():  # "12." -> "12\.": the marker is the dot after the digits
+        return s[: m.end()] + "\\" + s[m.end() :]
+    return "\\" + s
 
 
 def code_cell(text: str, cut: int | None = None) -> str:
