@@ -24,6 +24,8 @@ from ..model.trace import Trace
 from .breakdown import RankBreakdown, launch_times
 
 _KERNEL_COLL = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+?)(?:_|\(|$)")
+# A dtype's size as producers spell it (Kineto: "Float", "BFloat16"; torch.float32; XLA: f32).
+# The one table: the topology's bytes per rank read it too.
 _DTYPE_BYTES = {
     "float": 4,
     "float32": 4,
@@ -92,9 +94,15 @@ def arg_int(v) -> int | None:
     return x if 0 <= x < 1 << 62 else None
 
 
+def dtype_size(dtype) -> int | None:
+    """Bytes of one element of a recorded dtype ("Float", "torch.bfloat16", "f16", ...); None when
+    the name is not known."""
+    return _DTYPE_BYTES.get(str(dtype if dtype is not None else "").lower().replace("torch.", ""))
+
+
 def arg_nbytes(a: dict, nelems: int) -> int | None:
     """Elements x the dtype's size, when both are on record."""
-    size = _DTYPE_BYTES.get(str(a.get("dtype", "")).lower().replace("torch.", ""))
+    size = dtype_size(a.get("dtype"))
     return nelems * size if nelems and size else None
 
 

@@ -12,26 +12,8 @@ import numpy as np
 from ..model.categories import Cat
 from ..model.topology import SLOW, Topology, link_class
 from ..model.trace import Trace
+from .collectives import dtype_size
 
-DTYPE_BYTES = {
-    "float": 4,
-    "float32": 4,
-    "half": 2,
-    "float16": 2,
-    "bfloat16": 2,
-    "bf16": 2,
-    "double": 8,
-    "float64": 8,
-    "int": 4,
-    "int32": 4,
-    "long": 8,
-    "int64": 8,
-    "int8": 1,
-    "uint8": 1,
-    "byte": 1,
-    "char": 1,
-    "bool": 1,
-}
 _P2P = re.compile(r"^nccl:(send|recv) (\d+)(->|<-)(\d+)$")
 
 
@@ -76,9 +58,9 @@ def comm_stats(trace: Trace, max_args: int = 400, event_args: Callable[[Trace, i
                 except Exception:  # noqa: BLE001 - bytes are a best effort
                     break
                 n = args.get("In msg nelems")
-                dt = str(args.get("dtype", "")).lower()
-                if isinstance(n, int) and dt in DTYPE_BYTES:
-                    nbytes += n * DTYPE_BYTES[dt]
+                size = dtype_size(args.get("dtype"))
+                if isinstance(n, int) and size is not None:
+                    nbytes += n * size
                     seen += 1
             if seen:
                 nbytes = int(nbytes * len(idx) / (len(idx[::step][:max_args])))
