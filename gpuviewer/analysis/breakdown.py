@@ -95,6 +95,31 @@ class StepBreakdown:
         return d
 
 
+# A step's times and counts as the step tables carry them, in their order (between the step's
+# number and its warm-up flag): the session's `steps` (query.tables) and a summary's steps.parquet
+STEP_COLUMNS = (
+    "start_ns",
+    "end_ns",
+    "host_start_ns",
+    "host_end_ns",
+    "busy_ns",
+    "compute_ns",
+    "comm_ns",
+    "wait_ns",
+    "transfer_ns",
+    "caused_ns",
+    "memcpy_ns",
+    "overlap_ns",
+    "exposed_comm_ns",
+    "idle_ns",
+    "idle_before_ns",
+    "idle_after_ns",
+    "ops",
+    "kernels",
+    "comm_kernels",
+)
+
+
 @dataclass
 class RankBreakdown:
     rank: int

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..analysis.breakdown import STEP_COLUMNS
 from ..model.categories import CAT_LABEL, Cat, LaneKind
 
 _CATS = [CAT_LABEL.get(Cat(i), str(i)) for i in range(max(Cat) + 1)]
@@ -164,43 +165,20 @@ def copy_kind(name: str) -> str:
     return parts[1] if len(parts) > 1 else "unknown"
 
 
-_STEP_COLS = (
-    "start_ns",
-    "end_ns",
-    "host_start_ns",
-    "host_end_ns",
-    "busy_ns",
-    "compute_ns",
-    "comm_ns",
-    "wait_ns",
-    "transfer_ns",
-    "caused_ns",
-    "memcpy_ns",
-    "overlap_ns",
-    "exposed_comm_ns",
-    "idle_ns",
-    "idle_before_ns",
-    "idle_after_ns",
-    "ops",
-    "kernels",
-    "comm_kernels",
-)
-
-
 def steps(session) -> pd.DataFrame:
     """Profiled steps per rank, with the analysis' breakdown of each (ns)."""
     rows = [
         {
             "rank": r["rank"],
             "step": s["step"],
-            **{k: s.get(k) for k in _STEP_COLS},
+            **{k: s.get(k) for k in STEP_COLUMNS},
             "warmup": bool(s.get("warmup")),
             "utilization": s.get("utilization"),
         }
         for r in session.analysis.ranks
         for s in r["steps"]
     ]
-    df = pd.DataFrame(rows, columns=["rank", "step", *_STEP_COLS, "warmup", "utilization"])
+    df = pd.DataFrame(rows, columns=["rank", "step", *STEP_COLUMNS, "warmup", "utilization"])
     df = df.rename(
         columns={"start_ns": "start", "end_ns": "end", "host_start_ns": "host_start", "host_end_ns": "host_end"}
     )

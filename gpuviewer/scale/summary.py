@@ -30,29 +30,6 @@ if TYPE_CHECKING:
 
 VERSION = 1
 MANIFEST = "manifest.json"
-_STEP_FIELDS = (
-    "step",
-    "start_ns",
-    "end_ns",
-    "host_start_ns",
-    "host_end_ns",
-    "busy_ns",
-    "compute_ns",
-    "comm_ns",
-    "wait_ns",
-    "transfer_ns",
-    "caused_ns",
-    "memcpy_ns",
-    "overlap_ns",
-    "exposed_comm_ns",
-    "idle_ns",
-    "idle_before_ns",
-    "idle_after_ns",
-    "ops",
-    "kernels",
-    "comm_kernels",
-    "warmup",
-)
 
 
 class SummaryError(GpuviewerError):
@@ -135,6 +112,7 @@ def write(
     the session's clock; created_by: the program and its version. Returns the folder written."""
     import pandas as pd
 
+    from ..analysis.breakdown import STEP_COLUMNS
     from ..analysis.reduce import arrivals_rows
 
     out = check_target(out)
@@ -146,11 +124,11 @@ def write(
         tables = {
             "steps": pd.DataFrame(
                 [
-                    (rb.rank, *(getattr(s, k) for k in _STEP_FIELDS), s.utilization)
+                    (rb.rank, s.step, *(getattr(s, k) for k in STEP_COLUMNS), s.warmup, s.utilization)
                     for rb in analysis.breakdowns
                     for s in rb.steps
                 ],
-                columns=["rank", *_STEP_FIELDS, "utilization"],
+                columns=["rank", "step", *STEP_COLUMNS, "warmup", "utilization"],
             ).astype({"step": "Int64"}),
             "collectives": pd.DataFrame(
                 arrivals_rows(analysis.matched),
