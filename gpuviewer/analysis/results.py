@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 EVIDENCE_KEYS = ("evidence", "causes", "host_activity")
+# A saving below this (ms a step) is said as not measurable, in the sentence and in the column alike
+UNMEASURABLE_MS = 0.05
 
 
 def evidence_of(f: dict, with_excess: bool = False) -> list[dict]:
@@ -149,6 +151,15 @@ class Finding:
         return self.saves_ms_in_steps if self.saves_ms_in_steps is not None else self.saves_ms_per_step
 
     @property
+    def saves_figure(self) -> str | None:
+        """saves_key as the findings' column shows it: "< 0.05 ms" where the saving's sentence says
+        it is not measurable (never "0.0 ms" beside it), else to 0.1 ms."""
+        k = self.saves_key
+        if k is None:
+            return None
+        return f"< {UNMEASURABLE_MS:g} ms" if k < UNMEASURABLE_MS else f"{k:.1f} ms"
+
+    @property
     def saves_where(self) -> str:
         """Where saves_key applies: 'a step', or 'in step 3 (1 of 3)'."""
         acted, n = self.saves_steps, self.steps_profiled
@@ -170,11 +181,11 @@ class Finding:
                 f"({self.saves_ms_per_step:.1f} ms a step, {self.saves_pct:.0%}){tail}"
             )
         fixing = "with the top-level findings above fixed, fixing this too" if self.saves_after_above else "fixing this"
-        if self.saves_ms_in_steps < 0.05:  # never "0.0 ms faster"
-            total = f"; {self.saves_ms:.1f} ms over all {n}" if self.saves_ms >= 0.05 else ""
+        if self.saves_ms_in_steps < UNMEASURABLE_MS:  # never "0.0 ms faster"
+            total = f"; {self.saves_ms:.1f} ms over all {n}" if self.saves_ms >= UNMEASURABLE_MS else ""
             return (
                 f"what-if, {self.saving}: {fixing} would not make the steps measurably faster (under "
-                f"0.05 ms a step it acts in{total}){tail}"
+                f"{UNMEASURABLE_MS:g} ms a step it acts in{total}){tail}"
             )
         pct = f"{self.saves_pct_in_steps or 0.0:.0%}"
         if len(acted) >= n:
@@ -185,8 +196,16 @@ class Finding:
         one = len(acted) == 1
         gained = self.saves_ms_in_steps * len(acted)
         rest = self.saves_ms - gained
+        # A step after the one fixed gets longer where part of its work had run early, during the
+        # delay the fix removes (a waiting rank's host went on into it): its end moves less than its
+        # start. Said so, or "slower" reads as if the fix cost time.
         others = (
-            "" if abs(rest) < 0.05 else f", the other steps {abs(rest):.1f} ms {'slower' if rest < 0 else 'faster'}"
+            ""
+            if abs(rest) < UNMEASURABLE_MS
+            else f", the other steps {rest:.1f} ms faster"
+            if rest > 0
+            else f": the other steps take {-rest:.1f} ms longer, as part of their work had run early, "
+            "during the delay this removes"
         )
         return (
             f"what-if, {self.saving}: {fixing} would make step{'' if one else 's'} {_steps_text(acted)} "

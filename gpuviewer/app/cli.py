@@ -136,7 +136,7 @@ def show_analysis(a, args) -> int:
     def show(f, depth=0):
         lead = "    " * depth + ("└ " if depth else "")
         # per step its cause acts in (the findings' order); the what-if line says which steps
-        saves = f"{f.saves_key:>9.1f} ms" if f.saves_key is not None else f"{'-':>12}"
+        saves = f"{f.saves_figure or '-':>12}"
         _out(f"{lead}[{f.severity:<6}] {saves}  {f.rule:<22} {f.title}")
         if f.saving_text:
             _out(f"{' ' * len(lead)}{'':>23}  {f.saving_text}")
@@ -147,6 +147,13 @@ def show_analysis(a, args) -> int:
         _out("severity   saves/step  rule                   finding (symptoms indented under their cause)")
     for f in a.findings:
         show(f)
+    if a.findings:
+        # under the list (scripts read its first row): what its columns and order mean
+        _out(
+            "(listed by saves/step, what fixing it saves a step it acts in, in a what-if replay; severity: that as a "
+            "share of the median step, high >= 10%, medium >= 2%; '-': no what-if, listed after, severity from the "
+            "evidence)"
+        )
     if not a.findings:
         _out("no findings")
     if a.bound_by:

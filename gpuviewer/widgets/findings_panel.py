@@ -156,7 +156,7 @@ class FindingsPanel(QWidget):
     def _item(self, f) -> QTreeWidgetItem:
         # what fixing it would save a step it acts in (the what-if replay; the findings' order; a
         # one-off stall's step marked); "–" where no change removes its cause
-        saves = "–" if f.saves_key is None else f"{f.saves_key:.1f} ms" + _where_short(f)
+        saves = "–" if f.saves_figure is None else f.saves_figure + _where_short(f)
         it = QTreeWidgetItem(
             [f.severity, saves, f.title, f.rule, ranks_text(f.ranks), "" if f.step is None else str(f.step)]
         )
