@@ -11,8 +11,9 @@ no replay can remove (warm-up, memory) get no saving: `saves_ms` stays None and 
 What a fix saves is said for the steps its change acts in (a stall in one step: that step; a
 launch overhead: every step), and findings are ordered by it: the question is what to fix first
 and how much faster the steps it touches get, with how many steps those are beside it. A one-off
-stall averaged over the profiled steps would shrink with the length of the capture. The saving
-over all the profiled steps (saves_ms) stays what severity follows.
+stall averaged over the profiled steps would shrink with the length of the capture. Severity
+follows the same figure, as a share of the median profiled step (severity()), so a finding listed
+first is never labelled below one listed after it.
 
 The top-level findings are a sequence of fixes (_sequence): each one's saving is what its fix adds
 to the fixes of those listed before it, so together they never claim more than a step's time (a
@@ -129,6 +130,9 @@ class _Start:
         self.g, self.rec, self.base = g, rec, base
         self.dur, self.off, self.times = g.dur, g.e_off, base
         self.fixed = 0  # how many findings' fixes it holds
+        # one yardstick for every finding's severity: the recorded median step (a share of each
+        # finding's own steps would rank a later, smaller saving above an earlier, larger one)
+        self.median_step = float(np.median(list(base.values()))) if base else 0.0
 
     def measure(self, f: Finding, changes: list[Change]) -> tuple[np.ndarray, np.ndarray, dict[int, int]]:
         """Set f's saving (its changes on top of this start); returns the durations, offsets and
@@ -154,7 +158,7 @@ class _Start:
         f.steps_profiled = n
         f.saves_after_above = self.fixed > 0
         f.saving = _what(changes)
-        f.severity = severity(f.saves_pct)
+        f.severity = severity(f.saves_ms_in_steps * 1e6 / self.median_step if self.median_step else 0.0)
         return dur, off, {s: after.get(s, before.get(s, base[s])) for s in base}
 
 
@@ -265,8 +269,9 @@ def _one_fix_once(analysis: Analysis) -> None:
 
 
 def severity(share: float) -> str:
-    """A finding's severity from what fixing it saves: a tenth of the steps' time or more is
-    high, a fiftieth medium, less low (so no "high" finding saves nothing)."""
+    """A finding's severity from what fixing it saves a step it acts in, as a share of the median
+    profiled step: a tenth or more is high, a fiftieth medium, less low (so no "high" finding saves
+    nothing, and the label falls with the findings' order)."""
     return "high" if share >= 0.10 else "medium" if share >= 0.02 else "low"
 
 
