@@ -99,8 +99,23 @@ def late_ranks(
         if len(usual) < 2 or len(usual) < PERSISTENT_SHARE * (n - len(stall_steps)):
             continue
         out.append(_persistent(parts, rbs, colls, g, usual, len(ss), n, per_step, sorted(ss), late, each_of))
-    for s, g, c, usual_r in sorted(episodic):
-        out.append(_episodic(parts, rbs, colls, g, s, c, usual_r, per_step, each_of[s]))
+    # The step after a stall carries its after-effect (the late rank still catching up while the
+    # others went on): what a rank usually causes is read from the steps free of every stall and
+    # of the step after each, not from that after-effect (ddp: rank 1's "usual" was step 4's wait,
+    # the stall's own carry-over, in a run where rank 1 was not late otherwise). Detection above
+    # keeps its threshold; this is what the sentence says.
+    after = {a: b for a, b in zip(steps, steps[1:]) if a in stall_steps}
+    touched = stall_steps | set(after.values())
+    # A step where another rank was the late one counts as none caused: ddp_long's rank 1 is late
+    # only from its stall on (the ranks' phase shifted), and "its usual 27 ms" would hide that.
+    for s, g, c, _ in sorted(episodic):
+        clean = [t for t in steps if t not in touched]
+        caused = [late[t][1] if t in late and late[t][0] == g else 0.0 for t in clean]
+        typical = float(np.median(caused)) if caused else None
+        nxt = after.get(s)
+        carry = (nxt, late[nxt][1]) if nxt in late and late[nxt][0] == g and nxt not in stall_steps else None
+        not_late = [t for t, x in zip(clean, caused) if x == 0.0]
+        out.append(_episodic(parts, rbs, colls, g, s, c, typical, carry, (not_late, clean), per_step, each_of[s]))
     if len({h for h in hosts.values() if h}) > 1 and (alignment or {}).get("method") != "collectives":
         for x in out:  # arrival order across hosts includes their clock offset: say so
             x["title"] += " (host clocks not aligned: part of this may be clock offset)"
@@ -165,14 +180,17 @@ def _persistent(parts, rbs, colls, g, steps, n_late, n_steps, per_step, all_step
     }
 
 
-def _episodic(parts, rbs, colls, g, s, c, usual_r, per_step, each) -> dict:
+def _episodic(parts, rbs, colls, g, s, c, usual_r, carry, quiet, per_step, each) -> dict:
+    """usual_r: the median wait g caused in the steps free of stalls and their after-effects (none
+    where another rank was late; None: no such step); carry: (the next step, the wait g caused in
+    it) where g was late there too; quiet: (the clean steps where g was not late, the clean steps)."""
     r = _lead(colls, g, [s])
     cause, excess, split = _why(parts, rbs, colls, r, [s], g)
     # what this rank's host did in this step beyond its own other steps (host.explain_steps)
     host = [
         h for h in parts[r].table("host_explain").get(s, []) if h["excess_ms"] >= 0.5 and not IDLE_WAIT.match(h["name"])
     ][:3]
-    over = c - usual_r
+    over = c - (usual_r or 0.0)
     whose = "" if len(g) == 1 else f"rank {r}'s "
     what = f": {whose}{host[0]['name']} took {host[0]['excess_ms']:.0f} ms more than usual" if host else ""
     waiting = _waiting(colls, g, [s])
@@ -180,10 +198,19 @@ def _episodic(parts, rbs, colls, g, s, c, usual_r, per_step, each) -> dict:
     share = each / c if c else 0.0  # total -> per rank that waited
     who = f"rank {r}" if len(g) == 1 else f"ranks {rank_list(list(g))}, arriving together,"
     its = "its" if len(g) == 1 else "their"
+    usual = f", {_ms(over * share):.1f} ms more than {its} usual {_ms(usual_r * share):.1f} ms" if usual_r else ""
+    notes = [] if carry is None else [f"and {_ms(carry[1] * share):.1f} ms in step {carry[0]}, right after it"]
+    not_late, clean = quiet
+    if not usual_r and not_late:  # late in no more than half the clean steps: said, not "its usual 0.0 ms"
+        notes.append(
+            f"not the late rank in step {not_late[0]}"
+            if len(clean) == 1
+            else f"not the late rank in {len(not_late)} of the {len(clean)} other steps"
+        )
+    then = f" ({'; '.join(notes)})" if notes else ""
     title = (
         f"Step {s}: {who} held {'the other rank' if k == 1 else f'each of the other {k} ranks'} back "
-        f"{_ms(c * share):.1f} ms, {_ms(over * share):.1f} ms more than {its} usual {_ms(usual_r * share):.1f} ms"
-        f"{what}"
+        f"{_ms(c * share):.1f} ms{usual}{then}{what}"
     )
     return {
         "kind": "episodic",
@@ -199,7 +226,9 @@ def _episodic(parts, rbs, colls, g, s, c, usual_r, per_step, each) -> dict:
         "wait_caused_ms": _ms(c),
         "wait_caused_ms_per_step": {str(s): _ms(c)},
         "excess_over_usual_ms": _ms(over),
-        "usual_ms": _ms(usual_r),
+        **({} if usual_r is None else {"usual_ms": _ms(usual_r)}),
+        "usual_from_steps": clean,
+        **({} if carry is None else {"next_step": carry[0], "next_step_wait_ms": _ms(carry[1])}),
         "lateness_parts_ms": split,
         "wait_caused_ms_each": _ms(c * share),
         "excess_over_usual_ms_each": _ms(over * share),
