@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..model.fmt import utilization_line
-from ..model.markdown import Code, escape_cell, table
+from ..model.markdown import Code, escape_cell, escape_line, table
 from .report_parts import step_cells, where
 
 _STEP_COLUMNS = ("window", "busy", "compute", "comm", "wait", "transfer", "exposed_comm", "memcpy", "idle")
@@ -14,8 +14,8 @@ def _ms(ns) -> str:
 
 
 def to_markdown(a, title: str = "gpuviewer analysis") -> str:
-    """a: the Analysis (results.py)."""
-    out = [f"# {title}", ""]
+    """a: the Analysis (results.py); title: plain text (file names in it are escaped here)."""
+    out = [f"# {escape_cell(title)}", ""]
     out += ["## Findings", ""]
     if not a.findings:
         out.append("No findings.")
@@ -24,16 +24,18 @@ def to_markdown(a, title: str = "gpuviewer analysis") -> str:
         pad = "  " * depth
         # never "0.0 ms lost": a finding without a saving or a time of its own says neither
         cost = (
-            f"saves {f.saves_key:.1f} ms {f.saves_where}"
-            if f.saves_key is not None
+            f"saves {f.saves_figure} {f.saves_where}"
+            if f.saves_figure is not None
             else f"{f.impact_ms:.1f} ms lost"
             if f.impact_ms >= 0.05
             else "no saving measured"
         )
-        out.append(f"{pad}- **{f.severity.upper()} · {f.rule}** · {cost} ({where(f)}): {escape_cell(f.title)}")
+        out.append(
+            f"{pad}- **{f.severity.upper()} · {escape_cell(f.rule)}** · {cost} ({where(f)}): {escape_cell(f.title)}"
+        )
         # a finding's text holds trace names: `<built-in function sleep>` is no tag, `__init__` not bold
         if f.saving_text:
-            out.append(f"{pad}  - {escape_cell(f.saving_text)}")
+            out.append(f"{pad}  - {escape_line(f.saving_text)}")
         if depth == 0:
             out.append(f"{pad}  - advice: {escape_cell(f.advice)}")
         for c in f.children:
