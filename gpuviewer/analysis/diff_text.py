@@ -23,6 +23,22 @@ def verdict(sig: bool) -> str:
     return "significant" if sig else "within noise"
 
 
+def significant_parts(r: dict) -> list[str]:
+    """Which of a compared collective's wait and transfer changed beyond the noise."""
+    return [p for p in ("wait", "transfer") if r[f"{p}_significant"]]
+
+
+def collective_verdict(r: dict) -> str:
+    """A compared collective's verdict: "wait and transfer significant", ..., "within noise"."""
+    sig = significant_parts(r)
+    return " and ".join(sig) + " significant" if sig else "within noise"
+
+
+def size_text(nbytes: int | None) -> str:
+    """A compared collective's size: its bytes, or "all" for a row of every size together."""
+    return "all" if nbytes is None else f"{nbytes:,}"
+
+
 def cut(s: str, n: int = 100) -> str:
     s = " ".join(s.split())
     return s if len(s) <= n else s[: n - 1] + "…"

@@ -7,9 +7,9 @@ from __future__ import annotations
 import html
 import sys
 
+from ..analysis.diff_text import collective_verdict, headline, size_text
 from ..analysis.diff_text import cut as _cut
 from ..analysis.diff_text import dms as _dms
-from ..analysis.diff_text import headline
 from ..analysis.diff_text import ms as _ms
 from ..analysis.diff_text import verdict as _verdict
 
@@ -241,15 +241,11 @@ def _named_rows(rows: list[dict]) -> list[list[str]]:
 
 
 def _coll_rows(rows: list[dict]) -> list[list[str]]:
-    def verdict(r):
-        parts = [p for p in ("wait", "transfer") if r[f"{p}_significant"]]
-        return " and ".join(parts) + " significant" if parts else "within noise"
-
     return [
         [
             r["group"],
             r["name"],
-            "all" if r["bytes"] is None else f"{r['bytes']:,}",
+            size_text(r["bytes"]),
             _n(r["a_count"]),
             _n(r["b_count"]),
             _ms(r["a_wait_ns"]),
@@ -260,7 +256,7 @@ def _coll_rows(rows: list[dict]) -> list[list[str]]:
             _gbps(r["b_busbw_gbps"]),
             _dms(r["delta_wait_ns"]),
             _dms(r["delta_transfer_ns"]),
-            verdict(r),
+            collective_verdict(r),
         ]
         for r in rows
     ]

@@ -15,7 +15,7 @@ import pandas as pd
 from ..analysis.collectives import collective_kind
 from ..analysis.diff import DiffError, diff, parse_steps
 from ..analysis.diff_tables import NO_STEP, Measured
-from ..analysis.diff_text import headline, verdict
+from ..analysis.diff_text import collective_verdict, headline, significant_parts, size_text, verdict
 from ..io.errors import Cancelled, TraceError
 
 __all__ = [
@@ -309,16 +309,16 @@ def named_frame(rows: list[dict], with_comm: bool = True) -> pd.DataFrame:
 def collectives_frame(d: dict, by_size: bool = False) -> pd.DataFrame:
     rows = []
     for r in d["collectives" if by_size else "collective_totals"]:
-        sig = [p for p in ("wait", "transfer") if r[f"{p}_significant"]]
+        sig = significant_parts(r)
         big = max(sig, key=lambda p: abs(r[f"delta_{p}_ns"])) if sig else None
         rows.append(
             {
                 "collective": r["name"],
                 "group": r["group"],
-                "bytes": "all" if r["bytes"] is None else f"{r['bytes']:,}",
+                "bytes": size_text(r["bytes"]),
                 "Δ wait ms": _f(r["delta_wait_ns"]),
                 "Δ transfer ms": _f(r["delta_transfer_ns"]),
-                "verdict": " and ".join(sig) + " significant" if sig else "within noise",
+                "verdict": collective_verdict(r),
                 "wait A ms": _f(r["a_wait_ns"]),
                 "wait B ms": _f(r["b_wait_ns"]),
                 "transfer A ms": _f(r["a_transfer_ns"]),
