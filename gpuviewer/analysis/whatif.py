@@ -50,10 +50,12 @@ class Change:
     # in words (the efficiency findings name a kernel family or a GEMM shape, not a regex)
     events: np.ndarray | None = field(default=None, repr=False, compare=False)
     label: str | None = None
+    label_whole: bool = False  # the label says the whole change: no "Nx faster" after it
 
     def describe(self) -> str:
         if self.kind == "faster" and self.label:
-            return f"{self.label} {1 / max(1 - self.pct / 100, 1e-9):.1f}x faster"
+            # a label naming its own target ("... as long as in the other steps") says it all
+            return self.label if self.label_whole else f"{self.label} {1 / max(1 - self.pct / 100, 1e-9):.1f}x faster"
         if self.kind == "remove_gap":
             return f"remove the longest host gap of rank {self.rank} in " + (
                 f"step {self.step}" if self.step is not None else "every step"
