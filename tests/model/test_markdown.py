@@ -169,3 +169,18 @@ def test_report_md_annotation_cells(hostile, tmp_path):
     rows = headed(tables_with(out.read_text(encoding="utf-8"), SHOWN), "kind")
     assert rows[0] == ["kind", "rank", "at", "length", "text"]
     assert [row[-1] for row in rows[1:]] == [SHOWN]
+
+
+@pytest.mark.parametrize("text", ["# x", "- x", "+ x", "* x", "1. x", "12) x", "> x", "===", "---", "```x", "a #"])
+def test_a_name_starting_a_line_opens_no_block(text):
+    """Where a name starts a list item or a paragraph (escape_line), or ends a heading (escape_cell),
+    it renders as the text it is: no heading, list, quote, rule or code block of its own."""
+    from gpuviewer.model.markdown import escape_cell, escape_line
+
+    md = MarkdownIt("commonmark")
+    item = md.parse(f"- {escape_line(text)}")
+    assert [t.type for t in item if t.nesting == 1] == ["bullet_list_open", "list_item_open", "paragraph_open"]
+    assert [t.content for t in item if t.type == "inline"] == [escape_line(text)]
+    shown = _Text()
+    shown.feed(md.render(f"- {escape_line(text)}\n\n{escape_line(text)}\n\n## {escape_cell(text)}\n"))
+    assert "".join(shown.parts).split("\n") == ["", text, "", text, text, ""]
