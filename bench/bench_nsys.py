@@ -11,7 +11,8 @@ to its target.
 - --tiles FILE: nsys_ddp_big x10 made with
   `python ../shared/tools/scale_trace.py nsys ../shared/traces/nsys/nsys_ddp_big.sqlite FILE --tiles 10`
   (4.7M events): open time and the opening process's peak RSS.
-- --phases: cProfile of one open of nsys_ddp_big, the main phases' cumulative seconds.
+- --phases: cProfile of one open of nsys_ddp_big, the main phases' cumulative seconds (the reading
+  thread's: the tables are fetched on worker threads, io/sqlite_pool.py, and waited for).
 """
 
 from __future__ import annotations
@@ -80,13 +81,11 @@ PHASES = [
     ("imports (gpuviewer.io.session)", "<frozen importlib._bootstrap>:_find_and_load"),
     ("read the report (read_report)", "nsys.py:read_report"),
     ("  GPU tables: kernels, memcpy, memset, sync", "nsys.py:_gpu_table"),
-    ("  host tables' integer columns (CUDA API, OSRT)", "nsys.py:_host_fetch"),
-    ("  NVTX integer columns", "nsys_nvtx.py:fetch_nvtx"),
-    ("  NVTX texts: waiting for their thread (second scan)", "nsys_nvtx.py:get"),
+    ("  waiting for the workers' fetches (host tables, NVTX)", "_base.py:result"),
+    ("  CUDA API calls into events", "nsys_host.py:runtime_calls"),
     ("  NVTX lanes, names, steps", "nsys_nvtx.py:read_nvtx"),
-    ("  threads' lanes (CUDA API, OSRT)", "nsys.py:_thread_lanes"),
-    ("  of it: sqlite3 fetchmany (SQLite + Python tuples)", "~:<method 'fetchmany' of 'sqlite3.Cursor' objects>"),
-    ("  of it: tuples to int64 (numpy.array)", "~:<built-in method numpy.array>"),
+    ("  OS runtime calls into events", "nsys_host.py:osrt"),
+    ("  threads' lanes (CUDA API, OSRT)", "nsys_host.py:_thread_lanes"),
     ("sort, nesting, flows (TraceBuilder.finish)", "build.py:finish"),
 ]
 

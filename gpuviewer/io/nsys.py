@@ -23,7 +23,7 @@ from ..model.trace import Counter, Source, Trace
 from . import sqlite_safe as sq
 from .errors import Cancelled, TraceError
 from .factorize import factorize
-from .nsys_host import NameLUT, graph_events, host_fetch, osrt, runtime_calls, thread_labels
+from .nsys_host import NameLUT, graph_events, graph_fetch, host_fetch, osrt, osrt_fetch, runtime_calls, thread_labels
 from .nsys_nvtx import fetch_nvtx, nvtx_pids, read_nvtx
 from .nsys_report import COPY_KIND, GRAPH_ROW, GRAPH_TRACE, SYNC_TYPE, Report, col, columns, rank_in_environment
 
@@ -101,6 +101,12 @@ def read_report(
     strings = rep.strings
     warnings: list[str] = []
     try:
+        # The large host tables are read by workers while this thread reads the GPU tables (the
+        # first needed first); each is waited for where it is used.
+        runtime_rows = host_fetch(rep, "CUPTI_ACTIVITY_KIND_RUNTIME", ["correlationId", "nameId", "eventClass"])
+        nvtx_rows = fetch_nvtx(rep)
+        osrt_rows = osrt_fetch(rep)
+        graph_rows = graph_fetch(rep)
         gpu = [
             t
             for t in (
@@ -126,8 +132,8 @@ def read_report(
         procs = sorted(proc_dev, key=lambda p: (min(proc_dev[p]), p))
         # host tables fetched before the ranks are known: their processes stand in for ranks
         # when no process has GPU work
-        runtime = host_fetch(rep, "CUPTI_ACTIVITY_KIND_RUNTIME", ["correlationId", "nameId", "eventClass"])
-        nvtx = fetch_nvtx(rep)
+        runtime = runtime_rows() if runtime_rows else None
+        nvtx = nvtx_rows()
         host_pids = set(nvtx_pids(nvtx).tolist())
         if runtime is not None:
             host_pids |= set(factorize(runtime[:, 3])[0].tolist())
@@ -197,14 +203,14 @@ def read_report(
             progress(0.5, f"{os.path.basename(path)}: CUDA API ({b.n_events:,} events so far)")
         runtime_calls(rep, b, rank_of, names_lut, file_index, runtime)
         del runtime
-        graph_events(rep, b, rank_of, strings, file_index)
+        graph_events(rep, b, rank_of, strings, file_index, graph_rows() if graph_rows else None)
         if progress:
             progress(0.65, f"{os.path.basename(path)}: NVTX ({b.n_events:,} events so far)")
         read_nvtx(rep, b, rank_of, file_index, warnings, nvtx)
         del nvtx
         if progress:
             progress(0.8, f"{os.path.basename(path)}: OS runtime ({b.n_events:,} events so far)")
-        osrt(rep, b, rank_of, names_lut, file_index)
+        osrt(rep, b, rank_of, names_lut, file_index, osrt_rows() if osrt_rows else None)
         thread_labels(rep, b, file_index)
         _devices(rep, b, rank_of, proc_dev)
         _memory(rep, b, rank_of)
@@ -237,7 +243,7 @@ def read_report(
             "write; it is damaged or was made by another program",
         ) from e
     finally:
-        db.close()
+        rep.close()
 
 
 def _devices(rep, b, rank_of, proc_dev) -> None:

@@ -5,6 +5,7 @@ threads' names as those lanes' labels."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 
@@ -32,9 +33,10 @@ class NameLUT:
         return out[inv]
 
 
-def host_fetch(rep, table: str, extra: list[str]) -> np.ndarray | None:
-    """Rows of a host-side table as int64 columns (rowid, start, end, pid, tid, *extra); None
-    when the table is absent or lacks them."""
+def host_fetch(rep, table: str, extra: list[str]) -> Callable[[], np.ndarray] | None:
+    """Rows of a host-side table as int64 columns (rowid, start, end, pid, tid, *extra), fetched
+    on a worker from now on (Report.later); the function returned waits for them. None when the
+    table is absent or lacks them."""
     if table not in rep.tables:
         return None
     have = columns(rep.db, table)
@@ -42,11 +44,16 @@ def host_fetch(rep, table: str, extra: list[str]) -> np.ndarray | None:
         return None
     cols = [col(have, c, default="0" if c in ("correlationId", "eventClass") else "-1") for c in extra]
     # globalTid twice, split here (SQL would turn text into thread 0 of process 0)
-    a = rep.fetch(table, ["rowid", "start", "end", "globalTid", "globalTid"] + cols, required=(0, 1, 2, 3))
-    a[:, 3] >>= 24
-    a[:, 3] &= 0xFFFFFF
-    a[:, 4] &= 0xFFFFFF
-    return a
+    fetched = rep.later(table, ["rowid", "start", "end", "globalTid", "globalTid"] + cols, required=(0, 1, 2, 3))
+
+    def rows() -> np.ndarray:
+        a = fetched()
+        a[:, 3] >>= 24
+        a[:, 3] &= 0xFFFFFF
+        a[:, 4] &= 0xFFFFFF
+        return a
+
+    return rows
 
 
 def _thread_lanes(b, rank_of, pid: np.ndarray, tid: np.ndarray, kind: str, prefix: str, source: int) -> np.ndarray:
@@ -66,14 +73,9 @@ def _thread_lanes(b, rank_of, pid: np.ndarray, tid: np.ndarray, kind: str, prefi
     return lane_of[inv]
 
 
-def _host_rows(
-    rep, b, rank_of, table: str, extra: list[str], kind: str, prefix: str, source: int, a: np.ndarray | None = None
-):
-    """Rows of a host-side table (rowid, start, end, pid, tid, *extra) of the ranks' processes,
-    with the lane of each row's thread; None when the table is absent or empty. `a`: the rows,
-    when _host_fetch already read them."""
-    if a is None:
-        a = host_fetch(rep, table, extra)
+def _host_rows(b, rank_of, a: np.ndarray | None, kind: str, prefix: str, source: int):
+    """The rows of a host-side table (host_fetch's columns) of the ranks' processes, with the lane
+    of each row's thread; None when the table is absent or empty."""
     if a is None or not len(a):
         return None
     lane = _thread_lanes(b, rank_of, a[:, 3], a[:, 4], kind, prefix, source)
@@ -84,17 +86,7 @@ def _host_rows(
 
 
 def runtime_calls(rep, b, rank_of, names_lut, source, rows) -> None:
-    got = _host_rows(
-        rep,
-        b,
-        rank_of,
-        "CUPTI_ACTIVITY_KIND_RUNTIME",
-        ["correlationId", "nameId", "eventClass"],
-        LaneKind.CUDA_API,
-        "CUDA API",
-        source,
-        rows,
-    )
+    got = _host_rows(b, rank_of, rows, LaneKind.CUDA_API, "CUDA API", source)
     if got is None:
         return
     a, lane = got
@@ -112,10 +104,15 @@ def runtime_calls(rep, b, rank_of, names_lut, source, rows) -> None:
     )
 
 
-def graph_events(rep, b, rank_of, strings, source) -> None:
-    """CUDA graph creation and instantiation: instants on the CUDA API lane of their thread,
-    named with the graph ('Graph Creation · graph 1'), so a graph launch's graph can be found."""
-    got = _host_rows(rep, b, rank_of, GRAPH_EVENTS, ["nameId", "graphId"], LaneKind.CUDA_API, "CUDA API", source)
+def graph_fetch(rep) -> Callable[[], np.ndarray] | None:
+    return host_fetch(rep, GRAPH_EVENTS, ["nameId", "graphId"])
+
+
+def graph_events(rep, b, rank_of, strings, source, rows) -> None:
+    """CUDA graph creation and instantiation (graph_fetch's rows): instants on the CUDA API lane
+    of their thread, named with the graph ('Graph Creation · graph 1'), so a graph launch's graph
+    can be found."""
+    got = _host_rows(b, rank_of, rows, LaneKind.CUDA_API, "CUDA API", source)
     if got is None:
         return
     a, lane = got
@@ -129,8 +126,13 @@ def graph_events(rep, b, rank_of, strings, source) -> None:
     b.add_instants(a[:, 1] + rep.utc_ns, lane, name)
 
 
-def osrt(rep, b, rank_of, names_lut, source) -> None:
-    got = _host_rows(rep, b, rank_of, "OSRT_API", ["nameId"], LaneKind.OSRT, "OS runtime", source)
+def osrt_fetch(rep) -> Callable[[], np.ndarray] | None:
+    return host_fetch(rep, "OSRT_API", ["nameId"])
+
+
+def osrt(rep, b, rank_of, names_lut, source, rows) -> None:
+    """OS runtime calls (osrt_fetch's rows) on a lane per thread."""
+    got = _host_rows(b, rank_of, rows, LaneKind.OSRT, "OS runtime", source)
     if got is not None:
         a, lane = got
         b.add(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-import threading
+from collections.abc import Callable
 
 import numpy as np
 
@@ -49,34 +49,39 @@ _SHORT_SQL = (
 _SEP, _ID = "\x1f", "\x1e"  # between the texts of a block; before a textId (the text is NULL)
 
 
-def fetch_nvtx(rep) -> dict | None:
+def fetch_nvtx(rep) -> Callable[[], dict | None]:
     """The integer columns of NVTX_EVENTS, every row (rowid, start, end, eventType, globalTid,
-    domainId), fetched in typed chunks; None when the table is absent or lacks them."""
+    domainId), and its texts (_texts_of), each fetched on a worker from now on (Report.submit);
+    the function returned waits for the integer columns (None when the table is absent or lacks
+    them), the texts stay a Future until read_nvtx needs them."""
     t = "NVTX_EVENTS"
     if t not in rep.tables:
-        return None
+        return lambda: None
     have = sq.columns(rep.db, t)
     if not {"start", "eventType", "globalTid"} <= have:
-        return None
-    texts = _Texts(rep.db, have)  # the second scan runs beside this one (SQLite lets go of the GIL)
-    texts.start()
+        return lambda: None
     end = f"coalesce(end, {NULL_END})" if "end" in have else str(NULL_END)
     dom = "coalesce(domainId, 0)" if "domainId" in have else "0"
     # a NULL start, type or thread becomes BAD (missing=) like any value that is not an integer
-    a, _ = sq.fetch_columns(rep.db, t, ["rowid", "start", end, "eventType", "globalTid", dom], missing=BAD)
-    g = a[:, 4]
-    return {
-        "have": have,
-        "texts": texts,
-        "rowid": a[:, 0],
-        "start": a[:, 1],
-        "end": a[:, 2],
-        "type": a[:, 3],
-        "gtid": g,
-        "dom": a[:, 5],
-        "pid": (g >> 24) & 0xFFFFFF,
-        "tid": g & 0xFFFFFF,
-    }
+    ints = rep.later(t, ["rowid", "start", end, "eventType", "globalTid", dom], (), None, BAD)
+    texts = rep.submit(_texts_of, have)  # a second scan, beside the first
+
+    def nvtx() -> dict:
+        a = ints()
+        g = a[:, 4]
+        return {
+            "have": have,
+            "texts": texts,
+            "rowid": a[:, 0],
+            "start": a[:, 1],
+            "end": a[:, 2],
+            "type": a[:, 3],
+            "gtid": g,
+            "dom": a[:, 5],
+            "pid": (g >> 24) & 0xFFFFFF,
+        }
+
+    return nvtx
 
 
 def nvtx_pids(nv: dict | None) -> np.ndarray:
@@ -86,38 +91,8 @@ def nvtx_pids(nv: dict | None) -> np.ndarray:
     return factorize(nv["pid"][nv["gtid"] >= 0])[0]
 
 
-class _Texts(threading.Thread):
-    """_texts on a connection of its own, on a thread; get() waits and gives its result or raises
-    what it met (an SQLite error already turned into the one-line message)."""
-
-    def __init__(self, db, have: set[str]) -> None:
-        super().__init__(name="nvtx-texts", daemon=True)
-        self.db, self.have = db, have
-        self.result: tuple[np.ndarray, list] | None = None
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            db = sq.sibling(self.db)
-        except BaseException as e:  # handed to the reading thread by get()
-            self.error = e
-            return
-        try:
-            n = db.execute("SELECT count(*) FROM NVTX_EVENTS").fetchone()[0]
-            self.result = _texts(db, self.have, n)
-        except sqlite3.Error as e:
-            self.error = sq.explain(db, db.source, e)
-        except BaseException as e:
-            self.error = e
-        finally:
-            db.close()
-
-    def get(self) -> tuple[np.ndarray, list]:
-        self.join()
-        if self.error is not None:
-            raise self.error
-        assert self.result is not None
-        return self.result
+def _texts_of(db, have: set[str]) -> tuple[np.ndarray, list]:
+    return _texts(db, have, db.execute("SELECT count(*) FROM NVTX_EVENTS").fetchone()[0])
 
 
 def _texts(db, have: set[str], n: int) -> tuple[np.ndarray, list]:
@@ -233,7 +208,8 @@ def read_nvtx(rep, b, rank_of, source, warnings, nv: dict | None) -> None:
     if not -lim < session_end < lim or (start == BAD).any() or (end == BAD).any():
         ok = (start > -lim) & (start < lim) & (is_null_end | ((end >= start) & (end < lim)))
         session_end = int(last[ok].max()) if ok.any() else 0
-    codes, keys = nv["texts"].get()
+    del last
+    codes, keys = nv["texts"].result()
     if len(codes) != len(start):  # the file is immutable while we read: two scans see the same rows
         raise sqlite3.DatabaseError("NVTX_EVENTS changed while it was read")
     strings = rep.strings
@@ -246,10 +222,11 @@ def read_nvtx(rep, b, rank_of, source, warnings, nv: dict | None) -> None:
     ranks = np.array(sorted(rank_of), np.int64)
     keep = np.isin(et, NVTX_RANGES + (NVTX_MARK,)) & valid_g & np.isin(nv["pid"], ranks)
     rows = np.flatnonzero(keep)
+    del keep, valid_g
     if not len(rows):
         return
-    pid, tid, dom = nv["pid"][rows], nv["tid"][rows], nv["dom"][rows]
-    dom0 = np.where(dom == BAD, 0, dom)
+    # Columns of millions of rows: each temporary is let go as soon as it has served (the x10
+    # tiles' peak memory is here).
     # names: interned in order of first appearance, as a row-by-row reader would
     row_codes = codes[rows]
     first, name_pos = _first_order(row_codes)
@@ -257,43 +234,64 @@ def read_nvtx(rep, b, rank_of, source, warnings, nv: dict | None) -> None:
         [b.names.id(_short_nvtx(_raw_text(keys[c], strings) or "")) for c in row_codes[first].tolist()], np.int32
     )
     name_a = name_of[name_pos]
+    del row_codes, name_pos
     # lanes: one per (process, thread, domain), made in order of first appearance
+    thread = g[rows] & 0xFFFFFFFFFFFF  # (pid << 24) | tid
+    dom = nv["dom"][rows]
+    dom0 = np.where(dom == BAD, 0, dom) if (dom == BAD).any() else dom
     dvals, _, dcode = factorize(dom0)
-    lane_key = ((pid << 24) | tid) * len(dvals) + dcode if len(dvals) < 1 << 14 else None
-    if lane_key is None:  # thousands of domains: number (thread, domain) pairs another way
-        _, lane_key = np.unique(np.stack([(pid << 24) | tid, dom0], 1), axis=0, return_inverse=True)
+    if len(dvals) == 1:
+        lane_key = thread
+    elif len(dvals) < 1 << 14:
+        lane_key = thread * len(dvals) + dcode
+    else:  # thousands of domains: number (thread, domain) pairs another way
+        _, lane_key = np.unique(np.stack([thread, dom0], 1), axis=0, return_inverse=True)
         lane_key = lane_key.reshape(-1)
+    del dcode
     first, lane_pos = _first_order(lane_key)
+    del lane_key
     lane_of = np.empty(len(first), np.int32)
     for k, i in enumerate(first.tolist()):
-        p, th, d0 = int(pid[i]), int(tid[i]), int(dom0[i])
+        th_key, d0 = int(thread[i]), int(dom0[i])
+        p, th = th_key >> 24, th_key & 0xFFFFFF
         dname = domains.get((p, int(dom[i])))
         label = f"NVTX{' ' + dname if dname else ''} · thread {th}"
         lane_of[k] = b.lane(rank_of[p], LaneKind.NVTX, -1, th * 1000 + d0 if d0 else th, label, pid=p, source=source)
+    del thread, dom, dom0
     lane_a = lane_of[lane_pos]
+    del lane_pos
     is_mark = et[rows] == NVTX_MARK
     start_a, end_a = start[rows], end[rows]
-    open_range = is_null_end[rows] & ~is_mark
+    null_end = is_null_end[rows]
+    del is_null_end
+    open_range = null_end & ~is_mark
     open_ended = int(open_range.sum())
     if open_ended:
         warnings.append(f"{open_ended} NVTX ranges without an end (closed at the end of the capture)")
-    end_a = np.where(open_range, session_end, np.where(is_null_end[rows], start_a, end_a))
+    if null_end.any():
+        end_a = np.where(open_range, session_end, np.where(null_end, start_a, end_a))
+    del null_end, open_range
     # Times are checked here, on whole columns.
     ok = (start_a > -lim) & (start_a < lim) & (end_a >= start_a) & (end_a < lim)
     if not ok.all():
         rep.bad_rows[t] = int((~ok).sum())
     dur_a = end_a - start_a
-    start_a = start_a + rep.utc_ns
+    del end_a
+    start_a += rep.utc_ns  # a copy (indexed by rows): changed in place
+    src = nv["rowid"][rows]
+    del rows
     rng = ~is_mark & ok
     mark = is_mark & ok
+    every = bool(rng.all())  # no marks, no bad times: the columns as they are, not copies
     b.add(
-        start=start_a[rng],
-        dur=dur_a[rng],
-        lane=lane_a[rng],
-        name=name_a[rng],
+        start=start_a if every else start_a[rng],
+        dur=dur_a if every else dur_a[rng],
+        lane=lane_a if every else lane_a[rng],
+        name=name_a if every else name_a[rng],
         cat=np.full(int(rng.sum()), Cat.NVTX, np.uint8),
-        src=nv["rowid"][rows][rng],
+        src=src if every else src[rng],
     )
+    del src
     if mark.any():
         b.add_instants(start_a[mark], lane_a[mark], name_a[mark])
     # Steps: NVTX ranges "step N" (or ProfilerStep#N), per rank; the first of each wins.

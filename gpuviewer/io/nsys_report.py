@@ -8,6 +8,8 @@ nothing is written to it or beside it.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -15,6 +17,7 @@ import numpy as np
 from ..model.categories import Cat
 from . import sqlite_safe as sq
 from .errors import TraceError
+from .sqlite_pool import QueryPool
 
 NSYS_MARKER_TABLES = (
     "StringIds",
@@ -116,6 +119,7 @@ class Report:
         self.db = connect(path, cancelled)
         self.bad_rows: dict[str, int] = {}  # table -> rows skipped for bad values
         self.notes: list[str] = []
+        self._pool: QueryPool | None = None  # made by the first query sent to a worker
         try:
             self.tables = tables(self.db)
             self._check_nsys()
@@ -170,6 +174,35 @@ class Report:
                 return {k: str(rows[k]) for k in ("EXPORT_PRODUCT_VERSION", "EXPORT_SCHEMA_VERSION") if k in rows}
         return {}
 
+    def close(self) -> None:
+        """Stops the workers' queries and waits for them, then closes the file (its shared lock
+        covers their connections)."""
+        try:
+            if self._pool is not None:
+                self._pool.close()
+        finally:
+            self.db.close()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        """fn(connection, *args) on a worker thread, started now (sqlite_pool.QueryPool)."""
+        if self._pool is None:
+            self._pool = QueryPool(self.db)
+        return self._pool.submit(fn, *args)
+
+    def later(
+        self, table: str, exprs: list[str], required=(0, 1, 2), times=(1, 2), missing: int = -1
+    ) -> Callable[[], np.ndarray]:
+        """fetch() started on a worker now; the function returned waits for its rows. The rows it
+        skipped are counted when that function is called, on the reading thread, so the warnings
+        keep the order of the reader's steps whichever query ends first."""
+        got = self.submit(sq.fetch_columns, table, exprs, required, times, missing)
+
+        def rows() -> np.ndarray:
+            a, bad = got.result()
+            return self._count_bad(table, a, bad)
+
+        return rows
+
     def fetch(self, table: str, exprs: list[str], required=(0, 1, 2), times=(1, 2)) -> np.ndarray:
         """`SELECT exprs FROM table` as int64 columns (typed, in blocks: sqlite_safe.fetch_columns)."""
         a, bad = sq.fetch_columns(self.db, table, exprs, required, times)
@@ -192,7 +225,7 @@ def captured_rank(path: str) -> int | None:
     try:
         return rank_in_environment(rep)
     finally:
-        rep.db.close()
+        rep.close()
 
 
 _RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "PMIX_RANK")
