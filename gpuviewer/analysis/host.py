@@ -115,6 +115,25 @@ def _step_markers(trace: Trace) -> set[int]:
     return m
 
 
+def recorded_ns(trace: Trace, rank: int, t0: int, t1: int) -> int:
+    """How much of [t0, t1] the rank's host spent inside any recorded op (a step marker and a
+    helper thread's idle wait left out): the rest is time the profiler did not see (a sleep or
+    I/O without an op around it), so no op may be named as what the host was doing then."""
+    from ..model.intervals import clip, length, union
+
+    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in HOST_KINDS]
+    parts = [q.events_in_range(trace, ln, t0, t1) for ln in lanes]
+    idx = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    if not len(idx):
+        return 0
+    c = trace.columns
+    names = np.asarray(c["name"][idx]).astype(np.int64)
+    idle = {i for i, n in enumerate(trace.names) if IDLE_WAIT.match(n)} | _step_markers(trace)
+    idx = idx[~np.isin(names, list(idle))]
+    st = np.asarray(c["start"][idx]).astype(np.int64)
+    return length(clip(union(st, st + np.asarray(c["dur"][idx]).astype(np.int64)), int(t0), int(t1)))
+
+
 def explain(
     trace: Trace, rank: int, window: tuple[int, int], baseline: list[tuple[int, int]], kinds=None, top: int = 5
 ) -> list[dict]:

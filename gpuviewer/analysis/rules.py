@@ -20,7 +20,7 @@ from ..model.trace import Trace
 from . import contention, launch, outliers, pipeline
 from . import intervals as iv
 from .breakdown import RankBreakdown
-from .host import explain
+from .host import explain, recorded_ns
 from .memory import HELD_ADVICE, STEP_ADVICE, allocated_counters, capacity_bytes, held_and_added, peaks_per_step
 from .rule_base import ADVICE, critical, deferred, finding, settle  # noqa: F401 - used here and by callers
 
@@ -186,7 +186,21 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         np.median([(p[2] - (p[0].start_ns - p[0].idle_before_ns)) / max(p[0].gpu_time_ns, 1) for p in per_step]) < 0.25
     )
     share = typical / med_window
-    who = f": the host was in {what[0]['name']}" if what else ""
+    # the op named is where the host spent the gap, or the gap is said to be unrecorded host time
+    # (stall_on: a 25 ms sleep no op records; naming the 0.06 ms aten::copy_ after it was false)
+    gap = g1 - g0
+    unseen = gap - recorded_ns(trace, rb.rank, g0, g1)
+    if what and what[0]["ms"] * 1e6 >= 0.5 * gap:
+        who = f": the host was in {what[0]['name']}"
+    elif unseen >= 0.5 * gap:
+        who = (
+            f": in step {s.step} its host ran no recorded op for {unseen / 1e6:.1f} ms of the "
+            f"{gap / 1e6:.1f} ms (time the profiler did not see: a sleep, I/O or untraced code)"
+        )
+    elif what:
+        who = f": its host's longest op in it was {what[0]['name']} ({what[0]['ms']:.1f} ms of the {gap / 1e6:.1f} ms)"
+    else:
+        who = ""
     return [
         deferred(
             finding(
@@ -204,6 +218,7 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
                     "gaps_ms": [round(p[1] / 1e6, 3) for p in per_step],
                     "at_step_start": bool(at_start),
                     "host_activity": what,
+                    "host_unrecorded_ms": round(unseen / 1e6, 3),
                 },
             ),
             {p[0].step: p[4] for p in per_step},

@@ -192,3 +192,53 @@ def test_an_outlier_step_s_what_if_removes_the_copy_it_names():
     assert abs(f["saves_ms_in_steps"] - over) <= 0.1 * over, (f["saves_ms_in_steps"], over)
     assert "Memcpy DtoH (Device -> Pageable) of step 7 as long as in the other steps" in f["saving"], f["saving"]
     assert a["findings"][0] is f or f in a["findings"][0]["children"]
+
+
+# -- 6. a host-bound gap names what the host did in it, or says nothing recorded it -------------------
+
+
+def test_a_gap_no_host_op_covers_is_not_blamed_on_an_op():
+    """stall_on: the host sleeps 25 ms before each step's work, outside any op the profiler
+    records; host_bound_idle said 'the host was in aten::copy_' (a 0.06 ms op right after the
+    sleep). Now: the host ran no recorded op for X ms of the Y ms gap, with X and Y as the raw file
+    gives them: Y from the end of the GPU's last op before the step's first op (by launch
+    correlation) to that op, X = Y minus the union of the host's recorded ops in it."""
+    path = trace_path("whatif", "stall_on.json.gz")
+    a = analyze("whatif", "stall_on.json.gz")
+    f = next(f for f in a["findings"] if f["rule"] == "host_bound_idle")
+    m = re.search(r"in step (\d+) its host ran no recorded op for ([\d.]+) ms of the ([\d.]+) ms", f["title"])
+    assert m and "the host was in" not in f["title"], f["title"]
+    step = int(m.group(1))
+    doc = T.load_json(path)
+    ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    host_step = next(e for e in ev if e.get("cat") == "user_annotation" and e["name"] == f"ProfilerStep#{step}")
+    h0, h1 = host_step["ts"], host_step["ts"] + host_step["dur"]
+    launches = {
+        e["args"]["correlation"]: e["ts"]
+        for e in ev
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    gpu = sorted((e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")), key=lambda e: e["ts"])
+    first = next(e for e in gpu if h0 <= launches.get(e["args"].get("correlation"), -1) < h1)
+    g0 = max([h0] + [e["ts"] + e["dur"] for e in gpu if e["ts"] < first["ts"]])  # from the host step's start at most
+    g1 = first["ts"]
+    spans = sorted(
+        (max(e["ts"], g0), min(e["ts"] + e["dur"], g1))
+        for e in ev
+        if e.get("cat") in ("cpu_op", "python_function", "cuda_runtime", "cuda_driver", "user_annotation")
+        and not e["name"].startswith("ProfilerStep#")
+        and e["ts"] < g1
+        and e["ts"] + e["dur"] > g0
+    )
+    covered, end = 0.0, g0
+    for s0, s1 in spans:  # union length
+        if s1 > end:
+            covered += s1 - max(s0, end)
+            end = s1
+    gap_ms, unseen_ms = (g1 - g0) / 1e3, (g1 - g0 - covered) / 1e3
+    assert abs(float(m.group(3)) - gap_ms) <= 0.1 and abs(float(m.group(2)) - unseen_ms) <= 0.1, (
+        f["title"],
+        gap_ms,
+        unseen_ms,
+    )
+    assert unseen_ms >= 0.9 * gap_ms  # the raw file: the host recorded (almost) nothing in the gap
