@@ -3,8 +3,10 @@ summary reads only itself, checked against its schema.
 
 Real parts throughout: a summary written by a real `python -m gpuviewer analyze samples/ddp
 --summary` child once for the module, copied and edited per test; every command a real
-subprocess; the window a real MainWindow (offscreen). A target that must not be read holds a
-marker string that would show in the output if it were."""
+subprocess (the commands on one edited summary in one child, tests/cli_batch.py: the
+interpreter's start was most of each run; one case is run both ways and must answer the same);
+the window a real MainWindow (offscreen). A target that must not be read holds a marker string
+that would show in the output if it were."""
 
 import json
 import os
@@ -12,6 +14,7 @@ import shutil
 import stat
 
 import pytest
+from cli_batch import run_cli_batch
 from conftest import SAMPLES, make_window, run_cli
 
 MARKER = "MARKER-OUTSIDE-THE-SUMMARY"
@@ -145,8 +148,8 @@ def _outside_analysis(folder) -> str:
     return p
 
 
-def _commands(s: str):
-    return [("info", s), ("info", s, "--json"), ("analyze", s), ("analyze", s, "--json"), ("analyze", s, "--md")]
+def _commands(s: str) -> list[list[str]]:
+    return [["info", s], ["info", s, "--json"], ["analyze", s], ["analyze", s, "--json"], ["analyze", s, "--md"]]
 
 
 @pytest.mark.parametrize("where", ["relative", "absolute", "dev_zero", "fifo_inside", "link_out", "folder"])
@@ -176,8 +179,7 @@ def test_a_manifest_pointing_outside_is_refused_without_reading_it(tmp_path, mad
     with open(mp, "w") as f:
         json.dump(m, f)
     atime = os.stat(outside).st_atime_ns
-    for args in [("analyze", s), ("analyze", s, "--json"), ("analyze", s, "--md")]:
-        r = run_cli(*args)
+    for r in run_cli_batch([["analyze", s], ["analyze", s, "--json"], ["analyze", s, "--md"]]):
         err = one_line_refusal(r, s)
         assert MARKER not in r.stdout + r.stderr
         assert "not read" in err or "not a regular file" in err, err
@@ -240,10 +242,8 @@ def test_wrong_types_in_a_summary_are_one_line_naming_it(tmp_path, made, name, w
     out, _ = made
     s = _edit(out, str(tmp_path / "s.gvsum"), **{which: change})
     failed = 0
-    for args in _commands(s):
-        if which == "analysis" and args[0] == "info":
-            continue  # info reads the manifest only
-        r = run_cli(*args)
+    commands = [a for a in _commands(s) if which == "manifest" or a[0] != "info"]  # info reads the manifest only
+    for args, r in zip(commands, run_cli_batch(commands)):
         assert "Traceback" not in r.stderr, (args, r.stderr)
         if name == "version a string" and r.returncode == 2:
             # not a summary by its manifest: the folder is opened as traces and holds none
@@ -253,6 +253,18 @@ def test_wrong_types_in_a_summary_are_one_line_naming_it(tmp_path, made, name, w
         one_line_refusal(r, s)
         failed += 1
     assert failed
+
+
+def test_a_command_answers_the_same_in_a_batch_as_in_its_own_process(tmp_path, made):
+    """The batch above stands for a process per command: on a refused summary and on the good
+    one, every command's exit code, stdout and stderr are those of `python -m gpuviewer`."""
+    out, _ = made
+    bad = _edit(out, str(tmp_path / "s.gvsum"), manifest=BAD[0][2])
+    commands = _commands(bad) + _commands(out)
+    alone = [run_cli(*a) for a in commands]
+    assert [r.returncode for r in alone] == [2] * 5 + [0] * 5
+    for args, a, b in zip(commands, alone, run_cli_batch(commands)):
+        assert (b.returncode, b.stdout, b.stderr) == (a.returncode, a.stdout, a.stderr), args
 
 
 def test_wrong_types_in_a_summary_are_one_line_in_the_window(qtbot, tmp_path, made):
