@@ -72,6 +72,13 @@ def pytest_terminal_summary(terminalreporter):
 _memo_dir: str | None = None
 
 
+def _run_dir(tmp_path_factory):
+    """The folder of this test run: under pytest-xdist the one above each worker's own, which
+    the workers share."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _cache_dir(tmp_path_factory):
     """One cache of opened traces for the whole run, and one folder for run_cli_once's answers:
@@ -79,14 +86,51 @@ def _cache_dir(tmp_path_factory):
     trace that tests in both workers open is read once, and the app's cache, which locks its
     entries, meets two processes as it does with two windows."""
     global _memo_dir
-    base = tmp_path_factory.getbasetemp()
-    run_dir = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    run_dir = _run_dir(tmp_path_factory)
     d = run_dir / "cache"
     d.mkdir(exist_ok=True)
     _memo_dir = str(run_dir / "cli-once")
     os.makedirs(_memo_dir, exist_ok=True)
     os.environ["GPUVIEWER_CACHE_DIR"] = str(d)
     yield d
+
+
+SCALE_TOOL = os.path.join(SHARED, "tools", "scale_trace.py")
+
+
+@pytest.fixture(scope="session")
+def ranks16(tmp_path_factory) -> str:
+    """A folder of 16 ranks made from a real DDP rank (kineto/ddp_clean rank 0) by the project's
+    scaling tool, built once per test run: it costs about 10 s of CPU, and the modules that need
+    many ranks (out-of-core, Dask, summaries, the layers' pixels) all read the same one. Made
+    under a lock in the run's folder, so pytest-xdist's workers share it too. Tests only read it:
+    one that wrote there would change the others' input (copy it first); its files are made
+    read-only, which stops such a write where the tests do not run as root."""
+    import fcntl
+    import shutil
+    import subprocess
+
+    if not os.path.exists(SCALE_TOOL):
+        pytest.skip(f"no {SCALE_TOOL} to make 16 ranks")
+    run_dir = _run_dir(tmp_path_factory)
+    out = run_dir / "ranks16"
+    with open(run_dir / "ranks16.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not out.is_dir():
+            part = run_dir / "ranks16.part"
+            shutil.rmtree(part, ignore_errors=True)  # left by a run that was stopped
+            src = trace_path("kineto", "ddp_clean", "ddp_clean_rank0.json.gz")
+            subprocess.run(
+                [sys.executable, SCALE_TOOL, "kineto", src, str(part), "--ranks", "16", "--tiles", "1"],
+                check=True,
+                capture_output=True,
+                timeout=600,  # a guard against a hang, not a time limit
+            )
+            assert len(os.listdir(part)) == 16
+            for name in os.listdir(part):
+                os.chmod(part / name, 0o444)
+            os.replace(part, out)  # whole or not at all: another worker sees it only when made
+    return str(out)
 
 
 def load_truth() -> dict:

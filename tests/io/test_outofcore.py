@@ -6,39 +6,13 @@ import gzip
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
-import pytest
-from conftest import SHARED, trace_path
+from conftest import trace_path
 
 from gpuviewer.io import cache
 from gpuviewer.io.session import load, session_files
 from gpuviewer.model.summary import summarize
-
-
-@pytest.fixture(scope="module")
-def ranks16(tmp_path_factory):
-    """16 ranks made from a real DDP rank by the project's scaling tool."""
-    out = tmp_path_factory.mktemp("r16")
-    tool = os.path.join(SHARED, "tools", "scale_trace.py")
-    subprocess.run(
-        [
-            sys.executable,
-            tool,
-            "kineto",
-            trace_path("kineto", "ddp", "ddp_rank0.json.gz"),
-            str(out),
-            "--ranks",
-            "16",
-            "--tiles",
-            "1",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return str(out)
 
 
 def _both(paths, tmp_path, monkeypatch, before_new=lambda: None):

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import ROOT, SHARED, trace_path
+from conftest import ROOT, SCALE_TOOL, trace_path
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication, QWidget
 
@@ -22,30 +22,14 @@ SIZE = (950, 420)  # the plot gets about 690 x 390 of it (the lane labels take 2
 
 
 @pytest.fixture(scope="module")
-def traces(tmp_path_factory):
-    """Loaded once per module: the real traces, and 16 ranks (summary rows) made from one."""
+def traces(request):
+    """Loaded once per module: the real traces, and 16 ranks (summary rows) made from one
+    (conftest's ranks16, shared by the run)."""
     from gpuviewer.io.session import load
 
     got = {"ddp_clean": load([trace_path("kineto", "ddp_clean")]), "ddp": load([trace_path("kineto", "ddp")])}
-    tool = os.path.join(SHARED, "tools", "scale_trace.py")
-    if os.path.exists(tool):
-        out = tmp_path_factory.mktemp("r16")
-        subprocess.run(
-            [
-                sys.executable,
-                tool,
-                "kineto",
-                trace_path("kineto", "ddp_clean", "ddp_clean_rank0.json.gz"),
-                str(out),
-                "--ranks",
-                "16",
-                "--tiles",
-                "1",
-            ],
-            check=True,
-            capture_output=True,
-        )
-        got["r16"] = load([str(out)])
+    if os.path.exists(SCALE_TOOL):
+        got["r16"] = load([request.getfixturevalue("ranks16")])
     return got
 
 

@@ -1,6 +1,6 @@
 """Issue 15: the window opens a session summary (OUT.gvsum). Real files throughout: 16 ranks made
-from a real Kineto trace with ../shared/tools/scale_trace.py, the summary written by a real
-`python -m gpuviewer analyze ... --summary` child, opened in a real MainWindow (offscreen),
+from a real Kineto trace with ../shared/tools/scale_trace.py (conftest's ranks16), the summary
+written by a real `python -m gpuviewer analyze ... --summary` child, opened in a real MainWindow (offscreen),
 ranks expanded by a real click on their row (the background loader's process) or in this
 thread, and what each shows compared with `python -m gpuviewer info --json` of the rank's file
 and with the summary's Parquet tables read here through DuckDB."""
@@ -14,9 +14,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, SHARED, make_window, trace_path
+from conftest import ROOT, make_window, trace_path
 
-SRC = trace_path("kineto", "ddp_clean", "ddp_clean_rank0.json.gz")
 HANG_S = 300  # a guard against a hang, not a time limit
 WAIT_MS = 180000
 
@@ -42,30 +41,13 @@ def info_events(path: str) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def job16(tmp_path_factory) -> tuple[str, str, dict]:
-    """16 ranks and their summary: (traces folder, summary folder, manifest)."""
-    base = tmp_path_factory.mktemp("job16")
-    traces = str(base / "traces")
-    subprocess.run(
-        [
-            sys.executable,
-            os.path.join(SHARED, "tools", "scale_trace.py"),
-            "kineto",
-            SRC,
-            traces,
-            "--ranks",
-            "16",
-            "--tiles",
-            "1",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=HANG_S,
-    )
-    out = str(base / "job.gvsum")
-    m = summarize([traces], out)
+def job16(tmp_path_factory, ranks16) -> tuple[str, str, dict]:
+    """16 ranks (conftest's, shared by the run) and their summary: (traces folder, summary
+    folder, manifest)."""
+    out = str(tmp_path_factory.mktemp("job16") / "job.gvsum")
+    m = summarize([ranks16], out)
     assert len(m["ranks"]) == 16 and m["findings"]
-    return traces, out, m
+    return ranks16, out, m
 
 
 def open_window(qtbot, tmp_path, path: str):
