@@ -180,7 +180,8 @@ def read_report(
                 else:
                     labels = {k: b.names.id(v) for k, v in SYNC_TYPE.items()}
                     fallback = b.names.id("Synchronization")
-                name = np.array([labels.get(k, fallback) for k in t["name"].tolist()], np.int32)
+                codes, _, inv = factorize(t["name"])  # the labels are interned: a lookup per distinct code
+                name = np.array([labels.get(k, fallback) for k in codes.tolist()], np.int32)[inv]
                 cats = np.full(len(name), cat, np.uint8)
             lane = np.empty(len(name), np.int32)
             for p, d, s in set(zip(t["pid"].tolist(), t["device"].tolist(), t["stream"].tolist())):

@@ -191,7 +191,10 @@ def test_nvtx_texts_of_a_real_export(big_db):
     [
         np.repeat(np.arange(30, dtype=np.int64) << 40, 1000)[::-1],  # few values, far apart
         np.arange(10_000, dtype=np.int64) % 97 - 40,  # negative, every row a repeat
-        np.arange(9_000, dtype=np.int64) * 7,  # more distinct values than the sample
+        np.arange(9_000, dtype=np.int64) * 7,  # more distinct values than the sample (a table of the span)
+        np.arange(9_000, dtype=np.int64)[::-1] << 30,  # the same, far apart: np.unique
+        np.array([3, -(1 << 62), 3, 1 << 62], np.int64),  # a span beyond int64
+        np.array([7, 2, 7, 2, 5], np.int32),
         np.array([5, 5, 1, 9, 1], np.int64),
         np.zeros(0, np.int64),
     ],
