@@ -214,9 +214,10 @@ def meta_dict(
     }
 
 
-def commit(tmp: str, meta: dict) -> str:
+def commit(tmp: str, meta: dict, evicting: bool = True) -> str:
     """Write meta.json into tmp (last: its presence marks a complete cache) and rename tmp to
-    the session's folder. Returns that folder."""
+    the session's folder, then keep the cache under its limit (not for a pointer of a few
+    hundred bytes: io/cache_slice.py writes one per file). Returns that folder."""
     final = _dir_for(meta["key"])
     with open(os.path.join(tmp, "meta.json"), "wb") as f:
         f.write(msgspec.json.encode(meta))
@@ -226,7 +227,8 @@ def commit(tmp: str, meta: dict) -> str:
     if os.path.exists(final):
         shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
-    evict(keep=final)
+    if evicting:
+        evict(keep=final)
     return final
 
 
@@ -381,6 +383,8 @@ def load(files: list[str]) -> Trace | None:
         return None
     try:
         t = _read(d, key, files)
+    except _Pointer:  # a file of an out-of-core session: its entry is cut out (io/cache_slice.py)
+        return None
     except (Damaged, OSError, ValueError, KeyError, TypeError, IndexError, msgspec.DecodeError) as e:
         why = str(e) if isinstance(e, Damaged) else f"{type(e).__name__}: {e}"[:200]
         _damaged[key] = why
@@ -394,6 +398,27 @@ def load(files: list[str]) -> Trace | None:
     if note:
         t.warnings = list(t.warnings) + [note]
     return t
+
+
+def pointer(files: list[str]) -> tuple[str, dict] | None:
+    """(the folder, meta.json) of the pointer that stands for this file's entry (io/cache_slice.py)."""
+    try:
+        key = key_for(files)
+        d = _dir_for(key)
+        _read(d, key, files)
+    except _Pointer as p:
+        return d, p.meta
+    except (Damaged, OSError, ValueError, KeyError, TypeError, IndexError, msgspec.DecodeError):
+        pass
+    return None
+
+
+class _Pointer(Exception):
+    """The entry is a pointer into an out-of-core session's entry (io/cache_slice.py)."""
+
+    def __init__(self, meta: dict) -> None:
+        super().__init__("a pointer")
+        self.meta = meta
 
 
 def _map_npy(path: str) -> np.ndarray:
@@ -421,6 +446,8 @@ def _read(d: str, key: str, files: list[str]) -> Trace:
         meta = msgspec.json.decode(f.read())
     if meta.get("key") != key or meta.get("version") != STORE_VERSION:
         raise Damaged("meta.json names another session")
+    if "in" in meta:
+        raise _Pointer(meta)
     n = int(meta["n"])
     big = set(EVENT_COLUMNS) | {"inst_t", "inst_lane", "inst_name", "lod_start", "lod_end", "lod_rep", "lod_maxend"}
 

@@ -11,8 +11,8 @@ alone first (and so get one), also when none has one: a folder opened cold leave
 entry, so opening one of its files, or another folder holding some of them, parses nothing
 again. (Reading file by file holds one file's events in memory at a time, not the session's;
 what it costs is writing each file's entry as well as the session's.) A session big enough for
-the out-of-core build with no entry at all is built that way (io/out_of_core.py), without the
-files' entries.
+the out-of-core build with no entry at all is built that way (io/out_of_core.py): its files get
+pointers into its entry, from which their entries are cut here (io/cache_slice.py), not parsed.
 
 The join gives the session the readers make (formats/kineto_json): every file is one rank,
 numbered by the session's rule (a rank named twice, or none, becomes the lowest free one) and
@@ -49,9 +49,9 @@ def load(files: list[str], reader: Reader, job: Job) -> Trace | None:
     reads the files together as before). Files without an entry are read alone first and leave
     one, so a session opened cold also leaves every file's entry for later sessions; a session
     big enough for the out-of-core build (io/out_of_core.py) with no entry at all is left to it."""
-    from . import cache
+    from . import cache, cache_slice
 
-    entries: dict[str, Trace | None] = {f: cache.load([f]) for f in files}
+    entries: dict[str, Trace | None] = {f: cache_slice.load([f]) for f in files}
     reused = sum(1 for t in entries.values() if _usable(t))
     if not reused:
         from . import out_of_core

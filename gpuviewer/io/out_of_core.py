@@ -11,6 +11,8 @@ The parts laid end to end are the columns TraceBuilder.finish() makes: every fil
 files' lanes; lanes, flows (joined on rank and correlation id) and instants never cross files.
 What needs every file, the clock offset of files without an absolute clock, is applied at the
 end to the parts it moves (rare: it needs files with and without a clock base in one session).
+No file gets an entry of its own (a copy of every column): each gets a pointer to its place in
+the session's, from which its entry is cut when it is first opened alone (io/cache_slice.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 
 from ..model.build import TraceBuilder
 from ..model.trace import EVENT_COLUMNS, Counter, Step, Trace
+from .cache_slice import places, point, record
 from .errors import TraceError, file_names
 from .ooc_part import make_part
 from .reader import Job, Reader
@@ -52,8 +55,9 @@ def load(files: list[str], job: Job) -> Trace | None:
     except OSError:
         return None
     try:
-        meta = _build(files, job, store)
+        meta, where = _build(files, job, store)
         store.commit(meta)
+        point(meta["key"], where)  # each file's own entry, cut from this one when first asked for
     except OSError:
         # the cache's own failure (disk full, read-only): reading errors arrive as TraceError
         store.abort()
@@ -96,6 +100,8 @@ class _Parts:
             "n": len(cols["start"]),
             "inst": st.length("inst_t"),
             "n_inst": len(inst["t"]),
+            "flows": st.length("flow_src"),
+            "n_flows": len(part["flow_src"]),
             "lod": st.length("lod_start"),
             "span": part["span"],
         }
@@ -139,7 +145,8 @@ class _Parts:
             at["span"] = (at["span"][0] + offset, at["span"][1] + offset)
 
 
-def _build(files: list[str], job: Job, store) -> dict:
+def _build(files: list[str], job: Job, store) -> tuple[dict, list]:
+    """The session's meta.json, and each file's place in it (io/cache_slice.py)."""
     from . import cache
     from .formats.kineto_json import _process_groups, read_each
 
@@ -163,8 +170,12 @@ def _build(files: list[str], job: Job, store) -> dict:
             per_file.append(_commit_worker_part(b, parts, res, used, rank_warnings))
             del res
     else:
+        w0 = len(b.warnings)
         for info in read_each(b, files, progress, cancelled, optional, skipped):
-            per_file.append(_commit_file(b, parts, info, used, rank_warnings))
+            # the file's reading warnings (a skipped file's line is the session's)
+            said = [w for w in b.warnings[w0:] if not any(w.startswith(f"{f}: skipped (") for f in skipped)]
+            per_file.append(_commit_file(b, parts, info, used, rank_warnings, said))
+            w0 = len(b.warnings)
             del info  # the file's reader and its parsed chunks go before the next file is read
     if not per_file:
         raise TraceError(file_names(files), "no trace in these files (each is JSON, but not a profiler trace)")
@@ -201,7 +212,7 @@ def _build(files: list[str], job: Job, store) -> dict:
     view = _initial_view(store, steps, span)
     counts = np.concatenate(parts.lane_counts) if parts.lane_counts else np.zeros(0, np.int64)
     lane_offsets = np.concatenate(([0], np.cumsum(counts)))
-    return cache.meta_dict(
+    meta = cache.meta_dict(
         files,
         b.format,
         n,
@@ -217,9 +228,10 @@ def _build(files: list[str], job: Job, store) -> dict:
         view,
         lane_offsets,
     )
+    return meta, places(per_file)
 
 
-def _commit_file(b: TraceBuilder, parts: _Parts, info: dict, used: set, rank_warnings: list) -> dict:
+def _commit_file(b: TraceBuilder, parts: _Parts, info: dict, used: set, rank_warnings: list, said: list) -> dict:
     """Give a file just read its rank (as kineto_json does: a rank taken by an earlier file, or
     none, becomes the lowest free one), commit it on its own clock and store its events."""
     fr = info["reader"]
@@ -231,7 +243,7 @@ def _commit_file(b: TraceBuilder, parts: _Parts, info: dict, used: set, rank_war
     del b.warnings[n_warn:]
     at = parts.add(b, lane_lo)
     counters = parts.counters(b, c_lo)
-    return {
+    out = {
         "path": fr.path,
         "n_flow": fr.n_flow,
         "meta": info["meta"],
@@ -245,6 +257,9 @@ def _commit_file(b: TraceBuilder, parts: _Parts, info: dict, used: set, rank_war
         "warnings": later,
         "offset": 0,
     }
+    # the names in the order reading the file alone interns them: its own map's, first seen first
+    record(out, list(dict.fromkeys(fr.names.values())), said, (lane_lo, len(b.lanes) - lane_lo))
+    return out
 
 
 def _free_rank(r: int | None, path: str, used: set, rank_warnings: list) -> int:
@@ -280,7 +295,7 @@ def _commit_worker_part(b: TraceBuilder, parts: _Parts, res: dict, used: set, ra
     b.counters.extend(Counter(r, c.device, c.name, c.t, c.v) for c in res["counters"])
     at = parts.append(res["part"], lane_lo, names)
     counters = parts.counters(b, c_lo)
-    return {
+    out = {
         "path": res["path"],
         "n_flow": res["n_flow"],
         "meta": res["meta"],
@@ -294,6 +309,8 @@ def _commit_worker_part(b: TraceBuilder, parts: _Parts, res: dict, used: set, ra
         "warnings": res["commit_warnings"],
         "offset": 0,
     }
+    record(out, names, res["read_warnings"], (lane_lo, len(b.lanes) - lane_lo))
+    return out
 
 
 def _clocks(b: TraceBuilder, parts: _Parts, per_file: list[dict]) -> None:

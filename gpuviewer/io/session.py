@@ -118,9 +118,9 @@ def _load(
 
             return comp.join(mine, kinds, load_rest if rest else None)
     if use_cache:
-        from . import cache
+        from . import cache_slice
 
-        t = cache.load(files)
+        t = cache_slice.load(files)  # a file of an out-of-core session: its entry cut out of it
         if t is not None:
             if progress:
                 progress(1.0, "opened from cache")

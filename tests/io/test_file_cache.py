@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 
+import pytest
 from conftest import ROOT, run_cli
 
 DDP = os.path.join(ROOT, "samples", "ddp")
@@ -87,7 +88,7 @@ def _ranks_in(folder, placed: dict[int, str]) -> None:
         doc["distributedInfo"]["rank"] = r
         path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        with gzip.open(path, "wt") as f:
+        with gzip.open(path, "wt", compresslevel=1) as f:
             json.dump(doc, f)
 
 
@@ -209,3 +210,78 @@ def test_a_file_rewritten_in_place_to_its_old_size_and_mtime_is_read_again(tmp_p
     fresh = load([str(p)], use_cache=False)
     assert np.array_equal(after.columns["dur"], fresh.columns["dur"])
     assert not np.array_equal(after.columns["dur"], before.columns["dur"])
+
+
+def _same_session(t, read) -> None:
+    """t is the session `read` is (read from the files with no cache), part for part; the kept
+    arguments aside (an out-of-core entry keeps none: io/out_of_core.py)."""
+    import numpy as np
+
+    assert len(t) == len(read) > 0
+    for k in read.columns:
+        assert t.columns[k].dtype == read.columns[k].dtype and np.array_equal(t.columns[k], read.columns[k]), k
+    for k in read.instants:
+        assert np.array_equal(t.instants[k], read.instants[k]), k
+    for a, b in zip(t.flows, read.flows, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert np.array_equal(t.lane_offsets, read.lane_offsets)
+    assert t.names == read.names  # the same ids: names in the order reading interns them
+    assert (t.lanes, t.ranks, t.steps, t.sources, t.warnings) == (
+        read.lanes,
+        read.ranks,
+        read.steps,
+        read.sources,
+        read.warnings,
+    )
+    assert [(c.rank, c.device, c.name, list(c.t), list(c.v)) for c in t.counters] == [
+        (c.rank, c.device, c.name, list(c.t), list(c.v)) for c in read.counters
+    ]
+    skip = ("from_cache", "unread", "file_caches")
+    assert [(k, v) for k, v in t.metadata.items() if k not in skip] == [
+        (k, v) for k, v in read.metadata.items() if k not in skip
+    ]
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])  # ranks read here one by one, or by a pool
+def test_an_out_of_core_session_leaves_each_file_an_entry_cut_from_its_own(tmp_path, monkeypatch, workers):
+    """Built out of core, a session writes no copy of each file's columns but a pointer under the
+    file's key; opening the file alone, or a folder holding some of its files, cuts their entries
+    out of the session's: nothing is read, and each is what reading the file alone gives."""
+    from gpuviewer.io.cache import cache_root, dir_size
+    from gpuviewer.io.session import load
+
+    monkeypatch.setenv("GPUVIEWER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GPUVIEWER_OUT_OF_CORE_MB", "0")  # any size is built out of core
+    monkeypatch.setenv("GPUVIEWER_OOC_WORKERS", workers)
+    run = tmp_path / "run"
+    _ranks_in(run, {0: "rank0.json.gz", 1: "more/rank1.json.gz", 2: "more/rank2.json.gz"})
+    session = load([str(run)])
+    assert len(session.ranks) == 3 and "file_caches" not in session.metadata  # not joined: out of core
+    root = cache_root()
+    entries = sorted(e for e in os.listdir(root) if not e.startswith("."))
+    assert len(entries) == 4
+    sizes = {e: dir_size(os.path.join(root, e)) for e in entries}
+    big = max(sizes, key=lambda e: sizes[e])
+    for e in entries:
+        if e != big:  # a pointer: no columns
+            assert sorted(os.listdir(os.path.join(root, e))) == ["meta.json", "part_names.npy", "sums.json"]
+    del session
+
+    said: list[str] = []
+    one = load([str(run / "more" / "rank1.json.gz")], progress=lambda _f, msg: said.append(msg))
+    assert said == ["opened from cache"]  # cut, not read
+    read_said: list[str] = []
+    read = load([str(run / "more" / "rank1.json.gz")], use_cache=False, progress=lambda _f, m: read_said.append(m))
+    assert any(m.startswith("reading") for m in read_said)  # what reading it says
+    _same_session(one, read)
+
+    sub = load([str(run / "more")])  # rank 1's entry (cut above) and rank 2's (cut now), joined
+    assert sub.metadata["file_caches"] == {"reused": 2, "read": 0}
+    _same_session(sub, load([str(run / "more")], use_cache=False))
+
+    # a file rewritten since the build finds no pointer (another identity): it is read
+    _ranks_in(run, {7: "rank0.json.gz"})
+    said.clear()
+    again = load([str(run / "rank0.json.gz")], progress=lambda _f, msg: said.append(msg))
+    assert any(m.startswith("reading") for m in said)
+    assert [r.rank for r in again.ranks] == [7]

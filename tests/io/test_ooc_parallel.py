@@ -62,7 +62,17 @@ def built(ranks, tmp_path_factory):
 
 def test_parallel_build_writes_the_serial_cache_byte_for_byte(built):
     (_j1, d1, e1), (_j3, d3, e3) = built[1], built[3]
-    assert e1 == e3 == [os.path.basename(d1)]  # the session's entry, nothing else (no per-file ones)
+    assert e1 == e3 and os.path.basename(d1) in e1
+    # besides the session's entry, a pointer under each file's own key (io/cache_slice.py): the
+    # file's place in the session and its names' order, no copy of its columns
+    pointers = [e for e in e1 if e != os.path.basename(d1)]
+    assert len(pointers) == 5
+    for e in pointers:
+        d = os.path.join(os.path.dirname(d1), e)
+        assert sorted(os.listdir(d)) == ["meta.json", "part_names.npy", "sums.json"]
+        assert filecmp.cmp(os.path.join(d, "part_names.npy"), os.path.join(os.path.dirname(d3), e, "part_names.npy"))
+        with open(os.path.join(d, "meta.json"), "rb") as f:
+            assert json.load(f)["in"] == os.path.basename(d1)
     names = sorted(os.listdir(d1))
     assert names == sorted(os.listdir(d3))
     assert {"start.npy", "name.npy", "lane.npy", "flow_src.npy", "lod_index.npy", "meta.json"} <= set(names)
