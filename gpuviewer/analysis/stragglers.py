@@ -29,6 +29,7 @@ from .host import IDLE_WAIT, _per_name, _step_markers
 from .merge import rank_list
 
 MAX_COMPARED = 16  # other ranks a late rank is compared with
+EXPLAINS = 0.25  # a host op named as a stall's reason took at least this share of its extra wait more
 PERSISTENT_SHARE = 1 / 3  # late in at least this share of the steps (and two of them)
 # Ranks that reach a collective within 2% of the wait they cause of the last one, or within
 # 0.5 ms, arrive together: the others wait for all of them, so blaming the one that happened to
@@ -192,10 +193,19 @@ def _episodic(parts, rbs, colls, g, s, c, usual_r, carry, quiet, per_step, each)
     ][:3]
     over = c - (usual_r or 0.0)
     whose = "" if len(g) == 1 else f"rank {r}'s "
-    what = f": {whose}{host[0]['name']} took {host[0]['excess_ms']:.0f} ms more than usual" if host else ""
     waiting = _waiting(colls, g, [s])
     k = len(waiting)
     share = each / c if c else 0.0  # total -> per rank that waited
+    # an op is named as the reason only where its extra time is a real part of the extra wait it
+    # is blamed for (nsys_ddp_big step 1: 'aten::empty took 1 ms more than usual' beside 16 ms)
+    what = ""
+    if host and host[0]["excess_ms"] >= EXPLAINS * _ms(over * share):
+        what = f": {whose}{host[0]['name']} took {host[0]['excess_ms']:.0f} ms more than usual"
+    elif host:
+        what = (
+            f": no host op {'of ' + whose[:-3] + ' ' if whose else ''}explains it (the most extra: "
+            f"{host[0]['name']}, {host[0]['excess_ms']:.1f} ms more than usual)"
+        )
     who = f"rank {r}" if len(g) == 1 else f"ranks {rank_list(list(g))}, arriving together,"
     its = "its" if len(g) == 1 else "their"
     usual = f", {_ms(over * share):.1f} ms more than {its} usual {_ms(usual_r * share):.1f} ms" if usual_r else ""
