@@ -268,3 +268,54 @@ def test_a_stall_names_an_op_only_if_it_explains_a_real_part_of_it(parts):
             assert top["excess_ms"] < 0.25 * float(extra.group(1)), (t, top)
             seen += 1
     assert seen, "no episodic stall with host evidence in this trace"
+
+
+# -- 8. host time no op records is not called idle --------------------------------------------------
+
+
+def test_host_time_outside_recorded_ops_is_not_called_idle():
+    """nsys_ddp is recorded with -t cuda,nvtx,osrt: its Python training loop runs inside no
+    recorded op, and the rank lines said 'host: ... idle 83%' of a host that was computing. The
+    share is now said as 'no op recorded', and it is what the raw export gives: per rank, the
+    profiled steps' NVTX 'step N' ranges (warm-up step 0 left out) minus the union of the CUDA
+    runtime calls and other NVTX ranges of the threads that launch its kernels, within 3 points."""
+    import sqlite3
+
+    path = trace_path("nsys", "nsys_ddp.sqlite")
+    p = run_cli_once("analyze", path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = {int(m.group(1)): m.group(2) for m in re.finditer(r"^rank (\d+): (.*)$", p.stdout, re.M)}
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        strings = dict(db.execute("SELECT id, value FROM StringIds"))
+        kernel_corr = {c for (c,) in db.execute("SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL")}
+        runtime = db.execute("SELECT start, end, globalTid, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchall()
+        nvtx = [
+            (s, e, g, t if t is not None else strings.get(i, ""))
+            for s, e, g, t, i in db.execute("SELECT start, end, globalTid, text, textId FROM NVTX_EVENTS")
+            if e is not None
+        ]
+        devices = dict(
+            db.execute("SELECT globalPid >> 24 & 16777215, MIN(deviceId) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1")
+        )
+    finally:
+        db.close()
+    pid = lambda g: g >> 24 & 0xFFFFFF  # noqa: E731 - the process of a globalTid
+    for rank, proc in enumerate(sorted(devices, key=lambda q: (devices[q], q))):
+        threads = {g for s, e, g, c in runtime if pid(g) == proc and c in kernel_corr}
+        windows = [(s, e) for s, e, g, t in nvtx if g in threads and re.fullmatch(r"step (\d+)", t) and t != "step 0"]
+        spans = [(s, e) for s, e, g, c in runtime if g in threads]
+        spans += [(s, e) for s, e, g, t in nvtx if g in threads and not re.fullmatch(r"step \d+", t)]
+        total = sum(e - s for s, e in windows)
+        covered = 0
+        for w0, w1 in windows:
+            clipped = sorted((max(s, w0), min(e, w1)) for s, e in spans if s < w1 and e > w0)
+            end = w0
+            for s0, s1 in clipped:
+                if s1 > end:
+                    covered += s1 - max(s0, end)
+                    end = s1
+        want = 1 - covered / total
+        said = re.search(r"host: .*no op recorded (\d+)%", lines[rank])
+        assert said and "idle" not in lines[rank].split("host:")[1], lines[rank]
+        assert abs(int(said.group(1)) / 100 - want) <= 0.03, (lines[rank], want)
