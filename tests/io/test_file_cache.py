@@ -4,7 +4,9 @@
 says how many files came from their own entries and how many were parsed, and the ranks' entries
 are untouched (same inode and mtime of their column files). The joined session is the session
 read whole: `info` and `analyze` print the same as with --no-cache. A folder opened with nothing
-cached reads its files one by one and leaves each file's entry too."""
+cached reads its files one by one and leaves each file's entry too. Entries are found by the
+files' identity (a link, a relative path, `..`: the same entry; a copy or a rewrite in place: read
+again), and a session built out of core leaves pointers its files' entries are cut from."""
 
 from __future__ import annotations
 
@@ -53,6 +55,12 @@ def test_a_rank_cached_by_dask_is_not_parsed_again_by_info_of_the_folder(tmp_pat
     after = _entries(cache)
     assert {k: after[k] for k in ranks} == ranks  # neither rank was written again
     assert len(after) == 3  # and the folder's session has its entry now
+    alias = tmp_path / "alias"  # rank 1 again, through a link of another name in another folder
+    alias.mkdir()
+    (alias / "r1.json.gz").symlink_to(os.path.join(DDP, "ddp_rank1.json.gz"))
+    one = _json("info", str(alias), "--json", env=env)
+    assert one["files"] == [str(alias / "r1.json.gz")] and [r["rank"] for r in one["ranks"]] == [1]
+    assert _entries(cache) == after  # the worker's entry: nothing parsed, nothing written
 
     whole = _json("info", DDP, "--json", "--no-cache")
     assert _without(info, "load_seconds", "file_caches") == _without(whole, "load_seconds")
