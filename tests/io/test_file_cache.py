@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 
-import pytest
 from conftest import ROOT, run_cli
 
 DDP = os.path.join(ROOT, "samples", "ddp")
@@ -250,24 +249,24 @@ def _same_session(t, read) -> None:
     ]
 
 
-@pytest.mark.parametrize("workers", ["1", "2"])  # ranks read here one by one, or by a pool
-def test_an_out_of_core_session_leaves_each_file_an_entry_cut_from_its_own(tmp_path, monkeypatch, workers):
+def test_an_out_of_core_session_leaves_each_file_an_entry_cut_from_its_own(tmp_path, monkeypatch):
     """Built out of core, a session writes no copy of each file's columns but a pointer under the
     file's key; opening the file alone, or a folder holding some of its files, cuts their entries
     out of the session's: nothing is read, and each is what reading the file alone gives."""
-    from gpuviewer.io.cache import cache_root, dir_size
+    from gpuviewer.io.cache import cache_root, dir_size, key_for
     from gpuviewer.io.session import load
 
     monkeypatch.setenv("GPUVIEWER_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("GPUVIEWER_OUT_OF_CORE_MB", "0")  # any size is built out of core
-    monkeypatch.setenv("GPUVIEWER_OOC_WORKERS", workers)
+    # ranks read here one by one: a pool writes the same pointers, byte for byte (test_ooc_parallel)
+    monkeypatch.setenv("GPUVIEWER_OOC_WORKERS", "1")
     run = tmp_path / "run"
-    _ranks_in(run, {0: "rank0.json.gz", 1: "more/rank1.json.gz", 2: "more/rank2.json.gz"})
+    _ranks_in(run, {0: "rank0.json.gz", 1: "more/rank1.json.gz", 2: "more/rank2.json.gz", 3: "rank3.json.gz"})
     session = load([str(run)])
-    assert len(session.ranks) == 3 and "file_caches" not in session.metadata  # not joined: out of core
+    assert len(session.ranks) == 4 and "file_caches" not in session.metadata  # not joined: out of core
     root = cache_root()
     entries = sorted(e for e in os.listdir(root) if not e.startswith("."))
-    assert len(entries) == 4
+    assert len(entries) == 5
     sizes = {e: dir_size(os.path.join(root, e)) for e in entries}
     big = max(sizes, key=lambda e: sizes[e])
     for e in entries:
@@ -293,3 +292,12 @@ def test_an_out_of_core_session_leaves_each_file_an_entry_cut_from_its_own(tmp_p
     again = load([str(run / "rank0.json.gz")], progress=lambda _f, msg: said.append(msg))
     assert any(m.startswith("reading") for m in said)
     assert [r.rank for r in again.ranks] == [7]
+
+    # the session's entry gone (evicted, cleared): its pointers lead nowhere, and are removed
+    shutil.rmtree(os.path.join(root, big))
+    said.clear()
+    last = load([str(run / "rank3.json.gz")], progress=lambda _f, msg: said.append(msg))
+    assert any(m.startswith("reading") for m in said)
+    _same_session(last, load([str(run / "rank3.json.gz")], use_cache=False))
+    mine = os.path.join(root, key_for([str(run / "rank3.json.gz")]))
+    assert os.path.exists(os.path.join(mine, "start.npy")) and not os.path.exists(os.path.join(mine, "part_names.npy"))
