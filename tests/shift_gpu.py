@@ -64,7 +64,9 @@ def shift(src: str, dst: str, delta_us: float, everything: bool = False) -> int:
             e["ts"] = _moved(e["ts"], delta_us)
             moved += 1
     with gzip.open(dst, "wt", encoding="utf-8", compresslevel=1) as f:
-        json.dump(doc, f)
+        # dumps, not dump: the same text, from the C encoder (json.dump streams through the
+        # pure-Python one: 2.5 s against 0.55 s of CPU for one pp_gpu rank)
+        f.write(json.dumps(doc))
     return moved
 
 

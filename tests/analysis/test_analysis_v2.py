@@ -2,7 +2,8 @@
 the raw files (tests/analysis_truth.py: json/gzip/sqlite3 + numpy, nothing from gpuviewer), plus
 invariants and metamorphic tests (tests/shift_gpu.py moves a trace's GPU side in time).
 
-The JSON is read from the real CLI in a subprocess (conftest.run_cli), once per input."""
+The JSON is read from the real CLI in a subprocess (conftest.run_cli_once), once per input; the
+`info` runs of section 8 share one child (tests/cli_batch.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import statistics
 import analysis_truth as T
 import pytest
 import shift_gpu
-from conftest import COMPAT, TRACES, load_truth, run_cli, run_cli_once, trace_path
+from cli_batch import run_cli_batch
+from conftest import COMPAT, TRACES, load_truth, run_cli_once, trace_path
 
 TRUTH = load_truth()
 NSYS_DDP_TRUTH = next((v for k, v in TRUTH.items() if k.startswith("ddp_plain")), {})
@@ -576,16 +578,29 @@ def _one_line_refusal(p) -> bool:
     return p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
 
 
-@pytest.mark.parametrize(
-    "path",
-    [trace_path(*p.split("/")) for p in ALL_TRACES + RANK_FILES] + [os.path.join(COMPAT, p) for p in COMPAT_FILES],
-    ids=ALL_TRACES + RANK_FILES + ["compat/" + p for p in COMPAT_FILES],
-)
-def test_json_never_crashes(path):
-    info = run_cli("info", path, "--json")
+NEVER_CRASH = [trace_path(*p.split("/")) for p in ALL_TRACES + RANK_FILES] + [
+    os.path.join(COMPAT, p) for p in COMPAT_FILES
+]
+
+
+@pytest.fixture(scope="module")
+def batch() -> dict:
+    """`info PATH --json` for every input below, and `analyze PATH --json` for the single rank
+    files (no other test analyses one rank of a job), in one child (tests/cli_batch.py): a child
+    per command spent most of its time starting. The other analyses are run_cli_once's, which
+    the tests above and other modules share, each a `python -m gpuviewer` of its own."""
+    commands = [["info", p, "--json"] for p in NEVER_CRASH]
+    commands += [["analyze", trace_path(*p.split("/")), "--json"] for p in RANK_FILES]
+    return {tuple(c): r for c, r in zip(commands, run_cli_batch(commands))}
+
+
+@pytest.mark.parametrize("path", NEVER_CRASH, ids=ALL_TRACES + RANK_FILES + ["compat/" + p for p in COMPAT_FILES])
+def test_json_never_crashes(path, batch):
+    info = batch["info", path, "--json"]
+    analysis = batch.get(("analyze", path, "--json"))
     assert "Traceback" not in info.stderr, info.stderr[-3000:]
     if _one_line_refusal(info):  # a file it cannot read, said in one line: allowed
-        a = run_cli_once("analyze", path, "--json")
+        a = analysis or run_cli_once("analyze", path, "--json")
         assert _one_line_refusal(a) or a.returncode == 0, f"analyze exit {a.returncode}: {a.stderr[-3000:]}"
         if a.returncode == 0:
             _strict_json(a.stdout)
@@ -594,7 +609,7 @@ def test_json_never_crashes(path):
     _strict_json(info.stdout)
     if path in _out:
         return
-    a = run_cli_once("analyze", path, "--json")
+    a = analysis or run_cli_once("analyze", path, "--json")
     assert a.returncode == 0 and "Traceback" not in a.stderr, f"analyze exit {a.returncode}: {a.stderr[-3000:]}"
     _out[path] = _strict_json(a.stdout)
 
