@@ -76,7 +76,8 @@ def _cli(cmd: str, path: str, env: dict | None = None):
 
 def _opened(path: str, env: dict | None = None) -> dict:
     """`info` opens it cleanly (nothing on stderr) and `analyze` runs on it: both in one child
-    (tests/cli_batch.py; its start was half of each small case), the folder checked around it."""
+    (tests/cli_batch.py; a child's start, the interpreter and imports, was most of each run on
+    these small files), the folder checked around it."""
     folder = os.path.dirname(path)
     before = folder_state(folder)
     r, a = run_cli_batch([[cmd, path, "--json", "--no-cache"] for cmd in ("info", "analyze")], env=env)
