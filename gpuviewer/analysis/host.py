@@ -128,7 +128,10 @@ def recorded_ns(trace: Trace, rank: int, t0: int, t1: int) -> int:
         return 0
     c = trace.columns
     names = np.asarray(c["name"][idx]).astype(np.int64)
-    idle = {i for i, n in enumerate(trace.names) if IDLE_WAIT.match(n)} | _step_markers(trace)
+    idle = trace.derived.get("idle_wait_names")  # matched once per session, not once per rank
+    if idle is None:
+        idle = trace.derived["idle_wait_names"] = {i for i, n in enumerate(trace.names) if IDLE_WAIT.match(n)}
+    idle = idle | _step_markers(trace)
     idx = idx[~np.isin(names, list(idle))]
     st = np.asarray(c["start"][idx]).astype(np.int64)
     return length(clip(union(st, st + np.asarray(c["dur"][idx]).astype(np.int64)), int(t0), int(t1)))
