@@ -64,14 +64,14 @@ def fetch_nvtx(rep) -> Callable[[], dict | None]:
     dom = "coalesce(domainId, 0)" if "domainId" in have else "0"
     # a NULL start, type or thread becomes BAD (missing=) like any value that is not an integer
     ints = rep.later(t, ["rowid", "start", end, "eventType", "globalTid", dom], (), None, BAD)
-    texts = rep.submit(_texts_of, have)  # a second scan, beside the first
+    texts = [rep.submit(_texts_of, have)]  # a second scan, beside the first
 
     def nvtx() -> dict:
         a = ints()
         g = a[:, 4]
         return {
             "have": have,
-            "texts": texts,
+            "texts": texts.pop(),  # handed over: read_nvtx's caller lets it go
             "rowid": a[:, 0],
             "start": a[:, 1],
             "end": a[:, 2],

@@ -195,10 +195,12 @@ class Report:
         """fetch() started on a worker now; the function returned waits for its rows. The rows it
         skipped are counted when that function is called, on the reading thread, so the warnings
         keep the order of the reader's steps whichever query ends first."""
-        got = self.submit(sq.fetch_columns, table, exprs, required, times, missing)
+        pending = [self.submit(sq.fetch_columns, table, exprs, required, times, missing)]
 
         def rows() -> np.ndarray:
-            a, bad = got.result()
+            # handed over once: nothing here keeps the table's columns alive after the caller
+            # lets them go (millions of rows)
+            a, bad = pending.pop().result()
             return self._count_bad(table, a, bad)
 
         return rows
