@@ -170,6 +170,9 @@ def _merge(a: np.ndarray, b: np.ndarray, rec: np.ndarray) -> np.ndarray:
 
 def _changed(g, changes: list[Change]) -> tuple[np.ndarray, np.ndarray]:
     """Durations and edge offsets with every change applied to the recording's (_merge)."""
+    if len(changes) == 1:  # the common case: the change as applied, nothing to merge
+        d, o, _notes = apply(g, changes[0])
+        return d, o
     dur, off = g.dur.copy(), g.e_off.copy()
     for ch in changes:
         d, o, _notes = apply(g, ch)
@@ -194,7 +197,10 @@ class _Start:
         step times with them."""
         g, base = self.g, self.base
         own_dur, own_off = _changed(g, changes)
-        dur, off = _merge(self.dur, own_dur, g.dur), _merge(self.off, own_off, g.e_off)
+        if self.fixed:
+            dur, off = _merge(self.dur, own_dur, g.dur), _merge(self.off, own_off, g.e_off)
+        else:  # against the recording: the change's own values
+            dur, off = own_dur, own_off
         after = step_times(g, replay(g, dur, off, base=self.rec))
         before = self.times
         per = {s: before.get(s, base[s]) - after.get(s, before.get(s, base[s])) for s in base}
