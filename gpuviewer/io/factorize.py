@@ -40,7 +40,6 @@ def factorize(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _by_table(key: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """factorize of values in [lo, hi]: a slot per value of the span, marked where one occurs."""
-    n = len(key)
     off = key - lo
     seen = np.zeros(hi - lo + 1, bool)
     seen[off] = True
@@ -48,6 +47,20 @@ def _by_table(key: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray
     slot = np.empty(hi - lo + 1, np.intp)
     slot[present] = np.arange(len(present))
     inv = slot[off]
-    first = np.full(len(present), n, np.intp)
-    np.minimum.at(first, inv, np.arange(n, dtype=np.intp))
-    return (present + lo).astype(key.dtype), first, inv
+    del off, slot
+    return (present + lo).astype(key.dtype), _first_rows(inv, len(present)), inv
+
+
+def _first_rows(inv: np.ndarray, u: int, chunk: int = 1 << 16) -> np.ndarray:
+    """The row where each of the u codes first appears, from the rows' codes: a chunk at a time
+    until every code was seen, which is mostly the first chunk (no index array of all the rows)."""
+    first = np.full(u, -1, np.intp)
+    left = u
+    for lo in range(0, len(inv), chunk):
+        codes, at = np.unique(inv[lo : lo + chunk], return_index=True)
+        new = first[codes] < 0
+        first[codes[new]] = at[new] + lo
+        left -= int(new.sum())
+        if not left:
+            break
+    return first

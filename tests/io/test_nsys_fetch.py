@@ -216,6 +216,7 @@ def test_nvtx_texts_of_a_real_export(big_db):
         np.arange(9_000, dtype=np.int64)[::-1] << 30,  # the same, far apart: np.unique
         np.array([3, -(1 << 62), 3, 1 << 62], np.int64),  # a span beyond int64
         np.array([7, 2, 7, 2, 5], np.int32),
+        np.concatenate([np.zeros(200_000, np.int64), [5], np.zeros(9, np.int64), [-3]]),  # values first seen late
         np.array([5, 5, 1, 9, 1], np.int64),
         np.zeros(0, np.int64),
     ],
