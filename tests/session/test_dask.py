@@ -2,8 +2,14 @@
 CLI in a child, a real `dask scheduler` and `dask worker`s on 127.0.0.1, a LocalCluster; the
 answer is always compared with the in-process `gpuviewer analyze` of the same files.
 
-Inputs are made here from real traces: 16 ranks with ../shared/tools/scale_trace.py, two-host
-sessions with tests/make_hosts.py, a rank cut off while it was being written."""
+Inputs are made from real traces: 16 ranks with ../shared/tools/scale_trace.py (conftest's
+ranks16, made once for the run), two-host sessions with tests/make_hosts.py, a rank cut off while
+it was being written.
+
+One `local:N` run starts the LocalCluster the command owns; the other runs that leave their
+cluster as they found it share one running scheduler and its workers (shared_cluster), since each
+cluster started costs seconds of CPU on a small machine; the tests that kill workers start their
+own."""
 
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, SHARED, trace_path
+from conftest import ROOT, trace_path
 from make_hosts import make
 
 from gpuviewer.analysis.efficiency_findings import ADVICE as EFFICIENCY_ADVICE
@@ -100,38 +106,27 @@ def assert_same(a, b, path="$"):
 
 
 @pytest.fixture(scope="session")
-def ranks16(tmp_path_factory) -> str:
-    out = str(tmp_path_factory.mktemp("ranks16"))
-    subprocess.run(
-        [
-            sys.executable,
-            os.path.join(SHARED, "tools", "scale_trace.py"),
-            "kineto",
-            SRC,
-            out,
-            "--ranks",
-            "16",
-            "--tiles",
-            "1",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=HANG_S,
-    )
-    assert len(os.listdir(out)) == 16
-    return out
-
-
-@pytest.fixture(scope="session")
 def inproc16(ranks16) -> dict:
     a = analyze_json(ranks16)
     assert len(a["ranks"]) == 16 and a["collectives"]  # 16 ranks whose collectives matched
     return a
 
 
+# The test's clusters run no dashboard: the workers' statistical profiler (a stack sample every
+# 10 ms) and the event loop's health ticks only feed one. With them on, an idle scheduler and two
+# workers took 5.8 s of CPU a minute on the 2-core VM, with them off 1.1 s, and the shared cluster
+# idles while the other tests run.
+QUIET_DASK = {
+    "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
+    "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "1s",
+    "DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL": "2s",
+}
+
+
 class Cluster:
     """A `dask scheduler` and `dask worker`s (no nanny: a killed worker stays dead), stopped at
-    the end whatever happens."""
+    the end whatever happens. The workers run in a folder of their own (tmp_path/"workers", also
+    their scratch space), so a path the command failed to make absolute would not be found."""
 
     def __init__(self, tmp_path, workers: int = 2) -> None:
         self.procs: list[subprocess.Popen] = []
@@ -143,8 +138,9 @@ class Cluster:
             raise
 
     def _start(self, tmp_path, workers: int) -> None:
-        sched_file = str(tmp_path / "scheduler.json")
+        sched_file = tmp_path / "scheduler.json"
         log = open(tmp_path / "dask.log", "wb")
+        env = dict(os.environ, **QUIET_DASK)
         self.procs.append(
             subprocess.Popen(
                 [
@@ -156,21 +152,25 @@ class Cluster:
                     "--port",
                     "0",
                     "--scheduler-file",
-                    sched_file,
+                    str(sched_file),
                     "--no-dashboard",
                 ],
                 stdout=log,
                 stderr=log,
+                env=env,
             )
         )
         t0 = time.monotonic()
-        while not os.path.exists(sched_file):
+        self.address = None
+        while self.address is None:  # polled: the scheduler writes the file once it listens
             assert time.monotonic() - t0 < 60, "the scheduler did not start"
             assert self.procs[0].poll() is None, "the scheduler died"
-            time.sleep(0.1)
-        time.sleep(0.2)  # the file is written whole, but give it a moment
-        with open(sched_file) as f:
-            self.address = json.load(f)["address"]
+            try:
+                self.address = json.loads(sched_file.read_text())["address"]
+            except (OSError, ValueError, KeyError):
+                time.sleep(0.1)
+        where = tmp_path / "workers"
+        where.mkdir()
         for _ in range(workers):
             w = subprocess.Popen(
                 [
@@ -178,16 +178,20 @@ class Cluster:
                     "-m",
                     "distributed.cli.dask_worker",
                     "--scheduler-file",
-                    sched_file,
+                    str(sched_file),
                     "--nthreads",
                     "1",
                     "--no-nanny",
                     "--host",
                     "127.0.0.1",
                     "--no-dashboard",
+                    "--local-directory",
+                    str(where),
                 ],
                 stdout=log,
                 stderr=log,
+                cwd=where,
+                env=env,
             )
             self.workers.append(w)
             self.procs.append(w)
@@ -197,19 +201,19 @@ class Cluster:
             c.wait_for_workers(workers, timeout=120)
 
     def stop(self) -> None:
-        for p in reversed(self.procs):
-            if p.poll() is None:
-                p.terminate()
+        """SIGKILL: the cluster is this test's own with nothing to save (its scratch space is in
+        tmp_path). SIGTERM let scheduler and workers close gracefully, 2.2-2.8 s a cluster on the
+        loaded 2-core VM; the graceful close users wait for is the LocalCluster's (local:N test)."""
         for p in self.procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
+            if p.poll() is None:
                 p.kill()
-                p.wait()
+        for p in self.procs:
+            p.wait()
 
 
 @pytest.fixture
 def cluster(tmp_path):
+    """A cluster of this test's own, for the tests that kill its workers."""
     c = Cluster(tmp_path)
     try:
         yield c
@@ -217,8 +221,19 @@ def cluster(tmp_path):
         c.stop()
 
 
-def test_16_ranks_on_a_running_scheduler_equal_in_process(ranks16, inproc16, cluster):
-    r = cli("analyze", ranks16, "--dask", cluster.address, "--json")
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory):
+    """One running cluster for the tests that leave it as they found it (a run's tasks are named
+    by its process and time, and released when it ends)."""
+    c = Cluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def test_16_ranks_on_a_running_scheduler_equal_in_process(ranks16, inproc16, shared_cluster):
+    r = cli("analyze", ranks16, "--dask", shared_cluster.address, "--json")
     assert r.returncode == 0, r.stderr
     assert_same(inproc16, json.loads(r.stdout))
     # progress on stderr: ranks done/total, ending with all of them
@@ -231,16 +246,23 @@ def test_local_cluster_of_2_workers_equal_in_process(ranks16, inproc16):
     assert_same(inproc16, analyze_json(ranks16, "--dask", "local:2"))
 
 
-def test_a_worker_killed_mid_run_gives_the_whole_answer_or_a_clear_error(ranks16, inproc16, cluster):
-    """SIGKILL one of the two workers once the first rank is done (files read afresh, so every
-    map takes a while): the scheduler runs its tasks on the other worker."""
-    p = subprocess.Popen(
+def _analyze_started(ranks16: str, cluster: Cluster, **env: str) -> subprocess.Popen:
+    """`analyze --json` of the 16 ranks on the cluster, running: files read afresh (--no-cache),
+    so every map takes a while and a worker can be killed mid-run."""
+    return subprocess.Popen(
         [sys.executable, "-m", "gpuviewer", "analyze", ranks16, "--dask", cluster.address, "--json", "--no-cache"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        env=dict(os.environ, **env),
     )
+
+
+def test_a_worker_killed_mid_run_gives_the_whole_answer_or_a_clear_error(ranks16, inproc16, cluster):
+    """SIGKILL one of the two workers once the first rank is done (files read afresh, so every
+    map takes a while): the scheduler runs its tasks on the other worker."""
+    p = _analyze_started(ranks16, cluster)
     try:
         seen = []
         while True:
@@ -270,15 +292,7 @@ def test_a_worker_killed_mid_run_gives_the_whole_answer_or_a_clear_error(ranks16
 def test_every_worker_killed_ends_with_one_clear_line_and_no_result(ranks16, cluster):
     """With no worker left the run cannot finish: it says so (after GPUVIEWER_DASK_NO_WORKERS_S)
     and prints nothing on stdout, rather than waiting forever or printing part of the ranks."""
-    env = dict(os.environ, GPUVIEWER_DASK_NO_WORKERS_S="3")
-    p = subprocess.Popen(
-        [sys.executable, "-m", "gpuviewer", "analyze", ranks16, "--dask", cluster.address, "--json", "--no-cache"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env=env,
-    )
+    p = _analyze_started(ranks16, cluster, GPUVIEWER_DASK_NO_WORKERS_S="3")
     try:
         while not p.stderr.readline().startswith("ranks "):
             assert p.poll() is None
@@ -303,14 +317,15 @@ def _cut_rank(path: str) -> None:
         f.write(gzip.compress(data[: i + 60]))
 
 
-def test_a_broken_rank_is_named_and_the_others_analysed(tmp_path):
+def test_a_broken_rank_is_named_and_the_others_analysed(tmp_path, shared_cluster):
     job = tmp_path / "job"
     job.mkdir()
     for f in os.listdir(trace_path("kineto", "ddp_clean")):
         shutil.copy(trace_path("kineto", "ddp_clean", f), job / f)
     broken = str(job / "rank7.json.gz")
     _cut_rank(broken)
-    r = cli("analyze", os.path.relpath(job, ROOT), "--dask", "local:2", "--json")  # a relative path too
+    # a relative path too (the workers run in a folder of their own)
+    r = cli("analyze", os.path.relpath(job, ROOT), "--dask", shared_cluster.address, "--json")
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     assert [f["file"] for f in got.pop("failed_ranks")] == [broken]
@@ -325,24 +340,24 @@ def test_a_broken_rank_is_named_and_the_others_analysed(tmp_path):
     only.mkdir()
     _cut_rank(str(only / "rank0.json.gz"))
     _cut_rank(str(only / "rank1.json.gz"))
-    r = cli("analyze", str(only), "--dask", "local:2")
+    r = cli("analyze", str(only), "--dask", shared_cluster.address)
     assert r.returncode == 1 and r.stdout == ""
     assert "rank0.json.gz" in r.stderr and "rank1.json.gz" in r.stderr and "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize("layout,extra", [("folders", ()), ("hostnames", ()), ("flat", ("--hosts", "0-1,2-3"))])
-def test_two_hosts_aligned_in_the_reduce_as_open_session_aligns_them(tmp_path, layout, extra):
+def test_two_hosts_aligned_in_the_reduce_as_open_session_aligns_them(tmp_path, layout, extra, shared_cluster):
     """Host 1's clock 2.7 ms off, rank 1 late by 10 ms: the reduce aligns the hosts from the
     collectives' ends as open_session does from the events, and finds the same late rank."""
     make(SRC, str(tmp_path), ranks=4, hosts=2, offsets_us=[0.0, 2700.0], late_rank=1, late_ms=10.0, layout=layout)
     here = analyze_json(str(tmp_path), *extra)
     assert any(f["rule"] == "straggler" and f["ranks"][0] == 1 for f in here["findings"])
-    assert_same(here, analyze_json(str(tmp_path), *extra, "--dask", "local:2"))
+    assert_same(here, analyze_json(str(tmp_path), *extra, "--dask", shared_cluster.address))
 
 
-def test_summary_round_trip(tmp_path, ranks16, inproc16):
+def test_summary_round_trip(tmp_path, ranks16, inproc16, shared_cluster):
     out = str(tmp_path / "run.gvsum")
-    r = cli("analyze", ranks16, "--dask", "local:2", "--summary", out, "--json")
+    r = cli("analyze", ranks16, "--dask", shared_cluster.address, "--summary", out, "--json")
     assert r.returncode == 0, r.stderr
     made = json.loads(r.stdout)
     assert_same(inproc16, made)
