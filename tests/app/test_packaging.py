@@ -224,10 +224,10 @@ def test_frozen_bundle_builds_and_renders(tmp_path):
     assert out.stat().st_size > 50_000
     # a big trace opens through the worker pool inside the bundle: a gzip file at or above the
     # size from which the Kineto reader decodes its pieces in the pool. It was
-    # launch_bound_big.json.gz (13.9 MB, 288 MB of JSON, 600k events: in one run 6.2 s of CPU and
-    # 40 s of wall for the source program on the loaded 2-core VM); a sample gzipped at level 0
-    # (stored) takes the same path (the decompressing thread, the pool, several 2 MiB pieces)
-    # with 14k events.
+    # launch_bound_big.json.gz (13.9 MB, 288 MB and 1.0M events of JSON: in one run 6.2 s of CPU
+    # and 40 s of wall for the source program on the loaded 2-core VM); a sample gzipped at level
+    # 0 (stored) takes the same path (the decompressing thread, the pool, several 2 MiB pieces)
+    # with 19k events of JSON.
     from gpuviewer.io.kineto import _PARALLEL_MIN_BYTES
 
     with gzip.open(os.path.join(SAMPLES, "dataloader_stall.json.gz")) as f:
