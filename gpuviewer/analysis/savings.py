@@ -192,14 +192,27 @@ class _Start:
         # finding's own steps would rank a later, smaller saving above an earlier, larger one)
         self.median_step = float(np.median(list(base.values()))) if base else 0.0
 
+    def floor(self, state: tuple) -> tuple[np.ndarray, np.ndarray, dict[int, int]]:
+        """The first fix made as later fixes are measured on it: each value the least of the fix's
+        and the recording's, replayed (the same rule as measure's on top of earlier fixes, so a
+        later saving is measured against the times it is combined with)."""
+        g, base = self.g, self.base
+        dur, off = np.minimum(state[0], g.dur), np.minimum(state[1], g.e_off)
+        after = step_times(g, replay(g, dur, off, base=self.rec))
+        return dur, off, {s: after.get(s, base[s]) for s in base}
+
     def measure(self, f: Finding, changes: list[Change]) -> tuple[np.ndarray, np.ndarray, dict[int, int]]:
         """Set f's saving (its changes on top of this start); returns the durations, offsets and
         step times with them."""
         g, base = self.g, self.base
         own_dur, own_off = _changed(g, changes)
         if self.fixed:
-            dur, off = _merge(self.dur, own_dur, g.dur), _merge(self.off, own_off, g.e_off)
-        else:  # against the recording: the change's own values
+            # on top of earlier fixes: the least of each value (what a fix lengthens is left out:
+            # exact for the first finding, an approximation after it; merging exactly made two
+            # fixes that help each other list out of order, ddp_nop2p's link and elementwise)
+            dur = np.minimum(np.minimum(own_dur, g.dur), self.dur)
+            off = np.minimum(np.minimum(own_off, g.e_off), self.off)
+        else:  # against the recording: the change as the whatif command applies it
             dur, off = own_dur, own_off
         after = step_times(g, replay(g, dur, off, base=self.rec))
         before = self.times
@@ -283,7 +296,8 @@ def _sequence(fs: list[Finding], start: _Start, changes_of: dict[int, list[Chang
     made: dict[int, tuple] = {}  # a candidate's durations, offsets and step times on the current start
     while pending:
         f = max(pending, key=lambda x: (_best(x) or 0.0, -fs.index(x)))
-        start.dur, start.off, start.times = made.get(id(f)) or start.measure(f, changes_of[id(f)])
+        state = made.get(id(f)) or start.measure(f, changes_of[id(f)])
+        start.dur, start.off, start.times = start.floor(state) if not start.fixed else state
         start.fixed += 1
         done.append(f)
         pending.remove(f)
