@@ -202,8 +202,9 @@ class Cluster:
 
     def stop(self) -> None:
         """SIGKILL: the cluster is this test's own with nothing to save (its scratch space is in
-        tmp_path). SIGTERM let scheduler and workers close gracefully: 2.2-2.8 s a cluster on the
-        loaded 2-core VM, once 22 s (a process still there at the end of a 20 s wait); the
+        tmp_path). SIGTERM to all of them took 2.2-2.8 s a cluster on the 2-core VM, and 22 s and
+        40 s in two runs: a worker whose heartbeat was under way when the scheduler went retried
+        the connection for Dask's 30 s connect timeout before it exited (its log says so). The
         graceful close users wait for is the LocalCluster's (the local:N test)."""
         for p in self.procs:
             if p.poll() is None:
