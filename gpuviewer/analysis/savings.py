@@ -276,6 +276,7 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
         except ValueError:  # the change does not apply (a rank or step the model lacks)
             continue
         changes_of[id(f)] = changes
+    _promote(analysis, changes_of)
     _one_fix_once(analysis)
     _sequence(analysis.findings, start, changes_of)
     _unmeasured(analysis.findings, None)
@@ -326,6 +327,33 @@ def _unmeasured(fs: list[Finding], parent: str | None) -> None:
             if _RANK.get(f.severity, 0) > _RANK[cap]:
                 f.severity = cap
         _unmeasured(f.children, f.severity if f.severity in _RANK else None)
+
+
+# what keeps a GPU from computing: a cause with its own fix, nested under a late rank because the
+# same host starves both (merge.attach)
+_OWN_CAUSES = ("launch_bound", "host_bound_idle", "copy_bound")
+
+
+def _promote(analysis: Analysis, changes_of: dict[int, list[Change]]) -> None:
+    """A cause nested under another finding whose own fix saves more than that finding's fix
+    becomes a top-level finding: tp's late rank 0 (keeping pace saves 11.5 ms a step) held its
+    launch-bound GPU (no launch overhead saves 46.2 ms) as if it were a symptom, so the larger fix
+    read as a detail of the smaller. Placed after its old parent; _sequence orders them."""
+    out: list[Finding] = []
+    for f in analysis.findings:
+        out.append(f)
+        if f.saves_ms_in_steps is None:
+            continue
+        for c in list(f.children):
+            if (
+                c.rule in _OWN_CAUSES
+                and id(c) in changes_of
+                and c.saving != f.saving
+                and (c.saves_ms_in_steps or 0.0) > f.saves_ms_in_steps
+            ):
+                f.children.remove(c)
+                out.append(c)
+    analysis.findings[:] = out
 
 
 def _one_fix_once(analysis: Analysis) -> None:
