@@ -16,6 +16,7 @@ INTERNAL = {
     "TooManyObjects": "io/memsnap.py: turned into a TraceError naming the snapshot",
     "NotRegular": "io/bounded.py: each reader says in its own words that the file is not a regular file",
     "TooLarge": "io/bounded.py: each reader says in its own words that the file is over its limit",
+    "_Pointer": "io/cache.py: an entry that points into an out-of-core session's entry, cut out by cache_slice, never reported",
 }
 
 
