@@ -303,9 +303,11 @@ def _explain_split(cause: str, split: dict, excess: list[dict]) -> str:
     if split["step_start"] >= 0.5:
         grow = split.get("step_start_growth", 0.0)
         rate = (
-            f"it grew {grow:.1f} ms a step"
+            # the lag's change from its first late step to its last over the steps between: an
+            # average (tp's grew 22.8 then 6.1 ms), said as one
+            f"it grew {grow:.1f} ms a step on average"
             if grow >= 0.05
-            else f"it shrank {-grow:.1f} ms a step"
+            else f"it shrank {-grow:.1f} ms a step on average"
             if grow <= -0.05
             else "it did not grow"
         )

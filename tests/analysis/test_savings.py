@@ -143,7 +143,7 @@ def test_a_late_step_start_is_said_as_a_lag_and_its_growth():
     pers = next(f for f in analyze("kineto", "fsdp")["findings"] if f["rule"] == "straggler")
     said = re.search(
         r"its host starts the steps ([\d.]+) ms after the others' on average \(a lag carried over "
-        r"from the step before; from its first late step to its last it (grew|shrank) ([\d.]+) ms a step\)",
+        r"from the step before; from its first late step to its last it (grew|shrank) ([\d.]+) ms a step on average\)",
         pers["title"],
     )
     assert said, pers["title"]
