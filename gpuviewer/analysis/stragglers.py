@@ -25,7 +25,7 @@ from ..model.categories import LaneKind
 from ..model.trace import Trace
 from .breakdown import RankBreakdown
 from .collectives import Collectives
-from .host import IDLE_WAIT, _per_name, _step_markers
+from .host import IDLE_WAIT, _per_name, _step_markers, sync_intervals
 from .merge import rank_list
 
 MAX_COMPARED = 16  # other ranks a late rank is compared with
@@ -376,12 +376,14 @@ HOST_KINDS = (LaneKind.CPU, LaneKind.NVTX, LaneKind.OSRT, LaneKind.CUDA_API)
 
 def step_name_times(trace: Trace, rb: RankBreakdown) -> tuple[dict, dict]:
     """The map's side of _excess: per step of the rank, time per op name in the step's GPU window
-    (self time on its GPU lanes) and in its host window (wall time on its host lanes)."""
+    (self time on its GPU lanes) and in its host window (wall time on its host lanes, less its
+    blocking syncs)."""
     gpu_w = {x.step: (x.start_ns, x.end_ns) for x in rb.steps if x.step is not None}
     host_w = {x.step: (x.start, x.end) for x in trace.steps_of_rank(rb.rank)}
+    sync = sync_intervals(trace, rb.rank)  # once for all its steps: not work (_wall_per_name)
     return (
-        {s: _name_times(trace, rb.rank, w, GPU_KINDS, False) for s, w in gpu_w.items()},
-        {s: _name_times(trace, rb.rank, w, HOST_KINDS, True) for s, w in host_w.items()},
+        {s: _name_times(trace, rb.rank, w, GPU_KINDS) for s, w in gpu_w.items()},
+        {s: _name_times(trace, rb.rank, w, HOST_KINDS, sync) for s, w in host_w.items()},
     )
 
 
@@ -392,23 +394,26 @@ def _blocked_before(sync, t0: int, t1: int):
 
     s, e = iv.clip(sync, t0, t1)
     s, e = np.asarray(s, np.int64) - t0, np.asarray(e, np.int64) - t0
-    cum = np.r_[np.int64(0), np.cumsum(e - s)]
+    if not len(s):
+        return np.zeros_like
+    before = np.r_[np.int64(0), np.cumsum(e - s)]  # length of the intervals before each one
 
     def at(x: np.ndarray) -> np.ndarray:
-        k = np.searchsorted(s, x, side="right")  # intervals starting at or before x
-        last = np.maximum(k - 1, 0)
-        part = np.where(k > 0, np.minimum(x, e[last] if len(e) else 0) - (s[last] if len(s) else 0), 0)
-        return cum[np.maximum(k - 1, 0)] * (k > 0) + np.maximum(part, 0)
+        j = np.searchsorted(s, x, side="right") - 1  # the last interval starting at or before x
+        jj = np.maximum(j, 0)
+        return np.where(j >= 0, before[jj] + np.minimum(x, e[jj]) - s[jj], 0)
 
     return at
 
 
-def _name_times(trace: Trace, rank: int, w: tuple[int, int], kinds, inclusive: bool) -> dict[str, int]:
-    """Per op name, time in the window (self time, or wall time when inclusive). Wrappers that
-    span most of the step (the training-loop function) say nothing and are left out."""
+def _name_times(trace: Trace, rank: int, w: tuple[int, int], kinds, sync=None) -> dict[str, int]:
+    """Per op name, time in the window: self time, or with `sync` (the rank's blocking syncs) wall
+    time less those syncs. Wrappers that span most of the step (the training-loop function) say
+    nothing and are left out."""
+    inclusive = sync is not None
     lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in kinds]
     acc: dict[str, int] = {}
-    items = _wall_per_name(trace, lanes, *w, rank) if inclusive else _per_name(trace, lanes, *w)
+    items = _wall_per_name(trace, lanes, *w, sync) if inclusive else _per_name(trace, lanes, *w)
     clean = trace.derived.setdefault("op_names_compared", {})  # name id -> its text compared, or None
     for (name, _cat, _lane), v in items.items():
         if inclusive and v >= 0.8 * (w[1] - w[0]):
@@ -448,16 +453,15 @@ def _excess(parts: dict, r: int, others: list[int], steps: list[int], table: str
     return [{"name": nm, "ms": _ms(v / len(steps))} for nm, v in rows if v / len(steps) >= 1e4]
 
 
-def _wall_per_name(trace: Trace, lanes: list[int], t0: int, t1: int, rank: int) -> dict[tuple[int, int, int], int]:
+def _wall_per_name(trace: Trace, lanes: list[int], t0: int, t1: int, sync) -> dict[tuple[int, int, int], int]:
     """Per (name, cat, lane): wall time of its events inside [t0, t1] (nested calls of one name
     on one lane counted once: the union of their intervals, computed for all names at once),
     less the time the rank's host was blocked in a synchronize call within it: a waiting rank's
     backward holds its syncs on the late rank, which are not work (fsdp's rank 1 was said
     "+11.1 ms" in backward against rank 0's 49 ms of work and 14-17 ms of syncs; +26 without)."""
-    from .host import sync_intervals
-
-    blocked = _blocked_before(sync_intervals(trace, rank), t0, t1)
     from ..model import queries as q
+
+    blocked = _blocked_before(sync, t0, t1)
 
     c = trace.columns
     out: dict[tuple[int, int, int], int] = {}
