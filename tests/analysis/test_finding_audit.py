@@ -363,15 +363,8 @@ def _host_work_ms(doc: dict, op: str) -> dict[int, float]:
         for e in ev
         if e.get("cat") == "user_annotation" and str(e["name"]).startswith("ProfilerStep#")
     }
-    sync = T.union(
-        *zip(
-            *[
-                (T._ns(e["ts"]), T._ns(e["ts"]) + T._ns(e["dur"]))
-                for e in ev
-                if e.get("cat") == "cuda_runtime" and "ynchroni" in e["name"]
-            ]
-        )
-    )
+    syncs = [e for e in ev if e.get("cat") == "cuda_runtime" and "ynchroni" in e["name"]]
+    sync = T.union([T._ns(e["ts"]) for e in syncs], [T._ns(e["ts"]) + T._ns(e["dur"]) for e in syncs])
     calls = [(T._ns(e["ts"]), T._ns(e["ts"]) + T._ns(e["dur"])) for e in ev if e["name"] == op]
     out = {}
     for n, (t0, t1) in steps.items():
