@@ -109,8 +109,8 @@ def late_ranks(
     touched = stall_steps | set(after.values())
     # A step where another rank was the late one counts as none caused: ddp_long's rank 1 is late
     # only from its stall on (the ranks' phase shifted), and "its usual 27 ms" would hide that.
+    clean = [t for t in steps if t not in touched]
     for s, g, c, _ in sorted(episodic):
-        clean = [t for t in steps if t not in touched]
         caused = [late[t][1] if t in late and late[t][0] == g else 0.0 for t in clean]
         typical = float(np.median(caused)) if caused else None
         nxt = after.get(s)
@@ -203,7 +203,7 @@ def _episodic(parts, rbs, colls, g, s, c, usual_r, carry, quiet, per_step, each)
         what = f": {whose}{host[0]['name']} took {host[0]['excess_ms']:.0f} ms more than usual"
     elif host:
         what = (
-            f": no host op {'of ' + whose[:-3] + ' ' if whose else ''}explains it (the most extra: "
+            f": no host op {f'of rank {r} ' if whose else ''}explains it (the most extra: "
             f"{host[0]['name']}, {host[0]['excess_ms']:.1f} ms more than usual)"
         )
     who = f"rank {r}" if len(g) == 1 else f"ranks {rank_list(list(g))}, arriving together,"
