@@ -29,9 +29,6 @@ KEPT = {
 }
 _FIELDS = tuple(KEPT.values())
 _KEYS = tuple(msgspec.json.encode(k) + b":" for k in KEPT)
-# a piece holding none of these (a GPU-only piece, a trace without shapes) is not looked at;
-# one with \u escapes is (a key may be spelled with them)
-_MARKS = tuple(msgspec.json.encode(k) for k in KEPT) + (b"\\u",)
 _NULL = b"null"
 _COMM, _SHAPES = _FIELDS[:10], _FIELDS[10:]
 _GET_COMM, _GET_SHAPES = operator.attrgetter(*_COMM), operator.attrgetter(*_SHAPES)
@@ -48,12 +45,13 @@ def raw_of(v) -> msgspec.Raw | None:
         return None
 
 
-def capture(buf: bytes, x: list, pos: np.ndarray) -> dict | None:
+def capture(x: list, pos: np.ndarray) -> dict | None:
     """For the events x (at positions pos of the piece) that carry any kept key with a value
     other than null: {"pos": their positions, "ref": each one's object, "blobs": the distinct
     objects as JSON bytes}; None when none does."""
-    if not any(m in buf for m in _MARKS):
-        return None
+    # every event is looked at: the decoded fields are the truth (a key may be spelled with \u
+    # escapes), and the loop costs ~0.4 µs an event where searching the piece's bytes for the
+    # 13 keys first cost 1.5 µs
     rows: list[int] = []
     refs: list[int] = []
     index: dict[tuple, int] = {}

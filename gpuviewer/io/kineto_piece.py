@@ -10,6 +10,7 @@ tid, name or category belongs is turned into text. Each is counted in out["bad"]
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 
 import numpy as np
 
@@ -113,6 +114,11 @@ def _odd_cat(c) -> bool:
     return not (c is None or type(c) is str and len(c) <= 256)
 
 
+# the per-event fields taken by map() in C rather than by a Python loop over the events
+_PH, _NAME, _TS, _DUR = attrgetter("ph"), attrgetter("name"), attrgetter("ts"), attrgetter("dur")
+_KEY, _CORRELATION = attrgetter("cat", "pid", "tid"), attrgetter("args.correlation")
+
+
 class _Index(dict):
     """value -> small int, first come first numbered (misses handled in __missing__)."""
 
@@ -122,7 +128,10 @@ class _Index(dict):
 
 
 def _corr(x) -> np.ndarray:
-    vals = [(e.args.correlation if e.args is not None else None) for e in x]
+    try:  # one C pass when every event has args (most pieces of GPU and launch events)
+        vals = list(map(_CORRELATION, x))
+    except AttributeError:  # some have none
+        vals = [(e.args.correlation if e.args is not None else None) for e in x]
     try:
         a = np.array([c if c is not None else 0 for c in vals], dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
@@ -141,7 +150,7 @@ def extract_piece(buf: bytes, chunk: int, evs: list | None = None) -> dict:
     if evs is None:
         evs, buf = decode_events(buf)
     bad: dict = {}
-    phs = [e.ph for e in evs]
+    phs = list(map(_PH, evs))
     try:
         n_flow = phs.count("s") + phs.count("t") + phs.count("f")
     except TypeError:  # pragma: no cover - list.count compares, it does not hash
@@ -159,8 +168,8 @@ def extract_piece(buf: bytes, chunk: int, evs: list | None = None) -> dict:
         out["counters"] = _counters(buf, bad)
     keys, names = _Index(), _Index()
     try:
-        key_ids = [keys[(e.cat, e.pid, e.tid)] for e in x]
-        name_ids = [names[e.name] for e in x]
+        key_ids = list(map(keys.__getitem__, map(_KEY, x)))  # __missing__ numbers new ones
+        name_ids = list(map(names.__getitem__, map(_NAME, x)))
     except TypeError:  # a list or object where a category, pid, tid or name belongs
         keys, names = _Index(), _Index()
         key_ids = [keys[(text(e.cat) if _odd_cat(e.cat) else e.cat, ident(e.pid), ident(e.tid))] for e in x]
@@ -169,12 +178,13 @@ def extract_piece(buf: bytes, chunk: int, evs: list | None = None) -> dict:
     lane_key = np.array(key_ids, np.int32)
     name = np.array(name_ids, np.int32)
     out["keys"], out["names"] = _clean_keys(list(keys), lane_key, bad), _clean_names(list(names), name, bad)
-    ts = floats([e.ts for e in x])
-    dur = floats([e.dur if e.dur is not None else 0.0 for e in x])
+    ts = floats(list(map(_TS, x)))
+    durs = list(map(_DUR, x))
+    dur = floats([d if d is not None else 0.0 for d in durs] if None in durs else durs)
     ok_ts = np.abs(ts) <= TS_MAX_US  # False for NaN
     ok = ok_ts & (dur >= 0) & (dur <= TS_MAX_US)
     corr = _corr(x)
-    kept = capture(buf, x, pos)  # the analysis' arguments, while the events are at hand
+    kept = capture(x, pos)  # the analysis' arguments, while the events are at hand
     if kept is not None:
         out["kept_args"] = kept
     if not ok.all():
