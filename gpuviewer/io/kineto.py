@@ -16,6 +16,7 @@ import numpy as np
 
 from ..model.build import TraceBuilder, mark_comm_lanes, nccl_name_ids
 from ..model.categories import Cat, LaneKind
+from ..model.distinct import distinct
 from ..model.trace import Counter, Step
 from .arg_capture import Collected
 from .chrome_json import read_chrome_json
@@ -227,7 +228,7 @@ class _FileReader(PieceReader):
         if big:
             # the distinct ids, then each piece's rank among them: no inverse of the whole
             # session held at once (10M events: 0.26 GB less at the peak)
-            uniq = np.unique(np.concatenate([c["corr"] for c in self.chunks]))
+            uniq = distinct(np.concatenate([c["corr"] for c in self.chunks]))
             add = 0 if uniq[0] == 0 else 1
             for c in self.chunks:
                 c["corr"] = (np.searchsorted(uniq, c["corr"]) + add).astype(np.uint32)
