@@ -4,7 +4,9 @@ that decodes the pieces of big files on every core, and PieceReader, which hands
 
 from __future__ import annotations
 
+import mmap
 import os
+import queue
 from collections.abc import Callable
 
 import msgspec
@@ -14,6 +16,14 @@ from .chrome_json import Fallback
 
 _POOL = None
 _IN_FLIGHT = 3  # pieces decoding at once: bounds the memory they hold
+# Pieces reach the workers through slots of one shared mapping made before the workers are
+# forked (they inherit it), not pickled through a pipe: pickling and writing 2 MB a piece cost
+# the main process 0.3-0.4 s of CPU on a 288 MB trace, the workers 0.2 s. A slot is free again
+# when its piece's decoding is done; a piece too large for one, or with none free (two files
+# read at once), goes the pickled way.
+_SLOT_BYTES = 4 << 20
+_SLOTS: mmap.mmap | None = None
+_FREE: queue.SimpleQueue = queue.SimpleQueue()
 
 
 def _noop() -> int:
@@ -22,10 +32,15 @@ def _noop() -> int:
 
 def worker_pool():
     """The one pool of worker processes, started on first use."""
-    global _POOL
+    global _POOL, _SLOTS
     if _POOL is None:
         import concurrent.futures as cf
         import multiprocessing as mp
+
+        if _SLOTS is None:
+            _SLOTS = mmap.mmap(-1, _SLOT_BYTES * (_IN_FLIGHT + 2))  # shared, anonymous
+            for i in range(_IN_FLIGHT + 2):
+                _FREE.put(i)
 
         n = min(4, os.cpu_count() or 1)
         # fork: workers inherit the imported modules (spawn would re-import for ~0.3 s). The pool
@@ -34,6 +49,34 @@ def worker_pool():
         for f in [_POOL.submit(_noop) for _ in range(n)]:
             f.result()
     return _POOL
+
+
+def _from_slot(decode: Callable[..., dict], slot: int, n: int, chunk: int, *args) -> dict:
+    """In a worker: decode the piece the main process wrote into a slot (copied out first, so
+    nothing decoded keeps the slot's memory; 2 MB copy in about 0.1 ms)."""
+    assert _SLOTS is not None
+    at = slot * _SLOT_BYTES
+    return decode(_SLOTS[at : at + n], chunk, *args)
+
+
+def _submit(pool, decode: Callable[..., dict], buf, chunk: int, args: tuple):
+    slots, slot = _SLOTS, None
+    if slots is not None and len(buf) <= _SLOT_BYTES:
+        try:
+            slot = _FREE.get_nowait()
+        except queue.Empty:
+            pass
+    if slots is None or slot is None:
+        return pool.submit(decode, buf, chunk, *args)
+    at = slot * _SLOT_BYTES
+    slots[at : at + len(buf)] = buf
+    try:
+        fut = pool.submit(_from_slot, decode, slot, len(buf), chunk, *args)
+    except BaseException:
+        _FREE.put(slot)
+        raise
+    fut.add_done_callback(lambda _f: _FREE.put(slot))  # done, failed or cancelled
+    return fut
 
 
 def shutdown_pool() -> None:
@@ -68,7 +111,7 @@ class PieceReader:
     def piece(self, decode: Callable[..., dict], buf: bytes, chunk: int, *args, here: bool = False) -> None:
         """decode(buf, chunk, *args) in a worker, or here when there is no pool or `here`."""
         if self.pool is not None and not here:
-            self.pending.append(self.pool.submit(decode, buf, chunk, *args))
+            self.pending.append(_submit(self.pool, decode, buf, chunk, args))
             while len(self.pending) > _IN_FLIGHT:
                 self._merge(self._result(self.pending.pop(0)))
             return
