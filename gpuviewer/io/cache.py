@@ -214,6 +214,16 @@ def meta_dict(
     }
 
 
+def builder_meta(files: list[str], b, n: int, steps: list[Step], span, view, lane_offsets: np.ndarray) -> dict:
+    """meta_dict of a session whose names, lanes, ranks, counters, sources, warnings and
+    metadata are a model.build.TraceBuilder's (built out of core, or joined from entries)."""
+    ranks = [b.ranks[r] for r in sorted(b.ranks)]
+    return meta_dict(
+        files, b.format, n, b.names.strings, b.lanes, ranks, steps, b.counters, b.sources, b.warnings, b.metadata,
+        span, view, lane_offsets,
+    )  # fmt: skip
+
+
 def commit(tmp: str, meta: dict, evicting: bool = True) -> str:
     """Write meta.json into tmp (last: its presence marks a complete cache) and rename tmp to
     the session's folder, then keep the cache under its limit (not for a pointer of a few

@@ -253,21 +253,8 @@ def _join(files: list[str], parts: list[tuple[str, Trace]], skipped: list[str], 
     steps = sorted(b.steps, key=lambda s: (s.rank, s.step))
     counts = np.concatenate(lane_counts) if lane_counts else np.zeros(0, np.int64)
     lane_offsets = np.concatenate(([0], np.cumsum(counts)))
-    meta = cache.meta_dict(
-        files,
-        b.format,
-        store.length("start"),
-        b.names.strings,
-        b.lanes,
-        [b.ranks[r] for r in sorted(b.ranks)],
-        steps,
-        b.counters,
-        b.sources,
-        b.warnings,
-        b.metadata,
-        span,
-        _initial_view(store, steps, span),
-        lane_offsets,
+    meta = cache.builder_meta(
+        files, b, store.length("start"), steps, span, _initial_view(store, steps, span), lane_offsets
     )
     meta["argtab"] = all(tab is not None for _s, tab in arg_tables) and len(b.sources) == len(parts)
     if meta["argtab"]:

@@ -212,22 +212,7 @@ def _build(files: list[str], job: Job, store) -> tuple[dict, list]:
     view = _initial_view(store, steps, span)
     counts = np.concatenate(parts.lane_counts) if parts.lane_counts else np.zeros(0, np.int64)
     lane_offsets = np.concatenate(([0], np.cumsum(counts)))
-    meta = cache.meta_dict(
-        files,
-        b.format,
-        n,
-        b.names.strings,
-        b.lanes,
-        [b.ranks[r] for r in sorted(b.ranks)],
-        steps,
-        b.counters,
-        b.sources,
-        b.warnings,
-        b.metadata,
-        span,
-        view,
-        lane_offsets,
-    )
+    meta = cache.builder_meta(files, b, n, steps, span, view, lane_offsets)
     return meta, places(per_file)
 
 
