@@ -160,8 +160,9 @@ def _first_ruled_ops(trace: Trace, ruled: np.ndarray, n: int = 16) -> np.ndarray
 def compute(
     trace: Trace, shapes: ShapesFetcher, peaks: Peaks, steps: list[dict] | None = None, rank: int | None = None
 ) -> Efficiency:
-    """steps: per rank and step the GPU window {rank, step, start_ns, end_ns, warmup} (the
-    analysis' breakdown); None: families only. rank: that rank's kernels only."""
+    """steps: per rank and step the GPU window {rank, step, start_ns, end_ns, warmup} and the GPU
+    idle around it {idle_before_ns, idle_after_ns} (the analysis' breakdown); None: families only.
+    rank: that rank's kernels only."""
     c = trace.columns
     ruled = _ruled_names(trace)
     # a profiler records shapes on every op or on none: ask about a few ops with a rule first,
@@ -345,8 +346,11 @@ def _roof(peaks: Peaks, kind: str, prec: str | None, tc: bool | None, flops: flo
 
 
 def _steps(trace: Trace, kernels, k_flops, steps: list[dict], peaks: Peaks, flop_unknown) -> list[dict]:
-    """Model FLOPs per rank and step: the kernels' shares that start in the step's GPU window.
-    flop_unknown: matmul, conv or attention kernels whose work is unknown (MFU is then a floor)."""
+    """Model FLOPs per rank and step: the kernels' shares that start in the step's GPU window,
+    over the step's GPU time: the window and the GPU idle around it that belongs to the step (a host
+    stalled before the step's work is part of the step's time: MFU is the throughput of the run,
+    not of its busy stretches; stall_on's 29.7 ms steps are 4 ms windows). flop_unknown: matmul,
+    conv or attention kernels whose work is unknown (MFU is then a floor)."""
     c = trace.columns
     rank_of = trace.lane_rank_array()[np.asarray(c["lane"])[kernels]]
     start = np.asarray(c["start"])[kernels]
@@ -356,7 +360,7 @@ def _steps(trace: Trace, kernels, k_flops, steps: list[dict], peaks: Peaks, flop
     out = []
     for s in steps:
         m = (rank_of == s["rank"]) & (start >= s["start_ns"]) & (start < s["end_ns"])
-        t = s["end_ns"] - s["start_ns"]
+        t = s["end_ns"] - s["start_ns"] + (s.get("idle_before_ns") or 0) + (s.get("idle_after_ns") or 0)
         f = float(fl[m].sum())
         out.append(
             {

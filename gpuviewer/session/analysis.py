@@ -56,7 +56,10 @@ def efficiency_of(
     steps = None
     if analysis is not None:
         steps = [
-            {"rank": r["rank"], **{k: s.get(k) for k in ("step", "start_ns", "end_ns", "warmup")}}
+            {
+                "rank": r["rank"],
+                **{k: s.get(k) for k in ("step", "start_ns", "end_ns", "warmup", "idle_before_ns", "idle_after_ns")},
+            }
             for r in analysis.ranks
             for s in r.get("steps") or []
             if s.get("end_ns") is not None
