@@ -29,7 +29,7 @@ def stall_events():
 def _write(folder, name: str, d: dict) -> str:
     p = os.path.join(str(folder), name)
     with open(p, "w") as f:
-        json.dump(d, f)  # allow_nan: NaN and Infinity are written as JavaScript spells them
+        f.write(json.dumps(d))  # allow_nan: NaN and Infinity are written as JavaScript spells them
     return p
 
 

@@ -97,7 +97,7 @@ def hostile(tmp_path_factory):
                 args["Process Group Description"] = HOSTILE
         assert renamed
         with gzip.open(d / name, "wt", encoding="utf-8") as f:
-            json.dump(doc, f)
+            f.write(json.dumps(doc))  # C encoder; json.dump runs the Python one
     return str(d)
 
 
