@@ -115,6 +115,14 @@ def launch_parents(trace: Trace, rank: int | None = None) -> tuple[np.ndarray, n
     return kernels, parent
 
 
+def _launched(trace: Trace, kernels: np.ndarray) -> np.ndarray:
+    """Per kernel: is the CUDA call that launched it on record (a flow ends at it)?"""
+    dst = np.asarray(trace.flows[1], np.int64)
+    if not len(kernels) or not len(dst):
+        return np.zeros(len(kernels), bool)
+    return np.isin(kernels, dst)
+
+
 def _ruled_names(trace: Trace) -> np.ndarray:
     got = trace.derived.get("efficiency_ruled_names")
     if got is None or len(got) != len(trace.names):
@@ -245,6 +253,9 @@ def compute(
         {"name": trace.names[int(un_names[i])], "ops": int(un_n[i])} for i in np.argsort(-un_n, kind="stable")[:5]
     ]
     n_unknown_k = int((~has_op).sum())
+    # a kernel whose launch call is not on record (it ran from a launch before the capture began)
+    # has no op at all: said apart from the ops whose shapes or rule fall short
+    orphan = ~has_op & ~_launched(trace, kernels)
     eff = Efficiency(
         peaks,
         families,
@@ -256,6 +267,8 @@ def compute(
             "unknown_names": top_unknown,
             "unknown_kernels": n_unknown_k,
             "unknown_time_ns": int(dur[~has_op].sum()),
+            "unknown_no_launch_kernels": int(orphan.sum()),
+            "unknown_no_launch_ns": int(dur[orphan].sum()),
             "kernels": int(len(kernels)),
             "shapes_recorded": bool(got),
         },
@@ -410,12 +423,18 @@ def summary_lines(eff: dict) -> list[str]:
     o = eff.get("ops") or {}
     if o.get("unknown") or o.get("unknown_kernels"):
         names = ", ".join(f"{u['name']} ({u['ops']})" for u in o.get("unknown_names") or [])
-        said = (
-            "no shapes recorded"
-            if not o.get("shapes_recorded")
-            else "their ops have no shapes, no rule, or arguments a rule cannot read (older PyTorch versions recorded no "
-            "Concrete Inputs: no stride or padding)" + (f": {names}" if names else "")
+        why = (
+            "no shapes, no rule, or arguments a rule cannot read (older PyTorch versions recorded no Concrete Inputs: "
+            "no stride or padding)" + (f": {names}" if names else "")
         )
+        orphans, total = o.get("unknown_no_launch_kernels") or 0, o.get("unknown_kernels", 0)
+        if not o.get("shapes_recorded"):
+            said = "no shapes recorded"
+        elif not orphans:
+            said = f"their ops have {why}"
+        else:  # kernels whose launch the capture missed have no op to read shapes from
+            lost = f"{orphans} ({(o.get('unknown_no_launch_ns') or 0) / 1e6:.1f} ms) have no launch call on record"
+            said = f"{lost}, so no op" if orphans == total else f"{lost}, so no op; the others' ops have {why}"
         out.append(
             f"  work unknown for {o.get('unknown_kernels', 0)} of {o.get('kernels', 0)} kernels "
             f"({o.get('unknown_time_ns', 0) / 1e6:.1f} ms): {said}"
