@@ -22,20 +22,11 @@ from .json_sanitize import sanitize
 # the collector need not track them (tracking them cost a third of the decode's CPU)
 
 
-class Args(msgspec.Struct, gc=False):
-    """The argument keys the store indexes; every other key is skipped by the decoder."""
+class KeptArgs(msgspec.Struct, gc=False):
+    """The arguments of complete ('X') events that are read: the correlation id, and the keys
+    kept for the analysis; every other key is skipped by the decoder."""
 
     correlation: Any = None
-    external_id: Any = msgspec.field(default=None, name="External id")
-    device: Any = None
-    stream: Any = None
-    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
-    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
-    device_id: Any = msgspec.field(default=None, name="Device Id")
-    device_type: Any = msgspec.field(default=None, name="Device Type")
-    name: Any = None  # metadata events
-    labels: Any = None
-    sort_index: Any = None
     # kept as raw JSON for the analysis (io/arg_capture.py: the keys and their order there): NCCL
     # kernels' collective arguments and CPU ops' recorded shapes; decoded only when asked about
     pg_name: msgspec.Raw = msgspec.field(default=None, name="Process Group Name")  # type: ignore[assignment]
@@ -51,6 +42,17 @@ class Args(msgspec.Struct, gc=False):
     in_dims: msgspec.Raw = msgspec.field(default=None, name="Input Dims")  # type: ignore[assignment]
     in_types: msgspec.Raw = msgspec.field(default=None, name="Input type")  # type: ignore[assignment]
     concrete: msgspec.Raw = msgspec.field(default=None, name="Concrete Inputs")  # type: ignore[assignment]
+
+
+class Args(KeptArgs, gc=False):
+    """The arguments read from other events: memory instants' and metadata events' too."""
+
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    name: Any = None  # metadata events
+    labels: Any = None
 
 
 class Ev(msgspec.Struct, gc=False):
@@ -113,8 +115,17 @@ def _phase_type(ph: str, base: type) -> type:
     return types.new_class(f"Ev_{ph}", (base,), {"tag": ph, "gc": False}, lambda ns: ns.update(ph=ph))
 
 
+class _Complete(_WithFields, tag="X", gc=False):
+    ph: ClassVar[str] = "X"
+    args: KeptArgs | None = None  # type: ignore[assignment]  # fewer fields to make
+
+
 # the Chrome trace format's phases (Trace Event Format), flows without fields
-_PHASES = [_phase_type(p, _WithFields) for p in "XBEiIMCbneRPONDcVv()"] + [_phase_type(p, _ByPhase) for p in "stf"]
+_PHASES = (
+    [_Complete]
+    + [_phase_type(p, _WithFields) for p in "BEiIMCbneRPONDcVv()"]
+    + [_phase_type(p, _ByPhase) for p in "stf"]
+)
 _typed = msgspec.json.Decoder(list[functools.reduce(operator.or_, _PHASES)])  # type: ignore[misc]
 _loose = msgspec.json.Decoder(list[Ev])  # args as plain objects: used when a piece has odd args
 generic_events = msgspec.json.Decoder(list[EvGeneric])
@@ -158,16 +169,12 @@ def _as_typed(e: Ev) -> EvTyped:
     if isinstance(a, dict):
         args = Args(
             correlation=a.get("correlation"),
-            external_id=a.get("External id"),
-            device=a.get("device"),
-            stream=a.get("stream"),
             total_allocated=a.get("Total Allocated"),
             total_reserved=a.get("Total Reserved"),
             device_id=a.get("Device Id"),
             device_type=a.get("Device Type"),
             name=a.get("name"),
             labels=a.get("labels"),
-            sort_index=a.get("sort_index"),
             **{f: raw_of(a.get(k)) for k, f in KEPT.items()},  # type: ignore[arg-type]  # None: absent
         )
     return EvTyped(e.ph, e.name, e.cat, e.pid, e.tid, e.ts, e.dur, e.id, e.s, e.bp, args)
