@@ -266,7 +266,13 @@ def lost_text(f) -> str:
 
 
 def _fmt(v) -> str:
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
+    """A metric as a user reads it: 200,000 and 2,631.5, never "2e+05"; small values with four
+    significant digits."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, int) or abs(v) >= 1000:
+        return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
+    return f"{v:.4g}"
 
 
 def _flat(fs):

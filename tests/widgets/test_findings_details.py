@@ -1,0 +1,48 @@
+"""The findings panel's details table prints metrics as a user reads them: counts with thousands
+separators (1,923 kernels; 200,000 kernels a step, which a float metric printed as "2e+05"),
+never scientific notation. A real session of samples/ddp; a real panel, offscreen."""
+
+import dataclasses
+import os
+import re
+
+import pytest
+from conftest import SAMPLES
+
+import gpuviewer
+from gpuviewer.widgets.findings_panel import FindingsPanel
+
+
+@pytest.fixture(scope="module")
+def findings():
+    s = gpuviewer.open([os.path.join(SAMPLES, "ddp")])
+    out, todo = [], list(s.analysis.findings)
+    while todo:
+        f = todo.pop(0)
+        out.append(f)
+        todo.extend(f.children)
+    return out
+
+
+def _details(qtbot, f) -> str:
+    p = FindingsPanel()
+    qtbot.addWidget(p)
+    p.set_findings([f])
+    p._show(f)
+    return p.detail.toPlainText()
+
+
+def test_integer_counts_have_thousands_separators(qtbot, findings):
+    lb = next(f for f in findings if f.rule == "launch_bound")
+    n = lb.metrics["kernels"]
+    assert isinstance(n, int) and n >= 1000
+    text = _details(qtbot, lb)
+    assert f"{n:,}" in text
+
+
+def test_a_large_float_metric_is_not_printed_in_scientific_notation(qtbot, findings):
+    f = next(f for f in findings if f.metrics)
+    metrics = dict(f.metrics, kernels_per_step=200000.0, idle_ms=2631.47, share=0.0625)
+    text = _details(qtbot, dataclasses.replace(f, metrics=metrics, children=[]))
+    assert "200,000" in text and "2,631.5" in text and "0.0625" in text
+    assert not re.search(r"\de[+-]\d", text), text
