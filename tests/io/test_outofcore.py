@@ -73,8 +73,12 @@ def _assert_same(old, new, d_old, d_new):
     assert m_new == m_old
 
 
-def test_sixteen_ranks_built_file_by_file_equal_the_in_memory_session(ranks16, tmp_path, monkeypatch):
+def test_ranks_built_file_by_file_equal_the_in_memory_session(ranks16, tmp_path, monkeypatch):
+    """Four of conftest's 16 ranks: file by file is already four files merged, and each path reads
+    a quarter of what all 16 cost (19.7 -> 13.1 s of CPU for this test alone, ranks16 made in both)."""
     from gpuviewer.model import build
+
+    files = [os.path.join(ranks16, f"rank{r}.json.gz") for r in range(4)]
 
     pending, most = [0], [0]
     add, take = build.TraceBuilder.add, build.TraceBuilder.take_part
@@ -94,14 +98,14 @@ def test_sixteen_ranks_built_file_by_file_equal_the_in_memory_session(ranks16, t
         monkeypatch.setattr(build.TraceBuilder, "add", counting_add)
         monkeypatch.setattr(build.TraceBuilder, "take_part", counting_take)
 
-    old, new, d_old, d_new = _both([ranks16], tmp_path, monkeypatch, count)
-    assert len(new.ranks) == 16 and not old.metadata.get("from_cache") and not new.metadata.get("from_cache")
+    old, new, d_old, d_new = _both(files, tmp_path, monkeypatch, count)
+    assert len(new.ranks) == 4 and not old.metadata.get("from_cache") and not new.metadata.get("from_cache")
     _assert_same(old, new, d_old, d_new)
     # rank by rank: the builder never held more than one file's events (the in-memory path,
     # counted the same way, held all of them before its sort)
     per_rank = summarize(new)["ranks"][0]["events"]
     assert most[0] <= per_rank < len(new)
-    again = load([ranks16])
+    again = load(files)
     assert again.metadata.get("from_cache") and np.array_equal(again.columns["start"], new.columns["start"])
 
 
