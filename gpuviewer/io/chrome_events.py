@@ -123,7 +123,7 @@ class _Complete(_WithFields, tag="X", gc=False):
 # the Chrome trace format's phases (Trace Event Format), flows without fields
 _PHASES = (
     [_Complete]
-    + [_phase_type(p, _WithFields) for p in "BEiIMCbneRPONDcVv()"]
+    + [_phase_type(p, _WithFields) for p in "BEiIMCbneRPONDcVv()STpF"]  # STpF: old async
     + [_phase_type(p, _ByPhase) for p in "stf"]
 )
 _typed = msgspec.json.Decoder(list[functools.reduce(operator.or_, _PHASES)])  # type: ignore[misc]
