@@ -11,7 +11,7 @@ import shutil
 import sqlite3
 
 import pytest
-from conftest import SAMPLES, trace_path
+from conftest import SAMPLES, run_cli_once, trace_path
 from hostile import assert_clean, assert_refused, folder_state, run
 
 
@@ -60,7 +60,7 @@ def test_analyze_json_encodes_every_finding(path):
 
 
 def test_step_outlier_fires_and_encodes():
-    r = run("analyze", trace_path("kineto", "step_outlier.json.gz"), "--json")
+    r = run_cli_once("analyze", trace_path("kineto", "step_outlier.json.gz"), "--json")  # shared by modules
     assert_clean(r)
     rules = {f["rule"] for f in json.loads(r.stdout)["findings"]}
     assert "step_outlier" in rules

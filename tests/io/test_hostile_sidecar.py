@@ -14,7 +14,7 @@ import struct
 import threading
 
 import pytest
-from conftest import SAMPLES, make_window
+from conftest import SAMPLES, make_window, run_cli_once
 from hostile import assert_refused, folder_state, run
 
 from gpuviewer.export import report
@@ -266,7 +266,7 @@ def test_save_never_replaces_a_fifo(tmp_path):
 
 
 def _notes(tmp_path, n: int, bare: bool = False) -> str:
-    info = json.loads(run("info", os.path.join(SAMPLES, "ddp"), "--json").stdout)
+    info = json.loads(run_cli_once("info", os.path.join(SAMPLES, "ddp"), "--json").stdout)  # shared by modules
     r0 = info["ranks"][0]
     step = (r0["end_ns"] - r0["start_ns"]) // n
     anns = [
@@ -296,7 +296,7 @@ def test_report_images_only_the_first_annotations(tmp_path):
     r = run("report", os.path.join(SAMPLES, "ddp"), "-o", str(out), "--annotations", ann, timeout=300)
     assert r.returncode == 0 and r.stderr == "", r.stderr[-3000:]
     h = out.read_text()
-    n_findings = len(json.loads(run("analyze", os.path.join(SAMPLES, "ddp"), "--json").stdout)["findings"])
+    n_findings = len(json.loads(run_cli_once("analyze", os.path.join(SAMPLES, "ddp"), "--json").stdout)["findings"])
     assert h.count("src='data:image/png;base64,") == 1 + n_findings + report.MAX_ANNOTATION_IMAGES
     assert all(f"NOTE-{i}-" in h for i in range(n))  # every annotation is in the report
     assert "the other 16 are listed" in h

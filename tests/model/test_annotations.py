@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, SAMPLES, make_window, run_cli, trace_path
+from conftest import ROOT, SAMPLES, make_window, run_cli, run_cli_once, trace_path
 from PySide6.QtCore import Qt
 
 from gpuviewer.io.sidecar import load_doc, save_doc, sidecar_path
@@ -166,7 +166,7 @@ ANN = {
 
 
 def _ann_file(tmp_path):
-    info = json.loads(run_cli("info", os.path.join(SAMPLES, "ddp"), "--json").stdout)
+    info = json.loads(run_cli_once("info", os.path.join(SAMPLES, "ddp"), "--json").stdout)  # shared by modules
     r0 = info["ranks"][0]
     mid = (r0["start_ns"] + r0["end_ns"]) // 2
     doc = json.loads(json.dumps(ANN))
@@ -235,7 +235,7 @@ def test_report_html_and_md_are_self_contained(tmp_path):
     assert h.startswith("<!DOCTYPE html>")
     assert "straggler" in h and "NOTE-rank1-sleeps" in h and "REGION-waits" in h
     assert "http://" not in h and "https://" not in h  # no network
-    n_findings = len(json.loads(run_cli("analyze", os.path.join(SAMPLES, "ddp"), "--json").stdout)["findings"])
+    n_findings = len(json.loads(run_cli_once("analyze", os.path.join(SAMPLES, "ddp"), "--json").stdout)["findings"])
     # one image for the overview, one per finding, one per annotation, all embedded
     assert h.count("src='data:image/png;base64,") == 1 + n_findings + 3
     md = tmp_path / "r.md"

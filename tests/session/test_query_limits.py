@@ -10,7 +10,7 @@ import sqlite3
 import stat
 
 import pytest
-from conftest import ROOT, SAMPLES, trace_path
+from conftest import ROOT, SAMPLES, run_cli_once, trace_path
 from hostile import folder_state, run
 
 from gpuviewer.query.sql import parse_size
@@ -37,7 +37,7 @@ def test_endless_query_ends_at_timeout():
 def test_query_within_timeout_answers():
     r = run("sql", DDP, "SELECT count(*) AS n FROM kernels", "--timeout", "30", "--json")
     assert r.returncode == 0 and r.lines() == [], r.stderr
-    info = json.loads(run("info", DDP, "--json").stdout)
+    info = json.loads(run_cli_once("info", DDP, "--json").stdout)  # shared by modules
     assert json.loads(r.stdout) == [{"n": info["kernels"]}]
 
 
