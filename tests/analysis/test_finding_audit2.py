@@ -161,6 +161,71 @@ def test_the_rank_lines_say_what_filled_the_steps_gpu_time(parts):
         assert sum(said.values()) >= 0.97, (parts, rank, said)
 
 
+_SYNC = re.compile(r"(Stream|Device|Event|Ctx)Synchroni[sz]e|^cudaMemcpy(_v\d+)?$", re.IGNORECASE)
+_HOST = re.compile(
+    r"^rank (\d+): .*host: framework ops (\d+)%, launch calls (\d+)%, syncs (\d+)%, no op recorded (\d+)%", re.M
+)
+
+
+def host_shares(path: str) -> dict[str, float]:
+    """One rank's ProfilerSteps on the threads that launch its GPU work (a CUDA call whose
+    correlation id a GPU op carries): syncs (blocking synchronize calls and plain cudaMemcpy),
+    launch calls (the other CUDA calls, outside syncs), framework ops (CPU ops, annotations and
+    Python functions, the step's own range left out, outside both), and the rest (nothing on
+    record), as shares of the steps' time; exclusive by lengths of unions."""
+    events, _ = load_json(path)
+    xs = [e for e in events if e.get("ph") == "X" and "dur" in e]
+    gpu = {(e.get("args") or {}).get("correlation") for e in xs if e.get("cat") in T.GPU_CATS}
+    api = [e for e in xs if e.get("cat") in ("cuda_runtime", "cuda_driver")]
+    threads = {(e["pid"], e["tid"]) for e in api if (e.get("args") or {}).get("correlation") in gpu}
+    mine = [e for e in xs if (e["pid"], e["tid"]) in threads]
+    sync = [e for e in mine if e.get("cat") in ("cuda_runtime", "cuda_driver") and _SYNC.search(e["name"])]
+    calls = [e for e in mine if e.get("cat") in ("cuda_runtime", "cuda_driver") and not _SYNC.search(e["name"])]
+    ops = [
+        e
+        for e in mine
+        if e.get("cat") in ("cpu_op", "user_annotation", "python_function")
+        and not e["name"].startswith("ProfilerStep#")
+    ]
+    steps = [
+        (T._ns(e["ts"]), T._ns(e["ts"]) + T._ns(e["dur"]))
+        for e in xs
+        if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
+    ]
+
+    def covered(es: list, a: int, b: int) -> int:
+        return T.length(
+            _clip(T.union([T._ns(e["ts"]) for e in es], [T._ns(e["ts"]) + T._ns(e["dur"]) for e in es]), a, b)
+        )
+
+    tot = collections.Counter()
+    for a, b in steps:
+        s, sc, everything = covered(sync, a, b), covered(sync + calls, a, b), covered(sync + calls + ops, a, b)
+        tot["sync"] += s
+        tot["launch"] += sc - s
+        tot["framework"] += everything - sc
+        tot["none"] += (b - a) - everything
+    w = sum(tot.values())
+    return {k: v / w for k, v in tot.items()}
+
+
+@pytest.mark.parametrize("parts", [("kineto", "pp_gpu"), ("kineto", "fsdp"), ("whatif", "stall_on.json.gz")])
+def test_the_rank_lines_split_the_host_steps(parts):
+    """'host: framework ops 74%, launch calls 7%, syncs 19%, no op recorded 0%' (fsdp rank 0):
+    host_shares of the rank's file, within 1 point (these traces have no warm-up step left out)."""
+    a = analyze(*parts)
+    assert not any(s.get("warmup") for s in a["steps"])
+    lines = {int(m.group(1)): m for m in _HOST.finditer(analyze_text(*parts))}
+    files = kineto_files(*parts)
+    assert len(lines) == len(files)
+    for i, path in enumerate(files):
+        want = host_shares(path)
+        m = lines[T.kineto_rank(path, i).rank]
+        said = dict(zip(("framework", "launch", "sync", "none"), map(_pct, m.groups()[1:])))
+        for k, v in said.items():
+            assert abs(v - want[k]) <= 0.01, (parts, path, k, v, want[k])
+
+
 # -- 2. the pipeline's sentences -----------------------------------------------------------------------
 
 
