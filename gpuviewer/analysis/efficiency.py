@@ -417,7 +417,7 @@ def summary_lines(eff: dict) -> list[str]:
         bw = f" {f['gbps']:.0f} GB/s" if f.get("gbps") and not f.get("flops") else ""
         bound = f", {f['bound']}-bound" if f.get("bound") else ""
         out.append(
-            f"  {f['name']}: {f['time_ns'] / total:.0%} of kernel time"
+            f"  {f['name']}: {f['time_ns'] / total:.0%} of compute-kernel time"
             + (f",{rate}{pct}{bw}{bound}" if rate or bw else "")
         )
     o = eff.get("ops") or {}
@@ -436,7 +436,7 @@ def summary_lines(eff: dict) -> list[str]:
             lost = f"{orphans} ({(o.get('unknown_no_launch_ns') or 0) / 1e6:.1f} ms) have no launch call on record"
             said = f"{lost}, so no op" if orphans == total else f"{lost}, so no op; the others' ops have {why}"
         out.append(
-            f"  work unknown for {o.get('unknown_kernels', 0)} of {o.get('kernels', 0)} kernels "
+            f"  work unknown for {o.get('unknown_kernels', 0)} of {o.get('kernels', 0)} compute kernels "
             f"({o.get('unknown_time_ns', 0) / 1e6:.1f} ms): {said}"
         )
     return out

@@ -481,7 +481,7 @@ def test_model_work_and_mfu_per_step(parts):
         assert abs(said_ns - run) <= 0.02 * run, (rank, said_ns / 1e6, run / 1e6)
 
 
-_UNKNOWN = re.compile(r"work unknown for (\d+) of (\d+) kernels \(([\d.]+) ms\): (.*)$", re.M)
+_UNKNOWN = re.compile(r"work unknown for (\d+) of (\d+) compute kernels \(([\d.]+) ms\): (.*)$", re.M)
 
 
 @pytest.mark.parametrize("parts", [("kineto", "pp_gpu"), ("kineto", "tp"), ("kineto", "single_gpt_train.json.gz")])
@@ -502,3 +502,20 @@ def test_kernels_without_a_launch_are_not_said_to_have_ops(parts):
         assert f"{n} ({ms:.1f} ms) have no launch call on record, so no op" in m.group(4), (m.group(0), n, ms)
     else:
         assert m.group(4).startswith("their ops have no shapes"), m.group(0)
+
+
+_FAMILY = re.compile(r"^  (gemm[^:]*): (\d+)% of compute-kernel time", re.M)
+
+
+@pytest.mark.parametrize("parts", [("kineto", "fsdp"), ("kineto", "pp_gpu")])
+def test_family_shares_are_of_the_compute_kernels(parts):
+    """fsdp: 'gemm bf16, Tensor Cores: 47% of kernel time' where its GEMMs are 17% of all kernel
+    time (NCCL kernels 94% of rank 0's step) and 47% of the compute kernels' (NCCL left out, as the
+    families are): the line says so. The GEMM kernels by name (cuBLAS's nvjet/gemm kernels) over
+    the non-NCCL kernels' time of every rank, within 1 point of the gemm lines' shares summed."""
+    ranks = T.load(trace_path(*parts))
+    gemm = sum(int((r.end - r.start)[[("nvjet" in n or "gemm" in n.lower()) for n in r.names]].sum()) for r in ranks)
+    compute = sum(int((r.end - r.start)[r.kind == T.COMPUTE].sum()) for r in ranks)
+    said = [int(m.group(2)) for m in _FAMILY.finditer(analyze_text(*parts))]
+    assert said, "no gemm family line"
+    assert abs(sum(said) / 100 - gemm / compute) <= 0.01 * len(said), (said, gemm / compute)
