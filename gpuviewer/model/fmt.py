@@ -64,6 +64,12 @@ def utilization_line(r: dict) -> str:
     ]
     if parts:
         out += "; " + ", ".join(parts)
+        # compute beside NCCL (DDP's all-reduce under the backward) counts in both: the shares add
+        # up to more than 100%, which a reader adding them should be told, by the printed figures
+        keys = ("nccl_wait", "nccl_transfer", "copy", "idle")
+        over = round(100 * u) + sum(round(100 * sh[k]) for k in keys if k in sh) - 100
+        if u + sum(sh.get(k, 0.0) for k in keys) - 1 >= 0.015 and over >= 2:
+            out += f" (they add up to {100 + over}%: work ran on two streams at once)"
     host = r.get("host_breakdown") or {}
     if any(host.values()):
         out += "; host: " + ", ".join(
