@@ -253,8 +253,10 @@ def _shapes(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[Find
 
 def _elementwise(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[Finding]:
     rows = [i for i, r in enumerate(eff.families) if r["kind"] in ("elementwise", "norm")]
+    # each step's GPU window and the GPU idle around it that belongs to the step: the steps' GPU
+    # time, as the rank lines' shares and MFU count it (stall_on's 4 ms windows are 29.7 ms steps)
     windows = [
-        (r["rank"], s["start_ns"], s["end_ns"])
+        (r["rank"], s["start_ns"], s["end_ns"], (s.get("idle_before_ns") or 0) + (s.get("idle_after_ns") or 0))
         for r in analysis.ranks
         for s in r.get("steps") or []
         if not s.get("warmup") and s.get("end_ns") is not None and s.get("start_ns") is not None
@@ -265,10 +267,10 @@ def _elementwise(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list
         return []
     el = np.isin(eff.kernel_family, rows)
     inside = np.zeros(len(eff.kernel), bool)
-    for r, a, b in windows:
+    for r, a, b, _ in windows:
         inside |= (ctx["rank"] == r) & (ctx["start"] >= a) & (ctx["start"] < b)
     m = el & inside
-    step_t = float(sum(b - a for _, a, b in windows))
+    step_t = float(sum(b - a + idle for _, a, b, idle in windows))
     t = float(ctx["dur"][m].sum())
     if not step_t or t < ELEMENTWISE_MIN_SHARE * step_t:
         return []
@@ -303,4 +305,4 @@ def _elementwise(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list
         "steps": len(windows),
         "evidence": _evidence(trace, eff, ctx, m),
     }
-    return [_finding("elementwise_bound", title, sorted({r for r, _, _ in windows}), s0, s1, metrics, fix)]
+    return [_finding("elementwise_bound", title, sorted({w[0] for w in windows}), s0, s1, metrics, fix)]
