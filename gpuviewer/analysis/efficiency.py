@@ -416,6 +416,20 @@ def summary_lines(eff: dict) -> list[str]:
         pct = f" ({f['pct_of_peak']:.0f}% of peak)" if f.get("pct_of_peak") is not None else ""
         bw = f" {f['gbps']:.0f} GB/s" if f.get("gbps") and not f.get("flops") else ""
         bound = f", {f['bound']}-bound" if f.get("bound") else ""
+        if (
+            f.get("bound") == "memory"
+            and f.get("flops")
+            and f.get("intensity")
+            and p.get("gbps")
+            and f.get("peak_tflops")
+        ):
+            # a matmul or attention below the ridge is memory-bound by the roofline, which says
+            # nothing of reaching the memory roof (single_gpt's attention: 21% of the bandwidth)
+            ridge = f["peak_tflops"] * 1e3 / p["gbps"]
+            bound += (
+                f" by intensity ({f['intensity']:.0f} FLOP/byte, below the ridge at {ridge:.0f}); "
+                f"{f['pct_of_bandwidth']:.0f}% of the memory bandwidth"
+            )
         out.append(
             f"  {f['name']}: {f['time_ns'] / total:.0%} of compute-kernel time"
             + (f",{rate}{pct}{bw}{bound}" if rate or bw else "")

@@ -565,3 +565,28 @@ def test_elementwise_share_is_of_the_steps_gpu_time(parts):
     m = _ELEMENTWISE.search(found[0]["title"])
     assert m, found[0]["title"]
     assert abs(_pct(m.group(1)) - float(m.group(2)) * 1e6 / gpu_time) <= 0.01, (m.group(0), gpu_time / 1e6)
+
+
+_MEMBOUND = re.compile(
+    r"^  (attention|gemm)[^:]*: \d+% of compute-kernel time, ([\d.]+) TFLOP/s \((\d+)% of peak\), memory-bound by "
+    r"intensity \((\d+) FLOP/byte, below the ridge at (\d+)\); (\d+)% of the memory bandwidth$",
+    re.M,
+)
+
+
+@pytest.mark.parametrize("parts", [("kineto", "single_gpt_train.json.gz"), ("kineto", "fsdp")])
+def test_a_memory_bound_matmul_says_how_much_bandwidth_it_uses(parts):
+    """single_gpt's 'attention bf16, Tensor Cores: ... 151.2 TFLOP/s (15% of peak), memory-bound':
+    its intensity (FLOPs over the bytes it must move) is below the ridge of the H200's roofs, so the
+    roofline calls it memory-bound, yet it moves 1 TB/s, 21% of the 4.8 TB/s: it is held by
+    neither roof. The line says by what it is memory-bound and the bandwidth it uses: the ridge
+    is 989.4 TFLOP/s over 4.8 TB/s (the datasheet's), the intensity is under it, and the bandwidth
+    share is the rate over the intensity over 4.8 TB/s (the rate itself checked against the raw
+    shapes in tests above)."""
+    found = list(_MEMBOUND.finditer(analyze_text(*parts)))
+    assert found, "no memory-bound matmul or attention line"
+    for m in found:
+        rate, intensity, ridge, bw = float(m.group(2)), int(m.group(4)), int(m.group(5)), int(m.group(6))
+        assert ridge == round(H200_BF16_DENSE * 1e3 / 4800)
+        assert intensity < ridge
+        assert abs(bw - 100 * rate * 1e3 / intensity / 4800) <= 1.5, m.group(0)
