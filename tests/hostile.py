@@ -37,10 +37,12 @@ class Result:
         return [ln for ln in self.stderr.splitlines() if ln.strip()]
 
 
-def run(*args: str, env: dict | None = None, timeout: float = 300) -> Result:
+def run(*args: str, env: dict | None = None, timeout: float = 300, fork: bool = False) -> Result:
     """Run the CLI (`gpuviewer ARGS`) in a child; the peak RSS is the child's own or its
     children's, measured inside it at exit (so earlier children of the test do not mask it).
-    A child that runs over `timeout` is a hang: the test fails."""
+    A child that runs over `timeout` is a hang: the test fails. fork: the child is forked from a
+    process that has the imports done (tests/cli_fork.py), for many small commands under a loose
+    RSS bound (the fuzz)."""
     code = (
         "import resource, sys, os\n"
         "from gpuviewer.app.cli import main\n"
@@ -57,11 +59,22 @@ def run(*args: str, env: dict | None = None, timeout: float = 300) -> Result:
     e = dict(os.environ)
     e.update(env or {})
     t0 = time.perf_counter()
-    try:
-        p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, env=e, cwd=ROOT, timeout=timeout)
-    except subprocess.TimeoutExpired as ex:
-        raise AssertionError(f"hung: gpuviewer {' '.join(map(str, args))} ran over {timeout} s") from ex
-    err = p.stderr.decode(errors="replace")
+    hung = AssertionError(f"hung: gpuviewer {' '.join(map(str, args))} ran over {timeout} s")
+    if fork:
+        from cli_fork import run_forked
+
+        got = run_forked(list(args), e, timeout)
+        if got is None:
+            raise hung
+        rc, out, err = got
+    else:
+        try:
+            p = subprocess.run(
+                [sys.executable, "-c", code, *args], capture_output=True, env=e, cwd=ROOT, timeout=timeout
+            )
+        except subprocess.TimeoutExpired as ex:
+            raise hung from ex
+        rc, out, err = p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
     rss = 0.0
     kept = []
     for ln in err.splitlines():
@@ -69,7 +82,7 @@ def run(*args: str, env: dict | None = None, timeout: float = 300) -> Result:
             rss = int(ln.split("=", 1)[1]) / 1024
         else:
             kept.append(ln)
-    return Result(p.returncode, p.stdout.decode(errors="replace"), "\n".join(kept), rss, time.perf_counter() - t0)
+    return Result(rc, out, "\n".join(kept), rss, time.perf_counter() - t0)
 
 
 def assert_refused(r: Result, path: str, needle: str | None = None) -> str:
@@ -143,6 +156,7 @@ def check_command(
     secret: str | None = None,
     forbid: tuple[str, ...] = (),
     timeout: float = 180,
+    fork: bool = False,
 ) -> list[str]:
     """Run `gpuviewer ARGV` once and return what a user must never see, as lines starting with
     `tag`: a traceback, a hang, an exit other than 0 or 2, exit 0 without the output asked for
@@ -151,7 +165,7 @@ def check_command(
     `warn_names` are allowed), a raw terminal escape, `secret` shown, words of `forbid` said (a wrong diagnosis), or a
     peak RSS over the limit."""
     try:
-        r = run(*argv, env=env, timeout=timeout)
+        r = run(*argv, env=env, timeout=timeout, fork=fork)
     except AssertionError as e:  # a hang
         return [f"{tag}: {e}"]
     problems = []

@@ -241,6 +241,7 @@ def _summary_case(i: int, tmp_path, base: str) -> list[str]:
             rss_limit_mb=RSS_LIMIT_MB,
             secret=TOKEN,
             forbid=("root:x:0:",),
+            fork=True,  # a process of its own, forked with the imports done (tests/cli_fork.py)
         )
         shutil.rmtree(out_dir)
         os.mkdir(out_dir)
@@ -336,7 +337,15 @@ def _sidecar_case(i: int, tmp_path, base: str) -> list[str]:
         }[name]
         # a damaged sidecar is a warning naming it, and the picture is made without it
         problems += check_command(
-            tag, [*argv, "--no-cache"], trace, expect, out=out, out_dir=out_dir, env=env, warn_names=(SIDECAR,)
+            tag,
+            [*argv, "--no-cache"],
+            trace,
+            expect,
+            out=out,
+            out_dir=out_dir,
+            env=env,
+            warn_names=(SIDECAR,),
+            fork=True,  # a process of its own, forked with the imports done (tests/cli_fork.py)
         )
         shutil.rmtree(out_dir)
         os.mkdir(out_dir)

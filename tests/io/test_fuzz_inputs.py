@@ -244,6 +244,7 @@ def _check(family: str, i: int, path: str, intact: bool, bases: dict) -> list[st
             env=env,
             rss_limit_mb=RSS_LIMIT_MB,
             forbid=forbid,
+            fork=True,  # a process of its own, forked with the imports done (tests/cli_fork.py)
         )
         shutil.rmtree(out_dir)
         os.mkdir(out_dir)
