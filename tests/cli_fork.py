@@ -1,13 +1,13 @@
 """The CLI in a child forked from a process that has already imported gpuviewer and the libraries
 its commands load (numpy, pandas, DuckDB, Qt, pyqtgraph): each command still runs in a process
 of its own, with its own environment, folder, stdout and stderr, exit code, peak RSS and a
-timeout, but without an interpreter start and the imports, most of a small command's CPU (a fuzz
-case: about 1 CPU-s, half of it starting). What importing prints on stderr is written at the
+timeout, but without an interpreter start and the imports (a fuzz case took about 1 CPU-s; forked,
+about a third less). What importing prints on stderr is written at the
 start of every command's stderr, as a fresh process prints it; temporary files go where the
 command's TMPDIR says (tempfile's folder is forgotten in each child).
 
 The peak RSS of a forked child starts at the forking process's (the libraries above, loaded or
-not by the command): for bounds far above that (the fuzz's 3000 MB), not for tight ones."""
+not by the command): for bounds far above that (the fuzz's 1500 and 3000 MB), not for tight ones."""
 
 from __future__ import annotations
 
