@@ -8,6 +8,7 @@ CLI's, once per trace."""
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import re
 import statistics
@@ -70,6 +71,12 @@ def measured_steps(ranks: list[T.Rank]) -> dict[int, tuple[list[dict], int]]:
     return out
 
 
+@functools.cache  # each trace read once per module (several tests ask); never mutated
+def load(parts: tuple[str, ...]) -> list[T.Rank]:
+    return T.load(trace_path(*parts))
+
+
+@functools.cache
 def rank_figures(parts: tuple[str, ...]) -> dict[int, dict]:
     """Per rank, over its measured steps' GPU time (the first step's first op to the last step's
     last op, and the GPU's idle between the steps' beginning, measured_steps, and that first op;
@@ -77,7 +84,7 @@ def rank_figures(parts: tuple[str, ...]) -> dict[int, dict]:
     kernel), NCCL transfer (the rest of the NCCL time), copies, idle, as shares of that time; and
     per step the launch gaps: gaps under 100 µs between stretches of non-NCCL work in the step's
     window (the GPU idles while the host launches the next kernel)."""
-    ranks = T.load(trace_path(*parts))
+    ranks = load(parts)
     inst = T.match(ranks)
     steps = measured_steps(ranks)
     out = {}
@@ -506,7 +513,7 @@ def test_kernels_without_a_launch_are_not_said_to_have_ops(parts):
     work launched before the capture) have no launch call on record and so no op at all. The
     compute kernels (not NCCL) with no CUDA launch of their correlation id in the raw file are
     counted and said apart; where there are none the sentence is as before."""
-    ranks = T.load(trace_path(*parts))
+    ranks = load(parts)
     total = sum(int((r.kind == T.COMPUTE).sum()) for r in ranks)
     orphan = [(r.kind == T.COMPUTE) & ~r.linked for r in ranks]
     n = sum(int(m.sum()) for m in orphan)
@@ -528,7 +535,7 @@ def test_family_shares_are_of_the_compute_kernels(parts):
     time (NCCL kernels 94% of rank 0's step) and 47% of the compute kernels' (NCCL left out, as the
     families are): the line says so. The GEMM kernels by name (cuBLAS's nvjet/gemm kernels) over
     the non-NCCL kernels' time of every rank, within 1 point of the gemm lines' shares summed."""
-    ranks = T.load(trace_path(*parts))
+    ranks = load(parts)
     gemm = sum(int((r.end - r.start)[[("nvjet" in n or "gemm" in n.lower()) for n in r.names]].sum()) for r in ranks)
     compute = sum(int((r.end - r.start)[r.kind == T.COMPUTE].sum()) for r in ranks)
     said = [int(m.group(2)) for m in _FAMILY.finditer(analyze_text(*parts))]
