@@ -26,6 +26,9 @@ class OverviewPanel(QWidget):
         self.analysis = None  # the session's Analysis (analysis.results)
         self.rank_box = QComboBox()
         self.util = QLabel("")
+        # wrapped: one unwrapped line as long as a rank's shares set the whole window's minimum
+        # width (1487 px for samples/ddp, wider than a laptop's screen)
+        self.util.setWordWrap(True)
         top = QHBoxLayout()
         top.addWidget(QLabel("Rank"))
         top.addWidget(self.rank_box)
