@@ -32,6 +32,10 @@ def unexpected_problem(e: BaseException) -> str:
         return "cannot read it: permission denied"
     if isinstance(e, FileNotFoundError):
         return "no such file or folder"
+    from concurrent.futures.process import BrokenProcessPool  # here: loaded only on an error
+
+    if isinstance(e, BrokenProcessPool):  # a decode worker killed (out of memory, kill -9): the file is not at fault
+        return "a reading process stopped without an answer (killed, or out of memory?); free memory and open it again"
     return (
         "cannot read it: a value of an unexpected type or shape (a damaged file, or a producer "
         "version this program does not know); --debug shows where"
