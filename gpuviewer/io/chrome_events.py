@@ -55,8 +55,9 @@ class Args(KeptArgs, gc=False):
     labels: Any = None
 
 
-class Ev(msgspec.Struct, gc=False):
-    ph: Any = ""
+class _Fields(msgspec.Struct, gc=False):
+    """The fields of an event that are read, "ph" aside (each decode below adds it its way)."""
+
     name: Any = None
     cat: Any = None
     pid: Any = 0
@@ -69,8 +70,14 @@ class Ev(msgspec.Struct, gc=False):
     args: Any = None  # plain: for a piece whose args do not fit Args (see _as_typed)
 
 
+class Ev(_Fields, gc=False):
+    """One struct for every event: the loose decode."""
+
+    ph: Any = ""
+
+
 class EvTyped(Ev, gc=False):
-    """Ev with its args decoded as Args (the fields keep Ev's order)."""
+    """Ev with its args decoded as Args."""
 
     args: Args | None = None
 
@@ -87,27 +94,20 @@ class EvGeneric(msgspec.Struct, gc=False):
     args: Any = None
 
 
-class _ByPhase(msgspec.Struct, gc=False, tag_field="ph"):
-    """The typed decode's events: one struct type per phase, told apart by "ph" as the decoder
-    reads it. Flow events ('s', 't', 'f': 18-40% of a Kineto trace's events, only counted here;
-    flows are linked by correlation id) are read as empty structs, their fields skipped rather
-    than made into objects. An event whose "ph" is missing, not text or not a Chrome phase fails
-    the typed decode, and its piece is read loosely (Ev) instead. `ph` is a class attribute of
-    each type, so e.ph reads as on Ev."""
+# The typed decode's events: one struct type per phase, told apart by "ph" as the decoder reads
+# it. Flow events ('s', 't', 'f': 18-40% of a Kineto trace's events, only counted here; flows are
+# linked by correlation id) are read as empty structs, their fields skipped rather than made into
+# objects. An event whose "ph" is missing, not text or not a Chrome phase fails the typed decode,
+# and its piece is read loosely (Ev) instead. `ph` is a class attribute of each type, so e.ph
+# reads as on Ev.
 
+
+class _Flow(msgspec.Struct, gc=False, tag_field="ph"):
     ph: ClassVar[str] = ""
 
 
-class _WithFields(_ByPhase, gc=False):
-    name: Any = None
-    cat: Any = None
-    pid: Any = 0
-    tid: Any = 0
-    ts: Any = None
-    dur: Any = None
-    id: Any = None
-    s: Any = None
-    bp: Any = None
+class _WithFields(_Fields, gc=False, tag_field="ph"):
+    ph: ClassVar[str] = ""
     args: Args | None = None
 
 
@@ -124,7 +124,7 @@ class _Complete(_WithFields, tag="X", gc=False):
 _PHASES = (
     [_Complete]
     + [_phase_type(p, _WithFields) for p in "BEiIMCbneRPONDcVv()STpF"]  # STpF: old async
-    + [_phase_type(p, _ByPhase) for p in "stf"]
+    + [_phase_type(p, _Flow) for p in "stf"]
 )
 _typed = msgspec.json.Decoder(list[functools.reduce(operator.or_, _PHASES)])  # type: ignore[misc]
 _loose = msgspec.json.Decoder(list[Ev])  # args as plain objects: used when a piece has odd args
@@ -177,4 +177,6 @@ def _as_typed(e: Ev) -> EvTyped:
             labels=a.get("labels"),
             **{f: raw_of(a.get(k)) for k, f in KEPT.items()},  # type: ignore[arg-type]  # None: absent
         )
-    return EvTyped(e.ph, e.name, e.cat, e.pid, e.tid, e.ts, e.dur, e.id, e.s, e.bp, args)
+    return EvTyped(
+        ph=e.ph, name=e.name, cat=e.cat, pid=e.pid, tid=e.tid, ts=e.ts, dur=e.dur, id=e.id, s=e.s, bp=e.bp, args=args
+    )
