@@ -259,14 +259,22 @@ def _prefix_meta(prefix: bytes) -> dict:
 def _last_boundary(data: bytes, window: int = 1 << 20) -> int | None:
     """Offset just after the '}' of the last '}, {' boundary in the last `window` bytes."""
     # from the end, '}' by '}' (rfind runs at memory speed): the boundary is usually within an
-    # event or two of the end, where a regex scan of the whole window cost ~2 ms a piece
+    # event or two of the end, where a regex scan of the whole window cost ~2 ms a piece; after
+    # 32 tries (a run of '}' inside a string: a Python step each) one regex pass, as before
     lo = max(0, len(data) - window)
     p = data.rfind(b"}", lo)
-    while p >= 0:
+    for _ in range(32):
+        if p < 0:
+            return None
         if _BOUNDARY.match(data, p):
             return p + 1
         p = data.rfind(b"}", lo, p)
-    return None
+    last = None  # the last boundary starting at or before p (those after it were tried)
+    for m in _BOUNDARY.finditer(data, lo):
+        if m.start() > p:
+            break
+        last = m
+    return None if last is None else last.start() + 1
 
 
 def _quick_tail(data: bytes, form: str):

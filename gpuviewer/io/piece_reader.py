@@ -7,6 +7,7 @@ from __future__ import annotations
 import mmap
 import os
 import queue
+import threading
 from collections.abc import Callable
 
 import msgspec
@@ -24,6 +25,10 @@ _IN_FLIGHT = 3  # pieces decoding at once: bounds the memory they hold
 _SLOT_BYTES = 4 << 20
 _SLOTS: mmap.mmap | None = None
 _FREE: queue.SimpleQueue = queue.SimpleQueue()
+# the process that made the pool and the slots: a process forked from it later (a user's own
+# fork) makes its own, rather than share the slots with it or use its dead pool's threads
+_OWNER = 0
+_START = threading.Lock()  # two loads in two threads make one pool
 
 
 def _noop() -> int:
@@ -32,23 +37,33 @@ def _noop() -> int:
 
 def worker_pool():
     """The one pool of worker processes, started on first use."""
-    global _POOL, _SLOTS
-    if _POOL is None:
-        import concurrent.futures as cf
-        import multiprocessing as mp
-
-        if _SLOTS is None:
-            _SLOTS = mmap.mmap(-1, _SLOT_BYTES * (_IN_FLIGHT + 2))  # shared, anonymous
-            for i in range(_IN_FLIGHT + 2):
-                _FREE.put(i)
-
-        n = min(4, os.cpu_count() or 1)
-        # fork: workers inherit the imported modules (spawn would re-import for ~0.3 s). The pool
-        # is started here, before the decompression thread exists, so no thread is forked.
-        _POOL = cf.ProcessPoolExecutor(n, mp_context=mp.get_context("fork"))
-        for f in [_POOL.submit(_noop) for _ in range(n)]:
-            f.result()
+    global _POOL, _SLOTS, _OWNER
+    with _START:
+        if _OWNER != os.getpid():
+            _POOL, _SLOTS, _OWNER = None, None, os.getpid()
+        if _POOL is None:
+            _POOL = _start_pool()
     return _POOL
+
+
+def _start_pool():
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    global _SLOTS, _FREE
+    if _SLOTS is None:
+        _SLOTS = mmap.mmap(-1, _SLOT_BYTES * (_IN_FLIGHT + 2))  # shared, anonymous
+        _FREE = queue.SimpleQueue()
+        for i in range(_IN_FLIGHT + 2):
+            _FREE.put(i)
+
+    n = min(4, os.cpu_count() or 1)
+    # fork: workers inherit the imported modules (spawn would re-import for ~0.3 s). The pool
+    # is started here, before the decompression thread exists, so no thread is forked.
+    pool = cf.ProcessPoolExecutor(n, mp_context=mp.get_context("fork"))
+    for f in [pool.submit(_noop) for _ in range(n)]:
+        f.result()
+    return pool
 
 
 def _from_slot(decode: Callable[..., dict], slot: int, n: int, chunk: int, *args) -> dict:
@@ -69,8 +84,8 @@ def _submit(pool, decode: Callable[..., dict], buf, chunk: int, args: tuple):
     if slots is None or slot is None:
         return pool.submit(decode, buf, chunk, *args)
     at = slot * _SLOT_BYTES
-    slots[at : at + len(buf)] = buf
     try:
+        slots[at : at + len(buf)] = buf
         fut = pool.submit(_from_slot, decode, slot, len(buf), chunk, *args)
     except BaseException:
         _FREE.put(slot)

@@ -270,8 +270,10 @@ def _fmt(v) -> str:
     significant digits."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return str(v)
-    if isinstance(v, int) or abs(v) >= 1000:
-        return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.1f}"
+    if isinstance(v, int):
+        return f"{v:,}"  # exact: a float format would round past 2**53
+    if abs(v) >= 1000:
+        return f"{v:,.0f}" if v.is_integer() else f"{v:,.1f}"
     return f"{v:.4g}"
 
 
