@@ -358,6 +358,12 @@ def _roof(peaks: Peaks, kind: str, prec: str | None, tc: bool | None, flops: flo
     return peaks.peak(prec)
 
 
+def step_gpu_time_ns(s: dict) -> int:
+    """An analysis step dict's GPU time: its window and the GPU idle around it that belongs to
+    the step (StepBreakdown.gpu_time_ns, the denominator of the rank lines' shares)."""
+    return s["end_ns"] - s["start_ns"] + (s.get("idle_before_ns") or 0) + (s.get("idle_after_ns") or 0)
+
+
 def _steps(trace: Trace, kernels, k_flops, steps: list[dict], peaks: Peaks, flop_unknown) -> list[dict]:
     """Model FLOPs per rank and step: the kernels' shares that start in the step's GPU window,
     over the step's GPU time: the window and the GPU idle around it that belongs to the step (a host
@@ -373,7 +379,7 @@ def _steps(trace: Trace, kernels, k_flops, steps: list[dict], peaks: Peaks, flop
     out = []
     for s in steps:
         m = (rank_of == s["rank"]) & (start >= s["start_ns"]) & (start < s["end_ns"])
-        t = s["end_ns"] - s["start_ns"] + (s.get("idle_before_ns") or 0) + (s.get("idle_after_ns") or 0)
+        t = step_gpu_time_ns(s)
         f = float(fl[m].sum())
         out.append(
             {

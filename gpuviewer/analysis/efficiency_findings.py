@@ -20,7 +20,7 @@ import numpy as np
 from ..model import peaks as peak_table
 from ..model.categories import Cat
 from ..model.trace import Trace
-from .efficiency import Efficiency
+from .efficiency import Efficiency, step_gpu_time_ns
 from .results import Analysis, Finding
 from .whatif import Change
 
@@ -256,7 +256,7 @@ def _elementwise(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list
     # each step's GPU window and the GPU idle around it that belongs to the step: the steps' GPU
     # time, as the rank lines' shares and MFU count it (stall_on's 4 ms windows are 29.7 ms steps)
     windows = [
-        (r["rank"], s["start_ns"], s["end_ns"], (s.get("idle_before_ns") or 0) + (s.get("idle_after_ns") or 0))
+        (r["rank"], s["start_ns"], s["end_ns"], step_gpu_time_ns(s))
         for r in analysis.ranks
         for s in r.get("steps") or []
         if not s.get("warmup") and s.get("end_ns") is not None and s.get("start_ns") is not None
@@ -270,7 +270,7 @@ def _elementwise(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list
     for r, a, b, _ in windows:
         inside |= (ctx["rank"] == r) & (ctx["start"] >= a) & (ctx["start"] < b)
     m = el & inside
-    step_t = float(sum(b - a + idle for _, a, b, idle in windows))
+    step_t = float(sum(w[3] for w in windows))
     t = float(ctx["dur"][m].sum())
     if not step_t or t < ELEMENTWISE_MIN_SHARE * step_t:
         return []
