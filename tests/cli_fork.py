@@ -77,7 +77,7 @@ _servers: list[subprocess.Popen] = []
 
 class _Server:
     """A forking process and its answers, read line by line from the pipe itself (a buffered
-    reader could hold the next line where select does not see it)."""
+    reader could hold the next line where poll does not see it)."""
 
     def __init__(self) -> None:
         self.p = subprocess.Popen(
@@ -95,8 +95,12 @@ class _Server:
     def line(self, timeout: float | None) -> str | None:
         """The next line, or None when none came within timeout."""
         fd = self.p.stdout.fileno()
+        # poll, not select: select fails on a descriptor numbered past 1024, which a worker
+        # that has run many tests can hand out
+        waiter = select.poll()
+        waiter.register(fd, select.POLLIN)
         while b"\n" not in self.buf:
-            if not select.select([fd], [], [], timeout)[0]:
+            if not waiter.poll(None if timeout is None else timeout * 1000):
                 return None
             chunk = os.read(fd, 65536)
             assert chunk, "the forking process died"

@@ -431,9 +431,15 @@ class _Pointer(Exception):
         self.meta = meta
 
 
+# Arrays under this size are read, not mapped: a mapping keeps a descriptor open for the
+# session's life (Python's mmap holds a copy of it), so 30-odd columns of each small session
+# would add up to the 1024 descriptors many systems allow a process
+MAP_FROM_BYTES = 4 << 20
+
+
 def _map_npy(path: str) -> np.ndarray:
-    """A .npy file memory-mapped read-only through a descriptor of a regular file (np.load's
-    mmap_mode takes only a name, which it would open whatever it is)."""
+    """A .npy file read-only through a descriptor of a regular file (np.load's mmap_mode takes
+    only a name, which it would open whatever it is): memory-mapped when big, read when small."""
     fmt = np.lib.format
     with os.fdopen(open_regular(path), "rb") as f:
         version = fmt.read_magic(f)
@@ -441,9 +447,17 @@ def _map_npy(path: str) -> np.ndarray:
         shape, fortran, dtype = read_header(f)
         if dtype.hasobject:
             raise Damaged(f"{os.path.basename(path)} holds objects")
-        if int(np.prod(shape)) == 0:
+        count = int(np.prod(shape))
+        if count == 0:
             return np.zeros(shape, dtype)
-        return np.memmap(f, dtype=dtype, mode="r", shape=shape, order="F" if fortran else "C", offset=f.tell())
+        order = "F" if fortran else "C"
+        if count * dtype.itemsize >= MAP_FROM_BYTES:
+            return np.memmap(f, dtype=dtype, mode="r", shape=shape, order=order, offset=f.tell())
+        a = np.empty(shape, dtype, order=order)
+        if f.readinto(a.reshape(-1, order="A").view(np.uint8)) != a.nbytes:
+            raise Damaged(f"{os.path.basename(path)} is shorter than its header says")
+        a.flags.writeable = False  # as a mapped column is
+        return a
 
 
 def _read(d: str, key: str, files: list[str]) -> Trace:

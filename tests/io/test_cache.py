@@ -17,6 +17,7 @@ def _copy(tmp_path, name="dataloader_stall.json.gz"):
 
 def test_second_open_is_memory_mapped_and_identical(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUVIEWER_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.setattr(cache, "MAP_FROM_BYTES", 1)  # every column mapped, as a big session's
     p = _copy(tmp_path)
     fresh = load([p], use_cache=False)
     first = load([p])
@@ -30,6 +31,31 @@ def test_second_open_is_memory_mapped_and_identical(tmp_path, monkeypatch):
         (s.rank, s.step, s.start, s.end) for s in again.steps
     ]
     assert len(again.counters) == len(fresh.counters)
+
+
+def _descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_small_columns_are_read_and_hold_no_descriptor(tmp_path, monkeypatch):
+    """A mapped array keeps a descriptor open while it lives: 40 small sessions open at once
+    (a notebook) would hold 1,000+ of them, past the limit many systems set. Small columns are read
+    instead; big ones stay mapped, one descriptor each."""
+    monkeypatch.setenv("GPUVIEWER_CACHE_DIR", str(tmp_path / "c"))
+    p = _copy(tmp_path)
+    fresh = load([p])
+    base = _descriptors()
+    kept = [load([p]) for _ in range(5)]
+    assert all(t.metadata.get("from_cache") for t in kept)
+    assert _descriptors() == base
+    for k, a in kept[0].columns.items():
+        assert not isinstance(a, np.memmap) and not a.flags.writeable, k
+        assert np.array_equal(a, fresh.columns[k]), k
+    monkeypatch.setattr(cache, "MAP_FROM_BYTES", 1)
+    mapped = load([p])
+    assert _descriptors() > base
+    assert all(isinstance(a, np.memmap) for a in mapped.columns.values())
+    del mapped
 
 
 def test_corrupt_cache_is_rebuilt(tmp_path, monkeypatch):

@@ -36,7 +36,7 @@ def _both(paths, tmp_path, monkeypatch, before_new=lambda: None):
 def _assert_same(old, new, d_old, d_new):
     assert len(new) == len(old) > 0
     for k in old.columns:
-        assert isinstance(new.columns[k], np.memmap), k
+        assert not new.columns[k].flags.writeable, k  # read from the entry on disk
         assert new.columns[k].dtype == old.columns[k].dtype, k
         assert np.array_equal(old.columns[k], new.columns[k]), k
     for a, b in zip(old.flows, new.flows):
@@ -139,7 +139,7 @@ def test_unwritable_cache_falls_back_to_reading_in_memory(tmp_path, monkeypatch)
     monkeypatch.setenv("GPUVIEWER_CACHE_DIR", str(blocker / "c"))
     monkeypatch.setenv("GPUVIEWER_OUT_OF_CORE_MB", "0")
     t = load([trace_path("kineto", "ddp")])
-    assert len(t.ranks) == 2 and not isinstance(t.columns["start"], np.memmap)
+    assert len(t.ranks) == 2 and t.columns["start"].flags.writeable
     assert os.path.isfile(blocker)
 
 
