@@ -450,11 +450,10 @@ def _map_npy(path: str) -> np.ndarray:
         count = int(np.prod(shape))
         if count == 0:
             return np.zeros(shape, dtype)
-        order = "F" if fortran else "C"
         if count * dtype.itemsize >= MAP_FROM_BYTES:
-            return np.memmap(f, dtype=dtype, mode="r", shape=shape, order=order, offset=f.tell())
-        a = np.empty(shape, dtype, order=order)
-        if f.readinto(a.reshape(-1, order="A").view(np.uint8)) != a.nbytes:
+            return np.memmap(f, dtype=dtype, mode="r", shape=shape, order="F" if fortran else "C", offset=f.tell())
+        a = np.empty(shape, dtype, order="F" if fortran else "C")
+        if f.readinto(a.reshape(-1, order="A").view(np.uint8).data) != a.nbytes:
             raise Damaged(f"{os.path.basename(path)} is shorter than its header says")
         a.flags.writeable = False  # as a mapped column is
         return a

@@ -185,14 +185,17 @@ def test_the_rank_lines_say_what_filled_the_steps_gpu_time(parts):
 
 _SYNC = re.compile(r"(Stream|Device|Event|Ctx)Synchroni[sz]e|^cudaMemcpy(_v\d+)?$", re.IGNORECASE)
 _HOST = re.compile(
-    r"^rank (\d+): .*host: framework ops (\d+)%, launch calls (\d+)%, syncs (\d+)%, no op recorded (\d+)%", re.M
+    r"^rank (\d+): .*host: framework ops (\d+)%, launch calls (\d+)%, "
+    r"(?:blocked on a full launch queue (\d+)%, )?syncs (\d+)%, no op recorded (\d+)%",
+    re.M,
 )
 
 
 def host_shares(path: str) -> dict[str, float]:
     """One rank's ProfilerSteps on the threads that launch its GPU work (a CUDA call whose
     correlation id a GPU op carries): syncs (blocking synchronize calls and plain cudaMemcpy),
-    launch calls (the other CUDA calls, outside syncs), framework ops (CPU ops, annotations and
+    launch calls made on a full launch queue (T.queue_full_launches), launch calls (the other
+    CUDA calls, outside both), framework ops (CPU ops, annotations and
     Python functions, the step's own range left out, outside both), and the rest (nothing on
     record), as shares of the steps' time; exclusive by lengths of unions."""
     events, _ = load_json(path)
@@ -202,7 +205,13 @@ def host_shares(path: str) -> dict[str, float]:
     threads = {(e["pid"], e["tid"]) for e in api if (e.get("args") or {}).get("correlation") in gpu}
     mine = [e for e in xs if (e["pid"], e["tid"]) in threads]
     sync = [e for e in mine if e.get("cat") in ("cuda_runtime", "cuda_driver") and _SYNC.search(e["name"])]
-    calls = [e for e in mine if e.get("cat") in ("cuda_runtime", "cuda_driver") and not _SYNC.search(e["name"])]
+    full = {id(e) for e in T.queue_full_launches(xs)}
+    queue = [e for e in mine if id(e) in full and not _SYNC.search(e["name"])]
+    calls = [
+        e
+        for e in mine
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and not _SYNC.search(e["name"]) and id(e) not in full
+    ]
     ops = [
         e
         for e in mine
@@ -222,9 +231,11 @@ def host_shares(path: str) -> dict[str, float]:
 
     tot = collections.Counter()
     for a, b in steps:
-        s, sc, everything = covered(sync, a, b), covered(sync + calls, a, b), covered(sync + calls + ops, a, b)
+        s, sq = covered(sync, a, b), covered(sync + queue, a, b)
+        sc, everything = covered(sync + queue + calls, a, b), covered(sync + queue + calls + ops, a, b)
         tot["sync"] += s
-        tot["launch"] += sc - s
+        tot["queue"] += sq - s
+        tot["launch"] += sc - sq
         tot["framework"] += everything - sc
         tot["none"] += (b - a) - everything
     w = sum(tot.values())
@@ -243,7 +254,8 @@ def test_the_rank_lines_split_the_host_steps(parts):
     for i, path in enumerate(files):
         want = host_shares(path)
         m = lines[T.kineto_rank(path, i).rank]
-        said = dict(zip(("framework", "launch", "sync", "none"), map(_pct, m.groups()[1:])))
+        said = dict(zip(("framework", "launch", "queue", "sync", "none"), [_pct(g or "0") for g in m.groups()[1:]]))
+        assert (m.group(4) is None) == (want["queue"] < 0.005), (parts, path, want["queue"])
         for k, v in said.items():
             assert abs(v - want[k]) <= 0.01, (parts, path, k, v, want[k])
 

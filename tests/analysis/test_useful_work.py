@@ -10,8 +10,9 @@ import gzip
 import json
 import os
 
+import analysis_truth as T
 import pytest
-from conftest import compat_path, run_cli, shared_listdir, trace_path
+from conftest import compat_path, run_cli, run_cli_once, shared_listdir, trace_path
 
 # every shared trace with steps (as tests/analysis/test_critical_path.py: launch_bound_big left out for time),
 # and a capture with no step ranges (its whole capture is one step)
@@ -73,12 +74,41 @@ def test_host_breakdown_adds_up_to_the_host_step():
     a = _session(trace_path("kineto", "ddp_clean")).analysis
     r = a.rank(0)
     for s in r["steps"]:
-        parts = s["host_framework_ns"] + s["host_launch_ns"] + s["host_sync_ns"] + s["host_idle_ns"]
+        parts = (
+            s["host_framework_ns"] + s["host_launch_ns"] + s["host_queue_ns"] + s["host_sync_ns"] + s["host_idle_ns"]
+        )
         t0, t1 = _raw_host_window(trace_path("kineto", "ddp_clean", "ddp_clean_rank0.json.gz"), s["step"])
         assert parts == s["host_end_ns"] - s["host_start_ns"]
         assert parts / 1e3 == pytest.approx(t1 - t0, abs=1.0)
         assert s["host_launch_ns"] > 0
+        assert s["host_queue_ns"] == 0  # a host-bound run: the GPU is never 1,024 ops behind
     assert sum(r["host_breakdown"].values()) == pytest.approx(1.0, abs=1e-3)
+
+
+def _raw_queue_full_us(path: str, t0: float, t1: float) -> float:
+    """From the raw Kineto file: the time in [t0, t1] of launch calls made on a full launch queue."""
+    with gzip.open(path, "rt") as f:
+        ev = json.load(f)["traceEvents"]
+    return sum(max(0.0, min(e["ts"] + e["dur"], t1) - max(e["ts"], t0)) for e in T.queue_full_launches(ev))
+
+
+def test_launch_calls_on_a_full_queue_are_said_apart():
+    """pp_gpu is GPU-bound: its hosts spend most of each step inside launch calls that wait for a
+    slot in CUDA's launch queue (1,024 ops ahead of the GPU). That is the GPU being behind, not
+    launch overhead: the split says it apart, equal to the figure computed here from the raw file."""
+    a = _session(trace_path("kineto", "pp_gpu")).analysis
+    for rank in (0, 1):
+        r = a.rank(rank)
+        path = trace_path("kineto", "pp_gpu", f"pp_gpu_rank{rank}.json.gz")
+        for s in r["steps"]:
+            t0, t1 = _raw_host_window(path, s["step"])
+            want = _raw_queue_full_us(path, t0, t1)
+            assert s["host_queue_ns"] / 1e3 == pytest.approx(want, rel=0.01, abs=2.0), (rank, s["step"])
+            assert s["host_queue_ns"] > s["host_launch_ns"]
+        assert r["host_breakdown"]["queue"] > 0.5
+    r = run_cli_once("analyze", trace_path("kineto", "pp_gpu"))
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("rank 0:"))
+    assert f"blocked on a full launch queue {a.rank(0)['host_breakdown']['queue']:.0%}" in line, line
 
 
 def test_fsdp_prints_compute_share_with_nccl_waiting_beside_it():
