@@ -222,15 +222,19 @@ LAUNCH_QUEUE_DEPTH = 1024
 def queue_full_calls(trace: Trace, rank: int) -> np.ndarray:
     """Indices of the rank's launch calls made while LAUNCH_QUEUE_DEPTH or more of the ops it had
     launched had not started on the GPU (from the launch -> op flows)."""
-    src, dst = (np.asarray(x).astype(np.int64) for x in trace.flows)
+    got = trace.derived.get("flows_by_src")  # every rank asks: sorted once
+    if got is None or len(got[0]) != len(trace.flows[0]):
+        src = np.asarray(trace.flows[0]).astype(np.int64)
+        order = np.argsort(src, kind="stable")
+        got = trace.derived["flows_by_src"] = (src[order], np.asarray(trace.flows[1]).astype(np.int64)[order])
+    src, dst = got
     api = [trace.lane_slice(i) for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind == LaneKind.CUDA_API]
-    mine = np.zeros(len(src), bool)
-    for sl in api:
-        mine |= (src >= sl.start) & (src < sl.stop)
-    if mine.sum() <= LAUNCH_QUEUE_DEPTH:
+    parts = [slice(*np.searchsorted(src, [sl.start, sl.stop])) for sl in api]
+    calls = np.concatenate([src[p] for p in parts]) if parts else np.zeros(0, np.int64)
+    if len(calls) <= LAUNCH_QUEUE_DEPTH:
         return np.zeros(0, np.int64)
+    ops = np.concatenate([dst[p] for p in parts])
     start = trace.columns["start"]
-    calls, ops = src[mine], dst[mine]
     calls = calls[np.argsort(np.asarray(start[calls]), kind="stable")]
     called = np.asarray(start[calls]).astype(np.int64)
     began = np.sort(np.asarray(start[ops]).astype(np.int64))
