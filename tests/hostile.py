@@ -29,20 +29,31 @@ def folder_state(folder: str) -> dict:
 
 
 class Result:
-    def __init__(self, rc: int, stdout: str, stderr: str, rss_mb: float, seconds: float):
+    def __init__(self, rc: int, stdout: str, stderr: str, rss_mb: float | None, seconds: float):
         self.returncode, self.stdout, self.stderr = rc, stdout, stderr
-        self.rss_mb, self.seconds = rss_mb, seconds
+        self._rss_mb, self.seconds = rss_mb, seconds
+
+    @property
+    def rss_mb(self) -> float:
+        assert self._rss_mb is not None, "a test that bounds memory runs the command with fork=False"
+        return self._rss_mb
 
     def lines(self) -> list[str]:
         return [ln for ln in self.stderr.splitlines() if ln.strip()]
 
 
-def run(*args: str, env: dict | None = None, timeout: float = 300, fork: bool = False) -> Result:
+def run(*args: str, env: dict | None = None, timeout: float = 300, fork: bool | None = None) -> Result:
     """Run the CLI (`gpuviewer ARGS`) in a child; the peak RSS is the child's own or its
     children's, measured inside it at exit (so earlier children of the test do not mask it).
-    A child that runs over `timeout` is a hang: the test fails. fork: the child is forked from a
-    process that has the imports done (tests/cli_fork.py), for many small commands under a loose
-    RSS bound (the fuzz)."""
+    A child that runs over `timeout` is a hang: the test fails. fork=True: the child is forked from
+    a process that has the imports done (tests/cli_fork.py), for many small commands under a loose
+    RSS bound (the fuzz); its peak starts at that process's. fork=False: a fresh interpreter, for a
+    test that bounds memory tightly. None (the default): forked, as conftest.run_cli decides, with
+    no peak RSS to read (reading it fails the test: such a test says fork=False)."""
+    from conftest import forks
+
+    auto = fork is None
+    fork = forks(env) if auto else fork
     code = (
         "import resource, sys, os\n"
         "from gpuviewer.app.cli import main\n"
@@ -75,11 +86,11 @@ def run(*args: str, env: dict | None = None, timeout: float = 300, fork: bool = 
         except subprocess.TimeoutExpired as ex:
             raise hung from ex
         rc, out, err = p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
-    rss = 0.0
+    rss: float | None = None if auto and fork else 0.0
     kept = []
     for ln in err.splitlines():
         if ln.startswith("@@rss_kb="):
-            rss = int(ln.split("=", 1)[1]) / 1024
+            rss = None if rss is None else int(ln.split("=", 1)[1]) / 1024
         else:
             kept.append(ln)
     return Result(rc, out, "\n".join(kept), rss, time.perf_counter() - t0)

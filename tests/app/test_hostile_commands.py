@@ -139,7 +139,7 @@ def test_screenshot_of_shared_snapshot_is_bounded(tmp_path):
     p = str(tmp_path / "shared.pickle")
     _shared_snapshot(p, 64, 5000)
     out = tmp_path / "shot.png"
-    r = run("screenshot", p, "-o", str(out), "--no-cache", "--whole-window")
+    r = run("screenshot", p, "-o", str(out), "--no-cache", "--whole-window", fork=False)
     assert_clean(r)
     assert out.stat().st_size > 10_000
     assert r.rss_mb < 600, r.rss_mb
@@ -152,7 +152,7 @@ def test_snapshot_of_thousands_of_devices_is_refused(tmp_path):
     _shared_snapshot(p, 5000, 150)
     assert os.path.getsize(p) < 12_000
     for args in (["screenshot", p, "-o", str(tmp_path / "s.png")], ["info", p]):
-        r = run(*args, "--no-cache")
+        r = run(*args, "--no-cache", fork=False)
         assert_refused(r, p, "device_traces holds the history of 5,000 devices")
         assert r.rss_mb < 400, r.rss_mb
     assert not (tmp_path / "s.png").exists()

@@ -49,7 +49,7 @@ def _assert_option_refused(r, option: str, value: str, needle: str) -> None:
 )
 def test_bad_window_refused(tmp_path, value, needle):
     out = tmp_path / "x.png"
-    r = run("screenshot", DDP, "-o", str(out), f"--window={value}", timeout=120)
+    r = run("screenshot", DDP, "-o", str(out), f"--window={value}", timeout=120, fork=False)
     _assert_option_refused(r, "--window", value, needle)
     assert not out.exists()
     assert r.rss_mb < rss_bound(200), r.rss_mb  # refused before Qt and the trace are loaded
@@ -73,7 +73,7 @@ def test_bad_window_refused(tmp_path, value, needle):
 def test_bad_size_refused(tmp_path, value, needle):
     out = tmp_path / "x.png"
     before = folder_state(str(tmp_path))
-    r = run("screenshot", DDP, "-o", str(out), f"--size={value}", timeout=120)
+    r = run("screenshot", DDP, "-o", str(out), f"--size={value}", timeout=120, fork=False)
     _assert_option_refused(r, "--size", value, needle)
     assert folder_state(str(tmp_path)) == before
     assert r.rss_mb < rss_bound(200), r.rss_mb  # 20000x20000 took 4.6 GB before

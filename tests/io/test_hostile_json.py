@@ -65,10 +65,10 @@ def _put(tmp_path, name: str, data: bytes) -> str:
     return str(p)
 
 
-def _cli(cmd: str, path: str, env: dict | None = None):
+def _cli(cmd: str, path: str, env: dict | None = None, fork: bool | None = None):
     folder = os.path.dirname(path)
     before = folder_state(folder)
-    r = run(cmd, path, "--json", "--no-cache", env=env)
+    r = run(cmd, path, "--json", "--no-cache", env=env, fork=fork)
     assert folder_state(folder) == before, "the input changed, or files appeared beside it"
     assert not _INTERNAL.search(r.stderr), r.stderr[-2000:]
     return r
@@ -187,21 +187,21 @@ def _assemble(tmp_path, name: str, *parts: bytes) -> str:
 
 
 def test_bomb_of_whitespace_is_refused_in_bounded_memory(bombs):
-    r = _cli("info", bombs["spaces"])
+    r = _cli("info", bombs["spaces"], fork=False)
     assert_refused(r, bombs["spaces"], "ends before its first complete event")
     assert r.rss_mb < RSS_BOUND_MB, r.rss_mb
 
 
 def test_bomb_stops_at_the_inflated_limit_with_a_clear_message(bombs):
     env = {"GPUVIEWER_MAX_INFLATED_BYTES": str(256 * MiB)}
-    r = _cli("info", bombs["spaces"], env)
+    r = _cli("info", bombs["spaces"], env, fork=False)
     line = assert_refused(r, bombs["spaces"], "GPUVIEWER_MAX_INFLATED_BYTES")
     assert "256.0 MB" in line and "bomb" in line
     assert r.rss_mb < RSS_BOUND_MB, r.rss_mb
 
 
 def test_bomb_event_alone_is_refused_naming_the_limit(bombs):
-    r = _cli("info", bombs["string"])
+    r = _cli("info", bombs["string"], fork=False)
     line = assert_refused(r, bombs["string"], "GPUVIEWER_MAX_EVENT_BYTES")
     assert "larger than 64 MB" in line
     assert r.rss_mb < RSS_BOUND_MB, r.rss_mb
@@ -216,7 +216,7 @@ def test_bomb_event_among_others_is_skipped_with_a_warning(bombs, tmp_path):
         bombs["x_member"],
         b'"}}, ' + _ev(2) + b", " + _ev(3) + b"]}",
     )
-    r = _cli("info", p)
+    r = _cli("info", p, fork=False)
     assert_clean(r)
     assert r.rss_mb < RSS_BOUND_MB, r.rss_mb
     out = json.loads(r.stdout)
@@ -238,7 +238,7 @@ def test_bomb_after_a_damaged_piece_is_walked_exactly_in_bounded_memory(bombs, t
         bombs["x_member"],
         b'"}}]}',
     )
-    r = _cli("info", p)
+    r = _cli("info", p, fork=False)
     assert_clean(r)
     assert r.rss_mb < RSS_BOUND_MB, r.rss_mb
     out = json.loads(r.stdout)
@@ -250,7 +250,7 @@ def test_bomb_after_a_damaged_piece_is_walked_exactly_in_bounded_memory(bombs, t
 
 def test_bomb_of_whitespace_between_events_is_dropped(bombs, tmp_path):
     p = _assemble(tmp_path, "gap.json.gz", b'{"traceEvents": [' + _ev(0) + b",", bombs["ws_member"], _ev(1) + b"]}")
-    r = _cli("info", p)
+    r = _cli("info", p, fork=False)
     assert_clean(r)
     assert r.rss_mb < RSS_BOUND_MB, r.rss_mb
     out = json.loads(r.stdout)
@@ -261,7 +261,7 @@ def test_bomb_of_whitespace_in_the_top_level_object_is_refused(bombs, tmp_path):
     """'{' and 1 GiB of whitespace: no traceEvents key within reach of the fast path, so the
     exact walk reads it, dropping the whitespace as it goes."""
     p = _assemble(tmp_path, "object.json.gz", b"{", bombs["ws_member"])
-    r = _cli("info", p)
+    r = _cli("info", p, fork=False)
     assert_refused(r, p, "ends before its first complete event")
     assert r.rss_mb < RSS_BOUND_MB, r.rss_mb
 

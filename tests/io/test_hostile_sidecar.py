@@ -281,7 +281,7 @@ def _notes(tmp_path, n: int, bare: bool = False) -> str:
 def test_200k_annotations_capped_with_a_warning(tmp_path):
     ann = _notes(tmp_path, 200_000, bare=True)
     out = str(tmp_path / "x.png")
-    r = run("screenshot", os.path.join(SAMPLES, "ddp"), "-o", out, "--annotations", ann, timeout=300)
+    r = run("screenshot", os.path.join(SAMPLES, "ddp"), "-o", out, "--annotations", ann, timeout=300, fork=False)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
     (line,) = r.lines()
     assert "ann200000.json" in line and "first 10,000 of 200,000" in line and "GPUVIEWER_MAX_ANNOTATIONS" in line
@@ -343,7 +343,7 @@ def test_pickle_memo_amplification_refused_fast_and_small(tmp_path):
     p = _write(tmp_path, "bomb.pickle", pickle.dumps({"device_traces": [[ENTRY] * 3000] * 3000}))
     assert os.path.getsize(p) < 20_000
     before = folder_state(str(tmp_path))
-    r = run("info", p, "--json", timeout=120)
+    r = run("info", p, "--json", timeout=120, fork=False)
     line = assert_refused(r, p, "too many objects")
     assert "> 20,000,000; raise GPUVIEWER_MAX_SNAPSHOT_OBJECTS" in line
     assert r.rss_mb < rss_bound(200), r.rss_mb  # measured 33 MB (2.6 GB before)
@@ -369,7 +369,7 @@ def test_pickle_reduce_copies_are_charged(tmp_path):
         + b"eu."
     )
     p = _write(tmp_path, "copies.pickle", data)
-    r = run("info", p, "--json", timeout=120)
+    r = run("info", p, "--json", timeout=120, fork=False)
     assert_refused(r, p, "too many objects")
     assert r.rss_mb < rss_bound(400), r.rss_mb  # measured 200 MB
 

@@ -23,8 +23,8 @@ HANG = 180  # seconds: only to tell a hang from an answer
 PID = 100 << 24  # globalPid of the synthetic process; its thread 101 is PID | 101
 
 
-def _info(path, env=None):
-    return run("info", str(path), "--json", "--no-cache", env=env, timeout=HANG)
+def _info(path, env=None, fork=None):
+    return run("info", str(path), "--json", "--no-cache", env=env, timeout=HANG, fork=fork)
 
 
 def _copy(tmp_path, name="x.sqlite", src=SINGLE):
@@ -110,7 +110,7 @@ def test_sql_in_the_file_is_never_run(tmp_path, case):
     _build(p, statements)
     assert os.path.getsize(p) <= 8192
     before = folder_state(tmp_path)
-    r = _info(p)
+    r = _info(p, fork=False)
     line = assert_refused(r, p, needle)
     assert "never run" in line
     assert r.rss_mb < 1000, r.rss_mb  # the growing view is never evaluated

@@ -54,6 +54,7 @@ def test_memory_limit_stops_a_growing_query(tmp_path):
         "--timeout",
         "300",
         env={"TMPDIR": str(tmp_path)},
+        fork=False,
     )
     line = _one_line(r)
     assert line == ("gpuviewer: SQL: the query needed more than 300 MB of memory and was stopped (--memory-limit)"), (
