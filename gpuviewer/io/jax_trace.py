@@ -25,7 +25,7 @@ from .chrome_json import read_chrome_json
 from .errors import Cancelled, TraceError, file_names, unexpected
 from .jax_piece import extract
 from .kineto_piece import floats, us_to_ns
-from .piece_reader import PieceReader, record_file, shutdown_pool
+from .piece_reader import PieceReader, record_file, using_pool
 
 _DEVICE = re.compile(r"^/device:([A-Za-z_]+):(\d{1,6})")
 _HOST = re.compile(r"^/host:")
@@ -336,7 +336,7 @@ def load_jax(files: list[str], progress=None, cancelled=None) -> Trace:
         )
     total = sum(max(1, os.path.getsize(f)) for f in files)
     done = 0
-    try:
+    with using_pool():  # shared with loads in other threads, stopped after the last
         for i, f in enumerate(files):
             size = max(1, os.path.getsize(f))
             try:
@@ -347,8 +347,6 @@ def load_jax(files: list[str], progress=None, cancelled=None) -> Trace:
             except Exception as e:  # a failure no check foresaw: named after the file that caused it
                 raise unexpected(f, e) from e
             done += size
-    finally:
-        shutdown_pool()
     if not b.ranks:
         raise TraceError(file_names(files), "no trace in these files")
     if progress:

@@ -95,28 +95,14 @@ def memory_budget() -> int:
 def _init(cancel, frac, parent: int) -> None:
     _shared["cancel"] = cancel
     _shared["frac"] = frac
-    # the window cancels a load by ending its reader process (widgets/loader.py), which cannot
-    # shut its pool down then: each worker asks the kernel to end it with its parent
-    _die_with_parent(parent)
+    from .orphans import end_with_parent
+
+    end_with_parent(parent)
     # the pool already has a process per core: each file is decoded in its own worker, not by a
     # second pool of decoders under it
     from . import kineto
 
     kineto._PARALLEL_MIN_BYTES = 1 << 62
-
-
-def _die_with_parent(parent: int) -> None:
-    import signal
-
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG (Linux)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent ended before the request was made
-        os._exit(1)
 
 
 def _read_rank(i: int, path: str, optional: bool) -> dict:

@@ -9,6 +9,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable
+from contextlib import contextmanager
 
 import msgspec
 
@@ -28,22 +29,46 @@ _FREE: queue.SimpleQueue = queue.SimpleQueue()
 # the process that made the pool and the slots: a process forked from it later (a user's own
 # fork) makes its own, rather than share the slots with it or use its dead pool's threads
 _OWNER = 0
-_START = threading.Lock()  # two loads in two threads make one pool
+_START = threading.RLock()  # two loads in two threads make one pool
+_USERS = 0  # loads under way (using_pool): the last one to end shuts the pool down
 
 
 def _noop() -> int:
     return 0
 
 
+def _adopt() -> None:
+    """Under _START: a process forked from the owner starts afresh (no pool, slots or loads)."""
+    global _POOL, _SLOTS, _OWNER, _USERS
+    if _OWNER != os.getpid():
+        _POOL, _SLOTS, _OWNER, _USERS = None, None, os.getpid(), 0
+
+
 def worker_pool():
     """The one pool of worker processes, started on first use."""
-    global _POOL, _SLOTS, _OWNER
+    global _POOL
     with _START:
-        if _OWNER != os.getpid():
-            _POOL, _SLOTS, _OWNER = None, None, os.getpid()
+        _adopt()
         if _POOL is None:
             _POOL = _start_pool()
     return _POOL
+
+
+@contextmanager
+def using_pool():
+    """One load's use of the pool: loads at once in several threads (a notebook) share it, and
+    it is shut down when the last of them ends, not under the others."""
+    global _USERS
+    with _START:
+        _adopt()
+        _USERS += 1
+    try:
+        yield
+    finally:
+        with _START:
+            _USERS -= 1
+            if _USERS == 0:
+                shutdown_pool()
 
 
 def _start_pool():
@@ -60,7 +85,11 @@ def _start_pool():
     n = min(4, os.cpu_count() or 1)
     # fork: workers inherit the imported modules (spawn would re-import for ~0.3 s). The pool
     # is started here, before the decompression thread exists, so no thread is forked.
-    pool = cf.ProcessPoolExecutor(n, mp_context=mp.get_context("fork"))
+    from .orphans import end_with_parent
+
+    pool = cf.ProcessPoolExecutor(
+        n, mp_context=mp.get_context("fork"), initializer=end_with_parent, initargs=(os.getpid(),)
+    )
     for f in [pool.submit(_noop) for _ in range(n)]:
         f.result()
     return pool
@@ -95,12 +124,14 @@ def _submit(pool, decode: Callable[..., dict], buf, chunk: int, args: tuple):
 
 
 def shutdown_pool() -> None:
+    """Stop the pool now (the last load ended, or Ctrl+C: app/cli.py)."""
     global _POOL
-    if _POOL is not None:
-        # wait=True: pieces still running end in milliseconds; with wait=False an exit soon after
-        # (Ctrl+C during a load) raced the pool's own thread at interpreter exit (CPython 3.11:
-        # "OSError: Bad file descriptor" traceback from concurrent.futures' exit hook)
-        _POOL.shutdown(wait=True, cancel_futures=True)
+    with _START:
+        if _POOL is not None and _OWNER == os.getpid():
+            # wait=True: pieces still running end in milliseconds; with wait=False an exit soon
+            # after (Ctrl+C during a load) raced the pool's own thread at interpreter exit
+            # (CPython 3.11: "OSError: Bad file descriptor" traceback from concurrent.futures' exit hook)
+            _POOL.shutdown(wait=True, cancel_futures=True)
         _POOL = None
 
 

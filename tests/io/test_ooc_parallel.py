@@ -5,7 +5,6 @@ GPUVIEWER_OOC_WORKERS picks the pool's size (1: no pool), GPUVIEWER_OUT_OF_CORE_
 out-of-core build for any size."""
 
 import filecmp
-import glob
 import json
 import os
 import shutil
@@ -15,6 +14,7 @@ import sys
 
 import pytest
 from conftest import SHARED, run_cli, trace_path
+from procs import children_of, ended
 
 from gpuviewer.io import cache
 from gpuviewer.io.errors import Cancelled, TraceError
@@ -93,14 +93,15 @@ def test_parallel_build_gives_the_same_analysis(built):
 
 def _children() -> set[int]:
     """This process's live child processes (of any of its threads), from /proc."""
-    return _children_of(os.getpid())
+    return children_of(os.getpid())
 
 
-def _workers() -> set[int]:
-    """The children that are the pool's forked workers: not multiprocessing's resource tracker,
-    which shared memory starts beside them (a child of its own, exec'd)."""
+def _workers(before: set[int]) -> set[int]:
+    """The children that are the pool's forked workers: started since `before` (not a forking
+    process of tests/cli_fork.py an earlier test left), and not multiprocessing's resource
+    tracker, which shared memory starts beside them (a child of its own, exec'd)."""
     out = set()
-    for pid in _children():
+    for pid in _children() - before:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
                 if b"resource_tracker" in fh.read():
@@ -164,10 +165,11 @@ def test_progress_names_the_rank_being_read(ranks, pool_env):
 
 def test_a_killed_worker_ends_the_build_with_one_line_naming_the_files(ranks, pool_env):
     killed: list[int] = []
+    before = _children()
 
     def cancelled() -> bool:
         if not killed:
-            pid = min(_workers())
+            pid = min(_workers(before))
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
         return False
@@ -218,34 +220,6 @@ def test_pool_size_is_bounded_by_cores_files_and_memory(ranks, monkeypatch):
     assert ooc_pool.workers_for(files) == 1
 
 
-def _children_of(pid: int) -> set[int]:
-    out = set()
-    for f in glob.glob(f"/proc/{pid}/task/*/children"):
-        try:
-            with open(f) as fh:
-                out |= {int(x) for x in fh.read().split()}
-        except OSError:
-            pass
-    return out
-
-
-def _ended(pid: int) -> bool:
-    """Whether the process ends (waited for through a pidfd: no polling loop; the bound only
-    turns a process that never ends into a failure instead of a hung test)."""
-    import select
-
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        p = select.poll()
-        p.register(fd, select.POLLIN)
-        return bool(p.poll(120_000)) or not _alive(pid)
-    finally:
-        os.close(fd)
-
-
 def test_the_windows_cancel_ends_the_reader_and_its_workers(ranks, pool_env, qtbot):
     """The window cancels by ending its reader process (widgets/loader.py): the rank workers
     that process forked end with it, and no cache entry is left."""
@@ -257,14 +231,14 @@ def test_the_windows_cancel_ends_the_reader_and_its_workers(ranks, pool_env, qtb
     def reading_with_workers(_f, m) -> bool:
         if loader.proc is None or not m.startswith("reading rank"):
             return False
-        workers.update(_children_of(loader.proc.pid))
+        workers.update(children_of(loader.proc.pid))
         return len(workers) == 2
 
     with qtbot.waitSignal(loader.progress, timeout=300_000, check_params_cb=reading_with_workers):
         loader.start([ranks])
     loader.cancel()
     assert loader.proc is None and len(workers) == 2
-    assert all(_ended(p) for p in workers)
+    assert all(ended(p, 120) for p in workers)
     # the reader's temporary build folder goes on the next build's sweep, once its builder is
     # gone; no session entry was committed
     assert not [d for d in os.listdir(pool_env) if not d.startswith(".")]

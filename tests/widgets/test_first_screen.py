@@ -11,6 +11,7 @@ import sys
 
 import pytest
 from conftest import ROOT, SAMPLES, make_window, trace_path
+from procs import children_of, ended
 from test_xvfb_smoke import xvfb
 
 LAPTOP = r"""
@@ -102,12 +103,22 @@ def test_opening_a_big_file_shows_progress_in_mb_and_events_with_cancel(qtbot, t
     monkeypatch.setenv("GPUVIEWER_CACHE_DIR", str(tmp_path / "cache"))  # a real read, not a cache hit
     w = make_window(qtbot, tmp_path, size=(1400, 900))
     msgs = []
-    w.loader.progress.connect(lambda f, m: msgs.append(m))
+    workers: set[int] = set()
+
+    def seen(_f, m):
+        msgs.append(m)
+        if w.loader.proc is not None:  # the reader's decode workers, once they exist
+            workers.update(children_of(w.loader.proc.pid))
+
+    w.loader.progress.connect(seen)
     w.open_paths([trace_path("kineto", "launch_bound_big.json.gz")])
     assert w.cancel_btn.isVisibleTo(w) and w.progress.isVisibleTo(w)  # at once, before any progress
-    qtbot.waitUntil(lambda: any("MB" in m and "events" in m for m in msgs), timeout=60_000)
+    qtbot.waitUntil(lambda: bool(workers) and any("MB" in m and "events" in m for m in msgs), timeout=60_000)
     w.cancel_load()
     assert not w.cancel_btn.isVisibleTo(w) and w.trace is None
+    # Cancel ends the reader process at once, which cannot shut its pool down: the decode workers
+    # it forked end with it (they waited on their queue for ever before, each holding its memory)
+    assert all(ended(p) for p in workers), workers
 
 
 def test_nsys_ddp_opens_on_its_steps_not_the_whole_capture(qtbot, tmp_path):

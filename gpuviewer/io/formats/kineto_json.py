@@ -33,14 +33,14 @@ def read_each(b: TraceBuilder, files: list[str], progress, cancelled, optional: 
     `skipped`, with a warning) when the folder was opened, not when the file was named. Used by
     the in-memory path below and by the out-of-core one (io/out_of_core.py)."""
     from ..kineto import read_kineto
-    from ..piece_reader import shutdown_pool
+    from ..piece_reader import using_pool
 
     sizes = [max(1, os.path.getsize(f)) for f in files]
     total = sum(sizes)
     done = 0
     n = 0
     events = 0  # trace events of the files read so far (b counts them only when they are committed)
-    try:
+    with using_pool():  # shared with loads in other threads, stopped after the last
         for i, f in enumerate(files):
 
             def prog(frac, _done=done, _size=sizes[i], _name=os.path.basename(f)):
@@ -70,8 +70,6 @@ def read_each(b: TraceBuilder, files: list[str], progress, cancelled, optional: 
             events += info["reader"].next_ordinal
             yield info
             del info  # the file's parsed chunks go before the next file is read (out of core)
-    finally:
-        shutdown_pool()
 
 
 def _load_kineto(files: list[str], progress, cancelled, optional: frozenset = frozenset()) -> Trace:
