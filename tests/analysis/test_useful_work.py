@@ -6,6 +6,7 @@ transfer, NCCL waiting, copies, idle; the host's step time split into framework 
 blocking syncs and idle. Every step of `analyze --json` carries its critical path across ranks,
 whose segments tile the step, and the job says what bounds it."""
 
+import functools
 import gzip
 import json
 import os
@@ -60,10 +61,15 @@ def test_ddp_clean_compute_share_is_the_gpu_utilization():
         assert s["busy_share"] >= s["utilization"]
 
 
+@functools.lru_cache(maxsize=4)
+def _raw_events(path: str) -> list[dict]:
+    with gzip.open(path, "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
 def _raw_host_window(path: str, step: int) -> tuple[float, float]:
     """The ProfilerStep#N range of a Kineto file, µs."""
-    with gzip.open(path, "rt") as f:
-        ev = json.load(f)["traceEvents"]
+    ev = _raw_events(path)
     e = next(e for e in ev if e.get("ph") == "X" and e.get("name") == f"ProfilerStep#{step}")
     return e["ts"], e["ts"] + e["dur"]
 
@@ -87,9 +93,8 @@ def test_host_breakdown_adds_up_to_the_host_step():
 
 def _raw_queue_full_us(path: str, t0: float, t1: float) -> float:
     """From the raw Kineto file: the time in [t0, t1] of launch calls made on a full launch queue."""
-    with gzip.open(path, "rt") as f:
-        ev = json.load(f)["traceEvents"]
-    return sum(max(0.0, min(e["ts"] + e["dur"], t1) - max(e["ts"], t0)) for e in T.queue_full_launches(ev))
+    calls = T.queue_full_launches(_raw_events(path))
+    return sum(max(0.0, min(e["ts"] + e["dur"], t1) - max(e["ts"], t0)) for e in calls)
 
 
 def test_launch_calls_on_a_full_queue_are_said_apart():
