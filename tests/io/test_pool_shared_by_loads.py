@@ -51,3 +51,37 @@ def test_a_load_finishing_first_leaves_the_pool_to_the_other(tmp_path):
     for k in ("first", "second"):
         assert len(got[k]) == len(alone) > 0, k
         assert (got[k].columns["start"] == alone.columns["start"]).all(), k
+
+
+def test_a_load_after_a_worker_was_killed_gets_a_new_pool(tmp_path):
+    """A decode worker killed (the kernel's out-of-memory killer) breaks the pool: the load using
+    it fails, saying to open the file again. While another load keeps the pool in use, opening it
+    again must work, not fail on the same broken pool until the other load ends."""
+    import signal
+    from concurrent.futures.process import BrokenProcessPool
+
+    from procs import children_of, ended
+
+    from gpuviewer.io import piece_reader
+
+    path = _stored(tmp_path, "a.json.gz")
+    alone = load([path], use_cache=False)
+    before = children_of(os.getpid())
+    with piece_reader.using_pool():  # another load under way (a notebook's other thread)
+        load([path], use_cache=False)
+        pool = piece_reader.worker_pool()  # the one both loads use
+        workers = children_of(os.getpid()) - before
+        assert workers, "the load decoded in no worker process"
+        victim = min(workers)
+        os.kill(victim, signal.SIGKILL)
+        assert ended(victim)
+        for _ in range(100):  # until the pool has seen its worker go (an answer can come first)
+            try:
+                pool.submit(int).result()
+            except BrokenProcessPool:
+                break
+        else:
+            raise AssertionError("the pool never noticed its killed worker")
+        again = load([path], use_cache=False)
+    assert len(again) == len(alone) > 0
+    assert (again.columns["start"] == alone.columns["start"]).all()
