@@ -197,13 +197,22 @@ def _excess_rows(trace: Trace, now: dict, base: dict, n_base: int, top: int) -> 
     return out
 
 
+def _flows_by_src(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """The flows (launch -> op) sorted by their source event, once per session: every rank's map
+    searches them."""
+    got = trace.derived.get("flows_by_src")
+    if got is None or len(got[0]) != len(trace.flows[0]):
+        src = np.asarray(trace.flows[0]).astype(np.int64)
+        order = np.argsort(src, kind="stable")
+        got = trace.derived["flows_by_src"] = (src[order], np.asarray(trace.flows[1]).astype(np.int64)[order])
+    return got
+
+
 def _launching_threads(trace: Trace, rank: int) -> set[tuple[int, int]]:
     """(pid, tid) of the rank's threads that launched GPU work (all its CUDA API threads when no
     launch is on record): a data loader's worker or the NCCL watchdog does not feed the step."""
     api = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind == LaneKind.CUDA_API]
-    src = trace.derived.get("flows_src_sorted")  # every rank's map asks: sorted once
-    if src is None or len(src) != len(trace.flows[0]):
-        src = trace.derived["flows_src_sorted"] = np.sort(np.asarray(trace.flows[0]).astype(np.int64))
+    src = _flows_by_src(trace)[0]
     out = set()
     for ln in api:
         sl = trace.lane_slice(ln)
@@ -222,12 +231,7 @@ LAUNCH_QUEUE_DEPTH = 1024
 def queue_full_calls(trace: Trace, rank: int) -> np.ndarray:
     """Indices of the rank's launch calls made while LAUNCH_QUEUE_DEPTH or more of the ops it had
     launched had not started on the GPU (from the launch -> op flows)."""
-    got = trace.derived.get("flows_by_src")  # every rank asks: sorted once
-    if got is None or len(got[0]) != len(trace.flows[0]):
-        src = np.asarray(trace.flows[0]).astype(np.int64)
-        order = np.argsort(src, kind="stable")
-        got = trace.derived["flows_by_src"] = (src[order], np.asarray(trace.flows[1]).astype(np.int64)[order])
-    src, dst = got
+    src, dst = _flows_by_src(trace)
     api = [trace.lane_slice(i) for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind == LaneKind.CUDA_API]
     parts = [slice(*np.searchsorted(src, [sl.start, sl.stop])) for sl in api]
     calls = np.concatenate([src[p] for p in parts]) if parts else np.zeros(0, np.int64)
