@@ -1,6 +1,6 @@
 """The CLI in a child forked from a process that has already imported gpuviewer and the libraries
 its commands load (numpy, pandas, DuckDB, Qt, pyqtgraph): each command still runs in a process
-of its own, with its own environment, folder, stdout and stderr, exit code, peak RSS and a
+of its own, with its own environment, folder, umask, stdout and stderr, exit code, peak RSS and a
 timeout, but without an interpreter start and the imports (a fuzz case took about 1 CPU-s; forked,
 about a third less). What importing prints on stderr is written at the
 start of every command's stderr, as a fresh process prints it; temporary files go where the
@@ -46,7 +46,7 @@ for line in sys.stdin:
         os.dup2(os.open(req["out"], os.O_WRONLY | os.O_TRUNC), 1)
         os.dup2(os.open(req["err"], os.O_WRONLY | os.O_TRUNC), 2)
         ctl.close()
-        os.environ.clear(); os.environ.update(req["env"]); os.chdir(req["cwd"])
+        os.environ.clear(); os.environ.update(req["env"]); os.chdir(req["cwd"]); os.umask(req["umask"])
         import tempfile; tempfile.tempdir = None
         sys.argv = ["-c", *req["argv"]]
         sys.stderr.write(said_on_import)
@@ -135,7 +135,11 @@ def run_forked(args: list[str], env: dict, timeout: float) -> tuple[int, str, st
         out, err = os.path.join(d, "out"), os.path.join(d, "err")
         for f in (out, err):
             open(f, "wb").close()
-        req = {"argv": list(args), "env": env, "cwd": ROOT, "out": out, "err": err}
+        # the umask as the test has it now (a fresh child inherits it; the forking process has
+        # the one of its own start): the modes of the files the command makes follow it
+        mask = os.umask(0o022)
+        os.umask(mask)
+        req = {"argv": list(args), "env": env, "cwd": ROOT, "out": out, "err": err, "umask": mask}
         s.p.stdin.write((json.dumps(req) + "\n").encode())
         pid = json.loads(s.line(None))["pid"]
         answer = s.line(timeout)

@@ -86,7 +86,8 @@ def test_a_folder_a_link_or_a_fifo_is_left(tmp_path, what):
 
 def test_what_gpuviewer_wrote_is_replaced_with_the_users_mode(tmp_path):
     out = tmp_path / "shot.png"
-    old = os.umask(0o022)
+    assert run_cli("--version").returncode == 0  # a command run before, under the usual umask
+    old = os.umask(0o027)  # not the usual 022: the command must follow the umask it is run with
     try:
         for _ in range(2):  # the second run replaces the first run's picture
             r = run_cli("screenshot", DDP, "-o", str(out), "--timeline-only", "--size", "800x500")
@@ -95,7 +96,7 @@ def test_what_gpuviewer_wrote_is_replaced_with_the_users_mode(tmp_path):
         os.umask(old)
     head = out.read_bytes()[:4096]
     assert head.startswith(b"\x89PNG") and b"Software" in head and b"gpuviewer" in head
-    assert stat.S_IMODE(os.stat(out).st_mode) == 0o644
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o640
     assert os.listdir(tmp_path) == ["shot.png"]  # no temporary file left
 
 
