@@ -39,13 +39,19 @@ class OverviewPanel(QWidget):
         self.plot.setLabel("bottom", "step")
         self.plot.setMouseEnabled(x=False, y=False)
         self.plot.setMenuEnabled(False)
-        self.legend = self.plot.addLegend(offset=(10, 5))
+        # the colours' key in a row of its own above the plot: drawn inside it (pyqtgraph's
+        # legend), its grey labels lay over the bars of a short plot and could not be read
+        self.legend = QLabel(
+            "&nbsp;&nbsp;".join(f'<span style="color: rgb{tuple(rgb)}">&#9632;</span> {label}' for label, rgb in PARTS)
+        )
+        self.legend.setTextFormat(Qt.RichText)
         self.table = QTableWidget(0, 4)
         self.table.setHorizontalHeaderLabels(["Kernel", "Count", "Total ms", "Share"])
         self.table.setColumnWidth(0, 380)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)
         lay.addLayout(top)
+        lay.addWidget(self.legend)
         lay.addWidget(self.plot, 3)
         lay.addWidget(self.table, 2)
         self.rank_box.currentIndexChanged.connect(self._show)
@@ -79,14 +85,12 @@ class OverviewPanel(QWidget):
         r = self.analysis.rank(rank)
         self.util.setText(f"  {utilization_line(r)}")
         self.plot.clear()
-        self.legend.clear()
         steps, v = self.stacks(rank)
         x = np.arange(len(steps))
         base = np.zeros(len(steps))
         for k, (label, rgb) in enumerate(PARTS):
             bar = pg.BarGraphItem(x=x, height=v[:, k], y0=base, width=0.7, brush=QColor(*rgb), pen=None)
             self.plot.addItem(bar)
-            self.legend.addItem(bar, label)
             base = base + v[:, k]
         ax = self.plot.getAxis("bottom")
         ax.setTicks([[(i, str(s)) for i, s in enumerate(steps)]])

@@ -50,16 +50,13 @@ def build(win) -> None:
     win.memory.cursorMoved.connect(win._memory_cursor)
     win.topology = TopologyView()
     win.topology_dock = dock(win, "Topology", win.topology, Qt.RightDockWidgetArea)
-    win.tabifyDockWidget(win.details_dock, win.topology_dock)
-    win.details_dock.raise_()
     win.annotations = AnnotationsPanel()
     win.annotations_dock = dock(win, "Annotations", win.annotations, Qt.RightDockWidgetArea)
-    win.tabifyDockWidget(win.details_dock, win.annotations_dock)
-    win.details_dock.raise_()
     # the right column starts closed (an empty Details took a quarter of a laptop's width):
     # Details opens on the first selection, Topology with a topology, Annotations with a note
     for d in (win.details_dock, win.topology_dock, win.annotations_dock):
         d.hide()
+    right_column_tabs(win, [win.details_dock, win.topology_dock, win.annotations_dock])
     win.findings = FindingsPanel()
     win.findings_dock = dock(win, "Findings", win.findings, Qt.BottomDockWidgetArea)
     win.overview = OverviewPanel()
@@ -94,6 +91,29 @@ def build(win) -> None:
     fit_to_screen(win, win.settings)  # the screen it opens on, or the last geometry there
     win.setDockOptions(QMainWindow.AnimatedDocks | QMainWindow.AllowNestedDocks | QMainWindow.AllowTabbedDocks)
     tabs_scroll(win)
+
+
+def right_column_tabs(win, docks: list) -> None:
+    """The right column's docks become tabs of one another as they open, not while all are
+    closed: Qt 6.11 gives a closed tab group's tab bar to the next group tabbed (the bottom one)
+    and leaves it standing, a stray "Findings | Overview" bar over the bottom docks."""
+    busy = []
+
+    def opened(d, visible: bool) -> None:
+        if not visible or busy or d.isFloating():
+            return
+        beside = next((x for x in docks if x is not d and x.isVisible() and not x.isFloating()), None)
+        if beside is None or d in win.tabifiedDockWidgets(beside):
+            return
+        busy.append(d)  # tabbing changes visibility again
+        try:
+            win.tabifyDockWidget(beside, d)
+            d.raise_()
+        finally:
+            busy.clear()
+
+    for d in docks:
+        d.visibilityChanged.connect(lambda v, d=d: opened(d, v))
 
 
 def tabs_scroll(win) -> None:

@@ -1,0 +1,60 @@
+"""The window's dock tab bars: one per tab group, where its docks are. Qt 6.11 handed a closed tab
+group's bar (Details | Topology | Annotations, closed at start) to the bottom group tabbed next
+and left it standing: a stray "Findings | Overview" bar drawn over the bottom docks' first line."""
+
+import os
+
+from conftest import SAMPLES, make_window
+from PySide6.QtWidgets import QTabBar
+
+
+def _bars_in_window(w) -> list[list[str]]:
+    """The tab titles of each tab bar drawn inside the window."""
+    out = []
+    for tb in w.findChildren(QTabBar):
+        if tb.count() and tb.isVisible() and tb.geometry().intersects(w.rect()):
+            out.append([tb.tabText(i) for i in range(tb.count())])
+    return out
+
+
+def _check(w) -> list[list[str]]:
+    bars = _bars_in_window(w)
+    titles = [t for b in bars for t in b]
+    assert len(titles) == len(set(titles)), bars  # a dock is a tab of one bar only
+    return bars
+
+
+def test_one_bar_per_tab_group_as_docks_open_and_close(qtbot, tmp_path):
+    w = make_window(qtbot, tmp_path, size=(1366, 768))
+    assert w.open_paths([os.path.join(SAMPLES, "ddp")], block=True)
+    qtbot.waitUntil(lambda: w.session is not None and w.session.analysis is not None, timeout=60_000)
+    bars = _check(w)
+    assert len(bars) == 1 and bars[0][:2] == ["Findings", "Overview"], bars
+    w.overview_dock.raise_()
+    qtbot.wait(1)
+    assert len(_check(w)) == 1
+    for d in (w.details_dock, w.annotations_dock, w.topology_dock):
+        d.show()
+        qtbot.waitUntil(d.isVisible)
+    qtbot.waitUntil(
+        lambda: [sorted(b) for b in _check(w) if "Details" in b] == [["Annotations", "Details", "Topology"]]
+    )
+    w.details_dock.hide()  # the bar follows once the layout is redone
+    qtbot.waitUntil(lambda: [b for b in _check(w) if "Annotations" in b] == [["Annotations", "Topology"]])
+
+
+def test_the_overview_key_is_above_its_plot_not_over_the_bars(qtbot, tmp_path):
+    """The Overview's colours are keyed in a line of their own: pyqtgraph's legend, drawn inside
+    the short plot, lay over the first step's bars in grey that could not be read."""
+    from gpuviewer.widgets.overview_panel import PARTS
+
+    w = make_window(qtbot, tmp_path, size=(1366, 768))
+    assert w.open_paths([os.path.join(SAMPLES, "ddp")], block=True)
+    qtbot.waitUntil(lambda: w.overview.rank_box.count() > 0, timeout=60_000)
+    assert w.overview.plot.plotItem.legend is None
+    key = w.overview.legend
+    assert all(label in key.text() for label, _ in PARTS)
+    w.overview_dock.raise_()
+    qtbot.waitUntil(key.isVisible)
+    plot = w.overview.plot
+    assert key.mapTo(w, key.rect().bottomLeft()).y() <= plot.mapTo(w, plot.rect().topLeft()).y()
