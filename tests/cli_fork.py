@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 
-from conftest import ROOT
+from conftest import ENV_AT_START, ROOT
 
 _SERVER = r"""
 import io, json, os, sys
@@ -86,6 +86,7 @@ class _Server:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             cwd=ROOT,
+            env=ENV_AT_START,  # not a test's monkeypatched one: what it reads at its start stays
             bufsize=0,
         )
         _servers.append(self.p)

@@ -159,21 +159,30 @@ def compat_path(*parts: str) -> str:
 
 
 # Settings a process reads as it starts (its locale and text encoding, Python's own options): a
-# command given one of these runs in a fresh process, not a forked one
+# command whose environment has other values of these than the run had at its start (by env=, or
+# by a test's monkeypatch) runs in a fresh process, not a forked one
 _READ_AT_START = re.compile(r"^(LANG$|LANGUAGE$|LC_|PYTHON)")
+ENV_AT_START = dict(os.environ)  # the forking processes (tests/cli_fork.py) start with this one
+
+
+def _start_settings(env: dict) -> dict:
+    return {k: v for k, v in env.items() if _READ_AT_START.match(k)}
 
 
 def forks(env: dict | None) -> bool:
     """Whether a command with these settings runs forked (see run_cli)."""
-    return os.environ.get("GPUVIEWER_TEST_FRESH") != "1" and not any(_READ_AT_START.match(k) for k in env or {})
+    if os.environ.get("GPUVIEWER_TEST_FRESH") == "1":
+        return False
+    return _start_settings({**os.environ, **(env or {})}) == _start_settings(ENV_AT_START)
 
 
 def run_cli(*args: str, env: dict | None = None):
     """`gpuviewer ARGS` in a process of its own: (exit code, stdout, stderr) as a CompletedProcess.
     The process is forked from one that has the imports done (tests/cli_fork.py: the interpreter's
     start and imports saved, over hundreds of commands a run: 0.11 CPU-s instead of 0.25 for a
-    refused file, 0.43 instead of 0.59 for `info` of samples/ddp), except where env sets what a
-    process reads at its start, or GPUVIEWER_TEST_FRESH=1 asks for a fresh interpreter every time."""
+    refused file, 0.43 instead of 0.59 for `info` of samples/ddp), except where the command's
+    environment (env, or the test's own) changes what a process reads at its start (see forks),
+    or GPUVIEWER_TEST_FRESH=1 asks for a fresh interpreter every time."""
     import subprocess
 
     e = dict(os.environ)
