@@ -414,7 +414,7 @@ def summary_lines(eff: dict) -> list[str]:
         rate = f"{s['tflops']:.1f} TFLOP/s" if s.get("tflops") is not None else "-"
         out.append(
             f"  rank {s['rank']} step {s['step']}{' (warm-up)' if s.get('warmup') else ''}: "
-            f"{s['flops'] / 1e12:.2f} TFLOP of model work in {s['time_ns'] / 1e6:.1f} ms = {rate}, {mfu}"
+            f"{s['flops'] / 1e12:.2f} TFLOP of matmul/conv/attention work in {s['time_ns'] / 1e6:.1f} ms = {rate}, {mfu}"
         )
     total = sum(f["time_ns"] for f in eff.get("families") or []) or 1
     for f in (eff.get("families") or [])[:6]:

@@ -466,7 +466,8 @@ def model_work(path: str) -> dict[int, tuple[float, int]]:
 
 
 _STEP_LINE = re.compile(
-    r"^  rank (\d+) step (\d+): ([\d.]+) TFLOP of model work in ([\d.]+) ms = ([\d.]+) TFLOP/s, MFU ([\d.]+)%$", re.M
+    r"^  rank (\d+) step (\d+): ([\d.]+) TFLOP of matmul/conv/attention work in ([\d.]+) ms = ([\d.]+) TFLOP/s, MFU ([\d.]+)%$",
+    re.M,
 )
 
 
@@ -481,7 +482,7 @@ _STEP_LINE = re.compile(
     ],
 )
 def test_model_work_and_mfu_per_step(parts):
-    """'rank 0 step 2: 0.40 TFLOP of model work in 29.7 ms = 13.3 TFLOP/s, MFU 1.3%': the TFLOP are
+    """'rank 0 step 2: 0.40 TFLOP of matmul/conv/attention work in 29.7 ms = 13.3 TFLOP/s, MFU 1.3%': the TFLOP are
     the step's matmuls and attention from their recorded shapes (model_work) within 0.5%; MFU is
     that work over the step's time at the H200's bf16 dense peak (989.4 TFLOP/s). The step's time
     is the wall time the step took: stall_on's host sleeps 25 ms before each step's 4 ms of GPU
