@@ -13,7 +13,8 @@ def end_with_parent(parent: int) -> None:
     """In a worker, at its start: exit as soon as process `parent` ends. A thread waits on a
     descriptor of the parent process (Linux 5.3+; the kernel's PR_SET_PDEATHSIG would fire when
     the parent's *thread* that forked the worker ends, and a notebook's loading thread can end
-    while another thread's load still uses the pool). Without one, PR_SET_PDEATHSIG is the fallback."""
+    while another thread's load still uses the pool). Without one, PR_SET_PDEATHSIG is the fallback;
+    where neither exists (macOS), nothing is done: the worker ends only with its pool."""
     try:
         fd = os.pidfd_open(parent)
     except ProcessLookupError:
