@@ -77,13 +77,15 @@ def utilization_line(r: dict) -> str:
             for k, label in (
                 ("framework", "framework ops"),
                 ("launch", "launch calls"),
-                # said only where it happened: a GPU-bound run's host waiting in launch calls
+                # said only where it happened (never as 0%: analyze --json rounds the shares to
+                # 4 places, so 0.005 is a share it can give): a GPU-bound run's host waiting in
+                # launch calls
                 ("queue", "blocked on a full launch queue"),
                 ("sync", "syncs"),
                 # host time inside no recorded op: untraced Python (an nsys run without NVTX
                 # ranges), a sleep, I/O; the profiler cannot tell which, so never called "idle"
                 ("idle", "no op recorded"),
             )
-            if k in host and (k != "queue" or host[k] >= 0.005)
+            if k in host and (k != "queue" or f"{host[k]:.0%}" != "0%")
         )
     return out
