@@ -145,30 +145,30 @@ def _ns(us) -> int:
 
 def queue_full_launches(events: list[dict]) -> list[dict]:
     """The launch calls (runtime or driver API, paired with a GPU op by correlation id) made while
-    1,024 or more of the ops launched before them had not started on the GPU: CUDA's launch queue
-    was full, and the call waited for a slot. From one rank's raw Kineto events."""
-    starts = {
-        (e.get("args") or {}).get("correlation"): e["ts"]
+    1,024 or more of the ops launched onto the same device before them had not started: CUDA's
+    launch queue for that device was full, and the call waited for a slot. From one rank's raw
+    Kineto events."""
+    ops = {
+        (e.get("args") or {}).get("correlation"): (e["ts"], (e.get("args") or {}).get("device"))
         for e in events
         if e.get("ph") == "X" and e.get("cat") in GPU_CATS and "correlation" in (e.get("args") or {})
     }
-    calls = sorted(
-        (
-            e
-            for e in events
-            if e.get("ph") == "X"
-            and e.get("cat") in ("cuda_runtime", "cuda_driver")
-            and (e.get("args") or {}).get("correlation") in starts
-        ),
-        key=lambda e: e["ts"],
-    )
-    began = sorted(starts[e["args"]["correlation"]] for e in calls)
-    out, j = [], 0
-    for i, e in enumerate(calls):
-        while j < len(began) and began[j] <= e["ts"]:
-            j += 1
-        if i - j >= 1024:  # launched before this call and not started when it was made
-            out.append(e)
+    by_device: dict = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver"):
+            op = ops.get((e.get("args") or {}).get("correlation"))
+            if op is not None:
+                by_device.setdefault(op[1], []).append(e)
+    out = []
+    for calls in by_device.values():
+        calls.sort(key=lambda e: e["ts"])
+        began = sorted(ops[e["args"]["correlation"]][0] for e in calls)
+        j = 0
+        for i, e in enumerate(calls):
+            while j < len(began) and began[j] <= e["ts"]:
+                j += 1
+            if i - j >= 1024:  # launched before this call and not started when it was made
+                out.append(e)
     return out
 
 

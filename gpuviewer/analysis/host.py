@@ -221,16 +221,18 @@ def _launching_threads(trace: Trace, rank: int) -> set[tuple[int, int]]:
     return out or {(trace.lanes[ln].pid, trace.lanes[ln].stream) for ln in api}
 
 
-# CUDA queues at most about 1,024 launched ops a context ahead of the GPU; a launch made with that
-# many of the rank's launched ops not yet started waits for a slot: the host is blocked on the GPU
-# (a GPU-bound run), not paying launch overhead. The traces show the count pinned at 1,024-1,033
-# through such runs and the calls made there lasting milliseconds instead of microseconds.
+# CUDA queues at most about 1,024 launched ops a device ahead of the GPU (its streams share the
+# queue); a launch made with that many of the device's launched ops not yet started waits for a
+# slot: the host is blocked on the GPU (a GPU-bound run), not paying launch overhead. The traces
+# show the count pinned at 1,024-1,033 through such runs (compute and NCCL streams together; no
+# single stream's count reaches it) and the calls made there lasting milliseconds, not microseconds.
 LAUNCH_QUEUE_DEPTH = 1024
 
 
 def queue_full_calls(trace: Trace, rank: int) -> np.ndarray:
-    """Indices of the rank's launch calls made while LAUNCH_QUEUE_DEPTH or more of the ops it had
-    launched had not started on the GPU (from the launch -> op flows)."""
+    """Indices of the rank's launch calls made while LAUNCH_QUEUE_DEPTH or more of the ops launched
+    onto the same device had not started on the GPU (from the launch -> op flows; a process that
+    drives several GPUs has a queue for each)."""
     src, dst = _flows_by_src(trace)
     api = [trace.lane_slice(i) for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind == LaneKind.CUDA_API]
     parts = [slice(*np.searchsorted(src, [sl.start, sl.stop])) for sl in api]
@@ -239,12 +241,16 @@ def queue_full_calls(trace: Trace, rank: int) -> np.ndarray:
         return np.zeros(0, np.int64)
     ops = np.concatenate([dst[p] for p in parts])
     start = trace.columns["start"]
-    calls = calls[np.argsort(np.asarray(start[calls]), kind="stable")]
-    called = np.asarray(start[calls]).astype(np.int64)
-    began = np.sort(np.asarray(start[ops]).astype(np.int64))
-    # an op cannot start before its launch: those started by a call's start were launched before it
-    pending = np.arange(len(calls)) - np.searchsorted(began, called, side="right")
-    return np.unique(calls[pending >= LAUNCH_QUEUE_DEPTH])
+    lane_device = np.array([ln.device for ln in trace.lanes], np.int64)
+    device = lane_device[np.asarray(trace.columns["lane"][ops]).astype(np.int64)]
+    full = []
+    for d in np.unique(device):
+        mine, began = calls[device == d], np.sort(np.asarray(start[ops[device == d]]).astype(np.int64))
+        mine = mine[np.argsort(np.asarray(start[mine]), kind="stable")]
+        # an op cannot start before its launch: those started by a call's start were launched before it
+        pending = np.arange(len(mine)) - np.searchsorted(began, np.asarray(start[mine]).astype(np.int64), side="right")
+        full.append(mine[pending >= LAUNCH_QUEUE_DEPTH])
+    return np.unique(np.concatenate(full))
 
 
 def host_split(trace: Trace, rank: int, windows: list[tuple[int, int]]) -> list[tuple[int, int, int, int, int]]:
