@@ -128,6 +128,19 @@ def _stop() -> None:
             p.wait()
 
 
+def _umask() -> int:
+    """This process's umask, read without changing it (setting it to read it back would change it
+    for a moment under the fuzz's other threads)."""
+    try:
+        with open("/proc/self/status") as f:
+            return int(next(ln for ln in f if ln.startswith("Umask:")).split()[1], 8)
+    except (OSError, StopIteration, ValueError):
+        with _lock:
+            mask = os.umask(0o022)
+            os.umask(mask)
+        return mask
+
+
 def run_forked(args: list[str], env: dict, timeout: float) -> tuple[int, str, str] | None:
     """(exit code, stdout, stderr) of `gpuviewer ARGS` in a forked child with the environment
     env (whole), or None when it ran over timeout (the child is killed)."""
@@ -138,9 +151,7 @@ def run_forked(args: list[str], env: dict, timeout: float) -> tuple[int, str, st
             open(f, "wb").close()
         # the umask as the test has it now (a fresh child inherits it; the forking process has
         # the one of its own start): the modes of the files the command makes follow it
-        mask = os.umask(0o022)
-        os.umask(mask)
-        req = {"argv": list(args), "env": env, "cwd": ROOT, "out": out, "err": err, "umask": mask}
+        req = {"argv": list(args), "env": env, "cwd": ROOT, "out": out, "err": err, "umask": _umask()}
         s.p.stdin.write((json.dumps(req) + "\n").encode())
         pid = json.loads(s.line(None))["pid"]
         answer = s.line(timeout)
