@@ -64,7 +64,7 @@ for line in sys.stdin:
         c = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         sys.stdout.flush(); sys.stderr.flush()
         os.write(2, f"@@rss_kb={max(m, c)}\n".encode())
-        sys.exit(rc if isinstance(rc, int) else 1)
+        sys.exit(rc)  # as Python ends: None is 0, a text is said on stderr with 1
     ctl.write(json.dumps({"pid": pid}) + "\n"); ctl.flush()
     _, status = os.waitpid(pid, 0)
     ctl.write(json.dumps({"rc": os.waitstatus_to_exitcode(status)}) + "\n"); ctl.flush()

@@ -65,7 +65,7 @@ def run(*args: str, env: dict | None = None, timeout: float = 300, fork: bool | 
         "except Exception:\n    pass\n"
         "c = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
         "os.write(2, f'@@rss_kb={max(m, c)}\\n'.encode())\n"
-        "sys.exit(rc if isinstance(rc, int) else 1)\n"
+        "sys.exit(rc)\n"  # as Python ends: None is 0, a text is said on stderr with 1
     )
     e = dict(os.environ)
     e.update(env or {})
