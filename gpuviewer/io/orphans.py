@@ -22,6 +22,8 @@ def end_with_parent(parent: int) -> None:
     except (OSError, AttributeError):
         _death_signal(parent)
         return
+    if os.getppid() != parent:  # it ended, and its number was given to another, before the open
+        os._exit(1)
 
     def wait() -> None:
         import select
