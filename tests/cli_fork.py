@@ -19,9 +19,31 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 
 from conftest import ENV_AT_START, ROOT
+
+# `gpuviewer ARGV` (sys.argv[1:]) run by main, then its peak RSS (its own or its children's,
+# measured inside it at exit) written on stderr, and the exit as Python ends (None is 0, a text
+# is said on stderr with 1): the last lines of a forked child and of hostile.run's fresh one
+RUN_MAIN = r"""
+import resource
+try:
+    rc = main(sys.argv[1:])
+except SystemExit as e:
+    rc = e.code
+m = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:  # ru_maxrss carries the parent's peak over a fork (and a fork+exec): the kernel's own figure
+    with open("/proc/self/status") as st:
+        m = int(next(l for l in st if l.startswith("VmHWM")).split()[1])
+except Exception:
+    pass
+c = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+sys.stdout.flush(); sys.stderr.flush()
+os.write(2, f"@@rss_kb={max(m, c)}\n".encode())
+sys.exit(rc)
+"""
 
 _SERVER = r"""
 import io, json, os, sys
@@ -50,25 +72,11 @@ for line in sys.stdin:
         import tempfile; tempfile.tempdir = None
         sys.argv = ["-c", *req["argv"]]
         sys.stderr.write(said_on_import)
-        import resource
-        try:
-            rc = main(sys.argv[1:])
-        except SystemExit as e:
-            rc = e.code
-        m = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        try:
-            with open("/proc/self/status") as st:
-                m = int(next(l for l in st if l.startswith("VmHWM")).split()[1])
-        except Exception:
-            pass
-        c = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        sys.stdout.flush(); sys.stderr.flush()
-        os.write(2, f"@@rss_kb={max(m, c)}\n".encode())
-        sys.exit(rc)  # as Python ends: None is 0, a text is said on stderr with 1
+@RUN_MAIN@
     ctl.write(json.dumps({"pid": pid}) + "\n"); ctl.flush()
     _, status = os.waitpid(pid, 0)
     ctl.write(json.dumps({"rc": os.waitstatus_to_exitcode(status)}) + "\n"); ctl.flush()
-"""
+""".replace("@RUN_MAIN@", textwrap.indent(RUN_MAIN.strip("\n"), " " * 8))
 
 _lock = threading.Lock()
 _idle: list[_Server] = []  # started and not running a command: one per command running at once

@@ -50,30 +50,17 @@ def run(*args: str, env: dict | None = None, timeout: float = 300, fork: bool | 
     RSS bound (the fuzz); its peak starts at that process's. fork=False: a fresh interpreter, for a
     test that bounds memory tightly. None (the default): forked, as conftest.run_cli decides, with
     no peak RSS to read (reading it fails the test: such a test says fork=False)."""
+    from cli_fork import RUN_MAIN, run_forked
     from conftest import forks
 
     auto = fork is None
     fork = forks(env) if auto else fork
-    code = (
-        "import resource, sys, os\n"
-        "from gpuviewer.app.cli import main\n"
-        "try:\n    rc = main(sys.argv[1:])\nexcept SystemExit as e:\n    rc = e.code\n"
-        "m = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "try:\n"  # ru_maxrss carries the parent's peak over a fork+exec: the kernel's own figure
-        "    with open('/proc/self/status') as st:\n"
-        "        m = int(next(l for l in st if l.startswith('VmHWM')).split()[1])\n"
-        "except Exception:\n    pass\n"
-        "c = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
-        "os.write(2, f'@@rss_kb={max(m, c)}\\n'.encode())\n"
-        "sys.exit(rc)\n"  # as Python ends: None is 0, a text is said on stderr with 1
-    )
+    code = "import os, sys\nfrom gpuviewer.app.cli import main\n" + RUN_MAIN
     e = dict(os.environ)
     e.update(env or {})
     t0 = time.perf_counter()
     hung = AssertionError(f"hung: gpuviewer {' '.join(map(str, args))} ran over {timeout} s")
     if fork:
-        from cli_fork import run_forked
-
         got = run_forked(list(args), e, timeout)
         if got is None:
             raise hung

@@ -241,15 +241,16 @@ def queue_full_calls(trace: Trace, rank: int) -> np.ndarray:
         return np.zeros(0, np.int64)
     ops = np.concatenate([dst[p] for p in parts])
     start = trace.columns["start"]
+    called, began = (np.asarray(start[x]).astype(np.int64) for x in (calls, ops))
     lane_device = np.array([ln.device for ln in trace.lanes], np.int64)
     device = lane_device[np.asarray(trace.columns["lane"][ops]).astype(np.int64)]
     full = []
     for d in np.unique(device):
-        mine, began = calls[device == d], np.sort(np.asarray(start[ops[device == d]]).astype(np.int64))
-        mine = mine[np.argsort(np.asarray(start[mine]), kind="stable")]
+        on = device == d
+        order = np.argsort(called[on], kind="stable")
         # an op cannot start before its launch: those started by a call's start were launched before it
-        pending = np.arange(len(mine)) - np.searchsorted(began, np.asarray(start[mine]).astype(np.int64), side="right")
-        full.append(mine[pending >= LAUNCH_QUEUE_DEPTH])
+        pending = np.arange(len(order)) - np.searchsorted(np.sort(began[on]), called[on][order], side="right")
+        full.append(calls[on][order][pending >= LAUNCH_QUEUE_DEPTH])
     return np.unique(np.concatenate(full))
 
 

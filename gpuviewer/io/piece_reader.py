@@ -52,8 +52,7 @@ def worker_pool():
         if _POOL is not None and getattr(_POOL, "_broken", False):
             # a worker was killed (out of memory): its load failed, saying to open the file
             # again; while another load keeps the pool in use, that must get a new pool
-            _POOL.shutdown(wait=True, cancel_futures=True)
-            _POOL = None
+            shutdown_pool()
         if _POOL is None:
             _POOL = _start_pool()
     return _POOL

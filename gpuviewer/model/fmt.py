@@ -46,29 +46,23 @@ def counted(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
+# what else held the GPU, beside the compute share, in the order the rank line says it
+_GPU_PARTS = (("nccl_wait", "NCCL waiting"), ("nccl_transfer", "NCCL transfer"), ("copy", "copies"), ("idle", "idle"))
+
+
 def utilization_line(r: dict) -> str:
     """One rank's utilization in words, from its analysis row (analyze --json's ranks[]): the GPU
     utilization is the compute share; beside it what else held the GPU, and the host's split."""
     u = r.get("gpu_utilization") or 0.0
     out = f"GPU utilization {u:.0%} (compute)"
     sh = r.get("utilization_breakdown") or {}
-    parts = [
-        f"{label} {sh[k]:.0%}"
-        for k, label in (
-            ("nccl_wait", "NCCL waiting"),
-            ("nccl_transfer", "NCCL transfer"),
-            ("copy", "copies"),
-            ("idle", "idle"),
-        )
-        if k in sh
-    ]
-    if parts:
-        out += "; " + ", ".join(parts)
+    said = [(k, label) for k, label in _GPU_PARTS if k in sh]
+    if said:
+        out += "; " + ", ".join(f"{label} {sh[k]:.0%}" for k, label in said)
         # compute beside NCCL (DDP's all-reduce under the backward) counts in both: the shares add
         # up to more than 100%, which a reader adding them should be told, by the printed figures
-        keys = ("nccl_wait", "nccl_transfer", "copy", "idle")
-        over = round(100 * u) + sum(round(100 * sh[k]) for k in keys if k in sh) - 100
-        if u + sum(sh.get(k, 0.0) for k in keys) - 1 >= 0.015 and over >= 2:
+        over = round(100 * u) + sum(round(100 * sh[k]) for k, _ in said) - 100
+        if u + sum(sh[k] for k, _ in said) - 1 >= 0.015 and over >= 2:
             out += f" (they add up to {100 + over}%: work ran on two streams at once)"
     host = r.get("host_breakdown") or {}
     if any(host.values()):
