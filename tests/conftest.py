@@ -79,6 +79,20 @@ def _run_dir(tmp_path_factory):
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After a test with Qt widgets (closed by qtbot's teardown), their garbage is collected here,
+    on the GUI thread: left for later, a collection set off on a window's query or analysis thread
+    in the next test destroyed them there and deadlocked with the GUI thread (a worker hung in
+    make_window). The app collects on its GUI thread only (app/gui.py); tests build windows
+    without it."""
+    yield
+    if "qtbot" in getattr(item, "fixturenames", ()):
+        import gc
+
+        gc.collect()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _cache_dir(tmp_path_factory):
     """One cache of opened traces for the whole run, and one folder for run_cli_once's answers:

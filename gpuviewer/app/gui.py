@@ -16,6 +16,9 @@ def _say(msg: str) -> None:
     print(f"gpuviewer: {line(msg)}", file=sys.stderr, flush=True)
 
 
+_COLLECTOR = None  # pyqtgraph's: automatic collection off, a timer collects on the GUI thread
+
+
 def _app():
     from PySide6.QtCore import QEvent
     from PySide6.QtWidgets import QApplication
@@ -37,6 +40,15 @@ def _app():
         app.setApplicationName("gpuviewer")
         app.setOrganizationName("gpuviewer")
     import pyqtgraph as pg
+    from pyqtgraph.util.garbage_collector import GarbageCollector
+
+    # garbage is collected on this (the GUI) thread only, on a timer: the analysis and the panels'
+    # queries run on threads of their own, and a collection one of them set off destroyed dead Qt
+    # objects there, taking a Qt lock while waiting for the interpreter that the GUI thread held
+    # while waiting for that lock (a window frozen for good; seen in a test run)
+    global _COLLECTOR
+    if _COLLECTOR is None:
+        _COLLECTOR = GarbageCollector(interval=1.0)
 
     pg.setConfigOptions(antialias=False, useOpenGL=False)
     from ..render.theme import apply
