@@ -256,21 +256,11 @@ def _screenshot(args) -> int:
 
 
 def _catch_sigint() -> None:
-    """Ctrl+C raises KeyboardInterrupt in this process only. The terminal sends SIGINT to the
-    whole process group: forked workers (the Kineto decode pool) inherit this handler and ignore
-    it, so they print no traceback of their own; the parent shuts them down (_interrupted)."""
-    import signal
+    """Ctrl+C raises KeyboardInterrupt in this process only, never lost, and not inside the
+    blocks that fork workers (io/interrupts.py)."""
+    from ..io.interrupts import catch_sigint
 
-    me = os.getpid()
-
-    def on_sigint(signum, frame):
-        if os.getpid() == me:
-            raise KeyboardInterrupt
-
-    try:
-        signal.signal(signal.SIGINT, on_sigint)
-    except ValueError:  # main() called off the main thread: signals are not ours to take
-        pass
+    catch_sigint()
 
 
 def _interrupted() -> int:
@@ -282,11 +272,30 @@ def _interrupted() -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl+C must not break the cleanup
     except ValueError:
         pass
+    print("gpuviewer: interrupted", file=sys.stderr, flush=True)
+    _exit_after(_CLEANUP_S)
     kineto = sys.modules.get("gpuviewer.io.kineto")
     if kineto is not None:  # (the reader's own cleanup has usually done this already)
         kineto.shutdown_pool()  # queued pieces are dropped; running ones end in milliseconds
-    print("gpuviewer: interrupted", file=sys.stderr, flush=True)
     return 130
+
+
+_CLEANUP_S = 10.0  # stopping the workers and the interpreter's exit take well under a second
+
+
+def _exit_after(seconds: float) -> None:
+    """Ctrl+C always ends the command: should stopping the workers or the interpreter's exit
+    hang (a stuck worker, a thread the exit joins), the process ends after `seconds` with 130.
+    Workers end with it (io/orphans.py)."""
+    import threading
+
+    def end() -> None:
+        sys.stderr.flush()
+        os._exit(130)
+
+    t = threading.Timer(seconds, end)
+    t.daemon = True
+    t.start()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
 
 from .errors import Cancelled, TraceError, file_names, unexpected
+from .interrupts import held
 
 # a worker's peak per byte of the file's decompressed JSON, with room: a 1.5M-event rank of
 # 610 MB of JSON (scale_trace.py, 50 tiles of ddp) went from 34 MB to 303 MB read, committed and
@@ -182,7 +183,8 @@ def read_ranks(files: list[str], job, n_workers: int) -> Iterator[tuple[str, dic
             while (
                 nxt < len(files) and nxt - i < n_workers + 1 and (nxt == i or sum(peaks[i:nxt]) + peaks[nxt] <= budget)
             ):
-                futures[nxt] = pool.submit(_read_rank, nxt, files[nxt], files[nxt] in job.optional)
+                with held():  # the first submit forks the workers: Ctrl+C waits for them to be known
+                    futures[nxt] = pool.submit(_read_rank, nxt, files[nxt], files[nxt] in job.optional)
                 nxt += 1
             while True:
                 if cancelled and cancelled():

@@ -15,6 +15,7 @@ import msgspec
 
 from ..model.trace import Source
 from .chrome_json import Fallback
+from .interrupts import held
 
 _POOL = None
 _IN_FLIGHT = 3  # pieces decoding at once: bounds the memory they hold
@@ -94,8 +95,14 @@ def _start_pool():
     pool = cf.ProcessPoolExecutor(
         n, mp_context=mp.get_context("fork"), initializer=end_with_parent, initargs=(os.getpid(),)
     )
-    for f in [pool.submit(_noop) for _ in range(n)]:
-        f.result()
+    try:
+        with held():  # the first submit forks the workers: Ctrl+C waits for them to be known
+            futures = [pool.submit(_noop) for _ in range(n)]
+        for f in futures:
+            f.result()
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)  # Ctrl+C while they start: stopped here
+        raise
     return pool
 
 
@@ -117,13 +124,15 @@ def _submit(pool, decode: Callable[..., dict], buf, chunk: int, args: tuple):
     if slots is None or slot is None:
         return pool.submit(decode, buf, chunk, *args)
     at = slot * _SLOT_BYTES
-    try:
-        slots[at : at + len(buf)] = buf
-        fut = pool.submit(_from_slot, decode, slot, len(buf), chunk, *args)
-    except BaseException:
-        _FREE.put(slot)
-        raise
-    fut.add_done_callback(lambda _f: _FREE.put(slot))  # done, failed or cancelled
+    # held: a done piece's callback may run here, where an interrupt would be logged and lost
+    with held():
+        try:
+            slots[at : at + len(buf)] = buf
+            fut = pool.submit(_from_slot, decode, slot, len(buf), chunk, *args)
+        except BaseException:
+            _FREE.put(slot)
+            raise
+        fut.add_done_callback(lambda _f: _FREE.put(slot))  # done, failed or cancelled
     return fut
 
 

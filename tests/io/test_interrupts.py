@@ -1,0 +1,158 @@
+"""Ctrl+C while workers are forked (io/interrupts.py). An interrupt that Python raises inside the
+fork's own hooks is printed as "Exception ignored" and lost, and the command runs on; one raised
+between a worker's fork and its pool recording it leaves a worker nobody stops. The fork hook
+below sends SIGINT at exactly that moment, every time (a real Ctrl+C hits it about 1 in 100)."""
+
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
+
+SCRIPT = r"""
+import os, signal, sys, time
+from gpuviewer.io import piece_reader
+from gpuviewer.io.interrupts import catch_sigint
+
+catch_sigint()
+os.register_at_fork(after_in_parent=lambda: os.kill(os.getpid(), signal.SIGINT))
+try:
+    piece_reader.worker_pool()
+    print("not interrupted")
+except KeyboardInterrupt:
+    print("interrupted")
+os.register_at_fork(after_in_parent=lambda: None)  # (hooks cannot be removed; later forks: none)
+print("pool", piece_reader._POOL)
+children = open(f"/proc/self/task/{os.getpid()}/children").read().split()
+print("children", len(children))
+"""
+
+
+def test_ctrl_c_while_the_workers_start_is_raised_once_they_are_known():
+    r = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Exception ignored" not in r.stderr, r.stderr[-3000:]
+    out = r.stdout.split("\n")
+    assert out[0] == "interrupted", r.stdout
+    assert "pool None" in out, r.stdout  # the pool it was starting is stopped, not kept half made
+    assert "children 0" in out, r.stdout  # and its workers with it
+
+
+HELD = r"""
+import os, signal
+from gpuviewer.io.interrupts import catch_sigint, held
+
+catch_sigint()
+steps = []
+try:
+    with held():
+        os.kill(os.getpid(), signal.SIGINT)
+        for i in range(1000):  # Python runs the handler at the next function call or loop
+            steps.append(i)
+        with held():  # nested: only the outermost block's end raises
+            os.kill(os.getpid(), signal.SIGINT)
+            steps.append("inner")
+        steps.append("after inner")
+    steps.append("after held")
+except KeyboardInterrupt:
+    steps.append("raised")
+print(steps[-3:])
+"""
+
+
+def test_an_interrupt_in_a_held_block_is_raised_at_its_end():
+    r = subprocess.run([sys.executable, "-c", HELD], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "['inner', 'after inner', 'raised']", r.stdout
+
+
+def test_a_worker_ignores_the_terminals_interrupt():
+    """The terminal sends SIGINT to the whole group: a forked worker inherits the handler and
+    must not raise (its parent stops it)."""
+    script = r"""
+import os, signal
+from gpuviewer.io.interrupts import catch_sigint
+catch_sigint()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        sum(range(1000))
+        os._exit(0)
+    except KeyboardInterrupt:
+        os._exit(3)
+print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+    r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "0", (r.stdout, r.stderr[-2000:])
+
+
+OOC = r"""
+import os, signal, sys
+from gpuviewer.io.interrupts import catch_sigint
+from gpuviewer.io.session import load
+
+catch_sigint()
+os.register_at_fork(after_in_parent=lambda: os.kill(os.getpid(), signal.SIGINT))
+try:
+    load([sys.argv[1]])
+    print("not interrupted")
+except KeyboardInterrupt:
+    print("interrupted")
+children = open(f"/proc/self/task/{os.getpid()}/children").read().split()
+print("children", len(children))
+"""
+
+
+def test_ctrl_c_while_the_out_of_core_readers_start(tmp_path):
+    """The out-of-core build's pool of rank readers (io/ooc_pool.py), started the same way."""
+    env = dict(
+        os.environ,
+        GPUVIEWER_CACHE_DIR=str(tmp_path),
+        GPUVIEWER_OUT_OF_CORE_MB="0",  # the out-of-core build for any size
+        GPUVIEWER_OOC_WORKERS="2",
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", OOC, os.path.join(ROOT, "samples", "ddp")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Exception ignored" not in r.stderr, r.stderr[-3000:]
+    assert r.stdout.split("\n")[:2] == ["interrupted", "children 0"], r.stdout
+    assert not [d for d in os.listdir(tmp_path) if not d.startswith(".")], os.listdir(tmp_path)  # no entry
+
+
+LOST = r"""
+import os, signal, time, weakref
+from gpuviewer.io.interrupts import catch_sigint
+
+catch_sigint()
+
+class Thing:
+    pass
+
+def callback(_ref):
+    os.kill(os.getpid(), signal.SIGINT)
+    for i in range(1000):  # the handler runs in here: Python prints "Exception ignored", goes on
+        pass
+
+thing = Thing()
+ref = weakref.ref(thing, callback)
+try:
+    del thing
+    end = time.monotonic() + 60  # (a bound on a failing run, not a time limit)
+    while time.monotonic() < end:  # the interrupt, sent again, is raised here
+        pass
+    print("not interrupted")
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+def test_an_interrupt_python_swallows_is_raised_again():
+    r = subprocess.run([sys.executable, "-c", LOST], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout.strip(), r.stderr) == (0, "interrupted", ""), (r.stdout, r.stderr[-2000:])
