@@ -68,7 +68,9 @@ def _interrupt(args, busy) -> subprocess.CompletedProcess:
 def _assert_interrupted(r, pgid: int | None = None) -> None:
     assert "Traceback" not in r.stderr, r.stderr[-3000:]
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert r.returncode == 130, (r.returncode, lines[-10:])
+    # 130, or ended by SIGINT itself (about 1 in 300 runs on a busy machine): shells report both
+    # as 130, and the one line above says the command was interrupted
+    assert r.returncode in (130, -signal.SIGINT), (r.returncode, lines[-10:])
     assert lines == ["gpuviewer: interrupted"], lines[-10:]
 
 
