@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 
 from .. import __version__
@@ -256,11 +257,14 @@ def _screenshot(args) -> int:
 
 
 def _catch_sigint() -> None:
-    """Ctrl+C raises KeyboardInterrupt in this process only, never lost, and not inside the
-    blocks that fork workers (io/interrupts.py)."""
+    """Ctrl+C raises KeyboardInterrupt in this process only, never lost, and not where it would
+    leave a lock taken or a worker unknown (io/interrupts.py)."""
     from ..io.interrupts import catch_sigint
 
-    catch_sigint()
+    catch_sigint(_give_up)
+
+
+_SAID = threading.Lock()  # taken by whoever prints the "interrupted" line: it is printed once
 
 
 def _interrupted() -> int:
@@ -272,30 +276,24 @@ def _interrupted() -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl+C must not break the cleanup
     except ValueError:
         pass
-    print("gpuviewer: interrupted", file=sys.stderr, flush=True)
-    _exit_after(_CLEANUP_S)
+    _say_interrupted()
     kineto = sys.modules.get("gpuviewer.io.kineto")
     if kineto is not None:  # (the reader's own cleanup has usually done this already)
         kineto.shutdown_pool()  # queued pieces are dropped; running ones end in milliseconds
     return 130
 
 
-_CLEANUP_S = 10.0  # stopping the workers and the interpreter's exit take well under a second
+def _say_interrupted() -> None:
+    if _SAID.acquire(blocking=False):  # (the main thread and _give_up's may both get here)
+        print("gpuviewer: interrupted", file=sys.stderr, flush=True)
 
 
-def _exit_after(seconds: float) -> None:
-    """Ctrl+C always ends the command: should stopping the workers or the interpreter's exit
-    hang (a stuck worker, a thread the exit joins), the process ends after `seconds` with 130.
-    Workers end with it (io/orphans.py)."""
-    import threading
-
-    def end() -> None:
-        sys.stderr.flush()
-        os._exit(130)
-
-    t = threading.Timer(seconds, end)
-    t.daemon = True
-    t.start()
+def _give_up() -> None:
+    """The process is still there GIVE_UP_S after Ctrl+C (a cleanup or the interpreter's exit
+    hangs): it ends now, with the same line and exit status. Workers end with it (io/orphans.py)."""
+    _say_interrupted()
+    sys.stderr.flush()
+    os._exit(130)
 
 
 def main(argv: list[str] | None = None) -> int:
