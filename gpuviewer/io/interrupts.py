@@ -42,7 +42,7 @@ def catch_sigint(give_up: Callable[[], None]) -> None:
     import sys
 
     me = os.getpid()
-    first = []
+    first: list[bool] = []  # the give-up thread was started
 
     def on_sigint(signum, frame) -> None:
         global _pending
