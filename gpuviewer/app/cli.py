@@ -257,8 +257,8 @@ def _screenshot(args) -> int:
 
 
 def _catch_sigint() -> None:
-    """Ctrl+C raises KeyboardInterrupt in this process only, never lost, and not where it would
-    leave a lock taken or a worker unknown (io/interrupts.py)."""
+    """Ctrl+C raises KeyboardInterrupt in this process only, and not where Python would lose it
+    or leave a lock taken (io/interrupts.py)."""
     from ..io.interrupts import catch_sigint
 
     catch_sigint(_give_up)
@@ -272,11 +272,14 @@ def _interrupted() -> int:
     written were already removed by the atomic writers' cleanup on the way up."""
     import signal
 
+    from ..io.interrupts import give_up_later
+
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl+C must not break the cleanup
     except ValueError:
         pass
     _say_interrupted()
+    give_up_later()  # the cleanup gets its own GIVE_UP_S
     kineto = sys.modules.get("gpuviewer.io.kineto")
     if kineto is not None:  # (the reader's own cleanup has usually done this already)
         kineto.shutdown_pool()  # queued pieces are dropped; running ones end in milliseconds
@@ -285,14 +288,17 @@ def _interrupted() -> int:
 
 def _say_interrupted() -> None:
     if _SAID.acquire(blocking=False):  # (the main thread and _give_up's may both get here)
-        print("gpuviewer: interrupted", file=sys.stderr, flush=True)
+        try:  # written straight to the descriptor: a blocked sys.stderr must not stop _give_up
+            os.write(2, b"gpuviewer: interrupted\n")
+        except OSError:
+            pass
 
 
 def _give_up() -> None:
-    """The process is still there GIVE_UP_S after Ctrl+C (a cleanup or the interpreter's exit
-    hangs): it ends now, with the same line and exit status. Workers end with it (io/orphans.py)."""
+    """The process is still there GIVE_UP_S after Ctrl+C or after its cleanup began (something
+    hangs): it ends now, with the same line and exit status. Workers end with it (io/orphans.py);
+    a partial output file's temporary may be left beside it."""
     _say_interrupted()
-    sys.stderr.flush()
     os._exit(130)
 
 

@@ -8,7 +8,11 @@ import sys
 
 
 def fail(msg: str, debug: bool = False) -> int:
+    from ..io.interrupts import interrupted
     from ..model.plain import line
+
+    if interrupted():  # an error Ctrl+C caused on its way up (a broken wait): said as Ctrl+C
+        raise KeyboardInterrupt
 
     if debug:
         import traceback

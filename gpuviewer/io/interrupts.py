@@ -2,15 +2,18 @@
 (app/cli.py), which Python raises at whatever line the main thread is on. Some lines cannot take
 it, each seen on a busy machine (a few in 600 interrupts):
 - importlib's own code: raised right after its weakref callback took the global import lock, the
-  lock was never released, and any other thread's first import of a module waits for ever (the
-  decompression thread, while the main thread waits for its next block: a hang, as in CI);
+  lock was never released, and any other thread's first import of a module would wait for ever;
 - a weakref callback, a __del__ or a fork hook (logging's lock release), where Python prints
   "Exception ignored" and goes on: the command then ran to its end;
 - the moment between a worker's fork and its pool recording it, which leaves a worker the pool
   cannot stop.
-So an interrupt in importlib's code, or lost the second way, is sent again a moment later; blocks
-that fork workers run `held()`, and an interrupt arriving meanwhile is raised at the block's end.
-Whatever still hangs, the process gives up GIVE_UP_S after the first Ctrl+C."""
+So an interrupt that lands in importlib's code (anywhere on the stack: a SIGALRM handler may run on
+top of it) waits until that code is left, one lost the second way is sent again, and blocks that
+fork workers or stop a pool run `held()`: an interrupt arriving meanwhile is raised at the block's
+end. An interrupt can still break a cleanup on its way up (threading's Condition.wait, interrupted
+between releasing its lock and its `try`, makes the caller's `with` raise RuntimeError): the
+command line's error paths ask `interrupted()` and end as an interrupt. Whatever still hangs, the
+process gives up GIVE_UP_S after Ctrl+C, or after its cleanup began (give_up_later)."""
 
 from __future__ import annotations
 
@@ -19,9 +22,17 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-GIVE_UP_S = 10.0  # the cleanup after Ctrl+C (stopping workers, removing partial files) takes < 1 s
+GIVE_UP_S = 10.0  # stopping workers and removing partial files took under 2 s in every case tried
 _held = 0  # held() blocks open in the main thread (signal handlers run only there)
 _pending = False  # an interrupt arrived while held
+_raised = False  # a KeyboardInterrupt was raised for Ctrl+C
+_give_up: Callable[[], None] | None = None
+_timer: threading.Timer | None = None
+
+
+def interrupted() -> bool:
+    """Whether Ctrl+C was raised in this process (an error now on its way up is its after-effect)."""
+    return _raised
 
 
 def _later(pid: int, seconds: float = 0.01) -> None:
@@ -34,6 +45,26 @@ def _later(pid: int, seconds: float = 0.01) -> None:
     t.start()
 
 
+def give_up_later(seconds: float | None = None) -> None:
+    """(Re)start the countdown after which the process gives up (catch_sigint's give_up)."""
+    global _timer
+    if _give_up is None:
+        return
+    if _timer is not None:
+        _timer.cancel()
+    _timer = threading.Timer(GIVE_UP_S if seconds is None else seconds, _give_up)
+    _timer.daemon = True
+    _timer.start()
+
+
+def _in_importlib(frame) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def catch_sigint(give_up: Callable[[], None]) -> None:
     """Ctrl+C raises KeyboardInterrupt in this process only: forked workers inherit the handler
     and ignore the signal (the terminal sends it to the whole group; the parent stops them).
@@ -41,24 +72,23 @@ def catch_sigint(give_up: Callable[[], None]) -> None:
     import signal
     import sys
 
+    global _give_up
     me = os.getpid()
-    first: list[bool] = []  # the give-up thread was started
+    _give_up = give_up
 
     def on_sigint(signum, frame) -> None:
-        global _pending
+        global _pending, _raised
         if os.getpid() != me:
             return
-        if not first:
-            first.append(True)
-            t = threading.Timer(GIVE_UP_S, give_up)
-            t.daemon = True
-            t.start()
+        if _timer is None:
+            give_up_later()
         if _held:
             _pending = True
             return
-        if frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+        if _in_importlib(frame):
             _later(me)
             return
+        _raised = True
         raise KeyboardInterrupt
 
     before = sys.unraisablehook
@@ -78,8 +108,9 @@ def catch_sigint(give_up: Callable[[], None]) -> None:
 
 @contextmanager
 def held() -> Iterator[None]:
-    """Ctrl+C waits until the block ends (blocks that fork workers; they take milliseconds)."""
-    global _held, _pending
+    """Ctrl+C waits until the block ends (blocks of milliseconds: a pool's first submit, which
+    forks its workers; a piece handed to a worker; stopping a pool)."""
+    global _held, _pending, _raised
     mine = threading.current_thread() is threading.main_thread()
     if mine:
         _held += 1
@@ -90,4 +121,5 @@ def held() -> Iterator[None]:
             _held -= 1
             if not _held and _pending:
                 _pending = False
+                _raised = True
                 raise KeyboardInterrupt

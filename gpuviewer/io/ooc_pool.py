@@ -213,7 +213,8 @@ def read_ranks(files: list[str], job, n_workers: int) -> Iterator[tuple[str, dic
             del res  # the part is in the store: dropped before the next one is taken
     finally:
         cancel.value = 1
-        pool.shutdown(wait=True, cancel_futures=True)
+        with held():  # the join not interrupted (CPython 3.11 would take the thread as ended)
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _report(progress, files, sizes, total, frac, i, nxt, events, last) -> str:

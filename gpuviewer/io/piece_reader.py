@@ -101,7 +101,8 @@ def _start_pool():
         for f in futures:
             f.result()
     except BaseException:
-        pool.shutdown(wait=True, cancel_futures=True)  # Ctrl+C while they start: stopped here
+        with held():  # Ctrl+C while they start: stopped here, the join not interrupted
+            pool.shutdown(wait=True, cancel_futures=True)
         raise
     return pool
 
@@ -124,7 +125,7 @@ def _submit(pool, decode: Callable[..., dict], buf, chunk: int, args: tuple):
     if slots is None or slot is None:
         return pool.submit(decode, buf, chunk, *args)
     at = slot * _SLOT_BYTES
-    # held: a done piece's callback may run here, where an interrupt would be logged and lost
+    # held: an interrupt between submit and add_done_callback would leave the slot taken
     with held():
         try:
             slots[at : at + len(buf)] = buf
@@ -144,7 +145,10 @@ def shutdown_pool() -> None:
             # wait=True: pieces still running end in milliseconds; with wait=False an exit soon
             # after (Ctrl+C during a load) raced the pool's own thread at interpreter exit
             # (CPython 3.11: "OSError: Bad file descriptor" traceback from concurrent.futures' exit hook)
-            _POOL.shutdown(wait=True, cancel_futures=True)
+            # held: Ctrl+C during the join would leave the pool's thread running into the exit
+            # (CPython 3.11 marks a thread whose join was interrupted as ended)
+            with held():
+                _POOL.shutdown(wait=True, cancel_futures=True)
         _POOL = None
 
 

@@ -192,7 +192,9 @@ def test_an_interrupt_inside_importlib_waits_until_it_is_left():
 STUCK = r"""
 import os, signal, sys, threading
 from gpuviewer.app import cli
+from gpuviewer.io import interrupts
 
+interrupts.GIVE_UP_S = 1.0  # (10 s in the program)
 try:
     cli._catch_sigint()
     os.kill(os.getpid(), signal.SIGINT)
@@ -214,3 +216,81 @@ def test_a_cleanup_that_hangs_after_ctrl_c_is_given_up():
         r.stdout,
         r.stderr[-2000:],
     )
+
+
+NESTED = r"""
+import os, signal
+from gpuviewer.io.interrupts import catch_sigint
+
+catch_sigint(lambda: os._exit(99))
+
+
+def tick(signum, frame):  # a SIGALRM handler (the terminal's progress line) runs on top of importlib
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(1000):
+        pass
+
+
+signal.signal(signal.SIGALRM, tick)
+inside = compile(
+    "os.kill(os.getpid(), signal.SIGALRM)\nfor i in range(100000):\n    pass\nsteps.append('importlib done')",
+    "<frozen importlib._bootstrap>",
+    "exec",
+)
+steps = []
+try:
+    exec(inside, {"os": os, "signal": signal, "steps": steps})
+    while True:
+        os.sched_yield()
+except KeyboardInterrupt:
+    steps.append("raised")
+print(steps)
+"""
+
+
+def test_importlib_anywhere_on_the_stack_holds_the_interrupt():
+    """(review: the handler looked at the top frame only)"""
+    r = subprocess.run([sys.executable, "-c", NESTED], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout.strip()) == (0, "['importlib done', 'raised']"), (r.stdout, r.stderr[-2000:])
+
+
+BROKEN_WAIT = r"""
+import inspect, os, signal, sys, threading
+import concurrent.futures as cf
+from gpuviewer.app import cli, output
+
+# the line of threading.Condition.wait right after it released its lock, before its `try`
+src, first = inspect.getsourcelines(threading.Condition.wait)
+LINE = first + next(i for i, t in enumerate(src) if "_release_save()" in t) + 1
+WAIT = threading.Condition.wait.__code__
+
+
+def tracer(frame, event, arg):
+    if frame.f_code is WAIT:
+        def local(f, ev, a):
+            if ev == "line" and f.f_lineno == LINE:
+                sys.settrace(None)
+                os.kill(os.getpid(), signal.SIGINT)  # raised here: the caller's `with` then fails
+            return local
+        return local
+    return None
+
+
+def opener(paths, args):  # reading, waiting for a decoded piece
+    fut = cf.Future()
+    threading.Timer(0.5, fut.set_result, (1,)).start()
+    sys.settrace(tracer)
+    fut.result()
+    raise AssertionError("not interrupted")
+
+
+output.load = opener
+sys.exit(cli.main(["info", "samples/ddp", "--no-cache"]))
+"""
+
+
+def test_an_error_ctrl_c_causes_on_its_way_up_ends_as_ctrl_c():
+    """Ctrl+C between Condition.wait's release and its `try` makes the waiting `with` raise
+    RuntimeError (CPython 3.11): the command says "interrupted" and exits 130, not "cannot read"."""
+    r = subprocess.run([sys.executable, "-c", BROKEN_WAIT], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stderr) == (130, "gpuviewer: interrupted\n"), (r.returncode, r.stderr[-2000:])
