@@ -288,7 +288,7 @@ def _interrupted() -> int:
 
 def _say_interrupted() -> None:
     if _SAID.acquire(blocking=False):  # (the main thread and _give_up's may both get here)
-        try:  # written straight to the descriptor: a blocked sys.stderr must not stop _give_up
+        try:  # to the descriptor, not sys.stderr, whose lock the stuck main thread may hold
             os.write(2, b"gpuviewer: interrupted\n")
         except OSError:
             pass
@@ -313,6 +313,12 @@ def main(argv: list[str] | None = None) -> int:
             return _run_command(argv)
         except KeyboardInterrupt:
             return _interrupted()
+        except Exception:
+            from ..io.interrupts import interrupted
+
+            if interrupted():  # an error Ctrl+C made on its way up, where nothing said it (fail() does)
+                return _interrupted()
+            raise
     from .gui import run_gui
 
     return run_gui(argv)

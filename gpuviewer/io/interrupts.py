@@ -68,13 +68,12 @@ def _in_importlib(frame) -> bool:
 def catch_sigint(give_up: Callable[[], None]) -> None:
     """Ctrl+C raises KeyboardInterrupt in this process only: forked workers inherit the handler
     and ignore the signal (the terminal sends it to the whole group; the parent stops them).
-    `give_up` runs in a thread GIVE_UP_S after the first Ctrl+C if the process is still there."""
+    `give_up` runs in a thread GIVE_UP_S after the first Ctrl+C, or after the cleanup began
+    (give_up_later), if the process is still there. Nothing is changed off the main thread."""
     import signal
     import sys
 
-    global _give_up
     me = os.getpid()
-    _give_up = give_up
 
     def on_sigint(signum, frame) -> None:
         global _pending, _raised
@@ -99,17 +98,19 @@ def catch_sigint(give_up: Callable[[], None]) -> None:
             return
         before(u)
 
+    global _give_up
     try:
         signal.signal(signal.SIGINT, on_sigint)
     except ValueError:  # called off the main thread: signals are not ours to take
         return
+    _give_up = give_up
     sys.unraisablehook = on_unraisable
 
 
 @contextmanager
 def held() -> Iterator[None]:
-    """Ctrl+C waits until the block ends (blocks of milliseconds: a pool's first submit, which
-    forks its workers; a piece handed to a worker; stopping a pool)."""
+    """Ctrl+C waits until the block ends (short blocks: a pool's first submit, which forks its
+    workers; a piece handed to a worker; stopping a pool, which waits for its running work)."""
     global _held, _pending, _raised
     mine = threading.current_thread() is threading.main_thread()
     if mine:

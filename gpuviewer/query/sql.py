@@ -189,7 +189,7 @@ class Query:
         try:
             while not done.wait(0.5):  # a timed wait returns to Python, where the SIGINT handler runs
                 pass
-        except KeyboardInterrupt:
+        except BaseException:  # Ctrl+C, or the RuntimeError it makes of a wait it breaks (3.11)
             self._con.interrupt()
             done.wait()
             raise

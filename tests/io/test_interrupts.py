@@ -294,3 +294,11 @@ def test_an_error_ctrl_c_causes_on_its_way_up_ends_as_ctrl_c():
     RuntimeError (CPython 3.11): the command says "interrupted" and exits 130, not "cannot read"."""
     r = subprocess.run([sys.executable, "-c", BROKEN_WAIT], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stderr) == (130, "gpuviewer: interrupted\n"), (r.returncode, r.stderr[-2000:])
+
+
+def test_an_error_ctrl_c_causes_outside_the_error_paths_ends_as_ctrl_c():
+    """The same broken wait where no error path catches it (the command's own code): main()
+    still says "interrupted" and exits 130, not a traceback."""
+    script = BROKEN_WAIT.replace("output.load = opener", "cli._run_command = lambda argv: opener(None, None)")
+    r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stderr) == (130, "gpuviewer: interrupted\n"), (r.returncode, r.stderr[-2000:])
