@@ -1,6 +1,6 @@
 """Ctrl+C at a moment that can take it. The command line turns SIGINT into KeyboardInterrupt
 (app/cli.py), which Python raises at whatever line the main thread is on. Some lines cannot take
-it, each seen on a busy machine (a few in 600 interrupts):
+it (the first two seen on a busy machine, 4 times in about 900 interrupts):
 - importlib's own code: raised right after its weakref callback took the global import lock, the
   lock was never released, and any other thread's first import of a module would wait for ever;
 - a weakref callback, a __del__ or a fork hook (logging's lock release), where Python prints
