@@ -7,7 +7,17 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
+
+
+def _python(script: str, *args: str, env: dict | None = None, timeout: int = 60) -> subprocess.CompletedProcess:
+    """`python -c script args` in the project's folder (each test needs a process of its own:
+    it installs a SIGINT handler and signals itself)."""
+    return subprocess.run(
+        [sys.executable, "-c", script, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env
+    )
+
 
 SCRIPT = r"""
 import os, signal, sys, time
@@ -29,7 +39,7 @@ print("children", len(children))
 
 
 def test_ctrl_c_while_the_workers_start_is_raised_once_they_are_known():
-    r = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = _python(SCRIPT, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "Exception ignored" not in r.stderr, r.stderr[-3000:]
     out = r.stdout.split("\n")
@@ -61,7 +71,7 @@ print(steps[-3:])
 
 
 def test_an_interrupt_in_a_held_block_is_raised_at_its_end():
-    r = subprocess.run([sys.executable, "-c", HELD], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    r = _python(HELD)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip() == "['inner', 'after inner', 'raised']", r.stdout
 
@@ -83,7 +93,7 @@ if pid == 0:
         os._exit(3)
 print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 """
-    r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    r = _python(script)
     assert r.stdout.strip() == "0", (r.stdout, r.stderr[-2000:])
 
 
@@ -112,14 +122,7 @@ def test_ctrl_c_while_the_out_of_core_readers_start(tmp_path):
         GPUVIEWER_OUT_OF_CORE_MB="0",  # the out-of-core build for any size
         GPUVIEWER_OOC_WORKERS="2",
     )
-    r = subprocess.run(
-        [sys.executable, "-c", OOC, os.path.join(ROOT, "samples", "ddp")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    r = _python(OOC, os.path.join(ROOT, "samples", "ddp"), env=env, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "Exception ignored" not in r.stderr, r.stderr[-3000:]
     assert r.stdout.split("\n")[:2] == ["interrupted", "children 0"], r.stdout
@@ -154,39 +157,8 @@ except KeyboardInterrupt:
 
 
 def test_an_interrupt_python_swallows_is_raised_again():
-    r = subprocess.run([sys.executable, "-c", LOST], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    r = _python(LOST)
     assert (r.returncode, r.stdout.strip(), r.stderr) == (0, "interrupted", ""), (r.stdout, r.stderr[-2000:])
-
-
-IMPORTLIB = r"""
-import os, signal, threading
-from gpuviewer.io.interrupts import catch_sigint
-
-catch_sigint(lambda: os._exit(99))
-# code of importlib's own file name: the handler runs inside it
-inside = compile(
-    "os.kill(os.getpid(), signal.SIGINT)\nfor i in range(100000):\n    pass\nsteps.append('importlib done')",
-    "<frozen importlib._bootstrap>",
-    "exec",
-)
-steps = []
-try:
-    exec(inside, {"os": os, "signal": signal, "steps": steps})
-    while True:  # the interrupt, sent again a moment later, is raised out here
-        threading.Event().wait(0.001)
-except KeyboardInterrupt:
-    steps.append("raised")
-print(steps)
-"""
-
-
-def test_an_interrupt_inside_importlib_waits_until_it_is_left():
-    r = subprocess.run([sys.executable, "-c", IMPORTLIB], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert (r.returncode, r.stdout.strip(), r.stderr) == (0, "['importlib done', 'raised']", ""), (
-        r.returncode,
-        r.stdout,
-        r.stderr[-2000:],
-    )
 
 
 STUCK = r"""
@@ -210,7 +182,7 @@ print("not given up")
 
 def test_a_cleanup_that_hangs_after_ctrl_c_is_given_up():
     """Whatever hangs after Ctrl+C, the command ends GIVE_UP_S later with its line and 130."""
-    r = subprocess.run([sys.executable, "-c", STUCK], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = _python(STUCK, timeout=120)
     assert (r.returncode, r.stdout, r.stderr) == (130, "", "gpuviewer: interrupted\n"), (
         r.returncode,
         r.stdout,
@@ -218,8 +190,8 @@ def test_a_cleanup_that_hangs_after_ctrl_c_is_given_up():
     )
 
 
-NESTED = r"""
-import os, signal
+IMPORTLIB = r"""
+import os, signal, sys, threading
 from gpuviewer.io.interrupts import catch_sigint
 
 catch_sigint(lambda: os._exit(99))
@@ -232,26 +204,34 @@ def tick(signum, frame):  # a SIGALRM handler (the terminal's progress line) run
 
 
 signal.signal(signal.SIGALRM, tick)
+send = signal.SIGALRM if sys.argv[1] == "under a handler" else signal.SIGINT
+# code of importlib's own file name: the handler runs inside it
 inside = compile(
-    "os.kill(os.getpid(), signal.SIGALRM)\nfor i in range(100000):\n    pass\nsteps.append('importlib done')",
+    "os.kill(os.getpid(), send)\nfor i in range(100000):\n    pass\nsteps.append('importlib done')",
     "<frozen importlib._bootstrap>",
     "exec",
 )
 steps = []
 try:
-    exec(inside, {"os": os, "signal": signal, "steps": steps})
-    while True:
-        os.sched_yield()
+    exec(inside, {"os": os, "send": send, "steps": steps})
+    while True:  # the interrupt, sent again a moment later, is raised out here
+        threading.Event().wait(0.001)
 except KeyboardInterrupt:
     steps.append("raised")
 print(steps)
 """
 
 
-def test_importlib_anywhere_on_the_stack_holds_the_interrupt():
-    """(review: the handler looked at the top frame only)"""
-    r = subprocess.run([sys.executable, "-c", NESTED], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert (r.returncode, r.stdout.strip()) == (0, "['importlib done', 'raised']"), (r.stdout, r.stderr[-2000:])
+@pytest.mark.parametrize("where", ["directly", "under a handler"])
+def test_an_interrupt_inside_importlib_waits_until_it_is_left(where):
+    """Importlib's code anywhere on the stack holds the interrupt (the review: the handler looked
+    at the top frame only, and a SIGALRM handler may run on top of importlib's code)."""
+    r = _python(IMPORTLIB, where)
+    assert (r.returncode, r.stdout.strip(), r.stderr) == (0, "['importlib done', 'raised']", ""), (
+        r.returncode,
+        r.stdout,
+        r.stderr[-2000:],
+    )
 
 
 BROKEN_WAIT = r"""
@@ -289,16 +269,16 @@ sys.exit(cli.main(["info", "samples/ddp", "--no-cache"]))
 """
 
 
-def test_an_error_ctrl_c_causes_on_its_way_up_ends_as_ctrl_c():
+@pytest.mark.parametrize(
+    "caught_by",
+    [
+        "output.load = opener",  # an error path (open_or_fail's "cannot read")
+        "cli._run_command = lambda argv: opener(None, None)",  # none: the command's own code
+    ],
+)
+def test_an_error_ctrl_c_causes_on_its_way_up_ends_as_ctrl_c(caught_by):
     """Ctrl+C between Condition.wait's release and its `try` makes the waiting `with` raise
-    RuntimeError (CPython 3.11): the command says "interrupted" and exits 130, not "cannot read"."""
-    r = subprocess.run([sys.executable, "-c", BROKEN_WAIT], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert (r.returncode, r.stderr) == (130, "gpuviewer: interrupted\n"), (r.returncode, r.stderr[-2000:])
-
-
-def test_an_error_ctrl_c_causes_outside_the_error_paths_ends_as_ctrl_c():
-    """The same broken wait where no error path catches it (the command's own code): main()
-    still says "interrupted" and exits 130, not a traceback."""
-    script = BROKEN_WAIT.replace("output.load = opener", "cli._run_command = lambda argv: opener(None, None)")
-    r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    RuntimeError (CPython 3.11): the command says "interrupted" and exits 130, not "cannot read"
+    where an error path catches it, not a traceback where none does (main() then)."""
+    r = _python(BROKEN_WAIT.replace("output.load = opener", caught_by))
     assert (r.returncode, r.stderr) == (130, "gpuviewer: interrupted\n"), (r.returncode, r.stderr[-2000:])
