@@ -154,6 +154,7 @@ def straggler_finding(x: dict) -> dict:
             "next_step_wait_ms",
             "usual_from_steps",
             "evidence",
+            "named_op",
             "others_wait_ms",
             "wait_caused_ms_each",
             "excess_over_usual_ms_each",

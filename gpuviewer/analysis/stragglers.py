@@ -38,7 +38,7 @@ TIE_SHARE = 0.02
 TIE_NS = 500_000
 _INPUT = re.compile(r"DataLoader|dataloader|_next_data|__next__|enumerate\(", re.IGNORECASE)
 # Python object addresses differ between processes: strip them so ranks' ops compare by name.
-_ADDRESS = re.compile(r" (?:object )?at 0x[0-9a-fA-F]+")
+ADDRESS = re.compile(r" (?:object )?at 0x[0-9a-fA-F]+")
 
 
 def _ms(ns: float | np.floating) -> float:
@@ -199,12 +199,14 @@ def _episodic(parts, rbs, colls, g, s, c, usual_r, carry, quiet, per_step, each)
     # an op is named as the reason only where its extra time is a real part of the extra wait it
     # is blamed for (nsys_ddp_big step 1: 'aten::empty took 1 ms more than usual' beside 16 ms)
     what = ""
+    named = None  # the op the title names: what the finding's what-if gives back its usual time
     if host and host[0]["excess_ms"] >= EXPLAINS * _ms(over * share):
-        what = f": {whose}{host[0]['name']} took {host[0]['excess_ms']:.0f} ms more than usual"
+        named = {"name": host[0]["name"], "excess_ms": host[0]["excess_ms"]}
+        what = f": {whose}{ADDRESS.sub('', host[0]['name'])} took {host[0]['excess_ms']:.0f} ms more than usual"
     elif host:
         what = (
             f": no host op {f'of rank {r} ' if whose else ''}explains it (the most extra: "
-            f"{host[0]['name']}, {host[0]['excess_ms']:.1f} ms more than usual)"
+            f"{ADDRESS.sub('', host[0]['name'])}, {host[0]['excess_ms']:.1f} ms more than usual)"
         )
     who = f"rank {r}" if len(g) == 1 else f"ranks {rank_list(list(g))}, arriving together,"
     its = "its" if len(g) == 1 else "their"
@@ -233,6 +235,7 @@ def _episodic(parts, rbs, colls, g, s, c, usual_r, carry, quiet, per_step, each)
         "cause": cause,
         "excess": excess,
         "evidence": host,
+        **({} if named is None else {"named_op": named}),
         "wait_caused_ms": _ms(c),
         "wait_caused_ms_per_step": {str(s): _ms(c)},
         "excess_over_usual_ms": _ms(over),
@@ -427,7 +430,7 @@ def _name_times(trace: Trace, rank: int, w: tuple[int, int], kinds, sync=None) -
 
 
 def _compared_name(name: str) -> str | None:
-    nm = _ADDRESS.sub("", name)
+    nm = ADDRESS.sub("", name)
     if "nccl" in nm.lower() or IDLE_WAIT.match(nm):
         return None  # waiting in a collective, or a helper thread idling: not a cause
     return nm

@@ -17,7 +17,10 @@ Changes (Change.kind):
 - comm_at_peak (peak_gbps): each collective whose size is recorded transfers at that bus bandwidth;
 - faster (regex, pct): GPU ops whose name matches (a case-insensitive search) take pct % less time;
 - no_copies: memory copies and sets take no time (the data kept on the GPU, or the copies hidden
-  behind compute): the most that fixing a copy-bound step could save.
+  behind compute): the most that fixing a copy-bound step could save;
+- shorten_host (rank, windows, cut_ns, label): a host op that took longer than usual (a stall's
+  named cause) at its usual time: the rank's host work inside its windows (gaps and CUDA calls
+  other than syncs) shrinks by cut_ns in all, in proportion.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ DEFAULT_PEAK_BUSBW_GBPS = 450.0
 
 @dataclass
 class Change:
-    kind: str  # remove_gap | rank_like_median | no_launch_overhead | comm_at_peak | faster | no_copies
+    kind: str  # remove_gap | rank_like_median | no_launch_overhead | comm_at_peak | faster | no_copies | shorten_host
     rank: int | None = None
     step: int | None = None
     part: str = "both"
@@ -51,11 +54,16 @@ class Change:
     events: np.ndarray | None = field(default=None, repr=False, compare=False)
     label: str | None = None
     label_whole: bool = False  # the label says the whole change: no "Nx faster" after it
+    # shorten_host: the op's spans (rows of start, end relative to the model's t0) and the time cut
+    windows: np.ndarray | None = field(default=None, repr=False, compare=False)
+    cut_ns: int = 0
 
     def describe(self) -> str:
         if self.kind == "faster" and self.label:
             # a label naming its own target ("... as long as in the other steps") says it all
             return self.label if self.label_whole else f"{self.label} {1 / max(1 - self.pct / 100, 1e-9):.1f}x faster"
+        if self.kind == "shorten_host":
+            return self.label or f"rank {self.rank}'s host op at its usual time"
         if self.kind == "remove_gap":
             return f"remove the longest host gap of rank {self.rank} in " + (
                 f"step {self.step}" if self.step is not None else "every step"
@@ -82,6 +90,8 @@ class Change:
             d["pct"] = self.pct
         if self.kind == "comm_at_peak":
             d["peak_gbps"] = self.peak_gbps
+        if self.kind == "shorten_host" and self.windows is not None:
+            d["cut_ms"] = round(self.cut_ns / 1e6, 3)
         return d
 
 
@@ -490,6 +500,10 @@ def apply(g: dg.DepGraph, ch: Change) -> tuple[np.ndarray, np.ndarray, list[str]
         ce = (g.e_kind == dg.E_COLL) & hit[dst_node]
         off[ce] = (off[ce] * f).astype(np.int64)
         notes.append(f"{int(hit.sum()):,} GPU ops match")
+    elif ch.kind == "shorten_host":
+        from .usual_op import shorten
+
+        shorten(g, ch, dur, off, notes)
     elif ch.kind == "no_copies":
         hit = g.kind == dg.COPY
         dur[hit] = 0
@@ -500,6 +514,10 @@ def apply(g: dg.DepGraph, ch: Change) -> tuple[np.ndarray, np.ndarray, list[str]
 
 
 def whatif(trace: Trace, change: Change, args: dict[int, dict] | None = None) -> WhatIfResult:
+    if change.kind == "shorten_host" and change.windows is None:  # named by a pattern: found here
+        from .usual_op import resolve
+
+        change = resolve(trace, change)
     g = graph(trace, args)
     base = step_times(g, recorded(g))
     dur, off, notes = apply(g, change)
@@ -515,7 +533,8 @@ def whatif(trace: Trace, change: Change, args: dict[int, dict] | None = None) ->
 
 def parse_change(opt: str, value: str | None = None, peak: float | None = None) -> Change:
     """A change from the command line's words: remove-gap RANK:STEP (STEP may be 'all'),
-    rank-like-median RANK[:host|gpu], no-launch-overhead, comm-at-peak, faster NAME_REGEX:PCT."""
+    rank-like-median RANK[:host|gpu], no-launch-overhead, comm-at-peak, faster NAME_REGEX:PCT,
+    usual-op RANK:STEP:NAME_REGEX."""
     if opt == "remove-gap":
         r, _, s = (value or "").partition(":")
         try:
@@ -530,6 +549,20 @@ def parse_change(opt: str, value: str | None = None, peak: float | None = None) 
             return Change("rank_like_median", rank=int(r), part=part or "both")
         except ValueError:
             raise ValueError(f"--rank-like-median {value}: give RANK, RANK:host or RANK:gpu") from None
+    if opt == "usual-op":
+        r, _, rest = (value or "").partition(":")
+        s, _, rx = rest.partition(":")
+        try:
+            ch = Change("shorten_host", rank=int(r), step=int(s), regex=rx)
+        except ValueError:
+            ch = None
+        if ch is None or not rx:
+            raise ValueError(f"--usual-op {value}: give RANK:STEP:NAME_REGEX, e.g. '1:3:run_backward'")
+        try:
+            re.compile(rx)
+        except re.error as e:
+            raise ValueError(f"--usual-op {value}: /{rx}/ is not a regular expression ({e})") from None
+        return ch
     if opt == "no-launch-overhead":
         return Change("no_launch_overhead")
     if opt == "no-copies":

@@ -40,6 +40,12 @@ def add_parser(sub, common) -> None:
         help="memory copies and sets take no time (data kept on the GPU, or copies hidden)",
     )
     ch.add_argument("--faster", metavar="NAME_REGEX:PCT", help="GPU ops whose name matches take PCT%% less time")
+    ch.add_argument(
+        "--usual-op",
+        metavar="RANK:STEP:NAME_REGEX",
+        help="the host op matching NAME_REGEX that took longer in RANK's STEP than in its other steps "
+        "at its usual time (what a stall's named op costs)",
+    )
     w.add_argument(
         "--peak-busbw",
         metavar="GBPS",
@@ -58,6 +64,8 @@ def _change(args):
         return parse_change("remove-gap", args.remove_gap)
     if args.rank_like_median is not None:
         return parse_change("rank-like-median", args.rank_like_median)
+    if args.usual_op is not None:
+        return parse_change("usual-op", args.usual_op)
     if args.no_launch_overhead:
         return parse_change("no-launch-overhead")
     if args.no_copies:
@@ -110,7 +118,7 @@ def cmd_whatif(args) -> int:
     if args.json:
         _json(res.to_json())
         return 0
-    _out(f"change      {change.describe()}")
+    _out(f"change      {res.change.describe()}")
     for n in res.notes[:20]:
         _out(f"            {n}")
     _out(f"{'step':>6} {'before ms':>11} {'after ms':>11} {'saves ms':>10} {'saves':>7}")
