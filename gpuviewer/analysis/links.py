@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .merge import rank_list
+
 SLOW_FACTOR = 10  # an order of magnitude below the link
 MIN_BYTES = 1 << 20  # smaller messages are latency-bound: their busbw says nothing of the link
 # per compute capability major: NVLink per link one way (GB/s), links of an SXM part, PCIe x16 one way
@@ -119,7 +121,7 @@ def slow_links(
         if link is None or busbw * SLOW_FACTOR > link[0]:
             continue
         gbps, what = link
-        who = ", ".join(map(str, ranks[:-1])) + f" and {ranks[-1]}"
+        who = rank_list(sorted(ranks))  # "0–63", not 64 numbers
         total_ms = row["count"] * row["transfer_ms"]
         lost = total_ms * (1 - busbw / gbps)
         out.append(

@@ -13,6 +13,7 @@ from ..model.categories import Cat
 from ..model.topology import SLOW, Topology, link_class
 from ..model.trace import Trace
 from .collectives import dtype_size
+from .merge import rank_list
 
 _P2P = re.compile(r"^nccl:(send|recv) (\d+)(->|<-)(\d+)$")
 
@@ -107,7 +108,7 @@ def split_finding(
     if slow:
         kinds = sorted({s["type"] for s in slow})
         parts.append(f"{len(slow)} GPU pairs talk over {'/'.join(kinds)}")
-    who = f"ranks {', '.join(map(str, ranks))}" if ranks else ", ".join(gpus)
+    who = f"ranks {rank_list(sorted(ranks))}" if ranks else ", ".join(gpus)
     f = finding(
         "topology_split",
         "high" if len(islands) > 1 else "medium",

@@ -65,6 +65,7 @@ def test_two_islands_and_topology_split():
     assert f is not None and f["rule"] == "topology_split" and f["severity"] == "high"
     assert len(f["metrics"]["islands"]) == 2
     assert len(f["metrics"]["slow_links"]) == 16
+    assert f["title"].startswith("Communication group (ranks 0–7) ")  # a range, not eight numbers
     assert "NVLink" in f["advice"]
     assert split_finding(t, ["GPU0", "GPU1", "GPU2", "GPU3"], [0, 1, 2, 3]) is None  # inside one island
     out = json.loads(run_cli("info", TWO_ISLANDS, "--json").stdout)
