@@ -188,6 +188,11 @@ class Finding:
                 f"{UNMEASURABLE_MS:g} ms a step it acts in{total}){tail}"
             )
         pct = f"{self.saves_pct_in_steps or 0.0:.0%}"
+        if len(acted) >= n == 1:
+            return (
+                f"what-if, {self.saving}: {fixing} would make the one profiled step about "
+                f"{self.saves_ms_in_steps:.1f} ms ({pct}) faster{tail}"
+            )
         if len(acted) >= n:
             return (
                 f"what-if, {self.saving}: {fixing} would make steps about {self.saves_ms_in_steps:.1f} ms "

@@ -309,3 +309,12 @@ def test_enough_steps_and_ranks_say_nothing():
     """ddp_long: both ranks of a 2-rank job, 8 measured steps: no thin-data note."""
     out = analyze(trace_path("kineto", "ddp_long"))
     assert not [f for f in flat(out["findings"]) if f["rule"] == "thin_data" or "(from " in f["title"]]
+
+
+def test_a_capture_of_one_step_says_so_in_its_saving():
+    """nsys-ai's h100_2gpu_1s holds one profiled step: its saving read '(763.7 ms over the 1
+    profiled steps)' beside 'would make steps ... faster'."""
+    p = run_cli_once("analyze", os.path.join(COMPAT, "GindaChen__nsys-ai", "h100_2gpu_1s.sqlite"))
+    assert p.returncode == 0, p.stderr
+    assert "would make the one profiled step about " in p.stdout, p.stdout
+    assert not re.search(r"\b1 profiled steps\b|\bover the 1\b", p.stdout), p.stdout
