@@ -14,7 +14,7 @@ from ..model.trace import Trace
 from . import depgraph as dg
 from .host import HOST_KINDS, explain_steps
 from .stragglers import ADDRESS
-from .whatif import Change
+from .whatif_change import Change
 
 
 def spans(trace: Trace, rank: int, step: int, name: str) -> np.ndarray:

@@ -27,72 +27,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from ..model.trace import Trace
 from . import depgraph as dg
 from . import replay_levels
+from .usual_op import resolve, shorten
+from .whatif_change import DEFAULT_PEAK_BUSBW_GBPS, Change
 
-# NVLink 4 (H100 / H200 SXM): 18 links x 25 GB/s each way = 450 GB/s, the bus bandwidth an
-# NVLink all-reduce can reach at best (NVIDIA's H200 datasheet: 900 GB/s bidirectional).
-DEFAULT_PEAK_BUSBW_GBPS = 450.0
-
-
-@dataclass
-class Change:
-    kind: str  # remove_gap | rank_like_median | no_launch_overhead | comm_at_peak | faster | no_copies | shorten_host
-    rank: int | None = None
-    step: int | None = None
-    part: str = "both"
-    regex: str | None = None
-    pct: float = 0.0
-    peak_gbps: float = DEFAULT_PEAK_BUSBW_GBPS
-    # faster: these GPU ops (event indices) instead of the names matching regex, and what they are
-    # in words (the efficiency findings name a kernel family or a GEMM shape, not a regex)
-    events: np.ndarray | None = field(default=None, repr=False, compare=False)
-    label: str | None = None
-    label_whole: bool = False  # the label says the whole change: no "Nx faster" after it
-    # shorten_host: the op's spans (rows of start, end relative to the model's t0) and the time cut
-    windows: np.ndarray | None = field(default=None, repr=False, compare=False)
-    cut_ns: int = 0
-
-    def describe(self) -> str:
-        if self.kind == "faster" and self.label:
-            # a label naming its own target ("... as long as in the other steps") says it all
-            return self.label if self.label_whole else f"{self.label} {1 / max(1 - self.pct / 100, 1e-9):.1f}x faster"
-        if self.kind == "shorten_host":
-            return self.label or f"rank {self.rank}'s host op at its usual time"
-        if self.kind == "remove_gap":
-            return f"remove the longest host gap of rank {self.rank} in " + (
-                f"step {self.step}" if self.step is not None else "every step"
-            )
-        if self.kind == "rank_like_median":
-            part = {"both": "host and GPU", "host": "host", "gpu": "GPU"}[self.part]
-            return f"rank {self.rank}'s {part} as fast as the median of the other ranks'"
-        if self.kind == "no_launch_overhead":
-            return "no launch overhead (as CUDA graphs would)"
-        if self.kind == "comm_at_peak":
-            return f"collectives at {self.peak_gbps:g} GB/s bus bandwidth"
-        if self.kind == "no_copies":
-            return "memory copies take no time (data kept on the GPU, or copies hidden behind compute)"
-        return f"GPU ops matching /{self.regex}/ {self.pct:g}% faster"
-
-    def to_json(self) -> dict:
-        d: dict[str, Any] = {"kind": self.kind, "text": self.describe()}
-        for k in ("rank", "step", "regex"):
-            if getattr(self, k) is not None:
-                d[k] = getattr(self, k)
-        if self.kind == "rank_like_median":
-            d["part"] = self.part
-        if self.kind == "faster":
-            d["pct"] = self.pct
-        if self.kind == "comm_at_peak":
-            d["peak_gbps"] = self.peak_gbps
-        if self.kind == "shorten_host" and self.windows is not None:
-            d["cut_ms"] = round(self.cut_ns / 1e6, 3)
-        return d
+__all__ = ["DEFAULT_PEAK_BUSBW_GBPS", "Change", "StepTime", "WhatIfResult", "whatif", "parse_change"]
 
 
 @dataclass
@@ -501,8 +445,6 @@ def apply(g: dg.DepGraph, ch: Change) -> tuple[np.ndarray, np.ndarray, list[str]
         off[ce] = (off[ce] * f).astype(np.int64)
         notes.append(f"{int(hit.sum()):,} GPU ops match")
     elif ch.kind == "shorten_host":
-        from .usual_op import shorten
-
         shorten(g, ch, dur, off, notes)
     elif ch.kind == "no_copies":
         hit = g.kind == dg.COPY
@@ -515,8 +457,6 @@ def apply(g: dg.DepGraph, ch: Change) -> tuple[np.ndarray, np.ndarray, list[str]
 
 def whatif(trace: Trace, change: Change, args: dict[int, dict] | None = None) -> WhatIfResult:
     if change.kind == "shorten_host" and change.windows is None:  # named by a pattern: found here
-        from .usual_op import resolve
-
         change = resolve(trace, change)
     g = graph(trace, args)
     base = step_times(g, recorded(g))
