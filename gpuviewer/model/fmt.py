@@ -57,6 +57,10 @@ def utilization_line(r: dict) -> str:
     out = f"GPU utilization {u:.0%} (compute)"
     sh = r.get("utilization_breakdown") or {}
     said = [(k, label) for k, label in _GPU_PARTS if k in sh]
+    if not u and not any(sh.get(k) for k, _ in _GPU_PARTS):
+        # no GPU time to share out (a CPU-only capture, no kernels in its steps): "utilization 0%,
+        # idle 0%" would contradict itself
+        out, said = "no GPU work on record", []
     if said:
         out += "; " + ", ".join(f"{label} {sh[k]:.0%}" for k, label in said)
         # compute beside NCCL (DDP's all-reduce under the backward) counts in both: the shares add
