@@ -254,6 +254,37 @@ def queue_full_calls(trace: Trace, rank: int) -> np.ndarray:
     return np.unique(np.concatenate(full))
 
 
+# an asynchronous copy call that lasts this long, most of it while its copy ran, blocked the host
+# on it (a copy to or from pageable memory): counted with the syncs, not as a launch
+_ASYNC_COPY = re.compile(r"memcpy.*async", re.IGNORECASE)
+BLOCKING_COPY_NS = 50_000
+
+
+def _blocking_copies(trace: Trace, api: np.ndarray) -> np.ndarray:
+    """Per CUDA API call in api: an async memcpy call of BLOCKING_COPY_NS or more, at least half of
+    it spent while the copy it launched ran on the GPU."""
+    c = trace.columns
+    names = np.asarray(c["name"][api]).astype(np.int64)
+    ids = [i for i, n in enumerate(trace.names) if _ASYNC_COPY.search(n)]
+    out = np.zeros(len(api), bool)
+    cand = np.flatnonzero(np.isin(names, ids) & (np.asarray(c["dur"][api]) >= BLOCKING_COPY_NS))
+    if not len(cand):
+        return out
+    src, dst = _flows_by_src(trace)
+    ev = api[cand].astype(np.int64)
+    k = np.minimum(np.searchsorted(src, ev), max(len(src) - 1, 0))
+    ok = (src[k] == ev) if len(src) else np.zeros(len(ev), bool)
+    op = dst[k[ok]]
+    c0 = np.asarray(c["start"][ev[ok]]).astype(np.int64)
+    c1 = c0 + np.asarray(c["dur"][ev[ok]]).astype(np.int64)
+    o0 = np.asarray(c["start"][op]).astype(np.int64)
+    o1 = o0 + np.asarray(c["dur"][op]).astype(np.int64)
+    # most of the call ran while its copy did: the host waited on the copy (a pageable DtoH returns
+    # after it; a pageable HtoD as its last staged chunk is sent, a little before it ends)
+    out[cand[ok][2 * (np.minimum(c1, o1) - np.maximum(c0, o0)) >= c1 - c0]] = True
+    return out
+
+
 def host_split(trace: Trace, rank: int, windows: list[tuple[int, int]]) -> list[tuple[int, int, int, int, int]]:
     """Per host step window: (framework, launch, queue, sync, idle) ns of the threads that launch
     the rank's GPU work. sync: blocking synchronize calls and blocking copies; queue: launch calls
@@ -284,7 +315,7 @@ def host_split(trace: Trace, rank: int, windows: list[tuple[int, int]]) -> list[
         return iv.union(s, s + np.asarray(c["dur"][idx]).astype(np.int64))
 
     api = of((LaneKind.CUDA_API,))
-    is_sync = np.isin(np.asarray(c["name"][api]), sync_name_ids(trace))
+    is_sync = np.isin(np.asarray(c["name"][api]), sync_name_ids(trace)) | _blocking_copies(trace, api)
     sync, calls = ivs(api[is_sync]), ivs(api[~is_sync])
     cpu = of((LaneKind.CPU, LaneKind.NVTX))
     cpu = cpu[~np.isin(np.asarray(c["name"][cpu]), list(_step_markers(trace)))]
