@@ -151,6 +151,11 @@ def explain(
     return _excess_rows(trace, _per_name(trace, lanes, *window), base, len(baseline), top)
 
 
+def lane_words(lane) -> str:
+    """A host lane as the evidence names it ("thread 948 (python3)", "GPU 0 · CUDA API ...")."""
+    return (f"GPU {lane.device} · " if lane.device >= 0 else "") + lane.label
+
+
 def explain_steps(trace: Trace, rank: int, top: int = 5) -> dict[int, list[dict]]:
     """explain() of each host step of the rank against all its other steps (what its host did in
     a step beyond its usual), for every step at once: the map computes this, since only the
@@ -189,7 +194,7 @@ def _excess_rows(trace: Trace, now: dict, base: dict, n_base: int, top: int) -> 
             {
                 "name": trace.names[n],
                 "category": CAT_LABEL.get(Cat(ct), str(ct)),
-                "lane": (f"GPU {lane.device} · " if lane.device >= 0 else "") + lane.label,
+                "lane": lane_words(lane),
                 "excess_ms": round(ex / 1e6, 3),
                 "ms": round(v / 1e6, 3),
             }

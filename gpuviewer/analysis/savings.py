@@ -55,14 +55,16 @@ def _straggler(f: Finding) -> list[Change]:
     return [Change("rank_like_median", rank=int(late))]  # a persistent late rank keeps pace
 
 
-def _named_host_op(trace: Trace, f: Finding) -> list[Change]:
+def _named_host_op(trace: Trace, g, f: Finding) -> list[Change]:
     """A stall whose title names the host op that took longer than usual ("sleep took 50 ms more
     than usual") is fixed by that op taking its usual time (usual_op), not by removing the step's
     longest host gap: in ddp_nop2p that was a 2 ms gap beside run_backward's extra 8 ms."""
     named, r = f.metrics.get("named_op"), f.metrics.get("late_rank")
     if not isinstance(named, dict) or r is None or f.step is None:
         return []
-    ch = usual_op.change(trace, int(r), int(f.step), str(named.get("name")), float(named.get("excess_ms") or 0.0))
+    ch = usual_op.change(
+        trace, g, int(r), int(f.step), str(named.get("name")), float(named.get("excess_ms") or 0.0), named.get("lane")
+    )
     return [] if ch is None else [ch]
 
 
@@ -282,7 +284,7 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
         if f.rule == "step_outlier":
             changes = changes + _slow_ops(g, f)
         if f.rule == "straggler" and not f.fix:
-            changes = _named_host_op(trace, f) or changes
+            changes = _named_host_op(trace, g, f) or changes
         if not changes:
             continue
         try:

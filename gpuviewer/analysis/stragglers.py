@@ -201,7 +201,7 @@ def _episodic(parts, rbs, colls, g, s, c, usual_r, carry, quiet, per_step, each)
     what = ""
     named = None  # the op the title names: what the finding's what-if gives back its usual time
     if host and host[0]["excess_ms"] >= EXPLAINS * _ms(over * share):
-        named = {"name": host[0]["name"], "excess_ms": host[0]["excess_ms"]}
+        named = {"name": host[0]["name"], "excess_ms": host[0]["excess_ms"], "lane": host[0]["lane"]}
         what = f": {whose}{ADDRESS.sub('', host[0]['name'])} took {host[0]['excess_ms']:.0f} ms more than usual"
     elif host:
         what = (

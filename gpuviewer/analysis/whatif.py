@@ -456,9 +456,9 @@ def apply(g: dg.DepGraph, ch: Change) -> tuple[np.ndarray, np.ndarray, list[str]
 
 
 def whatif(trace: Trace, change: Change, args: dict[int, dict] | None = None) -> WhatIfResult:
-    if change.kind == "shorten_host" and change.windows is None:  # named by a pattern: found here
-        change = resolve(trace, change)
     g = graph(trace, args)
+    if change.kind == "shorten_host" and change.windows is None:  # named by a pattern: found here
+        change = resolve(trace, g, change)
     base = step_times(g, recorded(g))
     dur, off, notes = apply(g, change)
     after = step_times(g, replay(g, dur, off, base=recorded(g)))
@@ -492,6 +492,8 @@ def parse_change(opt: str, value: str | None = None, peak: float | None = None) 
     if opt == "usual-op":
         r, _, rest = (value or "").partition(":")
         s, _, rx = rest.partition(":")
+        if s in ("all", "*"):
+            raise ValueError(f"--usual-op {value}: give one step (an op's usual time is its time in the other steps)")
         try:
             ch = Change("shorten_host", rank=int(r), step=int(s), regex=rx)
         except ValueError:

@@ -44,7 +44,8 @@ def add_parser(sub, common) -> None:
         "--usual-op",
         metavar="RANK:STEP:NAME_REGEX",
         help="the host op matching NAME_REGEX that took longer in RANK's STEP than in its other steps "
-        "at its usual time (what a stall's named op costs)",
+        "(the one with the most extra time, when several match) at its usual time: what a stall's "
+        "named op costs",
     )
     w.add_argument(
         "--peak-busbw",

@@ -264,7 +264,7 @@ def test_a_stall_names_an_op_only_if_it_explains_a_real_part_of_it(parts):
         name = re.sub(r" (?:object )?at 0x[0-9a-fA-F]+", "", top["name"]) if top else ""
         if top and f"{name} took {top['excess_ms']:.0f} ms more than usual" in t:
             assert top["excess_ms"] >= 0.25 * float(extra.group(1)), (t, top)
-            assert f["metrics"]["named_op"] == {"name": top["name"], "excess_ms": top["excess_ms"]}
+            assert f["metrics"]["named_op"] == {"name": top["name"], "excess_ms": top["excess_ms"], "lane": top["lane"]}
             seen += 1
         elif top:
             assert "no host op" in t and "explains it" in t and name in t, (t, top)
@@ -334,6 +334,7 @@ def test_host_time_outside_recorded_ops_is_not_called_idle():
         (("whatif", "launch_eager.json.gz"), ["--no-launch-overhead"]),
         (("kineto", "ddp_clean"), ["--no-launch-overhead"]),
         (("kineto", "ddp"), ["--usual-op", "1:3:sleep"]),  # "<built-in function sleep> took 50 ms more"
+        (("whatif", "stall_on.json.gz"), ["--remove-gap", "0:all"]),  # a host gap every step
     ],
 )
 def test_the_first_finding_saves_what_the_whatif_command_replays(parts, flag):
