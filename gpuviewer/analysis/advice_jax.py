@@ -48,4 +48,6 @@ def for_framework(analysis, trace) -> None:
     if getattr(trace, "format", None) != "jax":
         return
     for f in analysis.all_findings():
+        if f.rule == "low_gpu_utilization" and f.metrics.get("mostly", "idle") != "idle":
+            continue  # about copies or communication, in no framework's terms
         f.advice = JAX_ADVICE.get(f.rule, f.advice)

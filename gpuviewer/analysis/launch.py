@@ -135,15 +135,18 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
     med_k = float(np.median([x["median_kernel_ns"] for x in xs])) / 1e3
     mean_gap = gap_ns / max(gaps, 1) / 1e3
     per_step = n / len(hit)
-    idle = rb.shares()["idle"]
-    compute = rb.gpu_utilization  # the compute share: what the GPU is there for
+    # the compute share (what the GPU is there for) and idle share of the launch-bound steps' GPU
+    # time: another step's 3 s pageable copy (step_outlier) must not make it "compute 1%"
+    w = sum(s.gpu_time_ns for s in hit)
+    idle = sum(s.idle_total_ns for s in hit) / w if w else 0.0
+    compute = sum(s.compute_ns for s in hit) / w if w else 0.0
     where = "" if len(hit) == len(steps) else f" in {len(hit)} of {len(steps)} steps"
     s0, s1 = min(s.start_ns for s in hit), max(s.end_ns for s in hit)
     title = (
         f"Rank {rb.rank}: launch-bound{where} — {per_step:,.0f} kernels a step of {mean_k:.1f} µs on average "
         f"(median {med_k:.1f} µs) separated by {mean_gap:.1f} µs; between them the GPU idles "
         f"{gap_ns / len(hit) / 1e6:.1f} ms a step, {share:.0%} of the time it is fed work; "
-        f"compute {compute:.0%} of its time"
+        f"compute {compute:.0%} of its time{' in them' if where else ''}"
     )
     return [
         deferred(

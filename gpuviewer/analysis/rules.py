@@ -22,7 +22,7 @@ from . import intervals as iv
 from .breakdown import RankBreakdown
 from .host import explain, recorded_ns
 from .memory import HELD_ADVICE, STEP_ADVICE, allocated_counters, capacity_bytes, held_and_added, peaks_per_step
-from .rule_base import ADVICE, critical, deferred, finding, settle  # noqa: F401 - used here and by callers
+from .rule_base import ADVICE, LOW_UTIL_ADVICE, critical, deferred, finding, settle  # noqa: F401 - used here and by callers
 
 LOW_UTILIZATION = 0.70  # the guide's threshold
 HOST_GAP_MIN_NS = 1_000_000  # gaps shorter than 1 ms are launch gaps, not host stalls
@@ -57,34 +57,38 @@ def utilization(rb: RankBreakdown) -> list[dict]:
         )
         if sh[k] >= 0.005
     )
-    return [
-        finding(
-            "low_gpu_utilization",
-            "high" if u < 0.4 else "medium",
-            f"Rank {rb.rank}: GPU utilization {u:.0%} (compute kernels' share of its time, below "
-            f"{LOW_UTILIZATION:.0%}){'; ' + beside if beside else ''}{_warm_note(rb)}"
-            + (
-                f"; {rb.unplaced:,} {'kernels' if rb.unplaced_kernels else 'GPU ops'} without a launch "
-                "record are not in any step"
-                if rb.unplaced
-                else ""
-            ),
-            [rb.rank],
-            None,
-            s0,
-            s1,
-            {
-                "utilization": round(u, 4),
-                "busy_share": round(sh["busy"], 4),
-                "shares": {k: round(v, 4) for k, v in sh.items()},
-                "compute_ms": round(rb.total("compute_ns") / 1e6, 3),
-                "busy_ms": round(rb.total("busy_ns") / 1e6, 3),
-                "gpu_time_ms": round(sum(s.gpu_time_ns for s in rb.measured) / 1e6, 3),
-                "idle_ms": round(sum(s.idle_total_ns for s in rb.measured) / 1e6, 3),
-            },
-            impact_ns=critical(rb, {x.step: x.idle_total_ns for x in rb.measured}),
-        )
-    ]
+    # what holds the GPU when it is not computing: the advice is about that (a pageable copy that
+    # fills the step is not a GPU waiting for work)
+    mostly = max(("nccl_wait", "nccl_transfer", "copy", "idle"), key=lambda k: sh[k])
+    f = finding(
+        "low_gpu_utilization",
+        "high" if u < 0.4 else "medium",
+        f"Rank {rb.rank}: GPU utilization {u:.0%} (compute kernels' share of its time, below "
+        f"{LOW_UTILIZATION:.0%}){'; ' + beside if beside else ''}{_warm_note(rb)}"
+        + (
+            f"; {rb.unplaced:,} {'kernels' if rb.unplaced_kernels else 'GPU ops'} without a launch "
+            "record are not in any step"
+            if rb.unplaced
+            else ""
+        ),
+        [rb.rank],
+        None,
+        s0,
+        s1,
+        {
+            "utilization": round(u, 4),
+            "busy_share": round(sh["busy"], 4),
+            "shares": {k: round(v, 4) for k, v in sh.items()},
+            "compute_ms": round(rb.total("compute_ns") / 1e6, 3),
+            "busy_ms": round(rb.total("busy_ns") / 1e6, 3),
+            "gpu_time_ms": round(sum(s.gpu_time_ns for s in rb.measured) / 1e6, 3),
+            "idle_ms": round(sum(s.idle_total_ns for s in rb.measured) / 1e6, 3),
+            "mostly": mostly,
+        },
+        impact_ns=critical(rb, {x.step: x.idle_total_ns for x in rb.measured}),
+    )
+    f["advice"] = LOW_UTIL_ADVICE.get(mostly, f["advice"])
+    return [f]
 
 
 COPY_SHARE = 0.30  # copies filling this share of the GPU's time, more than compute, are the bottleneck
