@@ -68,6 +68,21 @@ def _named_host_op(trace: Trace, g, f: Finding) -> list[Change]:
     return [] if ch is None else [ch]
 
 
+def _outlier_host_op(trace: Trace, g, f: Finding) -> list[Change]:
+    """An outlier step whose named cause is a host op (JAX's '$time sleep 30.1 ms') is fixed by
+    that op taking its usual time, where it is host work (not a call waiting for the GPU): half its
+    extra time or more is host work the model can shorten."""
+    causes = f.metrics.get("causes") or []
+    lead = causes[0] if causes else None
+    if not lead or lead.get("category") in _GPU_CAUSES or f.step is None or not f.ranks:
+        return []
+    excess = float(lead.get("excess_ms") or 0.0)
+    if excess < 0.5 * max(0.0, (f.metrics.get("duration_ms") or 0.0) - (f.metrics.get("median_ms") or 0.0)):
+        return []  # not named as the step's cause
+    ch = usual_op.change(trace, g, int(f.ranks[0]), int(f.step), str(lead.get("name")), excess, lead.get("lane"))
+    return [ch] if ch is not None and ch.cut_ns >= 0.5 * excess * 1e6 else []
+
+
 def _steps(f: Finding) -> list[int | None]:
     """The steps a finding is about: the ones its metrics list when it recurs, else its own step
     (None: every step)."""
@@ -282,7 +297,7 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
     for f in wanted:
         changes = f.fix or CAUSES[f.rule](f)
         if f.rule == "step_outlier":
-            changes = changes + _slow_ops(g, f)
+            changes = (_outlier_host_op(trace, g, f) or changes) + _slow_ops(g, f)
         if f.rule == "straggler" and not f.fix:
             changes = _named_host_op(trace, g, f) or changes
         if not changes:

@@ -19,8 +19,9 @@ from .whatif_change import Change
 
 
 def spans(trace: Trace, rank: int, step: int, name: str, lane: str | None = None) -> np.ndarray:
-    """The op's spans on the rank's host lanes (only the one `lane` names, lane_words' text, when
-    given) within the step's window, merged (rows of start, end relative to the trace's start)."""
+    """The op's spans on the rank's host lanes (only the one `lane` names, by lane_words' text or
+    its label, when given) within the step's window, merged (rows of start, end relative to the
+    trace's start)."""
     win = [x for x in trace.steps_of_rank(rank) if x.step == step]
     ids = [i for i, nm in enumerate(trace.names) if nm == name]
     if not win or not ids:
@@ -28,7 +29,11 @@ def spans(trace: Trace, rank: int, step: int, name: str, lane: str | None = None
     w0, w1 = win[0].start, win[0].end
     a_all, b_all = [], []
     for li, ln in enumerate(trace.lanes):
-        if ln.rank != rank or ln.kind not in HOST_KINDS or (lane is not None and lane_words(ln) != lane):
+        if (
+            ln.rank != rank
+            or ln.kind not in HOST_KINDS
+            or (lane is not None and lane not in (lane_words(ln), ln.label))
+        ):
             continue
         sl = trace.lane_slice(li)
         a = np.asarray(trace.columns["start"][sl], np.int64)

@@ -155,3 +155,18 @@ def test_the_whatif_command_replays_the_named_op_as_the_finding_says(nop2p_json)
     bad = run_cli("whatif", trace_path(*NOP2P), "--usual-op", "1:3:no_such_op")
     assert bad.returncode == 2 and "no host op matching /no_such_op/" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_an_outlier_step_named_for_a_host_op_is_priced_by_that_op():
+    """JAX's planted 30 ms sleep: 'step 4 took 31 ms ...: $time sleep 30.1 ms' was priced by
+    removing the step's longest host gap, 30.4 ms, more than the sleep itself. Now by the sleep at
+    its usual time: at most its own duration (the raw file's), and nearly all of it."""
+    path = trace_path("jax", "jax_train_stall.trace.json.gz")
+    with gzip.open(path) as f:
+        sleeps = [e["dur"] / 1e3 for e in json.load(f)["traceEvents"] if e.get("name") == "$time sleep"]
+    assert len(sleeps) == 1
+    r = run_cli("analyze", path, "--json")
+    assert r.returncode == 0, r.stderr
+    top = json.loads(r.stdout)["findings"][0]
+    assert top["rule"] == "step_outlier" and top["saving"].startswith("rank 0's $time sleep in step 4 at its usual")
+    assert 0.9 * sleeps[0] <= top["saves_ms_in_steps"] <= sleeps[0] + 0.01, (top["saves_ms_in_steps"], sleeps)
