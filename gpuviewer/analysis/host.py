@@ -15,6 +15,8 @@ from ..model.trace import Trace
 SYNC_CALL = re.compile(
     r"(Stream|Device|Event|Ctx)Synchroni[sz]e|^cudaMemcpy(_v\d+)?$|^cuMemcpy[DH]to[DH](_v2)?$", re.IGNORECASE
 )
+# Framework calls that block until the device is done (JAX records no CUDA sync call under them)
+HOST_SYNC_OP = re.compile(r"\bblock_until_ready\b|\bdevice_get\b")
 HOST_KINDS = (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.OSRT, LaneKind.NVTX)
 # Helper threads blocking in these are idle, not working: never a reason a step was slow.
 IDLE_WAIT = re.compile(
@@ -30,6 +32,16 @@ def sync_name_ids(trace: Trace) -> np.ndarray:
     if got is None or got[0] != len(trace.names):
         got = (len(trace.names), np.array([i for i, n in enumerate(trace.names) if SYNC_CALL.search(n)], np.int32))
         trace.derived["sync_name_ids"] = got
+    return got[1]
+
+
+def _host_sync_op_ids(trace: Trace) -> np.ndarray:
+    """Ids of the names of framework calls that wait for the device (HOST_SYNC_OP), kept with the
+    trace as sync_name_ids is (every rank's map asks)."""
+    got = trace.derived.get("host_sync_op_ids")
+    if got is None or got[0] != len(trace.names):
+        ids = np.array([i for i, n in enumerate(trace.names) if HOST_SYNC_OP.search(n)], np.int32)
+        got = trace.derived["host_sync_op_ids"] = (len(trace.names), ids)
     return got[1]
 
 
@@ -292,7 +304,8 @@ def _blocking_copies(trace: Trace, api: np.ndarray) -> np.ndarray:
 
 def host_split(trace: Trace, rank: int, windows: list[tuple[int, int]]) -> list[tuple[int, int, int, int, int]]:
     """Per host step window: (framework, launch, queue, sync, idle) ns of the threads that launch
-    the rank's GPU work. sync: blocking synchronize calls and blocking copies; queue: launch calls
+    the rank's GPU work. sync: blocking synchronize calls, blocking copies and framework calls that
+    wait for the device (JAX's block_until_ready, device_get); queue: launch calls
     made with the launch queue full (queue_full_calls); launch: the other CUDA API calls;
     framework: Python and framework ops (CPU ops, NVTX ranges; the step's own range left out)
     outside those calls; idle: nothing on record. Exclusive, in that order: they add up to the
@@ -321,8 +334,10 @@ def host_split(trace: Trace, rank: int, windows: list[tuple[int, int]]) -> list[
 
     api = of((LaneKind.CUDA_API,))
     is_sync = np.isin(np.asarray(c["name"][api]), sync_name_ids(trace)) | _blocking_copies(trace, api)
-    sync, calls = ivs(api[is_sync]), ivs(api[~is_sync])
     cpu = of((LaneKind.CPU, LaneKind.NVTX))
+    waits = _host_sync_op_ids(trace)
+    cpu_sync = cpu[np.isin(np.asarray(c["name"][cpu]), waits)] if len(waits) else cpu[:0]
+    sync, calls = ivs(np.concatenate([api[is_sync], cpu_sync])), ivs(api[~is_sync])
     cpu = cpu[~np.isin(np.asarray(c["name"][cpu]), list(_step_markers(trace)))]
     fw = ivs(cpu)
     full = queue_full_calls(trace, rank)

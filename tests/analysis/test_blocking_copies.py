@@ -70,3 +70,18 @@ def test_shares_said_of_some_steps_are_those_steps_and_advice_follows_what_holds
     low = next(f for f in walk(a["findings"]) if f["rule"] == "low_gpu_utilization")
     assert low["metrics"]["mostly"] == "copy" and "memory copies take the largest part" in low["advice"]
     assert "waits for work" not in low["advice"]
+
+
+def test_jax_block_until_ready_is_a_sync():
+    """JAX records no CUDA sync under block_until_ready: the rank line said 'syncs 0%' of a host
+    that waited 4.3 ms for the device. Its share of the steps' host time, from the raw file."""
+    path = trace_path("jax", "jax_train_stall.trace.json.gz")
+    with gzip.open(path) as f:
+        evs = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    waited = sum(e["dur"] for e in evs if e["name"].endswith(" block_until_ready"))
+    steps = sum(e["dur"] for e in evs if e["name"] == "train")
+    assert waited > 0 and steps > 0
+    r = run_cli("analyze", path, "--json")
+    assert r.returncode == 0, r.stderr
+    host = json.loads(r.stdout)["ranks"][0]["host_breakdown"]
+    assert abs(host["sync"] - waited / steps) < 0.005, (host, waited / steps)
