@@ -48,6 +48,9 @@ def for_framework(analysis, trace) -> None:
     if getattr(trace, "format", None) != "jax":
         return
     for f in analysis.all_findings():
-        if f.rule == "low_gpu_utilization" and f.metrics.get("mostly", "idle") != "idle":
-            continue  # about copies or communication, in no framework's terms
-        f.advice = JAX_ADVICE.get(f.rule, f.advice)
+        mostly = f.metrics.get("mostly", "idle") if f.rule == "low_gpu_utilization" else "idle"
+        if mostly == "copy":
+            f.advice = JAX_ADVICE["copy_bound"]  # copies fill the GPU: what copy_bound tells a JAX user
+        elif mostly == "idle":
+            f.advice = JAX_ADVICE.get(f.rule, f.advice)
+        # communication: the advice is in no framework's terms

@@ -278,8 +278,8 @@ BLOCKING_COPY_NS = 50_000
 
 
 def _blocking_copies(trace: Trace, api: np.ndarray) -> np.ndarray:
-    """Per CUDA API call in api: an async memcpy call of BLOCKING_COPY_NS or more, at least half of
-    it spent while the copy it launched ran on the GPU."""
+    """Per CUDA API call in api: an async memcpy call of BLOCKING_COPY_NS or more that waited for
+    its copy: half of it or more beside the copy, or returning right after the copy ended."""
     c = trace.columns
     names = np.asarray(c["name"][api]).astype(np.int64)
     ids = [i for i, n in enumerate(trace.names) if _ASYNC_COPY.search(n)]
@@ -296,9 +296,13 @@ def _blocking_copies(trace: Trace, api: np.ndarray) -> np.ndarray:
     c1 = c0 + np.asarray(c["dur"][ev[ok]]).astype(np.int64)
     o0 = np.asarray(c["start"][op]).astype(np.int64)
     o1 = o0 + np.asarray(c["dur"][op]).astype(np.int64)
-    # most of the call ran while its copy did: the host waited on the copy (a pageable DtoH returns
-    # after it; a pageable HtoD as its last staged chunk is sent, a little before it ends)
-    out[cand[ok][2 * (np.minimum(c1, o1) - np.maximum(c0, o0)) >= c1 - c0]] = True
+    # most of the call ran while its copy did (a long pageable copy: a DtoH returns after it, an
+    # HtoD as its last staged chunk is sent, a little before it ends); or the call returned right
+    # after its copy ended (a pageable DtoH behind queued work: .item(), .cpu() wait for the queue,
+    # the copy itself takes microseconds at the end), depgraph's BLOCKED_NS rule for one op
+    beside = 2 * (np.minimum(c1, o1) - np.maximum(c0, o0)) >= c1 - c0
+    after = (c1 >= o1) & (c1 - o1 <= np.maximum(BLOCKING_COPY_NS, (c1 - c0) // 20))
+    out[cand[ok][beside | after]] = True
     return out
 
 

@@ -183,8 +183,9 @@ class Finding:
         fixing = "with the top-level findings above fixed, fixing this too" if self.saves_after_above else "fixing this"
         if self.saves_ms_in_steps < UNMEASURABLE_MS:  # never "0.0 ms faster"
             total = f"; {self.saves_ms:.1f} ms over all {n}" if self.saves_ms >= UNMEASURABLE_MS else ""
+            steps = "the one profiled step" if n == 1 else "the steps"
             return (
-                f"what-if, {self.saving}: {fixing} would not make the steps measurably faster (under "
+                f"what-if, {self.saving}: {fixing} would not make {steps} measurably faster (under "
                 f"{UNMEASURABLE_MS:g} ms a step it acts in{total}){tail}"
             )
         pct = f"{self.saves_pct_in_steps or 0.0:.0%}"

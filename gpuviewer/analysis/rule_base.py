@@ -6,9 +6,20 @@ from __future__ import annotations
 
 from .breakdown import RankBreakdown
 
-# low_gpu_utilization's advice when the GPU's time goes mostly to something other than waiting for
-# the host (the default advice says it waits for work): by the largest of the other shares
+# low_gpu_utilization's advice when something other than idling fills most of the GPU's time (the
+# default advice says it waits for work): by that share, when it is half the GPU's time or more
+# (shares may overlap compute, so a smaller one says nothing about what is exposed); framework-neutral
 LOW_UTIL_ADVICE = {
+    "copy": "Memory copies fill most of the GPU's time, not compute. Keep data on the device between "
+    "steps (no round trips to the host), copy input batches from pinned memory asynchronously so "
+    "the copy overlaps compute, and move less data per step.",
+    "nccl_wait": "Communication kernels fill most of the GPU's time waiting for other ranks or stages to "
+    "arrive: what makes those late is the thing to fix (see the other findings), not the link.",
+    "nccl_transfer": "Collectives moving data fill most of the GPU's time, not compute. Overlap "
+    "communication with compute, send less per step, and check the link's bandwidth.",
+}
+
+ADVICE = {
     "copy": "Of the GPU's time not spent computing, memory copies take the largest part. Keep tensors on the GPU "
     "between steps (no .cpu()/.item() round trips), copy input batches from pinned memory with "
     "non_blocking=True so the copy overlaps compute, and move less data per step.",

@@ -57,9 +57,11 @@ def utilization(rb: RankBreakdown) -> list[dict]:
         )
         if sh[k] >= 0.005
     )
-    # what holds the GPU when it is not computing: the advice is about that (a pageable copy that
-    # fills the step is not a GPU waiting for work)
+    # what fills the GPU's time when it is not computing: the advice is about that (a pageable copy
+    # that fills the step is not a GPU waiting for work)
     mostly = max(("nccl_wait", "nccl_transfer", "copy", "idle"), key=lambda k: sh[k])
+    if mostly != "idle" and sh[mostly] < 0.5:
+        mostly = "idle"  # nothing fills most of it: the default advice, about the gaps
     f = finding(
         "low_gpu_utilization",
         "high" if u < 0.4 else "medium",

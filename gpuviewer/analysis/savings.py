@@ -76,6 +76,8 @@ def _outlier_host_op(trace: Trace, g, f: Finding) -> list[Change]:
     lead = causes[0] if causes else None
     if not lead or lead.get("category") in _GPU_CAUSES or f.step is None or not f.ranks:
         return []
+    if "nccl" in str(lead.get("name")).lower() or lead.get("category") == "communication":
+        return []  # a collective's extra time is waiting for another rank (the straggler findings')
     excess = float(lead.get("excess_ms") or 0.0)
     if excess < 0.5 * max(0.0, (f.metrics.get("duration_ms") or 0.0) - (f.metrics.get("median_ms") or 0.0)):
         return []  # not named as the step's cause
