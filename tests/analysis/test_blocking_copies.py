@@ -114,3 +114,18 @@ def test_a_copy_that_waits_behind_queued_work_is_a_sync():
         total += blocking
         assert st["host_sync_ns"] >= blocking - 1e5, (st["step"], st["host_sync_ns"], blocking)
     assert total > 0.5 * sum(s["host_end_ns"] - s["host_start_ns"] for s in steps)
+
+
+def test_the_outlier_step_names_both_copies_that_made_it():
+    """step_outlier's step 7: the 2.73 s DtoH and the 489 ms HtoD back (15% of the extra time) are
+    both named, with their durations from the raw file."""
+    with gzip.open(trace_path("kineto", "step_outlier.json.gz")) as f:
+        copies = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "gpu_memcpy" and e["dur"] > 1e5]
+    r = run_cli("analyze", trace_path("kineto", "step_outlier.json.gz"), "--json")
+    assert r.returncode == 0, r.stderr
+    top = json.loads(r.stdout)["findings"][0]
+    assert top["rule"] == "step_outlier" and len(copies) == 2
+    for e in copies:
+        ms = e["dur"] / 1e3
+        took = f"{ms / 1e3:.2f} s" if ms >= 1000 else f"{ms:.1f} ms"
+        assert f"{e['name']} {took}" in top["title"], (e["name"], took, top["title"])
