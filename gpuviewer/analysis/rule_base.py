@@ -20,18 +20,6 @@ LOW_UTIL_ADVICE = {
 }
 
 ADVICE = {
-    "copy": "Of the GPU's time not spent computing, memory copies take the largest part. Keep tensors on the GPU "
-    "between steps (no .cpu()/.item() round trips), copy input batches from pinned memory with "
-    "non_blocking=True so the copy overlaps compute, and move less data per step.",
-    "nccl_wait": "Of the GPU's time not spent computing, the largest part is communication kernels waiting "
-    "for other ranks to arrive: fix the late rank first (see the straggler findings); the waiting is "
-    "not the link's speed.",
-    "nccl_transfer": "Of the GPU's time not spent computing, collectives moving data take the largest part. Overlap "
-    "communication with compute (DDP bucket_cap_mb, FSDP prefetch), send less (gradient "
-    "compression, larger micro-batches per step), and check the link (see slow_link).",
-}
-
-ADVICE = {
     "low_gpu_utilization": "The GPU waits for work most of the step. Find what the host does in the gaps "
     "(see the other findings): feed it faster (DataLoader workers, pin_memory, GPU-side "
     "preprocessing), launch less often (torch.compile, CUDA graphs), or give it more "
