@@ -25,24 +25,22 @@ IDLE_WAIT = re.compile(
 )
 
 
+def name_ids(trace: Trace, rx: re.Pattern) -> np.ndarray:
+    """Ids of the trace's names that rx searches true, kept with the trace per pattern (every
+    rank's map and the dependency model ask, and matching every name takes 40 ms at 64 ranks)."""
+    memo = trace.derived.setdefault("name_ids", {})
+    got = memo.get(rx.pattern)
+    if got is None or got[0] != len(trace.names):
+        got = memo[rx.pattern] = (
+            len(trace.names),
+            np.array([i for i, n in enumerate(trace.names) if rx.search(n)], np.int32),
+        )
+    return got[1]
+
+
 def sync_name_ids(trace: Trace) -> np.ndarray:
-    """Ids of the names that are blocking syncs; kept with the trace (every rank's map and the
-    dependency model ask, and matching every name takes 40 ms at 64 ranks)."""
-    got = trace.derived.get("sync_name_ids")
-    if got is None or got[0] != len(trace.names):
-        got = (len(trace.names), np.array([i for i, n in enumerate(trace.names) if SYNC_CALL.search(n)], np.int32))
-        trace.derived["sync_name_ids"] = got
-    return got[1]
-
-
-def _host_sync_op_ids(trace: Trace) -> np.ndarray:
-    """Ids of the names of framework calls that wait for the device (HOST_SYNC_OP), kept with the
-    trace as sync_name_ids is (every rank's map asks)."""
-    got = trace.derived.get("host_sync_op_ids")
-    if got is None or got[0] != len(trace.names):
-        ids = np.array([i for i, n in enumerate(trace.names) if HOST_SYNC_OP.search(n)], np.int32)
-        got = trace.derived["host_sync_op_ids"] = (len(trace.names), ids)
-    return got[1]
+    """Ids of the names that are blocking syncs."""
+    return name_ids(trace, SYNC_CALL)
 
 
 def sync_intervals(trace: Trace, rank: int) -> tuple[np.ndarray, np.ndarray]:
@@ -282,9 +280,10 @@ def _blocking_copies(trace: Trace, api: np.ndarray) -> np.ndarray:
     its copy: half of it or more beside the copy, or returning right after the copy ended."""
     c = trace.columns
     names = np.asarray(c["name"][api]).astype(np.int64)
-    ids = [i for i, n in enumerate(trace.names) if _ASYNC_COPY.search(n)]
     out = np.zeros(len(api), bool)
-    cand = np.flatnonzero(np.isin(names, ids) & (np.asarray(c["dur"][api]) >= BLOCKING_COPY_NS))
+    cand = np.flatnonzero(
+        np.isin(names, name_ids(trace, _ASYNC_COPY)) & (np.asarray(c["dur"][api]) >= BLOCKING_COPY_NS)
+    )
     if not len(cand):
         return out
     src, dst = _flows_by_src(trace)
@@ -339,7 +338,7 @@ def host_split(trace: Trace, rank: int, windows: list[tuple[int, int]]) -> list[
     api = of((LaneKind.CUDA_API,))
     is_sync = np.isin(np.asarray(c["name"][api]), sync_name_ids(trace)) | _blocking_copies(trace, api)
     cpu = of((LaneKind.CPU, LaneKind.NVTX))
-    waits = _host_sync_op_ids(trace)
+    waits = name_ids(trace, HOST_SYNC_OP)
     cpu_sync = cpu[np.isin(np.asarray(c["name"][cpu]), waits)] if len(waits) else cpu[:0]
     sync, calls = ivs(np.concatenate([api[is_sync], cpu_sync])), ivs(api[~is_sync])
     cpu = cpu[~np.isin(np.asarray(c["name"][cpu]), list(_step_markers(trace)))]

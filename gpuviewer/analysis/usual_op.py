@@ -8,6 +8,8 @@ was waiting, which no change to the host's own work removes."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ..model.trace import Trace
@@ -131,8 +133,6 @@ def resolve(trace: Trace, g: dg.DepGraph, ch: Change) -> Change:
     """A shorten_host change named by a pattern (the command line's): of the rank's host ops in the
     step that took longer than in its other steps (as a stall names them: not an idle helper
     thread's wait, not NCCL), the one matching with the most extra time."""
-    import re
-
     if ch.rank is None or ch.step is None:
         raise ValueError("give RANK:STEP:NAME_REGEX")
     if ch.rank not in g.marks:
