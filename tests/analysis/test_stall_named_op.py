@@ -33,10 +33,9 @@ def _stall(a: dict, step: int) -> dict:
     return got[0]
 
 
-def _raw_excess(name: str, step: int) -> float:
-    """The op's time inside rank 1's ProfilerStep#step minus its mean over the other steps (ms),
-    from the raw file. Its whole time: the analysis counts the op's self time, the same here as
-    run_backward's children run on another thread."""
+def _raw_op_ms_per_step(name: str) -> dict[int, float]:
+    """The op's time inside each of rank 1's ProfilerStep#N windows (the longest range of that
+    name), from the raw file (ms)."""
     with gzip.open(os.path.join(trace_path(*NOP2P), "ddp_nop2p_rank1.json.gz")) as f:
         evs = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
     windows: dict[int, tuple[float, float]] = {}
@@ -47,7 +46,14 @@ def _raw_excess(name: str, step: int) -> float:
             if s not in windows or w[1] - w[0] > windows[s][1] - windows[s][0]:
                 windows[s] = w
     ops = [(e["ts"], e["ts"] + e["dur"]) for e in evs if e["name"] == name]
-    per = {s: sum(max(0.0, min(b, w1) - max(a, w0)) for a, b in ops) / 1e3 for s, (w0, w1) in windows.items()}
+    return {s: sum(max(0.0, min(b, w1) - max(a, w0)) for a, b in ops) / 1e3 for s, (w0, w1) in windows.items()}
+
+
+def _raw_excess(name: str, step: int) -> float:
+    """The op's time inside rank 1's ProfilerStep#step minus its mean over the other steps (ms),
+    from the raw file. Its whole time: the analysis counts the op's self time, the same here as
+    run_backward's children run on another thread."""
+    per = _raw_op_ms_per_step(name)
     others = [v for s, v in per.items() if s != step]
     return per[step] - sum(others) / len(others)
 
@@ -67,16 +73,6 @@ def test_the_stall_names_its_op_without_an_address_and_replays_it(nop2p_json):
         )
 
 
-def _raw_op_ms(name: str, step: int) -> float:
-    """The op's time inside rank 1's ProfilerStep#step, from the raw file (ms)."""
-    with gzip.open(os.path.join(trace_path(*NOP2P), "ddp_nop2p_rank1.json.gz")) as f:
-        evs = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
-    w0, w1 = max(
-        ((e["ts"], e["ts"] + e["dur"]) for e in evs if e["name"] == f"ProfilerStep#{step}"), key=lambda w: w[1] - w[0]
-    )
-    return sum(max(0.0, min(e["ts"] + e["dur"], w1) - max(e["ts"], w0)) for e in evs if e["name"] == name) / 1e3
-
-
 @pytest.fixture(scope="module")
 def nop2p_session():
     from gpuviewer import Session
@@ -91,7 +87,7 @@ def test_the_op_at_its_usual_time_saves_at_most_its_excess(nop2p_json, nop2p_ses
     ch = res.change
     assert ch.describe() == f["saving"] and ch.cut_ns == int(named["excess_ms"] * 1e6)
     # its spans are the op's, as the raw file has it in that step
-    assert abs((ch.windows[:, 1] - ch.windows[:, 0]).sum() / 1e6 - _raw_op_ms(named["name"], 3)) < 0.002
+    assert abs((ch.windows[:, 1] - ch.windows[:, 0]).sum() / 1e6 - _raw_op_ms_per_step(named["name"])[3]) < 0.002
     got = {st.step: st.saves_ns / 1e6 for st in res.steps}
     # rank 1 held rank 0 back 21 ms more than usual in step 3: the 7.9 ms it spent in backward
     # beyond its usual is on the critical path, and nothing can save more than was cut
@@ -127,7 +123,7 @@ def test_the_cut_is_host_work_inside_the_op_and_never_more(nop2p_json, nop2p_ses
             assert abs(removed - cut) <= len(moved_e) + len(moved_n)  # rounding down, 1 ns each
         else:  # capped: all of the host work inside it, not a nanosecond more
             # run_backward's whole time in step 3 (the raw file's), all host work: it holds no sync
-            inside = _raw_op_ms(_stall(nop2p_json, 3)["metrics"]["named_op"]["name"], 3) * 1e6
+            inside = _raw_op_ms_per_step(_stall(nop2p_json, 3)["metrics"]["named_op"]["name"])[3] * 1e6
             assert abs(removed - inside) <= 2000, (removed, inside)
 
 
