@@ -28,19 +28,9 @@ MIN_Z, MIN_RATIO = 3.5, 1.5  # robust z-score and times the median a step must b
 def step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
     from .rule_base import finding
 
-    steps = [s for s in rb.measured if s.step is not None]
-    if len(steps) < 5:
-        return []
-    d = np.array([s.gpu_time_ns for s in steps], np.float64)
-    med = float(np.median(d))
-    if med <= 0:
-        return []  # most steps ran nothing on the GPU: no typical step to compare with
-    mad = float(np.median(np.abs(d - med))) or 1.0
+    steps, slow, med = _slow(rb)
     out = []
-    for s, x in zip(steps, d):
-        z = 0.6745 * (x - med) / mad
-        if z < MIN_Z or x < MIN_RATIO * med:
-            continue
+    for s, x, z in slow:
         others = [o for o in steps if o is not s]
         lead, what = cause(trace, rb.rank, s, others, x - med)
         cause_text = ""
@@ -72,6 +62,30 @@ def step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
             )
         )
     return out
+
+
+def _slow(rb: RankBreakdown) -> tuple[list, list[tuple], float]:
+    """The rank's measured steps, the slow outliers among them as (step, its GPU time, robust
+    z), and the median GPU time: a step is slow past MIN_Z and MIN_RATIO x the median (from 5 steps)."""
+    steps = [s for s in rb.measured if s.step is not None]
+    if len(steps) < 5:
+        return steps, [], 0.0
+    d = np.array([s.gpu_time_ns for s in steps], np.float64)
+    med = float(np.median(d))
+    if med <= 0:
+        return steps, [], med  # most steps ran nothing on the GPU: no typical step to compare with
+    mad = float(np.median(np.abs(d - med))) or 1.0
+    slow = []
+    for s, x in zip(steps, d):
+        z = 0.6745 * (x - med) / mad
+        if z >= MIN_Z and x >= MIN_RATIO * med:
+            slow.append((s, float(x), float(z)))
+    return steps, slow, med
+
+
+def slow_steps(rb: RankBreakdown) -> list[int]:
+    """The steps step_outliers reports as slow outliers of this rank."""
+    return [s.step for s, _, _ in _slow(rb)[1]]
 
 
 def _took(w: dict) -> str:

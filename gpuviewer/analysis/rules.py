@@ -39,6 +39,10 @@ def _warm_note(rb: RankBreakdown) -> str:
     return f" (warm-up step {w[0]} left out)" if w else ""
 
 
+def _steps(steps: list[int]) -> str:
+    return ", ".join(map(str, steps[:-1])) + (" and " if len(steps) > 1 else "") + str(steps[-1])
+
+
 def utilization(rb: RankBreakdown) -> list[dict]:
     """GPU utilization is the compute share: NCCL kernels spinning while they wait for another
     rank, and copies, keep the GPU busy without doing the model's work."""
@@ -46,6 +50,17 @@ def utilization(rb: RankBreakdown) -> list[dict]:
     u = sh["compute"]
     if not rb.measured or u >= LOW_UTILIZATION or not rb.n_ops:
         return []  # no GPU work recorded (a CPU-only trace, a memory snapshot) says nothing
+    # a slow outlier step (a stall: its own finding) can hold most of the idle time: say what
+    # the other steps keep (the JAX stall's 8% is 37% elsewhere)
+    slow = outliers.slow_steps(rb)
+    rest = [s for s in rb.measured if s.step not in slow]
+    rest_w = sum(s.gpu_time_ns for s in rest)
+    u_rest = sum(s.compute_ns for s in rest) / rest_w if slow and rest_w else None
+    typical = (
+        f"; {u_rest:.0%} in the steps other than the slow step{'s' if len(slow) > 1 else ''} {_steps(slow)}"
+        if u_rest is not None and round(u_rest, 2) != round(u, 2)
+        else ""
+    )
     s0, s1 = _span(rb)
     beside = ", ".join(
         f"{label} {sh[k]:.0%}"
@@ -66,7 +81,7 @@ def utilization(rb: RankBreakdown) -> list[dict]:
         "low_gpu_utilization",
         "high" if u < 0.4 else "medium",
         f"Rank {rb.rank}: GPU utilization {u:.0%} (compute kernels' share of its time, below "
-        f"{LOW_UTILIZATION:.0%}){'; ' + beside if beside else ''}{_warm_note(rb)}"
+        f"{LOW_UTILIZATION:.0%}{typical}){'; ' + beside if beside else ''}{_warm_note(rb)}"
         + (
             f"; {rb.unplaced:,} {'kernels' if rb.unplaced_kernels else 'GPU ops'} without a launch "
             "record are not in any step"
@@ -86,6 +101,7 @@ def utilization(rb: RankBreakdown) -> list[dict]:
             "gpu_time_ms": round(sum(s.gpu_time_ns for s in rb.measured) / 1e6, 3),
             "idle_ms": round(sum(s.idle_total_ns for s in rb.measured) / 1e6, 3),
             "mostly": mostly,
+            **({"slow_steps": slow, "utilization_other_steps": round(u_rest, 4)} if u_rest is not None else {}),
         },
         impact_ns=critical(rb, {x.step: x.idle_total_ns for x in rb.measured}),
     )

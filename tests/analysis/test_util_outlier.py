@@ -1,0 +1,99 @@
+"""Low GPU utilization beside a slow outlier step (issue 24 audit): one stalled step can hold
+most of a rank's idle time (JAX's step 4 sleep: 86% of it), so the finding also says the compute
+share of the other steps, the figure a fix of the rest of the loop starts from."""
+
+import collections
+import gzip
+import json
+import re
+
+import pytest
+from conftest import trace_path
+
+_SESSIONS: dict = {}
+
+
+def _findings(path: str) -> list:
+    if path not in _SESSIONS:
+        from gpuviewer.session import Session
+
+        _SESSIONS[path] = Session.open([path]).analysis.findings
+    out, todo = [], list(_SESSIONS[path])
+    while todo:
+        f = todo.pop()
+        out.append(f)
+        todo += f.children
+    return out
+
+
+def _low_util(path: str):
+    (f,) = [f for f in _findings(path) if f.rule == "low_gpu_utilization"]
+    return f
+
+
+def _raw_shares(path: str) -> tuple[str, float]:
+    """From the raw file: the longest ProfilerStep (the outlier) and the other steps' compute
+    share: non-NCCL kernels, placed in the step whose host range holds their launch call, over
+    the steps' host ranges (in steady state the GPU's step is as long as the host's)."""
+    with gzip.open(path, "rb") as f:
+        ev = json.load(f)["traceEvents"]
+    steps = sorted(
+        (e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1]))
+        for e in ev
+        if e.get("cat") == "user_annotation" and e.get("name", "").startswith("ProfilerStep#")
+    )
+    launch = {
+        e["args"]["correlation"]: e["ts"]
+        for e in ev
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    compute: collections.Counter = collections.Counter()
+    for e in ev:
+        if e.get("cat") != "kernel" or "nccl" in e["name"].lower():
+            continue
+        t = launch.get(e["args"].get("correlation"))
+        for a, b, n in steps:
+            if t is not None and a <= t < b:
+                compute[n] += e["dur"]
+                break
+    slow = max(steps, key=lambda s: s[1] - s[0])
+    rest = [s for s in steps if s is not slow]
+    return str(slow[2]), sum(compute[n] for _, _, n in rest) / sum(b - a for a, b, _ in rest)
+
+
+def test_step_outlier_says_the_other_steps_share():
+    """step_outlier.json.gz: 1% over all steps (step 7's 3.3 s of pageable copies), 22% in the
+    other nine, from the raw file."""
+    path = trace_path("kineto", "step_outlier.json.gz")
+    slow, share = _raw_shares(path)
+    f = _low_util(path)
+    m = re.search(r"; (\d+)% in the steps other than the slow step (\d+)\)", f.title)
+    assert m, f.title
+    assert m.group(2) == slow
+    assert int(m.group(1)) == pytest.approx(share * 100, abs=1.0)
+    assert f.metrics["slow_steps"] == [int(slow)]
+    assert f.metrics["utilization_other_steps"] == pytest.approx(share, abs=0.01)
+    assert f.metrics["utilization"] < 0.05 < share  # the stall held the idle time
+    # the slow step is the one step_outlier names
+    (o,) = [x for x in _findings(path) if x.rule == "step_outlier"]
+    assert str(o.step) == slow
+
+
+def test_jax_stall_outside_its_slow_step():
+    """The JAX trace's step-4 sleep: 8% over all steps, more than four times that elsewhere; the
+    other steps' share is the compute over their GPU time (what each step's utilization says)."""
+    f = _low_util(trace_path("jax", "jax_train_stall.trace.json.gz"))
+    m = f.metrics
+    assert m["slow_steps"] == [4]
+    assert m["utilization_other_steps"] > 4 * m["utilization"]
+    assert f"{m['utilization_other_steps']:.0%} in the steps other than the slow step 4)" in f.title
+
+
+@pytest.mark.parametrize("name", ["stall_off.json.gz", "stall_on.json.gz"])
+def test_no_outlier_no_clause(name):
+    """A stall in every step (stall_on) or none (stall_off): no step stands out, nothing is said
+    of other steps (metamorphic: the clause comes with an outlier step only)."""
+    f = _low_util(trace_path("whatif", name))
+    assert "other than the slow step" not in f.title
+    assert "slow_steps" not in f.metrics
+    assert not [x for x in _findings(trace_path("whatif", name)) if x.rule == "step_outlier"]
