@@ -18,6 +18,8 @@ import ast
 import math
 from dataclasses import dataclass
 
+from ..model.work_ops import ELEMENTWISE, NORM, REDUCTION
+
 # Input type -> (precision, bytes an element)
 _DTYPES = {
     "c10::BFloat16": ("bf16", 2),
@@ -330,97 +332,12 @@ RULES = {
     "aten::_flash_attention_backward": _a(1, "BLHE", 11, True),
     "aten::_efficient_attention_backward": _a(1, "BLHE", 14, True, causal_mask=True),
 }
-_ELEMENTWISE = (
-    "add",
-    "sub",
-    "mul",
-    "div",
-    "neg",
-    "abs",
-    "exp",
-    "log",
-    "pow",
-    "sqrt",
-    "rsqrt",
-    "sigmoid",
-    "tanh",
-    "relu",
-    "gelu",
-    "silu",
-    "gelu_backward",
-    "silu_backward",
-    "threshold_backward",
-    "sigmoid_backward",
-    "tanh_backward",
-    "where",
-    "masked_fill",
-    "clamp",
-    "copy",
-    "fill",
-    "zero",
-    "lerp",
-    "addcmul",
-    "addcdiv",
-    "native_dropout",
-    "native_dropout_backward",
-    "_softmax",
-    "_log_softmax",
-    "_softmax_backward_data",
-    "_log_softmax_backward_data",
-    "cat",
-    "index_select",
-    "embedding",
-    "embedding_dense_backward",
-    "nll_loss_forward",
-    "nll_loss_backward",
-    "maximum",
-    "minimum",
-    "reciprocal",
-    "sin",
-    "cos",
-    "clone",
-    "_to_copy",
-    "stack",
-    "mse_loss",
-    "mse_loss_backward",
-)
-_NORM = (
-    "native_layer_norm",
-    "native_layer_norm_backward",
-    "native_batch_norm",
-    "native_batch_norm_backward",
-    "cudnn_batch_norm",
-    "cudnn_batch_norm_backward",
-    "native_group_norm",
-    "native_group_norm_backward",
-    "_fused_rms_norm",
-    "_fused_rms_norm_backward",
-    "rms_norm",
-    "_batch_norm_impl_index",
-    "_batch_norm_impl_index_backward",
-)
-_REDUCTION = (
-    "sum",
-    "mean",
-    "amax",
-    "amin",
-    "max",
-    "min",
-    "norm",
-    "linalg_vector_norm",
-    "var_mean",
-    "std",
-    "var",
-    "argmax",
-    "argmin",
-    "nll_loss2d_forward",
-)
-for _n in _ELEMENTWISE:
+for _n in ELEMENTWISE:
     RULES.setdefault("aten::" + _n, _moves("elementwise"))
     RULES.setdefault("aten::" + _n + "_", _moves("elementwise"))  # in place
-for _n in _NORM:
+for _n in NORM:
     RULES.setdefault("aten::" + _n, _moves("norm"))
-for _n in _REDUCTION:
+for _n in REDUCTION:
     RULES.setdefault("aten::" + _n, _reduction)
 
 FLOP_KINDS = ("gemm", "conv", "attention")

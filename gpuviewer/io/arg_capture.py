@@ -1,5 +1,6 @@
 """The arguments kept from a Kineto piece as it is decoded (model/arg_table.py): the keys that
-collective matching (io/comm_args.py) and the ops' shapes (io/op_shapes.py) read, taken in the
+collective matching (io/comm_args.py) and the ops' shapes (io/op_shapes.py: of the ops with a work
+rule, model/work_ops.py, the only ones any analysis asks about) read, taken in the
 same pass as the columns so an analysis never reads the file again. The decoder hands each value
 over as its raw JSON bytes (chrome_events.Args), so nothing is built for them here but one JSON
 object per distinct combination."""
@@ -45,10 +46,11 @@ def raw_of(v) -> msgspec.Raw | None:
         return None
 
 
-def capture(x: list, pos: np.ndarray) -> dict | None:
+def capture(x: list, pos: np.ndarray, shapes_of: list[bool]) -> dict | None:
     """For the events x (at positions pos of the piece) that carry any kept key with a value
     other than null: {"pos": their positions, "ref": each one's object, "blobs": the distinct
-    objects as JSON bytes}; None when none does."""
+    objects as JSON bytes}; None when none does. The three shape keys count only for the events
+    whose shapes_of is true (ops with a work rule, model/work_ops.py); the collective keys for all."""
     # every event is looked at: the decoded fields are the truth (a key may be spelled with \u
     # escapes), and the loop costs ~0.4 µs an event where searching the piece's bytes for the
     # 13 keys first cost 1.5 µs
@@ -59,17 +61,20 @@ def capture(x: list, pos: np.ndarray) -> dict | None:
     # two C calls take the 13 values; most events have none of them, most of the rest only
     # the three shapes, which are made hashable here without a loop
     comm, shapes, no_comm, no_shapes = _GET_COMM, _GET_SHAPES, _NO_COMM, _NO_SHAPES
-    for j, e in enumerate(x):
+    for j, (e, want) in enumerate(zip(x, shapes_of)):
         a = e.args
         if a is None:
             continue
         c = comm(a)
-        d, ty, co = sh = shapes(a)
         if c == no_comm:
+            if not want:
+                continue
+            d, ty, co = sh = shapes(a)
             if sh == no_shapes:
                 continue
             vals: tuple = (None, d and bytes(d), ty and bytes(ty), co and bytes(co))
         else:
+            d, ty, co = shapes(a) if want else no_shapes
             vals = (tuple([v and bytes(v) for v in c]), d and bytes(d), ty and bytes(ty), co and bytes(co))
         r = index.get(vals)
         if r is None:

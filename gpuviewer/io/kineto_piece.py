@@ -14,6 +14,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from ..model.work_ops import NAMES as WORK_OPS
 from .arg_capture import capture
 from .chrome_events import decode_events, generic_events
 from .limits import max_string_bytes
@@ -184,7 +185,9 @@ def extract_piece(buf: bytes, chunk: int, evs: list | None = None) -> dict:
     ok_ts = np.abs(ts) <= TS_MAX_US  # False for NaN
     ok = ok_ts & (dur >= 0) & (dur <= TS_MAX_US)
     corr = _corr(x)
-    kept = capture(x, pos)  # the analysis' arguments, while the events are at hand
+    # the analysis' arguments, while the events are at hand (shapes: of the ops with a work rule)
+    ruled = np.fromiter((n in WORK_OPS for n in out["names"]), bool, len(out["names"]))
+    kept = capture(x, pos, ruled[name].tolist())
     if kept is not None:
         out["kept_args"] = kept
     if not ok.all():

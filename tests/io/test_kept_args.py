@@ -17,6 +17,7 @@ from gpuviewer.io.op_shapes import op_shapes
 from gpuviewer.io.session import load
 from gpuviewer.model.arg_table import ArgTable
 from gpuviewer.model.categories import Cat
+from gpuviewer.model.work_ops import NAMES as WORK_OPS
 
 COMM_KEYS = {
     "Process Group Name": "group",
@@ -75,12 +76,18 @@ def test_collective_arguments_kept_at_open_equal_the_files(ddp):
 
 
 def test_op_shapes_kept_at_open_equal_the_files(ddp):
+    """The shapes of the ops with a work rule (model/work_ops.py, the only ops an analysis asks
+    about) are kept, equal to the file's; other ops' recorded shapes are not kept."""
     _d, read, cached, events = ddp
     for t in (read, cached):
         idx = np.flatnonzero(np.asarray(t.columns["cat"]) == Cat.CPU_OP)
-        want = {i: v for i, v in _expected(t, events, idx, SHAPE_KEYS).items() if "dims" in v}
+        ruled = np.array([t.names[int(t.columns["name"][i])] in WORK_OPS for i in idx.tolist()])
+        want = {i: v for i, v in _expected(t, events, idx[ruled], SHAPE_KEYS).items() if "dims" in v}
         assert len(want) > 1000
         assert op_shapes(t, idx) == want
+        others = {i: v for i, v in _expected(t, events, idx[~ruled], SHAPE_KEYS).items() if "dims" in v}
+        assert len(others) > 1000  # recorded in the file, not kept
+        assert not set(others) & set(t.arg_table.of(t, idx[~ruled]))
 
 
 def test_a_cached_session_reads_no_file_for_them(ddp, tmp_path):
@@ -158,3 +165,11 @@ def test_kept_from_a_piece_whose_args_do_not_fit_the_struct(tmp_path):
     ops = np.flatnonzero(np.asarray(t.columns["cat"]) == Cat.CPU_OP)
     mm = [i for i in ops.tolist() if t.names[int(t.columns["name"][i])] == "aten::mm"]
     assert op_shapes(t, ops) == {mm[0]: {"dims": [[2, 3], [3, 4]], "types": ["float", "float"]}}
+
+
+def test_the_work_ops_are_the_ops_with_a_rule():
+    """The reader keeps shapes for model/work_ops.NAMES: exactly the ops analysis/flops.py has a
+    work rule for (a rule added there without its name here would never see shapes)."""
+    from gpuviewer.analysis.flops import RULES
+
+    assert set(RULES) == WORK_OPS
