@@ -109,6 +109,7 @@ def _init(cancel, frac, parent: int) -> None:
 def _read_rank(i: int, path: str, optional: bool) -> dict:
     """In a worker: file i read and committed as rank 0 of a builder of its own; its part and
     what the session needs of the file, or {"error"/"skipped"/"cancelled": ...}."""
+    from ..model import heap
     from ..model.build import TraceBuilder
     from .formats.kineto_json import _NOT_A_TRACE
     from .kineto import read_kineto
@@ -130,7 +131,11 @@ def _read_rank(i: int, path: str, optional: bool) -> dict:
         n_read = len(b.warnings)
         fr = info["reader"]
         fr.finish(info["meta"], 0, 0, info["base_ns"])
+        # the pieces' and the reader's freed heap given back before the part is made and pickled
+        # for the pipe (a 1.5M-event rank: the worker's peak 286 -> 227 MB)
+        heap.trim()
         part = make_part(b, 0)
+        heap.trim()
     except TraceError as e:
         if optional and any(w in e.problem for w in _NOT_A_TRACE):
             return {"skipped": e.problem}
