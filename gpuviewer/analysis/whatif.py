@@ -20,7 +20,10 @@ Changes (Change.kind):
   behind compute): the most that fixing a copy-bound step could save;
 - shorten_host (rank, windows, cut_ns, label): a host op that took longer than usual (a stall's
   named cause) at its usual time: the rank's host work inside its windows (gaps and CUDA calls
-  other than syncs) shrinks by cut_ns in all, in proportion.
+  other than syncs) shrinks by cut_ns in all, in proportion;
+- overlap_comm (regex or None: every collective): collectives overlapped with the compute before
+  them: they no longer wait for the GPU work queued before them (their inputs taken as ready),
+  the most that overlapping them could save.
 """
 
 from __future__ import annotations
@@ -450,9 +453,46 @@ def apply(g: dg.DepGraph, ch: Change) -> tuple[np.ndarray, np.ndarray, list[str]
         hit = g.kind == dg.COPY
         dur[hit] = 0
         notes.append(f"{int(hit.sum()):,} memory copies and sets set to 0")
+    elif ch.kind == "overlap_comm":
+        _overlap_comm(g, ch, off, notes)
     else:
         raise ValueError(f"unknown change {ch.kind}")
     return dur, off, notes
+
+
+OFF_NEVER = -(1 << 50)  # an edge offset no replay reaches: the edge never binds
+
+
+def _overlap_comm(g: dg.DepGraph, ch: Change, off: np.ndarray, notes: list[str]) -> None:
+    """Collectives (those whose name matches ch.regex, or all) stop waiting for the compute and
+    copies queued before them, on their stream or another: they start when their launch and the
+    collectives before them on their stream allow, then when the last member arrives. The GPU
+    work after a collective still waits for it where it did. An upper bound: the collective's
+    inputs are taken as ready, and it runs beside compute at its recorded speed."""
+    try:
+        rx = re.compile(ch.regex or "", re.IGNORECASE)
+    except re.error as e:
+        raise ValueError(f"/{ch.regex}/ is not a regular expression: {e}") from None
+    comm = g.kind == dg.COMM
+    if ch.regex:
+        comm &= np.isin(g.name, np.array([i for i, nm in enumerate(g.names) if rx.search(nm)], np.int64))
+    if not comm.any():
+        notes.append("no collective on record" + (f" matches /{ch.regex}/" if ch.regex else "") + ": nothing changed")
+        return
+    src_node, dst_node = g.e_src // 2, g.e_dst // 2
+    into = comm[dst_node] & (g.e_dst % 2 == 0)  # into a collective's start
+    waits = into & np.isin(g.e_kind, (dg.E_STREAM, dg.E_XSTREAM)) & np.isin(g.kind[src_node], (dg.KERNEL, dg.COPY))
+    # only a collective whose launch call is on record is freed: it still starts after that call
+    # (one without could otherwise start before it was launched)
+    launched = np.zeros(g.n, bool)
+    launched[dst_node[into & (g.e_kind == dg.E_LAUNCH)]] = True
+    waits &= launched[dst_node]
+    off[waits] = OFF_NEVER
+    n_coll = int(np.count_nonzero(np.unique(dst_node[waits]))) if waits.any() else 0
+    notes.append(
+        f"{n_coll:,} of {int(comm.sum()):,} collectives no longer wait for the GPU work before them "
+        f"({int(waits.sum()):,} waits on compute or copies removed)"
+    )
 
 
 def whatif(trace: Trace, change: Change, args: dict[int, dict] | None = None) -> WhatIfResult:
@@ -474,7 +514,7 @@ def whatif(trace: Trace, change: Change, args: dict[int, dict] | None = None) ->
 def parse_change(opt: str, value: str | None = None, peak: float | None = None) -> Change:
     """A change from the command line's words: remove-gap RANK:STEP (STEP may be 'all'),
     rank-like-median RANK[:host|gpu], no-launch-overhead, comm-at-peak, faster NAME_REGEX:PCT,
-    usual-op RANK:STEP:NAME_REGEX."""
+    usual-op RANK:STEP:NAME_REGEX, overlap-comm [NAME_REGEX]."""
     if opt == "remove-gap":
         r, _, s = (value or "").partition(":")
         try:
@@ -505,6 +545,13 @@ def parse_change(opt: str, value: str | None = None, peak: float | None = None) 
         except re.error as e:
             raise ValueError(f"--usual-op {value}: /{rx}/ is not a regular expression ({e})") from None
         return ch
+    if opt == "overlap-comm":
+        rx = value or ""
+        try:
+            re.compile(rx)
+        except re.error as e:
+            raise ValueError(f"--overlap-comm {value}: /{rx}/ is not a regular expression ({e})") from None
+        return Change("overlap_comm", regex=rx or None)
     if opt == "no-launch-overhead":
         return Change("no_launch_overhead")
     if opt == "no-copies":

@@ -15,7 +15,8 @@ DEFAULT_PEAK_BUSBW_GBPS = 450.0
 
 @dataclass
 class Change:
-    kind: str  # remove_gap | rank_like_median | no_launch_overhead | comm_at_peak | faster | no_copies | shorten_host
+    # remove_gap | rank_like_median | no_launch_overhead | comm_at_peak | faster | no_copies | shorten_host | overlap_comm
+    kind: str
     rank: int | None = None
     step: int | None = None
     part: str = "both"
@@ -48,6 +49,9 @@ class Change:
             return "no launch overhead (as CUDA graphs would)"
         if self.kind == "comm_at_peak":
             return f"collectives at {self.peak_gbps:g} GB/s bus bandwidth"
+        if self.kind == "overlap_comm":
+            which = f"collectives matching /{self.regex}/" if self.regex else "every collective"
+            return f"{which} overlapped with the compute before it (its inputs taken as ready)"
         if self.kind == "no_copies":
             return "memory copies take no time (data kept on the GPU, or copies hidden behind compute)"
         return f"GPU ops matching /{self.regex}/ {self.pct:g}% faster"

@@ -41,6 +41,14 @@ def add_parser(sub, common) -> None:
     )
     ch.add_argument("--faster", metavar="NAME_REGEX:PCT", help="GPU ops whose name matches take PCT%% less time")
     ch.add_argument(
+        "--overlap-comm",
+        metavar="NAME_REGEX",
+        nargs="?",
+        const="",
+        help="collectives (those matching NAME_REGEX, or all) overlapped with the compute before them: "
+        "they stop waiting for the GPU work queued before them (the most overlapping could save)",
+    )
+    ch.add_argument(
         "--usual-op",
         metavar="RANK:STEP:NAME_REGEX",
         help="the host op matching NAME_REGEX that took longer in RANK's STEP than in its other steps "
@@ -67,6 +75,8 @@ def _change(args):
         return parse_change("rank-like-median", args.rank_like_median)
     if args.usual_op is not None:
         return parse_change("usual-op", args.usual_op)
+    if args.overlap_comm is not None:
+        return parse_change("overlap-comm", args.overlap_comm)
     if args.no_launch_overhead:
         return parse_change("no-launch-overhead")
     if args.no_copies:

@@ -110,6 +110,8 @@ CHANGES = [
     ("comm-at-peak", None),
     ("faster", "nccl:50"),
     ("faster", "elementwise:30"),
+    ("overlap-comm", None),
+    ("overlap-comm", "AllReduce"),
 ]
 
 
@@ -164,6 +166,7 @@ def test_no_launch_overhead_does_not_depend_on_the_gpu_clock(tmp_path, eager):
         (["--comm-at-peak", "--peak-busbw", "nan"], "--peak-busbw nan"),
         (["--remove-gap", "7:3"], "rank 7 is not in this session"),
         (["--remove-gap", "1:99"], "rank 1 has no step 99"),
+        (["--overlap-comm", "(nccl"], "not a regular expression"),
     ],
 )
 def test_bad_changes_are_one_line(opts, says):
