@@ -11,8 +11,9 @@ PATH (default /tmp/scaled/r64x1m5): 64 ranks x 1.5M events, made with
 Each step runs in a fresh process, as the window runs them:
   cold: the reader process opens the session with an empty cache (parse, built rank by rank into
         the cache): seconds and peak RSS (ru_maxrss) of that process and of its largest worker,
-        the peak of the whole process tree's summed RSS (sampled from /proc every 0.1 s; pages a
-        forked worker shares with its parent count twice) and the CPU seconds of the tree.
+        the peak of the whole process tree's memory (sampled from /proc every 0.1 s): summed
+        PSS, each shared page counted once (the target), and summed RSS, where the pages a forked
+        worker shares with the reader count again in each worker; and the CPU seconds of the tree.
         --workers 1,2 runs one cold build per value of GPUVIEWER_OOC_WORKERS (1: rank by rank,
         its files decoded by the reader's small decode pool; N: N rank workers), each with an
         empty cache, in this one run; the default is the machine's (one worker per core).
@@ -115,12 +116,14 @@ def _run(code: str, args: list[str], cache: str, **more: str) -> dict:
         env=env,
         cwd=ROOT,
     )
-    peak = [0]
+    peak, peak_pss = [0], [0]
     stop = threading.Event()
 
     def sample() -> None:  # the whole tree's resident memory: the process and every descendant
         while not stop.wait(0.1):
-            peak[0] = max(peak[0], sum(_rss(q) for q in _tree(p.pid)))
+            tree = _tree(p.pid)
+            peak[0] = max(peak[0], sum(_rss(q) for q in tree))
+            peak_pss[0] = max(peak_pss[0], sum(_pss(q) for q in tree))
 
     th = threading.Thread(target=sample, daemon=True)
     th.start()
@@ -131,6 +134,7 @@ def _run(code: str, args: list[str], cache: str, **more: str) -> dict:
         raise SystemExit(err)
     res = json.loads(out.strip().splitlines()[-1])
     res["tree_mb"] = peak[0] / 2**20
+    res["tree_pss_mb"] = peak_pss[0] / 2**20
     return res
 
 
@@ -154,6 +158,19 @@ def _rss(pid: int) -> int:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, IndexError, ValueError):
         return 0
+
+
+def _pss(pid: int) -> int:
+    """The process's proportional set size: each page it shares with n processes counted 1/n, so
+    the tree's sum counts a page a forked worker shares with the reader once."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
 
 
 def _ok(v: float, target: float) -> str:
@@ -208,10 +225,17 @@ def main() -> None:
             print(f"  CPU seconds: the tree {cold['cpu_s']:.0f} s, the reader process {cold['cpu_main_s']:.0f} s")
             print(f"peak RSS cold, MB (reader process)            {cold['peak_mb']:10.0f} MB")
             print(f"  workers' peak RSS, MB (the largest)         {cold['workers_mb']:10.0f} MB")
+            # the target is judged on the proportional sum (a shared page once); the plain sum of
+            # RSS counts the pages each forked worker shares with the reader again in each
+            print(f"  whole process tree, RSS summed, MB          {cold['tree_mb']:10.0f} MB")
             print(
-                f"  whole process tree, summed, MB              {cold['tree_mb']:10.0f} MB   {_ok(cold['tree_mb'], TREE_MB)}"
+                f"  whole process tree, PSS summed, MB          {cold['tree_pss_mb']:10.0f} MB   "
+                f"{_ok(cold['tree_pss_mb'], TREE_MB)}"
             )
-            print(f"open_cold_s={cold['seconds']:.1f} peak_rss_tree_mb={cold['tree_mb']:.0f} workers={w or 'default'}")
+            print(
+                f"open_cold_s={cold['seconds']:.1f} peak_pss_tree_mb={cold['tree_pss_mb']:.0f} "
+                f"peak_rss_tree_mb={cold['tree_mb']:.0f} workers={w or 'default'}"
+            )
         worst = 0.0
         for run in ("warm", "warm again") if not a.cold_only else ():
             w = _run(_WARM, [a.path, str(a.frames)], cache)
