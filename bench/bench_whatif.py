@@ -60,6 +60,7 @@ def bench(path: str) -> None:
         wi.Change("no_launch_overhead"),
         wi.Change("rank_like_median", rank=1),
         wi.Change("comm_at_peak"),
+        wi.Change("overlap_comm"),
     ]
 
     def first():
