@@ -121,9 +121,10 @@ def _run(code: str, args: list[str], cache: str, **more: str) -> dict:
 
     def sample() -> None:  # the whole tree's resident memory: the process and every descendant
         while not stop.wait(0.1):
-            tree = _tree(p.pid)
-            peak[0] = max(peak[0], sum(_rss(q) for q in tree))
-            peak_pss[0] = max(peak_pss[0], sum(_pss(q) for q in tree))
+            # both from one read of each process's smaps_rollup: the same moment for both sums
+            both = [_rss_pss(q) for q in _tree(p.pid)]
+            peak[0] = max(peak[0], sum(r for r, _ in both))
+            peak_pss[0] = max(peak_pss[0], sum(x for _, x in both))
 
     th = threading.Thread(target=sample, daemon=True)
     th.start()
@@ -152,25 +153,22 @@ def _tree(pid: int) -> list[int]:
     return out
 
 
-def _rss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def _pss(pid: int) -> int:
-    """The process's proportional set size: each page it shares with n processes counted 1/n, so
-    the tree's sum counts a page a forked worker shares with the reader once."""
+def _rss_pss(pid: int) -> tuple[int, int]:
+    """The process's resident set and proportional set size (each page it shares with n processes
+    counted 1/n, so the tree's sum counts a page a forked worker shares with the reader once), in
+    bytes, from one read of /proc/PID/smaps_rollup."""
+    rss = pss = 0
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
+                if line.startswith("Rss:"):
+                    rss = int(line.split()[1]) * 1024
+                elif line.startswith("Pss:"):
+                    pss = int(line.split()[1]) * 1024
+                    break
     except (OSError, IndexError, ValueError):
         pass
-    return 0
+    return rss, pss
 
 
 def _ok(v: float, target: float) -> str:
