@@ -1,6 +1,7 @@
 """The recorded shapes of CPU ops (Kineto `record_shapes`: Input Dims, Input type, Concrete
-Inputs) of the ops asked about: kept with the events when the trace was opened
-(model/arg_table.py), or else fetched from the source files.
+Inputs) of the ops asked about that have a work rule (model/work_ops.py: the only ops whose shapes
+the reader keeps, and the only ones an analysis reads): kept with the events when the trace was
+opened (model/arg_table.py), or else fetched from the source files.
 
 A profiler records shapes on every op or on none, so the first few ops are fetched first: when
 none of them has shapes, the file is not read any further (a million-event trace without shapes
@@ -14,6 +15,7 @@ import msgspec
 import numpy as np
 
 from ..model.trace import Trace
+from ..model.work_ops import NAMES as WORK_OPS
 from .args_batch import ArgsSpec, kept_args
 
 
@@ -28,10 +30,16 @@ PROBE = 16  # ops looked at before deciding that the file records no shapes
 
 
 def op_shapes(trace: Trace, idx: np.ndarray) -> dict[int, dict]:
-    """Event index -> {dims, types, concrete} (the keys recorded) for the CPU ops idx (distinct) that have
-    shapes; {} for sources that are not Kineto JSON or recorded none."""
+    """Event index -> {dims, types, concrete} (the keys recorded) for the CPU ops idx (distinct)
+    that have a work rule and shapes; {} for sources that are not Kineto JSON or recorded none.
+    Other ops are left out whatever the source (their shapes are not kept at open), so that the
+    answer does not depend on whether a cache entry or the file gave it."""
     idx = np.asarray(idx, np.int64)  # distinct event indices
     if not len(idx) or not trace.sources or not all(s.format == "kineto" for s in trace.sources):
+        return {}
+    ruled = np.fromiter((n in WORK_OPS for n in trace.names), bool, len(trace.names))
+    idx = idx[ruled[np.asarray(trace.columns["name"])[idx]]]
+    if not len(idx):
         return {}
     src = np.asarray(trace.columns["src"])[idx]
     first = idx[np.argsort(src, kind="stable")[:PROBE]]  # the earliest in the files: the first piece

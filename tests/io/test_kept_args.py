@@ -167,6 +167,29 @@ def test_kept_from_a_piece_whose_args_do_not_fit_the_struct(tmp_path):
     assert op_shapes(t, ops) == {mm[0]: {"dims": [[2, 3], [3, 4]], "types": ["float", "float"]}}
 
 
+def test_op_shapes_answers_for_the_ruled_ops_whatever_else_is_asked(ddp):
+    """Unruled ops first in the request (op_shapes probes the first 16 to decide whether the file
+    records shapes at all) must not hide the ruled ones' shapes; and the answer is the same from
+    the kept table as from the file (the table then set aside)."""
+    _d, read, _cached, events = ddp
+    t = read
+    idx = np.flatnonzero(np.asarray(t.columns["cat"]) == Cat.CPU_OP)
+    ruled = np.array([t.names[int(t.columns["name"][i])] in WORK_OPS for i in idx.tolist()])
+    src = np.asarray(t.columns["src"])
+    unruled_first = idx[~ruled][np.argsort(src[idx[~ruled]], kind="stable")][:16]
+    some_ruled = idx[ruled][:100]
+    ask = np.concatenate([unruled_first, some_ruled])
+    want = {i: v for i, v in _expected(t, events, some_ruled, SHAPE_KEYS).items() if "dims" in v}
+    assert len(want) == 100
+    assert op_shapes(t, ask) == want
+    table, t.arg_table = t.arg_table, None  # the file path (kineto_args) gives the same
+    try:
+        t.derived.clear()
+        assert op_shapes(t, ask) == want
+    finally:
+        t.arg_table = table
+
+
 def test_the_work_ops_are_the_ops_with_a_rule():
     """The reader keeps shapes for model/work_ops.NAMES: exactly the ops analysis/flops.py has a
     work rule for (a rule added there without its name here would never see shapes)."""
