@@ -51,13 +51,16 @@ def utilization(rb: RankBreakdown) -> list[dict]:
     if not rb.measured or u >= LOW_UTILIZATION or not rb.n_ops:
         return []  # no GPU work recorded (a CPU-only trace, a memory snapshot) says nothing
     # a slow outlier step (a stall: its own finding) can hold most of the idle time: say what
-    # the other steps keep (the JAX stall's 8% is 37% elsewhere)
+    # the other steps keep (the JAX stall's 8% is 37% elsewhere); when they are not low, the
+    # outlier's finding is the whole story and the gaps' advice would point the wrong way
     slow = outliers.slow_steps(rb)
     rest = [s for s in rb.measured if s.step not in slow]
     rest_w = sum(s.gpu_time_ns for s in rest)
     u_rest = sum(s.compute_ns for s in rest) / rest_w if slow and rest_w else None
+    if u_rest is not None and u_rest >= LOW_UTILIZATION:
+        return []
     typical = (
-        f"; {u_rest:.0%} in the steps other than the slow step{'s' if len(slow) > 1 else ''} {_steps(slow)}"
+        f"; {u_rest:.0%} in the rank's steps other than its slow step{'s' if len(slow) > 1 else ''} {_steps(slow)}"
         if u_rest is not None and round(u_rest, 2) != round(u, 2)
         else ""
     )
