@@ -35,7 +35,7 @@ from ..model.trace import Trace
 from . import usual_op
 from .depgraph import COPY, KERNEL
 from .results import Analysis, Finding
-from .whatif import Change, apply, graph, recorded, replay, step_times
+from .whatif import Change, apply, graph, recorded, recorded_begin, replay, step_times
 
 # Larger sessions are left without savings for now: building and replaying their model takes
 # seconds per finding (say so, never a silent absence).
@@ -229,7 +229,7 @@ class _Start:
         later saving is measured against the times it is combined with)."""
         g, base = self.g, self.base
         dur, off = np.minimum(state[0], g.dur), np.minimum(state[1], g.e_off)
-        after = step_times(g, replay(g, dur, off, base=self.rec))
+        after = step_times(g, replay(g, dur, off, base=self.rec), recorded_begin(g))
         return dur, off, {s: after.get(s, base[s]) for s in base}
 
     def measure(self, f: Finding, changes: list[Change]) -> tuple[np.ndarray, np.ndarray, dict[int, int]]:
@@ -245,7 +245,7 @@ class _Start:
             off = np.minimum(np.minimum(own_off, g.e_off), self.off)
         else:  # against the recording: the change as the whatif command applies it
             dur, off = own_dur, own_off
-        after = step_times(g, replay(g, dur, off, base=self.rec))
+        after = step_times(g, replay(g, dur, off, base=self.rec), recorded_begin(g))
         before = self.times
         per = {s: before.get(s, base[s]) - after.get(s, before.get(s, base[s])) for s in base}
         saved = max(0, sum(per.values()))

@@ -22,8 +22,9 @@ Changes (Change.kind):
   named cause) at its usual time: the rank's host work inside its windows (gaps and CUDA calls
   other than syncs) shrinks by cut_ns in all, in proportion;
 - overlap_comm (regex or None: every collective): collectives overlapped with the compute before
-  them: they no longer wait for the GPU work queued before them (their inputs taken as ready),
-  the most that overlapping them could save.
+  them on other streams: they no longer wait for it (their inputs taken as ready), the most that
+  overlapping them could save; sends, collectives behind a kernel on their stream, without a launch or
+  without a match on another rank are left as they were (_overlap_comm says why).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import numpy as np
 from ..model.trace import Trace
 from . import depgraph as dg
 from . import replay_levels
+from .overlap_comm import overlap_comm
 from .usual_op import resolve, shorten
 from .whatif_change import DEFAULT_PEAK_BUSBW_GBPS, Change
 
@@ -268,9 +270,11 @@ def _expected(g: dg.DepGraph, T: np.ndarray) -> np.ndarray:
     return out
 
 
-def step_ends(g: dg.DepGraph, rp: Replay) -> tuple[list[int], np.ndarray, np.ndarray, float]:
+def step_ends(g: dg.DepGraph, rp: Replay, begin: int | None = None) -> tuple[list[int], np.ndarray, np.ndarray, float]:
     """Steps, each step's end (the last of its ranks' host step ends and GPU ops), and the time
-    the first step began (the earliest host start of it)."""
+    the first step began (the earliest host start of it; `begin`, the recording's, for a
+    replay with a change: work before the first step that a change moves earlier belongs to no
+    step, and must not make the first step look longer)."""
     steps = g.steps()
     if not steps:
         return [], np.zeros(0, np.int64), np.zeros(0, np.int64), 0
@@ -296,14 +300,20 @@ def step_ends(g: dg.DepGraph, rp: Replay) -> tuple[list[int], np.ndarray, np.nda
             if s == steps[0]:
                 first = rp.t[2 * a] if first is None else min(first, rp.t[2 * a])
     ends = np.maximum.accumulate(ends)
-    begin = int(first if first is not None else ends[0])
+    if begin is None:
+        begin = int(first if first is not None else ends[0])
     starts = np.r_[begin, ends[:-1]]
     return steps, starts, ends, begin
 
 
-def step_times(g: dg.DepGraph, rp: Replay) -> dict[int, int]:
-    steps, starts, ends, _ = step_ends(g, rp)
+def step_times(g: dg.DepGraph, rp: Replay, begin: int | None = None) -> dict[int, int]:
+    steps, starts, ends, _ = step_ends(g, rp, begin)
     return {s: int(e - a) for s, a, e in zip(steps, starts, ends)}
+
+
+def recorded_begin(g: dg.DepGraph) -> int:
+    """When the first step began in the replay with no change."""
+    return int(step_ends(g, recorded(g))[3])
 
 
 def recorded_error(g: dg.DepGraph) -> float:
@@ -317,8 +327,9 @@ def recorded_error(g: dg.DepGraph) -> float:
 # -- changes --------------------------------------------------------------------------------
 
 
-def apply(g: dg.DepGraph, ch: Change) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(durations, edge offsets, notes) with the change applied."""
+def apply(g: dg.DepGraph, ch: Change, args: dict[int, dict] | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(durations, edge offsets, notes) with the change applied (args: the NCCL kernels' recorded
+    collective arguments, io.comm_args.collective_args, which overlap_comm reads)."""
     dur, off = g.dur.copy(), g.e_off.copy()
     notes: list[str] = []
     dst_node = g.e_dst // 2
@@ -454,45 +465,10 @@ def apply(g: dg.DepGraph, ch: Change) -> tuple[np.ndarray, np.ndarray, list[str]
         dur[hit] = 0
         notes.append(f"{int(hit.sum()):,} memory copies and sets set to 0")
     elif ch.kind == "overlap_comm":
-        _overlap_comm(g, ch, off, notes)
+        overlap_comm(g, ch, off, notes, args or {})
     else:
         raise ValueError(f"unknown change {ch.kind}")
     return dur, off, notes
-
-
-OFF_NEVER = -(1 << 50)  # an edge offset no replay reaches: the edge never binds
-
-
-def _overlap_comm(g: dg.DepGraph, ch: Change, off: np.ndarray, notes: list[str]) -> None:
-    """Collectives (those whose name matches ch.regex, or all) stop waiting for the compute and
-    copies queued before them, on their stream or another: they start when their launch and the
-    collectives before them on their stream allow, then when the last member arrives. The GPU
-    work after a collective still waits for it where it did. An upper bound: the collective's
-    inputs are taken as ready, and it runs beside compute at its recorded speed."""
-    try:
-        rx = re.compile(ch.regex or "", re.IGNORECASE)
-    except re.error as e:
-        raise ValueError(f"/{ch.regex}/ is not a regular expression: {e}") from None
-    comm = g.kind == dg.COMM
-    if ch.regex:
-        comm &= np.isin(g.name, np.array([i for i, nm in enumerate(g.names) if rx.search(nm)], np.int64))
-    if not comm.any():
-        notes.append("no collective on record" + (f" matches /{ch.regex}/" if ch.regex else "") + ": nothing changed")
-        return
-    src_node, dst_node = g.e_src // 2, g.e_dst // 2
-    into = comm[dst_node] & (g.e_dst % 2 == 0)  # into a collective's start
-    waits = into & np.isin(g.e_kind, (dg.E_STREAM, dg.E_XSTREAM)) & np.isin(g.kind[src_node], (dg.KERNEL, dg.COPY))
-    # only a collective whose launch call is on record is freed: it still starts after that call
-    # (one without could otherwise start before it was launched)
-    launched = np.zeros(g.n, bool)
-    launched[dst_node[into & (g.e_kind == dg.E_LAUNCH)]] = True
-    waits &= launched[dst_node]
-    off[waits] = OFF_NEVER
-    n_coll = int(np.count_nonzero(np.unique(dst_node[waits]))) if waits.any() else 0
-    notes.append(
-        f"{n_coll:,} of {int(comm.sum()):,} collectives no longer wait for the GPU work before them "
-        f"({int(waits.sum()):,} waits on compute or copies removed)"
-    )
 
 
 def whatif(trace: Trace, change: Change, args: dict[int, dict] | None = None) -> WhatIfResult:
@@ -500,8 +476,8 @@ def whatif(trace: Trace, change: Change, args: dict[int, dict] | None = None) ->
     if change.kind == "shorten_host" and change.windows is None:  # named by a pattern: found here
         change = resolve(trace, g, change)
     base = step_times(g, recorded(g))
-    dur, off, notes = apply(g, change)
-    after = step_times(g, replay(g, dur, off, base=recorded(g)))
+    dur, off, notes = apply(g, change, args)
+    after = step_times(g, replay(g, dur, off, base=recorded(g)), recorded_begin(g))
     res = WhatIfResult(change, [StepTime(s, base[s], after[s]) for s in sorted(base)], list(g.assumptions), notes)
     err = recorded_error(g)
     if err > 0.01:  # ops recorded before their launch, or other times no edge can reproduce
@@ -514,7 +490,7 @@ def whatif(trace: Trace, change: Change, args: dict[int, dict] | None = None) ->
 def parse_change(opt: str, value: str | None = None, peak: float | None = None) -> Change:
     """A change from the command line's words: remove-gap RANK:STEP (STEP may be 'all'),
     rank-like-median RANK[:host|gpu], no-launch-overhead, comm-at-peak, faster NAME_REGEX:PCT,
-    usual-op RANK:STEP:NAME_REGEX, overlap-comm [NAME_REGEX]."""
+    usual-op RANK:STEP:NAME_REGEX, overlap-comm all|NAME_REGEX."""
     if opt == "remove-gap":
         r, _, s = (value or "").partition(":")
         try:
@@ -546,12 +522,12 @@ def parse_change(opt: str, value: str | None = None, peak: float | None = None) 
             raise ValueError(f"--usual-op {value}: /{rx}/ is not a regular expression ({e})") from None
         return ch
     if opt == "overlap-comm":
-        rx = value or ""
+        rx = value or "all"
         try:
             re.compile(rx)
         except re.error as e:
             raise ValueError(f"--overlap-comm {value}: /{rx}/ is not a regular expression ({e})") from None
-        return Change("overlap_comm", regex=rx or None)
+        return Change("overlap_comm", regex=None if rx == "all" else rx)
     if opt == "no-launch-overhead":
         return Change("no_launch_overhead")
     if opt == "no-copies":

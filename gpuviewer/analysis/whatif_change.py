@@ -50,8 +50,11 @@ class Change:
         if self.kind == "comm_at_peak":
             return f"collectives at {self.peak_gbps:g} GB/s bus bandwidth"
         if self.kind == "overlap_comm":
-            which = f"collectives matching /{self.regex}/" if self.regex else "every collective"
-            return f"{which} overlapped with the compute before it (its inputs taken as ready)"
+            which = f"collectives matching /{self.regex}/" if self.regex else "collectives"
+            return (
+                f"{which} overlapped with the compute before them on other streams (their inputs "
+                "taken as ready, run beside compute at their recorded speed; sends left waiting)"
+            )
         if self.kind == "no_copies":
             return "memory copies take no time (data kept on the GPU, or copies hidden behind compute)"
         return f"GPU ops matching /{self.regex}/ {self.pct:g}% faster"

@@ -42,11 +42,10 @@ def add_parser(sub, common) -> None:
     ch.add_argument("--faster", metavar="NAME_REGEX:PCT", help="GPU ops whose name matches take PCT%% less time")
     ch.add_argument(
         "--overlap-comm",
-        metavar="NAME_REGEX",
-        nargs="?",
-        const="",
-        help="collectives (those matching NAME_REGEX, or all) overlapped with the compute before them: "
-        "they stop waiting for the GPU work queued before them (the most overlapping could save)",
+        metavar="all|NAME_REGEX",
+        help="collectives ('all', or those whose kernel or collective name matches) overlapped with the "
+        "compute before them on other streams: they stop waiting for it (the most overlapping could "
+        "save; sends are left waiting)",
     )
     ch.add_argument(
         "--usual-op",

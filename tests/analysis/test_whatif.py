@@ -110,7 +110,7 @@ CHANGES = [
     ("comm-at-peak", None),
     ("faster", "nccl:50"),
     ("faster", "elementwise:30"),
-    ("overlap-comm", None),
+    ("overlap-comm", "all"),
     ("overlap-comm", "AllReduce"),
 ]
 
