@@ -9,7 +9,6 @@ a device put in its place is never read and never blocks.
 
 from __future__ import annotations
 
-import mmap
 import os
 import stat
 import zlib
@@ -29,14 +28,6 @@ class Damaged(Exception):
     """A cache entry's file is missing, short, special or not what was written."""
 
 
-def _digest(buf, algorithm: str) -> str:
-    if algorithm == "xxh3_64" and xxhash is not None:
-        return xxhash.xxh3_64_hexdigest(buf)
-    if algorithm == "crc32":
-        return f"{zlib.crc32(buf):08x}"
-    raise Damaged(f"unknown checksum {algorithm!r}")
-
-
 def open_regular(path: str) -> int:
     """A read-only descriptor of path, which must be a regular file (not a link, FIFO, device)."""
     try:
@@ -52,15 +43,33 @@ def open_regular(path: str) -> int:
     return fd
 
 
+_BLOCK = 8 << 20  # bytes hashed at a time
+
+
 def file_sum(path: str, algorithm: str = ALGORITHM) -> tuple[int, str]:
-    """(size, checksum) of a regular file, read through a read-only mapping."""
+    """(size, checksum) of a regular file, read a block at a time into one buffer: a whole-file
+    mapping made every page of the file resident in this process while it was hashed (a 100M-event
+    session's 781 MB start column took the reader from 254 to 844 MB at its commit)."""
+    if algorithm not in ("xxh3_64", "crc32") or (algorithm == "xxh3_64" and xxhash is None):
+        raise Damaged(f"unknown checksum {algorithm!r}")
     fd = open_regular(path)
     try:
         size = os.fstat(fd).st_size
-        if size == 0:
-            return 0, _digest(b"", algorithm)
-        with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as m:
-            return size, _digest(m, algorithm)
+        h = xxhash.xxh3_64() if algorithm == "xxh3_64" else None
+        crc = 0
+        buf = bytearray(min(_BLOCK, max(size, 1)))
+        view = memoryview(buf)
+        got = 0
+        while got < size:  # the size the file had when opened, as the mapping took it
+            n = os.readv(fd, [view[: min(len(buf), size - got)]])
+            if n <= 0:
+                raise Damaged(f"{os.path.basename(path)} is shorter than it was")
+            got += n
+            if h is not None:
+                h.update(view[:n])
+            else:
+                crc = zlib.crc32(view[:n], crc)
+        return size, (h.hexdigest() if h is not None else f"{crc:08x}")
     finally:
         os.close(fd)
 
