@@ -26,6 +26,7 @@ GIVE_UP_S = 10.0  # stopping workers and removing partial files took under 2 s i
 _held = 0  # held() blocks open in the main thread (signal handlers run only there)
 _pending = False  # an interrupt arrived while held
 _raised = False  # a KeyboardInterrupt was raised for Ctrl+C
+_in_hook = False  # the unraisable hook is sending a swallowed interrupt again
 _give_up: Callable[[], None] | None = None
 _timer: threading.Timer | None = None
 
@@ -35,14 +36,20 @@ def interrupted() -> bool:
     return _raised
 
 
-def _later(pid: int, seconds: float = 0.01) -> None:
+def _later(pid: int, seconds: float = 0.01, *, until: Callable[[], bool] | None = None) -> None:
     """SIGINT to `pid` from a thread a moment from now (a signal sent from inside the handler or
-    the unraisable hook would be handled right there again)."""
+    the unraisable hook would be handled right there again), and not while until() holds (the
+    hook still running: on a loaded machine the thread outran the hook's own return)."""
     import signal
+    import time
 
-    t = threading.Timer(seconds, os.kill, (pid, signal.SIGINT))
-    t.daemon = True
-    t.start()
+    def send() -> None:
+        time.sleep(seconds)
+        while until is not None and until():
+            time.sleep(0.001)
+        os.kill(pid, signal.SIGINT)
+
+    threading.Thread(target=send, name="sigint-again", daemon=True).start()
 
 
 def give_up_later(seconds: float | None = None) -> None:
@@ -84,6 +91,8 @@ def catch_sigint(give_up: Callable[[], None]) -> None:
         if _held:
             _pending = True
             return
+        if _in_hook:  # raised in the hook it would be swallowed again; the hook sends one again
+            return
         if _in_importlib(frame):
             _later(me)
             return
@@ -93,8 +102,13 @@ def catch_sigint(give_up: Callable[[], None]) -> None:
     before = sys.unraisablehook
 
     def on_unraisable(u) -> None:
+        global _in_hook
         if u.exc_type is KeyboardInterrupt and os.getpid() == me:
-            _later(me)  # (ignored once the command's cleanup has begun)
+            _in_hook = True
+            try:  # sent once the hook has returned (ignored once the command's cleanup has begun)
+                _later(me, until=lambda: _in_hook)
+            finally:
+                _in_hook = False  # (no check for signals between this and the return)
             return
         before(u)
 

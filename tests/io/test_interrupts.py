@@ -156,8 +156,21 @@ except KeyboardInterrupt:
 """
 
 
-def test_an_interrupt_python_swallows_is_raised_again():
-    r = _python(LOST)
+# a thread's start returning 50 ms after the thread runs: what a loaded machine did once, when the
+# interrupt sent again arrived while the unraisable hook still ran and was swallowed again there
+SLOW_START = """
+import threading, time
+_start = threading.Thread.start
+def _slow(self):
+    _start(self)
+    time.sleep(0.05)
+threading.Thread.start = _slow
+"""
+
+
+@pytest.mark.parametrize("slow", [False, True])
+def test_an_interrupt_python_swallows_is_raised_again(slow):
+    r = _python((SLOW_START if slow else "") + LOST)
     assert (r.returncode, r.stdout.strip(), r.stderr) == (0, "interrupted", ""), (r.stdout, r.stderr[-2000:])
 
 
