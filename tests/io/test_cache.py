@@ -47,7 +47,8 @@ def test_small_columns_are_read_and_hold_no_descriptor(tmp_path, monkeypatch):
     base = _descriptors()
     kept = [load([p]) for _ in range(5)]
     assert all(t.metadata.get("from_cache") for t in kept)
-    assert _descriptors() == base
+    # none more (a decode pool left by an earlier open may close its pipes meanwhile: fewer)
+    assert _descriptors() <= base
     for k, a in kept[0].columns.items():
         assert not isinstance(a, np.memmap) and not a.flags.writeable, k
         assert np.array_equal(a, fresh.columns[k]), k
