@@ -25,8 +25,9 @@ import numpy as np
 from ..model.categories import Cat, LaneKind
 from ..model.peaks import Peaks
 from ..model.trace import Trace
+from ..model.work_ops import ruled_names
 from . import kernel_class
-from .flops import FLOP_KINDS, RULES, op_work
+from .flops import FLOP_KINDS, op_work
 
 ShapesFetcher = Callable[[Trace, np.ndarray], dict]  # io.op_shapes.op_shapes
 
@@ -98,7 +99,7 @@ def launch_parents(trace: Trace, rank: int | None = None) -> tuple[np.ndarray, n
     pos = np.minimum(np.searchsorted(gs, kernels), len(gs) - 1)
     has = gs[pos] == kernels
     launch = np.where(has, ap[pos], -1)
-    ruled = _ruled_names(trace)
+    ruled = ruled_names(trace)
     lane = np.asarray(c["lane"])
     cpu_lane = {(ln.rank, ln.pid, ln.stream): i for i, ln in enumerate(trace.lanes) if ln.kind == LaneKind.CPU}
     where = np.flatnonzero(launch >= 0)
@@ -121,14 +122,6 @@ def _launched(trace: Trace, kernels: np.ndarray) -> np.ndarray:
     if not len(kernels) or not len(dst):
         return np.zeros(len(kernels), bool)
     return np.isin(kernels, dst)
-
-
-def _ruled_names(trace: Trace) -> np.ndarray:
-    got = trace.derived.get("efficiency_ruled_names")
-    if got is None or len(got) != len(trace.names):
-        got = np.fromiter((n in RULES for n in trace.names), bool, len(trace.names))
-        trace.derived["efficiency_ruled_names"] = got
-    return got
 
 
 def _innermost(trace: Trace, lane: int, t: np.ndarray, ruled: np.ndarray) -> np.ndarray:
@@ -172,7 +165,7 @@ def compute(
     idle around it {idle_before_ns, idle_after_ns} (the analysis' breakdown); None: families only.
     rank: that rank's kernels only."""
     c = trace.columns
-    ruled = _ruled_names(trace)
+    ruled = ruled_names(trace)
     # a profiler records shapes on every op or on none: ask about a few ops with a rule first,
     # and attach kernels to their ops only when shapes were recorded (no use otherwise)
     probe = _first_ruled_ops(trace, ruled)

@@ -24,7 +24,7 @@ Changes (Change.kind):
 - overlap_comm (regex or None: every collective): collectives overlapped with the compute before
   them on other streams: they no longer wait for it (their inputs taken as ready), the most that
   overlapping them could save; sends, collectives behind a kernel on their stream, without a launch or
-  without a match on another rank are left as they were (_overlap_comm says why).
+  without a match on another rank are left as they were (overlap_comm.py says why).
 """
 
 from __future__ import annotations

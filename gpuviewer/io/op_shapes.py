@@ -15,7 +15,7 @@ import msgspec
 import numpy as np
 
 from ..model.trace import Trace
-from ..model.work_ops import NAMES as WORK_OPS
+from ..model.work_ops import ruled_names
 from .args_batch import ArgsSpec, kept_args
 
 
@@ -37,8 +37,7 @@ def op_shapes(trace: Trace, idx: np.ndarray) -> dict[int, dict]:
     idx = np.asarray(idx, np.int64)  # distinct event indices
     if not len(idx) or not trace.sources or not all(s.format == "kineto" for s in trace.sources):
         return {}
-    ruled = np.fromiter((n in WORK_OPS for n in trace.names), bool, len(trace.names))
-    idx = idx[ruled[np.asarray(trace.columns["name"])[idx]]]
+    idx = idx[ruled_names(trace)[np.asarray(trace.columns["name"])[idx]]]
     if not len(idx):
         return {}
     src = np.asarray(trace.columns["src"])[idx]

@@ -5,6 +5,10 @@ shapes, and skipping them takes a third of the capture's time on a trace recorde
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 # matmuls, convolutions and attention: FLOPs from their shapes
 FLOP_OPS = (
     "aten::mm",
@@ -134,3 +138,13 @@ def _names() -> frozenset[str]:
 
 
 NAMES = _names()
+
+
+def ruled_names(trace: Any) -> np.ndarray:
+    """Per name of the trace (trace.names), whether it is one of NAMES; kept with the trace
+    (trace.derived), as the efficiency and the shape reader both ask for every name."""
+    got = trace.derived.get("work_op_names")
+    if got is None or len(got) != len(trace.names):
+        got = np.fromiter((n in NAMES for n in trace.names), bool, len(trace.names))
+        trace.derived["work_op_names"] = got
+    return got
