@@ -1,6 +1,6 @@
 """The arguments kept from a Kineto piece as it is decoded (model/arg_table.py): the keys that
-collective matching (io/comm_args.py) and the ops' shapes (io/op_shapes.py: of the ops with a work
-rule, model/work_ops.py, the only ones any analysis asks about) read, taken in the
+collective matching (io/comm_args.py: of NCCL kernels) and the ops' shapes (io/op_shapes.py: of the
+ops with a work rule, model/work_ops.py) read, the only ones any analysis asks about, taken in the
 same pass as the columns so an analysis never reads the file again. The decoder hands each value
 over as its raw JSON bytes (chrome_events.Args), so nothing is built for them here but one JSON
 object per distinct combination."""
@@ -46,26 +46,26 @@ def raw_of(v) -> msgspec.Raw | None:
         return None
 
 
-def capture(x: list, pos: np.ndarray, shapes_of: list[bool]) -> dict | None:
+def capture(x: list, pos: np.ndarray, shapes_of: list[bool], comm_of: list[bool]) -> dict | None:
     """For the events x (at positions pos of the piece) that carry any kept key with a value
     other than null: {"pos": their positions, "ref": each one's object, "blobs": the distinct
     objects as JSON bytes}; None when none does. The three shape keys count only for the events
-    whose shapes_of is true (ops with a work rule, model/work_ops.py); the collective keys for all."""
-    # every event is looked at: the decoded fields are the truth (a key may be spelled with \u
-    # escapes), and the loop costs ~0.4 µs an event where searching the piece's bytes for the
-    # 13 keys first cost 1.5 µs
+    whose shapes_of is true (ops with a work rule, model/work_ops.py), the collective keys only
+    for those whose comm_of is true (NCCL kernels): the only ones the analysis asks about."""
+    # the caller hands over only events that are one or the other (a few percent of a piece):
+    # taking the ten collective values of every event cost ~0.6 us an event, a third of the
+    # piece's column extraction. The decoded fields are the truth (a key may be spelled with
+    # \u escapes), so the bytes are not searched for keys instead
     rows: list[int] = []
     refs: list[int] = []
     index: dict[tuple, int] = {}
     blobs: list[bytes] = []
-    # two C calls take the 13 values; most events have none of them, most of the rest only
-    # the three shapes, which are made hashable here without a loop
     comm, shapes, no_comm, no_shapes = _GET_COMM, _GET_SHAPES, _NO_COMM, _NO_SHAPES
-    for j, (e, want) in enumerate(zip(x, shapes_of)):
+    for j, (e, want, coll) in enumerate(zip(x, shapes_of, comm_of)):
         a = e.args
         if a is None:
             continue
-        c = comm(a)
+        c = comm(a) if coll else no_comm
         if c == no_comm:
             if not want:
                 continue

@@ -14,6 +14,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from ..model.categories import is_nccl_name
 from ..model.work_ops import NAMES as WORK_OPS
 from .arg_capture import capture
 from .chrome_events import decode_events, generic_events
@@ -185,11 +186,18 @@ def extract_piece(buf: bytes, chunk: int, evs: list | None = None) -> dict:
     ok_ts = np.abs(ts) <= TS_MAX_US  # False for NaN
     ok = ok_ts & (dur >= 0) & (dur <= TS_MAX_US)
     corr = _corr(x)
-    # the analysis' arguments, while the events are at hand (shapes: of the ops with a work rule)
-    ruled = np.fromiter((n in WORK_OPS for n in out["names"]), bool, len(out["names"]))
-    kept = capture(x, pos, ruled[name].tolist())
-    if kept is not None:
-        out["kept_args"] = kept
+    # the analysis' arguments, while the events are at hand: of NCCL kernels, the collective
+    # keys (io/comm_args.py asks no other event), of the ops with a work rule, the shapes
+    # (io/op_shapes.py); no other event is looked at (most are neither)
+    names = out["names"]
+    ruled = np.fromiter((n in WORK_OPS for n in names), bool, len(names))
+    nccl = np.fromiter((is_nccl_name(n) for n in names), bool, len(names))
+    look = np.flatnonzero((ruled | nccl)[name])
+    if len(look):
+        at = name[look]
+        kept = capture([x[j] for j in look.tolist()], pos[look], ruled[at].tolist(), nccl[at].tolist())
+        if kept is not None:
+            out["kept_args"] = kept
     if not ok.all():
         _bump(bad, "ts", np.count_nonzero(~ok_ts))
         _bump(bad, "dur", np.count_nonzero(ok_ts & ~ok))

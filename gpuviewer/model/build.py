@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import heap
-from .categories import GPU_WORK, Cat
+from .categories import GPU_WORK, Cat, is_nccl_name
 from .depth import lane_depth
 from .strings import Interner
 from .trace import EVENT_COLUMNS, Counter, Lane, RankInfo, Source, Step, Trace
@@ -200,8 +200,8 @@ def _concat_inst(parts) -> dict[str, np.ndarray]:
 
 
 def nccl_name_ids(strings: list[str]) -> np.ndarray:
-    """Interned ids of NCCL kernel names (they start with "nccl")."""
-    return np.array([i for i, s in enumerate(strings) if s.startswith("nccl")], np.int32)
+    """Interned ids of NCCL kernel names (categories.is_nccl_name)."""
+    return np.array([i for i, s in enumerate(strings) if is_nccl_name(s)], np.int32)
 
 
 def mark_comm_lanes(lanes: list[Lane], chunks: list[dict[str, np.ndarray]], source: int | None = None) -> None:

@@ -8,7 +8,7 @@ from enum import IntEnum
 class Cat(IntEnum):
     OTHER = 0
     KERNEL = 1
-    COMM_KERNEL = 2  # NCCL kernels: GPU kernels that move data between ranks
+    COMM_KERNEL = 2  # NCCL kernels (is_nccl_name): GPU kernels that move data between ranks
     MEMCPY = 3
     MEMSET = 4
     CUDA_RUNTIME = 5
@@ -67,3 +67,8 @@ class LaneKind:
     # Display order of lane groups inside a rank: the GPU first (what this tool is about), then
     # the host lanes that feed it.
     ORDER = {GPU: 0, COMM: 1, GPU_ANNOTATION: 2, NVTX: 3, CUDA_API: 4, CPU: 5, OSRT: 6, OTHER: 7}
+
+
+def is_nccl_name(name: str) -> bool:
+    """A kernel of this name is an NCCL (or RCCL) kernel: a COMM_KERNEL."""
+    return name.startswith("nccl")

@@ -75,6 +75,18 @@ def test_collective_arguments_kept_at_open_equal_the_files(ddp):
         assert collective_args(t) == want
 
 
+def test_collective_keys_of_other_events_are_not_kept(ddp):
+    """Only NCCL kernels' collective keys are kept (io/comm_args.py asks no other event): the
+    CPU-side record_param_comms ops record the same keys in the file, and the table has no row
+    for them."""
+    _d, read, cached, events = ddp
+    for t in (read, cached):
+        idx = np.flatnonzero(np.asarray(t.columns["cat"]) == Cat.COMM_OP)
+        in_file = _expected(t, events, idx, COMM_KEYS)
+        assert len(in_file) >= 10  # recorded in the file
+        assert not set(in_file) & set(t.arg_table.of(t, idx))
+
+
 def test_op_shapes_kept_at_open_equal_the_files(ddp):
     """The shapes of the ops with a work rule (model/work_ops.py, the only ops an analysis asks
     about) are kept, equal to the file's; other ops' recorded shapes are not kept."""
