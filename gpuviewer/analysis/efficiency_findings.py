@@ -99,10 +99,56 @@ def _same_names(trace: Trace, eff: Efficiency, m) -> np.ndarray:
     return kernels[np.isin(name[kernels], np.unique(name[eff.kernel[m]]))]
 
 
-def _simt_speedup(eff: Efficiency, simt_rows: list[dict]) -> tuple[float, float, str] | None:
-    """(x faster with TF32, x faster with bf16, on what grounds)."""
+def _compute_major(trace: Trace) -> int | None:
+    """The recorded compute capability's major version of the first device that has one."""
+    for r in trace.ranks:
+        for _, p in sorted(r.device_props.items()):
+            v = p.get("computeMajor")
+            if isinstance(v, int) and not isinstance(v, bool):
+                return v
+    return None
+
+
+def _simt_speedup(trace: Trace, eff: Efficiency, simt_rows: list[dict]) -> dict | None:
+    """What the FP32 SIMT GEMMs could run on and how much faster: {"advice", "speedup" (of the
+    precision the what-if replays), "label", "speedups": {precision: x}}; None where the device
+    has no matrix units to move them to (Pascal and older: no Tensor Cores)."""
     p = eff.peaks
-    tf32, bf16, fp32 = p.peak("tf32"), p.peak("bf16"), p.peak("fp32")
+    fp32 = p.peak("fp32")
+    if p.model is not None:
+        ref = p
+        grounds = ""
+    else:
+        major = _compute_major(trace)
+        if major is not None and major < 7:
+            return None  # compute capability 6.x and older: no Tensor Cores
+        named = p.device not in ("", "unknown")
+        # Volta / Turing (7.x): fp16 Tensor Cores only, like the V100; others: the data-centre GPU
+        # whose TF32 peak is the least multiple of its FP32 peak (the smallest claim)
+        if major == 7:
+            model = "V100 SXM2"
+            how = f"compute capability {major}.x, fp16 Tensor Cores only, as on the {model}"
+        else:
+            model = min(
+                (r for r in peak_table.rows() if r["model"].startswith(_DATACENTRE) and r["tf32"] and r["fp32"]),
+                key=lambda r: (r["tf32"] / r["fp32"], r["model"]),
+            )["model"]
+            how = (
+                f"on the {model} (of the {'/'.join(_DATACENTRE)} GPUs the one whose TF32 peak is the least "
+                "multiple of its FP32 peak)"
+            )
+        ref = peak_table.of_model(model)
+        what = f"the device, {p.device}, is not in the peak table" if named else "the device is not recorded"
+        grounds = f"{what}: at the same % of the peak, {how}"
+        fp32 = ref.peak("fp32")
+    # matrix precisions the device has: TF32 and bf16 (Ampere on), else fp16 (Volta, Turing)
+    have: dict[str, float] = {q: v for q in ("tf32", "bf16", "fp16") if (v := ref.peak(q))}
+    if "tf32" in have:
+        have.pop("fp16", None)
+    elif "bf16" in have:
+        have.pop("fp16", None)
+    if not have or not fp32:
+        return None
     time = sum(r["time_ns"] for r in simt_rows)
     flops = sum(r["flops"] or 0 for r in simt_rows)
     best = max(
@@ -114,35 +160,43 @@ def _simt_speedup(eff: Efficiency, simt_rows: list[dict]) -> tuple[float, float,
         key=lambda r: r["pct_of_peak"],
         default=None,
     )
-    if tf32 and fp32 and flops and time and best is not None:
+    names = "/".join(q.upper() if q == "tf32" else q for q in have)
+    if p.model is not None and flops and time and best is not None:
         rate = flops / time / 1e3  # TFLOP/s they reach now
         at = best["pct_of_peak"] / 100
-        why = (
-            f"at the {best['pct_of_peak']:.0f}% of the TF32/BF16 peak the run's best GEMMs reach "
+        x = {q: max(1.0, at * v / rate) for q, v in have.items()}
+        grounds = (
+            f"at the {best['pct_of_peak']:.0f}% of the {names} peak the run's best GEMMs reach "
             f"({best['name']}); they reach {rate:.1f} TFLOP/s now"
         )
-        return max(1.0, at * tf32 / rate), max(1.0, at * (bf16 or tf32) / rate), why
-    if tf32 and fp32:
-        return (
-            tf32 / fp32,
-            (bf16 or tf32) / fp32,
-            f"at the same % of the {p.model} TF32/BF16 peaks ({tf32:g}/{bf16 or tf32:g} TFLOP/s) as they "
-            f"reach of its FP32 peak ({fp32:g})",
+    else:
+        x = {q: v / fp32 for q, v in have.items()}
+        if p.model is not None:
+            peaks_ = "/".join(f"{v:g}" for v in have.values())
+            word = "peaks" if len(have) > 1 else "peak"
+            grounds = (
+                f"at the same % of the {p.model} {names} {word} ({peaks_} TFLOP/s) as they reach of its FP32 "
+                f"peak ({fp32:g})"
+            )
+    if "tf32" in x:
+        alt = "bf16" if "bf16" in x else None
+        advice = (
+            ("bf16 autocast or " if alt else "")
+            + "torch.backends.cuda.matmul.allow_tf32=True would make them about "
+            + (f"{x['bf16']:.1f}x (bf16) or " if alt else "")
+            + f"{x['tf32']:.1f}x (TF32) faster"
         )
-    ratios = [
-        (r["tf32"] / r["fp32"], (r["bf16"] or r["tf32"]) / r["fp32"], r["model"])
-        for r in peak_table.rows()
-        if r["model"].startswith(_DATACENTRE) and r["tf32"] and r["fp32"]
-    ]
-    if not ratios:
-        return None
-    k, k2, model = min(ratios)
-    return (
-        k,
-        k2,
-        f"the device is not recorded: at the same % of the peak, on the {model} (of the "
-        f"{'/'.join(_DATACENTRE)} GPUs the one whose TF32 peak is the least multiple of its FP32 peak)",
+        return {"advice": advice, "grounds": grounds, "speedup": x["tf32"], "on": "TF32", "speedups": x}
+    q = "bf16" if "bf16" in x else "fp16"
+    device = p.model or ref.model
+    advice = (
+        f"{q} autocast ("
+        + ("with a GradScaler; " if q == "fp16" else "")
+        + f"the {device} has no TF32"
+        + (" or bf16" if q == "fp16" else "")
+        + f" Tensor Cores) would make them about {x[q]:.1f}x faster"
     )
+    return {"advice": advice, "grounds": grounds, "speedup": x[q], "on": q, "speedups": x}
 
 
 def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[Finding]:
@@ -159,27 +213,30 @@ def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[F
     t = float(ctx["dur"][m].sum())
     if not total or t < SIMT_MIN_SHARE * total:
         return []
-    got = _simt_speedup(eff, [eff.families[i] for i in rows])
+    got = _simt_speedup(trace, eff, [eff.families[i] for i in rows])
     if got is None:
         return []
-    k, k2, why = got
+    k = got["speedup"]
     events = _same_names(trace, eff, m)
     fix = [
-        Change("faster", pct=100 * (1 - 1 / k), events=events, label="the FP32 SIMT GEMM kernels on TF32 Tensor Cores,")
+        Change(
+            "faster",
+            pct=100 * (1 - 1 / k),
+            events=events,
+            label=f"the FP32 SIMT GEMM kernels on {got['on']} Tensor Cores,",
+        )
     ]
     s0, s1 = _span(ctx, m)
     title = (
         f"FP32 matmuls without Tensor Cores: {t / gemm:.0%} of GEMM time ({t / 1e6:.1f} ms, {t / total:.0%} of "
-        f"kernel time); bf16 autocast or torch.backends.cuda.matmul.allow_tf32=True would make them about "
-        f"{k2:.1f}x (bf16) or {k:.1f}x (TF32) faster ({why})"
+        f"kernel time); {got['advice']} ({got['grounds']})"
     )
     metrics = {
         "time_ms": round(t / 1e6, 3),
         "share_of_gemm": round(t / gemm, 4),
         "share_of_kernels": round(t / total, 4),
         "kernels": int(m.sum()),
-        "speedup_tf32": round(k, 2),
-        "speedup_bf16": round(k2, 2),
+        **{f"speedup_{q}": round(v, 2) for q, v in got["speedups"].items()},
         "evidence": _evidence(trace, eff, ctx, m),
     }
     return [_finding("fp32_simt_gemm", title, np.unique(ctx["rank"][m]).tolist(), s0, s1, metrics, fix)]

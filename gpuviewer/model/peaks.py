@@ -264,6 +264,12 @@ def lookup(device_name: str | None) -> Peaks:
     return Peaks(name or "unknown", None, {p: None for p in PRECISIONS}, None, None)
 
 
+def of_model(model: str) -> Peaks:
+    """The table's row named `model` (a reference device, when the trace's own is unknown)."""
+    row = next(r for r in _TABLE if r[0] == model)
+    return Peaks(model, row[0], dict(zip(PRECISIONS, row[2:8])), row[8], row[9])
+
+
 def overridden(p: Peaks, tflops: float | None = None, gbps: float | None = None) -> Peaks:
     """--peak-tflops replaces every precision's compute roof with one number (the user knows the
     device's real peak, clocks or power cap included); --peak-gbps the memory roof."""

@@ -213,3 +213,38 @@ def test_one_tensor_core_rule():
     for name, want in names.items():
         assert tensor_cores(name) is want, name
         assert is_tensor_core(name) is (want is True), name
+
+
+def _device(path: str) -> dict:
+    with gzip.open(path, "rt") as fh:
+        return json.load(fh)["deviceProperties"][0]
+
+
+def test_v100_fp32_gemms_get_fp16_advice():
+    """HTA's trace_diff test run is on a V100 (its deviceProperties say so): Volta has fp16 Tensor
+    Cores only, so the advice is fp16 autocast at the V100's fp16 / FP32 peaks (125 / 15.7 = 8.0x),
+    never TF32 or bf16, and the device is named, not "not recorded"."""
+    path = compat_path("facebookresearch__HolisticTraceAnalysis", "trace_diff", "test", "test.json.gz")
+    dev = _device(path)
+    assert "V100" in dev["name"] and dev["computeMajor"] == 7
+    f = _one(_analyze(path), "fp32_simt_gemm")
+    assert "fp16 autocast (with a GradScaler; the V100 SXM2 has no TF32 or bf16 Tensor Cores)" in f["title"]
+    assert f"about {125 / 15.7:.1f}x faster" in f["title"]
+    assert "TF32) faster" not in f["title"] and "not recorded" not in f["title"] and "allow_tf32" not in f["title"]
+    assert f["saving"] == f"the FP32 SIMT GEMM kernels on fp16 Tensor Cores, {125 / 15.7:.1f}x faster"
+    assert set(k for k in f["metrics"] if k.startswith("speedup_")) == {"speedup_fp16"}
+
+
+def test_no_tensor_core_advice_for_a_pascal_gpu():
+    """HTA's step_based_trace ran on a Quadro GP100 (compute capability 6.0, no Tensor Cores, not in
+    the peak table): its FP32 GEMMs have nowhere faster to go, so no fp32_simt_gemm finding."""
+    path = compat_path(
+        "facebookresearch__HolisticTraceAnalysis", "with_gpu_user_annotation", "step_based_trace_2543932.json.gz"
+    )
+    dev = _device(path)
+    assert dev["computeMajor"] == 6
+    with gzip.open(path, "rt") as fh:
+        names = [e["name"] for e in json.load(fh)["traceEvents"] if e.get("cat") == "kernel"]
+    assert any("sgemm" in n or "gemm" in n.lower() for n in names)  # FP32 GEMMs are there
+    out = _analyze(path)
+    assert not [f for f in out["findings"] if f["rule"] == "fp32_simt_gemm"]
