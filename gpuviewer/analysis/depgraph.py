@@ -368,7 +368,10 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
     def wait_edges(calls, ops, skew):
         adj = rec_e[ops] - skew
         tail = np.maximum(0, rec_e[calls] - np.maximum(adj, rec_s[calls]))
-        edges(2 * ops + 1, 2 * calls + 1, tail - skew, E_SYNC)
+        # an op that had ended before the call began was not waited for: the call cannot return
+        # before it ends, nothing more (its whole time as the offset pinned the call to that op,
+        # a copy of step 0 holding a sync of step 7 once a change moved the steps between earlier)
+        edges(2 * ops + 1, 2 * calls + 1, np.where(adj >= rec_s[calls], tail, 0) - skew, E_SYNC)
         split[calls] = True
         np.minimum.at(dur, calls, tail)  # the call's own time: what is left after the wait
 

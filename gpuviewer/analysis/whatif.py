@@ -468,7 +468,24 @@ def apply(g: dg.DepGraph, ch: Change, args: dict[int, dict] | None = None) -> tu
         overlap_comm(g, ch, off, notes, args or {})
     else:
         raise ValueError(f"unknown change {ch.kind}")
+    _keep_before_steps(g, dur, off)
     return dur, off, notes
+
+
+def _keep_before_steps(g: dg.DepGraph, dur: np.ndarray, off: np.ndarray) -> None:
+    """Work recorded before the first step keeps its recorded times: a change acts in the
+    profiled steps. (Compressing a warm-up before them, e.g. its launch gaps, moved the whole
+    first step earlier, and measured from its recorded begin that step came out shorter than
+    itself: negative, on nsys_single's 1.2 s warm-up.)"""
+    firsts = [m[min(m)][0] for m in g.marks.values() if m]
+    if not firsts:
+        return
+    pre = g.rec_s < min(int(g.rec_s[a]) for a in firsts)
+    if not pre.any():
+        return
+    dur[pre] = g.dur[pre]
+    into = pre[g.e_dst // 2]
+    off[into] = g.e_off[into]
 
 
 def whatif(trace: Trace, change: Change, args: dict[int, dict] | None = None) -> WhatIfResult:
