@@ -144,7 +144,8 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
     s0, s1 = min(s.start_ns for s in hit), max(s.end_ns for s in hit)
     title = (
         f"Rank {rb.rank}: launch-bound{where} — {per_step:,.0f} kernels a step of {mean_k:.1f} µs on average "
-        f"(median {med_k:.1f} µs) separated by {mean_gap:.1f} µs; between them the GPU idles "
+        f"(median {med_k:.1f} µs) separated by {mean_gap:.1f} µs (the gaps under {SHORT_GAP_NS // 1000} µs, "
+        f"where the GPU waits for the next launch); in them the GPU idles "
         f"{gap_ns / len(hit) / 1e6:.1f} ms a step, {share:.0%} of the time it is fed work; "
         f"compute {compute:.0%} of its time{' in them' if where else ''}"
     )

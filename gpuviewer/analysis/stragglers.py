@@ -161,7 +161,7 @@ def _persistent(parts, rbs, colls, g, steps, n_late, n_steps, per_step, all_step
     arrive = "arrives last" if len(g) == 1 else "arrive together last"
     title = (
         f"{_who(g)} {arrive} at the collectives in {n_late} of {n_steps} steps: {_others(waiting)} "
-        f"{_ms(each):.1f} ms a step ({_ms(total):.0f} ms in all){what}"
+        f"a median {_ms(each):.1f} ms a step ({_ms(total):.0f} ms in all){what}"
     )
     return {
         "kind": kind,

@@ -142,7 +142,8 @@ def test_gpt_elementwise_share_and_saving(gpt):
     f = _one(gpt, "elementwise_bound")
     m = f["metrics"]
     assert (
-        f"take {m['share_of_steps']:.0%} of the steps' GPU time ({m['time_ms']:.1f} ms in {m['kernels']:,} kernels"
+        f"take {m['share_of_steps']:.0%} of the steps' time on the GPU ({m['share_of_kernels']:.0%} of its "
+        f"compute-kernel time; {m['time_ms']:.1f} ms in {m['kernels']:,} kernels"
         in f["title"]
         and f["title"].endswith("fuse them (torch.compile)")
     )
