@@ -191,7 +191,12 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         return []
     busy = _busy(trace, rb)
     per_step = []
-    for s in rb.measured:
+    # steps with GPU work only: a step without any (a capture's last ProfilerStep cut to a 0.05 ms
+    # stub, HTA's MI250 trace) has no gap between GPU work, and halved the typical gap there
+    fed = [s for s in rb.measured if s.busy_ns > 0]
+    if not fed:
+        return []
+    for s in fed:
         g = iv.gaps(busy, s.start_ns - s.idle_before_ns, s.end_ns + s.idle_after_ns)
         glen = g[1] - g[0]
         big = glen >= HOST_GAP_MIN_NS
@@ -201,14 +206,16 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         else:
             per_step.append((s, 0, s.start_ns, s.start_ns, 0))
     typical = float(np.median([p[1] for p in per_step]))
-    med_window = float(np.median([s.gpu_time_ns for s in rb.measured]))
+    med_window = float(np.median([s.gpu_time_ns for s in fed]))
     if typical < max(2 * HOST_GAP_MIN_NS, 0.15 * med_window):
         return []
     # the step whose largest gap is closest to the typical one is the evidence
     s, _, g0, g1, _ = min(per_step, key=lambda p: abs(p[1] - typical))
     what = explain(trace, rb.rank, (g0, g1), [], top=3)
+    # "at the start of the step": the gap opens in its first 5% (an input pipeline before the
+    # step's work); one opening 20% into the step, after kernels ran, is not that
     at_start = (
-        np.median([(p[2] - (p[0].start_ns - p[0].idle_before_ns)) / max(p[0].gpu_time_ns, 1) for p in per_step]) < 0.25
+        np.median([(p[2] - (p[0].start_ns - p[0].idle_before_ns)) / max(p[0].gpu_time_ns, 1) for p in per_step]) < 0.05
     )
     share = typical / med_window
     # the op named is where the host spent the gap, or the gap is said to be unrecorded host time
