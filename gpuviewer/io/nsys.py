@@ -25,9 +25,40 @@ from .errors import Cancelled, TraceError
 from .factorize import factorize
 from .nsys_host import NameLUT, graph_events, graph_fetch, host_fetch, osrt, osrt_fetch, runtime_calls, thread_labels
 from .nsys_nvtx import fetch_nvtx, nvtx_pids, read_nvtx
-from .nsys_report import COPY_KIND, GRAPH_ROW, GRAPH_TRACE, SYNC_TYPE, Report, col, columns, rank_in_environment
+from .nsys_report import (
+    COPY_KIND,
+    GRAPH_ROW,
+    GRAPH_TRACE,
+    MEM_KIND,
+    SYNC_TYPE,
+    Report,
+    col,
+    columns,
+    rank_in_environment,
+)
 
 _BAD_VALUES = (TypeError, ValueError, OverflowError, KeyError, IndexError, AttributeError)
+
+
+def _copy_code(have: set[str]) -> str:
+    """copyKind, srcKind and dstKind in one number (copy_name reads it back): a copy named as
+    PyTorch's profiler names it, "Memcpy HtoD (Pinned -> Device)", where the export has the kinds."""
+    kinds = (
+        f" * 256 + {col(have, 'srcKind', default='15')} * 16 + {col(have, 'dstKind', default='15')}"
+        if {"srcKind", "dstKind"} <= have
+        else " * 256 + 255"
+    )
+    return col(have, "copyKind", default="0") + kinds
+
+
+def copy_name(code: int) -> str | None:
+    copy, src, dst = code >> 8, (code >> 4) & 15, code & 15
+    what = COPY_KIND.get(copy)
+    if what is None:
+        return None
+    if src in MEM_KIND and dst in MEM_KIND:
+        return f"Memcpy {what} ({MEM_KIND[src]} -> {MEM_KIND[dst]})"
+    return f"Memcpy {what}"
 
 
 def _gpu_table(rep: Report, table: str, cat: Cat, name_sql: str | Callable[[set[str]], str] | None) -> dict | None:
@@ -111,7 +142,7 @@ def read_report(
             t
             for t in (
                 _gpu_table(rep, "CUPTI_ACTIVITY_KIND_KERNEL", Cat.KERNEL, _kernel_name),
-                _gpu_table(rep, "CUPTI_ACTIVITY_KIND_MEMCPY", Cat.MEMCPY, lambda h: col(h, "copyKind", default="0")),
+                _gpu_table(rep, "CUPTI_ACTIVITY_KIND_MEMCPY", Cat.MEMCPY, _copy_code),
                 _gpu_table(rep, "CUPTI_ACTIVITY_KIND_MEMSET", Cat.MEMSET, "-1"),
                 _gpu_table(
                     rep, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", Cat.SYNC, lambda h: col(h, "syncType", default="0")
@@ -173,7 +204,7 @@ def read_report(
                 cats[np.isin(name, nccl_name_ids(b.names.strings))] = Cat.COMM_KERNEL
             else:
                 if cat == Cat.MEMCPY:
-                    labels = {k: b.names.id(f"Memcpy {v}") for k, v in COPY_KIND.items()}
+                    labels = {}
                     fallback = b.names.id("Memcpy")
                 elif cat == Cat.MEMSET:
                     labels, fallback = {}, b.names.id("Memset")
@@ -181,6 +212,8 @@ def read_report(
                     labels = {k: b.names.id(v) for k, v in SYNC_TYPE.items()}
                     fallback = b.names.id("Synchronization")
                 codes, _, inv = factorize(t["name"])  # the labels are interned: a lookup per distinct code
+                if cat == Cat.MEMCPY:
+                    labels = {k: b.names.id(n) for k in codes.tolist() if (n := copy_name(k))}
                 name = np.array([labels.get(k, fallback) for k in codes.tolist()], np.int32)[inv]
                 cats = np.full(len(name), cat, np.uint8)
             lane = np.empty(len(name), np.int32)
