@@ -203,6 +203,7 @@ def read_report(
                 cats = np.full(len(name), Cat.KERNEL, np.uint8)
                 cats[np.isin(name, nccl_name_ids(b.names.strings))] = Cat.COMM_KERNEL
             else:
+                labels: dict[int, int]
                 if cat == Cat.MEMCPY:
                     labels = {}
                     fallback = b.names.id("Memcpy")
@@ -213,7 +214,7 @@ def read_report(
                     fallback = b.names.id("Synchronization")
                 codes, _, inv = factorize(t["name"])  # the labels are interned: a lookup per distinct code
                 if cat == Cat.MEMCPY:
-                    labels = {k: b.names.id(n) for k in codes.tolist() if (n := copy_name(k))}
+                    labels = {k: b.names.id(cn) for k in codes.tolist() if (cn := copy_name(k))}
                 name = np.array([labels.get(k, fallback) for k in codes.tolist()], np.int32)[inv]
                 cats = np.full(len(name), cat, np.uint8)
             lane = np.empty(len(name), np.int32)
