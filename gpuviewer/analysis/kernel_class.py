@@ -1,5 +1,5 @@
-"""What a GPU kernel's name says about it: its kind (gemm, attention, conv, elementwise, norm,
-reduction), the precision it computes in, and whether it runs on Tensor Cores.
+"""What a GPU kernel's name says about it: its kind (gemm, attention, conv, embedding,
+elementwise, norm, reduction), the precision it computes in, and whether it runs on Tensor Cores.
 
 The library kernels say so in their names: cuBLAS/CUTLASS `sm80_xmma_gemm_f32f32_..._ffma_...`
 multiply on the FP32 SIMT units (ffma: fused multiply-add instructions), `sgemm`/`dgemm` and
@@ -48,14 +48,18 @@ _KINDS = (
             r"convolution|conv\d|conv_|_conv|scudnn|wgrad|dgrad|implicit_gemm|implicit_convolve|winograd", re.IGNORECASE
         ),
     ),
-    ("gemm", re.compile(r"gemm|gemv|xmma|cutlass|nvjet|cublas|matmul|_mma|tensorop", re.IGNORECASE)),
+    # "gemm" not inside "fbgemm" (the library's permute, quantize and embedding kernels are none)
+    ("gemm", re.compile(r"(?<!fb)gemm|gemv|xmma|cutlass|nvjet|cublas|matmul|_mma|tensorop", re.IGNORECASE)),
+    # embedding lookups and their backward (FBGEMM's table-batched ones fuse the optimizer in):
+    # gathers by index, not a chain of elementwise ops for a compiler to fuse
+    ("embedding", re.compile(r"embedding", re.IGNORECASE)),
     ("norm", re.compile(r"norm|gammabeta", re.IGNORECASE)),
     ("reduction", re.compile(r"reduce|reduction", re.IGNORECASE)),
     (
         "elementwise",
         re.compile(
             r"elementwise|copy|fill|softmax|gather|scatter|index|cat_|catarray|"
-            r"multi_tensor_apply|dropout|embedding|memset|memcpy",
+            r"multi_tensor_apply|dropout|memset|memcpy",
             re.IGNORECASE,
         ),
     ),

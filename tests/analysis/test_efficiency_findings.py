@@ -249,3 +249,20 @@ def test_no_tensor_core_advice_for_a_pascal_gpu():
     assert any("sgemm" in n or "gemm" in n.lower() for n in names)  # FP32 GEMMs are there
     out = _analyze(path)
     assert not [f for f in out["findings"] if f["rule"] == "fp32_simt_gemm"]
+
+
+def test_embedding_kernels_are_not_elementwise_chains():
+    """HTA's trace_diff run spends 108.7 ms in FBGEMM's table-batched embedding kernels (lookup and
+    its rowwise-adagrad backward, the optimizer fused in): gathers by index that no compiler fuses,
+    so elementwise_bound neither counts nor names them; fbgemm's permute kernels are not GEMMs."""
+    from gpuviewer.analysis.kernel_class import kind
+
+    path = compat_path("facebookresearch__HolisticTraceAnalysis", "trace_diff", "test", "test.json.gz")
+    with gzip.open(path, "rt") as fh:
+        names = {e["name"] for e in json.load(fh)["traceEvents"] if e.get("cat") == "kernel"}
+    emb = {n for n in names if "split_embedding" in n}
+    perm = {n for n in names if "fbgemm_gpu" in n and "permute" in n}
+    assert emb and perm
+    assert {kind(n) for n in emb} == {"embedding"} and "gemm" not in {kind(n) for n in perm}
+    f = _one(_analyze(path), "elementwise_bound")
+    assert not [e for e in f["metrics"]["evidence"] if "embedding" in e["name"]]
