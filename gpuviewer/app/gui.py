@@ -125,7 +125,16 @@ def run_gui(argv: list[str]) -> int:
     app.fileOpened = open_from_elsewhere
     if paths:
         win.open_paths(paths)
-    return app.exec()
+    rc = app.exec()
+    from ..widgets.controller import wait_for_orphans
+
+    if not wait_for_orphans(30_000):
+        # an analysis still running at exit: Python's teardown would destroy its thread mid-run
+        # (a Qt abort); the annotations were saved when the window closed
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)
+    return rc
 
 
 # Largest side of a screenshot: 8192x8192 is 256 MB of pixels; far beyond it Qt cannot paint

@@ -33,6 +33,24 @@ class AnalysisThread(QThread):
             self.failed.emit(f"{type(e).__name__}: {e}")
 
 
+# Analyses still running when their window closed (a long analysis, a slow machine): held here,
+# without a parent, until they end. A QThread destroyed while it runs aborts the process (qFatal),
+# which is what deleting the window took with it after close's bounded wait.
+_ORPHANS: set[AnalysisThread] = set()
+
+
+def analyses_running() -> int:
+    """Analyses left running by closed windows (the app waits for them before it exits)."""
+    return sum(1 for t in _ORPHANS if t.isRunning())
+
+
+def wait_for_orphans(ms: int) -> bool:
+    """Wait up to ms for the analyses closed windows left running; True when none is left."""
+    for t in list(_ORPHANS):
+        t.wait(max(1, ms))
+    return analyses_running() == 0
+
+
 class Controller(QObject):
     # loading
     progress = Signal(float, str)
@@ -47,6 +65,8 @@ class Controller(QObject):
     analysisReady = Signal(object)  # the session's Analysis (analysis.results)
     analysisBusy = Signal(str)  # "analysing…", or why it failed
     message = Signal(str, bool)  # text, error
+
+    CLOSE_WAIT_MS = 10_000  # how long closing waits for a running analysis before leaving it
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -168,6 +188,16 @@ class Controller(QObject):
     def close(self) -> None:
         self.flush()
         self.loader.cancel()
-        if self._thread is not None:
-            self._thread.wait(10000)
+        th, self._thread = self._thread, None
+        if th is not None and not th.wait(self.CLOSE_WAIT_MS):
+            # still running: its result is for no one now; kept alive, apart from this window
+            for sig in (th.done, th.failed):
+                try:
+                    sig.disconnect()
+                except (RuntimeError, TypeError):  # nothing connected
+                    pass
+            th.setParent(None)
+            # the ended ones dropped here, on the UI thread (never from the thread as it ends)
+            _ORPHANS.difference_update([t for t in _ORPHANS if t.isFinished()])
+            _ORPHANS.add(th)
         self._detach()  # no reference cycle through the session's events outlives the window

@@ -135,7 +135,7 @@ class EfficiencyPanel(QWidget):
         a window shown for the first time says every tabbed dock is visible, then hides the ones
         behind (at 64 ranks the op shapes' read ran for minutes behind the Findings tab)."""
         if visible and not self.wanted:
-            QTimer.singleShot(0, self._start_if_seen)
+            QTimer.singleShot(0, self, self._start_if_seen)
 
     def _start_if_seen(self) -> None:
         if not self.wanted and self.isVisible() and not self.visibleRegion().isEmpty():

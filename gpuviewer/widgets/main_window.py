@@ -252,7 +252,7 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
 
             from .window_fit import size_docks
 
-            QTimer.singleShot(0, lambda: size_docks(self, self.width(), self.height()))
+            QTimer.singleShot(0, self, lambda: size_docks(self, self.width(), self.height()))
 
     def _realign_memory(self) -> None:
         """The lane labels were resized: the memory plot's time axis follows the timeline's."""

@@ -181,7 +181,7 @@ def open_details(win) -> None:
         from .window_fit import size_right
 
         size_right(win)
-        QTimer.singleShot(0, lambda: size_right(win))  # again once the dock is laid out
+        QTimer.singleShot(0, win, lambda: size_right(win))  # again once the dock is laid out
 
 
 def menus(win) -> None:

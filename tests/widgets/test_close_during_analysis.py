@@ -1,0 +1,33 @@
+"""A window closed while its analysis still runs on a worker thread (a slow machine, a big
+session): closing waits a bounded time, then leaves the thread to end on its own. Deleting the
+window with the thread as its child used to abort the whole process (Qt's "QThread: Destroyed
+while thread is still running"): the test suite's worker died in the middle of a later test."""
+
+import gc
+
+from conftest import trace_path
+from PySide6.QtCore import QCoreApplication, QEvent, QSettings
+
+from gpuviewer.widgets import controller as ctl
+
+
+def test_closing_mid_analysis_leaves_the_thread_running_apart(qtbot, tmp_path, monkeypatch):
+    from gpuviewer.widgets.main_window import MainWindow
+
+    monkeypatch.setattr(ctl.Controller, "CLOSE_WAIT_MS", 1)  # the analysis outlasts the wait
+    # not given to qtbot: this test deletes the window itself, as the app does when one closes
+    w = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
+    w.quiet_errors = True
+    assert w.open_paths([trace_path("kineto", "ddp")], block=True)
+    w.controller.run_analysis()  # as the window's first paint starts it, on a worker thread
+    th = w.controller._thread
+    assert th is not None and th.isRunning()
+    w.close()
+    assert th.parent() is None and th in ctl._ORPHANS  # no longer the window's child
+    w.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.DeferredDelete)
+    del w
+    gc.collect()
+    assert th.isRunning() or th.isFinished()  # still a live object, never destroyed mid-run
+    assert ctl.wait_for_orphans(120_000)
+    assert ctl.analyses_running() == 0
