@@ -50,6 +50,7 @@ _DTYPE_BYTES = {
     "float8_e5m2": 1,
 }
 P2P = {"Send", "Recv", "SendRecv"}  # paired sender to receiver, under the kind "SendRecv"
+P2P_UNKNOWN = "p2p, peer not on record, stream"
 
 
 def collective_kind(arg_name: str | None, kernel_name: str) -> str:
@@ -274,10 +275,25 @@ def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tu
         if kind in P2P:
             # a send pairs with the peer's receive: the n-th transfer from a to b in a step
             peer = arg_int(a.get("dst_rank") if kind == "Send" else a.get("src_rank"))
-            if kind == "SendRecv" or peer is None:
-                continue  # no peer on record: cannot be paired
-            pair = (rb.rank, peer) if kind == "Send" else (peer, rb.rank)
             nel = arg_int(a.get("in_nelems")) or arg_int(a.get("out_nelems")) or 0
+            if kind == "SendRecv" or peer is None:
+                # no peer on record (nsys exports, an all-to-all's grouped SendRecv kernels): kept
+                # in issue order per stream; match_arrivals pairs them where two ranks alone have them
+                unknown = f"{P2P_UNKNOWN} #{lane_rank.setdefault(int(lane[j]), len(lane_rank))}"
+                out.setdefault((unknown, int(steps[j])), []).append(
+                    (
+                        int(start[j]),
+                        int(end[j]),
+                        i,
+                        "SendRecv",
+                        arg_nbytes(a, nel),
+                        int(launch[j]),
+                        bool(linked[j]),
+                        int(raw_step[j]),
+                    )
+                )
+                continue
+            pair = (rb.rank, peer) if kind == "Send" else (peer, rb.rank)
             out.setdefault((f"p2p {pair[0]}->{pair[1]}", int(steps[j])), []).append(
                 (
                     int(start[j]),
@@ -316,7 +332,9 @@ def match_arrivals(per_rank: dict[int, dict[tuple, list[tuple]]], ranks: list[in
     keys = sorted({k for v in per_rank.values() for k in v}, key=lambda k: (k[1], k[0]))
     for key in keys:
         members = [r for r in res.ranks if key in per_rank[r]]
-        if len(members) < 2:
+        # transfers without a peer on record pair up only between two ranks: each can only be
+        # the other's peer, in NCCL's issue order (more ranks: who sent to whom is unknown)
+        if len(members) < 2 or key[0].startswith(P2P_UNKNOWN) and len(members) != 2:
             res.unmatched += sum(len(per_rank[r][key]) for r in members)
             continue
         lists = [per_rank[r][key] for r in members]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..analysis.collectives import P2P, arg_group, arg_int, arg_nbytes, collective_kind
+from ..analysis.collectives import P2P, P2P_UNKNOWN, arg_group, arg_int, arg_nbytes, collective_kind
 from ..io.comm_args import collective_args
 from ..model.categories import Cat
 
@@ -37,12 +37,15 @@ def comm_kernels(session) -> pd.DataFrame:
         name = trace.names[int(c["name"][i])]
         kind = collective_kind(a.get("collective"), name)
         group = arg_group(a)
+        key = (int(rank[j]), int(lane[j]))
+        if key not in stream_no:
+            stream_no[key] = per_rank.get(key[0], 0)
+            per_rank[key[0]] = stream_no[key] + 1
         if group is None:
-            key = (int(rank[j]), int(lane[j]))
-            if key not in stream_no:
-                stream_no[key] = per_rank.get(key[0], 0)
-                per_rank[key[0]] = stream_no[key] + 1
             group = f"stream #{stream_no[key]}"
+        peer = arg_int(a.get("dst_rank") if kind == "Send" else a.get("src_rank"))
+        if kind in P2P and (kind == "SendRecv" or peer is None):
+            group = f"{P2P_UNKNOWN} #{stream_no[key]}"  # as collectives.rank_comm keys them
         if kind in P2P:
             nel = arg_int(a.get("in_nelems")) or arg_int(a.get("out_nelems")) or 0
         else:
