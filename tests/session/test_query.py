@@ -72,18 +72,22 @@ def test_nsys_kernel_and_api_summaries_equal_sql_over_the_export(path):
     assert _ours(s.stats("api")) == api
     with _ro(path) as db:
         n_kernels = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+        # the source and destination memory as the export's own enum labels them ("Pageable")
         mem = {
-            k: (n, b)
-            for k, n, b in db.execute(
-                "SELECT copyKind, count(*), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY copyKind"
+            (k, src, dst): (n, b)
+            for k, src, dst, n, b in db.execute(
+                """SELECT copyKind, s.label, d.label, count(*), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY m
+                   JOIN ENUM_CUDA_MEM_KIND s ON s.id = m.srcKind JOIN ENUM_CUDA_MEM_KIND d ON d.id = m.dstKind
+                   GROUP BY 1, 2, 3"""
             )
         }
         memset = db.execute("SELECT count(*), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMSET").fetchone()
     assert len(s.kernels) == n_kernels
     m = s.stats("mem").set_index("kind")
     names = {1: "HtoD", 2: "DtoH", 8: "DtoD", 10: "PtoP"}
-    for k, (n, b) in mem.items():
-        assert (m.loc[names[k], "instances"], m.loc[names[k], "total_bytes"]) == (n, b)
+    for (k, src, dst), (n, b) in mem.items():
+        kind = f"{names[k]} ({src} -> {dst})"
+        assert (m.loc[kind, "instances"], m.loc[kind, "total_bytes"]) == (n, b)
     if memset[0]:
         assert (m.loc["memset", "instances"], m.loc["memset", "total_bytes"]) == tuple(memset)
     total = m["total_ns"].sum()
