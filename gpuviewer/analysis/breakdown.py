@@ -58,12 +58,13 @@ class StepBreakdown:
     comm_kernels: int = 0
     warmup: bool = False
     # the host's step range, split (host.host_split): Python / framework ops, launch API calls,
-    # launch calls blocked on a full launch queue, blocking syncs, nothing on record; they add up
-    # to host_end_ns - host_start_ns
+    # launch calls blocked on a full launch queue, blocking syncs, Python calls that block (sleep,
+    # locks, queues), nothing on record; they add up to host_end_ns - host_start_ns
     host_framework_ns: int = 0
     host_launch_ns: int = 0
     host_queue_ns: int = 0
     host_sync_ns: int = 0
+    host_wait_ns: int = 0
     host_idle_ns: int = 0
 
     @property
@@ -162,9 +163,9 @@ class RankBreakdown:
         return {k: (sum(getattr(s, a) for s in steps) / w if w else 0.0) for k, a in keys}
 
     def host_shares(self) -> dict[str, float]:
-        """The measured steps' host time split: framework, launch, queue, sync, idle (shares of it)."""
+        """The measured steps' host time split: framework, launch, queue, sync, wait, idle (shares)."""
         steps = self.measured
-        keys = ("framework", "launch", "queue", "sync", "idle")
+        keys = ("framework", "launch", "queue", "sync", "wait", "idle")
         tot = [sum(getattr(s, f"host_{k}_ns") for s in steps) for k in keys]
         w = sum(tot)
         return {k: (v / w if w else 0.0) for k, v in zip(keys, tot)}
@@ -316,7 +317,14 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
         prev_end = w1
     if steps:
         for sb, hs in zip(rb.steps, host_split(trace, rank, [(w[1], w[2]) for w in windows])):
-            sb.host_framework_ns, sb.host_launch_ns, sb.host_queue_ns, sb.host_sync_ns, sb.host_idle_ns = hs
+            (
+                sb.host_framework_ns,
+                sb.host_launch_ns,
+                sb.host_queue_ns,
+                sb.host_sync_ns,
+                sb.host_wait_ns,
+                sb.host_idle_ns,
+            ) = hs
     _mark_warmup(rb)
     return rb
 

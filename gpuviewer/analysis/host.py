@@ -24,6 +24,16 @@ IDLE_WAIT = re.compile(
     r"sem_(timed)?wait|futex|pthread_join|read|recv|recvmsg|accept)$"
 )
 
+# Python calls in which the launching thread blocks (the Python tracer's events: with_stack or
+# experimental_config): a sleep, a lock, a queue or a worker process's pipe, as a DataLoader's
+# main thread waits for its next batch. Their time is the host waiting, not framework work.
+PY_WAIT = re.compile(
+    r"^<built-in (function|method) sleep\b|^time\.sleep$|"
+    r"^<built-in method acquire of _thread\.R?lock object|^<method 'acquire' of '_thread\.R?lock' objects>$|"
+    r"(^|/)threading\.py\(\d+\): wait$|(^|/)queue\.py\(\d+\): get$|"
+    r"(^|/)multiprocessing/connection\.py\(\d+\): (_?poll|wait|_?recv(_bytes)?)$|(^|/)selectors\.py\(\d+\): select$"
+)
+
 
 def name_ids(trace: Trace, rx: re.Pattern) -> np.ndarray:
     """Ids of the trace's names that rx searches true, kept with the trace per pattern (every
@@ -305,14 +315,14 @@ def _blocking_copies(trace: Trace, api: np.ndarray) -> np.ndarray:
     return out
 
 
-def host_split(trace: Trace, rank: int, windows: list[tuple[int, int]]) -> list[tuple[int, int, int, int, int]]:
-    """Per host step window: (framework, launch, queue, sync, idle) ns of the threads that launch
-    the rank's GPU work. sync: blocking synchronize calls, blocking copies and framework calls that
-    wait for the device (JAX's block_until_ready, device_get); queue: launch calls
-    made with the launch queue full (queue_full_calls); launch: the other CUDA API calls;
-    framework: Python and framework ops (CPU ops, NVTX ranges; the step's own range left out)
-    outside those calls; idle: nothing on record. Exclusive, in that order: they add up to the
-    window."""
+def host_split(trace: Trace, rank: int, windows: list[tuple[int, int]]) -> list[tuple[int, int, int, int, int, int]]:
+    """Per host step window: (framework, launch, queue, sync, wait, idle) ns of the threads that
+    launch the rank's GPU work. sync: blocking synchronize calls, blocking copies and framework
+    calls that wait for the device (JAX's block_until_ready, device_get); queue: launch calls
+    made with the launch queue full (queue_full_calls); launch: the other CUDA API calls; wait:
+    Python calls that block (PY_WAIT: sleep, locks, queues) outside those; framework: Python and
+    framework ops (CPU ops, NVTX ranges; the step's own range left out) outside all of them;
+    idle: nothing on record. Exclusive, in that order: they add up to the window."""
     from . import intervals as iv
 
     c = trace.columns
@@ -343,12 +353,15 @@ def host_split(trace: Trace, rank: int, windows: list[tuple[int, int]]) -> list[
     sync, calls = ivs(np.concatenate([api[is_sync], cpu_sync])), ivs(api[~is_sync])
     cpu = cpu[~np.isin(np.asarray(c["name"][cpu]), list(_step_markers(trace)))]
     fw = ivs(cpu)
+    blocked = name_ids(trace, PY_WAIT)
+    py_wait = ivs(cpu[np.isin(np.asarray(c["name"][cpu]), blocked)] if len(blocked) else cpu[:0])
     full = queue_full_calls(trace, rank)
     queue = iv.subtract(ivs(full), sync)
     launch = iv.subtract(iv.subtract(calls, sync), queue)
-    fw = iv.subtract(iv.subtract(iv.subtract(fw, sync), launch), queue)
+    py_wait = iv.subtract(iv.subtract(iv.subtract(py_wait, sync), launch), queue)
+    fw = iv.subtract(iv.subtract(iv.subtract(iv.subtract(fw, sync), launch), queue), py_wait)
     out = []
     for t0, t1 in windows:
-        a, b, e, d = (iv.length(iv.clip(x, t0, t1)) for x in (fw, launch, queue, sync))
-        out.append((a, b, e, d, max(0, int(t1 - t0) - a - b - e - d)))
+        a, b, e, d, w = (iv.length(iv.clip(x, t0, t1)) for x in (fw, launch, queue, sync, py_wait))
+        out.append((a, b, e, d, w, max(0, int(t1 - t0) - a - b - e - d - w)))
     return out

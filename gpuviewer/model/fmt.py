@@ -80,10 +80,12 @@ def utilization_line(r: dict) -> str:
                 # launch calls
                 ("queue", "blocked on a full launch queue"),
                 ("sync", "syncs"),
+                # only where the Python tracer saw one (with_stack): the thread blocked in Python
+                ("wait", "waits in Python (sleep, locks, queues)"),
                 # host time inside no recorded op: untraced Python (an nsys run without NVTX
                 # ranges), a sleep, I/O; the profiler cannot tell which, so never called "idle"
                 ("idle", "no op recorded"),
             )
-            if k in host and (k != "queue" or f"{host[k]:.0%}" != "0%")
+            if k in host and (k not in ("queue", "wait") or f"{host[k]:.0%}" != "0%")
         )
     return out

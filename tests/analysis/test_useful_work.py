@@ -82,7 +82,12 @@ def test_host_breakdown_adds_up_to_the_host_step():
     r = a.rank(0)
     for s in r["steps"]:
         parts = (
-            s["host_framework_ns"] + s["host_launch_ns"] + s["host_queue_ns"] + s["host_sync_ns"] + s["host_idle_ns"]
+            s["host_framework_ns"]
+            + s["host_launch_ns"]
+            + s["host_queue_ns"]
+            + s["host_sync_ns"]
+            + s["host_wait_ns"]
+            + s["host_idle_ns"]
         )
         t0, t1 = _raw_host_window(trace_path("kineto", "ddp_clean", "ddp_clean_rank0.json.gz"), s["step"])
         assert parts == s["host_end_ns"] - s["host_start_ns"]
@@ -90,6 +95,30 @@ def test_host_breakdown_adds_up_to_the_host_step():
         assert s["host_launch_ns"] > 0
         assert s["host_queue_ns"] == 0  # a host-bound run: the GPU is never 1,024 ops behind
     assert sum(r["host_breakdown"].values()) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_a_python_sleep_is_a_wait_not_framework_work():
+    """dataloader_stall's input pipeline sleeps in Python each step (the tracer's
+    '<built-in function sleep>' event, inside the step's Python frames): the host split says it as
+    a wait, equal to the sleeps' time in each ProfilerStep read here from the raw file, not as the
+    'framework ops 95%' the frames around it made it."""
+    path = trace_path("kineto", "dataloader_stall.json.gz")
+    a = _session(path).analysis
+    r = a.rank(0)
+    sleeps = [e for e in _raw_events(path) if e.get("ph") == "X" and e.get("name") == "<built-in function sleep>"]
+    assert sleeps
+    for s in r["steps"]:
+        t0, t1 = (T._ns(t) for t in _raw_host_window(path, s["step"]))
+        ivs = [(T._ns(e["ts"]), T._ns(e["ts"]) + T._ns(e["dur"])) for e in sleeps]
+        got = T.union_length([max(a, t0) for a, b in ivs], [min(b, t1) for a, b in ivs])
+        assert s["host_wait_ns"] == pytest.approx(got, abs=1000 * len(sleeps)), s["step"]
+        assert s["host_wait_ns"] > s["host_framework_ns"]  # most of the step, its frames the rest
+    host = r["host_breakdown"]
+    assert host["wait"] > 0.5 and host["framework"] < 0.5
+    line = run_cli_once("analyze", path).stdout
+    assert f"waits in Python (sleep, locks, queues) {host['wait']:.0%}" in line, line
+    # a trace without Python waits never prints the part (as the launch queue's, never as 0%)
+    assert "waits in Python" not in run_cli_once("analyze", trace_path("kineto", "ddp_clean")).stdout
 
 
 def _raw_queue_full_us(path: str, t0: float, t1: float) -> float:
