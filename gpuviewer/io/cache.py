@@ -32,8 +32,9 @@ from .cache_paths import identity, respell
 # unknown categories on a device's process (MTIA 0...) on its lanes; 13: nsys CUDA_GRAPH_EVENTS
 # (graph creation) as instants; 14: the NCCL kernels' and ops' recorded arguments kept
 # (argtab_*.npy, model/arg_table.py); 15: nsys copies named with their memory kinds, as PyTorch's
-# profiler names them ("Memcpy HtoD (Pinned -> Device)")
-STORE_VERSION = 15
+# profiler names them ("Memcpy HtoD (Pinned -> Device)"); 16: a Kineto file without ProfilerStep
+# gets its steps from its Optimizer.step ranges
+STORE_VERSION = 16
 # Entries up to this size are checked whole when opened: 256 MB hash in ~12 ms from the page
 # cache, under 5% of a warm open (BENCHMARKS.md). Bigger ones check each column when first read.
 EAGER_CHECK_BYTES = 256 << 20

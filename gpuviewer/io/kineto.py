@@ -29,6 +29,9 @@ from .piece_reader import PieceReader, record_file, shutdown_pool  # noqa: F401 
 _GPU_KINDS = (LaneKind.GPU, LaneKind.GPU_ANNOTATION)
 _STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")  # 19 digits and more do not fit int64
 _HUGE_STEP = re.compile(r"^ProfilerStep#\d{19,}$")
+# torch.optim's own range around each optimizer step ("Optimizer.step#SGD.step"): the iterations
+# of a capture made without the profiler's schedule, which records no ProfilerStep
+OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
 MEM_BYTES_MAX = float(1 << 60)  # an allocator counter past an exabyte is garbage
 # compressed or plain size above which the pool pays off (ooc_pool's workers set it out of reach)
 _PARALLEL_MIN_BYTES = 4 << 20
@@ -400,6 +403,7 @@ class _FileReader(PieceReader):
                 "more): shown, but not used as steps"
             )
         if not step_ids:
+            self._optimizer_steps(rank)
             return
         ids = np.array(list(step_ids), np.int32)
         seen = set()
@@ -414,6 +418,28 @@ class _FileReader(PieceReader):
                         continue
                     seen.add(step)
                     self.b.steps.append(Step(rank, step, s, s + d))
+
+    def _optimizer_steps(self, rank: int) -> None:
+        """No ProfilerStep ranges: a step is the span from one optimizer step's end to the next's
+        (zero_grad, forward, backward and the step itself), numbered from 1; the part of an
+        iteration before the first optimizer step, cut by the capture's start, is in none."""
+        ids = np.array([i for i, s in enumerate(self.b.names.strings) if OPTIMIZER_STEP.match(s)], np.int32)
+        if not len(ids):
+            return
+        spans: list[tuple[int, int]] = []
+        for cat in (Cat.USER_ANNOTATION, Cat.CPU_OP):  # the annotation wins, as for ProfilerStep
+            for c in self.chunks:
+                m = np.isin(c["name"], ids) & (c["cat"] == cat)
+                spans += zip(c["start"][m].tolist(), (c["start"][m] + c["dur"][m]).tolist())
+            if spans:
+                break
+        outer: list[tuple[int, int]] = []
+        for s0, e0 in sorted(spans, key=lambda x: (x[0], -x[1])):
+            if outer and s0 < outer[-1][1]:
+                continue  # inside the one before (a wrapper optimizer's step around its inner one)
+            outer.append((s0, e0))
+        for k in range(1, len(outer)):
+            self.b.steps.append(Step(rank, k, outer[k - 1][1], outer[k][1]))
 
     def _memory(self, rank: int, add: int) -> None:
         if not self.mem:

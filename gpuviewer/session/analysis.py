@@ -97,6 +97,42 @@ def _analyze(trace: Trace, keep_parts: bool = False, savings: bool = True) -> tu
     from ..analysis.advice_jax import for_framework
 
     for_framework(a, trace)  # JAX's own terms, not PyTorch's
+    a.notes.extend(_step_notes(trace) + _memory_notes(trace))
     if savings:
         attach_savings(trace, a, args)
     return a, args
+
+
+def _memory_notes(trace: Trace) -> list[str]:
+    """What the findings leave out: a memory snapshot or timeline read with the session is drawn
+    (the window's memory panel), not analysed; alone it has no GPU work, and "no findings" would
+    read as a clean bill of health."""
+    import os
+
+    out = []
+    for s in trace.snapshots:
+        what = "memory snapshot" if s.allocations else "memory timeline"
+        many = f"{len(s.allocations):,} allocations, " if s.allocations else ""
+        out.append(
+            f"{os.path.basename(s.source) or 'a memory file'}: the {what} is drawn in the window's memory panel "
+            f"({many}device {s.device}, up to {s.allocated.max() / 2**30:.2f} GiB more allocated than when its "
+            "record starts), not analysed: the findings come from a profiler trace of the run (PyTorch profiler, "
+            "Nsight Systems, JAX)"
+            if len(s.allocated)
+            else f"{os.path.basename(s.source) or 'a memory file'}: the {what} holds no allocation"
+        )
+    return out
+
+
+def _step_notes(trace: Trace) -> list[str]:
+    """Where the steps come from when the profiler recorded no ProfilerStep (io/kineto.py)."""
+    from ..io.kineto import OPTIMIZER_STEP
+
+    if not trace.steps or any(n.startswith("ProfilerStep#") for n in trace.names):
+        return []
+    if not any(OPTIMIZER_STEP.match(n) for n in trace.names) or trace.format != "kineto":
+        return []
+    return [
+        "steps: the trace has no ProfilerStep ranges (a capture without the profiler's schedule); each step is "
+        "taken from one Optimizer.step's end to the next's, the iteration before the first one left out"
+    ]

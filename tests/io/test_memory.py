@@ -66,6 +66,23 @@ def test_snapshot_replay_and_frames():
     assert np.allclose(vals.sum(axis=0).max(), s.allocated.max(), rtol=0.01)
 
 
+def test_analyze_of_a_snapshot_says_it_is_drawn_not_analysed():
+    """`analyze` of a snapshot alone printed only 'no findings', read as a clean bill of health:
+    it says the snapshot is not analysed, with its allocations counted here from the raw pickle."""
+    path = trace_path("memory", "single_gpt_memsnap.pickle")
+    raw = pickle.load(open(path, "rb"))  # trusted test data
+    allocs = [e for e in raw["device_traces"][0] if e["action"] == "alloc"]
+    r = run_cli("analyze", path)
+    assert r.returncode == 0, r.stderr
+    note = next(ln for ln in r.stdout.splitlines() if ln.startswith("note: single_gpt_memsnap.pickle"))
+    assert f"({len(allocs):,} allocations, device 0," in note and "not analysed" in note, note
+    # beside a trace, the trace is analysed and the snapshot's note says the same
+    r = run_cli("analyze", path, trace_path("kineto", "single_gpt_train.json.gz"), "--json")
+    assert r.returncode == 0, r.stderr
+    notes = json.loads(r.stdout)["notes"]
+    assert any(n.startswith("single_gpt_memsnap.pickle: the memory snapshot is drawn") for n in notes), notes
+
+
 def test_compat_snapshot_opens():
     (s,) = read_snapshot(os.path.join(COMPAT, "MAGMA27__assignment2-systems", "memory_snapshot.pickle"))
     assert len(s.allocations) == 1721
