@@ -39,7 +39,8 @@ _TC = re.compile(
 _NEEDS_TYPE = re.compile(r"xmma|fmha|(?:^|_)sm\d{2,3}_", re.IGNORECASE)
 _LOW_PRECISION = re.compile(r"f16|half|tf32|e4m3|e5m2|fp8|int8|(?<![a-z])[is]8|tensor\d", re.IGNORECASE)
 _ON_CUDA_CORES = re.compile(r"simt|ffma", re.IGNORECASE)  # CUTLASS/xmma kernels on the CUDA cores, always
-_SIMT = re.compile(r"sgemm|dgemm|dfma|gemm_f32f32|gemm_f64f64|gemv|scudnn", re.IGNORECASE)
+# cgemm/zgemm: BLAS's complex single/double GEMMs (cuDNN's FFT convolutions run ampere_gcgemm_*)
+_SIMT = re.compile(r"sgemm|dgemm|cgemm|zgemm|dfma|gemm_f32f32|gemm_f64f64|gemv|scudnn", re.IGNORECASE)
 _KINDS = (
     ("attention", re.compile(r"flash|fmha|sdpa|attention|attn", re.IGNORECASE)),
     (
@@ -78,8 +79,8 @@ _PREC = (
     ("tf32", re.compile(r"tf32", re.IGNORECASE)),
     ("bf16", re.compile(r"bf16|bfloat16", re.IGNORECASE)),
     ("fp16", re.compile(r"f16f16|fp16|_h1688|_h16816|hgemm|half|\bf16|_f16", re.IGNORECASE)),
-    ("fp64", re.compile(r"dgemm|f64f64|dfma|double", re.IGNORECASE)),
-    ("fp32", re.compile(r"sgemm|f32f32|ffma|scudnn|\bfloat\b", re.IGNORECASE)),
+    ("fp64", re.compile(r"dgemm|zgemm|f64f64|dfma|double", re.IGNORECASE)),
+    ("fp32", re.compile(r"sgemm|cgemm|f32f32|ffma|scudnn|\bfloat\b", re.IGNORECASE)),
 )
 
 
