@@ -67,7 +67,8 @@ def pipeline_facts(trace: Trace, rb: RankBreakdown) -> dict:
     if not out["p2p_names"]:
         return out
     ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
-    out["p2p_kernels"] = bool(np.isin(np.asarray(c["name"][ops]), ids["kernel"]).any())
+    out["p2p_kernel_count"] = int(np.isin(np.asarray(c["name"][ops]), ids["kernel"]).sum())
+    out["p2p_kernels"] = out["p2p_kernel_count"] > 0
     if not out["p2p_kernels"]:
         return out
     out["launch"] = L.step_launch(trace, rb)
@@ -185,6 +186,12 @@ def all_to_all(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
     n = int(np.median(ns))
     count = str(min(ns)) if min(ns) == max(ns) else f"{min(ns)}-{max(ns)}"
     per = "a step" if all(facts[r].get("stepped") for r in ranks) else "in the capture"
+    kern = ""
+    if per != "a step" and all(facts[r].get("p2p_kernel_count") for r in ranks):
+        # the host calls the capture cut at its edges can differ from the kernels that ran: both said
+        ks = [int(facts[r]["p2p_kernel_count"]) for r in ranks]
+        k = str(min(ks)) if min(ks) == max(ks) else f"{min(ks)}-{max(ks)}"
+        kern = f"; {k} SendRecv kernels{' each' if len(ranks) > 1 else ''}"
     who = (
         "Rank " + str(ranks[0]) if len(ranks) == 1 else "Ranks " + ", ".join(map(str, ranks[:-1])) + f" and {ranks[-1]}"
     )
@@ -193,7 +200,8 @@ def all_to_all(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
             "all_to_all",
             "low",
             f"{who}: the SendRecv kernels are all-to-all exchanges ({f0['a2a_name']}, "
-            f"{count} {per}{' on each rank' if len(ranks) > 1 else ''}), not a pipeline{held}",
+            f"{count} {'calls ' if kern else ''}{per}{' on each rank' if len(ranks) > 1 else ''}{kern}), "
+            f"not a pipeline{held}",
             ranks,
             None,
             min(s.start_ns for s in mine),

@@ -145,10 +145,17 @@ def test_nsys_all_to_all_is_not_a_pipeline():
             "ON n.textId = s.id WHERE coalesce(n.text, s.value) LIKE 'nccl:all_to_all%' "
             "GROUP BY 1 ORDER BY 1"
         ).fetchall()
+        kernels = con.execute(
+            "SELECT globalPid >> 24, COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s "
+            "ON k.shortName = s.id WHERE s.value LIKE 'ncclDevKernel_SendRecv%' GROUP BY 1 ORDER BY 1"
+        ).fetchall()
     finally:
         con.close()
     ns = sorted(n for _, n in per_pid)
-    assert len(ns) == 2 and f"{ns[0]}-{ns[1]} in the capture" in f[0]["title"]
+    assert len(ns) == 2 and f"{ns[0]}-{ns[1]} calls in the capture" in f[0]["title"]
+    # the capture cuts the host calls at its edges (32 and 34); the kernels that ran are said beside
+    ks = sorted({n for _, n in kernels})
+    assert len(kernels) == 2 and len(ks) == 1 and f"; {ks[0]} SendRecv kernels each)" in f[0]["title"], f[0]["title"]
 
 
 # -- item 2: identical work slowed by the rank's own NCCL kernels --------------------------------
