@@ -304,7 +304,12 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         # follow that op in stream order (their latency from the call is the graph's, not a launch's)
         ln_node[~first & (ln_node >= 0) & (ln_node == np.r_[-1, ln_node[:-1]])] = -1
         linked = ln_node >= 0
-        lat = np.where(linked, rec_s[mine] - rec_s[np.maximum(ln_node, 0)], 0)
+        # a long call (the runtime loading a kernel's code at its first launch: HTA's MI250 trace,
+        # a 6.5 ms hipLaunchKernel) submits its op as it returns: an op that started after such a
+        # call ended is timed from the call's end, so shortening the call moves the op with it
+        ln0 = np.maximum(ln_node, 0)
+        from_end = linked & (dur[ln0] > BLOCKED_NS) & (rec_s[mine] >= rec_e[ln0])
+        lat = np.where(linked, rec_s[mine] - np.where(from_end, rec_e[ln0], rec_s[ln0]), 0)
         # cross-stream: the op on another stream of this rank that ended last at or before the start
         by_end = mine[np.argsort(rec_e[mine], kind="stable")]
         xe = rec_e[by_end]
@@ -331,7 +336,7 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         typical = int(np.median(lat[launch_bound])) if launch_bound.any() else floor
         lat_used = np.where(launch_bound, lat, np.minimum(lat, typical))
         lk = linked
-        edges(2 * ln_node[lk], 2 * mine[lk], np.maximum(lat_used[lk], 0), E_LAUNCH)
+        edges(2 * ln_node[lk] + from_end[lk], 2 * mine[lk], np.maximum(lat_used[lk], 0), E_LAUNCH)
         # stream order: the gap is kept when nothing else explains it
         sk = ~first
         keep_gap = stream_bound | ~linked | (cand & ~launch_bound)
@@ -413,6 +418,10 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         okp &= (rec_e[op] - skew > rec_s[calls]) & (
             rec_e[calls] - (rec_e[op] - skew) <= np.maximum(BLOCKED_NS, dur[calls] // 20)
         )
+        # nor for the op it launched itself, queued as it returned (HTA's MI250 trace: a 6.5 ms
+        # hipLaunchKernel, the code loaded at its first launch, whose 5 us kernel ran right after
+        # it, before the call's end once the GPU clock's offset is taken off): that is no wait
+        okp &= launch_node[op] != calls
         # a call that launched an op running through most of it (a pageable memcpy) waits for that op
         own = mine[launch_node[mine] >= 0]
         own = own[np.isin(launch_node[own], calls)]

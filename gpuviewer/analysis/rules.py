@@ -200,6 +200,9 @@ def _busy(trace: Trace, rb: RankBreakdown):
     return iv.union(s, s + np.asarray(c["dur"][rb.ops]))
 
 
+_API_CATS = ("CUDA runtime", "CUDA driver")
+
+
 def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     """The largest GPU idle gap of each step (>= 1 ms): the host did something else."""
     if not rb.steps or rb.steps[0].step is None:
@@ -237,7 +240,21 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     # (stall_on: a 25 ms sleep no op records; naming the 0.06 ms aten::copy_ after it was false)
     gap = g1 - g0
     unseen = gap - recorded_ns(trace, rb.rank, g0, g1)
-    if what and what[0]["ms"] * 1e6 >= 0.5 * gap:
+    # a runtime call that takes most of the gap is named, not the op around it (HTA's MI250 trace:
+    # aten::add_ held one 6.5 ms hipLaunchKernel); its fix is that call at its usual time
+    api = next((w for w in what if w["category"] in _API_CATS and w["ms"] * 1e6 >= 0.5 * gap), None)
+    named = None
+    if api is not None:
+        around = f", inside {what[0]['name']}" if what[0] is not api and what[0]["category"] not in _API_CATS else ""
+        hint = (
+            " (a launch call takes microseconds; one this long waited in the runtime, as it does when it "
+            "loads a kernel's code at its first launch)"
+            if "launch" in api["name"].lower()
+            else ""
+        )
+        who = f": the host was in {api['name']} for {api['ms']:.1f} ms of the {gap / 1e6:.1f} ms{around}{hint}"
+        named = {"name": api["name"], "excess_ms": api["excess_ms"], "lane": api["lane"]}
+    elif what and what[0]["ms"] * 1e6 >= 0.5 * gap:
         who = f": the host was in {what[0]['name']}"
     elif unseen >= 0.5 * gap:
         who = (
@@ -266,6 +283,7 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
                     "at_step_start": bool(at_start),
                     "host_activity": what,
                     "host_unrecorded_ms": round(unseen / 1e6, 3),
+                    **({"named_op": named} if named else {}),
                 },
             ),
             {p[0].step: p[4] for p in per_step},

@@ -314,12 +314,20 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
             changes = (_outlier_host_op(trace, g, f) or changes) + _slow_ops(g, f)
         if f.rule == "straggler" and not f.fix:
             changes = _named_host_op(trace, g, f) or changes
+        if f.rule == "host_bound_idle" and f.metrics.get("named_op") and f.step is not None:
+            # the gap was one long runtime call (not time between host ops): that call at its usual time
+            named = f.metrics["named_op"]
+            ch = usual_op.change(
+                trace, g, int(f.ranks[0]), int(f.step), str(named["name"]), float(named["excess_ms"]), named["lane"]
+            )
+            changes = [ch] if ch is not None else changes
         if not changes:
             continue
         try:
             start.measure(f, changes)  # each alone, against the recording
         except ValueError:  # the change does not apply (a rank or step the model lacks)
             continue
+        f.saves_ms_alone_in_steps = f.saves_ms_in_steps
         changes_of[id(f)] = changes
     _promote(analysis, changes_of)
     _one_fix_once(analysis)

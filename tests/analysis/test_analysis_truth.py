@@ -205,6 +205,7 @@ def test_analyze_cli_json_shape():
             "saves_pct_in_steps",
             "steps_profiled",
             "saves_after_above",
+            "saves_ms_alone_in_steps",
         }
         assert set(f) == keys or set(f) == keys | saving, set(f) ^ keys
         assert f["severity"] in ("high", "medium", "low")
