@@ -57,6 +57,7 @@ SAVINGS = (
     "saves_pct_in_steps",
     "steps_profiled",
     "saves_after_above",
+    "saves_ms_alone_in_steps",
 )
 EFFICIENCY_RULES = set(EFFICIENCY_ADVICE)  # findings from the kernels' efficiency: in process only
 
