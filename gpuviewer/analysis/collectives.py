@@ -279,22 +279,11 @@ def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tu
             if kind == "SendRecv" or peer is None:
                 # no peer on record (nsys exports, an all-to-all's grouped SendRecv kernels): kept
                 # in issue order per stream; match_arrivals pairs them where two ranks alone have them
-                unknown = f"{P2P_UNKNOWN} #{lane_rank.setdefault(int(lane[j]), len(lane_rank))}"
-                out.setdefault((unknown, int(steps[j])), []).append(
-                    (
-                        int(start[j]),
-                        int(end[j]),
-                        i,
-                        "SendRecv",
-                        arg_nbytes(a, nel),
-                        int(launch[j]),
-                        bool(linked[j]),
-                        int(raw_step[j]),
-                    )
-                )
-                continue
-            pair = (rb.rank, peer) if kind == "Send" else (peer, rb.rank)
-            out.setdefault((f"p2p {pair[0]}->{pair[1]}", int(steps[j])), []).append(
+                key = f"{P2P_UNKNOWN} #{lane_rank.setdefault(int(lane[j]), len(lane_rank))}"
+            else:
+                pair = (rb.rank, peer) if kind == "Send" else (peer, rb.rank)
+                key = f"p2p {pair[0]}->{pair[1]}"
+            out.setdefault((key, int(steps[j])), []).append(
                 (
                     int(start[j]),
                     int(end[j]),

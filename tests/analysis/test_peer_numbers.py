@@ -16,6 +16,12 @@ from gpuviewer.analysis.kernels import is_tensor_core, kernel_stats
 from gpuviewer.io.session import load
 
 RESNET = compat_path("pytorch__kineto", "tb_plugin_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz")
+ALEXNET = compat_path(
+    "facebookresearch__HolisticTraceAnalysis",
+    "critical_path",
+    "alexnet",
+    "benchmark_result_2869224_1695835535_trace.json.gz",
+)
 
 
 @pytest.fixture(scope="module")
@@ -61,12 +67,7 @@ def test_trace_without_steps_has_one_window_in_steps_table():
     empty (the steps table and `sql ... FROM steps` raised a TypeError on such traces)."""
     import gpuviewer
 
-    path = compat_path(
-        "facebookresearch__HolisticTraceAnalysis",
-        "critical_path",
-        "alexnet",
-        "benchmark_result_2869224_1695835535_trace.json.gz",
-    )
+    path = ALEXNET
     st = gpuviewer.open(path).steps
     assert len(st) == 1 and st["step"].isna().all() and st["kernels"][0] > 10
     p = run_cli("sql", path, "SELECT count(*) AS n, count(step) AS numbered FROM steps", "--json")
@@ -98,12 +99,7 @@ def test_tf32_xmma_counts_and_sgemm_does_not():
     """HTA's alexnet (A100): the TF32 cuDNN xmma convolution is the only Tensor-Core kernel;
     ampere_sgemm and ampere_gcgemm (FP32 SIMT) are not. Its share, counted from the JSON with the
     standard library, is the share reported."""
-    path = compat_path(
-        "facebookresearch__HolisticTraceAnalysis",
-        "critical_path",
-        "alexnet",
-        "benchmark_result_2869224_1695835535_trace.json.gz",
-    )
+    path = ALEXNET
     events, _ = load_json(path)
     kern = [e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"]
     total = sum(e["dur"] for e in kern)
@@ -126,12 +122,7 @@ def test_fp32_simt_gemm_counts_the_complex_gemms_of_fft_convolutions():
     counts both, against the kernels named *gemm* that are no convolution, from the raw JSON."""
     from conftest import run_cli_once
 
-    path = compat_path(
-        "facebookresearch__HolisticTraceAnalysis",
-        "critical_path",
-        "alexnet",
-        "benchmark_result_2869224_1695835535_trace.json.gz",
-    )
+    path = ALEXNET
     events, _ = load_json(path)
     kern = [e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"]
     simt = sum(e["dur"] for e in kern if re.search(r"[sc]gemm", e["name"]))
