@@ -53,6 +53,15 @@ P2P = {"Send", "Recv", "SendRecv"}  # paired sender to receiver, under the kind 
 P2P_UNKNOWN = "p2p, peer not on record, stream"
 
 
+def p2p_peer(kind: str, a: dict) -> int | None:
+    """The other rank of a point-to-point transfer, where recorded: a send's destination, a
+    receive's source; None for a SendRecv (an all-to-all's grouped kernel) or a transfer without
+    one (nsys exports), which rank_comm keys by stream as P2P_UNKNOWN."""
+    if kind == "SendRecv":
+        return None
+    return arg_int(a.get("dst_rank") if kind == "Send" else a.get("src_rank"))
+
+
 def collective_kind(arg_name: str | None, kernel_name: str) -> str:
     """A canonical name: AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll,
     Send, Recv, SendRecv (or the producer's own word when it is none of those)."""
@@ -274,9 +283,9 @@ def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tu
         kind = collective_kind(a.get("collective"), trace.names[int(c["name"][i])])
         if kind in P2P:
             # a send pairs with the peer's receive: the n-th transfer from a to b in a step
-            peer = arg_int(a.get("dst_rank") if kind == "Send" else a.get("src_rank"))
+            peer = p2p_peer(kind, a)
             nel = arg_int(a.get("in_nelems")) or arg_int(a.get("out_nelems")) or 0
-            if kind == "SendRecv" or peer is None:
+            if peer is None:
                 # no peer on record (nsys exports, an all-to-all's grouped SendRecv kernels): kept
                 # in issue order per stream; match_arrivals pairs them where two ranks alone have them
                 key = f"{P2P_UNKNOWN} #{lane_rank.setdefault(int(lane[j]), len(lane_rank))}"

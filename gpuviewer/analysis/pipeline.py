@@ -165,6 +165,11 @@ def _per_step(facts: dict, key: str) -> int:
     return int(np.median(v)) if v else 0
 
 
+def _span(ns: list[int]) -> str:
+    """Counts of the ranks for a sentence: "33", or "32-34" where they differ."""
+    return str(min(ns)) if min(ns) == max(ns) else f"{min(ns)}-{max(ns)}"
+
+
 def all_to_all(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
     """SendRecv kernels that all-to-all ops launched: named, so they are not read as a pipeline."""
     from .rule_base import finding
@@ -184,14 +189,12 @@ def all_to_all(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
     held = f"; the session holds {len(rbs)} of its {world} ranks" if world > len(rbs) else ""
     ns = [_per_step(facts[r], "a2a") for r in ranks]
     n = int(np.median(ns))
-    count = str(min(ns)) if min(ns) == max(ns) else f"{min(ns)}-{max(ns)}"
+    count = _span(ns)
     per = "a step" if all(facts[r].get("stepped") for r in ranks) else "in the capture"
     kern = ""
     if per != "a step" and all(facts[r].get("p2p_kernel_count") for r in ranks):
         # the host calls the capture cut at its edges can differ from the kernels that ran: both said
-        ks = [int(facts[r]["p2p_kernel_count"]) for r in ranks]
-        k = str(min(ks)) if min(ks) == max(ks) else f"{min(ks)}-{max(ks)}"
-        kern = f"; {k} SendRecv kernels{' each' if len(ranks) > 1 else ''}"
+        kern = f"; {_span([int(facts[r]['p2p_kernel_count']) for r in ranks])} SendRecv kernels{' each' if len(ranks) > 1 else ''}"
     who = (
         "Rank " + str(ranks[0]) if len(ranks) == 1 else "Ranks " + ", ".join(map(str, ranks[:-1])) + f" and {ranks[-1]}"
     )

@@ -189,10 +189,7 @@ class Finding:
         alone = self.saves_ms_alone_in_steps
         if self.saves_after_above and alone is not None and alone - self.saves_ms_in_steps >= max(1.0, 0.5 * alone):
             # '< 0.05 ms' beside a late rank whose fix alone saves 34.5 ms reads as 'no effect'
-            tail = (
-                f" in a replay of their dependencies; alone it would save about {alone:.1f} ms a step it acts in, "
-                "time the fixes above also remove"
-            )
+            tail += f"; alone it would save about {alone:.1f} ms a step it acts in, time the fixes above also remove"
         if self.saves_ms_in_steps < UNMEASURABLE_MS:  # never "0.0 ms faster"
             total = f"; {self.saves_ms:.1f} ms over all {n}" if self.saves_ms >= UNMEASURABLE_MS else ""
             steps = "the one profiled step" if n == 1 else "the steps"

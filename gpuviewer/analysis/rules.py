@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..model.categories import Cat
+from ..model.categories import CAT_LABEL, Cat
 from ..model.trace import Trace
 from . import contention, launch, outliers, pipeline
 from . import intervals as iv
@@ -200,7 +200,7 @@ def _busy(trace: Trace, rb: RankBreakdown):
     return iv.union(s, s + np.asarray(c["dur"][rb.ops]))
 
 
-_API_CATS = ("CUDA runtime", "CUDA driver")
+_API_CATS = (CAT_LABEL[Cat.CUDA_RUNTIME], CAT_LABEL[Cat.CUDA_DRIVER])  # explain()'s "category"
 
 
 def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:

@@ -55,11 +55,12 @@ def _straggler(f: Finding) -> list[Change]:
     return [Change("rank_like_median", rank=int(late))]  # a persistent late rank keeps pace
 
 
-def _named_host_op(trace: Trace, g, f: Finding) -> list[Change]:
+def _named_host_op(trace: Trace, g, f: Finding, rank: int | None = None) -> list[Change]:
     """A stall whose title names the host op that took longer than usual ("sleep took 50 ms more
     than usual") is fixed by that op taking its usual time (usual_op), not by removing the step's
-    longest host gap: in ddp_nop2p that was a 2 ms gap beside run_backward's extra 8 ms."""
-    named, r = f.metrics.get("named_op"), f.metrics.get("late_rank")
+    longest host gap: in ddp_nop2p that was a 2 ms gap beside run_backward's extra 8 ms. So is a
+    host-bound gap that was one long runtime call (rank: the finding's, not a late rank)."""
+    named, r = f.metrics.get("named_op"), f.metrics.get("late_rank") if rank is None else rank
     if not isinstance(named, dict) or r is None or f.step is None:
         return []
     ch = usual_op.change(
@@ -314,13 +315,9 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
             changes = (_outlier_host_op(trace, g, f) or changes) + _slow_ops(g, f)
         if f.rule == "straggler" and not f.fix:
             changes = _named_host_op(trace, g, f) or changes
-        if f.rule == "host_bound_idle" and f.metrics.get("named_op") and f.step is not None:
+        if f.rule == "host_bound_idle" and f.ranks:
             # the gap was one long runtime call (not time between host ops): that call at its usual time
-            named = f.metrics["named_op"]
-            ch = usual_op.change(
-                trace, g, int(f.ranks[0]), int(f.step), str(named["name"]), float(named["excess_ms"]), named["lane"]
-            )
-            changes = [ch] if ch is not None else changes
+            changes = _named_host_op(trace, g, f, rank=int(f.ranks[0])) or changes
         if not changes:
             continue
         try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..analysis.collectives import P2P, P2P_UNKNOWN, arg_group, arg_int, arg_nbytes, collective_kind
+from ..analysis.collectives import P2P, P2P_UNKNOWN, arg_group, arg_int, arg_nbytes, collective_kind, p2p_peer
 from ..io.comm_args import collective_args
 from ..model.categories import Cat
 
@@ -43,8 +43,7 @@ def comm_kernels(session) -> pd.DataFrame:
             per_rank[key[0]] = stream_no[key] + 1
         if group is None:
             group = f"stream #{stream_no[key]}"
-        peer = arg_int(a.get("dst_rank") if kind == "Send" else a.get("src_rank"))
-        if kind in P2P and (kind == "SendRecv" or peer is None):
+        if kind in P2P and p2p_peer(kind, a) is None:
             group = f"{P2P_UNKNOWN} #{stream_no[key]}"  # as collectives.rank_comm keys them
         if kind in P2P:
             nel = arg_int(a.get("in_nelems")) or arg_int(a.get("out_nelems")) or 0

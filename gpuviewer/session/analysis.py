@@ -113,13 +113,14 @@ def _memory_notes(trace: Trace) -> list[str]:
     for s in trace.snapshots:
         what = "memory snapshot" if s.allocations else "memory timeline"
         many = f"{len(s.allocations):,} allocations, " if s.allocations else ""
+        name = os.path.basename(s.source) or "a memory file"
         out.append(
-            f"{os.path.basename(s.source) or 'a memory file'}: the {what} is drawn in the window's memory panel "
+            f"{name}: the {what} is drawn in the window's memory panel "
             f"({many}device {s.device}, up to {s.allocated.max() / 2**30:.2f} GiB more allocated than when its "
             "record starts), not analysed: the findings come from a profiler trace of the run (PyTorch profiler, "
             "Nsight Systems, JAX)"
             if len(s.allocated)
-            else f"{os.path.basename(s.source) or 'a memory file'}: the {what} holds no allocation"
+            else f"{name}: the {what} holds no allocation"
         )
     return out
 
@@ -128,9 +129,9 @@ def _step_notes(trace: Trace) -> list[str]:
     """Where the steps come from when the profiler recorded no ProfilerStep (io/kineto.py)."""
     from ..io.kineto import OPTIMIZER_STEP
 
-    if not trace.steps or any(n.startswith("ProfilerStep#") for n in trace.names):
+    if trace.format != "kineto" or not trace.steps or any(n.startswith("ProfilerStep#") for n in trace.names):
         return []
-    if not any(OPTIMIZER_STEP.match(n) for n in trace.names) or trace.format != "kineto":
+    if not any(OPTIMIZER_STEP.match(n) for n in trace.names):
         return []
     return [
         "steps: the trace has no ProfilerStep ranges (a capture without the profiler's schedule); each step is "
