@@ -5,8 +5,9 @@ wall-clock event, not a sum of the waits it caused on every rank.
 A finding names its cause through its rule and metrics; CAUSES maps a rule to the change that
 removes that cause (the stall's host gap removed, the late rank keeping pace with the median of
 the others, no launch overhead as CUDA graphs would give, the heaviest rank's GPU work as the
-median's). Findings that describe a symptom (low utilization, exposed communication) or a cost
-no replay can remove (warm-up, memory) get no saving: `saves_ms` stays None and nothing is said.
+median's, the collectives overlapped with the compute before them). Findings that describe a
+symptom (low utilization, where a cause is found) or a cost no replay can remove (warm-up,
+memory) get no saving: `saves_ms` stays None and nothing is said.
 
 What a fix saves is said for the steps its change acts in (a stall in one step: that step; a
 launch overhead: every step), and findings are ordered by it: the question is what to fix first
@@ -120,6 +121,10 @@ CAUSES: dict[str, Callable[[Finding], list[Change]]] = {
     "slow_gpu": _heaviest,
     "copy_bound": lambda f: [Change("no_copies")],
     "low_gpu_utilization": lambda f: [Change("no_launch_overhead")],
+    # communication not hidden behind compute: the collectives overlapped with it (an upper bound,
+    # overlap_comm.py); in a host-bound job that saves nothing, which is what a user should hear
+    # before reworking DDP buckets or FSDP prefetch
+    "exposed_communication": lambda f: [Change("overlap_comm")],
 }
 
 
@@ -201,14 +206,15 @@ def _merge(a: np.ndarray, b: np.ndarray, rec: np.ndarray) -> np.ndarray:
     return out
 
 
-def _changed(g, changes: list[Change]) -> tuple[np.ndarray, np.ndarray]:
-    """Durations and edge offsets with every change applied to the recording's (_merge)."""
+def _changed(g, changes: list[Change], args: dict[int, dict] | None) -> tuple[np.ndarray, np.ndarray]:
+    """Durations and edge offsets with every change applied to the recording's (_merge); args: the
+    NCCL kernels' collective arguments (overlap_comm tells sends by them)."""
     if len(changes) == 1:  # the common case: the change as applied, nothing to merge
-        d, o, _notes = apply(g, changes[0])
+        d, o, _notes = apply(g, changes[0], args)
         return d, o
     dur, off = g.dur.copy(), g.e_off.copy()
     for ch in changes:
-        d, o, _notes = apply(g, ch)
+        d, o, _notes = apply(g, ch, args)
         dur, off = _merge(dur, d, g.dur), _merge(off, o, g.e_off)
     return dur, off
 
@@ -217,8 +223,8 @@ class _Start:
     """What a saving is measured against: the recording, or the recording with the fixes of the
     findings listed before (durations, offsets and the step times they give)."""
 
-    def __init__(self, g, rec, base: dict[int, int]) -> None:
-        self.g, self.rec, self.base = g, rec, base
+    def __init__(self, g, rec, base: dict[int, int], args: dict[int, dict] | None = None) -> None:
+        self.g, self.rec, self.base, self.args = g, rec, base, args
         self.dur, self.off, self.times = g.dur, g.e_off, base
         self.fixed = 0  # how many findings' fixes it holds
         # one yardstick for every finding's severity: the recorded median step (a share of each
@@ -238,7 +244,7 @@ class _Start:
         """Set f's saving (its changes on top of this start); returns the durations, offsets and
         step times with them."""
         g, base = self.g, self.base
-        own_dur, own_off = _changed(g, changes)
+        own_dur, own_off = _changed(g, changes, self.args)
         if self.fixed:
             # on top of earlier fixes: the least of each value (what a fix lengthens is left out:
             # exact for the first finding, an approximation after it; merging exactly made two
@@ -296,7 +302,7 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
     if not base:  # nothing to re-time: said, not silently absent
         analysis.notes.append("what fixing each finding would save is not computed: no profiled steps to replay")
         return
-    start = _Start(g, rec, base)
+    start = _Start(g, rec, base, args)
     changes_of: dict[int, list[Change]] = {}
     top = {id(f) for f in analysis.findings}
     explained = any(f.rule in CAUSES and f.rule != "low_gpu_utilization" for f in analysis.findings)

@@ -121,13 +121,23 @@ class FindingsPanel(QWidget):
         top.addWidget(self.status)
         lay.addLayout(top)
         lay.addWidget(split, 1)
+        # what the analysis left out or assumed (analysis.notes: savings not computed past a size,
+        # a memory snapshot drawn but not analysed...): the command line prints them as "note:"
+        # lines, and an absence in the window must be said as plainly
+        self.notes = QLabel("")
+        self.notes.setWordWrap(True)
+        self.notes.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.notes.setVisible(False)
+        lay.addWidget(self.notes)
         self.severity.currentIndexChanged.connect(self._refill)
         self.text.textChanged.connect(self._refill)
         self.tree.currentItemChanged.connect(self._chosen)
 
-    def set_findings(self, findings: list) -> None:
-        """findings: the analysis' top-level Findings (analysis.results)."""
+    def set_findings(self, findings: list, notes: list[str] | tuple = ()) -> None:
+        """findings: the analysis' top-level Findings (analysis.results); notes: its notes."""
         self.findings = list(findings)
+        self.notes.setText("<br>".join(f"<i>Note:</i> {esc(n)}" for n in notes))
+        self.notes.setVisible(bool(notes))
         self._refill()
 
     def set_busy(self, text: str) -> None:

@@ -37,7 +37,7 @@ class AnalysisMixin:
     def _analysis_done(self, a) -> None:
         """a: the session's Analysis (analysis.results)."""
         trace = self.trace
-        self.findings.set_findings(a.findings)
+        self.findings.set_findings(a.findings, a.notes)
         kc = a.kernel_collectives
         self.details.collectives = kc
         if self.timeline.item is not None:
