@@ -19,6 +19,15 @@ LOW_UTIL_ADVICE = {
     "communication with compute, send less per step, and check the link's bandwidth.",
 }
 
+# host_bound_idle's advice for a capture that marks no steps: its gap is not an input pipeline
+# (nothing says it recurs), and such a capture often holds a process's one-time start-up
+WHOLE_CAPTURE_ADVICE = (
+    "The trace marks no steps, so its one-time costs (the first CUDA calls, loading libraries and kernels, "
+    "cuDNN autotuning, the first allocations) weigh as much as the work. Profile training steps after a "
+    "warm-up: torch.profiler's schedule (wait, warmup, active) with prof.step() once an iteration; then "
+    "see whether the host still keeps the GPU waiting in every step."
+)
+
 ADVICE = {
     "low_gpu_utilization": "The GPU waits for work most of the step. Find what the host does in the gaps "
     "(see the other findings): feed it faster (DataLoader workers, pin_memory, GPU-side "

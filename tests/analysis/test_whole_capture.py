@@ -1,0 +1,60 @@
+"""A capture that marks no steps (HTA's alexnet benchmark: no ProfilerStep, no Optimizer.step) is
+one step of the whole capture. Its GPU idles 99% of it; the finding says where the longest idle
+stretch went on the host, as the capture's (not "a step"), with advice about profiling steps after a
+warm-up, and no what-if saving (no usual time, no steady state to replay). The gap and the runtime
+call inside it are measured here from the raw file."""
+
+import gzip
+import json
+import os
+
+import pytest
+from conftest import compat_path, run_cli
+
+ALEXNET = compat_path("facebookresearch__HolisticTraceAnalysis", "critical_path", "alexnet")
+
+
+def _raw():
+    (name,) = os.listdir(ALEXNET)
+    with gzip.open(os.path.join(ALEXNET, name), "rt") as f:
+        return [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+
+
+@pytest.fixture(scope="module")
+def analysis():
+    r = run_cli("analyze", ALEXNET, "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_the_longest_idle_stretch_and_the_call_in_it(analysis):
+    ev = _raw()
+    gpu = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    best, end = (0.0, 0.0, 0.0), gpu[0][1]
+    for a, b in gpu[1:]:
+        if a - end > best[0]:
+            best = (a - end, end, a)
+        end = max(end, b)
+    gap_us, g0, g1 = best
+    inside = [e for e in ev if e.get("cat") == "cuda_runtime" and g0 <= e["ts"] and e["ts"] + e["dur"] <= g1]
+    per: dict[str, float] = {}
+    for e in inside:
+        per[e["name"]] = per.get(e["name"], 0.0) + e["dur"]
+    name = max(per, key=per.__getitem__)  # the runtime call the host spent most of the gap in
+    (f,) = [f for f in analysis["findings"] if f["rule"] == "host_bound_idle"]
+    assert f["metrics"]["whole_capture"] is True and f["step"] is None
+    assert f["metrics"]["gap_ms_per_step"] == pytest.approx(gap_us / 1e3, abs=0.01)
+    assert f["title"].startswith("Rank 0: the trace marks no steps; the GPU's longest idle stretch in the capture, ")
+    assert f"{gap_us / 1e3:,.1f} ms of its " in f["title"] and "a step" not in f["title"]
+    assert per[name] >= 0.5 * gap_us
+    assert f"the host was in {name} for {per[name] / 1e3:.1f} ms" in f["title"]
+    assert f["advice"].startswith("The trace marks no steps")
+    assert f.get("saves_ms") is None and f["severity"] != "high"
+
+
+def test_a_capture_with_steps_keeps_the_per_step_words():
+    r = run_cli("analyze", compat_path("facebookresearch__HolisticTraceAnalysis", "amd_trace"), "--json")
+    assert r.returncode == 0, r.stderr
+    (f,) = [f for f in json.loads(r.stdout)["findings"] if f["rule"] == "host_bound_idle"]
+    assert "whole_capture" not in f["metrics"] and f["step"] is not None
+    assert " ms a step " in f["title"] and f["advice"].startswith("The GPU drains")
