@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 
 from .chrome_events import decode_piece
-from .kineto_piece import TS_MAX_US, bounded_int, floats, ident, text, us_to_ns
+from .chrome_values import TS_MAX_US, bounded_int, floats, ident, text, us_to_ns
 from .limits import max_string_bytes
 
 

@@ -22,9 +22,9 @@ from ..model.build import TraceBuilder, mark_comm_lanes
 from ..model.categories import Cat, LaneKind
 from ..model.trace import Step, Trace
 from .chrome_json import read_chrome_json
+from .chrome_values import floats, us_to_ns
 from .errors import Cancelled, TraceError, file_names, unexpected
 from .jax_piece import extract
-from .kineto_piece import floats, us_to_ns
 from .piece_reader import PieceReader, record_file, using_pool
 
 _DEVICE = re.compile(r"^/device:([A-Za-z_]+):(\d{1,6})")

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..model.trace import Trace
 from .args_batch import ArgsSpec, kineto_args
-from .kineto_piece import bounded_int
+from .chrome_values import bounded_int
 
 _Launch = msgspec.defstruct(
     "Launch",

@@ -20,10 +20,11 @@ from ..model.distinct import distinct
 from ..model.trace import Counter, Step
 from .arg_capture import Collected
 from .chrome_json import read_chrome_json
+from .chrome_values import floats, num, text, us_to_ns
 from .errors import TraceError
 from .kineto_cats import CatMap, device_processes, unknown_warning
 from .kineto_meta import RANK_MAX, bad_warnings, clock_base_ns, int_or_none, plain, rank_from_meta
-from .kineto_piece import extract_piece, floats, num, text, us_to_ns
+from .kineto_piece import extract_piece
 from .piece_reader import PieceReader, record_file, shutdown_pool  # noqa: F401 - app/cli.py stops the pool through this module
 
 _GPU_KINDS = (LaneKind.GPU, LaneKind.GPU_ANNOTATION)
@@ -64,7 +65,9 @@ class _FileReader(PieceReader):
         self.chunks: list[dict] = []
         self.inst: list[tuple] = []
         self.begins: list[tuple] = []  # B/E and b/e events, matched at the end
-        self.mem: list[tuple] = []  # (ts, device, allocated, reserved)
+        # GPU memory samples in file order: a piece's columns (kineto_memory), or (ts, device,
+        # allocated, reserved) of a piece the general path read
+        self.mem: list[dict | tuple] = []
         self.counters: dict[tuple, list] = {}
         self.meta_events: list[tuple] = []
         self.n_flow = 0
@@ -99,6 +102,8 @@ class _FileReader(PieceReader):
         self.n_flow += r["n_flow"]
         for k, n in r.get("bad", {}).items():
             self.bad[k] = self.bad.get(k, 0) + n
+        if "mem" in r:
+            self.mem.append(r["mem"])
         if r.get("other"):
             self._others(r["other"], base)
         for name, pid, id_, ts, args in r.get("counters", ()):
@@ -441,20 +446,48 @@ class _FileReader(PieceReader):
         for k in range(1, len(outer)):
             self.b.steps.append(Step(rank, k, outer[k - 1][1], outer[k][1]))
 
+    def _memory_columns(self) -> dict | None:
+        """The memory samples' columns in file order (t µs, dev, alloc, res), rows of pieces the
+        general path read made columns the same way kineto_memory makes them."""
+        parts: list[dict] = []
+        rows: list[tuple] = []
+
+        def flush() -> None:
+            kept = [r for r in rows if r[0] is not None and r[1] is not None]
+            if kept:
+                parts.append(
+                    {
+                        "t": floats([r[0] for r in kept]),
+                        "dev": np.array([r[1] for r in kept], np.int64),
+                        "alloc": floats([r[2] for r in kept]),
+                        "res": floats([r[3] for r in kept]),
+                    }
+                )
+            rows.clear()
+
+        for m in self.mem:
+            if isinstance(m, dict):
+                flush()
+                parts.append(m)
+            else:
+                rows.append(m)
+        flush()
+        if not parts:
+            return None
+        return {k: np.concatenate([p[k] for p in parts]) for k in ("t", "dev", "alloc", "res")}
+
     def _memory(self, rank: int, add: int) -> None:
-        if not self.mem:
+        cols = self._memory_columns() if self.mem else None
+        if cols is None or not len(cols["t"]):
             return
-        by_dev: dict[int, list] = {}
-        for ts, dev, alloc, res in self.mem:
-            if ts is None or dev is None:
-                continue
-            by_dev.setdefault(dev, []).append((ts, alloc, res))
         bad = 0
-        for dev, rows in by_dev.items():
-            t = us_to_ns(floats([r[0] for r in rows])) + add  # ts were checked in kineto_piece
+        devs, first = np.unique(cols["dev"], return_index=True)
+        for dev in devs[np.argsort(first)].tolist():  # in the order the devices first appear
+            on = cols["dev"] == dev
+            t = us_to_ns(cols["t"][on]) + add  # ts were checked in kineto_piece
             o = np.argsort(t, kind="stable")
-            for j, name in ((1, "allocated"), (2, "reserved")):
-                v = floats([r[j] if r[j] is not None else np.nan for r in rows])[o]
+            for key, name in (("alloc", "allocated"), ("res", "reserved")):
+                v = cols[key][on][o]
                 ok = ~np.isnan(v)
                 # bytes are finite, not negative and below an exabyte: anything else (inf, -5e9,
                 # 1e300) is a broken sample that would make peaks and axes absurd
@@ -482,7 +515,12 @@ def read_kineto(
     fr.flush()
     fr.chunk_ordinals(chunks)
     if fr.min_ts == np.inf:  # no slices or instants: begin/end pairs, memory or counters only?
-        times = [r[5] for r in fr.begins] + [r[0] for r in fr.mem] + [p[0] for pts in fr.counters.values() for p in pts]
+        mem = fr._memory_columns()
+        times = (
+            [r[5] for r in fr.begins]
+            + (mem["t"].tolist() if mem is not None else [])
+            + [p[0] for pts in fr.counters.values() for p in pts]
+        )
         fr.min_ts = float(min(times)) if times else np.inf
     warnings.extend(bad_warnings(fr.bad))
     if fr.unknown_cats:

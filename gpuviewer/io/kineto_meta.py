@@ -8,7 +8,7 @@ import math
 import os
 import re
 
-from .kineto_piece import num, text
+from .chrome_values import num, text
 from .limits import max_string_bytes
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d{1,9})", re.IGNORECASE)
