@@ -21,11 +21,16 @@ LOW_UTIL_ADVICE = {
 
 # host_bound_idle's advice for a capture that marks no steps: its gap is not an input pipeline
 # (nothing says it recurs), and such a capture often holds a process's one-time start-up
+# (a PyTorch profiler capture's, an Nsight Systems capture's)
 WHOLE_CAPTURE_ADVICE = (
     "The trace marks no steps, so its one-time costs (the first CUDA calls, loading libraries and kernels, "
     "cuDNN autotuning, the first allocations) weigh as much as the work. Profile training steps after a "
     "warm-up: torch.profiler's schedule (wait, warmup, active) with prof.step() once an iteration; then "
-    "see whether the host still keeps the GPU waiting in every step."
+    "see whether the host still keeps the GPU waiting in every step.",
+    "The trace marks no steps, so its one-time costs (the first CUDA calls, loading libraries and kernels, "
+    "the first allocations) weigh as much as the work. Mark each iteration with an NVTX range "
+    "(torch.cuda.nvtx.range, nvtx.annotate) and capture after a warm-up (nsys --capture-range=cudaProfilerApi "
+    "or --capture-range=nvtx); then see whether the host still keeps the GPU waiting in every step.",
 )
 
 ADVICE = {

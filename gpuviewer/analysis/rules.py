@@ -263,13 +263,13 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
             if "launch" in api["name"].lower()
             else ""
         )
-        who = f": the host was in {api['name']} for {api['ms']:.1f} ms of the {gap / 1e6:.1f} ms{around}{hint}"
+        who = f": the host was in {api['name']} for {api['ms']:,.1f} ms of the {gap / 1e6:,.1f} ms{around}{hint}"
         named = {"name": api["name"], "excess_ms": api["excess_ms"], "lane": api["lane"]}
     elif what and what[0]["ms"] * 1e6 >= 0.5 * gap:
         who = f": the host was in {what[0]['name']}"
     elif unseen >= 0.5 * gap:
         who = (
-            f": {'in the capture' if whole else f'in step {s.step}'} its host ran no recorded op for {unseen / 1e6:.1f} ms of the "
+            f": {'' if whole else f'in step {s.step} '}its host ran no recorded op for {unseen / 1e6:,.1f} ms of the "
             f"{gap / 1e6:.1f} ms (time the profiler did not see: a sleep, I/O or untraced code)"
         )
     elif what:
@@ -281,8 +281,8 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
             "host_bound_idle",
             "high" if share > 0.3 else "medium",
             (
-                f"Rank {rb.rank}: the trace marks no steps; the GPU's longest idle stretch in the capture, "
-                f"{typical / 1e6:,.1f} ms of its {med_window / 1e6:,.1f} ms, waits for the host{who}"
+                f"Rank {rb.rank}: the trace marks no steps; the GPU's longest idle stretch, {typical / 1e6:,.1f} ms "
+                f"of the {fed[0].window_ns / 1e6:,.1f} ms from its first op to its last, waits for the host{who}"
                 if whole
                 else f"Rank {rb.rank}: the GPU sits idle {typical / 1e6:.1f} ms a step "
                 f"{'at the start of the step ' if at_start else ''}waiting for the host{who}"
@@ -305,7 +305,7 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         {p[0].step: p[4] for p in per_step},
     )
     if whole:
-        f["advice"] = WHOLE_CAPTURE_ADVICE
+        f["advice"] = WHOLE_CAPTURE_ADVICE[trace.format == "nsys"]
     return [f]
 
 

@@ -7,7 +7,8 @@ removes that cause (the stall's host gap removed, the late rank keeping pace wit
 the others, no launch overhead as CUDA graphs would give, the heaviest rank's GPU work as the
 median's, the collectives overlapped with the compute before them). Findings that describe a
 symptom (low utilization, where a cause is found) or a cost no replay can remove (warm-up,
-memory) get no saving: `saves_ms` stays None and nothing is said.
+memory, the idle of a capture that marks no steps) get no saving: `saves_ms` stays None and
+nothing is said.
 
 What a fix saves is said for the steps its change acts in (a stall in one step: that step; a
 launch overhead: every step), and findings are ordered by it: the question is what to fix first

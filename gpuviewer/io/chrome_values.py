@@ -27,12 +27,15 @@ def us_to_ns(us: np.ndarray) -> np.ndarray:
 def floats(values) -> np.ndarray:
     """float64 array; anything that is not a number (or a string of one) becomes NaN."""
     try:
-        return np.array(values, dtype=np.float64)
+        arr = np.array(values, dtype=np.float64)
+        if arr.ndim == 1:
+            return arr
     except (TypeError, ValueError, OverflowError):
-        out = np.empty(len(values), np.float64)
-        for i, v in enumerate(values):
-            out[i] = num(v)
-        return out
+        pass
+    out = np.empty(len(values), np.float64)  # one at a time (lists of one length made a 2-D array)
+    for i, v in enumerate(values):
+        out[i] = num(v)
+    return out
 
 
 def num(v) -> float:

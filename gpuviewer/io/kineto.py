@@ -23,6 +23,7 @@ from .chrome_json import read_chrome_json
 from .chrome_values import floats, num, text, us_to_ns
 from .errors import TraceError
 from .kineto_cats import CatMap, device_processes, unknown_warning
+from .kineto_memory import NO_ID
 from .kineto_meta import RANK_MAX, bad_warnings, clock_base_ns, int_or_none, plain, rank_from_meta
 from .kineto_piece import extract_piece
 from .piece_reader import PieceReader, record_file, shutdown_pool  # noqa: F401 - app/cli.py stops the pool through this module
@@ -453,12 +454,12 @@ class _FileReader(PieceReader):
         rows: list[tuple] = []
 
         def flush() -> None:
-            kept = [r for r in rows if r[0] is not None and r[1] is not None]
+            kept = [r for r in rows if r[0] is not None]
             if kept:
                 parts.append(
                     {
                         "t": floats([r[0] for r in kept]),
-                        "dev": np.array([r[1] for r in kept], np.int64),
+                        "dev": np.array([NO_ID if r[1] is None else r[1] for r in kept], np.int64),
                         "alloc": floats([r[2] for r in kept]),
                         "res": floats([r[3] for r in kept]),
                     }
@@ -483,8 +484,10 @@ class _FileReader(PieceReader):
         bad = 0
         devs, first = np.unique(cols["dev"], return_index=True)
         for dev in devs[np.argsort(first)].tolist():  # in the order the devices first appear
+            if dev == NO_ID:  # a CUDA sample naming no device: no curve to draw it on
+                continue
             on = cols["dev"] == dev
-            t = us_to_ns(cols["t"][on]) + add  # ts were checked in kineto_piece
+            t = us_to_ns(cols["t"][on]) + add  # times were checked in kineto_piece / kineto_memory
             o = np.argsort(t, kind="stable")
             for key, name in (("alloc", "allocated"), ("res", "reserved")):
                 v = cols[key][on][o]

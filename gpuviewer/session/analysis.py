@@ -126,8 +126,16 @@ def _memory_notes(trace: Trace) -> list[str]:
 
 
 def _step_notes(trace: Trace) -> list[str]:
-    """Where the steps come from when the profiler recorded no ProfilerStep (io/kineto.py)."""
+    """Where the steps come from when the profiler recorded no ProfilerStep (io/kineto.py), or
+    that there are none: then the whole capture is measured as one step, which the findings'
+    "the one profiled step" means."""
     from ..io.kineto import OPTIMIZER_STEP
+
+    if not trace.steps and len(trace) and trace.ranks:
+        return [
+            "steps: the trace marks none (no ProfilerStep, Optimizer.step or step range), so the whole capture "
+            "is measured as one step: the findings' 'the one profiled step' is the capture"
+        ]
 
     if trace.format != "kineto" or not trace.steps or any(n.startswith("ProfilerStep#") for n in trace.names):
         return []

@@ -44,12 +44,18 @@ def test_the_longest_idle_stretch_and_the_call_in_it(analysis):
     (f,) = [f for f in analysis["findings"] if f["rule"] == "host_bound_idle"]
     assert f["metrics"]["whole_capture"] is True and f["step"] is None
     assert f["metrics"]["gap_ms_per_step"] == pytest.approx(gap_us / 1e3, abs=0.01)
-    assert f["title"].startswith("Rank 0: the trace marks no steps; the GPU's longest idle stretch in the capture, ")
-    assert f"{gap_us / 1e3:,.1f} ms of its " in f["title"] and "a step" not in f["title"]
+    first, last = gpu[0][0], max(b for _a, b in gpu)
+    assert f["title"].startswith(
+        f"Rank 0: the trace marks no steps; the GPU's longest idle stretch, {gap_us / 1e3:,.1f} ms of the "
+        f"{(last - first) / 1e3:,.1f} ms from its first op to its last, waits for the host"
+    )
+    assert "a step" not in f["title"]
     assert per[name] >= 0.5 * gap_us
-    assert f"the host was in {name} for {per[name] / 1e3:.1f} ms" in f["title"]
+    assert f"the host was in {name} for {per[name] / 1e3:,.1f} ms" in f["title"]
     assert f["advice"].startswith("The trace marks no steps")
     assert f.get("saves_ms") is None and f["severity"] != "high"
+    # the other findings' "the one profiled step" is the capture, which a note says
+    assert any(n.startswith("steps: the trace marks none") for n in analysis["notes"]), analysis.get("notes")
 
 
 def test_a_capture_with_steps_keeps_the_per_step_words():
@@ -58,3 +64,13 @@ def test_a_capture_with_steps_keeps_the_per_step_words():
     (f,) = [f for f in json.loads(r.stdout)["findings"] if f["rule"] == "host_bound_idle"]
     assert "whole_capture" not in f["metrics"] and f["step"] is not None
     assert " ms a step " in f["title"] and f["advice"].startswith("The GPU drains")
+
+
+def test_an_nsys_capture_without_steps_is_told_about_nvtx():
+    """The advice names the tool that made the trace: NVTX ranges and a capture range for Nsight
+    Systems, not torch.profiler's schedule."""
+    r = run_cli("analyze", compat_path("GindaChen__nsys-ai", "mock.sqlite"), "--json")
+    assert r.returncode == 0, r.stderr
+    (f,) = [f for f in json.loads(r.stdout)["findings"] if f["rule"] == "host_bound_idle"]
+    assert f["metrics"]["whole_capture"] is True
+    assert "NVTX range" in f["advice"] and "torch.profiler" not in f["advice"]

@@ -35,6 +35,11 @@ def _expected(events: list) -> dict:
     return {d: sorted(rows, key=lambda r: r[0]) for d, rows in out.items()}
 
 
+def _series(rows: list, j: int) -> np.ndarray:
+    """One byte count in time order; a value that is not a number is no sample."""
+    return np.array([r[j] for r in rows if type(r[j]) in (int, float)], float)
+
+
 def _curves(path: str) -> tuple[dict, list[str]]:
     t = load([path])
     got: dict = {}
@@ -59,8 +64,8 @@ def _check(path: str, events: list) -> list[str]:
     got, warnings = _curves(path)
     assert want and set(got) == set(want)
     for dev, rows in want.items():
-        assert np.array_equal(got[dev]["allocated"], np.array([r[1] for r in rows], float))
-        assert np.array_equal(got[dev]["reserved"], np.array([r[2] for r in rows], float))
+        assert np.array_equal(got[dev]["allocated"], _series(rows, 1))
+        assert np.array_equal(got[dev]["reserved"], _series(rows, 2))
     return warnings
 
 
@@ -71,7 +76,7 @@ def test_the_curve_is_the_raw_samples():
     _check(SRC, events)
 
 
-@pytest.mark.parametrize("odd", ["pid_list", "bad_ts", "cpu_samples"])
+@pytest.mark.parametrize("odd", ["pid_list", "bad_ts", "bool_ts", "list_ts", "list_bytes", "cpu_samples"])
 def test_odd_samples_give_the_same_curve(tmp_path, odd):
     def change(events):
         mem = [e for e in events if e.get("name") == "[memory]"]
@@ -80,19 +85,59 @@ def test_odd_samples_give_the_same_curve(tmp_path, odd):
         elif odd == "bad_ts":  # dropped and counted
             mem[5]["ts"] = "soon"
             mem[6]["ts"] = 1e300
+        elif odd == "bool_ts":  # true is no time (read as 1 µs, it sorted first)
+            mem[5]["ts"] = True
+            mem[6]["ts"] = False
+        elif odd == "list_ts":  # every sample's time a list of one length: was a 2-D array
+            for e in mem:
+                e["ts"] = [1, 2]
+        elif odd == "list_bytes":  # no sample of that series, the rest kept
+            for e in mem[:50]:
+                e["args"]["Total Allocated"] = [1, 2]
         else:  # samples of the host's memory are not the GPU's curve
             for e in mem[:10]:
                 e["args"]["Device Type"] = 0
 
     path, events = _variant(tmp_path, change)
-    warnings = _check(path, events)
+    if odd == "list_ts":  # no sample has a time: no curve at all, and the file still opens
+        assert _expected(events) == {} and _curves(path)[0] == {}
+        warnings = _curves(path)[1]
+    else:
+        warnings = _check(path, events)
     said = {
         "pid_list": "t.json: 1 events with a list, object, true/false or out-of-range number as pid",
         "bad_ts": "t.json: 2 events with an unreadable ts (missing, not a number, or out of range) skipped",
+        "bool_ts": "t.json: 2 events with an unreadable ts (missing, not a number, or out of range) skipped",
+        "list_ts": None,  # checked below
+        "list_bytes": None,
         "cpu_samples": None,
     }[odd]
     mine = [w for w in warnings if w.startswith("t.json: ")]
-    if said is None:
+    if odd == "list_ts":
+        n = sum(1 for e in events if e.get("name") == "[memory]")
+        assert len(mine) == 1 and mine[0].startswith(f"t.json: {n} events with an unreadable ts"), mine
+    elif said is None:
         assert mine == [], mine
     else:
         assert len(mine) == 1 and mine[0].startswith(said), mine
+
+
+def test_a_file_of_memory_samples_without_a_device_id_opens(tmp_path):
+    """A CUDA sample naming no device draws no curve, but its time is the file's: a file of such
+    samples alone is not 'empty'."""
+    p = os.path.join(tmp_path, "m.json")
+    ev = [
+        {
+            "ph": "i",
+            "name": "[memory]",
+            "ts": 10 + i,
+            "pid": 1,
+            "tid": 1,
+            "args": {"Device Type": 1, "Total Allocated": i},
+        }
+        for i in range(3)
+    ]
+    with open(p, "w") as f:
+        json.dump({"traceEvents": ev}, f)
+    t = load([p])
+    assert [c for c in t.counters if c.name == "allocated"] == []
