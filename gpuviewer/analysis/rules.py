@@ -20,7 +20,7 @@ from ..model.trace import Trace
 from . import contention, launch, outliers, pipeline
 from . import intervals as iv
 from .breakdown import RankBreakdown
-from .host import explain, recorded_ns
+from .host import HOST_KINDS, explain, recorded_ns
 from .memory import HELD_ADVICE, STEP_ADVICE, allocated_counters, capacity_bytes, held_and_added, peaks_per_step
 from .rule_base import (  # noqa: F401 - used here and by callers
     ADVICE,
@@ -276,13 +276,14 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         who = f": its host's longest op in it was {what[0]['name']} ({what[0]['ms']:.1f} ms of the {gap / 1e6:.1f} ms)"
     else:
         who = ""
+    lead = _before_gpu(trace, rb.rank, fed[0].start_ns, typical) if whole else ""
     f = deferred(
         finding(
             "host_bound_idle",
             "high" if share > 0.3 else "medium",
             (
                 f"Rank {rb.rank}: the trace marks no steps; the GPU's longest idle stretch, {typical / 1e6:,.1f} ms "
-                f"of the {fed[0].window_ns / 1e6:,.1f} ms from its first op to its last, waits for the host{who}"
+                f"of the {fed[0].window_ns / 1e6:,.1f} ms from its first op to its last, waits for the host{who}{lead}"
                 if whole
                 else f"Rank {rb.rank}: the GPU sits idle {typical / 1e6:.1f} ms a step "
                 f"{'at the start of the step ' if at_start else ''}waiting for the host{who}"
@@ -307,6 +308,34 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     if whole:
         f["advice"] = WHOLE_CAPTURE_ADVICE[trace.format == "nsys"]
     return [f]
+
+
+def _before_gpu(trace: Trace, rank: int, first_op: int, longest: float) -> str:
+    """A capture without steps: the host time before the GPU's first op, and the op that took
+    most of it, where it outlasts the longest idle stretch between ops (HTA's alexnet: 30.5 s
+    before its first kernel, 29.9 s of it in one cudaDeviceGetStreamPriorityRange, the CUDA
+    context made at the process's first CUDA call); "" otherwise."""
+    from ..model import queries as q
+
+    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in HOST_KINDS]
+    starts = [q.events_in_range(trace, ln, -(1 << 62), first_op) for ln in lanes]
+    idx = np.concatenate(starts) if starts else np.zeros(0, np.int64)
+    if not len(idx):
+        return ""
+    t0 = int(trace.columns["start"][idx].min())
+    if first_op - t0 <= longest:
+        return ""
+    lead = first_op - t0
+    rows = explain(trace, rank, (t0, first_op), [], top=3)
+    # a runtime call that takes most of it is named, inside the op around it (as host_bound names one)
+    api = next((w for w in rows if w["category"] in _API_CATS and w["ms"] * 1e6 >= 0.5 * lead), None)
+    most = ""
+    if api is not None:
+        inside = rows[0]["category"] not in _API_CATS and rows[0] is not api
+        most = f", {api['ms']:,.1f} ms of that in {api['name']}" + (f" inside {rows[0]['name']}" if inside else "")
+    elif rows and rows[0]["ms"] * 1e6 >= 0.5 * lead:
+        most = f", {rows[0]['ms']:,.1f} ms of that in {rows[0]['name']}"
+    return f"; the GPU's first op came {lead / 1e6:,.1f} ms after the host's first recorded op{most}"
 
 
 def wait_clause(exposed_ms: float, wait_ms: float) -> str:

@@ -36,6 +36,7 @@ def test_the_longest_idle_stretch_and_the_call_in_it(analysis):
             best = (a - end, end, a)
         end = max(end, b)
     gap_us, g0, g1 = best
+    first, last = gpu[0][0], max(b for _a, b in gpu)
     inside = [e for e in ev if e.get("cat") == "cuda_runtime" and g0 <= e["ts"] and e["ts"] + e["dur"] <= g1]
     per: dict[str, float] = {}
     for e in inside:
@@ -44,7 +45,6 @@ def test_the_longest_idle_stretch_and_the_call_in_it(analysis):
     (f,) = [f for f in analysis["findings"] if f["rule"] == "host_bound_idle"]
     assert f["metrics"]["whole_capture"] is True and f["step"] is None
     assert f["metrics"]["gap_ms_per_step"] == pytest.approx(gap_us / 1e3, abs=0.01)
-    first, last = gpu[0][0], max(b for _a, b in gpu)
     assert f["title"].startswith(
         f"Rank 0: the trace marks no steps; the GPU's longest idle stretch, {gap_us / 1e3:,.1f} ms of the "
         f"{(last - first) / 1e3:,.1f} ms from its first op to its last, waits for the host"
@@ -52,6 +52,15 @@ def test_the_longest_idle_stretch_and_the_call_in_it(analysis):
     assert "a step" not in f["title"]
     assert per[name] >= 0.5 * gap_us
     assert f"the host was in {name} for {per[name] / 1e3:,.1f} ms" in f["title"]
+    # before the GPU's first op: from the host's first recorded op, most of it in one runtime call
+    host0 = min(e["ts"] for e in ev if e.get("cat") in ("cpu_op", "cuda_runtime", "user_annotation", "python_function"))
+    before = [e for e in ev if e.get("cat") == "cuda_runtime" and e["ts"] + e["dur"] <= first]
+    call = max(before, key=lambda e: e["dur"])
+    assert call["dur"] >= 0.5 * (first - host0)
+    assert (
+        f"; the GPU's first op came {(first - host0) / 1e3:,.1f} ms after the host's first recorded op, "
+        f"{call['dur'] / 1e3:,.1f} ms of that in {call['name']} inside "
+    ) in f["title"]
     assert f["advice"].startswith("The trace marks no steps")
     assert f.get("saves_ms") is None and f["severity"] != "high"
     # the other findings' "the one profiled step" is the capture, which a note says
