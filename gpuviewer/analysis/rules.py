@@ -253,10 +253,10 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     unseen = gap - recorded_ns(trace, rb.rank, g0, g1)
     # a runtime call that takes most of the gap is named, not the op around it (HTA's MI250 trace:
     # aten::add_ held one 6.5 ms hipLaunchKernel); its fix is that call at its usual time
-    api = next((w for w in what if w["category"] in _API_CATS and w["ms"] * 1e6 >= 0.5 * gap), None)
+    api, outer = _runtime_call(what, gap)
     named = None
     if api is not None:
-        around = f", inside {what[0]['name']}" if what[0] is not api and what[0]["category"] not in _API_CATS else ""
+        around = f", inside {outer}" if outer else ""
         hint = (
             " (a launch call takes microseconds; one this long waited in the runtime, as it does when it "
             "loads a kernel's code at its first launch)"
@@ -310,29 +310,37 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     return [f]
 
 
+def _runtime_call(rows: list[dict], span: int) -> tuple[dict | None, str | None]:
+    """Of explain()'s rows for a span: the runtime call that took half of it or more, and the name
+    of the host op around it (the first row, when it is not a runtime call itself)."""
+    api = next((w for w in rows if w["category"] in _API_CATS and w["ms"] * 1e6 >= 0.5 * span), None)
+    if api is None or rows[0] is api or rows[0]["category"] in _API_CATS:
+        return api, None
+    return api, rows[0]["name"]
+
+
 def _before_gpu(trace: Trace, rank: int, first_op: int, longest: float) -> str:
     """A capture without steps: the host time before the GPU's first op, and the op that took
     most of it, where it outlasts the longest idle stretch between ops (HTA's alexnet: 30.5 s
     before its first kernel, 29.9 s of it in one cudaDeviceGetStreamPriorityRange, the CUDA
     context made at the process's first CUDA call); "" otherwise."""
-    from ..model import queries as q
-
-    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in HOST_KINDS]
-    starts = [q.events_in_range(trace, ln, -(1 << 62), first_op) for ln in lanes]
-    idx = np.concatenate(starts) if starts else np.zeros(0, np.int64)
-    if not len(idx):
+    # each lane's events are sorted by start: its first one opens it
+    firsts = [
+        int(trace.lane_offsets[i])
+        for i, ln in enumerate(trace.lanes)
+        if ln.rank == rank and ln.kind in HOST_KINDS and trace.lane_offsets[i] < trace.lane_offsets[i + 1]
+    ]
+    if not firsts:
         return ""
-    t0 = int(trace.columns["start"][idx].min())
-    if first_op - t0 <= longest:
-        return ""
+    t0 = int(trace.columns["start"][firsts].min())
     lead = first_op - t0
+    if lead <= longest:
+        return ""
     rows = explain(trace, rank, (t0, first_op), [], top=3)
-    # a runtime call that takes most of it is named, inside the op around it (as host_bound names one)
-    api = next((w for w in rows if w["category"] in _API_CATS and w["ms"] * 1e6 >= 0.5 * lead), None)
+    api, outer = _runtime_call(rows, lead)  # named, inside the op around it, as host_bound names one
     most = ""
     if api is not None:
-        inside = rows[0]["category"] not in _API_CATS and rows[0] is not api
-        most = f", {api['ms']:,.1f} ms of that in {api['name']}" + (f" inside {rows[0]['name']}" if inside else "")
+        most = f", {api['ms']:,.1f} ms of that in {api['name']}" + (f" inside {outer}" if outer else "")
     elif rows and rows[0]["ms"] * 1e6 >= 0.5 * lead:
         most = f", {rows[0]['ms']:,.1f} ms of that in {rows[0]['name']}"
     return f"; the GPU's first op came {lead / 1e6:,.1f} ms after the host's first recorded op{most}"

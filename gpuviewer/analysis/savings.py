@@ -112,7 +112,9 @@ def _heaviest(f: Finding) -> list[Change]:
 # rule -> the changes that remove its cause
 CAUSES: dict[str, Callable[[Finding], list[Change]]] = {
     "straggler": _straggler,
-    "host_bound_idle": _gap,
+    # a capture that marks no steps has no usual time for the op that filled its gap, and no steady
+    # state to replay: its one-time start-up is not a step's cost (said, not priced)
+    "host_bound_idle": lambda f: [] if f.metrics.get("whole_capture") else _gap(f),
     "step_outlier": _gap,
     "launch_bound": lambda f: [Change("no_launch_overhead")],
     "pipeline_launch_bound": lambda f: [Change("no_launch_overhead")],
@@ -317,10 +319,6 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
             # benchmark's host work) is no launch overhead to remove
             if explained or len(base) < 2 or id(f) not in top or f.metrics.get("mostly") != "idle":
                 continue
-        if f.rule == "host_bound_idle" and f.metrics.get("whole_capture"):
-            # a capture that marks no steps has no usual time for the op that filled its gap, and no
-            # steady state to replay: its one-time start-up is not a step's cost (said, not priced)
-            continue
         changes = f.fix or CAUSES[f.rule](f)
         if f.rule == "step_outlier":
             changes = (_outlier_host_op(trace, g, f) or changes) + _slow_ops(g, f)
