@@ -18,6 +18,7 @@ from .output import open_or_fail as _open_or_fail
 from .output import out as _out
 from .output import rank_line
 from .output import session_name_of as _session_name
+from .output import warn as _warn
 
 SUBCOMMANDS = ("info", "screenshot", "analyze", "report", "sql", "stats", "diff", "whatif", "cache")
 
@@ -99,10 +100,7 @@ def cmd_analyze(args) -> int:
     trace, rc = _open_or_fail(args.paths, args)
     if trace is None:
         return rc
-    from ..model.plain import line
-
-    for w in trace.metadata.get("unread", []):  # a rank left out must not go unsaid
-        print(f"gpuviewer: warning: {line(w)}", file=sys.stderr)
+    _warn(trace.warnings)  # ranks left out, a file cut short: never unsaid under the findings
     from .term_progress import of
 
     progress = of(args)

@@ -68,6 +68,9 @@ def _measure(path: str, args):
         return _cannot_read([path], e, args.debug)
     if trace.format == "nvidia-smi-topo" or not len(trace):
         return _fail(f"{path}: holds no trace events to compare", args.debug)
+    from .output import warn
+
+    warn(trace.warnings)  # a side read in part is said before the table compares it
     try:
         return measure(trace, collective_args(trace))
     except Exception as e:  # noqa: BLE001 - an analysis bug must not look like a crash

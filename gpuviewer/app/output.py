@@ -23,6 +23,16 @@ def fail(msg: str, debug: bool = False) -> int:
     return 2
 
 
+def warn(messages) -> None:
+    """Each of the readers' warnings (a file cut short, events dropped, ranks left out) as one
+    'gpuviewer: warning:' line on stderr: a command that prints numbers must not print them from
+    a partly read trace without saying so (stdout stays the result alone)."""
+    from ..model.plain import line
+
+    for m in messages:
+        print(f"gpuviewer: warning: {line(m)}", file=sys.stderr, flush=True)
+
+
 def out(text: str = "") -> None:
     """Print one line that may carry names from a trace or file names: control characters are
     escaped (newlines too), so a kernel named with terminal escape sequences cannot drive the

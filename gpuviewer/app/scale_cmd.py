@@ -47,9 +47,9 @@ def _fail(msg: str, args, code: int = 2) -> int:
 
 
 def _warn(msg: str) -> None:
-    from ..model.plain import line
+    from .output import warn
 
-    print(f"gpuviewer: warning: {line(msg)}", file=sys.stderr, flush=True)
+    warn([msg])
 
 
 def cmd_analyze(args, show) -> int:
@@ -90,6 +90,8 @@ def _here(args, show) -> int:
         return _fail(str(e), args)
     except Exception as e:  # noqa: BLE001 - never a traceback for bad input
         return _cannot_read(args.paths, e, args.debug)
+    for w in trace.warnings:
+        _warn(w)
     try:
         a = analyze_keeping_parts(trace)
     except Exception as e:  # noqa: BLE001
@@ -169,7 +171,7 @@ def _on_dask(args, show) -> int:
         return _fail(str(e), args, 1)
     finally:
         dask_run.close(client, cluster)
-    for w in res.notes:
+    for w in res.notes + res.warnings:  # the readers' and the alignment's, as without --dask
         _warn(w)
     for f in res.failed:  # named, and in the JSON: a run missing ranks never looks whole
         _warn(f"not analysed: {f['error']}")

@@ -107,6 +107,9 @@ def cmd_whatif(args) -> int:
     if trace is None:
         return rc
     from .output import session_name_of as _session_name
+    from .output import warn
+
+    warn(trace.warnings)  # a replay of a partly read trace says so
 
     name = _session_name(args.paths)
     if trace.format == "nvidia-smi-topo" or not len(trace):

@@ -253,7 +253,10 @@ def read_report(
             info = b.rank(r)
             info.files.append(os.path.abspath(path))
         if dropped:
-            warnings.append(f"{len(dropped)} processes without GPU work are not shown as ranks")
+            warnings.append(
+                f"{len(dropped)} process{'es' if len(dropped) != 1 else ''} without GPU work "
+                f"{'are' if len(dropped) != 1 else 'is'} not shown as ranks"
+            )
         for table, n in rep.bad_rows.items():
             warnings.append(
                 f"{n:,} row{'s' * (n != 1)} of {table} skipped: a time or id that is "

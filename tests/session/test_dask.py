@@ -443,3 +443,22 @@ def test_a_part_leaves_its_process_without_the_trace():
     back = pickle.loads(blob)
     for name in ("gpu_names", "host_names", "host_explain", "profile", "op_stats"):
         assert pickle.dumps(back.table(name)) == pickle.dumps(part.table(name)), name
+
+
+def test_a_rank_read_in_part_is_said_as_without_dask(tmp_path, shared_cluster):
+    """A rank file cut short in the middle is read up to the cut, by a worker as in one process;
+    the reader's warning reaches the terminal in both (it did only in `info`)."""
+    job = tmp_path / "job"
+    job.mkdir()
+    shutil.copy(trace_path("kineto", "ddp_clean", "ddp_clean_rank0.json.gz"), job / "rank0.json.gz")
+    data = open(trace_path("kineto", "ddp_clean", "ddp_clean_rank1.json.gz"), "rb").read()
+    (job / "rank1.json.gz").write_bytes(data[: len(data) * 3 // 4])
+    info = cli("info", str(job), "--json", "--no-cache")
+    assert info.returncode == 0, info.stderr
+    cut = [w for w in json.loads(info.stdout)["warnings"] if "cut short" in w]
+    assert len(cut) == 1 and "rank1.json.gz" in cut[0], cut
+    for extra in ([], ["--dask", shared_cluster.address]):
+        r = cli("analyze", str(job), "--json", "--no-cache", *extra)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert f"gpuviewer: warning: {cut[0]}" in r.stderr.splitlines(), (extra, r.stderr[-2000:])
+        json.loads(r.stdout)
