@@ -33,6 +33,7 @@ def count(path):
             and (m := re.match(r"^ProfilerStep#(\d+)$", str(e.get("name", ""))))
         }
     )
+    steps = _without_stopped_step(xs, steps)
     return {
         "events": len(xs) + b + len(inst),
         "kernels": len(kernels),
@@ -40,3 +41,25 @@ def count(path):
         "steps": steps,
         "meta": meta,
     }
+
+
+RUNTIME_CATS = {"cuda_runtime", "runtime", "cuda_driver", "driver", "mtia_runtime", "xpu_runtime"}
+RUNTIME_CATS |= {"privateuse1_runtime", "privateuse1_driver"}
+
+
+def _without_stopped_step(xs, numbers):
+    """The last ProfilerStep left out when no runtime call starts inside it and one starts inside an
+    earlier step: the range the profiler's exit cut (gpuviewer/io/step_stub.py)."""
+    if len(numbers) < 2:
+        return numbers
+    spans = {}
+    for e in xs:
+        m = re.match(r"^ProfilerStep#(\d+)$", str(e.get("name", "")))
+        if m and e.get("cat") in ("user_annotation", "cpu_op", "Operator"):
+            spans.setdefault(int(m.group(1)), (e["ts"], e["ts"] + e["dur"]))
+    calls = [e["ts"] for e in xs if str(e.get("cat", "")).lower() in RUNTIME_CATS]
+    inside = {n: sum(1 for t in calls if a <= t < b) for n, (a, b) in spans.items()}
+    last = max(spans, key=lambda n: spans[n][0])
+    if inside[last] == 0 and any(inside[n] for n in spans if n != last):
+        return [n for n in numbers if n != last]
+    return numbers

@@ -18,6 +18,7 @@ SYNC_CALL = re.compile(
 # Framework calls that block until the device is done (JAX records no CUDA sync call under them)
 HOST_SYNC_OP = re.compile(r"\bblock_until_ready\b|\bdevice_get\b")
 HOST_KINDS = (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.OSRT, LaneKind.NVTX)
+API_CATS = (CAT_LABEL[Cat.CUDA_RUNTIME], CAT_LABEL[Cat.CUDA_DRIVER])  # explain()'s "category" of the runtime calls
 # Helper threads blocking in these are idle, not working: never a reason a step was slow.
 IDLE_WAIT = re.compile(
     r"^(poll|ppoll|epoll_wait|epoll_pwait|select|pselect6?|pthread_cond_(timed)?wait|"

@@ -15,12 +15,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..model.categories import CAT_LABEL, Cat
+from ..model.categories import Cat
 from ..model.trace import Trace
 from . import contention, launch, outliers, pipeline
 from . import intervals as iv
 from .breakdown import RankBreakdown
-from .host import HOST_KINDS, explain, recorded_ns
+from .host import API_CATS, HOST_KINDS, explain, recorded_ns
 from .memory import HELD_ADVICE, STEP_ADVICE, allocated_counters, capacity_bytes, held_and_added, peaks_per_step
 from .rule_base import (  # noqa: F401 - used here and by callers
     ADVICE,
@@ -208,7 +208,7 @@ def _busy(trace: Trace, rb: RankBreakdown):
     return iv.union(s, s + np.asarray(c["dur"][rb.ops]))
 
 
-_API_CATS = (CAT_LABEL[Cat.CUDA_RUNTIME], CAT_LABEL[Cat.CUDA_DRIVER])  # explain()'s "category"
+_API_CATS = API_CATS
 
 
 def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:

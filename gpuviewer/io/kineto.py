@@ -27,6 +27,7 @@ from .kineto_memory import NO_ID
 from .kineto_meta import RANK_MAX, bad_warnings, clock_base_ns, int_or_none, plain, rank_from_meta
 from .kineto_piece import extract_piece
 from .piece_reader import PieceReader, record_file, shutdown_pool  # noqa: F401 - app/cli.py stops the pool through this module
+from .step_stub import stopped_step
 
 _GPU_KINDS = (LaneKind.GPU, LaneKind.GPU_ANNOTATION)
 _STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")  # 19 digits and more do not fit int64
@@ -413,6 +414,7 @@ class _FileReader(PieceReader):
             return
         ids = np.array(list(step_ids), np.int32)
         seen = set()
+        first = len(self.b.steps)
         # PyTorch 1.10+ records ProfilerStep#N as a user_annotation; 1.8/1.9 as an `Operator`
         # (cpu_op) event. The annotation wins where a trace holds both for one step.
         for cat in (Cat.USER_ANNOTATION, Cat.CPU_OP):
@@ -424,6 +426,14 @@ class _FileReader(PieceReader):
                         continue
                     seen.add(step)
                     self.b.steps.append(Step(rank, step, s, s + d))
+        stub = stopped_step(self.chunks, self.b.steps[first:])
+        if stub is not None:
+            self.b.steps.remove(stub)
+            self.b.warnings.append(
+                f"{os.path.basename(self.path)}: ProfilerStep#{stub.step} ({(stub.end - stub.start) / 1e6:,.2f} ms, "
+                "the last, with no launch or other runtime call in it) is where the profiler stopped, "
+                "not a training step: shown on the timeline, not counted as a step"
+            )
 
     def _optimizer_steps(self, rank: int) -> None:
         """No ProfilerStep ranges: a step is the span from one optimizer step's end to the next's

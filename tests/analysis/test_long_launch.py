@@ -50,3 +50,11 @@ def test_whatif_of_the_call_at_its_usual_time():
     got = json.loads(r.stdout)
     saved = next(s for s in got["steps"] if s["step"] == n)["saves_ms"]
     assert 0.8 * call["dur"] / 1e3 <= saved <= step["dur"] / 1e3, got
+
+
+def test_with_one_step_only_a_runtime_call_has_a_usual_time():
+    """The capture's second ProfilerStep is where the profiler stopped (io/step_stub.py): one step
+    is left, so no other step says what aten::add_ usually takes; a runtime call's usual time is
+    microseconds, which is how the whatif above still prices hipLaunchKernel."""
+    r = run_cli_once("whatif", AMD, "--usual-op", "0:1:aten::add_", "--json")
+    assert r.returncode == 2 and "has one step" in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -244,6 +244,8 @@ def _check(family: str, i: int, path: str, intact: bool, bases: dict) -> list[st
             env=env,
             rss_limit_mb=RSS_LIMIT_MB,
             forbid=forbid,
+            # analyze, whatif and diff say the reader's warnings (a file cut short) as info does
+            warn_names=(os.path.basename(path),),
             fork=True,  # a process of its own, forked with the imports done (tests/cli_fork.py)
         )
         shutil.rmtree(out_dir)
