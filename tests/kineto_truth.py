@@ -43,13 +43,10 @@ def count(path):
     }
 
 
-RUNTIME_CATS = {"cuda_runtime", "runtime", "cuda_driver", "driver", "mtia_runtime", "xpu_runtime"}
-RUNTIME_CATS |= {"privateuse1_runtime", "privateuse1_driver"}
-
-
 def _without_stopped_step(xs, numbers):
-    """The last ProfilerStep left out when no runtime call starts inside it and one starts inside an
-    earlier step: the range the profiler's exit cut (gpuviewer/io/step_stub.py)."""
+    """The last ProfilerStep left out when it starts after every other one has ended and no other
+    complete event starts inside it while one does in every other step: the range the profiler's exit closed (gpuviewer/io/step_stub.py).
+    For whole files only (the callers' files are)."""
     if len(numbers) < 2:
         return numbers
     spans = {}
@@ -57,9 +54,15 @@ def _without_stopped_step(xs, numbers):
         m = re.match(r"^ProfilerStep#(\d+)$", str(e.get("name", "")))
         if m and e.get("cat") in ("user_annotation", "cpu_op", "Operator"):
             spans.setdefault(int(m.group(1)), (e["ts"], e["ts"] + e["dur"]))
-    calls = [e["ts"] for e in xs if str(e.get("cat", "")).lower() in RUNTIME_CATS]
-    inside = {n: sum(1 for t in calls if a <= t < b) for n, (a, b) in spans.items()}
-    last = max(spans, key=lambda n: spans[n][0])
-    if inside[last] == 0 and any(inside[n] for n in spans if n != last):
-        return [n for n in numbers if n != last]
-    return numbers
+    last = max(spans, key=lambda n: spans[n])
+    a = spans[last][0]
+    if a < max(spans[n][1] for n in spans if n != last):
+        return numbers
+
+    def held(n):
+        lo, hi = spans[n]
+        return any(lo <= e["ts"] < hi and not str(e.get("name", "")).startswith("ProfilerStep#") for e in xs)
+
+    if held(last) or not all(held(n) for n in spans if n != last):
+        return numbers
+    return [n for n in numbers if n != last]

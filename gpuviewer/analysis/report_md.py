@@ -43,6 +43,8 @@ def to_markdown(a, title: str = "gpuviewer analysis") -> str:
 
     for f in a.findings:
         item(f, 0)
+    if a.notes:  # what the findings leave out (as the CLI's "note:" lines and the window's)
+        out += ["", "## Notes", ""] + [f"- {escape_cell(n)}" for n in a.notes]
     if a.collectives:
         out += ["", "## Collectives", ""]
         out += table(

@@ -143,13 +143,14 @@ def resolve(trace: Trace, g: dg.DepGraph, ch: Change) -> Change:
     rx = re.compile(ch.regex or "", re.IGNORECASE)
     rows = explain_steps(trace, ch.rank, top=1_000_000).get(ch.step, [])
     if len(steps) < 2:
-        # no other step to say what an op usually takes; a runtime call's usual time is known
-        # (microseconds): its time in the step is all extra, as the host-bound finding prices it
-        rows = [r for r in rows if r["category"] in API_CATS and rx.search(r["name"])]
-        if not rows:
+        # no other step to say what an op usually takes; a runtime call's is microseconds, taken
+        # as none: all its time in the step is extra, as the host-bound finding prices it
+        matching = [r for r in rows if rx.search(r["name"])]
+        rows = [r for r in matching if r["category"] in API_CATS]
+        if matching and not rows:
             raise ValueError(
-                f"rank {ch.rank} has one step: no other step says what its ops usually take (only a runtime "
-                "call, whose usual time is microseconds, can be set to it)"
+                f"rank {ch.rank} has one step: no other step says what {matching[0]['name']} usually takes "
+                "(a runtime call's usual time, microseconds, is taken as none; other ops need a second step)"
             )
     row = next(
         (

@@ -70,7 +70,7 @@ def _measure(path: str, args):
         return _fail(f"{path}: holds no trace events to compare", args.debug)
     from .output import warn
 
-    warn(trace.warnings)  # a side read in part is said before the table compares it
+    warn(f"{path}: {w}" for w in trace.warnings)  # a side read in part is said (which side: its path)
     try:
         return measure(trace, collective_args(trace))
     except Exception as e:  # noqa: BLE001 - an analysis bug must not look like a crash

@@ -249,6 +249,8 @@ def _render_main_window(settings, app, paths, out, size, window_ms, use_cache, s
         _say(win.last_error)
         return 2
     win.sidecar = None  # before any event runs the autosave timer: headless runs never write
+    for w in win.trace.warnings if win.trace is not None else []:  # the picture's status line counts them
+        _say(f"warning: {w}")
     if doc is None:
         _sidecar_warnings(paths, win.doc)
     win.show()
@@ -346,6 +348,8 @@ def _render_session(
 
         _say(describe(e, paths))
         return 2
+    for w in s.trace.warnings:  # a report or picture of a trace read in part says so
+        _say(f"warning: {w}")
     if annotations:
         for w in doc.warnings:
             _say(f"warning: {annotations}: {w}")

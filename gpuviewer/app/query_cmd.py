@@ -137,6 +137,9 @@ def cmd_stats(args) -> int:
         return rc
     if args.rank is not None and args.rank not in s.ranks:
         return _fail(f"no rank {args.rank} in this session (ranks: {', '.join(map(str, s.ranks))})")
+    from .output import warn
+
+    warn(s.trace.warnings)  # tables of a trace read in part say so
     return _write(s.stats(args.report, rank=args.rank, **peaks), args)
 
 

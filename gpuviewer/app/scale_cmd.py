@@ -59,8 +59,13 @@ def cmd_analyze(args, show) -> int:
     if is_summary_session(args):
         if args.dask is not None or args.summary:
             return _fail(f"{args.paths[0]}: a summary is analysed already; open it without --dask or --summary", args)
+        from ..scale.summary import info
+
         try:
-            return show(read_analysis(args.paths[0]), args)
+            a = read_analysis(args.paths[0])
+            for w in info(args.paths[0])["warnings"]:  # what the run that wrote it said, said again
+                _warn(w)
+            return show(a, args)
         except SummaryError as e:
             return _fail(str(e), args)
     if args.summary:

@@ -98,6 +98,7 @@ def build_report(session, view) -> dict:
         "annotations": anns,
         "origin": trace.start_ns,
         "files": [os.path.basename(p) for p in s["files"]],
+        "warnings": list(trace.warnings),
     }
 
 
@@ -108,6 +109,13 @@ def to_html(r: dict) -> str:
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>gpuviewer report</title><style>{CSS}</style></head><body>",
         f"<h1>gpuviewer report — {e(', '.join(r['files']))}</h1>",
         f"<p class='muted'>{s['format']} · {len(s['ranks'])} ranks · {s['events']:,} events · {s['kernels']:,} kernels</p>",
+        # read in part, a rank left out, a step not counted: before any number
+        *(
+            [f"<h2>Warnings ({len(r['warnings'])})</h2><ul>", *(f"<li>{e(w)}</li>" for w in r["warnings"]), "</ul>"]
+            if r.get("warnings")
+            else []
+        ),
+        *(["<h2>Notes</h2><ul>", *(f"<li>{e(n)}</li>" for n in a.notes), "</ul>"] if a.notes else []),
         "<h2>Trace</h2><table><tr><th>rank</th><th>devices</th><th>events</th><th>kernels</th><th>NCCL kernels</th>"
         "<th>steps</th><th>GPU utilization (compute)</th></tr>",
     ]
@@ -229,7 +237,8 @@ def to_markdown(r: dict) -> str:
     from ..session.reports import to_markdown as md
 
     text = md(r["analysis"], "gpuviewer report: " + ", ".join(r["files"]))
-    parts = [text, f"![timeline]({r['overview']})", "", "## Finding images", ""]
+    warned = ["## Warnings", "", *(f"- {escape_cell(w)}" for w in r.get("warnings") or []), ""]
+    parts = [text, *(warned if r.get("warnings") else []), f"![timeline]({r['overview']})", "", "## Finding images", ""]
     for x in r["findings"]:
         f = x["f"]
         rule = escape_cell(f.rule)

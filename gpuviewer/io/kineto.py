@@ -27,7 +27,7 @@ from .kineto_memory import NO_ID
 from .kineto_meta import RANK_MAX, bad_warnings, clock_base_ns, int_or_none, plain, rank_from_meta
 from .kineto_piece import extract_piece
 from .piece_reader import PieceReader, record_file, shutdown_pool  # noqa: F401 - app/cli.py stops the pool through this module
-from .step_stub import stopped_step
+from .step_stub import duration_words, stopped_step
 
 _GPU_KINDS = (LaneKind.GPU, LaneKind.GPU_ANNOTATION)
 _STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")  # 19 digits and more do not fit int64
@@ -56,6 +56,7 @@ class _FileReader(PieceReader):
         self.b = b
         self.path = path
         self.source = file_index
+        self.cut_short = False  # the file ends early (read_kineto sets it): its last step is not judged
         super().__init__(parallel)
         self.reset()
 
@@ -426,13 +427,13 @@ class _FileReader(PieceReader):
                         continue
                     seen.add(step)
                     self.b.steps.append(Step(rank, step, s, s + d))
-        stub = stopped_step(self.chunks, self.b.steps[first:])
+        stub = None if self.cut_short else stopped_step(self.chunks, self.b.steps[first:], ids)
         if stub is not None:
             self.b.steps.remove(stub)
             self.b.warnings.append(
-                f"{os.path.basename(self.path)}: ProfilerStep#{stub.step} ({(stub.end - stub.start) / 1e6:,.2f} ms, "
-                "the last, with no launch or other runtime call in it) is where the profiler stopped, "
-                "not a training step: shown on the timeline, not counted as a step"
+                f"{os.path.basename(self.path)}: ProfilerStep#{stub.step} ({duration_words(stub.end - stub.start)}, "
+                "the last, after every other step) holds no recorded event, as the range a p.step() right before "
+                "the profiler's exit leaves: drawn on the timeline, not counted as a step"
             )
 
     def _optimizer_steps(self, rank: int) -> None:
@@ -527,6 +528,7 @@ def read_kineto(
     )
     fr.flush()
     fr.chunk_ordinals(chunks)
+    fr.cut_short = any("ends early" in w for w in warnings)  # its last step is not judged (step_stub)
     if fr.min_ts == np.inf:  # no slices or instants: begin/end pairs, memory or counters only?
         mem = fr._memory_columns()
         times = (

@@ -255,7 +255,7 @@ def read_report(
         if dropped:
             warnings.append(
                 f"{len(dropped)} process{'es' if len(dropped) != 1 else ''} without GPU work "
-                f"{'are' if len(dropped) != 1 else 'is'} not shown as ranks"
+                f"{'are' if len(dropped) != 1 else 'is'} not shown as {'ranks' if len(dropped) != 1 else 'a rank'}"
             )
         for table, n in rep.bad_rows.items():
             warnings.append(

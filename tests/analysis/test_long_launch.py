@@ -57,4 +57,9 @@ def test_with_one_step_only_a_runtime_call_has_a_usual_time():
     is left, so no other step says what aten::add_ usually takes; a runtime call's usual time is
     microseconds, which is how the whatif above still prices hipLaunchKernel."""
     r = run_cli_once("whatif", AMD, "--usual-op", "0:1:aten::add_", "--json")
-    assert r.returncode == 2 and "has one step" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    err = r.stderr.splitlines()[-1]
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "has one step: no other step says what aten::add_ usually takes" in err and "second step" in err, err
+    # a pattern nothing matches is said as such, not as a one-step refusal
+    r = run_cli_once("whatif", AMD, "--usual-op", "0:1:no_such_op", "--json")
+    assert r.returncode == 2 and "no host op matching /no_such_op/" in r.stderr.splitlines()[-1], r.stderr

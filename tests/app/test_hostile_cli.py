@@ -317,10 +317,25 @@ def test_numbers_from_a_file_cut_short_come_with_its_warning(tmp_path):
     warned = json.loads(info.stdout)["warnings"]
     assert any("cut short" in w for w in warned), warned  # the reader saw it (independent of analyze)
     said = [f"gpuviewer: warning: {w}" for w in warned]
-    for cmd in (["analyze"], ["analyze", "--json"], ["whatif", "--no-launch-overhead"]):
+    out = tmp_path.parent / f"{tmp_path.name}-out"
+    out.mkdir()
+    report = out / "r.html"
+    for cmd in (
+        ["analyze"],
+        ["analyze", "--json"],
+        ["whatif", "--no-launch-overhead"],
+        ["stats", "--json"],
+        ["report", "-o", str(report)],
+    ):
         r = run(cmd[0], str(p), *cmd[1:], "--no-cache")
         assert r.returncode == 0, r.stderr[-2000:]
         assert r.stderr.splitlines() == said, (cmd, r.stderr)
         if "--json" in cmd:
             json.loads(r.stdout)  # the warning stays off stdout
+    # the report itself says it too, before its numbers
+    import html
+
+    page = report.read_text()
+    assert all(html.escape(w) in page for w in warned)
+    assert page.index("Warnings (") < page.index("Per rank and step")
     assert folder_state(str(tmp_path)) == before

@@ -1,11 +1,14 @@
 """The ProfilerStep a capture ends inside (the last p.step() before the profiler's exit, without a
-schedule) is not a training step: HTA's MI250 trace counted a 0.05 ms step 2 beside its 9.3 ms step
-1 ("from 2 steps"). It is left out of the steps, said in one warning, and kept on the timeline; a
-last step with a runtime call in it, and the steps of a host-only capture, are all kept."""
+schedule) is not a training step: HTA's MI250 trace counted an empty 0.05 ms step 2 beside its
+9.3 ms step 1 ("from 2 steps"). It is left out of the steps, said in one warning, and kept on the
+timeline. Kept as steps: a last step holding any event (a runtime call, a kernel alone), one that
+starts before another step ends, one among other empty steps, and the last step of a file cut
+short (the cut removed what it held)."""
 
 import gzip
 import json
 
+import numpy as np
 import pytest
 from conftest import compat_path, trace_path
 
@@ -15,96 +18,154 @@ from gpuviewer.session.analysis import analyze_session
 MI250 = compat_path(
     "facebookresearch__HolisticTraceAnalysis", "amd_trace", "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
 )
-RUNTIME = ("cuda_runtime", "cuda_driver")
+OUTLIER = trace_path("kineto", "step_outlier.json.gz")
+STOPPED = "before the profiler's exit leaves"
 
 
-def _events(path: str) -> list[dict]:
+def _doc(path: str) -> dict:
     with gzip.open(path, "rt") as f:
-        d = json.load(f)
-    return d["traceEvents"] if isinstance(d, dict) else d
+        return json.load(f)
 
 
 def _raw_steps(ev: list[dict]) -> list[tuple[int, float, float, int]]:
-    """(step, start µs, end µs, runtime calls starting inside) of the file's ProfilerStep ranges."""
-    calls = [e["ts"] for e in ev if e.get("ph") == "X" and e.get("cat") in RUNTIME]
+    """(step, start µs, end µs, other complete events starting inside) of the ProfilerStep ranges."""
+    xs = [e for e in ev if e.get("ph") == "X"]
     out = []
-    for e in ev:
+    for e in xs:
         n = str(e.get("name", ""))
-        if e.get("ph") == "X" and e.get("cat") == "user_annotation" and n.startswith("ProfilerStep#"):
-            inside = sum(1 for t in calls if e["ts"] <= t < e["ts"] + e["dur"])
-            out.append((int(n.split("#")[1]), e["ts"], e["ts"] + e["dur"], inside))
+        if e.get("cat") == "user_annotation" and n.startswith("ProfilerStep#"):
+            a, b = e["ts"], e["ts"] + e["dur"]
+            inside = sum(1 for o in xs if a <= o["ts"] < b and not str(o.get("name", "")).startswith("ProfilerStep#"))
+            out.append((int(n.split("#")[1]), a, b, inside))
     return sorted(out, key=lambda s: s[1])
 
 
+def _warned(trace) -> list[str]:
+    return [w for w in trace.warnings if STOPPED in w]
+
+
 def test_the_step_the_profiler_stopped_in_is_not_counted():
-    raw = _raw_steps(_events(MI250))
-    # the raw file: two ranges, the last one short and without a single runtime call
-    assert [s[0] for s in raw] == [1, 2] and raw[-1][3] == 0 and raw[0][3] > 0
-    s = gpuviewer.open(MI250, use_cache=False)
-    assert [x.step for x in s.trace.steps] == [1]
-    said = [w for w in s.trace.warnings if "where the profiler stopped" in w]
-    assert len(said) == 1 and "ProfilerStep#2" in said[0]
-    assert f"({(raw[-1][2] - raw[-1][1]) / 1000:,.2f} ms" in said[0]
-    # still on the timeline: the range event itself is kept
-    assert "ProfilerStep#2" in s.trace.names
+    raw = _raw_steps(_doc(MI250)["traceEvents"])
+    # the raw file: two ranges, the last one after the first and holding nothing
+    assert [s[0] for s in raw] == [1, 2] and raw[1][1] >= raw[0][2] and raw[1][3] == 0 and raw[0][3] > 0
+    t = gpuviewer.open(MI250, use_cache=False).trace
+    assert [x.step for x in t.steps] == [1]
+    said = _warned(t)
+    assert len(said) == 1 and "ProfilerStep#2" in said[0], t.warnings
+    assert f"({raw[1][2] - raw[1][1]:,.0f} us" in said[0]
+    # still on the timeline: its range is a slice of the store
+    assert np.count_nonzero(t.columns["name"] == t.names.index("ProfilerStep#2")) == 1
 
 
-def _with_last_step(tmp_path, src: str, calls: list[str]) -> tuple[str, int]:
-    """src with one more ProfilerStep after its last event (on the thread of its last step), holding
-    the runtime calls named."""
-    ev = _events(src)
+def _write(tmp_path, doc: dict, name: str = "t.json.gz") -> str:
+    p = tmp_path / name
+    with gzip.open(p, "wt") as f:
+        json.dump(doc, f)
+    return str(p)
+
+
+def _with_stub(tmp_path, inside: list[dict], *, at: float | None = None, first: bool = False) -> tuple[str, int]:
+    """step_outlier with one more ProfilerStep (40 µs, on its last step's thread) starting `at` µs
+    (default: after its last event), holding the events `inside` (their ts relative to its start);
+    placed first in the event list when `first`."""
+    d = _doc(OUTLIER)
+    ev = d["traceEvents"]
     steps = [e for e in ev if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")]
     last = max(steps, key=lambda e: e["ts"])
     end = max(e["ts"] + e.get("dur", 0) for e in ev if isinstance(e.get("ts"), (int, float)))
     n = int(last["name"].split("#")[1]) + 1
-    stub = dict(last, name=f"ProfilerStep#{n}", ts=end + 10, dur=40)
-    extra = [stub] + [
-        {
-            "ph": "X",
-            "cat": "cuda_runtime",
-            "name": c,
-            "pid": last["pid"],
-            "tid": last["tid"],
-            "ts": end + 20 + i,
-            "dur": 1,
-        }
-        for i, c in enumerate(calls)
-    ]
-    with gzip.open(src, "rt") as f:
-        d = json.load(f)
-    d["traceEvents"] = ev + extra
-    p = tmp_path / "with_stub.json.gz"
-    with gzip.open(p, "wt") as f:
-        json.dump(d, f)
-    return str(p), n
+    t0 = end + 10 if at is None else at
+    stub = dict(last, name=f"ProfilerStep#{n}", ts=t0, dur=40)
+    extra = [stub] + [dict(e, ts=t0 + e["ts"]) for e in inside]
+    d["traceEvents"] = extra + ev if first else ev + extra
+    return _write(tmp_path, d), n
 
 
 @pytest.fixture(scope="module")
 def original():
-    s = gpuviewer.open(trace_path("kineto", "step_outlier.json.gz"), use_cache=False)
-    return s.trace, analyze_session(s.trace).to_json()
+    t = gpuviewer.open(OUTLIER, use_cache=False).trace
+    return t, analyze_session(t).to_json()
 
 
-def test_a_stub_added_after_the_last_step_changes_nothing(tmp_path, original):
-    """Metamorphic: the same capture stopped one p.step() later gives the same steps and analysis."""
-    trace, before = original
-    p, n = _with_last_step(tmp_path, trace_path("kineto", "step_outlier.json.gz"), [])
-    s = gpuviewer.open(p, use_cache=False)
-    assert [(x.step, x.end - x.start) for x in s.trace.steps] == [(x.step, x.end - x.start) for x in trace.steps]
-    assert any(f"ProfilerStep#{n}" in w for w in s.trace.warnings)
-    after = analyze_session(s.trace).to_json()
+@pytest.mark.parametrize("first", [False, True], ids=["appended", "first_in_file"])
+def test_an_empty_stub_after_the_last_step_changes_nothing(tmp_path, original, first):
+    """Metamorphic: the same capture stopped one p.step() later (its range anywhere in the file)
+    gives the same steps and findings."""
+    t0, before = original
+    p, n = _with_stub(tmp_path, [], first=first)
+    t = gpuviewer.open(p, use_cache=False).trace
+    assert [(x.step, x.end - x.start) for x in t.steps] == [(x.step, x.end - x.start) for x in t0.steps]
+    assert len(_warned(t)) == 1 and f"ProfilerStep#{n}" in _warned(t)[0]
+    after = analyze_session(t).to_json()
     assert [(f["rule"], f["title"]) for f in after["findings"]] == [(f["rule"], f["title"]) for f in before["findings"]]
 
 
-def test_a_last_step_with_a_runtime_call_is_a_step(tmp_path, original):
-    trace, _ = original
-    p, n = _with_last_step(tmp_path, trace_path("kineto", "step_outlier.json.gz"), ["cudaDeviceSynchronize"])
-    s = gpuviewer.open(p, use_cache=False)
-    assert [x.step for x in s.trace.steps] == [x.step for x in trace.steps] + [n]
-    assert not any("profiler stopped" in w for w in s.trace.warnings)
+@pytest.mark.parametrize(
+    "held",
+    [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "ts": 5, "dur": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "ts": 5, "dur": 1},
+        # a kernel alone, no launch on record (GPU work still running from the step before)
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 5, "dur": 1, "args": {"device": 0, "stream": 7}},
+    ],
+    ids=["runtime_call", "cpu_op", "kernel_alone"],
+)
+def test_a_last_step_holding_an_event_is_a_step(tmp_path, original, held):
+    t0, _ = original
+    raw = _doc(OUTLIER)["traceEvents"]
+    host = next(e for e in raw if str(e.get("name", "")).startswith("ProfilerStep#"))
+    where = {"pid": host["pid"], "tid": host["tid"]} if held["cat"] != "kernel" else {"pid": 0, "tid": 7}
+    p, n = _with_stub(tmp_path, [dict(held, **where)])
+    t = gpuviewer.open(p, use_cache=False).trace
+    assert [x.step for x in t.steps] == [x.step for x in t0.steps] + [n]
+    assert not _warned(t)
 
 
-def test_a_host_only_capture_keeps_every_step(tmp_path):
+def _steps_doc(spans: list[tuple[int, int]], held: list[int]) -> list[dict]:
+    """ProfilerStep#i over spans[i] (µs), with a launch and its kernel 10 µs into each step in held."""
+    ev = [
+        {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1, "ts": a, "dur": b - a}
+        for i, (a, b) in enumerate(spans)
+    ]
+    for i in held:
+        t = spans[i][0] + 10
+        ev += [
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": t,
+                "dur": 5,
+                "args": {"correlation": i + 1},
+            },
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "k",
+                "pid": 0,
+                "tid": 7,
+                "ts": t + 10,
+                "dur": 50,
+                "args": {"device": 0, "stream": 7, "correlation": i + 1},
+            },
+        ]
+    return ev
+
+
+def test_a_last_step_inside_another_is_a_step(tmp_path):
+    """Step 2 starts inside step 1 and holds nothing: not a range left open after the others."""
+    p = tmp_path / "nested.json"
+    p.write_text(json.dumps({"traceEvents": _steps_doc([(1000, 1900), (2000, 2900), (2800, 2805)], [0, 1])}))
+    t = gpuviewer.open(str(p), use_cache=False).trace
+    assert [x.step for x in t.steps] == [0, 1, 2] and not _warned(t)
+    p.write_text(json.dumps({"traceEvents": _steps_doc([(1000, 1900), (2000, 2900), (2950, 2955)], [0, 1])}))
+    assert [x.step for x in gpuviewer.open(str(p), use_cache=False).trace.steps] == [0, 1]  # after it: a stub
+
+
+def test_an_empty_last_step_among_empty_steps_is_a_step(tmp_path):
+    """Nothing tells a stub from the empty steps before it: all are kept."""
     ev = [
         {
             "ph": "X",
@@ -113,14 +174,28 @@ def test_a_host_only_capture_keeps_every_step(tmp_path):
             "pid": 1,
             "tid": 1,
             "ts": 1000 * i,
-            "dur": 900 if i < 3 else 5,
+            "dur": 900,
         }
         for i in range(4)
-    ] + [
-        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1000 * i + 10, "dur": 100}
-        for i in range(3)
-    ]
+    ] + [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 10, "dur": 100}]
     p = tmp_path / "host.json"
     p.write_text(json.dumps({"traceEvents": ev}))
-    s = gpuviewer.open(str(p), use_cache=False)
-    assert [x.step for x in s.trace.steps] == [0, 1, 2, 3]
+    t = gpuviewer.open(str(p), use_cache=False).trace
+    assert [x.step for x in t.steps] == [0, 1, 2, 3] and not _warned(t)
+
+
+def test_the_last_step_of_a_file_cut_short_is_kept(tmp_path):
+    """A file cut while written keeps the ranges written before the cut; what its last step held
+    was written after (Kineto writes the steps' ranges before the GPU events) and is lost, so that
+    step looks empty. It is still a step: the cut, not the profiler, emptied it."""
+    ev = _steps_doc([(1000, 1900), (2000, 2900), (3000, 3900)], [0, 1, 2])
+    text = json.dumps({"traceEvents": ev})
+    cut = text[: text.index('"ts": 3010')]  # inside the last step's launch call
+    p = tmp_path / "cut.json"
+    p.write_text(cut)
+    t = gpuviewer.open(str(p), use_cache=False).trace
+    assert any("ends early" in w for w in t.warnings), t.warnings
+    assert [x.step for x in t.steps] == [0, 1, 2] and not _warned(t)
+    # the same file whole, the last step's events removed: a stub
+    p.write_text(json.dumps({"traceEvents": _steps_doc([(1000, 1900), (2000, 2900), (3000, 3900)], [0, 1])}))
+    assert [x.step for x in gpuviewer.open(str(p), use_cache=False).trace.steps] == [0, 1]

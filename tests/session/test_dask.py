@@ -462,3 +462,8 @@ def test_a_rank_read_in_part_is_said_as_without_dask(tmp_path, shared_cluster):
         assert r.returncode == 0, r.stderr[-2000:]
         assert f"gpuviewer: warning: {cut[0]}" in r.stderr.splitlines(), (extra, r.stderr[-2000:])
         json.loads(r.stdout)
+    # a summary written from it says it again when analysed (the run that wrote it said it)
+    summ = tmp_path / "job.gvsum"
+    assert cli("analyze", str(job), "--no-cache", "--summary", str(summ)).returncode == 0
+    again = cli("analyze", str(summ))
+    assert again.returncode == 0 and f"gpuviewer: warning: {cut[0]}" in again.stderr.splitlines(), again.stderr
