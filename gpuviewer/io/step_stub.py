@@ -24,15 +24,28 @@ def stopped_step(chunks: list[dict], steps: list[Step], own: np.ndarray) -> Step
     last = order[-1]
     if last.start < max(s.end for s in order[:-1]):
         return None  # inside or across another step: not the range left open at the end
+    if _holds(chunks, own, last.start, last.end):
+        return None  # the usual case, told by one pass over the columns
+    # empty: a stub only where every other step holds something (the whole sort is paid only here)
     starts = np.sort(
         np.concatenate([np.asarray(c["start"])[~np.isin(c["name"], own)] for c in chunks] or [np.zeros(0, np.int64)])
     )
-    lo = np.searchsorted(starts, [s.start for s in order], "left")
-    hi = np.searchsorted(starts, [s.end for s in order], "left")
-    held = hi - lo  # events starting in each step
-    if held[-1] or not held[:-1].all():  # empty steps elsewhere: this one is like them, not a stub
+    held = np.searchsorted(starts, [s.end for s in order[:-1]], "left") - np.searchsorted(
+        starts, [s.start for s in order[:-1]], "left"
+    )
+    if not held.all():  # empty steps elsewhere: this one is like them, not a stub
         return None
     return last
+
+
+def _holds(chunks: list[dict], own: np.ndarray, lo: int, hi: int) -> bool:
+    """Does a slice other than a step's own range start in [lo, hi)?"""
+    for c in chunks:
+        start = np.asarray(c["start"])
+        inside = (start >= lo) & (start < hi)
+        if inside.any() and not np.isin(np.asarray(c["name"])[inside], own).all():
+            return True
+    return False
 
 
 def duration_words(ns: int) -> str:
