@@ -157,7 +157,7 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
             if fits
             else "Step numbers too large for this box: use [ and ] to go through the steps"
         )
-        self.step_label.setText(f"  {len(steps)} steps" if steps else "  no steps")
+        self.step_label.setText(f"  {len(steps)} step{'s' if len(steps) != 1 else ''}" if steps else "  no steps")
         from ..model.plain import line
 
         names = ", ".join(line(os.path.basename(p)) for p in paths)  # (control characters escaped)

@@ -43,3 +43,18 @@ def test_no_notes_no_line(qtbot, tmp_path):
     w = _window(qtbot, tmp_path, os.path.join(SAMPLES, "ddp"))
     assert w.session.analysis.notes == [] and w.findings.findings
     assert w.findings.notes.isHidden() and w.findings.notes.text() == ""
+
+
+def test_one_step_is_one_step_in_the_window(qtbot, tmp_path):
+    """HTA's MI250 capture: its empty last ProfilerStep is not a step (io/step_stub.py), one is left;
+    the toolbar said '1 steps'. The reader's warning is counted in the status line."""
+    w = _window(
+        qtbot,
+        tmp_path,
+        compat_path(
+            "facebookresearch__HolisticTraceAnalysis", "amd_trace", "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+        ),
+    )
+    assert [s.step for s in w.trace.steps] == [1]
+    assert w.step_label.text().strip() == "1 step"
+    assert any("p.step()" in x for x in w.trace.warnings)
