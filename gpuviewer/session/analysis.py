@@ -97,10 +97,27 @@ def _analyze(trace: Trace, keep_parts: bool = False, savings: bool = True) -> tu
     from ..analysis.advice_jax import for_framework
 
     for_framework(a, trace)  # JAX's own terms, not PyTorch's
-    a.notes.extend(_step_notes(trace) + _memory_notes(trace))
+    a.notes.extend(_partial_notes(trace) + _step_notes(trace) + _memory_notes(trace))
     if savings:
         attach_savings(trace, a, args)
     return a, args
+
+
+def _partial_notes(trace: Trace) -> list[str]:
+    """A file that ends early (cut while written or copied) is read up to the cut, and said in a
+    reader warning; the findings of what was read come first in the window and the reports, so
+    they say it there too: a GPU whose events were written after the cut looks idle."""
+    import os
+
+    cut = [w.split(": ", 1)[0] for w in trace.warnings if "ends early" in w]
+    if not cut:
+        return []
+    names = ", ".join(os.path.basename(c) for c in cut[:3]) + (f" and {len(cut) - 3} more" if len(cut) > 3 else "")
+    return [
+        f"read in part: {names} {'ends' if len(cut) == 1 else 'end'} early (see the warnings), so the findings "
+        "describe only what was written before the cut: events written after it (often the GPU's, which the "
+        "profiler writes last) are missing, and their time reads as idle"
+    ]
 
 
 def _memory_notes(trace: Trace) -> list[str]:

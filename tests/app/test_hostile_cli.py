@@ -332,10 +332,13 @@ def test_numbers_from_a_file_cut_short_come_with_its_warning(tmp_path):
         assert r.stderr.splitlines() == said, (cmd, r.stderr)
         if "--json" in cmd:
             json.loads(r.stdout)  # the warning stays off stdout
+        if cmd == ["analyze"]:  # and the findings say they are of the part read
+            assert any(ln.startswith("note: read in part: cut.json.gz ends early") for ln in r.stdout.splitlines())
     # the report itself says it too, before its numbers
     import html
 
     page = report.read_text()
     assert all(html.escape(w) in page for w in warned)
     assert page.index("Warnings (") < page.index("Per rank and step")
+    assert "read in part: cut.json.gz ends early" in page  # the note too
     assert folder_state(str(tmp_path)) == before
