@@ -16,6 +16,11 @@ def _ms(ns) -> str:
 def to_markdown(a, title: str = "gpuviewer analysis") -> str:
     """a: the Analysis (results.py); title: plain text (file names in it are escaped here)."""
     out = [f"# {escape_cell(title)}", ""]
+    # before any number: the files read in part, what the findings leave out
+    if a.warnings:
+        out += ["## Warnings", "", *(f"- {escape_cell(w)}" for w in a.warnings), ""]
+    if a.notes:  # as the CLI's "note:" lines and the window's
+        out += ["## Notes", "", *(f"- {escape_cell(n)}" for n in a.notes), ""]
     out += ["## Findings", ""]
     if not a.findings:
         out.append("No findings.")
@@ -43,8 +48,6 @@ def to_markdown(a, title: str = "gpuviewer analysis") -> str:
 
     for f in a.findings:
         item(f, 0)
-    if a.notes:  # what the findings leave out (as the CLI's "note:" lines and the window's)
-        out += ["", "## Notes", ""] + [f"- {escape_cell(n)}" for n in a.notes]
     if a.collectives:
         out += ["", "## Collectives", ""]
         out += table(

@@ -253,6 +253,9 @@ class Analysis:
     unmatched_collectives: int = 0
     failed_ranks: list[dict] = field(default_factory=list)  # a run over many files: what could not be read
     notes: list[str] = field(default_factory=list)  # what the analysis could not do, said once
+    # the readers' warnings about the files analysed (a file cut short...): the reports list them;
+    # not part of the JSON (the CLI prints them on stderr, info --json lists them)
+    warnings: list[str] = field(default_factory=list)
     # the kernels' work and rates against the device's roofs (efficiency.Efficiency.to_json()), only where
     # there is something to say: shapes recorded, or matrix kernels without Tensor Cores
     efficiency: dict | None = None

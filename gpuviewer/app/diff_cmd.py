@@ -5,6 +5,7 @@ opens the sessions, hands the NCCL arguments over, and renders the tables."""
 from __future__ import annotations
 
 import html
+import os
 import sys
 
 from ..analysis.diff_text import collective_verdict, headline, size_text
@@ -70,7 +71,8 @@ def _measure(path: str, args):
         return _fail(f"{path}: holds no trace events to compare", args.debug)
     from .output import warn
 
-    warn(f"{path}: {w}" for w in trace.warnings)  # a side read in part is said (which side: its path)
+    # a side read in part is said; a folder's side named by its path (its warnings name its files)
+    warn(f"{path}: {w}" if os.path.isdir(path) else w for w in trace.warnings)
     try:
         return measure(trace, collective_args(trace))
     except Exception as e:  # noqa: BLE001 - an analysis bug must not look like a crash

@@ -63,7 +63,8 @@ def cmd_analyze(args, show) -> int:
 
         try:
             a = read_analysis(args.paths[0])
-            for w in info(args.paths[0])["warnings"]:  # what the run that wrote it said, said again
+            a.warnings = info(args.paths[0])["warnings"]
+            for w in a.warnings:  # what the run that wrote it said, said again
                 _warn(w)
             return show(a, args)
         except SummaryError as e:
@@ -182,6 +183,7 @@ def _on_dask(args, show) -> int:
         _warn(f"not analysed: {f['error']}")
     a = res.analysis
     a.failed_ranks = list(res.failed)
+    a.warnings = list(res.notes + res.warnings)  # for the --md report, as printed above
     if args.summary:
         try:
             write(

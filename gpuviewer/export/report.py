@@ -108,7 +108,7 @@ def to_html(r: dict) -> str:
     out = [
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>gpuviewer report</title><style>{CSS}</style></head><body>",
         f"<h1>gpuviewer report — {e(', '.join(r['files']))}</h1>",
-        f"<p class='muted'>{s['format']} · {len(s['ranks'])} ranks · {s['events']:,} events · {s['kernels']:,} kernels</p>",
+        f"<p class='muted'>{s['format']} · {len(s['ranks'])} rank{'s' if len(s['ranks']) != 1 else ''} · {s['events']:,} events · {s['kernels']:,} kernels</p>",
         # read in part, a rank left out, a step not counted: before any number
         *(
             [f"<h2>Warnings ({len(r['warnings'])})</h2><ul>", *(f"<li>{e(w)}</li>" for w in r["warnings"]), "</ul>"]
@@ -237,8 +237,7 @@ def to_markdown(r: dict) -> str:
     from ..session.reports import to_markdown as md
 
     text = md(r["analysis"], "gpuviewer report: " + ", ".join(r["files"]))
-    warned = ["## Warnings", "", *(f"- {escape_cell(w)}" for w in r.get("warnings") or []), ""]
-    parts = [text, *(warned if r.get("warnings") else []), f"![timeline]({r['overview']})", "", "## Finding images", ""]
+    parts = [text, f"![timeline]({r['overview']})", "", "## Finding images", ""]
     for x in r["findings"]:
         f = x["f"]
         rule = escape_cell(f.rule)

@@ -432,8 +432,8 @@ class _FileReader(PieceReader):
             self.b.steps.remove(stub)
             self.b.warnings.append(
                 f"{os.path.basename(self.path)}: ProfilerStep#{stub.step} ({duration_words(stub.end - stub.start)}, "
-                "the last, after every other step) holds no recorded event, as the range a p.step() right before "
-                "the profiler's exit leaves: drawn on the timeline, not counted as a step"
+                "the last, after every other step) has no op, call or kernel starting in it, as the range a p.step() "
+                "right before the profiler's exit leaves: drawn on the timeline, not counted as a step"
             )
 
     def _optimizer_steps(self, rank: int) -> None:

@@ -98,6 +98,7 @@ def _analyze(trace: Trace, keep_parts: bool = False, savings: bool = True) -> tu
 
     for_framework(a, trace)  # JAX's own terms, not PyTorch's
     a.notes.extend(_partial_notes(trace) + _step_notes(trace) + _memory_notes(trace))
+    a.warnings = list(trace.warnings)
     if savings:
         attach_savings(trace, a, args)
     return a, args

@@ -323,6 +323,7 @@ def test_numbers_from_a_file_cut_short_come_with_its_warning(tmp_path):
     for cmd in (
         ["analyze"],
         ["analyze", "--json"],
+        ["analyze", "--md"],
         ["whatif", "--no-launch-overhead"],
         ["stats", "--json"],
         ["report", "-o", str(report)],
@@ -334,6 +335,10 @@ def test_numbers_from_a_file_cut_short_come_with_its_warning(tmp_path):
             json.loads(r.stdout)  # the warning stays off stdout
         if cmd == ["analyze"]:  # and the findings say they are of the part read
             assert any(ln.startswith("note: read in part: cut.json.gz ends early") for ln in r.stdout.splitlines())
+        if cmd == ["analyze", "--md"]:  # a saved report says both, before its findings
+            md = r.stdout
+            assert md.index("## Warnings") < md.index("## Notes") < md.index("## Findings"), md[:2000]
+            assert "cut short" in md[md.index("## Warnings") : md.index("## Notes")]
     # the report itself says it too, before its numbers
     import html
 
