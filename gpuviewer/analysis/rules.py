@@ -208,9 +208,6 @@ def _busy(trace: Trace, rb: RankBreakdown):
     return iv.union(s, s + np.asarray(c["dur"][rb.ops]))
 
 
-_API_CATS = API_CATS
-
-
 def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     """The largest GPU idle gap of each step (>= 1 ms): the host did something else. A capture
     that marks no steps is one step (its step None): its largest gap is said as the capture's, not
@@ -313,8 +310,8 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
 def _runtime_call(rows: list[dict], span: int) -> tuple[dict | None, str | None]:
     """Of explain()'s rows for a span: the runtime call that took half of it or more, and the name
     of the host op around it (the first row, when it is not a runtime call itself)."""
-    api = next((w for w in rows if w["category"] in _API_CATS and w["ms"] * 1e6 >= 0.5 * span), None)
-    if api is None or rows[0] is api or rows[0]["category"] in _API_CATS:
+    api = next((w for w in rows if w["category"] in API_CATS and w["ms"] * 1e6 >= 0.5 * span), None)
+    if api is None or rows[0] is api or rows[0]["category"] in API_CATS:
         return api, None
     return api, rows[0]["name"]
 

@@ -59,11 +59,12 @@ def cmd_analyze(args, show) -> int:
     if is_summary_session(args):
         if args.dask is not None or args.summary:
             return _fail(f"{args.paths[0]}: a summary is analysed already; open it without --dask or --summary", args)
-        from ..scale.summary import info
+        from ..scale.summary import read_manifest
 
         try:
-            a = read_analysis(args.paths[0])
-            a.warnings = info(args.paths[0])["warnings"]
+            m = read_manifest(args.paths[0])  # read once: the analysis and its warnings
+            a = read_analysis(args.paths[0], m)
+            a.warnings = [str(w) for w in m.get("warnings") or []]
             for w in a.warnings:  # what the run that wrote it said, said again
                 _warn(w)
             return show(a, args)

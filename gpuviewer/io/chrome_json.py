@@ -28,7 +28,9 @@ _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WS = b" \t\r\n"
 _BOM = b"\xef\xbb\xbf"
-_CUT_WORDS = "the file ends early, inside its event list"
+# every warning of a document read only up to a cut says this (readers and the analysis' note key on it)
+ENDS_EARLY = "ends early"
+_CUT_WORDS = f"the file {ENDS_EARLY}, inside its event list"
 _PREFIX_MAX = 16 << 20  # top-level keys before traceEvents decoded by the fast path
 _any = msgspec.json.Decoder()
 
@@ -118,7 +120,7 @@ def read_chrome_json(
             out.warnings = [w for w in out.warnings if w not in early]
             out.warnings.insert(
                 0,
-                f"{what}, so the data ends early: kept the complete events in the "
+                f"{what}, so the data {ENDS_EARLY}: kept the complete events in the "
                 f"{size_words(reader.total)} of JSON before that"
                 if early
                 else f"{what}: read the {size_words(reader.total)} of JSON it holds",
@@ -439,7 +441,7 @@ def _object_end(w, state: str, out: _Out) -> None:
             )
         elif w.arrays:
             out.warnings.append(
-                "the file ends early, after its event list (cut off while writing?): "
+                f"the file {ENDS_EARLY}, after its event list (cut off while writing?): "
                 "the events were read, metadata after them may be missing"
             )
     elif state == "damaged":

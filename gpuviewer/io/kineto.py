@@ -19,7 +19,7 @@ from ..model.categories import Cat, LaneKind
 from ..model.distinct import distinct
 from ..model.trace import Counter, Step
 from .arg_capture import Collected
-from .chrome_json import read_chrome_json
+from .chrome_json import ENDS_EARLY, read_chrome_json
 from .chrome_values import floats, num, text, us_to_ns
 from .errors import TraceError
 from .kineto_cats import CatMap, device_processes, unknown_warning
@@ -528,7 +528,8 @@ def read_kineto(
     )
     fr.flush()
     fr.chunk_ordinals(chunks)
-    fr.cut_short = any("ends early" in w for w in warnings)  # its last step is not judged (step_stub)
+    early = next((w for w in warnings if ENDS_EARLY in w), None)
+    fr.cut_short = early is not None  # its last step is not judged (step_stub)
     if fr.min_ts == np.inf:  # no slices or instants: begin/end pairs, memory or counters only?
         mem = fr._memory_columns()
         times = (
@@ -541,7 +542,6 @@ def read_kineto(
     if fr.unknown_cats:
         warnings.append(unknown_warning(fr.unknown_cats, fr.device_lanes()))
     if fr.min_ts == np.inf:
-        early = next((w for w in warnings if "ends early" in w), None)
         if early is not None and early.startswith("the compressed"):
             raise TraceError(path, early.split(", so ")[0] + ": there is no complete event before that")
         if early is not None:

@@ -110,7 +110,9 @@ def _partial_notes(trace: Trace) -> list[str]:
     they say it there too: a GPU whose events were written after the cut looks idle."""
     import os
 
-    cut = [w.split(": ", 1)[0] for w in trace.warnings if "ends early" in w]
+    from ..io.chrome_json import ENDS_EARLY
+
+    cut = [w.split(": ", 1)[0] for w in trace.warnings if ENDS_EARLY in w]
     if not cut:
         return []
     names = ", ".join(os.path.basename(c) for c in cut[:3]) + (f" and {len(cut) - 3} more" if len(cut) > 3 else "")
