@@ -1,7 +1,7 @@
 """Left panel of the timeline: rank headers and lane names, aligned with the plot's rows.
 Click a rank header to collapse it; right-click a lane to hide, pin or move it. The header of
 the rank whose lanes fill the top stays pinned there while they scroll; a name too long for the
-column is elided in the middle and shown whole in its tooltip."""
+column is shortened part by part, numbers kept (label_fit), and shown whole in its tooltip."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QMenu, QToolTip, QWidget
 
 from ..model.layout import Layout
 from ..render import theme
+from .label_fit import fit_label
 
 
 class LaneLabels(QWidget):
@@ -30,6 +31,17 @@ class LaneLabels(QWidget):
         self.font_head.setBold(True)
         self.setContextMenuPolicy(Qt.CustomContextMenu)
         self.customContextMenuRequested.connect(self._menu)
+        self._fitted: dict[tuple[str, int, bool], str] = {}  # (text, width, bold) -> as drawn
+
+    def fit(self, p: QPainter, text: str, width: int) -> str:
+        """text shortened to width pixels in the painter's font (remembered: paints repeat)."""
+        key = (text, width, p.font().bold())
+        got = self._fitted.get(key)
+        if got is None:
+            if len(self._fitted) > 4096:
+                self._fitted.clear()
+            got = self._fitted[key] = fit_label(text, width, p.fontMetrics().horizontalAdvance)
+        return got
 
     def set_view(self, y0: float, y1: float, top: int, height: int) -> None:
         view = ((y0, y1), top, max(1, height))
@@ -67,7 +79,7 @@ class LaneLabels(QWidget):
                 p.drawText(
                     QRectF(6, top, self.width() - 10, self._to_dev(row.y + row.h) - top),
                     Qt.AlignVCenter | Qt.AlignLeft,
-                    p.fontMetrics().elidedText(f"{arrow} {row.label}", Qt.ElideMiddle, self.width() - 10),
+                    self.fit(p, f"{arrow} {row.label}", self.width() - 10),
                 )
             else:
                 p.setFont(self.font_lane)
@@ -78,7 +90,7 @@ class LaneLabels(QWidget):
                 p.drawText(
                     QRectF(6, top, self.width() - 10, max(bot - top, 12)),
                     Qt.AlignVCenter | Qt.AlignLeft,
-                    p.fontMetrics().elidedText(mark + row.label, Qt.ElideMiddle, self.width() - 10),
+                    self.fit(p, mark + row.label, self.width() - 10),
                 )
                 if row.hidden_rows:
                     p.setPen(th.text_dim)
@@ -103,7 +115,7 @@ class LaneLabels(QWidget):
                 p.drawText(
                     QRectF(6, sb, self.width() - 10, 14),
                     Qt.AlignVCenter | Qt.AlignLeft,
-                    p.fontMetrics().elidedText("   " + lane.label, Qt.ElideMiddle, self.width() - 10),
+                    self.fit(p, "   " + lane.label, self.width() - 10),
                 )
             p.setPen(th.line)
             p.drawLine(0, int(sb), self.width(), int(sb))
@@ -119,7 +131,7 @@ class LaneLabels(QWidget):
         p.drawText(
             QRectF(4, top, self.width() - 8, h),
             Qt.AlignVCenter | Qt.AlignLeft,
-            p.fontMetrics().elidedText(f"{arrow} {row.label}", Qt.ElideMiddle, self.width() - 8),
+            self.fit(p, f"{arrow} {row.label}", self.width() - 8),
         )
 
     def sticky_header(self):

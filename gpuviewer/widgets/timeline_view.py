@@ -115,7 +115,8 @@ class TimelineView(RevealMixin, QWidget):
         self.split.addWidget(self.plot)
         self.split.setStretchFactor(1, 1)
         self.split.setSizes([250, 1000])
-        self.split.splitterMoved.connect(lambda *_: self.labelsResized.emit(self.labels_width()))
+        self.split.splitterMoved.connect(lambda *_: self._labels_dragged())
+        self.labels_set_by_hand = False  # dragged: the column keeps its width through resizes
         body = QHBoxLayout()
         body.setContentsMargins(0, 0, 0, 0)
         body.setSpacing(0)
@@ -225,8 +226,16 @@ class TimelineView(RevealMixin, QWidget):
     # -- geometry ---------------------------------------------------------------------------
     AXIS_BELOW_MIN_H = 600  # a shorter view gives the time axis under its lanes to the lanes
 
+    def _labels_dragged(self, *_) -> None:
+        self.labels_set_by_hand = True
+        self.labelsResized.emit(self.labels_width())
+
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)
+        if self.layout_model is not None and not self.labels_set_by_hand and ev.oldSize().width() != self.width():
+            # fitted when the session came, usually before the window had its size (a 1366 px
+            # screen got the 200 px of an 800 px view): fitted again to the width it has now
+            self.fit_labels()
         # the axis above the lanes stays; the one below repeats it (22 px of a laptop's lanes).
         # Decided by the view's own height, so a report's view of the same size draws the same
         below = self.height() >= self.AXIS_BELOW_MIN_H
