@@ -22,7 +22,7 @@ from .arg_capture import Collected
 from .chrome_json import ENDS_EARLY, read_chrome_json
 from .chrome_values import floats, num, text, us_to_ns
 from .errors import TraceError
-from .kineto_cats import CatMap, device_processes, unknown_warning
+from .kineto_cats import PROFILER_RANGE, CatMap, device_processes, profiler_range_warning, unknown_warning
 from .kineto_memory import NO_ID
 from .kineto_meta import RANK_MAX, bad_warnings, clock_base_ns, int_or_none, plain, rank_from_meta
 from .kineto_piece import extract_piece
@@ -79,6 +79,8 @@ class _FileReader(PieceReader):
         self.bad: dict[str, int] = {}  # events skipped or coerced, by reason (kineto_piece)
         self.unknown_cats: dict[str, int] = {}  # slices of a category not understood, by category
         self.unknown_lanes: dict[int, int] = {}  # ... by local lane
+        self.profiler_ranges = 0  # kernels under CUPTI's range profiler (kineto_cats.PROFILER_RANGE)
+        self.range_lanes: set[int] = set()  # the local lanes they are on
         self.kept = Collected()  # the analysis' arguments (io/arg_capture.py)
 
     def lane_for(self, kind: str, pid, tid) -> int:
@@ -118,13 +120,20 @@ class _FileReader(PieceReader):
         keys = r["keys"]
         key_lane = np.empty(len(keys), np.int32)
         key_cat = np.empty(len(keys), np.uint8)
-        unknown = []
+        unknown, ranges = [], []
         for k, (cat, pid, tid) in enumerate(keys):
             c, kind = self.cats[cat]
             key_lane[k] = self.lane_for(kind, pid, tid)
             key_cat[k] = c
             if cat in self.cats.unknown:
                 unknown.append((k, cat))
+            elif isinstance(cat, str) and cat.lower() == PROFILER_RANGE:
+                ranges.append(k)
+        if ranges:
+            per_key = np.bincount(r["lane_key"], minlength=len(keys))
+            for k in ranges:
+                self.profiler_ranges += int(per_key[k])
+                self.range_lanes.add(int(key_lane[k]))
         if unknown:
             per_key = np.bincount(r["lane_key"], minlength=len(keys))
             for k, cat in unknown:
@@ -367,6 +376,8 @@ class _FileReader(PieceReader):
             if lane.kind in _GPU_KINDS or lane.kind == LaneKind.COMM:
                 base = f"stream {lane.stream}"
                 lane.label = f"{base} annotations" if lane.kind == LaneKind.GPU_ANNOTATION else base
+                if i in self.range_lanes:
+                    lane.label = "kernels under CUPTI's range profiler"
             elif lane.kind == LaneKind.CUDA_API:
                 lane.label = f"CUDA API · {tname or f'thread {tid}'}"
             elif lane.kind == LaneKind.CPU:
@@ -541,6 +552,8 @@ def read_kineto(
     warnings.extend(bad_warnings(fr.bad))
     if fr.unknown_cats:
         warnings.append(unknown_warning(fr.unknown_cats, fr.device_lanes()))
+    if fr.profiler_ranges:
+        warnings.append(profiler_range_warning(fr.profiler_ranges))
     if fr.min_ts == np.inf:
         if early is not None and early.startswith("the compressed"):
             raise TraceError(path, early.split(", so ")[0] + ": there is no complete event before that")

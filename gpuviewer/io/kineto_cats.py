@@ -7,6 +7,8 @@ import re
 
 from ..model.categories import Cat, LaneKind
 
+PROFILER_RANGE = "cuda_profiler_range"
+
 # cat string (lower-cased) -> (category, lane kind). Old spellings map to the new ones.
 CATEGORIES = {
     "kernel": (Cat.KERNEL, LaneKind.GPU),
@@ -29,8 +31,10 @@ CATEGORIES = {
     "collective_comm": (Cat.COMM_OP, LaneKind.CPU),
     "cuda_event": (Cat.CUDA_EVENT, LaneKind.GPU),
     "cpu_instant_event": (Cat.INSTANT, LaneKind.CPU),
-    # CUPTI range profiler: one event per kernel run under counter collection, pid = device
-    "cuda_profiler_range": (Cat.KERNEL, LaneKind.GPU),
+    # CUPTI range profiler: one event per kernel run under counter collection, pid = device. Its
+    # times are the profiler's replay slots (HTA's cupti_profiler trace: every range 121.4 ms, end
+    # to end), not the kernel's run: drawn on the device, never counted as GPU work
+    PROFILER_RANGE: (Cat.GPU_ANNOTATION, LaneKind.GPU_ANNOTATION),
     # other accelerators through Kineto: MTIA's device ops (command processor events, pid =
     # device) and the runtimes of MTIA, Intel XPU and out-of-tree (PrivateUse1) backends
     "mtia_ccp_events": (Cat.KERNEL, LaneKind.GPU),
@@ -94,4 +98,14 @@ def unknown_warning(counts: dict[str, int], on_device: dict[str, int] | None = N
     return (
         f"events of a category not understood ({shown}) on device process{'es' * (len(on_device) > 1)} "
         f"{procs}: {where}; left out of the GPU analysis"
+    )
+
+
+def profiler_range_warning(n: int) -> str:
+    """What a file whose kernels ran under CUPTI's range profiler holds instead of their times."""
+    return (
+        f"{n:,} kernel{'s' * (n != 1)} ran under CUPTI's range profiler ('{PROFILER_RANGE}' events: "
+        "one kernel a range, replayed to collect its counters, which are in its arguments): their "
+        "times are not the kernels' (the profiler splits its span evenly among the ranges), so they "
+        "are drawn on the device's lanes and not counted as GPU work"
     )
