@@ -81,6 +81,16 @@ def device_name(trace: Trace) -> str | None:
     )
 
 
+def device_memory(trace: Trace) -> float | None:
+    """Bytes of memory of the device device_name() names (totalGlobalMem), None if not recorded."""
+    for r in trace.ranks:
+        for _, p in sorted(r.device_props.items()):
+            if isinstance(p.get("name"), str) and p["name"]:
+                v = p.get("totalGlobalMem") or p.get("totalMemory")
+                return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    return None
+
+
 def launch_parents(trace: Trace, rank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(compute kernels, the CPU op that launched each or -1), event indices; rank: that rank's
     kernels only (each kernel's op is found on its own: the same answer for them, 1/64 of the

@@ -255,11 +255,16 @@ class Peaks:
         }
 
 
-def lookup(device_name: str | None) -> Peaks:
-    """The row whose pattern the device name matches; an unknown device has no roofs."""
+def lookup(device_name: str | None, memory_bytes: float | None = None) -> Peaks:
+    """The row whose pattern the device name matches; an unknown device has no roofs. A name
+    that does not say its memory size ("NVIDIA A100-PG509-200", "A100-SXM4") matches the 80 GB
+    row; the device's memory (totalGlobalMem), when under 60 GB, picks the 40 GB one, whose
+    memory bandwidth is lower."""
     name = (device_name or "").strip()
     for row in _TABLE:
         if name and re.search(row[1], name, re.IGNORECASE):
+            if row[0].endswith("80GB") and memory_bytes and 0 < memory_bytes < 60e9 and "80" not in name:
+                row = next((r for r in _TABLE if r[0] == row[0][:-4] + "40GB"), row)
             return Peaks(name, row[0], dict(zip(PRECISIONS, row[2:8])), row[8], row[9])
     return Peaks(name or "unknown", None, {p: None for p in PRECISIONS}, None, None)
 

@@ -9,6 +9,7 @@ import json
 
 import pytest
 from conftest import compat_path, run_cli, run_cli_once, trace_path
+from kineto_truth import load_json
 
 from gpuviewer.analysis.flops import op_work
 from gpuviewer.analysis.kernel_class import tensor_cores
@@ -144,6 +145,13 @@ def test_peaks_table_matches_device_names():
     assert lookup("NVIDIA H100 PCIe").model == "H100 PCIe"
     assert lookup("NVIDIA A100-SXM4-40GB").model == "A100 SXM 40GB"
     assert lookup("A100-PCIE-40GB").model == "A100 PCIe 40GB"
+    # a name without its memory size: the device's memory tells the 40 GB part (lower bandwidth)
+    assert lookup("NVIDIA A100-PG509-200").model == "A100 SXM 80GB"
+    assert lookup("NVIDIA A100-PG509-200", 42_297_524_224).model == "A100 SXM 40GB"
+    assert lookup("NVIDIA A100-PG509-200", 42_297_524_224).gbps < lookup("NVIDIA A100-PG509-200").gbps
+    assert lookup("NVIDIA A100 80GB PCIe", 42e9).model == "A100 PCIe 80GB"  # the name says 80
+    assert lookup("NVIDIA A100-PCIE", 85e9).model == "A100 PCIe 80GB"
+    assert lookup("NVIDIA H200", 40e9).model == "H200 SXM"  # only the A100 rows come in two sizes
     assert lookup("NVIDIA L4").model == "L4" and lookup("NVIDIA L40S").model == "L40S"
     assert lookup("AMD Instinct MI300X").model == "MI300X"
     unknown = lookup("GeForce GTX 1060 with Max-Q Design")
@@ -348,3 +356,19 @@ def test_alexnet_a100_names_simt_and_tf32_kernels():
     assert scudnn and all(r["precision"] == "fp32" and r["tensor_cores"] is False for r in scudnn)
     tf32 = next(r for k, r in rows.items() if "tf32" in k and "fprop" in k)
     assert (tf32["precision"], tf32["tensor_cores"]) == ("tf32", True) and tf32["family"].startswith("conv")
+
+
+def test_an_a100_named_without_its_size_is_told_by_its_memory():
+    """HTA's alexnet trace: 'NVIDIA A100-PG509-200' with totalGlobalMem 42.3 GB (read from the
+    raw file here) is the 40 GB part; the efficiency line printed 'A100 SXM 80GB'."""
+    path = compat_path(
+        "facebookresearch__HolisticTraceAnalysis",
+        "critical_path",
+        "alexnet",
+        "benchmark_result_2869224_1695835535_trace.json.gz",
+    )
+    _events, meta = load_json(path)
+    mem = {p["totalGlobalMem"] for p in meta["deviceProperties"]}
+    assert max(mem) < 60e9
+    p = run_cli("analyze", path, "--no-cache")
+    assert p.returncode == 0 and "(A100 SXM 40GB," in p.stdout and "80GB" not in p.stdout, p.stdout
