@@ -1,5 +1,6 @@
 """Independent counting of a Chrome/Kineto trace with the standard library, for tests."""
 
+import bisect
 import gzip
 import json
 import re
@@ -66,3 +67,35 @@ def _without_stopped_step(xs, numbers):
     if held(last) or not all(held(n) for n in spans if n != last):
         return numbers
     return [n for n in numbers if n != last]
+
+
+def launching_ops(events):
+    """(kernel event, name of the innermost cpu_op around its launch call or None) for each
+    kernel, from the raw events: the launch call by correlation id, the ops on its thread by
+    their intervals."""
+    launch = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "cuda_runtime" and "correlation" in (e.get("args") or {}):
+            launch[e["args"]["correlation"]] = e
+    ops_by_tid = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op":
+            ops_by_tid.setdefault((e["pid"], e["tid"]), []).append(e)
+    for v in ops_by_tid.values():
+        v.sort(key=lambda e: e["ts"])
+    starts = {k: [e["ts"] for e in v] for k, v in ops_by_tid.items()}
+    out = []
+    for k in (e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"):
+        call = launch.get((k.get("args") or {}).get("correlation"))
+        name = None
+        if call is not None:
+            key = (call["pid"], call["tid"])
+            ops = ops_by_tid.get(key, [])
+            i = bisect.bisect_right(starts.get(key, []), call["ts"])
+            # the innermost: of the ops that started before the call and end after it, the latest
+            for op in reversed(ops[max(0, i - 200) : i]):
+                if op["ts"] + op["dur"] >= call["ts"] + call["dur"]:
+                    name = op["name"]
+                    break
+        out.append((k, name))
+    return out

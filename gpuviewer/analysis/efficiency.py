@@ -16,6 +16,7 @@ op's kernels (kernel_class). An fp32 op whose kernels use Tensor Cores ran in tf
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,6 +80,14 @@ def device_name(trace: Trace) -> str | None:
         ),
         None,
     )
+
+
+_CONV_OP = re.compile(r"conv", re.IGNORECASE)  # aten::convolution, cudnn_convolution, conv2d, ..._backward
+
+
+def _kind_of(by_name: str, by_conv: int) -> str:
+    """A kernel's kind: its name's, a GEMM a convolution launched being convolution work."""
+    return "conv" if by_conv and by_name == "gemm" else by_name
 
 
 def device_memory(trace: Trace) -> float | None:
@@ -180,14 +189,12 @@ def compute(
     # and attach kernels to their ops only when shapes were recorded (no use otherwise)
     probe = _first_ruled_ops(trace, ruled)
     recorded = bool(len(probe)) and bool(shapes(trace, probe))
-    if recorded:
-        kernels, parent = launch_parents(trace, rank)
-    else:
-        kernels = np.flatnonzero(np.asarray(c["cat"]) == Cat.KERNEL)
-        parent = np.full(len(kernels), -1, np.int64)
+    # the op that launched each kernel: its work where shapes were recorded, else only its name
+    kernels, launcher = launch_parents(trace, rank)
+    parent = launcher if recorded else np.full(len(kernels), -1, np.int64)
     if rank is not None:
         keep = trace.lane_rank_array()[np.asarray(c["lane"])[kernels]] == rank
-        kernels, parent = kernels[keep], parent[keep]
+        kernels, parent, launcher = kernels[keep], parent[keep], launcher[keep]
         steps = [s for s in steps or [] if s["rank"] == rank] or None
     dur = np.asarray(c["dur"])[kernels].astype(np.float64)
     names = np.asarray(c["name"])[kernels]
@@ -208,6 +215,13 @@ def compute(
     nm = [trace.names[int(u)] for u in uniq.tolist()]
     tc_code = np.array([{True: 2, False: 1, None: 0}[kernel_class.tensor_cores(n)] for n in nm], np.int8)[inv]
     k_kind = [kernel_class.kind(n) for n in nm]
+    # a GEMM kernel a convolution launched is convolution work (cuDNN runs convolutions as
+    # volta_sgemm, implicit GEMM or FFT gcgemm kernels): a matmul's advice does not apply to it
+    by_conv = np.zeros(len(kernels), np.int64)
+    if (launcher >= 0).any():
+        op_names = np.asarray(c["name"])[launcher[launcher >= 0]]
+        conv_name = np.array([bool(_CONV_OP.search(n)) for n in trace.names], bool)
+        by_conv[launcher >= 0] = conv_name[op_names]
     k_prec = [kernel_class.precision(n) for n in nm]
     # an op's kernels: their total time (shares) and Tensor-Core verdict together
     has_op = np.array([p in work for p in parent.tolist()], bool) if work else np.zeros(len(kernels), bool)
@@ -232,10 +246,10 @@ def compute(
             op_key[j] = keys.setdefault((w.kind, prec, int(op_tc[j]), True), len(keys))
     uk = np.flatnonzero(~has_op)
     if len(uk):
-        combo, cinv = np.unique(inv[uk] * 3 + tc_code[uk], return_inverse=True)
+        combo, cinv = np.unique((inv[uk] * 3 + tc_code[uk]) * 2 + by_conv[uk], return_inverse=True)
         ck = np.array(
             [
-                keys.setdefault((k_kind[int(x) // 3], k_prec[int(x) // 3], int(x) % 3, False), len(keys))
+                keys.setdefault((_kind_of(k_kind[x // 6], x % 2), k_prec[x // 6], x // 2 % 3, False), len(keys))
                 for x in combo.tolist()
             ],
             np.int64,

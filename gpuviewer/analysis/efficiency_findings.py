@@ -2,7 +2,7 @@
 its cause (results.Finding.fix: the kernels made faster, replayed by savings.py on the dependency
 model, so only time on the critical path counts, never idle time):
 
-- fp32_simt_gemm: matmuls in FP32 on the SIMT units, with how much faster TF32 or bf16 Tensor
+- fp32_simt_gemm, fp32_simt_conv: matmuls, and convolutions, in FP32 on the SIMT units, with how much faster TF32 or bf16 Tensor
   Cores would run them: at the same % of the TF32 peak as the run's best Tensor-Core GEMMs reach
   of theirs where shapes give rates, else at the same % of the TF32 peak as they reach of the FP32
   peak (the ratio of the two peaks); on an unknown device the least such ratio of the data-centre
@@ -30,6 +30,13 @@ FUSED_PCT = 50.0  # fusing elementwise chains: assumed to halve their time (said
 SHAPE_MIN_SHARE = 0.02  # of GEMM time
 SHAPE_PCT_BELOW = 0.6  # a shape under 60% of the best shape's % of peak
 _DATACENTRE = ("A100", "H100", "H200", "B200")
+# the FP32 SIMT findings: the kind of kernel (a GEMM kernel a convolution launched is convolution
+# work: efficiency.py), its rule, its words, and the flag that lets it use TF32
+_SIMT = (
+    ("gemm", "fp32_simt_gemm", "matmuls", "GEMM"),
+    ("conv", "fp32_simt_conv", "convolutions", "convolution"),
+)
+_TF32_FLAG = {"gemm": "torch.backends.cuda.matmul.allow_tf32", "conv": "torch.backends.cudnn.allow_tf32"}
 
 ADVICE = {
     "fp32_simt_gemm": "These matmuls run in FP32 on the SIMT units, not on Tensor Cores. Train in bf16 "
@@ -37,6 +44,11 @@ ADVICE = {
     "Tensor Cores: torch.backends.cuda.matmul.allow_tf32 = True (or "
     "torch.set_float32_matmul_precision('high')), and torch.backends.cudnn.allow_tf32 = True "
     "for convolutions.",
+    "fp32_simt_conv": "These convolutions run in FP32 on the SIMT units (cuDNN's FP32 algorithms: implicit "
+    "GEMM, FFT, Winograd), not on Tensor Cores. Train in bf16 (torch.autocast(device_type='cuda', "
+    "dtype=torch.bfloat16)), with the channels_last memory format, or let cuDNN use TF32: "
+    "torch.backends.cudnn.allow_tf32 = True (PyTorch's default); torch.backends.cudnn.benchmark = True "
+    "lets cuDNN time its algorithms for each shape.",
     "gemm_shape": "Tensor Cores work on tiles: a dimension that is not a multiple of 8 (16-bit types; 16 for "
     "fp8) leaves them partly idle or falls back to slower kernels, and one that is not a multiple "
     "of 64 wastes part of the last tile. Pad it: the vocabulary to a multiple of 64 (50304, not "
@@ -109,8 +121,10 @@ def _compute_major(trace: Trace) -> int | None:
     return None
 
 
-def _simt_speedup(trace: Trace, eff: Efficiency, simt_rows: list[dict]) -> dict | None:
-    """What the FP32 SIMT GEMMs could run on and how much faster: {"advice", "speedup" (of the
+def _simt_speedup(
+    trace: Trace, eff: Efficiency, simt_rows: list[dict], kind: str, tf32_on: bool = False
+) -> dict | None:
+    """What FP32 SIMT kernels of a kind (gemm, conv) could run on and how much faster: {"advice", "speedup" (of the
     precision the what-if replays), "label", "speedups": {precision: x}}; None where the device
     has no matrix units to move them to (Pascal and older: no Tensor Cores)."""
     p = eff.peaks
@@ -178,11 +192,20 @@ def _simt_speedup(trace: Trace, eff: Efficiency, simt_rows: list[dict]) -> dict 
                 f"at the same % of the {p.model} {names} {word} ({peaks_} TFLOP/s) as they reach of its FP32 "
                 f"peak ({fp32:g})"
             )
+    if "tf32" in x and tf32_on and "bf16" in x:
+        # TF32 is already allowed for convolutions: cuDNN chose FP32 algorithms for these shapes
+        advice = (
+            f"bf16 autocast would make them about {x['bf16']:.1f}x faster (TF32 is already allowed for "
+            "convolutions here: cuDNN runs other convolutions of this run on TF32 Tensor Cores and chose "
+            "FP32 algorithms for these; torch.backends.cudnn.benchmark=True times the alternatives)"
+        )
+        return {"advice": advice, "grounds": grounds, "speedup": x["bf16"], "on": "bf16", "speedups": x}
     if "tf32" in x:
         alt = "bf16" if "bf16" in x else None
         advice = (
             ("bf16 autocast or " if alt else "")
-            + "torch.backends.cuda.matmul.allow_tf32=True would make them about "
+            + _TF32_FLAG[kind]
+            + "=True would make them about "
             + (f"{x['bf16']:.1f}x (bf16) or " if alt else "")
             + f"{x['tf32']:.1f}x (TF32) faster"
         )
@@ -200,46 +223,52 @@ def _simt_speedup(trace: Trace, eff: Efficiency, simt_rows: list[dict]) -> dict 
 
 
 def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[Finding]:
-    rows = [
-        i
-        for i, r in enumerate(eff.families)
-        if r["kind"] == "gemm" and r["tensor_cores"] is False and r["precision"] in ("fp32", None)
-    ]
-    if not rows:
-        return []
+    """FP32 matmuls, and FP32 convolutions, on the SIMT units: a finding each."""
     total = float(ctx["dur"].sum())
-    gemm = float(sum(r["time_ns"] for r in eff.families if r["kind"] == "gemm"))
-    m = np.isin(eff.kernel_family, rows)
-    t = float(ctx["dur"][m].sum())
-    if not total or t < SIMT_MIN_SHARE * total:
-        return []
-    got = _simt_speedup(trace, eff, [eff.families[i] for i in rows])
-    if got is None:
-        return []
-    k = got["speedup"]
-    events = _same_names(trace, eff, m)
-    fix = [
-        Change(
-            "faster",
-            pct=100 * (1 - 1 / k),
-            events=events,
-            label=f"the FP32 SIMT GEMM kernels on {got['on']} Tensor Cores,",
-        )
-    ]
-    s0, s1 = _span(ctx, m)
-    title = (
-        f"FP32 matmuls without Tensor Cores: {t / gemm:.0%} of GEMM time ({t / 1e6:.1f} ms, {t / total:.0%} of "
-        f"kernel time); {got['advice']} ({got['grounds']})"
+    tf32_convs = any(
+        r["kind"] == "conv" and r["tensor_cores"] is True and r["precision"] == "tf32" for r in eff.families
     )
-    metrics = {
-        "time_ms": round(t / 1e6, 3),
-        "share_of_gemm": round(t / gemm, 4),
-        "share_of_kernels": round(t / total, 4),
-        "kernels": int(m.sum()),
-        **{f"speedup_{q}": round(v, 2) for q, v in got["speedups"].items()},
-        "evidence": _evidence(trace, eff, ctx, m),
-    }
-    return [_finding("fp32_simt_gemm", title, np.unique(ctx["rank"][m]).tolist(), s0, s1, metrics, fix)]
+    out = []
+    for kind, rule, what, kernels in _SIMT:
+        rows = [
+            i
+            for i, r in enumerate(eff.families)
+            if r["kind"] == kind and r["tensor_cores"] is False and r["precision"] in ("fp32", None)
+        ]
+        if not rows or not total:
+            continue
+        of_kind = float(sum(r["time_ns"] for r in eff.families if r["kind"] == kind))
+        m = np.isin(eff.kernel_family, rows)
+        t = float(ctx["dur"][m].sum())
+        if t < SIMT_MIN_SHARE * total:
+            continue
+        got = _simt_speedup(trace, eff, [eff.families[i] for i in rows], kind, kind == "conv" and tf32_convs)
+        if got is None:
+            continue
+        k = got["speedup"]
+        fix = [
+            Change(
+                "faster",
+                pct=100 * (1 - 1 / k),
+                events=_same_names(trace, eff, m),
+                label=f"the FP32 SIMT {kernels} kernels on {got['on']} Tensor Cores,",
+            )
+        ]
+        s0, s1 = _span(ctx, m)
+        title = (
+            f"FP32 {what} without Tensor Cores: {t / of_kind:.0%} of {kernels} time ({t / 1e6:.1f} ms, "
+            f"{t / total:.0%} of kernel time); {got['advice']} ({got['grounds']})"
+        )
+        metrics = {
+            "time_ms": round(t / 1e6, 3),
+            f"share_of_{kind}": round(t / of_kind, 4),
+            "share_of_kernels": round(t / total, 4),
+            "kernels": int(m.sum()),
+            **{f"speedup_{q}": round(v, 2) for q, v in got["speedups"].items()},
+            "evidence": _evidence(trace, eff, ctx, m),
+        }
+        out.append(_finding(rule, title, np.unique(ctx["rank"][m]).tolist(), s0, s1, metrics, fix))
+    return out
 
 
 def _shapes(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[Finding]:

@@ -54,7 +54,8 @@ _KINDS = (
     # embedding lookups and their backward (FBGEMM's table-batched ones fuse the optimizer in):
     # gathers by index, not a chain of elementwise ops for a compiler to fuse
     ("embedding", re.compile(r"embedding", re.IGNORECASE)),
-    ("norm", re.compile(r"norm|gammabeta", re.IGNORECASE)),
+    # cuDNN's batch norm: bn_fw_tr_* (training), bn_fw_inf_* (inference), bn_bw_*
+    ("norm", re.compile(r"norm|gammabeta|(?<![a-z])bn_(?:fw|bw)", re.IGNORECASE)),
     ("reduction", re.compile(r"reduce|reduction", re.IGNORECASE)),
     (
         "elementwise",

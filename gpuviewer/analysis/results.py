@@ -197,7 +197,8 @@ class Finding:
                 f"what-if, {self.saving}: {fixing} would not make {steps} measurably faster (under "
                 f"{UNMEASURABLE_MS:g} ms a step it acts in{total}){tail}"
             )
-        pct = f"{self.saves_pct_in_steps or 0.0:.0%}"
+        share = self.saves_pct_in_steps or 0.0
+        pct = "under 1%" if share < 0.005 else f"{share:.0%}"  # never "1.2 ms (0%) faster"
         if len(acted) >= n == 1:
             return (
                 f"what-if, {self.saving}: {fixing} would make the one profiled step about "
