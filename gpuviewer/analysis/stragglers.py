@@ -299,7 +299,10 @@ def _others(waiting: list[int]) -> str:
 
 
 def _explain_split(cause: str, split: dict, excess: list[dict]) -> str:
-    top = f" ({excess[0]['name']} +{excess[0]['ms']:.1f} ms)" if excess else ""
+    lag = sum(max(0.0, split.get(k, 0.0)) for k in ("step_start", "host_to_launch", "gpu_queue"))
+    small = bool(excess) and excess[0]["ms"] < EXPLAINS * lag
+    # "most extra host time: cudaLaunchKernel +0.1 ms" beside a 14 ms lag explained nothing
+    top = f" ({excess[0]['name']} +{excess[0]['ms']:.1f} ms)" if excess and not small else ""
     if cause == "gpu":
         return f"its GPU is busy longer: its collective waits {split['gpu_queue']:.1f} ms more in the queue{top}"
     bits = []
@@ -323,6 +326,11 @@ def _explain_split(cause: str, split: dict, excess: list[dict]) -> str:
     what = " and ".join(bits) if bits else "its host launches the collective later" + top
     if top and top not in what:
         what += f"; most extra host time: {excess[0]['name']} +{excess[0]['ms']:.1f} ms a step"
+    elif small:
+        what += (
+            f"; no one op of its host stands out (the most extra host time: {excess[0]['name']} "
+            f"+{excess[0]['ms']:.1f} ms a step)"
+        )
     return ("input: " if cause == "input" else "") + what
 
 
