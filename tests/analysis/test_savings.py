@@ -269,3 +269,19 @@ def test_ddp_clean_is_host_bound_first_and_its_late_rank_saves_little():
     alone = run_cli("whatif", trace_path("kineto", "ddp_clean"), "--rank-like-median", "1", "--json")
     assert alone.returncode == 0, alone.stderr
     assert json.loads(alone.stdout)["saves_ms"] <= 10
+
+
+def test_a_launch_overhead_replay_on_every_rank_says_so():
+    """tp: the launch-bound finding names rank 0, but "no launch overhead" is replayed on both
+    ranks (CUDA graphs everywhere): the saving says so (an expert audit: rank 0's alone saves
+    about 6 ms of the 46). A one-rank trace does not say it."""
+    import json
+
+    from conftest import run_cli_once
+
+    tp = json.loads(run_cli_once("analyze", trace_path("kineto", "tp"), "--json").stdout)
+    (f,) = [f for f in tp["findings"] if f["rule"] == "launch_bound"]
+    assert f["ranks"] == [0] and f["saving"].endswith(", on every rank, not only the finding's"), f["saving"]
+    one = json.loads(run_cli_once("analyze", trace_path("whatif", "launch_eager.json.gz"), "--json").stdout)
+    (g,) = [f for f in one["findings"] if f["rule"] == "launch_bound"]
+    assert g["saving"] == "no launch overhead (as CUDA graphs would)"
