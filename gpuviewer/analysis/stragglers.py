@@ -298,9 +298,16 @@ def _others(waiting: list[int]) -> str:
     return "the other rank waits" if len(waiting) == 1 else f"the other {len(waiting)} ranks wait"
 
 
+CARRIED_SHARE = 0.1  # an op's extra time a step under this share of the carried lag is a trifle beside it
+
+
 def _explain_split(cause: str, split: dict, excess: list[dict]) -> str:
-    lag = sum(max(0.0, split.get(k, 0.0)) for k in ("step_start", "host_to_launch", "gpu_queue"))
-    small = bool(excess) and excess[0]["ms"] < EXPLAINS * lag
+    # an op's extra time a step feeds what the rank adds to its lateness each step (the lag's
+    # growth, a later launch, a longer queue), not the lag it carries: it stands out when it is a
+    # quarter of that, and not a trifle beside the carried lag (a tenth of it)
+    added = sum(max(0.0, split.get(k, 0.0)) for k in ("step_start_growth", "host_to_launch", "gpu_queue"))
+    carried = max(0.0, split.get("step_start", 0.0))
+    small = bool(excess) and (excess[0]["ms"] < EXPLAINS * added or excess[0]["ms"] < CARRIED_SHARE * carried)
     # "most extra host time: cudaLaunchKernel +0.1 ms" beside a 14 ms lag explained nothing
     top = f" ({excess[0]['name']} +{excess[0]['ms']:.1f} ms)" if excess and not small else ""
     if cause == "gpu":

@@ -113,21 +113,28 @@ def worst_errors(out: dict) -> tuple[int, list[str]]:
     return n, bad
 
 
-_LAG = re.compile(r"starts the steps ([\d.]+) ms after|takes ([\d.]+) ms longer to launch")
-_EXTRA = re.compile(r"most extra host time: .*? \+([\d.]+) ms a step")
+_NAMED = re.compile(
+    r"; most extra host time: .*? \+([\d.]+) ms a step|longer to launch the collective \(.*? \+([\d.]+) ms\)"
+)
+_CARRIED = re.compile(r"starts the steps ([\d.]+) ms after")
+_ADDED = re.compile(r"it grew ([\d.]+) ms a step|takes ([\d.]+) ms longer to launch")
 
 
 def extra_host_errors(out: dict) -> list[str]:
-    """A late rank's titles naming an op as its "most extra host time" where that op's extra
-    time is under a quarter of the lateness the sentence states (nsys_ddp named cudaLaunchKernel
-    +0.1 ms beside a 13.7 ms lag): such an op is said not to stand out."""
+    """A late rank's titles that name an op as the reason (its extra host time a step) where that
+    time is under a quarter of what the rank adds to its lateness each step (the lag's growth, a
+    later launch) or under a tenth of the lag it carries: nsys_ddp named cudaLaunchKernel +0.1 ms
+    beside a 13.7 ms lag. Such an op is said not to stand out."""
     bad = []
     for f in flat(out["findings"]):
-        m = _EXTRA.search(f["title"])
+        m = _NAMED.search(f["title"])
         if not m or "stands out" in f["title"]:
             continue
-        lag = sum(float(a or b) for a, b in _LAG.findall(f["title"]))
-        if float(m.group(1)) < 0.25 * lag - 0.05:
+        op = float(m.group(1) or m.group(2))
+        added = sum(float(a or b) for a, b in _ADDED.findall(f["title"]))
+        c = _CARRIED.search(f["title"])
+        carried = float(c.group(1)) if c else 0.0
+        if op < 0.25 * added - 0.05 or op < 0.1 * carried - 0.05:
             bad.append(f["title"])
     return bad
 
