@@ -15,6 +15,8 @@ model, so only time on the critical path counts, never idle time):
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ..model import peaks as peak_table
@@ -28,6 +30,8 @@ SIMT_MIN_SHARE = 0.01  # of kernel time: less is not worth a finding
 ELEMENTWISE_MIN_SHARE = 0.10  # of the steps' GPU time
 FUSED_PCT = 50.0  # fusing elementwise chains: assumed to halve their time (said in the saving)
 SHAPE_MIN_SHARE = 0.02  # of GEMM time
+FOREACH_SHARE = 0.25  # of the elementwise time: the optimizer's foreach kernels said apart
+_FOREACH = re.compile(r"multi_tensor_apply")
 SHAPE_PCT_BELOW = 0.6  # a shape under 60% of the best shape's % of peak
 _DATACENTRE = ("A100", "H100", "H200", "B200")
 # the FP32 SIMT findings: the kind of kernel (a GEMM kernel a convolution launched is convolution
@@ -383,16 +387,27 @@ def _elementwise(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list
     # the steps' time (the GPU's busy and idle time in them) is what a fix shortens; their share
     # of the compute kernels' time beside it (stall_on: 15% of the steps, most of the kernels)
     kt = float(ctx["dur"][inside].sum())
+    # the optimizer's foreach kernels (multi_tensor_apply) are fused across tensors already: a
+    # fused optimizer, not torch.compile, is their fix (nsys_ddp: 47% of these kernels' time)
+    names = np.asarray(trace.columns["name"])[eff.kernel[m]]
+    foreach_ids = np.array([bool(_FOREACH.search(n)) for n in trace.names], bool)
+    opt_t = float(ctx["dur"][m][foreach_ids[names]].sum()) if len(names) else 0.0
+    how = "fuse them (torch.compile)"
+    if opt_t >= FOREACH_SHARE * t:
+        how += (
+            f"; {opt_t / t:.0%} of that time is the optimizer's foreach kernels (multi_tensor_apply), "
+            "which a fused optimizer replaces (torch.optim's fused=True, as in AdamW(..., fused=True))"
+        )
     title = (
         f"Memory-bound elementwise and norm ops take {t / step_t:.0%} of the steps' time on the GPU "
-        f"({t / kt:.0%} of its compute-kernel time; {t / 1e6:.1f} ms in {int(m.sum()):,} kernels{bw}): "
-        "fuse them (torch.compile)"
+        f"({t / kt:.0%} of its compute-kernel time; {t / 1e6:.1f} ms in {int(m.sum()):,} kernels{bw}): {how}"
     )
     metrics = {
         "share_of_steps": round(t / step_t, 4),
         "share_of_kernels": round(t / kt, 4),
         "time_ms": round(t / 1e6, 3),
         "kernels": int(m.sum()),
+        "foreach_ms": round(opt_t / 1e6, 3),  # of time_ms: the optimizer's foreach kernels
         "steps": len(windows),
         "evidence": _evidence(trace, eff, ctx, m),
     }

@@ -147,7 +147,7 @@ def test_gpt_elementwise_share_and_saving(gpt):
         f"take {m['share_of_steps']:.0%} of the steps' time on the GPU ({m['share_of_kernels']:.0%} of its "
         f"compute-kernel time; {m['time_ms']:.1f} ms in {m['kernels']:,} kernels"
         in f["title"]
-        and f["title"].endswith("fuse them (torch.compile)")
+        and "): fuse them (torch.compile)" in f["title"]
     )
     steps = [s for r in gpt["ranks"] for s in r["steps"] if not s["warmup"]]
     assert m["steps"] == len(steps)
@@ -268,3 +268,29 @@ def test_embedding_kernels_are_not_elementwise_chains():
     assert {kind(n) for n in emb} == {"embedding"} and "gemm" not in {kind(n) for n in perm}
     f = _one(_analyze(path), "elementwise_bound")
     assert not [e for e in f["metrics"]["evidence"] if "embedding" in e["name"]]
+
+
+def test_the_optimizers_foreach_kernels_are_said_apart_with_their_fix():
+    """single_gpt_train: AdamW's foreach kernels (multi_tensor_apply, fused across tensors
+    already) are a large part of the memory-bound elementwise time; their fix is a fused
+    optimizer, not torch.compile (an expert audit: nsys_ddp 47%, memory_pressure 25%). Their time
+    is summed here from the raw file inside the analysis' measured step windows."""
+    path = trace_path("kineto", "single_gpt_train.json.gz")
+    out = _analyze(path)
+    f = _one(out, "elementwise_bound")
+    windows = [(s["start_ns"], s["end_ns"]) for s in out["ranks"][0]["steps"] if not s["warmup"]]
+    with gzip.open(path, "rt") as fh:
+        doc = json.load(fh)
+    base = doc.get("baseTimeNanoseconds", 0)  # the profiler's clock base: the store's ns add it
+    foreach = sum(
+        e["dur"]
+        for e in doc["traceEvents"]
+        if e.get("cat") == "kernel"
+        and "multi_tensor_apply" in e["name"]
+        and any(a <= base + round(e["ts"] * 1000) < b for a, b in windows)
+    )
+    assert f["metrics"]["foreach_ms"] == pytest.approx(foreach / 1e3, abs=0.01)
+    share = f["metrics"]["foreach_ms"] / f["metrics"]["time_ms"]
+    assert share >= 0.25
+    assert f"; {share:.0%} of that time is the optimizer's foreach kernels (multi_tensor_apply)" in f["title"]
+    assert "fused=True" in f["title"]
