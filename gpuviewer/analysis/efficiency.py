@@ -453,6 +453,9 @@ def summary_lines(eff: dict) -> list[str]:
                 f" by intensity ({f['intensity']:.0f} FLOP/byte, below the ridge at {ridge:.0f}); "
                 f"{f['pct_of_bandwidth']:.0f}% of the memory bandwidth"
             )
+            if f["pct_of_bandwidth"] < 50 and (f.get("pct_of_peak") or 0) < 50:
+                # under both roofs by far: the roofline's verdict is not what limits it
+                bound += ", far from both roofs (latency, occupancy or too little work per kernel)"
         out.append(
             f"  {f['name']}: {f['time_ns'] / total:.0%} of compute-kernel time"
             + (f",{rate}{pct}{bw}{bound}" if rate or bw else "")
