@@ -82,12 +82,27 @@ def device_name(trace: Trace) -> str | None:
     )
 
 
-_CONV_OP = re.compile(r"conv", re.IGNORECASE)  # aten::convolution, cudnn_convolution, conv2d, ..._backward
+# aten::convolution, _convolution, cudnn_convolution, convolution_backward, conv2d, conv_transpose2d
+# (lower case, as ATen names them: not HF's Conv1D, a linear layer, nor 'convert')
+_CONV_OP = re.compile(r"convolution|(?<![A-Za-z])conv(?:\d|_)")
 
 
 def _kind_of(by_name: str, by_conv: int) -> str:
     """A kernel's kind: its name's, a GEMM a convolution launched being convolution work."""
     return "conv" if by_conv and by_name == "gemm" else by_name
+
+
+def conv_launched(trace: Trace, kernels: np.ndarray, parent: np.ndarray | None = None) -> np.ndarray:
+    """Per kernel (sorted event indices): did a convolution op launch it? parent: their launching
+    ops where already found (launch_parents), else found here for these kernels only."""
+    if parent is None:
+        _, parent = launch_parents(trace, kernels=kernels)
+    out = np.zeros(len(kernels), bool)
+    has = parent >= 0
+    if has.any():
+        ids, inv = np.unique(np.asarray(trace.columns["name"])[parent[has]], return_inverse=True)
+        out[has] = np.array([bool(_CONV_OP.search(trace.names[int(i)])) for i in ids], bool)[inv]
+    return out
 
 
 def device_memory(trace: Trace) -> float | None:
@@ -100,13 +115,15 @@ def device_memory(trace: Trace) -> float | None:
     return None
 
 
-def launch_parents(trace: Trace, rank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def launch_parents(
+    trace: Trace, rank: int | None = None, kernels: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(compute kernels, the CPU op that launched each or -1), event indices; rank: that rank's
     kernels only (each kernel's op is found on its own: the same answer for them, 1/64 of the
-    work at 64 ranks)."""
+    work at 64 ranks); kernels: these kernels only (sorted event indices)."""
     c = trace.columns
-    cat = np.asarray(c["cat"])
-    kernels = np.flatnonzero(cat == Cat.KERNEL)
+    if kernels is None:
+        kernels = np.flatnonzero(np.asarray(c["cat"]) == Cat.KERNEL)
     if rank is not None:
         kernels = kernels[trace.lane_rank_array()[np.asarray(c["lane"])[kernels]] == rank]
     parent = np.full(len(kernels), -1, np.int64)
@@ -189,12 +206,14 @@ def compute(
     # and attach kernels to their ops only when shapes were recorded (no use otherwise)
     probe = _first_ruled_ops(trace, ruled)
     recorded = bool(len(probe)) and bool(shapes(trace, probe))
-    # the op that launched each kernel: its work where shapes were recorded, else only its name
-    kernels, launcher = launch_parents(trace, rank)
-    parent = launcher if recorded else np.full(len(kernels), -1, np.int64)
+    if recorded:
+        kernels, parent = launch_parents(trace, rank)
+    else:
+        kernels = np.flatnonzero(np.asarray(c["cat"]) == Cat.KERNEL)
+        parent = np.full(len(kernels), -1, np.int64)
     if rank is not None:
         keep = trace.lane_rank_array()[np.asarray(c["lane"])[kernels]] == rank
-        kernels, parent, launcher = kernels[keep], parent[keep], launcher[keep]
+        kernels, parent = kernels[keep], parent[keep]
         steps = [s for s in steps or [] if s["rank"] == rank] or None
     dur = np.asarray(c["dur"])[kernels].astype(np.float64)
     names = np.asarray(c["name"])[kernels]
@@ -216,12 +235,13 @@ def compute(
     tc_code = np.array([{True: 2, False: 1, None: 0}[kernel_class.tensor_cores(n)] for n in nm], np.int8)[inv]
     k_kind = [kernel_class.kind(n) for n in nm]
     # a GEMM kernel a convolution launched is convolution work (cuDNN runs convolutions as
-    # volta_sgemm, implicit GEMM or FFT gcgemm kernels): a matmul's advice does not apply to it
+    # volta_sgemm, implicit GEMM or FFT gcgemm kernels): a matmul's advice does not apply to it.
+    # Asked of the GEMM-named kernels only (their launching ops found where shapes were not)
     by_conv = np.zeros(len(kernels), np.int64)
-    if (launcher >= 0).any():
-        op_names = np.asarray(c["name"])[launcher[launcher >= 0]]
-        conv_name = np.array([bool(_CONV_OP.search(n)) for n in trace.names], bool)
-        by_conv[launcher >= 0] = conv_name[op_names]
+    gemm_named = np.array([k == "gemm" for k in k_kind], bool)[inv] if len(kernels) else np.zeros(0, bool)
+    gk = np.flatnonzero(gemm_named)
+    if len(gk):
+        by_conv[gk] = conv_launched(trace, kernels[gk], parent[gk] if recorded else None)
     k_prec = [kernel_class.precision(n) for n in nm]
     # an op's kernels: their total time (shares) and Tensor-Core verdict together
     has_op = np.array([p in work for p in parent.tolist()], bool) if work else np.zeros(len(kernels), bool)
@@ -453,7 +473,7 @@ def summary_lines(eff: dict) -> list[str]:
                 f" by intensity ({f['intensity']:.0f} FLOP/byte, below the ridge at {ridge:.0f}); "
                 f"{f['pct_of_bandwidth']:.0f}% of the memory bandwidth"
             )
-            if f["pct_of_bandwidth"] < 50 and (f.get("pct_of_peak") or 0) < 50:
+            if round(f["pct_of_bandwidth"]) < 50 and round(f.get("pct_of_peak") or 0) < 50:  # as printed
                 # under both roofs by far: the roofline's verdict is not what limits it
                 bound += ", far from both roofs (latency, occupancy or too little work per kernel)"
         out.append(

@@ -22,7 +22,8 @@ import numpy as np
 from ..model import peaks as peak_table
 from ..model.categories import Cat
 from ..model.trace import Trace
-from .efficiency import Efficiency, step_gpu_time_ns
+from . import kernel_class
+from .efficiency import Efficiency, conv_launched, step_gpu_time_ns
 from .results import Analysis, Finding
 from .whatif import Change
 
@@ -32,6 +33,9 @@ FUSED_PCT = 50.0  # fusing elementwise chains: assumed to halve their time (said
 SHAPE_MIN_SHARE = 0.02  # of GEMM time
 FOREACH_SHARE = 0.25  # of the elementwise time: the optimizer's foreach kernels said apart
 _FOREACH = re.compile(r"multi_tensor_apply")
+# a fused optimizer's own kernels run through multi_tensor_apply too (PyTorch's fused Adam/AdamW/SGD:
+# FusedOptimizerTensorListMetadata, Fused*Functor; apex's and TransformerEngine's FusedAdam)
+_FUSED_ALREADY = re.compile(r"FusedOptimizer|Fused\w*Functor|fused_adam|FusedAdam", re.IGNORECASE)
 SHAPE_PCT_BELOW = 0.6  # a shape under 60% of the best shape's % of peak
 _DATACENTRE = ("A100", "H100", "H200", "B200")
 # the FP32 SIMT findings: the kind of kernel (a GEMM kernel a convolution launched is convolution
@@ -107,12 +111,22 @@ def _evidence(trace: Trace, eff: Efficiency, ctx, m, top: int = 3) -> list[dict]
     return [{"name": trace.names[int(uniq[i])], "ms": round(float(t[i]) / 1e6, 3)} for i in np.argsort(-t)[:top]]
 
 
-def _same_names(trace: Trace, eff: Efficiency, m) -> np.ndarray:
+def _same_names(trace: Trace, eff: Efficiency, m, conv: bool | None = None) -> np.ndarray:
     """Every compute kernel of the session named like the kernels m (every rank's, where the
-    efficiency measured one rank of many)."""
+    efficiency measured one rank of many). conv: of those, only the ones a convolution launched
+    (True) or did not (False), as the efficiency told the kinds apart: one volta_sgemm name runs
+    both a ResNet's convolutions and its linear layer, each finding replays its own."""
     name = np.asarray(trace.columns["name"])
     kernels = np.flatnonzero(np.asarray(trace.columns["cat"]) == Cat.KERNEL)
-    return kernels[np.isin(name[kernels], np.unique(name[eff.kernel[m]]))]
+    out = kernels[np.isin(name[kernels], np.unique(name[eff.kernel[m]]))]
+    if conv is None or not len(out):
+        return out
+    by_op = conv_launched(trace, out)
+    if conv:  # a kernel whose own name says convolution is one, whoever launched it
+        ids, inv = np.unique(name[out], return_inverse=True)
+        named_conv = np.array([kernel_class.kind(trace.names[int(i)]) == "conv" for i in ids], bool)[inv]
+        return out[by_op | named_conv]
+    return out[~by_op]
 
 
 def _compute_major(trace: Trace) -> int | None:
@@ -254,7 +268,7 @@ def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[F
             Change(
                 "faster",
                 pct=100 * (1 - 1 / k),
-                events=_same_names(trace, eff, m),
+                events=_same_names(trace, eff, m, conv=kind == "conv"),
                 label=f"the FP32 SIMT {kernels} kernels on {got['on']} Tensor Cores,",
             )
         ]
@@ -390,13 +404,23 @@ def _elementwise(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list
     # the optimizer's foreach kernels (multi_tensor_apply) are fused across tensors already: a
     # fused optimizer, not torch.compile, is their fix (nsys_ddp: 47% of these kernels' time)
     names = np.asarray(trace.columns["name"])[eff.kernel[m]]
-    foreach_ids = np.array([bool(_FOREACH.search(n)) for n in trace.names], bool)
-    opt_t = float(ctx["dur"][m][foreach_ids[names]].sum()) if len(names) else 0.0
+    opt_t = 0.0
+    if len(names):
+        ids, inv = np.unique(names, return_inverse=True)
+        foreach = np.array(
+            [
+                bool(_FOREACH.search(trace.names[int(i)])) and not _FUSED_ALREADY.search(trace.names[int(i)])
+                for i in ids
+            ],
+            bool,
+        )[inv]
+        opt_t = float(ctx["dur"][m][foreach].sum())
     how = "fuse them (torch.compile)"
     if opt_t >= FOREACH_SHARE * t:
         how += (
-            f"; {opt_t / t:.0%} of that time is the optimizer's foreach kernels (multi_tensor_apply), "
-            "which a fused optimizer replaces (torch.optim's fused=True, as in AdamW(..., fused=True))"
+            f"; {opt_t / t:.0%} of that time is foreach kernels (multi_tensor_apply: the optimizer's, "
+            "gradient clipping's), fused across tensors already: for the optimizer's, a fused optimizer "
+            "is the fix (fused=True, as in torch.optim.AdamW(..., fused=True))"
         )
     title = (
         f"Memory-bound elementwise and norm ops take {t / step_t:.0%} of the steps' time on the GPU "

@@ -131,6 +131,14 @@ CAUSES: dict[str, Callable[[Finding], list[Change]]] = {
 }
 
 
+EVERY_RANK = ", on every rank, not only the finding's"  # said where the change does more than it names
+
+
+def _fix_key(saving: str | None) -> str | None:
+    """The change a saving text names, whatever it says of the ranks (one change, one cause)."""
+    return saving.removesuffix(EVERY_RANK) if saving is not None else None
+
+
 def _what(changes: list[Change]) -> str:
     gaps = [ch for ch in changes if ch.kind == "remove_gap"]
     rest = [ch.describe() for ch in changes if ch.kind != "remove_gap"]
@@ -278,7 +286,7 @@ class _Start:
         if any(ch.kind == "no_launch_overhead" for ch in changes) and len(ranks) > 1 and not ranks <= set(f.ranks):
             # the replay takes the overhead off every rank: tp's 46 ms needs both, its finding
             # names rank 0 (an expert audit: rank 0's alone saves about 6 ms)
-            f.saving += ", on every rank, not only the finding's"
+            f.saving += EVERY_RANK
         f.severity = severity(f.saves_ms_in_steps * 1e6 / self.median_step if self.median_step else 0.0)
         return dur, off, {s: after.get(s, before.get(s, base[s])) for s in base}
 
@@ -413,7 +421,7 @@ def _promote(analysis: Analysis, changes_of: dict[int, list[Change]]) -> None:
             if (
                 c.rule in _OWN_CAUSES
                 and id(c) in changes_of
-                and c.saving != f.saving
+                and _fix_key(c.saving) != _fix_key(f.saving)
                 and (c.saves_ms_in_steps or 0.0) > f.saves_ms_in_steps
             ):
                 f.children.remove(c)
@@ -428,10 +436,11 @@ def _one_fix_once(analysis: Analysis) -> None:
     first: dict[str, Finding] = {}
     kept = []
     for f in analysis.findings:
-        holder = first.get(f.saving) if f.saving is not None else None
+        key = _fix_key(f.saving)
+        holder = first.get(key) if key is not None else None
         if holder is None:
-            if f.saving is not None:
-                first[f.saving] = f
+            if key is not None:
+                first[key] = f
             kept.append(f)
         else:
             holder.children.append(f)

@@ -306,7 +306,11 @@ def _explain_split(cause: str, split: dict, excess: list[dict]) -> str:
     # growth, a later launch, a longer queue), not the lag it carries: it stands out when it is a
     # quarter of that, and not a trifle beside the carried lag (a tenth of it)
     added = sum(max(0.0, split.get(k, 0.0)) for k in ("step_start_growth", "host_to_launch", "gpu_queue"))
-    carried = max(0.0, split.get("step_start", 0.0))
+    # a lag that does not grow is an offset from before the capture: beside it, an op is a trifle
+    # under a tenth of it (a growing lag is measured by its growth alone: its size grows with the
+    # capture's length)
+    steady = split.get("step_start_growth", 0.0) < 0.5
+    carried = max(0.0, split.get("step_start", 0.0)) if steady else 0.0
     small = bool(excess) and (excess[0]["ms"] < EXPLAINS * added or excess[0]["ms"] < CARRIED_SHARE * carried)
     # "most extra host time: cudaLaunchKernel +0.1 ms" beside a 14 ms lag explained nothing
     top = f" ({excess[0]['name']} +{excess[0]['ms']:.1f} ms)" if excess and not small else ""

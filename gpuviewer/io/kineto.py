@@ -81,6 +81,7 @@ class _FileReader(PieceReader):
         self.unknown_lanes: dict[int, int] = {}  # ... by local lane
         self.profiler_ranges = 0  # kernels under CUPTI's range profiler (kineto_cats.PROFILER_RANGE)
         self.range_lanes: set[int] = set()  # the local lanes they are on
+        self.annotated_lanes: set[int] = set()  # local lanes with other GPU annotations
         self.kept = Collected()  # the analysis' arguments (io/arg_capture.py)
 
     def lane_for(self, kind: str, pid, tid) -> int:
@@ -129,6 +130,8 @@ class _FileReader(PieceReader):
                 unknown.append((k, cat))
             elif isinstance(cat, str) and cat.lower() == PROFILER_RANGE:
                 ranges.append(k)
+            elif kind == LaneKind.GPU_ANNOTATION:
+                self.annotated_lanes.add(int(key_lane[k]))  # a lane shared with other ranges keeps its name
         if ranges:
             per_key = np.bincount(r["lane_key"], minlength=len(keys))
             for k in ranges:
@@ -376,7 +379,7 @@ class _FileReader(PieceReader):
             if lane.kind in _GPU_KINDS or lane.kind == LaneKind.COMM:
                 base = f"stream {lane.stream}"
                 lane.label = f"{base} annotations" if lane.kind == LaneKind.GPU_ANNOTATION else base
-                if i in self.range_lanes:
+                if i in self.range_lanes and i not in self.annotated_lanes:
                     lane.label = "kernels under CUPTI's range profiler"
             elif lane.kind == LaneKind.CUDA_API:
                 lane.label = f"CUDA API · {tname or f'thread {tid}'}"

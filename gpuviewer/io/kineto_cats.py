@@ -104,8 +104,8 @@ def unknown_warning(counts: dict[str, int], on_device: dict[str, int] | None = N
 def profiler_range_warning(n: int) -> str:
     """What a file whose kernels ran under CUPTI's range profiler holds instead of their times."""
     return (
-        f"{n:,} kernel{'s' * (n != 1)} ran under CUPTI's range profiler ('{PROFILER_RANGE}' events: "
-        "one kernel a range, replayed to collect its counters, which are in its arguments): their "
-        "times are not the kernels' (the profiler splits its span evenly among the ranges), so they "
-        "are drawn on the device's lanes and not counted as GPU work"
+        f"{n:,} range{'s' * (n != 1)} of CUPTI's range profiler ('{PROFILER_RANGE}' events: kernels "
+        "replayed to collect their counters, which are in the arguments; one kernel a range in its "
+        "per-kernel mode): their times are not the kernels' (the profiler splits its span evenly "
+        "among the ranges), so they are drawn on the device's lanes and not counted as GPU work"
     )

@@ -209,6 +209,7 @@ class TimelineView(RevealMixin, QWidget):
         self.layout_model = Layout(trace, state if state is not None else session.view.lanes)
         session.share_lanes(self.layout_model.state)  # one state: the session's is the layout's
         self.labels.layout_model = self.layout_model
+        self.labels_set_by_hand = False  # a new session's names: fitted again
         self.fit_labels()
         self.item = TimelineItem(trace, self.layout_model, self.origin)
         self.vb.addItem(self.item)
@@ -248,7 +249,7 @@ class TimelineView(RevealMixin, QWidget):
 
     def fit_labels(self) -> None:
         """The label column as wide as its longest label needs, within a sixth to a quarter of
-        the view (longer names are elided in the middle, whole in their tooltip)."""
+        the view (longer names are shortened part by part, label_fit; whole in their tooltip)."""
         want = self.labels.wanted_width()
         total = max(self.width(), 800)
         w = int(min(max(want, 160, total // 6), max(160, total // 4)))

@@ -55,3 +55,28 @@ def test_cudnn_batch_norm_kernels_are_norm_work(resnet):
     fam = json.loads(p.stdout)["efficiency"]["families"]
     norm = sum(f["time_ns"] for f in fam if f["kind"] == "norm")
     assert norm >= bn * 0.99
+
+
+def test_each_simt_finding_replays_its_own_kernels():
+    """One kernel name can run both kinds of work (a ResNet's volta_sgemm: its convolutions and its
+    linear layer). alexnet has both findings: their what-if changes take disjoint kernels, each as
+    many as its finding counts (one rank: the efficiency saw every kernel)."""
+    from gpuviewer.io.session import load
+    from gpuviewer.session.analysis import analyze_session
+
+    path = compat_path(
+        "facebookresearch__HolisticTraceAnalysis",
+        "critical_path",
+        "alexnet",
+        "benchmark_result_2869224_1695835535_trace.json.gz",
+    )
+    a = analyze_session(load([path]))
+    got = {}
+    for f in a.findings:
+        for x in [f, *f.children]:
+            if x.rule in ("fp32_simt_gemm", "fp32_simt_conv"):
+                (ch,) = x.fix
+                got[x.rule] = (set(int(e) for e in ch.events), x.metrics["kernels"])
+    assert set(got) == {"fp32_simt_gemm", "fp32_simt_conv"}
+    (g, ng), (c, nc) = got["fp32_simt_gemm"], got["fp32_simt_conv"]
+    assert not g & c and len(g) == ng and len(c) == nc

@@ -292,5 +292,25 @@ def test_the_optimizers_foreach_kernels_are_said_apart_with_their_fix():
     assert f["metrics"]["foreach_ms"] == pytest.approx(foreach / 1e3, abs=0.01)
     share = f["metrics"]["foreach_ms"] / f["metrics"]["time_ms"]
     assert share >= 0.25
-    assert f"; {share:.0%} of that time is the optimizer's foreach kernels (multi_tensor_apply)" in f["title"]
-    assert "fused=True" in f["title"]
+    assert f"; {share:.0%} of that time is foreach kernels (multi_tensor_apply: the optimizer's" in f["title"]
+    assert "a fused optimizer is the fix (fused=True" in f["title"]
+
+
+def test_a_fused_optimizers_own_kernels_are_not_told_to_fuse():
+    """PyTorch's fused Adam/AdamW/SGD run through multi_tensor_apply too; their kernels are not
+    counted as foreach kernels to replace by fused=True (a reviewer: a run already on fused=True
+    would be told to use it)."""
+    from gpuviewer.analysis.efficiency_findings import _FOREACH, _FUSED_ALREADY
+
+    fused = (
+        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
+        "FusedOptimizerTensorListMetadata<float, 4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4, "
+        "(at::native::ADAM_MODE)1, false>, float*, double, double, double, double, double, bool, float const*, float const*>"
+    )
+    foreach = (
+        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
+        "TensorListMetadata<2>, at::native::(anonymous namespace)::BinaryOpListAlphaFunctor<float, 2, 2, 0>, "
+        "std::plus<float>, float>(...)"
+    )
+    assert _FOREACH.search(fused) and _FUSED_ALREADY.search(fused)
+    assert _FOREACH.search(foreach) and not _FUSED_ALREADY.search(foreach)

@@ -116,26 +116,38 @@ def worst_errors(out: dict) -> tuple[int, list[str]]:
 _NAMED = re.compile(
     r"; most extra host time: .*? \+([\d.]+) ms a step|longer to launch the collective \(.*? \+([\d.]+) ms\)"
 )
+_DISMISSED = re.compile(r"no one op of its host stands out \(the most extra host time: .*? \+([\d.]+) ms a step\)")
 _CARRIED = re.compile(r"starts the steps ([\d.]+) ms after")
-_ADDED = re.compile(r"it grew ([\d.]+) ms a step|takes ([\d.]+) ms longer to launch")
+_GREW = re.compile(r"it grew ([\d.]+) ms a step")
+_LAUNCH = re.compile(r"takes ([\d.]+) ms longer to launch")
 
 
 def extra_host_errors(out: dict) -> list[str]:
-    """A late rank's titles that name an op as the reason (its extra host time a step) where that
-    time is under a quarter of what the rank adds to its lateness each step (the lag's growth, a
-    later launch) or under a tenth of the lag it carries: nsys_ddp named cudaLaunchKernel +0.1 ms
-    beside a 13.7 ms lag. Such an op is said not to stand out."""
+    """A late rank's titles whose op named as the reason (its extra host time a step) is under a
+    quarter of what the rank adds to its lateness each step (the lag's growth, a later launch),
+    or, for a lag that does not grow, under a tenth of the lag it carries (nsys_ddp named
+    cudaLaunchKernel +0.1 ms beside a steady 13.7 ms lag); and titles that dismiss an op ("no one
+    op ... stands out") that is not that small (the parts under 0.5 ms are not printed: allowed)."""
     bad = []
     for f in flat(out["findings"]):
-        m = _NAMED.search(f["title"])
-        if not m or "stands out" in f["title"]:
+        t = f["title"]
+        named, dismissed = _NAMED.search(t), _DISMISSED.search(t)
+        if not named and not dismissed:
             continue
-        op = float(m.group(1) or m.group(2))
-        added = sum(float(a or b) for a, b in _ADDED.findall(f["title"]))
-        c = _CARRIED.search(f["title"])
-        carried = float(c.group(1)) if c else 0.0
-        if op < 0.25 * added - 0.05 or op < 0.1 * carried - 0.05:
-            bad.append(f["title"])
+        g = _GREW.search(t)
+        growth = float(g.group(1)) if g else 0.0
+        launch = _LAUNCH.search(t)
+        added = growth + (float(launch.group(1)) if launch else 0.0)
+        c = _CARRIED.search(t)
+        carried = float(c.group(1)) if c and growth < 0.5 else 0.0
+        if named and "stands out" not in t:
+            op = float(named.group(1) or named.group(2))
+            if op < 0.25 * added - 0.05 or op < 0.1 * carried - 0.05:
+                bad.append(t)
+        elif dismissed:
+            op = float(dismissed.group(1))
+            if not (op < 0.25 * (added + 1.0) + 0.05 or op < 0.1 * carried + 0.05):
+                bad.append(t)
     return bad
 
 

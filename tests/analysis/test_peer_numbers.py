@@ -254,9 +254,9 @@ def test_cupti_range_profiler_kernels_are_drawn_on_the_device_but_not_timed():
     assert len(drawn) == 77
     assert {t.name_of(int(i)) for i in drawn} == {e["name"] for e in ranges}
     said = [w for w in t.warnings if "range profiler" in w]
-    assert len(said) == 1 and "77 kernels" in said[0] and not [w for w in t.warnings if "not understood" in w]
+    assert len(said) == 1 and "77 ranges" in said[0] and not [w for w in t.warnings if "not understood" in w]
     p = run_cli("analyze", CUPTI_RANGES, "--no-cache")
-    assert p.returncode == 0 and "77 kernels ran under CUPTI's range profiler" in p.stderr
+    assert p.returncode == 0 and "77 ranges of CUPTI's range profiler" in p.stderr
     assert "no findings" in p.stdout and "GPU compute" not in p.stdout, p.stdout
 
 

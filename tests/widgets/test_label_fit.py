@@ -57,6 +57,10 @@ def test_a_name_without_parts_is_cut_in_its_middle(qapp):
     got = fit_label(name, 120, adv)
     assert adv(got) <= 120 and got.startswith("nccl") and got.endswith(">)") and ELL in got
     assert fit_label(name, 1, adv) == ELL  # nothing fits: the ellipsis alone
+    words = "Optimizer.step#AdamW.step"  # one part without a number gives way at its end
+    got = fit_label(words, 90, adv)
+    assert adv(got) <= 90 and got.startswith("Optimizer") and got.endswith(ELL)
+    assert fit_label(words, 8, adv) == ELL or adv(fit_label(words, 8, adv)) <= 8
 
 
 def test_the_label_column_is_fitted_again_when_the_window_grows_until_dragged(qtbot, tmp_path):
