@@ -73,6 +73,7 @@ class Controller(QObject):
         self.session: Session | None = None
         self.block_analysis = False  # analyse in this thread (headless renders, tests)
         self._thread: AnalysisThread | None = None
+        self._older: list[AnalysisThread] = []  # earlier analyses still running when a new one started
         self._subs: list = []
         self.loader = Loader(self)
         self.loader.progress.connect(self.progress)
@@ -150,6 +151,10 @@ class Controller(QObject):
         th = AnalysisThread(s, self)
         th.done.connect(self._analysis_done)
         th.failed.connect(lambda m: self.analysisBusy.emit(f"analysis failed: {m}"))
+        # an analysis started while another runs (a topology joined, a new session) leaves that one
+        # running: every one is kept so that close() waits for or orphans each (a running QThread
+        # destroyed with the window aborts the process)
+        self._older = [t for t in self._older + ([self._thread] if self._thread is not None else []) if t.isRunning()]
         self._thread = th
         th.start()
 
@@ -188,8 +193,11 @@ class Controller(QObject):
     def close(self) -> None:
         self.flush()
         self.loader.cancel()
-        th, self._thread = self._thread, None
-        if th is not None and not th.wait(self.CLOSE_WAIT_MS):
+        threads = [*self._older, *([self._thread] if self._thread is not None else [])]
+        self._thread, self._older = None, []
+        for th in threads:
+            if th.wait(self.CLOSE_WAIT_MS):
+                continue
             # still running: its result is for no one now; kept alive, apart from this window
             for sig in (th.done, th.failed):
                 try:
