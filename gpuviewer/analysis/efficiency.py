@@ -68,18 +68,32 @@ class Efficiency:
         }
 
 
-def device_name(trace: Trace) -> str | None:
-    """The GPU's name as the trace recorded it (Kineto deviceProperties, nsys TARGET_INFO_GPU): of
-    the first rank's first device that has one."""
+def _named_device(trace: Trace) -> tuple[int, int, str] | None:
+    """(rank, device, name) of the first rank's first device whose name the trace recorded."""
     return next(
         (
-            p["name"]
+            (r.rank, dev, p["name"])
             for r in trace.ranks
-            for _, p in sorted(r.device_props.items())
+            for dev, p in sorted(r.device_props.items())
             if isinstance(p.get("name"), str) and p["name"]
         ),
         None,
     )
+
+
+def device_name(trace: Trace) -> str | None:
+    """The GPU's name as the trace recorded it (Kineto deviceProperties, nsys TARGET_INFO_GPU): of
+    the first rank's first device that has one."""
+    d = _named_device(trace)
+    return d[2] if d is not None else None
+
+
+def device_memory(trace: Trace) -> int | None:
+    """Bytes of memory of the device device_name() names (memory.capacity_bytes), None if not recorded."""
+    from .memory import capacity_bytes
+
+    d = _named_device(trace)
+    return capacity_bytes(trace, d[0], d[1]) if d is not None else None
 
 
 # aten::convolution, _convolution, cudnn_convolution, convolution_backward, conv2d, conv_transpose2d
@@ -103,16 +117,6 @@ def conv_launched(trace: Trace, kernels: np.ndarray, parent: np.ndarray | None =
         ids, inv = np.unique(np.asarray(trace.columns["name"])[parent[has]], return_inverse=True)
         out[has] = np.array([bool(_CONV_OP.search(trace.names[int(i)])) for i in ids], bool)[inv]
     return out
-
-
-def device_memory(trace: Trace) -> float | None:
-    """Bytes of memory of the device device_name() names (totalGlobalMem), None if not recorded."""
-    for r in trace.ranks:
-        for _, p in sorted(r.device_props.items()):
-            if isinstance(p.get("name"), str) and p["name"]:
-                v = p.get("totalGlobalMem") or p.get("totalMemory")
-                return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-    return None
 
 
 def launch_parents(

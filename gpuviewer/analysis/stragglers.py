@@ -303,12 +303,10 @@ CARRIED_SHARE = 0.1  # an op's extra time a step under this share of the carried
 
 def _explain_split(cause: str, split: dict, excess: list[dict]) -> str:
     # an op's extra time a step feeds what the rank adds to its lateness each step (the lag's
-    # growth, a later launch, a longer queue), not the lag it carries: it stands out when it is a
-    # quarter of that, and not a trifle beside the carried lag (a tenth of it)
+    # growth, a later launch, a longer queue): it stands out at a quarter of that. A lag that does
+    # not grow is an offset from before the capture, and an op under a tenth of it is a trifle
+    # beside it (a growing lag's size grows with the capture's length: not compared)
     added = sum(max(0.0, split.get(k, 0.0)) for k in ("step_start_growth", "host_to_launch", "gpu_queue"))
-    # a lag that does not grow is an offset from before the capture: beside it, an op is a trifle
-    # under a tenth of it (a growing lag is measured by its growth alone: its size grows with the
-    # capture's length)
     steady = split.get("step_start_growth", 0.0) < 0.5
     carried = max(0.0, split.get("step_start_median", 0.0)) if steady else 0.0
     small = bool(excess) and (excess[0]["ms"] < EXPLAINS * added or excess[0]["ms"] < CARRIED_SHARE * carried)

@@ -132,18 +132,16 @@ class _FileReader(PieceReader):
                 ranges.append(k)
             elif kind == LaneKind.GPU_ANNOTATION:
                 self.annotated_lanes.add(int(key_lane[k]))  # a lane shared with other ranges keeps its name
-        if ranges:
-            per_key = np.bincount(r["lane_key"], minlength=len(keys))
-            for k in ranges:
-                self.profiler_ranges += int(per_key[k])
-                self.range_lanes.add(int(key_lane[k]))
-        if unknown:
-            per_key = np.bincount(r["lane_key"], minlength=len(keys))
-            for k, cat in unknown:
-                name = text(cat, 80)
-                self.unknown_cats[name] = self.unknown_cats.get(name, 0) + int(per_key[k])
-                li = int(key_lane[k])
-                self.unknown_lanes[li] = self.unknown_lanes.get(li, 0) + int(per_key[k])
+        if ranges or unknown:
+            per_key = np.bincount(r["lane_key"], minlength=len(keys))  # events of each key
+        for k in ranges:
+            self.profiler_ranges += int(per_key[k])
+            self.range_lanes.add(int(key_lane[k]))
+        for k, cat in unknown:
+            name = text(cat, 80)
+            self.unknown_cats[name] = self.unknown_cats.get(name, 0) + int(per_key[k])
+            li = int(key_lane[k])
+            self.unknown_lanes[li] = self.unknown_lanes.get(li, 0) + int(per_key[k])
         name_ids = np.array([self.names[n] for n in r["names"]], np.int32)
         lk = r["lane_key"]
         self.min_ts = min(self.min_ts, r["min_ts"])

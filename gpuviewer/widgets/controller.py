@@ -72,8 +72,10 @@ class Controller(QObject):
         super().__init__(parent)
         self.session: Session | None = None
         self.block_analysis = False  # analyse in this thread (headless renders, tests)
-        self._thread: AnalysisThread | None = None
-        self._older: list[AnalysisThread] = []  # earlier analyses still running when a new one started
+        # the analyses started and maybe running, the newest last: one started while another runs
+        # (a topology joined, a new session) leaves that one running, and close() waits for or
+        # sets apart each (a running QThread destroyed with the window aborts the process)
+        self._threads: list[AnalysisThread] = []
         self._subs: list = []
         self.loader = Loader(self)
         self.loader.progress.connect(self.progress)
@@ -151,12 +153,13 @@ class Controller(QObject):
         th = AnalysisThread(s, self)
         th.done.connect(self._analysis_done)
         th.failed.connect(lambda m: self.analysisBusy.emit(f"analysis failed: {m}"))
-        # an analysis started while another runs (a topology joined, a new session) leaves that one
-        # running: every one is kept so that close() waits for or orphans each (a running QThread
-        # destroyed with the window aborts the process)
-        self._older = [t for t in self._older + ([self._thread] if self._thread is not None else []) if t.isRunning()]
-        self._thread = th
+        self._threads = [t for t in self._threads if t.isRunning()] + [th]
         th.start()
+
+    @property
+    def _thread(self) -> AnalysisThread | None:
+        """The newest analysis thread (wait_for_analysis waits for it)."""
+        return self._threads[-1] if self._threads else None
 
     def _analysis_done(self, a: dict, trace) -> None:
         if self.session is not None and trace is self.session.trace:  # else a newer session replaced it
@@ -193,8 +196,7 @@ class Controller(QObject):
     def close(self) -> None:
         self.flush()
         self.loader.cancel()
-        threads = [*self._older, *([self._thread] if self._thread is not None else [])]
-        self._thread, self._older = None, []
+        threads, self._threads = self._threads, []
         for th in threads:
             if th.wait(self.CLOSE_WAIT_MS):
                 continue
