@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 COMPUTE, COMM, MEMCPY, MEMSET = 0, 1, 2, 3
+SHORT_GAP_NS = 100_000  # a launch gap as the launch-bound sentences define it: under 100 µs
 GPU_CATS = {"kernel": None, "gpu_memcpy": MEMCPY, "gpu_memset": MEMSET}
 DTYPE_BYTES = {
     "float": 4,
@@ -114,6 +115,7 @@ class Rank:
     names: list
     coll: dict = field(default_factory=dict)  # op index -> collective args (NCCL kernels)
     step: np.ndarray | None = None  # step number of each op, -1: none
+    launch_end: np.ndarray | None = None  # when the launch call returned (ns), meaningful where linked
 
     def attribute(self) -> None:
         n = len(self.start)
@@ -199,7 +201,7 @@ def kineto_rank(path: str, fallback_rank: int = 0) -> Rank:
         elif cat in ("cuda_runtime", "cuda_driver"):
             c = (e.get("args") or {}).get("correlation")
             if c is not None and c not in launches:
-                launches[c] = _ns(e["ts"])
+                launches[c] = (_ns(e["ts"]), _ns(e["ts"]) + _ns(e.get("dur", 0)))
         elif cat in GPU_CATS:
             ops.append(e)
     streams: dict = {}
@@ -210,6 +212,7 @@ def kineto_rank(path: str, fallback_rank: int = 0) -> Rank:
     stream = np.zeros(n, np.int64)
     linked = np.zeros(n, bool)
     launch = np.zeros(n, np.int64)
+    launch_end = np.zeros(n, np.int64)
     names, coll = [], {}
     for i, e in enumerate(ops):
         name = str(e.get("name", ""))
@@ -224,7 +227,7 @@ def kineto_rank(path: str, fallback_rank: int = 0) -> Rank:
         c = args.get("correlation")
         if c in launches:
             linked[i] = True
-            launch[i] = launches[c]
+            launch[i], launch_end[i] = launches[c]
         names.append(name)
         if k == COMM and "Process Group Name" in args:
             coll[i] = {
@@ -238,6 +241,7 @@ def kineto_rank(path: str, fallback_rank: int = 0) -> Rank:
                 "peer": args.get("Dst Rank", args.get("Src Rank")),
             }
     r = Rank(rank, sorted(steps.values(), key=lambda s: s[1]), start, end, kind, stream, linked, launch, names, coll)
+    r.launch_end = launch_end
     r.attribute()
     return r
 
@@ -283,8 +287,8 @@ def nsys(path: str) -> list[Rank]:
                 ):
                     rows.append((gp >> 24 & 0xFFFFFF, d, st, s, e, c, k, table[21:].lower()))
         launches = {}
-        for s, c, gt in db.execute("SELECT start, correlationId, globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME"):
-            launches.setdefault((gt >> 24 & 0xFFFFFF, c), s)
+        for s, e, c, gt in db.execute("SELECT start, end, correlationId, globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME"):
+            launches.setdefault((gt >> 24 & 0xFFFFFF, c), (s, e))
         steps: dict = {}
         if "NVTX_EVENTS" in tables:
             for s, e, text, tid, g in db.execute(
@@ -312,9 +316,10 @@ def nsys(path: str) -> list[Rank]:
             np.array([r[6] for r in mine], np.int8),
             np.array([streams.setdefault((r[1], r[2]), len(streams)) for r in mine], np.int64),
             np.array([(p, r[5]) in launches for r in mine], bool),
-            np.array([launches.get((p, r[5]), 0) for r in mine], np.int64),
+            np.array([launches.get((p, r[5]), (0, 0))[0] for r in mine], np.int64),
             [r[7] for r in mine],
         )
+        rk.launch_end = np.array([launches.get((p, r[5]), (0, 0))[1] for r in mine], np.int64)
         # nsys has no process-group args: one group per job, the kernel name is the collective
         for i in range(n):
             if rk.kind[i] == COMM:
@@ -338,6 +343,33 @@ def load(path: str) -> list[Rank]:
 
 
 # -- per-step breakdown ------------------------------------------------------------------------
+
+
+def launch_gaps(us: np.ndarray, ue: np.ndarray, op_start: np.ndarray, late_at) -> np.ndarray:
+    """The launch gaps between stretches of work [us, ue) (sorted, disjoint): gaps under
+    SHORT_GAP_NS where the GPU waited for a launch, that is, the op starting the next stretch was
+    launched by a call that returned after the stretch before ended (or has no launch on record).
+    late_at(i, t): whether op i's launch returned after t (True where it has none)."""
+    g = us[1:] - ue[:-1]
+    keep = np.zeros(len(g), bool)
+    order = np.argsort(op_start, kind="stable")
+    starts = op_start[order]
+    for j in np.flatnonzero((g > 0) & (g < SHORT_GAP_NS)):
+        lo, hi = np.searchsorted(starts, us[j + 1]), np.searchsorted(starts, us[j + 1], side="right")
+        keep[j] = any(late_at(int(i), int(ue[j])) for i in order[lo:hi])
+    return g[keep]
+
+
+def rank_launch_gaps(r: Rank, us: np.ndarray, ue: np.ndarray) -> np.ndarray:
+    """launch_gaps for a rank's non-NCCL ops."""
+    work = np.flatnonzero(r.kind != COMM)
+    ends = r.launch_end
+
+    def late(i: int, t: int) -> bool:
+        k = work[i]
+        return not r.linked[k] or ends[k] > t
+
+    return launch_gaps(us, ue, r.start[work], late)
 
 
 def step_breakdown(r: Rank) -> list[dict]:

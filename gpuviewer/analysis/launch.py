@@ -3,7 +3,10 @@
 A step is launch-bound when it runs many kernels (50 or more) that are tiny (median under 20 µs,
 a few launch costs) and the GPU, between the work of that step, idles in short gaps (under 100 µs:
 the launch path, not a stall) at least half as long as it runs work (a third of its working time),
-and those gaps are at least a tenth of the step's GPU time. Long gaps (a host
+and those gaps are at least a tenth of the step's GPU time. A short gap counts only when the GPU
+waited for the launch: the call that launched the op after it returned after the GPU went idle
+(an op queued before then waited for something else, such as another stream's collective; an op
+with no launch call on record is counted, as nothing says otherwise). Long gaps (a host
 stall, a sleep) and communication kernels (a rank spinning while it waits for another) are left
 out of both sides, so a stall on one rank does not change the verdict on the same workload: only
 the stretches where the GPU is fed kernel after kernel are judged. A rank is launch-bound when
@@ -23,7 +26,7 @@ import numpy as np
 from ..model.categories import Cat
 from ..model.trace import Trace
 from . import intervals as iv
-from .breakdown import RankBreakdown
+from .breakdown import RankBreakdown, flows_by_dst
 
 SHORT_GAP_NS = 100_000  # shorter gaps are the launch path; longer ones are the host doing something else
 TINY_KERNEL_NS = 20_000  # a kernel this short is over before the host can launch the next few
@@ -69,8 +72,15 @@ def step_launch(trace: Trace, rb: RankBreakdown) -> dict:
     work = cat != Cat.COMM_KERNEL
     busy = iv.union(s[work], e[work])
     graph = graph_launched(trace, ops)
-    # a gap that ends where a graph-launched op starts is the graph's own scheduling, not a launch
-    own_starts = np.unique(s[work & ~graph])
+    # a gap that ends where a graph-launched op starts is the graph's own scheduling, not a launch;
+    # per start of an op launched on its own, the latest return of the calls that launched the ops
+    # starting there (none on record: counted as late)
+    own_i = np.nonzero(work & ~graph)[0]
+    own_s, own_end = s[own_i], _launch_end(trace, ops[own_i])
+    o = np.argsort(own_s, kind="stable")
+    own_s, own_end = own_s[o], own_end[o]
+    own_starts, first = np.unique(own_s, return_index=True)
+    own_late = np.maximum.reduceat(own_end, first) if len(first) else np.zeros(0, np.int64)
     kern = (cat == Cat.KERNEL) & ~graph
     gkern = (cat == Cat.KERNEL) & graph
     op_step = rb.op_step if rb.op_step is not None else np.zeros(len(ops), np.int64)
@@ -78,16 +88,21 @@ def step_launch(trace: Trace, rb: RankBreakdown) -> dict:
     # window every stretch but the first starts where it did unclipped (iv.clip, done here with
     # the stretches' indices kept)
     bs, be = busy
-    own_b = np.isin(bs, own_starts)
+    pos = np.minimum(np.searchsorted(own_starts, bs), max(len(own_starts) - 1, 0))
+    own_b = own_starts[pos] == bs if len(own_starts) else np.zeros(len(bs), bool)
+    # when the op that ends each stretch's leading gap was launched (never, for a stretch that does
+    # not start with an op launched on its own)
+    late_b = np.where(own_b, own_late[pos] if len(own_late) else 0, np.iinfo(np.int64).min)
     out = {}
     for sb in rb.steps:
         lo = int(np.searchsorted(be, sb.start_ns, side="right"))
         hi = int(np.searchsorted(bs, sb.end_ns, side="left"))
         a, b = np.maximum(bs[lo:hi], sb.start_ns), np.minimum(be[lo:hi], sb.end_ns)
         keep = b > a
-        a, b, own = a[keep], b[keep], own_b[lo:hi][keep]
+        a, b, launched = a[keep], b[keep], late_b[lo:hi][keep]
         g = a[1:] - b[:-1]  # gaps between the work inside the window
-        short = g[(g > 0) & (g < SHORT_GAP_NS) & own[1:]]
+        # ...that end at an op whose launch returned after the GPU went idle
+        short = g[(g > 0) & (g < SHORT_GAP_NS) & (launched[1:] > b[:-1])]
         in_step = (op_step == sb.step) if sb.step is not None else np.ones(len(ops), bool)
         d = (e - s)[kern & in_step]
         out[sb.step] = {
@@ -99,6 +114,20 @@ def step_launch(trace: Trace, rb: RankBreakdown) -> dict:
             "gap_ns": int(short.sum()),
             "gaps": int(len(short)),
         }
+    return out
+
+
+def _launch_end(trace: Trace, ops: np.ndarray) -> np.ndarray:
+    """When the call that launched each op returned; the largest int64 where none is on record."""
+
+    out = np.full(len(ops), np.iinfo(np.int64).max, np.int64)
+    d_sorted, s_by_dst = flows_by_dst(trace)
+    if len(d_sorted) and len(ops):
+        pos = np.minimum(np.searchsorted(d_sorted, ops), len(d_sorted) - 1)
+        hit = d_sorted[pos] == ops
+        src = s_by_dst[pos[hit]]
+        c = trace.columns
+        out[hit] = np.asarray(c["start"][src]).astype(np.int64) + np.asarray(c["dur"][src]).astype(np.int64)
     return out
 
 
@@ -144,9 +173,9 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
     s0, s1 = min(s.start_ns for s in hit), max(s.end_ns for s in hit)
     title = (
         f"Rank {rb.rank}: launch-bound{where} — {per_step:,.0f} kernels a step of {mean_k:.1f} µs on average "
-        f"(median {med_k:.1f} µs) separated by {mean_gap:.1f} µs (the gaps under {SHORT_GAP_NS // 1000} µs, "
-        f"where the GPU waits for the next launch); in them the GPU idles "
-        f"{gap_ns / len(hit) / 1e6:.1f} ms a step, {share:.0%} of the time it is fed work; "
+        f"(median {med_k:.1f} µs); the GPU waits for the next launch {gaps / len(hit):,.0f} times a step, "
+        f"{mean_gap:.1f} µs on average (gaps under {SHORT_GAP_NS // 1000} µs), {gap_ns / len(hit) / 1e6:.1f} ms "
+        f"a step, {share:.0%} of its time running kernels or waiting for the next launch; "
         f"compute {compute:.0%} of its time{' in them' if where else ''}"
     )
     return [
@@ -165,6 +194,7 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
                     "mean_kernel_us": round(mean_k, 3),
                     "median_kernel_us": round(med_k, 3),
                     "mean_gap_us": round(mean_gap, 3),
+                    "launch_waits_per_step": round(gaps / len(hit), 1),
                     "launch_idle_ms_per_step": round(gap_ns / len(hit) / 1e6, 3),
                     "launch_idle_share": round(share, 4),
                     "idle_fraction": round(idle, 4),

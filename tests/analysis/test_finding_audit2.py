@@ -20,7 +20,6 @@ from conftest import run_cli_once, trace_path
 from kineto_truth import load_json
 
 H200_BF16_DENSE = 989.4  # TFLOP/s, NVIDIA's H200 SXM datasheet (1,979 with sparsity)
-SHORT_GAP_NS = 100_000  # a launch gap as the launch-bound sentences define it: under 100 µs
 
 
 def analyze(*parts: str) -> dict:
@@ -83,7 +82,7 @@ def rank_figures(parts: tuple[str, ...]) -> dict[int, dict]:
     work still running there from before belongs to no measured step): compute kernels, NCCL waiting (own arrival to the last rank's, at most the own
     kernel), NCCL transfer (the rest of the NCCL time), copies, idle, as shares of that time; and
     per step the launch gaps: gaps under 100 µs between stretches of non-NCCL work in the step's
-    window (the GPU idles while the host launches the next kernel)."""
+    window that end at an op launched after the GPU went idle (it waited for that launch)."""
     ranks = load(parts)
     inst = T.match(ranks)
     steps = measured_steps(ranks)
@@ -112,8 +111,7 @@ def rank_figures(parts: tuple[str, ...]) -> dict[int, dict]:
         for s in st:
             w0, w1 = s["start_ns"], s["end_ns"]
             us, ue = _clip(T.union(r.start[k != T.COMM], r.end[k != T.COMM]), w0, w1)
-            g = us[1:] - ue[:-1]
-            short = g[(g > 0) & (g < SHORT_GAP_NS)]
+            short = T.rank_launch_gaps(r, us, ue)
             mine = (r.step == s["step"]) & (k == T.COMPUTE)
             per_step.append(
                 {
@@ -343,25 +341,27 @@ def test_pp_launch_bound_pipeline_sentence():
 # -- 3. the launch-bound sentence ----------------------------------------------------------------------
 
 _LAUNCH = re.compile(
-    r"launch-bound — ([\d,]+) kernels a step of ([\d.]+) µs on average \(median ([\d.]+) µs\) separated by "
-    r"([\d.]+) µs \(the gaps under 100 µs, where the GPU waits for the next launch\); in them the GPU idles "
-    r"([\d.]+) ms a step, (\d+)% of the time it is fed work; "
+    r"launch-bound — ([\d,]+) kernels a step of ([\d.]+) µs on average \(median ([\d.]+) µs\); the GPU waits "
+    r"for the next launch ([\d,]+) times a step, ([\d.]+) µs on average \(gaps under 100 µs\), ([\d.]+) ms a step, "
+    r"(\d+)% of its time running kernels or waiting for the next launch; "
     r"compute (\d+)% of its time(?: \(rank (\d+), the worst\))?"
 )
 
 
 @pytest.mark.parametrize("parts", [("kineto", "pp"), ("whatif", "launch_eager.json.gz"), ("kineto", "ddp_clean")])
 def test_the_launch_bound_sentence(parts):
-    """'2,325 kernels a step of 7.6 µs on average (median 5.6 µs) separated by 25.7 µs; between
-    them the GPU idles 62.3 ms a step, 78% of the time it is fed work; compute 16% of its time':
+    """'2,325 kernels a step of 7.6 µs on average (median 5.6 µs); the GPU waits for the next launch
+    2,103 times a step, 25.7 µs on average (gaps under 100 µs), 62.3 ms a step, 78% of its time
+    running kernels or waiting for the next launch; compute 16% of its time':
     of the rank named (or the only one), over its measured steps: kernels a step, their mean and
-    (median of the steps') median duration, the mean launch gap, the launch gaps a step, their
-    share of the time fed work (work + launch gaps) and the compute share of the GPU time."""
+    (median of the steps') median duration, the launch gaps a step (gaps under 100 µs that end at
+    an op launched after the GPU went idle), their mean and total a step, their share of the time
+    running work or in launch gaps and the compute share of the GPU time."""
     f = next(f for f in flat(analyze(*parts)["findings"]) if f["rule"] == "launch_bound")
     m = _LAUNCH.search(f["title"])
     assert m, f["title"]
     fig = rank_figures(parts)
-    rank = int(m.group(8)) if m.group(8) else f["ranks"][0]
+    rank = int(m.group(9)) if m.group(9) else f["ranks"][0]
     st = fig[rank]["steps"]
     durs = np.concatenate([s["kernel_durs"] for s in st])
     gap = sum(s["gap"] for s in st)
@@ -369,16 +369,18 @@ def test_the_launch_bound_sentence(parts):
         "kernels": round(len(durs) / len(st)),
         "mean": durs.mean() / 1e3,
         "median": statistics.median(np.median(s["kernel_durs"]) / 1e3 for s in st),
+        "gaps": round(sum(s["gaps"] for s in st) / len(st)),
         "sep": gap / sum(s["gaps"] for s in st) / 1e3,
         "idle_ms": gap / len(st) / 1e6,
         "share": gap / sum(s["fed"] for s in st),
         "compute": fig[rank]["compute"],
     }
     assert int(m.group(1).replace(",", "")) == want["kernels"], (f["title"], want)
-    for i, k, tol in ((2, "mean", 0.06), (3, "median", 0.06), (4, "sep", 0.06), (5, "idle_ms", 0.06)):
+    assert abs(int(m.group(4).replace(",", "")) - want["gaps"]) <= 1, (f["title"], want)
+    for i, k, tol in ((2, "mean", 0.06), (3, "median", 0.06), (5, "sep", 0.06), (6, "idle_ms", 0.06)):
         assert abs(float(m.group(i)) - want[k]) <= tol, (k, f["title"], want)
-    assert abs(_pct(m.group(6)) - want["share"]) <= 0.006, (f["title"], want)
-    assert abs(_pct(m.group(7)) - want["compute"]) <= 0.015, (f["title"], want)
+    assert abs(_pct(m.group(7)) - want["share"]) <= 0.006, (f["title"], want)
+    assert abs(_pct(m.group(8)) - want["compute"]) <= 0.015, (f["title"], want)
 
 
 # -- 4. bound by ------------------------------------------------------------------------------------

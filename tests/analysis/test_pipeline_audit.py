@@ -28,11 +28,10 @@ import json
 import os
 import re
 
+import analysis_truth as T
 import numpy as np
 import pytest
 from conftest import run_cli_once, trace_path
-
-SHORT_GAP_NS = 100_000
 
 
 def analyze(*parts: str) -> dict:
@@ -100,7 +99,7 @@ def rank_steps(path: str) -> dict:
     )
     h0, h1 = _ns([h[0] for h in host]), _ns([h[1] for h in host])
     launch = {
-        e["args"]["correlation"]: e["ts"]
+        e["args"]["correlation"]: (e["ts"], e["ts"] + e["dur"])
         for e in ev
         if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
     }
@@ -111,7 +110,10 @@ def rank_steps(path: str) -> dict:
     kern = np.array([e["cat"] == "kernel" for e in gpu]) & ~nccl
     lane = [(e["pid"], e["tid"]) for e in gpu]
     # the step of each op: by its launch, else the previous launched op's on its stream
-    t_us = np.array([launch.get(g["args"].get("correlation"), np.nan) for g in gpu], np.float64)
+    t_us = np.array([launch.get(g["args"].get("correlation"), (np.nan,))[0] for g in gpu], np.float64)
+    # when each op's launch call returned (+inf: none on record, so nothing says it was queued)
+    t_end = np.array([launch.get(g["args"].get("correlation"), (0, np.inf))[1] for g in gpu], np.float64)
+    te = t_end[~nccl]
     linked = ~np.isnan(t_us)
     tn = _ns(np.nan_to_num(t_us))
     k = np.searchsorted(h0, tn, side="right") - 1
@@ -140,8 +142,8 @@ def rank_steps(path: str) -> dict:
         elif prev is None and mine.any() and w0 > h0[k]:
             before = _idle(busy_all, int(h0[k]), w0)
         ws, we = _clip(work, w0, w1)
-        g = ws[1:] - we[:-1]
-        gap = int(g[(g > 0) & (g < SHORT_GAP_NS)].sum())
+        # launch gaps: the op after the gap was launched after the GPU went idle
+        gap = int(T.launch_gaps(ws, we, s[~nccl], lambda i, t: np.rint(te[i] * 1000) > t).sum())
         steps.append(
             {
                 "step": host[k][2],
