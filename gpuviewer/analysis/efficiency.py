@@ -219,6 +219,10 @@ def compute(
         keep = trace.lane_rank_array()[np.asarray(c["lane"])[kernels]] == rank
         kernels, parent = kernels[keep], parent[keep]
         steps = [s for s in steps or [] if s["rank"] == rank] or None
+    in_steps = bool(steps)
+    if steps:
+        keep = _in_measured_steps(trace, kernels, steps)
+        kernels, parent = kernels[keep], parent[keep]
     dur = np.asarray(c["dur"])[kernels].astype(np.float64)
     names = np.asarray(c["name"])[kernels]
     # the ops with a rule get their shapes read; an op with shapes and a rule has work
@@ -312,6 +316,7 @@ def compute(
             "unknown_no_launch_ns": int(dur[orphan].sum()),
             "kernels": int(len(kernels)),
             "shapes_recorded": bool(got),
+            "in_measured_steps": in_steps,
         },
         kernel=kernels,
         kernel_op=np.where(has_op, parent, -1),
@@ -324,6 +329,26 @@ def compute(
         flop_kind = np.array([k[0] in FLOP_KINDS for k in keys], bool)  # by family id (keys in id order)
         eff.steps = _steps(trace, kernels, k_flops, steps, peaks, flop_kind[fam] & ~has_op)
     return eff
+
+
+def _in_measured_steps(trace: Trace, kernels: np.ndarray, steps: list[dict]) -> np.ndarray:
+    """Per kernel: does it start inside a measured step's GPU window on its rank (a warm-up
+    step's only where no step is measured)? The families describe the steady state: the warm-up's
+    autotuning and its GPU tail (pp_gpu: 1,661 kernels, 338 ms, running before the first measured
+    step from launches before the capture) are not the workload's mix."""
+    measured = [s for s in steps if not s.get("warmup")] or steps
+    rank_of = trace.lane_rank_array()[np.asarray(trace.columns["lane"])[kernels]]
+    start = np.asarray(trace.columns["start"])[kernels].astype(np.int64)
+    keep = np.zeros(len(kernels), bool)
+    for r in {s["rank"] for s in measured}:
+        w = sorted((int(s["start_ns"]), int(s["end_ns"])) for s in measured if s["rank"] == r)
+        ws, we = np.array([x[0] for x in w], np.int64), np.array([x[1] for x in w], np.int64)
+        mine = np.flatnonzero(rank_of == r)
+        k = np.searchsorted(ws, start[mine], side="right") - 1
+        ok = k >= 0
+        ok[ok] = start[mine][ok] < we[k[ok]]
+        keep[mine[ok]] = True
+    return keep
 
 
 def _families(trace, keys, fam, kernels, dur, k_flops, k_bytes, parent, has_op, peaks: Peaks) -> list[dict]:
@@ -447,7 +472,12 @@ def summary_lines(eff: dict) -> list[str]:
     tf = p.get("tflops") or {}
     ref = next((k for k in ("bf16", "fp16") if tf.get(k)), None)
     roof = f"{p.get('model')}, {ref} dense peak {tf[ref]:g} TFLOP/s" if ref else "peak unknown: achieved rates only"
-    out = [f"efficiency: {eff.get('device')} ({roof})"]
+    scope = (
+        "; the kernel families below: the measured steps' kernels"
+        if (eff.get("ops") or {}).get("in_measured_steps")
+        else ""
+    )
+    out = [f"efficiency: {eff.get('device')} ({roof}){scope}"]
     for s in eff.get("steps") or []:
         mfu = f"MFU {s['mfu']:.1%}" if s.get("mfu") is not None else "MFU unknown"
         if s.get("flop_kernels_unknown") and s.get("mfu") is not None:
