@@ -313,7 +313,10 @@ def _explain_split(cause: str, split: dict, excess: list[dict]) -> str:
     # "most extra host time: cudaLaunchKernel +0.1 ms" beside a 14 ms lag explained nothing
     top = f" ({excess[0]['name']} +{excess[0]['ms']:.1f} ms)" if excess and not small else ""
     if cause == "gpu":
-        return f"its GPU is busy longer: its collective waits {split['gpu_queue']:.1f} ms more in the queue{top}"
+        return (
+            f"its GPU is busy longer: at the collective that waits longest for it each step, its kernel waits "
+            f"{split['gpu_queue']:.1f} ms more in the GPU's queue after its launch{top}"
+        )
     bits = []
     if split["step_start"] >= 0.5:
         grow = split.get("step_start_growth", 0.0)
@@ -331,8 +334,12 @@ def _explain_split(cause: str, split: dict, excess: list[dict]) -> str:
             f"(a lag carried over from the step before; from its first late step to its last {rate})"
         )
     if split["host_to_launch"] >= 0.5:
-        bits.append(f"takes {split['host_to_launch']:.1f} ms longer to launch the collective{top}")
-    what = " and ".join(bits) if bits else "its host launches the collective later" + top
+        # measured at one collective a step (_why): said so, not as every collective's delay
+        bits.append(
+            f"takes {split['host_to_launch']:.1f} ms longer from the step's start to launching the collective "
+            f"that waits longest for it{top}"
+        )
+    what = " and ".join(bits) if bits else "its host launches the collective that waits longest for it later" + top
     if top and top not in what:
         what += f"; most extra host time: {excess[0]['name']} +{excess[0]['ms']:.1f} ms a step"
     elif small:
