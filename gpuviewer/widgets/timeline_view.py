@@ -282,8 +282,10 @@ class TimelineView(RevealMixin, QWidget):
     def _sync_labels(self) -> None:
         (_, _), (y0, y1) = self.vb.viewRange()
         top = self.vb.mapToDevice(self.vb.mapFromView(pg.Point(0, y0)))
-        top_y = self.plot.mapTo(self, top.toPoint()).y() if top is not None else 0
-        top_y -= self.labels.y()
+        # device coordinates are the plot's viewport's; mapped through this widget, an ancestor of
+        # both, into the labels' own (they sit in the splitter: their y() is not relative to this
+        # widget, and subtracting it put every label a row below its lane)
+        top_y = self.labels.mapFrom(self, self.plot.viewport().mapTo(self, top.toPoint())).y() if top is not None else 0
         self.labels.set_view(y0, y1, int(top_y), int(self.vb.height()))
 
     def _relayout(self) -> None:

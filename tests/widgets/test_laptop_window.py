@@ -38,8 +38,22 @@ def main():
         tl = tv.plot.viewport().mapTo(tv, r.topLeft().toPoint())
         return [tl.x(), tl.y(), tl.x() + r.width(), tl.y() + r.height()]
 
+    def misaligned(tv):
+        """Per row in view: how far (px, in the window) its label is drawn from its lane."""
+        import pyqtgraph as pg
+        y0, y1 = tv.labels.y_range
+        out = []
+        for row in tv.layout_model.visible_rows(y0, y1):
+            if row.y < y0:
+                continue  # scrolled partly away: the label's row is clipped, or the sticky header
+            lane = tv.plot.viewport().mapTo(w, tv.vb.mapViewToDevice(pg.Point(0, row.y)).toPoint()).y()
+            label = tv.labels.mapTo(w, QPoint(0, int(round(tv.labels._to_dev(row.y))))).y()
+            out.append([row.label, label - lane])
+        return out
+
     def layout():
         tv = w.timeline
+        out["label_offsets"] = misaligned(tv)
         out["window"] = [w.width(), w.height()]
         out["lanes_h"] = tv.vb.height()
         out["details_open_at_start"] = w.details_dock.isVisible()
@@ -78,7 +92,8 @@ def main():
             sticky = tv.labels.sticky_header()
             shown.append({"rule": f.rule, "event": w.trace.name_of(i), "rect": [r.left(), r.top(), r.right(), r.bottom()],
                           "lanes": lanes_rect(tv), "sticky_rank": sticky.rank if sticky is not None else None,
-                          "sticky_bottom": tv.labels._sticky_bottom() + tv.labels.y() if sticky is not None else None,
+                          "sticky_bottom": tv.labels.mapTo(tv, QPoint(0, int(tv.labels._sticky_bottom()))).y()
+                          if sticky is not None else None, "label_offsets": misaligned(tv),
                           "rank": w.trace.lanes[int(w.trace.columns["lane"][i])].rank})
         out["findings"] = shown
         late = next(f for f in flat(w.findings.findings) if f.rule == "straggler")
@@ -217,6 +232,17 @@ def test_a_finding_shows_its_event_inside_the_viewport(laptop):
             assert s["sticky_rank"] == s["rank"] and y0 >= s["sticky_bottom"] - 1, s
 
 
+def test_each_label_is_beside_its_lane(laptop):
+    """Every row's name is drawn level with its lane, at open and after each finding scrolled the
+    lanes (the labels sit in a splitter: a label column placed by the timeline's own coordinates
+    put every name a row below its lane)."""
+    views = [laptop["label_offsets"]] + [s["label_offsets"] for s in laptop["findings"]]
+    assert laptop["label_offsets"], "no row in view"
+    for rows in views:
+        for label, off in rows:
+            assert abs(off) <= 1, (label, off)
+
+
 def test_no_header_or_severity_is_elided(laptop):
     for text, need, size in laptop["headers"]:
         assert need + 8 <= size, (text, need, size)
@@ -307,7 +333,8 @@ def test_search_reveals_its_match_and_long_lane_names_are_whole_in_tooltips(qtbo
     top = tv.plot.viewport().mapTo(tv, vb.topLeft().toPoint()).y()
     assert top <= r.top() and r.bottom() <= top + vb.height() + 1, (r, top, vb.height())
     sticky = tv.labels.sticky_header()
-    assert sticky is None or (sticky.rank == rank and r.top() >= tv.labels._sticky_bottom() + tv.labels.y() - 1)
+    bottom = tv.labels.mapTo(tv, QPoint(0, int(tv.labels._sticky_bottom()))).y()
+    assert sticky is None or (sticky.rank == rank and r.top() >= bottom - 1)
     # its details: the field column no wider than its names need, every value whole in its tooltip
     name = w.trace.name_of(i)
     d = w.details
