@@ -36,7 +36,8 @@ from .cache_paths import identity, respell
 # gets its steps from its Optimizer.step ranges; 19: the step a p.step() at the profiler's exit
 # leaves is not a step (io/step_stub.py); 20: CUPTI range-profiler events are untimed device ranges;
 # 21: their warning's new words (the warnings are cached)
-STORE_VERSION = 21
+# 22: an nsys runtime call recorded twice (nsys 2021: cudaMemcpy around cudaMemcpy_v3020) is read once
+STORE_VERSION = 22
 # Entries up to this size are checked whole when opened: 256 MB hash in ~12 ms from the page
 # cache, under 5% of a warm open (BENCHMARKS.md). Bigger ones check each column when first read.
 EAGER_CHECK_BYTES = 256 << 20
