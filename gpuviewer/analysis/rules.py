@@ -20,7 +20,7 @@ from ..model.trace import Trace
 from . import contention, launch, outliers, pipeline
 from . import intervals as iv
 from .breakdown import RankBreakdown
-from .host import API_CATS, HOST_KINDS, explain, recorded_ns
+from .host import API_CATS, HOST_KINDS, covering_op, explain, recorded_ns
 from .memory import HELD_ADVICE, STEP_ADVICE, allocated_counters, capacity_bytes, held_and_added, peaks_per_step
 from .rule_base import (  # noqa: F401 - used here and by callers
     ADVICE,
@@ -262,6 +262,10 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         )
         who = f": the host was in {api['name']} for {api['ms']:,.1f} ms of the {gap / 1e6:,.1f} ms{around}{hint}"
         named = {"name": api["name"], "excess_ms": api["excess_ms"], "lane": api["lane"]}
+    elif (cov := covering_op(trace, rb.rank, g0, g1)) is not None:
+        # the op the host was inside for most of the gap, children included (a DataLoader's
+        # __next__: 50.7 of 51.2 ms, of which its own self time is 25.2 ms)
+        who = f": the host was in {trace.name_of(cov[0])} for {cov[1] / 1e6:,.1f} ms of the {gap / 1e6:,.1f} ms"
     elif what and what[0]["ms"] * 1e6 >= 0.5 * gap:
         who = f": the host was in {what[0]['name']}"
     elif unseen >= 0.5 * gap:
