@@ -129,14 +129,34 @@ def _same_names(trace: Trace, eff: Efficiency, m, conv: bool | None = None) -> n
     return out[~by_op]
 
 
-def _compute_major(trace: Trace) -> int | None:
-    """The recorded compute capability's major version of the first device that has one."""
+# the architecture cuBLAS / cuDNN / CUTLASS kernels are built for, named in them (volta_sgemm_*,
+# turing_fp16_*, ampere_bf16_*, sm80_xmma_*, sm90_xmma_*): major compute capability
+_ARCH_IN_NAME = (
+    (re.compile(r"(?:^|[^a-z0-9])(?:volta|sm_?70)_", re.I), 7, "volta_*"),
+    (re.compile(r"(?:^|[^a-z0-9])(?:turing|sm_?75)_", re.I), 7, "turing_*"),
+    (re.compile(r"(?:^|[^a-z0-9])(?:ampere|sm_?8[0-9])_", re.I), 8, "ampere_* / sm8x_*"),
+    (re.compile(r"(?:^|[^a-z0-9])(?:hopper|sm_?90a?)_", re.I), 9, "sm90_*"),
+    (re.compile(r"(?:^|[^a-z0-9])(?:blackwell|sm_?10[0-9]a?)_", re.I), 10, "sm100_*"),
+)
+
+
+def _compute_major(trace: Trace) -> tuple[int, str] | None:
+    """The recorded compute capability's major version of the first device that has one, and how
+    it is known; where none is recorded, the newest architecture the kernels' names are built for
+    (libraries run an older architecture's kernels on a newer GPU, never the reverse: an A100 runs
+    volta_sgemm beside its sm80_ kernels, a V100 only volta_)."""
     for r in trace.ranks:
         for _, p in sorted(r.device_props.items()):
             v = p.get("computeMajor")
             if isinstance(v, int) and not isinstance(v, bool):
-                return v
-    return None
+                return v, f"compute capability {v}.x"
+    kern = np.asarray(trace.columns["cat"]) == Cat.KERNEL
+    names = [trace.names[int(i)] for i in np.unique(np.asarray(trace.columns["name"])[kern]).tolist()]
+    best = None
+    for pat, major, tag in _ARCH_IN_NAME:
+        if (best is None or major > best[0]) and any(pat.search(n) for n in names):
+            best = (major, f"the kernels are built for compute capability {major}.x and no newer ({tag})")
+    return best
 
 
 def _simt_speedup(
@@ -151,7 +171,8 @@ def _simt_speedup(
         ref = p
         grounds = ""
     else:
-        major = _compute_major(trace)
+        known = _compute_major(trace)
+        major, said = known if known is not None else (None, "")
         if major is not None and major < 7:
             return None  # compute capability 6.x and older: no Tensor Cores
         named = p.device not in ("", "unknown")
@@ -159,7 +180,7 @@ def _simt_speedup(
         # whose TF32 peak is the least multiple of its FP32 peak (the smallest claim)
         if major == 7:
             model = "V100 SXM2"
-            how = f"compute capability {major}.x, fp16 Tensor Cores only, as on the {model}"
+            how = f"{said}: fp16 Tensor Cores only, as on the {model}"
         else:
             model = min(
                 (r for r in peak_table.rows() if r["model"].startswith(_DATACENTRE) and r["tf32"] and r["fp32"]),

@@ -80,3 +80,31 @@ def test_each_simt_finding_replays_its_own_kernels():
     assert set(got) == {"fp32_simt_gemm", "fp32_simt_conv"}
     (g, ng), (c, nc) = got["fp32_simt_gemm"], got["fp32_simt_conv"]
     assert not g & c and len(g) == ng and len(c) == nc
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "tb_plugin_resnet50_num_workers_0_worker0.ARRAYFORM.pt.trace.json.gz",
+        "tb_plugin_resnet50_autograd_api_num_workers_0_worker0.pt.trace.json.gz",
+    ],
+)
+def test_a_volta_run_without_device_properties_is_offered_fp16_only(name):
+    """tb_plugin's ResNet-50 traces record no deviceProperties; their cuDNN / cuBLAS kernels are
+    built for Volta (volta_scudnn_*, volta_sgemm_*) and none for a newer architecture, so the GPU
+    has fp16 Tensor Cores only: the advice offers fp16 autocast, never bf16 or TF32 (it offered
+    'bf16 autocast or allow_tf32=True ... 13.9x' as on an H100 NVL, an expert audit)."""
+    import json
+
+    path = compat_path("pytorch__kineto", name)
+    ev, meta = load_json(path)
+    assert not meta.get("deviceProperties")
+    kernels = {e["name"] for e in ev if e.get("ph") == "X" and e.get("cat") in ("Kernel", "kernel")}
+    assert any(n.startswith("volta_") for n in kernels)
+    assert not any(re.search(r"(^|[^a-z0-9])(ampere|turing|hopper|sm_?[89]\d|sm_?1\d\d)_", n, re.I) for n in kernels)
+    p = run_cli_once("analyze", path, "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    f = next(f for f in json.loads(p.stdout)["findings"] if f["rule"] == "fp32_simt_conv")
+    assert "fp16 autocast" in f["title"] and "bf16" not in f["title"].split("(with a GradScaler")[0]
+    assert "allow_tf32" not in f["title"] and "V100" in f["title"]
+    assert "compute capability 7.x" in f["title"]
