@@ -64,7 +64,9 @@ def load(
 ) -> Trace:
     files, kinds, optional, unread, dups = _session_files(paths)
     trace = _load(files, kinds, use_cache, progress, cancelled, optional)
-    for w in unread + dups:
+    from .one_job import not_one_job
+
+    for w in unread + dups + [w for w in [not_one_job(trace)] if w]:
         if w not in trace.warnings:
             trace.warnings.append(w)
     # what the folder listing left out, for commands that print no other warnings (analyze) and
