@@ -47,6 +47,7 @@ class CriticalPath:
     start_ns: int
     end_ns: int
     segments: list[Segment] = field(default_factory=list)
+    loop: bool = True  # a step of a loop; False: a whole capture without steps (its host is no loop)
 
     @property
     def duration_ns(self) -> int:
@@ -59,7 +60,7 @@ class CriticalPath:
         return out
 
     def bound_by(self) -> str:
-        return bound_by_text(self.by_resource(), self.duration_ns)
+        return bound_by_text(self.by_resource(), self.duration_ns, self.loop)
 
     def to_json(self) -> dict:
         return {
@@ -79,9 +80,11 @@ class CriticalPath:
         return d
 
 
-def bound_by_text(share: dict[tuple[int, str], int], total: int) -> str:
+def bound_by_text(share: dict[tuple[int, str], int], total: int, loop: bool = True) -> str:
     """'rank 1 host loop', 'GPU compute', 'link', 'copies', 'idle': the resource that holds the
-    most of the path (a rank named when one rank holds most of it)."""
+    most of the path (a rank named when one rank holds most of it). loop False: the path is a
+    whole capture without steps, whose host time is start-up and teardown as much as any loop
+    ('rank 0 host')."""
     if not share or total <= 0:
         return "nothing on record"
     per_res: dict[str, int] = {}
@@ -91,9 +94,10 @@ def bound_by_text(share: dict[tuple[int, str], int], total: int) -> str:
     ranks = {r: v for (r, x), v in share.items() if x == res}
     top = max(ranks, key=ranks.__getitem__)
     one = ranks[top] >= 0.6 * per_res[res] and len({r for r, _ in share}) > 1
-    label = {"host": "host loop", "gpu": "GPU compute", "comm": "link", "copy": "copies", "idle": "idle"}[res]
+    host = "host loop" if loop else "host"
+    label = {"host": host, "gpu": "GPU compute", "comm": "link", "copy": "copies", "idle": "idle"}[res]
     if res == "host":
-        return f"rank {top} host loop" if one or len({r for r, _ in share}) == 1 else "host loop (every rank)"
+        return f"rank {top} {host}" if one or len({r for r, _ in share}) == 1 else f"{host} (every rank)"
     return f"rank {top} {label}" if one and res in ("gpu", "copy") else label
 
 
@@ -214,7 +218,7 @@ def bound_by(cps: dict[int, CriticalPath]) -> str:
     for cp in cps.values():
         for k, v in cp.by_resource().items():
             share[k] = share.get(k, 0) + v
-    return bound_by_text(share, sum(cp.duration_ns for cp in cps.values()))
+    return bound_by_text(share, sum(cp.duration_ns for cp in cps.values()), all(cp.loop for cp in cps.values()))
 
 
 def attach_paths(trace: Trace, analysis, args: dict[int, dict] | None = None) -> None:
@@ -238,6 +242,9 @@ def attach_paths(trace: Trace, analysis, args: dict[int, dict] | None = None) ->
         return
     if not cps:
         return
+    if not any(trace.steps_of_rank(r.rank) for r in trace.ranks):
+        for cp in cps.values():  # the whole capture is the one step: no loop to name
+            cp.loop = False
     warm = {s.step for rb in analysis.breakdowns for s in rb.steps if s.warmup}
     analysis.steps = [cp.step_json(s in warm) for s, cp in sorted(cps.items())]
     analysis.bound_by = bound_by({s: cp for s, cp in cps.items() if s not in warm} or cps)

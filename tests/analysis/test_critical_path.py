@@ -112,3 +112,26 @@ def test_what_bounds_a_job():
     cp7 = _open(os.path.join("kineto", "step_outlier.json.gz")).critical_paths()[7]
     copy = sum(x.end_ns - x.start_ns for x in cp7.segments if x.resource == "copy")
     assert copy >= 3.0e9 and cp7.bound_by() == "copies"
+
+
+def test_a_capture_without_steps_is_not_bound_by_a_host_loop():
+    """extra-p's con_kernel (nsys, no NVTX step ranges): its path is context creation
+    (cudaStreamCreate, ~200 ms), one long kernel, then teardown; its host is not a loop, so the
+    job is 'bound by: rank 0 host', not 'host loop' (an expert audit). The raw file has no NVTX
+    range at all."""
+    import sqlite3
+
+    from conftest import compat_path, run_cli_once
+
+    path = compat_path("extra-p__extrap", "con_kernel.sqlite")
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert "NVTX_EVENTS" not in tables or not db.execute("SELECT count(*) FROM NVTX_EVENTS").fetchone()[0]
+    finally:
+        db.close()
+    p = run_cli_once("analyze", path, "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    assert out["bound_by"] == "rank 0 host", out["bound_by"]
+    assert all("loop" not in s["bound_by"] for s in out["steps"])
