@@ -238,6 +238,9 @@ class _Start:
         self.g, self.rec, self.base, self.args = g, rec, base, args
         self.dur, self.off, self.times = g.dur, g.e_off, base
         self.fixed = 0  # how many findings' fixes it holds
+        # each step as the findings listed so far leave it, as their sentences add up: recorded
+        # less their savings (what a later saving's share is of)
+        self.left = {k: float(v) for k, v in base.items()}
         # one yardstick for every finding's severity: the recorded median step (a share of each
         # finding's own steps would rank a later, smaller saving above an earlier, larger one)
         self.median_step = float(np.median(list(base.values()))) if base else 0.0
@@ -277,7 +280,7 @@ class _Start:
         f.saves_steps = acted
         f.saves_ms_by_step = {str(s): round(v / 1e6, 3) for s, v in sorted(per.items())}
         f.saves_ms_in_steps = round(in_acted / 1e6 / len(acted), 3)
-        acted_base = sum(before.get(s, base[s]) for s in acted)
+        acted_base = sum(self.left.get(s, base[s]) for s in acted)
         f.saves_pct_in_steps = round(in_acted / acted_base, 4) if acted_base else 0.0
         f.steps_profiled = n
         f.saves_after_above = self.fixed > 0
@@ -373,6 +376,9 @@ def _sequence(fs: list[Finding], start: _Start, changes_of: dict[int, list[Chang
         state = made.get(id(f)) or start.measure(f, changes_of[id(f)])
         start.dur, start.off, start.times = start.floor(state) if not start.fixed else state
         start.fixed += 1
+        for k, v in (f.saves_ms_by_step or {}).items():
+            if int(k) in start.left:
+                start.left[int(k)] -= v * 1e6
         done.append(f)
         pending.remove(f)
         # every other saving measured again on top of it: one fix can make another's larger (no

@@ -286,3 +286,35 @@ def test_a_launch_overhead_replay_on_every_rank_says_so():
     one = json.loads(run_cli_once("analyze", trace_path("whatif", "launch_eager.json.gz"), "--json").stdout)
     (g,) = [f for f in one["findings"] if f["rule"] == "launch_bound"]
     assert g["saving"] == "no launch overhead (as CUDA graphs would)"
+
+
+def test_a_saving_on_top_of_others_says_its_share_and_what_it_saves_alone():
+    """nsys_single: fusing the elementwise kernels saves ~1.4 ms a step once launch overhead is
+    gone, and next to nothing before (the GPU waits for its host). The share printed is of the
+    steps as the fixes above leave them (each recorded step less their savings there, summed over
+    the steps it acts in), said so; and the saving alone is said beside it."""
+    path = trace_path("nsys", "nsys_single.sqlite")
+    p = run_cli("analyze", path, "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    top, f = out["findings"][0], next(x for x in out["findings"] if x["rule"] == "elementwise_bound")
+    assert top["saving"] == "no launch overhead (as CUDA graphs would)" and f["saves_after_above"]
+    # the steps the fixes above leave: each recorded step less what the findings above it save
+    # there (the top-level savings add up to what the fixes together save)
+    above = out["findings"][: out["findings"].index(f)]
+    after = {
+        s["step"]: s["duration_ms"] - sum((x.get("saves_ms_by_step") or {}).get(str(s["step"]), 0.0) for x in above)
+        for s in out["steps"]
+    }
+    acted = f["saves_steps"]
+    share = sum(f["saves_ms_by_step"][str(s)] for s in acted) / sum(after[s] for s in acted)
+    t = run_cli("analyze", path)
+    assert t.returncode == 0, t.stderr
+    lines = t.stdout.splitlines()
+    text = next(lines[i + 1] for i, x in enumerate(lines) if "elementwise_bound" in x)
+    m = re.search(r"about ([\d.]+) ms \((\d+)% of the step they leave\) faster", text)
+    assert m, text
+    assert abs(int(m.group(2)) / 100 - share) <= 0.011, (m.group(0), share)
+    alone = f["saves_ms_alone_in_steps"]
+    assert alone < 0.5 * float(m.group(1))
+    assert f"alone it would save about {alone:.1f} ms a step it acts in: it pays once the fixes above are made" in text
