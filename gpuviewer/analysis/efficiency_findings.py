@@ -99,6 +99,13 @@ def findings(trace: Trace, eff: Efficiency, analysis: Analysis) -> list[Finding]
     return out
 
 
+def _over(ctx, m) -> str:
+    """' over both ranks' / ' over the 8 ranks' after a time summed over the ranks the kernels run
+    on ('38.8 ms' read as one rank's was twice its share of a step); '' for one rank."""
+    n = len(np.unique(ctx["rank"][m]))
+    return "" if n < 2 else " over both ranks" if n == 2 else f" over the {n} ranks"
+
+
 def _span(ctx, m) -> tuple[int, int]:
     s = ctx["start"][m]
     return int(s.min()), int((s + ctx["dur"][m].astype(np.int64)).max())
@@ -295,7 +302,7 @@ def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[F
         ]
         s0, s1 = _span(ctx, m)
         title = (
-            f"FP32 {what} without Tensor Cores: {t / of_kind:.0%} of {kernels} time ({t / 1e6:.1f} ms, "
+            f"FP32 {what} without Tensor Cores: {t / of_kind:.0%} of {kernels} time ({t / 1e6:.1f} ms{_over(ctx, m)}, "
             f"{t / total:.0%} of kernel time); {got['advice']} ({got['grounds']})"
         )
         metrics = {
@@ -445,7 +452,7 @@ def _elementwise(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list
         )
     title = (
         f"Memory-bound elementwise and norm ops take {t / step_t:.0%} of the steps' time on the GPU "
-        f"({t / kt:.0%} of its compute-kernel time; {t / 1e6:.1f} ms in {int(m.sum()):,} kernels{bw}): {how}"
+        f"({t / kt:.0%} of its compute-kernel time; {t / 1e6:.1f} ms in {int(m.sum()):,} kernels{_over(ctx, m)}{bw}): {how}"
     )
     metrics = {
         "share_of_steps": round(t / step_t, 4),

@@ -54,7 +54,7 @@ def test_h100_fp32_simt_gemms_named_in_a_finding(h100):
     con.close()
     assert simt_ns == gemm_ns  # every GEMM of this run is an FP32 SIMT one: "100% of GEMM time"
     assert f["metrics"]["time_ms"] == pytest.approx(simt_ns / 1e6, abs=1e-3)
-    assert f"({simt_ns / 1e6:.1f} ms," in f["title"]
+    assert f"({simt_ns / 1e6:.1f} ms over both ranks," in f["title"]  # the two GPUs summed
     # H100 NVL: TF32 417.5 / FP32 60 = 6.96, BF16 835.5 / 60 = 13.9 (the least ratios of A100/H100/H200/B200)
     assert "about 13.9x (bf16) or 7.0x (TF32) faster" in f["title"] and "the device is not recorded" in f["title"]
     # no steps on record: the replay re-times the whole capture where the model can, and never
