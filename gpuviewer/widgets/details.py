@@ -97,7 +97,7 @@ class DetailsPanel(QTreeWidget):
         self._fit()
 
     def _fit(self) -> None:
-        """Tooltips with every value whole; the field column sized to its names (at most 35-42%)."""
+        """Tooltips with every value whole; the field column sized to its names (at most half)."""
         from PySide6.QtWidgets import QTreeWidgetItemIterator
 
         it = QTreeWidgetItemIterator(self)
@@ -111,8 +111,10 @@ class DetailsPanel(QTreeWidget):
     def _field_width(self) -> None:
         self.resizeColumnToContents(0)
         vw = self.viewport().width()
-        share = 0.42 if vw > 300 else 0.35  # a narrow pane keeps its room for the values
-        self.setColumnWidth(0, min(self.columnWidth(0), max(90, int(vw * share))))
+        # up to half the pane: at 1366x768 the pane is ~250 px and a third of it cut most names
+        # ("Corr...n id", "co...on"), while the values (ids, counts, times) are short; a long
+        # value is elided with its tooltip whole
+        self.setColumnWidth(0, min(self.columnWidth(0), max(110, int(vw * 0.5))))
 
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)

@@ -95,6 +95,11 @@ class FindingsPanel(QWidget):
         top.addWidget(self.text, 1)
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(["Severity", "Saves/step", "Finding", "Rule", "Ranks", "Step"])
+        head = self.tree.headerItem()
+        head.setToolTip(
+            1, "What fixing it saves a step it acts in (a what-if replay); the steps it acts in where not all"
+        )
+        head.setToolTip(5, "The step the finding's evidence is from (choosing the finding shows it)")
         self.tree.setRootIsDecorated(True)
         self.tree.setItemDelegateForColumn(0, SeverityBadge(self.tree))
         hd = self.tree.header()
@@ -166,7 +171,10 @@ class FindingsPanel(QWidget):
     def _item(self, f) -> QTreeWidgetItem:
         # what fixing it would save a step it acts in (the what-if replay; the findings' order; a
         # one-off stall's step marked); "–" where no change removes its cause
-        saves = "–" if f.saves_figure is None else f.saves_figure + _where_short(f)
+        # (no step beside "< 0.05 ms": saving nothing measurable in step 5 beside a finding shown
+        # from step 4 read as two steps for one finding)
+        unmeasured = f.saves_figure is not None and f.saves_figure.startswith("<")
+        saves = "–" if f.saves_figure is None else f.saves_figure + ("" if unmeasured else _where_short(f))
         it = QTreeWidgetItem(
             [f.severity, saves, f.title, f.rule, ranks_text(f.ranks), "" if f.step is None else str(f.step)]
         )

@@ -55,6 +55,9 @@ def test_findings_never_say_zero_ms_lost_and_print_ranks_as_integers(nsys_window
         f = panel._finding(item)
         assert item.text(4) == ", ".join(str(int(r)) for r in f.ranks)
         assert not re.search(r"\d\.0\b", item.text(4)) and re.fullmatch(r"\d+(, \d+)*", item.text(4))
+        # a saving too small to measure names no step: "< 0.05 ms (step 5)" beside Step 4 read as
+        # two steps for one finding
+        assert not (item.text(1).startswith("<") and "(step" in item.text(1)), item.text(1)
         panel._show(f)
         text = panel.detail.toPlainText()
         assert "0.0 ms" not in text, (f.rule, text)
@@ -177,3 +180,24 @@ def test_sql_headers_carry_units(nsys_window, qtbot):
     # an alias over ns columns says ns too; one that divides (its unit unknown) or counts does not
     assert heads == ["id", "name", "dur (ns)", "total_ns", 'max("end") (ns)', "n", "span (ns)", "total_ms"], heads
     assert len(panel.table.frame) == 5
+
+
+def test_a_saving_too_small_to_measure_names_no_step(qapp):
+    """gpu_straggler: exposed_communication shows its evidence from step 4 and saves nothing
+    measurable, in step 5 only; its Saves/step cell read '< 0.05 ms (step 5)' beside 'Step 4'.
+    Real findings of the trace in a real panel."""
+    from gpuviewer.session import Session
+    from gpuviewer.widgets.findings_panel import FindingsPanel
+
+    s = Session.open([trace_path("kineto", "gpu_straggler")])
+    s.run_analysis()
+    panel = FindingsPanel()
+    panel.set_findings(s.analysis.findings)
+    small = [
+        (it.text(1), f)
+        for it in _items(panel.tree)
+        if (f := panel._finding(it)).saves_figure is not None and f.saves_figure.startswith("<")
+    ]
+    # the case exists: a saving under 0.05 ms that acts in some steps only
+    assert any(f.saves_steps and len(f.saves_steps) < f.steps_profiled for _t, f in small), small
+    assert all("(step" not in t and "steps)" not in t for t, _f in small), small
