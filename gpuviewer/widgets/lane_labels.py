@@ -98,7 +98,7 @@ class LaneLabels(QWidget):
                     p.drawText(
                         QRectF(20, bot, self.width() - 24, max(nb - bot, 12)),
                         Qt.AlignVCenter | Qt.AlignLeft,
-                        f"+{row.hidden_rows} deeper rows (click)",
+                        f"+{row.hidden_rows} deeper row{'s' if row.hidden_rows > 1 else ''} (click)",
                     )
                 p.setPen(th.line)
                 yb = self._to_dev(row.y + row.h)
@@ -109,14 +109,20 @@ class LaneLabels(QWidget):
             sb = self._sticky_bottom()
             lane = self.layout_model.row_at(self.y_range[0] + hdr.h)
             if lane is not None and lane.kind == "lane" and self._to_dev(lane.y) < sb:
-                # and the lane whose top went under it: named just below
-                p.setFont(self.font_lane)
-                p.setPen(th.text)
-                p.drawText(
-                    QRectF(6, sb, self.width() - 10, 14),
-                    Qt.AlignVCenter | Qt.AlignLeft,
-                    self.fit(p, "   " + lane.label, self.width() - 10),
-                )
+                # and the lane whose top went under it: named just below, unless its own name is
+                # still whole below the header; over it where that name is half hidden (two copies
+                # a few pixels apart read as garbled text)
+                own = (self._to_dev(lane.y) + self._to_dev(lane.y + min(lane.h, 1.0))) / 2
+                half = QFontMetrics(self.font_lane).height() / 2
+                if own - half < sb:
+                    p.fillRect(QRectF(0, sb, self.width(), max(14.0, own + half + 1 - sb)), th.panel)
+                    p.setFont(self.font_lane)
+                    p.setPen(th.text)
+                    p.drawText(
+                        QRectF(6, sb, self.width() - 10, 14),
+                        Qt.AlignVCenter | Qt.AlignLeft,
+                        self.fit(p, "   " + lane.label, self.width() - 10),
+                    )
             p.setPen(th.line)
             p.drawLine(0, int(sb), self.width(), int(sb))
         p.end()
@@ -139,8 +145,9 @@ class LaneLabels(QWidget):
         view (None when the top row is a header or the header is in view)."""
         if self.layout_model is None:
             return None
-        y0 = self.y_range[0]
-        rows = self.layout_model.visible_rows(y0, y0 + 0.01)
+        y0, y1 = self.y_range
+        # the first row in view (the top may fall in the space between two rows: still that rank's)
+        rows = self.layout_model.visible_rows(y0, y1)
         top = rows[0] if rows else None
         if top is None or top.kind == "header" or top.rank < 0:
             return None

@@ -355,3 +355,31 @@ def test_opens_on_the_profiled_steps(qtbot, tmp_path):
     qtbot.keyClick(w.timeline, Qt.Key_0)
     a0, a1 = w.timeline.visible_range()
     assert a0 <= w.trace.start_ns and a1 >= w.trace.end_ns
+
+
+def test_a_rank_stays_named_at_the_top_wherever_its_lanes_are_scrolled(qtbot, tmp_path):
+    """fsdp with rank 0's host lanes open, scrolled a tenth of a row at a time: wherever the view's
+    top falls inside a rank's lanes below its header (in a lane or in the space between two), that
+    rank's header is pinned at the top. It was not where the top fell between two lanes (a user's
+    review of screenshots: fsdp at its bottom scroll position named no rank)."""
+    w = make_window(qtbot, tmp_path, size=(1366, 728))
+    qtbot.waitExposed(w)
+    assert w.open_paths([trace_path("kineto", "fsdp")], block=True)
+    tv = w.timeline
+    lm = tv.layout_model
+    lm.state.groups["r0/host"] = False  # rank 0's host lanes open: many rows to scroll through
+    lm.rebuild()
+    tv._relayout()
+    headers = {r.rank: r for r in lm.rows if r.kind == "header"}
+    checked = 0
+    for v in range(0, tv.scroll.maximum() + 1):
+        tv.scroll.setValue(v)
+        y0 = tv.labels.y_range[0]
+        below = [r for r in lm.rows if r.y + r.h > y0]
+        first = below[0] if below else None
+        if first is None or first.kind == "header" or first.rank < 0 or headers[first.rank].y >= y0:
+            continue
+        checked += 1
+        hdr = tv.labels.sticky_header()
+        assert hdr is not None and hdr.rank == first.rank, (v, y0, first.label)
+    assert checked > 20
