@@ -5,30 +5,28 @@ GUI toolkit."""
 from __future__ import annotations
 
 import html
+import math
 
 
-def format_ns(v: float, spacing: float | None = None) -> str:
-    ref = abs(spacing) if spacing else abs(v)
-    if ref >= 1e9:
-        return f"{v / 1e9:.{_dec(spacing, 1e9)}f} s"
-    if ref >= 1e6:
-        return f"{v / 1e6:.{_dec(spacing, 1e6)}f} ms"
-    if ref >= 1e3:
-        return f"{v / 1e3:.{_dec(spacing, 1e3)}f} µs"
+def format_ns(v: float, spacing: float | None = None, ref: float | None = None) -> str:
+    """A time in the unit of its size (or of `ref`'s: one unit along an axis), with decimals
+    enough to tell values `spacing` apart: '20 ms' (not '20000 µs') at a 1 ms spacing,
+    '1.0191788 s' (not '1019178800 ns') at 200 ns."""
+    size = max(abs(v), abs(ref) if ref is not None else 0.0, abs(spacing) if spacing else 0.0)
+    for unit, name in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if size >= unit:
+            return f"{v / unit:.{_dec(spacing, unit)}f} {name}"
     return f"{v:.0f} ns"
 
 
 def _dec(spacing: float | None, unit: float) -> int:
+    """Decimals that tell values `spacing` apart in this unit (3 without a spacing)."""
     if not spacing:
         return 3
-    x = spacing / unit
+    x = abs(spacing) / unit
     if x >= 1:
         return 0 if x == int(x) else 1
-    if x >= 0.1:
-        return 1
-    if x >= 0.01:
-        return 2
-    return 3
+    return min(9, math.ceil(-math.log10(x) - 1e-9))
 
 
 def format_duration(ns: float) -> str:

@@ -40,7 +40,8 @@ class TimeAxis(pg.AxisItem):
         self.setHeight(int(self.fm.height() + 10))
 
     def tickStrings(self, values, scale, spacing):
-        return [format_ns(v, spacing) for v in values]
+        ref = max((abs(v) for v in values), default=0.0)
+        return [format_ns(v, spacing, ref) for v in values]
 
     def ticks(self, width_px: float) -> tuple[float, list[float], list[float]]:
         """(spacing, major tick values, minor tick values) inside the current range."""
@@ -73,8 +74,9 @@ class TimeAxis(pg.AxisItem):
         h = self.fm.height()
         y = rect.top() + 1 if top else base_y + 7
         right_edge = -1e9
+        ref = max(abs(lo), abs(hi))  # one unit along the axis
         for v in major:
-            s = format_ns(v, sp)
+            s = format_ns(v, sp, ref)
             w = self.fm.horizontalAdvance(s)
             x = (v - lo) * sx + rect.left() - w / 2
             x = min(max(x, rect.left()), rect.right() - w)

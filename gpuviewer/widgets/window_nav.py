@@ -86,7 +86,12 @@ class NavMixin:
             return
         self.memory.follow(t0 - self.timeline.origin, t1 - self.timeline.origin)
         o = self.trace.start_ns
-        self.status_range.setText(f"visible {format_ns(t0 - o)} – {format_ns(t1 - o)}  ({format_duration(t1 - t0)})")
+        # the ends told apart at any zoom ('1.019 s – 1.019 s (1.248 µs)' said nothing)
+        sp = max((t1 - t0) / 10, 1)
+        ref = max(abs(t0 - o), abs(t1 - o))
+        self.status_range.setText(
+            f"visible {format_ns(t0 - o, sp, ref)} – {format_ns(t1 - o, sp, ref)}  ({format_duration(t1 - t0)})"
+        )
 
     def _area(self, lanes: list[int], t0: int, t1: int) -> None:
         if self.trace is not None:
