@@ -59,8 +59,10 @@ class StepsItem(Layer):
                 continue
             labelled = labelled or rank in collapsed
             for st in steps.get(rank, []):
-                X = (st.start - origin) * sx + ox
-                Xe = (st.end - origin) * sx + ox
+                # a step begun left of the view keeps its name at the view's left edge, as the
+                # slices' names do ('tep 2' was cut by the edge, a step filling the view unnamed)
+                X = max((st.start - origin) * sx + ox, f.left)
+                Xe = min((st.end - origin) * sx + ox, f.right)
                 label = f"step {st.step}"
                 if Xe - X > fm.horizontalAdvance(label) + 6:
                     p.drawText(QRectF(X + 3, hdr.y * sy + oy, Xe - X - 3, hdr.h * sy), _LABEL_FLAGS, label)

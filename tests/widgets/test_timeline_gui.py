@@ -383,3 +383,25 @@ def test_a_rank_stays_named_at_the_top_wherever_its_lanes_are_scrolled(qtbot, tm
         hdr = tv.labels.sticky_header()
         assert hdr is not None and hdr.rank == first.rank, (v, y0, first.label)
     assert checked > 20
+
+
+def test_a_step_that_fills_the_view_keeps_its_name_at_the_left_edge(qtbot, tmp_path):
+    """pp_gpu zoomed to 20 ms inside a 400 ms step: the step's name is drawn, at the view's left
+    edge (it was drawn at the step's start, off screen: no step named; or cut, 'tep 2')."""
+    from PySide6.QtGui import QPainter
+
+    w = make_window(qtbot, tmp_path, size=(1366, 728))
+    qtbot.waitExposed(w)
+    assert w.open_paths([trace_path("kineto", "pp_gpu")], block=True)
+    tv = w.timeline
+    st = next(s for s in w.trace.steps if s.end - s.start > 300e6)
+    mid = (st.start + st.end) // 2
+    tv.set_range(mid - 10_000_000, mid + 10_000_000)
+    tv.plot.grab()  # paint: the steps layer records its calls
+    layer = tv.item.steps
+    texts = [(a[0], a[2]) for fn, a in layer._calls.calls if fn is QPainter.drawText and len(a) >= 3]
+    mine = [r for r, t in texts if t == f"step {st.step}"]
+    assert mine, texts
+    (x0, _x1), _ = tv.vb.viewRange()
+    left = tv.vb.mapViewToDevice(QPointF(x0, 0)).x()
+    assert all(r.left() >= left - 1 for r in mine), ([r.left() for r in mine], left)
