@@ -16,6 +16,7 @@ from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QCheckBox,
+    QComboBox,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -47,6 +48,7 @@ class _Placing(QThread):
 
 class CriticalPathPanel(QWidget):
     segmentChosen = Signal(int)  # index into the PathView's arrays
+    stepChosen = Signal(int)  # a step picked in the list of steps: the timeline goes there
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -57,8 +59,15 @@ class CriticalPathPanel(QWidget):
         self.head.setWordWrap(True)
         self.head.setTextFormat(Qt.RichText)
         self.outline = QCheckBox("Outline on the timeline (C)")
+        # every step's path is here: the list follows the step in view, this picks another
+        self.steps = QComboBox()
+        self.steps.setToolTip("The step whose path is listed: the one in view, or pick one (the timeline goes there)")
+        self.steps.setSizeAdjustPolicy(QComboBox.AdjustToContents)
+        self.steps.activated.connect(self._step_picked)
+        self.steps.setVisible(False)
         top = QHBoxLayout()
         top.addWidget(self.head, 1)
+        top.addWidget(self.steps)
         top.addWidget(self.outline)
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(["#", "Rank", "Resource", "What", "Duration", "Share"])
@@ -81,12 +90,25 @@ class CriticalPathPanel(QWidget):
         """A note in place of the list (computing, or why there is no path)."""
         self.view, self.step = None, None
         self.tree.clear()
+        self.steps.clear()
+        self.steps.setVisible(False)
         self.head.setText(html)
 
     def set_view(self, view: PathView | None, why: str = "") -> None:
         self.view, self.step = view, None
         if view is None:
             self.say(esc(why or "No critical path for this session."))
+            return
+        self.steps.clear()
+        for n, sp in sorted(view.steps.items()):
+            self.steps.addItem(f"step {n}{' (warm-up)' if sp.warmup else ''} · {sp.duration_ns / 1e6:,.1f} ms", n)
+        self.steps.setVisible(self.steps.count() > 1)
+
+    def _step_picked(self, i: int) -> None:
+        n = self.steps.itemData(i)
+        if n is not None:
+            self.show_step(int(n))
+            self.stepChosen.emit(int(n))
 
     def show_step(self, step: int | None) -> None:
         """List that step's path (a step with none: the nearest said)."""
@@ -96,10 +118,16 @@ class CriticalPathPanel(QWidget):
         self.step = step
         sp = v.steps[step]
         warm = " (warm-up)" if sp.warmup else ""
+        many = len(v.steps) > 1
         self.head.setText(
-            f"<b>Step {step}</b>{warm} · {sp.duration_ns / 1e6:,.2f} ms · bound by "
-            f"<b>{esc(sp.bound_by)}</b>" + (f" · the job: {esc(v.bound_by)}" if v.bound_by else "")
+            f"<b>Step {step}</b>{warm}{' (the step in view)' if many else ''} · {sp.duration_ns / 1e6:,.2f} ms · "
+            f"bound by <b>{esc(sp.bound_by)}</b>" + (f" · the job: {esc(v.bound_by)}" if v.bound_by else "")
         )
+        k = self.steps.findData(step)
+        if k >= 0 and k != self.steps.currentIndex():
+            self.steps.blockSignals(True)
+            self.steps.setCurrentIndex(k)
+            self.steps.blockSignals(False)
         self.tree.clear()
         items = []
         for n, r in enumerate(v.rows(step), 1):
@@ -151,6 +179,7 @@ class CriticalPathDock(QObject):
         self.panel.outline.setChecked(self.action.isChecked())
         self.panel.outline.toggled.connect(self.action.setChecked)
         self.panel.segmentChosen.connect(self.goto_segment)
+        self.panel.stepChosen.connect(lambda n: win.goto_step(n))
         self.view: PathView | None = None
         self._threads: list[_Placing] = []
 

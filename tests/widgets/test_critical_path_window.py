@@ -234,3 +234,25 @@ def test_going_to_a_step_lists_that_step_where_a_stall_overlaps_the_next(qtbot, 
     for _ in steps[1:]:
         w.step_nav(+1)  # ]: the step it went to is in the box
         assert w.critical.panel.step == w.step_box.value()
+
+
+def test_every_step_can_be_picked_and_the_timeline_goes_there(opened, qapp):
+    """The tab lists the step in view and says so; its step list holds every step with a path
+    (Session.critical_paths of a session opened apart), and picking one lists that step's path
+    and takes the timeline to it (a user saw one step listed, with no sign that others exist)."""
+    w, cps, _path = opened
+    panel = w.critical.panel
+    combo = panel.steps
+    assert (not combo.isHidden()) == (len(cps) > 1)
+    assert [combo.itemData(i) for i in range(combo.count())] == sorted(cps)
+    for i in range(combo.count()):
+        n = combo.itemData(i)
+        combo.activated.emit(i)
+        qapp.processEvents()
+        assert panel.step == n and f"Step {n}" in panel.head.text()
+        assert "the step in view" in panel.head.text()
+        t0, t1 = w.session.view.range
+        cp = cps[n]
+        mid = (cp.start_ns + cp.end_ns) // 2
+        assert t0 <= mid <= t1, (n, t0, t1, cp.start_ns, cp.end_ns)
+        assert panel.tree.topLevelItemCount() == len(panel.view.rows(n))
