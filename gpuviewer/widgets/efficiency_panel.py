@@ -26,6 +26,19 @@ _ROOF_PENS = {
 _POINT = {True: "#2ca02c", False: "#d62728", None: "#7f7f7f"}  # Tensor Cores, SIMT, not said
 
 
+# the table's headers as a user reads them (the view's columns keep their names for the code)
+_HEADERS = {
+    "time_ms": "time (ms)",
+    "share_pct": "% of kernel time",
+    "tflops": "TFLOP/s",
+    "pct_of_peak": "% of peak",
+    "gbps": "GB/s",
+    "flop_per_byte": "FLOP/byte",
+    "tensor_cores": "Tensor Cores",
+    "top_kernel": "top kernel",
+}
+
+
 class Roofline(pg.PlotWidget):
     """Achieved TFLOP/s against arithmetic intensity (FLOP/byte), both log scales: each family a
     point (its size its share of kernel time), each precision's roof min(peak, bandwidth x I)."""
@@ -60,8 +73,11 @@ class Roofline(pg.PlotWidget):
             for peak, precs in same.items():
                 y = np.minimum(peak, view.gbps * grid / 1e3)
                 p.plot(grid, y, pen=pg.mkPen(_ROOF_PENS.get(precs[0], "#888"), width=1.5))
-                t = pg.TextItem(f"{'/'.join(precs)} {peak:g}", anchor=(1, 1), color=_ROOF_PENS.get(precs[0], "#888"))
-                t.setPos(math.log10(hi), math.log10(peak))
+                # named where its flat part begins (its ridge): the roofs' ridges are apart where
+                # their right ends are not (the labels printed over each other there)
+                ridge = min(max(peak * 1e3 / view.gbps, lo), hi)
+                t = pg.TextItem(f"{'/'.join(precs)} {peak:g}", anchor=(0, 1), color=_ROOF_PENS.get(precs[0], "#888"))
+                t.setPos(math.log10(ridge), math.log10(peak))
                 p.addItem(t)
                 self.labels.append(t)
         elif view is not None:
@@ -92,6 +108,11 @@ class Roofline(pg.PlotWidget):
             self.note.setPos(math.log10(lo), math.log10(max([v for v in (view.roofs or {}).values()] + [1.0])))
             p.addItem(self.note)
         p.enableAutoRange()
+        if view is not None and (pts or view.roofs):
+            # room above the highest roof for its name (the fp8 roof's was cut at the top)
+            top = max(list((view.roofs or {}).values()) + [q["tflops"] for q in pts] + [1.0])
+            low = min([q["tflops"] for q in pts] + [top / 1e4])
+            p.setYRange(math.log10(low) - 0.3, math.log10(top) + 0.9, padding=0)
 
 
 class EfficiencyPanel(QWidget):
@@ -154,7 +175,7 @@ class EfficiencyPanel(QWidget):
         if token != self.bg.token or s is not self.session:
             return
         self.view = view
-        self.table.set_frame(view.table)
+        self.table.set_frame(view.table.rename(columns=_HEADERS))
         self.roofline.show_view(view)
         self.status.setText(
             f"{view.summary}. Click a family to mark its kernels on the timeline "

@@ -51,12 +51,12 @@ def test_table_roofline_timeline_and_details(win, qtbot, tmp_path, raw_mm):
     df = panel.table.frame
     assert list(df["family"]) == [f["name"] for f in fams]
     assert int(df["kernels"].sum()) == int((np.asarray(s.trace.columns["cat"]) == Cat.KERNEL).sum())
-    assert df["share_pct"].sum() == pytest.approx(100.0)
+    assert df["% of kernel time"].sum() == pytest.approx(100.0)  # headers as a user reads them
     # sortable: by TFLOP/s, the GEMM family (the fastest) first
-    col = list(df.columns).index("tflops")
+    col = list(df.columns).index("TFLOP/s")
     panel.table.sortByColumn(col, Qt.DescendingOrder)
     top = panel.table.frame.iloc[0]
-    assert top["family"].startswith("gemm bf16") and top["tflops"] == max(f["tflops"] or 0 for f in fams)
+    assert top["family"].startswith("gemm bf16") and top["TFLOP/s"] == max(f["tflops"] or 0 for f in fams)
     # the roofline: one point per family with FLOPs and bytes, roofs of the H200's precisions, log-log
     plot = panel.roofline.getPlotItem()
     assert plot.ctrl.logXCheck.isChecked() and plot.ctrl.logYCheck.isChecked()
@@ -67,6 +67,11 @@ def test_table_roofline_timeline_and_details(win, qtbot, tmp_path, raw_mm):
     assert len(curves) == len(set(view.roofs.values())) + len(pts)  # precisions of one peak share a roof
     names = [t.toPlainText() for t in panel.roofline.labels]
     assert "bf16/fp16 989.4" in names and "tf32 494.7" in names and all(p["name"] in names for p in pts)
+    # each roof named where its flat part begins, its ridge (at the plot's right end the
+    # labels printed over each other)
+    for peak in set(view.roofs.values()):
+        t = next(t for t in panel.roofline.labels if t.toPlainText().endswith(f" {peak:g}"))
+        assert t.pos().x() == pytest.approx(math.log10(peak * 1e3 / view.gbps))
     for p in pts:  # each point where its family's rate is, on log axes
         t = panel.roofline.labels[names.index(p["name"])]
         assert t.pos().x() == pytest.approx(math.log10(p["intensity"])) and t.pos().y() == pytest.approx(
