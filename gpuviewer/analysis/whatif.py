@@ -12,7 +12,8 @@ Changes (Change.kind):
   every step of the rank;
 - rank_like_median (rank, part "host" | "gpu" | "both"): per step, the rank's host work (gaps and
   call durations) and/or its compute kernels scaled down to the median of the other ranks' totals;
-- no_launch_overhead: launch calls take no time, the host work between two launches is gone and
+- no_launch_overhead: launch calls take no time, the host work between two launches (under 1 ms:
+  longer is other work, a data loader, kept) is gone and
   a GPU op starts as soon as its stream and inputs allow (what CUDA graphs do);
 - comm_at_peak (peak_gbps): each collective whose size is recorded transfers at that bus bandwidth;
 - faster (regex, pct): GPU ops whose name matches (a case-insensitive search) take pct % less time;
@@ -169,6 +170,9 @@ def replay(
     return Replay(g, replay_levels.run(g, lv, dur, off, T, from_level), dur, off)
 
 
+# no_launch_overhead: a host gap this long between launches is other work, kept (the line
+# rules.HOST_GAP_MIN_NS draws between launch gaps and host stalls)
+OTHER_WORK_NS = 1_000_000
 # a level at a time (replay_levels) from this many ranks: their slots run side by side, hundreds a
 # level (64 ranks: 0.1 s a replay instead of 0.4 s; 2 ranks: slower than the loop)
 LEVELS_MIN_RANKS = 8
@@ -406,9 +410,11 @@ def apply(g: dg.DepGraph, ch: Change, args: dict[int, dict] | None = None) -> tu
     elif ch.kind == "no_launch_overhead":
         launches = g.kind == dg.HOST
         dur[launches] = 0
-        # host work between two launches (not after a sync, not at a step's boundary) is gone
+        # host work between two launches (not after a sync, not at a step's boundary) is gone,
+        # where it is the launch path's: a gap of a millisecond or more is the host doing other
+        # work (the data loader's next batch, a sleep), which a captured graph still waits for
         src_node = g.e_src // 2
-        between = host_edge & launches[src_node] & launches[dst_node]
+        between = host_edge & launches[src_node] & launches[dst_node] & (g.e_off < OTHER_WORK_NS)
         off[between] = 0
         # a GPU op starts no sooner after its launch than the quickest launch seen on its rank
         le = g.e_kind == dg.E_LAUNCH

@@ -210,3 +210,61 @@ def test_a_ranks_clock_offset_does_not_change_the_saving(tmp_path):
     base = _whatif(trace_path("kineto", "ddp"), "--remove-gap", "1:3")
     moved = _whatif(str(folder), "--remove-gap", "1:3", "--hosts", "0,1", "--no-cache")
     assert [s["saves_ms"] for s in moved["steps"]] == pytest.approx([s["saves_ms"] for s in base["steps"]], abs=0.1)
+
+
+def _pause_host(src: str, dst: str, pause_us: float) -> float:
+    """A copy of a Kineto trace whose host pauses pause_us between two launches in the middle of
+    its third ProfilerStep: every event from that moment on starts pause_us later, and the ops
+    around it (the step, the op the launches are in) last that much longer. The moment: the end of
+    a launch call, with the next call on that thread starting later and no GPU op running then.
+    Returns the moment (µs)."""
+    with gzip.open(src, "rt") as f:
+        doc = json.load(f)
+    ev = doc["traceEvents"]
+    steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if str(e.get("name", "")).startswith("ProfilerStep#"))
+    s0, s1 = steps[2]
+    gpu = [
+        (e["ts"], e["ts"] + e["dur"])
+        for e in ev
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+    ]
+    launches = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in ev
+        if e.get("cat") == "cuda_runtime" and e.get("name") == "cudaLaunchKernel"
+    )
+    mid = (s0 + s1) / 2
+    t = next(
+        b
+        for (a, b), (c, _d) in zip(launches, launches[1:])
+        if b >= mid and c > b and not any(g0 <= b < g1 for g0, g1 in gpu)
+    )
+    for e in ev:
+        ts = e.get("ts")
+        if not isinstance(ts, (int, float)):
+            continue
+        if ts > t:
+            e["ts"] = ts + pause_us
+        elif e.get("ph") == "X" and ts + e.get("dur", 0) > t:
+            e["dur"] += pause_us
+    with gzip.open(dst, "wt") as f:
+        json.dump(doc, f)
+    return t
+
+
+def test_a_host_pause_between_launches_stays_without_launch_overhead(tmp_path, eager):
+    """Metamorphic: launch_eager with its host pausing 5 ms between two launches in one step
+    (nothing else changed). Without launch overhead (as CUDA graphs would) the pause is still
+    there, work the host does besides launching: that step's time after the change grows (by up
+    to the pause), the others' stay. Before, every host gap between two launches was removed,
+    a data loader's or a sleep's as well, and the pause vanished from the what-if."""
+    paused = str(tmp_path / "paused.json.gz")
+    _pause_host(trace_path("whatif", "launch_eager.json.gz"), paused, 5000)
+    other = _whatif(paused, "--no-launch-overhead", "--no-cache")
+    base = {s["step"]: s for s in eager["steps"]}
+    grew = [s for s in other["steps"] if s["after_ms"] - base[s["step"]]["after_ms"] > 1.0]
+    assert len(grew) == 1, other["steps"]
+    s = grew[0]
+    # by up to the pause (less the GPU's queued work it overlaps: 2.9 ms here)
+    assert 1.0 < s["after_ms"] - base[s["step"]]["after_ms"] <= 5.5, (s, base[s["step"]])
+    assert 4.5 <= s["before_ms"] - base[s["step"]]["before_ms"] <= 5.5
