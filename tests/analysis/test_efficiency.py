@@ -372,3 +372,38 @@ def test_an_a100_named_without_its_size_is_told_by_its_memory():
     assert max(mem) < 60e9
     p = run_cli("analyze", path, "--no-cache")
     assert p.returncode == 0 and "(A100 SXM 40GB," in p.stdout and "80GB" not in p.stdout, p.stdout
+
+
+def test_a_step_whose_model_work_is_unknown_says_mfu_unknown():
+    """tb_plugin's ResNet-50 (no Concrete Inputs recorded: the convolutions' work cannot be read):
+    its steps printed '0.00 TFLOP of matmul/conv/attention work ... MFU at least 0.0%', read as a
+    measured zero. Each step now says its MFU is unknown and how much work is known: the fc
+    layer's matmuls, from the raw Input Dims of the step's aten::addmm and aten::mm ops (2·M·N·K)."""
+    import re
+
+    path = compat_path("pytorch__kineto", "tb_plugin_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz")
+    ev, _meta = load_json(path)
+    steps = sorted(
+        (e["ts"], e["ts"] + e["dur"], int(e["name"].split("#")[1]))
+        for e in ev
+        if str(e.get("name", "")).startswith("ProfilerStep#")
+    )
+    known = {}
+    for s0, s1, n in steps:
+        fl = 0
+        for e in ev:
+            if e.get("ph") == "X" and e.get("name") in ("aten::addmm", "aten::mm") and s0 <= e["ts"] < s1:
+                d = [x for x in e["args"]["Input Dims"] if x]
+                a, b = (d[1], d[2]) if e["name"] == "aten::addmm" else (d[0], d[1])
+                fl += 2 * a[0] * a[1] * b[1]
+        known[n] = fl
+    out = run_cli("analyze", path).stdout
+    assert "0.00 TFLOP" not in out
+    lines = re.findall(
+        r"rank 0 step (\d+): the work of \d+ of its matmul/conv/attention kernels is unknown "
+        r"\(the others': ([\d.]+) GFLOP\): MFU unknown",
+        out,
+    )
+    assert len(lines) >= 5, out
+    for step, gflop in lines:
+        assert abs(float(gflop) - known[int(step)] / 1e9) <= 0.006, (step, gflop, known[int(step)])
