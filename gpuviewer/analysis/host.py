@@ -270,7 +270,11 @@ def _launching_threads(trace: Trace, rank: int) -> set[tuple[int, int]]:
         sl = trace.lane_slice(ln)
         if np.searchsorted(src, np.int64(sl.stop)) > np.searchsorted(src, np.int64(sl.start)):
             out.add((trace.lanes[ln].pid, trace.lanes[ln].stream))
-    return out or {(trace.lanes[ln].pid, trace.lanes[ln].stream) for ln in api}
+    if out or api:
+        return out or {(trace.lanes[ln].pid, trace.lanes[ln].stream) for ln in api}
+    # no CUDA call on record (a CPU-only capture): the threads with recorded ops, so the host's
+    # time is said as what its ops did, not as '100% no op recorded' beside 98% covered by ops
+    return {(ln.pid, ln.stream) for ln in trace.lanes if ln.rank == rank and ln.kind == LaneKind.CPU}
 
 
 # CUDA queues at most about 1,024 launched ops a device ahead of the GPU (its streams share the

@@ -287,3 +287,35 @@ def test_a_data_loader_stall_before_a_pageable_copy_is_removed_by_its_what_if():
     assert len(saves) == len(idle) == 6  # one batch copy a step
     for got, want in zip(saves, idle):
         assert 0.9 * want <= got <= want * 1.001, (got / 1e6, want / 1e6)
+
+
+def test_a_capture_without_cuda_calls_says_what_its_host_ops_did():
+    """HTA's distributed_info_unavailable: CPU ops only, no CUDA call on record. Its host line
+    said 'framework ops 0% ... no op recorded 100%' (the breakdown read only threads that launch
+    GPU work, here none); the ops cover 98.7% of its one step (the raw file: the union of its ops
+    inside the ProfilerStep range, the range itself left out)."""
+    path = compat_path("facebookresearch__HolisticTraceAnalysis", "distributed_info_unavailable")
+    f = os.path.join(path, os.listdir(path)[0])
+    with gzip.open(f, "rt") as fh:
+        ev = json.load(fh)["traceEvents"]
+    step = next(e for e in ev if str(e.get("name", "")).startswith("ProfilerStep#"))
+    s0, s1 = step["ts"], step["ts"] + step["dur"]
+    spans = sorted(
+        (max(e["ts"], s0), min(e["ts"] + e["dur"], s1))
+        for e in ev
+        if e.get("ph") == "X" and e is not step and e["ts"] < s1 and e["ts"] + e["dur"] > s0
+    )
+    covered, reach = 0.0, s0
+    for a, b in spans:
+        if b > reach:
+            covered += b - max(a, reach)
+            reach = b
+    share = covered / (s1 - s0)
+    p = run_cli("analyze", path)
+    assert p.returncode == 0, p.stderr
+    m = re.search(r"host: framework ops (\d+)%.*no op recorded (\d+)%", p.stdout)
+    assert m, p.stdout
+    assert abs(int(m.group(1)) / 100 - share) <= 0.015 and abs(int(m.group(2)) / 100 - (1 - share)) <= 0.015, (
+        m.group(0),
+        share,
+    )
