@@ -121,17 +121,26 @@ def utilization(rb: RankBreakdown) -> list[dict]:
 
 
 COPY_SHARE = 0.30  # copies filling this share of the GPU's time, more than compute, are the bottleneck
+# ...or twice its compute and a tenth of its time: the GPU's work is mostly copies, though it idles
+# most of the time for its host (saxpy: blocking pageable copies 26% of the time, compute 8%)
+COPY_MIN, COPY_OVER_COMPUTE = 0.10, 2.0
+
+
+def _copy_heavy(copy: float, compute: float) -> bool:
+    return (copy >= COPY_SHARE and copy > compute) or (copy >= COPY_MIN and copy >= COPY_OVER_COMPUTE * compute)
 
 
 def copy_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     """Memory copies fill the GPU's time, not compute (a pageable host-to-device copy of every
     batch, tensors moved back and forth): the GPU is busy and does none of the model's work."""
     sh = rb.shares()
-    if not rb.measured or sh["copy"] < COPY_SHARE or sh["copy"] <= sh["compute"]:
+    if not rb.measured or not _copy_heavy(sh["copy"], sh["compute"]):
         return []
     # in most steps, not one: a single slow copy is that step's outlier (step_outlier says it)
-    typical = float(np.median([(s.memcpy_ns - s.compute_ns) / max(s.gpu_time_ns, 1) for s in rb.measured]))
-    if typical <= 0 or float(np.median([s.memcpy_ns / max(s.gpu_time_ns, 1) for s in rb.measured])) < COPY_SHARE:
+    heavy = [
+        _copy_heavy(s.memcpy_ns / max(s.gpu_time_ns, 1), s.compute_ns / max(s.gpu_time_ns, 1)) for s in rb.measured
+    ]
+    if 2 * sum(heavy) <= len(heavy):
         return []
     c = trace.columns
     ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)

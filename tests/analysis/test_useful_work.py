@@ -319,3 +319,31 @@ def test_a_capture_without_cuda_calls_says_what_its_host_ops_did():
         m.group(0),
         share,
     )
+
+
+def test_copies_that_are_most_of_the_gpus_work_are_a_finding():
+    """saxpy: the GPU idles 66% of the time for its host (MPI), and of what it does, copies are
+    3.2x its compute: 15 blocking pageable copies (26% of its time) against 8% of kernels. No
+    finding said so (the rule wanted copies at 30% of the time); it is copy_bound now, its saving
+    the no-copies replay's (all of the copies' time: the host waits for each). Shares against the
+    raw file: the copies' and kernels' time over the GPU's first op to its last."""
+    db = sqlite3.connect(f"file:{SAXPY}?mode=ro", uri=True)
+    try:
+        cp = [(s, e) for s, e in db.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY")]
+        kn = [(s, e) for s, e in db.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL")]
+    finally:
+        db.close()
+    span = max(e for _s, e in cp + kn) - min(s for s, _e in cp + kn)
+    copy, comp = sum(e - s for s, e in cp) / span, sum(e - s for s, e in kn) / span
+    out = json.loads(run_cli_once("analyze", SAXPY, "--json").stdout)
+    f = next(f for f in out["findings"] if f["rule"] == "copy_bound")
+    m = re.search(r"copies fill (\d+)% of the GPU's time \(([\d,.]+) ms.*\); compute (\d+)%", f["title"])
+    assert m, f["title"]
+    assert abs(int(m.group(1)) / 100 - copy) <= 0.006 and abs(int(m.group(3)) / 100 - comp) <= 0.006, (
+        f["title"],
+        copy,
+        comp,
+    )
+    assert abs(float(m.group(2).replace(",", "")) - sum(e - s for s, e in cp) / 1e6) <= 0.05
+    assert f["saves_ms"] >= 0.97 * sum(e - s for s, e in cp) / 1e6
+    assert out["findings"][0] is f  # the largest saving
