@@ -209,7 +209,11 @@ def _merged(segs: list[Segment]) -> list[Segment]:
 def critical_paths(trace: Trace, args: dict[int, dict] | None = None) -> dict[int, CriticalPath]:
     """Each step's critical path as recorded (the replay with no change)."""
     g = wi.graph(trace, args)
-    return paths(g, wi.recorded(g))
+    cps = paths(g, wi.recorded(g))
+    if not any(trace.steps_of_rank(r.rank) for r in trace.ranks):
+        for cp in cps.values():  # a whole capture: no loop to name (as attach_paths says it)
+            cp.loop = False
+    return cps
 
 
 def bound_by(cps: dict[int, CriticalPath]) -> str:

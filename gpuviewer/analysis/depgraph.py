@@ -44,9 +44,6 @@ STREAM_TOL_NS = 5_000  # an op starting within this of the previous op's end was
 XDEP_TOL_NS = 20_000  # ... within this of an op on another stream: waiting for that op
 LAUNCH_MAX_NS = 200_000  # a launch latency this far above the quickest is not the launch's: the op waited for more
 BLOCKED_NS = 50_000  # a CUDA call this long that returns within this of a GPU op's end waited for it
-BLOCKING_COPY_CALL = re.compile(
-    r"^cudaMemcpy(_v\d+)?$|^cuMemcpy[DH]to[DH](_v2)?$"
-)  # copies the call waits for (not Async)
 
 
 @dataclass
@@ -338,7 +335,8 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         # (a pageable cudaMemcpyAsync stages its data first: tb_plugin's 19 MB input copies start
         # 250 us into a 2.5 ms call); taken as waiting for its stream, a data-loader stall before
         # the call stayed in every replay
-        launch_bound = cand & ((lat - floor <= LAUNCH_MAX_NS) | (rec_s[mine] < rec_e[ln0]))
+        # (not a blocking call's: a synchronous cudaMemcpy waits for its stream to drain first)
+        launch_bound = cand & ((lat - floor <= LAUNCH_MAX_NS) | ((rec_s[mine] < rec_e[ln0]) & (kind[ln0] != SYNC)))
         # the usual latency of a launch the GPU waited for (none: the quickest launches seen)
         typical = int(np.median(lat[launch_bound])) if launch_bound.any() else floor
         lat_used = np.where(launch_bound, lat, np.minimum(lat, typical))
@@ -362,7 +360,6 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
     # GPU clock running ahead), never more than the quickest launch latency. An edge's offset is
     # the call's tail after the op it waited for, less that correction: the recording reproduces.
     dev_sync = np.array([bool(re.search(r"DeviceSynchroni[sz]e|CtxSynchroni[sz]e", n)) for n in trace.names])
-    blocking_copy = np.array([bool(BLOCKING_COPY_CALL.search(n)) for n in trace.names] or [False])
     clock: dict[int, int] = {}
     for r, hn in host_nodes.items():
         ds = hn[(kind[hn] == SYNC) & dev_sync[np.maximum(g_name(ev[hn]), 0)]]
@@ -376,12 +373,6 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
             ok = p >= 0
             if ok.any():
                 ahead = int(max(0, (last_end[p[ok]] - rec_e[ds[ok]]).max()))
-        # a blocking copy call returns after its own copy ends: one that ended later says the same
-        # (saxpy's pageable copies end 31 us after their cudaMemcpy returned: no device sync there)
-        bc = hn[(kind[hn] == SYNC) & blocking_copy[np.maximum(g_name(ev[hn]), 0)]]
-        own = mine[np.isin(launch_node[mine], bc)] if len(bc) and len(mine) else mine[:0]
-        if len(own):
-            ahead = max(ahead, int(max(0, (rec_e[own] - rec_e[launch_node[own]]).max())))
         clock[r] = min(ahead, max(0, launch_floor.get(r, 0)))
 
     def wait_edges(calls, ops, skew):
@@ -410,14 +401,14 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
             ops, lts = ops[o2], lts[o2]
             # launched at the call's start or before: a blocking cudaMemcpy waits for its own copy
             # (launched by the call itself, at its start), which 'before' alone left out: its
-            # host time stayed fixed when the copy was made shorter (saxpy: 0.07 of 285 ms saved)
+            # host time stayed fixed when the copy was made shorter (saxpy's device-to-host copies)
             p = np.searchsorted(lts, rec_s[syncs], side="right") - 1
             # a stream runs in launch order: its ends rise with it
             q = np.searchsorted(np.maximum.accumulate(rec_e[ops] - skew), rec_e[syncs], side="right") - 1
-            # the call's own copy was waited for whatever the clocks say (saxpy's end 31-35 us
-            # after their call returns, more than the clock offset the launches allow)
-            own = (p >= 0) & (launch_node[ops[np.maximum(p, 0)]] == syncs)
-            p = np.where(own, p, np.minimum(p, q))
+            # (the call's own copy counts where it ended before the call returned: a pageable
+            # host-to-device copy returns once its data is staged, before its copy ends on the GPU,
+            # and tying the call to that end broke the critical path of cloverleaf's steps)
+            p = np.minimum(p, q)
             okp = p >= 0
             if okp.any():
                 wait_edges(syncs[okp], ops[p[okp]], skew)

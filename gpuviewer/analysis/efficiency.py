@@ -479,7 +479,8 @@ def summary_lines(eff: dict) -> list[str]:
     )
     out = [f"efficiency: {eff.get('device')} ({roof}){scope}"]
     for s in eff.get("steps") or []:
-        if s.get("flop_kernels_unknown") and (s.get("flops") or 0) < 5e9:  # would print "0.00 TFLOP"
+        # where the known work would print as "0.00 TFLOP" or "MFU at least 0.0%"
+        if s.get("flop_kernels_unknown") and ((s.get("flops") or 0) < 5e9 or (s.get("mfu") or 0) < 0.0005):
             # '0.00 TFLOP ... MFU at least 0.0%' read as a measured zero (V100 ResNet-50: every
             # convolution's work unknown, no Concrete Inputs recorded)
             n, known = s["flop_kernels_unknown"], s.get("flops") or 0

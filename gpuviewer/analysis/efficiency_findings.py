@@ -100,10 +100,15 @@ def findings(trace: Trace, eff: Efficiency, analysis: Analysis) -> list[Finding]
 
 
 def _over(ctx, m) -> str:
-    """' over both ranks' / ' over the 8 ranks' after a time summed over the ranks the kernels run
-    on ('38.8 ms' read as one rank's was twice its share of a step); '' for one rank."""
-    n = len(np.unique(ctx["rank"][m]))
-    return "" if n < 2 else " over both ranks" if n == 2 else f" over the {n} ranks"
+    """' over both ranks' / ' over the 8 ranks' / ' over 2 of the 8 ranks' after a time summed over
+    the ranks the kernels run on ('38.8 ms' read as one rank's was twice its share of a step); ''
+    for one rank."""
+    n, of = len(np.unique(ctx["rank"][m])), len(np.unique(ctx["rank"]))
+    if n < 2:
+        return ""
+    if n < of:
+        return f" over {n} of the {of} ranks"
+    return " over both ranks" if n == 2 else f" over the {n} ranks"
 
 
 def _span(ctx, m) -> tuple[int, int]:
@@ -162,7 +167,7 @@ def _compute_major(trace: Trace) -> tuple[int, str] | None:
     best = None
     for pat, major, tag in _ARCH_IN_NAME:
         if (best is None or major > best[0]) and any(pat.search(n) for n in names):
-            best = (major, f"the kernels are built for compute capability {major}.x and no newer ({tag})")
+            best = (major, f"likely compute capability {major}.x, the newest its kernels are built for ({tag})")
     return best
 
 
@@ -187,7 +192,7 @@ def _simt_speedup(
         # whose TF32 peak is the least multiple of its FP32 peak (the smallest claim)
         if major == 7:
             model = "V100 SXM2"
-            how = f"{said}: fp16 Tensor Cores only, as on the {model}"
+            how = f"{said}, with fp16 Tensor Cores only, as on the {model}"
         else:
             model = min(
                 (r for r in peak_table.rows() if r["model"].startswith(_DATACENTRE) and r["tf32"] and r["fp32"]),

@@ -194,7 +194,7 @@ class Finding:
             # fusing kernels of a GPU that waits for its host saves nothing until the host is fixed
             # (nsys_single: 1.4 ms after the launch fix, 0.08 alone): said, or the order reads as optional
             few = f"about {alone:.1f} ms" if alone >= UNMEASURABLE_MS else f"under {UNMEASURABLE_MS:g} ms"
-            tail += f"; alone it would save {few} a step it acts in: it pays once the fixes above are made"
+            tail += f"; alone it would save {few} a step it acts in: it saves more once the fixes above are made"
         if self.saves_ms_in_steps < UNMEASURABLE_MS:  # never "0.0 ms faster"
             total = f"; {self.saves_ms:.1f} ms over all {n}" if self.saves_ms >= UNMEASURABLE_MS else ""
             steps = "the one profiled step" if n == 1 else "the steps"
@@ -205,7 +205,7 @@ class Finding:
         share = self.saves_pct_in_steps or 0.0
         pct = "under 1%" if share < 0.005 else f"{share:.0%}"  # never "1.2 ms (0%) faster"
         if self.saves_after_above:  # a share of the steps as the fixes above leave them, not as recorded
-            pct += " of the step they leave"
+            pct += " of the step as the fixes above leave it"
         if len(acted) >= n == 1:
             return (
                 f"what-if, {self.saving}: {fixing} would make the one profiled step about "

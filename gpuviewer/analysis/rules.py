@@ -274,7 +274,8 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     elif (cov := covering_op(trace, rb.rank, g0, g1)) is not None:
         # the op the host was inside for most of the gap, children included (a DataLoader's
         # __next__: 50.7 of 51.2 ms, of which its own self time is 25.2 ms)
-        who = f": the host was in {trace.name_of(cov[0])} for {cov[1] / 1e6:,.1f} ms of the {gap / 1e6:,.1f} ms"
+        where = "" if whole else f"in step {s.step} "
+        who = f": {where}the host was in {trace.name_of(cov[0])} for {cov[1] / 1e6:,.1f} ms of its {gap / 1e6:,.1f} ms gap"
     elif what and what[0]["ms"] * 1e6 >= 0.5 * gap:
         who = f": the host was in {what[0]['name']}"
     elif unseen >= 0.5 * gap:

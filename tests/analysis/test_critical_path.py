@@ -135,3 +135,7 @@ def test_a_capture_without_steps_is_not_bound_by_a_host_loop():
     out = json.loads(p.stdout)
     assert out["bound_by"] == "rank 0 host", out["bound_by"]
     assert all("loop" not in s["bound_by"] for s in out["steps"])
+    # the Python API says the same (Session.critical_paths)
+    from gpuviewer.session import Session
+
+    assert [cp.bound_by() for cp in Session.open([path]).critical_paths().values()] == ["rank 0 host"]

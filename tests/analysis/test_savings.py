@@ -312,9 +312,9 @@ def test_a_saving_on_top_of_others_says_its_share_and_what_it_saves_alone():
     assert t.returncode == 0, t.stderr
     lines = t.stdout.splitlines()
     text = next(lines[i + 1] for i, x in enumerate(lines) if "elementwise_bound" in x)
-    m = re.search(r"about ([\d.]+) ms \((\d+)% of the step they leave\) faster", text)
+    m = re.search(r"about ([\d.]+) ms \((\d+)% of the step as the fixes above leave it\) faster", text)
     assert m, text
     assert abs(int(m.group(2)) / 100 - share) <= 0.011, (m.group(0), share)
     alone = f["saves_ms_alone_in_steps"]
     assert alone < 0.5 * float(m.group(1))
-    assert f"alone it would save about {alone:.1f} ms a step it acts in: it pays once the fixes above are made" in text
+    assert f"alone it would save about {alone:.1f} ms a step it acts in: it saves more once the fixes above are made" in text

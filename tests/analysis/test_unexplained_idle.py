@@ -50,7 +50,7 @@ def test_explained_or_loopless_idle_has_no_saving_of_its_own(path):
             assert f.get("saves_ms") is None, f["title"]
 
 
-_HOST_WAS_IN = re.compile(r"the host was in (.+?) for ([\d,.]+) ms of the ([\d,.]+) ms")
+_HOST_WAS_IN = re.compile(r"the host was in (.+?) for ([\d,.]+) ms of its ([\d,.]+) ms gap")
 
 
 @pytest.mark.parametrize(
