@@ -317,4 +317,7 @@ def test_a_saving_on_top_of_others_says_its_share_and_what_it_saves_alone():
     assert abs(int(m.group(2)) / 100 - share) <= 0.011, (m.group(0), share)
     alone = f["saves_ms_alone_in_steps"]
     assert alone < 0.5 * float(m.group(1))
-    assert f"alone it would save about {alone:.1f} ms a step it acts in: it saves more once the fixes above are made" in text
+    assert (
+        f"alone it would save about {alone:.1f} ms a step it acts in: it saves more once the fixes above are made"
+        in text
+    )

@@ -63,7 +63,10 @@ def test_findings_never_say_zero_ms_lost_and_print_ranks_as_integers(nsys_window
         assert "0.0 ms" not in text, (f.rule, text)
         if f.saves_ms is not None:  # what fixing it saves, in the steps it acts in
             assert (
-                re.search(r"would make steps? [^.]*about [\d.]+ ms \(\d+%(?: of the step as the fixes above leave it)?\) faster", text)
+                re.search(
+                    r"would make steps? [^.]*about [\d.]+ ms \(\d+%(?: of the step as the fixes above leave it)?\) faster",
+                    text,
+                )
                 if f.saves_ms >= 0.05
                 else "would not make the steps measurably faster" in text
             ), text
