@@ -120,7 +120,7 @@ class CriticalPathPanel(QWidget):
         warm = " (warm-up)" if sp.warmup else ""
         many = len(v.steps) > 1
         self.head.setText(
-            f"<b>Step {step}</b>{warm}{' (the step in view)' if many else ''} · {sp.duration_ns / 1e6:,.2f} ms · "
+            f"<b>Step {step}</b>{warm}{' (the step most in view)' if many else ''} · {sp.duration_ns / 1e6:,.2f} ms · "
             f"bound by <b>{esc(sp.bound_by)}</b>" + (f" · the job: {esc(v.bound_by)}" if v.bound_by else "")
         )
         k = self.steps.findData(step)

@@ -250,7 +250,7 @@ def test_every_step_can_be_picked_and_the_timeline_goes_there(opened, qapp):
         combo.activated.emit(i)
         qapp.processEvents()
         assert panel.step == n and f"Step {n}" in panel.head.text()
-        assert "the step in view" in panel.head.text()
+        assert "the step most in view" in panel.head.text()
         t0, t1 = w.session.view.range
         cp = cps[n]
         mid = (cp.start_ns + cp.end_ns) // 2
