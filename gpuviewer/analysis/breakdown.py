@@ -185,17 +185,24 @@ def gpu_ops(trace: Trace, rank: int) -> np.ndarray:
     return idx[keep]
 
 
-def launch_times(trace: Trace, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start of the CUDA call that launched each op, and whether one is on record."""
-    start = np.asarray(trace.columns["start"])
-    out = start[ops].copy()
-    linked = np.zeros(len(ops), bool)
+def launch_calls(trace: Trace, ops: np.ndarray) -> np.ndarray:
+    """The event of the CUDA call that launched each op (its flow's source), -1 where none is on record."""
+    out = np.full(len(ops), -1, np.int64)
     d_sorted, s_by_dst = flows_by_dst(trace)
     if len(d_sorted) and len(ops):
         pos = np.minimum(np.searchsorted(d_sorted, ops), len(d_sorted) - 1)
         hit = d_sorted[pos] == ops
-        out[hit] = start[s_by_dst[pos[hit]]]
-        linked = hit
+        out[hit] = s_by_dst[pos[hit]]
+    return out
+
+
+def launch_times(trace: Trace, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start of the CUDA call that launched each op, and whether one is on record."""
+    start = np.asarray(trace.columns["start"])
+    call = launch_calls(trace, ops)
+    linked = call >= 0
+    out = start[ops].copy()
+    out[linked] = start[call[linked]]
     return out, linked
 
 

@@ -209,9 +209,14 @@ def _merged(segs: list[Segment]) -> list[Segment]:
 def critical_paths(trace: Trace, args: dict[int, dict] | None = None) -> dict[int, CriticalPath]:
     """Each step's critical path as recorded (the replay with no change)."""
     g = wi.graph(trace, args)
-    cps = paths(g, wi.recorded(g))
+    return _whole_capture(trace, paths(g, wi.recorded(g)))
+
+
+def _whole_capture(trace: Trace, cps: dict[int, CriticalPath]) -> dict[int, CriticalPath]:
+    """cps, each marked as no loop's step where the trace marks no steps (its one path holds
+    start-up and teardown: 'rank 0 host', not 'host loop')."""
     if not any(trace.steps_of_rank(r.rank) for r in trace.ranks):
-        for cp in cps.values():  # a whole capture: no loop to name (as attach_paths says it)
+        for cp in cps.values():
             cp.loop = False
     return cps
 
@@ -246,9 +251,7 @@ def attach_paths(trace: Trace, analysis, args: dict[int, dict] | None = None) ->
         return
     if not cps:
         return
-    if not any(trace.steps_of_rank(r.rank) for r in trace.ranks):
-        for cp in cps.values():  # the whole capture is the one step: no loop to name
-            cp.loop = False
+    _whole_capture(trace, cps)
     warm = {s.step for rb in analysis.breakdowns for s in rb.steps if s.warmup}
     analysis.steps = [cp.step_json(s in warm) for s, cp in sorted(cps.items())]
     analysis.bound_by = bound_by({s: cp for s, cp in cps.items() if s not in warm} or cps)

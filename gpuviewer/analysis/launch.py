@@ -26,7 +26,7 @@ import numpy as np
 from ..model.categories import Cat
 from ..model.trace import Trace
 from . import intervals as iv
-from .breakdown import RankBreakdown, flows_by_dst
+from .breakdown import RankBreakdown, launch_calls
 
 SHORT_GAP_NS = 100_000  # shorter gaps are the launch path; longer ones are the host doing something else
 TINY_KERNEL_NS = 20_000  # a kernel this short is over before the host can launch the next few
@@ -119,15 +119,11 @@ def step_launch(trace: Trace, rb: RankBreakdown) -> dict:
 
 def _launch_end(trace: Trace, ops: np.ndarray) -> np.ndarray:
     """When the call that launched each op returned; the largest int64 where none is on record."""
-
+    call = launch_calls(trace, ops)
+    hit = call >= 0
     out = np.full(len(ops), np.iinfo(np.int64).max, np.int64)
-    d_sorted, s_by_dst = flows_by_dst(trace)
-    if len(d_sorted) and len(ops):
-        pos = np.minimum(np.searchsorted(d_sorted, ops), len(d_sorted) - 1)
-        hit = d_sorted[pos] == ops
-        src = s_by_dst[pos[hit]]
-        c = trace.columns
-        out[hit] = np.asarray(c["start"][src]).astype(np.int64) + np.asarray(c["dur"][src]).astype(np.int64)
+    c = trace.columns
+    out[hit] = np.asarray(c["start"][call[hit]]).astype(np.int64) + np.asarray(c["dur"][call[hit]]).astype(np.int64)
     return out
 
 
