@@ -15,6 +15,8 @@ from ..model.trace import Trace
 SYNC_CALL = re.compile(
     r"(Stream|Device|Event|Ctx)Synchroni[sz]e|^cudaMemcpy(_v\d+)?$|^cuMemcpy[DH]to[DH](_v2)?$", re.IGNORECASE
 )
+# ...of them, the synchronize calls: the host waits for queued work, not for a copy's data
+EXPLICIT_SYNC = re.compile(r"(Stream|Device|Event|Ctx)Synchroni[sz]e", re.IGNORECASE)
 # Framework calls that block until the device is done (JAX records no CUDA sync call under them)
 HOST_SYNC_OP = re.compile(r"\bblock_until_ready\b|\bdevice_get\b")
 HOST_KINDS = (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.OSRT, LaneKind.NVTX)

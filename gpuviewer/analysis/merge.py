@@ -25,6 +25,7 @@ HEADLINE = {
     "memory_headroom": (("fraction",), max),
     "unattributed_ops": (("ops",), max),
     "copy_bound": (("copy_share",), max),
+    "host_sync": (("idle_after_share",), max),
 }
 # rules.exposed's wait clause claimed the wait was part of the exposed communication, but the
 # collectives wait partly while compute runs beside them (their wait can exceed it)

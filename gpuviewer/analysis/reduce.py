@@ -81,6 +81,7 @@ def reduce(
         per_rank += R.RANK_RULES["exposed_communication"](rb)
         per_rank += found["step_outlier"]
         per_rank += found.get("copy_bound", [])  # (get: parts mapped before the rule existed)
+        per_rank += found.get("host_sync", [])
         per_rank += copy.deepcopy(p.memory)
     findings = merge_ranks(per_rank)
     findings += warmup_finding(rbs)

@@ -86,6 +86,14 @@ ADVICE = {
     "steps (no .cpu()/.to() round trips), copy from pinned memory with non_blocking=True so the "
     "copy overlaps compute (DataLoader(pin_memory=True)), copy once and reuse, and move "
     "preprocessing to the GPU.",
+    "host_sync": "The host stops at synchronize calls until the GPU has finished its queued work, so it "
+    "cannot queue the next work meanwhile and the GPU waits for it after each one. Remove the syncs "
+    "the host does not need a result from (timing, error checks, torch.cuda.synchronize() left in "
+    "the loop); where it needs a value (loss.item(), a .cpu() for logging), read it every N steps "
+    "or copy it asynchronously to pinned memory and read it a step later; order work between "
+    "streams with events (stream.wait_event) instead of host syncs. Syncs inside a framework "
+    "(FSDP's limit_all_gathers rate limiter, cuDNN benchmark autotuning in the first steps) are "
+    "its settings' to change.",
     "slow_link": "The collectives move data far slower than the link between these GPUs carries: NCCL's "
     "peer-to-peer path is not used, so every transfer is staged through host memory. Check "
     "NCCL_P2P_DISABLE and NCCL_P2P_LEVEL (unset them), that the IOMMU / PCIe ACS does not block "

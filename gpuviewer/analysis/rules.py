@@ -17,7 +17,7 @@ import numpy as np
 
 from ..model.categories import Cat
 from ..model.trace import Trace
-from . import contention, launch, outliers, pipeline
+from . import contention, launch, outliers, pipeline, syncs
 from . import intervals as iv
 from .breakdown import RankBreakdown
 from .host import API_CATS, HOST_KINDS, covering_op, explain, recorded_ns
@@ -470,6 +470,7 @@ MAP_RULES: dict[str, Callable] = {
     "launch_bound": lambda trace, rb, ks: launch.launch_bound(trace, rb, ks),
     "step_outlier": lambda trace, rb, ks: outliers.step_outliers(trace, rb),
     "copy_bound": lambda trace, rb, ks: copy_bound(trace, rb),
+    "host_sync": lambda trace, rb, ks: syncs.host_syncs(trace, rb),
 }
 RANK_RULES: dict[str, Callable] = {
     "low_gpu_utilization": utilization,

@@ -123,6 +123,7 @@ CAUSES: dict[str, Callable[[Finding], list[Change]]] = {
     "load_imbalance": _heaviest,
     "slow_gpu": _heaviest,
     "copy_bound": lambda f: [Change("no_copies")],
+    "host_sync": lambda f: [Change("no_syncs", rank=r) for r in _ranks(f)],
     "low_gpu_utilization": lambda f: [Change("no_launch_overhead")],
     # communication not hidden behind compute: the collectives overlapped with it (an upper bound,
     # overlap_comm.py); in a host-bound job that saves nothing, which is what a user should hear

@@ -38,6 +38,7 @@ import numpy as np
 from ..model.trace import Trace
 from . import depgraph as dg
 from . import replay_levels
+from .host import EXPLICIT_SYNC
 from .overlap_comm import overlap_comm
 from .usual_op import resolve, shorten
 from .whatif_change import DEFAULT_PEAK_BUSBW_GBPS, Change
@@ -470,12 +471,31 @@ def apply(g: dg.DepGraph, ch: Change, args: dict[int, dict] | None = None) -> tu
         hit = g.kind == dg.COPY
         dur[hit] = 0
         notes.append(f"{int(hit.sum()):,} memory copies and sets set to 0")
+    elif ch.kind == "no_syncs":
+        # the explicit syncs' waits (not a blocking cudaMemcpy's: the host needs the data it
+        # copies) stop holding the call: it returns after its own time
+        hit = (g.e_kind == dg.E_SYNC) & _explicit_sync(g)[dst_node]
+        if ch.rank is not None:
+            hit &= g.rank[dst_node] == ch.rank
+        off[hit] = NEVER
+        notes.append(f"{len(np.unique(dst_node[hit])):,} synchronize calls no longer wait for the GPU")
     elif ch.kind == "overlap_comm":
         overlap_comm(g, ch, off, notes, args or {})
     else:
         raise ValueError(f"unknown change {ch.kind}")
     _keep_before_steps(g, dur, off)
     return dur, off, notes
+
+
+# an edge offset that never binds (a removed wait): far below any time, far from overflowing int64
+NEVER = -(1 << 60)
+
+
+def _explicit_sync(g: dg.DepGraph) -> np.ndarray:
+    """Per node: a synchronize call (cudaStreamSynchronize, cudaEventSynchronize,
+    cudaDeviceSynchronize, cuCtxSynchronize...), not a blocking copy."""
+    ids = np.array([bool(EXPLICIT_SYNC.search(n)) for n in g.names] or [False])
+    return (g.kind == dg.SYNC) & (g.name >= 0) & ids[np.maximum(g.name, 0)]
 
 
 def _keep_before_steps(g: dg.DepGraph, dur: np.ndarray, off: np.ndarray) -> None:
@@ -555,6 +575,13 @@ def parse_change(opt: str, value: str | None = None, peak: float | None = None) 
         return Change("no_launch_overhead")
     if opt == "no-copies":
         return Change("no_copies")
+    if opt == "no-syncs":
+        if value in (None, "", "all"):
+            return Change("no_syncs")
+        try:
+            return Change("no_syncs", rank=int(value))
+        except ValueError:
+            raise ValueError(f"--no-syncs {value}: give a rank, or 'all'") from None
     if opt == "comm-at-peak":
         return Change("comm_at_peak", peak_gbps=peak or DEFAULT_PEAK_BUSBW_GBPS)
     if opt == "faster":

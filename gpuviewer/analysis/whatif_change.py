@@ -15,7 +15,8 @@ DEFAULT_PEAK_BUSBW_GBPS = 450.0
 
 @dataclass
 class Change:
-    # remove_gap | rank_like_median | no_launch_overhead | comm_at_peak | faster | no_copies | shorten_host | overlap_comm
+    # remove_gap | rank_like_median | no_launch_overhead | comm_at_peak | faster | no_copies | no_syncs |
+    # shorten_host | overlap_comm
     kind: str
     rank: int | None = None
     step: int | None = None
@@ -57,6 +58,9 @@ class Change:
             )
         if self.kind == "no_copies":
             return "memory copies take no time (data kept on the GPU, or copies hidden behind compute)"
+        if self.kind == "no_syncs":
+            who = "the host" if self.rank is None else f"rank {self.rank}'s host"
+            return f"{who} does not wait in synchronize calls (stream, event, device syncs)"
         return f"GPU ops matching /{self.regex}/ {self.pct:g}% faster"
 
     def to_json(self) -> dict:

@@ -39,6 +39,14 @@ def add_parser(sub, common) -> None:
         action="store_true",
         help="memory copies and sets take no time (data kept on the GPU, or copies hidden)",
     )
+    ch.add_argument(
+        "--no-syncs",
+        metavar="RANK|all",
+        nargs="?",
+        const="all",
+        help="the host does not wait in synchronize calls (stream, event, device syncs) on RANK or "
+        "every rank ('all', the default); blocking copies still wait for their data",
+    )
     ch.add_argument("--faster", metavar="NAME_REGEX:PCT", help="GPU ops whose name matches take PCT%% less time")
     ch.add_argument(
         "--overlap-comm",
@@ -80,6 +88,8 @@ def _change(args):
         return parse_change("no-launch-overhead")
     if args.no_copies:
         return parse_change("no-copies")
+    if args.no_syncs is not None:
+        return parse_change("no-syncs", args.no_syncs)
     if args.comm_at_peak:
         peak = None
         if args.peak_busbw is not None:

@@ -264,7 +264,8 @@ class Session:
         """Each step's time re-timed with one change (analysis.whatif): change is "remove-gap"
         (value "RANK:STEP"), "rank-like-median" ("RANK[:host|gpu]"), "no-launch-overhead",
         "comm-at-peak" (peak_gbps, default NVLink 4's 450), "faster" ("NAME_REGEX:PCT"),
-        "usual-op" ("RANK:STEP:NAME_REGEX") or "overlap-comm" (NAME_REGEX or None: all), or an
+        "usual-op" ("RANK:STEP:NAME_REGEX"), "overlap-comm" (NAME_REGEX or None: all), "no-copies"
+        or "no-syncs" (RANK, or None: every rank), or an
         analysis.whatif.Change. Returns a WhatIfResult (steps before/after, to_json())."""
         from ..analysis.whatif import Change, parse_change, whatif
         from ..io.comm_args import collective_args

@@ -73,6 +73,7 @@ FIGURES = {
     "memory_headroom": [(r"\((\d+)%\)", "fraction", 100, max)],
     "copy_bound": [(r"copies fill (\d+)% of the GPU's time", "copy_share", 100, max)],
     "unattributed_ops": [(r"([\d,]+) (?:kernels|GPU ops) without", "ops", 1, max)],
+    "host_sync": [(r"next launch: .*? \((\d+)% of its time\)", "idle_after_share", 100, max)],
 }
 
 

@@ -1,0 +1,170 @@
+"""Host syncs that drain the GPU: a synchronize call (cudaStreamSynchronize, cudaEventSynchronize,
+cudaDeviceSynchronize) holds the host until the GPU has done the work queued before it, so the host
+cannot queue the next work while the GPU runs; after the call returns the GPU idles until the
+host's next launch reaches it. Nsight Systems' expert rules list such calls (cuda_api_sync); here
+they are a finding only where the GPU's idle after them costs time, with its what-if (no_syncs):
+the host not waiting in them.
+
+The cost that marks the finding is, per sync, the GPU's idle after it up to the time the host
+waited in it: the host could have been that much further ahead, no more (a 25 ms sleep after a
+0.1 ms sync is the sleep's, host_bound_idle's, not the sync's).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from ..model.categories import LaneKind
+from ..model.trace import Trace
+from .breakdown import RankBreakdown
+from .efficiency import _innermost
+from .host import EXPLICIT_SYNC
+from .rule_base import finding
+
+# the GPU's idle after the syncs, capped at their waits, from a fiftieth of its time: the share
+# savings.severity calls medium (below it, no fix of them would be worth listing)
+COST_SHARE = 0.02
+
+
+def _names(trace: Trace) -> np.ndarray:
+    return np.array([i for i, n in enumerate(trace.names) if EXPLICIT_SYNC.search(n)], np.int64)
+
+
+def _sync_calls(trace: Trace, rank: int) -> np.ndarray:
+    """The rank's synchronize calls on its CUDA API lanes, by start."""
+    ids = _names(trace)
+    if not len(ids):
+        return np.zeros(0, np.int64)
+    c = trace.columns
+    parts = []
+    for i, ln in enumerate(trace.lanes):
+        if ln.rank == rank and ln.kind == LaneKind.CUDA_API:
+            sl = trace.lane_slice(i)
+            idx = np.arange(sl.start, sl.stop)
+            parts.append(idx[np.isin(np.asarray(c["name"][sl]), ids)])
+    idx = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    return idx[np.argsort(np.asarray(c["start"][idx]), kind="stable")]
+
+
+def _idle_after(trace: Trace, rb: RankBreakdown, calls: np.ndarray) -> np.ndarray:
+    """Per call: the GPU's idle from its return to the rank's next GPU op (0 where an op still
+    ran when it returned, or none follows)."""
+    c = trace.columns
+    ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
+    out = np.zeros(len(calls), np.int64)
+    if not len(ops) or not len(calls):
+        return out
+    s = np.asarray(c["start"][ops]).astype(np.int64)
+    o = np.argsort(s, kind="stable")
+    s = s[o]
+    e = np.maximum.accumulate(s + np.asarray(c["dur"][ops]).astype(np.int64)[o])
+    ret = np.asarray(c["start"][calls]).astype(np.int64) + np.asarray(c["dur"][calls]).astype(np.int64)
+    p = np.searchsorted(s, ret, side="left")
+    ok = p < len(s)
+    ok[ok] &= (p[ok] == 0) | (e[np.maximum(p[ok] - 1, 0)] <= ret[ok])
+    out[ok] = s[p[ok]] - ret[ok]
+    return out
+
+
+def _around(trace: Trace, calls: np.ndarray) -> list[str | None]:
+    """Per call: the innermost CPU op around it on its thread (None: none recorded)."""
+    c = trace.columns
+    out: list[str | None] = [None] * len(calls)
+    if not len(calls):
+        return out
+    cpu_lane = {(ln.rank, ln.pid, ln.stream): i for i, ln in enumerate(trace.lanes) if ln.kind == LaneKind.CPU}
+    lane = np.asarray(c["lane"][calls])
+    none = np.zeros(len(trace.names) + 1, bool)
+    for ll in np.unique(lane).tolist():
+        ln = trace.lanes[ll]
+        target = cpu_lane.get((ln.rank, ln.pid, ln.stream))
+        if target is None:
+            continue
+        at = np.flatnonzero(lane == ll)
+        par = _innermost(trace, target, np.asarray(c["start"][calls[at]]).astype(np.int64), none)
+        for k, pe in zip(at.tolist(), par.tolist()):
+            if pe >= 0:
+                out[k] = trace.name_of(pe)
+    return out
+
+
+def host_syncs(trace: Trace, rb: RankBreakdown) -> list[dict]:
+    """The rank's synchronize calls in its measured steps, where the GPU's idle after them (each up
+    to the call's wait) is COST_SHARE of its time or more in most of those steps."""
+    steps = rb.measured
+    if not steps:
+        return []
+    calls = _sync_calls(trace, rb.rank)
+    if not len(calls):
+        return []
+    c = trace.columns
+    start = np.asarray(c["start"][calls]).astype(np.int64)
+    wait = np.asarray(c["dur"][calls]).astype(np.int64)
+    idle = _idle_after(trace, rb, calls)
+    cost = np.minimum(wait, idle)
+    per = []  # (step, calls in it, wait, idle, cost)
+    for s in steps:
+        m = (start >= s.host_start_ns) & (start < s.host_end_ns)
+        per.append((s, np.flatnonzero(m), int(wait[m].sum()), int(idle[m].sum()), int(cost[m].sum())))
+    costly = [p for p in per if p[4] >= COST_SHARE * max(p[0].gpu_time_ns, 1)]
+    if 2 * len(costly) <= len(per) and not (len(per) == 1 and costly):
+        return []
+    n_steps = len(per)
+    sel = np.concatenate([p[1] for p in per])
+    count = len(sel)
+    gpu_ns = sum(p[0].gpu_time_ns for p in per)
+    idle_ns = sum(p[3] for p in per)
+    wait_ns = sum(p[2] for p in per)
+    whole = steps[0].step is None
+    names = Counter(trace.name_of(int(i)) for i in calls[sel])
+    around = Counter(a for a in _around(trace, calls[sel]) if a is not None)
+    lead_name = ", ".join(n for n, _ in names.most_common(2))
+    where = ""
+    if around:
+        op, k = around.most_common(1)[0]
+        if 2 * k >= count:  # say where most of them are called from
+            where = f", {'all' if k == count else _times(k, n_steps, whole)} of them in {op}"
+    per_step = "" if whole else " a step"
+    title = (
+        f"Rank {rb.rank}: the host waits for the GPU to finish its queued work {_times(count, n_steps, whole)} "
+        f"in {lead_name}{where} ({wait_ns / 1e6 / n_steps:,.1f} ms{per_step}); the GPU, drained, then idles "
+        f"until the host's next launch: {idle_ns / 1e6 / n_steps:,.1f} ms{per_step} "
+        f"({idle_ns / max(gpu_ns, 1):.0%} of its time)"
+    )
+    worst = max(per, key=lambda p: p[4])
+    s0 = min(p[0].host_start_ns for p in per)
+    s1 = max(p[0].host_end_ns for p in per)
+    return [
+        finding(
+            "host_sync",
+            "medium",
+            title,
+            [rb.rank],
+            worst[0].step,
+            s0,
+            s1,
+            {
+                "syncs": count,
+                "syncs_per_step": round(count / n_steps, 2),
+                "wait_ms_per_step": round(wait_ns / 1e6 / n_steps, 3),
+                "idle_after_ms_per_step": round(idle_ns / 1e6 / n_steps, 3),
+                "idle_after_share": round(idle_ns / max(gpu_ns, 1), 4),
+                "capped_ms_per_step": round(sum(p[4] for p in per) / 1e6 / n_steps, 3),
+                "steps": [p[0].step for p in per if p[0].step is not None],
+                "calls": [{"name": n, "count": k} for n, k in names.most_common(5)],
+                "called_in": [{"name": n, "count": k} for n, k in around.most_common(5)],
+            },
+            impact_ns=sum(p[4] for p in per),
+        )
+    ]
+
+
+def _times(n: int, steps: int, whole: bool) -> str:
+    if whole or steps <= 1:
+        return "once" if n == 1 else f"{n:,} times"
+    k = n / steps
+    if k == 1:
+        return "once a step"
+    return f"{k:.0f} times a step" if k >= 1.5 else f"{k:.1f} times a step"

@@ -1,0 +1,123 @@
+"""Synchronize calls that drain the GPU (an nsys audit of cloverleaf: 1,312 cudaDeviceSynchronize,
+one after every kernel, 11% idle, and no finding said so).
+
+The finding (analysis/syncs.py) counts a rank's stream, event and device syncs in its measured
+steps, their wait, and the GPU's idle from each one's return to the next GPU op; its saving is the
+`no_syncs` what-if (the host does not wait in them). Checked against the raw export (sqlite3 here,
+nothing from gpuviewer), against a bound a replay must keep (removing waits saves no more than the
+waits) and the GPU's idle after them, and on a trace whose idle after its syncs is a
+sleep's (stall_on): no finding there, and the what-if saves no more than the syncs waited."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+
+import numpy as np
+import pytest
+from conftest import compat_path, run_cli, run_cli_once, trace_path
+
+CLOVERLEAF = compat_path("hpcgroup__pipit", "perlmutter-cloverleaf-cuda.sqlite")
+STALL_ON = trace_path("whatif", "stall_on.json.gz")
+_SYNC = re.compile(r"(?:Stream|Device|Event|Ctx)Synchroni[sz]e")
+
+
+def _raw_nsys(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(sync call starts, ends; GPU op starts, ends) of a one-process export, from its tables."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        names = {i: v for i, v in db.execute("SELECT id, value FROM StringIds") if _SYNC.search(v)}
+        runtime = db.execute("SELECT start, end, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+        calls = [(s, e) for s, e, n in runtime if n in names]
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        ops = []
+        for t in ("KERNEL", "MEMCPY", "MEMSET"):
+            if f"CUPTI_ACTIVITY_KIND_{t}" in tables:
+                ops += list(db.execute(f"SELECT start, end FROM CUPTI_ACTIVITY_KIND_{t}"))
+    finally:
+        db.close()
+    c = np.array(sorted(calls), np.int64).reshape(-1, 2)
+    o = np.array(sorted(ops), np.int64).reshape(-1, 2)
+    return c[:, 0], c[:, 1], o[:, 0], o[:, 1]
+
+
+def _idle_after(ret: np.ndarray, os_: np.ndarray, oe: np.ndarray) -> np.ndarray:
+    """Per return time: the time to the next GPU op's start where no op was running then."""
+    out = np.zeros(len(ret), np.int64)
+    run_end = np.maximum.accumulate(oe)
+    for k, t in enumerate(ret.tolist()):
+        p = int(np.searchsorted(os_, t, side="left"))
+        if p < len(os_) and (p == 0 or run_end[p - 1] <= t):
+            out[k] = os_[p] - t
+    return out
+
+
+def _finding(out: dict, rule: str):
+    def flat(fs):
+        for f in fs:
+            yield f
+            yield from flat(f["children"])
+
+    return next((f for f in flat(out["findings"]) if f["rule"] == rule), None)
+
+
+def test_a_sync_after_every_kernel_is_a_finding_with_the_raw_numbers():
+    cs, ce, os_, oe = _raw_nsys(CLOVERLEAF)
+    idle = _idle_after(ce, os_, oe)
+    out = json.loads(run_cli_once("analyze", CLOVERLEAF, "--json").stdout)
+    f = _finding(out, "host_sync")
+    assert f is not None, [x["title"] for x in out["findings"]]
+    m = f["metrics"]
+    assert m["syncs"] == len(cs) == 1312
+    assert abs(m["wait_ms_per_step"] - (ce - cs).sum() / 1e6) <= 0.01
+    assert abs(m["idle_after_ms_per_step"] - idle.sum() / 1e6) <= 0.01
+    assert abs(m["capped_ms_per_step"] - np.minimum(ce - cs, idle).sum() / 1e6) <= 0.01
+    assert "1,312 times in cudaDeviceSynchronize" in f["title"], f["title"]
+    assert f"{idle.sum() / 1e6:,.1f} ms" in f["title"], f["title"]
+    # its saving is the replay's: no more than the waits, and here (a sync after every kernel,
+    # the host's next launch right after it) close to the GPU's idle after them
+    assert 0 < f["saves_ms"] <= (ce - cs).sum() / 1e6
+    assert abs(f["saves_ms"] - idle.sum() / 1e6) <= 0.1 * idle.sum() / 1e6
+    assert f["saving"].startswith("rank 0's host does not wait in synchronize calls")
+
+
+def test_the_what_if_command_removes_the_syncs_waits():
+    p = run_cli("whatif", CLOVERLEAF, "--no-syncs", "--json")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert r["change"]["kind"] == "no_syncs"
+    cs, ce, os_, oe = _raw_nsys(CLOVERLEAF)
+    idle = _idle_after(ce, os_, oe)
+    assert 0 < r["saves_ms"] <= (ce - cs).sum() / 1e6
+    assert abs(r["saves_ms"] - idle.sum() / 1e6) <= 0.1 * idle.sum() / 1e6
+    out = json.loads(run_cli_once("analyze", CLOVERLEAF, "--json").stdout)
+    assert abs(_finding(out, "host_sync")["saves_ms"] - r["saves_ms"]) <= 0.01  # one replay, one number
+    bad = run_cli("whatif", CLOVERLEAF, "--no-syncs", "x")
+    assert bad.returncode != 0 and "--no-syncs x: give a rank, or 'all'" in bad.stderr
+
+
+def test_idle_after_a_sync_that_is_a_sleeps_is_not_the_syncs():
+    """stall_on: the host syncs at each step's end, then sleeps 25 ms before launching: the GPU
+    idles after the syncs for the sleep, which removing the syncs would not save (they waited
+    0.2 ms in all). No host_sync finding; the what-if saves at most what the syncs waited."""
+    import gpuviewer
+
+    s = gpuviewer.open(STALL_ON)
+    sl = s.slices
+    api = sl[(sl.lane_kind.astype(str) == "cuda_api") & sl.name.astype(str).str.contains(_SYNC.pattern)]
+    gpu = sl[sl.lane_kind.astype(str) == "gpu"].sort_values("start")
+    idle = _idle_after(api.end.to_numpy(np.int64), gpu.start.to_numpy(np.int64), gpu.end.to_numpy(np.int64))
+    assert idle.sum() > 50 * (api.dur.sum()), (idle.sum(), api.dur.sum())  # the sleeps follow the syncs
+    out = json.loads(run_cli_once("analyze", STALL_ON, "--json").stdout)
+    assert _finding(out, "host_sync") is None
+    assert s.whatif("no-syncs").saves_ns <= api.dur.sum()
+
+
+@pytest.mark.parametrize("value", ["0", "all"])
+def test_no_syncs_of_one_rank_or_all(value):
+    import gpuviewer
+
+    r = gpuviewer.open(CLOVERLEAF).whatif("no-syncs", value)
+    assert r.change.rank == (0 if value == "0" else None)
+    assert r.saves_ns > 0
