@@ -4,6 +4,10 @@ keep their advice (topology, links and memory advice hold for any framework)."""
 
 from __future__ import annotations
 
+import re
+
+import numpy as np
+
 JAX_ADVICE = {
     "low_gpu_utilization": "The GPU waits for work most of the step. Find what the host does in the gaps "
     "(see the other findings): prefetch input batches to the device (e.g. "
@@ -43,14 +47,53 @@ JAX_ADVICE = {
 }
 
 
+# Where each step already runs one jitted program, "keep the step inside one jax.jit" asks for what
+# is done (an audit of jax_train_stall: jit_update once in each of its 8 steps, as a command buffer)
+ONE_JIT_ADVICE = {
+    "low_gpu_utilization": "The GPU waits for work most of the step, and the step already runs as one "
+    "jitted program ({program}, once a step): the time is the host's between programs. Find what "
+    "the host does in the gaps (see the other findings): prefetch input batches to the device "
+    "(e.g. flax.jax_utils.prefetch_to_device, tf.data/grain with prefetch), keep values on the "
+    "device instead of pulling them to the host each step, and give each step more work (larger "
+    "batch, bf16 so Tensor Cores are used).",
+    "launch_bound": "Many tiny kernels separated by about the launch cost, though the step already "
+    "runs as one jitted program ({program}, once a step): let XLA launch it as CUDA graphs "
+    "(--xla_gpu_enable_command_buffer), roll loops into lax.scan / lax.fori_loop so XLA fuses "
+    "their bodies, and batch more work per kernel.",
+}
+# the host event each run of a jitted program leaves (XLA's GPU module, named after the jit)
+_PROGRAM = re.compile(r"^(jit_[\w.\-]+):XLA GPU module$")
+
+
+def one_program_per_step(trace) -> str | None:
+    """The jitted program's name where the trace's steps each run it once and nothing else is
+    jitted (as many runs as steps, or fewer); None otherwise."""
+    steps = {(s.rank, s.step) for s in trace.steps}
+    if not steps:
+        return None
+    ids = [i for i, n in enumerate(trace.names) if _PROGRAM.match(n)]
+    if not ids:
+        return None
+    runs = np.isin(np.asarray(trace.columns["name"]), ids)
+    count = int(runs.sum())
+    named = {_PROGRAM.match(trace.names[i]).group(1) for i in ids}  # type: ignore[union-attr]
+    ranks = {s.rank for s in trace.steps}
+    if len(named) != 1 or count > len(steps) or count < len(ranks):
+        return None
+    return named.pop()
+
+
 def for_framework(analysis, trace) -> None:
     """Give each finding of a JAX trace the advice in JAX's terms (in place)."""
     if getattr(trace, "format", None) != "jax":
         return
+    program = one_program_per_step(trace)
     for f in analysis.all_findings():
         mostly = f.metrics.get("mostly", "idle") if f.rule == "low_gpu_utilization" else "idle"
         if mostly == "copy":
             f.advice = JAX_ADVICE["copy_bound"]  # copies fill the GPU: what copy_bound tells a JAX user
+        elif mostly == "idle" and program is not None and f.rule in ONE_JIT_ADVICE:
+            f.advice = ONE_JIT_ADVICE[f.rule].format(program=program)
         elif mostly == "idle":
             f.advice = JAX_ADVICE.get(f.rule, f.advice)
         # communication: the advice is in no framework's terms

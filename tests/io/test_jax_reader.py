@@ -511,3 +511,33 @@ def test_correlation_ids_past_32_bits_still_pair_launch_and_kernel(tmp_path):
         if e.get("pid") == HOST_PID and "correlation_id" in e.get("args", {})
     }
     assert pairs == sorted((host[e["args"]["correlation_id"]], e["name"]) for e in gpu_events(doc))
+
+
+def _one_jit_doc(extra_program: str | None) -> dict:
+    with gzip.open(JAX, "rt") as f:
+        doc = json.load(f)
+    if extra_program:  # a second jitted program run in each step, right after the first
+        runs = [e for e in doc["traceEvents"] if e.get("name") == "jit_update:XLA GPU module"]
+        doc["traceEvents"] += [
+            dict(e, name=f"{extra_program}:XLA GPU module", ts=e["ts"] + e.get("dur", 0) + 1.0, dur=1.0) for e in runs
+        ]
+    return doc
+
+
+@pytest.mark.parametrize("extra", [None, "jit_metrics"])
+def test_one_jit_a_step_is_not_advised_to_be_put_in_one_jit(tmp_path, raw, extra):
+    """jax_train_stall runs jit_update once in each step (counted here in the raw file): advice to
+    keep the step inside one jax.jit asks for what is done. With a second program in every step
+    (the same trace, a jit_metrics run added after each), the advice is given again."""
+    evs, _gpu = raw
+    starts = sorted(e["ts"] for e in evs if e.get("name") == "train" and "step_num" in e.get("args", {}))
+    runs = sorted(e["ts"] for e in evs if e.get("name") == "jit_update:XLA GPU module")
+    assert len(runs) == len(starts) == 8
+    assert all(a <= r < b for a, r, b in zip(starts, runs, starts[1:] + [float("inf")]))
+    path = write(_one_jit_doc(extra), tmp_path / "host0.trace.json.gz")
+    s = gpuviewer.open([path])
+    low = next(f for f in s.analysis.all_findings() if f.rule == "low_gpu_utilization")
+    if extra is None:
+        assert "one jax.jit" not in low.advice and "already runs as one jitted program (jit_update" in low.advice
+    else:
+        assert "inside one jax.jit" in low.advice
