@@ -3,6 +3,7 @@ replay so that the modules a change needs at replay time (usual_op.py) can build
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,3 +78,73 @@ class Change:
         if self.kind == "shorten_host" and self.windows is not None:
             d["cut_ms"] = round(self.cut_ns / 1e6, 3)
         return d
+
+
+def parse_change(opt: str, value: str | None = None, peak: float | None = None) -> Change:
+    """A change from the command line's words: remove-gap RANK:STEP (STEP may be 'all'),
+    rank-like-median RANK[:host|gpu], no-launch-overhead, comm-at-peak, faster NAME_REGEX:PCT,
+    usual-op RANK:STEP:NAME_REGEX, overlap-comm all|NAME_REGEX."""
+    if opt == "remove-gap":
+        r, _, s = (value or "").partition(":")
+        try:
+            return Change("remove_gap", rank=int(r), step=None if s in ("all", "*") else int(s))
+        except ValueError:
+            raise ValueError(f"--remove-gap {value}: give RANK:STEP, e.g. 1:3 (STEP 'all' for every step)") from None
+    if opt == "rank-like-median":
+        r, _, part = (value or "").partition(":")
+        if part not in ("", "host", "gpu"):
+            raise ValueError(f"--rank-like-median {value}: give RANK, RANK:host or RANK:gpu")
+        try:
+            return Change("rank_like_median", rank=int(r), part=part or "both")
+        except ValueError:
+            raise ValueError(f"--rank-like-median {value}: give RANK, RANK:host or RANK:gpu") from None
+    if opt == "usual-op":
+        r, _, rest = (value or "").partition(":")
+        s, _, rx = rest.partition(":")
+        if s in ("all", "*"):
+            raise ValueError(f"--usual-op {value}: give one step (an op's usual time is its time in the other steps)")
+        try:
+            ch = Change("shorten_host", rank=int(r), step=int(s), regex=rx)
+        except ValueError:
+            ch = None
+        if ch is None or not rx:
+            raise ValueError(f"--usual-op {value}: give RANK:STEP:NAME_REGEX, e.g. '1:3:run_backward'")
+        try:
+            re.compile(rx)
+        except re.error as e:
+            raise ValueError(f"--usual-op {value}: /{rx}/ is not a regular expression ({e})") from None
+        return ch
+    if opt == "overlap-comm":
+        rx = value or "all"
+        try:
+            re.compile(rx)
+        except re.error as e:
+            raise ValueError(f"--overlap-comm {value}: /{rx}/ is not a regular expression ({e})") from None
+        return Change("overlap_comm", regex=None if rx == "all" else rx)
+    if opt == "no-launch-overhead":
+        return Change("no_launch_overhead")
+    if opt == "no-copies":
+        return Change("no_copies")
+    if opt == "no-syncs":
+        if value in (None, "", "all"):
+            return Change("no_syncs")
+        try:
+            return Change("no_syncs", rank=int(value))
+        except ValueError:
+            raise ValueError(f"--no-syncs {value}: give a rank, or 'all'") from None
+    if opt == "comm-at-peak":
+        return Change("comm_at_peak", peak_gbps=peak or DEFAULT_PEAK_BUSBW_GBPS)
+    if opt == "faster":
+        rx, _, pct = (value or "").rpartition(":")
+        try:
+            p = float(pct)
+        except ValueError:
+            raise ValueError(f"--faster {value}: give NAME_REGEX:PCT, e.g. 'gemm|matmul:20'") from None
+        if not rx or not 0 <= p <= 100:
+            raise ValueError(f"--faster {value}: give NAME_REGEX:PCT with PCT between 0 and 100")
+        try:
+            re.compile(rx)
+        except re.error as e:
+            raise ValueError(f"--faster {value}: /{rx}/ is not a regular expression ({e})") from None
+        return Change("faster", regex=rx, pct=p)
+    raise ValueError(f"unknown change {opt}")

@@ -7,7 +7,7 @@ import json
 import statistics
 
 import pytest
-from conftest import run_cli, trace_path
+from conftest import compat_path, run_cli, trace_path
 from shift_gpu import shift
 
 WHATIF = trace_path("whatif")
@@ -268,3 +268,30 @@ def test_a_host_pause_between_launches_stays_without_launch_overhead(tmp_path, e
     # by up to the pause (less the GPU's queued work it overlaps: 2.9 ms here)
     assert 1.0 < s["after_ms"] - base[s["step"]]["after_ms"] <= 5.5, (s, base[s["step"]])
     assert 4.5 <= s["before_ms"] - base[s["step"]]["before_ms"] <= 5.5
+
+
+def test_a_step_a_change_makes_longer_is_said_with_its_ends():
+    """trace_diff/test without copies: the run is 20.8 ms shorter, but steps 1011 and 1012 come
+    out longer (their ends move earlier by less than the ends before them). Each such step gets a
+    note with both shifts, and its extra time is their difference."""
+    import re
+
+    p = run_cli(
+        "whatif", compat_path("facebookresearch__HolisticTraceAnalysis", "trace_diff", "test"), "--no-copies", "--json"
+    )
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    longer = {s["step"]: s for s in r["steps"] if s["saves_ms"] < 0}
+    assert longer and r["saves_ms"] > 0
+    said = {}
+    for n in r["notes"]:
+        m = re.match(
+            r"step (\d+) ends ([\d.]+) ms earlier, the step before it ([\d.]+) ms earlier: .* takes ([\d.]+) ms longer",
+            n,
+        )
+        if m:
+            said[int(m.group(1))] = tuple(float(x) for x in m.groups()[1:])
+    assert set(said) == set(longer), (said, longer)
+    for step, (own, prev, extra) in said.items():
+        assert abs(extra + longer[step]["saves_ms"]) <= 0.002
+        assert abs((prev - own) - extra) <= 0.002
