@@ -174,6 +174,20 @@ def explain(
     return _excess_rows(trace, _per_name(trace, lanes, *window), base, len(baseline), top)
 
 
+def thread_activity(trace: Trace, rank: int, t0: int, t1: int, top: int = 1) -> list[dict]:
+    """explain() rows of [t0, t1] on the host lanes (CPU ops, CUDA API, OS runtime, NVTX) of the
+    rank's threads that launch GPU work, waits that idle a thread (IDLE_WAIT) left out: what the
+    step's host did, not a helper thread blocked in pthread_cond_wait meanwhile."""
+    feeding = _launching_threads(trace, rank)
+    mine = [
+        i
+        for i, ln in enumerate(trace.lanes)
+        if ln.rank == rank and ln.kind in HOST_KINDS and (ln.pid, ln.stream) in feeding
+    ]
+    rows = _excess_rows(trace, _per_name(trace, mine, t0, t1), {}, 0, top + 8)
+    return [r for r in rows if not IDLE_WAIT.match(r["name"])][:top]
+
+
 def covering_op(trace: Trace, rank: int, t0: int, t1: int, share: float = 0.5) -> tuple[int, int] | None:
     """The innermost recorded op of the rank's host (CPU threads; a step marker left out) that
     spans at least `share` of [t0, t1], as (event, ns of the window it spans); None when none does.

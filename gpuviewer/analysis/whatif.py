@@ -332,9 +332,12 @@ def recorded_error(g: dg.DepGraph) -> float:
 # -- changes --------------------------------------------------------------------------------
 
 
-def apply(g: dg.DepGraph, ch: Change, args: dict[int, dict] | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def apply(
+    g: dg.DepGraph, ch: Change, args: dict[int, dict] | None = None, trace: Trace | None = None
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(durations, edge offsets, notes) with the change applied (args: the NCCL kernels' recorded
-    collective arguments, io.comm_args.collective_args, which overlap_comm reads)."""
+    collective arguments, io.comm_args.collective_args, which overlap_comm reads; trace: the
+    session's events, for notes that name what filled a removed gap)."""
     dur, off = g.dur.copy(), g.e_off.copy()
     notes: list[str] = []
     dst_node = g.e_dst // 2
@@ -359,7 +362,7 @@ def apply(g: dg.DepGraph, ch: Change, args: dict[int, dict] | None = None) -> tu
             what = g.names[g.name[dst_node[j]]] if g.name[dst_node[j]] >= 0 else "the step's end"
             notes.append(
                 f"rank {ch.rank} step {s}: {cut / 1e6:.3f} ms of host time before {what} removed "
-                f"(kept {usual / 1e6:.3f} ms, the rank's usual gap)"
+                f"(kept {usual / 1e6:.3f} ms, the rank's usual gap){_filled_by(g, trace, j)}"
             )
     elif ch.kind == "rank_like_median":
         if ch.rank not in g.marks:
@@ -487,6 +490,24 @@ def apply(g: dg.DepGraph, ch: Change, args: dict[int, dict] | None = None) -> tu
     return dur, off, notes
 
 
+def _filled_by(g: dg.DepGraph, trace: Trace | None, edge: int) -> str:
+    """What the host did in a gap (host edge `edge`), where one recorded op or call took half of
+    it or more: nsys_ddp's 48 ms before a CUDA call was an OS runtime clock_nanosleep."""
+    if trace is None:
+        return ""
+    from .host import thread_activity
+
+    u, v = int(g.e_src[edge]), int(g.e_dst[edge]) // 2
+    a = g.t0 + int(g.rec_e[u // 2] if u % 2 else g.rec_s[u // 2])
+    b = g.t0 + int(g.rec_s[v])
+    if b <= a:
+        return ""
+    rows = thread_activity(trace, int(g.rank[v]), a, b)
+    if not rows or rows[0]["ms"] * 1e6 < 0.5 * (b - a):
+        return ""
+    return f"; the host was in {rows[0]['name']} for {rows[0]['ms']:.1f} ms of its {(b - a) / 1e6:.1f} ms"
+
+
 # an edge offset that never binds (a removed wait): far below any time, far from overflowing int64
 NEVER = -(1 << 60)
 
@@ -545,7 +566,7 @@ def whatif(trace: Trace, change: Change, args: dict[int, dict] | None = None) ->
     if change.kind == "shorten_host" and change.windows is None:  # named by a pattern: found here
         change = resolve(trace, g, change)
     base = step_times(g, recorded(g))
-    dur, off, notes = apply(g, change, args)
+    dur, off, notes = apply(g, change, args, trace)
     rp = replay(g, dur, off, base=recorded(g))
     after = step_times(g, rp, recorded_begin(g))
     res = WhatIfResult(change, [StepTime(s, base[s], after[s]) for s in sorted(base)], list(g.assumptions), notes)

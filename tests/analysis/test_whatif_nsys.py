@@ -55,3 +55,28 @@ def test_two_rank_savings_are_never_negative_in_a_step():
     assert any(f["rule"] == "elementwise_bound" for f in measured)
     for f in measured:
         assert min(f["saves_ms_by_step"].values()) >= -0.05, (f["rule"], f["saves_ms_by_step"])
+
+
+def test_a_removed_gap_names_what_the_host_did_in_it():
+    """nsys_ddp step 6: rank 1's gap ends at a CUDA call of the NCCL watchdog thread, but its host
+    slept in the OS runtime's clock_nanosleep (the planted 50 ms sleep, found here with sqlite3:
+    the longest OS runtime call of the export). The note names it, not a helper thread's
+    pthread_cond_wait, nor only the call after the gap."""
+    import re
+
+    path = trace_path("nsys", "nsys_ddp.sqlite")
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        name, dur = con.execute(
+            "SELECT s.value, o.end - o.start FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId "
+            "WHERE s.value LIKE 'clock_nanosleep%' ORDER BY o.end - o.start DESC LIMIT 1"
+        ).fetchone()
+    finally:
+        con.close()
+    out = _whatif(path, "--remove-gap", "1:6")
+    note = next(n for n in out["notes"] if n.startswith("rank 1 step 6:"))
+    m = re.search(r"the host was in (\S+) for ([\d.]+) ms of its ([\d.]+) ms", note)
+    assert m, note
+    assert m.group(1) == name == "clock_nanosleep"
+    assert float(m.group(2)) <= min(float(m.group(3)), dur / 1e6) + 0.05
+    assert float(m.group(2)) >= 0.5 * float(m.group(3))
