@@ -33,6 +33,8 @@ from .rule_base import (  # noqa: F401 - used here and by callers
 )
 
 LOW_UTILIZATION = 0.70  # the guide's threshold
+# below a millisecond of GPU time a share is a few launches' latency, not how the GPU is used
+MIN_GPU_TIME_NS = 1_000_000
 HOST_GAP_MIN_NS = 1_000_000  # gaps shorter than 1 ms are launch gaps, not host stalls
 MEM_HEADROOM_WARN = 0.80
 
@@ -58,6 +60,8 @@ def utilization(rb: RankBreakdown) -> list[dict]:
     u = sh["compute"]
     if not rb.measured or u >= LOW_UTILIZATION or not rb.n_ops:
         return []  # no GPU work recorded (a CPU-only trace, a memory snapshot) says nothing
+    if sum(s.gpu_time_ns for s in rb.measured) < MIN_GPU_TIME_NS:
+        return []  # a share of microseconds (HTA's large_integer: one 50 us NCCL kernel, "100%") says nothing
     # a slow outlier step (a stall: its own finding) can hold most of the idle time: say what
     # the other steps keep (the JAX stall's 8% is 37% elsewhere); when they are not low, the
     # outlier's finding is the whole story and the gaps' advice would point the wrong way

@@ -66,6 +66,13 @@ def utilization_line(r: dict) -> str:
         over = round(100 * u) + sum(round(100 * sh[k]) for k, _ in said) - 100
         if u + sum(sh[k] for k, _ in said) - 1 >= 0.015 and over >= 2:
             out += f" (they add up to {100 + over}%: work ran on two streams at once)"
+    steps = [s for s in r.get("steps") or [] if not s.get("warmup")] or r.get("steps") or []
+    gpu_ns = sum(
+        s.get("end_ns", 0) - s.get("start_ns", 0) + s.get("idle_before_ns", 0) + s.get("idle_after_ns", 0)
+        for s in steps
+    )
+    if said and 0 < gpu_ns < 1_000_000:  # rules.MIN_GPU_TIME_NS: no low-utilization finding below it
+        out += f" (of {gpu_ns / 1e3:,.0f} µs of GPU time: too little to judge)"
     host = r.get("host_breakdown") or {}
     if any(host.values()):
         out += "; host: " + ", ".join(

@@ -83,3 +83,24 @@ def test_an_nsys_capture_without_steps_is_told_about_nvtx():
     (f,) = [f for f in json.loads(r.stdout)["findings"] if f["rule"] == "host_bound_idle"]
     assert f["metrics"]["whole_capture"] is True
     assert "NVTX range" in f["advice"] and "torch.profiler" not in f["advice"]
+
+
+def test_microseconds_of_gpu_work_are_too_little_to_judge():
+    """HTA's large_integer trace holds one 50 us NCCL kernel (read here from the raw file): its
+    "NCCL transfer 100%" was a [medium] low-utilization finding. No finding now; the rank line
+    keeps its shares and says how little GPU time they are of."""
+    import gzip
+    import json
+    import os
+
+    from conftest import compat_path, run_cli_once
+
+    d = compat_path("facebookresearch__HolisticTraceAnalysis", "large_integer_trace")
+    (name,) = os.listdir(d)
+    with gzip.open(os.path.join(d, name), "rt") as f:
+        gpu = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel"]
+    assert len(gpu) == 1 and gpu[0]["dur"] == 50
+    out = run_cli_once("analyze", d)
+    assert out.returncode == 0, out.stderr
+    assert "low_gpu_utilization" not in out.stdout
+    assert "(of 50 µs of GPU time: too little to judge)" in out.stdout
