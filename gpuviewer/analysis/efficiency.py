@@ -55,8 +55,12 @@ class Efficiency:
 
     @property
     def has_work(self) -> bool:
-        """Something worth saying: shapes gave work, or matrix kernels ran without Tensor Cores."""
-        return bool(self.ops.get("with_work")) or any(f["tensor_cores"] is False for f in self.families)
+        """Something worth saying: shapes gave work, matrix kernels ran without Tensor Cores, or at
+        least which kinds of kernel the compute time went to (an nsys export records no shapes:
+        mfu_2gpu's flash attention, 53% of it, was said nowhere)."""
+        return bool(self.ops.get("with_work") or self.families) or any(
+            f["tensor_cores"] is False for f in self.families
+        )
 
     def to_json(self) -> dict:
         return {
@@ -471,14 +475,32 @@ def summary_lines(eff: dict) -> list[str]:
     p = eff.get("peaks") or {}
     tf = p.get("tflops") or {}
     ref = next((k for k in ("bf16", "fp16") if tf.get(k)), None)
-    roof = f"{p.get('model')}, {ref} dense peak {tf[ref]:g} TFLOP/s" if ref else "peak unknown: achieved rates only"
+    rates = any(f.get("tflops") or f.get("gbps") for f in eff.get("families") or [])
+    roof = (
+        f"{p.get('model')}, {ref} dense peak {tf[ref]:g} TFLOP/s"
+        if ref
+        else "peak unknown: achieved rates only"
+        if rates
+        else "peak unknown"
+    )
     scope = (
         "; the kernel families below: the measured steps' kernels"
         if (eff.get("ops") or {}).get("in_measured_steps")
         else ""
     )
-    out = [f"efficiency: {eff.get('device')} ({roof}){scope}"]
-    for s in eff.get("steps") or []:
+    device = eff.get("device")
+    out = [f"efficiency: {device if device and device != 'unknown' else 'device unknown'} ({roof}){scope}"]
+    steps = eff.get("steps") or []
+    if steps and not any(s.get("flops") for s in steps):
+        # no step's work is known (no shapes recorded): one line, not one per rank and step
+        n = sum(s.get("flop_kernels_unknown") or 0 for s in steps)
+        out.append(
+            f"  MFU unknown: the work of every matmul/conv/attention kernel ({n:,} in the steps) is unknown"
+            if n
+            else "  no matmul/conv/attention kernel in the steps: no MFU to measure"
+        )
+        steps = []
+    for s in steps:
         # where the known work would print as "0.00 TFLOP" or "MFU at least 0.0%"
         if s.get("flop_kernels_unknown") and ((s.get("flops") or 0) < 5e9 or (s.get("mfu") or 0) < 0.0005):
             # '0.00 TFLOP ... MFU at least 0.0%' read as a measured zero (V100 ResNet-50: every
