@@ -214,6 +214,45 @@ def covering_op(trace: Trace, rank: int, t0: int, t1: int, share: float = 0.5) -
     return int(cand[k]), int(span[ok][k])
 
 
+def outermost_ops(trace: Trace, calls: np.ndarray) -> np.ndarray:
+    """Per call (an event index), the outermost recorded op or NVTX range of its thread around
+    it, a step marker left out (-1: none): where the work was issued from, as a user names it
+    (h100_2gpu_1s's copies: 'FSDP::pre_forward (encoder.block.14.layer.1)', where the innermost
+    is aten::copy_)."""
+    c = trace.columns
+    out = np.full(len(calls), -1, np.int64)
+    if not len(calls):
+        return out
+    markers = np.zeros(len(trace.names) + 1, bool)
+    markers[list(_step_markers(trace))] = True
+    host = {}
+    for i, ln in enumerate(trace.lanes):
+        if ln.kind in (LaneKind.CPU, LaneKind.NVTX):
+            host.setdefault((ln.rank, ln.pid, ln.stream), []).append(i)
+    lane_of = np.asarray(c["lane"][calls]).astype(np.int64)
+    t = np.asarray(c["start"][calls]).astype(np.int64)
+    for ll in np.unique(lane_of).tolist():
+        ln = trace.lanes[ll]
+        at = np.flatnonzero(lane_of == ll)
+        best_depth = np.full(len(at), np.iinfo(np.int64).max)
+        for hl in host.get((ln.rank, ln.pid, ln.stream), []):
+            sl = trace.lane_slice(hl)
+            idx = np.arange(sl.start, sl.stop)
+            idx = idx[~markers[np.asarray(c["name"][sl])]]
+            depth = np.asarray(c["depth"][idx]).astype(np.int64)
+            start = np.asarray(c["start"][idx]).astype(np.int64)
+            end = start + np.asarray(c["dur"][idx]).astype(np.int64)
+            for d in np.unique(depth).tolist():  # shallow first: the first hit at each call is kept
+                m = depth == d
+                s_, e_, ix = start[m], end[m], idx[m]
+                p = np.searchsorted(s_, t[at], side="right") - 1
+                pc = np.maximum(p, 0)
+                hit = (p >= 0) & (e_[pc] >= t[at]) & (d < best_depth)
+                out[at[hit]] = ix[pc[hit]]
+                best_depth[hit] = d
+    return out
+
+
 def lane_words(lane) -> str:
     """A host lane as the evidence names it ("thread 948 (python3)", "GPU 0 · CUDA API ...")."""
     return (f"GPU {lane.device} · " if lane.device >= 0 else "") + lane.label

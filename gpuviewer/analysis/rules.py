@@ -11,6 +11,7 @@ judged per step in launch.py. Their facts come from each rank's map (job_facts).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -20,7 +21,7 @@ from ..model.trace import Trace
 from . import contention, launch, outliers, pipeline, syncs
 from . import intervals as iv
 from .breakdown import RankBreakdown
-from .host import API_CATS, HOST_KINDS, covering_op, explain, recorded_ns
+from .host import API_CATS, HOST_KINDS, covering_op, explain, outermost_ops, recorded_ns
 from .memory import HELD_ADVICE, STEP_ADVICE, allocated_counters, capacity_bytes, held_and_added, peaks_per_step
 from .rule_base import (  # noqa: F401 - used here and by callers
     ADVICE,
@@ -164,11 +165,17 @@ def copy_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     lead = f", {what[key]} {lead_ns / 1e6:,.1f} ms of it" if key and lead_ns < sum(v for _n, v in top) else ""
     kind = f"{what[key]} copies" if key and not lead else "copies"
     pinned = sum(v for n, v in top if key and key in n and "(Pinned" in n)
+    lead_ops = ops[np.isin(names, [i for i in uk.tolist() if key and key in trace.names[int(i)]])] if key else ops
+    issued = _issued_in(trace, lead_ops)
+    where = ""
+    if issued is not None:
+        src, n_in, ms_in = issued
+        where = f"; {n_in:,} of its {len(lead_ops):,} {what[key] + ' ' if key else ''}copies ({ms_in:,.1f} ms) were issued in {src}"
     f = finding(
         "copy_bound",
         "high" if sh["copy"] >= 0.5 else "medium",
         f"Rank {rb.rank}: {kind} fill {sh['copy']:.0%} of the GPU's time ({copy_ms:,.1f} ms{lead}); "
-        f"compute {sh['compute']:.0%}",
+        f"compute {sh['compute']:.0%}{where}",
         [rb.rank],
         None,
         s0,
@@ -183,7 +190,48 @@ def copy_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     )
     if key == "HtoD" and lead_ns and pinned >= 0.9 * lead_ns:
         f["advice"] = COPY_PINNED_ADVICE  # pin_memory is done already: what is left to do
+    if key == "HtoD" and issued is not None and issued[0].startswith("FSDP"):
+        f["advice"] = FSDP_OFFLOAD_ADVICE
+    if issued is not None:
+        f["metrics"]["issued_in"] = {"name": issued[0], "copies": issued[1], "ms": round(issued[2], 3)}
     return [f]
+
+
+def _issued_in(trace: Trace, ops: np.ndarray) -> tuple[str, int, float] | None:
+    """The host op (outermost, its module in parentheses left out) that issued most of the copies'
+    time, where it issued half of it or more: (name, copies, ms); None otherwise."""
+    if not len(ops):
+        return None
+    src, dst = (np.asarray(a, np.int64) for a in trace.flows)
+    o = np.argsort(dst, kind="stable")
+    p = np.minimum(np.searchsorted(dst[o], ops), max(len(dst) - 1, 0))
+    has = (dst[o][p] == ops) if len(dst) else np.zeros(len(ops), bool)
+    if not has.any():
+        return None
+    outer = outermost_ops(trace, src[o][p[has]])
+    dur = np.asarray(trace.columns["dur"][ops[has]]).astype(np.int64)
+    per: dict[str, list[int]] = {}
+    for e, d in zip(outer.tolist(), dur.tolist()):
+        if e >= 0:
+            nm = _PARENS.sub("", trace.name_of(e))
+            got = per.setdefault(nm, [0, 0])
+            got[0] += 1
+            got[1] += d
+    if not per:
+        return None
+    name, (n, ns) = max(per.items(), key=lambda kv: kv[1][1])
+    total = int(np.asarray(trace.columns["dur"][ops]).astype(np.int64).sum())
+    return (name, n, ns / 1e6) if 2 * ns >= total else None
+
+
+_PARENS = re.compile(r"\s*\([^()]*\)$")  # "FSDP::pre_forward (encoder.block.14.layer.1)": the module
+FSDP_OFFLOAD_ADVICE = (
+    "The GPU spends its time copying parameters in from host memory: FSDP's CPU offload "
+    "(CPUOffload(offload_params=True)) keeps them on the host and copies each unit's in before its "
+    "forward and backward. Where the model fits, turn the offload off; otherwise shard across more "
+    "GPUs, use a larger FSDP unit or a lower-precision copy (mixed precision's param_dtype), and "
+    "prefetch (forward_prefetch, backward_prefetch) so the copies overlap compute."
+)
 
 
 COPY_PINNED_ADVICE = (
