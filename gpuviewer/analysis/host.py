@@ -225,7 +225,7 @@ def outermost_ops(trace: Trace, calls: np.ndarray) -> np.ndarray:
         return out
     markers = np.zeros(len(trace.names) + 1, bool)
     markers[list(_step_markers(trace))] = True
-    host = {}
+    host: dict[tuple[int, int, int], list[int]] = {}
     for i, ln in enumerate(trace.lanes):
         if ln.kind in (LaneKind.CPU, LaneKind.NVTX):
             host.setdefault((ln.rank, ln.pid, ln.stream), []).append(i)
