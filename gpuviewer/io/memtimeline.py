@@ -56,6 +56,7 @@ def read_memory_timeline(path: str) -> CategorySeries:
     t, nbytes, cat = a[:, 0], a[:, 2], a[:, 3]
     if (cat < 0).any() or (cat >= len(CATEGORIES)).any():
         raise TraceError(path, "unknown memory category numbers in the timeline")
+    held = int(nbytes[t < 0].sum())
     t0 = int(t[t >= 0].min()) if (t >= 0).any() else 0
     t = np.where(t < 0, t0, t)  # memory that existed before the profile starts at its start
     o = np.argsort(t, kind="stable")
@@ -66,5 +67,11 @@ def read_memory_timeline(path: str) -> CategorySeries:
     for k, c in enumerate(present):
         vals[k] = np.cumsum(np.where(cat == c, nbytes, 0))
     return CategorySeries(
-        device=0, t=t, allocated=vals.sum(axis=0), names=names, values=vals, source=os.path.abspath(path)
+        device=0,
+        t=t,
+        allocated=vals.sum(axis=0),
+        names=names,
+        values=vals,
+        source=os.path.abspath(path),
+        held_before=max(0, held),
     )

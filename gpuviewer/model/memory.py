@@ -70,6 +70,8 @@ class CategorySeries:
     source: str = ""
     rank: int = 0
     allocations: list = field(default_factory=list)
+    # bytes the export marks as existing before the profile (time -1): `allocated` includes them
+    held_before: int = 0
 
     def categories(self) -> tuple[list[str], np.ndarray, np.ndarray]:
         return self.names, self.t, self.values

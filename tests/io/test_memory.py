@@ -148,3 +148,14 @@ def test_torch_memory_timeline_export():
     assert s.values.sum(axis=0).min() >= 0
     out = json.loads(run_cli("info", path, "--json").stdout)
     assert out["format"] == "torch-memory-timeline"
+    # the peak is a total, with what existed before the profile (time -1 rows) said beside it: the
+    # note said "2.87 GiB more than when its record starts", 0.31 GiB of which was there then
+    ordered = sorted(rows, key=lambda r: r[0] if r[0] >= 0 else -1)
+    total = np.cumsum([r[2] for r in ordered])
+    before = sum(r[2] for r in rows if r[0] < 0)
+    assert before > 0
+    note = next(n for n in json.loads(run_cli("analyze", path, "--json").stdout)["notes"] if "memory timeline" in n)
+    assert (
+        f"up to {total.max() / 2**30:.2f} GiB allocated, {before / 2**30:.2f} GiB already when its record starts"
+        in note
+    )
