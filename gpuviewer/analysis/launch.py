@@ -143,6 +143,23 @@ def launch_share(x: dict) -> float:
     return x["gap_ns"] / work if work else 0.0
 
 
+def _most_launched(trace: Trace, rb: RankBreakdown, steps: set) -> list[dict]:
+    """The kernels launched most often in these steps (name, count, total ms): what a click on
+    the finding selects, the tiny kernels whose launches the GPU waits for."""
+    c = trace.columns
+    ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
+    op_step = rb.op_step if rb.op_step is not None else np.full(len(ops), -1, np.int64)
+    steps_arr = np.array([-1 if x is None else x for x in steps], np.int64)
+    sel = ops[(np.asarray(c["cat"][ops]) == Cat.KERNEL) & np.isin(op_step, steps_arr)]
+    if not len(sel):
+        return []
+    names = np.asarray(c["name"][sel]).astype(np.int64)
+    uk, inv, cnt = np.unique(names, return_inverse=True, return_counts=True)
+    tot = np.bincount(inv, weights=np.asarray(c["dur"][sel]).astype(np.float64))
+    top = np.lexsort((-tot, -cnt))[:3]
+    return [{"name": trace.names[int(uk[k])], "count": int(cnt[k]), "ms": round(float(tot[k]) / 1e6, 3)} for k in top]
+
+
 def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
     from .rule_base import deferred, finding
 
@@ -197,6 +214,7 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
                     "compute_share": round(compute, 4),
                     "launch_bound_steps": [s.step for s in hit if s.step is not None],
                     "steps_judged": len(steps),
+                    "evidence": _most_launched(trace, rb, {s.step for s in hit}),
                 },
             ),
             {s.step: per[s.step]["gap_ns"] for s in hit},

@@ -154,11 +154,21 @@ def host_syncs(trace: Trace, rb: RankBreakdown) -> list[dict]:
                 "capped_ms_per_step": round(sum(p[4] for p in per) / 1e6 / n_steps, 3),
                 "steps": [p[0].step for p in per if p[0].step is not None],
                 "calls": [{"name": n, "count": k} for n, k in names.most_common(5)],
+                # what a click selects: the sync calls, their wait in these steps
+                "evidence": [
+                    {"name": n, "count": k, "ms": round(float(wait[sel][_is(trace, calls[sel], n)].sum()) / 1e6, 3)}
+                    for n, k in names.most_common(3)
+                ],
                 "called_in": [{"name": n, "count": k} for n, k in around.most_common(5)],
             },
             impact_ns=sum(p[4] for p in per),
         )
     ]
+
+
+def _is(trace: Trace, events: np.ndarray, name: str) -> np.ndarray:
+    ids = [i for i, n in enumerate(trace.names) if n == name]
+    return np.isin(np.asarray(trace.columns["name"][events]), ids)
 
 
 def _times(n: int, steps: int, whole: bool) -> str:

@@ -1,0 +1,60 @@
+"""A click on a finding selects its evidence (Session.show_finding): a screenshot review found
+launch-bound and sync findings selected nothing. Launch-bound selects the kernel launched most
+often in its steps, host_sync its longest sync call; both checked against the raw export."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections import Counter
+
+from conftest import compat_path, trace_path
+
+import gpuviewer
+
+NSYS_SINGLE = trace_path("nsys", "nsys_single.sqlite")
+CLOVERLEAF = compat_path("hpcgroup__pipit", "perlmutter-cloverleaf-cuda.sqlite")
+
+
+def _raw(path: str, sql: str, *args) -> list:
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return db.execute(sql, args).fetchall()
+    finally:
+        db.close()
+
+
+def test_launch_bound_selects_the_kernel_launched_most_often():
+    s = gpuviewer.open(NSYS_SINGLE)
+    f = next(x for x in s.analysis.all_findings() if x.rule == "launch_bound")
+    steps = f.metrics["launch_bound_steps"]
+    ranges = [
+        (a, b)
+        for text, a, b in _raw(NSYS_SINGLE, "SELECT text, start, end FROM NVTX_EVENTS WHERE text LIKE 'step %'")
+        if int(re.match(r"step (\d+)", text).group(1)) in steps
+    ]
+    # kernels whose launch call started inside those steps' NVTX ranges (a kernel belongs to the
+    # step that launched it)
+    rows = _raw(
+        NSYS_SINGLE,
+        "SELECT s.value, r.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName "
+        "JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId",
+    )
+    counts = Counter(n for n, t in rows if any(a <= t < b for a, b in ranges))
+    ((top, n),) = counts.most_common(1)
+    assert f.metrics["evidence"][0]["name"] == top and f.metrics["evidence"][0]["count"] == n
+    ev = s.show_finding(f)
+    assert ev is not None and s.trace.name_of(ev) == top
+
+
+def test_host_sync_selects_its_longest_sync_call():
+    s = gpuviewer.open(CLOVERLEAF)
+    f = next(x for x in s.analysis.all_findings() if x.rule == "host_sync")
+    ((longest,),) = _raw(
+        CLOVERLEAF,
+        "SELECT max(r.end - r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+        "WHERE s.value LIKE 'cudaDeviceSynchronize%'",
+    )
+    ev = s.show_finding(f)
+    assert ev is not None and s.trace.name_of(ev).startswith("cudaDeviceSynchronize")
+    assert int(s.trace.columns["dur"][ev]) == longest
