@@ -202,6 +202,9 @@ def _first_ruled_ops(trace: Trace, ruled: np.ndarray, n: int = 16) -> np.ndarray
     return np.sort(ops)
 
 
+_REDUCE = re.compile(r"reduce|splitk", re.IGNORECASE)
+
+
 def compute(
     trace: Trace, shapes: ShapesFetcher, peaks: Peaks, steps: list[dict] | None = None, rank: int | None = None
 ) -> Efficiency:
@@ -244,8 +247,19 @@ def compute(
     pos[uniq] = np.arange(len(uniq))
     inv = pos[names]
     nm = [trace.names[int(u)] for u in uniq.tolist()]
-    tc_code = np.array([{True: 2, False: 1, None: 0}[kernel_class.tensor_cores(n)] for n in nm], np.int8)[inv]
     k_kind = [kernel_class.kind(n) for n in nm]
+    k_prec = [kernel_class.precision(n) for n in nm]
+    tcs = [kernel_class.tensor_cores(n) for n in nm]
+    if peaks.model and peaks.tflops.get("fp32") and not peaks.tflops.get("tf32"):
+        # a device without TF32 (Volta, Turing; Pascal has no Tensor Cores): its Tensor Cores take
+        # fp16 inputs only, so an fp32 matmul or convolution kernel whose name says neither runs on
+        # the SIMT units (the V100's cudnn dgrad_engine<float, ...>: a third of ResNet-50's time)
+        # (not cuBLAS's split-K reductions, which add up a GEMM's partial results on any device)
+        tcs = [
+            False if tc is None and pr == "fp32" and kd in ("gemm", "conv") and not _REDUCE.search(n) else tc
+            for tc, pr, kd, n in zip(tcs, k_prec, k_kind, nm)
+        ]
+    tc_code = np.array([{True: 2, False: 1, None: 0}[tc] for tc in tcs], np.int8)[inv]
     # a GEMM kernel a convolution launched is convolution work (cuDNN runs convolutions as
     # volta_sgemm, implicit GEMM or FFT gcgemm kernels): a matmul's advice does not apply to it.
     # Asked of the GEMM-named kernels only (their launching ops found where shapes were not)
@@ -254,7 +268,6 @@ def compute(
     gk = np.flatnonzero(gemm_named)
     if len(gk):
         by_conv[gk] = conv_launched(trace, kernels[gk], parent[gk] if recorded else None)
-    k_prec = [kernel_class.precision(n) for n in nm]
     # an op's kernels: their total time (shares) and Tensor-Core verdict together
     has_op = np.array([p in work for p in parent.tolist()], bool) if work else np.zeros(len(kernels), bool)
     op_ids, op_inv = np.unique(np.where(has_op, parent, -1), return_inverse=True)

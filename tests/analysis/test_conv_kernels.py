@@ -108,3 +108,30 @@ def test_a_volta_run_without_device_properties_is_offered_fp16_only(name):
     assert "fp16 autocast" in f["title"] and "bf16" not in f["title"].split("(with a GradScaler")[0]
     assert "allow_tf32" not in f["title"] and "V100" in f["title"]
     assert "compute capability 7.x" in f["title"]
+
+
+def test_fp32_convolution_engines_on_a_volta_are_simt(resnet):
+    """A V100 has no TF32: its Tensor Cores take fp16 inputs only, so cuDNN's fp32 engines
+    (dgrad_engine<float, ...>, wgrad_alg0_engine<float, ...>), whose names say no Tensor Core,
+    run on the SIMT units like implicit_convolve_sgemm (an audit: 54% printed where 67% of the
+    kernel time was FP32 convolution). Against the raw file: every kernel a convolution op
+    launched whose name computes in float (a "<float" template, an sgemm or scudnn), split-K
+    reductions left out."""
+    import json
+
+    kernels, p = resnet
+    fp32_conv = sum(
+        k["dur"]
+        for k, op in kernels
+        if op
+        and "conv" in op.lower()
+        and re.search(r"<float|sgemm|scudnn", k["name"])
+        and "reduce" not in k["name"].lower()
+    )
+    d = json.loads(p.stdout)
+    assert "V100" in d["efficiency"]["device"]
+    fam = d["efficiency"]["families"]
+    conv_simt = sum(f["time_ns"] for f in fam if f["kind"] == "conv" and f["tensor_cores"] is False)
+    assert conv_simt == pytest.approx(fp32_conv * 1e3, rel=0.01)
+    left = [f for f in fam if f["kind"] == "conv" and f.get("precision") == "fp32" and f["tensor_cores"] is None]
+    assert all("reduce" in k.lower() for f in left for k in f["top_kernels"]), left  # split-K sums only
