@@ -171,6 +171,28 @@ def _compute_major(trace: Trace) -> tuple[int, str] | None:
     return best
 
 
+def _memory_roof(x: dict[str, float], rows: list[dict], rate: float, gbps: float | None) -> str:
+    """Cap each precision's speedup where the memory roof binds first (in place): the kernels'
+    FLOPs over their bytes (halved in a 16-bit type) at the device's bandwidth is the most they
+    can reach, whatever their Tensor Cores could do; the words that say so, or ''."""
+    flops = sum(r.get("flops") or 0 for r in rows)
+    nbytes = sum(r.get("bytes") or 0 for r in rows)
+    if not (flops and nbytes and gbps and rate):
+        return ""
+    capped = []
+    for q in list(x):
+        roof = flops / (nbytes / (2 if q in ("bf16", "fp16") else 1)) * gbps / 1e3  # TFLOP/s
+        if roof / rate < x[q]:
+            x[q] = max(1.0, roof / rate)
+            capped.append(f"{roof:,.0f} TFLOP/s in {q.upper() if q == 'tf32' else q}")
+    if not capped:
+        return ""
+    return (
+        f"; capped by the memory roof: at {flops / nbytes:.0f} FLOP/byte and {gbps:,.0f} GB/s they reach at most "
+        + " or ".join(capped)
+    )
+
+
 def _simt_speedup(
     trace: Trace, eff: Efficiency, simt_rows: list[dict], kind: str, tf32_on: bool = False
 ) -> dict | None:
@@ -234,6 +256,7 @@ def _simt_speedup(
             f"at the {best['pct_of_peak']:.0f}% of the {names} peak the run's best GEMMs reach "
             f"({best['name']}); they reach {rate:.1f} TFLOP/s now"
         )
+        grounds += _memory_roof(x, simt_rows, rate, p.gbps)
     else:
         x = {q: v / fp32 for q, v in have.items()}
         if p.model is not None:
@@ -243,6 +266,8 @@ def _simt_speedup(
                 f"at the same % of the {p.model} {names} {word} ({peaks_} TFLOP/s) as they reach of its FP32 "
                 f"peak ({fp32:g})"
             )
+            if flops and time:
+                grounds += _memory_roof(x, simt_rows, flops / time / 1e3, p.gbps)
     if "tf32" in x and tf32_on and "bf16" in x:
         # TF32 is already allowed for convolutions: cuDNN chose FP32 algorithms for these shapes
         advice = (

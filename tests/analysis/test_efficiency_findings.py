@@ -314,3 +314,30 @@ def test_a_fused_optimizers_own_kernels_are_not_told_to_fuse():
     )
     assert _FOREACH.search(fused) and _FUSED_ALREADY.search(fused)
     assert _FOREACH.search(foreach) and not _FUSED_ALREADY.search(foreach)
+
+
+def test_a_speedup_is_never_past_the_memory_roof():
+    """launch_eager's fp32 GEMMs: 'about 14.8x (bf16) or 7.4x (TF32) faster' at the same % of the
+    Tensor Cores' peaks. With the bandwidth set to 400 GB/s (--peak-gbps) the memory roof binds
+    first: their FLOPs over their bytes (halved in bf16) at 400 GB/s, over the rate they reach now,
+    is the most they can gain, and the sentence says so. The family's FLOPs, bytes and time from
+    the same JSON; the uncapped figures from the default run."""
+    path = trace_path("whatif", "launch_eager.json.gz")
+    plain = json.loads(run_cli_once("analyze", path, "--json").stdout)
+    p = run_cli("analyze", path, "--json", "--peak-gbps", "400")
+    assert p.returncode == 0, p.stderr
+    slow = json.loads(p.stdout)
+    (fam,) = [f for f in slow["efficiency"]["families"] if f["kind"] == "gemm" and f["tensor_cores"] is False]
+    rate = fam["flops"] / fam["time_ns"] / 1e3
+    roof = {"tf32": fam["flops"] / fam["bytes"] * 0.4 / rate, "bf16": 2 * fam["flops"] / fam["bytes"] * 0.4 / rate}
+
+    def said(out):
+        f = next(f for f in out["findings"] if f["rule"] == "fp32_simt_gemm")
+        m = re.search(r"about ([\d.]+)x \(bf16\) or ([\d.]+)x \(TF32\) faster", f["title"])
+        return float(m.group(1)), float(m.group(2)), f["title"]
+
+    bf16, tf32, _ = said(plain)
+    cbf16, ctf32, title = said(slow)
+    assert roof["bf16"] < bf16 and roof["tf32"] < tf32  # the roof binds at 400 GB/s
+    assert cbf16 == pytest.approx(roof["bf16"], abs=0.051) and ctf32 == pytest.approx(roof["tf32"], abs=0.051)
+    assert "capped by the memory roof" in title and "capped" not in said(plain)[2]
