@@ -39,6 +39,18 @@ class AnalysisThread(QThread):
 _ORPHANS: set[AnalysisThread] = set()
 
 
+# Every analysis thread started, until it has ended (dropped on the UI thread when the next one
+# starts): without a parent, owned here, so neither a window deleted without closing (a window
+# garbage-collected in a test run) nor its controller can destroy one that still runs.
+_LIVE: set[QThread] = set()
+
+
+def keep_running(th: QThread) -> None:
+    """Hold th until it ends (and drop the ended ones: this runs on the UI thread)."""
+    _LIVE.difference_update([t for t in _LIVE if t.isFinished()])
+    _LIVE.add(th)
+
+
 def analyses_running() -> int:
     """Analyses left running by closed windows (the app waits for them before it exits)."""
     return sum(1 for t in _ORPHANS if t.isRunning())
@@ -150,7 +162,8 @@ class Controller(QObject):
                 )
             return
         self.analysisBusy.emit("analysing…")
-        th = AnalysisThread(s, self)
+        th = AnalysisThread(s)  # no parent: see _LIVE
+        keep_running(th)
         th.done.connect(self._analysis_done)
         th.failed.connect(lambda m: self.analysisBusy.emit(f"analysis failed: {m}"))
         self._threads = [t for t in self._threads if t.isRunning()] + [th]

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from ..model.fmt import esc
 from ..session.critical_view import PathView, path_view
+from .controller import keep_running
 from .docks import dock
 
 _SETTING = "critical_path"
@@ -211,6 +212,7 @@ class CriticalPathDock(QObject):
         # no parent: a window closed meanwhile does not destroy a running thread; kept here
         # until it ends
         th = _Placing(trace, analysis)
+        keep_running(th)  # held until it ends, whatever becomes of this panel
         th.done.connect(self._placed)
         self._threads = [t for t in self._threads if not t.isFinished()] + [th]
         th.start()
