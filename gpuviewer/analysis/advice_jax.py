@@ -66,20 +66,19 @@ _PROGRAM = re.compile(r"^(jit_[\w.\-]+):XLA GPU module$")
 
 
 def one_program_per_step(trace) -> str | None:
-    """The jitted program's name where the trace's steps each run it once and nothing else is
-    jitted (as many runs as steps, or fewer); None otherwise."""
-    steps = {(s.rank, s.step) for s in trace.steps}
-    if not steps:
+    """The jitted program's name where each of the trace's steps runs it exactly once and no
+    other jitted program runs; None otherwise."""
+    if not trace.steps:
         return None
     ids = [i for i, n in enumerate(trace.names) if _PROGRAM.match(n)]
-    if not ids:
-        return None
-    runs = np.isin(np.asarray(trace.columns["name"]), ids)
-    count = int(runs.sum())
     named = {_PROGRAM.match(trace.names[i]).group(1) for i in ids}  # type: ignore[union-attr]
-    ranks = {s.rank for s in trace.steps}
-    if len(named) != 1 or count > len(steps) or count < len(ranks):
+    if len(named) != 1:
         return None
+    runs = np.flatnonzero(np.isin(np.asarray(trace.columns["name"]), ids))
+    starts = np.sort(np.asarray(trace.columns["start"])[runs].astype(np.int64))
+    for st in trace.steps:
+        if np.searchsorted(starts, st.end, "left") - np.searchsorted(starts, st.start, "left") != 1:
+            return None
     return named.pop()
 
 

@@ -202,7 +202,9 @@ def _first_ruled_ops(trace: Trace, ruled: np.ndarray, n: int = 16) -> np.ndarray
     return np.sort(ops)
 
 
-_REDUCE = re.compile(r"reduce|splitk", re.IGNORECASE)
+# kernels of a matmul or convolution that do no matrix multiply: split-K reductions adding up
+# partial results, cuDNN's Winograd transforms of the data, filters and outputs
+_NOT_MATRIX = re.compile(r"reduce|splitk|winograd(?:forward|wgrad)|winogradtiles", re.IGNORECASE)
 
 
 def compute(
@@ -254,9 +256,9 @@ def compute(
         # a device without TF32 (Volta, Turing; Pascal has no Tensor Cores): its Tensor Cores take
         # fp16 inputs only, so an fp32 matmul or convolution kernel whose name says neither runs on
         # the SIMT units (the V100's cudnn dgrad_engine<float, ...>: a third of ResNet-50's time)
-        # (not cuBLAS's split-K reductions, which add up a GEMM's partial results on any device)
+        # (not the kernels of a matmul or convolution that multiply no matrices: _NOT_MATRIX)
         tcs = [
-            False if tc is None and pr == "fp32" and kd in ("gemm", "conv") and not _REDUCE.search(n) else tc
+            False if tc is None and pr == "fp32" and kd in ("gemm", "conv") and not _NOT_MATRIX.search(n) else tc
             for tc, pr, kd, n in zip(tcs, k_prec, k_kind, nm)
         ]
     tc_code = np.array([{True: 2, False: 1, None: 0}[tc] for tc in tcs], np.int8)[inv]

@@ -214,6 +214,9 @@ def covering_op(trace: Trace, rank: int, t0: int, t1: int, share: float = 0.5) -
     return int(cand[k]), int(span[ok][k])
 
 
+_NAMED_CATS = np.array([Cat.CPU_OP, Cat.USER_ANNOTATION, Cat.NVTX, Cat.COMM_OP], np.int64)
+
+
 def outermost_ops(trace: Trace, calls: np.ndarray) -> np.ndarray:
     """Per call (an event index), the outermost recorded op or NVTX range of its thread around
     it, a step marker left out (-1: none): where the work was issued from, as a user names it
@@ -238,7 +241,9 @@ def outermost_ops(trace: Trace, calls: np.ndarray) -> np.ndarray:
         for hl in host.get((ln.rank, ln.pid, ln.stream), []):
             sl = trace.lane_slice(hl)
             idx = np.arange(sl.start, sl.stop)
-            idx = idx[~markers[np.asarray(c["name"][sl])]]
+            # ops and ranges a user named, not a Python stack frame (with_stack: the outermost is
+            # the script's '<module>') nor a step marker
+            idx = idx[~markers[np.asarray(c["name"][sl])] & np.isin(np.asarray(c["cat"][sl]), _NAMED_CATS)]
             depth = np.asarray(c["depth"][idx]).astype(np.int64)
             start = np.asarray(c["start"][idx]).astype(np.int64)
             end = start + np.asarray(c["dur"][idx]).astype(np.int64)

@@ -46,7 +46,8 @@ _KINDS = (
     (
         "conv",
         re.compile(
-            r"convolution|conv\d|conv_|_conv|scudnn|wgrad|dgrad|implicit_gemm|implicit_convolve|winograd", re.IGNORECASE
+            r"convolution|conv\d|conv_|_conv(?!ert)|scudnn|wgrad|dgrad|implicit_gemm|implicit_convolve|winograd",
+            re.IGNORECASE,
         ),
     ),
     # "gemm" not inside "fbgemm" (the library's permute, quantize and embedding kernels are none)

@@ -89,8 +89,7 @@ ADVICE = {
     "host_sync": "The host stops at synchronize calls until the GPU has finished its queued work, so it "
     "cannot queue the next work meanwhile and the GPU waits for it after each one. Remove the syncs "
     "the host does not need a result from (timing, error checks, torch.cuda.synchronize() left in "
-    "the loop); where it needs a value (loss.item(), a .cpu() for logging), read it every N steps "
-    "or copy it asynchronously to pinned memory and read it a step later; order work between "
+    "the loop); order work between "
     "streams with events (stream.wait_event) instead of host syncs. Syncs inside a framework "
     "(FSDP's limit_all_gathers rate limiter, cuDNN benchmark autotuning in the first steps) are "
     "its settings' to change.",

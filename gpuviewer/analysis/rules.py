@@ -190,7 +190,7 @@ def copy_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     )
     if key == "HtoD" and lead_ns and pinned >= 0.9 * lead_ns:
         f["advice"] = COPY_PINNED_ADVICE  # pin_memory is done already: what is left to do
-    if key == "HtoD" and issued is not None and issued[0].startswith("FSDP"):
+    if key == "HtoD" and issued is not None and issued[0].startswith("FSDP::pre_"):
         f["advice"] = FSDP_OFFLOAD_ADVICE
     if issued is not None:
         f["metrics"]["issued_in"] = {"name": issued[0], "copies": issued[1], "ms": round(issued[2], 3)}
@@ -226,11 +226,12 @@ def _issued_in(trace: Trace, ops: np.ndarray) -> tuple[str, int, float] | None:
 
 _PARENS = re.compile(r"\s*\([^()]*\)$")  # "FSDP::pre_forward (encoder.block.14.layer.1)": the module
 FSDP_OFFLOAD_ADVICE = (
-    "The GPU spends its time copying parameters in from host memory: FSDP's CPU offload "
-    "(CPUOffload(offload_params=True)) keeps them on the host and copies each unit's in before its "
-    "forward and backward. Where the model fits, turn the offload off; otherwise shard across more "
-    "GPUs, use a larger FSDP unit or a lower-precision copy (mixed precision's param_dtype), and "
-    "prefetch (forward_prefetch, backward_prefetch) so the copies overlap compute."
+    "The GPU spends its time copying in from host memory, and FSDP issues these copies before its "
+    "units run. With CPU offload (CPUOffload(offload_params=True)) FSDP keeps the parameters on the "
+    "host and copies each unit's in before its forward and backward; the root unit also moves the "
+    "inputs to the GPU there. If offload is on and the model fits, turn it off; otherwise shard "
+    "across more GPUs, use larger FSDP units or a lower-precision copy (mixed precision's "
+    "param_dtype), and prefetch (forward_prefetch, backward_prefetch) so the copies overlap compute."
 )
 
 

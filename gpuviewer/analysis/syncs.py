@@ -6,8 +6,9 @@ they are a finding only where the GPU's idle after them costs time, with its wha
 the host not waiting in them.
 
 The cost that marks the finding is, per sync, the GPU's idle after it up to the time the host
-waited in it: the host could have been that much further ahead, no more (a 25 ms sleep after a
-0.1 ms sync is the sleep's, host_bound_idle's, not the sync's).
+waited in it (a 25 ms sleep after a 0.1 ms sync is the sleep's, host_bound_idle's, not the
+sync's). It only decides whether there is a finding: what removing the waits saves is the
+replay's, which can be more (a host freed of a chain of waits runs further and further ahead).
 """
 
 from __future__ import annotations
@@ -37,25 +38,36 @@ def _sync_calls(trace: Trace, rank: int) -> np.ndarray:
     ids = _names(trace)
     if not len(ids):
         return np.zeros(0, np.int64)
+    copy_ids = np.array([i for i, n in enumerate(trace.names) if "memcpy" in n.lower()], np.int64)
     c = trace.columns
     parts = []
     for i, ln in enumerate(trace.lanes):
         if ln.rank == rank and ln.kind == LaneKind.CUDA_API:
             sl = trace.lane_slice(i)
-            idx = np.arange(sl.start, sl.stop)
-            parts.append(idx[np.isin(np.asarray(c["name"][sl]), ids)])
+            names = np.asarray(c["name"][sl])
+            at = np.flatnonzero(np.isin(names, ids))
+            # a sync right after an async copy reads its result (.item(), .cpu()): the host needs
+            # that data, so it is no wait to remove (whatif._waits_for_work leaves it too)
+            prev = at[at > 0] - 1
+            reads = np.zeros(len(at), bool)
+            reads[at > 0] = np.isin(names[prev], copy_ids)
+            parts.append(sl.start + at[~reads])
     idx = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     return idx[np.argsort(np.asarray(c["start"][idx]), kind="stable")]
 
 
-def _idle_after(trace: Trace, rb: RankBreakdown, calls: np.ndarray) -> np.ndarray:
-    """Per call: the GPU's idle from its return to the rank's next GPU op (0 where an op still
-    ran when it returned, or none follows)."""
+def _idle_after(trace: Trace, rb: RankBreakdown, calls: np.ndarray, wait: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per call: the GPU's idle from its return to the rank's next GPU op, and that idle up to
+    the call's wait (the most a host that had not waited could have filled). Syncs that return
+    before the same op share one idle stretch: it is counted once, on the first of them (from
+    its return), capped by their waits together; the others get 0. 0 also where an op still ran
+    when the call returned, or none follows."""
     c = trace.columns
     ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
-    out = np.zeros(len(calls), np.int64)
+    idle = np.zeros(len(calls), np.int64)
+    cost = np.zeros(len(calls), np.int64)
     if not len(ops) or not len(calls):
-        return out
+        return idle, cost
     s = np.asarray(c["start"][ops]).astype(np.int64)
     o = np.argsort(s, kind="stable")
     s = s[o]
@@ -64,8 +76,16 @@ def _idle_after(trace: Trace, rb: RankBreakdown, calls: np.ndarray) -> np.ndarra
     p = np.searchsorted(s, ret, side="left")
     ok = p < len(s)
     ok[ok] &= (p[ok] == 0) | (e[np.maximum(p[ok] - 1, 0)] <= ret[ok])
-    out[ok] = s[p[ok]] - ret[ok]
-    return out
+    k = np.flatnonzero(ok)
+    if not len(k):
+        return idle, cost
+    k = k[np.lexsort((ret[k], p[k]))]  # by the op they precede, the first to return first
+    first = np.r_[True, p[k][1:] != p[k][:-1]]
+    lead = k[first]
+    group_wait = np.add.reduceat(wait[k], np.flatnonzero(first))
+    idle[lead] = s[p[lead]] - ret[lead]
+    cost[lead] = np.minimum(group_wait, idle[lead])
+    return idle, cost
 
 
 def _around(trace: Trace, calls: np.ndarray) -> list[str | None]:
@@ -102,8 +122,7 @@ def host_syncs(trace: Trace, rb: RankBreakdown) -> list[dict]:
     c = trace.columns
     start = np.asarray(c["start"][calls]).astype(np.int64)
     wait = np.asarray(c["dur"][calls]).astype(np.int64)
-    idle = _idle_after(trace, rb, calls)
-    cost = np.minimum(wait, idle)
+    idle, cost = _idle_after(trace, rb, calls, wait)
     per = []  # (step, calls in it, wait, idle, cost)
     for s in steps:
         m = (start >= s.host_start_ns) & (start < s.host_end_ns)
@@ -125,7 +144,7 @@ def host_syncs(trace: Trace, rb: RankBreakdown) -> list[dict]:
     if around:
         op, k = around.most_common(1)[0]
         if 2 * k >= count:  # say where most of them are called from
-            where = f", {'all' if k == count else _times(k, n_steps, whole)} of them in {op}"
+            where = f", {'all' if k == count else f'{k:,} of the {count:,}'} in {op}"
     per_step = "" if whole else " a step"
     title = (
         f"Rank {rb.rank}: the host waits for the GPU to finish its queued work {_times(count, n_steps, whole)} "
@@ -177,4 +196,4 @@ def _times(n: int, steps: int, whole: bool) -> str:
     k = n / steps
     if k == 1:
         return "once a step"
-    return f"{k:.0f} times a step" if k >= 1.5 else f"{k:.1f} times a step"
+    return f"{k:.0f} times a step" if k == int(k) or k >= 10 else f"{k:.1f} times a step"

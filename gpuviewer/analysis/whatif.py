@@ -477,7 +477,9 @@ def apply(
     elif ch.kind == "no_syncs":
         # the explicit syncs' waits (not a blocking cudaMemcpy's: the host needs the data it
         # copies) stop holding the call: it returns after its own time
-        hit = (g.e_kind == dg.E_SYNC) & _explicit_sync(g)[dst_node]
+        if ch.rank is not None and ch.rank not in g.marks:
+            raise ValueError(f"rank {ch.rank} is not in this session (ranks {sorted(g.marks)})")
+        hit = (g.e_kind == dg.E_SYNC) & _waits_for_work(g)[dst_node]
         if ch.rank is not None:
             hit &= g.rank[dst_node] == ch.rank
         off[hit] = NEVER
@@ -517,6 +519,24 @@ def _explicit_sync(g: dg.DepGraph) -> np.ndarray:
     cudaDeviceSynchronize, cuCtxSynchronize...), not a blocking copy."""
     ids = np.array([bool(EXPLICIT_SYNC.search(n)) for n in g.names] or [False])
     return (g.kind == dg.SYNC) & (g.name >= 0) & ids[np.maximum(g.name, 0)]
+
+
+def _waits_for_work(g: dg.DepGraph) -> np.ndarray:
+    """Per node: a synchronize call that waits for queued work, not for data: one right after an
+    async copy call of its rank's host sequence reads the copy's result (PyTorch's .item() and
+    .cpu() are a cudaMemcpyAsync and a cudaStreamSynchronize), which the host needs."""
+    sync = _explicit_sync(g)
+    copy_call = np.array([bool(_COPY_CALL.search(n)) for n in g.names] or [False])
+    for hn in g.host_nodes.values():
+        at = np.flatnonzero(sync[hn])
+        at = at[at > 0]
+        prev = hn[at - 1]
+        reads = (g.name[prev] >= 0) & copy_call[np.maximum(g.name[prev], 0)]
+        sync[hn[at[reads]]] = False
+    return sync
+
+
+_COPY_CALL = re.compile(r"memcpy", re.IGNORECASE)
 
 
 def _keep_before_steps(g: dg.DepGraph, dur: np.ndarray, off: np.ndarray) -> None:

@@ -61,7 +61,10 @@ class Change:
             return "memory copies take no time (data kept on the GPU, or copies hidden behind compute)"
         if self.kind == "no_syncs":
             who = "the host" if self.rank is None else f"rank {self.rank}'s host"
-            return f"{who} does not wait in synchronize calls (stream, event, device syncs)"
+            return (
+                f"{who} does not wait in synchronize calls (stream, event, device syncs; not one reading a "
+                "copy's result)"
+            )
         return f"GPU ops matching /{self.regex}/ {self.pct:g}% faster"
 
     def to_json(self) -> dict:

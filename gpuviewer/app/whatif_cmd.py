@@ -42,10 +42,9 @@ def add_parser(sub, common) -> None:
     ch.add_argument(
         "--no-syncs",
         metavar="RANK|all",
-        nargs="?",
-        const="all",
         help="the host does not wait in synchronize calls (stream, event, device syncs) on RANK or "
-        "every rank ('all', the default); blocking copies still wait for their data",
+        "every rank ('all'); blocking copies, and a sync right after an async copy (.item(), .cpu()), "
+        "still wait for their data",
     )
     ch.add_argument("--faster", metavar="NAME_REGEX:PCT", help="GPU ops whose name matches take PCT%% less time")
     ch.add_argument(

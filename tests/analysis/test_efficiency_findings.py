@@ -329,7 +329,11 @@ def test_a_speedup_is_never_past_the_memory_roof():
     slow = json.loads(p.stdout)
     (fam,) = [f for f in slow["efficiency"]["families"] if f["kind"] == "gemm" and f["tensor_cores"] is False]
     rate = fam["flops"] / fam["time_ns"] / 1e3
-    roof = {"tf32": fam["flops"] / fam["bytes"] * 0.4 / rate, "bf16": 2 * fam["flops"] / fam["bytes"] * 0.4 / rate}
+    # the MLP's GEMM (README: batch 64, 512 wide, fp32): 2*64*512*512 FLOPs over its two inputs'
+    # and its output's bytes, 25.6 FLOP/byte; in bf16 each byte holds twice the elements
+    intensity = 2 * 64 * 512 * 512 / (4 * (64 * 512 + 512 * 512 + 64 * 512))
+    assert fam["intensity"] == pytest.approx(intensity, rel=0.01)
+    roof = {"tf32": intensity * 0.4 / rate, "bf16": 2 * intensity * 0.4 / rate}
 
     def said(out):
         f = next(f for f in out["findings"] if f["rule"] == "fp32_simt_gemm")

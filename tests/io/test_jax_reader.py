@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import random
+import re
 
 import pytest
 from conftest import run_cli, trace_path
@@ -516,7 +517,10 @@ def test_correlation_ids_past_32_bits_still_pair_launch_and_kernel(tmp_path):
 def _one_jit_doc(extra_program: str | None) -> dict:
     with gzip.open(JAX, "rt") as f:
         doc = json.load(f)
-    if extra_program:  # a second jitted program run in each step, right after the first
+    if extra_program == "missing":  # one step without its run: not one program in each step
+        first = next(e for e in doc["traceEvents"] if e.get("name") == "jit_update:XLA GPU module")
+        doc["traceEvents"].remove(first)
+    elif extra_program:  # a second jitted program run in each step, right after the first
         runs = [e for e in doc["traceEvents"] if e.get("name") == "jit_update:XLA GPU module"]
         doc["traceEvents"] += [
             dict(e, name=f"{extra_program}:XLA GPU module", ts=e["ts"] + e.get("dur", 0) + 1.0, dur=1.0) for e in runs
@@ -524,7 +528,7 @@ def _one_jit_doc(extra_program: str | None) -> dict:
     return doc
 
 
-@pytest.mark.parametrize("extra", [None, "jit_metrics"])
+@pytest.mark.parametrize("extra", [None, "jit_metrics", "missing"])
 def test_one_jit_a_step_is_not_advised_to_be_put_in_one_jit(tmp_path, raw, extra):
     """jax_train_stall runs jit_update once in each step (counted here in the raw file): advice to
     keep the step inside one jax.jit asks for what is done. With a second program in every step
@@ -541,3 +545,14 @@ def test_one_jit_a_step_is_not_advised_to_be_put_in_one_jit(tmp_path, raw, extra
         assert "one jax.jit" not in low.advice and "already runs as one jitted program (jit_update" in low.advice
     else:
         assert "inside one jax.jit" in low.advice
+
+
+def test_xla_convert_fusions_are_not_convolutions(raw):
+    """The JAX MLP has no convolution, but XLA names fusions like loop_convert_multiply_fusion_2
+    (a dtype convert): they were a 'conv' family (11% of compute) by the '_conv' in their names."""
+    _evs, gpu = raw
+    converts = [e for e in gpu if "_convert" in e["name"]]
+    assert converts and not any(re.search(r"conv(?!ert)", e["name"]) for e in gpu)
+    r = run_cli("analyze", JAX, "--json")
+    fam = json.loads(r.stdout)["efficiency"]["families"]
+    assert not [f for f in fam if f["kind"] == "conv"], [f["name"] for f in fam]
