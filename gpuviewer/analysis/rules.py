@@ -11,7 +11,6 @@ judged per step in launch.py. Their facts come from each rank's map (job_facts).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 import numpy as np
@@ -21,7 +20,8 @@ from ..model.trace import Trace
 from . import contention, launch, outliers, pipeline, syncs
 from . import intervals as iv
 from .breakdown import RankBreakdown
-from .host import API_CATS, HOST_KINDS, covering_op, explain, outermost_ops, recorded_ns
+from .host import API_CATS, HOST_KINDS, covering_op, explain, recorded_ns
+from .issuers import FSDP_OFFLOAD_ADVICE, first_launch, issued_in, short_name
 from .memory import HELD_ADVICE, STEP_ADVICE, allocated_counters, capacity_bytes, held_and_added, peaks_per_step
 from .rule_base import (  # noqa: F401 - used here and by callers
     ADVICE,
@@ -166,7 +166,7 @@ def copy_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     kind = f"{what[key]} copies" if key and not lead else "copies"
     pinned = sum(v for n, v in top if key and key in n and "(Pinned" in n)
     lead_ops = ops[np.isin(names, [i for i in uk.tolist() if key and key in trace.names[int(i)]])] if key else ops
-    issued = _issued_in(trace, lead_ops)
+    issued = issued_in(trace, lead_ops)
     where = ""
     if issued is not None:
         src, n_in, ms_in = issued
@@ -195,44 +195,6 @@ def copy_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     if issued is not None:
         f["metrics"]["issued_in"] = {"name": issued[0], "copies": issued[1], "ms": round(issued[2], 3)}
     return [f]
-
-
-def _issued_in(trace: Trace, ops: np.ndarray) -> tuple[str, int, float] | None:
-    """The host op (outermost, its module in parentheses left out) that issued most of the copies'
-    time, where it issued half of it or more: (name, copies, ms); None otherwise."""
-    if not len(ops):
-        return None
-    src, dst = (np.asarray(a, np.int64) for a in trace.flows)
-    o = np.argsort(dst, kind="stable")
-    p = np.minimum(np.searchsorted(dst[o], ops), max(len(dst) - 1, 0))
-    has = (dst[o][p] == ops) if len(dst) else np.zeros(len(ops), bool)
-    if not has.any():
-        return None
-    outer = outermost_ops(trace, src[o][p[has]])
-    dur = np.asarray(trace.columns["dur"][ops[has]]).astype(np.int64)
-    per: dict[str, list[int]] = {}
-    for e, d in zip(outer.tolist(), dur.tolist()):
-        if e >= 0:
-            nm = _PARENS.sub("", trace.name_of(e))
-            got = per.setdefault(nm, [0, 0])
-            got[0] += 1
-            got[1] += d
-    if not per:
-        return None
-    name, (n, ns) = max(per.items(), key=lambda kv: kv[1][1])
-    total = int(np.asarray(trace.columns["dur"][ops]).astype(np.int64).sum())
-    return (name, n, ns / 1e6) if 2 * ns >= total else None
-
-
-_PARENS = re.compile(r"\s*\([^()]*\)$")  # "FSDP::pre_forward (encoder.block.14.layer.1)": the module
-FSDP_OFFLOAD_ADVICE = (
-    "The GPU spends its time copying in from host memory, and FSDP issues these copies before its "
-    "units run. With CPU offload (CPUOffload(offload_params=True)) FSDP keeps the parameters on the "
-    "host and copies each unit's in before its forward and backward; the root unit also moves the "
-    "inputs to the GPU there. If offload is on and the model fits, turn it off; otherwise shard "
-    "across more GPUs, use larger FSDP units or a lower-precision copy (mixed precision's "
-    "param_dtype), and prefetch (forward_prefetch, backward_prefetch) so the copies overlap compute."
-)
 
 
 COPY_PINNED_ADVICE = (
@@ -314,10 +276,15 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     # aten::add_ held one 6.5 ms hipLaunchKernel); its fix is that call at its usual time
     api, outer = _runtime_call(what, gap)
     named = None
+    first = None
     if api is not None:
         around = f", inside {outer}" if outer else ""
+        first = first_launch(trace, rb.rank, g0, g1, api["name"]) if "launch" in api["name"].lower() else None
         hint = (
-            " (a launch call takes microseconds; one this long waited in the runtime, as it does when it "
+            f" (the first launch of {short_name(first)} in the capture: a launch takes microseconds, the first one of a "
+            "kernel also loads its code, a one-time cost)"
+            if first
+            else " (a launch call takes microseconds; one this long waited in the runtime, as it does when it "
             "loads a kernel's code at its first launch)"
             if "launch" in api["name"].lower()
             else ""
@@ -364,6 +331,7 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
                 "host_activity": what,
                 "host_unrecorded_ms": round(unseen / 1e6, 3),
                 **({"named_op": named} if named else {}),
+                **({"one_time": True, "first_launch_of": first} if first else {}),
                 **({"whole_capture": True} if whole else {}),
             },
         ),
@@ -371,7 +339,17 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     )
     if whole:
         f["advice"] = WHOLE_CAPTURE_ADVICE[trace.format == "nsys"]
+    elif first:
+        f["advice"] = FIRST_LAUNCH_ADVICE
     return [f]
+
+
+FIRST_LAUNCH_ADVICE = (
+    "A kernel's first launch loads its code (and compiles it, where the binary has PTX only for this "
+    "GPU): a one-time cost that no later step pays, so it is not priced as a step's saving. Profile "
+    "after a warm-up step (torch.profiler's schedule with warmup=1 or more); with CUDA, "
+    "CUDA_MODULE_LOADING=EAGER loads every kernel at start-up instead of at its first launch."
+)
 
 
 def _runtime_call(rows: list[dict], span: int) -> tuple[dict | None, str | None]:

@@ -114,7 +114,8 @@ CAUSES: dict[str, Callable[[Finding], list[Change]]] = {
     "straggler": _straggler,
     # a capture that marks no steps has no usual time for the op that filled its gap, and no steady
     # state to replay: its one-time start-up is not a step's cost (said, not priced)
-    "host_bound_idle": lambda f: [] if f.metrics.get("whole_capture") else _gap(f),
+    # nor is the first launch of a kernel, which loads its code once (said, not priced)
+    "host_bound_idle": lambda f: [] if f.metrics.get("whole_capture") or f.metrics.get("one_time") else _gap(f),
     "step_outlier": _gap,
     "launch_bound": lambda f: [Change("no_launch_overhead")],
     "pipeline_launch_bound": lambda f: [Change("no_launch_overhead")],
@@ -341,7 +342,7 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
             changes = (_outlier_host_op(trace, g, f) or changes) + _slow_ops(g, f)
         if f.rule == "straggler" and not f.fix:
             changes = _named_host_op(trace, g, f) or changes
-        if f.rule == "host_bound_idle" and f.ranks:
+        if f.rule == "host_bound_idle" and f.ranks and not f.metrics.get("one_time"):
             # the gap was one long runtime call (not time between host ops): that call at its usual time
             changes = _named_host_op(trace, g, f, rank=int(f.ranks[0])) or changes
         if not changes:

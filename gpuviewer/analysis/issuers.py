@@ -1,0 +1,87 @@
+"""Where host work came from, as a finding names it: the host op that issued most of a set of GPU
+ops (copy_bound: FSDP's pre-forward issuing the parameter copies of its CPU offload), and whether
+a long launch call was its kernel's first launch in the capture (its code loaded once)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..model import queries as q
+from ..model.categories import LaneKind
+from ..model.trace import Trace
+from .host import outermost_ops
+
+
+def issued_in(trace: Trace, ops: np.ndarray) -> tuple[str, int, float] | None:
+    """The host op (outermost, its module in parentheses left out) that issued most of the copies'
+    time, where it issued half of it or more: (name, copies, ms); None otherwise."""
+    if not len(ops):
+        return None
+    src, dst = (np.asarray(a, np.int64) for a in trace.flows)
+    o = np.argsort(dst, kind="stable")
+    p = np.minimum(np.searchsorted(dst[o], ops), max(len(dst) - 1, 0))
+    has = (dst[o][p] == ops) if len(dst) else np.zeros(len(ops), bool)
+    if not has.any():
+        return None
+    outer = outermost_ops(trace, src[o][p[has]])
+    dur = np.asarray(trace.columns["dur"][ops[has]]).astype(np.int64)
+    per: dict[str, list[int]] = {}
+    for e, d in zip(outer.tolist(), dur.tolist()):
+        if e >= 0:
+            nm = _PARENS.sub("", trace.name_of(e))
+            got = per.setdefault(nm, [0, 0])
+            got[0] += 1
+            got[1] += d
+    if not per:
+        return None
+    name, (n, ns) = max(per.items(), key=lambda kv: kv[1][1])
+    total = int(np.asarray(trace.columns["dur"][ops]).astype(np.int64).sum())
+    return (name, n, ns / 1e6) if 2 * ns >= total else None
+
+
+_PARENS = re.compile(r"\s*\([^()]*\)$")  # "FSDP::pre_forward (encoder.block.14.layer.1)": the module
+FSDP_OFFLOAD_ADVICE = (
+    "The GPU spends its time copying in from host memory, and FSDP issues these copies before its "
+    "units run. With CPU offload (CPUOffload(offload_params=True)) FSDP keeps the parameters on the "
+    "host and copies each unit's in before its forward and backward; the root unit also moves the "
+    "inputs to the GPU there. If offload is on and the model fits, turn it off; otherwise shard "
+    "across more GPUs, use larger FSDP units or a lower-precision copy (mixed precision's "
+    "param_dtype), and prefetch (forward_prefetch, backward_prefetch) so the copies overlap compute."
+)
+
+
+def short_name(kernel: str) -> str:
+    """A kernel's name without its return type, namespaces' templates and arguments, as a sentence
+    can carry it ('void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)' ->
+    'at::native::vectorized_elementwise_kernel')."""
+    k = kernel.removeprefix("void ").strip()
+    cut = min((i for i in (k.find("<"), k.find("(")) if i > 0), default=len(k))
+    return k[:cut]
+
+
+def first_launch(trace: Trace, rank: int, t0: int, t1: int, name: str) -> str | None:
+    """The kernel a long launch call in [t0, t1] launched, where it is that kernel's first run on
+    the rank in the capture (its code is loaded at its first launch: HTA's MI250 trace, a 6.5 ms
+    hipLaunchKernel); None otherwise."""
+    c = trace.columns
+    ids = [i for i, n in enumerate(trace.names) if n == name]
+    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind == LaneKind.CUDA_API]
+    parts = [q.events_in_range(trace, ln, t0, t1) for ln in lanes]
+    idx = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    idx = idx[np.isin(np.asarray(c["name"][idx]), ids)]
+    if not len(idx):
+        return None
+    call = int(idx[np.argmax(np.asarray(c["dur"][idx]))])
+    src, dst = (np.asarray(a, np.int64) for a in trace.flows)
+    hit = dst[src == call]
+    if not len(hit):
+        return None
+    op = int(hit[0])
+    kname = int(c["name"][op])
+    same = np.flatnonzero(np.asarray(c["name"]) == kname)
+    same = same[trace.lane_rank_array()[np.asarray(c["lane"][same])] == rank]
+    if (np.asarray(c["start"][same]) < int(c["start"][op])).any():
+        return None
+    return trace.names[kname]
