@@ -17,6 +17,8 @@ SYNC_CALL = re.compile(
 )
 # ...of them, the synchronize calls: the host waits for queued work, not for a copy's data
 EXPLICIT_SYNC = re.compile(r"(Stream|Device|Event|Ctx)Synchroni[sz]e", re.IGNORECASE)
+# a CUDA copy call: a synchronize call right after one reads the copy's result (.item(), .cpu())
+COPY_CALL = re.compile(r"memcpy", re.IGNORECASE)
 # Framework calls that block until the device is done (JAX records no CUDA sync call under them)
 HOST_SYNC_OP = re.compile(r"\bblock_until_ready\b|\bdevice_get\b")
 HOST_KINDS = (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.OSRT, LaneKind.NVTX)

@@ -11,6 +11,7 @@ import numpy as np
 from ..model import queries as q
 from ..model.categories import LaneKind
 from ..model.trace import Trace
+from .breakdown import launch_calls
 from .host import outermost_ops
 
 
@@ -19,13 +20,11 @@ def issued_in(trace: Trace, ops: np.ndarray) -> tuple[str, int, float] | None:
     time, where it issued half of it or more: (name, copies, ms); None otherwise."""
     if not len(ops):
         return None
-    src, dst = (np.asarray(a, np.int64) for a in trace.flows)
-    o = np.argsort(dst, kind="stable")
-    p = np.minimum(np.searchsorted(dst[o], ops), max(len(dst) - 1, 0))
-    has = (dst[o][p] == ops) if len(dst) else np.zeros(len(ops), bool)
+    call = launch_calls(trace, ops)
+    has = call >= 0
     if not has.any():
         return None
-    outer = outermost_ops(trace, src[o][p[has]])
+    outer = outermost_ops(trace, call[has])
     dur = np.asarray(trace.columns["dur"][ops[has]]).astype(np.int64)
     per: dict[str, list[int]] = {}
     for e, d in zip(outer.tolist(), dur.tolist()):

@@ -21,7 +21,7 @@ from ..model.categories import LaneKind
 from ..model.trace import Trace
 from .breakdown import RankBreakdown
 from .efficiency import _innermost
-from .host import EXPLICIT_SYNC
+from .host import COPY_CALL, EXPLICIT_SYNC, name_ids
 from .rule_base import finding
 
 # the GPU's idle after the syncs, capped at their waits, from a fiftieth of its time: the share
@@ -29,16 +29,12 @@ from .rule_base import finding
 COST_SHARE = 0.02
 
 
-def _names(trace: Trace) -> np.ndarray:
-    return np.array([i for i, n in enumerate(trace.names) if EXPLICIT_SYNC.search(n)], np.int64)
-
-
 def _sync_calls(trace: Trace, rank: int) -> np.ndarray:
     """The rank's synchronize calls on its CUDA API lanes, by start."""
-    ids = _names(trace)
+    ids = name_ids(trace, EXPLICIT_SYNC)
     if not len(ids):
         return np.zeros(0, np.int64)
-    copy_ids = np.array([i for i, n in enumerate(trace.names) if "memcpy" in n.lower()], np.int64)
+    copy_ids = name_ids(trace, COPY_CALL)
     c = trace.columns
     parts = []
     for i, ln in enumerate(trace.lanes):

@@ -38,7 +38,7 @@ import numpy as np
 from ..model.trace import Trace
 from . import depgraph as dg
 from . import replay_levels
-from .host import EXPLICIT_SYNC
+from .host import COPY_CALL, EXPLICIT_SYNC
 from .overlap_comm import overlap_comm
 from .usual_op import resolve, shorten
 from .whatif_change import DEFAULT_PEAK_BUSBW_GBPS, Change, parse_change
@@ -526,7 +526,7 @@ def _waits_for_work(g: dg.DepGraph) -> np.ndarray:
     async copy call of its rank's host sequence reads the copy's result (PyTorch's .item() and
     .cpu() are a cudaMemcpyAsync and a cudaStreamSynchronize), which the host needs."""
     sync = _explicit_sync(g)
-    copy_call = np.array([bool(_COPY_CALL.search(n)) for n in g.names] or [False])
+    copy_call = np.array([bool(COPY_CALL.search(n)) for n in g.names] or [False])
     for hn in g.host_nodes.values():
         at = np.flatnonzero(sync[hn])
         at = at[at > 0]
@@ -534,9 +534,6 @@ def _waits_for_work(g: dg.DepGraph) -> np.ndarray:
         reads = (g.name[prev] >= 0) & copy_call[np.maximum(g.name[prev], 0)]
         sync[hn[at[reads]]] = False
     return sync
-
-
-_COPY_CALL = re.compile(r"memcpy", re.IGNORECASE)
 
 
 def _keep_before_steps(g: dg.DepGraph, dur: np.ndarray, off: np.ndarray) -> None:
