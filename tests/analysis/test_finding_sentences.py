@@ -375,3 +375,25 @@ def test_an_op_that_explains_little_of_a_lag_is_not_its_reason():
         "; no one op of its host stands out (the most extra host time: ", "; most extra host time: "
     )
     assert extra_host_errors({"findings": [{"title": old, "children": []}]}) == [old]
+
+
+def test_a_late_ranks_usual_wait_is_one_figure():
+    """nsys_ddp: rank 1 is late in every step, with a planted stall in step 6. The stall's
+    finding said "its usual 14.0 ms" (the steps free of the stall and of step 7, its after-effect)
+    and the persistent finding "a median 14.2 ms a step" of the same waits (step 7 counted): two
+    figures for one thing. Both now leave out the stall and the step after it."""
+    out = analyze(trace_path("nsys", "nsys_ddp.sqlite"))
+    strag = [f for f in flat(out["findings"]) if f["rule"] == "straggler"]
+    stall = [f for f in strag if "usual_ms" in f["metrics"]]
+    pers = [f for f in strag if "usual_ms_per_step" in f["metrics"]]
+    assert stall and pers
+    stalled = {int(s) for f in stall for s in f["metrics"]["wait_caused_ms_per_step"]}
+    m = pers[0]["metrics"]
+    waits = {int(s): w for s, w in m["wait_caused_ms_per_step"].items()}
+    typical = [s for s in waits if s not in stalled and s - 1 not in stalled]
+    assert sorted(m["usual_from_steps"]) == sorted(typical)
+    each = statistics.median(waits[s] for s in typical)  # two ranks: one rank waited
+    said = float(re.search(r"waits a median ([\d.]+) ms a step", pers[0]["title"]).group(1))
+    assert said == pytest.approx(each, abs=0.05)
+    usual = float(re.search(r"its usual ([\d.]+) ms", stall[0]["title"]).group(1))
+    assert said == usual, (pers[0]["title"], stall[0]["title"])
