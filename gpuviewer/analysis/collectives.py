@@ -361,3 +361,47 @@ def match_arrivals(per_rank: dict[int, dict[tuple, list[tuple]]], ranks: list[in
                 )
             )
     return res
+
+
+def alone_summary(per_rank: dict[int, dict[tuple, list[tuple]]]) -> list[dict]:
+    """Collectives of which the session holds one member rank only (one rank's trace of a job,
+    or 2 of 128 ranks in different groups): per group and collective, what can be known without
+    the peers, count, bytes and the kernels' time. Their wait and transfer are not told apart
+    (no other arrival), so the bandwidth is given as a floor: bytes over the whole kernel time,
+    which holds the wait too. Rows shaped as Collectives.summary()'s, with transfer, bandwidths
+    and waits None or empty."""
+    holders: dict[tuple, set[int]] = {}
+    for r, keys in per_rank.items():
+        for key in keys:
+            holders.setdefault(key, set()).add(r)
+    groups: dict[tuple[str, str], list[tuple[int, tuple]]] = {}
+    for r, keys in per_rank.items():
+        for key, rows in keys.items():
+            if len(holders[key]) > 1:
+                continue  # matched (or left unmatched) by match_arrivals
+            for e in rows:
+                groups.setdefault((key[0], e[3]), []).append((r, e))
+    out: list[dict] = []
+    for (g, kind), rows in sorted(groups.items()):
+        dur = np.array([e[1] - e[0] for _, e in rows], np.float64)
+        by = [e[4] for _, e in rows if e[4]]
+        sized = [(e[4], e[1] - e[0]) for _, e in rows if e[4] and e[1] > e[0]]
+        floor = sum(b for b, _ in sized) / sum(t for _, t in sized) if sized else None  # bytes/ns = GB/s
+        out.append(
+            {
+                "group": g,
+                "name": kind,
+                "count": len(rows),
+                "ranks": len({r for r, _ in rows}),
+                "bytes": int(np.median(by)) if by else None,
+                "transfer_ms": None,
+                "algbw_gbps": None,
+                "busbw_gbps": None,
+                "wait_ms": {},
+                "late_count": {},
+                "alone": True,
+                "kernel_ms": round(float(dur.mean()) / 1e6, 4),
+                "algbw_gbps_at_least": round(floor, 3) if floor else None,
+            }
+        )
+    return out

@@ -17,7 +17,7 @@ import dataclasses
 from ..model.plain import plain
 from . import rules as R
 from .breakdown import RankBreakdown, set_caused, split_wait
-from .collectives import Collectives, match_arrivals
+from .collectives import Collectives, alone_summary, match_arrivals
 from .links import slow_links
 from .merge import (
     attach,
@@ -106,7 +106,8 @@ def reduce(
         {
             "ranks": [rank_json(rb, by_rank[rb.rank].kernels) for rb in rbs],
             "findings": findings,
-            "collectives": colls.summary(),
+            # and those the session holds one member of: what one rank's trace can say of them
+            "collectives": colls.summary() + alone_summary({p.rank: p.arrivals for p in parts}),
             "collective_steps": steps_json(per_step),
         }
     )

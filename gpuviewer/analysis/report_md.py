@@ -67,10 +67,10 @@ def to_markdown(a, title: str = "gpuviewer analysis") -> str:
                     c["name"],
                     c["count"],
                     c["bytes"] or "-",
-                    f"{c['transfer_ms']:.3f}",
-                    c["algbw_gbps"] or "-",
+                    _transfer(c),
+                    c["algbw_gbps"] or (f">= {c['algbw_gbps_at_least']}" if c.get("algbw_gbps_at_least") else "-"),
                     c["busbw_gbps"] or "-",
-                    ", ".join(f"{r}: {w:.2f}" for r, w in c["wait_ms"].items()),
+                    ", ".join(f"{r}: {w:.2f}" for r, w in c["wait_ms"].items()) or "-",
                 ]
                 for c in a.collectives
             ],
@@ -126,3 +126,11 @@ def to_markdown(a, title: str = "gpuviewer analysis") -> str:
             )
         out.append("")
     return "\n".join(out) + "\n"
+
+
+def _transfer(c: dict) -> str:
+    """A collective's transfer; of one the session holds one member of, its kernels' time, which
+    holds the wait too (analysis.collectives.alone_summary)."""
+    if c["transfer_ms"] is not None:
+        return f"{c['transfer_ms']:.3f}"
+    return f"- (kernel {c['kernel_ms']:.3f}, wait unknown: its peers' traces are not in the session)"

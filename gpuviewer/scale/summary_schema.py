@@ -143,11 +143,15 @@ class CollectiveRow(_S, frozen=True):
     count: Count = 0
     ranks: Count = 0
     bytes: Num | None = None
-    transfer_ms: Num = 0.0
+    transfer_ms: Num | None = 0.0  # None: a collective the session holds one member of
     algbw_gbps: Num | None = None
     busbw_gbps: Num | None = None
     wait_ms: dict[Text, Num] = {}
     late_count: dict[Text, Count] = {}
+    # of one the session holds one member of (analysis.collectives.alone_summary)
+    alone: bool = False
+    kernel_ms: Num | None = None
+    algbw_gbps_at_least: Num | None = None
 
 
 class CollectiveStep(_S, frozen=True):

@@ -1,0 +1,64 @@
+"""Collectives of which the session holds one member (one rank's trace of a two-rank job): listed
+with what one rank can say, count, bytes, kernel time and a floor on the bandwidth; the wait and
+transfer are not told apart and are left empty (they were not listed at all before: an audit
+found `analyze --json` of nccl_parser_config with "collectives": []). The figures are checked
+against the raw file read here with json and gzip."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import statistics
+
+import pytest
+from conftest import COMPAT, run_cli_once, trace_path
+
+ONE_RANK = os.path.join(COMPAT, "facebookresearch__HolisticTraceAnalysis", "nccl_parser_config")
+_SIZE = {"Float": 4, "BFloat16": 2, "Half": 2, "Byte": 1, "Char": 1, "Long": 8, "Int": 4, "Double": 8}
+
+
+def _analyze(path: str, *more: str):
+    p = run_cli_once("analyze", path, *more)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout
+
+
+def _raw_nccl() -> dict[str, list[dict]]:
+    """NCCL kernels of the file by collective (the kernel name's word after ncclKernel_)."""
+    d = json.load(gzip.open(os.path.join(ONE_RANK, "nccl_data.json.gz")))
+    out: dict[str, list[dict]] = {}
+    for e in d["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") == "kernel" and e.get("name", "").startswith("ncclKernel_"):
+            out.setdefault(e["name"].split("_")[1], []).append(e)
+    return out
+
+
+def test_one_ranks_collectives_are_listed_with_what_one_rank_can_say():
+    rows = json.loads(_analyze(ONE_RANK, "--json"))["collectives"]
+    raw = _raw_nccl()
+    assert sorted(r["name"] for r in rows) == sorted(raw)
+    for r in rows:
+        evs = raw[r["name"]]
+        assert r["alone"] is True and r["count"] == len(evs) and r["ranks"] == 1
+        assert r["kernel_ms"] == pytest.approx(statistics.mean(e["dur"] for e in evs) / 1e3, abs=1e-3)
+        nbytes = [e["args"]["In msg nelems"] * _SIZE[e["args"]["dtype"]] for e in evs]
+        assert r["bytes"] == statistics.median(nbytes)
+        # a floor: the kernel time holds the wait, so the link moved at least this much
+        floor = sum(nbytes) / sum(e["dur"] * 1e3 for e in evs)
+        assert r["algbw_gbps_at_least"] == pytest.approx(floor, rel=1e-3)
+        # nothing claimed that needs the peer's arrivals
+        assert r["transfer_ms"] is None and r["algbw_gbps"] is None and r["busbw_gbps"] is None
+        assert r["wait_ms"] == {} and r["late_count"] == {}
+
+
+def test_the_report_says_what_is_unknown():
+    md = _analyze(ONE_RANK, "--md")
+    line = next(x for x in md.splitlines() if "AllReduce" in x and x.startswith("|"))
+    assert "wait unknown: its peers' traces are not in the session" in line and ">= 6.558" in line, line
+
+
+def test_a_job_with_every_rank_has_no_such_rows():
+    rows = json.loads(_analyze(trace_path("kineto", "ddp_clean"), "--json"))["collectives"]
+    assert rows and not any(r.get("alone") for r in rows)
+    assert all(r["transfer_ms"] is not None for r in rows)
