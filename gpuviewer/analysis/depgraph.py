@@ -33,7 +33,7 @@ from ..model.categories import Cat, LaneKind
 from ..model.trace import Step, Trace
 from .breakdown import breakdown
 from .collectives import bus_factor, match
-from .host import sync_name_ids
+from .host import reads_copy, sync_name_ids
 
 # node kinds
 HOST, SYNC, KERNEL, COMM, COPY, MARK = 0, 1, 2, 3, 4, 5  # MARK: a step's host start or end
@@ -73,6 +73,9 @@ class DepGraph:
     assumptions: list[str] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     name: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # name id per node
+    # per node: a synchronize call that reads a copy's result (host.reads_copy), which the host
+    # needs: `whatif --no-syncs` keeps its wait
+    reads_copy: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     # Kept with the model by whatif.py, each computed on first use (getattr(g, name, None) is None
     # until then): edges by destination, the replay's plan and sources, levels, slot positions, the
     # recorded replay and the steps' GPU end slots. Any where the type lives in a module importing this one.
@@ -519,7 +522,15 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         assumptions,
         list(trace.names),
         np.where(ev >= 0, np.asarray(c["name"][np.maximum(ev, 0)]), -1),
+        _reads_copy(trace, kind, ev),
     )
+
+
+def _reads_copy(trace: Trace, kind: np.ndarray, ev: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(kind), bool)
+    at = np.flatnonzero((kind == SYNC) & (ev >= 0))
+    out[at] = reads_copy(trace, ev[at])
+    return out
 
 
 def _order(

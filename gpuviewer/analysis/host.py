@@ -58,6 +58,25 @@ def sync_name_ids(trace: Trace) -> np.ndarray:
     return name_ids(trace, SYNC_CALL)
 
 
+def reads_copy(trace: Trace, idx: np.ndarray) -> np.ndarray:
+    """Of synchronize calls (event indices): whether each reads a copy's result, the call before
+    it on its lane being an async copy (PyTorch's .item() and .cpu() are a cudaMemcpyAsync and a
+    cudaStreamSynchronize). The host needs that data, so such a wait is no drained queue to
+    remove: the host_sync finding (syncs.py) and `whatif --no-syncs` (through the dependency
+    model) both leave it, by this one test."""
+    idx = np.asarray(idx, np.int64)
+    out = np.zeros(len(idx), bool)
+    copy_ids = name_ids(trace, COPY_CALL)
+    if not len(idx) or not len(copy_ids):
+        return out
+    c = trace.columns
+    prev = idx - 1  # events are sorted by lane, then start: the one before on the same lane
+    ok = prev >= 0
+    ok[ok] = np.asarray(c["lane"][prev[ok]]) == np.asarray(c["lane"][idx[ok]])
+    out[ok] = np.isin(np.asarray(c["name"][prev[ok]]), copy_ids)
+    return out
+
+
 def sync_intervals(trace: Trace, rank: int) -> tuple[np.ndarray, np.ndarray]:
     from . import intervals as iv
 

@@ -21,7 +21,7 @@ from ..model.categories import LaneKind
 from ..model.trace import Trace
 from .breakdown import RankBreakdown
 from .efficiency import _innermost
-from .host import COPY_CALL, EXPLICIT_SYNC, name_ids
+from .host import EXPLICIT_SYNC, name_ids, reads_copy
 from .rule_base import finding
 
 # the GPU's idle after the syncs, capped at their waits, from a fiftieth of its time: the share
@@ -34,20 +34,13 @@ def _sync_calls(trace: Trace, rank: int) -> np.ndarray:
     ids = name_ids(trace, EXPLICIT_SYNC)
     if not len(ids):
         return np.zeros(0, np.int64)
-    copy_ids = name_ids(trace, COPY_CALL)
     c = trace.columns
     parts = []
     for i, ln in enumerate(trace.lanes):
         if ln.rank == rank and ln.kind == LaneKind.CUDA_API:
             sl = trace.lane_slice(i)
-            names = np.asarray(c["name"][sl])
-            at = np.flatnonzero(np.isin(names, ids))
-            # a sync right after an async copy reads its result (.item(), .cpu()): the host needs
-            # that data, so it is no wait to remove (whatif._waits_for_work leaves it too)
-            prev = at[at > 0] - 1
-            reads = np.zeros(len(at), bool)
-            reads[at > 0] = np.isin(names[prev], copy_ids)
-            parts.append(sl.start + at[~reads])
+            at = sl.start + np.flatnonzero(np.isin(np.asarray(c["name"][sl]), ids))
+            parts.append(at[~reads_copy(trace, at)])  # the host needs that data: no wait to remove
     idx = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     return idx[np.argsort(np.asarray(c["start"][idx]), kind="stable")]
 

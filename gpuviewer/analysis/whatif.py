@@ -38,7 +38,7 @@ import numpy as np
 from ..model.trace import Trace
 from . import depgraph as dg
 from . import replay_levels
-from .host import COPY_CALL, EXPLICIT_SYNC
+from .host import EXPLICIT_SYNC
 from .overlap_comm import overlap_comm
 from .usual_op import resolve, shorten
 from .whatif_change import DEFAULT_PEAK_BUSBW_GBPS, Change, parse_change
@@ -522,18 +522,9 @@ def _explicit_sync(g: dg.DepGraph) -> np.ndarray:
 
 
 def _waits_for_work(g: dg.DepGraph) -> np.ndarray:
-    """Per node: a synchronize call that waits for queued work, not for data: one right after an
-    async copy call of its rank's host sequence reads the copy's result (PyTorch's .item() and
-    .cpu() are a cudaMemcpyAsync and a cudaStreamSynchronize), which the host needs."""
-    sync = _explicit_sync(g)
-    copy_call = np.array([bool(COPY_CALL.search(n)) for n in g.names] or [False])
-    for hn in g.host_nodes.values():
-        at = np.flatnonzero(sync[hn])
-        at = at[at > 0]
-        prev = hn[at - 1]
-        reads = (g.name[prev] >= 0) & copy_call[np.maximum(g.name[prev], 0)]
-        sync[hn[at[reads]]] = False
-    return sync
+    """Per node: a synchronize call that waits for queued work, not for data (one that reads a
+    copy's result, host.reads_copy, the host needs)."""
+    return _explicit_sync(g) & ~g.reads_copy
 
 
 def _keep_before_steps(g: dg.DepGraph, dur: np.ndarray, off: np.ndarray) -> None:

@@ -159,3 +159,11 @@ def test_a_sync_that_reads_a_copys_result_is_not_counted():
 
     s = gpuviewer.open(path)
     assert len(_sync_calls(s.trace, 0)) == syncs - reads
+    # the what-if reads the same test off the dependency model: --no-syncs keeps those waits
+    from gpuviewer.analysis import depgraph as dg
+    from gpuviewer.analysis.whatif import _waits_for_work, graph
+
+    g = graph(s.trace)
+    sync = (g.kind == dg.SYNC) & np.array([bool(_SYNC.search(n)) for n in g.names])[np.maximum(g.name, 0)]
+    assert int((sync & g.reads_copy).sum()) == reads
+    assert int(_waits_for_work(g).sum()) == syncs - reads
