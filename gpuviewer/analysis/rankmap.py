@@ -201,12 +201,39 @@ def _map_rank(trace: Trace, rank: int, comm_args: dict[int, dict] | None) -> Ran
         "gpu_names": Lazy(lambda: NameTimes(names.value()[0])),
         "host_names": Lazy(lambda: NameTimes(names.value()[1])),
         "host_explain": Lazy(_measured, trace, explain_steps, trace, rank),
+        "comm_names": Lazy(_comm_names, trace, rb),
         "profile": Lazy(_profile, trace, rb),
         "op_stats": Lazy(
             lambda: {"kernels": _op_stats(trace, rb.ops), "host_ops": _op_stats(trace, _host_ops(trace, rank))}
         ),
     }
     return part
+
+
+def _comm_names(trace: Trace, rb: RankBreakdown) -> NameTimes:
+    """Per step, the rank's NCCL kernel time by name in its GPU window (gpu_names leaves them out:
+    waiting in a collective is no cause of a late rank); exposed communication's evidence."""
+    c = trace.columns
+    lanes = [trace.lane_slice(i) for i, ln in enumerate(trace.lanes) if ln.rank == rb.rank and ln.kind in _GPU_KINDS]
+    per_step: dict[int, dict[str, int]] = {}
+    for x in rb.steps:
+        if x.step is None:
+            continue
+        names, durs = [], []
+        for sl in lanes:
+            st = np.asarray(c["start"][sl])
+            lo, hi = int(np.searchsorted(st, x.start_ns)), int(np.searchsorted(st, x.end_ns))
+            m = np.asarray(c["cat"][sl][lo:hi]) == Cat.COMM_KERNEL
+            names.append(np.asarray(c["name"][sl][lo:hi])[m])
+            durs.append(np.asarray(c["dur"][sl][lo:hi])[m])
+        nm = np.concatenate(names) if names else np.zeros(0, np.int32)
+        u, inv = np.unique(nm, return_inverse=True)
+        tot = np.bincount(inv, weights=np.concatenate(durs).astype(np.float64), minlength=len(u)) if len(u) else []
+        per_step[x.step] = {trace.names[int(k)]: int(v) for k, v in zip(u, tot)}
+    return NameTimes(per_step)
+
+
+_GPU_KINDS = (LaneKind.GPU, LaneKind.COMM)
 
 
 def _measured(trace: Trace, fn: Callable, *args):

@@ -78,7 +78,7 @@ def reduce(
         per_rank += R.RANK_RULES["low_gpu_utilization"](rb)
         per_rank += R.RANK_RULES["unattributed_ops"](rb)
         per_rank += [R.settle(f, rb) for name in R.SETTLED for f in found[name]]
-        per_rank += R.RANK_RULES["exposed_communication"](rb)
+        per_rank += [_with_comm_kernels(f, p) for f in R.RANK_RULES["exposed_communication"](rb)]
         per_rank += found["step_outlier"]
         per_rank += found.get("copy_bound", [])  # (get: parts mapped before the rule existed)
         per_rank += found.get("host_sync", [])
@@ -150,3 +150,14 @@ def arrivals_rows(colls: Collectives) -> list[tuple]:
                 )
             )
     return rows
+
+
+def _with_comm_kernels(f: dict, p: RankPart) -> dict:
+    """Exposed communication's evidence: the collective kernels that took the most of the rank's
+    GPU time in its worst step (the map's comm_names), so a click on the finding
+    selects the longest of them there. The rule sees the rank's breakdown only."""
+    per_name = p.table("comm_names").get(f["step"]) if f["step"] is not None and "comm_names" in p.tables else {}
+    top = sorted(((ns, n) for n, ns in per_name.items()), reverse=True)[:3]
+    if top:
+        f["metrics"]["evidence"] = [{"name": n, "ms": round(ns / 1e6, 3)} for ns, n in top]
+    return f

@@ -58,3 +58,34 @@ def test_host_sync_selects_its_longest_sync_call():
     ev = s.show_finding(f)
     assert ev is not None and s.trace.name_of(ev).startswith("cudaDeviceSynchronize")
     assert int(s.trace.columns["dur"][ev]) == longest
+
+
+def test_exposed_communication_selects_its_longest_collective_kernel():
+    """fsdp rank 0: 70% of its step is communication not overlapped with compute. A click selected
+    nothing (the rule sees the rank's breakdown only); its evidence is now the NCCL kernels that took
+    most of its GPU time in the worst step, and the click selects the longest of the first there.
+    The totals are summed here from the session's columns, by category and window."""
+    import numpy as np
+
+    from gpuviewer.model.categories import Cat
+
+    s = gpuviewer.open(trace_path("kineto", "fsdp"))
+    f = next(x for x in s.analysis.all_findings() if x.rule == "exposed_communication")
+    rank = f.ranks[0]
+    sb = next(b for b in s.analysis.breakdowns if b.rank == rank)
+    st = next(x for x in sb.steps if x.step == f.step)
+    c = s.trace.columns
+    lanes = [i for i, ln in enumerate(s.trace.lanes) if ln.rank == rank]
+    idx = np.concatenate([np.arange(s.trace.lane_slice(i).start, s.trace.lane_slice(i).stop) for i in lanes])
+    start = np.asarray(c["start"][idx])
+    m = (np.asarray(c["cat"][idx]) == Cat.COMM_KERNEL) & (start >= st.start_ns) & (start < st.end_ns)
+    tot: Counter = Counter()
+    for n, d in zip(np.asarray(c["name"][idx])[m].tolist(), np.asarray(c["dur"][idx])[m].tolist()):
+        tot[s.trace.names[n]] += d
+    ev = f.metrics["evidence"]
+    assert [e["name"] for e in ev] == [n for n, _ in tot.most_common(len(ev))]
+    assert all(abs(e["ms"] - tot[e["name"]] / 1e6) < 1e-3 for e in ev)
+    i = s.show_finding(f)
+    assert i is not None and s.trace.name_of(i) == ev[0]["name"]
+    same = m & (np.asarray(c["name"][idx]) == s.trace.names.index(ev[0]["name"]))
+    assert int(c["dur"][i]) == int(np.asarray(c["dur"][idx])[same].max())
