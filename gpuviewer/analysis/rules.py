@@ -61,8 +61,10 @@ def utilization(rb: RankBreakdown) -> list[dict]:
     u = sh["compute"]
     if not rb.measured or u >= LOW_UTILIZATION or not rb.n_ops:
         return []  # no GPU work recorded (a CPU-only trace, a memory snapshot) says nothing
-    if sum(s.gpu_time_ns for s in rb.measured) < MIN_GPU_TIME_NS:
-        return []  # a share of microseconds (HTA's large_integer: one 50 us NCCL kernel, "100%") says nothing
+    if min(sum(s.gpu_time_ns for s in rb.measured), sum(s.busy_ns for s in rb.measured)) < MIN_GPU_TIME_NS:
+        # a share of microseconds (HTA's large_integer: one 50 us NCCL kernel, "100%") says
+        # nothing, nor does a toy's (extra-p's ex-gpu: 30 us of kernels in a 3 ms window, "1%")
+        return []
     # a slow outlier step (a stall: its own finding) can hold most of the idle time: say what
     # the other steps keep (the JAX stall's 8% is 37% elsewhere); when they are not low, the
     # outlier's finding is the whole story and the gaps' advice would point the wrong way
@@ -311,7 +313,8 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     f = deferred(
         finding(
             "host_bound_idle",
-            "high" if share > 0.3 else "medium",
+            # a kernel's first launch is paid once, not a step (its advice says to profile after warm-up)
+            "low" if first else "high" if share > 0.3 else "medium",
             (
                 f"Rank {rb.rank}: the trace marks no steps; the GPU's longest idle stretch, {typical / 1e6:,.1f} ms "
                 f"of the {fed[0].window_ns / 1e6:,.1f} ms from its first op to its last, waits for the host{who}{lead}"

@@ -156,7 +156,9 @@ def test_busy_steps_around_one_stall_are_not_low_utilization(tmp_path):
     busy = _rules(_busy_trace(tmp_path / "busy.json", 30000.0, 1000.0))
     assert "step_outlier" in busy and busy["step_outlier"].step == 4
     assert "low_gpu_utilization" not in busy
-    light = _rules(_busy_trace(tmp_path / "light.json", 30000.0, 40.0))
+    # (90 us GEMMs: idle a third of the other steps, with over 1 ms of GPU work in all, the least
+    # rules.utilization judges)
+    light = _rules(_busy_trace(tmp_path / "light.json", 30000.0, 90.0))
     f = light["low_gpu_utilization"]
     assert f.metrics["slow_steps"] == [4] and f.metrics["utilization_other_steps"] < 0.7
     assert "in the rank's steps other than its slow step 4)" in f.title

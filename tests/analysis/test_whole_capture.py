@@ -105,3 +105,34 @@ def test_microseconds_of_gpu_work_are_too_little_to_judge():
     assert out.returncode == 0, out.stderr
     assert "low_gpu_utilization" not in out.stdout
     assert "(of 50 µs of GPU time: too little to judge)" in out.stdout
+
+
+def test_a_toys_few_microseconds_of_gpu_work_are_not_judged():
+    """extra-p's ex-gpu.s10 export: six kernels, 34 us of GPU work (summed here from the raw
+    export) in a 3 ms window, waiting on the first launch of one kernel. It had two [medium]
+    findings: "GPU utilization 1%" and the idle stretch. No utilization finding below 1 ms of GPU
+    work; the idle stretch, a kernel's first launch, is a one-time cost: low."""
+    import sqlite3
+
+    from conftest import run_cli_once
+
+    path = compat_path("extra-p__extrap", "ex-gpu.s10.sqlite")
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    ((n, work),) = db.execute("SELECT count(*), sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
+    db.close()
+    assert n == 6 and work < 1_000_000
+    out = run_cli_once("analyze", path, "--json")
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+
+    def flat(fs):
+        for f in fs:
+            yield f
+            yield from flat(f["children"])
+
+    found = list(flat(d["findings"]))
+    assert not [f for f in found if f["rule"] == "low_gpu_utilization"]
+    idle = [f for f in found if f["rule"] == "host_bound_idle"]
+    assert idle and all(f["severity"] == "low" and f["metrics"].get("one_time") for f in idle)
+    text = run_cli_once("analyze", path)
+    assert f"(of {round(work / 1e3)} µs of GPU work: too little to judge)" in text.stdout, text.stdout
