@@ -228,8 +228,11 @@ def _comm_names(trace: Trace, rb: RankBreakdown) -> NameTimes:
             durs.append(np.asarray(c["dur"][sl][lo:hi])[m])
         nm = np.concatenate(names) if names else np.zeros(0, np.int32)
         u, inv = np.unique(nm, return_inverse=True)
-        tot = np.bincount(inv, weights=np.concatenate(durs).astype(np.float64), minlength=len(u)) if len(u) else []
-        per_step[x.step] = {trace.names[int(k)]: int(v) for k, v in zip(u, tot)}
+        if not len(u):
+            per_step[x.step] = {}
+            continue
+        tot = np.bincount(inv, weights=np.concatenate(durs).astype(np.float64), minlength=len(u))
+        per_step[x.step] = {trace.names[int(k)]: int(v) for k, v in zip(u.tolist(), tot.tolist())}
     return NameTimes(per_step)
 
 
