@@ -234,7 +234,7 @@ class Collectives:
                     "name": kind,
                     "count": len(inss),
                     "ranks": n,
-                    "bytes": int(np.median(by)) if by else None,
+                    "bytes": typical_bytes(by),
                     "transfer_ms": round(float(tr.mean()) / 1e6, 4),
                     "algbw_gbps": round(algbw, 3) if algbw else None,
                     "busbw_gbps": round(algbw * bus_factor(kind, n), 3) if algbw else None,
@@ -364,36 +364,36 @@ def match_arrivals(per_rank: dict[int, dict[tuple, list[tuple]]], ranks: list[in
 
 
 def alone_summary(per_rank: dict[int, dict[tuple, list[tuple]]]) -> list[dict]:
-    """Collectives of which the session holds one member rank only (one rank's trace of a job,
-    or 2 of 128 ranks in different groups): per group and collective, what can be known without
-    the peers, count, bytes and the kernels' time. Their wait and transfer are not told apart
-    (no other arrival), so the bandwidth is given as a floor: bytes over the whole kernel time,
-    which holds the wait too. Rows shaped as Collectives.summary()'s, with transfer, bandwidths
-    and waits None or empty."""
-    holders: dict[tuple, set[int]] = {}
+    """Collectives of a process group that only one rank of the session holds (one rank's trace
+    of a job, or 2 of 128 ranks in different groups): per group and collective, what can be known
+    without the peers, count, bytes and the kernels' time. A group that another rank holds in any
+    step is matched by match_arrivals (its kernels without a counterpart counted as unmatched),
+    never listed here. Wait and transfer are not told apart (no other arrival), so the bandwidth
+    given is bytes over the kernels' time: below the algorithm bandwidth by the wait where the
+    rank arrived before its peers, about it where it arrived last. Rows shaped as
+    Collectives.summary()'s, with transfer, bandwidths and waits None or empty."""
+    holders: dict[str, set[int]] = {}
     for r, keys in per_rank.items():
         for key in keys:
-            holders.setdefault(key, set()).add(r)
-    groups: dict[tuple[str, str], list[tuple[int, tuple]]] = {}
+            holders.setdefault(key[0], set()).add(r)
+    groups: dict[tuple[str, str], list[tuple]] = {}
     for r, keys in per_rank.items():
         for key, rows in keys.items():
-            if len(holders[key]) > 1:
-                continue  # matched (or left unmatched) by match_arrivals
-            for e in rows:
-                groups.setdefault((key[0], e[3]), []).append((r, e))
+            if len(holders[key[0]]) == 1:
+                for e in rows:
+                    groups.setdefault((key[0], e[3]), []).append(e)
     out: list[dict] = []
     for (g, kind), rows in sorted(groups.items()):
-        dur = np.array([e[1] - e[0] for _, e in rows], np.float64)
-        by = [e[4] for _, e in rows if e[4]]
-        sized = [(e[4], e[1] - e[0]) for _, e in rows if e[4] and e[1] > e[0]]
-        floor = sum(b for b, _ in sized) / sum(t for _, t in sized) if sized else None  # bytes/ns = GB/s
+        dur = np.array([e[1] - e[0] for e in rows], np.float64)
+        sized = [(e[4], e[1] - e[0]) for e in rows if e[4] and e[1] > e[0]]
+        bw = sum(b for b, _ in sized) / sum(t for _, t in sized) if sized else None  # bytes/ns = GB/s
         out.append(
             {
                 "group": g,
                 "name": kind,
                 "count": len(rows),
-                "ranks": len({r for r, _ in rows}),
-                "bytes": int(np.median(by)) if by else None,
+                "ranks": 1,
+                "bytes": typical_bytes([e[4] for e in rows]),
                 "transfer_ms": None,
                 "algbw_gbps": None,
                 "busbw_gbps": None,
@@ -401,7 +401,14 @@ def alone_summary(per_rank: dict[int, dict[tuple, list[tuple]]]) -> list[dict]:
                 "late_count": {},
                 "alone": True,
                 "kernel_ms": round(float(dur.mean()) / 1e6, 4),
-                "algbw_gbps_at_least": round(floor, 3) if floor else None,
+                "kernel_algbw_gbps": round(bw, 3) if bw else None,
             }
         )
     return out
+
+
+def typical_bytes(sizes: list) -> int | None:
+    """The median size, the lower one of the middle two: always a size some instance had (a
+    group's broadcasts of 424 and 212,480 bytes are not said to be 106,452)."""
+    by = sorted(b for b in sizes if b)
+    return int(by[(len(by) - 1) // 2]) if by else None

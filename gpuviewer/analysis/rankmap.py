@@ -211,32 +211,20 @@ def _map_rank(trace: Trace, rank: int, comm_args: dict[int, dict] | None) -> Ran
 
 
 def _comm_names(trace: Trace, rb: RankBreakdown) -> NameTimes:
-    """Per step, the rank's NCCL kernel time by name in its GPU window (gpu_names leaves them out:
-    waiting in a collective is no cause of a late rank); exposed communication's evidence."""
+    """Per step, the rank's NCCL kernel time by name, each kernel in the step that launched it
+    (rb.op_step, as its collectives are matched: collectives.rank_comm); gpu_names leaves them
+    out (waiting in a collective is no cause of a late rank). Exposed communication's evidence."""
+    per_step: dict[int, dict[str, int]] = {x.step: {} for x in rb.steps if x.step is not None}
+    if rb.ops is None or rb.op_step is None or not len(rb.ops):
+        return NameTimes(per_step)
     c = trace.columns
-    lanes = [trace.lane_slice(i) for i, ln in enumerate(trace.lanes) if ln.rank == rb.rank and ln.kind in _GPU_KINDS]
-    per_step: dict[int, dict[str, int]] = {}
-    for x in rb.steps:
-        if x.step is None:
-            continue
-        names, durs = [], []
-        for sl in lanes:
-            st = np.asarray(c["start"][sl])
-            lo, hi = int(np.searchsorted(st, x.start_ns)), int(np.searchsorted(st, x.end_ns))
-            m = np.asarray(c["cat"][sl][lo:hi]) == Cat.COMM_KERNEL
-            names.append(np.asarray(c["name"][sl][lo:hi])[m])
-            durs.append(np.asarray(c["dur"][sl][lo:hi])[m])
-        nm = np.concatenate(names) if names else np.zeros(0, np.int32)
-        u, inv = np.unique(nm, return_inverse=True)
-        if not len(u):
-            per_step[x.step] = {}
-            continue
-        tot = np.bincount(inv, weights=np.concatenate(durs).astype(np.float64), minlength=len(u))
-        per_step[x.step] = {trace.names[int(k)]: int(v) for k, v in zip(u.tolist(), tot.tolist())}
+    m = (np.asarray(c["cat"][rb.ops]) == Cat.COMM_KERNEL) & np.isin(rb.op_step, list(per_step))
+    ops, steps = rb.ops[m], rb.op_step[m]
+    names, durs = np.asarray(c["name"][ops]), np.asarray(c["dur"][ops]).astype(np.int64)
+    for s, n, d in zip(steps.tolist(), names.tolist(), durs.tolist()):
+        got = per_step[s]
+        got[trace.names[n]] = got.get(trace.names[n], 0) + d
     return NameTimes(per_step)
-
-
-_GPU_KINDS = (LaneKind.GPU, LaneKind.COMM)
 
 
 def _measured(trace: Trace, fn: Callable, *args):

@@ -154,8 +154,8 @@ def arrivals_rows(colls: Collectives) -> list[tuple]:
 
 def _with_comm_kernels(f: dict, p: RankPart) -> dict:
     """Exposed communication's evidence: the collective kernels that took the most of the rank's
-    GPU time in its worst step (the map's comm_names), so a click on the finding
-    selects the longest of them there. The rule sees the rank's breakdown only."""
+    GPU time in the step the finding shows (the map's comm_names), so a click on the finding
+    selects the longest kernel of the first of them there. The rule sees the rank's breakdown only."""
     per_name = p.table("comm_names").get(f["step"]) if f["step"] is not None and "comm_names" in p.tables else {}
     top = sorted(((ns, n) for n, ns in per_name.items()), reverse=True)[:3]
     if top:

@@ -68,7 +68,8 @@ def to_markdown(a, title: str = "gpuviewer analysis") -> str:
                     c["count"],
                     c["bytes"] or "-",
                     _transfer(c),
-                    c["algbw_gbps"] or (f">= {c['algbw_gbps_at_least']}" if c.get("algbw_gbps_at_least") else "-"),
+                    c["algbw_gbps"]
+                    or (f"~{c['kernel_algbw_gbps']} (bytes / kernel time)" if c.get("kernel_algbw_gbps") else "-"),
                     c["busbw_gbps"] or "-",
                     ", ".join(f"{r}: {w:.2f}" for r, w in c["wait_ms"].items()) or "-",
                 ]

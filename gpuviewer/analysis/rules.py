@@ -411,7 +411,9 @@ def exposed(rb: RankBreakdown) -> list[dict]:
     per_step = int(np.median([s.comm_kernels for s in steps]))
     wait = float(np.median([s.wait_ns for s in steps]))
     waits_every_step = all(s.wait_ns >= 500_000 for s in steps)
-    worst = max(steps, key=lambda s: s.exposed_comm_ns)
+    # the step shown (its window, its evidence): the one closest to the median said, not the worst,
+    # which is a stall's where there is one (nsys_ddp's step 6: 64 ms of all-reduce, mostly waiting)
+    worst = min(steps, key=lambda s: (abs(s.exposed_comm_ns - exposed), s.step if s.step is not None else 0))
     title = (
         f"Rank {rb.rank}: {exposed / 1e6:.1f} ms a step of communication not overlapped with compute "
         f"({share:.0%} of the step; {per_step} collectives a step)"

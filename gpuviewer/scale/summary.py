@@ -28,7 +28,7 @@ from ..io.atomic import umask
 if TYPE_CHECKING:
     from ..analysis.results import Analysis
 
-VERSION = 1
+VERSION = 2  # 2: collectives rows of groups one rank holds (transfer_ms null, kernel_ms)
 MANIFEST = "manifest.json"
 
 

@@ -151,7 +151,7 @@ class CollectiveRow(_S, frozen=True):
     # of one the session holds one member of (analysis.collectives.alone_summary)
     alone: bool = False
     kernel_ms: Num | None = None
-    algbw_gbps_at_least: Num | None = None
+    kernel_algbw_gbps: Num | None = None
 
 
 class CollectiveStep(_S, frozen=True):

@@ -12,7 +12,7 @@ import os
 import statistics
 
 import pytest
-from conftest import COMPAT, run_cli_once, trace_path
+from conftest import COMPAT, run_cli, run_cli_once, trace_path
 
 ONE_RANK = os.path.join(COMPAT, "facebookresearch__HolisticTraceAnalysis", "nccl_parser_config")
 _SIZE = {"Float": 4, "BFloat16": 2, "Half": 2, "Byte": 1, "Char": 1, "Long": 8, "Int": 4, "Double": 8}
@@ -43,10 +43,10 @@ def test_one_ranks_collectives_are_listed_with_what_one_rank_can_say():
         assert r["alone"] is True and r["count"] == len(evs) and r["ranks"] == 1
         assert r["kernel_ms"] == pytest.approx(statistics.mean(e["dur"] for e in evs) / 1e3, abs=1e-3)
         nbytes = [e["args"]["In msg nelems"] * _SIZE[e["args"]["dtype"]] for e in evs]
-        assert r["bytes"] == statistics.median(nbytes)
-        # a floor: the kernel time holds the wait, so the link moved at least this much
-        floor = sum(nbytes) / sum(e["dur"] * 1e3 for e in evs)
-        assert r["algbw_gbps_at_least"] == pytest.approx(floor, rel=1e-3)
+        # a size some instance had (Broadcast: 424 and 212,480 bytes; their mean median is neither)
+        assert r["bytes"] == statistics.median_low(nbytes) and r["bytes"] in nbytes
+        # bytes over the kernels' time (which holds any wait for the peers)
+        assert r["kernel_algbw_gbps"] == pytest.approx(sum(nbytes) / sum(e["dur"] * 1e3 for e in evs), rel=1e-3)
         # nothing claimed that needs the peer's arrivals
         assert r["transfer_ms"] is None and r["algbw_gbps"] is None and r["busbw_gbps"] is None
         assert r["wait_ms"] == {} and r["late_count"] == {}
@@ -55,10 +55,34 @@ def test_one_ranks_collectives_are_listed_with_what_one_rank_can_say():
 def test_the_report_says_what_is_unknown():
     md = _analyze(ONE_RANK, "--md")
     line = next(x for x in md.splitlines() if "AllReduce" in x and x.startswith("|"))
-    assert "wait unknown: its peers' traces are not in the session" in line and ">= 6.558" in line, line
+    assert "wait unknown: its peers' traces are not in the session" in line, line
+    assert "~6.558 (bytes / kernel time)" in line, line
 
 
 def test_a_job_with_every_rank_has_no_such_rows():
     rows = json.loads(_analyze(trace_path("kineto", "ddp_clean"), "--json"))["collectives"]
     assert rows and not any(r.get("alone") for r in rows)
     assert all(r["transfer_ms"] is not None for r in rows)
+
+
+def test_a_rank_with_a_step_more_than_its_peer_is_not_alone(tmp_path):
+    """ddp with rank 1's last profiled step cut off (its events from that ProfilerStep on dropped,
+    written here): rank 0's collectives of that step have no counterpart. They were listed as a
+    second AllReduce row 'alone' ('its peers' traces are not in the session', beside the matched
+    row of the same group); they are unmatched kernels of a group both ranks hold."""
+    src = os.path.dirname(trace_path("kineto", "ddp", "ddp_rank0.json.gz"))
+    out = tmp_path / "ddp_cut"
+    out.mkdir()
+    for name in ("ddp_rank0.json.gz", "ddp_rank1.json.gz"):
+        d = json.load(gzip.open(os.path.join(src, name)))
+        if name.endswith("1.json.gz"):
+            last = max(e["ts"] for e in d["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#"))
+            d["traceEvents"] = [e for e in d["traceEvents"] if e.get("ph") == "M" or e.get("ts", 0) < last]
+        with gzip.open(out / name, "wt") as f:
+            json.dump(d, f)
+    p = run_cli("analyze", str(out), "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = json.loads(p.stdout)
+    assert got["unmatched_collectives"] > 0  # the cut step's collectives of rank 0
+    rows = got["collectives"]
+    assert rows and not any(r.get("alone") for r in rows), rows
