@@ -26,8 +26,7 @@ class KeptArgs(msgspec.Struct, gc=False):
     """The arguments of complete ('X') events that are read: the correlation id, and the keys
     kept for the analysis; every other key is skipped by the decoder."""
 
-    # absent: 0, the column's "none" (kineto_piece._corr reads the ids in one pass when all are numbers)
-    correlation: Any = 0
+    correlation: Any = None
     # kept as raw JSON for the analysis (io/arg_capture.py: the keys and their order there): NCCL
     # kernels' collective arguments and CPU ops' recorded shapes; decoded only when asked about
     pg_name: msgspec.Raw = msgspec.field(default=None, name="Process Group Name")  # type: ignore[assignment]
@@ -169,7 +168,7 @@ def _as_typed(e: Ev) -> EvTyped:
     args = None
     if isinstance(a, dict):
         args = Args(
-            correlation=a.get("correlation", 0),  # absent: 0, as the typed decode
+            correlation=a.get("correlation"),
             total_allocated=a.get("Total Allocated"),
             total_reserved=a.get("Total Reserved"),
             device_id=a.get("Device Id"),

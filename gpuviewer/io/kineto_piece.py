@@ -49,14 +49,6 @@ class _Index(dict):
 
 
 def _corr(x) -> np.ndarray:
-    try:  # one C pass straight into the column when every event has args and a number there (an
-        # absent id decodes as 0: chrome_events.KeptArgs), the loops below otherwise
-        a = np.fromiter(map(_CORRELATION, x), np.int64, len(x))
-    except (AttributeError, TypeError, ValueError, OverflowError):
-        pass
-    else:
-        a[a < 0] = 0
-        return a
     try:  # one C pass when every event has args (most pieces of GPU and launch events)
         vals = list(map(_CORRELATION, x))
     except AttributeError:  # some have none
@@ -102,7 +94,9 @@ def extract_piece(buf: bytes, chunk: int, evs: list | None = None) -> dict:
     lane_key = np.array(key_ids, np.int32)
     name = np.array(name_ids, np.int32)
     out["keys"], out["names"] = _clean_keys(list(keys), lane_key, bad), _clean_names(list(names), name, bad)
-    ts, dur = _column(x, _TS, None), _column(x, _DUR, 0.0)
+    ts = floats(list(map(_TS, x)))
+    durs = list(map(_DUR, x))
+    dur = floats([d if d is not None else 0.0 for d in durs] if None in durs else durs)
     ok_ts = np.abs(ts) <= TS_MAX_US  # False for NaN
     ok = ok_ts & (dur >= 0) & (dur <= TS_MAX_US)
     corr = _corr(x)
@@ -130,16 +124,6 @@ def extract_piece(buf: bytes, chunk: int, evs: list | None = None) -> dict:
     out["src"] = pos  # position in the piece; the reader adds the piece's first ordinal
     out["n_events"] = len(evs)
     return out
-
-
-def _column(x: list, field, missing) -> np.ndarray:
-    """A time field of the events as float64 (NaN where not a number; `missing` for None when
-    given), straight from the structs where every value is a number (one C pass, no list)."""
-    try:
-        return np.fromiter(map(field, x), np.float64, len(x))
-    except (TypeError, ValueError, OverflowError):
-        vals = list(map(field, x))
-        return floats([v if v is not None else missing for v in vals] if missing is not None and None in vals else vals)
 
 
 def _hashable(e) -> bool:
