@@ -15,6 +15,10 @@ LOW_UTIL_ADVICE = {
     "the copy overlaps compute, and move less data per step.",
     "nccl_wait": "Communication kernels fill most of the GPU's time waiting for other ranks or stages to "
     "arrive: what makes those late is the thing to fix (see the other findings), not the link.",
+    "nccl": "Communication kernels fill most of the GPU's time, and with no other rank's trace in the "
+    "session their waiting for the others is not told apart from their moving data: open the job's "
+    "ranks together. Waiting: fix what makes the others late; moving data: overlap it with compute "
+    "and send less per step.",
     "nccl_transfer": "Collectives moving data fill most of the GPU's time, not compute. Overlap "
     "communication with compute, send less per step, and check the link's bandwidth.",
 }

@@ -54,10 +54,14 @@ def _steps(steps: list[int]) -> str:
     return ", ".join(map(str, steps[:-1])) + (" and " if len(steps) > 1 else "") + str(steps[-1])
 
 
-def utilization(rb: RankBreakdown) -> list[dict]:
+def utilization(rb: RankBreakdown, unsplit: bool = False) -> list[dict]:
     """GPU utilization is the compute share: NCCL kernels spinning while they wait for another
-    rank, and copies, keep the GPU busy without doing the model's work."""
+    rank, and copies, keep the GPU busy without doing the model's work. unsplit: none of the
+    rank's collectives was matched with another rank's, so its NCCL time is not split into
+    waiting and transfer (reduce.nccl_unsplit)."""
     sh = rb.shares()
+    if unsplit:
+        sh["nccl"] = sh.pop("nccl_wait") + sh.pop("nccl_transfer")
     u = sh["compute"]
     if not rb.measured or u >= LOW_UTILIZATION or not rb.n_ops:
         return []  # no GPU work recorded (a CPU-only trace, a memory snapshot) says nothing
@@ -81,18 +85,19 @@ def utilization(rb: RankBreakdown) -> list[dict]:
     )
     s0, s1 = _span(rb)
     beside = ", ".join(
-        f"{label} {sh[k]:.0%}"
-        for k, label in (
-            ("nccl_wait", "NCCL waiting"),
-            ("nccl_transfer", "NCCL transfer"),
-            ("copy", "copies"),
-            ("idle", "idle"),
+        f"{label} {sh[k]:.0%}{note}"
+        for k, label, note in (
+            ("nccl_wait", "NCCL waiting", ""),
+            ("nccl_transfer", "NCCL transfer", ""),
+            ("nccl", "NCCL", " (waiting not told apart from transfer: no other rank's arrivals on record)"),
+            ("copy", "copies", ""),
+            ("idle", "idle", ""),
         )
-        if sh[k] >= 0.005
+        if sh.get(k, 0.0) >= 0.005
     )
     # what fills the GPU's time when it is not computing: the advice is about that (a pageable copy
     # that fills the step is not a GPU waiting for work)
-    mostly = max(("nccl_wait", "nccl_transfer", "copy", "idle"), key=lambda k: sh[k])
+    mostly = max((k for k in ("nccl_wait", "nccl_transfer", "nccl", "copy", "idle") if k in sh), key=lambda k: sh[k])
     if mostly != "idle" and sh[mostly] < 0.5:
         mostly = "idle"  # nothing fills most of it: the default advice, about the gaps
     f = finding(

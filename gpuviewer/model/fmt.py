@@ -59,12 +59,17 @@ def utilization_line(r: dict) -> str:
         # no GPU time to share out (a CPU-only capture, no kernels in its steps): "utilization 0%,
         # idle 0%" would contradict itself
         out, said = "no GPU work on record", []
-    if said:
-        out += "; " + ", ".join(f"{label} {sh[k]:.0%}" for k, label in said)
+    parts = [(label, sh[k], "") for k, label in said]
+    if r.get("nccl_split") is False:  # analysis.reduce._unsplit: no other rank's arrivals on record
+        nccl = sh.get("nccl_transfer", 0.0) + sh.get("nccl_wait", 0.0)
+        note = " (waiting not told apart from transfer: no other rank's arrivals on record)"
+        parts = [("NCCL", nccl, note)] + [(label, sh[k], "") for k, label in said if not k.startswith("nccl_")]
+    if parts:
+        out += "; " + ", ".join(f"{label} {v:.0%}{note}" for label, v, note in parts)
         # compute beside NCCL (DDP's all-reduce under the backward) counts in both: the shares add
         # up to more than 100%, which a reader adding them should be told, by the printed figures
-        over = round(100 * u) + sum(round(100 * sh[k]) for k, _ in said) - 100
-        if u + sum(sh[k] for k, _ in said) - 1 >= 0.015 and over >= 2:
+        over = round(100 * u) + sum(round(100 * v) for _, v, _n in parts) - 100
+        if u + sum(v for _, v, _n in parts) - 1 >= 0.015 and over >= 2:
             out += f" (they add up to {100 + over}%: work ran on two streams at once)"
     steps = [s for s in r.get("steps") or [] if not s.get("warmup")] or r.get("steps") or []
     gpu_ns = sum(

@@ -86,3 +86,35 @@ def test_a_rank_with_a_step_more_than_its_peer_is_not_alone(tmp_path):
     assert got["unmatched_collectives"] > 0  # the cut step's collectives of rank 0
     rows = got["collectives"]
     assert rows and not any(r.get("alone") for r in rows), rows
+
+
+def test_one_ranks_nccl_time_is_not_split_into_waiting_and_transfer():
+    """With no other rank's arrivals, nothing tells a collective's wait from its transfer: the
+    rank line and the low-utilization finding said "NCCL waiting 0%, NCCL transfer 7%" (all of it
+    counted as transfer; fsdp's rank 0 alone, which waits most of its step for rank 1, said
+    "NCCL transfer 93%" and advised checking the link). They now give one NCCL share and say why;
+    a job with both ranks keeps the split."""
+    out = json.loads(_analyze(ONE_RANK, "--json"))
+    (r,) = out["ranks"]
+    assert r["nccl_split"] is False
+    text = _analyze(ONE_RANK)
+    line = next(x for x in text.splitlines() if x.startswith("rank 0:"))
+    nccl = r["utilization_breakdown"]["nccl_wait"] + r["utilization_breakdown"]["nccl_transfer"]
+    assert f"NCCL {nccl:.0%} (waiting not told apart from transfer: no other rank's arrivals on record)" in line
+    assert "NCCL waiting" not in line and "NCCL transfer" not in line
+    low = [f for f in out["findings"] if f["rule"] == "low_gpu_utilization"]
+    assert low and all("NCCL transfer" not in f["title"] and "NCCL waiting" not in f["title"] for f in low)
+    both = json.loads(_analyze(trace_path("kineto", "ddp_clean"), "--json"))
+    assert not any("nccl_split" in x for x in both["ranks"])
+    assert "NCCL waiting" in _analyze(trace_path("kineto", "ddp_clean"))
+
+
+def test_a_lone_rank_that_mostly_waits_is_not_told_to_check_its_link():
+    """fsdp's rank 0 opened alone: 93% of its GPU time is NCCL kernels, most of it waiting for rank 1
+    (rank 0 waits 105-109 ms of its ~120 ms step: README). Its advice was the one for collectives
+    moving data ("check the link's bandwidth"); it now says the two are not told apart."""
+    p = run_cli_once("analyze", trace_path("kineto", "fsdp", "fsdp_rank0.json.gz"), "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    (f,) = [x for x in json.loads(p.stdout)["findings"] if x["rule"] == "low_gpu_utilization"]
+    assert f["metrics"]["mostly"] == "nccl"
+    assert "not told apart" in f["advice"] and "link's bandwidth" not in f["advice"]
