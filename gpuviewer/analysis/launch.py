@@ -188,7 +188,7 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
         f"Rank {rb.rank}: launch-bound{where} — {per_step:,.0f} kernels a step of {mean_k:.1f} µs on average "
         f"(median {med_k:.1f} µs); the GPU waits for the next launch {gaps / len(hit):,.0f} times a step, "
         f"{mean_gap:.1f} µs on average (gaps under {SHORT_GAP_NS // 1000} µs), {gap_ns / len(hit) / 1e6:.1f} ms "
-        f"a step, {share:.0%} of its time running kernels or waiting for the next launch; "
+        f"a step, {share:.0%} of the time it spends running kernels or waiting for the next launch; "
         f"compute {compute:.0%} of its time{' in them' if where else ''}"
     )
     return [

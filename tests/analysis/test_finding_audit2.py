@@ -352,7 +352,7 @@ def test_pp_launch_bound_pipeline_sentence():
 _LAUNCH = re.compile(
     r"launch-bound — ([\d,]+) kernels a step of ([\d.]+) µs on average \(median ([\d.]+) µs\); the GPU waits "
     r"for the next launch ([\d,]+) times a step, ([\d.]+) µs on average \(gaps under 100 µs\), ([\d.]+) ms a step, "
-    r"(\d+)% of its time running kernels or waiting for the next launch; "
+    r"(\d+)% of the time it spends running kernels or waiting for the next launch; "
     r"compute (\d+)% of its time(?: \(rank (\d+), the worst\))?"
 )
 
@@ -360,8 +360,8 @@ _LAUNCH = re.compile(
 @pytest.mark.parametrize("parts", [("kineto", "pp"), ("whatif", "launch_eager.json.gz"), ("kineto", "ddp_clean")])
 def test_the_launch_bound_sentence(parts):
     """'2,325 kernels a step of 7.6 µs on average (median 5.6 µs); the GPU waits for the next launch
-    2,103 times a step, 25.7 µs on average (gaps under 100 µs), 62.3 ms a step, 78% of its time
-    running kernels or waiting for the next launch; compute 16% of its time':
+    2,103 times a step, 25.7 µs on average (gaps under 100 µs), 62.3 ms a step, 78% of the time it
+    spends running kernels or waiting for the next launch; compute 16% of its time':
     of the rank named (or the only one), over its measured steps: kernels a step, their mean and
     (median of the steps') median duration, the launch gaps a step (gaps under 100 µs that end at
     an op launched after the GPU went idle), their mean and total a step, their share of the time
