@@ -172,6 +172,13 @@ def compat_path(*parts: str) -> str:
     return os.path.join(COMPAT, *parts)
 
 
+def flat_findings(findings: list[dict]):
+    """analyze --json's findings and, after each, its symptoms, depth first."""
+    for f in findings:
+        yield f
+        yield from flat_findings(f["children"])
+
+
 # Settings a process reads as it starts (its locale and text encoding, Python's own options): a
 # command whose environment has other values of these than the run had at its start (by env=, or
 # by a test's monkeypatch) runs in a fresh process, not a forked one

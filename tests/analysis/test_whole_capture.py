@@ -9,7 +9,7 @@ import json
 import os
 
 import pytest
-from conftest import compat_path, run_cli
+from conftest import compat_path, flat_findings, run_cli
 
 ALEXNET = compat_path("facebookresearch__HolisticTraceAnalysis", "critical_path", "alexnet")
 
@@ -123,14 +123,7 @@ def test_a_toys_few_microseconds_of_gpu_work_are_not_judged():
     assert n == 6 and work < 1_000_000
     out = run_cli_once("analyze", path, "--json")
     assert out.returncode == 0, out.stderr
-    d = json.loads(out.stdout)
-
-    def flat(fs):
-        for f in fs:
-            yield f
-            yield from flat(f["children"])
-
-    found = list(flat(d["findings"]))
+    found = list(flat_findings(json.loads(out.stdout)["findings"]))
     assert not [f for f in found if f["rule"] == "low_gpu_utilization"]
     idle = [f for f in found if f["rule"] == "host_bound_idle"]
     assert idle and all(f["severity"] == "low" and f["metrics"].get("one_time") for f in idle)
