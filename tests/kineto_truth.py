@@ -72,20 +72,24 @@ def _without_stopped_step(xs, numbers):
 def launching_ops(events):
     """(kernel event, name of the innermost cpu_op around its launch call or None) for each
     kernel, from the raw events: the launch call by correlation id, the ops on its thread by
-    their intervals."""
+    their intervals. Categories as PyTorch 1.8-1.9 spelled them too (Runtime, Operator, Kernel)."""
     launch = {}
     for e in events:
-        if e.get("ph") == "X" and e.get("cat") == "cuda_runtime" and "correlation" in (e.get("args") or {}):
+        if (
+            e.get("ph") == "X"
+            and e.get("cat") in ("cuda_runtime", "Runtime")
+            and "correlation" in (e.get("args") or {})
+        ):
             launch[e["args"]["correlation"]] = e
     ops_by_tid = {}
     for e in events:
-        if e.get("ph") == "X" and e.get("cat") == "cpu_op":
+        if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "Operator"):
             ops_by_tid.setdefault((e["pid"], e["tid"]), []).append(e)
     for v in ops_by_tid.values():
         v.sort(key=lambda e: e["ts"])
     starts = {k: [e["ts"] for e in v] for k, v in ops_by_tid.items()}
     out = []
-    for k in (e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"):
+    for k in (e for e in events if e.get("ph") == "X" and e.get("cat") in KERNEL_CATS):
         call = launch.get((k.get("args") or {}).get("correlation"))
         name = None
         if call is not None:

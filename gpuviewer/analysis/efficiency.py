@@ -252,8 +252,10 @@ def compute(
     k_kind = [kernel_class.kind(n) for n in nm]
     k_prec = [kernel_class.precision(n) for n in nm]
     tcs = [kernel_class.tensor_cores(n) for n in nm]
-    if peaks.model and peaks.tflops.get("fp32") and not peaks.tflops.get("tf32"):
-        # a device without TF32 (Volta, Turing; Pascal has no Tensor Cores): its Tensor Cores take
+    arch = kernel_class.newest_arch(nm) if not peaks.model else None
+    if (peaks.model and peaks.tflops.get("fp32") and not peaks.tflops.get("tf32")) or (arch and arch[0] == 7):
+        # a device without TF32 (Volta, Turing; Pascal has no Tensor Cores; where the device is not
+        # recorded, one whose newest kernels are volta_* / turing_*): its Tensor Cores take
         # fp16 inputs only, so an fp32 matmul or convolution kernel whose name says neither runs on
         # the SIMT units (the V100's cudnn dgrad_engine<float, ...>: a third of ResNet-50's time)
         # (not the kernels of a matmul or convolution that multiply no matrices: _NOT_MATRIX)

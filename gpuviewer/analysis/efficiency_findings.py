@@ -141,17 +141,6 @@ def _same_names(trace: Trace, eff: Efficiency, m, conv: bool | None = None) -> n
     return out[~by_op]
 
 
-# the architecture cuBLAS / cuDNN / CUTLASS kernels are built for, named in them (volta_sgemm_*,
-# turing_fp16_*, ampere_bf16_*, sm80_xmma_*, sm90_xmma_*): major compute capability
-_ARCH_IN_NAME = (
-    (re.compile(r"(?:^|[^a-z0-9])(?:volta|sm_?70)_", re.I), 7, "volta_*"),
-    (re.compile(r"(?:^|[^a-z0-9])(?:turing|sm_?75)_", re.I), 7, "turing_*"),
-    (re.compile(r"(?:^|[^a-z0-9])(?:ampere|sm_?8[0-9])_", re.I), 8, "ampere_* / sm8x_*"),
-    (re.compile(r"(?:^|[^a-z0-9])(?:hopper|sm_?90a?)_", re.I), 9, "sm90_*"),
-    (re.compile(r"(?:^|[^a-z0-9])(?:blackwell|sm_?10[0-9]a?)_", re.I), 10, "sm100_*"),
-)
-
-
 def _compute_major(trace: Trace) -> tuple[int, str] | None:
     """The recorded compute capability's major version of the first device that has one, and how
     it is known; where none is recorded, the newest architecture the kernels' names are built for
@@ -163,12 +152,12 @@ def _compute_major(trace: Trace) -> tuple[int, str] | None:
             if isinstance(v, int) and not isinstance(v, bool):
                 return v, f"compute capability {v}.x"
     kern = np.asarray(trace.columns["cat"]) == Cat.KERNEL
-    names = [trace.names[int(i)] for i in np.unique(np.asarray(trace.columns["name"])[kern]).tolist()]
-    best = None
-    for pat, major, tag in _ARCH_IN_NAME:
-        if (best is None or major > best[0]) and any(pat.search(n) for n in names):
-            best = (major, f"likely compute capability {major}.x, the newest its kernels are built for ({tag})")
-    return best
+    got = kernel_class.newest_arch(
+        [trace.names[int(i)] for i in np.unique(np.asarray(trace.columns["name"])[kern]).tolist()]
+    )
+    if got is None:
+        return None
+    return got[0], f"likely compute capability {got[0]}.x, the newest its kernels are built for ({got[1]})"
 
 
 def _memory_roof(x: dict[str, float], rows: list[dict], rate: float, gbps: float | None) -> str:
@@ -269,11 +258,15 @@ def _simt_speedup(
             if flops and time:
                 grounds += _memory_roof(x, simt_rows, flops / time / 1e3, p.gbps)
     if "tf32" in x and tf32_on and "bf16" in x:
-        # TF32 is already allowed for convolutions: cuDNN chose FP32 algorithms for these shapes
-        advice = (
-            f"bf16 autocast would make them about {x['bf16']:.1f}x faster (TF32 is already allowed for "
-            "convolutions here: cuDNN runs other convolutions of this run on TF32 Tensor Cores and chose "
-            "FP32 algorithms for these; torch.backends.cudnn.benchmark=True times the alternatives)"
+        # TF32 is already allowed: the library chose FP32 kernels for these shapes, so the flag
+        # would change nothing (HTA's trace_filter: cutlass tensorop s1688 GEMMs beside ampere_sgemm)
+        advice = f"bf16 autocast would make them about {x['bf16']:.1f}x faster " + (
+            "(TF32 is already allowed for convolutions here: cuDNN runs other convolutions of this run on TF32 "
+            "Tensor Cores and chose FP32 algorithms for these; torch.backends.cudnn.benchmark=True times the "
+            "alternatives)"
+            if kind == "conv"
+            else "(TF32 is already allowed for matmuls here: cuBLAS runs other matmuls of this run on TF32 "
+            "Tensor Cores and chose FP32 kernels for these shapes)"
         )
         return {"advice": advice, "grounds": grounds, "speedup": x["bf16"], "on": "bf16", "speedups": x}
     if "tf32" in x:
@@ -301,9 +294,8 @@ def _simt_speedup(
 def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[Finding]:
     """FP32 matmuls, and FP32 convolutions, on the SIMT units: a finding each."""
     total = float(ctx["dur"].sum())
-    tf32_convs = any(
-        r["kind"] == "conv" and r["tensor_cores"] is True and r["precision"] == "tf32" for r in eff.families
-    )
+    # kinds of which some kernels of the run run on TF32 Tensor Cores: TF32 is allowed for them
+    tf32_on = {r["kind"] for r in eff.families if r["tensor_cores"] is True and r["precision"] == "tf32"}
     out = []
     for kind, rule, what, kernels in _SIMT:
         rows = [
@@ -318,7 +310,7 @@ def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[F
         t = float(ctx["dur"][m].sum())
         if t < SIMT_MIN_SHARE * total:
             continue
-        got = _simt_speedup(trace, eff, [eff.families[i] for i in rows], kind, kind == "conv" and tf32_convs)
+        got = _simt_speedup(trace, eff, [eff.families[i] for i in rows], kind, kind in tf32_on)
         if got is None:
             continue
         k = got["speedup"]

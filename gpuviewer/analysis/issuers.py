@@ -15,9 +15,10 @@ from .breakdown import launch_calls
 from .host import outermost_ops
 
 
-def issued_in(trace: Trace, ops: np.ndarray) -> tuple[str, int, float] | None:
+def issued_in(trace: Trace, ops: np.ndarray) -> tuple[str, int, float, int] | None:
     """The host op (outermost, its module in parentheses left out) that issued most of the copies'
-    time, where it issued half of it or more: (name, copies, ms); None otherwise."""
+    time, where it issued half of it or more: (name, copies, ms, copies whose launch call is on
+    record); None otherwise."""
     if not len(ops):
         return None
     call = launch_calls(trace, ops)
@@ -37,7 +38,7 @@ def issued_in(trace: Trace, ops: np.ndarray) -> tuple[str, int, float] | None:
         return None
     name, (n, ns) = max(per.items(), key=lambda kv: kv[1][1])
     total = int(np.asarray(trace.columns["dur"][ops]).astype(np.int64).sum())
-    return (name, n, ns / 1e6) if 2 * ns >= total else None
+    return (name, n, ns / 1e6, int(has.sum())) if 2 * ns >= total else None
 
 
 _PARENS = re.compile(r"\s*\([^()]*\)$")  # "FSDP::pre_forward (encoder.block.14.layer.1)": the module

@@ -113,3 +113,25 @@ def precision(name: str) -> str | None:
     if kind(name) not in ("gemm", "conv", "attention"):
         return None
     return next((p for p, rx in _PREC if rx.search(name)), None)
+
+
+# the architecture cuBLAS / cuDNN / CUTLASS kernels are built for, named in them (volta_sgemm_*,
+# turing_fp16_*, ampere_bf16_*, sm80_xmma_*, sm90_xmma_*): major compute capability
+_ARCH_IN_NAME = (
+    (re.compile(r"(?:^|[^a-z0-9])(?:volta|sm_?70)_", re.I), 7, "volta_*"),
+    (re.compile(r"(?:^|[^a-z0-9])(?:turing|sm_?75)_", re.I), 7, "turing_*"),
+    (re.compile(r"(?:^|[^a-z0-9])(?:ampere|sm_?8[0-9])_", re.I), 8, "ampere_* / sm8x_*"),
+    (re.compile(r"(?:^|[^a-z0-9])(?:hopper|sm_?90a?)_", re.I), 9, "sm90_*"),
+    (re.compile(r"(?:^|[^a-z0-9])(?:blackwell|sm_?10[0-9]a?)_", re.I), 10, "sm100_*"),
+)
+
+
+def newest_arch(names: list[str]) -> tuple[int, str] | None:
+    """The newest architecture the kernels' names are built for, as (major compute capability,
+    the names' pattern): libraries run an older architecture's kernels on a newer GPU, never the
+    reverse (an A100 runs volta_sgemm beside its sm80_ kernels, a V100 only volta_)."""
+    best = None
+    for pat, major, tag in _ARCH_IN_NAME:
+        if (best is None or major > best[0]) and any(pat.search(n) for n in names):
+            best = (major, tag)
+    return best

@@ -11,7 +11,7 @@ import re
 import sqlite3
 
 import pytest
-from conftest import compat_path, run_cli, run_cli_once, trace_path
+from conftest import compat_path, flat_findings, run_cli, run_cli_once, trace_path
 
 
 def _analyze(*args) -> dict:
@@ -345,3 +345,21 @@ def test_a_speedup_is_never_past_the_memory_roof():
     assert roof["bf16"] < bf16 and roof["tf32"] < tf32  # the roof binds at 400 GB/s
     assert cbf16 == pytest.approx(roof["bf16"], abs=0.051) and ctf32 == pytest.approx(roof["tf32"], abs=0.051)
     assert "capped by the memory roof" in title and "capped" not in said(plain)[2]
+
+
+def test_a_run_with_tf32_gemms_is_not_told_to_allow_tf32():
+    """HTA's trace_diff control run (A100): its float aten::mm / addmm launch TF32 Tensor Core GEMMs
+    (cutlass ... tensorop_s1688gemm) and, for some shapes, SIMT ampere_sgemm kernels (both read here
+    from the raw file). The finding said allow_tf32=True would make the SIMT ones 7x faster: TF32
+    is already allowed, cuBLAS chose FP32 kernels for those shapes. It now says so and prices bf16,
+    as the convolution rule does."""
+    path = compat_path("facebookresearch__HolisticTraceAnalysis", "trace_diff", "control", "control.json.gz")
+    with gzip.open(path, "rt") as f:
+        names = {e.get("name", "") for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel"}
+    assert any("tensorop_s1688gemm" in n for n in names) and any("sgemm" in n for n in names)
+    p = run_cli_once("analyze", path, "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    (f,) = [x for x in flat_findings(json.loads(p.stdout)["findings"]) if x["rule"] == "fp32_simt_gemm"]
+    assert "TF32 is already allowed for matmuls here" in f["title"], f["title"]
+    assert "allow_tf32=True would" not in f["title"] and "(TF32) faster" not in f["title"]
+    assert f["saving"] and "on bf16 Tensor Cores" in f["saving"], f["saving"]

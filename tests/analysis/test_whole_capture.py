@@ -129,3 +129,18 @@ def test_a_toys_few_microseconds_of_gpu_work_are_not_judged():
     assert idle and all(f["severity"] == "low" and f["metrics"].get("one_time") for f in idle)
     text = run_cli_once("analyze", path)
     assert f"(of {round(work / 1e3)} µs of GPU work: too little to judge)" in text.stdout, text.stdout
+
+
+def test_a_toys_idle_gpu_is_low():
+    """HTA's cuda_event_sync_multi_stream capture: three sgemm kernels (their time summed here from
+    the raw file, under 1 ms) around a Python gap. Its idle-GPU finding was [medium] beside a rank
+    line saying the GPU work is too little to judge; it is low now, as a first launch's is."""
+    d = compat_path("facebookresearch__HolisticTraceAnalysis", "critical_path", "cuda_event_sync_multi_stream")
+    (name,) = os.listdir(d)
+    with gzip.open(os.path.join(d, name), "rt") as f:
+        work = sum(e["dur"] for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel" and e.get("ph") == "X")
+    assert 0 < work < 1000  # µs
+    out = run_cli("analyze", d, "--json")
+    assert out.returncode == 0, out.stderr
+    idle = [f for f in flat_findings(json.loads(out.stdout)["findings"]) if f["rule"] == "host_bound_idle"]
+    assert idle and all(f["severity"] == "low" for f in idle)
