@@ -20,7 +20,7 @@ from ..model.trace import Trace
 from . import contention, launch, outliers, pipeline, syncs
 from . import intervals as iv
 from .breakdown import RankBreakdown
-from .host import API_CATS, HOST_KINDS, covering_op, explain, recorded_ns
+from .host import API_CATS, COPY_CALL, HOST_KINDS, covering_op, explain, recorded_ns
 from .issuers import FSDP_OFFLOAD_ADVICE, first_launch, issued_in, short_name
 from .memory import HELD_ADVICE, STEP_ADVICE, allocated_counters, capacity_bytes, held_and_added, peaks_per_step
 from .rule_base import (  # noqa: F401 - used here and by callers
@@ -358,7 +358,25 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         f["advice"] = WHOLE_CAPTURE_ADVICE[trace.format == "nsys"]
     elif first:
         f["advice"] = FIRST_LAUNCH_ADVICE
+    elif api is not None and COPY_CALL.search(api["name"]):
+        f["advice"] = BLOCKING_COPY_ADVICE
+    elif not at_start:  # not an input pipeline's gap (HTA's negative_queue trace: a blocking copy mid-step)
+        f["advice"] = MID_STEP_IDLE_ADVICE
     return [f]
+
+
+# the gap is a copy call the host waits in: a read of a GPU value or a copy from pageable memory
+BLOCKING_COPY_ADVICE = (
+    "The host waits in a copy call: a copy to the host (.item(), .cpu(), .tolist(), .to('cpu'), printing "
+    "or logging a GPU tensor) or from pageable memory blocks it until the GPU has reached the copy, and "
+    "the GPU then idles until the host's next launch. Keep such values on the GPU and read them every N "
+    "steps, or copy into pinned memory with non_blocking=True and read it a step later."
+)
+MID_STEP_IDLE_ADVICE = (
+    "The GPU drains while the host is busy elsewhere within the step (what it was in is the evidence): "
+    "move that work off the step's path (another thread or process, or every N steps), or queue enough "
+    "GPU work before it that the GPU stays busy meanwhile."
+)
 
 
 FIRST_LAUNCH_ADVICE = (

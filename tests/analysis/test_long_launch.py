@@ -70,3 +70,32 @@ def test_with_one_step_only_a_runtime_call_has_a_usual_time():
     # a pattern nothing matches is said as such, not as a one-step refusal
     r = run_cli_once("whatif", AMD, "--usual-op", "0:1:no_such_op", "--json")
     assert r.returncode == 2 and "no host op matching /no_such_op/" in r.stderr.splitlines()[-1], r.stderr
+
+
+def test_an_idle_gpu_behind_a_blocking_copy_gets_copy_advice():
+    """HTA's negative_queue trace: in every step the host sits 139-147 ms in a cudaMemcpyAsync (a
+    704-byte copy to pageable memory, read here from the raw file) in the middle of the step, and
+    the GPU idles meanwhile. The finding named the call but gave the input-pipeline advice
+    (DataLoader workers), written for a gap at the start of a step. It now gets the advice for a
+    copy the host waits in."""
+    path = compat_path("facebookresearch__HolisticTraceAnalysis", "negative_queue_length_values_check", "rank0.json.gz")
+    with gzip.open(path, "rt") as f:
+        ev = json.load(f)["traceEvents"]
+    steps = [e for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")]
+    longest = {
+        s["name"]: max(
+            (
+                e["dur"]
+                for e in ev
+                if e.get("name") == "cudaMemcpyAsync" and s["ts"] <= e.get("ts", -1) <= s["ts"] + s["dur"]
+            ),
+            default=0,
+        )
+        for s in steps
+    }
+    assert steps and all(v > 50_000 for v in longest.values()), longest  # µs
+    p = run_cli_once("analyze", path, "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    (f,) = [x for x in json.loads(p.stdout)["findings"] if x["rule"] == "host_bound_idle"]
+    assert "in cudaMemcpyAsync" in f["title"] and f["metrics"]["at_step_start"] is False
+    assert f["advice"].startswith("The host waits in a copy call") and "DataLoader" not in f["advice"]
