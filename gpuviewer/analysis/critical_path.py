@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..model.categories import LaneKind
 from ..model.trace import Trace
 from . import depgraph as dg
 from . import whatif as wi
@@ -48,19 +49,26 @@ class CriticalPath:
     end_ns: int
     segments: list[Segment] = field(default_factory=list)
     loop: bool = True  # a step of a loop; False: a whole capture without steps (its host is no loop)
+    # of a whole capture: the span from the GPU's first op to its last, what its bound_by is read
+    # from (its start-up and teardown, context creation and cudaMalloc, are not what the GPU waits on)
+    gpu_span: tuple[int, int] | None = None
 
     @property
     def duration_ns(self) -> int:
         return self.end_ns - self.start_ns
 
     def by_resource(self) -> dict[tuple[int, str], int]:
+        """Path time per (rank, resource); of a whole capture, within its GPU span only."""
+        lo, hi = self.gpu_span or (self.start_ns, self.end_ns)
         out: dict[tuple[int, str], int] = {}
         for s in self.segments:
-            out[(s.rank, s.resource)] = out.get((s.rank, s.resource), 0) + s.end_ns - s.start_ns
+            d = min(s.end_ns, hi) - max(s.start_ns, lo)
+            if d > 0:
+                out[(s.rank, s.resource)] = out.get((s.rank, s.resource), 0) + d
         return out
 
     def bound_by(self) -> str:
-        return bound_by_text(self.by_resource(), self.duration_ns, self.loop)
+        return bound_by_text(self.by_resource(), self.duration_ns, self.loop) + _span_note(self)
 
     def to_json(self) -> dict:
         return {
@@ -216,8 +224,17 @@ def _whole_capture(trace: Trace, cps: dict[int, CriticalPath]) -> dict[int, Crit
     """cps, each marked as no loop's step where the trace marks no steps (its one path holds
     start-up and teardown: 'rank 0 host', not 'host loop')."""
     if not any(trace.steps_of_rank(r.rank) for r in trace.ranks):
+        c = trace.columns
+        spans = [
+            (int(np.asarray(c["start"][sl]).min()), int((np.asarray(c["start"][sl]) + np.asarray(c["dur"][sl])).max()))
+            for i, ln in enumerate(trace.lanes)
+            if ln.kind in (LaneKind.GPU, LaneKind.COMM) and (sl := trace.lane_slice(i)).stop > sl.start
+        ]
         for cp in cps.values():
             cp.loop = False
+            if spans:
+                lo, hi = max(cp.start_ns, min(a for a, _ in spans)), min(cp.end_ns, max(b for _, b in spans))
+                cp.gpu_span = (lo, hi) if hi > lo else None
     return cps
 
 
@@ -227,7 +244,16 @@ def bound_by(cps: dict[int, CriticalPath]) -> str:
     for cp in cps.values():
         for k, v in cp.by_resource().items():
             share[k] = share.get(k, 0) + v
-    return bound_by_text(share, sum(cp.duration_ns for cp in cps.values()), all(cp.loop for cp in cps.values()))
+    text = bound_by_text(share, sum(cp.duration_ns for cp in cps.values()), all(cp.loop for cp in cps.values()))
+    return text + (_span_note(next(iter(cps.values()))) if len(cps) == 1 else "")
+
+
+def _span_note(cp: CriticalPath) -> str:
+    """Where a whole capture's verdict leaves its start-up and teardown out, said (con_kernel: 216 ms
+    of cudaStreamCreate before the GPU's first op made it 'rank 0 host' beside 98% utilization)."""
+    if cp.gpu_span is None or cp.gpu_span == (cp.start_ns, cp.end_ns):
+        return ""
+    return ", from the GPU's first op to its last (the capture's start-up and teardown left out)"
 
 
 def attach_paths(trace: Trace, analysis, args: dict[int, dict] | None = None) -> None:

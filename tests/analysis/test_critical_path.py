@@ -114,11 +114,13 @@ def test_what_bounds_a_job():
     assert copy >= 3.0e9 and cp7.bound_by() == "copies"
 
 
-def test_a_capture_without_steps_is_not_bound_by_a_host_loop():
+def test_a_capture_without_steps_is_judged_from_the_gpus_first_op_to_its_last():
     """extra-p's con_kernel (nsys, no NVTX step ranges): its path is context creation
-    (cudaStreamCreate, ~200 ms), one long kernel, then teardown; its host is not a loop, so the
-    job is 'bound by: rank 0 host', not 'host loop' (an expert audit). The raw file has no NVTX
-    range at all."""
+    (cudaStreamCreate, ~200 ms), kernels that keep the GPU busy almost without a gap, then
+    teardown. It was 'bound by: rank 0 host loop', then 'rank 0 host' (an expert audit: its host
+    is no loop), beside 'GPU utilization 98%': the start-up decided it. A whole capture's verdict is
+    now read from the GPU's first op to its last and says so. From the raw file: no NVTX range,
+    the kernels' busy share of their span, the host's calls before the first kernel."""
     import sqlite3
 
     from conftest import compat_path, run_cli_once
@@ -128,14 +130,23 @@ def test_a_capture_without_steps_is_not_bound_by_a_host_loop():
     try:
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert "NVTX_EVENTS" not in tables or not db.execute("SELECT count(*) FROM NVTX_EVENTS").fetchone()[0]
+        k = db.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start").fetchall()
+        (before,) = db.execute(
+            "SELECT sum(min(end, ?) - start) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE start < ?", (k[0][0], k[0][0])
+        ).fetchone()
     finally:
         db.close()
+    busy = sum(e - s for s, e in k)  # they do not overlap here: one stream
+    assert busy / (k[-1][1] - k[0][0]) > 0.9 and before > 100e6  # start-up longer than 0.1 s
     p = run_cli_once("analyze", path, "--json")
     assert p.returncode == 0, p.stderr[-2000:]
     out = json.loads(p.stdout)
-    assert out["bound_by"] == "rank 0 host", out["bound_by"]
+    said = "GPU compute, from the GPU's first op to its last (the capture's start-up and teardown left out)"
+    assert out["bound_by"] == said, out["bound_by"]
     assert all("loop" not in s["bound_by"] for s in out["steps"])
+    # the path itself keeps the start-up: its first segment is the host's
+    assert out["steps"][0]["critical_path"][0]["resource"] == "host"
     # the Python API says the same (Session.critical_paths)
     from gpuviewer.session import Session
 
-    assert [cp.bound_by() for cp in Session.open([path]).critical_paths().values()] == ["rank 0 host"]
+    assert [cp.bound_by() for cp in Session.open([path]).critical_paths().values()] == [said]
