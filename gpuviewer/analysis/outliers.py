@@ -42,6 +42,13 @@ def step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
             if also and lead["category"] in GPU_CATEGORIES:
                 w = also[0]
                 cause_text += f", and {w['name']} {_took(w)} ({w['excess_ms']:.1f} ms over)"
+        built = _backlog(steps, s, x - med)
+        if built:
+            cause_text += (
+                f" (its host took no longer than in the other steps; the GPU fell {built / 1e6:.0f} ms behind its "
+                "host in this step and ends every later step about as far behind: most of the extra time is that "
+                "backlog)"
+            )
         out.append(
             finding(
                 "step_outlier",
@@ -81,6 +88,25 @@ def _slow(rb: RankBreakdown) -> tuple[list, list[tuple], float]:
         if z >= MIN_Z and x >= MIN_RATIO * med:
             slow.append((s, float(x), float(z)))
     return steps, slow, med
+
+
+def _backlog(steps: list, s, excess: float) -> float:
+    """The backlog (ns) the GPU built in the first step s and carried to the capture's end, where
+    that is what makes s long: its host took no longer than in the other steps, the GPU ends every
+    later step about as far behind its host as it ended s, and the extra time is about what it
+    fell behind in s. 0 otherwise. (HTA's negative_queue trace: the GPU ends every step 158-162 ms
+    behind its host; the first step's window, 368 ms against 216, holds that backlog, not slower
+    work.) A GPU-bound job's first step holds one always; so would a stall there in such a job,
+    which is why the finding stays and says so rather than going."""
+    rest = steps[1:]
+    if s is not steps[0] or not rest or not s.host_end_ns:
+        return 0.0
+    host = float(np.median([o.host_end_ns - o.host_start_ns for o in rest]))
+    lag = s.end_ns - s.host_end_ns  # how far behind its host the GPU ends the step
+    built = lag - max(0, s.start_ns - s.host_start_ns)
+    later = float(np.median([o.end_ns - o.host_end_ns for o in rest]))
+    ok = s.host_end_ns - s.host_start_ns < MIN_RATIO * host and built > 0 and later >= 0.8 * lag
+    return float(built) if ok and excess <= 1.2 * built else 0.0
 
 
 def slow_steps(rb: RankBreakdown) -> list[int]:
