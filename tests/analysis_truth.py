@@ -345,22 +345,23 @@ def load(path: str) -> list[Rank]:
 # -- per-step breakdown ------------------------------------------------------------------------
 
 
-def launch_gaps(us: np.ndarray, ue: np.ndarray, op_start: np.ndarray, late_at) -> np.ndarray:
+def launch_gaps(us: np.ndarray, ue: np.ndarray, op_start: np.ndarray, late_at, longer: bool = False) -> np.ndarray:
     """The launch gaps between stretches of work [us, ue) (sorted, disjoint): gaps under
-    SHORT_GAP_NS where the GPU waited for a launch, that is, the op starting the next stretch was
-    launched by a call that returned after the stretch before ended (or has no launch on record).
-    late_at(i, t): whether op i's launch returned after t (True where it has none)."""
+    SHORT_GAP_NS (longer: of SHORT_GAP_NS or more) where the GPU waited for a launch, that is, the
+    op starting the next stretch was launched by a call that returned after the stretch before
+    ended (or has no launch on record). late_at(i, t): whether op i's launch returned after t
+    (True where it has none)."""
     g = us[1:] - ue[:-1]
     keep = np.zeros(len(g), bool)
     order = np.argsort(op_start, kind="stable")
     starts = op_start[order]
-    for j in np.flatnonzero((g > 0) & (g < SHORT_GAP_NS)):
+    for j in np.flatnonzero((g >= SHORT_GAP_NS) if longer else ((g > 0) & (g < SHORT_GAP_NS))):
         lo, hi = np.searchsorted(starts, us[j + 1]), np.searchsorted(starts, us[j + 1], side="right")
         keep[j] = any(late_at(int(i), int(ue[j])) for i in order[lo:hi])
     return g[keep]
 
 
-def rank_launch_gaps(r: Rank, us: np.ndarray, ue: np.ndarray) -> np.ndarray:
+def rank_launch_gaps(r: Rank, us: np.ndarray, ue: np.ndarray, longer: bool = False) -> np.ndarray:
     """launch_gaps for a rank's non-NCCL ops."""
     work = np.flatnonzero(r.kind != COMM)
     ends = r.launch_end
@@ -369,7 +370,7 @@ def rank_launch_gaps(r: Rank, us: np.ndarray, ue: np.ndarray) -> np.ndarray:
         k = work[i]
         return not r.linked[k] or ends[k] > t
 
-    return launch_gaps(us, ue, r.start[work], late)
+    return launch_gaps(us, ue, r.start[work], late, longer)
 
 
 def step_breakdown(r: Rank) -> list[dict]:
