@@ -93,9 +93,8 @@ def _slow(rb: RankBreakdown) -> tuple[list, list[tuple], float]:
 def _backlog(steps: list, s, excess: float) -> float:
     """The backlog (ns) the GPU built in the first step s and carried to the capture's end, where
     that is what makes s long: its host took about as long as in the other steps (within 10% of
-    their median), the GPU ends every
-    later step about as far behind its host as it ended s, and the extra time is about what it
-    fell behind in s. 0 otherwise. (HTA's negative_queue trace: the GPU ends every step 158-162 ms
+    their median), the GPU ends every later step about as far behind its host as it ended s, and
+    the extra time is about what it fell behind in s. 0 otherwise. (HTA's negative_queue trace: the GPU ends every step 158-162 ms
     behind its host; the first step's window, 368 ms against 216, holds that backlog, not slower
     work.) A GPU-bound job's first step holds one always; so would a stall there in such a job,
     which is why the finding stays and says so rather than going."""
