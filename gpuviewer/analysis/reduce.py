@@ -72,10 +72,11 @@ def reduce(
     per_step = colls.per_step()
     set_caused(rbs, per_step)
     per_rank: list[dict] = []
+    unsplit = nccl_unsplit(rbs, colls)
     for rb, p in zip(rbs, parts):
         # the map's findings as the job's warm-up decided (rankmap computed both answers)
         found = copy.deepcopy(p.rules["warmup"] if keep_warm else p.rules.get("no_warmup", p.rules["warmup"]))
-        per_rank += R.RANK_RULES["low_gpu_utilization"](rb, nccl_unsplit(rb, colls))
+        per_rank += R.RANK_RULES["low_gpu_utilization"](rb, rb.rank in unsplit)
         per_rank += R.RANK_RULES["unattributed_ops"](rb)
         per_rank += [R.settle(f, rb) for name in R.SETTLED for f in found[name]]
         per_rank += [_with_comm_kernels(f, p) for f in R.RANK_RULES["exposed_communication"](rb)]
@@ -104,7 +105,7 @@ def reduce(
         f["children"].sort(key=order_key)
     out = plain(
         {
-            "ranks": [_unsplit(rank_json(rb, by_rank[rb.rank].kernels), rb, colls) for rb in rbs],
+            "ranks": [_unsplit(rank_json(rb, by_rank[rb.rank].kernels), rb.rank in unsplit) for rb in rbs],
             "findings": findings,
             # and those the session holds one member of: what one rank's trace can say of them
             "collectives": colls.summary() + alone_summary({p.rank: p.arrivals for p in parts}),
@@ -163,15 +164,16 @@ def _with_comm_kernels(f: dict, p: RankPart) -> dict:
     return f
 
 
-def nccl_unsplit(rb: RankBreakdown, colls: Collectives) -> bool:
-    """A rank with NCCL kernels none of which was matched with another rank's (one rank's trace of
-    a job): its NCCL time is not split into waiting and transfer."""
-    return rb.total("comm_ns") > 0 and not any(rb.rank in ins.ranks for ins in colls.instances)
+def nccl_unsplit(rbs: list[RankBreakdown], colls: Collectives) -> set[int]:
+    """The ranks with NCCL kernels none of which was matched with another rank's (one rank's
+    trace of a job): their NCCL time is not split into waiting and transfer."""
+    matched = {r for ins in colls.instances for r in ins.ranks}
+    return {rb.rank for rb in rbs if rb.total("comm_ns") > 0 and rb.rank not in matched}
 
 
-def _unsplit(row: dict, rb: RankBreakdown, colls: Collectives) -> dict:
+def _unsplit(row: dict, unsplit: bool) -> dict:
     """Its row says so ("nccl_split": false), so its line does not print "NCCL waiting 0%" as if
     measured (model.fmt.utilization_line)."""
-    if nccl_unsplit(rb, colls):
+    if unsplit:
         row["nccl_split"] = False
     return row

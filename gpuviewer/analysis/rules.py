@@ -16,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..model.categories import Cat
+from ..model.fmt import UNSPLIT_NCCL_NOTE
 from ..model.trace import Trace
 from . import contention, launch, outliers, pipeline, syncs
 from . import intervals as iv
@@ -89,7 +90,7 @@ def utilization(rb: RankBreakdown, unsplit: bool = False) -> list[dict]:
         for k, label, note in (
             ("nccl_wait", "NCCL waiting", ""),
             ("nccl_transfer", "NCCL transfer", ""),
-            ("nccl", "NCCL", " (waiting not told apart from transfer: no other rank's arrivals on record)"),
+            ("nccl", "NCCL", UNSPLIT_NCCL_NOTE),
             ("copy", "copies", ""),
             ("idle", "idle", ""),
         )

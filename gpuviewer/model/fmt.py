@@ -48,6 +48,11 @@ def counted(n: int, noun: str) -> str:
 _GPU_PARTS = (("nccl_wait", "NCCL waiting"), ("nccl_transfer", "NCCL transfer"), ("copy", "copies"), ("idle", "idle"))
 
 
+# beside a rank's one NCCL share where none of its collectives was matched with another rank's
+# (the rank line here, the low-utilization finding: analysis.rules.utilization)
+UNSPLIT_NCCL_NOTE = " (waiting not told apart from transfer: no other rank's arrivals on record)"
+
+
 def utilization_line(r: dict) -> str:
     """One rank's utilization in words, from its analysis row (analyze --json's ranks[]): the GPU
     utilization is the compute share; beside it what else held the GPU, and the host's split."""
@@ -62,8 +67,9 @@ def utilization_line(r: dict) -> str:
     parts = [(label, sh[k], "") for k, label in said]
     if r.get("nccl_split") is False:  # analysis.reduce._unsplit: no other rank's arrivals on record
         nccl = sh.get("nccl_transfer", 0.0) + sh.get("nccl_wait", 0.0)
-        note = " (waiting not told apart from transfer: no other rank's arrivals on record)"
-        parts = [("NCCL", nccl, note)] + [(label, sh[k], "") for k, label in said if not k.startswith("nccl_")]
+        parts = [("NCCL", nccl, UNSPLIT_NCCL_NOTE)] + [
+            (label, sh[k], "") for k, label in said if not k.startswith("nccl_")
+        ]
     if parts:
         out += "; " + ", ".join(f"{label} {v:.0%}{note}" for label, v, note in parts)
         # compute beside NCCL (DDP's all-reduce under the backward) counts in both: the shares add

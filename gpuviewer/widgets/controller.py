@@ -219,7 +219,6 @@ class Controller(QObject):
                     sig.disconnect()
                 except (RuntimeError, TypeError):  # nothing connected
                     pass
-            th.setParent(None)
             # the ended ones dropped here, on the UI thread (never from the thread as it ends)
             _ORPHANS.difference_update([t for t in _ORPHANS if t.isFinished()])
             _ORPHANS.add(th)
