@@ -122,7 +122,8 @@ class CriticalPathPanel(QWidget):
         many = len(v.steps) > 1
         self.head.setText(
             f"<b>Step {step}</b>{warm}{' (the step most in view)' if many else ''} · {sp.duration_ns / 1e6:,.2f} ms · "
-            f"bound by <b>{esc(sp.bound_by)}</b>" + (f" · the job: {esc(v.bound_by)}" if v.bound_by else "")
+            f"bound by <b>{esc(sp.bound_by)}</b>" + (f" · the job: {esc(v.bound_by)}" if v.bound_by and many else "")
+            # a session of one step (a whole capture): the job's verdict is the step's, not said twice
         )
         k = self.steps.findData(step)
         if k >= 0 and k != self.steps.currentIndex():
