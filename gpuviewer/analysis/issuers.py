@@ -1,6 +1,7 @@
 """Where host work came from, as a finding names it: the host op that issued most of a set of GPU
 ops (copy_bound: FSDP's pre-forward issuing the parameter copies of its CPU offload), and whether
-a long launch call was its kernel's first launch in the capture (its code loaded once)."""
+a long launch call was its kernel's first launch in the capture (its code loaded once), and whether a
+long host op was that op's first call, far longer than its later ones (a one-time set-up)."""
 
 from __future__ import annotations
 
@@ -85,3 +86,33 @@ def first_launch(trace: Trace, rank: int, t0: int, t1: int, name: str) -> str | 
     if (np.asarray(c["start"][same]) < int(c["start"][op])).any():
         return None
     return trace.names[kname]
+
+
+FIRST_CALL_RATIO = 10.0  # a first call this many times its later calls' median is set-up, not work
+
+
+def first_call(trace: Trace, rank: int, t0: int, t1: int, name: str) -> tuple[float, float, int] | None:
+    """Where the host op `name` that spans most of [t0, t1] on the rank is that op's first call in
+    the capture and takes FIRST_CALL_RATIO times its later calls' median or more: (its ms, the later
+    calls' median ms, how many later calls); None otherwise. HTA's alexnet: the first
+    aten::cudnn_convolution took 10.8 s (6.5 s of it in cudaFree), the nine after it 0.1-1,049 ms."""
+    c = trace.columns
+    ids = [i for i, n in enumerate(trace.names) if n == name]
+    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind == LaneKind.CPU]
+    if not ids or not lanes:
+        return None
+    every = np.concatenate([q.events_in_range(trace, ln, trace.start_ns, trace.end_ns) for ln in lanes])
+    every = every[np.isin(np.asarray(c["name"][every]), ids)]
+    if len(every) < 2:
+        return None
+    s = np.asarray(c["start"][every]).astype(np.int64)
+    d = np.asarray(c["dur"][every]).astype(np.int64)
+    span = np.minimum(s + d, t1) - np.maximum(s, t0)
+    k = int(np.argmax(span))
+    if span[k] <= 0 or s[k] != s.min():
+        return None
+    later = np.delete(d, k)
+    med = float(np.median(later))
+    if d[k] < FIRST_CALL_RATIO * max(med, 1.0):
+        return None
+    return d[k] / 1e6, med / 1e6, len(later)

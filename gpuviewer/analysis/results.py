@@ -69,6 +69,9 @@ class Finding:
     # what its fix alone saves per step it acts in, against the recording (the same as
     # saves_ms_in_steps for the first; a later one's can be much more: fixes overlap)
     saves_ms_alone_in_steps: float | None = None
+    # the capture's time where the session marks no steps (its one "step" is the whole capture,
+    # start-up included): the saving's share is said as a share of it, named as such
+    capture_ms: float | None = None
     # the what-if changes that remove its cause, where its rule knows them when it makes the finding
     # (the efficiency findings: a kernel family made faster); else savings.CAUSES maps its rule
     fix: list | None = field(default=None, repr=False, compare=False)
@@ -106,6 +109,7 @@ class Finding:
             d.get("steps_profiled"),
             d.get("saves_after_above"),
             d.get("saves_ms_alone_in_steps"),
+            d.get("capture_ms"),
         )
 
     def evidence_rows(self, with_excess: bool = False) -> list[dict]:
@@ -139,6 +143,7 @@ class Finding:
                             "steps_profiled": self.steps_profiled,
                             "saves_after_above": self.saves_after_above,
                             "saves_ms_alone_in_steps": self.saves_ms_alone_in_steps,
+                            **({"capture_ms": self.capture_ms} if self.capture_ms is not None else {}),
                         }
                         if self.saves_steps is not None
                         else {}
@@ -185,27 +190,39 @@ class Finding:
                 f"what-if, {self.saving}: saves about {self.saves_ms:.1f} ms over the profiled steps "
                 f"({self.saves_ms_per_step:.1f} ms a step, {self.saves_pct:.0%}){tail}"
             )
+        capture = self.capture_ms is not None and n == 1
+        per = "" if capture else " a step it acts in"
         fixing = "with the top-level findings above fixed, fixing this too" if self.saves_after_above else "fixing this"
         alone = self.saves_ms_alone_in_steps
         if self.saves_after_above and alone is not None and alone - self.saves_ms_in_steps >= max(1.0, 0.5 * alone):
             # '< 0.05 ms' beside a late rank whose fix alone saves 34.5 ms reads as 'no effect'
-            tail += f"; alone it would save about {alone:.1f} ms a step it acts in, time the fixes above also remove"
+            tail += f"; alone it would save about {alone:.1f} ms{per}, time the fixes above also remove"
         elif self.saves_after_above and alone is not None and self.saves_ms_in_steps - alone >= max(1.0, 0.5 * alone):
             # fusing kernels of a GPU that waits for its host saves nothing until the host is fixed
             # (nsys_single: 1.4 ms after the launch fix, 0.08 alone): said, or the order reads as optional
             few = f"about {alone:.1f} ms" if alone >= UNMEASURABLE_MS else f"under {UNMEASURABLE_MS:g} ms"
-            tail += f"; alone it would save {few} a step it acts in: it saves more once the fixes above are made"
+            tail += f"; alone it would save {few}{per}: it saves more once the fixes above are made"
         if self.saves_ms_in_steps < UNMEASURABLE_MS:  # never "0.0 ms faster"
             total = f"; {self.saves_ms:.1f} ms over all {n}" if self.saves_ms >= UNMEASURABLE_MS else ""
-            steps = "the one profiled step" if n == 1 else "the steps"
+            steps = "the capture" if capture else "the one profiled step" if n == 1 else "the steps"
             return (
                 f"what-if, {self.saving}: {fixing} would not make {steps} measurably faster (under "
-                f"{UNMEASURABLE_MS:g} ms a step it acts in{total}){tail}"
+                f"{UNMEASURABLE_MS:g} ms{per}{total}){tail}"
             )
         share = self.saves_pct_in_steps or 0.0
         pct = "under 1%" if share < 0.005 else f"{share:.0%}"  # never "1.2 ms (0%) faster"
         if self.saves_after_above:  # a share of the steps as the fixes above leave them, not as recorded
             pct += " of the step as the fixes above leave it"
+        if capture:
+            # a capture without steps holds start-up and teardown: the share says what it is of
+            # (cloverleaf's "(4%)" was of 618 ms, 240 of them cudaMalloc, beside a finding's "7% of
+            # its time" of the GPU's span)
+            of = "" if self.saves_after_above else f" of its {self.capture_ms:,.1f} ms"
+            pct = pct.replace("of the step as", "of the capture as")
+            return (
+                f"what-if, {self.saving}: {fixing} would make the capture about "
+                f"{self.saves_ms_in_steps:.1f} ms ({pct}{of}) faster{tail}"
+            )
         if len(acted) >= n == 1:
             return (
                 f"what-if, {self.saving}: {fixing} would make the one profiled step about "

@@ -22,7 +22,7 @@ from . import contention, launch, outliers, pipeline, syncs
 from . import intervals as iv
 from .breakdown import RankBreakdown
 from .host import API_CATS, COPY_CALL, HOST_KINDS, covering_op, explain, recorded_ns
-from .issuers import FSDP_OFFLOAD_ADVICE, first_launch, issued_in, short_name
+from .issuers import FSDP_OFFLOAD_ADVICE, first_call, first_launch, issued_in, short_name
 from .memory import HELD_ADVICE, STEP_ADVICE, allocated_counters, capacity_bytes, held_and_added, peaks_per_step
 from .rule_base import (  # noqa: F401 - used here and by callers
     ADVICE,
@@ -292,6 +292,7 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     api, outer = _runtime_call(what, gap)
     named = None
     first = None
+    warm = None  # the op around the gap is its first call, far longer than its later ones
     if api is not None:
         around = f", inside {outer}" if outer else ""
         first = first_launch(trace, rb.rank, g0, g1, api["name"]) if "launch" in api["name"].lower() else None
@@ -304,13 +305,18 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
             if "launch" in api["name"].lower()
             else ""
         )
+        warm = first_call(trace, rb.rank, g0, g1, outer) if outer and not first else None
         who = f": the host was in {api['name']} for {api['ms']:,.1f} ms of the {gap / 1e6:,.1f} ms{around}{hint}"
+        who += _first_call_hint(warm)
         named = {"name": api["name"], "excess_ms": api["excess_ms"], "lane": api["lane"]}
     elif (cov := covering_op(trace, rb.rank, g0, g1)) is not None:
         # the op the host was inside for most of the gap, children included (a DataLoader's
         # __next__: 50.7 of 51.2 ms, of which its own self time is 25.2 ms)
         where = "" if whole else f"in step {s.step} "
-        who = f": {where}the host was in {trace.name_of(cov[0])} for {cov[1] / 1e6:,.1f} ms of its {gap / 1e6:,.1f} ms gap"
+        outer = trace.name_of(cov[0])
+        warm = first_call(trace, rb.rank, g0, g1, outer)
+        who = f": {where}the host was in {outer} for {cov[1] / 1e6:,.1f} ms of its {gap / 1e6:,.1f} ms gap"
+        who += _first_call_hint(warm)
     elif what and what[0]["ms"] * 1e6 >= 0.5 * gap:
         who = f": the host was in {what[0]['name']}"
     elif unseen >= 0.5 * gap:
@@ -329,7 +335,11 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
             # a kernel's first launch is paid once, not a step (its advice says to profile after
             # warm-up); a toy's idle GPU (under 1 ms of GPU work: HTA's cuda_event_sync, 372 us of
             # kernels) is judged by nothing that says how a GPU is used, as utilization is not
-            "low" if first or sum(x.busy_ns for x in fed) < MIN_GPU_TIME_NS else "high" if share > 0.3 else "medium",
+            "low"
+            if first or warm or sum(x.busy_ns for x in fed) < MIN_GPU_TIME_NS
+            else "high"
+            if share > 0.3
+            else "medium",
             (
                 f"Rank {rb.rank}: the trace marks no steps; the GPU's longest idle stretch, {typical / 1e6:,.1f} ms "
                 f"of the {fed[0].window_ns / 1e6:,.1f} ms from its first op to its last, waits for the host{who}{lead}"
@@ -350,6 +360,7 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
                 "host_unrecorded_ms": round(unseen / 1e6, 3),
                 **({"named_op": named} if named else {}),
                 **({"one_time": True, "first_launch_of": first} if first else {}),
+                **({"one_time": True, "first_call_of": outer} if warm else {}),
                 **({"whole_capture": True} if whole else {}),
             },
         ),
@@ -359,11 +370,32 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         f["advice"] = WHOLE_CAPTURE_ADVICE[trace.format == "nsys"]
     elif first:
         f["advice"] = FIRST_LAUNCH_ADVICE
+    elif warm:
+        f["advice"] = FIRST_CALL_ADVICE
     elif api is not None and COPY_CALL.search(api["name"]):
         f["advice"] = BLOCKING_COPY_ADVICE
     elif not at_start:  # not an input pipeline's gap (HTA's negative_queue trace: a blocking copy mid-step)
         f["advice"] = MID_STEP_IDLE_ADVICE
     return [f]
+
+
+def _first_call_hint(warm: tuple[float, float, int] | None) -> str:
+    """What says that the op around a gap is its first call and far longer than its later ones."""
+    if warm is None:
+        return ""
+    ms, med, n = warm
+    return (
+        f" (its first call in the capture, {ms:,.1f} ms; its {n} later call{'s' if n > 1 else ''} "
+        f"{'take a median' if n > 1 else 'takes'} {med:,.1f} ms: a one-time set-up cost)"
+    )
+
+
+FIRST_CALL_ADVICE = (
+    "The op's first call costs far more than its later ones: one-time set-up (loading a library, "
+    "cuDNN's algorithm search, the allocator's first growth, compiling), which no later step pays, so "
+    "it is not priced as a step's saving. Profile after a warm-up step (torch.profiler's schedule with "
+    "warmup=1 or more) and see whether the GPU still waits for the host."
+)
 
 
 # the gap is a copy call the host waits in: a read of a GPU value or a copy from pageable memory

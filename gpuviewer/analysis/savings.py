@@ -236,8 +236,12 @@ class _Start:
     """What a saving is measured against: the recording, or the recording with the fixes of the
     findings listed before (durations, offsets and the step times they give)."""
 
-    def __init__(self, g, rec, base: dict[int, int], args: dict[int, dict] | None = None) -> None:
+    def __init__(
+        self, g, rec, base: dict[int, int], args: dict[int, dict] | None = None, capture: bool = False
+    ) -> None:
         self.g, self.rec, self.base, self.args = g, rec, base, args
+        # the one "step" is a whole capture without step marks: its time is said with the saving
+        self.capture_ms = round(sum(base.values()) / 1e6, 3) if capture and len(base) == 1 else None
         self.dur, self.off, self.times = g.dur, g.e_off, base
         self.fixed = 0  # how many findings' fixes it holds
         # each step as the findings listed so far leave it, as their sentences add up: recorded
@@ -286,6 +290,7 @@ class _Start:
         f.saves_pct_in_steps = round(in_acted / acted_base, 4) if acted_base else 0.0
         f.steps_profiled = n
         f.saves_after_above = self.fixed > 0
+        f.capture_ms = self.capture_ms
         f.saving = _what(changes)
         ranks = set(self.g.host_nodes)
         if any(ch.kind == "no_launch_overhead" for ch in changes) and len(ranks) > 1 and not ranks <= set(f.ranks):
@@ -323,7 +328,7 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
     if not base:  # nothing to re-time: said, not silently absent
         analysis.notes.append("what fixing each finding would save is not computed: no profiled steps to replay")
         return
-    start = _Start(g, rec, base, args)
+    start = _Start(g, rec, base, args, capture=not trace.steps)
     changes_of: dict[int, list[Change]] = {}
     top = {id(f) for f in analysis.findings}
     explained = any(f.rule in CAUSES and f.rule != "low_gpu_utilization" for f in analysis.findings)

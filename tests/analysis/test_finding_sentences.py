@@ -360,13 +360,17 @@ def test_enough_steps_and_ranks_say_nothing():
 
 
 def test_a_capture_of_one_step_says_so_in_its_saving():
-    """nsys-ai's h100_2gpu_1s holds one profiled step: its saving read '(763.7 ms over the 1
-    profiled steps)' beside 'would make steps ... faster'."""
+    """nsys-ai's h100_2gpu_1s marks no steps: its saving read '(763.7 ms over the 1 profiled
+    steps)' beside 'would make steps ... faster', then 'the one profiled step'. It is the capture,
+    and the share says what it is of; no 'a step it acts in' for the step there is not."""
     p = run_cli_once("analyze", os.path.join(COMPAT, "GindaChen__nsys-ai", "h100_2gpu_1s.sqlite"))
     assert p.returncode == 0, p.stderr
-    assert "would make the one profiled step about " in p.stdout, p.stdout
-    assert not re.search(r"\b1 profiled steps\b|\bover the 1\b|make the steps", p.stdout), p.stdout
-    assert "would not make the one profiled step measurably faster" in p.stdout, p.stdout
+    m = re.search(r"would make the capture about ([\d.]+) ms \((\d+)% of its ([\d,.]+) ms\) faster", p.stdout)
+    assert m, p.stdout
+    saved, pct, capture = float(m[1]), int(m[2]), float(m[3].replace(",", ""))
+    assert abs(saved / capture * 100 - pct) <= 0.5 + 1e-9
+    assert not re.search(r"\b1 profiled steps\b|\bover the 1\b|make the steps|profiled step", p.stdout), p.stdout
+    assert "would not make the capture measurably faster (under 0.05 ms)" in p.stdout, p.stdout
 
 
 def test_an_op_that_explains_little_of_a_lag_is_not_its_reason():
