@@ -230,6 +230,16 @@ class ViewActions:
             if i is not None:
                 self.select(i)
                 return i
+        if f.rule == "low_gpu_utilization" and rank is not None:
+            from ..analysis.finding_select import utilization_evidence
+
+            got = utilization_evidence(self.trace, rank, f.start_ns, f.end_ns, f.metrics.get("mostly") or "idle")
+            if got is not None:  # what fills the GPU's time when it does not compute, shown where it is
+                i, z0, z1 = got
+                self.set_range(z0, z1, padding=0.5)
+                self.set_highlight((z0, z1, set(f.ranks[:1])))
+                self.select(i)
+                return i
         return None
 
     def set_highlight(self, span: tuple[int, int, set] | None) -> None:

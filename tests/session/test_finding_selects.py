@@ -89,3 +89,56 @@ def test_exposed_communication_selects_its_longest_collective_kernel():
     assert i is not None and s.trace.name_of(i) == ev[0]["name"]
     same = m & (np.asarray(c["name"][idx]) == s.trace.names.index(ev[0]["name"]))
     assert int(c["dur"][i]) == int(np.asarray(c["dur"][idx])[same].max())
+
+
+def _gpu_ops_raw(path: str) -> list[tuple[float, float]]:
+    import gzip
+    import json
+
+    with gzip.open(path, "rt") as fh:
+        ev = json.load(fh)["traceEvents"]
+    return [(e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")], ev
+
+
+def test_low_utilization_of_an_idle_gpu_shows_its_longest_idle_stretch():
+    """memory_pressure: the GPU idles 41% of its steps and no rule wrote evidence, so a click
+    selected nothing. It now shows the GPU's longest idle stretch in the finding's steps and
+    selects the host op the launching thread spent most of it in. The stretch is found here in the
+    raw JSON (placed on the session's clock by the selected op, found by name and duration)."""
+    path = trace_path("kineto", "memory_pressure.json.gz")
+    s = gpuviewer.open(path)
+    f = next(x for x in s.analysis.all_findings() if x.rule == "low_gpu_utilization")
+    assert f.metrics["mostly"] == "idle"
+    i = s.show_finding(f)
+    assert i is not None
+    gpu, ev = _gpu_ops_raw(path)
+    name, dur = s.trace.name_of(i), int(s.trace.columns["dur"][i])
+    (raw,) = [e for e in ev if e.get("name") == name and abs(e["dur"] * 1e3 - dur) < 1.5]
+    off = int(s.trace.columns["start"][i]) - raw["ts"] * 1e3  # ns on the session's clock - raw us * 1e3
+    lo, hi = (f.start_ns - off) / 1e3, (f.end_ns - off) / 1e3
+    inside = sorted((a, b) for a, b in gpu if lo <= a and b <= hi)
+    best, end = (0.0, 0.0), inside[0][1]
+    for a, b in inside[1:]:
+        if a - end > best[1] - best[0]:
+            best = (end, a)
+        end = max(end, b)
+    z0, z1 = s.view.range
+    gap = (z1 - z0) / 2.0  # shown with half its length either side
+    assert abs(gap - (best[1] - best[0]) * 1e3) < 2e3  # within 2 us (the raw file's rounding)
+    # the selected op spans half the stretch or more
+    a, b = raw["ts"], raw["ts"] + raw["dur"]
+    assert min(b, best[1]) - max(a, best[0]) >= 0.5 * (best[1] - best[0])
+
+
+def test_low_utilization_of_copies_selects_the_longest_copy():
+    """h100_2gpu_1s: copies fill 97% of rank 0's GPU time; a click selects its longest copy (the
+    longest memcpy of its device in the raw export)."""
+    path = compat_path("GindaChen__nsys-ai", "h100_2gpu_1s.sqlite")
+    s = gpuviewer.open(path)
+    f = next(x for x in s.analysis.all_findings() if x.rule == "low_gpu_utilization")
+    assert f.metrics["mostly"] == "copy"
+    i = s.show_finding(f)
+    assert i is not None and s.trace.name_of(i).startswith("Memcpy")
+    longest = max(d for (d,) in _raw(path, "SELECT end - start FROM CUPTI_ACTIVITY_KIND_MEMCPY"))
+    per_device = _raw(path, "SELECT deviceId, max(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY deviceId")
+    assert int(s.trace.columns["dur"][i]) in {d for _dev, d in per_device} and longest >= int(s.trace.columns["dur"][i])
