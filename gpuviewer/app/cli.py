@@ -150,8 +150,9 @@ def show_analysis(a, args) -> int:
         # under the list (scripts read its first row): what its columns and order mean
         _out(
             "(listed by saves/step, what fixing it saves a step it acts in, in a what-if replay; severity: that as a "
-            "share of the median step, high >= 10%, medium >= 2%; '-': no what-if, severity from the evidence; "
-            "the medium and high of these listed after the medium and high savings, the low ones last)"
+            "share of the median step, high >= 10%, medium >= 2%, where the what-if line's % is of the steps it acts "
+            "in; '-': no what-if, severity from the evidence; the medium and high of these listed after the medium "
+            "and high savings, the low ones last)"
         )
     if not a.findings:
         _out("no findings")

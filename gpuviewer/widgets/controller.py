@@ -45,10 +45,16 @@ _ORPHANS: set[AnalysisThread] = set()
 _LIVE: set[QThread] = set()
 
 
+def _hold(registry: set, th: QThread) -> None:
+    """Add th to a registry, dropping its ended threads (on the UI thread, never from a thread as
+    it ends)."""
+    registry.difference_update([t for t in registry if t.isFinished()])
+    registry.add(th)
+
+
 def keep_running(th: QThread) -> None:
-    """Hold th until it ends (and drop the ended ones: this runs on the UI thread)."""
-    _LIVE.difference_update([t for t in _LIVE if t.isFinished()])
-    _LIVE.add(th)
+    """Hold th until it ends."""
+    _hold(_LIVE, th)
 
 
 def analyses_running() -> int:
@@ -219,7 +225,5 @@ class Controller(QObject):
                     sig.disconnect()
                 except (RuntimeError, TypeError):  # nothing connected
                     pass
-            # the ended ones dropped here, on the UI thread (never from the thread as it ends)
-            _ORPHANS.difference_update([t for t in _ORPHANS if t.isFinished()])
-            _ORPHANS.add(th)
+            _hold(_ORPHANS, th)
         self._detach()  # no reference cycle through the session's events outlives the window
