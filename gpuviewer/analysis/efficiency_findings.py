@@ -472,8 +472,10 @@ def _elementwise(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list
             "gradient clipping's), fused across tensors already: for the optimizer's, a fused optimizer "
             "is the fix (fused=True, as in torch.optim.AdamW(..., fused=True))"
         )
+    # a capture without steps (its one window: the GPU's first op to its last) has no steps to name
+    of = "the GPU's time in the capture" if not trace.steps else "the steps' time on the GPU"
     title = (
-        f"Memory-bound elementwise and norm ops take {t / step_t:.0%} of the steps' time on the GPU "
+        f"Memory-bound elementwise and norm ops take {t / step_t:.0%} of {of} "
         f"({t / kt:.0%} of its compute-kernel time; {t / 1e6:.1f} ms in {int(m.sum()):,} kernels{_over(ctx, m)}{bw}): {how}"
     )
     metrics = {

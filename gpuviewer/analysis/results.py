@@ -69,8 +69,8 @@ class Finding:
     # what its fix alone saves per step it acts in, against the recording (the same as
     # saves_ms_in_steps for the first; a later one's can be much more: fixes overlap)
     saves_ms_alone_in_steps: float | None = None
-    # the capture's time where the session marks no steps (its one "step" is the whole capture,
-    # start-up included): the saving's share is said as a share of it, named as such
+    # the capture's time where the session marks no steps (its one "step": from its first CUDA
+    # call or GPU op to the last one's end): the saving's share is said as a share of it
     capture_ms: float | None = None
     # the what-if changes that remove its cause, where its rule knows them when it makes the finding
     # (the efficiency findings: a kernel family made faster); else savings.CAUSES maps its rule
@@ -214,7 +214,7 @@ class Finding:
         if self.saves_after_above:  # a share of the steps as the fixes above leave them, not as recorded
             pct += " of the step as the fixes above leave it"
         if capture:
-            # a capture without steps holds start-up and teardown: the share says what it is of
+            # a capture without steps may hold start-up and teardown: the share says what it is of
             # (cloverleaf's "(4%)" was of 618 ms, 240 of them cudaMalloc, beside a finding's "7% of
             # its time" of the GPU's span)
             of = "" if self.saves_after_above else f" of its {self.capture_ms:,.1f} ms"

@@ -19,25 +19,19 @@ from ..model.categories import Cat
 from ..model.fmt import UNSPLIT_NCCL_NOTE
 from ..model.trace import Trace
 from . import contention, launch, outliers, pipeline, syncs
-from . import intervals as iv
 from .breakdown import RankBreakdown
-from .host import API_CATS, COPY_CALL, HOST_KINDS, covering_op, explain, recorded_ns
-from .issuers import FSDP_OFFLOAD_ADVICE, first_call, first_launch, issued_in, short_name
+from .host_bound import MIN_GPU_TIME_NS, host_bound
+from .issuers import FSDP_OFFLOAD_ADVICE, issued_in
 from .memory import HELD_ADVICE, STEP_ADVICE, allocated_counters, capacity_bytes, held_and_added, peaks_per_step
 from .rule_base import (  # noqa: F401 - used here and by callers
     ADVICE,
     LOW_UTIL_ADVICE,
-    WHOLE_CAPTURE_ADVICE,
     critical,
-    deferred,
     finding,
     settle,
 )
 
 LOW_UTILIZATION = 0.70  # the guide's threshold
-# below a millisecond of GPU time a share is a few launches' latency, not how the GPU is used
-MIN_GPU_TIME_NS = 1_000_000
-HOST_GAP_MIN_NS = 1_000_000  # gaps shorter than 1 ms are launch gaps, not host stalls
 MEM_HEADROOM_WARN = 0.80
 
 
@@ -239,221 +233,6 @@ def unplaced(rb: RankBreakdown) -> list[dict]:
             {"ops": rb.unplaced, "kernels_only": rb.unplaced_kernels},
         )
     ]
-
-
-def _busy(trace: Trace, rb: RankBreakdown):
-    c = trace.columns
-    s = np.asarray(c["start"][rb.ops]).astype(np.int64)
-    return iv.union(s, s + np.asarray(c["dur"][rb.ops]))
-
-
-def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
-    """The largest GPU idle gap of each step (>= 1 ms): the host did something else. A capture
-    that marks no steps is one step (its step None): its largest gap is said as the capture's, not
-    as a step's (HTA's alexnet benchmark: 10.0 s of its 12.9 s in one cuDNN convolution's host time)."""
-    if not rb.steps:
-        return []
-    whole = rb.steps[0].step is None
-    busy = _busy(trace, rb)
-    per_step = []
-    # steps with GPU work only: a step without any (a capture's last ProfilerStep cut to a 0.05 ms
-    # stub, HTA's MI250 trace) has no gap between GPU work, and halved the typical gap there
-    fed = [s for s in rb.measured if s.busy_ns > 0]
-    if not fed:
-        return []
-    for s in fed:
-        g = iv.gaps(busy, s.start_ns - s.idle_before_ns, s.end_ns + s.idle_after_ns)
-        glen = g[1] - g[0]
-        big = glen >= HOST_GAP_MIN_NS
-        if big.any():
-            k = int(np.argmax(glen))
-            per_step.append((s, int(glen[k]), int(g[0][k]), int(g[1][k]), int(glen[big].sum())))
-        else:
-            per_step.append((s, 0, s.start_ns, s.start_ns, 0))
-    typical = float(np.median([p[1] for p in per_step]))
-    med_window = float(np.median([s.gpu_time_ns for s in fed]))
-    if typical < max(2 * HOST_GAP_MIN_NS, 0.15 * med_window):
-        return []
-    # the step whose largest gap is closest to the typical one is the evidence
-    s, _, g0, g1, _ = min(per_step, key=lambda p: abs(p[1] - typical))
-    what = explain(trace, rb.rank, (g0, g1), [], top=3)
-    # "at the start of the step": the gap opens in its first 5% (an input pipeline before the
-    # step's work); one opening 20% into the step, after kernels ran, is not that
-    at_start = (
-        np.median([(p[2] - (p[0].start_ns - p[0].idle_before_ns)) / max(p[0].gpu_time_ns, 1) for p in per_step]) < 0.05
-    )
-    share = typical / med_window
-    # the op named is where the host spent the gap, or the gap is said to be unrecorded host time
-    # (stall_on: a 25 ms sleep no op records; naming the 0.06 ms aten::copy_ after it was false)
-    gap = g1 - g0
-    unseen = gap - recorded_ns(trace, rb.rank, g0, g1)
-    # a runtime call that takes most of the gap is named, not the op around it (HTA's MI250 trace:
-    # aten::add_ held one 6.5 ms hipLaunchKernel); its fix is that call at its usual time
-    api, outer = _runtime_call(what, gap)
-    named = None
-    first = None
-    warm = None  # the op around the gap is its first call, far longer than its later ones
-    if api is not None:
-        around = f", inside {outer}" if outer else ""
-        first = first_launch(trace, rb.rank, g0, g1, api["name"]) if "launch" in api["name"].lower() else None
-        hint = (
-            f" (the first launch of {short_name(first)} in the capture: a launch takes microseconds, the first one of a "
-            "kernel also loads its code, a one-time cost)"
-            if first
-            else " (a launch call takes microseconds; one this long waited in the runtime, as it does when it "
-            "loads a kernel's code at its first launch)"
-            if "launch" in api["name"].lower()
-            else ""
-        )
-        warm = first_call(trace, rb.rank, g0, g1, outer) if outer and not first else None
-        who = f": the host was in {api['name']} for {api['ms']:,.1f} ms of the {gap / 1e6:,.1f} ms{around}{hint}"
-        who += _first_call_hint(warm)
-        named = {"name": api["name"], "excess_ms": api["excess_ms"], "lane": api["lane"]}
-    elif (cov := covering_op(trace, rb.rank, g0, g1)) is not None:
-        # the op the host was inside for most of the gap, children included (a DataLoader's
-        # __next__: 50.7 of 51.2 ms, of which its own self time is 25.2 ms)
-        where = "" if whole else f"in step {s.step} "
-        outer = trace.name_of(cov[0])
-        warm = first_call(trace, rb.rank, g0, g1, outer)
-        who = f": {where}the host was in {outer} for {cov[1] / 1e6:,.1f} ms of its {gap / 1e6:,.1f} ms gap"
-        who += _first_call_hint(warm)
-    elif what and what[0]["ms"] * 1e6 >= 0.5 * gap:
-        who = f": the host was in {what[0]['name']}"
-    elif unseen >= 0.5 * gap:
-        who = (
-            f": {'' if whole else f'in step {s.step} '}its host ran no recorded op for {unseen / 1e6:,.1f} ms of the "
-            f"{gap / 1e6:.1f} ms (time the profiler did not see: a sleep, I/O or untraced code)"
-        )
-    elif what:
-        who = f": its host's longest op in it was {what[0]['name']} ({what[0]['ms']:.1f} ms of the {gap / 1e6:.1f} ms)"
-    else:
-        who = ""
-    lead = _before_gpu(trace, rb.rank, fed[0].start_ns, typical) if whole else ""
-    f = deferred(
-        finding(
-            "host_bound_idle",
-            # a kernel's first launch is paid once, not a step (its advice says to profile after
-            # warm-up); a toy's idle GPU (under 1 ms of GPU work: HTA's cuda_event_sync, 372 us of
-            # kernels) is judged by nothing that says how a GPU is used, as utilization is not
-            "low"
-            if first or warm or sum(x.busy_ns for x in fed) < MIN_GPU_TIME_NS
-            else "high"
-            if share > 0.3
-            else "medium",
-            (
-                f"Rank {rb.rank}: the trace marks no steps; the GPU's longest idle stretch, {typical / 1e6:,.1f} ms "
-                f"of the {fed[0].window_ns / 1e6:,.1f} ms from its first op to its last, waits for the host{who}{lead}"
-                if whole
-                else f"Rank {rb.rank}: the GPU sits idle {typical / 1e6:.1f} ms a step "
-                f"{'at the start of the step ' if at_start else ''}waiting for the host{who}"
-            ),
-            [rb.rank],
-            s.step,
-            g0,
-            g1,
-            {
-                "gap_ms_per_step": round(typical / 1e6, 3),
-                "share_of_step": round(share, 4),
-                "gaps_ms": [round(p[1] / 1e6, 3) for p in per_step],
-                "at_step_start": bool(at_start),
-                "host_activity": what,
-                "host_unrecorded_ms": round(unseen / 1e6, 3),
-                **({"named_op": named} if named else {}),
-                **({"one_time": True, "first_launch_of": first} if first else {}),
-                **({"one_time": True, "first_call_of": outer} if warm else {}),
-                **({"whole_capture": True} if whole else {}),
-            },
-        ),
-        {p[0].step: p[4] for p in per_step},
-    )
-    if whole:
-        f["advice"] = WHOLE_CAPTURE_ADVICE[trace.format == "nsys"]
-    elif first:
-        f["advice"] = FIRST_LAUNCH_ADVICE
-    elif warm:
-        f["advice"] = FIRST_CALL_ADVICE
-    elif api is not None and COPY_CALL.search(api["name"]):
-        f["advice"] = BLOCKING_COPY_ADVICE
-    elif not at_start:  # not an input pipeline's gap (HTA's negative_queue trace: a blocking copy mid-step)
-        f["advice"] = MID_STEP_IDLE_ADVICE
-    return [f]
-
-
-def _first_call_hint(warm: tuple[float, float, int] | None) -> str:
-    """What says that the op around a gap is its first call and far longer than its later ones."""
-    if warm is None:
-        return ""
-    ms, med, n = warm
-    return (
-        f" (its first call in the capture, {ms:,.1f} ms; its {n} later call{'s' if n > 1 else ''} "
-        f"{'take a median' if n > 1 else 'takes'} {med:,.1f} ms: a one-time set-up cost)"
-    )
-
-
-FIRST_CALL_ADVICE = (
-    "The op's first call costs far more than its later ones: one-time set-up (loading a library, "
-    "cuDNN's algorithm search, the allocator's first growth, compiling), which no later step pays, so "
-    "it is not priced as a step's saving. Profile after a warm-up step (torch.profiler's schedule with "
-    "warmup=1 or more) and see whether the GPU still waits for the host."
-)
-
-
-# the gap is a copy call the host waits in: a read of a GPU value or a copy from pageable memory
-BLOCKING_COPY_ADVICE = (
-    "The host waits in a copy call: a copy to the host (.item(), .cpu(), .tolist(), .to('cpu'), printing "
-    "or logging a GPU tensor) or from pageable memory blocks it until the GPU has reached the copy, and "
-    "the GPU then idles until the host's next launch. Keep such values on the GPU and read them every N "
-    "steps, or copy into pinned memory with non_blocking=True and read it a step later."
-)
-MID_STEP_IDLE_ADVICE = (
-    "The GPU drains while the host is busy elsewhere within the step (what it was in is the evidence): "
-    "move that work off the step's path (another thread or process, or every N steps), or queue enough "
-    "GPU work before it that the GPU stays busy meanwhile."
-)
-
-
-FIRST_LAUNCH_ADVICE = (
-    "A kernel's first launch loads its code (and compiles it, where the binary has PTX only for this "
-    "GPU): a one-time cost that no later step pays, so it is not priced as a step's saving. Profile "
-    "after a warm-up step (torch.profiler's schedule with warmup=1 or more); with CUDA, "
-    "CUDA_MODULE_LOADING=EAGER loads every kernel at start-up instead of at its first launch."
-)
-
-
-def _runtime_call(rows: list[dict], span: int) -> tuple[dict | None, str | None]:
-    """Of explain()'s rows for a span: the runtime call that took half of it or more, and the name
-    of the host op around it (the first row, when it is not a runtime call itself)."""
-    api = next((w for w in rows if w["category"] in API_CATS and w["ms"] * 1e6 >= 0.5 * span), None)
-    if api is None or rows[0] is api or rows[0]["category"] in API_CATS:
-        return api, None
-    return api, rows[0]["name"]
-
-
-def _before_gpu(trace: Trace, rank: int, first_op: int, longest: float) -> str:
-    """A capture without steps: the host time before the GPU's first op, and the op that took
-    most of it, where it outlasts the longest idle stretch between ops (HTA's alexnet: 30.5 s
-    before its first kernel, 29.9 s of it in one cudaDeviceGetStreamPriorityRange, the CUDA
-    context made at the process's first CUDA call); "" otherwise."""
-    # each lane's events are sorted by start: its first one opens it
-    firsts = [
-        int(trace.lane_offsets[i])
-        for i, ln in enumerate(trace.lanes)
-        if ln.rank == rank and ln.kind in HOST_KINDS and trace.lane_offsets[i] < trace.lane_offsets[i + 1]
-    ]
-    if not firsts:
-        return ""
-    t0 = int(trace.columns["start"][firsts].min())
-    lead = first_op - t0
-    if lead <= longest:
-        return ""
-    rows = explain(trace, rank, (t0, first_op), [], top=3)
-    api, outer = _runtime_call(rows, lead)  # named, inside the op around it, as host_bound names one
-    most = ""
-    if api is not None:
-        most = f", {api['ms']:,.1f} ms of that in {api['name']}" + (f" inside {outer}" if outer else "")
-    elif rows and rows[0]["ms"] * 1e6 >= 0.5 * lead:
-        most = f", {rows[0]['ms']:,.1f} ms of that in {rows[0]['name']}"
-    return f"; the GPU's first op came {lead / 1e6:,.1f} ms after the host's first recorded op{most}"
 
 
 def wait_clause(exposed_ms: float, wait_ms: float) -> str:

@@ -17,8 +17,9 @@ Changes (Change.kind):
   a GPU op starts as soon as its stream and inputs allow (what CUDA graphs do);
 - comm_at_peak (peak_gbps): each collective whose size is recorded transfers at that bus bandwidth;
 - faster (regex, pct): GPU ops whose name matches (a case-insensitive search) take pct % less time;
-- no_copies: memory copies and sets take no time (the data kept on the GPU, or the copies hidden
-  behind compute): the most that fixing a copy-bound step could save;
+- no_copies: memory copies and sets take no time, nor their calls on the host (the data kept on
+  the GPU, or copied from pinned memory asynchronously, hidden behind compute): the most that
+  fixing a copy-bound step could save;
 - shorten_host (rank, windows, cut_ns, label): a host op that took longer than usual (a stall's
   named cause) at its usual time: the rank's host work inside its windows (gaps and CUDA calls
   other than syncs) shrinks by cut_ns in all, in proportion;
@@ -172,7 +173,7 @@ def replay(
 
 
 # no_launch_overhead: a host gap this long between launches is other work, kept (the line
-# rules.HOST_GAP_MIN_NS draws between launch gaps and host stalls)
+# host_bound.HOST_GAP_MIN_NS draws between launch gaps and host stalls)
 OTHER_WORK_NS = 1_000_000
 # a level at a time (replay_levels) from this many ranks: their slots run side by side, hundreds a
 # level (64 ranks: 0.1 s a replay instead of 0.4 s; 2 ranks: slower than the loop)
@@ -473,7 +474,18 @@ def apply(
     elif ch.kind == "no_copies":
         hit = g.kind == dg.COPY
         dur[hit] = 0
-        notes.append(f"{int(hit.sum()):,} memory copies and sets set to 0")
+        # nor their calls: a pageable copy's call stages its data the whole copy long (saxpy's 262 MB
+        # cudaMemcpy, 18-19 ms), which data kept on the GPU, or pinned and async, does not pay; with
+        # the call's time after an op it waits for (an edge's offset, where tied to the op before)
+        issued = (g.e_kind == dg.E_LAUNCH) & hit[g.e_dst // 2]
+        calls = np.unique(g.e_src[issued] // 2)
+        calls = calls[(g.kind[calls] == dg.HOST) | (g.kind[calls] == dg.SYNC)]
+        dur[calls] = 0
+        tails = (g.e_kind == dg.E_SYNC) & np.isin(dst_node, calls)
+        off[tails] = np.minimum(off[tails], 0)
+        notes.append(
+            f"{int(hit.sum()):,} memory copies and sets set to 0, and the {len(calls):,} calls that issued them"
+        )
     elif ch.kind == "no_syncs":
         # the explicit syncs' waits (not a blocking cudaMemcpy's: the host needs the data it
         # copies) stop holding the call: it returns after its own time

@@ -58,7 +58,10 @@ class Change:
                 "taken as ready, run beside compute at their recorded speed; sends left waiting)"
             )
         if self.kind == "no_copies":
-            return "memory copies take no time (data kept on the GPU, or copies hidden behind compute)"
+            return (
+                "memory copies take no time, nor their calls on the host (data kept on the GPU, or copied from "
+                "pinned memory asynchronously, hidden behind compute)"
+            )
         if self.kind == "no_syncs":
             who = "the host" if self.rank is None else f"rank {self.rank}'s host"
             return (

@@ -142,11 +142,22 @@ def show_analysis(a, args) -> int:
         for c in f.children:
             show(c, depth + 1)
 
+    # a capture without steps: its one "step" is the capture, and no finding is rated high there
+    capture = any(f.capture_ms is not None for f in a.all_findings())
     if a.findings:
-        _out("severity   saves/step  rule                   finding (symptoms indented under their cause)")
+        _out(
+            f"severity   {'saves' if capture else 'saves/step':>10}  rule                   finding (symptoms "
+            "indented under their cause)"
+        )
     for f in a.findings:
         show(f)
-    if a.findings:
+    if a.findings and capture:
+        _out(
+            "(listed by saves, what fixing it saves of the capture in a what-if replay; severity: that as a share "
+            "of the capture, medium >= 2%, none high (one capture does not show a cost recurring); '-': no what-if, "
+            "severity from the evidence; the medium of these listed after the medium savings, the low ones last)"
+        )
+    elif a.findings:
         # under the list (scripts read its first row): what its columns and order mean
         _out(
             "(listed by saves/step, what fixing it saves a step it acts in, in a what-if replay; severity: that as a "

@@ -37,7 +37,8 @@ def add_parser(sub, common) -> None:
     ch.add_argument(
         "--no-copies",
         action="store_true",
-        help="memory copies and sets take no time (data kept on the GPU, or copies hidden)",
+        help="memory copies and sets take no time, nor the calls that issued them (data kept on the GPU, or "
+        "pinned and copied asynchronously)",
     )
     ch.add_argument(
         "--no-syncs",

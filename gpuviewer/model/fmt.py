@@ -83,7 +83,7 @@ def utilization_line(r: dict) -> str:
         for s in steps
     )
     busy = sum(s.get("busy_ns", 0) for s in steps)
-    if said and 0 < gpu_ns < 1_000_000:  # rules.MIN_GPU_TIME_NS: no low-utilization finding below it
+    if said and 0 < gpu_ns < 1_000_000:  # host_bound.MIN_GPU_TIME_NS: no low-utilization finding below it
         out += f" (of {gpu_ns / 1e3:,.0f} µs of GPU time: too little to judge)"
     elif said and 0 < busy < 1_000_000:  # nor below it of GPU work
         out += f" (of {busy / 1e3:,.0f} µs of GPU work: too little to judge)"

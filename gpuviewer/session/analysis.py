@@ -174,8 +174,9 @@ def _step_notes(trace: Trace) -> list[str]:
     if not trace.steps and len(trace) and trace.ranks:
         return [
             "steps: the trace marks none (no ProfilerStep, Optimizer.step or step range), so the whole capture "
-            "is measured as one step, start-up and teardown included (what the findings call the capture); no finding "
-            "is rated high, as one capture does not show that a cost recurs each iteration"
+            "is measured as one step, from its first CUDA call or GPU op to the last one's end (what the findings "
+            "call the capture); no finding is rated high, as one capture does not show that a cost recurs each "
+            "iteration"
         ]
 
     if trace.format != "kineto" or not trace.steps or any(n.startswith("ProfilerStep#") for n in trace.names):

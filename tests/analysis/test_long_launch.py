@@ -73,33 +73,46 @@ def test_with_one_step_only_a_runtime_call_has_a_usual_time():
     assert r.returncode == 2 and "no host op matching /no_such_op/" in r.stderr.splitlines()[-1], r.stderr
 
 
-def test_an_idle_gpu_behind_a_blocking_copy_gets_copy_advice():
-    """HTA's negative_queue trace: in every step the host sits 139-147 ms in a cudaMemcpyAsync (a
-    704-byte copy to pageable memory, read here from the raw file) in the middle of the step, and
-    the GPU idles meanwhile. The finding named the call but gave the input-pipeline advice
-    (DataLoader workers), written for a gap at the start of a step. It now gets the advice for a
-    copy the host waits in."""
+def test_an_idle_gpu_with_work_queued_is_not_said_to_wait_for_its_host():
+    """HTA's negative_queue trace: in every step the GPU idles about 64 ms while the host sits in
+    a blocking cudaMemcpyAsync (a copy to pageable memory that waits for the GPU). It was "the GPU
+    sits idle 64.2 ms a step waiting for the host: the host was in cudaMemcpyAsync". An audit
+    found the op that ends each gap (a memset) was launched by cudaGraphLaunch tens of ms before
+    the gap began: the GPU had work and waited on something else, and the host waited for the
+    GPU. Read here from the raw file: each step's longest gap between GPU ops, the op after it, and
+    its launch call by correlation id; no host-bound finding is made of such gaps (the one step
+    whose op has no launch on record is not most of them)."""
     path = compat_path("facebookresearch__HolisticTraceAnalysis", "negative_queue_length_values_check", "rank0.json.gz")
     with gzip.open(path, "rt") as f:
-        ev = json.load(f)["traceEvents"]
-    steps = [e for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")]
-    longest = {
-        s["name"]: max(
-            (
-                e["dur"]
-                for e in ev
-                if e.get("name") == "cudaMemcpyAsync" and s["ts"] <= e.get("ts", -1) <= s["ts"] + s["dur"]
-            ),
-            default=0,
-        )
-        for s in steps
+        ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    steps = sorted(
+        (e for e in ev if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("cat") == "user_annotation"),
+        key=lambda e: e["ts"],
+    )
+    gpu = sorted((e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")), key=lambda e: e["ts"])
+    calls = {
+        e["args"]["correlation"]: e
+        for e in ev
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in (e.get("args") or {})
     }
-    assert steps and all(v > 50_000 for v in longest.values()), longest  # µs
+    queued = unknown = 0
+    for k, s in enumerate(steps):
+        a, b = s["ts"], steps[k + 1]["ts"] if k + 1 < len(steps) else s["ts"] + s["dur"]
+        best, end = (0.0, 0.0, None), None
+        for e in gpu:
+            if end is not None and a <= end and e["ts"] < b and e["ts"] - end > best[0]:
+                best = (e["ts"] - end, end, e)
+            end = e["ts"] + e["dur"] if end is None else max(end, e["ts"] + e["dur"])
+        gap, g0, op = best
+        call = calls.get((op.get("args") or {}).get("correlation")) if op else None
+        if gap > 10_000 and call is not None and call["ts"] + call["dur"] < g0:  # launched before the gap
+            queued += 1
+        unknown += gap > 10_000 and call is None
+    # the first step's memset has no launch call on record (the capture starts after it)
+    assert (queued, unknown, len(steps)) == (4, 1, 5)
     p = run_cli_once("analyze", path, "--json")
     assert p.returncode == 0, p.stderr[-2000:]
-    (f,) = [x for x in json.loads(p.stdout)["findings"] if x["rule"] == "host_bound_idle"]
-    assert "in cudaMemcpyAsync" in f["title"] and f["metrics"]["at_step_start"] is False
-    assert f["advice"].startswith("The host waits in a copy call") and "DataLoader" not in f["advice"]
+    assert not [x for x in json.loads(p.stdout)["findings"] if x["rule"] == "host_bound_idle"]
 
 
 def test_a_first_step_long_by_the_gpus_backlog_says_so():

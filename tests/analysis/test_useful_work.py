@@ -266,10 +266,13 @@ SAXPY = compat_path("hpcgroup__pipit", "saxpy-mpi-cuda_nsys_perlmutter0.sqlite")
 
 def test_blocking_copies_are_waited_for_by_their_own_call():
     """saxpy (nsys 2021): 15 pageable copies, each made by a blocking cudaMemcpy on the one host
-    thread. A device-to-host call waits for its own copy: making the copies take no time saves at
-    least their time, within 3% (the raw file's durations summed), and at most all copies' time.
-    Before: the call's own copy was not among the ops it waited for, and the export's second record
-    of every call (cudaMemcpy around cudaMemcpy_v3020, one correlation id) kept its host time: 0.07
+    thread. A device-to-host call waits for its own copy; a host-to-device call stages its data
+    the copy's whole length. The no-copies replay takes both away (copies take no time, nor their
+    calls: data kept on the GPU, or pinned and asynchronous): it saves at least all the copies'
+    time, within 3% (the raw file's durations summed: an audit's estimate, 285 ms, where it saved
+    the device-to-host copies' 98.8 ms alone), and at most the calls' time (374 ms). Before that:
+    the call's own copy was not among the ops it waited for, and the export's second record of
+    every call (cudaMemcpy around cudaMemcpy_v3020, one correlation id) kept its host time: 0.07
     of 285 ms. Each call is read once: the CUDA API events are the distinct (thread, correlation
     id, name) of the raw runtime rows."""
     db = sqlite3.connect(f"file:{SAXPY}?mode=ro", uri=True)
@@ -279,6 +282,11 @@ def test_blocking_copies_are_waited_for_by_their_own_call():
         # host-to-device copy's call returns once the data is staged, before the copy ends
         d2h = sum(e - s for s, e in db.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 2"))
         n_copies = db.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY").fetchone()[0]
+        # the calls' time: each call once (the outer cudaMemcpy record, not its _v3020 twin)
+        in_calls = db.execute(
+            "SELECT sum(r.end - r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+            "WHERE s.value = 'cudaMemcpy'"
+        ).fetchone()[0]
         strings = dict(db.execute("SELECT id, value FROM StringIds"))
         calls = {
             (g, c, re.sub(r"_v\d+$", "", strings[n])) if c else (g, -i, strings[n])
@@ -291,7 +299,7 @@ def test_blocking_copies_are_waited_for_by_their_own_call():
     s = _session(SAXPY)
     res = s.whatif("no-copies")
     assert n_copies == 15 and copies > 250e6 and d2h > 90e6
-    assert 0.97 * d2h <= res.saves_ns <= copies, (res.saves_ns / 1e6, d2h / 1e6, copies / 1e6)
+    assert 0.97 * copies <= res.saves_ns <= in_calls, (res.saves_ns / 1e6, copies / 1e6, in_calls / 1e6)
     from gpuviewer.model.categories import Cat
 
     cat = np.asarray(s.trace.columns["cat"])
@@ -383,5 +391,5 @@ def test_copies_that_are_most_of_the_gpus_work_are_a_finding():
         comp,
     )
     assert abs(float(m.group(2).replace(",", "")) - sum(e - s for s, e in cp) / 1e6) <= 0.05
-    assert 0 < f["saves_ms"] <= sum(e - s for s, e in cp) / 1e6
+    assert 0 < f["saves_ms"] <= 1.01 * sum(e - s for s, e in cp) / 1e6  # the calls' few us beyond their copies
     assert out["findings"][0] is f  # the largest saving
