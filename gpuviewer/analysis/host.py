@@ -199,13 +199,7 @@ def thread_activity(trace: Trace, rank: int, t0: int, t1: int, top: int = 1) -> 
     """explain() rows of [t0, t1] on the host lanes (CPU ops, CUDA API, OS runtime, NVTX) of the
     rank's threads that launch GPU work, waits that idle a thread (IDLE_WAIT) left out: what the
     step's host did, not a helper thread blocked in pthread_cond_wait meanwhile."""
-    feeding = _launching_threads(trace, rank)
-    mine = [
-        i
-        for i, ln in enumerate(trace.lanes)
-        if ln.rank == rank and ln.kind in HOST_KINDS and (ln.pid, ln.stream) in feeding
-    ]
-    rows = _excess_rows(trace, _per_name(trace, mine, t0, t1), {}, 0, top + 8)
+    rows = _excess_rows(trace, _per_name(trace, feeding_lanes(trace, rank), t0, t1), {}, 0, top + 8)
     return [r for r in rows if not IDLE_WAIT.match(r["name"])][:top]
 
 
@@ -339,6 +333,17 @@ def _flows_by_src(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
         order = np.argsort(src, kind="stable")
         got = trace.derived["flows_by_src"] = (src[order], np.asarray(trace.flows[1]).astype(np.int64)[order])
     return got
+
+
+def feeding_lanes(trace: Trace, rank: int) -> list[int]:
+    """The rank's host lanes (CPU ops, CUDA API, OS runtime, NVTX) of the threads that launch its
+    GPU work."""
+    feeding = _launching_threads(trace, rank)
+    return [
+        i
+        for i, ln in enumerate(trace.lanes)
+        if ln.rank == rank and ln.kind in HOST_KINDS and (ln.pid, ln.stream) in feeding
+    ]
 
 
 def _launching_threads(trace: Trace, rank: int) -> set[tuple[int, int]]:

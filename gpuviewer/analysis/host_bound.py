@@ -88,7 +88,8 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
             if "launch" in api["name"].lower()
             else ""
         )
-        warm = first_call(trace, rb.rank, g0, g1, outer) if outer and not first else None
+        # a whole capture only: with steps, one step's first call says nothing of the median gap
+        warm = first_call(trace, rb.rank, g0, g1, outer) if outer and not first and whole else None
         who = f": the host was in {api['name']} for {api['ms']:,.1f} ms of the {gap / 1e6:,.1f} ms{around}{hint}"
         who += _first_call_hint(warm)
         named = {"name": api["name"], "excess_ms": api["excess_ms"], "lane": api["lane"]}
@@ -97,7 +98,7 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         # __next__: 50.7 of 51.2 ms, of which its own self time is 25.2 ms)
         where = "" if whole else f"in step {s.step} "
         outer = trace.name_of(cov[0])
-        warm = first_call(trace, rb.rank, g0, g1, outer)
+        warm = first_call(trace, rb.rank, g0, g1, outer) if whole else None
         who = f": {where}the host was in {outer} for {cov[1] / 1e6:,.1f} ms of its {gap / 1e6:,.1f} ms gap"
         who += _first_call_hint(warm)
     elif what and what[0]["ms"] * 1e6 >= 0.5 * gap:
@@ -153,8 +154,6 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         f["advice"] = WHOLE_CAPTURE_ADVICE[trace.format == "nsys"]
     elif first:
         f["advice"] = FIRST_LAUNCH_ADVICE
-    elif warm:
-        f["advice"] = FIRST_CALL_ADVICE
     elif api is not None and COPY_CALL.search(api["name"]):
         f["advice"] = BLOCKING_COPY_ADVICE
     elif not at_start:  # not an input pipeline's gap (HTA's negative_queue trace: a blocking copy mid-step)
@@ -191,24 +190,20 @@ def _queued_gaps(trace: Trace, rb: RankBreakdown):
 def _first_call_hint(warm: tuple[float, float, int, float, float] | None) -> str:
     """What says that the op around a gap is its first call and far longer than its later ones:
     their range with the median, as one long later call (alexnet's second convolution, 1,049 ms
-    against a median 1.4) is set-up too and a median alone hid it."""
+    against a median 1.4) is likely set-up too and a median alone hid it."""
     if warm is None:
         return ""
     ms, med, n, lo, hi = warm
+
+    def t(x: float) -> str:
+        return f"{x:,.1f} ms" if x >= 0.05 else "under 0.05 ms"
+
     later = (
-        f"its later call takes {med:,.1f} ms"
+        f"its later call takes {t(med)}"
         if n == 1
-        else f"its {n} later calls take {lo:,.1f} to {hi:,.1f} ms, a median {med:,.1f} ms"
+        else f"its {n} later calls take {t(lo)} to {t(hi)}, a median {t(med)}"
     )
-    return f" (its first call in the capture, {ms:,.1f} ms; {later}: set-up paid at first calls)"
-
-
-FIRST_CALL_ADVICE = (
-    "The op's first call costs far more than its later ones: one-time set-up (loading a library, "
-    "cuDNN's algorithm search, the allocator's first growth, compiling), which no later step pays, so "
-    "it is not priced as a step's saving. Profile after a warm-up step (torch.profiler's schedule with "
-    "warmup=1 or more) and see whether the GPU still waits for the host."
-)
+    return f" (its first call on its thread in the capture, {t(ms)}; {later}: likely set-up, paid at first calls)"
 
 
 # the gap is a copy call the host waits in: a read of a GPU value or a copy from pageable memory

@@ -92,28 +92,40 @@ FIRST_CALL_RATIO = 10.0  # a first call this many times its later calls' median 
 
 
 def first_call(trace: Trace, rank: int, t0: int, t1: int, name: str) -> tuple[float, float, int, float, float] | None:
-    """Where the host op `name` that spans most of [t0, t1] on the rank is that op's first call in
-    the capture and takes FIRST_CALL_RATIO times its later calls' median or more: (its ms, the later
-    calls' median ms, how many later calls, their least and most ms); None otherwise. HTA's
-    alexnet: the first aten::cudnn_convolution took 10.8 s (6.5 s of it in cudaFree), the nine
-    after it 0.1-1,049 ms (a median 1.4 ms)."""
+    """Where the host op `name` that spans most of [t0, t1] on the rank is that op's first call on
+    its thread and takes FIRST_CALL_RATIO times its later calls' median or more: (its ms, the later
+    calls' median ms, how many later calls, their least and most ms); None otherwise. Calls nested
+    in a call of the same name (a Python frame's recursion, the call's own child) are not calls of
+    their own. HTA's alexnet: the first aten::cudnn_convolution took 10.8 s (6.5 s of it in
+    cudaFree), the nine after it 0.1-1,049 ms (a median 1.4 ms)."""
     c = trace.columns
-    ids = [i for i, n in enumerate(trace.names) if n == name]
-    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind == LaneKind.CPU]
-    if not ids or not lanes:
+    try:
+        code = trace.names.index(name)
+    except ValueError:
         return None
-    every = np.concatenate([q.events_in_range(trace, ln, trace.start_ns, trace.end_ns) for ln in lanes])
-    every = every[np.isin(np.asarray(c["name"][every]), ids)]
-    if len(every) < 2:
+    best, lane = None, -1
+    for ln in (i for i, x in enumerate(trace.lanes) if x.rank == rank and x.kind == LaneKind.CPU):
+        ev = q.events_in_range(trace, ln, t0, t1)
+        ev = ev[np.asarray(c["name"][ev]) == code]
+        if not len(ev):
+            continue
+        s = np.asarray(c["start"][ev]).astype(np.int64)
+        span = np.minimum(s + np.asarray(c["dur"][ev]).astype(np.int64), t1) - np.maximum(s, t0)
+        k = int(np.argmax(span))
+        if span[k] > 0 and (best is None or span[k] > best[1]):
+            best, lane = (int(ev[k]), int(span[k])), ln
+    if best is None:
         return None
+    sl = trace.lane_slice(lane)  # the thread's events, sorted by start
+    every = np.arange(sl.start, sl.stop)[np.asarray(c["name"][sl]) == code]
     s = np.asarray(c["start"][every]).astype(np.int64)
     d = np.asarray(c["dur"][every]).astype(np.int64)
-    span = np.minimum(s + d, t1) - np.maximum(s, t0)
-    k = int(np.argmax(span))
-    if span[k] <= 0 or s[k] != s.min():
+    outer = s >= np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(s + d)[:-1]]  # not inside an earlier one
+    every, d = every[outer], d[outer]
+    if len(every) < 2 or int(every[0]) != best[0]:
         return None
-    later = np.delete(d, k)
+    later = d[1:]
     med = float(np.median(later))
-    if d[k] < FIRST_CALL_RATIO * max(med, 1.0):
+    if d[0] < FIRST_CALL_RATIO * max(med, 1_000.0):  # later calls under a microsecond say nothing
         return None
-    return d[k] / 1e6, med / 1e6, len(later), later.min() / 1e6, later.max() / 1e6
+    return d[0] / 1e6, med / 1e6, len(later), later.min() / 1e6, later.max() / 1e6

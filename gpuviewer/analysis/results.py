@@ -70,7 +70,8 @@ class Finding:
     # saves_ms_in_steps for the first; a later one's can be much more: fixes overlap)
     saves_ms_alone_in_steps: float | None = None
     # the capture's time where the session marks no steps (its one "step": from its first CUDA
-    # call or GPU op to the last one's end): the saving's share is said as a share of it
+    # call or GPU op to the last one's end), as recorded: the first saving's share is of it, a
+    # later one's (saves_after_above) of the capture as the fixes above leave it
     capture_ms: float | None = None
     # the what-if changes that remove its cause, where its rule knows them when it makes the finding
     # (the efficiency findings: a kernel family made faster); else savings.CAUSES maps its rule

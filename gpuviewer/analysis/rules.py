@@ -119,6 +119,11 @@ def utilization(rb: RankBreakdown, unsplit: bool = False) -> list[dict]:
             "gpu_time_ms": round(sum(s.gpu_time_ns for s in rb.measured) / 1e6, 3),
             "idle_ms": round(sum(s.idle_total_ns for s in rb.measured) / 1e6, 3),
             "mostly": mostly,
+            # what its shares are of: the steps' GPU windows with the idle before and after them
+            "window_ns": [
+                min(s.start_ns - s.idle_before_ns for s in rb.measured),
+                max(s.end_ns + s.idle_after_ns for s in rb.measured),
+            ],
             **({"slow_steps": slow, "utilization_other_steps": round(u_rest, 4)} if u_rest is not None else {}),
         },
         impact_ns=critical(rb, {x.step: x.idle_total_ns for x in rb.measured}),

@@ -154,16 +154,17 @@ def show_analysis(a, args) -> int:
     if a.findings and capture:
         _out(
             "(listed by saves, what fixing it saves of the capture in a what-if replay; severity: that as a share "
-            "of the capture, medium >= 2%, none high (one capture does not show a cost recurring); '-': no what-if, "
+            "of the capture, medium >= 2%, none high (one capture without steps does not show a steady state); "
+            "'-': no what-if, "
             "severity from the evidence; the medium of these listed after the medium savings, the low ones last)"
         )
     elif a.findings:
         # under the list (scripts read its first row): what its columns and order mean
         _out(
             "(listed by saves/step, what fixing it saves a step it acts in, in a what-if replay; severity: that as a "
-            "share of the median step, high >= 10%, medium >= 2%, where the what-if line's % is of the steps it acts "
-            "in; '-': no what-if, severity from the evidence; the medium and high of these listed after the medium "
-            "and high savings, the low ones last)"
+            "share of the median step, high >= 10%, medium >= 2% (the what-if line's % is of the steps it acts in, "
+            "not the median step); '-': no what-if, severity from the evidence; the medium and high of these listed "
+            "after the medium and high savings, the low ones last)"
         )
     if not a.findings:
         _out("no findings")

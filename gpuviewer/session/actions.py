@@ -216,31 +216,31 @@ class ViewActions:
 
     def show_finding(self, f) -> int | None:
         """Zoom to a finding's range, highlight it on its ranks and select its first evidence
-        (the longest event of that name there); returns that event."""
+        (the longest event of that name there); a low-utilization finding, which has none, shows
+        what fills its GPU's time instead (analysis.finding_select). Returns the event selected."""
         from ..model.queries import longest_named
 
-        self.set_range(f.start_ns, f.end_ns, padding=0.08)
-        self.set_highlight((f.start_ns, f.end_ns, set(f.ranks)))
         rank = f.ranks[0] if f.ranks else None
-        if rank is not None:
-            self.events.emit("reveal", rank=rank)
+        span, ranks = (f.start_ns, f.end_ns), set(f.ranks)
+        i = None
         ev = f.evidence_rows(with_excess=True)  # a late rank's excess: the host op it spent longer in
         if ev and rank is not None:
             i = longest_named(self.trace, ev[0]["name"], rank, f.start_ns, f.end_ns)
-            if i is not None:
-                self.select(i)
-                return i
-        if f.rule == "low_gpu_utilization" and rank is not None:
+        elif f.rule == "low_gpu_utilization" and rank is not None:
             from ..analysis.finding_select import utilization_evidence
 
-            got = utilization_evidence(self.trace, rank, f.start_ns, f.end_ns, f.metrics.get("mostly") or "idle")
-            if got is not None:  # what fills the GPU's time when it does not compute, shown where it is
-                i, z0, z1 = got
-                self.set_range(z0, z1, padding=0.5)
-                self.set_highlight((z0, z1, set(f.ranks[:1])))
-                self.select(i)
-                return i
-        return None
+            lo, hi = f.metrics.get("window_ns") or (f.start_ns, f.end_ns)
+            got = utilization_evidence(self.trace, rank, lo, hi, f.metrics.get("mostly") or "idle")
+            if got is not None:  # shown where it is, on the worst rank
+                i, span, ranks = got[0], (got[1], got[2]), {rank}
+        # one range and one highlight: each change announced once
+        self.set_range(*span, padding=0.08 if span == (f.start_ns, f.end_ns) else 0.5)
+        self.set_highlight((span[0], span[1], ranks))
+        if rank is not None:
+            self.events.emit("reveal", rank=rank)
+        if i is not None:
+            self.select(i)
+        return i
 
     def set_highlight(self, span: tuple[int, int, set] | None) -> None:
         self.view.highlight = span

@@ -101,15 +101,13 @@ def _analyze(trace: Trace, keep_parts: bool = False, savings: bool = True) -> tu
     a.notes.extend(_partial_notes(trace) + _step_notes(trace) + _memory_notes(trace))
     a.warnings = list(trace.warnings)
     if savings:
-        attach_savings(trace, a, args)
-    _capture_not_high(trace, a)
+        attach_savings(trace, a, args)  # (reduce and the savings rate a capture's findings medium at most)
     return a, args
 
 
 def _capture_not_high(trace: Trace, a: Analysis) -> None:
-    """A capture that marks no steps rates no finding high: its one "step" is the whole capture,
-    and nothing in one capture shows that a cost recurs each iteration (an expert audit:
-    h100_2gpu_1s's [high] copies, 79% of a 1 s capture, may be a one-time load); the note says so."""
+    """The efficiency findings of a capture that marks no steps are not rated high either (the
+    rules' findings are not: analysis.reduce; nor savings: analysis.savings)."""
     if trace.steps or not len(trace) or not trace.ranks:
         return
     for f in a.all_findings():
@@ -167,16 +165,16 @@ def _memory_notes(trace: Trace) -> list[str]:
 
 def _step_notes(trace: Trace) -> list[str]:
     """Where the steps come from when the profiler recorded no ProfilerStep (io/kineto.py), or
-    that there are none: then the whole capture is measured as one step, which the findings'
-    "the capture" is."""
+    that there are none: then the whole capture is measured as one step, what the findings call
+    "the capture"."""
     from ..io.kineto import OPTIMIZER_STEP
 
     if not trace.steps and len(trace) and trace.ranks:
         return [
             "steps: the trace marks none (no ProfilerStep, Optimizer.step or step range), so the whole capture "
             "is measured as one step, from its first CUDA call or GPU op to the last one's end (what the findings "
-            "call the capture); no finding is rated high, as one capture does not show that a cost recurs each "
-            "iteration"
+            "call the capture); no finding is rated high, as one capture without steps does not show that it stands "
+            "for a training loop's steady state"
         ]
 
     if trace.format != "kineto" or not trace.steps or any(n.startswith("ProfilerStep#") for n in trace.names):

@@ -153,6 +153,8 @@ def test_a_first_call_far_longer_than_the_later_ones_is_a_one_time_cost(analysis
     alone hid; the range is said). It was [medium], beside a [medium] 0% utilization that the same
     set-up explains: both are low, the calls' times said."""
     conv = sorted((e for e in _raw() if e["name"] == "aten::cudnn_convolution"), key=lambda e: e["ts"])
+    assert len({e["tid"] for e in conv}) == 1  # one thread; none nested in another (checked next)
+    assert all(a["ts"] + a["dur"] <= b["ts"] for a, b in zip(conv, conv[1:]))
     first, later = conv[0]["dur"], sorted(e["dur"] for e in conv[1:])
     med = (later[(len(later) - 1) // 2] + later[len(later) // 2]) / 2
     assert first >= 10 * med  # what makes it set-up, measured independently
@@ -160,9 +162,9 @@ def test_a_first_call_far_longer_than_the_later_ones_is_a_one_time_cost(analysis
     assert f["severity"] == "low" and f["metrics"]["one_time"] is True
     assert f["metrics"]["first_call_of"] == "aten::cudnn_convolution"
     assert (
-        f"inside aten::cudnn_convolution (its first call in the capture, {first / 1e3:,.1f} ms; its "
-        f"{len(later)} later calls take {later[0] / 1e3:,.1f} to {later[-1] / 1e3:,.1f} ms, a median "
-        f"{med / 1e3:,.1f} ms: set-up paid at first calls)"
+        f"inside aten::cudnn_convolution (its first call on its thread in the capture, {first / 1e3:,.1f} ms; "
+        f"its {len(later)} later calls take {later[0] / 1e3:,.1f} ms to {later[-1] / 1e3:,.1f} ms, a median "
+        f"{med / 1e3:,.1f} ms: likely set-up, paid at first calls)"
     ) in f["title"]
     assert [c["severity"] for c in f["children"]] == ["low"]  # the 0% utilization under it
     assert f.get("saves_ms") is None

@@ -467,3 +467,22 @@ def test_a_rank_read_in_part_is_said_as_without_dask(tmp_path, shared_cluster):
     assert cli("analyze", str(job), "--no-cache", "--summary", str(summ)).returncode == 0
     again = cli("analyze", str(summ))
     assert again.returncode == 0 and f"gpuviewer: warning: {cut[0]}" in again.stderr.splitlines(), again.stderr
+
+
+def test_a_capture_without_steps_rates_nothing_high_with_dask_too(shared_cluster):
+    """h100_2gpu_1s marks no steps: in one process no finding is high (one capture does not show a
+    steady state); a review found `--dask` still printed [high] copy_bound and low utilization,
+    the rule being kept in the session layer a Dask run does not pass through. It is in the
+    reduce now. The copies are still found, at the same figures."""
+    from conftest import compat_path, flat_findings
+
+    path = compat_path("GindaChen__nsys-ai", "h100_2gpu_1s.sqlite")
+    r = cli("analyze", path, "--dask", shared_cluster.address, "--json")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    sev = {f["rule"]: f["severity"] for f in flat_findings(got["findings"])}
+    assert sev.get("copy_bound") == "medium" and "high" not in sev.values(), sev
+    here = json.loads(run_cli_once("analyze", path, "--json").stdout)
+    (a,) = [f for f in got["findings"] if f["rule"] == "copy_bound"]
+    (b,) = [f for f in here["findings"] if f["rule"] == "copy_bound"]
+    assert a["title"] == b["title"]
