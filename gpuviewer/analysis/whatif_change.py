@@ -38,8 +38,8 @@ class Change:
         if self.kind == "faster" and self.label:
             # a label naming its own target ("... as long as in the other steps") says it all
             return self.label if self.label_whole else f"{self.label} {1 / max(1 - self.pct / 100, 1e-9):.1f}x faster"
-        if self.kind == "shorten_host":
-            return self.label or f"rank {self.rank}'s host op at its usual time"
+        if self.kind == "shorten_host":  # "": said by another change of the same fix
+            return self.label if self.label is not None else f"rank {self.rank}'s host op at its usual time"
         if self.kind == "remove_gap":
             return f"remove the longest host gap of rank {self.rank} in " + (
                 f"step {self.step}" if self.step is not None else "every step"

@@ -206,3 +206,55 @@ def test_a_capture_without_steps_rates_nothing_high_and_says_what_its_share_is_o
     (copy,) = [f for f in d["findings"] if f["rule"] == "copy_bound"]
     assert copy["severity"] == "medium" and copy["saves_pct_in_steps"] >= 0.10  # high, had it had steps
     assert any("no finding is rated high" in n for n in d["notes"]), d["notes"]
+
+
+def _repeat_steps(src: str, dst: str, times: int) -> None:
+    """The capture's events copied `times` times, each copy shifted past the last and numbered as
+    the next ProfilerStep, its correlation and flow ids kept apart: a kernel's first launch in the
+    first copy, the same long launch calls (not first launches) in the others."""
+    with gzip.open(src, "rt") as f:
+        t = json.load(f)
+    ev = [e for e in t["traceEvents"] if not (e.get("name") == "ProfilerStep#2" and e.get("dur", 0) < 100)]
+    timed = [e for e in ev if "ts" in e and e.get("ph") != "M"]
+    span = max(e["ts"] + e.get("dur", 0) for e in timed) - min(e["ts"] for e in timed) + 100.0
+    out = list(ev)
+    for k in range(1, times):
+        for e in timed:
+            c = json.loads(json.dumps(e))
+            c["ts"] = e["ts"] + k * span
+            if c.get("ph") in ("s", "f") and "id" in c:
+                c["id"] = c["id"] + k * 1_000_000
+            a = c.get("args") or {}
+            for key in ("correlation", "External id"):
+                if isinstance(a.get(key), int):
+                    a[key] += k * 1_000_000
+            if str(c.get("name", "")).startswith("ProfilerStep#"):
+                c["name"] = f"ProfilerStep#{1 + k}"
+            out.append(c)
+    t["traceEvents"] = out
+    with gzip.open(dst, "wt") as f:
+        json.dump(t, f)
+
+
+def test_a_first_launch_in_one_step_does_not_hide_a_gap_that_recurs(tmp_path):
+    """HTA's MI250 trace (one step: its GPU idles 6.6 ms in one hipLaunchKernel, that kernel's
+    first launch) copied into three steps: the later steps' gaps are the same long launch calls,
+    no longer first launches. A review found the evidence step could be the first, making the
+    finding low and unpriced although the gap recurs; the evidence is now a step whose gap is no
+    first launch, and the finding is priced in each step. The one-step original stays low (its
+    test above)."""
+    d = compat_path("facebookresearch__HolisticTraceAnalysis", "amd_trace")
+    (name,) = os.listdir(d)
+    out = tmp_path / "three_steps.json.gz"
+    _repeat_steps(os.path.join(d, name), str(out), 3)
+    r = run_cli("analyze", str(out), "--json", "--no-cache")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert [s["step"] for s in got["ranks"][0]["steps"] if not s["warmup"]][-2:] == [2, 3]
+    (f,) = [f for f in flat_findings(got["findings"]) if f["rule"] == "host_bound_idle"]
+    assert len(f["metrics"]["gaps_ms"]) >= 2 and min(f["metrics"]["gaps_ms"]) > 5.0  # every step's
+    assert f["step"] != 1 and "one_time" not in f["metrics"] and "first launch of" not in f["title"]
+    assert f["severity"] != "low" and f.get("saves_ms")
+    # priced in every step it recurs in: the long call at its usual time in each (removing the
+    # host gaps instead left the call's time, 0.2 of 6.5 ms a step)
+    assert len(f["saves_steps"]) == 3 and f["saves_ms_in_steps"] >= 0.8 * min(f["metrics"]["gaps_ms"])
