@@ -102,6 +102,10 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         who = f": the host was in {api['name']} for {api['ms']:,.1f} ms of the {gap / 1e6:,.1f} ms{around}{hint}"
         who += _first_call_hint(warm)
         named = {"name": api["name"], "excess_ms": api["excess_ms"], "lane": api["lane"]}
+        if not whole and len(per_step) > 1:
+            # the steps whose own longest gap is spent in the same call, with its extra time there:
+            # a recurring gap's fix is priced in those steps, each by its own extra
+            named["steps"] = _steps_in_call(trace, rb.rank, per_step, api["name"])
     elif (cov := covering_op(trace, rb.rank, g0, g1)) is not None:
         # the op the host was inside for most of the gap, children included (a DataLoader's
         # __next__: 50.7 of 51.2 ms, of which its own self time is 25.2 ms)
@@ -170,30 +174,42 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     return [f]
 
 
+QUEUED_TOL_NS = 20_000  # ops starting this soon after a gap's end end it too (depgraph.XDEP_TOL_NS)
+
+
 def _queued_gaps(trace: Trace, rb: RankBreakdown):
-    """A test of GPU idle gaps (starts, ends) of the rank: whether the GPU op that ends each had
-    its launch call return before the gap began (the GPU had work and waited on something else:
-    a dependency not on record, an event, a graph's host node); False where no launch is on record."""
+    """A test of GPU idle gaps (starts, ends) of the rank: whether every GPU op that ends each one
+    (starting at its end or within QUEUED_TOL_NS of it, on any stream) had its launch call return
+    before the gap began: the GPU had work and waited on something else (a dependency not on
+    record, an event, a graph's host node). False where any of them has no launch on record, or
+    one launched in the gap (the host it waited for)."""
     c = trace.columns
     ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
     starts = np.asarray(c["start"][ops]).astype(np.int64)
     order = np.argsort(starts, kind="stable")
     ops, starts = ops[order], starts[order]
+    call = launch_calls(trace, ops)
+    known = call >= 0
+    ret = np.full(len(ops), np.iinfo(np.int64).max, np.int64)  # when each op's launch call returned
+    ret[known] = np.asarray(c["start"][call[known]]).astype(np.int64) + np.asarray(c["dur"][call[known]])
 
     def test(g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
-        out = np.zeros(len(g1), bool)
-        if not len(ops) or not len(g1):
-            return out
-        pos = np.minimum(np.searchsorted(starts, g1), len(ops) - 1)
-        at = starts[pos] == g1  # the op that ends the gap (the first to start at its end)
-        call = launch_calls(trace, ops[pos[at]])
-        known = call >= 0
-        ends = np.full(len(call), np.iinfo(np.int64).max, np.int64)
-        ends[known] = np.asarray(c["start"][call[known]]).astype(np.int64) + np.asarray(c["dur"][call[known]])
-        out[np.flatnonzero(at)] = ends <= np.asarray(g0)[at]
-        return out
+        lo = np.searchsorted(starts, g1, side="left")
+        hi = np.searchsorted(starts, np.asarray(g1) + QUEUED_TOL_NS, side="right")
+        return np.array([hi[k] > lo[k] and bool((ret[lo[k] : hi[k]] <= g0[k]).all()) for k in range(len(g1))], bool)
 
     return test
+
+
+def _steps_in_call(trace: Trace, rank: int, per_step: list, name: str) -> dict[str, float]:
+    """{step: the call's extra ms} for the steps whose longest gap the host spent mostly in `name`."""
+    out = {}
+    for p in per_step:
+        if p[1] >= HOST_GAP_MIN_NS:
+            api, _outer = _runtime_call(explain(trace, rank, (p[2], p[3]), [], top=3), p[3] - p[2])
+            if api is not None and api["name"] == name:
+                out[str(p[0].step)] = float(api["excess_ms"])
+    return out
 
 
 def _first_launch_gap(trace: Trace, rank: int, g0: int, g1: int) -> bool:

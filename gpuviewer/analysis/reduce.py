@@ -100,7 +100,8 @@ def reduce(
     findings += extra_findings or []
     findings = attach(merge_persistent(roots), findings)
     findings = thin_data(findings, rbs, max((p.info.get("world_size") or 0 for p in parts), default=0) or None)
-    if rbs and all(rb.steps and rb.steps[0].step is None for rb in rbs):
+    # no rank marks a step (as the session's note and the savings decide it: the trace has none)
+    if any(rb.steps for rb in rbs) and not any(s.step is not None for rb in rbs for s in rb.steps):
         _capture_not_high(findings)
     findings.sort(key=order_key)
     for f in findings:

@@ -57,29 +57,29 @@ def _straggler(f: Finding) -> list[Change]:
     return [Change("rank_like_median", rank=int(late))]  # a persistent late rank keeps pace
 
 
-def _named_host_op(
-    trace: Trace, g, f: Finding, rank: int | None = None, steps: list[int] | None = None
-) -> list[Change]:
+def _named_host_op(trace: Trace, g, f: Finding, rank: int | None = None, recurring: bool = False) -> list[Change]:
     """A stall whose title names the host op that took longer than usual ("sleep took 50 ms more
     than usual") is fixed by that op taking its usual time (usual_op), not by removing the step's
     longest host gap: in ddp_nop2p that was a 2 ms gap beside run_backward's extra 8 ms. So is a
-    host-bound gap that was one long runtime call (rank: the finding's, not a late rank; steps:
-    the steps it recurs in, else the finding's step)."""
+    host-bound gap that was one long runtime call (rank: the finding's, not a late rank;
+    recurring: in each step whose gap was that call, by its extra there, where there are several)."""
     named, r = f.metrics.get("named_op"), f.metrics.get("late_rank") if rank is None else rank
     if not isinstance(named, dict) or r is None or f.step is None:
         return []
-    out = []
-    for st in steps or [int(f.step)]:
-        ch = usual_op.change(
-            trace, g, int(r), int(st), str(named.get("name")), float(named.get("excess_ms") or 0.0), named.get("lane")
-        )
-        if ch is not None:
-            out.append(ch)
+    per = {int(k): float(v) for k, v in (named.get("steps") or {}).items()} if recurring else {}
+    if len(per) < 2:
+        per = {int(f.step): float(named.get("excess_ms") or 0.0)}
+    name = str(named.get("name"))
+    out = [
+        ch
+        for st, ex in sorted(per.items())
+        if (ch := usual_op.change(trace, g, int(r), st, name, ex, named.get("lane"))) is not None
+    ]
     if len(out) > 1:  # one phrase for the fix, not one a step
         cut = sum(ch.cut_ns for ch in out) / 1e6
         out[0].label = (
-            f"rank {r}'s {usual_op.ADDRESS.sub('', str(named.get('name')))} at its usual time in each of the "
-            f"{len(out)} steps ({cut:.1f} ms less host work in all)"
+            f"rank {r}'s {usual_op.ADDRESS.sub('', name)} at its usual time in each of the {len(out)} steps "
+            f"its gap was that call ({cut:.1f} ms less host work in all)"
         )
         for ch in out[1:]:
             ch.label = ""
@@ -366,13 +366,9 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
             changes = _named_host_op(trace, g, f) or changes
         if f.rule == "host_bound_idle" and f.ranks and not f.metrics.get("one_time"):
             # the gap was one long runtime call (not time between host ops): that call at its usual
-            # time, in its step, or in every measured step where the gap recurs (removing the host
-            # gap instead left the call's time: 0.2 of 6.5 ms a step)
-            every = [st for st in sorted(g.marks.get(int(f.ranks[0]), {})) if st not in warm]
-            changes = (
-                _named_host_op(trace, g, f, rank=int(f.ranks[0]), steps=every if _steps(f) == [None] else None)
-                or changes
-            )
+            # time, in its step, or in each step whose gap was that call too (removing the host gap
+            # instead left the call's time: 0.2 of 6.5 ms a step)
+            changes = _named_host_op(trace, g, f, rank=int(f.ranks[0]), recurring=True) or changes
         if not changes:
             continue
         try:

@@ -43,6 +43,7 @@ from .host import EXPLICIT_SYNC
 from .overlap_comm import overlap_comm
 from .usual_op import resolve, shorten
 from .whatif_change import DEFAULT_PEAK_BUSBW_GBPS, Change, parse_change
+from .whatif_copies import no_copies
 
 __all__ = ["DEFAULT_PEAK_BUSBW_GBPS", "Change", "StepTime", "WhatIfResult", "whatif", "parse_change"]
 
@@ -472,20 +473,7 @@ def apply(
     elif ch.kind == "shorten_host":
         shorten(g, ch, dur, off, notes)
     elif ch.kind == "no_copies":
-        hit = g.kind == dg.COPY
-        dur[hit] = 0
-        # nor their calls: a pageable copy's call stages its data the whole copy long (saxpy's 262 MB
-        # cudaMemcpy, 18-19 ms), which data kept on the GPU, or pinned and async, does not pay; with
-        # the call's time after an op it waits for (an edge's offset, where tied to the op before)
-        issued = (g.e_kind == dg.E_LAUNCH) & hit[g.e_dst // 2]
-        calls = np.unique(g.e_src[issued] // 2)
-        calls = calls[(g.kind[calls] == dg.HOST) | (g.kind[calls] == dg.SYNC)]
-        dur[calls] = 0
-        tails = (g.e_kind == dg.E_SYNC) & np.isin(dst_node, calls)
-        off[tails] = np.minimum(off[tails], 0)
-        notes.append(
-            f"{int(hit.sum()):,} memory copies and sets set to 0, and the {len(calls):,} calls that issued them"
-        )
+        no_copies(g, dur, off, notes)
     elif ch.kind == "no_syncs":
         # the explicit syncs' waits (not a blocking cudaMemcpy's: the host needs the data it
         # copies) stop holding the call: it returns after its own time

@@ -59,8 +59,8 @@ class Change:
             )
         if self.kind == "no_copies":
             return (
-                "memory copies take no time, nor their calls on the host (data kept on the GPU, or copied from "
-                "pinned memory asynchronously, hidden behind compute)"
+                "memory copies take no time, nor their calls on the host (the most that keeping data on the GPU, "
+                "or copying from pinned memory asynchronously behind compute, could save)"
             )
         if self.kind == "no_syncs":
             who = "the host" if self.rank is None else f"rank {self.rank}'s host"

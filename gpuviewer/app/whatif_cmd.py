@@ -37,8 +37,8 @@ def add_parser(sub, common) -> None:
     ch.add_argument(
         "--no-copies",
         action="store_true",
-        help="memory copies and sets take no time, nor the calls that issued them (data kept on the GPU, or "
-        "pinned and copied asynchronously)",
+        help="memory copies and sets take no time, nor the memcpy/memset calls that issued them: at most what "
+        "keeping data on the GPU, or pinned asynchronous copies, would save",
     )
     ch.add_argument(
         "--no-syncs",

@@ -226,10 +226,11 @@ class ViewActions:
         ev = f.evidence_rows(with_excess=True)  # a late rank's excess: the host op it spent longer in
         if ev and rank is not None:
             i = longest_named(self.trace, ev[0]["name"], rank, f.start_ns, f.end_ns)
-        elif f.rule == "low_gpu_utilization" and rank is not None:
+        if i is None and f.rule == "low_gpu_utilization" and rank is not None:
             from ..analysis.finding_select import utilization_evidence
 
-            lo, hi = f.metrics.get("window_ns") or (f.start_ns, f.end_ns)
+            own = (f.metrics.get("per_rank") or {}).get(str(rank)) or {}  # a merged finding: its worst rank's
+            lo, hi = own.get("window_ns") or f.metrics.get("window_ns") or (f.start_ns, f.end_ns)
             got = utilization_evidence(self.trace, rank, lo, hi, f.metrics.get("mostly") or "idle")
             if got is not None:  # shown where it is, on the worst rank
                 i, span, ranks = got[0], (got[1], got[2]), {rank}

@@ -393,3 +393,24 @@ def test_copies_that_are_most_of_the_gpus_work_are_a_finding():
     assert abs(float(m.group(2).replace(",", "")) - sum(e - s for s, e in cp) / 1e6) <= 0.05
     assert 0 < f["saves_ms"] <= 1.01 * sum(e - s for s, e in cp) / 1e6  # the calls' few us beyond their copies
     assert out["findings"][0] is f  # the largest saving
+
+
+def test_no_copies_takes_away_copy_calls_only():
+    """HTA's negative_queue: besides its memcpy and memset calls, 20 cudaGraphLaunch calls launch
+    graphs whose first node is a memset; a review found --no-copies zeroed those too (a graph's
+    launch overhead, not a copy's). The calls taken away are exactly the memcpy/memset calls whose
+    correlation id has a copy or memset in the raw file."""
+
+    d = compat_path("facebookresearch__HolisticTraceAnalysis", "negative_queue_length_values_check")
+    with gzip.open(os.path.join(d, "rank0.json.gz"), "rt") as fh:
+        ev = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
+    ops = {(e.get("args") or {}).get("correlation") for e in ev if e.get("cat") in ("gpu_memcpy", "gpu_memset")}
+    calls = [
+        e for e in ev if e.get("cat") == "cuda_runtime" and (e.get("args") or {}).get("correlation") in ops - {None}
+    ]
+    copy_calls = [e for e in calls if re.search(r"memcpy|memset", e["name"], re.I)]
+    assert len(calls) > len(copy_calls) and any(e["name"] == "cudaGraphLaunch" for e in calls)
+    r = run_cli("whatif", d, "--no-copies", "--json")
+    assert r.returncode == 0, r.stderr
+    note = next(n for n in json.loads(r.stdout)["notes"] if "memory copies and sets set to 0" in n)
+    assert note.endswith(f"and the {len(copy_calls):,} calls that issued them"), (note, len(copy_calls))
