@@ -141,6 +141,9 @@ class FindingsPanel(QWidget):
     def set_findings(self, findings: list, notes: list[str] | tuple = ()) -> None:
         """findings: the analysis' top-level Findings (analysis.results); notes: its notes."""
         self.findings = list(findings)
+        # a capture without steps: its one "step" is the capture (the CLI's column says the same)
+        capture = any(getattr(f, "capture_ms", None) is not None for f in self.findings)
+        self.tree.headerItem().setText(1, "Saves" if capture else "Saves/step")
         self.notes.setText("<br>".join(f"<i>Note:</i> {esc(n)}" for n in notes))
         self.notes.setVisible(bool(notes))
         self._refill()

@@ -46,3 +46,18 @@ def test_a_large_float_metric_is_not_printed_in_scientific_notation(qtbot, findi
     text = _details(qtbot, dataclasses.replace(f, metrics=metrics, children=[]))
     assert "200,000" in text and "2,631.5" in text and "0.0625" in text
     assert not re.search(r"\de[+-]\d", text), text
+
+
+def test_a_capture_without_steps_has_a_saves_column_not_saves_a_step(qtbot, findings):
+    """cloverleaf marks no steps: its savings are of the capture, so the column says "Saves" (as
+    the CLI's does); a session with steps (samples/ddp) keeps "Saves/step"."""
+    from conftest import compat_path
+
+    whole = gpuviewer.open(compat_path("hpcgroup__pipit", "perlmutter-cloverleaf-cuda.sqlite")).analysis.findings
+    assert any(f.capture_ms is not None for f in whole)
+    p = FindingsPanel()
+    qtbot.addWidget(p)
+    p.set_findings(whole)
+    assert p.tree.headerItem().text(1) == "Saves"
+    p.set_findings([f for f in findings if not f.children])
+    assert p.tree.headerItem().text(1) == "Saves/step"
