@@ -29,6 +29,7 @@ findings carry no saving and keep the order of their time lost.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -234,17 +235,41 @@ def _merge(a: np.ndarray, b: np.ndarray, rec: np.ndarray) -> np.ndarray:
     return out
 
 
-def _changed(g, changes: list[Change], args: dict[int, dict] | None) -> tuple[np.ndarray, np.ndarray]:
+def _changed(
+    g, changes: list[Change], args: dict[int, dict] | None, notes: list[str] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Durations and edge offsets with every change applied to the recording's (_merge); args: the
-    NCCL kernels' collective arguments (overlap_comm tells sends by them)."""
+    NCCL kernels' collective arguments (overlap_comm tells sends by them); notes: the changes'
+    notes are added to it."""
     if len(changes) == 1:  # the common case: the change as applied, nothing to merge
-        d, o, _notes = apply(g, changes[0], args)
+        d, o, said = apply(g, changes[0], args)
+        if notes is not None:
+            notes += said
         return d, o
     dur, off = g.dur.copy(), g.e_off.copy()
     for ch in changes:
-        d, o, _notes = apply(g, ch, args)
+        d, o, said = apply(g, ch, args)
+        if notes is not None:
+            notes += said
         dur, off = _merge(dur, d, g.dur), _merge(off, o, g.e_off)
     return dur, off
+
+
+_HOST_SCALED = re.compile(r"^step \d+: rank (\d+)'s host work x[\d.]+ \(([\d.]+) -> ([\d.]+) ms\)$")
+
+
+def _host_basis(notes: list[str]) -> str:
+    """What a late rank keeping pace rests on, from the replay's notes: its host work a step and
+    the others' (medians over the steps the change scaled), so the saving can be checked."""
+    got = [m for m in (_HOST_SCALED.match(n) for n in notes) if m]
+    if not got:
+        return ""
+    mine = float(np.median([float(m[2]) for m in got]))
+    theirs = float(np.median([float(m[3]) for m in got]))
+    return (
+        f" (rank {got[0][1]}'s host works a median {mine:.1f} ms a step, the others' {theirs:.1f} ms; "
+        "waits for the GPU left out)"
+    )
 
 
 class _Start:
@@ -279,7 +304,8 @@ class _Start:
         """Set f's saving (its changes on top of this start); returns the durations, offsets and
         step times with them."""
         g, base = self.g, self.base
-        own_dur, own_off = _changed(g, changes, self.args)
+        said: list[str] = []
+        own_dur, own_off = _changed(g, changes, self.args, said)
         if self.fixed:
             # on top of earlier fixes: the least of each value (what a fix lengthens is left out:
             # exact for the first finding, an approximation after it; merging exactly made two
@@ -307,6 +333,8 @@ class _Start:
         f.saves_after_above = self.fixed > 0
         f.capture_ms = self.capture_ms
         f.saving = _what(changes)
+        if any(ch.kind == "rank_like_median" for ch in changes):
+            f.saving += _host_basis(said)
         ranks = set(self.g.host_nodes)
         if any(ch.kind == "no_launch_overhead" for ch in changes) and len(ranks) > 1 and not ranks <= set(f.ranks):
             # the replay takes the overhead off every rank: tp's 46 ms needs both, its finding
