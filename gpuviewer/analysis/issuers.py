@@ -12,7 +12,7 @@ import numpy as np
 from ..model import queries as q
 from ..model.categories import LaneKind
 from ..model.trace import Trace
-from .breakdown import launch_calls
+from .breakdown import gpu_ops, launch_calls
 from .host import outermost_ops
 
 
@@ -67,11 +67,14 @@ def first_launch(trace: Trace, rank: int, t0: int, t1: int, name: str) -> str | 
     the rank in the capture (its code is loaded at its first launch: HTA's MI250 trace, a 6.5 ms
     hipLaunchKernel); None otherwise."""
     c = trace.columns
-    ids = [i for i, n in enumerate(trace.names) if n == name]
+    try:
+        code = trace.names.index(name)
+    except ValueError:
+        return None
     lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind == LaneKind.CUDA_API]
     parts = [q.events_in_range(trace, ln, t0, t1) for ln in lanes]
     idx = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    idx = idx[np.isin(np.asarray(c["name"][idx]), ids)]
+    idx = idx[np.asarray(c["name"][idx]) == code]
     if not len(idx):
         return None
     call = int(idx[np.argmax(np.asarray(c["dur"][idx]))])
@@ -81,8 +84,8 @@ def first_launch(trace: Trace, rank: int, t0: int, t1: int, name: str) -> str | 
         return None
     op = int(hit[0])
     kname = int(c["name"][op])
-    same = np.flatnonzero(np.asarray(c["name"]) == kname)
-    same = same[trace.lane_rank_array()[np.asarray(c["lane"][same])] == rank]
+    mine = gpu_ops(trace, rank)  # the rank's GPU ops only, not the whole name column
+    same = mine[np.asarray(c["name"][mine]) == kname]
     if (np.asarray(c["start"][same]) < int(c["start"][op])).any():
         return None
     return trace.names[kname]
