@@ -142,6 +142,14 @@ def late_ranks(
     return out
 
 
+def _steps_words(steps) -> str:
+    """Steps for a sentence: "4 and 5", "2, 4 and 7", "3-9"."""
+    st = sorted(steps)
+    if len(st) > 2 and st == list(range(st[0], st[-1] + 1)):
+        return f"{st[0]}-{st[-1]}"
+    return ", ".join(map(str, st[:-1])) + (" and " if len(st) > 1 else "") + str(st[-1])
+
+
 def _lead(colls: Collectives, g: tuple, steps) -> int:
     """Of a late group, the rank that came last most often in these steps (its host and GPU are
     the ones compared with the others'); lowest rank on a tie."""
@@ -171,9 +179,20 @@ def _persistent(parts, rbs, colls, g, typical, counts, per_step, all_steps, late
     kind = "persistent"
     what = "; " + (f"rank {r}, the last of them: " if len(g) > 1 else "") + _explain_split(cause, split, excess)
     arrive = "arrives last" if len(g) == 1 else "arrive together last"
+    # where stalls and their next steps are left out, the median (and the lag's parts after it)
+    # says which steps it is of (ddp_nop2p: 7.4 ms over steps 4 and 5 read as all four steps')
+    of = (
+        f" in step{'s' if len(typical) > 1 else ''} {_steps_words(typical)} (the others hold a stall or follow one)"
+        if set(typical) != set(all_steps)
+        else ""
+    )
+    if of:  # the lag's figures are of the same steps (_why was given them)
+        what = what.replace("its host starts the steps", "its host starts those steps", 1).replace(
+            "from its first late step to its last", "from the first of those steps to the last", 1
+        )
     title = (
         f"{_who(g)} {arrive} at the collectives in {n_late} of {n_steps} steps: {_others(waiting)} "
-        f"a median {_ms(each):.1f} ms a step ({_ms(total):.0f} ms in all){what}"
+        f"a median {_ms(each):.1f} ms a step{of} ({_ms(total):.0f} ms in all){what}"
     )
     return {
         "kind": kind,
