@@ -341,8 +341,6 @@ class _Start:
             # names rank 0 (an expert audit: rank 0's alone saves about 6 ms)
             f.saving += EVERY_RANK
         f.severity = severity(f.saves_ms_in_steps * 1e6 / self.median_step if self.median_step else 0.0)
-        if self.capture_ms is not None and f.severity == "high":  # one capture: never high (reduce says why)
-            f.severity = "medium"
         return dur, off, {s: after.get(s, before.get(s, base[s])) for s in base}
 
 

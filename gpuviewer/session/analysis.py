@@ -101,13 +101,15 @@ def _analyze(trace: Trace, keep_parts: bool = False, savings: bool = True) -> tu
     a.notes.extend(_partial_notes(trace) + _step_notes(trace) + _memory_notes(trace))
     a.warnings = list(trace.warnings)
     if savings:
-        attach_savings(trace, a, args)  # (reduce and the savings rate a capture's findings medium at most)
+        attach_savings(trace, a, args)
+        _capture_not_high(trace, a)  # the savings rate findings anew
     return a, args
 
 
 def _capture_not_high(trace: Trace, a: Analysis) -> None:
-    """The efficiency findings of a capture that marks no steps are not rated high either (the
-    rules' findings are not: analysis.reduce; nor savings: analysis.savings)."""
+    """A capture that marks no steps rates no finding high, once the savings (which rate findings
+    by what fixing them saves) and the efficiency findings are in; the reduce rates the rules'
+    findings so for a `--dask` run, which has neither."""
     if trace.steps or not len(trace) or not trace.ranks:
         return
     for f in a.all_findings():
