@@ -466,7 +466,8 @@ def apply(
             chosen = np.isin(g.name, np.array([i for i, nm in enumerate(g.names) if rx.search(nm)], np.int64))
         hit = (g.kind >= dg.KERNEL) & (g.kind <= dg.COPY) & chosen
         f = 1 - ch.pct / 100
-        dur[hit] = (dur[hit] * f).astype(np.int64)
+        fixed = np.minimum(dur[hit], max(int(ch.fixed_ns), 0))
+        dur[hit] = fixed + ((dur[hit] - fixed) * f).astype(np.int64)
         ce = (g.e_kind == dg.E_COLL) & hit[dst_node]
         off[ce] = (off[ce] * f).astype(np.int64)
         notes.append(f"{int(hit.sum()):,} GPU ops match")

@@ -30,6 +30,9 @@ class Change:
     events: np.ndarray | None = field(default=None, repr=False, compare=False)
     label: str | None = None
     label_whole: bool = False  # the label says the whole change: no "Nx faster" after it
+    # faster: each op's first fixed_ns are not shortened (a kernel's fixed cost: filling the GPU,
+    # the first tiles' loads, the epilogue), only its time past them; ops shorter keep their time
+    fixed_ns: int = 0
     # shorten_host: the op's spans (rows of start, end relative to the model's t0) and the time cut
     windows: np.ndarray | None = field(default=None, repr=False, compare=False)
     cut_ns: int = 0
@@ -37,7 +40,10 @@ class Change:
     def describe(self) -> str:
         if self.kind == "faster" and self.label:
             # a label naming its own target ("... as long as in the other steps") says it all
-            return self.label if self.label_whole else f"{self.label} {1 / max(1 - self.pct / 100, 1e-9):.1f}x faster"
+            if self.label_whole:
+                return self.label
+            said = f"{self.label} {1 / max(1 - self.pct / 100, 1e-9):.1f}x faster"
+            return said + (f" past their first {self.fixed_ns / 1e3:g} µs each" if self.fixed_ns else "")
         if self.kind == "shorten_host":  # "": said by another change of the same fix
             return self.label if self.label is not None else f"rank {self.rank}'s host op at its usual time"
         if self.kind == "remove_gap":
@@ -68,7 +74,8 @@ class Change:
                 f"{who} does not wait in synchronize calls (stream, event, device syncs; not one reading a "
                 "copy's result)"
             )
-        return f"GPU ops matching /{self.regex}/ {self.pct:g}% faster"
+        past = f" past their first {self.fixed_ns / 1e3:g} µs each" if self.fixed_ns else ""
+        return f"GPU ops matching /{self.regex}/ {self.pct:g}% faster{past}"
 
     def to_json(self) -> dict:
         d: dict[str, Any] = {"kind": self.kind, "text": self.describe()}
@@ -79,6 +86,8 @@ class Change:
             d["part"] = self.part
         if self.kind == "faster":
             d["pct"] = self.pct
+            if self.fixed_ns:
+                d["fixed_us"] = self.fixed_ns / 1e3
         if self.kind == "comm_at_peak":
             d["peak_gbps"] = self.peak_gbps
         if self.kind == "shorten_host" and self.windows is not None:

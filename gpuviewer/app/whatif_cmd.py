@@ -69,6 +69,13 @@ def add_parser(sub, common) -> None:
         default=None,
         help="peak bus bandwidth for --comm-at-peak, GB/s (default 450: NVLink 4, H100/H200)",
     )
+    w.add_argument(
+        "--fixed-us",
+        metavar="US",
+        type=str,
+        default=None,
+        help="with --faster: each op's first US µs are not shortened (a kernel's fixed cost), only its time past them",
+    )
     w.add_argument("--json", action="store_true", help="one JSON object on stdout")
     w.set_defaults(func=cmd_whatif)
 
@@ -76,6 +83,8 @@ def add_parser(sub, common) -> None:
 def _change(args):
     from ..analysis.whatif import parse_change
 
+    if args.fixed_us is not None and args.faster is None:
+        raise ValueError("--fixed-us goes with --faster: the ops' time it leaves unshortened")
     if args.remove_gap is not None:
         return parse_change("remove-gap", args.remove_gap)
     if args.rank_like_median is not None:
@@ -100,7 +109,16 @@ def _change(args):
             if not (math.isfinite(peak) and 0 < peak <= 1e6):
                 raise ValueError(f"--peak-busbw {args.peak_busbw}: give GB/s, a number above 0 (e.g. 450)")
         return parse_change("comm-at-peak", peak=peak)
-    return parse_change("faster", args.faster)
+    ch = parse_change("faster", args.faster)
+    if args.fixed_us is not None:
+        try:
+            us = float(args.fixed_us)
+        except ValueError:
+            us = -1.0
+        if not (math.isfinite(us) and 0 <= us <= 1e9):
+            raise ValueError(f"--fixed-us {args.fixed_us}: give microseconds, a number of 0 or more (e.g. 3)")
+        ch.fixed_ns = int(round(us * 1e3))
+    return ch
 
 
 def cmd_whatif(args) -> int:
