@@ -41,6 +41,7 @@ from . import depgraph as dg
 from . import replay_levels
 from .host import EXPLICIT_SYNC
 from .overlap_comm import overlap_comm
+from .step_windows import step_ends
 from .usual_op import resolve, shorten
 from .whatif_change import DEFAULT_PEAK_BUSBW_GBPS, Change, parse_change
 from .whatif_copies import no_copies
@@ -275,42 +276,6 @@ def _expected(g: dg.DepGraph, T: np.ndarray) -> np.ndarray:
     own_end = starts + g.dur
     out[1::2] = np.where(g.split & has[1::2], np.maximum(own_end, mx[1::2]), own_end)
     return out
-
-
-def step_ends(g: dg.DepGraph, rp: Replay, begin: int | None = None) -> tuple[list[int], np.ndarray, np.ndarray, float]:
-    """Steps, each step's end (the last of its ranks' host step ends and GPU ops), and the time
-    the first step began (the earliest host start of it; `begin`, the recording's, for a
-    replay with a change: work before the first step that a change moves earlier belongs to no
-    step, and must not make the first step look longer)."""
-    steps = g.steps()
-    if not steps:
-        return [], np.zeros(0, np.int64), np.zeros(0, np.int64), 0
-    ends = np.full(len(steps), np.iinfo(np.int64).min, np.int64)
-    pos = {s: k for k, s in enumerate(steps)}
-    if getattr(g, "_gpu_ends", None) is None:
-        # the end slots of each step's GPU ops, grouped by step once per model (every replay asks)
-        gpu = np.flatnonzero((g.kind >= dg.KERNEL) & (g.kind <= dg.COPY) & (g.step >= 0))
-        k = np.minimum(np.searchsorted(np.array(steps), g.step[gpu]), len(steps) - 1)
-        ok = np.array(steps)[k] == g.step[gpu]
-        gpu, k = gpu[ok], k[ok]
-        o = np.argsort(k, kind="stable")
-        uk, at = np.unique(k[o], return_index=True)
-        g._gpu_ends = (2 * gpu[o] + 1, uk, at)
-    slots, uk, at = g._gpu_ends
-    if len(slots):
-        ends[uk] = np.maximum(ends[uk], np.maximum.reduceat(rp.t[slots], at))
-
-    first = None
-    for r, m in g.marks.items():
-        for s, (a, b) in m.items():
-            ends[pos[s]] = max(ends[pos[s]], rp.t[2 * b])
-            if s == steps[0]:
-                first = rp.t[2 * a] if first is None else min(first, rp.t[2 * a])
-    ends = np.maximum.accumulate(ends)
-    if begin is None:
-        begin = int(first if first is not None else ends[0])
-    starts = np.r_[begin, ends[:-1]]
-    return steps, starts, ends, begin
 
 
 def step_times(g: dg.DepGraph, rp: Replay, begin: int | None = None) -> dict[int, int]:
