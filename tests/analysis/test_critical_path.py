@@ -85,7 +85,7 @@ def _raw_step_times_ms(folder: str) -> dict[int, float]:
     return out
 
 
-@pytest.mark.parametrize("folder", ["ddp", "fsdp"])
+@pytest.mark.parametrize("folder", ["ddp", "fsdp", "tp", "gpu_straggler"])
 def test_step_times_match_the_raw_files(folder):
     cps = _open(os.path.join("kineto", folder)).critical_paths()
     raw = _raw_step_times_ms(trace_path("kineto", folder))
