@@ -73,6 +73,9 @@ class Finding:
     # call or GPU op to the last one's end), as recorded: the first saving's share is of it, a
     # later one's (saves_after_above) of the capture as the fixes above leave it
     capture_ms: float | None = None
+    # a cause or symptom nested under another finding, measured with the fixes of the top-level
+    # findings listed before that one made, not that one's own (savings._chained_children)
+    saves_beside_cause: bool = False
     # the what-if changes that remove its cause, where its rule knows them when it makes the finding
     # (the efficiency findings: a kernel family made faster); else savings.CAUSES maps its rule
     fix: list | None = field(default=None, repr=False, compare=False)
@@ -111,6 +114,7 @@ class Finding:
             d.get("saves_after_above"),
             d.get("saves_ms_alone_in_steps"),
             d.get("capture_ms"),
+            bool(d.get("saves_beside_cause", False)),
         )
 
     def evidence_rows(self, with_excess: bool = False) -> list[dict]:
@@ -145,6 +149,7 @@ class Finding:
                             "saves_after_above": self.saves_after_above,
                             "saves_ms_alone_in_steps": self.saves_ms_alone_in_steps,
                             **({"capture_ms": self.capture_ms} if self.capture_ms is not None else {}),
+                            **({"saves_beside_cause": True} if self.saves_beside_cause else {}),
                         }
                         if self.saves_steps is not None
                         else {}
@@ -194,15 +199,19 @@ class Finding:
         capture = self.capture_ms is not None and n == 1
         per = "" if capture else " a step it acts in"
         fixing = "with the top-level findings above fixed, fixing this too" if self.saves_after_above else "fixing this"
+        above = "the fixes above"
+        if self.saves_after_above and self.saves_beside_cause:
+            fixing = "with the findings listed above its cause fixed (not its cause), fixing this"
+            above = "those fixes"
         alone = self.saves_ms_alone_in_steps
         if self.saves_after_above and alone is not None and alone - self.saves_ms_in_steps >= max(1.0, 0.5 * alone):
             # '< 0.05 ms' beside a late rank whose fix alone saves 34.5 ms reads as 'no effect'
-            tail += f"; alone it would save about {alone:.1f} ms{per}, time the fixes above also remove"
+            tail += f"; alone it would save about {alone:.1f} ms{per}, time {above} also remove"
         elif self.saves_after_above and alone is not None and self.saves_ms_in_steps - alone >= max(1.0, 0.5 * alone):
             # fusing kernels of a GPU that waits for its host saves nothing until the host is fixed
             # (nsys_single: 1.4 ms after the launch fix, 0.08 alone): said, or the order reads as optional
             few = f"about {alone:.1f} ms" if alone >= UNMEASURABLE_MS else f"under {UNMEASURABLE_MS:g} ms"
-            tail += f"; alone it would save {few}{per}: it saves more once the fixes above are made"
+            tail += f"; alone it would save {few}{per}: it saves more once {above} are made"
         if self.saves_ms_in_steps < UNMEASURABLE_MS:  # never "0.0 ms faster"
             total = f"; {self.saves_ms:.1f} ms over all {n}" if self.saves_ms >= UNMEASURABLE_MS else ""
             steps = "the capture" if capture else "the one profiled step" if n == 1 else "the steps"
@@ -213,7 +222,7 @@ class Finding:
         share = self.saves_pct_in_steps or 0.0
         pct = "under 1%" if share < 0.005 else f"{share:.0%}"  # never "1.2 ms (0%) faster"
         if self.saves_after_above:  # a share of the steps as the fixes above leave them, not as recorded
-            pct += " of the step as the fixes above leave it"
+            pct += f" of the step as {above} leave it"
         if capture:
             # a capture without steps may hold start-up and teardown: the share says what it is of
             # (cloverleaf's "(4%)" was of 618 ms, 240 of them cudaMalloc, beside a finding's "7% of
