@@ -9,6 +9,7 @@ import re
 
 import numpy as np
 
+from ..model.fmt import number_list
 from .breakdown import RankBreakdown
 from .rule_base import finding
 
@@ -206,7 +207,7 @@ def merge_persistent(roots: list[dict]) -> list[dict]:
     m["late_ranks"] = {str(r): f["metrics"]["steps"] for f in pers for r in _group(f)}
     m["wait_caused_ms"] = round(sum(f["metrics"]["wait_caused_ms"] for f in pers), 3)
     m["wait_caused_ms_per_step"] = {k: v for f in pers for k, v in f["metrics"]["wait_caused_ms_per_step"].items()}
-    who = " and ".join(f"{_late_text(f)} in steps {_steps_text(f['metrics']['steps'])}" for f in pers)
+    who = " and ".join(f"{_late_text(f)} in steps {number_list(f['metrics']['steps'])}" for f in pers)
     # the median over every step of the merged lateness of what each waiting rank waited (not one
     # late rank's figure: ddp_long's 28.9 was rank 1's, against 28.1 over its 8 steps)
     each = round(
@@ -236,13 +237,6 @@ def merge_persistent(roots: list[dict]) -> list[dict]:
     lead["start_ns"] = min(f["start_ns"] for f in pers)
     lead["end_ns"] = max(f["end_ns"] for f in pers)
     return [f for f in roots if f not in pers[1:]]
-
-
-def _steps_text(steps: list[int]) -> str:
-    steps = sorted(steps)
-    if len(steps) > 2 and steps == list(range(steps[0], steps[-1] + 1)):
-        return f"{steps[0]}-{steps[-1]}"
-    return ", ".join(map(str, steps))
 
 
 def attach(roots: list[dict], found: list[dict]) -> list[dict]:
@@ -393,16 +387,6 @@ def thin_data(findings: list[dict], rbs: list[RankBreakdown], world_size: int | 
 
 
 def rank_list(ranks: list[int]) -> str:
-    """Sorted ranks for a title: runs of three or more as ranges ("0–63", "0–3, 5 and 8–11"),
-    so that a finding on every rank of a large job stays one readable line."""
-    parts, i = [], 0
-    while i < len(ranks):
-        j = i
-        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
-            j += 1
-        if j - i >= 2:
-            parts.append(f"{ranks[i]}–{ranks[j]}")
-        else:
-            parts += [str(r) for r in ranks[i : j + 1]]
-        i = j + 1
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + f" and {parts[-1]}"
+    """Ranks for a title: runs of three or more as ranges ("0–63", "0–3, 5 and 8–11"), so that a
+    finding on every rank of a large job stays one readable line."""
+    return number_list(ranks, "–")

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..model.fmt import number_list
+
 EVIDENCE_KEYS = ("evidence", "causes", "host_activity")
 # A saving below this (ms a step) is said as not measurable, in the sentence and in the column alike
 UNMEASURABLE_MS = 0.05
@@ -181,7 +183,7 @@ class Finding:
         acted, n = self.saves_steps, self.steps_profiled
         if not acted or not n or len(acted) >= n:
             return "a step"
-        return f"in step{'s' if len(acted) > 1 else ''} {_steps_text(acted)} ({len(acted)} of {n})"
+        return f"in step{'s' if len(acted) > 1 else ''} {number_list(acted)} ({len(acted)} of {n})"
 
     @property
     def saving_text(self) -> str | None:
@@ -258,21 +260,10 @@ class Finding:
             "during the delay this removes"
         )
         return (
-            f"what-if, {self.saving}: {fixing} would make step{'' if one else 's'} {_steps_text(acted)} "
+            f"what-if, {self.saving}: {fixing} would make step{'' if one else 's'} {number_list(acted)} "
             f"about {self.saves_ms_in_steps:.1f} ms{'' if one else ' each'} ({pct}) faster "
             f"({len(acted)} of {n} profiled steps; {self.saves_ms:.1f} ms over all {n}{others}){tail}"
         )
-
-
-def _steps_text(steps: list[int]) -> str:
-    """Steps for a sentence, runs of three or more as ranges: "3", "2, 5", "3-9"."""
-    runs: list[list[int]] = []
-    for s in sorted(steps):
-        if runs and s == runs[-1][-1] + 1:
-            runs[-1].append(s)
-        else:
-            runs.append([s])
-    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
 
 
 @dataclass

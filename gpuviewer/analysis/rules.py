@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..model.categories import Cat
-from ..model.fmt import UNSPLIT_NCCL_NOTE
+from ..model.fmt import UNSPLIT_NCCL_NOTE, number_list
 from ..model.trace import Trace
 from . import contention, launch, outliers, pipeline, syncs
 from .breakdown import RankBreakdown
@@ -45,10 +45,6 @@ def _warm_note(rb: RankBreakdown) -> str:
     return f" (warm-up step {w[0]} left out)" if w else ""
 
 
-def _steps(steps: list[int]) -> str:
-    return ", ".join(map(str, steps[:-1])) + (" and " if len(steps) > 1 else "") + str(steps[-1])
-
-
 def utilization(rb: RankBreakdown, unsplit: bool = False) -> list[dict]:
     """GPU utilization is the compute share: NCCL kernels spinning while they wait for another
     rank, and copies, keep the GPU busy without doing the model's work. unsplit: none of the
@@ -74,7 +70,7 @@ def utilization(rb: RankBreakdown, unsplit: bool = False) -> list[dict]:
     if u_rest is not None and u_rest >= LOW_UTILIZATION:
         return []
     typical = (
-        f"; {u_rest:.0%} in the rank's steps other than its slow step{'s' if len(slow) > 1 else ''} {_steps(slow)}"
+        f"; {u_rest:.0%} in the rank's steps other than its slow step{'s' if len(slow) > 1 else ''} {number_list(slow)}"
         if u_rest is not None and round(u_rest, 2) != round(u, 2)
         else ""
     )

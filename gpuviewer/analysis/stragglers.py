@@ -22,6 +22,7 @@ import re
 import numpy as np
 
 from ..model.categories import LaneKind
+from ..model.fmt import number_list
 from ..model.trace import Trace
 from .breakdown import RankBreakdown
 from .collectives import Collectives
@@ -142,14 +143,6 @@ def late_ranks(
     return out
 
 
-def _steps_words(steps) -> str:
-    """Steps for a sentence: "4 and 5", "2, 4 and 7", "3-9"."""
-    st = sorted(steps)
-    if len(st) > 2 and st == list(range(st[0], st[-1] + 1)):
-        return f"{st[0]}-{st[-1]}"
-    return ", ".join(map(str, st[:-1])) + (" and " if len(st) > 1 else "") + str(st[-1])
-
-
 def _lead(colls: Collectives, g: tuple, steps) -> int:
     """Of a late group, the rank that came last most often in these steps (its host and GPU are
     the ones compared with the others'); lowest rank on a tie."""
@@ -182,7 +175,7 @@ def _persistent(parts, rbs, colls, g, typical, counts, per_step, all_steps, late
     # where stalls and their next steps are left out, the median (and the lag's parts after it)
     # says which steps it is of (ddp_nop2p: 7.4 ms over steps 4 and 5 read as all four steps')
     of = (
-        f" in step{'s' if len(typical) > 1 else ''} {_steps_words(typical)} (the others hold a stall or follow one)"
+        f" in step{'s' if len(typical) > 1 else ''} {number_list(typical)} (the others hold a stall or follow one)"
         if set(typical) != set(all_steps)
         else ""
     )

@@ -39,6 +39,23 @@ def esc(s: str) -> str:
     return html.escape(s)
 
 
+def number_list(nums, dash: str = "-") -> str:
+    """Numbers (steps, ranks) for a sentence, sorted, runs of three or more as ranges, the last
+    joined by "and": "3", "4 and 5", "2, 4 and 7", "3-9", "0-3, 5 and 8-11"."""
+    ns = sorted(nums)
+    parts, i = [], 0
+    while i < len(ns):
+        j = i
+        while j + 1 < len(ns) and ns[j + 1] == ns[j] + 1:
+            j += 1
+        if j - i >= 2:
+            parts.append(f"{ns[i]}{dash}{ns[j]}")
+        else:
+            parts += [str(r) for r in ns[i : j + 1]]
+        i = j + 1
+    return ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + (parts[-1] if parts else "")
+
+
 def counted(n: int, noun: str) -> str:
     """ "1 warning", "2 warnings", "12,345 events": the noun agrees with its number."""
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
