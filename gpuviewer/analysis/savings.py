@@ -29,7 +29,6 @@ findings carry no saving and keep the order of their time lost.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 import numpy as np
@@ -255,19 +254,15 @@ def _changed(
     return dur, off
 
 
-_HOST_SCALED = re.compile(r"^step \d+: rank (\d+)'s host work x[\d.]+ \(([\d.]+) -> ([\d.]+) ms\)$")
-
-
-def _host_basis(notes: list[str]) -> str:
-    """What a late rank keeping pace rests on, from the replay's notes: its host work a step and
-    the others' (medians over the steps the change scaled), so the saving can be checked."""
-    got = [m for m in (_HOST_SCALED.match(n) for n in notes) if m]
-    if not got:
+def _host_basis(ch: Change) -> str:
+    """What a late rank keeping pace rests on, from its replay: its host work a step and the
+    others' (medians over the steps the change scaled), so the saving can be checked."""
+    if not ch.host_scaled:
         return ""
-    mine = float(np.median([float(m[2]) for m in got]))
-    theirs = float(np.median([float(m[3]) for m in got]))
+    mine = float(np.median([m for _, m, _ in ch.host_scaled])) / 1e6
+    theirs = float(np.median([t for _, _, t in ch.host_scaled])) / 1e6
     return (
-        f" (rank {got[0][1]}'s host works a median {mine:.1f} ms a step, the others' {theirs:.1f} ms; "
+        f" (rank {ch.rank}'s host works a median {mine:.1f} ms a step, the others' {theirs:.1f} ms; "
         "waits for the GPU left out)"
     )
 
@@ -304,8 +299,7 @@ class _Start:
         """Set f's saving (its changes on top of this start); returns the durations, offsets and
         step times with them."""
         g, base = self.g, self.base
-        said: list[str] = []
-        own_dur, own_off = _changed(g, changes, self.args, said)
+        own_dur, own_off = _changed(g, changes, self.args)
         if self.fixed:
             # on top of earlier fixes: the least of each value (what a fix lengthens is left out:
             # exact for the first finding, an approximation after it; merging exactly made two
@@ -333,8 +327,9 @@ class _Start:
         f.saves_after_above = self.fixed > 0
         f.capture_ms = self.capture_ms
         f.saving = _what(changes)
-        if any(ch.kind == "rank_like_median" for ch in changes):
-            f.saving += _host_basis(said)
+        late = next((ch for ch in changes if ch.kind == "rank_like_median"), None)
+        if late is not None:
+            f.saving += _host_basis(late)
         ranks = set(self.g.host_nodes)
         if any(ch.kind == "no_launch_overhead" for ch in changes) and len(ranks) > 1 and not ranks <= set(f.ranks):
             # the replay takes the overhead off every rank: tp's 46 ms needs both, its finding

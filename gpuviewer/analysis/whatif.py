@@ -358,7 +358,11 @@ def apply(
             for s, x, a_, b_ in zip(steps, f.tolist(), mine.tolist(), med.tolist()):
                 if x < 1:
                     notes.append(f"step {s}: rank {ch.rank}'s {what} x{x:.2f} ({a_ / 1e6:.2f} -> {b_ / 1e6:.2f} ms)")
+                    if what == "host work":
+                        ch.host_scaled.append((int(s), float(a_), float(b_)))
             return f
+
+        ch.host_scaled.clear()  # this replay's, not an earlier one's
 
         if ch.part in ("host", "both") and steps:
             he = np.flatnonzero(host_edge)

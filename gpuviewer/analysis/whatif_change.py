@@ -36,6 +36,9 @@ class Change:
     # shorten_host: the op's spans (rows of start, end relative to the model's t0) and the time cut
     windows: np.ndarray | None = field(default=None, repr=False, compare=False)
     cut_ns: int = 0
+    # rank_like_median, once replayed: per step the change scaled, the rank's host work and the
+    # others' median (ns), what a saving's sentence says it rests on (savings._host_basis)
+    host_scaled: list[tuple[int, float, float]] = field(default_factory=list, repr=False, compare=False)
 
     def describe(self) -> str:
         if self.kind == "faster" and self.label:
