@@ -203,7 +203,7 @@ class Finding:
         fixing = "with the top-level findings above fixed, fixing this too" if self.saves_after_above else "fixing this"
         above = "the fixes above"
         if self.saves_after_above and self.saves_beside_cause:
-            fixing = "with the findings listed above its cause fixed (not its cause), fixing this"
+            fixing = "with the top-level findings above its cause fixed, fixing this (instead of its cause)"
             above = "those fixes"
         alone = self.saves_ms_alone_in_steps
         if self.saves_after_above and alone is not None and alone - self.saves_ms_in_steps >= max(1.0, 0.5 * alone):

@@ -45,7 +45,7 @@ def step_ends(g: dg.DepGraph, rp: Replay, begin: int | None = None) -> tuple[lis
         for s, (a, b) in m.items():
             ends[pos[s]] = max(ends[pos[s]], rp.t[2 * b])
             if s == steps[0]:
-                t = int(rp.t[2 * a]) + _gpu_lag(g, rp, r, int(rp.t[2 * a]))
+                t = int(rp.t[2 * a]) + _gpu_lag(g, rp, r, s, int(rp.t[2 * a]))
                 first = t if first is None else max(first, t)
     ends = np.maximum.accumulate(ends)
     if begin is None:
@@ -54,17 +54,21 @@ def step_ends(g: dg.DepGraph, rp: Replay, begin: int | None = None) -> tuple[lis
     return steps, starts, ends, begin
 
 
-def _gpu_lag(g: dg.DepGraph, rp: Replay, rank: int, host_start: int) -> int:
-    """How far a rank's GPU runs behind its host as its host begins the first step: where the GPU
-    is still running earlier work then, and even the quickest launches wait far longer than a
-    launch takes (LAUNCH_MAX_NS), that quickest latency (the queue the GPU keeps; the model takes
-    it as the GPU clock's offset). The GPU's part of the first step starts that much after the
+def _gpu_lag(g: dg.DepGraph, rp: Replay, rank: int, step: int, host_start: int) -> int:
+    """How far a rank's GPU runs behind its host as it begins the first step: where even its
+    quickest launches wait far longer than a launch takes (LAUNCH_MAX_NS), that quickest latency
+    (the queue the GPU keeps, or its clock's offset: the model takes the two alike), but never past
+    the start of the step's first op launched in it (a GPU that only waits at collectives is not
+    behind when the step begins). The GPU's part of the first step starts that much after the
     host's, as later steps start where the one before ended on the GPU. Without it pp_gpu's first
-    step took in a 164-198 ms backlog of unprofiled steps: 617.8 ms, where its ranks' take 395-402."""
+    step took in a 164-198 ms backlog of unprofiled steps: 617.8 ms, where its ranks' take 395-402.
+    Not for a capture without steps: it runs from its first op on record."""
     lag = g.launch_floor.get(rank, 0)
-    if lag <= dg.LAUNCH_MAX_NS:
+    if lag <= dg.LAUNCH_MAX_NS or g.whole:
         return 0
-    t = rp.t
-    gpu = (g.kind >= dg.KERNEL) & (g.kind <= dg.COPY) & (g.rank == rank)
-    busy = gpu & (t[0::2] <= host_start) & (t[1::2] > host_start)
-    return int(lag) if busy.any() else 0
+    lk = g.e_kind == dg.E_LAUNCH
+    op = g.e_dst[lk] >> 1
+    mine = op[(g.rank[op] == rank) & (g.step[op] == step)]
+    if not len(mine):
+        return 0
+    return int(min(lag, max(0, int(rp.t[2 * mine].min()) - host_start)))

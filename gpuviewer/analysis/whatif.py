@@ -438,7 +438,8 @@ def apply(
         fixed = np.minimum(dur[hit], max(int(ch.fixed_ns), 0))
         dur[hit] = fixed + ((dur[hit] - fixed) * f).astype(np.int64)
         ce = (g.e_kind == dg.E_COLL) & hit[dst_node]
-        off[ce] = (off[ce] * f).astype(np.int64)
+        fixed = np.minimum(off[ce], max(int(ch.fixed_ns), 0))
+        off[ce] = fixed + ((off[ce] - fixed) * f).astype(np.int64)
         notes.append(f"{int(hit.sum()):,} GPU ops match")
     elif ch.kind == "shorten_host":
         shorten(g, ch, dur, off, notes)

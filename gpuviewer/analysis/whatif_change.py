@@ -46,7 +46,7 @@ class Change:
             if self.label_whole:
                 return self.label
             said = f"{self.label} {1 / max(1 - self.pct / 100, 1e-9):.1f}x faster"
-            return said + (f" past their first {self.fixed_ns / 1e3:g} µs each" if self.fixed_ns else "")
+            return said + (f" past their first {_us(self.fixed_ns)} µs each" if self.fixed_ns else "")
         if self.kind == "shorten_host":  # "": said by another change of the same fix
             return self.label if self.label is not None else f"rank {self.rank}'s host op at its usual time"
         if self.kind == "remove_gap":
@@ -77,7 +77,7 @@ class Change:
                 f"{who} does not wait in synchronize calls (stream, event, device syncs; not one reading a "
                 "copy's result)"
             )
-        past = f" past their first {self.fixed_ns / 1e3:g} µs each" if self.fixed_ns else ""
+        past = f" past their first {_us(self.fixed_ns)} µs each" if self.fixed_ns else ""
         return f"GPU ops matching /{self.regex}/ {self.pct:g}% faster{past}"
 
     def to_json(self) -> dict:
@@ -96,6 +96,12 @@ class Change:
         if self.kind == "shorten_host" and self.windows is not None:
             d["cut_ms"] = round(self.cut_ns / 1e6, 3)
         return d
+
+
+def _us(ns: int) -> str:
+    """Microseconds as a sentence writes them: "3", "2.5", "1,000,000" (never "1e+06")."""
+    v = ns / 1e3
+    return f"{v:,.0f}" if v == int(v) else f"{v:,.3f}".rstrip("0")
 
 
 def parse_change(opt: str, value: str | None = None, peak: float | None = None) -> Change:

@@ -363,5 +363,8 @@ def test_a_nested_cause_is_priced_on_the_fixes_above_its_parent():
     r = run_cli("analyze", trace_path("kineto", "gpu_straggler"))
     assert r.returncode == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if "rank 1's GPU as fast as the median" in ln)
-    assert "with the findings listed above its cause fixed (not its cause), fixing this would make steps about" in line
+    assert (
+        "with the top-level findings above its cause fixed, fixing this (instead of its cause) would make steps about"
+        in line
+    )
     assert f"{child['saves_ms_in_steps']:.1f} ms (" in line and "of the step as those fixes leave it" in line
