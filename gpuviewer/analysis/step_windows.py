@@ -46,7 +46,8 @@ def step_ends(g: dg.DepGraph, rp: Replay, begin: int | None = None) -> tuple[lis
             ends[pos[s]] = max(ends[pos[s]], rp.t[2 * b])
             if s == steps[0]:
                 t = int(rp.t[2 * a]) + _gpu_lag(g, rp, r, s, int(rp.t[2 * a]))
-                first = t if first is None else max(first, t)
+                # (a capture without steps runs from its first op on any rank)
+                first = t if first is None else min(first, t) if g.whole else max(first, t)
     ends = np.maximum.accumulate(ends)
     if begin is None:
         begin = int(first if first is not None else ends[0])

@@ -188,3 +188,35 @@ def test_a_gpu_running_behind_its_host_does_not_lengthen_the_first_step():
     ms = cps[2].duration_ns / 1e6
     assert gpu_span <= ms <= 1.1 * longest
     assert "GPU" in cps[2].bound_by()
+
+
+@pytest.mark.parametrize("change", ["drop_pre_step_gpu_ops", "rank0_gpu_clock_plus_50ms"])
+def test_the_first_steps_gpu_lag_does_not_rest_on_one_kernel(tmp_path, change):
+    """pp_gpu's first step (397.0 ms) must not move when what cannot matter changes (a reviewer's
+    metamorphic checks): the 1-2 unprofiled kernels that began just before ProfilerStep#2 are
+    dropped (they made the GPU look busy at the step's start: 560.7 ms without them), or rank 0's
+    GPU clock runs 50 ms later (469.9 ms). Steps 3 and 4 are the control."""
+    folder = trace_path("kineto", "pp_gpu")
+    gpu = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
+    for f in sorted(os.listdir(folder)):
+        with gzip.open(os.path.join(folder, f), "rt") as fh:
+            d = json.load(fh)
+        ev = d["traceEvents"]
+        t0 = min(
+            e["ts"] for e in ev if e.get("name", "").startswith("ProfilerStep#") and e.get("cat") == "user_annotation"
+        )
+        if change == "drop_pre_step_gpu_ops":
+            d["traceEvents"] = [e for e in ev if not (e.get("cat") in gpu and e["ts"] < t0)]
+            assert len(d["traceEvents"]) < len(ev)
+        elif f.endswith("rank0.json.gz"):
+            for e in ev:
+                if e.get("cat") in gpu:
+                    e["ts"] += 50_000
+        with gzip.open(tmp_path / f, "wt") as fh:
+            json.dump(d, fh)
+    from gpuviewer.session import Session
+
+    before = _open(os.path.join("kineto", "pp_gpu")).critical_paths()
+    after = Session.open([str(tmp_path)]).critical_paths()
+    for step in before:
+        assert after[step].duration_ns == pytest.approx(before[step].duration_ns, rel=0.01), step
