@@ -58,6 +58,7 @@ SAVINGS = (
     "steps_profiled",
     "saves_after_above",
     "saves_ms_alone_in_steps",
+    "saves_beside_cause",
 )
 EFFICIENCY_RULES = set(EFFICIENCY_ADVICE)  # findings from the kernels' efficiency: in process only
 
