@@ -40,14 +40,18 @@ def step_ends(g: dg.DepGraph, rp: Replay, begin: int | None = None) -> tuple[lis
     if len(slots):
         ends[uk] = np.maximum(ends[uk], np.maximum.reduceat(rp.t[slots], at))
 
-    first = None
+    starts0: dict[int, int] = {}  # rank -> its host's start of the first step
     for r, m in g.marks.items():
         for s, (a, b) in m.items():
             ends[pos[s]] = max(ends[pos[s]], rp.t[2 * b])
             if s == steps[0]:
-                t = int(rp.t[2 * a]) + _gpu_lag(g, rp, r, s, int(rp.t[2 * a]))
-                # (a capture without steps runs from its first op on any rank)
-                first = t if first is None else min(first, t) if g.whole else max(first, t)
+                starts0[r] = int(rp.t[2 * a])
+    first = None
+    if starts0 and g.whole:  # a capture without steps runs from its first op on any rank
+        first = min(starts0.values())
+    elif starts0:
+        last = max(starts0, key=lambda r: (starts0[r], r))
+        first = starts0[last] + _gpu_lag(g, rp, last, steps[0])
     ends = np.maximum.accumulate(ends)
     if begin is None:
         begin = int(first if first is not None else ends[0])
@@ -55,21 +59,26 @@ def step_ends(g: dg.DepGraph, rp: Replay, begin: int | None = None) -> tuple[lis
     return steps, starts, ends, begin
 
 
-def _gpu_lag(g: dg.DepGraph, rp: Replay, rank: int, step: int, host_start: int) -> int:
+def _gpu_lag(g: dg.DepGraph, rp: Replay, rank: int, step: int) -> int:
     """How far a rank's GPU runs behind its host as it begins the first step: where even its
     quickest launches wait far longer than a launch takes (LAUNCH_MAX_NS), that quickest latency
-    (the queue the GPU keeps, or its clock's offset: the model takes the two alike), but never past
-    the start of the step's first op launched in it (a GPU that only waits at collectives is not
-    behind when the step begins). The GPU's part of the first step starts that much after the
-    host's, as later steps start where the one before ended on the GPU. Without it pp_gpu's first
-    step took in a 164-198 ms backlog of unprofiled steps: 617.8 ms, where its ranks' take 395-402.
-    Not for a capture without steps: it runs from its first op on record."""
+    (the queue the GPU keeps, or its clock's offset: the model takes the two alike), but never more
+    than the step's first op waited after its own launch (a GPU idle as the step begins, or one
+    that only waits at collectives, is not behind). The GPU's part of the first step starts that
+    much after the host's, as later steps start where the one before ended on the GPU. Without it
+    pp_gpu's first step took in a 164-198 ms backlog of unprofiled steps: 617.8 ms, where its
+    ranks' take 395-402. Asked only of the rank whose host begins the step last: another rank's
+    GPU behind its earlier start may be its clock's offset alone, which must not move the step
+    (tp with rank 1's GPU clock 5 ms later made step 2 1.5 ms shorter)."""
     lag = g.launch_floor.get(rank, 0)
-    if lag <= dg.LAUNCH_MAX_NS or g.whole:
+    if lag <= dg.LAUNCH_MAX_NS:
         return 0
-    lk = g.e_kind == dg.E_LAUNCH
+    lk = np.flatnonzero(g.e_kind == dg.E_LAUNCH)
     op = g.e_dst[lk] >> 1
-    mine = op[(g.rank[op] == rank) & (g.step[op] == step)]
-    if not len(mine):
+    sel = (g.rank[op] == rank) & (g.step[op] == step)
+    if not sel.any():
         return 0
-    return int(min(lag, max(0, int(rp.t[2 * mine].min()) - host_start)))
+    at = rp.t[2 * op[sel]]
+    k = int(np.argmin(at))
+    own = int(at[k] - rp.t[g.e_src[lk[sel]][k]])
+    return int(min(lag, max(0, own)))
