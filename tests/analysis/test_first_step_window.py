@@ -15,6 +15,11 @@ PROLOGUE_US = 1000  # host work before a step's first launch
 KERNEL_US = 400  # each kernel: 50 of them are 20 ms of GPU work a 10 ms host step queues
 
 
+def _x(cat: str, name: str, pid: int, tid: int, ts: int, dur: int, **args) -> dict:
+    """A complete ('X') Kineto event."""
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
 def _gpu_behind_after_an_idle_start(path) -> str:
     """One rank, four 10 ms host steps, each a 1 ms prologue, then 50 launches 100 us apart of
     400 us kernels: the GPU is idle as step 1 begins (its first kernel starts 5 us after its
@@ -23,49 +28,15 @@ def _gpu_behind_after_an_idle_start(path) -> str:
     ev, gpu_free, corr = [], 0, 0
     for s in range(1, 5):
         t0 = (s - 1) * 10_000
-        ev.append(
-            {
-                "ph": "X",
-                "cat": "user_annotation",
-                "name": f"ProfilerStep#{s}",
-                "pid": 1,
-                "tid": 1,
-                "ts": t0,
-                "dur": 10_000,
-            }
-        )
-        ev.append({"ph": "X", "cat": "cpu_op", "name": "prologue", "pid": 1, "tid": 1, "ts": t0, "dur": PROLOGUE_US})
+        ev.append(_x("user_annotation", f"ProfilerStep#{s}", 1, 1, t0, 10_000))
+        ev.append(_x("cpu_op", "prologue", 1, 1, t0, PROLOGUE_US))
         for j in range(LAUNCHES):
             corr += 1
             at = t0 + PROLOGUE_US + 100 * j
-            args = {"correlation": corr}
-            ev.append(
-                {
-                    "ph": "X",
-                    "cat": "cuda_runtime",
-                    "name": "cudaLaunchKernel",
-                    "pid": 1,
-                    "tid": 1,
-                    "ts": at,
-                    "dur": 5,
-                    "args": args,
-                }
-            )
+            ev.append(_x("cuda_runtime", "cudaLaunchKernel", 1, 1, at, 5, correlation=corr))
             start = max(at + 5, gpu_free)
             gpu_free = start + KERNEL_US
-            kargs = {"correlation": corr, "device": 0, "stream": 7}
-            ev.append(
-                {
-                    "ph": "X",
-                    "cat": "kernel",
-                    "name": "gemm",
-                    "pid": 0,
-                    "tid": 7,
-                    "ts": start,
-                    "dur": KERNEL_US,
-                    "args": kargs,
-                }
-            )
+            ev.append(_x("kernel", "gemm", 0, 7, start, KERNEL_US, correlation=corr, device=0, stream=7))
     p = path / "idle_start.json.gz"
     with gzip.open(p, "wt") as f:
         json.dump({"traceEvents": ev}, f)
