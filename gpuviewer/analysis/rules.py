@@ -241,7 +241,8 @@ def wait_clause(exposed_ms: float, wait_ms: float) -> str:
     measured on the collective kernels, exposed or not, so it is never said to be part of the
     exposed time; when it is longer, some of it must have run beside compute."""
     beside = " (some of it while compute runs)" if wait_ms > exposed_ms else ""
-    return f"; its collectives wait {wait_ms:.1f} ms a step for other ranks{beside}"
+    # "a median": in ddp_long rank 0 waits 0 ms in four steps and 26-55 ms in the other four
+    return f"; its collectives wait a median {wait_ms:.1f} ms a step for other ranks{beside}"
 
 
 def exposed(rb: RankBreakdown) -> list[dict]:

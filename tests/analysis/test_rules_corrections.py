@@ -130,6 +130,18 @@ def test_torchrec_all_to_all_is_not_a_pipeline():
     assert per_step == {f[0]["metrics"]["all_to_all_per_step"]}
     assert f[0]["metrics"]["op"] == "nccl:all_to_all"
     assert f[0]["metrics"]["world_size"] == 128 and "2 of its 128 ranks" in f[0]["title"]
+    # more SendRecv kernels run than all-to-alls are called (an auditor: 5 a step, 3 of them the
+    # all-reduces' and all-gather's): the title says only what holds, no send or receive op outside
+    # the all-to-alls, not that every SendRecv kernel is one
+    kernels = {}
+    for fn in sorted(os.listdir(folder)):
+        with gzip.open(os.path.join(folder, fn), "rt") as fh:
+            ev = json.load(fh)["traceEvents"]
+        kernels[fn] = sum(1 for e in ev if e.get("cat") == "kernel" and "SendRecv" in str(e.get("name")))
+        assert not [e for e in ev if str(e.get("name")).startswith(("nccl:send", "nccl:recv"))]
+    assert all(kernels[fn] > counts[fn][0] for fn in counts)
+    assert "no send or receive op outside the all-to-all exchanges (nccl:all_to_all" in f[0]["title"]
+    assert "kernels are all-to-all" not in f[0]["title"]
 
 
 def test_nsys_all_to_all_is_not_a_pipeline():
