@@ -57,7 +57,7 @@ class Change:
             part = {"both": "host and GPU", "host": "host", "gpu": "GPU"}[self.part]
             return f"rank {self.rank}'s {part} as fast as the median of the other ranks'"
         if self.kind == "no_launch_overhead":
-            return "no launch overhead (as CUDA graphs would)"
+            return "no launch overhead: launch calls and the host's work between launches gone (as CUDA graphs would)"
         if self.kind == "comm_at_peak":
             return f"collectives at {self.peak_gbps:g} GB/s bus bandwidth"
         if self.kind == "overlap_comm":

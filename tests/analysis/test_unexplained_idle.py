@@ -26,7 +26,11 @@ def test_memory_pressure_idle_is_priced_by_the_launch_whatif():
     rules = [f["rule"] for f in out["findings"]]
     assert "launch_bound" not in rules and "host_bound_idle" not in rules and "straggler" not in rules
     f = next(f for f in out["findings"] if f["rule"] == "low_gpu_utilization")
-    assert f["metrics"]["mostly"] == "idle" and f["saving"] == "no launch overhead (as CUDA graphs would)"
+    assert (
+        f["metrics"]["mostly"] == "idle"
+        and f["saving"]
+        == "no launch overhead: launch calls and the host's work between launches gone (as CUDA graphs would)"
+    )
     p = run_cli("whatif", path, "--no-launch-overhead", "--json")
     assert p.returncode == 0, p.stderr
     alone = json.loads(p.stdout)
