@@ -279,23 +279,29 @@ def lane_words(lane) -> str:
 
 
 def explain_steps(trace: Trace, rank: int, top: int = 5) -> dict[int, list[dict]]:
-    """explain() of each host step of the rank against all its other steps (what its host did in
-    a step beyond its usual), for every step at once: the map computes this, since only the
-    reduce knows which steps were stalls. Each step's times are measured once, not once per
-    other step."""
+    """What the rank's host did in each step beyond its usual: per (name, category, lane), its self
+    time in the step minus its median over the rank's other steps, for every step at once (the map
+    computes this, since only the reduce knows which steps were stalls). The median, not the mean:
+    another slow step among the others must not make a slow op look usual (ddp_nop2p's steps 2 and
+    3 are both slow; against their mean run_backward was "8 ms more than usual" in step 3, against
+    the ordinary steps 11-14 ms). Each step's times are measured once, not once per other step."""
     steps = trace.steps_of_rank(rank)
     lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in HOST_KINDS]
     per = [_per_name(trace, lanes, x.start, x.end) for x in steps]
+    keys = sorted({k for p in per for k in p})
+    col = {k: i for i, k in enumerate(keys)}
+    m = np.zeros((len(keys), len(steps)), np.float64)  # an op absent from a step took 0 there
+    for j, p in enumerate(per):
+        for key, v in p.items():
+            m[col[key], j] = v
     out: dict[int, list[dict]] = {}
     for k, st in enumerate(steps):
         if st.step in out:
             continue  # a step number seen twice: its first window, as explain's callers take it
         others = [j for j, x in enumerate(steps) if x.step != st.step]
-        base: dict = {}
-        for j in others:
-            for key, v in per[j].items():
-                base[key] = base.get(key, 0) + v
-        out[st.step] = _excess_rows(trace, per[k], base, len(others), top)
+        usual = np.median(m[:, others], axis=1) if others and len(keys) else np.zeros(len(keys))
+        base = {kk: float(u) for kk, u in zip(keys, usual) if u > 0}
+        out[st.step] = _excess_rows(trace, per[k], base, 1, top)
     return out
 
 

@@ -1,7 +1,7 @@
 """A host op that took longer than usual in one step, given back its usual time: the what-if of a
 stall whose sentence names the op ("sleep took 50 ms more than usual"), and `gpuviewer whatif
 --usual-op RANK:STEP:NAME_REGEX`. The op's extra time is host.explain_steps' (its self time in the
-step minus its mean over the rank's other steps, on the lane where it ran, as the stall's sentence
+step minus its median over the rank's other steps, on the lane where it ran, as the stall's sentence
 says it); shorten() takes it out of the host work (host gaps and CUDA calls, not syncs) inside the
 op's spans on that lane, in proportion, and never more than that host work: the rest of the extra
 was waiting, which no change to the host's own work removes."""
