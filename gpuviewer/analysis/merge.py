@@ -121,20 +121,23 @@ def warmup_finding(rbs: list[RankBreakdown]) -> list[dict]:
     ms = max(s.window_ns for _, s in w)
     med = [x.window_ns for rb in rbs for x in rb.measured]
     med_ms = sorted(med)[len(med) // 2] if med else 0
-    ratio = f", {ms / med_ms:.0f}x the median step" if med_ms else ""
+    said = warmup_text(ms, med_ms)
     return [
         finding(
             "warmup",
             "low",
-            f"Step {step} is warm-up ({ms / 1e6:.0f} ms{ratio}): shown, but left "
-            "out of utilization, outliers and late-rank analysis",
+            f"Step {step} is warm-up ({said}): shown, but left out of utilization, outliers and late-rank analysis",
             [rb.rank for rb, _ in w],
             step,
             min(s.start_ns for _, s in w),
             max(s.end_ns for _, s in w),
-            {"duration_ms": round(ms / 1e6, 3), "median_ms": round(med_ms / 1e6, 3)},
+            {"duration_ms": round(ms / 1e6, 3), "median_ms": round(med_ms / 1e6, 3), "duration_text": said},
         )
     ]
+
+
+def warmup_text(ms: float, med_ms: float) -> str:
+    return f"{ms / 1e6:.0f} ms" + (f", {ms / med_ms:.0f}x the median step" if med_ms else "")
 
 
 def straggler_finding(x: dict) -> dict:

@@ -49,12 +49,12 @@ def step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
                 "host in this step and ends every later step about as far behind: most of the extra time is that "
                 "backlog)"
             )
+        took = took_text(s.step, x, med)
         out.append(
             finding(
                 "step_outlier",
                 "high",
-                f"Rank {rb.rank}: step {s.step} took {x / 1e6:.0f} ms, "
-                f"{x / med:.1f}x the median {med / 1e6:.1f} ms{cause_text}",
+                f"Rank {rb.rank}: {took}{cause_text}",
                 [rb.rank],
                 s.step,
                 min(s.start_ns - s.idle_before_ns, s.host_start_ns or s.start_ns),
@@ -62,6 +62,7 @@ def step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
                 {
                     "duration_ms": round(x / 1e6, 3),
                     "median_ms": round(med / 1e6, 3),
+                    "duration_text": took,  # step_figures restates it in the job's step times
                     "robust_z": round(z, 2),
                     "causes": what,
                 },
@@ -69,6 +70,10 @@ def step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
             )
         )
     return out
+
+
+def took_text(step: int, x: float, med: float) -> str:
+    return f"step {step} took {x / 1e6:.0f} ms, {x / med:.1f}x the median {med / 1e6:.1f} ms"
 
 
 def _slow(rb: RankBreakdown) -> tuple[list, list[tuple], float]:

@@ -389,7 +389,7 @@ def apply(
         # where it is the launch path's: a gap of a millisecond or more is the host doing other
         # work (the data loader's next batch, a sleep), which a captured graph still waits for
         src_node = g.e_src // 2
-        between = host_edge & launches[src_node] & launches[dst_node] & (g.e_off < OTHER_WORK_NS)
+        between = host_edge & launches[src_node] & launches[dst_node] & (g.e_off < min(ch.gap_ns, OTHER_WORK_NS))
         off[between] = 0
         # a GPU op starts no sooner after its launch than the quickest launch seen on its rank
         le = g.e_kind == dg.E_LAUNCH

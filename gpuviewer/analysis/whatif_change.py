@@ -36,6 +36,9 @@ class Change:
     # shorten_host: the op's spans (rows of start, end relative to the model's t0) and the time cut
     windows: np.ndarray | None = field(default=None, repr=False, compare=False)
     cut_ns: int = 0
+    # no_launch_overhead: host gaps between two launches shorter than this are the launch path's and
+    # go; longer ones are other work and stay (100_000: the launch path proper, launch_bound's limit)
+    gap_ns: int = 1_000_000
     # rank_like_median, once replayed: per step the change scaled, the rank's host work and the
     # others' median (ns), what a saving's sentence says it rests on (savings._host_basis)
     host_scaled: list[tuple[int, float, float]] = field(default_factory=list, repr=False, compare=False)
@@ -57,7 +60,11 @@ class Change:
             part = {"both": "host and GPU", "host": "host", "gpu": "GPU"}[self.part]
             return f"rank {self.rank}'s {part} as fast as the median of the other ranks'"
         if self.kind == "no_launch_overhead":
-            return "no launch overhead: launch calls and the host's work between launches gone (as CUDA graphs would)"
+            gap = "1 ms" if self.gap_ns == 1_000_000 else f"{_us(self.gap_ns)} µs"
+            return (
+                f"no launch overhead: launch calls and the host's work between two launches (gaps under {gap}) gone "
+                "(as CUDA graphs would)"
+            )
         if self.kind == "comm_at_peak":
             return f"collectives at {self.peak_gbps:g} GB/s bus bandwidth"
         if self.kind == "overlap_comm":

@@ -76,6 +76,14 @@ def add_parser(sub, common) -> None:
         default=None,
         help="with --faster: each op's first US µs are not shortened (a kernel's fixed cost), only its time past them",
     )
+    w.add_argument(
+        "--gap-us",
+        metavar="US",
+        type=str,
+        default=None,
+        help="with --no-launch-overhead: only host gaps between two launches shorter than US µs go "
+        "(default 1000; 100 keeps the host's framework work and removes the launch path proper)",
+    )
     w.add_argument("--json", action="store_true", help="one JSON object on stdout")
     w.set_defaults(func=cmd_whatif)
 
@@ -85,6 +93,8 @@ def _change(args):
 
     if args.fixed_us is not None and args.faster is None:
         raise ValueError("--fixed-us goes with --faster: the ops' time it leaves unshortened")
+    if args.gap_us is not None and not args.no_launch_overhead:
+        raise ValueError("--gap-us goes with --no-launch-overhead: the host gaps between launches it removes")
     if args.remove_gap is not None:
         return parse_change("remove-gap", args.remove_gap)
     if args.rank_like_median is not None:
@@ -94,7 +104,10 @@ def _change(args):
     if args.overlap_comm is not None:
         return parse_change("overlap-comm", args.overlap_comm)
     if args.no_launch_overhead:
-        return parse_change("no-launch-overhead")
+        ch = parse_change("no-launch-overhead")
+        if args.gap_us is not None:
+            ch.gap_ns = _micro(args.gap_us, "--gap-us", "100", lo=1.0, hi=1000.0)
+        return ch
     if args.no_copies:
         return parse_change("no-copies")
     if args.no_syncs is not None:
@@ -111,14 +124,19 @@ def _change(args):
         return parse_change("comm-at-peak", peak=peak)
     ch = parse_change("faster", args.faster)
     if args.fixed_us is not None:
-        try:
-            us = float(args.fixed_us)
-        except ValueError:
-            us = -1.0
-        if not (math.isfinite(us) and 0 <= us <= 1e9):
-            raise ValueError(f"--fixed-us {args.fixed_us}: give microseconds, a number of 0 or more (e.g. 3)")
-        ch.fixed_ns = int(round(us * 1e3))
+        ch.fixed_ns = _micro(args.fixed_us, "--fixed-us", "3", lo=0.0, hi=1e9)
     return ch
+
+
+def _micro(text: str, flag: str, example: str, lo: float, hi: float) -> int:
+    """A flag's microseconds as ns, refused outside [lo, hi] with a one-line message."""
+    try:
+        us = float(text)
+    except ValueError:
+        us = -1.0
+    if not (math.isfinite(us) and lo <= us <= hi):
+        raise ValueError(f"{flag} {text}: give microseconds, a number from {lo:g} to {hi:g} (e.g. {example})")
+    return int(round(us * 1e3))
 
 
 def cmd_whatif(args) -> int:

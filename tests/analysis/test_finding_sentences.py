@@ -108,6 +108,9 @@ def worst_errors(out: dict) -> tuple[int, list[str]]:
         shown = float(fig.group(1).replace(",", ""))
         digits = len(fig.group(1).split(".")[1]) if "." in fig.group(1) else 0
         mine = per_rank[named][key] * scale
+        if f["rule"] == "step_outlier" and "job_step_ms" in f["metrics"]:
+            # a slow step's time is said as the job's (analysis.step_figures), the worst rank by its own
+            mine = f["metrics"]["job_step_ms"]
         assert abs(mine - shown) <= 0.5 * 10**-digits + 1e-6, f"{f['title']}: rank {named}'s {key} is {mine}"
         if per_rank[named][key] != worst(v[key] for v in per_rank.values()):
             bad.append(f"{f['title']}: {key} per rank { ({r: v[key] for r, v in per_rank.items()}) }")

@@ -293,7 +293,7 @@ def test_a_launch_overhead_replay_on_every_rank_says_so():
     (g,) = [f for f in one["findings"] if f["rule"] == "launch_bound"]
     assert (
         g["saving"]
-        == "no launch overhead: launch calls and the host's work between launches gone (as CUDA graphs would)"
+        == "no launch overhead: launch calls and the host's work between two launches (gaps under 1 ms) gone (as CUDA graphs would)"
     )
 
 
@@ -309,7 +309,7 @@ def test_a_saving_on_top_of_others_says_its_share_and_what_it_saves_alone():
     top, f = out["findings"][0], next(x for x in out["findings"] if x["rule"] == "elementwise_bound")
     assert (
         top["saving"]
-        == "no launch overhead: launch calls and the host's work between launches gone (as CUDA graphs would)"
+        == "no launch overhead: launch calls and the host's work between two launches (gaps under 1 ms) gone (as CUDA graphs would)"
         and f["saves_after_above"]
     )
     # the steps the fixes above leave: each recorded step less what the findings above it save

@@ -72,6 +72,12 @@ def _without_savings(a):
     def strip(f):
         # severity follows the saving where there is one
         f = {k: v for k, v in f.items() if k not in SAVINGS and k != "severity"}
+        m = f.get("metrics") or {}
+        if "job_duration_text" in m:  # a step's time said in the job's (the replay's) figures, as the rank's
+            f["title"] = f["title"].replace(m["job_duration_text"], m["duration_text"], 1)
+            f["metrics"] = {
+                k: v for k, v in m.items() if k not in ("job_duration_text", "job_step_ms", "job_median_ms")
+            }
         f["children"] = sorted((strip(c) for c in f.get("children", [])), key=_key)
         return f
 

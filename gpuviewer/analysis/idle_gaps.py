@@ -1,0 +1,110 @@
+"""Where a mostly idle GPU waits, when no finding explains it: its idle time split by the length of
+the gaps it falls in, and the host ops running through the longer gaps.
+
+The low-utilization finding is then priced by the CUDA-graph bound (no launch overhead), which
+removes launch calls and the host's work between launches under a millisecond. That names no cause:
+HTA's nccl_parser_config idles about 170 ms a step, of it about 20 ms in gaps under 0.1 ms (the
+launch path proper), most in gaps of 0.1-1 ms and 1 ms or more where the host runs framework work
+(15 ms of one gap is unflatten_dense_tensors). The split tells launch overhead (fuse kernels,
+CUDA graphs) from host work that a faster host loop or moving the work off the step would remove,
+and the ops name that work."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.trace import Trace
+from . import intervals as iv
+from .breakdown import RankBreakdown, gpu_ops
+from .host import IDLE_WAIT, covering_op
+from .issuers import _PARENS  # the module after an op's name: "FSDP::pre_forward (encoder...)"
+from .stragglers import ADDRESS
+
+SHORT_NS, LONG_NS = 100_000, 1_000_000  # launch_bound's and host_bound_idle's limits
+MAX_GAPS = 2000  # the longest gaps named per rank: their ops are found one gap at a time
+
+
+def idle_split(trace: Trace, rb: RankBreakdown) -> dict | None:
+    """Per measured step (mean): the GPU's idle ns in gaps under SHORT_NS, up to LONG_NS and
+    longer, and the host ops covering most of the gaps of SHORT_NS or more (name, ns a step), most
+    first; None where the rank has no GPU work in its measured steps."""
+    ops = rb.ops if rb.ops is not None else gpu_ops(trace, rb.rank)  # (the map drops them)
+    fed = [s for s in rb.measured if s.busy_ns > 0]
+    if not fed or not len(ops):
+        return None
+    c = trace.columns
+    s0 = np.asarray(c["start"][ops]).astype(np.int64)
+    busy = iv.union(s0, s0 + np.asarray(c["dur"][ops]).astype(np.int64))
+    a_all, b_all = [], []
+    for s in fed:
+        g0, g1 = iv.gaps(busy, s.start_ns - s.idle_before_ns, s.end_ns + s.idle_after_ns)
+        a_all.append(np.asarray(g0, np.int64))
+        b_all.append(np.asarray(g1, np.int64))
+    a, b = np.concatenate(a_all), np.concatenate(b_all)
+    ln = b - a
+    n = len(fed)
+    split: dict = {
+        "short_ns": int(ln[ln < SHORT_NS].sum()) / n,
+        "mid_ns": int(ln[(ln >= SHORT_NS) & (ln < LONG_NS)].sum()) / n,
+        "long_ns": int(ln[ln >= LONG_NS].sum()) / n,
+    }
+    by: dict[str, float] = {}
+    longer = np.flatnonzero(ln >= SHORT_NS)
+    longer = longer[np.argsort(-ln[longer], kind="stable")][:MAX_GAPS]
+    for k in longer.tolist():
+        got = covering_op(trace, rb.rank, int(a[k]), int(b[k]))
+        if got is None:
+            continue
+        name = ADDRESS.sub("", _PARENS.sub("", trace.name_of(got[0])))
+        if not IDLE_WAIT.match(name):
+            by[name] = by.get(name, 0.0) + float(ln[k]) / n
+    split["ops"] = sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))
+    return split
+
+
+def sentence(split: dict, rank: int, ranks: int) -> str:
+    """'; where the GPU idles (rank 0): 20.1 ms a step in gaps under 0.1 ms between its ops, ...'."""
+
+    def ms(v: float) -> str:
+        return f"{v / 1e6:,.1f} ms"
+
+    who = f" (rank {rank})" if ranks > 1 else ""
+    text = (
+        f"; where the GPU idles{who}: {ms(split['short_ns'])} a step in gaps under 0.1 ms between its ops "
+        f"(the launch path), {ms(split['mid_ns'])} in gaps of 0.1-1 ms and {ms(split['long_ns'])} in "
+        "gaps of 1 ms or more"
+    )
+    top = [(n, v) for n, v in split["ops"] if v >= 0.05 * (split["mid_ns"] + split["long_ns"])][:3]
+    if top:
+        ops = ", ".join(f"{n} {ms(v)}" for n, v in top)
+        text += f"; the host ops running through most of the gaps of 0.1 ms or more: {ops} a step"
+    return text
+
+
+def name_the_idle(trace: Trace, breakdowns: list[RankBreakdown], f, launch_path_ms: float | None = None) -> None:
+    """The low-utilization finding f (priced by the CUDA-graph bound: nothing else explains its
+    idle) says where its worst rank's GPU idles, and keeps the figures in metrics.idle_gaps;
+    launch_path_ms: what the launch path alone (launch calls and host gaps under SHORT_NS between
+    launches gone) saves a step it acts in, said beside."""
+    if not f.ranks:
+        return
+    rank = int(f.ranks[0])
+    rb = next((x for x in breakdowns if x.rank == rank), None)
+    split = idle_split(trace, rb) if rb is not None else None
+    if split is None:
+        return
+    f.title += sentence(split, rank, len(f.ranks))
+    if launch_path_ms is not None:
+        said = f"about {launch_path_ms:,.1f} ms" if launch_path_ms >= 0.05 else "under 0.05 ms"
+        f.title += (
+            f"; the launch path alone (launch calls and the host's gaps under 0.1 ms between launches gone) "
+            f"would save {said} a step in a replay"
+        )
+    f.metrics["idle_gaps"] = {
+        "rank": rank,
+        "short_ms": round(split["short_ns"] / 1e6, 3),
+        "mid_ms": round(split["mid_ns"] / 1e6, 3),
+        "long_ms": round(split["long_ns"] / 1e6, 3),
+        "ops": [{"name": n, "ms": round(v / 1e6, 3)} for n, v in split["ops"][:10]],
+        "launch_path_saves_ms": launch_path_ms,
+    }
