@@ -225,7 +225,11 @@ def covering_op(trace: Trace, rank: int, t0: int, t1: int, share: float = 0.5) -
     if not ok.any():
         return None
     cand = idx[ok]
-    k = int(np.argmax(np.asarray(c["depth"][cand])))  # the innermost: the most specific op
+    # the innermost: the shortest op (on one thread a child is shorter than its parent). Not the
+    # deepest: depths of different threads do not compare (nccl_parser_config's main thread, 5 deep
+    # in '## backward ##' while the autograd thread runs AccumulateGrad at depth 1 through the gap)
+    dur = np.asarray(c["dur"][cand]).astype(np.int64)
+    k = int(np.lexsort((-np.asarray(c["depth"][cand]).astype(np.int64), dur))[0])
     return int(cand[k]), int(span[ok][k])
 
 

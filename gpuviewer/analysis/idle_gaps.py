@@ -71,7 +71,7 @@ def sentence(split: dict, rank: int, ranks: int) -> str:
     who = f" (rank {rank})" if ranks > 1 else ""
     text = (
         f"; where the GPU idles{who}: {ms(split['short_ns'])} a step in gaps under 0.1 ms between its ops "
-        f"(the launch path), {ms(split['mid_ns'])} in gaps of 0.1-1 ms and {ms(split['long_ns'])} in "
+        f"(launch gaps), {ms(split['mid_ns'])} in gaps of 0.1-1 ms and {ms(split['long_ns'])} in "
         "gaps of 1 ms or more"
     )
     top = [(n, v) for n, v in split["ops"] if v >= 0.05 * (split["mid_ns"] + split["long_ns"])][:3]
@@ -97,8 +97,8 @@ def name_the_idle(trace: Trace, breakdowns: list[RankBreakdown], f, launch_path_
     if launch_path_ms is not None:
         said = f"about {launch_path_ms:,.1f} ms" if launch_path_ms >= 0.05 else "under 0.05 ms"
         f.title += (
-            f"; the launch path alone (launch calls and the host's gaps under 0.1 ms between launches gone) "
-            f"would save {said} a step in a replay"
+            f"; the launch path alone (the launch calls' own host time and the host's gaps under 0.1 ms between "
+            f"launches gone; the calls run in the longer gaps too) would save {said} a step in a replay"
         )
     f.metrics["idle_gaps"] = {
         "rank": rank,

@@ -16,7 +16,7 @@ import numpy as np
 from ..model import queries as q
 from ..model.categories import CAT_LABEL, Cat, LaneKind
 from ..model.trace import Trace
-from .breakdown import RankBreakdown
+from .breakdown import RankBreakdown, launch_calls
 from .host import HOST_KINDS, IDLE_WAIT, _step_markers, explain
 
 GPU_CATEGORIES = ("memcpy", "memset", "kernel", "communication")
@@ -44,11 +44,21 @@ def step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
                 cause_text += f", and {w['name']} {_took(w)} ({w['excess_ms']:.1f} ms over)"
         built = _backlog(steps, s, x - med)
         if built:
-            cause_text += (
-                f" (its host took about as long as in the other steps; the GPU fell {built / 1e6:.0f} ms behind its "
-                "host in this step and ends every later step about as far behind: most of the extra time is that "
-                "backlog)"
-            )
+            early = _queued_before_capture(trace, rb, s)
+            if early:
+                # HTA's negative_queue: 872 ops launched before the trace began keep its GPU busy
+                # 155 ms into the first step: the backlog came with the capture, not from this step
+                cause_text += (
+                    f" (its host took about as long as in the other steps; the GPU first ran {early:,} ops launched "
+                    f"before the capture began, and ends this step and every later one about {built / 1e6:.0f} ms "
+                    "behind its host: most of the extra time is that backlog, not slower work)"
+                )
+            else:
+                cause_text += (
+                    f" (its host took about as long as in the other steps; the GPU fell {built / 1e6:.0f} ms behind "
+                    "its host in this step and ends every later step about as far behind: most of the extra time is "
+                    "that backlog)"
+                )
         took = took_text(s.step, x, med)
         out.append(
             finding(
@@ -112,6 +122,27 @@ def _backlog(steps: list, s, excess: float) -> float:
     later = float(np.median([o.end_ns - o.host_end_ns for o in rest]))
     ok = s.host_end_ns - s.host_start_ns <= 1.1 * host and built > 0 and later >= 0.8 * lag
     return float(built) if ok and excess <= 1.2 * built else 0.0
+
+
+def _queued_before_capture(trace: Trace, rb: RankBreakdown, s) -> int:
+    """How many GPU ops of the rank ran, before the step's end, ahead of the first op on their
+    stream whose launch is on record, with no launch on record themselves: ops launched before the
+    capture began, still queued (0 where the rank records no launches: then nothing tells)."""
+    if rb.ops is None or not len(rb.ops):
+        return 0
+    calls = launch_calls(trace, rb.ops)
+    if not (calls >= 0).any():
+        return 0
+    c = trace.columns
+    st = np.asarray(c["start"][rb.ops]).astype(np.int64)
+    lane = np.asarray(c["lane"][rb.ops]).astype(np.int64)
+    n = 0
+    for ln in np.unique(lane).tolist():
+        on = lane == ln
+        launched = on & (calls >= 0)
+        first = int(st[launched].min()) if launched.any() else np.iinfo(np.int64).max
+        n += int((on & (calls < 0) & (st < first) & (st < s.end_ns)).sum())
+    return n
 
 
 def slow_steps(rb: RankBreakdown) -> list[int]:

@@ -97,3 +97,28 @@ def test_the_warm_up_step_is_said_in_the_jobs_step_time():
         f"Step {w['step']} is warm-up ({steps[w['step']]:.0f} ms, {steps[w['step']] / med:.0f}x the median step)"
         in (w["title"])
     )
+
+
+def test_a_waiting_ranks_slow_collectives_are_said_as_waiting_for_the_late_rank():
+    """nsys_ddp_big's step 1: rank 1's GPU spans 41 ms, most of it in a broadcast and an
+    all-reduce, because the other rank begins step 1 about 17 ms later (its warm-up step 0 ran
+    longer). Under the late-rank finding of that step, the slow step says its collectives waited
+    for that rank, the wait the cause above says it caused. From the raw file: the two processes'
+    NVTX "step 1" ranges begin that far apart."""
+    import sqlite3
+
+    a = _analysis(NSYS_BIG)
+    (root,) = [f for f in a["findings"] if f["rule"] == "straggler" and f.get("step") == 1]
+    (f,) = [c for c in root["children"] if c["rule"] == "step_outlier"]
+    late = root["metrics"]["late_rank"]
+    waited = root["metrics"]["others_wait_ms"][str(f["ranks"][0])]
+    assert late not in f["ranks"]
+    assert f"; its collectives waited {waited:.1f} ms in this step for rank {late}, late there" in f["title"]
+    assert f["metrics"]["causes"][0]["category"] == "communication"
+    con = sqlite3.connect(f"file:{NSYS_BIG}?mode=ro", uri=True)
+    starts = [r[0] for r in con.execute("SELECT start FROM NVTX_EVENTS WHERE text = 'step 1' ORDER BY start")]
+    con.close()
+    assert len(starts) == 2
+    apart_ms = (starts[1] - starts[0]) / 1e6
+    assert 10 < apart_ms and abs(apart_ms - root["metrics"]["lateness_parts_ms"]["step_start"]) < 0.5
+    assert waited >= apart_ms  # the waiting rank waits at least as long as the other starts later
