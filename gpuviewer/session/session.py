@@ -274,10 +274,13 @@ class Session:
         return whatif(self.trace, ch, collective_args(self.trace))
 
     def critical_paths(self):
-        """Each step's critical path across ranks (analysis.critical_path): step -> CriticalPath."""
+        """Each step's critical path across ranks (analysis.critical_path): step -> CriticalPath;
+        {} for a session without trace events to model (a memory timeline alone)."""
         from ..analysis.critical_path import critical_paths
         from ..io.comm_args import collective_args
 
+        if not len(self.trace):
+            return {}
         return critical_paths(self.trace, collective_args(self.trace))
 
     # -- what a user does (actions.py; each method is its part's, announced on `events`) --

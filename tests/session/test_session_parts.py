@@ -78,3 +78,18 @@ def test_help_of_the_session_says_what_each_public_name_does():
     for name in ("select", "add_note", "attach_topology", "whatif", "analysis"):
         doc = inspect.getdoc(getattr(Session, name))
         assert doc is not None and doc.splitlines()[0] in text, name
+
+
+def test_a_session_without_trace_events_has_no_critical_paths():
+    """HTA's memory timeline alone (a memory curve, no trace events): Session.critical_paths()
+    answers {} instead of failing inside the dependency model (an IndexError before)."""
+    import os
+
+    from conftest import COMPAT
+
+    from gpuviewer import Session
+
+    path = os.path.join(COMPAT, "facebookresearch__HolisticTraceAnalysis", "memory_analysis", "memory_timeline.raw.gz")
+    s = Session.open([path])
+    assert len(s.trace) == 0
+    assert s.critical_paths() == {}
