@@ -23,7 +23,6 @@ equality by the binding one). Qt-free; reads only the Trace.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +32,7 @@ from ..model.categories import Cat, LaneKind
 from ..model.trace import Step, Trace
 from .breakdown import breakdown
 from .collectives import bus_factor, match
+from .gpu_clock import gpu_ahead
 from .host import reads_copy, sync_name_ids
 
 # node kinds
@@ -292,6 +292,18 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
 
     # per stream: stream order, launch latency, cross-stream waits
     gpu_nodes = np.flatnonzero((kind >= KERNEL) & (kind <= COPY))
+    # a GPU clock running ahead of its host's (a device-wide sync returned before the ops launched
+    # before it ended): the rank's GPU times taken that much earlier, before any edge is measured
+    ahead = gpu_ahead(trace.names, g_name(ev), kind == SYNC, rec_s, rec_e, launch_node, host_nodes, gpu_nodes, rank)
+    for r, a in sorted(ahead.items()):
+        if a > 0:
+            on = gpu_nodes[rank[gpu_nodes] == r]
+            rec_s[on] -= a
+            rec_e[on] -= a
+            assumptions.append(
+                f"rank {r}'s GPU clock runs {a / 1e6:.2f} ms ahead of its host's (a device-wide sync returned "
+                "before the work launched before it ended): its GPU times are taken that much earlier"
+            )
     launch_floor: dict[int, int] = {}
     for r in host_nodes:
         mine = gpu_nodes[rank[gpu_nodes] == r]
@@ -359,33 +371,14 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         "stream of its rank, is taken to wait for that op"
     )
 
-    # The host and GPU clocks of a rank may disagree: GPU times are compared with host times less
-    # the offset a device-wide sync shows (it returned before the ops launched before it ended: a
-    # GPU clock running ahead), never more than the quickest launch latency. An edge's offset is
-    # the call's tail after the op it waited for, less that correction: the recording reproduces.
-    dev_sync = np.array([bool(re.search(r"DeviceSynchroni[sz]e|CtxSynchroni[sz]e", n)) for n in trace.names])
-    clock: dict[int, int] = {}
-    for r, hn in host_nodes.items():
-        ds = hn[(kind[hn] == SYNC) & dev_sync[np.maximum(g_name(ev[hn]), 0)]]
-        mine = gpu_nodes[rank[gpu_nodes] == r]
-        ahead = 0
-        if len(ds) and len(mine):
-            lt = np.where(launch_node[mine] >= 0, rec_s[np.maximum(launch_node[mine], 0)], rec_s[mine])
-            o3 = np.argsort(lt, kind="stable")
-            last_end = np.maximum.accumulate(rec_e[mine[o3]])
-            p = np.searchsorted(lt[o3], rec_s[ds], side="left") - 1
-            ok = p >= 0
-            if ok.any():
-                ahead = int(max(0, (last_end[p[ok]] - rec_e[ds[ok]]).max()))
-        clock[r] = min(ahead, max(0, launch_floor.get(r, 0)))
-
-    def wait_edges(calls, ops, skew):
-        adj = rec_e[ops] - skew
+    # (GPU times are on the host's clock here: a GPU clock's offset was taken off above)
+    def wait_edges(calls, ops):
+        adj = rec_e[ops]
         tail = np.maximum(0, rec_e[calls] - np.maximum(adj, rec_s[calls]))
         # an op that had ended before the call began was not waited for: the call cannot return
         # before it ends, nothing more (its whole time as the offset pinned the call to that op,
         # a copy of step 0 holding a sync of step 7 once a change moved the steps between earlier)
-        edges(2 * ops + 1, 2 * calls + 1, np.where(adj >= rec_s[calls], tail, 0) - skew, E_SYNC)
+        edges(2 * ops + 1, 2 * calls + 1, np.where(adj >= rec_s[calls], tail, 0), E_SYNC)
         split[calls] = True
         np.minimum.at(dur, calls, tail)  # the call's own time: what is left after the wait
 
@@ -396,7 +389,6 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         mine = gpu_nodes[rank[gpu_nodes] == r]
         if not len(syncs) or not len(mine):
             continue
-        skew = clock.get(r, 0)
         lt = np.where(launch_node[mine] >= 0, rec_s[np.maximum(launch_node[mine], 0)], rec_s[mine])
         for lane_id in np.unique(lane[mine]).tolist():
             ops = mine[lane[mine] == lane_id]
@@ -408,14 +400,14 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
             # host time stayed fixed when the copy was made shorter (saxpy's device-to-host copies)
             p = np.searchsorted(lts, rec_s[syncs], side="right") - 1
             # a stream runs in launch order: its ends rise with it
-            q = np.searchsorted(np.maximum.accumulate(rec_e[ops] - skew), rec_e[syncs], side="right") - 1
+            q = np.searchsorted(np.maximum.accumulate(rec_e[ops]), rec_e[syncs], side="right") - 1
             # (the call's own copy counts where it ended before the call returned: a pageable
             # host-to-device copy returns once its data is staged, before its copy ends on the GPU,
             # and tying the call to that end broke the critical path of cloverleaf's steps)
             p = np.minimum(p, q)
             okp = p >= 0
             if okp.any():
-                wait_edges(syncs[okp], ops[p[okp]], skew)
+                wait_edges(syncs[okp], ops[p[okp]])
     # other calls that block until the GPU moves on (a full launch queue, a pageable memcpy, the
     # allocator): a long call that returned right after an op of its rank ended waited for it
     blocked = 0
@@ -424,15 +416,12 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         mine = gpu_nodes[rank[gpu_nodes] == r]
         if not len(calls) or not len(mine):
             continue
-        skew = clock.get(r, 0)
         by_end = mine[np.argsort(rec_e[mine], kind="stable")]
-        ends = rec_e[by_end] - skew
+        ends = rec_e[by_end]
         p = np.searchsorted(ends, rec_e[calls], side="right") - 1
         okp = p >= 0
         op = by_end[np.maximum(p, 0)]
-        okp &= (rec_e[op] - skew > rec_s[calls]) & (
-            rec_e[calls] - (rec_e[op] - skew) <= np.maximum(BLOCKED_NS, dur[calls] // 20)
-        )
+        okp &= (rec_e[op] > rec_s[calls]) & (rec_e[calls] - rec_e[op] <= np.maximum(BLOCKED_NS, dur[calls] // 20))
         # nor for the op it launched itself, queued as it returned (HTA's MI250 trace: a 6.5 ms
         # hipLaunchKernel, the code loaded at its first launch, whose 5 us kernel ran right after
         # it, before the call's end once the GPU clock's offset is taken off): that is no wait
@@ -440,15 +429,13 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         # a call that launched an op running through most of it (a pageable memcpy) waits for that op
         own = mine[launch_node[mine] >= 0]
         own = own[np.isin(launch_node[own], calls)]
-        ov = np.minimum(rec_e[own] - skew, rec_e[launch_node[own]]) - np.maximum(
-            rec_s[own] - skew, rec_s[launch_node[own]]
-        )
+        ov = np.minimum(rec_e[own], rec_e[launch_node[own]]) - np.maximum(rec_s[own], rec_s[launch_node[own]])
         own = own[ov * 2 > dur[launch_node[own]]]
         where = np.searchsorted(calls, launch_node[own])
         op[where] = own
         okp[where] = True
         if okp.any():
-            wait_edges(calls[okp], op[okp], skew)
+            wait_edges(calls[okp], op[okp])
             blocked += int(okp.sum())
     if blocked:
         assumptions.append(
@@ -466,9 +453,10 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         nodes = gnodes[np.minimum(pos, len(gnodes) - 1)]
         if not np.all(gsorted[np.minimum(pos, len(gnodes) - 1)] == ins.idx):
             continue
-        last = int(ins.starts.max())
+        # the model's times, not the trace's: a GPU clock's offset from its host is taken off them
+        last = int(rec_s[nodes].max())
         bf = (ins.bytes or 0) * bus_factor(ins.kind, len(ins.ranks))
-        tr = np.asarray(ins.ends, np.int64) - last
+        tr = rec_e[nodes] - last
         # a member that finished before the last arrival (a broadcast's root) keeps its own duration
         vs, trs = nodes[tr >= 0], tr[tr >= 0]
         split[vs] = True

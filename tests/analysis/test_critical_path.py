@@ -220,3 +220,38 @@ def test_the_first_steps_gpu_lag_does_not_rest_on_one_kernel(tmp_path, change):
     after = Session.open([str(tmp_path)]).critical_paths()
     for step in before:
         assert after[step].duration_ns == pytest.approx(before[step].duration_ns, rel=0.01), step
+
+
+@pytest.mark.parametrize("job, rank, shift_us", [("fsdp", 0, 8_000), ("pp_gpu", 1, 50_000)])
+def test_a_gpu_clock_ahead_of_its_host_moves_no_step(tmp_path, job, rank, shift_us):
+    """Metamorphic: one rank's GPU events recorded later by a fixed offset (its GPU clock ahead of
+    its host's) must not move any step. Before, fsdp's step 2 went 129.85 -> 134.84 ms with rank
+    0's GPU 8 ms later, pp_gpu's 397.0 -> 419.6 with rank 1's 50 ms later: the step ends where
+    that GPU ends, and its collectives looked like late arrivals. A device-wide sync shows the
+    offset (it returned before the work launched before it ended); the model takes it off that
+    GPU's times and says so."""
+    folder = trace_path("kineto", job)
+    gpu = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
+    for f in sorted(os.listdir(folder)):
+        with gzip.open(os.path.join(folder, f), "rt") as fh:
+            d = json.load(fh)
+        if f.endswith(f"rank{rank}.json.gz"):
+            for e in d["traceEvents"]:
+                if e.get("cat") in gpu:
+                    e["ts"] += shift_us
+        with gzip.open(tmp_path / f, "wt") as fh:
+            json.dump(d, fh)
+    from gpuviewer.analysis import whatif as wi
+    from gpuviewer.io.comm_args import collective_args
+    from gpuviewer.session import Session
+
+    before = _open(os.path.join("kineto", job)).critical_paths()
+    s = Session.open([str(tmp_path)])
+    after = s.critical_paths()
+    assert sorted(after) == sorted(before)
+    for step in before:
+        assert abs(after[step].duration_ns - before[step].duration_ns) <= 10_000, step  # 0.01 ms
+    said = [a for a in wi.graph(s.trace, collective_args(s.trace)).assumptions if "GPU clock runs" in a]
+    assert len(said) == 1 and said[0].startswith(f"rank {rank}'s GPU clock runs "), said
+    ms = float(said[0].split("runs ")[1].split(" ms")[0])
+    assert abs(ms - shift_us / 1e3) <= 0.1  # the offset found is the one made
