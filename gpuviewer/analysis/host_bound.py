@@ -11,7 +11,7 @@ from ..model.trace import Trace
 from . import intervals as iv
 from .breakdown import RankBreakdown, launch_calls
 from .host import API_CATS, COPY_CALL, HOST_KINDS, covering_op, explain, recorded_ns
-from .issuers import first_call, first_launch, short_name
+from .issuers import first_call, first_launch, other_instances_before, short_name
 from .rule_base import WHOLE_CAPTURE_ADVICE, deferred, finding
 
 HOST_GAP_MIN_NS = 1_000_000  # gaps shorter than 1 ms are launch gaps, not host stalls
@@ -88,8 +88,11 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     if api is not None:
         around = f", inside {outer}" if outer else ""
         first = first_launch(trace, rb.rank, g0, g1, api["name"]) if "launch" in api["name"].lower() else None
+        which = short_name(first) if first else ""
+        if first and other_instances_before(trace, rb.rank, first):
+            which = f"this instance of {which} (other instances of it ran before)"
         hint = (
-            f" (the first launch of {short_name(first)} in the capture: a launch takes microseconds, the first one of a "
+            f" (the first launch of {which} in the capture: a launch takes microseconds, the first one of a "
             "kernel also loads its code, a one-time cost)"
             if first
             else " (a launch call takes microseconds; one this long waited in the runtime, as it does when it "

@@ -91,6 +91,27 @@ def first_launch(trace: Trace, rank: int, t0: int, t1: int, name: str) -> str | 
     return trace.names[kname]
 
 
+def other_instances_before(trace: Trace, rank: int, kernel: str) -> int:
+    """How many of the rank's GPU ops ran before the first op named `kernel` under another name with
+    the same short_name (other template instances: HTA's MI250 trace ran five
+    vectorized_elementwise_kernel instances before the add whose first launch loaded its code)."""
+    c = trace.columns
+    try:
+        code = trace.names.index(kernel)
+    except ValueError:
+        return 0
+    mine = gpu_ops(trace, rank)
+    names = np.asarray(c["name"][mine])
+    st = np.asarray(c["start"][mine]).astype(np.int64)
+    at = st[names == code]
+    if not len(at):
+        return 0
+    short = short_name(kernel)
+    like = np.array([i != code and short_name(trace.names[int(i)]) == short for i in np.unique(names)], bool)
+    same_short = np.isin(names, np.unique(names)[like])
+    return int((same_short & (st < at.min())).sum())
+
+
 FIRST_CALL_RATIO = 10.0  # a first call this many times its later calls' median is set-up, not work
 
 

@@ -28,12 +28,13 @@ LOW_UTIL_ADVICE = {
 # (a PyTorch profiler capture's, an Nsight Systems capture's)
 WHOLE_CAPTURE_ADVICE = (
     "The trace marks no steps, so its one-time costs (the first CUDA calls, loading libraries and kernels, "
-    "cuDNN autotuning, the first allocations) weigh as much as the work. Profile training steps after a "
+    "cuDNN autotuning, the first allocations) are measured with the work and can weigh as much. Profile training steps after a "
     "warm-up: torch.profiler's schedule (wait, warmup, active) with prof.step() once an iteration; then "
     "see whether the host still keeps the GPU waiting in every step.",
     "The trace marks no steps, so its one-time costs (the first CUDA calls, loading libraries and kernels, "
-    "the first allocations) weigh as much as the work. Mark each iteration with an NVTX range "
-    "(torch.cuda.nvtx.range, nvtx.annotate) and capture after a warm-up (nsys --capture-range=cudaProfilerApi "
+    "the first allocations) are measured with the work and can weigh as much. Mark each iteration with an "
+    "NVTX range (nvtxRangePushA/nvtxRangePop in C/C++; torch.cuda.nvtx.range or nvtx.annotate in Python) "
+    "and capture after a warm-up (nsys --capture-range=cudaProfilerApi "
     "or --capture-range=nvtx); then see whether the host still keeps the GPU waiting in every step.",
 )
 

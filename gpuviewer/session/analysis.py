@@ -98,6 +98,9 @@ def _analyze(trace: Trace, keep_parts: bool = False, savings: bool = True) -> tu
     from ..analysis.advice_jax import for_framework
 
     for_framework(a, trace)  # JAX's own terms, not PyTorch's
+    from ..analysis.advice_cuda import for_plain_cuda
+
+    for_plain_cuda(a, trace)  # CUDA's, for a program that is neither
     a.notes.extend(_partial_notes(trace) + _step_notes(trace) + _memory_notes(trace))
     a.warnings = list(trace.warnings)
     if savings:

@@ -108,6 +108,9 @@ def test_a_volta_run_without_device_properties_is_offered_fp16_only(name):
     assert "fp16 autocast" in f["title"] and "bf16" not in f["title"].split("(with a GradScaler")[0]
     assert "allow_tf32" not in f["title"] and "V100" in f["title"]
     assert "compute capability 7.x" in f["title"]
+    # the advice too (an audit: it told a V100 user to train in bf16 or let cuDNN use TF32)
+    assert "float16" in f["advice"] and "GradScaler" in f["advice"]
+    assert "bf16 (" not in f["advice"] and "bfloat16" not in f["advice"] and "allow_tf32" not in f["advice"]
 
 
 AUTOGRAD = compat_path("pytorch__kineto", "tb_plugin_resnet50_autograd_api_num_workers_0_worker0.pt.trace.json.gz")
