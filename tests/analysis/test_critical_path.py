@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from conftest import shared_listdir, trace_path
+from conftest import shared_listdir, shift_gpu_clock, trace_path
 
 # every shared trace with steps (launch_bound_big: 200,000 kernels in one step, left out for time:
 # about 3 s of path walking on top of a 1M-event open)
@@ -230,17 +230,7 @@ def test_a_gpu_clock_ahead_of_its_host_moves_no_step(tmp_path, job, rank, shift_
     that GPU ends, and its collectives looked like late arrivals. A device-wide sync shows the
     offset (it returned before the work launched before it ended); the model takes it off that
     GPU's times and says so."""
-    folder = trace_path("kineto", job)
-    gpu = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
-    for f in sorted(os.listdir(folder)):
-        with gzip.open(os.path.join(folder, f), "rt") as fh:
-            d = json.load(fh)
-        if f.endswith(f"rank{rank}.json.gz"):
-            for e in d["traceEvents"]:
-                if e.get("cat") in gpu:
-                    e["ts"] += shift_us
-        with gzip.open(tmp_path / f, "wt") as fh:
-            json.dump(d, fh)
+    shift_gpu_clock(trace_path("kineto", job), tmp_path, rank, shift_us)
     from gpuviewer.analysis import whatif as wi
     from gpuviewer.io.comm_args import collective_args
     from gpuviewer.session import Session

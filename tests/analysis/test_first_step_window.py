@@ -5,10 +5,9 @@ raw events here, not from the code under test."""
 
 import gzip
 import json
-import os
 
 import pytest
-from conftest import trace_path
+from conftest import shift_gpu_clock, trace_path
 
 LAUNCHES = 50  # a step
 PROLOGUE_US = 1000  # host work before a step's first launch
@@ -66,20 +65,6 @@ def test_a_gpu_idle_as_the_first_step_begins_is_not_behind(tmp_path):
     assert cp.duration_ns / 1e3 == pytest.approx(_raw_first_step_us(path), abs=10)
 
 
-def _shift_gpu_clock(src: str, dst, rank: int, us: int) -> None:
-    """The folder's traces, with one rank's GPU events `us` later (its GPU clock's offset)."""
-    gpu = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
-    for f in sorted(os.listdir(src)):
-        with gzip.open(os.path.join(src, f), "rt") as fh:
-            d = json.load(fh)
-        if f.endswith(f"rank{rank}.json.gz"):
-            for e in d["traceEvents"]:
-                if e.get("cat") in gpu:
-                    e["ts"] += us
-        with gzip.open(dst / f, "wt") as fh:
-            json.dump(d, fh)
-
-
 def test_a_lag_on_a_rank_that_starts_early_does_not_move_the_first_step(tmp_path):
     """tp: rank 1's host begins step 2 22.9 ms before rank 0's; its GPU runs 18-24 ms behind it
     (its quickest launches wait that long). Its GPU clock 5 ms later makes its lag look 5 ms longer,
@@ -88,7 +73,7 @@ def test_a_lag_on_a_rank_that_starts_early_does_not_move_the_first_step(tmp_path
     from gpuviewer.session import Session
 
     folder = trace_path("kineto", "tp")
-    _shift_gpu_clock(folder, tmp_path, 1, 5000)
+    shift_gpu_clock(folder, tmp_path, 1, 5000)
     before = Session.open([folder]).critical_paths()
     after = Session.open([str(tmp_path)], use_cache=False).critical_paths()
     assert after[2].duration_ns == pytest.approx(before[2].duration_ns, rel=0.002)
