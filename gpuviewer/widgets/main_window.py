@@ -182,9 +182,10 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         if warm is not None:  # opened on the steady steps: say where the warm-up went
             a0, _a1 = steps_view(trace)
             v0, _v1 = self.timeline.visible_range()
+            # the time hidden, said as such: not the warm-up step's length, which the findings give
             self.statusBar().showMessage(
-                f"Opened on the steady steps: warm-up step {warm} "
-                f"({(v0 - a0) / 1e6:,.0f} ms) is left of the view; Shift+Home shows it",
+                f"Opened on the steady steps: the first {(v0 - a0) / 1e6:,.0f} ms, with warm-up step {warm}, "
+                "are left of the view; Shift+Home shows them",
                 15000,
             )
         unread = trace.metadata.get("unread") or []

@@ -5,6 +5,7 @@ big file shows progress in MB and events with Cancel at once."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -157,10 +158,17 @@ def test_nsys_ddp_opens_on_its_steps_not_the_whole_capture(qtbot, tmp_path):
     assert w.open_paths([path], block=True)
     t0, t1 = w.timeline.visible_range()
     assert abs(t0 - v0) <= 2 and abs(t1 - v1) <= 2  # the window opens on the same range
-    assert "warm-up step 0" in w.statusBar().currentMessage()
+    said = w.statusBar().currentMessage()
+    assert "warm-up step 0" in said
     qtbot.waitUntil(lambda: w.analysis is not None, timeout=120_000)  # settled: nothing moves the view after the key
     from PySide6.QtCore import Qt
 
     qtbot.keyClick(w.timeline, Qt.Key_Home, Qt.ShiftModifier)  # the warm-up, one key away
     a0, a1 = w.timeline.visible_range()
     assert a0 <= min(a for a, _ in rows) + (0 if utc is None or v0 < 10**17 else int(utc[0])) and a1 >= t1 - 2
+    # the status line's figure is the time left of the view, which the key shows (not the warm-up
+    # step's own length, which the findings give in the job's step time)
+    hidden = float(
+        re.search(r"the first ([\d,]+) ms, with warm-up step 0, are left of the view", said)[1].replace(",", "")
+    )
+    assert abs(hidden - (t0 - a0) / 1e6) <= 1.0, (said, (t0 - a0) / 1e6)
