@@ -77,6 +77,7 @@ class DepGraph:
     # needs: `whatif --no-syncs` keeps its wait
     reads_copy: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     whole: bool = False  # no step ranges on record: each rank's whole capture is one step (WHOLE)
+    gpu_ahead: dict[int, int] = field(default_factory=dict)  # rank -> ns its GPU times were taken earlier (gpu_clock)
     # Kept with the model by whatif.py, each computed on first use (getattr(g, name, None) is None
     # until then): edges by destination, the replay's plan and sources, levels, slot positions, the
     # recorded replay and the steps' GPU end slots. Any where the type lives in a module importing this one.
@@ -513,6 +514,7 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         np.where(ev >= 0, np.asarray(c["name"][np.maximum(ev, 0)]), -1),
         _reads_copy(trace, kind, ev),
         whole,
+        {r: a for r, a in ahead.items() if a > 0},
     )
 
 

@@ -362,6 +362,11 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
     except (ValueError, IndexError) as e:  # a session the model cannot hold (no steps, no launches)
         analysis.notes.append(f"what fixing each finding would save is not computed: {e}")
         return
+    for r, a in sorted(g.gpu_ahead.items()):  # said where the findings are read, not only by whatif
+        analysis.notes.append(
+            f"rank {r}'s GPU clock runs {a / 1e6:.2f} ms ahead of its host's (a device-wide sync returned before "
+            "the work launched before it ended): the critical paths and savings take its GPU times that much earlier"
+        )
     rec = recorded(g)
     # the steps the analysis measures: a warm-up step's one-time costs are no fix's saving
     warm = {s.step for rb in analysis.breakdowns for s in rb.steps if s.warmup}

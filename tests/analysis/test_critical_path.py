@@ -245,3 +245,5 @@ def test_a_gpu_clock_ahead_of_its_host_moves_no_step(tmp_path, job, rank, shift_
     assert len(said) == 1 and said[0].startswith(f"rank {rank}'s GPU clock runs "), said
     ms = float(said[0].split("runs ")[1].split(" ms")[0])
     assert abs(ms - shift_us / 1e3) <= 0.1  # the offset found is the one made
+    # and the analysis says it where its findings are read (analyze's notes)
+    assert any(n.startswith(f"rank {rank}'s GPU clock runs {ms:.2f} ms ahead") for n in s.analysis.notes)
