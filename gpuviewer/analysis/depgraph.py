@@ -32,7 +32,7 @@ from ..model.categories import Cat, LaneKind
 from ..model.trace import Step, Trace
 from .breakdown import breakdown
 from .collectives import bus_factor, match
-from .gpu_clock import gpu_ahead
+from .gpu_clock import FLOOR_PERCENTILE, gpu_ahead
 from .host import reads_copy, sync_name_ids
 
 # node kinds
@@ -346,7 +346,7 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         # the quickest launches seen: the least a launch takes to reach the GPU, plus whatever
         # offset the GPU's clock has from the host's (measured from it, so a GPU clock running
         # behind changes nothing)
-        floor = int(np.percentile(lat[linked], 1)) if linked.any() else 0
+        floor = int(np.percentile(lat[linked], FLOOR_PERCENTILE)) if linked.any() else 0
         launch_floor[r] = floor
         # ...and one that started while its call still ran was fed by that call, however late
         # (a pageable cudaMemcpyAsync stages its data first: tb_plugin's 19 MB input copies start

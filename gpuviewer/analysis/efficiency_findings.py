@@ -65,16 +65,6 @@ ADVICE = {
     "dtype=torch.bfloat16)), with the channels_last memory format, or let cuDNN use TF32: "
     "torch.backends.cudnn.allow_tf32 = True (PyTorch's default); torch.backends.cudnn.benchmark = True "
     "lets cuDNN time its algorithms for each shape.",
-    # a GPU whose Tensor Cores take fp16 only (Volta, Turing: no TF32, no bf16)
-    "fp32_simt_gemm_fp16": "These matmuls run in FP32 on the SIMT units, not on Tensor Cores, and this GPU's "
-    "Tensor Cores take fp16 only (no TF32 or bf16): train in fp16 mixed precision "
-    "(torch.autocast(device_type='cuda', dtype=torch.float16) with torch.cuda.amp.GradScaler), with "
-    "dimensions that are multiples of 8.",
-    "fp32_simt_conv_fp16": "These convolutions run in FP32 on the SIMT units (cuDNN's FP32 algorithms: implicit "
-    "GEMM, FFT, Winograd), not on Tensor Cores, and this GPU's Tensor Cores take fp16 only (no TF32 or "
-    "bf16): train in fp16 mixed precision (torch.autocast(device_type='cuda', dtype=torch.float16) with "
-    "torch.cuda.amp.GradScaler), with the channels_last memory format; torch.backends.cudnn.benchmark = True "
-    "lets cuDNN time its algorithms for each shape.",
     "gemm_shape": "Tensor Cores work on tiles: a dimension that is not a multiple of 8 (16-bit types; 16 for "
     "fp8) leaves them partly idle or falls back to slower kernels, and one that is not a multiple "
     "of 64 wastes part of the last tile. Pad it: the vocabulary to a multiple of 64 (50304, not "
@@ -83,6 +73,18 @@ ADVICE = {
     "bandwidth and do little arithmetic: fuse chains of them so tensors stay in registers "
     "(torch.compile, fused optimizers and LayerNorm/RMSNorm, FlashAttention instead of "
     "separate softmax and masking).",
+}
+# the same for a GPU whose Tensor Cores take fp16 only (Volta, Turing: no TF32, no bf16)
+FP16_ADVICE = {
+    "fp32_simt_gemm": "These matmuls run in FP32 on the SIMT units, not on Tensor Cores, and this GPU's "
+    "Tensor Cores take fp16 only (no TF32 or bf16): train in fp16 mixed precision "
+    "(torch.autocast(device_type='cuda', dtype=torch.float16) with torch.cuda.amp.GradScaler), with "
+    "dimensions that are multiples of 8.",
+    "fp32_simt_conv": "These convolutions run in FP32 on the SIMT units (cuDNN's FP32 algorithms: implicit "
+    "GEMM, FFT, Winograd), not on Tensor Cores, and this GPU's Tensor Cores take fp16 only (no TF32 or "
+    "bf16): train in fp16 mixed precision (torch.autocast(device_type='cuda', dtype=torch.float16) with "
+    "torch.cuda.amp.GradScaler), with the channels_last memory format; torch.backends.cudnn.benchmark = True "
+    "lets cuDNN time its algorithms for each shape.",
 }
 
 
@@ -375,7 +377,7 @@ def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[F
         }
         f = _finding(rule, title, np.unique(ctx["rank"][m]).tolist(), s0, s1, metrics, fix)
         if got["on"] == "fp16":  # bf16 and TF32 advice would be false on this GPU (ns_resolution's V100)
-            f.advice = ADVICE[rule + "_fp16"]
+            f.advice = FP16_ADVICE[rule]
         out.append(f)
     return out
 

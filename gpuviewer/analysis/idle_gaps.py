@@ -17,10 +17,12 @@ from ..model.trace import Trace
 from . import intervals as iv
 from .breakdown import RankBreakdown, gpu_ops
 from .host import IDLE_WAIT, covering_op
+from .host_bound import HOST_GAP_MIN_NS
 from .issuers import _PARENS  # the module after an op's name: "FSDP::pre_forward (encoder...)"
+from .launch import SHORT_GAP_NS
 from .stragglers import ADDRESS
 
-SHORT_NS, LONG_NS = 100_000, 1_000_000  # launch_bound's and host_bound_idle's limits
+SHORT_NS, LONG_NS = SHORT_GAP_NS, HOST_GAP_MIN_NS  # launch_bound's and host_bound_idle's limits
 MAX_GAPS = 2000  # the longest gaps named per rank: their ops are found one gap at a time
 
 

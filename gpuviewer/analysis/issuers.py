@@ -107,8 +107,9 @@ def other_instances_before(trace: Trace, rank: int, kernel: str) -> int:
     if not len(at):
         return 0
     short = short_name(kernel)
-    like = np.array([i != code and short_name(trace.names[int(i)]) == short for i in np.unique(names)], bool)
-    same_short = np.isin(names, np.unique(names)[like])
+    u = np.unique(names)
+    like = np.array([i != code and short_name(trace.names[int(i)]) == short for i in u], bool)
+    same_short = np.isin(names, u[like])
     return int((same_short & (st < at.min())).sum())
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import statistics
 
+from .merge import warmup_text
 from .outliers import MIN_RATIO, took_text
 from .results import Analysis
 
@@ -29,8 +30,6 @@ def restate(analysis: Analysis, times: dict[int, int], measured: dict[int, int])
             continue
         job = float(times[f.step])
         if f.rule == "warmup":
-            from .merge import warmup_text
-
             new = warmup_text(job, med)
         elif f.rule == "step_outlier":
             new = _outlier_text(f.step, job, med, f.metrics)

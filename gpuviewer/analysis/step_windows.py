@@ -64,8 +64,9 @@ def _gpu_lag(g: dg.DepGraph, rp: Replay, rank: int, step: int) -> int:
     quickest launches wait far longer than a launch takes (LAUNCH_MAX_NS), that quickest latency
     (the queue the GPU keeps; a clock offset a device-wide sync shows is taken off first:
     gpu_clock), but never more than the step's first op waited after its own launch (a GPU idle
-    as the step begins, or one that only waits at collectives, is not behind). The GPU's part of the first step starts that
-    much after the host's, as later steps start where the one before ended on the GPU. Without it
+    as the step begins, or one that only waits at collectives, is not behind). The GPU's part of
+    the first step starts that much after the host's, as later steps start where the one before
+    ended on the GPU. Without it
     pp_gpu's first step took in a 164-198 ms backlog of unprofiled steps: 617.8 ms, where its
     ranks' take 395-402. Asked only of the rank whose host begins the step last: another rank's
     GPU behind its earlier start may be its clock's offset alone, which must not move the step

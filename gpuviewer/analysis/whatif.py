@@ -43,7 +43,7 @@ from .host import EXPLICIT_SYNC
 from .overlap_comm import overlap_comm
 from .step_windows import step_ends
 from .usual_op import resolve, shorten
-from .whatif_change import DEFAULT_PEAK_BUSBW_GBPS, Change, parse_change
+from .whatif_change import DEFAULT_PEAK_BUSBW_GBPS, OTHER_WORK_NS, Change, parse_change
 from .whatif_copies import no_copies
 
 __all__ = ["DEFAULT_PEAK_BUSBW_GBPS", "Change", "StepTime", "WhatIfResult", "whatif", "parse_change"]
@@ -174,9 +174,6 @@ def replay(
     return Replay(g, replay_levels.run(g, lv, dur, off, T, from_level), dur, off)
 
 
-# no_launch_overhead: a host gap this long between launches is other work, kept (the line
-# host_bound.HOST_GAP_MIN_NS draws between launch gaps and host stalls)
-OTHER_WORK_NS = 1_000_000
 # a level at a time (replay_levels) from this many ranks: their slots run side by side, hundreds a
 # level (64 ranks: 0.1 s a replay instead of 0.4 s; 2 ranks: slower than the loop)
 LEVELS_MIN_RANKS = 8

@@ -12,6 +12,9 @@ import numpy as np
 # NVLink 4 (H100 / H200 SXM): 18 links x 25 GB/s each way = 450 GB/s, the bus bandwidth an
 # NVLink all-reduce can reach at best (NVIDIA's H200 datasheet: 900 GB/s bidirectional).
 DEFAULT_PEAK_BUSBW_GBPS = 450.0
+# no_launch_overhead: a host gap this long between launches is other work, kept (the line
+# host_bound.HOST_GAP_MIN_NS draws between launch gaps and host stalls)
+OTHER_WORK_NS = 1_000_000
 
 
 @dataclass
@@ -38,7 +41,7 @@ class Change:
     cut_ns: int = 0
     # no_launch_overhead: host gaps between two launches shorter than this are the launch path's and
     # go; longer ones are other work and stay (100_000: the launch path proper, launch_bound's limit)
-    gap_ns: int = 1_000_000
+    gap_ns: int = OTHER_WORK_NS
     # rank_like_median, once replayed: per step the change scaled, the rank's host work and the
     # others' median (ns), what a saving's sentence says it rests on (savings._host_basis)
     host_scaled: list[tuple[int, float, float]] = field(default_factory=list, repr=False, compare=False)
@@ -60,7 +63,7 @@ class Change:
             part = {"both": "host and GPU", "host": "host", "gpu": "GPU"}[self.part]
             return f"rank {self.rank}'s {part} as fast as the median of the other ranks'"
         if self.kind == "no_launch_overhead":
-            gap = "1 ms" if self.gap_ns == 1_000_000 else f"{_us(self.gap_ns)} µs"
+            gap = "1 ms" if self.gap_ns == OTHER_WORK_NS else f"{_us(self.gap_ns)} µs"
             return (
                 f"no launch overhead: launch calls and the host's work between two launches (gaps under {gap}) gone "
                 "(as CUDA graphs would)"
