@@ -161,15 +161,35 @@ def queue_full_launches(events: list[dict]) -> list[dict]:
             op = ops.get((e.get("args") or {}).get("correlation"))
             if op is not None:
                 by_device.setdefault(op[1], []).append(e)
+    # ops launched before the capture began: no call on record, and on their stream ahead of its
+    # first op whose call is; they too wait in the queue until they start
+    called = {(e.get("args") or {}).get("correlation") for c in by_device.values() for e in c}
+    gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATS]
+    first: dict = {}
+    for e in gpu:
+        a = e.get("args") or {}
+        if a.get("correlation") in called:
+            k = (a.get("device"), a.get("stream"))
+            first[k] = min(first.get(k, e["ts"]), e["ts"])
+    early: dict = {}
+    for e in gpu:
+        a = e.get("args") or {}
+        k = (a.get("device"), a.get("stream"))
+        if a.get("correlation") not in called and k in first and e["ts"] < first[k]:
+            early.setdefault(a.get("device"), []).append(e["ts"])
     out = []
-    for calls in by_device.values():
+    for dev, calls in by_device.items():
         calls.sort(key=lambda e: e["ts"])
         began = sorted(ops[e["args"]["correlation"]][0] for e in calls)
-        j = 0
+        before = sorted(early.get(dev, []))
+        j = m = 0
         for i, e in enumerate(calls):
             while j < len(began) and began[j] <= e["ts"]:
                 j += 1
-            if i - j >= 1024:  # launched before this call and not started when it was made
+            while m < len(before) and before[m] <= e["ts"]:
+                m += 1
+            # launched before this call (in the capture or before it) and not started when it was made
+            if i - j + len(before) - m >= 1024:
                 out.append(e)
     return out
 

@@ -440,7 +440,7 @@ def _roof(peaks: Peaks, kind: str, prec: str | None, tc: bool | None, flops: flo
         return None
     if prec == "fp32":
         return peaks.peak("tf32" if tc is True else "fp32")
-    if prec in ("bf16", "fp16", "fp8") and tc is False:
+    if prec in ("bf16", "fp16", "16-bit", "fp8") and tc is False:
         return peaks.peak("fp32")
     return peaks.peak(prec)
 

@@ -29,6 +29,12 @@ IDLE_WAIT = re.compile(
     r"sem_(timed)?wait|futex|pthread_join|read|recv|recvmsg|accept)$"
 )
 
+# OS calls (nsys's OS runtime trace) in which a launching thread sleeps or waits for I/O or another
+# process: the host waiting, where nothing else of it is on record (nsys_ddp's planted 50 ms
+# clock_nanosleep). Not condition variables, mutexes or joins: there the thread waits for another
+# of the process's threads, which may be working unrecorded (the main thread during backward)
+OS_WAIT = re.compile(r"^(clock_)?nanosleep$|^u?sleep$|^(poll|ppoll|epoll_wait|epoll_pwait|select|pselect6?|accept4?)$")
+
 # Python calls in which the launching thread blocks (the Python tracer's events: with_stack or
 # experimental_config): a sleep, a lock, a queue or a worker process's pipe, as a DataLoader's
 # main thread waits for its next batch. Their time is the host waiting, not framework work.
@@ -396,14 +402,46 @@ def queue_full_calls(trace: Trace, rank: int) -> np.ndarray:
     called, began = (np.asarray(start[x]).astype(np.int64) for x in (calls, ops))
     lane_device = np.array([ln.device for ln in trace.lanes], np.int64)
     device = lane_device[np.asarray(trace.columns["lane"][ops]).astype(np.int64)]
+    early = _launched_before_capture(trace, rank)
     full = []
     for d in np.unique(device):
         on = device == d
         order = np.argsort(called[on], kind="stable")
         # an op cannot start before its launch: those started by a call's start were launched before it
         pending = np.arange(len(order)) - np.searchsorted(np.sort(began[on]), called[on][order], side="right")
+        # and the ops launched before the capture began, not yet started, wait in the queue too
+        # (pp_gpu's first traced step: about 1,000 of them; without them its calls blocked on
+        # the full queue counted as launch overhead)
+        e = early.get(int(d))
+        if e is not None:
+            pending += len(e) - np.searchsorted(e, called[on][order], side="right")
         full.append(calls[on][order][pending >= LAUNCH_QUEUE_DEPTH])
     return np.unique(np.concatenate(full))
+
+
+def _launched_before_capture(trace: Trace, rank: int) -> dict[int, np.ndarray]:
+    """{device: sorted starts} of the rank's GPU ops launched before the capture began: those with
+    no launch on record that run on their stream ahead of its first op whose launch is on record."""
+    from .breakdown import flows_by_dst
+
+    d_sorted = flows_by_dst(trace)[0]
+    c = trace.columns
+    out: dict[int, list] = {}
+    for i, ln in enumerate(trace.lanes):
+        if ln.rank != rank or ln.kind not in (LaneKind.GPU, LaneKind.COMM):
+            continue
+        sl = trace.lane_slice(i)
+        if sl.stop <= sl.start:
+            continue
+        st = np.asarray(c["start"][sl]).astype(np.int64)
+        launched = np.zeros(sl.stop - sl.start, bool)  # the lane's events that a flow points at
+        a, b = np.searchsorted(d_sorted, [sl.start, sl.stop])
+        launched[d_sorted[a:b] - sl.start] = True
+        if not launched.any():  # no launches on record on this stream: nothing tells
+            continue
+        first = int(st[launched].min())
+        out.setdefault(int(ln.device), []).append(st[~launched & (st < first)])
+    return {d: np.sort(np.concatenate(x)) for d, x in out.items()}
 
 
 # an asynchronous copy call that lasts this long, most of it while its copy ran, blocked the host
@@ -442,6 +480,27 @@ def _blocking_copies(trace: Trace, api: np.ndarray) -> np.ndarray:
     return out
 
 
+def _loop_thread_osrt(trace: Trace, lanes: list[int]) -> np.ndarray:
+    """The OS-call events of the threads among lanes that hold the step ranges (the training
+    loop's: its sleep is the host's; another launching thread's poll may beside unrecorded work
+    of the loop); of every thread in lanes where no step range is on record."""
+    c = trace.columns
+    marks = np.fromiter(_step_markers(trace), np.int64)
+    loop = {
+        (trace.lanes[i].pid, trace.lanes[i].stream)
+        for i in lanes
+        if trace.lanes[i].kind in (LaneKind.CPU, LaneKind.NVTX)
+        and len(marks)
+        and np.isin(np.asarray(c["name"][trace.lane_slice(i)]), marks).any()
+    }
+    parts = [
+        np.arange(trace.lane_slice(i).start, trace.lane_slice(i).stop)
+        for i in lanes
+        if trace.lanes[i].kind == LaneKind.OSRT and (not loop or (trace.lanes[i].pid, trace.lanes[i].stream) in loop)
+    ]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
 def host_split(trace: Trace, rank: int, windows: list[tuple[int, int]]) -> list[tuple[int, int, int, int, int, int]]:
     """Per host step window: (framework, launch, queue, sync, wait, idle) ns of the threads that
     launch the rank's GPU work. sync: blocking synchronize calls, blocking copies and framework
@@ -449,7 +508,8 @@ def host_split(trace: Trace, rank: int, windows: list[tuple[int, int]]) -> list[
     made with the launch queue full (queue_full_calls); launch: the other CUDA API calls; wait:
     Python calls that block (PY_WAIT: sleep, locks, queues) outside those; framework: Python and
     framework ops (CPU ops, NVTX ranges; the step's own range left out) outside all of them;
-    idle: nothing on record. Exclusive, in that order: they add up to the window."""
+    idle: nothing on record. Exclusive, in that order: they add up to the window. OS calls that
+    wait (OS_WAIT) count as wait where nothing else is on record."""
     from . import intervals as iv
 
     c = trace.columns
@@ -459,7 +519,7 @@ def host_split(trace: Trace, rank: int, windows: list[tuple[int, int]]) -> list[
         for i, ln in enumerate(trace.lanes)
         if ln.rank == rank
         and (ln.pid, ln.stream) in threads
-        and ln.kind in (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.NVTX)
+        and ln.kind in (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.NVTX, LaneKind.OSRT)
     ]
 
     def of(kind):
@@ -487,6 +547,13 @@ def host_split(trace: Trace, rank: int, windows: list[tuple[int, int]]) -> list[
     launch = iv.subtract(iv.subtract(calls, sync), queue)
     py_wait = iv.subtract(iv.subtract(iv.subtract(py_wait, sync), launch), queue)
     fw = iv.subtract(iv.subtract(iv.subtract(iv.subtract(fw, sync), launch), queue), py_wait)
+    os_ids = name_ids(trace, OS_WAIT)
+    osrt = _loop_thread_osrt(trace, lanes) if len(os_ids) else np.zeros(0, np.int64)
+    if len(osrt):
+        os_wait = ivs(osrt[np.isin(np.asarray(c["name"][osrt]), os_ids)])
+        for x in (sync, launch, queue, py_wait, fw):
+            os_wait = iv.subtract(os_wait, x)
+        py_wait = iv.union(np.concatenate([py_wait[0], os_wait[0]]), np.concatenate([py_wait[1], os_wait[1]]))
     out = []
     for t0, t1 in windows:
         a, b, e, d, w = (iv.length(iv.clip(x, t0, t1)) for x in (fw, launch, queue, sync, py_wait))

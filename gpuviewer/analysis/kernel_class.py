@@ -107,12 +107,19 @@ def kind(name: str) -> str:
     return k
 
 
+# cuDNN's generated kernels (its SDPA: cudnn_generated_fort_native_sdpa_..._wgmma_f16_...) say
+# "f16" for either 16-bit type: the same kernel runs PyTorch's bf16 attention
+_CUDNN_GENERATED = re.compile(r"cudnn_generated", re.IGNORECASE)
+
+
 def precision(name: str) -> str | None:
     """The precision a matmul, convolution or attention kernel's name says it computes in; None
-    for other kernels (an elementwise kernel's template names float, double... whatever it uses)."""
+    for other kernels (an elementwise kernel's template names float, double... whatever it uses).
+    "16-bit": fp16 or bf16, the name does not say which."""
     if kind(name) not in ("gemm", "conv", "attention"):
         return None
-    return next((p for p, rx in _PREC if rx.search(name)), None)
+    p = next((p for p, rx in _PREC if rx.search(name)), None)
+    return "16-bit" if p == "fp16" and _CUDNN_GENERATED.search(name) else p
 
 
 # the architecture cuBLAS / cuDNN / CUTLASS kernels are built for, named in them (volta_sgemm_*,

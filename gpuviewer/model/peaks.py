@@ -235,6 +235,9 @@ class Peaks:
     source: str | None
 
     def peak(self, precision: str | None) -> float | None:
+        if precision == "16-bit":  # fp16 or bf16 (a cuDNN kernel's name): one peak where both exist
+            got = {self.tflops.get("fp16"), self.tflops.get("bf16")} - {None}
+            return got.pop() if len(got) == 1 else None
         return self.tflops.get(precision) if precision else None
 
     @property

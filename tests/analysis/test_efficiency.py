@@ -259,6 +259,37 @@ def test_without_shapes_the_families_still_say_where_compute_time_went():
     assert " step " not in text.split("efficiency:")[1]  # no line per step of unknown work
 
 
+def test_cudnn_attention_named_f16_is_not_called_fp16():
+    """cuDNN's generated SDPA kernels say "f16" for either 16-bit type: nsys_single's program runs
+    them on bf16 (its kernels name BFloat16, never Half, in the raw export), so "attention fp16"
+    was false. The family says 16-bit; the Kineto trace of the same program, with shapes, says bf16."""
+    import sqlite3
+
+    path = trace_path("nsys", "nsys_single.sqlite")
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        names = [
+            n
+            for (n,) in db.execute(
+                "SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName"
+            )
+        ]
+    finally:
+        db.close()
+    sdpa = {n for n in names if "sdpa" in n}
+    assert sdpa and all("_f16_" in n for n in sdpa)
+    assert any("BFloat16" in n for n in names) and not any("Half" in n for n in names)
+    eff = json.loads(run_cli_once("analyze", path, "--json").stdout)["efficiency"]
+    att = next(f for f in eff["families"] if f["kind"] == "attention")
+    assert att["precision"] == "16-bit" and att["name"].startswith("attention 16-bit, Tensor Cores"), att
+    assert not any(f["precision"] == "fp16" for f in eff["families"])
+    # cuBLAS's names keep their word: f16f16 is fp16 (bf16 kernels say bf16)
+    from gpuviewer.analysis.kernel_class import precision
+
+    assert precision("sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64") == "fp16"
+    assert precision(next(iter(sdpa))) == "16-bit"
+
+
 def test_peak_override_and_bad_values():
     path = trace_path("kineto", "single_gpt_train.json.gz")
     p = run_cli("stats", path, "--report", "efficiency", "--json", "--peak-tflops", "500", "--peak-gbps", "1000")

@@ -118,9 +118,49 @@ def test_a_python_sleep_is_a_wait_not_framework_work():
     host = r["host_breakdown"]
     assert host["wait"] > 0.5 and host["framework"] < 0.5
     line = run_cli_once("analyze", path).stdout
-    assert f"waits in Python (sleep, locks, queues) {host['wait']:.0%}" in line, line
+    assert f"waits (sleep, locks, queues, polls) {host['wait']:.0%}" in line, line
     # a trace without Python waits never prints the part (as the launch queue's, never as 0%)
-    assert "waits in Python" not in run_cli_once("analyze", trace_path("kineto", "ddp_clean")).stdout
+    assert "waits (" not in run_cli_once("analyze", trace_path("kineto", "ddp_clean")).stdout
+
+
+def test_an_os_sleep_on_the_loops_thread_is_a_wait():
+    """nsys_ddp's rank 1 sleeps 50 ms in clock_nanosleep (OS runtime trace) before step 6: its
+    host split says it as a wait, equal to the sleeps inside each NVTX 'step N' range of the
+    thread that holds them, read here from the raw export; it was 'no op recorded'. The shares
+    printed add up to 102% there: the line says so."""
+    import sqlite3
+
+    path = trace_path("nsys", "nsys_ddp.sqlite")
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        pid_of = {}
+        for (gid,) in db.execute("SELECT DISTINCT globalTid FROM NVTX_EVENTS WHERE text LIKE 'step %'"):
+            pid_of[gid] = gid // 0x1000000 % 0x1000000
+        steps = db.execute("SELECT globalTid, text, start, end FROM NVTX_EVENTS WHERE text LIKE 'step %'").fetchall()
+        sleeps = db.execute(
+            "SELECT o.globalTid, o.start, o.end FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId "
+            "WHERE s.value IN ('clock_nanosleep', 'nanosleep', 'usleep', 'sleep')"
+        ).fetchall()
+    finally:
+        db.close()
+    by_pid = sorted(pid_of.values())
+    a = _session(path).analysis
+    seen = 0
+    for gid, text, t0, t1 in steps:
+        rank = by_pid.index(pid_of[gid])
+        want = sum(max(0, min(e, t1) - max(s, t0)) for g, s, e in sleeps if g == gid)
+        step = next((s for s in a.rank(rank)["steps"] if s["step"] == int(text.split()[1])), None)
+        if step is None:  # warm-up left out of the ranks' steps
+            continue
+        # (all of it but what the other launching threads' recorded calls cover: 0.26 ms of 50.3)
+        assert want * 0.98 <= step["host_wait_ns"] <= max(want, 1) * 1.001, (rank, text)
+        seen += want > 0
+    assert seen >= 1  # the planted sleep
+    line = next(ln for ln in run_cli_once("analyze", path).stdout.splitlines() if ln.startswith("rank 1:"))
+    assert "waits (sleep, locks, queues, polls)" in line, line
+    shares = [int(x) for x in re.findall(r" (\d+)%", line.split("; host:")[0].split(" (they")[0])]
+    if sum(shares) >= 102:
+        assert f"they add up to {sum(shares)}%" in line, line
 
 
 def _raw_queue_full_us(path: str, t0: float, t1: float) -> float:
@@ -132,7 +172,9 @@ def _raw_queue_full_us(path: str, t0: float, t1: float) -> float:
 def test_launch_calls_on_a_full_queue_are_said_apart():
     """pp_gpu is GPU-bound: its hosts spend most of each step inside launch calls that wait for a
     slot in CUDA's launch queue (1,024 ops ahead of the GPU). That is the GPU being behind, not
-    launch overhead: the split says it apart, equal to the figure computed here from the raw file."""
+    launch overhead: the split says it apart, equal to the figure computed here from the raw file.
+    The first traced step too: the ~1,000 ops launched before the capture began still fill the
+    queue there (they counted as launch overhead: 118 ms of rank 0's step 2, 5-7 ms in the others)."""
     a = _session(trace_path("kineto", "pp_gpu")).analysis
     for rank in (0, 1):
         r = a.rank(rank)
@@ -141,7 +183,7 @@ def test_launch_calls_on_a_full_queue_are_said_apart():
             t0, t1 = _raw_host_window(path, s["step"])
             want = _raw_queue_full_us(path, t0, t1)
             assert s["host_queue_ns"] / 1e3 == pytest.approx(want, rel=0.01, abs=2.0), (rank, s["step"])
-            assert s["host_queue_ns"] > s["host_launch_ns"]
+            assert s["host_queue_ns"] > 10 * s["host_launch_ns"], (rank, s["step"])
         assert r["host_breakdown"]["queue"] > 0.5
     r = run_cli_once("analyze", trace_path("kineto", "pp_gpu"))
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("rank 0:"))
