@@ -28,7 +28,7 @@ import numpy as np
 from ..model.categories import Cat, LaneKind
 from ..model.trace import Trace
 from . import intervals as iv
-from .host import host_split
+from .host import flows_by_dst, host_split
 
 GPU_LANES = (LaneKind.GPU, LaneKind.COMM)
 WARMUP_FACTOR = 2.0  # a first step this many times the median of the others is warm-up
@@ -204,18 +204,6 @@ def launch_times(trace: Trace, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     out = start[ops].copy()
     out[linked] = start[call[linked]]
     return out, linked
-
-
-def flows_by_dst(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """The flows' destinations sorted, and their sources in that order; kept with the trace (every
-    rank's map asks twice: sorting a million flows each time was a fifth of a 64-rank map)."""
-    src, dst = trace.flows
-    got = trace.derived.get("flows_by_dst")
-    if got is None or len(got[0]) != len(dst):
-        o = np.argsort(dst, kind="stable")
-        # int64, as the op indices searched in them: numpy would cast a million int32s per search
-        got = trace.derived["flows_by_dst"] = (np.asarray(dst)[o].astype(np.int64), np.asarray(src)[o].astype(np.int64))
-    return got
 
 
 def attribute_steps(
