@@ -160,6 +160,7 @@ def straggler_finding(x: dict) -> dict:
             "next_step",
             "next_step_wait_ms",
             "usual_from_steps",
+            "wait_caused_ms_usual",
             "evidence",
             "named_op",
             "others_wait_ms",
@@ -282,6 +283,15 @@ def attach(roots: list[dict], found: list[dict]) -> list[dict]:
                     root,
                 )
             elif f["rule"] == "load_imbalance":
+                parent = root
+            elif (
+                f["rule"] == "low_gpu_utilization"
+                and f["metrics"].get("mostly") == "nccl_wait"
+                and set(f["ranks"]) - late
+                and root["metrics"]["kind"] == "persistent"
+            ):
+                # its worst rank's GPU mostly waits in collectives for the late rank
+                # (gpu_straggler's rank 0, NCCL waiting 74%, was filed under launch-bound)
                 parent = root
             elif (
                 f["rule"] in ("low_gpu_utilization", "launch_bound", "host_bound_idle")

@@ -48,8 +48,9 @@ ADVICE = {
     "persistent_workers=True, prefetch_factor), move preprocessing to the GPU, and "
     "overlap the next batch's copy (non_blocking=True) with this step's compute.",
     "launch_bound": "Many tiny kernels separated by about the launch cost: the CPU cannot launch fast "
-    "enough. Fuse them (torch.compile), capture the step in CUDA graphs, use fused "
-    "optimizers (foreach/fused AdamW), and use bigger tensors per kernel (batch more).",
+    "enough. Fuse them (torch.compile), capture the step in CUDA graphs, use a fused "
+    "optimizer (fused=True, as in torch.optim.AdamW(..., fused=True): one kernel for all parameters, where "
+    "the default foreach still launches several a parameter group), and use bigger tensors per kernel (batch more).",
     "exposed_communication": "Communication is not hidden behind compute. Overlap it: DDP bucket size "
     "(bucket_cap_mb), gradient accumulation with no_sync, FSDP prefetch; keep "
     "tensor parallel inside an NVLink domain; fix the late rank first if one "
