@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 
 import pytest
 from conftest import compat_path, run_cli, run_cli_once, trace_path
@@ -462,3 +463,20 @@ def test_a_step_whose_model_work_is_unknown_says_mfu_unknown():
     assert len(lines) >= 5, out
     for step, gflop in lines:
         assert abs(float(gflop) - known[int(step)] / 1e9) <= 0.006, (step, gflop, known[int(step)])
+
+
+def test_ranks_running_unequal_work_are_said_so():
+    """gpu_straggler's rank 1 runs six planted 8192^3 GEMMs a step that rank 0 does not: its MFU
+    (17-24%) read as 3.4x rank 0's efficiency on the same model. The text says the ranks' work
+    differs, by the ratio of their GEMM work read here from the raw files (mm/addmm shapes)."""
+    import re
+
+    folder = trace_path("kineto", "gpu_straggler")
+    raw = [_raw_gemm_flops(os.path.join(folder, f"gpu_straggler_rank{r}.json.gz"))[0] for r in (0, 1)]
+    text = run_cli_once("analyze", folder).stdout
+    said = re.search(r"rank 1 runs ([\d.]+)x the matmul/conv/attention work of rank 0 a step", text)
+    assert said, text
+    assert float(said[1]) == pytest.approx(raw[1] / raw[0], abs=0.15)
+    assert "each rank's MFU counts the work it ran" in text
+    # ranks doing their share of one model (tensor parallel) are not called unequal
+    assert "the work it ran" not in run_cli_once("analyze", trace_path("kineto", "tp")).stdout
