@@ -42,7 +42,9 @@ PY_WAIT = re.compile(
     r"^<built-in (function|method) sleep\b|^time\.sleep$|"
     r"^<built-in method acquire of _thread\.R?lock object|^<method 'acquire' of '_thread\.R?lock' objects>$|"
     r"(^|/)threading\.py\(\d+\): wait$|(^|/)queue\.py\(\d+\): get$|"
-    r"(^|/)multiprocessing/connection\.py\(\d+\): (_?poll|wait|_?recv(_bytes)?)$|(^|/)selectors\.py\(\d+\): select$"
+    r"(^|/)multiprocessing/connection\.py\(\d+\): (_?poll|wait|_?recv(_bytes)?)$|(^|/)selectors\.py\(\d+\): select$|"
+    # JAX's Python tracer names them "$module function" / "$file.py:line function" ("$time sleep")
+    r"^\$time sleep$|^\$(threading|queue|selectors)\.py:\d+ (wait|get|select)$|^\$connection\.py:\d+ (_?poll|wait|_?recv)"
 )
 
 

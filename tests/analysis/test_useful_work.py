@@ -163,6 +163,24 @@ def test_an_os_sleep_on_the_loops_thread_is_a_wait():
         assert f"they add up to {sum(shares)}%" in line, line
 
 
+def test_a_jax_python_sleep_is_a_wait():
+    """JAX's Python tracer names a sleep "$time sleep" (PyTorch's: "<built-in function sleep>"): the
+    planted 30 ms sleep of the JAX trace was 'framework ops 86%'. Its step's wait is the sleep's
+    time inside that step's host window, from the raw file."""
+    path = trace_path("jax", "jax_train_stall.trace.json.gz")
+    events = [e for e in _raw_events(path) if e.get("ph") == "X"]
+    (sleep,) = [e for e in events if e.get("name") == "$time sleep"]
+    t0, t1 = T._ns(sleep["ts"]), T._ns(sleep["ts"]) + T._ns(sleep["dur"])
+    r = _session(path).analysis.rank(0)
+    got = sum(s["host_wait_ns"] for s in r["steps"])
+    inside = sum(
+        max(0, min(t1, s["host_end_ns"]) - max(t0, s["host_start_ns"])) for s in r["steps"] if not s.get("warmup")
+    )
+    assert inside > 20e6  # the planted 30 ms, in a measured step
+    assert got == pytest.approx(inside, abs=0.02e6)
+    assert r["host_breakdown"]["wait"] > r["host_breakdown"]["framework"]
+
+
 def _raw_queue_full_us(path: str, t0: float, t1: float) -> float:
     """From the raw Kineto file: the time in [t0, t1] of launch calls made on a full launch queue."""
     calls = T.queue_full_launches(_raw_events(path))
