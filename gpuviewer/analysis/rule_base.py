@@ -4,6 +4,8 @@ which imports the rule modules to register them, so those modules import this, n
 
 from __future__ import annotations
 
+import re
+
 from .breakdown import RankBreakdown
 
 # low_gpu_utilization's advice when something other than idling fills most of the GPU's time (the
@@ -155,3 +157,21 @@ def critical(rb: RankBreakdown, lost: dict) -> float:
     if its own losses went away) and beyond the time it made the others wait (that is the late
     rank's finding: its GPU idling while its host is late is the same lost time)."""
     return float(sum(max(0.0, float(lost.get(s.step, 0)) - s.wait_ns - s.caused_ns) for s in rb.measured))
+
+
+# the advice's hint to move matmuls onto Tensor Cores ("larger batch, AMP so Tensor Cores are used")
+_TC_HINT = re.compile(r", (AMP|bf16) so Tensor Cores are used\)")
+TC_ALREADY = 0.8  # of the matmul, convolution and attention kernels' time on Tensor Cores
+
+
+def drop_tensor_core_hint(findings, families: list[dict]) -> None:
+    """Where most of the matmul, convolution and attention kernels' time already runs on Tensor
+    Cores (the efficiency families), the advice does not ask for them (the JAX trace's GEMMs and
+    nsys_single's: 'bf16 so Tensor Cores are used' asked for what was done). In place."""
+    mm = [f for f in families if f.get("kind") in ("gemm", "conv", "attention")]
+    t = sum(f["time_ns"] for f in mm)
+    if not t or sum(f["time_ns"] for f in mm if f.get("tensor_cores") is True) < TC_ALREADY * t:
+        return
+    for f in findings:
+        if f.advice:
+            f.advice = _TC_HINT.sub(")", f.advice)

@@ -34,6 +34,10 @@ def analyze_session(trace: Trace, *, peak_tflops: float | None = None, peak_gbps
     from ..analysis.savings import attach_savings
 
     a.findings.extend(findings(trace, eff, a))
+    if a.efficiency is not None:
+        from ..analysis.rule_base import drop_tensor_core_hint
+
+        drop_tensor_core_hint(a.all_findings(), a.efficiency.get("families") or [])
     attach_savings(trace, a, args)
     _capture_not_high(trace, a)
     return a

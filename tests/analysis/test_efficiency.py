@@ -480,3 +480,38 @@ def test_ranks_running_unequal_work_are_said_so():
     assert "each rank's MFU counts the work it ran" in text
     # ranks doing their share of one model (tensor parallel) are not called unequal
     assert "the work it ran" not in run_cli_once("analyze", trace_path("kineto", "tp")).stdout
+
+
+def test_advice_does_not_ask_for_tensor_cores_already_used():
+    """nsys_single's matmuls run on Tensor Cores already (cuBLAS's nvjet and cuDNN's wgmma kernels,
+    read here from the raw export), as do the JAX trace's GEMMs; the low-utilization advice said
+    '(larger batch, AMP so Tensor Cores are used)'. It asks no more; the V100 ResNet-50, whose
+    convolutions run fp32 on the SIMT units, keeps it."""
+    import sqlite3
+
+    path = trace_path("nsys", "nsys_single.sqlite")
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        names = {
+            n
+            for (n,) in db.execute(
+                "SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName"
+            )
+        }
+    finally:
+        db.close()
+    mm = {n for n in names if "nvjet" in n or "gemm" in n or "sdpa" in n}
+    assert mm and all("nvjet" in n or "wgmma" in n for n in mm), mm
+    for p in (path, trace_path("jax")):
+        out = json.loads(run_cli_once("analyze", p, "--json").stdout)
+        advice = [f["advice"] for f in _flat(out["findings"])]
+        assert advice and not any("so Tensor Cores are used" in a for a in advice), (p, advice)
+    resnet = compat_path("pytorch__kineto", "tb_plugin_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz")
+    out = json.loads(run_cli_once("analyze", resnet, "--json").stdout)
+    assert any("AMP so Tensor Cores are used" in f["advice"] for f in _flat(out["findings"]))
+
+
+def _flat(fs):
+    for f in fs:
+        yield f
+        yield from _flat(f["children"])

@@ -17,6 +17,7 @@ import gzip
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -61,6 +62,7 @@ SAVINGS = (
     "saves_beside_cause",
 )
 EFFICIENCY_RULES = set(EFFICIENCY_ADVICE)  # findings from the kernels' efficiency: in process only
+_TC_HINT = re.compile(r", (AMP|bf16) so Tensor Cores are used\)")
 
 
 def _without_savings(a):
@@ -78,6 +80,8 @@ def _without_savings(a):
             f["metrics"] = {
                 k: v for k, v in m.items() if k not in ("job_duration_text", "job_step_ms", "job_median_ms")
             }
+        if f.get("advice"):  # the Tensor-Core hint is dropped by the efficiency, in process only
+            f["advice"] = _TC_HINT.sub(")", f["advice"])
         f["children"] = sorted((strip(c) for c in f.get("children", [])), key=_key)
         return f
 
