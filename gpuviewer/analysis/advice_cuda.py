@@ -24,6 +24,11 @@ CUDA_ADVICE = {
     "launch_bound": "Many tiny kernels separated by about the launch cost: the CPU cannot launch fast "
     "enough. Fuse kernels, capture repeated launch sequences in a CUDA graph (stream capture, "
     "cudaGraphLaunch), and give each kernel more work.",
+    "host_sync": "The host stops at synchronize calls (cudaDeviceSynchronize, cudaStreamSynchronize, "
+    "blocking cudaMemcpy) until the GPU has finished its queued work, so it cannot queue the next work "
+    "meanwhile and the GPU waits for it after each one. Remove the syncs the host does not need a result "
+    "from (timing, error checks left in the loop); order work between streams with events "
+    "(cudaStreamWaitEvent) and copy with cudaMemcpyAsync from pinned memory instead.",
     "step_outlier": "One iteration is far slower than the rest. Look at what it does that the others do "
     "not: a blocking copy from pageable memory, allocation (cudaMalloc / cudaFree in the loop), I/O, "
     "a check or output step; allocate once, pin host buffers, keep data on the GPU.",

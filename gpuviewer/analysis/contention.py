@@ -14,6 +14,7 @@ from ..model.categories import Cat
 from ..model.trace import Trace
 from . import intervals as iv
 from .breakdown import RankBreakdown
+from .issuers import short_name
 
 SAME_WORK = 0.01  # kernel counts per name differing by at most 1% of the step's kernels: the same work
 IMBALANCE = 0.10  # the heavy rank computes at least this share more than the lightest
@@ -66,6 +67,39 @@ def _same_work(a: dict, b: dict) -> bool:
     return n > 0 and diff <= SAME_WORK * n
 
 
+def _how_heavier(mix: dict, rows: list) -> str:
+    """What the heavy rank's extra compute is, medians over the steps: kernels the light rank does
+    not run, more kernels, or the same kernels running longer (trace_filter's rank 1: fewer
+    kernels, 552 a step against 577, its embedding kernels longer: an uneven shard, not 'other or
+    more kernels'). Empty where a step's kernels are not on record."""
+    if not all(st in mix[hi] and st in mix[lo] for st, hi, lo, _, _ in rows):
+        return ""
+    new, n_hi, n_lo = [], [], []
+    longer: dict[str, float] = {}
+    for st, hi, lo, _, _ in rows:
+        h, lt = mix[hi][st], mix[lo][st]
+        new.append(sum(v[1] for k, v in h.items() if k not in lt))
+        n_hi.append(sum(v[0] for v in h.values()))
+        n_lo.append(sum(v[0] for v in lt.values()))
+        for k, v in h.items():
+            if k in lt:
+                longer[k] = longer.get(k, 0.0) + (v[1] - lt[k][1]) / len(rows)
+    extra = float(np.median([x[4] for x in rows]))
+    kh, kl = int(np.median(n_hi)), int(np.median(n_lo))
+    if float(np.median(new)) >= 0.5 * extra:
+        return f" and runs kernels the lightest rank does not ({float(np.median(new)) / 1e6:.1f} ms a step of them)"
+    if kh > (1 + SAME_WORK) * kl:
+        return f" and runs more kernels ({kh:,} a step vs {kl:,})"
+    top = [(k, x) for k, x in sorted(longer.items(), key=lambda kv: -kv[1])[:2] if x > 0]
+    named = ", ".join(f"{short_name(k)} +{x / 1e6:.1f} ms" for k, x in top)
+    return (
+        f": the same kernels run longer on it ({kh:,} kernels a step vs {kl:,}), most in "
+        f"{named} a step (more work in each kernel, or a slower GPU)"
+        if top
+        else ""
+    )
+
+
 def compare_work(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
     """One rank computes clearly more than the lightest in every step: load imbalance when it
     runs other work, SM contention or a slower GPU when it runs the same kernels."""
@@ -107,7 +141,7 @@ def compare_work(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]
                 # (the figures are each rank's own median: their ratio need not be the share, an
                 # audit read pp_gpu's 351.8 vs 314.7 as 12%, not 11%)
                 f"{extra:.0%} more (the ranks' medians: {per_rank[str(r_heavy)]:.1f} ms vs "
-                f"{min(per_rank.values()):.1f} ms of GPU compute a step) and runs other or more kernels",
+                f"{min(per_rank.values()):.1f} ms of GPU compute a step){_how_heavier(mix, rows)}",
                 [r_heavy] + others,
                 None,
                 s0,

@@ -74,6 +74,16 @@ ADVICE = {
     "(torch.compile, fused optimizers and LayerNorm/RMSNorm, FlashAttention instead of "
     "separate softmax and masking).",
 }
+# the same where other kernels of the kind run on TF32 Tensor Cores: TF32 is allowed already
+TF32_ALLOWED_ADVICE = {
+    "fp32_simt_gemm": "These matmuls run in FP32 on the SIMT units, not on Tensor Cores, though TF32 is "
+    "allowed (other matmuls of this run use it): cuBLAS chose FP32 kernels for their shapes. Train in bf16 "
+    "(torch.autocast(device_type='cuda', dtype=torch.bfloat16)).",
+    "fp32_simt_conv": "These convolutions run in FP32 on the SIMT units, not on Tensor Cores, though TF32 is "
+    "allowed (other convolutions of this run use it): cuDNN chose FP32 algorithms for them. Train in bf16 "
+    "(torch.autocast(device_type='cuda', dtype=torch.bfloat16)), with the channels_last memory format; "
+    "torch.backends.cudnn.benchmark = True lets cuDNN time its algorithms for each shape.",
+}
 # the same for a GPU whose Tensor Cores take fp16 only (Volta, Turing: no TF32, no bf16)
 FP16_ADVICE = {
     "fp32_simt_gemm": "These matmuls run in FP32 on the SIMT units, not on Tensor Cores, and this GPU's "
@@ -365,7 +375,7 @@ def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[F
         s0, s1 = _span(ctx, m)
         title = (
             f"FP32 {what} without Tensor Cores: {t / of_kind:.0%} of {kernels} time ({t / 1e6:.1f} ms{_over(ctx, m)}, "
-            f"{t / total:.0%} of kernel time); {got['advice']} ({got['grounds']})"
+            f"{t / total:.0%} of compute-kernel time); {got['advice']} ({got['grounds']})"
         )
         metrics = {
             "time_ms": round(t / 1e6, 3),
@@ -378,6 +388,8 @@ def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[F
         f = _finding(rule, title, np.unique(ctx["rank"][m]).tolist(), s0, s1, metrics, fix)
         if got["on"] == "fp16":  # bf16 and TF32 advice would be false on this GPU (ns_resolution's V100)
             f.advice = FP16_ADVICE[rule]
+        elif kind in tf32_on:  # the title says TF32 is allowed: the advice does not ask to allow it (trace_filter)
+            f.advice = TF32_ALLOWED_ADVICE[rule]
         out.append(f)
     return out
 
@@ -530,4 +542,29 @@ def _elementwise(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list
         "steps": len(windows),
         "evidence": _evidence(trace, eff, ctx, m),
     }
-    return [_finding("elementwise_bound", title, sorted({w[0] for w in windows}), s0, s1, metrics, fix)]
+    f = _finding("elementwise_bound", title, sorted({w[0] for w in windows}), s0, s1, metrics, fix)
+    f.advice = _elementwise_advice(trace, eff)
+    return [f]
+
+
+_LAYER_NORM = re.compile(r"layer_?norm|rms_?norm", re.IGNORECASE)
+_SOFTMAX = re.compile(r"softmax", re.IGNORECASE)
+# a loss's log-softmax (cross entropy: softmax_warp_forward<..., true> is PyTorch's log variant) is no attention
+_LOG_SOFTMAX = re.compile(r"log_?softmax|softmax_warp_\w+<[^>]*,\s*true>", re.IGNORECASE)
+
+
+def _elementwise_advice(trace: Trace, eff) -> str:
+    """The fusions that fit the kernels run: LayerNorm/RMSNorm where their kernels run, FlashAttention
+    where softmax kernels run and no fused attention does (mfu_2gpu runs flash_fwd_kernel already;
+    the V100 ResNet-50 has neither: 'FlashAttention instead of separate softmax' fitted neither)."""
+    names = {trace.names[int(i)] for i in np.unique(np.asarray(trace.columns["name"])[eff.kernel])}
+    fused_attention = any(r["kind"] == "attention" for r in eff.families)
+    how = ["torch.compile", "fused optimizers"]
+    if any(_LAYER_NORM.search(n) for n in names):
+        how.append("fused LayerNorm/RMSNorm")
+    if not fused_attention and any(_SOFTMAX.search(n) and not _LOG_SOFTMAX.search(n) for n in names):
+        how.append("FlashAttention (scaled_dot_product_attention) instead of separate softmax and masking")
+    return (
+        "Elementwise and normalization kernels read and write their tensors at memory bandwidth and do "
+        f"little arithmetic: fuse chains of them so tensors stay in registers ({', '.join(how)})."
+    )

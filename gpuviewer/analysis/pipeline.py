@@ -205,9 +205,11 @@ def all_to_all(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
             "low",
             # not "the SendRecv kernels are all-to-all exchanges": HTA's trace_filter runs 5 a step,
             # 2 of them its all-to-alls', 3 its all-reduces' and all-gather's
-            f"{who}: the SendRecv kernels are not a pipeline's: no send or receive op outside the "
-            f"all-to-all exchanges ({f0['a2a_name']}, "
-            f"{count} {'calls ' if kern else ''}{per}{' on each rank' if len(ranks) > 1 else ''}{kern}){held}",
+            # (nor 'outside the all-to-all exchanges' alone: read as every SendRecv kernel being one)
+            f"{who}: the SendRecv kernels are not a pipeline's: the host issues no send or receive op outside "
+            f"collectives (the all-to-all exchanges, {f0['a2a_name']}, "
+            f"{count} {'calls ' if kern else ''}{per}{' on each rank' if len(ranks) > 1 else ''}, and any other "
+            f"collective NCCL runs as SendRecv kernels{kern}){held}",
             ranks,
             None,
             min(s.start_ns for s in mine),

@@ -25,6 +25,13 @@ LOW_UTIL_ADVICE = {
     "communication with compute, send less per step, and check the link's bandwidth.",
 }
 
+# low_gpu_utilization's advice under such a finding: not an input pipeline's (HTA's alexnet: its 99%
+# idle is 30 s of CUDA context and library start-up, where 'DataLoader workers' fitted nothing)
+WHOLE_CAPTURE_IDLE_ADVICE = (
+    "The GPU waits for the host most of the capture, and the trace marks no steps: see the finding "
+    "above for where the host was; one-time start-up costs can weigh as much as the work in such a capture."
+)
+
 # host_bound_idle's advice for a capture that marks no steps: its gap is not an input pipeline
 # (nothing says it recurs), and such a capture often holds a process's one-time start-up
 # (a PyTorch profiler capture's, an Nsight Systems capture's)

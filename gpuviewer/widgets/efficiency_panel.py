@@ -29,7 +29,7 @@ _POINT = {True: "#2ca02c", False: "#d62728", None: "#7f7f7f"}  # Tensor Cores, S
 # the table's headers as a user reads them (the view's columns keep their names for the code)
 _HEADERS = {
     "time_ms": "time (ms)",
-    "share_pct": "% of kernel time",
+    "share_pct": "% of compute-kernel time",
     "tflops": "TFLOP/s",
     "pct_of_peak": "% of peak",
     "gbps": "GB/s",

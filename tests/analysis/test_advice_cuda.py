@@ -49,3 +49,16 @@ def test_a_pytorch_run_under_nsight_keeps_pytorch_advice(path):
     assert "multi_tensor_apply_kernel" in strings or any("at::native" in s for s in strings)
     fs = {f["rule"]: f for f in _findings(path)}
     assert "torch.compile" in fs["launch_bound"]["advice"]
+
+
+def test_a_plain_cuda_programs_syncs_get_cuda_advice():
+    """pipit's cloverleaf (C++ and CUDA, no PyTorch string in its export) was told of
+    torch.cuda.synchronize(), FSDP and cuDNN autotuning for its host syncs."""
+    path = compat_path("hpcgroup__pipit", "perlmutter-cloverleaf-cuda.sqlite")
+    strings = _strings(path)
+    assert not any("aten::" in s or "torch" in s.lower() for s in strings)
+    syncs = [f for f in _findings(path) if f["rule"] == "host_sync"]
+    assert syncs
+    for f in syncs:
+        assert not any(w in f["advice"] for w in TORCH_WORDS + ("FSDP",)), f["advice"]
+        assert "cudaStreamWaitEvent" in f["advice"]

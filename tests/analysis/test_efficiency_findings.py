@@ -396,3 +396,68 @@ def test_a_run_with_tf32_gemms_is_not_told_to_allow_tf32():
     assert "TF32 is already allowed for matmuls here" in f["title"], f["title"]
     assert "allow_tf32=True would" not in f["title"] and "(TF32) faster" not in f["title"]
     assert f["saving"] and "on bf16 Tensor Cores" in f["saving"], f["saving"]
+
+
+def test_elementwise_advice_names_the_fusions_that_fit():
+    """The advice named FlashAttention to mfu_2gpu, which runs flash_fwd_kernel already, and to the
+    V100 ResNet-50, a CNN whose only softmax is its loss's log-softmax; and fused LayerNorm to a
+    CNN without one. Each fusion is named where the raw kernels show its case."""
+    import gzip
+    import sqlite3
+
+    def advice(path):
+        out = json.loads(run_cli_once("analyze", path, "--json").stdout)
+        got = [f["advice"] for f in _all(out["findings"]) if f["rule"] == "elementwise_bound"]
+        assert got, path
+        return got[0]
+
+    mfu = compat_path("GindaChen__nsys-ai", "mfu_2gpu_before.sqlite")
+    db = sqlite3.connect(f"file:{mfu}?mode=ro", uri=True)
+    try:
+        names = [
+            n
+            for (n,) in db.execute(
+                "SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName"
+            )
+        ]
+    finally:
+        db.close()
+    assert any("flash_fwd" in n for n in names)
+    assert "FlashAttention" not in advice(mfu)
+    resnet = compat_path("pytorch__kineto", "tb_plugin_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz")
+    with gzip.open(resnet, "rt") as f:
+        kernels = [e["name"] for e in json.load(f)["traceEvents"] if e.get("cat") == "Kernel"]
+    assert not any("layer_norm" in k or "attention" in k.lower() for k in kernels)
+    a = advice(resnet)
+    assert "FlashAttention" not in a and "LayerNorm" not in a and "torch.compile" in a
+    gpt = trace_path("kineto", "single_gpt_train.json.gz")
+    with gzip.open(gpt, "rt") as f:
+        assert any("layer_norm" in e["name"] for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel")
+    assert "fused LayerNorm/RMSNorm" in advice(gpt)
+
+
+def _all(fs):
+    for f in fs:
+        yield f
+        yield from _all(f["children"])
+
+
+def test_simt_gemm_where_tf32_is_allowed_neither_asks_for_it_nor_miscounts_its_share():
+    """trace_filter: its title says TF32 is already allowed (cutlass tensorop s1688 kernels run), yet
+    the advice said to set allow_tf32 = True; and '5% of kernel time' was of the compute kernels
+    only (2% of all kernels with the NCCL ones). Both against the raw files."""
+    import os
+
+    folder = compat_path("facebookresearch__HolisticTraceAnalysis", "trace_filter")
+    kernels = []
+    for r in (0, 1):
+        with gzip.open(os.path.join(folder, f"sampled_rank-{r}.json.gz"), "rt") as fh:
+            kernels += [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    assert any("tensorop_s1688gemm" in e["name"] for e in kernels)  # TF32 Tensor-Core GEMMs run
+    compute = sum(e["dur"] for e in kernels if not e["name"].lower().startswith("nccl"))
+    out = json.loads(run_cli_once("analyze", folder, "--json").stdout)
+    (f,) = [f for f in _all(out["findings"]) if f["rule"] == "fp32_simt_gemm"]
+    assert "TF32 is already allowed" in f["title"] and "allow_tf32" not in f["advice"], f["advice"]
+    said = re.search(r"([\d.]+) ms over both ranks, (\d+)% of compute-kernel time", f["title"])
+    assert said, f["title"]
+    assert int(said[2]) == round(100 * float(said[1]) * 1e3 / compute), (said[0], compute)
