@@ -53,6 +53,58 @@ P2P = {"Send", "Recv", "SendRecv"}  # paired sender to receiver, under the kind 
 P2P_UNKNOWN = "p2p, peer not on record, stream"
 
 
+_NCCL_OP = re.compile(r"^nccl:(\w+)")  # PyTorch's 'nccl:all_to_all', nsys's NVTX 'nccl:all_to_all, op_id = 5'
+
+
+def p2p_issuers(trace: Trace, ops: np.ndarray) -> list[str]:
+    """Per kernel: the collective of the host op around its launch call ('nccl:all_to_all'), '' where
+    none is on record. NCCL runs all-to-alls, and in some versions all-reduces and all-gathers, as
+    SendRecv kernels with no peer on record: issued in different orders on two ranks (HTA's
+    trace_filter), they are paired by their collective, not across collectives (an all-to-all's
+    kernel beside an all-reduce's made a 130 ms wait of a 44 ms one)."""
+    from ..model.categories import LaneKind
+    from .host import flows_by_dst
+
+    out = [""] * len(ops)
+    if not len(ops):
+        return out
+    d_sorted, s_by_dst = flows_by_dst(trace)
+    pos = np.minimum(np.searchsorted(d_sorted, ops), max(len(d_sorted) - 1, 0))
+    hit = (d_sorted[pos] == ops) if len(d_sorted) else np.zeros(len(ops), bool)
+    calls = np.where(hit, s_by_dst[pos] if len(d_sorted) else -1, -1)
+    c = trace.columns
+    lane_of = np.asarray(c["lane"])
+    threads = {(trace.lanes[int(lane_of[x])].pid, trace.lanes[int(lane_of[x])].stream) for x in calls if x >= 0}
+    spans = []  # (start, end, name) of the nccl:* ops on those threads
+    for i, ln in enumerate(trace.lanes):
+        if ln.kind in (LaneKind.CPU, LaneKind.NVTX) and (ln.pid, ln.stream) in threads:
+            sl = trace.lane_slice(i)
+            nm = np.asarray(c["name"][sl])
+            for k in np.flatnonzero(np.isin(nm, _nccl_op_ids(trace))).tolist():
+                st = int(c["start"][sl.start + k])
+                m = _NCCL_OP.match(trace.names[int(nm[k])])
+                assert m is not None
+                spans.append(((ln.pid, ln.stream), st, st + int(c["dur"][sl.start + k]), f"nccl:{m.group(1)}"))
+    for j, x in enumerate(calls.tolist()):
+        if x < 0:
+            continue
+        ln = trace.lanes[int(lane_of[x])]
+        t = int(c["start"][x])
+        around = [sp for sp in spans if sp[0] == (ln.pid, ln.stream) and sp[1] <= t < sp[2]]
+        if around:
+            out[j] = max(around, key=lambda sp: sp[1])[3]  # the innermost
+    return out
+
+
+def _nccl_op_ids(trace: Trace) -> np.ndarray:
+    got = trace.derived.get("nccl_op_ids")
+    if got is None:
+        got = trace.derived["nccl_op_ids"] = np.array(
+            [i for i, n in enumerate(trace.names) if _NCCL_OP.match(n)], np.int64
+        )
+    return got
+
+
 def p2p_peer(kind: str, a: dict) -> int | None:
     """The other rank of a point-to-point transfer, where recorded: a send's destination, a
     receive's source; None for a SendRecv (an all-to-all's grouped kernel) or a transfer without
@@ -273,6 +325,10 @@ def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tu
     o = np.argsort(start, kind="stable")
     lane_rank: dict[int, int] = {}  # fallback group: order of first use of each NCCL stream
     out: dict[tuple, list[tuple]] = {}
+    kinds = [collective_kind(args.get(int(i), {}).get("collective"), trace.names[int(c["name"][int(i)])]) for i in ops]
+    # the collective around each peerless transfer's launch, looked up once
+    unknown = [j for j, k in enumerate(kinds) if k in P2P and p2p_peer(k, args.get(int(ops[j]), {})) is None]
+    issuer = dict(zip(unknown, p2p_issuers(trace, ops[unknown]))) if unknown else {}
     if not rb.steps or rb.steps[0].step is None:  # no steps: one window, every op in "step 0"
         steps = np.zeros(len(steps), np.int64)
     for j in o.tolist():
@@ -280,7 +336,7 @@ def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tu
             continue
         i = int(ops[j])
         a = args.get(i, {})
-        kind = collective_kind(a.get("collective"), trace.names[int(c["name"][i])])
+        kind = kinds[j]
         if kind in P2P:
             # a send pairs with the peer's receive: the n-th transfer from a to b in a step
             peer = p2p_peer(kind, a)
@@ -289,6 +345,8 @@ def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tu
                 # no peer on record (nsys exports, an all-to-all's grouped SendRecv kernels): kept
                 # in issue order per stream; match_arrivals pairs them where two ranks alone have them
                 key = f"{P2P_UNKNOWN} #{lane_rank.setdefault(int(lane[j]), len(lane_rank))}"
+                if issuer.get(j):  # paired by its collective: two ranks may issue them in other orders
+                    key += f" ({issuer[j]})"
             else:
                 pair = (rb.rank, peer) if kind == "Send" else (peer, rb.rank)
                 key = f"p2p {pair[0]}->{pair[1]}"

@@ -8,7 +8,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..analysis.collectives import P2P, P2P_UNKNOWN, arg_group, arg_int, arg_nbytes, collective_kind, p2p_peer
+from ..analysis.collectives import (
+    P2P,
+    P2P_UNKNOWN,
+    arg_group,
+    arg_int,
+    arg_nbytes,
+    collective_kind,
+    p2p_issuers,
+    p2p_peer,
+)
 from ..io.comm_args import collective_args
 from ..model.categories import Cat
 
@@ -26,11 +35,13 @@ def comm_kernels(session) -> pd.DataFrame:
     lane = np.asarray(c["lane"][idx])
     lane_rank = np.array([ln.rank for ln in trace.lanes], np.int64)
     rank = lane_rank[lane] if len(idx) else np.zeros(0, np.int64)
-    groups, kinds, sizes, dtypes, nbytes = [], [], [], [], []
+    groups: list[tuple[int, str]] = []
+    kinds, sizes, dtypes, nbytes = [], [], [], []
     # without a group on record, a rank's NCCL streams are its groups in order of first use (as in
     # analysis.collectives.rank_comm)
     stream_no: dict[tuple[int, int], int] = {}
     per_rank: dict[int, int] = {}
+    peerless: list[tuple[int, int]] = []  # (row, its place in groups): keyed by their collective too
     for j in np.lexsort((start, rank)).tolist():
         i = int(idx[j])
         a = args.get(i, {})
@@ -45,6 +56,7 @@ def comm_kernels(session) -> pd.DataFrame:
             group = f"stream #{stream_no[key]}"
         if kind in P2P and p2p_peer(kind, a) is None:
             group = f"{P2P_UNKNOWN} #{stream_no[key]}"  # as collectives.rank_comm keys them
+            peerless.append((j, len(groups)))
         if kind in P2P:
             nel = arg_int(a.get("in_nelems")) or arg_int(a.get("out_nelems")) or 0
         else:
@@ -56,6 +68,11 @@ def comm_kernels(session) -> pd.DataFrame:
         sizes.append((j, size if size else -1))
         dtypes.append((j, str(a["dtype"]) if a.get("dtype") is not None else ""))
         nbytes.append((j, b if b else -1))
+
+    if peerless:
+        for (j, g), who in zip(peerless, p2p_issuers(trace, idx[[j for j, _ in peerless]])):
+            if who:
+                groups[g] = (j, f"{groups[g][1]} ({who})")
 
     def column(pairs, dtype=None):
         out = [None] * len(idx)

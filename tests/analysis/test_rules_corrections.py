@@ -12,7 +12,7 @@ import sqlite3
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import compat_path, trace_path
+from conftest import compat_path, run_cli_once, trace_path
 
 import gpuviewer
 
@@ -305,3 +305,43 @@ def test_low_utilization_of_a_capture_without_steps_is_not_told_to_feed_a_data_l
     low = [c for c in parent["children"] if c["rule"] == "low_gpu_utilization"]
     assert low, parent
     assert "DataLoader" not in low[0]["advice"] and "marks no steps" in low[0]["advice"]
+
+
+def test_peerless_sendrecv_kernels_are_paired_by_their_collective():
+    """HTA's trace_filter runs its all-to-alls, all-reduces and all-gather as SendRecv kernels with no
+    peer on record, and its two ranks issue them in other orders in step 552. Paired by position, an
+    all-to-all's kernel met an all-reduce's (rank 1 'waited' 130 ms there). Paired by the collective
+    around each launch (the raw nccl:* annotations, read here), each rank's wait a step is the sum of
+    min(the other's start - its start, its kernel's length) over its kernels, per collective in order."""
+    folder = compat_path("facebookresearch__HolisticTraceAnalysis", "trace_filter")
+    per: dict = {}
+    seq: dict = {}  # (rank, step): the collective of each SendRecv kernel, in launch order
+    for r in (0, 1):
+        with gzip.open(os.path.join(folder, f"sampled_rank-{r}.json.gz"), "rt") as fh:
+            ev = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
+        calls = {
+            e["args"]["correlation"]: e
+            for e in ev
+            if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+        }
+        ops = [e for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("nccl:")]
+        steps = [e for e in ev if e["name"].startswith("ProfilerStep#")]
+        out: dict = {}
+        for k in sorted((e for e in ev if e.get("cat") == "kernel" and "SendRecv" in e["name"]), key=lambda e: e["ts"]):
+            t = calls[k["args"]["correlation"]]["ts"]
+            op = max((a for a in ops if a["ts"] <= t <= a["ts"] + a["dur"]), key=lambda a: a["ts"])["name"]
+            st = int(next(s for s in steps if s["ts"] <= t < s["ts"] + s["dur"])["name"].split("#")[1])
+            out.setdefault(st, {}).setdefault(op, []).append((k["ts"], k["dur"]))
+            seq.setdefault((r, st), []).append(op)
+        per[r] = out
+    a = json.loads(run_cli_once("analyze", folder, "--json").stdout)
+    said = {s["step"]: s["wait_ms"] for s in a["collective_steps"]}
+    assert seq[(0, 552)] != seq[(1, 552)] and sorted(seq[(0, 552)]) == sorted(seq[(1, 552)])
+    for st in per[0]:
+        want = [0.0, 0.0]
+        for op in per[0][st]:
+            for (t0, d0), (t1, d1) in zip(per[0][st][op], per[1][st][op]):
+                want[0] += max(0.0, min(t1 - t0, d0)) / 1e3
+                want[1] += max(0.0, min(t0 - t1, d1)) / 1e3
+        assert said[st]["0"] == pytest.approx(want[0], abs=0.01), (st, said[st], want)
+        assert said[st]["1"] == pytest.approx(want[1], abs=0.01), (st, said[st], want)
