@@ -555,3 +555,17 @@ def collective_bw(instances: list[Instance]) -> dict:
         d["mean_busbw_gbps"] = float(np.mean(d["bw"])) if d["bw"] else 0.0
         del d["bw"]
     return out
+
+
+def nsys_kernel_names(path: str, column: str = "shortName") -> list[str]:
+    """Every kernel's name (shortName or demangledName), one per kernel run, from an Nsight Systems
+    export read with sqlite3."""
+    import sqlite3
+
+    assert column in ("shortName", "demangledName")
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        q = f"SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.{column}"
+        return [n for (n,) in db.execute(q)]
+    finally:
+        db.close()

@@ -264,19 +264,10 @@ def test_cudnn_attention_named_f16_is_not_called_fp16():
     """cuDNN's generated SDPA kernels say "f16" for either 16-bit type: nsys_single's program runs
     them on bf16 (its kernels name BFloat16, never Half, in the raw export), so "attention fp16"
     was false. The family says 16-bit; the Kineto trace of the same program, with shapes, says bf16."""
-    import sqlite3
+    import analysis_truth as T
 
     path = trace_path("nsys", "nsys_single.sqlite")
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        names = [
-            n
-            for (n,) in db.execute(
-                "SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName"
-            )
-        ]
-    finally:
-        db.close()
+    names = T.nsys_kernel_names(path, "demangledName")
     sdpa = {n for n in names if "sdpa" in n}
     assert sdpa and all("_f16_" in n for n in sdpa)
     assert any("BFloat16" in n for n in names) and not any("Half" in n for n in names)
@@ -487,19 +478,10 @@ def test_advice_does_not_ask_for_tensor_cores_already_used():
     read here from the raw export), as do the JAX trace's GEMMs; the low-utilization advice said
     '(larger batch, AMP so Tensor Cores are used)'. It asks no more; the V100 ResNet-50, whose
     convolutions run fp32 on the SIMT units, keeps it."""
-    import sqlite3
+    import analysis_truth as T
 
     path = trace_path("nsys", "nsys_single.sqlite")
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        names = {
-            n
-            for (n,) in db.execute(
-                "SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName"
-            )
-        }
-    finally:
-        db.close()
+    names = set(T.nsys_kernel_names(path))
     mm = {n for n in names if "nvjet" in n or "gemm" in n or "sdpa" in n}
     assert mm and all("nvjet" in n or "wgmma" in n for n in mm), mm
     for p in (path, trace_path("jax")):

@@ -10,6 +10,7 @@ import json
 import re
 import sqlite3
 
+import analysis_truth as T
 import pytest
 from conftest import compat_path, flat_findings, run_cli, run_cli_once, trace_path
 
@@ -403,7 +404,6 @@ def test_elementwise_advice_names_the_fusions_that_fit():
     V100 ResNet-50, a CNN whose only softmax is its loss's log-softmax; and fused LayerNorm to a
     CNN without one. Each fusion is named where the raw kernels show its case."""
     import gzip
-    import sqlite3
 
     def advice(path):
         out = json.loads(run_cli_once("analyze", path, "--json").stdout)
@@ -412,16 +412,7 @@ def test_elementwise_advice_names_the_fusions_that_fit():
         return got[0]
 
     mfu = compat_path("GindaChen__nsys-ai", "mfu_2gpu_before.sqlite")
-    db = sqlite3.connect(f"file:{mfu}?mode=ro", uri=True)
-    try:
-        names = [
-            n
-            for (n,) in db.execute(
-                "SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName"
-            )
-        ]
-    finally:
-        db.close()
+    names = T.nsys_kernel_names(mfu)
     assert any("flash_fwd" in n for n in names)
     assert "FlashAttention" not in advice(mfu)
     resnet = compat_path("pytorch__kineto", "tb_plugin_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz")
