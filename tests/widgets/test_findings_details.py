@@ -61,3 +61,15 @@ def test_a_capture_without_steps_has_a_saves_column_not_saves_a_step(qtbot, find
     assert p.tree.headerItem().text(1) == "Saves"
     p.set_findings([f for f in findings if not f.children])
     assert p.tree.headerItem().text(1) == "Saves/step"
+
+
+def test_a_finding_without_a_what_if_says_its_time_is_counted_over_its_ranks(qtbot, findings):
+    """samples/ddp's two-rank low utilization has no what-if: its details said "its time lost:
+    X ms", two ranks' idle added up, read as what a fix saves. They say what the figure adds up
+    over, and that it is not a saving."""
+    f = next(f for f in findings if not f.saving_text and f.impact_ms >= 0.05)
+    text = _details(qtbot, dataclasses.replace(f, ranks=[0, 1]))
+    assert "time lost" not in text
+    assert f"summed over its 2 ranks and the profiled steps: {f.impact_ms:.1f} ms (not what fixing it saves)" in text
+    one = _details(qtbot, dataclasses.replace(f, ranks=[0]))
+    assert f"over the profiled steps: {f.impact_ms:.1f} ms" in one and "summed" not in one
