@@ -264,6 +264,7 @@ def compute(
             for tc, pr, kd, n in zip(tcs, k_prec, k_kind, nm)
         ]
     tc_code = np.array([{True: 2, False: 1, None: 0}[tc] for tc in tcs], np.int8)[inv]
+    kernel_class.follow_split_k(tc_code, nm, inv, np.asarray(c["lane"])[kernels])
     # a GEMM kernel a convolution launched is convolution work (cuDNN runs convolutions as
     # volta_sgemm, implicit GEMM or FFT gcgemm kernels): a matmul's advice does not apply to it.
     # Asked of the GEMM-named kernels only (their launching ops found where shapes were not)

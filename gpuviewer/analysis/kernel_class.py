@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+import numpy as np
+
 # Kernel names that say they run on Tensor Cores (the one set of these rules: kernels.is_tensor_core
 # and the efficiency both ask tensor_cores). A name with "gemm" alone does not: sgemm, cgemm and
 # implicit_convolve_sgemm are FP32 SIMT kernels (tb_plugin asserts 0% on fp32 ResNet-50); nor does a
@@ -142,3 +144,20 @@ def newest_arch(names: list[str]) -> tuple[int, str] | None:
         if (best is None or major > best[0]) and any(pat.search(n) for n in names):
             best = (major, tag)
     return best
+
+
+# cuBLAS's split-K reduce (cublasLt::splitKreduce_kernel) sums the partial products of the GEMM
+# launched right before it on its stream: part of that GEMM's work
+_SPLIT_K = re.compile(r"splitKreduce|splitk_?reduce", re.IGNORECASE)
+
+
+def follow_split_k(tc_code: np.ndarray, names: list[str], inv: np.ndarray, lanes: np.ndarray) -> None:
+    """Give each split-K reduce kernel the Tensor-Core verdict of the GEMM kernel before it on its
+    lane (in place; kernels in event order, so a lane's are in start order). Without ops on record
+    its family was its own 'gemm fp32' (launch_graph: 75% of GEMM time on the SIMT units where the
+    eager run of the same kernels, whose op joins them, said 100%)."""
+    split = np.array([bool(_SPLIT_K.search(n)) for n in names], bool)[inv] if len(inv) else np.zeros(0, bool)
+    gemm = np.array([kind(n) == "gemm" and not _SPLIT_K.search(n) for n in names], bool)[inv] if len(inv) else split
+    at = np.flatnonzero(split[1:]) + 1
+    ok = gemm[at - 1] & (lanes[at] == lanes[at - 1])
+    tc_code[at[ok]] = tc_code[at[ok] - 1]

@@ -48,5 +48,6 @@ def _outlier_text(step: int, job: float, med: float, m: dict) -> str:
     ratio = f", {x / rmed:.1f}x its median {rmed:.1f} ms" if rmed > 0 else ""
     return (
         f"the GPU's step {step} lasted {x:.0f} ms (its first op to its last, with the idle around them){ratio} "
-        f"(the step itself: {job / 1e6:.0f} ms, {job / med:.1f}x the median {med / 1e6:.1f} ms)"
+        # "the step itself" read as the rank's own step range (38.7 ms there, an audit): it is the job's
+        f"(step {step}'s time for the job: {job / 1e6:.0f} ms, {job / med:.1f}x the median {med / 1e6:.1f} ms)"
     )

@@ -27,7 +27,8 @@ def test_gemm_kernels_of_convolutions_are_convolution_work(resnet):
     import json
 
     kernels, p = resnet
-    sgemm = [(k, op) for k, op in kernels if re.search(r"sgemm", k["name"])]
+    # (with the cuBLAS split-K reduces that finish some of them: part of the same GEMM's work)
+    sgemm = [(k, op) for k, op in kernels if re.search(r"sgemm|splitKreduce", k["name"])]
     by_conv = sum(k["dur"] for k, op in sgemm if op and "conv" in op.lower()) * 1e3
     by_mm = sum(k["dur"] for k, op in sgemm if not (op and "conv" in op.lower())) * 1e3
     assert by_conv > 100e6 and by_mm < 1e6  # the audit's 117.0 of 117.3 ms (this file: all steps)

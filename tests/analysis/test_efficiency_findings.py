@@ -109,10 +109,11 @@ def test_graph_run_saving_is_the_whatif_replay(eager_and_graph):
     """launch_graph (H200, the fp32 MLP replayed from CUDA graphs: the GPU is busy): its CUTLASS
     SIMT SGEMMs on TF32 Tensor Cores, their time past a kernel's first 3 µs 494.7 / 67 = 7.4x
     faster; the finding's saving is what `gpuviewer whatif --faster --fixed-us 3` replays for the
-    same kernels, most of the time they would lose."""
+    same kernels, most of the time they would lose. The kernels: the SGEMMs and the cuBLAS split-K
+    reduce that finishes each (test_a_split_k_reduce_belongs_to_the_gemm_before_it)."""
     path = trace_path("whatif", "launch_graph.json.gz")
     f = _one(eager_and_graph["graph"], "fp32_simt_gemm")
-    simt = _raw_kernels(path, "simt_sgemm")
+    simt = _raw_kernels(path, "simt_sgemm") + _raw_kernels(path, "splitKreduce")
     durs = [e["dur"] * 1e3 for e in simt]
     said = f"about {past_fixed(durs, 989.4 / 67):.1f}x (bf16) or {past_fixed(durs, 494.7 / 67):.1f}x (TF32) faster"
     assert said in f["title"] and "H200 SXM" in f["title"]
@@ -253,9 +254,10 @@ def test_v100_fp32_gemms_get_fp16_advice():
     f = _one(_analyze(path), "fp32_simt_gemm")
     assert "fp16 autocast (with a GradScaler; the V100 SXM2 has no TF32 or bf16 Tensor Cores)" in f["title"]
     # the speed-up over the kernels' whole time, each one's first 3 µs not shortened: the volta_sgemm
-    # kernels (95% of the family's time here; the rest shorter) give it within 0.4
+    # kernels and the cuBLAS split-K reduces that finish some of them (95% of the family's time here;
+    # the rest shorter) give it within 0.4
     x = float(re.search(r"about ([\d.]+)x faster", f["title"]).group(1))
-    sgemm = [e["dur"] * 1e3 for e in _raw_kernels(path, "sgemm")]
+    sgemm = [e["dur"] * 1e3 for e in _raw_kernels(path, "sgemm") + _raw_kernels(path, "splitKreduce")]
     assert sum(sgemm) / 1e6 > 0.9 * f["metrics"]["time_ms"]
     assert x == pytest.approx(past_fixed(sgemm, 125 / 15.7), abs=0.4) and x < 125 / 15.7
     assert "TF32) faster" not in f["title"] and "not recorded" not in f["title"] and "allow_tf32" not in f["title"]
@@ -452,3 +454,21 @@ def test_simt_gemm_where_tf32_is_allowed_neither_asks_for_it_nor_miscounts_its_s
     said = re.search(r"([\d.]+) ms over both ranks, (\d+)% of compute-kernel time", f["title"])
     assert said, f["title"]
     assert int(said[2]) == round(100 * float(said[1]) * 1e3 / compute), (said[0], compute)
+
+
+def test_a_split_k_reduce_belongs_to_the_gemm_before_it():
+    """launch_graph and launch_eager run the same kernels (read here: each cuBLAS split-K reduce right
+    after a SIMT sgemm on its stream). The eager run, whose ops join the two, said 100% of GEMM time
+    on the SIMT units; the graph run, without ops, made the reduce its own family and said 75%."""
+    for name in ("launch_eager", "launch_graph"):
+        path = trace_path("whatif", f"{name}.json.gz")
+        with gzip.open(path, "rt") as fh:
+            ks = sorted(
+                (e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"),
+                key=lambda e: (e["args"].get("stream"), e["ts"]),
+            )
+        after = [ks[i - 1]["name"] for i, e in enumerate(ks) if i and "splitKreduce" in e["name"]]
+        assert after and all("simt_sgemm" in n for n in after), name
+        out = json.loads(run_cli_once("analyze", path, "--json").stdout)
+        (f,) = [f for f in _all(out["findings"]) if f["rule"] == "fp32_simt_gemm"]
+        assert f["title"].startswith("FP32 matmuls without Tensor Cores: 100% of GEMM time"), (name, f["title"])
