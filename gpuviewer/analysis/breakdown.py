@@ -66,6 +66,9 @@ class StepBreakdown:
     host_sync_ns: int = 0
     host_wait_ns: int = 0
     host_idle_ns: int = 0
+    # of host_idle_ns: the loop's thread blocked on another of its threads (an OS trace's
+    # pthread_cond_wait: the main thread while the autograd thread runs the backward)
+    host_idle_thread_ns: int = 0
 
     @property
     def window_ns(self) -> int:
@@ -169,6 +172,13 @@ class RankBreakdown:
         tot = [sum(getattr(s, f"host_{k}_ns") for s in steps) for k in keys]
         w = sum(tot)
         return {k: (v / w if w else 0.0) for k, v in zip(keys, tot)}
+
+    def host_thread_wait_share(self) -> float:
+        """Of the measured steps' host time: the loop's thread blocked on another of its threads
+        where nothing else is on record (a part of host_shares' idle)."""
+        steps = self.measured
+        w = sum(s.host_end_ns - s.host_start_ns for s in steps)
+        return sum(s.host_idle_thread_ns for s in steps) / w if w > 0 else 0.0
 
     def total(self, key: str) -> int:
         return sum(getattr(s, key) for s in self.measured)
@@ -319,6 +329,7 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
                 sb.host_sync_ns,
                 sb.host_wait_ns,
                 sb.host_idle_ns,
+                sb.host_idle_thread_ns,
             ) = hs
     _mark_warmup(rb)
     return rb

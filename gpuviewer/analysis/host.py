@@ -34,6 +34,10 @@ IDLE_WAIT = re.compile(
 # clock_nanosleep). Not condition variables, mutexes or joins: there the thread waits for another
 # of the process's threads, which may be working unrecorded (the main thread during backward)
 OS_WAIT = re.compile(r"^(clock_)?nanosleep$|^u?sleep$|^(poll|ppoll|epoll_wait|epoll_pwait|select|pselect6?|accept4?)$")
+# ...and those in which it waits for another of the process's threads: said apart, inside the idle
+THREAD_WAIT = re.compile(
+    r"^(pthread_cond_(timed)?wait|pthread_mutex_(timed)?lock|pthread_join|sem_(timed)?wait|futex)$"
+)
 
 # Python calls in which the launching thread blocks (the Python tracer's events: with_stack or
 # experimental_config): a sleep, a lock, a queue or a worker process's pipe, as a DataLoader's
@@ -513,15 +517,18 @@ def _loop_thread_osrt(trace: Trace, lanes: list[int]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
-def host_split(trace: Trace, rank: int, windows: list[tuple[int, int]]) -> list[tuple[int, int, int, int, int, int]]:
-    """Per host step window: (framework, launch, queue, sync, wait, idle) ns of the threads that
+def host_split(
+    trace: Trace, rank: int, windows: list[tuple[int, int]]
+) -> list[tuple[int, int, int, int, int, int, int]]:
+    """Per host step window: (framework, launch, queue, sync, wait, idle, idle_thread) ns of the threads that
     launch the rank's GPU work. sync: blocking synchronize calls, blocking copies and framework
     calls that wait for the device (JAX's block_until_ready, device_get); queue: launch calls
     made with the launch queue full (queue_full_calls); launch: the other CUDA API calls; wait:
     Python calls that block (PY_WAIT: sleep, locks, queues) outside those; framework: Python and
     framework ops (CPU ops, NVTX ranges; the step's own range left out) outside all of them;
     idle: nothing on record. Exclusive, in that order: they add up to the window. OS calls that
-    wait (OS_WAIT) count as wait where nothing else is on record."""
+    wait (OS_WAIT) count as wait where nothing else is on record; idle_thread: the part of idle in
+    which the loop's thread waits for another thread (THREAD_WAIT)."""
     from . import intervals as iv
 
     c = trace.columns
@@ -559,15 +566,20 @@ def host_split(trace: Trace, rank: int, windows: list[tuple[int, int]]) -> list[
     launch = iv.subtract(iv.subtract(calls, sync), queue)
     py_wait = iv.subtract(iv.subtract(iv.subtract(py_wait, sync), launch), queue)
     fw = iv.subtract(iv.subtract(iv.subtract(iv.subtract(fw, sync), launch), queue), py_wait)
-    os_ids = name_ids(trace, OS_WAIT)
-    osrt = _loop_thread_osrt(trace, lanes) if len(os_ids) else np.zeros(0, np.int64)
+    os_ids, th_ids = name_ids(trace, OS_WAIT), name_ids(trace, THREAD_WAIT)
+    osrt = _loop_thread_osrt(trace, lanes) if len(os_ids) or len(th_ids) else np.zeros(0, np.int64)
+    thread_wait = iv.EMPTY
     if len(osrt):
-        os_wait = ivs(osrt[np.isin(np.asarray(c["name"][osrt]), os_ids)])
+        names = np.asarray(c["name"][osrt])
+        os_wait, thread_wait = ivs(osrt[np.isin(names, os_ids)]), ivs(osrt[np.isin(names, th_ids)])
         for x in (sync, launch, queue, py_wait, fw):
             os_wait = iv.subtract(os_wait, x)
         py_wait = iv.union(np.concatenate([py_wait[0], os_wait[0]]), np.concatenate([py_wait[1], os_wait[1]]))
+        for x in (sync, launch, queue, py_wait, fw):
+            thread_wait = iv.subtract(thread_wait, x)
     out = []
     for t0, t1 in windows:
-        a, b, e, d, w = (iv.length(iv.clip(x, t0, t1)) for x in (fw, launch, queue, sync, py_wait))
-        out.append((a, b, e, d, w, max(0, int(t1 - t0) - a - b - e - d - w)))
+        a, b, e, d, w, th = (iv.length(iv.clip(x, t0, t1)) for x in (fw, launch, queue, sync, py_wait, thread_wait))
+        idle = max(0, int(t1 - t0) - a - b - e - d - w)
+        out.append((a, b, e, d, w, idle, min(th, idle)))
     return out

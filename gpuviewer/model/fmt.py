@@ -129,4 +129,12 @@ def utilization_line(r: dict) -> str:
             )
             if k in host and (k not in ("queue", "wait") or f"{host[k]:.0%}" != "0%")
         )
+        tw = r.get("host_thread_wait") or 0.0
+        if "idle" in host and f"{tw:.0%}" != "0%":
+            # an OS trace shows the loop's thread waiting on another of its threads (nsys_single's
+            # main thread in pthread_cond_wait while the autograd thread runs the backward)
+            out += (
+                f" (the loop's thread waiting on another of its threads in {tw:.0%} of the host time, "
+                "within it: a condition variable, lock or join)"
+            )
     return out

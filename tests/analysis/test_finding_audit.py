@@ -305,6 +305,12 @@ def test_host_time_outside_recorded_ops_is_not_called_idle():
             "('nanosleep', 'clock_nanosleep', 'sleep', 'usleep', 'poll', 'ppoll', 'epoll_wait', 'epoll_pwait', "
             "'select', 'pselect', 'pselect6', 'accept', 'accept4')"
         ).fetchall()
+        # ...and those that wait for another thread of the process (said within the no-op time)
+        thread_waits = db.execute(
+            "SELECT o.start, o.end, o.globalTid FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId WHERE s.value IN "
+            "('pthread_cond_wait', 'pthread_cond_timedwait', 'pthread_mutex_lock', 'pthread_mutex_timedlock', "
+            "'pthread_join', 'sem_wait', 'sem_timedwait', 'futex')"
+        ).fetchall()
         devices = dict(
             db.execute("SELECT globalPid >> 24 & 16777215, MIN(deviceId) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1")
         )
@@ -319,18 +325,31 @@ def test_host_time_outside_recorded_ops_is_not_called_idle():
         loop = {g for s, e, g, t in nvtx if g in threads and re.fullmatch(r"step \d+", t)}
         spans += [(s, e) for s, e, g in waits if g in loop]
         total = sum(e - s for s, e in windows)
-        covered = 0
-        for w0, w1 in windows:
-            clipped = sorted((max(s, w0), min(e, w1)) for s, e in spans if s < w1 and e > w0)
-            end = w0
-            for s0, s1 in clipped:
-                if s1 > end:
-                    covered += s1 - max(s0, end)
-                    end = s1
+
+        def union_in_windows(ivs):
+            got = 0
+            for w0, w1 in windows:
+                clipped = sorted((max(s, w0), min(e, w1)) for s, e in ivs if s < w1 and e > w0)
+                end = w0
+                for s0, s1 in clipped:
+                    if s1 > end:
+                        got += s1 - max(s0, end)
+                        end = s1
+            return got
+
+        covered = union_in_windows(spans)
         want = 1 - covered / total
         said = re.search(r"host: .*no op recorded (\d+)%", lines[rank])
         assert said and "idle" not in lines[rank].split("host:")[1], lines[rank]
         assert abs(int(said.group(1)) / 100 - want) <= 0.03, (lines[rank], want)
+        # the loop's thread waiting on another thread, where nothing else is on record: a part of it
+        tw = [(s, e) for s, e, g in thread_waits if g in loop]
+        thread = (union_in_windows(spans + tw) - covered) / total
+        got = re.search(
+            r"no op recorded \d+% \(the loop's thread waiting on another of its threads in (\d+)% of", lines[rank]
+        )
+        assert got, lines[rank]
+        assert abs(int(got.group(1)) / 100 - thread) <= 0.03, (lines[rank], thread)
 
 
 # -- 9. a finding's saving is what `gpuviewer whatif` replays for the same change ------------------------
