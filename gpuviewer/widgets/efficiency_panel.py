@@ -93,7 +93,8 @@ class Roofline(pg.PlotWidget):
                 symbolBrush=pg.mkBrush(_POINT[q["tensor_cores"]] + "c0"),
                 symbolPen=pg.mkPen("#222"),
             )
-            t = pg.TextItem(q["name"], anchor=(0, 1), color="#444")
+            # named below its point: the roofs' names sit above their lines
+            t = pg.TextItem(q["name"], anchor=(0, 0), color="#444")
             t.setPos(math.log10(q["intensity"]), math.log10(q["tflops"]))
             p.addItem(t)
             self.labels.append(t)
@@ -104,15 +105,22 @@ class Roofline(pg.PlotWidget):
             if moves:
                 said.append(f"{moves} families only move bytes (no FLOPs): their GB/s are in the table")
         self.note.setText("\n".join(said))
-        if said:
-            self.note.setPos(math.log10(lo), math.log10(max([v for v in (view.roofs or {}).values()] + [1.0])))
-            p.addItem(self.note)
         p.enableAutoRange()
+        top = max(list((view.roofs or {}).values() if view is not None else []) + [q["tflops"] for q in pts] + [1.0])
+        low = min([q["tflops"] for q in pts] + [top / 1e4])
         if view is not None and (pts or view.roofs):
             # room above the highest roof for its name (the fp8 roof's was cut at the top)
-            top = max(list((view.roofs or {}).values()) + [q["tflops"] for q in pts] + [1.0])
-            low = min([q["tflops"] for q in pts] + [top / 1e4])
             p.setYRange(math.log10(low) - 0.3, math.log10(top) + 0.9, padding=0)
+        if said and view is not None and (pts or view.roofs):
+            # in the bottom right corner, under the roofs' flat parts (at the highest roof's height it
+            # printed over the roofs' names)
+            self.note.setAnchor((1, 1))
+            self.note.setPos(math.log10(hi), math.log10(low) - 0.3)
+            p.addItem(self.note)
+        elif said:  # nothing drawn: the note alone
+            self.note.setAnchor((0, 0))
+            self.note.setPos(math.log10(lo), 0.0)
+            p.addItem(self.note)
 
 
 class EfficiencyPanel(QWidget):
