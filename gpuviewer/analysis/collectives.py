@@ -21,7 +21,7 @@ import numpy as np
 
 from ..model.categories import Cat
 from ..model.trace import Trace
-from .breakdown import RankBreakdown, launch_times
+from .breakdown import RankBreakdown, launch_calls, launch_times
 
 _KERNEL_COLL = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+?)(?:_|\(|$)")
 # A dtype's size as producers spell it (Kineto: "Float", "BFloat16"; torch.float32; XLA: f32).
@@ -63,19 +63,20 @@ def p2p_issuers(trace: Trace, ops: np.ndarray) -> list[str]:
     trace_filter), they are paired by their collective, not across collectives (an all-to-all's
     kernel beside an all-reduce's made a 130 ms wait of a 44 ms one)."""
     from ..model.categories import LaneKind
-    from .host import flows_by_dst
 
     out = [""] * len(ops)
     if not len(ops):
         return out
-    d_sorted, s_by_dst = flows_by_dst(trace)
-    pos = np.minimum(np.searchsorted(d_sorted, ops), max(len(d_sorted) - 1, 0))
-    hit = (d_sorted[pos] == ops) if len(d_sorted) else np.zeros(len(ops), bool)
-    calls = np.where(hit, s_by_dst[pos] if len(d_sorted) else -1, -1)
+    calls = launch_calls(trace, ops)
     c = trace.columns
     lane_of = np.asarray(c["lane"])
-    threads = {(trace.lanes[int(lane_of[x])].pid, trace.lanes[int(lane_of[x])].stream) for x in calls if x >= 0}
-    spans = []  # (start, end, name) of the nccl:* ops on those threads
+
+    def thread(x: int) -> tuple[int, int]:
+        ln = trace.lanes[int(lane_of[x])]
+        return ln.pid, ln.stream
+
+    threads = {thread(x) for x in calls.tolist() if x >= 0}
+    spans: dict[tuple[int, int], list[tuple[int, int, str]]] = {}  # per thread: its nccl:* ops
     for i, ln in enumerate(trace.lanes):
         if ln.kind in (LaneKind.CPU, LaneKind.NVTX) and (ln.pid, ln.stream) in threads:
             sl = trace.lane_slice(i)
@@ -84,16 +85,24 @@ def p2p_issuers(trace: Trace, ops: np.ndarray) -> list[str]:
                 st = int(c["start"][sl.start + k])
                 m = _NCCL_OP.match(trace.names[int(nm[k])])
                 assert m is not None
-                spans.append(((ln.pid, ln.stream), st, st + int(c["dur"][sl.start + k]), f"nccl:{m.group(1)}"))
+                spans.setdefault((ln.pid, ln.stream), []).append(
+                    (st, st + int(c["dur"][sl.start + k]), f"nccl:{m.group(1)}")
+                )
     for j, x in enumerate(calls.tolist()):
         if x < 0:
             continue
-        ln = trace.lanes[int(lane_of[x])]
         t = int(c["start"][x])
-        around = [sp for sp in spans if sp[0] == (ln.pid, ln.stream) and sp[1] <= t < sp[2]]
+        around = [sp for sp in spans.get(thread(x), []) if sp[0] <= t < sp[1]]
         if around:
-            out[j] = max(around, key=lambda sp: sp[1])[3]  # the innermost
+            out[j] = max(around, key=lambda sp: sp[0])[2]  # the innermost
     return out
+
+
+def peerless_group(stream_no: int, issuer: str = "") -> str:
+    """The group a transfer without a peer on record is matched in: its rank's NCCL stream (in
+    order of first use), and the collective around its launch where one is on record
+    (p2p_issuers). rank_comm and the SQL collectives table key them alike."""
+    return f"{P2P_UNKNOWN} #{stream_no}" + (f" ({issuer})" if issuer else "")
 
 
 def _nccl_op_ids(trace: Trace) -> np.ndarray:
@@ -344,9 +353,8 @@ def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tu
             if peer is None:
                 # no peer on record (nsys exports, an all-to-all's grouped SendRecv kernels): kept
                 # in issue order per stream; match_arrivals pairs them where two ranks alone have them
-                key = f"{P2P_UNKNOWN} #{lane_rank.setdefault(int(lane[j]), len(lane_rank))}"
-                if issuer.get(j):  # paired by its collective: two ranks may issue them in other orders
-                    key += f" ({issuer[j]})"
+                # paired by its collective too: two ranks may issue them in other orders
+                key = peerless_group(lane_rank.setdefault(int(lane[j]), len(lane_rank)), issuer.get(j, ""))
             else:
                 pair = (rb.rank, peer) if kind == "Send" else (peer, rb.rank)
                 key = f"p2p {pair[0]}->{pair[1]}"

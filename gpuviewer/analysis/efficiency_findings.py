@@ -54,6 +54,10 @@ _SIMT = (
 )
 _TF32_FLAG = {"gemm": "torch.backends.cuda.matmul.allow_tf32", "conv": "torch.backends.cudnn.allow_tf32"}
 
+_ELEMENTWISE = (
+    "Elementwise and normalization kernels read and write their tensors at memory bandwidth and do little "
+    "arithmetic: fuse chains of them so tensors stay in registers ({how})."
+)
 ADVICE = {
     "fp32_simt_gemm": "These matmuls run in FP32 on the SIMT units, not on Tensor Cores. Train in bf16 "
     "(torch.autocast(device_type='cuda', dtype=torch.bfloat16)) or let FP32 matmuls use TF32 "
@@ -69,10 +73,10 @@ ADVICE = {
     "fp8) leaves them partly idle or falls back to slower kernels, and one that is not a multiple "
     "of 64 wastes part of the last tile. Pad it: the vocabulary to a multiple of 64 (50304, not "
     "50257), hidden and FFN sizes, batch x sequence.",
-    "elementwise_bound": "Elementwise and normalization kernels read and write their tensors at memory "
-    "bandwidth and do little arithmetic: fuse chains of them so tensors stay in registers "
-    "(torch.compile, fused optimizers and LayerNorm/RMSNorm, FlashAttention instead of "
-    "separate softmax and masking).",
+    # every fusion named; _elementwise_advice names those the kernels run call for
+    "elementwise_bound": _ELEMENTWISE.format(
+        how="torch.compile, fused optimizers and LayerNorm/RMSNorm, FlashAttention instead of separate softmax and masking"
+    ),
 }
 # the same where other kernels of the kind run on TF32 Tensor Cores: TF32 is allowed already
 TF32_ALLOWED_ADVICE = {
@@ -579,7 +583,4 @@ def _elementwise_advice(trace: Trace, eff) -> str:
         how.append("fused LayerNorm/RMSNorm")
     if not fused_attention and any(_SOFTMAX.search(n) and not _LOG_SOFTMAX.search(n) for n in names):
         how.append("FlashAttention (scaled_dot_product_attention) instead of separate softmax and masking")
-    return (
-        "Elementwise and normalization kernels read and write their tensors at memory bandwidth and do "
-        f"little arithmetic: fuse chains of them so tensors stay in registers ({', '.join(how)})."
-    )
+    return _ELEMENTWISE.format(how=", ".join(how))

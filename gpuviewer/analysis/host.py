@@ -408,7 +408,7 @@ def queue_full_calls(trace: Trace, rank: int) -> np.ndarray:
     called, began = (np.asarray(start[x]).astype(np.int64) for x in (calls, ops))
     lane_device = np.array([ln.device for ln in trace.lanes], np.int64)
     device = lane_device[np.asarray(trace.columns["lane"][ops]).astype(np.int64)]
-    early = _launched_before_capture(trace, rank)
+    early = launched_before_capture(trace, rank)
     full = []
     for d in np.unique(device):
         on = device == d
@@ -437,9 +437,14 @@ def flows_by_dst(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return got
 
 
-def _launched_before_capture(trace: Trace, rank: int) -> dict[int, np.ndarray]:
-    """{device: sorted starts} of the rank's GPU ops launched before the capture began: those with
-    no launch on record that run on their stream ahead of its first op whose launch is on record."""
+_GPU_WORK = (Cat.KERNEL, Cat.COMM_KERNEL, Cat.MEMCPY, Cat.MEMSET)
+
+
+def launched_before_capture(trace: Trace, rank: int) -> dict[int, np.ndarray]:
+    """{device: sorted starts} of the rank's GPU ops (kernels, copies, memsets) launched before the
+    capture began: those with no launch on record that run on their stream ahead of its first op
+    whose launch is on record (a stream without any launch on record tells nothing). The launch
+    queue counts them (queue_full_calls), a slow first step says them (outliers)."""
     d_sorted = flows_by_dst(trace)[0]
     c = trace.columns
     out: dict[int, list] = {}
@@ -450,13 +455,15 @@ def _launched_before_capture(trace: Trace, rank: int) -> dict[int, np.ndarray]:
         if sl.stop <= sl.start:
             continue
         st = np.asarray(c["start"][sl]).astype(np.int64)
+        work = np.isin(np.asarray(c["cat"][sl]), _GPU_WORK)
         launched = np.zeros(sl.stop - sl.start, bool)  # the lane's events that a flow points at
         a, b = np.searchsorted(d_sorted, [sl.start, sl.stop])
         launched[d_sorted[a:b] - sl.start] = True
+        launched &= work
         if not launched.any():  # no launches on record on this stream: nothing tells
             continue
         first = int(st[launched].min())
-        out.setdefault(int(ln.device), []).append(st[~launched & (st < first)])
+        out.setdefault(int(ln.device), []).append(st[work & ~launched & (st < first)])
     return {d: np.sort(np.concatenate(x)) for d, x in out.items()}
 
 
@@ -500,6 +507,9 @@ def _loop_thread_osrt(trace: Trace, lanes: list[int]) -> np.ndarray:
     """The OS-call events of the threads among lanes that hold the step ranges (the training
     loop's: its sleep is the host's; another launching thread's poll may beside unrecorded work
     of the loop); of every thread in lanes where no step range is on record."""
+    osrt = [i for i in lanes if trace.lanes[i].kind == LaneKind.OSRT]
+    if not osrt:  # no OS runtime trace (every Kineto trace): no step range to look for
+        return np.zeros(0, np.int64)
     c = trace.columns
     marks = np.fromiter(_step_markers(trace), np.int64)
     loop = {
@@ -511,8 +521,8 @@ def _loop_thread_osrt(trace: Trace, lanes: list[int]) -> np.ndarray:
     }
     parts = [
         np.arange(trace.lane_slice(i).start, trace.lane_slice(i).stop)
-        for i in lanes
-        if trace.lanes[i].kind == LaneKind.OSRT and (not loop or (trace.lanes[i].pid, trace.lanes[i].stream) in loop)
+        for i in osrt
+        if not loop or (trace.lanes[i].pid, trace.lanes[i].stream) in loop
     ]
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 

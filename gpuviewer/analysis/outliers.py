@@ -16,8 +16,8 @@ import numpy as np
 from ..model import queries as q
 from ..model.categories import CAT_LABEL, Cat, LaneKind
 from ..model.trace import Trace
-from .breakdown import RankBreakdown, launch_calls
-from .host import HOST_KINDS, IDLE_WAIT, _step_markers, explain
+from .breakdown import RankBreakdown
+from .host import HOST_KINDS, IDLE_WAIT, _step_markers, explain, launched_before_capture
 
 GPU_CATEGORIES = ("memcpy", "memset", "kernel", "communication")
 GPU_LEAD = 0.3  # a GPU op explaining this share of the extra time leads (the copy, the wait in a collective)
@@ -125,24 +125,10 @@ def _backlog(steps: list, s, excess: float) -> float:
 
 
 def _queued_before_capture(trace: Trace, rb: RankBreakdown, s) -> int:
-    """How many GPU ops of the rank ran, before the step's end, ahead of the first op on their
-    stream whose launch is on record, with no launch on record themselves: ops launched before the
-    capture began, still queued (0 where the rank records no launches: then nothing tells)."""
-    if rb.ops is None or not len(rb.ops):
-        return 0
-    calls = launch_calls(trace, rb.ops)
-    if not (calls >= 0).any():
-        return 0
-    c = trace.columns
-    st = np.asarray(c["start"][rb.ops]).astype(np.int64)
-    lane = np.asarray(c["lane"][rb.ops]).astype(np.int64)
-    n = 0
-    for ln in np.unique(lane).tolist():
-        on = lane == ln
-        launched = on & (calls >= 0)
-        first = int(st[launched].min()) if launched.any() else np.iinfo(np.int64).max
-        n += int((on & (calls < 0) & (st < first) & (st < s.end_ns)).sum())
-    return n
+    """How many GPU ops of the rank launched before the capture began (host.launched_before_capture)
+    ran before the step's end: the backlog the capture came with."""
+    early = launched_before_capture(trace, rb.rank)
+    return sum(int(np.searchsorted(v, s.end_ns)) for v in early.values())
 
 
 def slow_steps(rb: RankBreakdown) -> list[int]:

@@ -167,7 +167,7 @@ def critical(rb: RankBreakdown, lost: dict) -> float:
 
 
 # the advice's hint to move matmuls onto Tensor Cores ("larger batch, AMP so Tensor Cores are used")
-_TC_HINT = re.compile(r", (AMP|bf16) so Tensor Cores are used\)")
+TC_HINT = re.compile(r", (AMP|bf16) so Tensor Cores are used\)")
 TC_ALREADY = 0.8  # of the matmul, convolution and attention kernels' time on Tensor Cores
 
 
@@ -181,4 +181,4 @@ def drop_tensor_core_hint(findings, families: list[dict]) -> None:
         return
     for f in findings:
         if f.advice:
-            f.advice = _TC_HINT.sub(")", f.advice)
+            f.advice = TC_HINT.sub(")", f.advice)

@@ -270,14 +270,14 @@ def _host_basis(ch: Change, steps: set[int]) -> str:
     theirs = float(np.median([t for _, _, t in got])) / 1e6
     which = {s for s, _, _ in got}
     where = (
-        f" in step{'s' if len(which) > 1 else ''} {number_list(sorted(which))}, where it works longer than theirs,"
+        f" in step{'s' if len(which) > 1 else ''} {number_list(sorted(which))}, where it works longer than theirs"
         if len(which) < len(steps)
         else ""
     )
     return (
-        f" (rank {ch.rank}'s host works a median {mine:.1f} ms a step{where} the others' {theirs:.1f} ms; "
+        f" (rank {ch.rank}'s host works a median {mine:.1f} ms a step{where}, the others' {theirs:.1f} ms; "
         "waits for the GPU left out)"
-    ).replace("a step the others'", "a step, the others'")
+    )
 
 
 class _Start:

@@ -10,13 +10,13 @@ import pandas as pd
 
 from ..analysis.collectives import (
     P2P,
-    P2P_UNKNOWN,
     arg_group,
     arg_int,
     arg_nbytes,
     collective_kind,
     p2p_issuers,
     p2p_peer,
+    peerless_group,
 )
 from ..io.comm_args import collective_args
 from ..model.categories import Cat
@@ -55,7 +55,7 @@ def comm_kernels(session) -> pd.DataFrame:
         if group is None:
             group = f"stream #{stream_no[key]}"
         if kind in P2P and p2p_peer(kind, a) is None:
-            group = f"{P2P_UNKNOWN} #{stream_no[key]}"  # as collectives.rank_comm keys them
+            group = peerless_group(stream_no[key])  # as collectives.rank_comm keys them
             peerless.append((j, len(groups)))
         if kind in P2P:
             nel = arg_int(a.get("in_nelems")) or arg_int(a.get("out_nelems")) or 0
@@ -69,10 +69,9 @@ def comm_kernels(session) -> pd.DataFrame:
         dtypes.append((j, str(a["dtype"]) if a.get("dtype") is not None else ""))
         nbytes.append((j, b if b else -1))
 
-    if peerless:
+    if peerless:  # and by the collective around each launch, looked up together
         for (j, g), who in zip(peerless, p2p_issuers(trace, idx[[j for j, _ in peerless]])):
-            if who:
-                groups[g] = (j, f"{groups[g][1]} ({who})")
+            groups[g] = (j, peerless_group(stream_no[(int(rank[j]), int(lane[j]))], who))
 
     def column(pairs, dtype=None):
         out = [None] * len(idx)

@@ -17,7 +17,6 @@ import gzip
 import json
 import math
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -29,6 +28,7 @@ from conftest import ROOT, run_cli_once, trace_path
 from make_hosts import make
 
 from gpuviewer.analysis.efficiency_findings import ADVICE as EFFICIENCY_ADVICE
+from gpuviewer.analysis.rule_base import TC_HINT
 
 SRC = trace_path("kineto", "ddp_clean", "ddp_clean_rank0.json.gz")
 HANG_S = 300  # a guard against a hang, not a time limit
@@ -62,7 +62,6 @@ SAVINGS = (
     "saves_beside_cause",
 )
 EFFICIENCY_RULES = set(EFFICIENCY_ADVICE)  # findings from the kernels' efficiency: in process only
-_TC_HINT = re.compile(r", (AMP|bf16) so Tensor Cores are used\)")
 
 
 def _without_savings(a):
@@ -81,7 +80,7 @@ def _without_savings(a):
                 k: v for k, v in m.items() if k not in ("job_duration_text", "job_step_ms", "job_median_ms")
             }
         if f.get("advice"):  # the Tensor-Core hint is dropped by the efficiency, in process only
-            f["advice"] = _TC_HINT.sub(")", f["advice"])
+            f["advice"] = TC_HINT.sub(")", f["advice"])
         f["children"] = sorted((strip(c) for c in f.get("children", [])), key=_key)
         return f
 
