@@ -48,7 +48,9 @@ _KINDS = (
     (
         "conv",
         re.compile(
-            r"convolution|conv\d|conv_|_conv(?!ert)|scudnn|wgrad|dgrad|implicit_gemm|implicit_convolve|winograd",
+            r"convolution|conv\d|conv_|_conv(?!ert)|scudnn|wgrad|dgrad|implicit_gemm|implicit_convolve|winograd|"
+            # cuDNN's FFT convolutions' transforms (fft2d_r2c_32x32<float, ...>(..., cudnn::reduced_divisor, ...))
+            r"fft\dd_[rc]2[rc]\w*<.*cudnn::",
             re.IGNORECASE,
         ),
     ),
@@ -59,7 +61,8 @@ _KINDS = (
     ("embedding", re.compile(r"embedding", re.IGNORECASE)),
     # cuDNN's batch norm: bn_fw_tr_* (training), bn_fw_inf_* (inference), bn_bw_*
     ("norm", re.compile(r"norm|gammabeta|(?<![a-z])bn_(?:fw|bw)", re.IGNORECASE)),
-    ("reduction", re.compile(r"reduce|reduction", re.IGNORECASE)),
+    # not cuDNN's reduced_divisor, an argument type of its FFT and other kernels
+    ("reduction", re.compile(r"reduce(?!d_divisor)|reduction", re.IGNORECASE)),
     (
         "elementwise",
         re.compile(

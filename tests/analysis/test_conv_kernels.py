@@ -183,3 +183,34 @@ def test_a_convolutions_transform_kernels_are_said_beside_its_share(resnet):
     # the measured steps' share of the file's (the warm-up step's left out): most of it, never more
     assert 0.5 * winograd <= float(said[2]) <= winograd
     assert int(said[1]) > int(re.search(r"Tensor Cores: (\d+)% of convolution time", f["title"])[1])
+
+
+ALEXNET = compat_path(
+    "facebookresearch__HolisticTraceAnalysis",
+    "critical_path",
+    "alexnet",
+    "benchmark_result_2869224_1695835535_trace.json.gz",
+)
+
+
+def test_cudnn_fft_convolution_transforms_are_convolution_helpers_not_reductions():
+    """HTA's A100 AlexNet runs some convolutions through cuDNN's FFT algorithm: fft2d_r2c / fft2d_c2r
+    transforms beside ampere_gcgemm kernels. An argument type in their names, cudnn::reduced_divisor,
+    made them a "reduction 5%" family, and the FP32 convolution share left them out. They are the
+    convolutions' FP32 helpers: said beside the share (their time from the raw file), and no
+    reduction family remains (the trace runs no reduction kernel)."""
+    import json
+
+    events, _ = load_json(ALEXNET)
+    fft = [e for e in events if e.get("cat") == "kernel" and re.match(r"void fft2d_[rc]2[rc]_", e["name"])]
+    assert fft and all("cudnn::reduced_divisor" in e["name"] for e in fft)
+    fft_ms = sum(e["dur"] for e in fft) / 1e3
+    assert not [e for e in events if e.get("cat") == "kernel" and re.search(r"reduce_|reduction", e["name"])]
+    out = json.loads(run_cli_once("analyze", ALEXNET, "--json").stdout)
+    assert not [r for r in out["efficiency"]["families"] if r["kind"] == "reduction"]
+    (f,) = [f for f in out["findings"] if f["rule"] == "fp32_simt_conv"]
+    said = re.search(r"; (\d+)% with the ([\d.]+) ms of FP32 helper kernels around them", f["title"])
+    assert said, f["title"]
+    # the capture is the whole file here (no steps): every FFT kernel is in it, with the FP32 helpers
+    # of other names (the FFT convolutions' only other kernels are their gcgemm matrix kernels)
+    assert abs(float(said[2]) - fft_ms) <= 0.05 + 0.05 * fft_ms
