@@ -557,6 +557,18 @@ def collective_bw(instances: list[Instance]) -> dict:
     return out
 
 
+def nsys_strings(path: str) -> list[str]:
+    """Every string an Nsight Systems export holds (its StringIds table: kernel, NVTX and API names),
+    read with sqlite3."""
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return [v for (v,) in db.execute("SELECT value FROM StringIds")]
+    finally:
+        db.close()
+
+
 def nsys_kernel_names(path: str, column: str = "shortName") -> list[str]:
     """Every kernel's name (shortName or demangledName), one per kernel run, from an Nsight Systems
     export read with sqlite3."""

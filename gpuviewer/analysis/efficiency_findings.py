@@ -573,12 +573,21 @@ _LOG_SOFTMAX = re.compile(r"log_?softmax|softmax_warp_\w+<[^>]*,\s*true>", re.IG
 
 
 def _elementwise_advice(trace: Trace, eff) -> str:
-    """The fusions that fit the kernels run: LayerNorm/RMSNorm where their kernels run, FlashAttention
+    """The fusions that fit the kernels run: a fused optimizer where the optimizer runs unfused,
+    LayerNorm/RMSNorm where their kernels run, FlashAttention
     where softmax kernels run and no fused attention does (mfu_2gpu runs flash_fwd_kernel already;
     the V100 ResNet-50 has neither: 'FlashAttention instead of separate softmax' fitted neither)."""
     names = {trace.names[int(i)] for i in np.unique(np.asarray(trace.columns["name"])[eff.kernel])}
     fused_attention = any(r["kind"] == "attention" for r in eff.families)
-    how = ["torch.compile", "fused optimizers"]
+    how = ["torch.compile"]
+    # a fused optimizer where the optimizer runs unfused: foreach kernels not of a fused one, or an
+    # optimizer step (PyTorch's Optimizer.step#... range) none of whose kernels is fused (a per-
+    # parameter loop); not for a run already fused, nor one with no optimizer on record (inference)
+    fused = any(_FUSED_ALREADY.search(n) for n in names)
+    if any(_FOREACH.search(n) and not _FUSED_ALREADY.search(n) for n in names) or (
+        not fused and any(n.startswith("Optimizer.step#") for n in trace.names)
+    ):
+        how.append("fused optimizers")
     if any(_LAYER_NORM.search(n) for n in names):
         how.append("fused LayerNorm/RMSNorm")
     if not fused_attention and any(_SOFTMAX.search(n) and not _LOG_SOFTMAX.search(n) for n in names):

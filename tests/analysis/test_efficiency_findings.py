@@ -404,7 +404,8 @@ def test_a_run_with_tf32_gemms_is_not_told_to_allow_tf32():
 def test_elementwise_advice_names_the_fusions_that_fit():
     """The advice named FlashAttention to mfu_2gpu, which runs flash_fwd_kernel already, and to the
     V100 ResNet-50, a CNN whose only softmax is its loss's log-softmax; and fused LayerNorm to a
-    CNN without one. Each fusion is named where the raw kernels show its case."""
+    CNN without one; and fused optimizers to every run, one with no optimizer on record too. Each
+    fusion is named where the raw kernels (or the optimizer's range) show its case."""
     import gzip
 
     def advice(path):
@@ -417,16 +418,27 @@ def test_elementwise_advice_names_the_fusions_that_fit():
     names = T.nsys_kernel_names(mfu)
     assert any("flash_fwd" in n for n in names)
     assert "FlashAttention" not in advice(mfu)
+    # no optimizer on record there (an nsys export: no foreach kernel, no Optimizer.step range)
+    strings = T.nsys_strings(mfu)
+    assert not any("multi_tensor_apply" in n or n.startswith("Optimizer.step") for n in strings)
+    assert "fused optimizers" not in advice(mfu)
     resnet = compat_path("pytorch__kineto", "tb_plugin_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz")
     with gzip.open(resnet, "rt") as f:
         kernels = [e["name"] for e in json.load(f)["traceEvents"] if e.get("cat") == "Kernel"]
     assert not any("layer_norm" in k or "attention" in k.lower() for k in kernels)
     a = advice(resnet)
     assert "FlashAttention" not in a and "LayerNorm" not in a and "torch.compile" in a
+    # its SGD steps parameter by parameter (an Optimizer.step#SGD.step range, no foreach kernels)
+    with gzip.open(resnet, "rt") as f:
+        assert "Optimizer.step#SGD.step" in {e.get("name") for e in json.load(f)["traceEvents"]}
+    assert not any("multi_tensor_apply" in k for k in kernels) and "fused optimizers" in a
     gpt = trace_path("kineto", "single_gpt_train.json.gz")
     with gzip.open(gpt, "rt") as f:
-        assert any("layer_norm" in e["name"] for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel")
+        gpt_kernels = [e["name"] for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel"]
+    assert any("layer_norm" in k for k in gpt_kernels)
     assert "fused LayerNorm/RMSNorm" in advice(gpt)
+    assert any("multi_tensor_apply" in k and "Fused" not in k for k in gpt_kernels)  # AdamW's foreach
+    assert "fused optimizers" in advice(gpt)
 
 
 def _all(fs):
