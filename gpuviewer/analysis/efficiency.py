@@ -501,11 +501,10 @@ def summary_lines(eff: dict) -> list[str]:
         if rates
         else "peak unknown"
     )
-    scope = (
-        "; the kernel families below: the measured steps' kernels"
-        if (eff.get("ops") or {}).get("in_measured_steps")
-        else ""
-    )
+    parts = ["the measured steps' kernels"] if (eff.get("ops") or {}).get("in_measured_steps") else []
+    if any(f.get("ops") for f in eff.get("families") or []):  # by op: the MI250's bias copy is gemm
+        parts.append("each in its launching op's family where its work is known (a matmul's copy: gemm), else by name")
+    scope = "; the kernel families below: " + ", ".join(parts) if parts else ""
     device = eff.get("device")
     out = [f"efficiency: {device if device and device != 'unknown' else 'device unknown'} ({roof}){scope}"]
     steps = eff.get("steps") or []

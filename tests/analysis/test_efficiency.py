@@ -497,3 +497,39 @@ def _flat(fs):
     for f in fs:
         yield f
         yield from _flat(f["children"])
+
+
+def test_the_families_line_says_kernels_go_with_their_launching_op():
+    """HTA's MI250 trace: a direct_copy elementwise kernel launched inside aten::addmm is in the 'gemm
+    fp32' family, as the efficiency groups kernels by the op that launched them where the op's work
+    is known. The line read as if families were the kernels' own kinds; it now says the grouping.
+    The launching op is found here from the raw events (correlation id, then the ops around the call)."""
+    path = compat_path(
+        "facebookresearch__HolisticTraceAnalysis", "amd_trace", "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+    )
+    events, _ = load_json(path)
+    launch = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") == "cuda_runtime" and "correlation" in (e.get("args") or {})
+    }
+    ops = [e for e in events if e.get("cat") == "cpu_op" and e.get("ph") == "X"]
+    copies = [e for e in events if e.get("cat") == "kernel" and "direct_copy_kernel_cuda" in e["name"]]
+
+    def around(call):  # the ops on the call's thread that hold it
+        return {
+            o["name"]
+            for o in ops
+            if (o["pid"], o["tid"]) == (call["pid"], call["tid"])
+            and o["ts"] <= call["ts"]
+            and call["ts"] + call["dur"] <= o["ts"] + o["dur"]
+        }
+
+    in_addmm = [k for k in copies if "aten::addmm" in around(launch[k["args"]["correlation"]])]
+    assert in_addmm
+    out = json.loads(run_cli_once("analyze", path, "--json").stdout)
+    gemm = [f for f in out["efficiency"]["families"] if f["kind"] == "gemm"]
+    assert any(in_addmm[0]["name"] in f["top_kernels"] for f in gemm)
+    p = run_cli_once("analyze", path)
+    (line,) = [ln for ln in p.stdout.splitlines() if ln.startswith("efficiency:")]
+    assert "each in its launching op's family where its work is known" in line, line
