@@ -55,6 +55,7 @@ class Roofline(pg.PlotWidget):
         p.getAxis("left").enableAutoSIPrefix(False)
         self.note = pg.TextItem("", anchor=(0, 0), color="#888")
         self.labels: list[pg.TextItem] = []
+        self.roofs_text: pg.TextItem | None = None  # the roofs' names, one line
 
     def show_view(self, view) -> None:
         p = self.getPlotItem()
@@ -73,13 +74,18 @@ class Roofline(pg.PlotWidget):
             for peak, precs in same.items():
                 y = np.minimum(peak, view.gbps * grid / 1e3)
                 p.plot(grid, y, pen=pg.mkPen(_ROOF_PENS.get(precs[0], "#888"), width=1.5))
-                # named where its flat part begins (its ridge): the roofs' ridges are apart where
-                # their right ends are not (the labels printed over each other there)
-                ridge = min(max(peak * 1e3 / view.gbps, lo), hi)
-                t = pg.TextItem(f"{'/'.join(precs)} {peak:g}", anchor=(0, 1), color=_ROOF_PENS.get(precs[0], "#888"))
-                t.setPos(math.log10(ridge), math.log10(peak))
-                p.addItem(t)
-                self.labels.append(t)
+            # the roofs named in one line, each in its roof's colour, highest first, in the top left
+            # corner (the bandwidth slope is low there and no family can sit above it): named at
+            # their ridges, the H200's tf32, bf16 and fp8 names printed over each other (their ridges
+            # 0.3 decades apart) at the 120 px the plot has in a 1366x768 window
+            names = " · ".join(
+                f'<span style="color:{_ROOF_PENS.get(precs[0], "#888")}">{"/".join(precs)} {peak:g}</span>'
+                for peak, precs in sorted(same.items(), reverse=True)
+            )
+            self.roofs_text = pg.TextItem(anchor=(0, 0))
+            self.roofs_text.setHtml(f'<span style="color:#666">roofs, TFLOP/s:</span> {names}')
+            p.addItem(self.roofs_text)
+            self.labels.append(self.roofs_text)
         elif view is not None:
             said.append(f"{view.device}: not in the device table, no roofs drawn")
         for q in pts:
@@ -111,6 +117,8 @@ class Roofline(pg.PlotWidget):
         if view is not None and (pts or view.roofs):
             # room above the highest roof for its name (the fp8 roof's was cut at the top)
             p.setYRange(math.log10(low) - 0.3, math.log10(top) + 0.9, padding=0)
+            if view.gbps and view.roofs:
+                self.roofs_text.setPos(math.log10(lo), math.log10(top) + 0.9)
         if said and view is not None and (pts or view.roofs):
             # in the bottom right corner, under the roofs' flat parts (at the highest roof's height it
             # printed over the roofs' names)

@@ -66,12 +66,21 @@ def test_table_roofline_timeline_and_details(win, qtbot, tmp_path, raw_mm):
     curves = plot.listDataItems()
     assert len(curves) == len(set(view.roofs.values())) + len(pts)  # precisions of one peak share a roof
     names = [t.toPlainText() for t in panel.roofline.labels]
-    assert "bf16/fp16 989.4" in names and "tf32 494.7" in names and all(p["name"] in names for p in pts)
-    # each roof named where its flat part begins, its ridge (at the plot's right end the
-    # labels printed over each other)
-    for peak in set(view.roofs.values()):
-        t = next(t for t in panel.roofline.labels if t.toPlainText().endswith(f" {peak:g}"))
-        assert t.pos().x() == pytest.approx(math.log10(peak * 1e3 / view.gbps))
+    assert all(p["name"] in names for p in pts)
+    # the roofs named in one line, highest first, in the top left corner: named at their ridges, the
+    # H200's tf32, bf16/fp16 and fp8 names printed over each other at the plot's height in a
+    # 1366x768 window
+    roofs = panel.roofline.roofs_text
+    assert roofs.toPlainText() == "roofs, TFLOP/s: " + " · ".join(
+        f"{'/'.join(k for k, v in view.roofs.items() if v == peak)} {peak:g}"
+        for peak in sorted(set(view.roofs.values()), reverse=True)
+    )
+    assert "bf16/fp16 989.4" in roofs.toPlainText() and "tf32 494.7" in roofs.toPlainText()
+    (x0, x1), (y0, y1) = plot.getViewBox().viewRange()
+    assert roofs.pos().y() == pytest.approx(y1) and roofs.pos().x() <= x0 + 0.1 * (x1 - x0)
+    for t in panel.roofline.labels:  # the line overlaps no family's name
+        if t is not roofs:
+            assert not roofs.mapRectToScene(roofs.boundingRect()).intersects(t.mapRectToScene(t.boundingRect()))
     for p in pts:  # each point where its family's rate is, on log axes
         t = panel.roofline.labels[names.index(p["name"])]
         assert t.pos().x() == pytest.approx(math.log10(p["intensity"])) and t.pos().y() == pytest.approx(
