@@ -11,7 +11,7 @@ import numpy as np
 
 from ..model.fmt import number_list
 from .breakdown import RankBreakdown
-from .rule_base import WHOLE_CAPTURE_ADVICE, WHOLE_CAPTURE_IDLE_ADVICE, finding
+from .rule_base import WHOLE_CAPTURE_IDLE_ADVICE, finding
 
 _RANK_PREFIX = re.compile(r"^Rank (\d+)(:| GPU)")
 _SEVERITY = {"high": 0, "medium": 1, "low": 2}
@@ -320,7 +320,7 @@ def attach(roots: list[dict], found: list[dict]) -> list[dict]:
         else:
             if f["rule"] == "step_outlier" and parent["rule"] == "straggler":
                 _waited_for(f, parent)
-            if f["rule"] == "low_gpu_utilization" and parent.get("advice") in WHOLE_CAPTURE_ADVICE:
+            if f["rule"] == "low_gpu_utilization" and parent["metrics"].get("whole_capture"):
                 f["advice"] = WHOLE_CAPTURE_IDLE_ADVICE
             parent["children"].append(f)
     return top

@@ -63,6 +63,9 @@ def test_the_longest_idle_stretch_and_the_call_in_it(analysis):
     ) in f["title"]
     assert f["advice"].startswith("The trace marks no steps")
     assert f.get("saves_ms") is None and f["severity"] != "high"
+    # its low utilization, under it, is told the same (not an input pipeline's advice)
+    (low,) = [c for c in f["children"] if c["rule"] == "low_gpu_utilization"]
+    assert low["advice"].startswith("The GPU waits for the host most of the capture, and the trace marks no steps")
     # the other findings call it "the capture", which a note says is the one step
     assert any(n.startswith("steps: the trace marks none") for n in analysis["notes"]), analysis.get("notes")
 
