@@ -34,7 +34,7 @@ import pandas as pd
 
 from ..errors import GpuviewerError
 from .collectives import bus_factor
-from .diff_tables import PARTS, Measured
+from .diff_tables import GPU_PARTS, HOST_PARTS, PARTS, Measured
 
 K_SIGMA = 3.0
 FLOOR_FRAC = 0.01
@@ -303,8 +303,8 @@ def _parts_table(ma: Measured, mb: Measured, prs: list[Pair], judge: _Judge | No
                 "significant": judge(d, st.se[i]) if judge else False,
             }
         )
-    # the step itself first, then its parts by impact
-    rows.sort(key=lambda r: (r["part"] != "step", -abs(r["delta_ns"]), PARTS.index(r["part"])))
+    # the step, the GPU's time and its parts, then the host's parts (each part where it belongs)
+    rows.sort(key=lambda r: PARTS.index(r["part"]))
     return rows
 
 
@@ -407,6 +407,9 @@ def diff(a: Measured, b: Measured, *, ranks=None, steps=("all", "all")) -> dict:
         "collective_totals": _collective_table(a, b, prs, judge, by=("group", "name")),
     }
     out["top"] = top_changes(out)
+    # GPU ops a step on each side: runs of different programs (dataloader_stall's 843 kernels a
+    # step against single_gpt_train's 1,620) compare different work, not the same work's speed
+    out["gpu_ops_per_step"] = [round(sum(r[f"{x}_count"] for r in out["kernels"]), 3) for x in ("a", "b")]
     return out
 
 
@@ -419,15 +422,25 @@ def _side_json(prs: list[Pair], side: str) -> dict:
 
 
 def top_changes(d: dict) -> list[dict]:
-    """What to look at first: the largest significant change of each kind of GPU op, of the
-    collectives' wait and transfer, and of the host ops, in that order (GPU side first: host op
-    totals are inclusive, so a host op that waits for the GPU repeats the GPU's change)."""
+    """What to look at first: the largest significant change of the step's GPU parts and of its
+    host parts (where the step's time went: a host stall is GPU idle and host time with no op, which
+    no op table shows), then of each kind of GPU op, of the collectives' wait and transfer, and of
+    the host ops, in that order (GPU side first: host op totals are inclusive, so a host op that
+    waits for the GPU repeats the GPU's change)."""
     out = []
+    for table, names in (("step's GPU time", GPU_PARTS), ("step's host time", HOST_PARTS)):
+        sig = [r for r in d["step_parts"] if r["part"] in names and r["significant"]]
+        if sig:
+            r = max(sig, key=lambda r: abs(r["delta_ns"]))
+            what = r["part"].removeprefix("host: ").removeprefix("GPU ")
+            out.append({"table": table, "what": what, **_sides(r, "ns")})
+    out.sort(key=lambda t: -abs(t["delta_ns"]))
+    ops: list[dict] = []
     for kind in ("compute", "comm", "memcpy", "memset"):
         sig = [r for r in d["kernels"] if r["kind"] == kind and r["significant"]]
         if sig:
-            out.append(_change(f"GPU {kind}", sig[0]["name"], sig[0], "total"))
-    out.sort(key=lambda t: -abs(t["delta_ns"]))
+            ops.append(_change(f"GPU {kind}", sig[0]["name"], sig[0], "total"))
+    out += sorted(ops, key=lambda t: -abs(t["delta_ns"]))
     for part in ("transfer", "wait"):
         sig = [r for r in d["collective_totals"] if r[f"{part}_significant"]]
         if sig:
@@ -437,6 +450,10 @@ def top_changes(d: dict) -> list[dict]:
     if sig:
         out.append(_change("host op", f"{sig[0]['name']} ({sig[0]['kind']})", sig[0], "total"))
     return out
+
+
+def _sides(r: dict, suffix: str) -> dict:
+    return {"a_ns": r[f"a_{suffix}"], "b_ns": r[f"b_{suffix}"], "delta_ns": r["delta_ns"]}
 
 
 def _change(table: str, what: str, r: dict, part: str) -> dict:

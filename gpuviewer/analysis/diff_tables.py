@@ -36,7 +36,19 @@ HOST_KIND = {
 }
 # Python stack frames are left out: with_stack traces hold tens of thousands, each frame's total
 # covers its callees, and the op names under them say the same thing more precisely.
-PARTS = ("step", "host", "compute", "comm wait", "comm transfer", "memcpy/memset", "idle")
+# "step" is the host's step range (what ProfilerStep#N or an NVTX step range measures; the GPU's
+# time where a capture has none). The GPU's parts less their overlap add up to "GPU time" (the
+# step's GPU window and the idle around it), the host's parts to the step (host.host_split)
+GPU_PARTS = ("compute", "comm wait", "comm transfer", "memcpy/memset", "GPU idle")
+HOST_PARTS = (
+    "host: framework ops",
+    "host: launch calls",
+    "host: launch queue",
+    "host: syncs",
+    "host: waits",
+    "host: no op recorded",
+)
+PARTS = ("step", "GPU time", *GPU_PARTS, "GPU overlap", *HOST_PARTS)
 
 
 @dataclass
@@ -95,14 +107,23 @@ def _labels(rb: RankBreakdown) -> list[int]:
 def _parts(rb: RankBreakdown, labels: list[int]) -> pd.DataFrame:
     rows = []
     for lab, s in zip(labels, rb.steps):
+        host = s.host_end_ns - s.host_start_ns
         vals = (
+            host if host > 0 else s.gpu_time_ns,
             s.gpu_time_ns,
-            s.host_end_ns - s.host_start_ns,
             s.compute_ns,
             s.wait_ns,
             s.transfer_ns,
             s.memcpy_ns,
             s.idle_total_ns,
+            # kinds of GPU work at once (NCCL beside compute): the parts above less this are GPU time
+            max(0, s.compute_ns + s.comm_ns + s.memcpy_ns - s.busy_ns),
+            s.host_framework_ns,
+            s.host_launch_ns,
+            s.host_queue_ns,
+            s.host_sync_ns,
+            s.host_wait_ns,
+            s.host_idle_ns,
         )
         rows += [(rb.rank, lab, p, int(v)) for p, v in zip(PARTS, vals)]
     return pd.DataFrame(rows, columns=PART_COLS)

@@ -67,6 +67,12 @@ def headline(d: dict, names: tuple[str, str] | None = None) -> list[str]:
         f"step {ms(step['a_ns'])} ms -> {ms(step['b_ns'])} ms ({dms(step['delta_ns'])} ms, "
         f"{verdict(step['significant'])})",
     ]
+    ops = d.get("gpu_ops_per_step") or [0, 0]
+    if min(ops) > 0 and max(ops) > 1.1 * min(ops):
+        lines.append(
+            f"not the same work: A runs {ops[0]:,.0f} GPU ops a step, B {ops[1]:,.0f}: the op tables compare "
+            "different work, not the same work's speed"
+        )
     if d["top"]:
         lines.append("largest significant change of each kind:")
         lines += [

@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import os
 import sys
+import textwrap
 
 from ..analysis.diff_text import collective_verdict, headline, size_text
 from ..analysis.diff_text import cut as _cut
@@ -272,8 +273,9 @@ def tables(d: dict, top: int) -> list[tuple[str, str, list[str], list[list[str]]
     out = [
         (
             "Step time and its parts (ms a step)",
-            "step: the GPU's step (its window and the idle around it); host: the host's step range; "
-            "the parts may overlap (communication under compute).",
+            "step: the host's step range (ProfilerStep#N, an NVTX step; the GPU time where none); GPU time: the "
+            "step's GPU window and the idle around it, which its parts less 'GPU overlap' (kinds of work at once: "
+            "communication under compute) add up to; the host's parts add up to the step.",
             PARTS_HEAD,
             _parts_rows(d["step_parts"]),
         )
@@ -299,7 +301,10 @@ def tables(d: dict, top: int) -> list[tuple[str, str, list[str], list[list[str]]
         out.append(
             (
                 f"{title} (ms a step){more}",
-                "total: time a step spends in it; share: of the step.",
+                "total: time a step spends in it; share: of the step"
+                + (
+                    "; inclusive: an op's time holds the ops it calls, so shares overlap." if key == "host_ops" else "."
+                ),
                 NAMED_HEAD,
                 _named_rows(rows[:top]),
             )
@@ -314,10 +319,10 @@ def tables(d: dict, top: int) -> list[tuple[str, str, list[str], list[list[str]]
 
 def to_text(d: dict, top: int = 20) -> list[str]:
     lines = headline(d)
-    for title, _note, head, rows in tables(d, top):
+    for title, note, head, rows in tables(d, top):
         rows = [[_cut(c, 60) for c in r] for r in rows]
         w = [max(len(x) for x in col) for col in zip(head, *rows)] if rows else [len(h) for h in head]
-        lines += ["", title]
+        lines += ["", title] + textwrap.wrap(note, 110)
         for r in [head] + rows:
             lines.append(
                 "  ".join(c.ljust(w[i]) if head[i] in TEXT_COLUMNS else c.rjust(w[i]) for i, c in enumerate(r)).rstrip()

@@ -169,7 +169,17 @@ def test_step_outlier_step7_vs_median_pageable_dtoh_leads():
     assert lead["significant"] and lead["only"] == "a" and lead["b_total_ns"] == 0
     assert close(lead["a_total_ns"], per_step_totals(OUTLIER, [7])[lead["name"]])
     assert 2.5e9 < lead["a_total_ns"] < 3e9
-    assert d["top"][0]["table"] == "GPU memcpy" and d["top"][0]["what"] == "Memcpy DtoH (Device -> Pageable)"
+    # first where the step's time went: the host blocked in the copies, the GPU copying (the raw
+    # copies' time in step 7), then the op tables' lead: the pageable DtoH copy
+    top = {t["table"]: t for t in d["top"]}
+    assert [t["table"] for t in d["top"][:2]] == ["step's host time", "step's GPU time"]
+    assert top["step's host time"]["what"] == "syncs" and top["step's GPU time"]["what"] == "memcpy/memset"
+    raw7 = per_step_totals(OUTLIER, [7])
+    copies = sum(v for k, v in raw7.items() if k.startswith(("Memcpy", "Memset")))
+    assert close(top["step's GPU time"]["a_ns"], copies, rel=0.001)
+    assert top["step's host time"]["a_ns"] >= 0.95 * copies  # the host waited for them
+    (op,) = [t for t in d["top"] if t["table"] == "GPU memcpy"]
+    assert op["what"] == "Memcpy DtoH (Device -> Pageable)" and d["top"].index(op) == 2
     # the median side: each name's median of the other steps' totals
     others = {s: per_step_totals(OUTLIER, [s]) for s in d["b"]["steps"]}
     gemm = next(k for k in d["kernels"] if k["kind"] == "compute" and k["a_count"] == k["b_count"])
