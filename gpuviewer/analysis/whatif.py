@@ -321,16 +321,26 @@ def apply(
                 notes.append(f"rank {ch.rank} step {s}: no host gap on record")
                 continue
             j = cand[np.argmax(off[cand])]
-            cut = max(0, int(off[j]) - usual)
+            gap = int(off[j])
+            cut = max(0, gap - usual)
             off[j] -= cut
             what = g.names[g.name[dst_node[j]]] if g.name[dst_node[j]] >= 0 else "the step's end"
+            # under a millisecond it is the host's work between launches (Python, the optimizer),
+            # not a stall: said, as the step's time shrinks by it all the same (stall_off: 0.2-0.4 ms)
+            small = (
+                f"; under {OTHER_WORK_NS / 1e6:g} ms: the host's own work between launches more than a stall"
+                if 0 < gap < OTHER_WORK_NS
+                else ""
+            )
             notes.append(
                 f"rank {ch.rank} step {s}: {cut / 1e6:.3f} ms of host time before {what} removed "
-                f"(kept {usual / 1e6:.3f} ms, the rank's usual gap){_filled_by(g, trace, j)}"
+                f"(kept {usual / 1e6:.3f} ms, the rank's usual gap){_filled_by(g, trace, j)}{small}"
             )
     elif ch.kind == "rank_like_median":
         if ch.rank not in g.marks:
             raise ValueError(f"rank {ch.rank} is not in this session (ranks {sorted(g.marks)})")
+        if len(g.marks) < 2:
+            raise ValueError(f"rank {ch.rank} is the session's only rank: there is no other rank to be as fast as")
         ranks = sorted(g.marks)
         steps = g.steps()
         rpos = {r: k for k, r in enumerate(ranks)}
@@ -381,6 +391,8 @@ def apply(
             notes.append(f"rank {ch.rank} is not slower than the median rank in any step")
     elif ch.kind == "no_launch_overhead":
         launches = g.kind == dg.HOST
+        kept = launches & _not_launch_path(g)
+        launches &= ~kept
         dur[launches] = 0
         # host work between two launches (not after a sync, not at a step's boundary) is gone,
         # where it is the launch path's: a gap of a millisecond or more is the host doing other
@@ -408,6 +420,11 @@ def apply(
         off[st] = gap_of[rk[st]]
         notes.append(
             f"{int(launches.sum()):,} CUDA calls and {int(between.sum()):,} host gaps between launches set to 0"
+            + (
+                f"; {int(kept.sum()):,} calls a graph does not remove kept ({_kept_names(g, kept)})"
+                if kept.any()
+                else ""
+            )
         )
     elif ch.kind == "comm_at_peak":
         if not (ch.peak_gbps > 0):
@@ -476,6 +493,33 @@ def _filled_by(g: dg.DepGraph, trace: Trace | None, edge: int) -> str:
     if not rows or rows[0]["ms"] * 1e6 < 0.5 * (b - a):
         return ""
     return f"; the host was in {rows[0]['name']} for {rows[0]['ms']:.1f} ms of its {(b - a) / 1e6:.1f} ms"
+
+
+# CUDA calls a CUDA graph does not take off the host: the graph's own launch (the run uses graphs
+# already: launch_graph's cudaGraphLaunch, 1.1-1.3 ms a step), module loading, allocations and
+# context set-up (nsys_single's step 0: 132 ms of cuLibraryLoadData were counted as launch overhead)
+_NOT_LAUNCH_PATH = re.compile(
+    r"Graph(?:Exec)?(?:Launch|Instantiate|Upload)|LibraryLoad|ModuleLoad|LinkComplete|LinkAdd|"
+    r"Malloc|Free(?:Host|Async|Array)?(?:_v\d+)?$|HostAlloc|HostRegister|cuInit|PrimaryCtx|CtxCreate|"
+    r"MemPool|DeviceSetLimit|DeviceReset",
+    re.IGNORECASE,
+)
+
+
+def _not_launch_path(g: dg.DepGraph) -> np.ndarray:
+    out = np.zeros(g.n, bool)
+    named = np.flatnonzero(g.name >= 0) if len(g.name) else np.zeros(0, np.int64)
+    if len(named):
+        ids, inv = np.unique(g.name[named], return_inverse=True)
+        out[named] = np.array([bool(_NOT_LAUNCH_PATH.search(g.names[int(i)])) for i in ids], bool)[inv]
+    return out
+
+
+def _kept_names(g: dg.DepGraph, kept: np.ndarray) -> str:
+    ids, n = np.unique(g.name[kept], return_counts=True)
+    top = np.argsort(-n, kind="stable")[:3]
+    more = ", ..." if len(ids) > 3 else ""
+    return ", ".join(g.names[int(ids[i])] for i in top) + more
 
 
 # an edge offset that never binds (a removed wait): far below any time, far from overflowing int64

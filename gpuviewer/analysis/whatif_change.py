@@ -88,7 +88,9 @@ class Change:
                 "copy's result)"
             )
         past = f" past their first {_us(self.fixed_ns)} µs each" if self.fixed_ns else ""
-        return f"GPU ops matching /{self.regex}/ {self.pct:g}% faster{past}"
+        # PCT is time taken off (50: half the time, twice the speed); 100: the ops take no time
+        speed = "no time" if self.pct >= 100 else f"{self.pct:g}% less time ({1 / (1 - self.pct / 100):.2g}x as fast)"
+        return f"GPU ops matching /{self.regex}/ take {speed}{past}"
 
     def to_json(self) -> dict:
         d: dict[str, Any] = {"kind": self.kind, "text": self.describe()}
@@ -174,7 +176,9 @@ def parse_change(opt: str, value: str | None = None, peak: float | None = None) 
             p = float(pct)
         except ValueError:
             raise ValueError(f"--faster {value}: give NAME_REGEX:PCT, e.g. 'gemm|matmul:20'") from None
-        if not rx or not 0 <= p <= 100:
+        if not rx:
+            raise ValueError(f"--faster {value}: give a NAME_REGEX before the ':', e.g. 'gemm|matmul:20'")
+        if not 0 <= p <= 100:
             raise ValueError(f"--faster {value}: give NAME_REGEX:PCT with PCT between 0 and 100")
         try:
             re.compile(rx)

@@ -167,6 +167,7 @@ def test_no_launch_overhead_does_not_depend_on_the_gpu_clock(tmp_path, eager):
         (["--remove-gap", "7:3"], "rank 7 is not in this session"),
         (["--remove-gap", "1:99"], "rank 1 has no step 99"),
         (["--overlap-comm", "(nccl"], "not a regular expression"),
+        (["--faster", ":50"], "give a NAME_REGEX before the ':'"),
     ],
 )
 def test_bad_changes_are_one_line(opts, says):
@@ -300,3 +301,30 @@ def test_a_step_a_change_makes_longer_is_said_with_its_ends():
     for step, (own, prev, extra) in said.items():
         assert abs(extra + longer[step]["saves_ms"]) <= 0.002
         assert abs((prev - own) - extra) <= 0.002
+
+
+def test_a_cuda_graph_runs_own_launch_is_no_launch_overhead():
+    """launch_graph replays its kernels from a CUDA graph: its cudaGraphLaunch (over a millisecond a
+    step, from the raw file) is the fix already made, not launch overhead a graph would remove (the
+    audit: '--no-launch-overhead' promised it 24%)."""
+    path = trace_path("whatif", "launch_graph.json.gz")
+    with gzip.open(path, "rt") as f:
+        ev = json.load(f)["traceEvents"]
+    graph = [e["dur"] for e in ev if e.get("ph") == "X" and e.get("name") == "cudaGraphLaunch"]
+    steps = _profiler_steps_ms(path)
+    assert len(graph) >= len(steps) and statistics.median(graph) > 1000  # µs
+    out = _whatif(path, "--no-launch-overhead")
+    assert any("cudaGraphLaunch" in n and "kept" in n for n in out["notes"])
+    for s in out["steps"]:
+        assert s["saves_ms"] <= 0.05 * s["before_ms"], s
+
+
+def test_faster_says_time_taken_off_and_speed():
+    out = _whatif(trace_path("whatif", "stall_on.json.gz"), "--faster", "nvjet:50")
+    assert out["change"]["text"] == "GPU ops matching /nvjet/ take 50% less time (2x as fast)"
+
+
+def test_a_single_rank_has_no_median_rank_to_match():
+    r = run_cli("whatif", trace_path("whatif", "stall_on.json.gz"), "--rank-like-median", "0")
+    assert r.returncode == 2 and "the session's only rank" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
