@@ -302,8 +302,8 @@ class _Start:
         # the next step's start earlier, and that step, its end held by other work, took longer:
         # nsys_ddp's keep-pace fix 'saved' -1.5 ms in step 1 from a shorter step 0)
         warm = [s_ for s_ in g.steps() if s_ not in base]
-        self.warm_node = np.isin(g.step, warm) if warm else None
-        self.warm_edge = self.warm_node[g.e_dst // 2] if warm else None
+        self.warm_node = np.isin(g.step, warm)  # all False where no step is warm-up
+        self.warm_edge = self.warm_node[g.e_dst // 2]
 
     def floor(self, state: tuple) -> tuple[np.ndarray, np.ndarray, dict[int, int]]:
         """The first fix made as later fixes are measured on it: each value the least of the fix's
@@ -319,7 +319,7 @@ class _Start:
         step times with them."""
         g, base = self.g, self.base
         own_dur, own_off = _changed(g, changes, self.args)
-        if self.warm_node is not None:
+        if self.warm_node.any():
             own_dur = np.where(self.warm_node, g.dur, own_dur)
             own_off = np.where(self.warm_edge, g.e_off, own_off)
         if self.fixed:
