@@ -89,6 +89,9 @@ def is_empty(sql: str) -> bool:
     return not text.replace(";", " ").strip()
 
 
+_CATALOG = re.compile(r"\bshow\s+(?:all\s+)?tables\b|information_schema|duckdb_(?:tables|views)\b", re.I)
+
+
 class Query:
     """One connection over one session; `interrupt()` from another thread cancels a running query.
     `memory_limit` (bytes) bounds what DuckDB itself allocates (None: default_memory_limit())."""
@@ -115,8 +118,10 @@ class Query:
 
     def _register(self, sql: str) -> None:
         words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", sql)}
+        # a question about the catalog (SHOW TABLES named none: it listed nothing) sees every table
+        catalog = bool(_CATALOG.search(sql))
         for name in ALL_TABLES:
-            if name in words and name not in self._registered:
+            if (catalog or name in words) and name not in self._registered:
                 df = self.session.stats(SUMMARIES[name]) if name in SUMMARIES else getattr(self.session, name)
                 self._con.register(name, df)
                 self._registered.add(name)

@@ -228,6 +228,10 @@ def test_sql_over_the_tables_and_refusals():
     df, more = q.run("SELECT * FROM slices ORDER BY start", limit=10)
     assert len(df) == 10 and more
     assert q.run("SELECT 1 AS one")[0]["one"][0] == 1  # still usable after errors
+    # the catalog lists every table (SHOW TABLES named none of them, and listed nothing)
+    assert set(q.run("SHOW TABLES")[0]["name"]) == set(q.tables())
+    listed = q.run("SELECT table_name FROM information_schema.tables")[0]["table_name"]
+    assert set(listed) == set(q.tables())
 
 
 def test_sql_and_stats_commands():
