@@ -73,7 +73,8 @@ def cmd_info(args) -> int:
     _out(f"format      {s['format']}")
     for f in s["files"]:
         _out(f"file        {f}")
-    _out(f"events      {s['events']:,}")
+    # what the count holds: a file's memory samples and flow arrows are not among them
+    _out(f"events      {s['events']:,} (ranges, GPU ops and instant marks; memory samples and flows apart)")
     _out(f"kernels     {s['kernels']:,}")
     _out(f"load        {s['load_seconds']:.3f} s")
     for r in s["ranks"]:

@@ -97,5 +97,6 @@ def rank_line(r: dict, host: str | None = None) -> str:
     return (
         f"rank {r['rank']:<3}    {r['events']:,} events, {r['kernels']:,} kernels "
         f"({r['nccl_kernels']:,} NCCL), {r['lanes']} lanes, devices {r['devices']}, "
-        f"steps {steps}, {(r['end_ns'] - r['start_ns']) / 1e6:.1f} ms" + (f", host {host}" if host else "")
+        f"steps {steps}, {(r['end_ns'] - r['start_ns']) / 1e6:.1f} ms from its first event to its last"
+        + (f", host {host}" if host else "")
     )

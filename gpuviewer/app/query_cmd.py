@@ -140,6 +140,13 @@ def cmd_stats(args) -> int:
     from .output import warn
 
     warn(s.trace.warnings)  # tables of a trace read in part say so
+    if args.report == "kern" and "nsys" in str(s.trace.format):
+        # the reader names an nsys kernel by its shortName: rows differ from nsys stats' default
+        print(
+            "gpuviewer: note: Nsight Systems kernels are grouped by their short name, as `nsys stats "
+            "--report cuda_gpu_kern_sum:base` does (its default groups by the demangled name)",
+            file=sys.stderr,
+        )
     return _write(s.stats(args.report, rank=args.rank, **peaks), args)
 
 

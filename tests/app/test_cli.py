@@ -18,6 +18,9 @@ def test_info_on_shipped_sample_readable_and_json():
     j = run_cli_once("info", f"{SAMPLES}/ddp", "--json")  # the run's one, shared by modules
     out = json.loads(j.stdout)
     assert set(out) >= {"format", "files", "load_seconds", "events", "kernels", "ranks"}
+    # the rank line's time says what it spans (it read as a step time)
+    r0 = out["ranks"][0]
+    assert f", {(r0['end_ns'] - r0['start_ns']) / 1e6:.1f} ms from its first event to its last" in p.stdout
     assert set(out["ranks"][0]) >= {
         "rank",
         "events",

@@ -253,6 +253,12 @@ def test_sql_and_stats_commands():
 
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
     assert sum(int(x["instances"]) for x in rows) == n
+    # grouped by the export's short names (what nsys stats' ':base' option does), and said so
+    with _ro(path) as db:
+        short = db.execute(
+            "SELECT count(DISTINCT s.value) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName"
+        ).fetchone()[0]
+    assert len(rows) == short and "grouped by their short name" in r.stderr
     r = run_cli("stats", path, "--report", "nccl", "--rank", "7")
     assert r.returncode == 2 and "no rank 7" in r.stderr
     r = run_cli("stats", SAMPLES + "/ddp", "--report", "api")
