@@ -98,6 +98,13 @@ def p2p_issuers(trace: Trace, ops: np.ndarray) -> list[str]:
     return out
 
 
+def stream_group(stream_no: int) -> str:
+    """The group of collectives with none on record: the rank's NCCL stream, numbered from 1 in
+    order of first use (the same on every rank of a job); it read as CUDA's default stream as
+    'stream #0'."""
+    return f"NCCL stream #{stream_no + 1} (in order of first use)"
+
+
 def peerless_group(stream_no: int, issuer: str = "") -> str:
     """The group a transfer without a peer on record is matched in: its rank's NCCL stream (in
     order of first use), and the collective around its launch where one is on record
@@ -373,7 +380,7 @@ def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tu
             continue
         group = arg_group(a)
         if group is None:
-            group = f"stream #{lane_rank.setdefault(int(lane[j]), len(lane_rank))}"
+            group = stream_group(lane_rank.setdefault(int(lane[j]), len(lane_rank)))
         nel = max(arg_int(a.get("in_nelems")) or 0, arg_int(a.get("out_nelems")) or 0)
         out.setdefault((group, int(steps[j])), []).append(
             (int(start[j]), int(end[j]), i, kind, arg_nbytes(a, nel), int(launch[j]), bool(linked[j]), int(raw_step[j]))

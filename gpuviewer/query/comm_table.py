@@ -17,6 +17,7 @@ from ..analysis.collectives import (
     p2p_issuers,
     p2p_peer,
     peerless_group,
+    stream_group,
 )
 from ..io.comm_args import collective_args
 from ..model.categories import Cat
@@ -53,7 +54,7 @@ def comm_kernels(session) -> pd.DataFrame:
             stream_no[key] = per_rank.get(key[0], 0)
             per_rank[key[0]] = stream_no[key] + 1
         if group is None:
-            group = f"stream #{stream_no[key]}"
+            group = stream_group(stream_no[key])
         if kind in P2P and p2p_peer(kind, a) is None:
             group = peerless_group(stream_no[key])  # as collectives.rank_comm keys them
             peerless.append((j, len(groups)))

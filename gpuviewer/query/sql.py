@@ -123,6 +123,8 @@ class Query:
         for name in ALL_TABLES:
             if (catalog or name in words) and name not in self._registered:
                 df = self.session.stats(SUMMARIES[name]) if name in SUMMARIES else getattr(self.session, name)
+                if name == "collectives":  # unknown sizes as NULL in SQL (-1 made sum(bytes) wrong)
+                    df = df.assign(**{k: df[k].where(df[k] >= 0).astype("Int64") for k in ("bytes", "ranks")})
                 self._con.register(name, df)
                 self._registered.add(name)
 

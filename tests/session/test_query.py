@@ -259,7 +259,30 @@ def test_sql_and_stats_commands():
             "SELECT count(DISTINCT s.value) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName"
         ).fetchone()[0]
     assert len(rows) == short and "grouped by their short name" in r.stderr
+    # an nsys export records no process group: each rank's NCCL streams, numbered from 1 in order
+    # of first use ('stream #0' read as CUDA's default stream; the raw NCCL streams are 7 and 17)
+    r = run_cli("stats", path, "--report", "nccl", "--csv")
+    groups = {x["group"] for x in csv.DictReader(io.StringIO(r.stdout))}
+    assert groups == {"NCCL stream #1 (in order of first use)", "NCCL stream #2 (in order of first use)"}, groups
     r = run_cli("stats", path, "--report", "nccl", "--rank", "7")
     assert r.returncode == 2 and "no rank 7" in r.stderr
     r = run_cli("stats", SAMPLES + "/ddp", "--report", "api")
     assert r.returncode == 0 and "cudaLaunchKernel" in r.stdout
+
+
+def test_sql_collectives_unknown_sizes_are_null():
+    """HTA's trace_filter records no message sizes on its NCCL kernels (the raw args, read here):
+    SQL sees their bytes as NULL, not -1 (sum(bytes) came out as minus the count)."""
+    from conftest import compat_path
+
+    folder = compat_path("facebookresearch__HolisticTraceAnalysis", "trace_filter")
+    sized = 0
+    for name in sorted(os.listdir(folder)):
+        events, _ = load_json(os.path.join(folder, name))
+        nccl = [e for e in events if e.get("cat") == "kernel" and str(e.get("name", "")).startswith("nccl")]
+        assert nccl
+        sized += sum(1 for e in nccl if (e.get("args") or {}).get("In msg nelems") is not None)
+    s = gpuviewer.open(folder)
+    got = s.sql("SELECT count(*) AS n, count(bytes) AS known, sum(bytes) AS total FROM collectives")
+    assert got["n"][0] > 0 and got["known"][0] == sized == 0
+    assert got["total"].isna()[0]
