@@ -147,7 +147,21 @@ def cmd_stats(args) -> int:
             "--report cuda_gpu_kern_sum:base` does (its default groups by the demangled name)",
             file=sys.stderr,
         )
+    if args.report == "nvtx" and s.trace.format == "kineto" and _has_comm_ops(s.trace):
+        print(
+            "gpuviewer: note: PyTorch's nccl:* ranges are kept as communication ops (SQL: slices), not "
+            "counted here; the shares are of the other ranges' time",
+            file=sys.stderr,
+        )
     return _write(s.stats(args.report, rank=args.rank, **peaks), args)
+
+
+def _has_comm_ops(trace) -> bool:
+    import numpy as np
+
+    from ..model.categories import Cat
+
+    return bool(np.any(np.asarray(trace.columns["cat"]) == Cat.COMM_OP))
 
 
 def _write(df, args) -> int:

@@ -268,6 +268,10 @@ def test_sql_and_stats_commands():
     assert r.returncode == 2 and "no rank 7" in r.stderr
     r = run_cli("stats", SAMPLES + "/ddp", "--report", "api")
     assert r.returncode == 0 and "cudaLaunchKernel" in r.stdout
+    # Kineto's nccl:* ranges are communication ops: not in the NVTX report, and it says so
+    r = run_cli("stats", trace_path("kineto", "ddp"), "--report", "nvtx", "--csv")
+    names = {x["name"] for x in csv.DictReader(io.StringIO(r.stdout))}
+    assert names and not any(n.startswith("nccl:") for n in names) and "nccl:* ranges are kept" in r.stderr
 
 
 def test_sql_collectives_unknown_sizes_are_null():
