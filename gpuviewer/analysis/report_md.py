@@ -27,11 +27,13 @@ def to_markdown(a, title: str = "gpuviewer analysis") -> str:
 
     def item(f, depth):
         pad = "  " * depth
-        # never "0.0 ms lost": a finding without a saving or a time of its own says neither
+        # never "0.0 ms lost", nor "12.1 ms lost" for a time that is no saving (two ranks' idle
+        # added up): a finding without a what-if says what its time is (as the window's details)
+        over = "summed over its ranks and" if len(f.ranks) > 1 else "over"
         cost = (
             f"saves {f.saves_figure} {f.saves_where}"
             if f.saves_figure is not None
-            else f"{f.impact_ms:.1f} ms lost"
+            else f"no what-if; it counts {f.impact_ms:.1f} ms {over} the profiled steps, not a saving"
             if f.impact_ms >= 0.05
             else "no saving measured"
         )
