@@ -410,6 +410,11 @@ def diff(a: Measured, b: Measured, *, ranks=None, steps=("all", "all")) -> dict:
     # GPU ops a step on each side: runs of different programs (dataloader_stall's 843 kernels a
     # step against single_gpt_train's 1,620) compare different work, not the same work's speed
     out["gpu_ops_per_step"] = [round(sum(r[f"{x}_count"] for r in out["kernels"]), 3) for x in ("a", "b")]
+    # the highest peak of allocated GPU memory among each side's ranks (None: not recorded)
+    out["memory_peak_bytes"] = [
+        max((m.memory_peak[r] for p in prs for r in getattr(p, f"{x}_ranks") if r in m.memory_peak), default=None)
+        for m, x in ((a, "a"), (b, "b"))
+    ]
     return out
 
 

@@ -11,7 +11,7 @@ called inside an op of the same name counts twice, as in the profiler's "CPU tot
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -22,6 +22,7 @@ from .breakdown import RankBreakdown, breakdown, split_wait
 from .collectives import arg_int, match, rank_comm
 from .diff_text import NO_STEP  # the one unit of a rank without steps (kept where no pandas is imported)
 from .host import HOST_KINDS, IDLE_WAIT, _step_markers
+from .memory import peak_bytes_by_rank
 
 KIND = {Cat.KERNEL: "compute", Cat.COMM_KERNEL: "comm", Cat.MEMCPY: "memcpy", Cat.MEMSET: "memset"}
 HOST_KIND = {
@@ -61,6 +62,8 @@ class Measured:
     host_ops: pd.DataFrame  # rank, step, name, kind, total, count
     # rank, step, group, name, bytes (-1: unknown), count, wait, transfer, nbytes, nranks, matched
     collectives: pd.DataFrame
+    # rank -> peak allocated GPU memory of its devices (bytes), where the trace records it
+    memory_peak: dict[int, int] = field(default_factory=dict)
 
 
 def measure(trace: Trace, comm_args: dict[int, dict] | None = None) -> Measured:
@@ -87,6 +90,7 @@ def measure(trace: Trace, comm_args: dict[int, dict] | None = None) -> Measured:
         _cat(kern, NAMED_COLS),
         _cat(host, NAMED_COLS),
         _cat(coll, COLL_COLS),
+        {r: max(d.values()) for r, d in peak_bytes_by_rank(trace).items() if d},
     )
 
 

@@ -73,6 +73,9 @@ def headline(d: dict, names: tuple[str, str] | None = None) -> list[str]:
             f"not the same work: A runs {ops[0]:,.0f} GPU ops a step, B {ops[1]:,.0f}: the op tables compare "
             "different work, not the same work's speed"
         )
+    mem = d.get("memory_peak_bytes") or [None, None]
+    if None not in mem:
+        lines.append(f"GPU memory, peak allocated (the ranks' highest): {mem[0] / 1e9:.2f} GB -> {mem[1] / 1e9:.2f} GB")
     if d["top"]:
         lines.append("largest significant change of each kind:")
         lines += [

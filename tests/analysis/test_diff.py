@@ -353,3 +353,21 @@ def test_markdown_and_text_show_the_tables():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_the_memory_peak_of_each_side_is_said():
+    """memory_pressure holds 128 GB in one tensor before training: `diff single_gpt_train
+    memory_pressure` said nothing of memory. Each side's peak allocated is the raw file's highest
+    'Total Allocated' of its [memory] events, in the JSON and the headline."""
+
+    def raw_peak(path):
+        events, _ = load_json(path)
+        return max(int(e["args"]["Total Allocated"]) for e in events if e.get("name") == "[memory]")
+
+    a, b = trace_path(K, "single_gpt_train.json.gz"), trace_path(K, "memory_pressure.json.gz")
+    d = diff_json(a, b)
+    assert d["memory_peak_bytes"] == [raw_peak(a), raw_peak(b)]
+    assert d["memory_peak_bytes"][1] > 128e9 > 10 * d["memory_peak_bytes"][0]
+    p = run_cli_once("diff", a, b)
+    gb = [f"{x / 1e9:.2f} GB" for x in d["memory_peak_bytes"]]
+    assert f"GPU memory, peak allocated (the ranks' highest): {gb[0]} -> {gb[1]}" in p.stdout
