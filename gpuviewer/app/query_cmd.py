@@ -140,20 +140,19 @@ def cmd_stats(args) -> int:
     from .output import warn
 
     warn(s.trace.warnings)  # tables of a trace read in part say so
+    notes = []  # what a row means where another tool's same report differs (the text form only)
     if args.report == "kern" and "nsys" in str(s.trace.format):
         # the reader names an nsys kernel by its shortName: rows differ from nsys stats' default
-        print(
-            "gpuviewer: note: Nsight Systems kernels are grouped by their short name, as `nsys stats "
-            "--report cuda_gpu_kern_sum:base` does (its default groups by the demangled name)",
-            file=sys.stderr,
+        notes.append(
+            "note: Nsight Systems kernels are grouped by their short name, as `nsys stats --report "
+            "cuda_gpu_kern_sum:base` does (its default groups by the demangled name)"
         )
     if args.report == "nvtx" and s.trace.format == "kineto" and _has_comm_ops(s.trace):
-        print(
-            "gpuviewer: note: PyTorch's nccl:* ranges are kept as communication ops (SQL: slices), not "
-            "counted here; the shares are of the other ranges' time",
-            file=sys.stderr,
+        notes.append(
+            "note: PyTorch's nccl:* ranges are kept as communication ops (SQL: slices), not counted here; "
+            "the shares are of the other ranges' time"
         )
-    return _write(s.stats(args.report, rank=args.rank, **peaks), args)
+    return _write(s.stats(args.report, rank=args.rank, **peaks), args, notes)
 
 
 def _has_comm_ops(trace) -> bool:
@@ -164,7 +163,7 @@ def _has_comm_ops(trace) -> bool:
     return bool(np.any(np.asarray(trace.columns["cat"]) == Cat.COMM_OP))
 
 
-def _write(df, args) -> int:
+def _write(df, args, notes: list[str] | None = None) -> int:
     from .output import json_out as _json
     from .output import out as _out
 
@@ -179,6 +178,8 @@ def _write(df, args) -> int:
         if df.empty:
             _out("(no rows)" if len(df.columns) else "(no result)")
             return 0
+        for n in notes or []:
+            _out(n)
         shown = df.head(TEXT_ROWS)
         # each cell made one line first (a newline in a kernel name cannot print a row of its
         # own), then the table printed line by line: _out escapes newlines, so the whole table
