@@ -64,7 +64,8 @@ def test_findings_never_say_zero_ms_lost_and_print_ranks_as_integers(nsys_window
         if f.saves_ms is not None:  # what fixing it saves, in the steps it acts in
             assert (
                 re.search(
-                    r"would make steps? [^.]*about [\d.]+ ms \(\d+%(?: of the step as the fixes above leave it)?\) faster",
+                    r"would make steps? [^.]*about [\d.]+ ms(?: each)? \(\d+%"
+                    r"(?: of the step as (?:the fixes above|those fixes) leave it)?\) faster",
                     text,
                 )
                 if f.saves_ms >= 0.05
