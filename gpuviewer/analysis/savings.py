@@ -46,7 +46,6 @@ from .whatif import Change, apply, graph, recorded, recorded_begin, replay, step
 # Larger sessions are left without savings for now: building and replaying their model takes
 # seconds per finding (say so, never a silent absence).
 MAX_EVENTS = 3_000_000
-ACTED_MIN_NS = 50_000  # a step the replay makes this much faster or slower is one a fix acts in
 
 
 def _ranks(f: Finding) -> list[int]:
@@ -336,9 +335,6 @@ class _Start:
         per = {s: before.get(s, base[s]) - after.get(s, before.get(s, base[s])) for s in base}
         saved = max(0, sum(per.values()))
         acted = _touched_steps(g, own_dur, own_off, sorted(base)) or sorted(base)
-        # and the steps whose time it changed (nsys_ddp's overlap fix saved 0.67 ms in step 3, a step
-        # it changes nothing in: said as "not measurably faster" beside a 0.67 ms saving)
-        acted = sorted(set(acted) | {st for st, v in per.items() if abs(v) >= ACTED_MIN_NS})
         in_acted = max(0, sum(per[s] for s in acted)) if saved > 0 else 0
         n, total = len(base), sum(base.values())
         f.saves_ms = round(saved / 1e6, 3)

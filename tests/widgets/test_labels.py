@@ -68,7 +68,7 @@ def test_findings_never_say_zero_ms_lost_and_print_ranks_as_integers(nsys_window
                     r"(?: of the step as (?:the fixes above|those fixes) leave it)?\) faster",
                     text,
                 )
-                if f.saves_ms >= 0.05
+                if (f.saves_ms_in_steps or 0) >= 0.05
                 else "would not make the steps measurably faster" in text
             ), text
     two = [it for it in _items(panel.tree) if len(panel._finding(it).ranks) > 1]
