@@ -122,6 +122,10 @@ def _edge_segment(g: dg.DepGraph, kind: int, off: int, i: int, u: int) -> tuple[
     if kind in (dg.E_HOST, dg.E_HOST_START):
         return r, "host", f"host work before {_name(g, i)}"
     if kind == dg.E_LAUNCH:
+        if off > dg.LAUNCH_MAX_NS:
+            # far longer than a launch takes: the op sat in a full queue behind the GPU's earlier work
+            # (pp_gpu's GPUs run 160 ms behind their hosts: 164 ms of it was put on rank 0's host)
+            return r, "gpu", f"{_name(g, i)} queued {off / 1e6:.1f} ms behind the GPU's earlier work after its launch"
         return r, "host", f"launch of {_name(g, i)}"
     if kind == dg.E_STREAM:
         return r, ("idle" if off > dg.STREAM_TOL_NS else "gpu"), f"stream gap before {_name(g, i)}"
@@ -217,7 +221,34 @@ def _merged(segs: list[Segment]) -> list[Segment]:
 def critical_paths(trace: Trace, args: dict[int, dict] | None = None) -> dict[int, CriticalPath]:
     """Each step's critical path as recorded (the replay with no change)."""
     g = wi.graph(trace, args)
-    return _whole_capture(trace, paths(g, wi.recorded(g)))
+    return _whole_capture(trace, _name_host_work(trace, paths(g, wi.recorded(g))))
+
+
+NAMED_HOST_NS = 1_000_000  # host work on the path this long is said: what the host did in it
+
+
+def _name_host_work(trace: Trace, cps: dict[int, CriticalPath]) -> dict[int, CriticalPath]:
+    """Host work on each path said as what the host did (its segments are named by the CUDA call
+    that ends them: ddp's step 3 was 'host work before cudaStreamIsCapturing (and 2307 more)' around
+    its planted 50 ms sleep): time no op recorded where that is most of it (stall_on's sleep), else
+    the op with the most self time where it holds a quarter or more."""
+    from .host import recorded_ns, thread_activity
+
+    for cp in cps.values():
+        for sg in cp.segments:
+            n = sg.end_ns - sg.start_ns
+            if sg.resource != "host" or n < NAMED_HOST_NS or not sg.what.startswith("host work "):
+                continue
+            unseen = n - recorded_ns(trace, sg.rank, sg.start_ns, sg.end_ns)
+            if unseen >= 0.5 * n:
+                said = f"no op recorded for {unseen / 1e6:.1f} ms of it"
+            else:
+                rows = thread_activity(trace, sg.rank, sg.start_ns, sg.end_ns)
+                if not rows or rows[0]["ms"] * 1e6 < 0.25 * n:
+                    continue
+                said = f"{rows[0]['name']} {rows[0]['ms']:.1f} ms of it"
+            sg.what = f"host work ({said}) {sg.what.removeprefix('host work ')}"
+    return cps
 
 
 def _whole_capture(trace: Trace, cps: dict[int, CriticalPath]) -> dict[int, CriticalPath]:
@@ -271,7 +302,7 @@ def attach_paths(trace: Trace, analysis, args: dict[int, dict] | None = None) ->
         return
     try:
         g = wi.graph(trace, args, *_from_analysis(trace, analysis))
-        cps = paths(g, wi.recorded(g))
+        cps = _name_host_work(trace, paths(g, wi.recorded(g)))
     except (ValueError, IndexError) as e:  # a session the model cannot hold (no launches)
         analysis.notes.append(f"critical paths are not computed: {e}")
         return

@@ -102,6 +102,48 @@ def test_ddp_stall_is_on_the_path():
     assert cp.bound_by() == "rank 1 host loop"
 
 
+def test_host_work_on_the_path_says_what_the_host_did():
+    """The host segments were named by the CUDA call ending them ('host work before
+    cudaStreamIsCapturing (and 2307 more)' around ddp's planted sleep). Now: the op with the most
+    self time where it holds a quarter of the segment (the raw sleep's time inside it), or the time
+    no op recorded (stall_on's sleep, invisible to the profiler)."""
+    import re
+
+    session = _open(os.path.join("kineto", "ddp"))
+    cp = session.critical_paths()[3]
+    (sg,) = [x for x in cp.segments if x.rank == 1 and x.resource == "host" and x.end_ns - x.start_ns >= 40e6]
+    m = re.match(r"host work \(<built-in function sleep> ([\d.]+) ms of it\) before ", sg.what)
+    assert m, sg.what
+    with gzip.open(trace_path("kineto", "ddp", "ddp_rank1.json.gz"), "rt") as f:
+        ev = json.load(f)["traceEvents"]
+    (sleep,) = [e for e in ev if e.get("name") == "<built-in function sleep>" and e.get("dur", 0) > 40e3]
+    # the raw file's microseconds on the session's clock: by rank 1's ProfilerStep#3 in both
+    (raw3,) = [e for e in ev if e.get("name") == "ProfilerStep#3" and e.get("cat") == "user_annotation"]
+    (st3,) = [x for x in session.trace.steps_of_rank(1) if x.step == 3]
+    a = (sleep["ts"] - raw3["ts"]) * 1e3 + st3.start
+    inside = min(a + sleep["dur"] * 1e3, sg.end_ns) - max(a, sg.start_ns)
+    assert abs(float(m[1]) - inside / 1e6) <= 0.1, (m[1], inside / 1e6)
+    for s, cp in _open(os.path.join("whatif", "stall_on.json.gz")).critical_paths().items():
+        long = [x for x in cp.segments if x.resource == "host" and x.end_ns - x.start_ns >= 20e6]
+        assert long and all(re.match(r"host work \(no op recorded for 2\d\.\d ms of it\)", x.what) for x in long), s
+
+
+def test_an_op_queued_behind_the_gpus_work_is_gpu_time():
+    """pp_gpu's GPUs run about 160 ms behind their hosts (a full launch queue): a kernel that started
+    164 ms after its launch was put on rank 0's host as 'launch of ...', while that GPU computed
+    the whole time (the raw kernels). A launch wait past a launch's usual time is the GPU's."""
+    from gpuviewer.analysis import depgraph as dg
+
+    cps = _open(os.path.join("kineto", "pp_gpu")).critical_paths()
+    for s, cp in cps.items():
+        for x in cp.segments:
+            if x.what.startswith("launch of "):
+                assert x.end_ns - x.start_ns <= dg.LAUNCH_MAX_NS, (s, x)
+        host = sum(x.end_ns - x.start_ns for x in cp.segments if x.resource == "host")
+        assert host <= 0.05 * (cp.end_ns - cp.start_ns), (s, host / 1e6)
+        assert cp.bound_by().endswith("GPU compute"), (s, cp.bound_by())
+
+
 def test_what_bounds_a_job():
     from gpuviewer.analysis.critical_path import bound_by
 
