@@ -252,7 +252,8 @@ class FindingsPanel(QWidget):
             + "</li>"
             for e in ev[:5]
         )
-        said = esc(f.saving_text[0].upper() + f.saving_text[1:]) + "." if f.saving_text else lost_text(f)
+        top = any(x is f for x in self.findings)
+        said = esc(f.saving_text[0].upper() + f.saving_text[1:]) + "." if f.saving_text else lost_text(f, not top)
         self.detail.setHtml(
             f"<b>{esc(f.title)}</b><p>{said}</p>"
             f"<table>{metrics}</table>"
@@ -278,7 +279,7 @@ def ranks_text(ranks) -> str:
     return ", ".join(str(int(r)) for r in ranks)
 
 
-def lost_text(f) -> str:
+def lost_text(f, symptom: bool = True) -> str:
     """What a finding without a what-if counts, never "0.0 ms lost": a symptom whose time is
     counted under its cause says so instead. Said as what it is: the time it counts beyond waits
     for other ranks, summed over its ranks and steps, not a saving ("its time lost: 865.2 ms" of
@@ -290,7 +291,10 @@ def lost_text(f) -> str:
             f"No what-if estimates what fixing this would save. The time it counts, beyond waits for other ranks, "
             f"{over}: {f.impact_ms:.1f} ms (not what fixing it saves)."
         )
-    return "No what-if removes this finding's cause, and no time is counted against it (a symptom: see its cause)."
+    if symptom:
+        return "No what-if removes this finding's cause, and no time is counted against it (a symptom: see its cause)."
+    # a top-level finding with neither (thin data, warm-up) is no symptom of anything
+    return "No what-if applies to this finding, and no time is counted against it: it says how to read the others."
 
 
 def _fmt(v) -> str:

@@ -61,6 +61,8 @@ def test_findings_never_say_zero_ms_lost_and_print_ranks_as_integers(nsys_window
         panel._show(f)
         text = panel.detail.toPlainText()
         assert "0.0 ms" not in text, (f.rule, text)
+        # only a finding under a cause is called a symptom (thin data, top-level, was)
+        assert ("(a symptom: see its cause)" in text) <= (item.parent() is not None), (f.rule, text)
         if f.saves_ms is not None:  # what fixing it saves, in the steps it acts in
             assert (
                 re.search(
