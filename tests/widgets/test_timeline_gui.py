@@ -361,28 +361,38 @@ def test_a_rank_stays_named_at_the_top_wherever_its_lanes_are_scrolled(qtbot, tm
     """fsdp with rank 0's host lanes open, scrolled a tenth of a row at a time: wherever the view's
     top falls inside a rank's lanes below its header (in a lane or in the space between two), that
     rank's header is pinned at the top. It was not where the top fell between two lanes (a user's
-    review of screenshots: fsdp at its bottom scroll position named no rank)."""
+    review of screenshots: fsdp at its bottom scroll position named no rank). The rank is the one
+    whose rows are under the pinned band, not the one whose last sliver is in it."""
     w = make_window(qtbot, tmp_path, size=(1366, 728))
     qtbot.waitExposed(w)
     assert w.open_paths([trace_path("kineto", "fsdp")], block=True)
     tv = w.timeline
     lm = tv.layout_model
     lm.state.groups["r0/host"] = False  # rank 0's host lanes open: many rows to scroll through
+    lm.state.groups["r1/host"] = False  # and rank 1's: its header can reach the top
     lm.rebuild()
     tv._relayout()
+    from gpuviewer.model.layout import HEADER_H
+
     headers = {r.rank: r for r in lm.rows if r.kind == "header"}
-    checked = 0
+    checked = crossed = 0
     for v in range(0, tv.scroll.maximum() + 1):
         tv.scroll.setValue(v)
         y0 = tv.labels.y_range[0]
-        below = [r for r in lm.rows if r.y + r.h > y0]
+        # the rows under the pinned header's band: a sliver of the rank above in the band itself
+        # named that rank over the next rank's header and lanes (an audit's screenshot)
+        below = [r for r in lm.rows if r.y + r.h >= y0 + HEADER_H]
         first = below[0] if below else None
+        hdr = tv.labels.sticky_header()
+        nxt = [h for h in headers.values() if y0 < h.y < y0 + HEADER_H]
+        if nxt:  # the next rank's header is in the band: nothing pinned over it
+            crossed += 1
+            assert hdr is None, (v, hdr.label, nxt[0].label)
         if first is None or first.kind == "header" or first.rank < 0 or headers[first.rank].y >= y0:
             continue
         checked += 1
-        hdr = tv.labels.sticky_header()
         assert hdr is not None and hdr.rank == first.rank, (v, y0, first.label)
-    assert checked > 20
+    assert checked > 20 and crossed > 0
 
 
 def test_a_step_that_fills_the_view_keeps_its_name_at_the_left_edge(qtbot, tmp_path):
