@@ -508,11 +508,22 @@ class CompareWindow(QMainWindow):
             src = "a" if firsts[0] is not None else "b"
             self._sync_from(src)
         note = f" (not in {' or '.join(missing)}'s shown step)" if missing else ""
-        if self.shift and not missing:
-            note = (
-                f"; in B it comes {format_duration(abs(self.shift))} {'later' if self.shift > 0 else 'earlier'} "
-                "in the step, so B's view is shifted by that much to line the first ones up"
-            )
+        if not missing:
+            # where each first one is in its step, from the events (the views' shift is that only
+            # where neither view stops at its step's edge: stall_off's kernel 0.24 ms into its step
+            # was said to come 11.7 ms earlier than stall_on's, 25.4 ms in)
+            at = [
+                int(self.sessions[i].trace.columns["start"][j]) - int(self.views[s].step_start)
+                for i, (s, j) in enumerate(zip(SIDES, firsts))
+            ]
+            d = at[1] - at[0]
+            lined = abs(self.shift - d) <= max(1_000, 0.01 * abs(d))
+            if abs(d) >= 1_000:
+                note = f"; in B it comes {format_duration(abs(d))} {'later' if d > 0 else 'earlier'} in the step" + (
+                    ", so B's view is shifted by that much to line the first ones up"
+                    if lined
+                    else f" ({format_duration(at[1])} after its start, in A {format_duration(at[0])})"
+                )
         short = what if len(what) <= 80 else what[:79] + "…"  # a C++ kernel name can fill the window
         self.set_masks(
             masks,

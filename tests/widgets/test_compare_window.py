@@ -224,3 +224,35 @@ def test_closing_while_comparing(qtbot, ddp):
     assert not worker.is_alive()
     qtbot.wait(50)  # the queued result reaches no window, and nothing breaks
     assert threading.active_count() >= 1
+
+
+def test_the_outline_note_says_where_each_first_one_is_in_its_step(qtbot):
+    """stall_on vs stall_off: their first GEMM comes 25.6 ms into stall_on's step (after the host's
+    25 ms sleep) and 0.2 ms into stall_off's. The note said B's view was 'shifted by 11.7 ms to line
+    the first ones up': B's view stops at its step's start, so neither figure was true. The offsets
+    are read here from the raw ProfilerStep and kernel times."""
+    import gzip
+    import json
+    import re
+
+    from gpuviewer.model.fmt import format_duration
+
+    def offset(path, name, step):
+        with gzip.open(path, "rt") as f:
+            ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+        (st,) = [e for e in ev if e.get("name") == f"ProfilerStep#{step}" and e.get("cat") == "user_annotation"]
+        k = min(e["ts"] for e in ev if e.get("cat") == "kernel" and e["name"] == name and e["ts"] >= st["ts"])
+        return round((k - st["ts"]) * 1e3)
+
+    paths = [trace_path("whatif", n) for n in ("stall_on.json.gz", "stall_off.json.gz")]
+    w = _open(qtbot, Session.open(paths[0]), Session.open(paths[1]))
+    t = w.tabs.tables["gpu"]
+    row = next(k for k in range(len(t.frame)) if "nvjet" in str(t.frame.iloc[k]["name"]))
+    name = _click_row(qtbot, w, "gpu", row)["name"]
+    step = w.step_of("a")
+    at = [offset(p, name, w.step_of(s)) for p, s in zip(paths, "ab")]
+    assert at[0] > 20e6 > 1e6 > at[1]  # after the sleep in A; at once in B
+    text = re.sub(r"<[^>]+>", "", w.outline.text()).replace("&nbsp;", " ")
+    d = at[1] - at[0]
+    assert f"in B it comes {format_duration(abs(d))} earlier in the step" in text, (step, text)
+    assert "shifted by that much" not in text or abs(w.shift - d) <= 1000, text
