@@ -92,6 +92,31 @@ class NavMixin:
         self.status_range.setText(
             f"visible {format_ns(t0 - o, sp, ref)} – {format_ns(t1 - o, sp, ref)}  ({format_duration(t1 - t0)})"
         )
+        self._step_box_follows(t0, t1)
+
+    def _step_box_follows(self, t0: int, t1: int) -> None:
+        """'go to step' names the step the view shows, wherever the view was moved from (a
+        finding, the critical path: it kept the last number typed, and typing that number again
+        did nothing): the step whose window (its ranks' first start to last end) fills most of the
+        view, where one fills over half of it."""
+        trace = self.trace
+        if getattr(self, "_step_windows_of", None) is not trace:
+            win: dict[int, tuple[int, int]] = {}
+            for st in trace.steps:
+                lo, hi = win.get(st.step, (st.start, st.end))
+                win[st.step] = (min(lo, st.start), max(hi, st.end))
+            self._step_windows, self._step_windows_of = win, trace
+        best, score = None, 0.5
+        for n, (lo, hi) in self._step_windows.items():
+            inter = min(hi, t1) - max(lo, t0)
+            sc = inter / max(max(hi, t1) - min(lo, t0), 1)
+            if sc > score:
+                best, score = n, sc
+        box = self.step_box
+        if best is not None and box.isEnabled() and box.minimum() <= best <= box.maximum() and box.value() != best:
+            box.blockSignals(True)
+            box.setValue(best)
+            box.blockSignals(False)
 
     def _area(self, lanes: list[int], t0: int, t1: int) -> None:
         if self.trace is not None:

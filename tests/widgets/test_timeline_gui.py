@@ -145,6 +145,11 @@ def test_step_navigator(win):
     assert t0 <= min(s.start for s in s3) and t1 >= max(s.end for s in s3)
     win.step_nav(+1)
     assert win.step_box.value() == 4
+    # moved there another way (a finding, the critical path), the box names the step shown: it kept
+    # the number last typed, and typing that number again went nowhere
+    s2 = [s for s in win.trace.steps if s.step == 2]
+    win.timeline.set_range(min(s.start for s in s2), max(s.end for s in s2))
+    assert win.step_box.value() == 2
 
 
 def test_collapse_hide_pin(win):
