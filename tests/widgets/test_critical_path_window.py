@@ -127,6 +127,12 @@ def test_the_step_details_list_its_path_and_a_click_goes_to_a_segment(opened, qa
         _show(w, qapp, n, on=False)
         assert panel.step == n
         assert f"Step {n}" in panel.head.text() and f"bound by <b>{cp.bound_by()}</b>" in panel.head.text()
+        # the path's largest part by rank and resource, from its segments
+        by: dict = {}
+        for x in cp.segments:
+            by[x.rank, x.resource] = by.get((x.rank, x.resource), 0) + x.end_ns - x.start_ns
+        (r, res), ns = max(by.items(), key=lambda kv: kv[1])
+        assert f"on the path: rank {r} {res} {ns / cp.duration_ns:.0%}" in panel.head.text()
         t = panel.tree
         listed = [[t.topLevelItem(k).text(c) for c in range(6)] for k in range(t.topLevelItemCount())]
         assert [(int(r[1]), r[2], r[3]) for r in listed] == [(s.rank, s.resource, s.what) for s in cp.segments]
