@@ -243,7 +243,8 @@ class FindingsPanel(QWidget):
 
     def _show(self, f) -> None:
         metrics = "".join(
-            f"<tr><td>{k}</td><td>{_fmt(v)}</td></tr>" for k, v in f.metrics.items() if not isinstance(v, (list, dict))
+            f"<tr><td>{esc(label)}</td><td>{esc(value)}</td></tr>"
+            for label, value in (_metric(k, v) for k, v in f.metrics.items() if not isinstance(v, (list, dict)))
         )
         ev = f.evidence_rows(with_excess=True)
         evid = "".join(
@@ -295,6 +296,28 @@ def lost_text(f, symptom: bool = True) -> str:
         return "No what-if removes this finding's cause, and no time is counted against it (a symptom: see its cause)."
     # a top-level finding with neither (thin data, warm-up) is no symptom of anything
     return "No what-if applies to this finding, and no time is counted against it: it says how to read the others."
+
+
+# metrics that are fractions (0.2684 beside a title's "27%" read as another figure)
+_FRACTIONS = {"utilization", "utilization_other_steps", "fraction", "ideal", "imbalance", "idle_fraction"}
+
+
+def _metric(k: str, v) -> tuple[str, str]:
+    """A metric's row as a user reads it: words, not the JSON key; a time with its unit, a share
+    as a percentage, bytes in GB ('wait caused a step' '19.013 ms', not wait_caused_ms_per_step)."""
+    words = k.replace("_per_step", " a step").replace("_each", " each")
+    num = isinstance(v, (int, float)) and not isinstance(v, bool)
+    if num and (k in _FRACTIONS or k.endswith("share") or k.startswith("share")):
+        return words.replace("_", " "), f"{v:.1%}"
+    if num and ("_ms" in k or k.endswith("ms")):
+        return words.replace("_ms", "").replace("_", " "), f"{_fmt(v)} ms"
+    if num and "_us" in k:
+        return words.replace("_us", "").replace("_", " "), f"{_fmt(v)} µs"
+    if num and k.endswith("bytes"):
+        return words.replace("_bytes", "").replace("_", " "), f"{v / 1e9:,.2f} GB"
+    if num and (k.startswith("pct") or k.endswith("pct_of_peak")):
+        return words.replace("_", " "), f"{_fmt(v)}%"
+    return words.replace("_", " "), _fmt(v)
 
 
 def _fmt(v) -> str:

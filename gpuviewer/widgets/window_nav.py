@@ -98,7 +98,7 @@ class NavMixin:
         """'go to step' names the step the view shows, wherever the view was moved from (a
         finding, the critical path: it kept the last number typed, and typing that number again
         did nothing): the step whose window (its ranks' first start to last end) fills most of the
-        view, where one fills over half of it."""
+        view, where one fills well over half of it (its window over the union of the two)."""
         trace = self.trace
         if getattr(self, "_step_windows_of", None) is not trace:
             win: dict[int, tuple[int, int]] = {}
@@ -106,7 +106,7 @@ class NavMixin:
                 lo, hi = win.get(st.step, (st.start, st.end))
                 win[st.step] = (min(lo, st.start), max(hi, st.end))
             self._step_windows, self._step_windows_of = win, trace
-        best, score = None, 0.5
+        best, score = None, 0.6  # over half of it: a view of three steps named one of them
         for n, (lo, hi) in self._step_windows.items():
             inter = min(hi, t1) - max(lo, t0)
             sc = inter / max(max(hi, t1) - min(lo, t0), 1)

@@ -44,8 +44,24 @@ def test_a_large_float_metric_is_not_printed_in_scientific_notation(qtbot, findi
     f = next(f for f in findings if f.metrics)
     metrics = dict(f.metrics, kernels_per_step=200000.0, idle_ms=2631.47, share=0.0625)
     text = _details(qtbot, dataclasses.replace(f, metrics=metrics, children=[]))
-    assert "200,000" in text and "2,631.5" in text and "0.0625" in text
+    assert "200,000" in text and "2,631.5" in text
     assert not re.search(r"\de[+-]\d", text), text
+
+
+def test_metrics_read_as_words_with_units(qtbot, findings):
+    """The metrics table printed JSON keys and fractions (wait_caused_ms_per_step 19.01,
+    utilization 0.2684 beside a title's "27%"): words, a time with its unit, a share in percent."""
+    f = next(f for f in findings if f.metrics)
+    metrics = {"wait_caused_ms_per_step": 19.013, "utilization": 0.2684, "share_of_step": 0.5, "peak_bytes": 3.41e9}
+    text = _details(qtbot, dataclasses.replace(f, metrics=metrics, children=[]))
+    for label, value in (
+        ("wait caused a step", "19.01 ms"),
+        ("utilization", "26.8%"),
+        ("share of step", "50.0%"),
+        ("peak", "3.41 GB"),
+    ):
+        assert f"{label}\t{value}" in text or f"{label}\n{value}" in text or f"{label} {value}" in text, text
+    assert not [k for k in metrics if "_" in k and k in text], text
 
 
 def test_a_capture_without_steps_has_a_saves_column_not_saves_a_step(qtbot, findings):
