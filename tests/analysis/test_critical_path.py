@@ -152,9 +152,19 @@ def test_what_bounds_a_job():
     # pp_gpu: big layers, ~400 ms steps of GPU work
     assert bound_by(_open(os.path.join("kineto", "pp_gpu")).critical_paths()).endswith("GPU compute")
     # step_outlier step 7: a 4 GB tensor to pageable host memory and back (2.7 s + 0.49 s of memcpy)
-    cp7 = _open(os.path.join("kineto", "step_outlier.json.gz")).critical_paths()[7]
+    cps = _open(os.path.join("kineto", "step_outlier.json.gz")).critical_paths()
+    cp7 = cps[7]
     copy = sum(x.end_ns - x.start_ns for x in cp7.segments if x.resource == "copy")
     assert copy >= 3.0e9 and cp7.bound_by() == "copies"
+    # the job's verdict is by time (step 7's 3.4 s); it says where most steps differ: only step 7
+    # holds a long copy in the raw file
+    with gzip.open(trace_path("kineto", "step_outlier.json.gz"), "rt") as f:
+        ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    steps = [e for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
+    copies = [e for e in ev if e.get("cat") == "gpu_memcpy" and e["dur"] > 1e5]
+    long = [st for st in steps if any(st["ts"] <= c["ts"] < st["ts"] + st["dur"] for c in copies)]
+    assert len(long) == 1 and len(steps) == 10
+    assert bound_by(cps) == "copies (by time; 9 of 10 steps: rank 0 host loop)"
 
 
 def test_a_capture_without_steps_is_judged_from_the_gpus_first_op_to_its_last():
