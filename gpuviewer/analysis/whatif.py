@@ -500,7 +500,8 @@ def _filled_by(g: dg.DepGraph, trace: Trace | None, edge: int) -> str:
 # context set-up (nsys_single's step 0: 132 ms of cuLibraryLoadData were counted as launch overhead)
 _NOT_LAUNCH_PATH = re.compile(
     r"Graph(?:Exec)?(?:Launch|Instantiate|Upload)|LibraryLoad|ModuleLoad|LinkComplete|LinkAdd|"
-    r"Malloc|Free(?:Host|Async|Array)?(?:_v\d+)?$|HostAlloc|HostRegister|cuInit|PrimaryCtx|CtxCreate|"
+    r"Malloc|MemAlloc|MemCreate|MemMap|MemRelease|Free(?:Host|Async|Array)?(?:_v\d+)?$|HostAlloc|HostRegister|"
+    r"cuInit|PrimaryCtx|CtxCreate|"
     r"MemPool|DeviceSetLimit|DeviceReset",
     re.IGNORECASE,
 )
