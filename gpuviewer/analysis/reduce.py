@@ -173,7 +173,9 @@ def _with_comm_kernels(f: dict, p: RankPart) -> dict:
     per_name = p.table("comm_names").get(f["step"]) if f["step"] is not None and "comm_names" in p.tables else {}
     top = sorted(((ns, n) for n, ns in per_name.items()), reverse=True)[:3]
     if top:
-        f["metrics"]["evidence"] = [{"name": n, "ms": round(ns / 1e6, 3)} for ns, n in top]
+        # the time of all its kernels in that step (20.1 ms of ddp's 14 all-reduces read as one kernel's)
+        where = f"all its kernels in step {f['step']}"
+        f["metrics"]["evidence"] = [{"name": n, "ms": round(ns / 1e6, 3), "where": where} for ns, n in top]
     return f
 
 

@@ -60,6 +60,7 @@ class EvidenceRow(_S, frozen=True):
     excess_ms: Num | None = None
     lane: Text | None = None
     category: Text | None = None
+    where: Text | None = None  # what the time is of ("all its kernels in step 4")
 
 
 class Metrics(_S, frozen=True):

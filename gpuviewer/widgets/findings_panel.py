@@ -249,6 +249,7 @@ class FindingsPanel(QWidget):
         ev = f.evidence_rows(with_excess=True)
         evid = "".join(
             f"<li>{esc(e['name'])} — {e.get('excess_ms', e.get('ms'))} ms"
+            + (f" ({esc(e['where'])})" if e.get("where") else "")
             + (f" ({esc(e['lane'])})" if e.get("lane") else "")
             + "</li>"
             for e in ev[:5]

@@ -21,7 +21,7 @@ import statistics
 
 import analysis_truth as T
 import pytest
-from conftest import COMPAT, TRACES, run_cli_once, trace_path
+from conftest import COMPAT, TRACES, flat_findings, run_cli_once, trace_path
 
 _TRACE_FILES = sorted(
     glob.glob(os.path.join(TRACES, "**", "*.json.gz"), recursive=True)
@@ -532,3 +532,31 @@ def test_ranks_taking_turns_say_the_median_wait_of_every_step():
     assert len(per) == 8
     said = re.search(r"the others wait ([\d.]+) ms a step each", f["title"])
     assert said and float(said[1]) == pytest.approx(statistics.median(per.values()), abs=0.06), f["title"]
+
+
+def test_exposed_communications_evidence_says_it_is_every_kernel_of_the_step():
+    """ddp rank 0's exposed communication gave 'ncclDevKernel_AllReduce... — 20.091 ms' as its
+    evidence: the time of all 14 all-reduce kernels its step 4 launched, read as one kernel's. The
+    row says so; its time is the raw kernels' launched inside rank 0's ProfilerStep#4 (by
+    correlation id)."""
+    out = json.loads(run_cli_once("analyze", trace_path("kineto", "ddp"), "--json").stdout)
+    (f,) = [x for x in flat_findings(out["findings"]) if x["rule"] == "exposed_communication"]
+    (row, *_) = f["metrics"]["evidence"]
+    assert row["where"] == f"all its kernels in step {f['step']}"
+    with gzip.open(trace_path("kineto", "ddp", "ddp_rank0.json.gz"), "rt") as fh:
+        ev = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
+    (st,) = [e for e in ev if e.get("name") == f"ProfilerStep#{f['step']}" and e.get("cat") == "user_annotation"]
+    launched = {
+        e["args"]["correlation"]
+        for e in ev
+        if e.get("cat") in ("cuda_runtime", "cuda_driver")  # NCCL launches with cuLaunchKernelEx
+        and st["ts"] <= e["ts"] < st["ts"] + st["dur"]
+        and "correlation" in e.get("args", {})
+    }
+    kernels = [
+        e
+        for e in ev
+        if e.get("cat") == "kernel" and e["name"] == row["name"] and e["args"].get("correlation") in launched
+    ]
+    assert len(kernels) > 1
+    assert abs(row["ms"] - sum(e["dur"] for e in kernels) / 1e3) <= 0.01
