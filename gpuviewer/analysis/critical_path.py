@@ -116,13 +116,28 @@ def _name(g: dg.DepGraph, i: int) -> str:
     return g.names[nid] if 0 <= nid < len(g.names) else "?"
 
 
-def _edge_segment(g: dg.DepGraph, kind: int, off: int, i: int, u: int) -> tuple[int, str, str]:
+def _stream_busy(g: dg.DepGraph) -> np.ndarray:
+    """Per node: a GPU op whose stream ran another op until just before it started (within the
+    stream tolerance): one that waited in its stream's queue."""
+    gpu = np.flatnonzero((g.kind >= dg.KERNEL) & (g.kind <= dg.COPY))
+    out = np.zeros(g.n, bool)
+    if len(gpu):
+        o = gpu[np.lexsort((g.rec_s[gpu], g.lane[gpu]))]
+        same = g.lane[o[1:]] == g.lane[o[:-1]]
+        out[o[1:]] = same & (g.rec_s[o[1:]] - g.rec_e[o[:-1]] <= dg.STREAM_TOL_NS)
+    return out
+
+
+def _edge_segment(g: dg.DepGraph, kind: int, off: int, i: int, u: int, busy=None) -> tuple[int, str, str]:
     """(rank, resource, what) of the time an edge into node i (from node u) covers."""
     r = int(g.rank[i])
     if kind in (dg.E_HOST, dg.E_HOST_START):
         return r, "host", f"host work before {_name(g, i)}"
     if kind == dg.E_LAUNCH:
-        if off > dg.LAUNCH_MAX_NS:
+        # queued only where its stream ran work up to it and its call had returned (a pageable copy
+        # starting inside its 489 ms call, a first launch loading its code, are the host's time)
+        queued = busy is not None and bool(busy[i]) and g.rec_s[i] >= g.rec_e[u]
+        if off > dg.LAUNCH_MAX_NS and queued:
             # far longer than a launch takes: the op sat in a full queue behind the GPU's earlier work
             # (pp_gpu's GPUs run 160 ms behind their hosts: 164 ms of it was put on rank 0's host)
             return r, "gpu", f"{_name(g, i)} queued {off / 1e6:.1f} ms behind the GPU's earlier work after its launch"
@@ -149,6 +164,7 @@ def paths(g: dg.DepGraph, rp: wi.Replay, merge: bool = True) -> dict[int, Critic
     offs = g.e_off[o]
     steps, starts, ends, _ = wi.step_ends(g, rp)
     T = rp.t
+    busy = _stream_busy(g)
     out: dict[int, CriticalPath] = {}
     gpu = np.flatnonzero((g.kind >= dg.KERNEL) & (g.kind <= dg.COPY))
     for s, lo, hi in zip(steps, starts.tolist(), ends.tolist()):
@@ -179,7 +195,7 @@ def paths(g: dg.DepGraph, rp: wi.Replay, merge: bool = True) -> dict[int, Critic
                 r, res, what = int(g.rank[i]), _own_resource(g, i), _name(g, i)
             else:
                 p = int(src[bi])
-                r, res, what = _edge_segment(g, int(kinds[bi]), int(offs[bi]), i, p >> 1)
+                r, res, what = _edge_segment(g, int(kinds[bi]), int(offs[bi]), i, p >> 1, busy)
             tp = int(T[p])
             if tp < cursor:
                 segs.append(Segment(r, res, max(tp, int(lo)), cursor, what))

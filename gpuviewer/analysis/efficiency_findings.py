@@ -36,6 +36,7 @@ FOREACH_SHARE = 0.25  # of the elementwise time: the optimizer's foreach kernels
 _FOREACH = re.compile(r"multi_tensor_apply")
 # a fused optimizer's own kernels run through multi_tensor_apply too (PyTorch's fused Adam/AdamW/SGD:
 # FusedOptimizerTensorListMetadata, Fused*Functor; apex's and TransformerEngine's FusedAdam)
+_NOT_OPTIMIZER = re.compile(r"unscale|NonFinite|Norm", re.IGNORECASE)  # AMP's unscale, gradient norms
 _FUSED_ALREADY = re.compile(r"FusedOptimizer|Fused\w*Functor|fused_adam|FusedAdam", re.IGNORECASE)
 SHAPE_PCT_BELOW = 0.6  # a shape under 60% of the best shape's % of peak
 # A Tensor-Core GEMM kernel takes about 3 µs however small (H200, cuBLAS through PyTorch 2.11:
@@ -584,7 +585,8 @@ def _elementwise_advice(trace: Trace, eff) -> str:
     # optimizer step (PyTorch's Optimizer.step#... range) none of whose kernels is fused (a per-
     # parameter loop); not for a run already fused, nor one with no optimizer on record (inference)
     fused = any(_FUSED_ALREADY.search(n) for n in names)
-    if any(_FOREACH.search(n) and not _FUSED_ALREADY.search(n) for n in names) or (
+    # (GradScaler's unscale and clip_grad_norm_'s norms run foreach kernels beside a fused optimizer)
+    if any(_FOREACH.search(n) and not _FUSED_ALREADY.search(n) and not _NOT_OPTIMIZER.search(n) for n in names) or (
         not fused and any(n.startswith("Optimizer.step#") for n in trace.names)
     ):
         how.append("fused optimizers")

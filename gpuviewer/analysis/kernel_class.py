@@ -50,7 +50,7 @@ _KINDS = (
         re.compile(
             r"convolution|conv\d|conv_|_conv(?!ert)|scudnn|wgrad|dgrad|implicit_gemm|implicit_convolve|winograd|"
             # cuDNN's FFT convolutions' transforms (fft2d_r2c_32x32<float, ...>(..., cudnn::reduced_divisor, ...))
-            r"fft\dd_[rc]2[rc]\w*<.*cudnn::",
+            r"fft\dd_[rc]2[rc]\w*<.*cudnn::|^fft2d_[rc]2[rc]_\d+x\d+$",  # (an nsys export's short name)
             re.IGNORECASE,
         ),
     ),

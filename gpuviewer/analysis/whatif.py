@@ -39,6 +39,7 @@ import numpy as np
 from ..model.trace import Trace
 from . import depgraph as dg
 from . import replay_levels
+from .graph_calls import kept_calls, kept_names
 from .host import EXPLICIT_SYNC
 from .overlap_comm import overlap_comm
 from .step_windows import step_ends
@@ -391,7 +392,7 @@ def apply(
             notes.append(f"rank {ch.rank} is not slower than the median rank in any step")
     elif ch.kind == "no_launch_overhead":
         launches = g.kind == dg.HOST
-        kept = launches & _not_launch_path(g)
+        kept = launches & kept_calls(g)
         launches &= ~kept
         dur[launches] = 0
         # host work between two launches (not after a sync, not at a step's boundary) is gone,
@@ -421,7 +422,7 @@ def apply(
         notes.append(
             f"{int(launches.sum()):,} CUDA calls and {int(between.sum()):,} host gaps between launches set to 0"
             + (
-                f"; {int(kept.sum()):,} calls a graph does not remove kept ({_kept_names(g, kept)})"
+                f"; {int(kept.sum()):,} calls a graph does not remove kept ({kept_names(g, kept, g.dur)})"
                 if kept.any()
                 else ""
             )
@@ -493,34 +494,6 @@ def _filled_by(g: dg.DepGraph, trace: Trace | None, edge: int) -> str:
     if not rows or rows[0]["ms"] * 1e6 < 0.5 * (b - a):
         return ""
     return f"; the host was in {rows[0]['name']} for {rows[0]['ms']:.1f} ms of its {(b - a) / 1e6:.1f} ms"
-
-
-# CUDA calls a CUDA graph does not take off the host: the graph's own launch (the run uses graphs
-# already: launch_graph's cudaGraphLaunch, 1.1-1.3 ms a step), module loading, allocations and
-# context set-up (nsys_single's step 0: 132 ms of cuLibraryLoadData were counted as launch overhead)
-_NOT_LAUNCH_PATH = re.compile(
-    r"Graph(?:Exec)?(?:Launch|Instantiate|Upload)|LibraryLoad|ModuleLoad|LinkComplete|LinkAdd|"
-    r"Malloc|MemAlloc|MemCreate|MemMap|MemRelease|Free(?:Host|Async|Array)?(?:_v\d+)?$|HostAlloc|HostRegister|"
-    r"cuInit|PrimaryCtx|CtxCreate|"
-    r"MemPool|DeviceSetLimit|DeviceReset",
-    re.IGNORECASE,
-)
-
-
-def _not_launch_path(g: dg.DepGraph) -> np.ndarray:
-    out = np.zeros(g.n, bool)
-    named = np.flatnonzero(g.name >= 0) if len(g.name) else np.zeros(0, np.int64)
-    if len(named):
-        ids, inv = np.unique(g.name[named], return_inverse=True)
-        out[named] = np.array([bool(_NOT_LAUNCH_PATH.search(g.names[int(i)])) for i in ids], bool)[inv]
-    return out
-
-
-def _kept_names(g: dg.DepGraph, kept: np.ndarray) -> str:
-    ids, n = np.unique(g.name[kept], return_counts=True)
-    top = np.argsort(-n, kind="stable")[:3]
-    more = ", ..." if len(ids) > 3 else ""
-    return ", ".join(g.names[int(ids[i])] for i in top) + more
 
 
 # an edge offset that never binds (a removed wait): far below any time, far from overflowing int64

@@ -89,7 +89,14 @@ class Change:
             )
         past = f" past their first {_us(self.fixed_ns)} µs each" if self.fixed_ns else ""
         # PCT is time taken off (50: half the time, twice the speed); 100: the ops take no time
-        speed = "no time" if self.pct >= 100 else f"{self.pct:g}% less time ({1 / (1 - self.pct / 100):.2g}x as fast)"
+        x = 1 / (1 - self.pct / 100) if self.pct < 100 else 0.0
+        speed = (
+            "no time"
+            if self.pct >= 100
+            else f"{self.pct:g}% less time ({x:,.0f}x as fast)"
+            if x >= 10
+            else f"{self.pct:g}% less time ({x:.2g}x as fast)"
+        )
         return f"GPU ops matching /{self.regex}/ take {speed}{past}"
 
     def to_json(self) -> dict:

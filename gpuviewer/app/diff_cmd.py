@@ -275,7 +275,8 @@ def tables(d: dict, top: int) -> list[tuple[str, str, list[str], list[list[str]]
             "Step time and its parts (ms a step)",
             "step: the host's step range (ProfilerStep#N, an NVTX step; the GPU time where none); GPU time: the "
             "step's GPU window and the idle around it, which its parts less 'GPU overlap' (kinds of work at once: "
-            "communication under compute) add up to; the host's parts add up to the step.",
+            "communication under compute) add up to; the host's parts add up to the step (not measured in a capture "
+            "without steps).",
             PARTS_HEAD,
             _parts_rows(d["step_parts"]),
         )

@@ -212,7 +212,7 @@ def _side_value(cmp: Comparison, side: str) -> float:
 
 
 def step_time(cmp: Comparison, side: str, step: int) -> float | None:
-    """The GPU step time of one step on the side (mean over its ranks), as the tables count it."""
+    """One step's time on the side (its host step range, the mean over its ranks), as the tables count it."""
     t = _step_times(cmp, side)
     return float(t[step]) if step in t.index else None
 

@@ -72,8 +72,8 @@ class DiffTable(FrameTable):
 
 TABS = (("parts", "Step parts"), ("gpu", "GPU ops"), ("host", "Host ops"), ("coll", "Collectives"))
 NOTES = {
-    "parts": "step: the GPU's step (its window and the idle around it); host: the host's step range; the "
-    "parts may overlap (communication under compute).",
+    "parts": "step: the host's step range; GPU time: the step's GPU window and the idle around it, which the GPU "
+    "parts less 'GPU overlap' add up to; the host's parts add up to the step (not measured in a capture without steps).",
     "gpu": "Time a step spends in each GPU op (ms a step, mean over the compared steps).",
     "host": "Host op totals are inclusive: an op that waits for the GPU repeats the GPU's change.",
     "coll": "wait: for the last rank to arrive; transfer: from then to the end; busbw with NCCL's bus factors.",

@@ -274,6 +274,9 @@ def steps_toolbar(win) -> None:
     win.step_box.setRange(0, 0)
     win.step_box.setKeyboardTracking(False)
     win.step_box.valueChanged.connect(win.goto_step)
+    # Enter on the number already shown goes there too (valueChanged stays silent for it; not on
+    # losing focus, which editingFinished also reports)
+    win.step_box.lineEdit().returnPressed.connect(lambda: win.goto_step(win.step_box.value()))
     tb.addWidget(win.step_box)
     win.step_label = QLabel("")
     win.step_label.setToolTip("Profiled steps in this session")

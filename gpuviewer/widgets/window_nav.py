@@ -95,23 +95,29 @@ class NavMixin:
         self._step_box_follows(t0, t1)
 
     def _step_box_follows(self, t0: int, t1: int) -> None:
-        """'go to step' names the step the view shows, wherever the view was moved from (a
-        finding, the critical path: it kept the last number typed, and typing that number again
-        did nothing): the step whose window (its ranks' first start to last end) fills most of the
-        view, where one fills well over half of it (its window over the union of the two)."""
+        """'go to step' names the step the view shows, wherever the view was moved from (a finding,
+        the critical path kept it at the number last typed): the step whose window (its ranks' first
+        start to last end) fills most of the view, where one fills 60% of it or more (a view inside
+        one step names it; a view of several steps none). Ties (ranks' windows overlap): the step
+        whose window is most of the view."""
+        import numpy as np
+
         trace = self.trace
         if getattr(self, "_step_windows_of", None) is not trace:
             win: dict[int, tuple[int, int]] = {}
             for st in trace.steps:
                 lo, hi = win.get(st.step, (st.start, st.end))
                 win[st.step] = (min(lo, st.start), max(hi, st.end))
-            self._step_windows, self._step_windows_of = win, trace
-        best, score = None, 0.6  # over half of it: a view of three steps named one of them
-        for n, (lo, hi) in self._step_windows.items():
-            inter = min(hi, t1) - max(lo, t0)
-            sc = inter / max(max(hi, t1) - min(lo, t0), 1)
-            if sc > score:
-                best, score = n, sc
+            arr = np.array([(n, lo, hi) for n, (lo, hi) in sorted(win.items())], np.int64).reshape(-1, 3)
+            self._step_windows, self._step_windows_of = arr, trace
+        w = self._step_windows
+        if not len(w) or t1 <= t0:
+            return
+        inter = np.minimum(w[:, 2], t1) - np.maximum(w[:, 1], t0)
+        union = np.maximum(w[:, 2], t1) - np.minimum(w[:, 1], t0)
+        fill = inter / (t1 - t0) + 1e-3 * inter / np.maximum(union, 1)
+        k = int(np.argmax(fill))
+        best = int(w[k, 0]) if fill[k] >= 0.6 else None
         box = self.step_box
         if best is not None and box.isEnabled() and box.minimum() <= best <= box.maximum() and box.value() != best:
             box.blockSignals(True)

@@ -150,6 +150,16 @@ def test_step_navigator(win):
     s2 = [s for s in win.trace.steps if s.step == 2]
     win.timeline.set_range(min(s.start for s in s2), max(s.end for s in s2))
     assert win.step_box.value() == 2
+    # a view of every step names none of them; Enter on the number shown goes to it
+    win.timeline.set_range(win.trace.start_ns, win.trace.end_ns)
+    assert win.step_box.value() == 2
+    win.step_box.lineEdit().returnPressed.emit()
+    t0, t1 = win.timeline.visible_range()
+    assert (
+        t0 <= min(s.start for s in s2)
+        and t1 >= max(s.end for s in s2)
+        and t1 - t0 < win.trace.end_ns - win.trace.start_ns
+    )
 
 
 def test_collapse_hide_pin(win):
