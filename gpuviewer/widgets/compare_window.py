@@ -374,8 +374,7 @@ class CompareWindow(QMainWindow):
         self.titles[side].setText(self._side_label(side))
         t = step_time(self.comparison, side, self.step_of(side))
         self.step_info[side].setText(
-            ("" if t is None else f"step time {format_duration(t)} · ")
-            + "the axis is the time since the step's start"
+            ("" if t is None else f"step time {format_duration(t)} · ") + "the axis is the time since the step's start"
         )
 
     def _show_steps(self) -> None:
