@@ -116,10 +116,9 @@ def _name(g: dg.DepGraph, i: int) -> str:
     return g.names[nid] if 0 <= nid < len(g.names) else "?"
 
 
-def _stream_busy(g: dg.DepGraph) -> np.ndarray:
-    """Per node: a GPU op whose stream ran another op until just before it started (within the
-    stream tolerance): one that waited in its stream's queue."""
-    gpu = np.flatnonzero((g.kind >= dg.KERNEL) & (g.kind <= dg.COPY))
+def _stream_busy(g: dg.DepGraph, gpu: np.ndarray) -> np.ndarray:
+    """Per node: a GPU op (of gpu, the GPU nodes) whose stream ran another op until just before it
+    started (within the stream tolerance): one that waited in its stream's queue."""
     out = np.zeros(g.n, bool)
     if len(gpu):
         o = gpu[np.lexsort((g.rec_s[gpu], g.lane[gpu]))]
@@ -164,9 +163,9 @@ def paths(g: dg.DepGraph, rp: wi.Replay, merge: bool = True) -> dict[int, Critic
     offs = g.e_off[o]
     steps, starts, ends, _ = wi.step_ends(g, rp)
     T = rp.t
-    busy = _stream_busy(g)
     out: dict[int, CriticalPath] = {}
     gpu = np.flatnonzero((g.kind >= dg.KERNEL) & (g.kind <= dg.COPY))
+    busy = _stream_busy(g, gpu)
     for s, lo, hi in zip(steps, starts.tolist(), ends.tolist()):
         cp = CriticalPath(s, int(lo) + g.t0, int(hi) + g.t0)
         # the slot that ends the step: a rank's host end marker or a GPU op of the step

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.categories import Cat, LaneKind
+from ..model.categories import GPU_WORK, Cat, LaneKind
 from ..model.trace import Step, Trace
 from .breakdown import breakdown
 from .collectives import bus_factor, match
@@ -166,7 +166,7 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
     # 'Event Sync' record (NCCL's watchdog thread polls, launching nothing: taken as the loop's,
     # it cut nsys_ddp's planted 50.3 ms sleep at 48.2 ms)
     fcat = np.asarray(c["cat"][flow_dst]) if len(flow_dst) else np.zeros(0, np.int8)
-    launch_src = flow_src[np.isin(fcat, [int(Cat.KERNEL), int(Cat.COMM_KERNEL), int(Cat.MEMCPY), int(Cat.MEMSET)])]
+    launch_src = flow_src[np.isin(fcat, [int(x) for x in GPU_WORK])]
     t0 = int(trace.start_ns)
     sync_ids = set(sync_name_ids(trace).tolist())
 

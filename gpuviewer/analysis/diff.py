@@ -438,7 +438,7 @@ def top_changes(d: dict) -> list[dict]:
         if sig:
             r = max(sig, key=lambda r: abs(r["delta_ns"]))
             what = r["part"].removeprefix("host: ").removeprefix("GPU ")
-            out.append({"table": table, "what": what, **_sides(r, "ns")})
+            out.append({"table": table, "what": what, "a_ns": r["a_ns"], "b_ns": r["b_ns"], "delta_ns": r["delta_ns"]})
     out.sort(key=lambda t: -abs(t["delta_ns"]))
     ops: list[dict] = []
     for kind in ("compute", "comm", "memcpy", "memset"):
@@ -455,10 +455,6 @@ def top_changes(d: dict) -> list[dict]:
     if sig:
         out.append(_change("host op", f"{sig[0]['name']} ({sig[0]['kind']})", sig[0], "total"))
     return out
-
-
-def _sides(r: dict, suffix: str) -> dict:
-    return {"a_ns": r[f"a_{suffix}"], "b_ns": r[f"b_{suffix}"], "delta_ns": r["delta_ns"]}
 
 
 def _change(table: str, what: str, r: dict, part: str) -> dict:

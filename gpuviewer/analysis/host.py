@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..model import queries as q
-from ..model.categories import CAT_LABEL, Cat, LaneKind
+from ..model.categories import CAT_LABEL, GPU_WORK, Cat, LaneKind
 from ..model.trace import Trace
 
 # Calls in which the host waits for the GPU (and so for other ranks through it).
@@ -437,9 +437,6 @@ def flows_by_dst(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return got
 
 
-_GPU_WORK = (Cat.KERNEL, Cat.COMM_KERNEL, Cat.MEMCPY, Cat.MEMSET)
-
-
 def launched_before_capture(trace: Trace, rank: int) -> dict[int, np.ndarray]:
     """{device: sorted starts} of the rank's GPU ops (kernels, copies, memsets) launched before the
     capture began: those with no launch on record that run on their stream ahead of its first op
@@ -455,7 +452,7 @@ def launched_before_capture(trace: Trace, rank: int) -> dict[int, np.ndarray]:
         if sl.stop <= sl.start:
             continue
         st = np.asarray(c["start"][sl]).astype(np.int64)
-        work = np.isin(np.asarray(c["cat"][sl]), _GPU_WORK)
+        work = np.isin(np.asarray(c["cat"][sl]), GPU_WORK)
         launched = np.zeros(sl.stop - sl.start, bool)  # the lane's events that a flow points at
         a, b = np.searchsorted(d_sorted, [sl.start, sl.stop])
         launched[d_sorted[a:b] - sl.start] = True

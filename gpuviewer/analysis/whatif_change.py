@@ -89,15 +89,11 @@ class Change:
             )
         past = f" past their first {_us(self.fixed_ns)} µs each" if self.fixed_ns else ""
         # PCT is time taken off (50: half the time, twice the speed); 100: the ops take no time
-        x = 1 / (1 - self.pct / 100) if self.pct < 100 else 0.0
-        speed = (
-            "no time"
-            if self.pct >= 100
-            else f"{self.pct:g}% less time ({x:,.0f}x as fast)"
-            if x >= 10
-            else f"{self.pct:g}% less time ({x:.2g}x as fast)"
-        )
-        return f"GPU ops matching /{self.regex}/ take {speed}{past}"
+        if self.pct >= 100:
+            return f"GPU ops matching /{self.regex}/ take no time{past}"
+        x = 1 / (1 - self.pct / 100)
+        fast = f"{x:,.0f}x" if x >= 10 else f"{x:.2g}x"  # 200x, not 2e+02x
+        return f"GPU ops matching /{self.regex}/ take {self.pct:g}% less time ({fast} as fast){past}"
 
     def to_json(self) -> dict:
         d: dict[str, Any] = {"kind": self.kind, "text": self.describe()}

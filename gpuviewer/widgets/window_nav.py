@@ -102,14 +102,12 @@ class NavMixin:
         whose window is most of the view."""
         import numpy as np
 
+        from ..model.view import step_range
+
         trace = self.trace
-        if getattr(self, "_step_windows_of", None) is not trace:
-            win: dict[int, tuple[int, int]] = {}
-            for st in trace.steps:
-                lo, hi = win.get(st.step, (st.start, st.end))
-                win[st.step] = (min(lo, st.start), max(hi, st.end))
-            arr = np.array([(n, lo, hi) for n, (lo, hi) in sorted(win.items())], np.int64).reshape(-1, 3)
-            self._step_windows, self._step_windows_of = arr, trace
+        if getattr(self, "_step_windows_of", None) is not trace:  # each step's step_range, once a trace
+            win = [(n, *step_range(trace, n)) for n in sorted({s.step for s in trace.steps})]
+            self._step_windows, self._step_windows_of = np.array(win, np.int64).reshape(-1, 3), trace
         w = self._step_windows
         if not len(w) or t1 <= t0:
             return
