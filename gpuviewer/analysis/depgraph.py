@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from ..model.categories import GPU_WORK, Cat, LaneKind
+from ..model.categories import Cat, LaneKind
 from ..model.trace import Step, Trace
 from .breakdown import breakdown
 from .collectives import bus_factor, match
 from .gpu_clock import FLOOR_PERCENTILE, gpu_ahead
-from .host import reads_copy, sync_name_ids
+from .host import launch_sources, reads_copy, sync_name_ids
 
 # node kinds
 HOST, SYNC, KERNEL, COMM, COPY, MARK = 0, 1, 2, 3, 4, 5  # MARK: a step's host start or end
@@ -162,11 +162,9 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         colls = match(trace, rbs, args or {})
     assumptions: list[str] = []
     flow_src, flow_dst = (np.asarray(x, np.int64) for x in trace.flows)
-    # the calls that launch GPU work: an nsys export also links cudaEventQuery to its GPU-side
-    # 'Event Sync' record (NCCL's watchdog thread polls, launching nothing: taken as the loop's,
-    # it cut nsys_ddp's planted 50.3 ms sleep at 48.2 ms)
-    fcat = np.asarray(c["cat"][flow_dst]) if len(flow_dst) else np.zeros(0, np.int8)
-    launch_src = flow_src[np.isin(fcat, [int(x) for x in GPU_WORK])]
+    # the calls that launch GPU work, not NCCL's watchdog polling (taken as the loop's, it cut
+    # nsys_ddp's planted 50.3 ms sleep at 48.2 ms)
+    launch_src = launch_sources(trace)
     t0 = int(trace.start_ns)
     sync_ids = set(sync_name_ids(trace).tolist())
 

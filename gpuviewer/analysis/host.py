@@ -357,6 +357,18 @@ def _flows_by_src(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return got
 
 
+def launch_sources(trace: Trace) -> np.ndarray:
+    """Sorted source events of the flows that end on GPU work (kernels, copies, memsets), once per
+    session. An nsys export also links cudaEventQuery to its GPU-side 'Event Sync' record: NCCL's
+    watchdog thread polls that way and launches nothing."""
+    got = trace.derived.get("launch_sources")
+    if got is None or got[0] != len(trace.flows[0]):
+        src, dst = _flows_by_src(trace)
+        cat = np.asarray(trace.columns["cat"][dst]) if len(dst) else np.zeros(0, np.uint8)
+        got = trace.derived["launch_sources"] = (len(trace.flows[0]), src[np.isin(cat, GPU_WORK)])
+    return got[1]
+
+
 def feeding_lanes(trace: Trace, rank: int) -> list[int]:
     """The rank's host lanes (CPU ops, CUDA API, OS runtime, NVTX) of the threads that launch its
     GPU work."""
@@ -370,9 +382,10 @@ def feeding_lanes(trace: Trace, rank: int) -> list[int]:
 
 def _launching_threads(trace: Trace, rank: int) -> set[tuple[int, int]]:
     """(pid, tid) of the rank's threads that launched GPU work (all its CUDA API threads when no
-    launch is on record): a data loader's worker or the NCCL watchdog does not feed the step."""
+    launch is on record): a data loader's worker or the NCCL watchdog does not feed the step (the
+    watchdog's cudaEventQuery flows to an 'Event Sync' record, not to GPU work)."""
     api = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind == LaneKind.CUDA_API]
-    src = _flows_by_src(trace)[0]
+    src = launch_sources(trace)
     out = set()
     for ln in api:
         sl = trace.lane_slice(ln)

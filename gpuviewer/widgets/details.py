@@ -1,15 +1,79 @@
 """Details of the selected event: fields, every argument, and the linked launch or kernel. The
-field column is as wide as its names (at most 35-42% of the pane, whose width follows the dock); a
-value too long for the pane is elided in the middle and whole in its tooltip."""
+field column is as wide as its names (at most half the pane, whose width follows the dock); a
+field or value too long for its column wraps onto more lines (at a space where it can, else
+anywhere: a kernel's name has none), as Perfetto's details do, and is whole in its tooltip."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QTreeWidget, QTreeWidgetItem
+from PySide6.QtCore import QPointF, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QPalette, QTextLayout, QTextOption
+from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem, QTreeWidget, QTreeWidgetItem
 
 from ..model.categories import CAT_LABEL, Cat
 from ..model.trace import Trace
 from ..render.time_axis import format_duration, format_ns
+
+
+def _wrapped(text: str, font, width: float) -> tuple[QTextLayout, float]:
+    """The text laid out in lines of at most `width` pixels, and its height."""
+    lay = QTextLayout(text, font)
+    opt = QTextOption()
+    opt.setWrapMode(QTextOption.WrapAtWordBoundaryOrAnywhere)
+    lay.setTextOption(opt)
+    lay.beginLayout()
+    y = 0.0
+    while True:
+        line = lay.createLine()
+        if not line.isValid():
+            break
+        line.setLineWidth(max(1.0, width))
+        line.setPosition(QPointF(0, y))
+        y += line.height()
+    lay.endLayout()
+    return lay, y
+
+
+class _WrapDelegate(QStyledItemDelegate):
+    """Draws a cell's text wrapped to its column's width and asks for the rows' height that takes
+    (the style's own wrapping breaks only at spaces, and elides a kernel's name)."""
+
+    PAD = 3  # the style's text margin, each side
+
+    def _text_width(self, view, index) -> float:
+        w = view.columnWidth(index.column())
+        if index.column() == 0:  # the tree's indentation and branch mark come off the first column
+            depth, p = 0, index.parent()
+            while p.isValid():
+                depth, p = depth + 1, p.parent()
+            w -= view.indentation() * (depth + 1)
+        return w - 2 * self.PAD
+
+    def sizeHint(self, option, index) -> QSize:
+        base = super().sizeHint(option, index)
+        view = self.parent()
+        text = str(index.data(Qt.DisplayRole) or "")
+        if not text or (index.column() == 0 and view.isFirstColumnSpanned(index.row(), index.parent())):
+            return base
+        _lay, h = _wrapped(text, option.font, self._text_width(view, index))
+        return QSize(base.width(), max(base.height(), int(h + 0.999) + 2 * (self.PAD - 1)))
+
+    def paint(self, painter, option, index) -> None:
+        view = self.parent()
+        text = str(index.data(Qt.DisplayRole) or "")
+        if index.column() == 0 and view.isFirstColumnSpanned(index.row(), index.parent()):
+            return super().paint(painter, option, index)
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        opt.text = ""  # the style draws the background, selection and focus; the text is ours
+        style = view.style()
+        style.drawControl(QStyle.CE_ItemViewItem, opt, painter, view)
+        lay, _h = _wrapped(text, opt.font, opt.rect.width() - 2 * self.PAD)
+        group = QPalette.Normal if opt.state & QStyle.State_Enabled else QPalette.Disabled
+        role = QPalette.HighlightedText if opt.state & QStyle.State_Selected else QPalette.Text
+        painter.save()
+        painter.setPen(opt.palette.color(group, role))
+        lay.draw(painter, QPointF(opt.rect.left() + self.PAD, opt.rect.top() + self.PAD - 1))
+        painter.restore()
 
 
 class DetailsPanel(QTreeWidget):
@@ -21,7 +85,14 @@ class DetailsPanel(QTreeWidget):
         self.setHeaderLabels(["Field", "Value"])
         self.setColumnWidth(0, 150)
         self.setAlternatingRowColors(True)
-        self.setTextElideMode(Qt.ElideMiddle)  # a name's start and its line number both stay
+        # long values wrap (a kernel's name, "none (this rank arrived last)"): at 1366 px the dock
+        # is ~270 px and eliding cut most of them; rows take the height their text needs
+        self.setItemDelegate(_WrapDelegate(self))
+        self.setUniformRowHeights(False)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self._relayout = QTimer(self, singleShot=True, interval=0)
+        self._relayout.timeout.connect(self.doItemsLayout)
+        self.header().sectionResized.connect(lambda *_: self._relayout.start())
         self.itemActivated.connect(self._activated)
         self.trace: Trace | None = None
         self.origin = 0
@@ -97,7 +168,7 @@ class DetailsPanel(QTreeWidget):
         self._fit()
 
     def _fit(self) -> None:
-        """Tooltips with every value whole; the field column sized to its names (at most half)."""
+        """Tooltips with every value whole; the field column sized to its names (at most 42%)."""
         from PySide6.QtWidgets import QTreeWidgetItemIterator
 
         it = QTreeWidgetItemIterator(self)
@@ -111,10 +182,9 @@ class DetailsPanel(QTreeWidget):
     def _field_width(self) -> None:
         self.resizeColumnToContents(0)
         vw = self.viewport().width()
-        # up to half the pane: at 1366x768 the pane is ~250 px and a third of it cut most names
-        # ("Corr...n id", "co...on"), while the values (ids, counts, times) are short; a long
-        # value is elided with its tooltip whole
-        self.setColumnWidth(0, min(self.columnWidth(0), max(110, int(vw * 0.5))))
+        # up to 42% of the pane: at 1366x768 it is ~270 px; a longer name ("registers per
+        # thread") wraps, and the values (a kernel's name, times with their ns) keep the rest
+        self.setColumnWidth(0, min(self.columnWidth(0), max(110, int(vw * 0.42))))
 
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)

@@ -339,7 +339,7 @@ def test_search_reveals_its_match_and_long_lane_names_are_whole_in_tooltips(qtbo
     name = w.trace.name_of(i)
     d = w.details
     assert d.topLevelItem(0).text(1) == name and d.topLevelItem(0).toolTip(1) == name
-    assert d.columnWidth(0) <= max(110, int(d.viewport().width() * 0.5)) + 1
+    assert d.columnWidth(0) <= max(110, int(d.viewport().width() * 0.42)) + 1
     # choosing a finding never scrolls the table sideways (the severity stays in view)
     w.findings.set_findings(w.session.analysis_ready.findings)
     w.findings.choose(len(w.findings.findings) - 1)

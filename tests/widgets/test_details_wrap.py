@@ -1,0 +1,60 @@
+"""The Details pane wraps what its columns cannot hold. At 1366x768 the dock is ~270 px wide and
+eliding cut most values ("ncclDevK...4096ul>)", "none (this...ived last)", "30.384 m...9393 ns)"):
+each row now takes the lines its text needs, checked against the font's own advance (a value
+W px wide in a column C px wide needs at least W / C lines), and the pixels of a wrapped row's
+second line are drawn."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+from conftest import SAMPLES
+
+
+def test_long_values_wrap_onto_the_lines_they_need(qtbot):
+    from PySide6.QtWidgets import QApplication, QTreeWidgetItemIterator
+
+    import gpuviewer
+    from gpuviewer.model.categories import Cat
+    from gpuviewer.widgets.details import DetailsPanel
+
+    s = gpuviewer.open(os.path.join(SAMPLES, "ddp"))
+    d = DetailsPanel()
+    qtbot.addWidget(d)
+    d.resize(270, 900)
+    d.show()
+    d.set_trace(s.trace)
+    c = s.trace.columns
+    i = int(np.flatnonzero(np.asarray(c["cat"]) == Cat.COMM_KERNEL)[0])
+    d.show_event(i)
+    for _ in range(3):
+        QApplication.processEvents()
+    fm = d.fontMetrics()
+    name = s.trace.name_of(i)
+    assert d.topLevelItem(0).text(1) == name and d.topLevelItem(0).toolTip(1) == name
+    assert fm.horizontalAdvance(name) > 2 * d.columnWidth(1), "the sample's NCCL kernel name should need 3 lines"
+    wrapped = 0
+    it = QTreeWidgetItemIterator(d)
+    while it.value() is not None:
+        item = it.value()
+        for col in (0, 1):
+            text = item.text(col)
+            if not text or (col == 0 and item.isFirstColumnSpanned()):
+                continue
+            rect = d.visualRect(d.indexFromItem(item, col))
+            lines = math.ceil(fm.horizontalAdvance(text) / rect.width())
+            assert rect.height() >= lines * fm.height() - 1, (text, rect, lines)
+            wrapped += lines > 1
+        it += 1
+    assert wrapped >= 2
+    # the name's row is drawn on each of its lines: ink in its last line's band, value column
+    rect = d.visualRect(d.indexFromItem(d.topLevelItem(0), 1))
+    img = d.viewport().grab().toImage()
+    band = [
+        img.pixelColor(x, y).lightness()
+        for y in range(rect.bottom() - fm.height(), rect.bottom() - 2)
+        for x in range(rect.left() + 2, rect.right() - 2)
+    ]
+    assert min(band) < 128, "no text drawn on the wrapped name's last line"
