@@ -234,6 +234,7 @@ class ViewActions:
             got = utilization_evidence(self.trace, rank, lo, hi, f.metrics.get("mostly") or "idle")
             if got is not None:  # shown where it is, on the worst rank
                 i, span, ranks = got[0], (got[1], got[2]), {rank}
+                self._say_idle_cause(rank, got)
         # one range and one highlight: each change announced once
         self.set_range(*span, padding=0.08 if span == (f.start_ns, f.end_ns) else 0.5)
         self.set_highlight((span[0], span[1], ranks))
@@ -242,6 +243,23 @@ class ViewActions:
         if i is not None:
             self.select(i)
         return i
+
+    def _say_idle_cause(self, rank: int, got: tuple[int, int, int]) -> None:
+        """Where a GPU's idle stretch is shown with a host event selected, say why that event: the
+        window shows the idle GPU lanes, and the selected event may lie many rows below them."""
+        from ..model.categories import LaneKind
+        from ..model.fmt import format_duration
+
+        i, g0, g1 = got
+        lane = self.trace.lanes[int(self.trace.columns["lane"][i])]
+        if lane.kind in (LaneKind.GPU, LaneKind.COMM):
+            return
+        self.events.emit(
+            "message",
+            text=f"Rank {rank}'s GPU idle {format_duration(g1 - g0)} (highlighted): its launching thread was in "
+            f"{self.trace.name_of(i)} (selected, {lane.label})",
+            error=False,
+        )
 
     def set_highlight(self, span: tuple[int, int, set] | None) -> None:
         self.view.highlight = span

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
+from ..model.categories import LaneKind
+
 
 def late_ranks(findings, n_ranks: int) -> set[int]:
     """The ranks to open in a compact start: the late rank of the highest-ranked finding that
@@ -57,7 +59,14 @@ class AnalysisMixin:
         """Zoom to the finding's range on its ranks and select its first piece of evidence."""
         if self.session is not None:
             i = self.session.show_finding(f)
-            if i is not None:
+            if i is None:
+                return
+            lane = self.trace.lanes[int(self.trace.columns["lane"][i])]
+            if f.rule == "low_gpu_utilization" and lane.kind not in (LaneKind.GPU, LaneKind.COMM):
+                # the finding is about the GPU's time: its lanes, with the idle stretch highlighted,
+                # come first (a deep Python stack put the selected host event 30 rows below them)
+                self.timeline.scroll_to_rank(lane.rank)
+            else:
                 self.timeline.scroll_to_event(i)  # the event itself inside the viewport
 
     # -- topology -------------------------------------------------------------------------

@@ -152,6 +152,8 @@ def test_low_utilization_in_an_nsys_export_selects_what_the_host_did_in_the_gap(
     path = trace_path("nsys", "nsys_ddp.sqlite")
     s = gpuviewer.open(path)
     f = next(x for x in s.analysis.all_findings() if x.rule == "low_gpu_utilization")
+    said: list[str] = []
+    s.events.connect("message", lambda text, error: said.append(text))
     i = s.show_finding(f)
     assert i is not None and s.trace.name_of(i).startswith("clock_nanosleep")
     rows = _raw(
@@ -164,6 +166,13 @@ def test_low_utilization_in_an_nsys_export_selects_what_the_host_did_in_the_gap(
     z0, z1 = s.view.range
     gap = (z1 - z0) / 2  # shown with half its length either side
     assert gap <= once[0] and 2 * gap >= once[0]  # the idle stretch is most of the sleep
+    # the window shows the GPU's lanes first; a line says why a host call is selected
+    (line,) = said
+    m = re.match(
+        r"Rank (\d+)'s GPU idle ([\d.]+) ms \(highlighted\): its launching thread was in (.+) \(selected", line
+    )
+    assert m and int(m[1]) == f.ranks[0] and m[3] == s.trace.name_of(i), line
+    assert abs(float(m[2]) * 1e6 - gap) < 1e3
 
 
 def test_low_utilization_never_selects_an_op_many_times_the_gap():

@@ -224,6 +224,8 @@ def test_a_finding_shows_its_event_inside_the_viewport(laptop):
     # the late rank's findings select its host op (rank 1 in step 3 of samples/ddp)
     assert any(s["rule"] == "straggler" and s["rank"] == 1 for s in shown), shown
     for s in shown:
+        if s["rule"] == "low_gpu_utilization":
+            continue  # shows its GPU's idle lanes, the host event selected below them (test_finding_scroll)
         x0, y0, x1, y1 = s["rect"]
         lx0, ly0, lx1, ly1 = s["lanes"]
         assert ly0 <= y0 and y1 <= ly1 + 1, s  # vertically inside the lanes
