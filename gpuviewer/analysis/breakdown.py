@@ -28,7 +28,8 @@ import numpy as np
 from ..model.categories import Cat, LaneKind
 from ..model.trace import Trace
 from . import intervals as iv
-from .host import flows_by_dst, host_split
+from .host import flows_by_dst
+from .host_split import host_split
 
 GPU_LANES = (LaneKind.GPU, LaneKind.COMM)
 WARMUP_FACTOR = 2.0  # a first step this many times the median of the others is warm-up

@@ -35,6 +35,7 @@ __all__ = [
     "name_mask",
     "named_frame",
     "parse_steps",
+    "part_mask",
     "parts_frame",
     "run_name",
     "run_names",
@@ -373,6 +374,50 @@ def name_mask(trace, names) -> np.ndarray:
     ids = np.array([i for i, n in enumerate(trace.names) if n in want], np.int64)
     col = np.asarray(trace.columns["name"])
     return np.isin(col, ids) if len(ids) else np.zeros(len(col), bool)
+
+
+# the step parts whose events a Compare window outlines: the GPU ops of each GPU part, the host
+# calls of each host part (analysis/host_split.host_events); a part of no events (idle, no op
+# recorded) is the time between them, and the step's totals stand for everything
+_GPU_PART_CATS = {
+    "compute": ("KERNEL",),
+    "comm wait": ("COMM_KERNEL",),
+    "comm transfer": ("COMM_KERNEL",),
+    "memcpy/memset": ("MEMCPY", "MEMSET"),
+}
+_HOST_PART_EVENTS = {
+    "host: framework ops": ("framework",),
+    "host: launch calls": ("launch",),
+    "host: launch queue": ("queue",),
+    "host: syncs": ("sync",),
+    "host: waits": ("wait", "os_wait"),
+}
+GAP_PARTS = {
+    "GPU idle": "GPU idle is the time between the GPU's ops (the gaps in its lanes): no event to outline",
+    "host: no op recorded": "'no op recorded' is the host's time with nothing on record on its launching "
+    "threads (the gaps in their lanes): no event to outline",
+}
+
+
+def part_mask(trace, ranks: list[int], part: str) -> np.ndarray | None:
+    """The events a step part's row stands for on the ranks: its GPU ops (NCCL kernels for both
+    of a collective's parts) or its host calls; None for a part made of gaps or of everything."""
+    from ..analysis.host_split import host_events
+    from ..model.categories import Cat
+
+    c = trace.columns
+    lane_rank = np.array([ln.rank for ln in trace.lanes], np.int64)
+    on = np.isin(lane_rank[np.asarray(c["lane"])], ranks)
+    if part in _GPU_PART_CATS:
+        return on & np.isin(np.asarray(c["cat"]), [int(getattr(Cat, k)) for k in _GPU_PART_CATS[part]])
+    if part in _HOST_PART_EVENTS:
+        mask = np.zeros(len(c["start"]), bool)
+        for r in ranks:
+            ev = host_events(trace, r)
+            for k in _HOST_PART_EVENTS[part]:
+                mask[ev[k]] = True
+        return mask
+    return None
 
 
 def collective_mask(trace, comm_args: dict, colls) -> np.ndarray:

@@ -29,6 +29,7 @@ from ..model.fmt import format_duration
 from ..model.layout import ViewState
 from ..render.time_axis import TimeAxis
 from ..session.compare import (
+    GAP_PARTS,
     Comparison,
     DiffError,
     collective_mask,
@@ -36,6 +37,7 @@ from ..session.compare import (
     first_in,
     headline,
     name_mask,
+    part_mask,
     run_names,
     session_name,
     slower_names,
@@ -475,7 +477,15 @@ class CompareWindow(QMainWindow):
         if cmp is None:
             return
         if tab == "parts":
-            self.show_slower()
+            part = str(row["part"])
+            masks = tuple(part_mask(self.sessions[i].trace, cmp.d[s]["ranks"], part) for i, s in enumerate(SIDES))
+            if part in GAP_PARTS:
+                none = tuple(np.zeros(len(self.sessions[i].trace), bool) for i in range(2))
+                self.set_masks(none, f"{GAP_PARTS[part]}; the tables' other rows outline their events.")
+            elif masks[0] is None or masks[1] is None:
+                self.show_slower()  # the step, its GPU time: what got slower in it
+            else:
+                self.highlight(masks, part)
             return
         if tab == "coll":
             want = [(row["collective"], row["group"])]

@@ -256,3 +256,51 @@ def test_the_outline_note_says_where_each_first_one_is_in_its_step(qtbot):
     d = at[1] - at[0]
     assert f"in B it comes {format_duration(abs(d))} earlier in the step" in text, (step, text)
     assert "shifted by that much" not in text or abs(w.shift - d) <= 1000, text
+
+
+def test_step_part_rows_outline_their_events(qtbot, ddp):
+    """A step-parts row outlined 'what got slower' whatever the row (a review: GPU idle and 'no op
+    recorded' outlined unrelated kernels). A GPU part outlines its GPU ops, a host part its calls on
+    the launching threads; idle parts say they are gaps. Checked from the columns: compute is
+    every non-NCCL kernel of the side's ranks; the launch calls are CUDA API calls correlated with
+    a GPU op on the rank, not syncs."""
+    import re
+
+    w = _open(qtbot, *ddp)
+    parts = list(w.tabs.tables["parts"].frame["part"])
+    _click_row(qtbot, w, "parts", parts.index("compute"))
+    for i, s in enumerate("ab"):
+        trace = w.sessions[i].trace
+        c = trace.columns
+        lane_rank = np.array([ln.rank for ln in trace.lanes])[np.asarray(c["lane"])]
+        expect = (np.asarray(c["cat"]) == Cat.KERNEL) & np.isin(lane_rank, w.comparison.d[s]["ranks"])
+        assert expect.any() and np.array_equal(w.views[s].item.match_mask, expect)
+        assert w.views[s].selected is not None and w.views[s].item.match_mask[w.views[s].selected]
+    assert "compute" in w.outline.text()
+
+    _click_row(qtbot, w, "parts", parts.index("host: launch calls"))
+    for i, s in enumerate("ab"):
+        trace = w.sessions[i].trace
+        c = trace.columns
+        m = w.views[s].item.match_mask
+        cat, lanes = np.asarray(c["cat"]), np.asarray(c["lane"])
+        # correlation ids are each process's own: keyed with the rank
+        rank = np.array([ln.rank for ln in trace.lanes])[lanes]
+        corr = rank.astype(np.int64) << 40 | np.asarray(c["corr"]).astype(np.int64)
+        gpu = np.isin(cat, [Cat.KERNEL, Cat.COMM_KERNEL, Cat.MEMCPY, Cat.MEMSET]) & (np.asarray(c["corr"]) > 0)
+        gpu_corr = set(corr[gpu].tolist())
+        assert m.any() and np.isin(cat[m], [Cat.CUDA_RUNTIME, Cat.CUDA_DRIVER]).all()
+        names = [trace.names[int(k)] for k in np.asarray(c["name"])[m]]
+        assert not any(re.search(r"Synchroni[sz]e", n) for n in names)
+        # the CUDA API calls, syncs aside, of the threads that launch the ranks' GPU work
+        api = np.isin(cat, [Cat.CUDA_RUNTIME, Cat.CUDA_DRIVER]) & np.isin(rank, w.comparison.d[s]["ranks"])
+        feeding = set(lanes[api & np.isin(corr, list(gpu_corr))].tolist())
+        sync = np.array([bool(re.search(r"Synchroni[sz]e", n)) for n in trace.names])[np.asarray(c["name"])]
+        expect = api & np.isin(lanes, list(feeding)) & ~sync
+        assert not (m & ~expect).any()
+        assert m.sum() >= 0.95 * expect.sum(), (m.sum(), expect.sum())  # blocking copies are syncs
+
+    _click_row(qtbot, w, "parts", parts.index("GPU idle"))
+    for s in "ab":
+        assert not w.views[s].item.match_mask.any()
+    assert "no event to outline" in w.outline.text()

@@ -1,0 +1,176 @@
+"""The host's step, split: what the threads that launch a rank's GPU work spent each step in
+(framework ops, launch calls, calls made with the launch queue full, syncs, waits, nothing on
+record), exclusive and in that order, so the parts add up to the step. The events of each part
+are found once (host_events) for the split and for what a Compare window outlines."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..model.categories import LaneKind
+from ..model.trace import Trace
+from . import intervals as iv
+from .host import (
+    HOST_SYNC_OP,
+    OS_WAIT,
+    PY_WAIT,
+    THREAD_WAIT,
+    _flows_by_src,
+    _launching_threads,
+    _step_markers,
+    name_ids,
+    queue_full_calls,
+    sync_name_ids,
+)
+
+# an asynchronous copy call that lasts this long, most of it while its copy ran, blocked the host
+# on it (a copy to or from pageable memory): counted with the syncs, not as a launch
+_ASYNC_COPY = re.compile(r"memcpy.*async", re.IGNORECASE)
+BLOCKING_COPY_NS = 50_000
+
+
+def _blocking_copies(trace: Trace, api: np.ndarray) -> np.ndarray:
+    """Per CUDA API call in api: an async memcpy call of BLOCKING_COPY_NS or more that waited for
+    its copy: half of it or more beside the copy, or returning right after the copy ended."""
+    c = trace.columns
+    names = np.asarray(c["name"][api]).astype(np.int64)
+    out = np.zeros(len(api), bool)
+    cand = np.flatnonzero(
+        np.isin(names, name_ids(trace, _ASYNC_COPY)) & (np.asarray(c["dur"][api]) >= BLOCKING_COPY_NS)
+    )
+    if not len(cand):
+        return out
+    src, dst = _flows_by_src(trace)
+    ev = api[cand].astype(np.int64)
+    k = np.minimum(np.searchsorted(src, ev), max(len(src) - 1, 0))
+    ok = (src[k] == ev) if len(src) else np.zeros(len(ev), bool)
+    op = dst[k[ok]]
+    c0 = np.asarray(c["start"][ev[ok]]).astype(np.int64)
+    c1 = c0 + np.asarray(c["dur"][ev[ok]]).astype(np.int64)
+    o0 = np.asarray(c["start"][op]).astype(np.int64)
+    o1 = o0 + np.asarray(c["dur"][op]).astype(np.int64)
+    # most of the call ran while its copy did (a long pageable copy: a DtoH returns after it, an
+    # HtoD as its last staged chunk is sent, a little before it ends); or the call returned right
+    # after its copy ended (a pageable DtoH behind queued work: .item(), .cpu() wait for the queue,
+    # the copy itself takes microseconds at the end), depgraph's BLOCKED_NS rule for one op
+    beside = 2 * (np.minimum(c1, o1) - np.maximum(c0, o0)) >= c1 - c0
+    after = (c1 >= o1) & (c1 - o1 <= np.maximum(BLOCKING_COPY_NS, (c1 - c0) // 20))
+    out[cand[ok][beside | after]] = True
+    return out
+
+
+def _loop_thread_osrt(trace: Trace, lanes: list[int]) -> np.ndarray:
+    """The OS-call events of the threads among lanes that hold the step ranges (the training
+    loop's: its sleep is the host's; another launching thread's poll may beside unrecorded work
+    of the loop); of every thread in lanes where no step range is on record."""
+    osrt = [i for i in lanes if trace.lanes[i].kind == LaneKind.OSRT]
+    if not osrt:  # no OS runtime trace (every Kineto trace): no step range to look for
+        return np.zeros(0, np.int64)
+    c = trace.columns
+    marks = np.fromiter(_step_markers(trace), np.int64)
+    loop = {
+        (trace.lanes[i].pid, trace.lanes[i].stream)
+        for i in lanes
+        if trace.lanes[i].kind in (LaneKind.CPU, LaneKind.NVTX)
+        and len(marks)
+        and np.isin(np.asarray(c["name"][trace.lane_slice(i)]), marks).any()
+    }
+    parts = [
+        np.arange(trace.lane_slice(i).start, trace.lane_slice(i).stop)
+        for i in osrt
+        if not loop or (trace.lanes[i].pid, trace.lanes[i].stream) in loop
+    ]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+# the host's parts as diff tables name them (analysis/diff_tables.HOST_PARTS), with no_op last
+PARTS = ("framework", "launch", "queue", "sync", "wait")
+
+
+def host_events(trace: Trace, rank: int) -> dict[str, np.ndarray]:
+    """Event indices of each host part of the rank's launching threads (PARTS; "os_wait": the
+    loop's OS calls that wait, "thread_wait": those waiting on another thread), before the split
+    makes them exclusive: a launch call inside a framework op is in both lists."""
+    c = trace.columns
+    threads = _launching_threads(trace, rank)
+    lanes = [
+        i
+        for i, ln in enumerate(trace.lanes)
+        if ln.rank == rank
+        and (ln.pid, ln.stream) in threads
+        and ln.kind in (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.NVTX, LaneKind.OSRT)
+    ]
+
+    def of(kind):
+        parts = [
+            np.arange(trace.lane_slice(i).start, trace.lane_slice(i).stop) for i in lanes if trace.lanes[i].kind in kind
+        ]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    api = of((LaneKind.CUDA_API,))
+    is_sync = np.isin(np.asarray(c["name"][api]), sync_name_ids(trace)) | _blocking_copies(trace, api)
+    cpu = of((LaneKind.CPU, LaneKind.NVTX))
+    waits = name_ids(trace, HOST_SYNC_OP)
+    cpu_sync = cpu[np.isin(np.asarray(c["name"][cpu]), waits)] if len(waits) else cpu[:0]
+    cpu = cpu[~np.isin(np.asarray(c["name"][cpu]), list(_step_markers(trace)))]
+    blocked = name_ids(trace, PY_WAIT)
+    py_wait = cpu[np.isin(np.asarray(c["name"][cpu]), blocked)] if len(blocked) else cpu[:0]
+    full = queue_full_calls(trace, rank)
+    calls = api[~is_sync]
+    out = {
+        "framework": cpu,
+        "launch": calls[~np.isin(calls, full)],
+        "queue": full,
+        "sync": np.concatenate([api[is_sync], cpu_sync]),
+        "wait": py_wait,
+        "os_wait": np.zeros(0, np.int64),
+        "thread_wait": np.zeros(0, np.int64),
+    }
+    os_ids, th_ids = name_ids(trace, OS_WAIT), name_ids(trace, THREAD_WAIT)
+    osrt = _loop_thread_osrt(trace, lanes) if len(os_ids) or len(th_ids) else np.zeros(0, np.int64)
+    if len(osrt):
+        names = np.asarray(c["name"][osrt])
+        out["os_wait"] = osrt[np.isin(names, os_ids)]
+        out["thread_wait"] = osrt[np.isin(names, th_ids)]
+    return out
+
+
+def host_split(
+    trace: Trace, rank: int, windows: list[tuple[int, int]]
+) -> list[tuple[int, int, int, int, int, int, int]]:
+    """Per host step window: (framework, launch, queue, sync, wait, idle, idle_thread) ns of the threads that
+    launch the rank's GPU work. sync: blocking synchronize calls, blocking copies and framework
+    calls that wait for the device (JAX's block_until_ready, device_get); queue: launch calls
+    made with the launch queue full (queue_full_calls); launch: the other CUDA API calls; wait:
+    Python calls that block (PY_WAIT: sleep, locks, queues) outside those; framework: Python and
+    framework ops (CPU ops, NVTX ranges; the step's own range left out) outside all of them;
+    idle: nothing on record. Exclusive, in that order: they add up to the window. OS calls that
+    wait (OS_WAIT) count as wait where nothing else is on record; idle_thread: the part of idle in
+    which the loop's thread waits for another thread (THREAD_WAIT)."""
+    c = trace.columns
+    ev = host_events(trace, rank)
+
+    def ivs(idx):
+        s = np.asarray(c["start"][idx]).astype(np.int64)
+        return iv.union(s, s + np.asarray(c["dur"][idx]).astype(np.int64))
+
+    sync = ivs(ev["sync"])
+    queue = iv.subtract(ivs(ev["queue"]), sync)
+    launch = iv.subtract(iv.subtract(ivs(ev["launch"]), sync), queue)
+    py_wait = iv.subtract(iv.subtract(iv.subtract(ivs(ev["wait"]), sync), launch), queue)
+    fw = iv.subtract(iv.subtract(iv.subtract(iv.subtract(ivs(ev["framework"]), sync), launch), queue), py_wait)
+    # the OS's waits only where nothing else is on record (a framework op around a sleep keeps it)
+    os_wait, thread_wait = ivs(ev["os_wait"]), ivs(ev["thread_wait"])
+    for x in (sync, launch, queue, py_wait, fw):
+        os_wait = iv.subtract(os_wait, x)
+    py_wait = iv.union(np.concatenate([py_wait[0], os_wait[0]]), np.concatenate([py_wait[1], os_wait[1]]))
+    for x in (sync, launch, queue, py_wait, fw):
+        thread_wait = iv.subtract(thread_wait, x)
+    out = []
+    for t0, t1 in windows:
+        a, b, e, d, w, th = (iv.length(iv.clip(x, t0, t1)) for x in (fw, launch, queue, sync, py_wait, thread_wait))
+        idle = max(0, int(t1 - t0) - a - b - e - d - w)
+        out.append((a, b, e, d, w, idle, min(th, idle)))
+    return out
