@@ -387,15 +387,17 @@ def set_caused(rbs: list[RankBreakdown], per_step: dict[int, dict]) -> None:
 
 def split_wait(rbs: list[RankBreakdown], colls) -> None:
     """Per rank, from its matched collective kernels (colls: collectives.Collectives): the union
-    of [start, wait end) in a step's window is its wait, the rest of comm its transfer. The wait
-    ends at the last arrival, or at the kernel's own end if that comes first. Works on the
-    instances alone (each member's start, end and step), so the reduce needs no events."""
+    of [start, start + its wait) in a step's window is its wait (Instance.waits: to the last
+    arrival, or its own end if that comes first; none for a sender done before its peer came),
+    the rest of comm its transfer. Works on the instances alone (each member's start, end and
+    step), so the reduce needs no events."""
     acc: dict[int, tuple[list, list, list]] = {}
     for ins in colls.instances:
+        waits = ins.waits()
         for k, r in enumerate(ins.ranks):
             a = acc.setdefault(r, ([], [], []))
             a[0].append(int(ins.starts[k]))
-            a[1].append(min(ins.last, int(ins.ends[k])))
+            a[1].append(int(ins.starts[k]) + int(waits[k]))
             a[2].append(int(ins.op_step[k]))
     for rb in rbs:
         w = acc.get(rb.rank)

@@ -151,7 +151,8 @@ def align_parts(parts: list, host_of: dict[int, str | None]) -> tuple[list, dict
     if len(set(hosts.values())) < 2:
         return parts, {"method": "same-host", "residual_ns": None}, none, []
     ranks = sorted(hosts)
-    al = estimate(match_arrivals({p.rank: p.arrivals for p in parts}, ranks), hosts)
+    world = max((p.info.get("world_size") or 0 for p in parts), default=0) or None
+    al = estimate(match_arrivals({p.rank: p.arrivals for p in parts}, ranks, world), hosts)
     if al.method != "collectives" or len(al.offsets) < 2:
         return (
             parts,

@@ -51,9 +51,14 @@ _DTYPE_BYTES = {
 }
 P2P = {"Send", "Recv", "SendRecv"}  # paired sender to receiver, under the kind "SendRecv"
 P2P_UNKNOWN = "p2p, peer not on record, stream"
+# the step key of collectives launched outside every step (DDP's first broadcasts, a barrier):
+# matched across ranks as the steps' are, kept apart from them (Collectives.outside)
+OUTSIDE_STEPS = -2
 
 
 _NCCL_OP = re.compile(r"^nccl:(\w+)")  # PyTorch's 'nccl:all_to_all', nsys's NVTX 'nccl:all_to_all, op_id = 5'
+# a peerless group whose transfers a collective issued (peerless_group's "(nccl:all_to_all)")
+_COLLECTIVE_ISSUER = re.compile(r"\(nccl:(?!send|recv|batch|p2p|coalesced)\w+\)$")
 
 
 def p2p_issuers(trace: Trace, ops: np.ndarray) -> list[str]:
@@ -210,9 +215,24 @@ class Instance:
         return self.ranks[int(np.argmax(self.starts))]
 
     def waits(self) -> np.ndarray:
-        """Per member: last arrival - its arrival, but never past its own kernel's end (a
-        broadcast's root can finish before a receiver arrives: its GPU did not wait)."""
-        return np.minimum(self.last, self.ends) - np.minimum(self.starts, self.ends)
+        """Per member: last arrival - its arrival, never past its own kernel's end. A sender
+        (a broadcast's root, a reduce's leaf, a send) can put a small message into the receiver's
+        buffers and finish before the receiver arrives: where its kernel ended by the last
+        arrival it waited for nothing. No member of an all-reduce, all-gather or all-to-all can
+        finish before all have arrived: one that seems to has its clock off by that much, and
+        spent its kernel waiting."""
+        waited = np.minimum(self.last, self.ends) - np.minimum(self.starts, self.ends)
+        if self.rooted:
+            return np.where(self.ends <= self.last, 0, waited)
+        return waited
+
+    @property
+    def rooted(self) -> bool:
+        """One member sends what others receive (a broadcast, a reduce, a send/receive pair); not
+        the SendRecv kernels a collective runs (an all-to-all's: every member sends and receives)."""
+        return self.kind in ("Broadcast", "Reduce") or (
+            self.kind == "SendRecv" and not _COLLECTIVE_ISSUER.search(self.group)
+        )
 
     @property
     def transfer_ns(self) -> int:
@@ -224,6 +244,9 @@ class Collectives:
     instances: list[Instance] = field(default_factory=list)
     ranks: list[int] = field(default_factory=list)
     unmatched: int = 0  # kernels whose counterpart on another rank was not found
+    # instances launched outside every step: no step's figures count them; the NCCL report, the
+    # SQL table and the window's details do
+    outside: list[Instance] = field(default_factory=list)
 
     def collectives_only(self) -> Collectives:
         return Collectives([i for i in self.instances if i.kind != "SendRecv"], self.ranks, self.unmatched)
@@ -255,9 +278,10 @@ class Collectives:
 
     def per_kernel(self) -> dict[int, dict]:
         """Event index -> its instance: wait and transfer on this rank, bytes, busbw, the late
-        rank (for the window's details and its wait/transfer drawing)."""
+        rank (for the window's details and its wait/transfer drawing); "step" None for one
+        launched outside every step."""
         out = {}
-        for ins in self.instances:
+        for ins in self.instances + self.outside:
             n = len(ins.ranks)
             algbw = ins.bytes / ins.transfer_ns if ins.bytes and ins.transfer_ns > 0 else None
             waits = ins.waits()
@@ -267,7 +291,7 @@ class Collectives:
                     "collective": ins.kind,
                     "group": ins.group,
                     "order": ins.order,
-                    "step": ins.step,
+                    "step": None if ins.step == OUTSIDE_STEPS else ins.step,
                     "ranks": n,
                     "wait_ns": w,
                     "wait_end_ns": int(ins.starts[k]) + w,
@@ -323,8 +347,8 @@ def arg_group(a: dict) -> str | None:
 
 def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tuple, list[tuple]]:
     """The rank's collective arrivals, its part of the map: (group, step) -> [(start, end, idx,
-    kind, bytes, launch, linked, op_step)] in issue order; send/recv keyed by their pair
-    ("p2p a->b") when the peer is on record. idx is the event index in `trace` (only the window
+    kind, bytes, launch, linked, op_step)] in issue order, step OUTSIDE_STEPS for those launched
+    outside every step; send/recv keyed by their pair ("p2p a->b") when the peer is on record. idx is the event index in `trace` (only the window
     uses it, to find a kernel's collective)."""
     if rb.ops is None or not len(rb.ops):
         return {}
@@ -347,9 +371,11 @@ def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tu
     issuer = dict(zip(unknown, p2p_issuers(trace, ops[unknown]))) if unknown else {}
     if not rb.steps or rb.steps[0].step is None:  # no steps: one window, every op in "step 0"
         steps = np.zeros(len(steps), np.int64)
-    for j in o.tolist():
-        if steps[j] < 0:
-            continue
+    # the steps' ops first: streams are numbered by first use among them, as every rank's steps
+    # hold the same collectives (what a rank's capture holds before its first step may differ)
+    inside = steps[o] >= 0
+    for j in np.concatenate([o[inside], o[~inside]]).tolist():
+        step = int(steps[j]) if steps[j] >= 0 else OUTSIDE_STEPS
         i = int(ops[j])
         a = args.get(i, {})
         kind = kinds[j]
@@ -365,7 +391,7 @@ def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tu
             else:
                 pair = (rb.rank, peer) if kind == "Send" else (peer, rb.rank)
                 key = f"p2p {pair[0]}->{pair[1]}"
-            out.setdefault((key, int(steps[j])), []).append(
+            out.setdefault((key, step), []).append(
                 (
                     int(start[j]),
                     int(end[j]),
@@ -382,7 +408,7 @@ def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tu
         if group is None:
             group = stream_group(lane_rank.setdefault(int(lane[j]), len(lane_rank)))
         nel = max(arg_int(a.get("in_nelems")) or 0, arg_int(a.get("out_nelems")) or 0)
-        out.setdefault((group, int(steps[j])), []).append(
+        out.setdefault((group, step), []).append(
             (int(start[j]), int(end[j]), i, kind, arg_nbytes(a, nel), int(launch[j]), bool(linked[j]), int(raw_step[j]))
         )
     return out
@@ -392,32 +418,46 @@ def match(trace: Trace, rbs: list[RankBreakdown], args: dict[int, dict] | None =
     if len(rbs) < 2:
         return Collectives(ranks=[rb.rank for rb in rbs])
     args = args or {}
-    return match_arrivals({rb.rank: rank_comm(trace, rb, args) for rb in rbs}, [rb.rank for rb in rbs])
+    world = max((getattr(ri, "world_size", None) or 0 for ri in trace.ranks), default=0) or None
+    return match_arrivals({rb.rank: rank_comm(trace, rb, args) for rb in rbs}, [rb.rank for rb in rbs], world)
 
 
-def match_arrivals(per_rank: dict[int, dict[tuple, list[tuple]]], ranks: list[int]) -> Collectives:
-    """The reduce's matching: every rank's arrivals (rank_comm) -> collective instances."""
+def match_arrivals(
+    per_rank: dict[int, dict[tuple, list[tuple]]], ranks: list[int], world: int | None = None
+) -> Collectives:
+    """The reduce's matching: every rank's arrivals (rank_comm) -> collective instances. world:
+    the job's size where its traces record it (a session may hold some of its ranks)."""
     res = Collectives(ranks=list(ranks))
     if len(ranks) < 2:
         return res
     keys = sorted({k for v in per_rank.values() for k in v}, key=lambda k: (k[1], k[0]))
     for key in keys:
+        # those outside every step are matched alike but kept apart, their misses not counted
+        # (the step figures never held them)
+        outside = key[1] == OUTSIDE_STEPS
+        into = res.outside if outside else res.instances
         members = [r for r in res.ranks if key in per_rank[r]]
         # transfers without a peer on record pair up only between two ranks: each can only be
-        # the other's peer, in NCCL's issue order (more ranks: who sent to whom is unknown)
-        if len(members) < 2 or key[0].startswith(P2P_UNKNOWN) and len(members) != 2:
-            res.unmatched += sum(len(per_rank[r][key]) for r in members)
+        # the other's peer, in NCCL's issue order (more ranks: who sent to whom is unknown). Two
+        # ranks of a larger job pair where a collective issued them (an all-to-all's SendRecv
+        # kernels: both are its members, as HTA's trace_filter's 2 of 128 ranks), not a send
+        # or receive of unknown peer, whose peer may be a rank the session lacks
+        peerless = key[0].startswith(P2P_UNKNOWN) and (
+            len(members) != 2 or ((world or 2) > 2 and not _COLLECTIVE_ISSUER.search(key[0]))
+        )
+        if len(members) < 2 or peerless:
+            res.unmatched += 0 if outside else sum(len(per_rank[r][key]) for r in members)
             continue
         lists = [per_rank[r][key] for r in members]
         n = min(len(x) for x in lists)
-        res.unmatched += sum(len(x) - n for x in lists)
+        res.unmatched += 0 if outside else sum(len(x) - n for x in lists)
         for k in range(n):
             row = [x[k] for x in lists]
             if len({e[3] for e in row}) > 1:  # different collectives at the same position
-                res.unmatched += len(row)
+                res.unmatched += 0 if outside else len(row)
                 continue
             nbytes = next((e[4] for e in row if e[4]), None)
-            res.instances.append(
+            into.append(
                 Instance(
                     key[0],
                     row[0][3],
@@ -448,11 +488,12 @@ def alone_summary(per_rank: dict[int, dict[tuple, list[tuple]]]) -> list[dict]:
     holders: dict[str, set[int]] = {}
     for r, keys in per_rank.items():
         for key in keys:
-            holders.setdefault(key[0], set()).add(r)
+            if key[1] != OUTSIDE_STEPS:
+                holders.setdefault(key[0], set()).add(r)
     groups: dict[tuple[str, str], list[tuple]] = {}
     for r, keys in per_rank.items():
         for key, rows in keys.items():
-            if len(holders[key[0]]) == 1:
+            if key[1] != OUTSIDE_STEPS and len(holders[key[0]]) == 1:  # the steps' collectives
                 for e in rows:
                     groups.setdefault((key[0], e[3]), []).append(e)
     out: list[dict] = []

@@ -19,7 +19,7 @@ import pandas as pd
 from ..model.categories import Cat
 from ..model.trace import Trace
 from .breakdown import RankBreakdown, breakdown, split_wait
-from .collectives import arg_int, match, rank_comm
+from .collectives import OUTSIDE_STEPS, arg_int, match, rank_comm
 from .diff_text import NO_STEP  # the one unit of a rank without steps (kept where no pandas is imported)
 from .host import HOST_KINDS, IDLE_WAIT, _step_markers
 from .memory import peak_bytes_by_rank
@@ -210,6 +210,8 @@ def _collectives(
     transfer only, and `matched` says so."""
     rows = []
     for (group, step), ks in rank_comm(trace, rb, comm_args).items():
+        if step == OUTSIDE_STEPS:  # launched outside every step: no step's part
+            continue
         lab = NO_STEP if labels == [NO_STEP] else step
         for s, e, i, kind, nbytes, *_ in ks:
             pk = per_kernel.get(i)

@@ -67,7 +67,8 @@ def reduce(
         for rb in rbs:
             for s in rb.steps:
                 s.warmup = False
-    colls = match_arrivals({p.rank: p.arrivals for p in parts}, [p.rank for p in parts])
+    world = max((p.info.get("world_size") or 0 for p in parts), default=0) or None
+    colls = match_arrivals({p.rank: p.arrivals for p in parts}, [p.rank for p in parts], world)
     split_wait(rbs, colls)
     per_step = colls.per_step()
     set_caused(rbs, per_step)
@@ -99,7 +100,7 @@ def reduce(
     )
     findings += extra_findings or []
     findings = attach(merge_persistent(roots), findings)
-    findings = thin_data(findings, rbs, max((p.info.get("world_size") or 0 for p in parts), default=0) or None)
+    findings = thin_data(findings, rbs, world)
     # no rank marks a step (as the session's note and the savings decide it: the trace has none)
     if any(rb.steps for rb in rbs) and not any(s.step is not None for rb in rbs for s in rb.steps):
         _capture_not_high(findings)

@@ -67,7 +67,7 @@ _GPU_PARTS = (("nccl_wait", "NCCL waiting"), ("nccl_transfer", "NCCL transfer"),
 
 # beside a rank's one NCCL share where none of its collectives was matched with another rank's
 # (the rank line here, the low-utilization finding: analysis.rules.utilization)
-UNSPLIT_NCCL_NOTE = " (waiting not told apart from transfer: no other rank's arrivals on record)"
+UNSPLIT_NCCL_NOTE = " (waiting not told apart from transfer: none of its peers' arrivals on record)"
 
 
 def utilization_line(r: dict) -> str:
@@ -82,7 +82,7 @@ def utilization_line(r: dict) -> str:
         # idle 0%" would contradict itself
         out, said = "no GPU work on record", []
     parts = [(label, sh[k], "") for k, label in said]
-    if r.get("nccl_split") is False:  # analysis.reduce._unsplit: no other rank's arrivals on record
+    if r.get("nccl_split") is False:  # analysis.reduce._unsplit: none of its peers' arrivals on record
         nccl = sh.get("nccl_transfer", 0.0) + sh.get("nccl_wait", 0.0)
         parts = [("NCCL", nccl, UNSPLIT_NCCL_NOTE)] + [
             (label, sh[k], "") for k, label in said if not k.startswith("nccl_")

@@ -189,8 +189,9 @@ def steps(session) -> pd.DataFrame:
 
 
 def collectives(session) -> pd.DataFrame:
-    """One row per NCCL kernel matched to a collective: rank, group, collective, step, order,
-    bytes, wait (for the last rank to arrive), transfer, algbw/busbw (GB/s), the late rank."""
+    """One row per NCCL kernel matched to a collective: rank, group, collective, step (NULL
+    outside every step), order, bytes, wait (for the last rank to arrive), transfer, algbw/busbw
+    (GB/s), the late rank."""
     per = session.analysis.kernel_collectives
     trace = session.trace
     idx = np.array(sorted(per), np.int64)
@@ -207,7 +208,8 @@ def collectives(session) -> pd.DataFrame:
             "rank": lt["rank"][trace.columns["lane"][idx]],
             "group": pd.Categorical([r["group"] for r in recs]),
             "collective": pd.Categorical([r["collective"] for r in recs]),
-            "step": col("step", np.int64),
+            # NULL for a collective launched outside every step (DDP's first broadcasts)
+            "step": pd.array([r.get("step") for r in recs], dtype="Int64"),
             "order": col("order", np.int64),
             "ranks": col("ranks", np.int64),
             "name": name_column(trace, trace.columns["name"][idx]),

@@ -202,7 +202,9 @@ def _collective_rows(c: dict) -> list[tuple[str, str]]:
     rows = [
         (
             "Collective",
-            f"{c['collective']} #{c['order'] + 1} of step {c['step']} · group {c['group']} · {c['ranks']} ranks",
+            f"{c['collective']} #{c['order'] + 1} "
+            + (f"of step {c['step']}" if c.get("step") is not None else "outside the steps")
+            + f" · group {c['group']} · {c['ranks']} ranks",
         ),
         (
             "Waiting for others",

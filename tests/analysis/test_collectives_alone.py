@@ -100,7 +100,7 @@ def test_one_ranks_nccl_time_is_not_split_into_waiting_and_transfer():
     text = _analyze(ONE_RANK)
     line = next(x for x in text.splitlines() if x.startswith("rank 0:"))
     nccl = r["utilization_breakdown"]["nccl_wait"] + r["utilization_breakdown"]["nccl_transfer"]
-    assert f"NCCL {nccl:.0%} (waiting not told apart from transfer: no other rank's arrivals on record)" in line
+    assert f"NCCL {nccl:.0%} (waiting not told apart from transfer: none of its peers' arrivals on record)" in line
     assert "NCCL waiting" not in line and "NCCL transfer" not in line
     low = [f for f in out["findings"] if f["rule"] == "low_gpu_utilization"]
     assert low and all("NCCL transfer" not in f["title"] and "NCCL waiting" not in f["title"] for f in low)

@@ -7,6 +7,7 @@ waits 10.9 ms for the other; the waits here are computed from the export with sq
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 
 import pytest
@@ -50,3 +51,38 @@ def test_each_ranks_wait_is_the_other_ranks_later_arrival():
     # ranks in device order; each rank's wait within 2% (the shares are rounded to 4 places)
     for want, have in zip(waits, got):
         assert have == pytest.approx(want, rel=0.02, abs=2e5), (waits, got)
+
+
+def test_two_ranks_of_a_larger_job_pair_only_a_collectives_transfers():
+    """HTA's trace_filter holds ranks 0 and 1 of a 128-rank job (distributedInfo.world_size, read
+    here); its all-to-alls run as SendRecv kernels with no peer on record. Both ranks are members
+    of each all-to-all, so those pair. The same kernels issued by a send or receive of unknown
+    peer need not have their peer in the session: with the world size recorded as 128 they stay
+    unpaired; in a job of two they pair (metamorphic: only the issuer and the world size change)."""
+    import gzip
+    import os
+
+    import gpuviewer
+    from gpuviewer.analysis.breakdown import breakdown
+    from gpuviewer.analysis.collectives import P2P_UNKNOWN, match_arrivals, rank_comm
+    from gpuviewer.io.comm_args import collective_args
+
+    folder = compat_path("facebookresearch__HolisticTraceAnalysis", "trace_filter")
+    worlds = set()
+    for name in sorted(os.listdir(folder)):
+        with gzip.open(os.path.join(folder, name), "rt") as f:
+            worlds.add(json.load(f)["distributedInfo"]["world_size"])
+    assert worlds == {128}
+    s = gpuviewer.open(folder)
+    args = collective_args(s.trace)
+    per = {rb.rank: rank_comm(s.trace, rb, args) for rb in breakdown(s.trace)}
+    keys = {k[0] for v in per.values() for k in v}
+    assert keys and all(k.startswith(P2P_UNKNOWN) and "(nccl:" in k for k in keys), keys
+    as_collective = match_arrivals(per, [0, 1], 128)
+    assert as_collective.instances
+    as_sends = {
+        r: {(re.sub(r"\(nccl:(\w+)\)$", r"(nccl:send_\1)", g), st): rows for (g, st), rows in v.items()}
+        for r, v in per.items()
+    }
+    assert not match_arrivals(as_sends, [0, 1], 128).instances
+    assert len(match_arrivals(as_sends, [0, 1], 2).instances) == len(as_collective.instances)

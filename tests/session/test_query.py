@@ -294,3 +294,38 @@ def test_sql_collectives_unknown_sizes_are_null():
     got = s.sql("SELECT count(*) AS n, count(bytes) AS known, sum(bytes) AS total FROM collectives")
     assert got["n"][0] > 0 and got["known"][0] == sized == 0
     assert got["total"].isna()[0]
+
+
+def test_collectives_outside_the_steps_are_matched_and_their_waits_bounded():
+    """nsys_ddp: DDP's first broadcasts, an all-gather and an all-reduce run before the first
+    NVTX step; the NCCL report matched 2 of its 10 Broadcast kernels and none of the others. Every
+    NCCL kernel of the export now has its collective; those launched outside every 'step N' range
+    (their launch call's time against the process's ranges, from the export here) have step NULL.
+    A sender whose kernel ended by the last arrival waited for nothing (a broadcast's root)."""
+    path = trace_path("nsys", "nsys_ddp.sqlite")
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        kernels = db.execute(
+            "SELECT k.globalPid >> 24 & 16777215, r.start FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+            "JOIN StringIds s ON s.id = k.shortName JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+            "ON r.correlationId = k.correlationId AND r.globalTid >> 24 = k.globalPid >> 24 "
+            "WHERE s.value LIKE 'nccl%'"
+        ).fetchall()
+        steps = db.execute(
+            "SELECT globalTid >> 24 & 16777215, start, end FROM NVTX_EVENTS WHERE text GLOB 'step [0-9]*'"
+        ).fetchall()
+    finally:
+        db.close()
+    outside = sum(1 for pid, t in kernels if not any(p == pid and a <= t < b for p, a, b in steps))
+    assert outside >= 10
+    s = gpuviewer.open(path)
+    got = s.sql("SELECT count(*) AS n, count(step) AS in_steps FROM collectives")
+    assert got["n"][0] == len(kernels)
+    assert got["n"][0] - got["in_steps"][0] == outside
+    rows = s.sql('SELECT "group", collective, step, "order", start, "end", wait FROM collectives')
+    rows["step"] = rows["step"].fillna(-1)
+    last = rows.groupby(["group", "collective", "step", "order"])["start"].transform("max")
+    sender = (rows["end"] <= last) & rows["collective"].isin(["Broadcast", "Reduce", "SendRecv"])
+    assert sender.any()  # a broadcast's root ended before its peer arrived
+    waited = np.minimum(last, rows["end"]) - np.minimum(rows["start"], rows["end"])
+    assert (rows["wait"] == np.where(sender, 0, waited)).all()
