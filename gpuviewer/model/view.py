@@ -79,21 +79,39 @@ def step_range(trace: Trace, n: int) -> tuple[int, int] | None:
     return (min(s.start for s in same), max(s.end for s in same)) if same else None
 
 
+# a view shows a step where that step's window fills this share of the view or more (a view
+# inside one step names it; a view of several steps none)
+SHOWN_FILL = 0.6
+
+
+def step_windows(trace: Trace) -> np.ndarray:
+    """(step, first start, last end) of every step number across its ranks (step_range), once a
+    session: the step box asks on every move of the view."""
+    got = trace.derived.get("step_windows")
+    # clock alignment replaces the list (model.align), readers append to it before any view
+    if got is None or got[0] is not trace.steps or got[1] != len(trace.steps):
+        ranges: dict[int, list[int]] = {}
+        for st in trace.steps:
+            r = ranges.setdefault(st.step, [st.start, st.end])
+            r[0], r[1] = min(r[0], st.start), max(r[1], st.end)
+        win = np.array([(n, a, b) for n, (a, b) in sorted(ranges.items())], np.int64).reshape(-1, 3)
+        got = trace.derived["step_windows"] = (trace.steps, len(trace.steps), win)
+    return got[2]
+
+
 def step_shown(trace: Trace, t0: int, t1: int) -> int | None:
-    """The step the view [t0, t1] shows: the one whose range (step_range) it matches best, by the
-    share of the union of the two that they have in common; None when it overlaps no step."""
-    best, score = None, 0.0
-    for n in sorted({s.step for s in trace.steps}):
-        rng = step_range(trace, n)
-        if rng is None:
-            continue
-        common = min(t1, rng[1]) - max(t0, rng[0])
-        if common <= 0:
-            continue
-        share = common / (max(t1, rng[1]) - min(t0, rng[0]))
-        if share > score:
-            best, score = n, share
-    return best
+    """The step the view [t0, t1] shows: the one whose window fills most of the view, where it
+    fills SHOWN_FILL of it or more; ties (the ranks' windows overlap) go to the window the view
+    covers most of. None for a view of several steps or of none. The step box and the step
+    keys ([ and ]) both go by it."""
+    w = step_windows(trace)
+    if not len(w) or t1 <= t0:
+        return None
+    inter = np.minimum(w[:, 2], t1) - np.maximum(w[:, 1], t0)
+    union = np.maximum(w[:, 2], t1) - np.minimum(w[:, 1], t0)
+    fill = inter / (t1 - t0) + 1e-3 * inter / np.maximum(union, 1)
+    k = int(np.argmax(fill))
+    return int(w[k, 0]) if fill[k] >= SHOWN_FILL else None
 
 
 def next_step(trace: Trace, mid: float, direction: int) -> int | None:

@@ -95,27 +95,11 @@ class NavMixin:
         self._step_box_follows(t0, t1)
 
     def _step_box_follows(self, t0: int, t1: int) -> None:
-        """'go to step' names the step the view shows, wherever the view was moved from (a finding,
-        the critical path kept it at the number last typed): the step whose window (its ranks' first
-        start to last end) fills most of the view, where one fills 60% of it or more (a view inside
-        one step names it; a view of several steps none). Ties (ranks' windows overlap): the step
-        whose window is most of the view."""
-        import numpy as np
+        """'go to step' names the step the view shows (model.view.step_shown), wherever the view
+        was moved from (a finding, the critical path kept it at the number last typed)."""
+        from ..model.view import step_shown
 
-        from ..model.view import step_range
-
-        trace = self.trace
-        if getattr(self, "_step_windows_of", None) is not trace:  # each step's step_range, once a trace
-            win = [(n, *step_range(trace, n)) for n in sorted({s.step for s in trace.steps})]
-            self._step_windows, self._step_windows_of = np.array(win, np.int64).reshape(-1, 3), trace
-        w = self._step_windows
-        if not len(w) or t1 <= t0:
-            return
-        inter = np.minimum(w[:, 2], t1) - np.maximum(w[:, 1], t0)
-        union = np.maximum(w[:, 2], t1) - np.minimum(w[:, 1], t0)
-        fill = inter / (t1 - t0) + 1e-3 * inter / np.maximum(union, 1)
-        k = int(np.argmax(fill))
-        best = int(w[k, 0]) if fill[k] >= 0.6 else None
+        best = step_shown(self.trace, t0, t1)
         box = self.step_box
         if best is not None and box.isEnabled() and box.minimum() <= best <= box.maximum() and box.value() != best:
             box.blockSignals(True)
