@@ -459,9 +459,10 @@ class Instance:
 
     def wait(self, rank) -> int:
         """last arrival - own arrival, at most the own kernel's duration: a rank whose kernel has
-        ended waits no more. A sender (an eager send, the root of a broadcast: kineto/pp,
-        nsys_ddp) whose kernel ended by the last arrival did not wait at all: it wrote into the
-        receiver's buffers; an all-reduce's member cannot end before the others arrive."""
+        ended waits no more. Of the two ranks of a send/recv pair or a broadcast, the one whose
+        kernel ended by the other's arrival was the sender (an eager send, the root: kineto/pp,
+        nsys_ddp) and did not wait at all: it wrote into the receiver's buffers; an all-reduce's
+        member cannot end before the others arrive."""
         k = self.ranks.index(rank)
         s = re.sub(r"[^a-z]", "", self.name.lower())
         sender = (
@@ -470,7 +471,7 @@ class Instance:
             or "recv" in s
             or ("reduce" in s and "allreduce" not in s and "scatter" not in s)
         )
-        if sender and self.ends[k] <= self.last:
+        if sender and len(self.ranks) == 2 and self.ends[k] <= self.last:
             return 0
         return max(0, min(self.last, self.ends[k]) - self.starts[k])
 

@@ -58,7 +58,7 @@ class StepBreakdown:
     kernels: int = 0
     comm_kernels: int = 0
     warmup: bool = False
-    # the host's step range, split (host.host_split): Python / framework ops, launch API calls,
+    # the host's step range, split (host_split.host_split): Python / framework ops, launch API calls,
     # launch calls blocked on a full launch queue, blocking syncs, Python calls that block (sleep,
     # locks, queues), nothing on record; they add up to host_end_ns - host_start_ns
     host_framework_ns: int = 0

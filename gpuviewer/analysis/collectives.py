@@ -4,8 +4,9 @@ NCCL runs a process group's collectives in the order they were issued, on every 
 the n-th collective of a group in step s is one collective on all its ranks. The group comes
 from the kernel's arguments (PyTorch profiler: 'Process Group Name'); without them, from the
 order in which the rank's NCCL streams first appear. For one instance: every rank's arrival (its
-kernel start), the last arrival, each rank's wait (last arrival - its arrival), the transfer
-(last arrival to the end of the last kernel), bytes, algorithm and bus bandwidth with NCCL's bus
+kernel start), the last arrival, each rank's wait (Instance.waits: last arrival - its arrival,
+never past its kernel's end, none for a two-member sender done before the other came), the
+transfer (last arrival to the end of the last kernel), bytes, algorithm and bus bandwidth with NCCL's bus
 factors (nccl-tests' PERFORMANCE.md). Point-to-point transfers are paired the same way (the n-th
 send from rank a to rank b in a step with b's n-th receive from a) when the producer recorded the
 peer; they are waits like any other, but late ranks are judged on collectives only (in a pipeline
@@ -51,9 +52,11 @@ _DTYPE_BYTES = {
 }
 P2P = {"Send", "Recv", "SendRecv"}  # paired sender to receiver, under the kind "SendRecv"
 P2P_UNKNOWN = "p2p, peer not on record, stream"
-# the step key of collectives launched outside every step (DDP's first broadcasts, a barrier):
-# matched across ranks as the steps' are, kept apart from them (Collectives.outside)
-OUTSIDE_STEPS = -2
+# the step keys of collectives outside every step, before the first (DDP's first broadcasts, the
+# tail of a step that ran before the capture began) and after the last: matched across ranks as
+# the steps' are, kept apart from them (Collectives.outside)
+OUTSIDE_BEFORE, OUTSIDE_AFTER = -2, -3
+OUTSIDE_STEPS = (OUTSIDE_BEFORE, OUTSIDE_AFTER)
 
 
 _NCCL_OP = re.compile(r"^nccl:(\w+)")  # PyTorch's 'nccl:all_to_all', nsys's NVTX 'nccl:all_to_all, op_id = 5'
@@ -215,14 +218,15 @@ class Instance:
         return self.ranks[int(np.argmax(self.starts))]
 
     def waits(self) -> np.ndarray:
-        """Per member: last arrival - its arrival, never past its own kernel's end. A sender
-        (a broadcast's root, a reduce's leaf, a send) can put a small message into the receiver's
-        buffers and finish before the receiver arrives: where its kernel ended by the last
-        arrival it waited for nothing. No member of an all-reduce, all-gather or all-to-all can
-        finish before all have arrived: one that seems to has its clock off by that much, and
-        spent its kernel waiting."""
+        """Per member: last arrival - its arrival, never past its own kernel's end. Of two members
+        of a broadcast, a reduce or a send/receive pair, the sender can put a small message into
+        the receiver's buffers and finish before the receiver arrives: one whose kernel ended by
+        the other's arrival was that sender and waited for nothing (with more members the one
+        that ended early may be a receiver that waited for the root: the root is not on record).
+        No member of an all-reduce, all-gather or all-to-all can finish before all have arrived:
+        one that seems to has its clock off by that much, and spent its kernel waiting."""
         waited = np.minimum(self.last, self.ends) - np.minimum(self.starts, self.ends)
-        if self.rooted:
+        if self.rooted and len(self.ranks) == 2:
             return np.where(self.ends <= self.last, 0, waited)
         return waited
 
@@ -291,7 +295,7 @@ class Collectives:
                     "collective": ins.kind,
                     "group": ins.group,
                     "order": ins.order,
-                    "step": None if ins.step == OUTSIDE_STEPS else ins.step,
+                    "step": None if ins.step in OUTSIDE_STEPS else ins.step,
                     "ranks": n,
                     "wait_ns": w,
                     "wait_end_ns": int(ins.starts[k]) + w,
@@ -347,8 +351,8 @@ def arg_group(a: dict) -> str | None:
 
 def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tuple, list[tuple]]:
     """The rank's collective arrivals, its part of the map: (group, step) -> [(start, end, idx,
-    kind, bytes, launch, linked, op_step)] in issue order, step OUTSIDE_STEPS for those launched
-    outside every step; send/recv keyed by their pair ("p2p a->b") when the peer is on record. idx is the event index in `trace` (only the window
+    kind, bytes, launch, linked, op_step)] in issue order, step OUTSIDE_BEFORE or OUTSIDE_AFTER
+    for those outside every step (before its first step's start or after); send/recv keyed by their pair ("p2p a->b") when the peer is on record. idx is the event index in `trace` (only the window
     uses it, to find a kernel's collective)."""
     if rb.ops is None or not len(rb.ops):
         return {}
@@ -374,8 +378,9 @@ def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tu
     # the steps' ops first: streams are numbered by first use among them, as every rank's steps
     # hold the same collectives (what a rank's capture holds before its first step may differ)
     inside = steps[o] >= 0
+    first = min((sb.start_ns for sb in rb.steps), default=0)
     for j in np.concatenate([o[inside], o[~inside]]).tolist():
-        step = int(steps[j]) if steps[j] >= 0 else OUTSIDE_STEPS
+        step = int(steps[j]) if steps[j] >= 0 else OUTSIDE_BEFORE if start[j] < first else OUTSIDE_AFTER
         i = int(ops[j])
         a = args.get(i, {})
         kind = kinds[j]
@@ -434,7 +439,7 @@ def match_arrivals(
     for key in keys:
         # those outside every step are matched alike but kept apart, their misses not counted
         # (the step figures never held them)
-        outside = key[1] == OUTSIDE_STEPS
+        outside = key[1] in OUTSIDE_STEPS
         into = res.outside if outside else res.instances
         members = [r for r in res.ranks if key in per_rank[r]]
         # transfers without a peer on record pair up only between two ranks: each can only be
@@ -450,6 +455,10 @@ def match_arrivals(
             continue
         lists = [per_rank[r][key] for r in members]
         n = min(len(x) for x in lists)
+        if key[1] == OUTSIDE_BEFORE:
+            # the ranks' captures begin at different points of what ran before: their last ones
+            # line up (pp_gpu: rank 0 holds 5 kernels of an earlier step, rank 1 7)
+            lists = [x[len(x) - n :] for x in lists]
         res.unmatched += 0 if outside else sum(len(x) - n for x in lists)
         for k in range(n):
             row = [x[k] for x in lists]
@@ -488,12 +497,12 @@ def alone_summary(per_rank: dict[int, dict[tuple, list[tuple]]]) -> list[dict]:
     holders: dict[str, set[int]] = {}
     for r, keys in per_rank.items():
         for key in keys:
-            if key[1] != OUTSIDE_STEPS:
+            if key[1] not in OUTSIDE_STEPS:
                 holders.setdefault(key[0], set()).add(r)
     groups: dict[tuple[str, str], list[tuple]] = {}
     for r, keys in per_rank.items():
         for key, rows in keys.items():
-            if key[1] != OUTSIDE_STEPS and len(holders[key[0]]) == 1:  # the steps' collectives
+            if key[1] not in OUTSIDE_STEPS and len(holders[key[0]]) == 1:  # the steps' collectives
                 for e in rows:
                     groups.setdefault((key[0], e[3]), []).append(e)
     out: list[dict] = []

@@ -39,7 +39,7 @@ HOST_KIND = {
 # covers its callees, and the op names under them say the same thing more precisely.
 # "step" is the host's step range (what ProfilerStep#N or an NVTX step range measures; the GPU's
 # time where a capture has none). The GPU's parts less their overlap add up to "GPU time" (the
-# step's GPU window and the idle around it), the host's parts to the step (host.host_split)
+# step's GPU window and the idle around it), the host's parts to the step (host_split.host_split)
 GPU_PARTS = ("compute", "comm wait", "comm transfer", "memcpy/memset", "GPU idle")
 HOST_PARTS = (
     "host: framework ops",
@@ -210,7 +210,7 @@ def _collectives(
     transfer only, and `matched` says so."""
     rows = []
     for (group, step), ks in rank_comm(trace, rb, comm_args).items():
-        if step == OUTSIDE_STEPS:  # launched outside every step: no step's part
+        if step in OUTSIDE_STEPS:  # outside every step: no step's part
             continue
         lab = NO_STEP if labels == [NO_STEP] else step
         for s, e, i, kind, nbytes, *_ in ks:

@@ -357,16 +357,22 @@ def _flows_by_src(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return got
 
 
-def launch_sources(trace: Trace) -> np.ndarray:
-    """Sorted source events of the flows that end on GPU work (kernels, copies, memsets), once per
-    session. An nsys export also links cudaEventQuery to its GPU-side 'Event Sync' record: NCCL's
-    watchdog thread polls that way and launches nothing."""
-    got = trace.derived.get("launch_sources")
+def launch_flows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """The flows that end on GPU work (kernels, copies, memsets), sorted by their source, once per
+    session. An nsys export also links cudaEventQuery to its GPU-side 'Event Sync' record (NCCL's
+    watchdog thread polls that way and launches nothing) and cudaStreamWaitEvent to its event's."""
+    got = trace.derived.get("launch_flows")
     if got is None or got[0] != len(trace.flows[0]):
         src, dst = _flows_by_src(trace)
         cat = np.asarray(trace.columns["cat"][dst]) if len(dst) else np.zeros(0, np.uint8)
-        got = trace.derived["launch_sources"] = (len(trace.flows[0]), src[np.isin(cat, GPU_WORK)])
-    return got[1]
+        work = np.isin(cat, GPU_WORK)
+        got = trace.derived["launch_flows"] = (len(trace.flows[0]), src[work], dst[work])
+    return got[1], got[2]
+
+
+def launch_sources(trace: Trace) -> np.ndarray:
+    """Sorted source events of the flows that end on GPU work (launch_flows)."""
+    return launch_flows(trace)[0]
 
 
 def feeding_lanes(trace: Trace, rank: int) -> list[int]:
@@ -410,7 +416,7 @@ def queue_full_calls(trace: Trace, rank: int) -> np.ndarray:
     """Indices of the rank's launch calls made while LAUNCH_QUEUE_DEPTH or more of the ops launched
     onto the same device had not started on the GPU (from the launch -> op flows; a process that
     drives several GPUs has a queue for each)."""
-    src, dst = _flows_by_src(trace)
+    src, dst = launch_flows(trace)
     api = [trace.lane_slice(i) for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind == LaneKind.CUDA_API]
     parts = [slice(*np.searchsorted(src, [sl.start, sl.stop])) for sl in api]
     calls = np.concatenate([src[p] for p in parts]) if parts else np.zeros(0, np.int64)

@@ -85,12 +85,9 @@ def _loop_thread_osrt(trace: Trace, lanes: list[int]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
-# the host's parts as diff tables name them (analysis/diff_tables.HOST_PARTS), with no_op last
-PARTS = ("framework", "launch", "queue", "sync", "wait")
-
-
 def host_events(trace: Trace, rank: int) -> dict[str, np.ndarray]:
-    """Event indices of each host part of the rank's launching threads (PARTS; "os_wait": the
+    """Event indices of each host part of the rank's launching threads ("framework", "launch",
+    "queue", "sync", "wait", the parts host_split counts; "os_wait": the
     loop's OS calls that wait, "thread_wait": those waiting on another thread), before the split
     makes them exclusive: a launch call inside a framework op is in both lists."""
     c = trace.columns

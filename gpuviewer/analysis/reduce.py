@@ -17,7 +17,7 @@ import dataclasses
 from ..model.plain import plain
 from . import rules as R
 from .breakdown import RankBreakdown, set_caused, split_wait
-from .collectives import Collectives, alone_summary, match_arrivals
+from .collectives import OUTSIDE_STEPS, Collectives, alone_summary, match_arrivals
 from .links import slow_links
 from .merge import (
     attach,
@@ -143,9 +143,10 @@ def _capture_not_high(findings: list[dict]) -> None:
 
 def arrivals_rows(colls: Collectives) -> list[tuple]:
     """One row per member kernel of each matched collective: (rank, group, kind, step, order,
-    bytes, start_ns, end_ns, wait_ns, transfer_ns, late_rank) — the summary's collectives table."""
+    bytes, start_ns, end_ns, wait_ns, transfer_ns, late_rank) — the summary's collectives table,
+    as the SQL table has them: step None for one outside every step."""
     rows = []
-    for ins in colls.instances:
+    for ins in colls.instances + colls.outside:
         waits = ins.waits()
         for k, r in enumerate(ins.ranks):
             w = int(waits[k])
@@ -154,7 +155,7 @@ def arrivals_rows(colls: Collectives) -> list[tuple]:
                     r,
                     ins.group,
                     ins.kind,
-                    ins.step,
+                    None if ins.step in OUTSIDE_STEPS else ins.step,
                     ins.order,
                     ins.bytes,
                     int(ins.starts[k]),

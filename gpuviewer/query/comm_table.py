@@ -38,8 +38,9 @@ def comm_kernels(session) -> pd.DataFrame:
     rank = lane_rank[lane] if len(idx) else np.zeros(0, np.int64)
     groups: list[tuple[int, str]] = []
     kinds, sizes, dtypes, nbytes = [], [], [], []
-    # without a group on record, a rank's NCCL streams are its groups in order of first use (as in
-    # analysis.collectives.rank_comm)
+    # without a group on record, a rank's NCCL streams are its groups in order of first use: as
+    # analysis.collectives.rank_comm numbers them where each stream is first used inside the steps
+    # (rank_comm counts the steps' kernels first; a stream first used before them would differ)
     stream_no: dict[tuple[int, int], int] = {}
     per_rank: dict[int, int] = {}
     peerless: list[tuple[int, int]] = []  # (row, its place in groups): keyed by their collective too

@@ -5,8 +5,8 @@ small enough for a laptop, without the traces.
                     failed ranks, warnings, and the tables below by name
   analysis.json     the rest of `analyze --json` (per-rank steps and kernels, collectives)
   steps.parquet     rank, step and the step's breakdown (busy, compute, comm, wait, ...)
-  collectives.parquet  one row per rank's kernel in a matched collective: group, kind, step,
-                    order, bytes, start, end, wait, transfer, late rank
+  collectives.parquet  one row per rank's kernel in a matched collective: group, kind, step
+                    (null outside every step), order, bytes, start, end, wait, transfer, late rank
   kernels.parquet, host_ops.parquet  per rank and name: count, total, min, max (ns)
   profiles.parquet  per rank and time bin: share of the bin its GPU computed / communicated
 
@@ -145,7 +145,7 @@ def write(
                     "transfer_ns",
                     "late_rank",
                 ],
-            ).astype({"bytes": "Int64"}),
+            ).astype({"bytes": "Int64", "step": "Int64"}),
             "kernels": _per_name(parts, "kernels"),
             "host_ops": _per_name(parts, "host_ops"),
             "profiles": _profiles(parts),

@@ -240,10 +240,12 @@ def _f(ns) -> float:
 
 
 def parts_frame(d: dict) -> pd.DataFrame:
-    sets = [("all", d["step_parts"])]
+    """The step parts, for all the compared ranks and then rank by rank; _a_ranks and _b_ranks
+    (hidden): the ranks each row stands for on each side (what a click outlines)."""
+    sets = [("all", d["step_parts"], d["a"]["ranks"], d["b"]["ranks"])]
     for p in d["step_parts_by_rank"]:
         b = ("median " if len(p["b_ranks"]) > 1 else "") + ",".join(map(str, p["b_ranks"]))
-        sets.append((f"{','.join(map(str, p['a_ranks']))} vs {b}", p["parts"]))
+        sets.append((f"{','.join(map(str, p['a_ranks']))} vs {b}", p["parts"], p["a_ranks"], p["b_ranks"]))
     rows = [
         {
             "part": r["part"],
@@ -254,11 +256,14 @@ def parts_frame(d: dict) -> pd.DataFrame:
             "verdict": verdict(r["significant"]),
             "noise ms": _f(r["noise_ns"]),
             "_tone": _tone(r["significant"], r["delta_ns"]),
+            "_a_ranks": list(a_ranks),
+            "_b_ranks": list(b_ranks),
         }
-        for who, parts in sets
+        for who, parts, a_ranks, b_ranks in sets
         for r in parts
     ]
-    return pd.DataFrame(rows, columns=["part", "ranks", "Δ ms", "A ms", "B ms", "verdict", "noise ms", "_tone"])
+    cols = ["part", "ranks", "Δ ms", "A ms", "B ms", "verdict", "noise ms", "_tone", "_a_ranks", "_b_ranks"]
+    return pd.DataFrame(rows, columns=cols)
 
 
 NAMED_COLS = [

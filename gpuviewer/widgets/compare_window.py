@@ -478,14 +478,17 @@ class CompareWindow(QMainWindow):
             return
         if tab == "parts":
             part = str(row["part"])
-            masks = tuple(part_mask(self.sessions[i].trace, cmp.d[s]["ranks"], part) for i, s in enumerate(SIDES))
+            ranks = (list(row["_a_ranks"]), list(row["_b_ranks"]))  # the row's ranks on each side
+            masks = tuple(part_mask(self.sessions[i].trace, ranks[i], part) for i in range(2))
+            none = tuple(np.zeros(len(self.sessions[i].trace), bool) for i in range(2))
             if part in GAP_PARTS:
-                none = tuple(np.zeros(len(self.sessions[i].trace), bool) for i in range(2))
                 self.set_masks(none, f"{GAP_PARTS[part]}; the tables' other rows outline their events.")
             elif masks[0] is None or masks[1] is None:
                 self.show_slower()  # the step, its GPU time: what got slower in it
+            elif not (masks[0].any() or masks[1].any()):
+                self.set_masks(none, f"No {part} on record on these ranks in either run: nothing to outline.")
             else:
-                self.highlight(masks, part)
+                self.highlight(masks, f"{part} ({row['ranks']})")
             return
         if tab == "coll":
             want = [(row["collective"], row["group"])]

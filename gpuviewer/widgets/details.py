@@ -1,5 +1,5 @@
 """Details of the selected event: fields, every argument, and the linked launch or kernel. The
-field column is as wide as its names (at most half the pane, whose width follows the dock); a
+field column is as wide as its names (at most 42% of the pane, whose width follows the dock); a
 field or value too long for its column wraps onto more lines (at a space where it can, else
 anywhere: a kernel's name has none), as Perfetto's details do, and is whole in its tooltip."""
 
@@ -134,7 +134,7 @@ class DetailsPanel(QTreeWidget):
             rows.append(("Correlation id", str(int(c["corr"][i]))))
         coll = self.collectives.get(int(i))
         if coll is not None:
-            rows += _collective_rows(coll)
+            rows += _collective_rows(coll, lane.rank)
         if self.work is not None and int(c["cat"][i]) == Cat.KERNEL:
             try:
                 rows += self.work(int(i))
@@ -197,7 +197,16 @@ class DetailsPanel(QTreeWidget):
             self.linkActivated.emit(int(j))
 
 
-def _collective_rows(c: dict) -> list[tuple[str, str]]:
+def _waiting(c: dict, rank: int) -> str:
+    if c["wait_ns"] > 0:
+        return f"{format_duration(c['wait_ns'])} (rank {c['late_rank']} arrived last)"
+    if c["late_rank"] == rank:
+        return "none (this rank arrived last)"
+    # a sender done before its peer came (collectives.Instance.waits)
+    return f"none (its kernel ended before rank {c['late_rank']} arrived: it sent without waiting)"
+
+
+def _collective_rows(c: dict, rank: int) -> list[tuple[str, str]]:
     """A collective kernel: the part spent waiting for the last rank, the transfer, bandwidth."""
     rows = [
         (
@@ -206,12 +215,7 @@ def _collective_rows(c: dict) -> list[tuple[str, str]]:
             + (f"of step {c['step']}" if c.get("step") is not None else "outside the steps")
             + f" · group {c['group']} · {c['ranks']} ranks",
         ),
-        (
-            "Waiting for others",
-            f"{format_duration(c['wait_ns'])} (rank {c['late_rank']} arrived last)"
-            if c["wait_ns"] > 0
-            else "none (this rank arrived last)",
-        ),
+        ("Waiting for others", _waiting(c, rank)),
         ("Transfer", format_duration(c["transfer_ns"])),
     ]
     if c.get("bytes"):

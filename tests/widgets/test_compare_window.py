@@ -277,6 +277,18 @@ def test_step_part_rows_outline_their_events(qtbot, ddp):
         assert expect.any() and np.array_equal(w.views[s].item.match_mask, expect)
         assert w.views[s].selected is not None and w.views[s].item.match_mask[w.views[s].selected]
     assert "compute" in w.outline.text()
+    # a row of one rank's parts outlines that rank's only
+    frame = w.tabs.tables["parts"].frame
+    k = next(i for i in range(len(frame)) if frame["part"].iat[i] == "compute" and frame["ranks"].iat[i] != "all")
+    _click_row(qtbot, w, "parts", k)
+    for i, s in enumerate("ab"):
+        trace = w.sessions[i].trace
+        c = trace.columns
+        lane_rank = np.array([ln.rank for ln in trace.lanes])[np.asarray(c["lane"])]
+        want = list(frame["_a_ranks" if s == "a" else "_b_ranks"].iat[k])
+        assert len(want) == 1
+        expect = (np.asarray(c["cat"]) == Cat.KERNEL) & np.isin(lane_rank, want)
+        assert np.array_equal(w.views[s].item.match_mask, expect)
 
     _click_row(qtbot, w, "parts", parts.index("host: launch calls"))
     for i, s in enumerate("ab"):

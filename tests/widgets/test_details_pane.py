@@ -12,6 +12,8 @@ import os
 import numpy as np
 from conftest import SAMPLES
 
+import gpuviewer
+
 
 def test_long_values_wrap_onto_the_lines_they_need(qtbot):
     from PySide6.QtWidgets import QApplication, QTreeWidgetItemIterator
@@ -58,3 +60,33 @@ def test_long_values_wrap_onto_the_lines_they_need(qtbot):
         for x in range(rect.left() + 2, rect.right() - 2)
     ]
     assert min(band) < 128, "no text drawn on the wrapped name's last line"
+
+
+def test_a_sender_done_before_its_peer_came_is_not_called_the_last(qtbot):
+    """nsys_ddp: a broadcast root whose kernel ended before rank 1 arrived waits for nothing; the
+    pane said 'none (this rank arrived last)' of it. Its collective's late rank is read here from
+    the SQL table (each member's start), not from the pane."""
+    from conftest import trace_path
+    from PySide6.QtWidgets import QApplication
+
+    from gpuviewer.widgets.details import DetailsPanel
+
+    s = gpuviewer.open(trace_path("nsys", "nsys_ddp.sqlite"))
+    rows = s.sql(
+        """SELECT id, rank, "group", step, "order", start, "end" FROM collectives WHERE collective = 'Broadcast'"""
+    )
+    key = ["group", "step", "order"]
+    rows["step"] = rows["step"].fillna(-1)
+    rows["last"] = rows.groupby(key)["start"].transform("max")
+    early = rows[(rows["end"] <= rows["last"]) & (rows["start"] < rows["last"])]
+    assert len(early), "a root that ended before its peer arrived"
+    row = early.iloc[0]
+    late = int(rows[(rows[key] == row[key]).all(axis=1) & (rows["start"] == row["last"])]["rank"].iloc[0])
+    d = DetailsPanel()
+    qtbot.addWidget(d)
+    d.set_trace(s.trace)
+    d.collectives = s.analysis.kernel_collectives
+    d.show_event(int(row["id"]))
+    QApplication.processEvents()
+    items = {d.topLevelItem(k).text(0): d.topLevelItem(k).text(1) for k in range(d.topLevelItemCount())}
+    assert items["Waiting for others"] == f"none (its kernel ended before rank {late} arrived: it sent without waiting)"
