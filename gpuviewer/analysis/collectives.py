@@ -455,11 +455,8 @@ def match_arrivals(
             continue
         lists = [per_rank[r][key] for r in members]
         n = min(len(x) for x in lists)
-        if key[1] == OUTSIDE_BEFORE:
-            # the ranks' captures begin at different points of what ran before: their last ones
-            # line up (pp_gpu: rank 0 holds 5 kernels of an earlier step, rank 1 7)
-            lists = [x[len(x) - n :] for x in lists]
         res.unmatched += 0 if outside else sum(len(x) - n for x in lists)
+        lists = _lined_up(lists, n, key[1] == OUTSIDE_BEFORE)
         for k in range(n):
             row = [x[k] for x in lists]
             if len({e[3] for e in row}) > 1:  # different collectives at the same position
@@ -483,6 +480,37 @@ def match_arrivals(
                 )
             )
     return res
+
+
+def _lined_up(lists: list[list[tuple]], n: int, from_last: bool) -> list[list[tuple]]:
+    """The n arrivals of each member to pair, where some hold more than others (a capture cut
+    through earlier work, a collective one rank ran before its steps' range): the run whose kernels'
+    ends keep the steadiest distance to the shortest list's (a clock offset moves them all alike),
+    as the members of a collective finish together. HTA's trace_filter: rank 0 holds one more
+    all-to-all in step 551, and paired from the first, three of its kernels 'waited' 141 ms for
+    kernels that began after they ended. With one to pair, or a tie: from the first, or from the
+    last (from_last: kernels from before the capture, pp_gpu's 5 and 7)."""
+    ref = min(lists, key=len)
+    ref_end = np.array([e[1] for e in ref], np.int64)
+    out = []
+    for x in lists:
+        extra = len(x) - n
+        default = extra if from_last else 0
+        best = default
+        if extra and n > 1:
+            ends = np.array([e[1] for e in x], np.int64)
+
+            def spread(o: int) -> int:
+                d = ends[o : o + n] - ref_end
+                return int(np.abs(d - np.median(d)).sum())
+
+            cost = spread(default)
+            for o in range(extra + 1):
+                c = spread(o)
+                if c < cost:
+                    best, cost = o, c
+        out.append(x[best : best + n])
+    return out
 
 
 def alone_summary(per_rank: dict[int, dict[tuple, list[tuple]]]) -> list[dict]:

@@ -462,8 +462,9 @@ def _shapes(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[Find
         ]
         s0, s1 = _span(ctx, m)
         title = (
-            f"GEMM of shape {shape[0]}x{shape[1]}x{shape[2]} (MxNxK, {prec}) at {pct:.0f}% of peak, the run's best "
-            f"shape {'x'.join(map(str, best[0]))} at {best[4]:.0f}%: {said} ({t / gemm_t:.0%} of GEMM time)"
+            f"GEMM of shape {shape[0]}x{shape[1]}x{shape[2]} (MxNxK, {prec}) at {pct:.0f}% of peak, the best of the "
+            f"run's shapes with {SHAPE_MIN_SHARE:.0%} or more of GEMM time {'x'.join(map(str, best[0]))} at "
+            f"{best[4]:.0f}%: {said} ({t / gemm_t:.0%} of GEMM time)"
         )
         metrics = {
             "shape": list(shape),

@@ -144,7 +144,10 @@ def show_analysis(a, args) -> int:
             show(c, depth + 1)
 
     # a capture without steps: its one "step" is the capture, and no finding is rated high there
-    capture = any(f.capture_ms is not None for f in a.all_findings())
+    # (said by its ranks' one unnumbered step, with or without a what-if among the findings)
+    capture = any(f.capture_ms is not None for f in a.all_findings()) or (
+        bool(a.ranks) and all(all(st.get("step") is None for st in r.get("steps") or [{}]) for r in a.ranks)
+    )
     if a.findings:
         _out(
             f"severity   {'saves' if capture else 'saves/step':>10}  rule                   finding (symptoms "

@@ -37,7 +37,8 @@ from .cache_paths import identity, respell
 # leaves is not a step (io/step_stub.py); 20: CUPTI range-profiler events are untimed device ranges;
 # 21: their warning's new words (the warnings are cached)
 # 22: an nsys runtime call recorded twice (nsys 2021: cudaMemcpy around cudaMemcpy_v3020) is read once
-STORE_VERSION = 22
+# 23: an nsys device is the adapter with its properties recorded, not another of the same cuDevice
+STORE_VERSION = 23
 # Entries up to this size are checked whole when opened: 256 MB hash in ~12 ms from the page
 # cache, under 5% of a warm open (BENCHMARKS.md). Bigger ones check each column when first read.
 EAGER_CHECK_BYTES = 256 << 20

@@ -320,7 +320,13 @@ def _devices(rep, b, rank_of, proc_dev) -> None:
     ):
         for gid, cid, pid in rep.db.execute("SELECT gpuId, cudaId, pid FROM TARGET_INFO_CUDA_DEVICE"):
             cuda_map[(pid, cid)] = gid
-    by_cu = {v.get("cuDevice"): k for k, v in gpus.items() if "cuDevice" in v}
+    # the CUDA ordinal -> the GPU: an export may list other adapters with the same cuDevice and
+    # nothing else known (a laptop's "Intel(R) HD Graphics 630", "Microsoft Basic Render Driver"
+    # beside its GeForce): the row with the most properties recorded is the CUDA device
+    by_cu: dict = {}
+    for k, v in gpus.items():
+        if "cuDevice" in v and (v["cuDevice"] not in by_cu or len(v) > len(gpus[by_cu[v["cuDevice"]]])):
+            by_cu[v["cuDevice"]] = k
     for pid, r in rank_of.items():
         info = b.rank(r)
         for d in sorted(proc_dev.get(pid, ())):

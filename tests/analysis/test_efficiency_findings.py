@@ -208,7 +208,12 @@ def test_odd_gemm_shape_found(tmp_path):
     assert "N=1001 not a multiple of 8; K=600 not a multiple of 64" in f["title"]
     assert f"at {m['pct_of_peak']:.0f}% of peak" in f["title"] and m["pct_of_peak"] < 0.6 * m["best_pct_of_peak"]
     best = "x".join(map(str, m["best_shape"]))
-    assert f"best shape {best} at {m['best_pct_of_peak']:.0f}%" in f["title"]
+    # the best of the shapes that count (2% of GEMM time or more), said so: HTA's trace_diff has
+    # faster shapes of 1.6% each
+    assert (
+        f"the best of the run's shapes with 2% or more of GEMM time {best} at {m['best_pct_of_peak']:.0f}%"
+        in f["title"]
+    )
     k = m["best_pct_of_peak"] / m["pct_of_peak"]
     assert f["saving"] == f"the 4096x1001x600 GEMMs at the best shape's % of peak, {k:.1f}x faster"
     assert 0 <= f["saves_ms"] <= m["time_ms"] * (1 - 1 / k) + 1e-3

@@ -247,3 +247,28 @@ def test_rank_variable_in_captured_environment_wins(tmp_path):
     r = run_cli("info", str(p), "--json", "--no-cache")
     assert json.loads(r.stdout)["ranks"][0]["rank"] == 3
     assert "SECRET_TOKEN" not in r.stdout and "abc" not in r.stdout
+
+
+def test_the_cuda_device_is_the_gpu_not_another_adapter_with_its_ordinal():
+    """extra-p's con_kernel export lists three adapters with cuDevice 0 (TARGET_INFO_GPU, read
+    here): a GeForce with its properties, and an Intel GPU and Microsoft's render driver with
+    nothing else known. The last was taken as the CUDA device ('efficiency: Microsoft Basic
+    Render Driver'); the GPU is the row with its properties recorded."""
+    import sqlite3
+
+    from conftest import compat_path
+
+    import gpuviewer
+
+    path = compat_path("extra-p__extrap", "con_kernel.sqlite")
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT name, cuDevice, smCount FROM TARGET_INFO_GPU").fetchall()
+    finally:
+        db.close()
+    same = [r for r in rows if r[1] == 0]
+    assert len(same) >= 2
+    (gpu,) = [name for name, _cu, sm in same if sm]
+    s = gpuviewer.open(path)
+    (info,) = s.trace.ranks
+    assert [p["name"] for p in info.device_props.values()] == [gpu]
