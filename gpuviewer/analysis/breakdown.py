@@ -70,6 +70,9 @@ class StepBreakdown:
     # of host_idle_ns: the loop's thread blocked on another of its threads (an OS trace's
     # pthread_cond_wait: the main thread while the autograd thread runs the backward)
     host_idle_thread_ns: int = 0
+    # of host_framework_ns: inside annotated ranges alone (record_function, '## backward ##'), no
+    # op under them on record: Python ran there, the profiler did not say what
+    host_annotation_ns: int = 0
 
     @property
     def window_ns(self) -> int:
@@ -180,6 +183,13 @@ class RankBreakdown:
         steps = self.measured
         w = sum(s.host_end_ns - s.host_start_ns for s in steps)
         return sum(s.host_idle_thread_ns for s in steps) / w if w > 0 else 0.0
+
+    def host_annotation_share(self) -> float:
+        """Of the measured steps' host time: framework time inside annotated ranges alone (a part
+        of host_shares' framework)."""
+        steps = self.measured
+        w = sum(s.host_end_ns - s.host_start_ns for s in steps)
+        return sum(s.host_annotation_ns for s in steps) / w if w > 0 else 0.0
 
     def total(self, key: str) -> int:
         return sum(getattr(s, key) for s in self.measured)
@@ -331,6 +341,7 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
                 sb.host_wait_ns,
                 sb.host_idle_ns,
                 sb.host_idle_thread_ns,
+                sb.host_annotation_ns,
             ) = hs
     _mark_warmup(rb)
     return rb

@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 
-from ..model.categories import LaneKind
+from ..model.categories import Cat, LaneKind
 from ..model.trace import Trace
 from . import intervals as iv
 from .host import (
@@ -116,8 +116,12 @@ def host_events(trace: Trace, rank: int) -> dict[str, np.ndarray]:
     py_wait = cpu[np.isin(np.asarray(c["name"][cpu]), blocked)] if len(blocked) else cpu[:0]
     full = queue_full_calls(trace, rank)
     calls = api[~is_sync]
+    is_note = np.asarray(c["cat"][cpu]) == Cat.USER_ANNOTATION
     out = {
         "framework": cpu,
+        # of framework: a user's or the framework's annotated ranges (record_function, '## backward
+        # ##', Optimizer.step#...): Python ran inside them, no op of it is on record
+        "annotation": cpu[is_note],
         "launch": calls[~np.isin(calls, full)],
         "queue": full,
         "sync": np.concatenate([api[is_sync], cpu_sync]),
@@ -136,8 +140,9 @@ def host_events(trace: Trace, rank: int) -> dict[str, np.ndarray]:
 
 def host_split(
     trace: Trace, rank: int, windows: list[tuple[int, int]]
-) -> list[tuple[int, int, int, int, int, int, int]]:
-    """Per host step window: (framework, launch, queue, sync, wait, idle, idle_thread) ns of the threads that
+) -> list[tuple[int, int, int, int, int, int, int, int]]:
+    """Per host step window: (framework, launch, queue, sync, wait, idle, idle_thread, annotation_only)
+    ns of the threads that
     launch the rank's GPU work. sync: blocking synchronize calls, blocking copies and framework
     calls that wait for the device (JAX's block_until_ready, device_get); queue: launch calls
     made with the launch queue full (queue_full_calls); launch: the other CUDA API calls; wait:
@@ -145,7 +150,8 @@ def host_split(
     framework ops (CPU ops, NVTX ranges; the step's own range left out) outside all of them;
     idle: nothing on record. Exclusive, in that order: they add up to the window. OS calls that
     wait (OS_WAIT) count as wait where nothing else is on record; idle_thread: the part of idle in
-    which the loop's thread waits for another thread (THREAD_WAIT)."""
+    which the loop's thread waits for another thread (THREAD_WAIT); annotation_only: the part of
+    framework inside annotated ranges alone (record_function: no op under them on record)."""
     c = trace.columns
     ev = host_events(trace, rank)
 
@@ -158,6 +164,8 @@ def host_split(
     launch = iv.subtract(iv.subtract(ivs(ev["launch"]), sync), queue)
     py_wait = iv.subtract(iv.subtract(iv.subtract(ivs(ev["wait"]), sync), launch), queue)
     fw = iv.subtract(iv.subtract(iv.subtract(iv.subtract(ivs(ev["framework"]), sync), launch), queue), py_wait)
+    ops = ev["framework"][~np.isin(ev["framework"], ev["annotation"])]
+    note_only = iv.subtract(fw, ivs(ops))
     # the OS's waits only where nothing else is on record (a framework op around a sleep keeps it)
     os_wait, thread_wait = ivs(ev["os_wait"]), ivs(ev["thread_wait"])
     for x in (sync, launch, queue, py_wait, fw):
@@ -167,7 +175,9 @@ def host_split(
         thread_wait = iv.subtract(thread_wait, x)
     out = []
     for t0, t1 in windows:
-        a, b, e, d, w, th = (iv.length(iv.clip(x, t0, t1)) for x in (fw, launch, queue, sync, py_wait, thread_wait))
+        a, b, e, d, w, th, n = (
+            iv.length(iv.clip(x, t0, t1)) for x in (fw, launch, queue, sync, py_wait, thread_wait, note_only)
+        )
         idle = max(0, int(t1 - t0) - a - b - e - d - w)
-        out.append((a, b, e, d, w, idle, min(th, idle)))
+        out.append((a, b, e, d, w, idle, min(th, idle), min(n, a)))
     return out

@@ -110,8 +110,12 @@ def utilization_line(r: dict) -> str:
         out += f" (of {busy / 1e3:,.0f} µs of GPU work: too little to judge)"
     host = r.get("host_breakdown") or {}
     if any(host.values()):
+        # framework time under annotations alone (record_function ranges, no op under them on
+        # record: HTA's trace_filter, 98% framework of which about half is '## backward ##' alone)
+        note = r.get("host_annotation_only") or 0.0
+        within = {"framework": f" (including {note:.0%} in annotated ranges with no op recorded under them)"}
         out += "; host: " + ", ".join(
-            f"{label} {host[k]:.0%}"
+            f"{label} {host[k]:.0%}" + (within.get(k, "") if f"{note:.0%}" != "0%" else "")
             for k, label in (
                 ("framework", "framework ops"),
                 ("launch", "launch calls"),
