@@ -5,7 +5,7 @@ anywhere: a kernel's name has none), as Perfetto's details do, and is whole in i
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPointF, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QPointF, QSize, Qt, Signal
 from PySide6.QtGui import QPalette, QTextLayout, QTextOption
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem, QTreeWidget, QTreeWidgetItem
 
@@ -90,9 +90,9 @@ class DetailsPanel(QTreeWidget):
         self.setItemDelegate(_WrapDelegate(self))
         self.setUniformRowHeights(False)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
-        self._relayout = QTimer(self, singleShot=True, interval=0)
-        self._relayout.timeout.connect(self.doItemsLayout)
-        self.header().sectionResized.connect(lambda *_: self._relayout.start())
+        # a bound method, not a lambda: Qt drops the connection with this widget (a lambda kept
+        # firing into a half-destroyed pane at exit)
+        self.header().sectionResized.connect(self._columns_resized)
         self.itemActivated.connect(self._activated)
         self.trace: Trace | None = None
         self.origin = 0
@@ -190,6 +190,11 @@ class DetailsPanel(QTreeWidget):
         super().resizeEvent(ev)
         if self.topLevelItemCount() > 1:  # filled while hidden (the dock opens on the selection)
             self._field_width()
+
+    def _columns_resized(self, *_args) -> None:
+        """The rows' heights follow their columns' widths (the wrapped text), laid out once for
+        any number of resizes."""
+        self.scheduleDelayedItemsLayout()
 
     def _activated(self, item, _col) -> None:
         j = item.data(0, Qt.UserRole)

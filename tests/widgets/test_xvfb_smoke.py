@@ -26,12 +26,18 @@ def check():
     img = w.grab()
     img.save(sys.argv[2])
     print("shown", w.trace.n_events, img.width(), img.height())
+    w.close()  # as a user ends it (app/gui.py): an analysis still running is left to finish
     app.quit()
 w.loader.loaded.connect(lambda *a: QTimer.singleShot(300, check))
 w.loader.failed.connect(lambda m: (print("failed", m), app.exit(3)))
 w.open_paths([sys.argv[1]])
 QTimer.singleShot(90000, lambda: app.exit(4))
-sys.exit(app.exec())
+rc = app.exec()
+# as gpuviewer's own exit does: Python's teardown must not destroy a running analysis' thread (the
+# check runs 0.3 s after the load; on a loaded machine the analysis is still going: exit -11)
+from gpuviewer.widgets.controller import wait_for_orphans
+assert wait_for_orphans(60_000)
+sys.exit(rc)
 """
 
 
