@@ -164,6 +164,18 @@ def shared_listdir(path: str) -> list[str]:
     return sorted(os.listdir(path)) if os.path.isdir(path) else []
 
 
+def raw_sql(path: str, sql: str, *args) -> list[tuple]:
+    """Rows of a query over an nsys export, opened read-only with sqlite3 (the independent side of
+    a test: nothing from gpuviewer)."""
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return db.execute(sql, args).fetchall()
+    finally:
+        db.close()
+
+
 def trace_path(*parts: str) -> str:
     return os.path.join(TRACES, *parts)
 

@@ -254,18 +254,12 @@ def test_the_cuda_device_is_the_gpu_not_another_adapter_with_its_ordinal():
     here): a GeForce with its properties, and an Intel GPU and Microsoft's render driver with
     nothing else known. The last was taken as the CUDA device ('efficiency: Microsoft Basic
     Render Driver'); the GPU is the row with its properties recorded."""
-    import sqlite3
-
-    from conftest import compat_path
+    from conftest import raw_sql
 
     import gpuviewer
 
     path = compat_path("extra-p__extrap", "con_kernel.sqlite")
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        rows = db.execute("SELECT name, cuDevice, smCount FROM TARGET_INFO_GPU").fetchall()
-    finally:
-        db.close()
+    rows = raw_sql(path, "SELECT name, cuDevice, smCount FROM TARGET_INFO_GPU")
     same = [r for r in rows if r[1] == 0]
     assert len(same) >= 2
     (gpu,) = [name for name, _cu, sm in same if sm]

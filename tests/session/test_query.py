@@ -302,20 +302,19 @@ def test_collectives_outside_the_steps_are_matched_and_their_waits_bounded():
     NCCL kernel of the export now has its collective; those launched outside every 'step N' range
     (their launch call's time against the process's ranges, from the export here) have step NULL.
     A sender whose kernel ended by the last arrival waited for nothing (a broadcast's root)."""
+    from conftest import raw_sql
+
     path = trace_path("nsys", "nsys_ddp.sqlite")
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        kernels = db.execute(
-            "SELECT k.globalPid >> 24 & 16777215, r.start FROM CUPTI_ACTIVITY_KIND_KERNEL k "
-            "JOIN StringIds s ON s.id = k.shortName JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
-            "ON r.correlationId = k.correlationId AND r.globalTid >> 24 = k.globalPid >> 24 "
-            "WHERE s.value LIKE 'nccl%'"
-        ).fetchall()
-        steps = db.execute(
-            "SELECT globalTid >> 24 & 16777215, start, end FROM NVTX_EVENTS WHERE text GLOB 'step [0-9]*'"
-        ).fetchall()
-    finally:
-        db.close()
+    kernels = raw_sql(
+        path,
+        "SELECT k.globalPid >> 24 & 16777215, r.start FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+        "JOIN StringIds s ON s.id = k.shortName JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+        "ON r.correlationId = k.correlationId AND r.globalTid >> 24 = k.globalPid >> 24 "
+        "WHERE s.value LIKE 'nccl%'",
+    )
+    steps = raw_sql(
+        path, "SELECT globalTid >> 24 & 16777215, start, end FROM NVTX_EVENTS WHERE text GLOB 'step [0-9]*'"
+    )
     outside = sum(1 for pid, t in kernels if not any(p == pid and a <= t < b for p, a, b in steps))
     assert outside >= 10
     s = gpuviewer.open(path)
