@@ -59,6 +59,13 @@ def comm_kernels(session) -> pd.DataFrame:
         if kind in P2P and p2p_peer(kind, a) is None:
             group = peerless_group(stream_no[key])  # as collectives.rank_comm keys them
             peerless.append((j, len(groups)))
+        elif kind in P2P:
+            # a send and its receive are one transfer, keyed by its direction as rank_comm keys
+            # it, so nccl_sum's kernel rows and matched rows are one row ("p2p 0->1", SendRecv),
+            # not "Send"/"Recv" of the process group beside it
+            peer = p2p_peer(kind, a)
+            pair = (int(rank[j]), peer) if kind == "Send" else (peer, int(rank[j]))
+            group, kind = f"p2p {pair[0]}->{pair[1]}", "SendRecv"
         if kind in P2P:
             nel = arg_int(a.get("in_nelems")) or arg_int(a.get("out_nelems")) or 0
         else:

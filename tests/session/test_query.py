@@ -355,3 +355,28 @@ def test_kernels_running_from_before_the_capture_pair_from_their_last():
     # the raw ends of the last n early kernels of each rank, pair by pair, within 0.1 ms
     for a, b in zip(early[0][-n:], early[1][-n:]):
         assert abs(a - b) < 100, (a, b)  # us
+
+
+def test_nccl_report_keeps_a_send_and_its_receive_in_one_row():
+    """pp_gpu: the NCCL report listed its send and receive kernels as 'Send' and 'Recv' rows of the
+    process group, with no match, beside 'p2p 0->1' and 'p2p 1->0' rows of matches and no kernels.
+    A transfer is one row by its direction: rank 0's sends and rank 1's receives in 'p2p 0->1'
+    (the raw kernels' 'Collective name', counted here), half of them matched instances."""
+    folder = trace_path("kineto", "pp_gpu")
+    raw = {}
+    for r, name in enumerate(sorted(os.listdir(folder))):
+        events, _ = load_json(os.path.join(folder, name))
+        for e in events:
+            if e.get("cat") == "kernel" and str(e.get("name", "")).startswith("nccl"):
+                what = (e.get("args") or {}).get("Collective name")
+                if what in ("send", "recv"):
+                    raw[(r, what)] = raw.get((r, what), 0) + 1
+    s = gpuviewer.open(folder)
+    rows = s.sql('SELECT "group", collective, kernels, matched FROM nccl_sum')
+    assert not rows["collective"].isin(["Send", "Recv"]).any()
+    got = {
+        g: (int(k), int(m)) for g, k, m in zip(rows["group"], rows["kernels"], rows["matched"]) if g.startswith("p2p ")
+    }
+    assert got["p2p 0->1"][0] == raw[(0, "send")] + raw[(1, "recv")]
+    assert got["p2p 1->0"][0] == raw[(1, "send")] + raw[(0, "recv")]
+    assert all(k == 2 * m for k, m in (got["p2p 0->1"], got["p2p 1->0"]))
