@@ -25,13 +25,13 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..model.categories import Cat, LaneKind
+from ..model.categories import GPU_LANE_KINDS, Cat
 from ..model.trace import Trace
 from . import intervals as iv
 from .host import flows_by_dst
 from .host_split import host_split
 
-GPU_LANES = (LaneKind.GPU, LaneKind.COMM)
+GPU_LANES = GPU_LANE_KINDS
 WARMUP_FACTOR = 2.0  # a first step this many times the median of the others is warm-up
 
 

@@ -144,14 +144,14 @@ def align_parts(parts: list, host_of: dict[int, str | None]) -> tuple[list, dict
     host_of: rank -> host. Returns the parts moved onto the reference host's clock, the
     alignment as open_session records it (trace.metadata["alignment"]), per rank its clock
     offset, and warnings."""
-    from .collectives import match_arrivals
+    from .collectives import match_arrivals, world_of
 
     hosts = {p.rank: host_of.get(p.rank) or f"rank{p.rank}" for p in parts}
     none = {p.rank: 0 for p in parts}
     if len(set(hosts.values())) < 2:
         return parts, {"method": "same-host", "residual_ns": None}, none, []
     ranks = sorted(hosts)
-    world = max((p.info.get("world_size") or 0 for p in parts), default=0) or None
+    world = world_of(p.info.get("world_size") for p in parts)
     al = estimate(match_arrivals({p.rank: p.arrivals for p in parts}, ranks, world), hosts)
     if al.method != "collectives" or len(al.offsets) < 2:
         return (

@@ -113,6 +113,19 @@ def stream_group(stream_no: int) -> str:
     return f"NCCL stream #{stream_no + 1} (in order of first use)"
 
 
+def p2p_group(kind: str, rank: int, peer: int) -> str:
+    """The group a send or receive with its peer on record is matched in: its transfer's direction
+    ("p2p 0->1" for rank 0's send to 1 and 1's receive from 0). rank_comm and the NCCL report's
+    kernel table key them alike."""
+    pair = (rank, peer) if kind == "Send" else (peer, rank)
+    return f"p2p {pair[0]}->{pair[1]}"
+
+
+def world_of(sizes) -> int | None:
+    """The job's size from its ranks' recorded world sizes (None where none is recorded)."""
+    return max((s or 0 for s in sizes), default=0) or None
+
+
 def peerless_group(stream_no: int, issuer: str = "") -> str:
     """The group a transfer without a peer on record is matched in: its rank's NCCL stream (in
     order of first use), and the collective around its launch where one is on record
@@ -231,6 +244,11 @@ class Instance:
         return waited
 
     @property
+    def step_no(self) -> int | None:
+        """The step it belongs to, None for one outside every step."""
+        return None if self.step in OUTSIDE_STEPS else self.step
+
+    @property
     def rooted(self) -> bool:
         """One member sends what others receive (a broadcast, a reduce, a send/receive pair); not
         the SendRecv kernels a collective runs (an all-to-all's: every member sends and receives)."""
@@ -295,7 +313,7 @@ class Collectives:
                     "collective": ins.kind,
                     "group": ins.group,
                     "order": ins.order,
-                    "step": None if ins.step in OUTSIDE_STEPS else ins.step,
+                    "step": ins.step_no,
                     "ranks": n,
                     "wait_ns": w,
                     "wait_end_ns": int(ins.starts[k]) + w,
@@ -352,8 +370,9 @@ def arg_group(a: dict) -> str | None:
 def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tuple, list[tuple]]:
     """The rank's collective arrivals, its part of the map: (group, step) -> [(start, end, idx,
     kind, bytes, launch, linked, op_step)] in issue order, step OUTSIDE_BEFORE or OUTSIDE_AFTER
-    for those outside every step (before its first step's start or after); send/recv keyed by their pair ("p2p a->b") when the peer is on record. idx is the event index in `trace` (only the window
-    uses it, to find a kernel's collective)."""
+    for those outside every step (before its first step's start or after); send/recv keyed by
+    their pair (p2p_group: "p2p a->b") when the peer is on record. idx is the event index in
+    `trace` (only the window uses it, to find a kernel's collective)."""
     if rb.ops is None or not len(rb.ops):
         return {}
     c = trace.columns
@@ -394,8 +413,7 @@ def rank_comm(trace: Trace, rb: RankBreakdown, args: dict[int, dict]) -> dict[tu
                 # paired by its collective too: two ranks may issue them in other orders
                 key = peerless_group(lane_rank.setdefault(int(lane[j]), len(lane_rank)), issuer.get(j, ""))
             else:
-                pair = (rb.rank, peer) if kind == "Send" else (peer, rb.rank)
-                key = f"p2p {pair[0]}->{pair[1]}"
+                key = p2p_group(kind, rb.rank, peer)
             out.setdefault((key, step), []).append(
                 (
                     int(start[j]),
@@ -423,7 +441,7 @@ def match(trace: Trace, rbs: list[RankBreakdown], args: dict[int, dict] | None =
     if len(rbs) < 2:
         return Collectives(ranks=[rb.rank for rb in rbs])
     args = args or {}
-    world = max((getattr(ri, "world_size", None) or 0 for ri in trace.ranks), default=0) or None
+    world = world_of(getattr(ri, "world_size", None) for ri in trace.ranks)
     return match_arrivals({rb.rank: rank_comm(trace, rb, args) for rb in rbs}, [rb.rank for rb in rbs], world)
 
 

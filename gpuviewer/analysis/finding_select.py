@@ -11,11 +11,7 @@ from ..model import queries as q
 from ..model.categories import Cat
 from ..model.trace import Trace
 from .breakdown import gpu_ops
-from .host import IDLE_WAIT, _step_markers, covering_op, feeding_lanes
-
-# a host op this many times longer than the gap it covers is the script's outer frame, not what
-# the host did in the gap (tp: a 172.9 ms 'profiled' function over a 3.2 ms gap)
-COVER_MAX = 4
+from .host import COVER_MAX, IDLE_WAIT, _step_markers, covering_op, feeding_lanes
 
 
 def utilization_evidence(trace: Trace, rank: int, t0: int, t1: int, mostly: str) -> tuple[int, int, int] | None:
@@ -77,7 +73,5 @@ def _host_in(trace: Trace, rank: int, g0: int, g1: int) -> int | None:
         k = int(np.argmax(own))
         if 2 * int(own[k]) >= g1 - g0:
             return int(ev[k])
-    cov = covering_op(trace, rank, g0, g1)
-    if cov is not None and int(c["dur"][cov[0]]) <= COVER_MAX * (g1 - g0):
-        return cov[0]
-    return None
+    cov = covering_op(trace, rank, g0, g1, max_times=COVER_MAX)
+    return cov[0] if cov is not None else None

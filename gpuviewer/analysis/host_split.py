@@ -116,12 +116,8 @@ def host_events(trace: Trace, rank: int) -> dict[str, np.ndarray]:
     py_wait = cpu[np.isin(np.asarray(c["name"][cpu]), blocked)] if len(blocked) else cpu[:0]
     full = queue_full_calls(trace, rank)
     calls = api[~is_sync]
-    is_note = np.asarray(c["cat"][cpu]) == Cat.USER_ANNOTATION
     out = {
         "framework": cpu,
-        # of framework: a user's or the framework's annotated ranges (record_function, '## backward
-        # ##', Optimizer.step#...): Python ran inside them, no op of it is on record
-        "annotation": cpu[is_note],
         "launch": calls[~np.isin(calls, full)],
         "queue": full,
         "sync": np.concatenate([api[is_sync], cpu_sync]),
@@ -141,9 +137,8 @@ def host_events(trace: Trace, rank: int) -> dict[str, np.ndarray]:
 def host_split(
     trace: Trace, rank: int, windows: list[tuple[int, int]]
 ) -> list[tuple[int, int, int, int, int, int, int, int]]:
-    """Per host step window: (framework, launch, queue, sync, wait, idle, idle_thread, annotation_only)
-    ns of the threads that
-    launch the rank's GPU work. sync: blocking synchronize calls, blocking copies and framework
+    """Per host step window: (framework, launch, queue, sync, wait, idle, idle_thread,
+    annotation_only) ns of the threads that launch the rank's GPU work. sync: blocking synchronize calls, blocking copies and framework
     calls that wait for the device (JAX's block_until_ready, device_get); queue: launch calls
     made with the launch queue full (queue_full_calls); launch: the other CUDA API calls; wait:
     Python calls that block (PY_WAIT: sleep, locks, queues) outside those; framework: Python and
@@ -164,7 +159,9 @@ def host_split(
     launch = iv.subtract(iv.subtract(ivs(ev["launch"]), sync), queue)
     py_wait = iv.subtract(iv.subtract(iv.subtract(ivs(ev["wait"]), sync), launch), queue)
     fw = iv.subtract(iv.subtract(iv.subtract(iv.subtract(ivs(ev["framework"]), sync), launch), queue), py_wait)
-    ops = ev["framework"][~np.isin(ev["framework"], ev["annotation"])]
+    # of framework: inside a user's or the framework's annotated ranges alone (record_function,
+    # '## backward ##', Optimizer.step#...): Python ran there, no op of it is on record
+    ops = ev["framework"][np.asarray(c["cat"][ev["framework"]]) != Cat.USER_ANNOTATION]
     note_only = iv.subtract(fw, ivs(ops))
     # the OS's waits only where nothing else is on record (a framework op around a sleep keeps it)
     os_wait, thread_wait = ivs(ev["os_wait"]), ivs(ev["thread_wait"])

@@ -17,7 +17,7 @@ import dataclasses
 from ..model.plain import plain
 from . import rules as R
 from .breakdown import RankBreakdown, set_caused, split_wait
-from .collectives import OUTSIDE_STEPS, Collectives, alone_summary, match_arrivals
+from .collectives import Collectives, alone_summary, match_arrivals, world_of
 from .links import slow_links
 from .merge import (
     attach,
@@ -67,7 +67,7 @@ def reduce(
         for rb in rbs:
             for s in rb.steps:
                 s.warmup = False
-    world = max((p.info.get("world_size") or 0 for p in parts), default=0) or None
+    world = world_of(p.info.get("world_size") for p in parts)
     colls = match_arrivals({p.rank: p.arrivals for p in parts}, [p.rank for p in parts], world)
     split_wait(rbs, colls)
     per_step = colls.per_step()
@@ -155,7 +155,7 @@ def arrivals_rows(colls: Collectives) -> list[tuple]:
                     r,
                     ins.group,
                     ins.kind,
-                    None if ins.step in OUTSIDE_STEPS else ins.step,
+                    ins.step_no,
                     ins.order,
                     ins.bytes,
                     int(ins.starts[k]),

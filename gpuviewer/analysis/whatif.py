@@ -483,7 +483,7 @@ def _filled_by(g: dg.DepGraph, trace: Trace | None, edge: int) -> str:
     it or more: nsys_ddp's 48 ms before a CUDA call was an OS runtime clock_nanosleep."""
     if trace is None:
         return ""
-    from .host import covering_op, thread_activity
+    from .host import COVER_MAX, covering_op, thread_activity
 
     u, v = int(g.e_src[edge]), int(g.e_dst[edge]) // 2
     a = g.t0 + int(g.rec_e[u // 2] if u % 2 else g.rec_s[u // 2])
@@ -493,8 +493,8 @@ def _filled_by(g: dg.DepGraph, trace: Trace | None, edge: int) -> str:
     # the innermost op that spans most of the gap, its callees included (as analyze says it: a
     # DataLoader's __next__ spans 68.8 ms of a 69.2 ms gap, 46.3 ms of it its own time), unless it
     # is the script's outer frame, many times the gap; else the call with the most own time
-    cov = covering_op(trace, int(g.rank[v]), a, b)
-    if cov is not None and int(trace.columns["dur"][cov[0]]) <= 4 * (b - a):
+    cov = covering_op(trace, int(g.rank[v]), a, b, max_times=COVER_MAX)
+    if cov is not None:
         return f"; the host was in {trace.name_of(cov[0])} for {cov[1] / 1e6:.1f} ms of its {(b - a) / 1e6:.1f} ms"
     rows = thread_activity(trace, int(g.rank[v]), a, b)
     if not rows or rows[0]["ms"] * 1e6 < 0.5 * (b - a):

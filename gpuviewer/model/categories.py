@@ -69,6 +69,10 @@ class LaneKind:
     ORDER = {GPU: 0, COMM: 1, GPU_ANNOTATION: 2, NVTX: 3, CUDA_API: 4, CPU: 5, OSRT: 6, OTHER: 7}
 
 
+# the lanes of a GPU's ops (kernels, copies, NCCL kernels), as against its host's and annotations
+GPU_LANE_KINDS = (LaneKind.GPU, LaneKind.COMM)
+
+
 def is_nccl_name(name: str) -> bool:
     """A kernel of this name is an NCCL (or RCCL) kernel: a COMM_KERNEL."""
     return name.startswith("nccl")

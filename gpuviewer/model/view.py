@@ -74,9 +74,10 @@ def _initial_view(trace: Trace) -> tuple[int, int]:
 
 
 def step_range(trace: Trace, n: int) -> tuple[int, int] | None:
-    """Step n across every rank that has it: first start to last end."""
-    same = [s for s in trace.steps if s.step == n]
-    return (min(s.start for s in same), max(s.end for s in same)) if same else None
+    """Step n across every rank that has it: first start to last end (its row of step_windows)."""
+    w = step_windows(trace)
+    k = int(np.searchsorted(w[:, 0], n))
+    return (int(w[k, 1]), int(w[k, 2])) if k < len(w) and w[k, 0] == n else None
 
 
 # a view shows a step where that step's window fills this share of the view or more (a view
@@ -85,7 +86,7 @@ SHOWN_FILL = 0.6
 
 
 def step_windows(trace: Trace) -> np.ndarray:
-    """(step, first start, last end) of every step number across its ranks (step_range), once a
+    """(step, first start, last end) of every step number across its ranks, sorted by step, once a
     session: the step box asks on every move of the view."""
     got = trace.derived.get("step_windows")
     # clock alignment replaces the list (model.align), readers append to it before any view

@@ -14,6 +14,7 @@ from ..analysis.collectives import (
     arg_int,
     arg_nbytes,
     collective_kind,
+    p2p_group,
     p2p_issuers,
     p2p_peer,
     peerless_group,
@@ -56,16 +57,15 @@ def comm_kernels(session) -> pd.DataFrame:
             per_rank[key[0]] = stream_no[key] + 1
         if group is None:
             group = stream_group(stream_no[key])
-        if kind in P2P and p2p_peer(kind, a) is None:
+        peer = p2p_peer(kind, a) if kind in P2P else None
+        if kind in P2P and peer is None:
             group = peerless_group(stream_no[key])  # as collectives.rank_comm keys them
             peerless.append((j, len(groups)))
-        elif kind in P2P:
+        elif peer is not None:
             # a send and its receive are one transfer, keyed by its direction as rank_comm keys
             # it, so nccl_sum's kernel rows and matched rows are one row ("p2p 0->1", SendRecv),
             # not "Send"/"Recv" of the process group beside it
-            peer = p2p_peer(kind, a)
-            pair = (int(rank[j]), peer) if kind == "Send" else (peer, int(rank[j]))
-            group, kind = f"p2p {pair[0]}->{pair[1]}", "SendRecv"
+            group, kind = p2p_group(kind, int(rank[j]), peer), "SendRecv"
         if kind in P2P:
             nel = arg_int(a.get("in_nelems")) or arg_int(a.get("out_nelems")) or 0
         else:

@@ -247,12 +247,12 @@ class ViewActions:
     def _say_idle_cause(self, rank: int, got: tuple[int, int, int]) -> None:
         """Where a GPU's idle stretch is shown with a host event selected, say why that event: the
         window shows the idle GPU lanes, and the selected event may lie many rows below them."""
-        from ..model.categories import LaneKind
+        from ..model.categories import GPU_LANE_KINDS
         from ..model.fmt import format_duration
 
         i, g0, g1 = got
         lane = self.trace.lanes[int(self.trace.columns["lane"][i])]
-        if lane.kind in (LaneKind.GPU, LaneKind.COMM):
+        if lane.kind in GPU_LANE_KINDS:
             return
         self.events.emit(
             "message",

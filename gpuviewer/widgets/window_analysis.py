@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
-from ..model.categories import LaneKind
+from ..model.categories import GPU_LANE_KINDS
 
 
 def late_ranks(findings, n_ranks: int) -> set[int]:
@@ -62,7 +62,7 @@ class AnalysisMixin:
             if i is None:
                 return
             lane = self.trace.lanes[int(self.trace.columns["lane"][i])]
-            if f.rule == "low_gpu_utilization" and lane.kind not in (LaneKind.GPU, LaneKind.COMM):
+            if f.rule == "low_gpu_utilization" and lane.kind not in GPU_LANE_KINDS:
                 # the finding is about the GPU's time: its lanes, with the idle stretch highlighted,
                 # come first (a deep Python stack put the selected host event 30 rows below them)
                 self.timeline.scroll_to_rank(lane.rank)
