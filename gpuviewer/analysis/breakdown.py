@@ -137,6 +137,9 @@ class RankBreakdown:
     ops: np.ndarray | None = None  # event indices of the rank's GPU work (not shipped by the map)
     op_step: np.ndarray | None = None  # step number of each op (-1: outside every step)
     n_ops: int = 0  # len(ops), which the reduce still needs after ops are dropped
+    # per step: the part of its NCCL transfer in kernels matched with no other rank's (their
+    # wait not told apart from transfer; split_wait), where a rank holds such kernels
+    unmatched_ns: dict = field(default_factory=dict)
     # ops with no launch on record that no step could be given (by stream order or by time), and
     # whether they are all kernels: the per-step numbers leave them out, which must be said
     unplaced: int = 0
@@ -190,6 +193,13 @@ class RankBreakdown:
         steps = self.measured
         w = sum(s.host_end_ns - s.host_start_ns for s in steps)
         return sum(s.host_annotation_ns for s in steps) / w if w > 0 else 0.0
+
+    def nccl_unmatched_share(self) -> float:
+        """Of the measured steps' GPU time: NCCL kernels matched with no other rank's (a part of
+        shares' nccl_transfer, their wait not told apart)."""
+        steps = self.measured
+        w = sum(s.gpu_time_ns for s in steps)
+        return sum(self.unmatched_ns.get(s.step, 0) for s in steps) / w if w else 0.0
 
     def total(self, key: str) -> int:
         return sum(getattr(s, key) for s in self.measured)
@@ -400,8 +410,9 @@ def split_wait(rbs: list[RankBreakdown], colls) -> None:
     """Per rank, from its matched collective kernels (colls: collectives.Collectives): the union
     of [start, start + its wait) in a step's window is its wait (Instance.waits: to the last
     arrival, or its own end if that comes first; none for a sender done before its peer came),
-    the rest of comm its transfer. Works on the instances alone (each member's start, end and
-    step), so the reduce needs no events."""
+    the rest of comm its transfer, of which the time of kernels matched with no other rank's
+    (colls.unmatched_rows: their wait not told apart) is RankBreakdown.unmatched_ns. Works on
+    the instances alone (each member's start, end and step), so the reduce needs no events."""
     acc: dict[int, tuple[list, list, list]] = {}
     for ins in colls.instances:
         waits = ins.waits()
@@ -415,11 +426,19 @@ def split_wait(rbs: list[RankBreakdown], colls) -> None:
         if w is None:
             continue
         s, wend, st = (np.array(x, np.int64) for x in w)
+        rows = getattr(colls, "unmatched_rows", {}).get(rb.rank, [])
+        us, ue, ust = (np.array([e[k] for e in rows], np.int64) for k in range(3))
         for sb in rb.steps:
             m = st == (sb.step if sb.step is not None else -1)
-            if not m.any():
-                continue
-            a = np.clip(s[m], sb.start_ns, sb.end_ns)
-            b = np.clip(np.maximum(wend[m], s[m]), sb.start_ns, sb.end_ns)
-            sb.wait_ns = min(sb.comm_ns, iv.length(iv.union(a, b)))
-            sb.transfer_ns = sb.comm_ns - sb.wait_ns
+            um = ust == (sb.step if sb.step is not None else -1)
+            waited = iv.EMPTY
+            if m.any():
+                a = np.clip(s[m], sb.start_ns, sb.end_ns)
+                b = np.clip(np.maximum(wend[m], s[m]), sb.start_ns, sb.end_ns)
+                waited = iv.union(a, b)
+                sb.wait_ns = min(sb.comm_ns, iv.length(waited))
+                sb.transfer_ns = sb.comm_ns - sb.wait_ns
+            if um.any():
+                u = iv.union(np.clip(us[um], sb.start_ns, sb.end_ns), np.clip(ue[um], sb.start_ns, sb.end_ns))
+                both = iv.union(np.concatenate([waited[0], u[0]]), np.concatenate([waited[1], u[1]]))
+                rb.unmatched_ns[sb.step] = min(sb.transfer_ns, iv.length(both) - iv.length(waited))

@@ -23,6 +23,7 @@ import numpy as np
 from ..model.categories import Cat
 from ..model.trace import Trace
 from .breakdown import RankBreakdown, launch_calls, launch_times
+from .pairing import end_offsets, ends_agree, lined_up, repaired
 
 _KERNEL_COLL = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+?)(?:_|\(|$)")
 # A dtype's size as producers spell it (Kineto: "Float", "BFloat16"; torch.float32; XLA: f32).
@@ -269,9 +270,14 @@ class Collectives:
     # instances launched outside every step: no step's figures count them; the NCCL report, the
     # SQL table and the window's details do
     outside: list[Instance] = field(default_factory=list)
+    # per rank, its kernels in steps matched with no other rank's: (start, end, step as
+    # attributed); their wait is not told apart from their transfer (breakdown.split_wait)
+    unmatched_rows: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
 
     def collectives_only(self) -> Collectives:
-        return Collectives([i for i in self.instances if i.kind != "SendRecv"], self.ranks, self.unmatched)
+        return Collectives(
+            [i for i in self.instances if i.kind != "SendRecv"], self.ranks, self.unmatched, [], self.unmatched_rows
+        )
 
     def per_step(self) -> dict[int, dict]:
         """step -> {"wait": {rank: ns}, "caused": {rank: ns summed over the ranks that waited},
@@ -449,16 +455,18 @@ def match_arrivals(
     per_rank: dict[int, dict[tuple, list[tuple]]], ranks: list[int], world: int | None = None
 ) -> Collectives:
     """The reduce's matching: every rank's arrivals (rank_comm) -> collective instances. world:
-    the job's size where its traces record it (a session may hold some of its ranks)."""
+    the job's size where its traces record it (a session may hold some of its ranks). Paired by
+    position in each group and step, then checked (pairing.py): a group-and-step where members'
+    ends disagree is paired again by its ends."""
     res = Collectives(ranks=list(ranks))
     if len(ranks) < 2:
         return res
     keys = sorted({k for v in per_rank.values() for k in v}, key=lambda k: (k[1], k[0]))
+    made: dict[tuple, tuple[list[int], list[list[tuple]], list[Instance]]] = {}
     for key in keys:
         # those outside every step are matched alike but kept apart, their misses not counted
         # (the step figures never held them)
         outside = key[1] in OUTSIDE_STEPS
-        into = res.outside if outside else res.instances
         members = [r for r in res.ranks if key in per_rank[r]]
         # transfers without a peer on record pair up only between two ranks: each can only be
         # the other's peer, in NCCL's issue order (more ranks: who sent to whom is unknown). Two
@@ -469,65 +477,58 @@ def match_arrivals(
             len(members) != 2 or ((world or 2) > 2 and not _COLLECTIVE_ISSUER.search(key[0]))
         )
         if len(members) < 2 or peerless:
-            res.unmatched += 0 if outside else sum(len(per_rank[r][key]) for r in members)
+            if not outside:
+                res.unmatched += sum(len(per_rank[r][key]) for r in members)
+                for r in members:
+                    res.unmatched_rows.setdefault(r, []).extend((e[0], e[1], e[7]) for e in per_rank[r][key])
             continue
         lists = [per_rank[r][key] for r in members]
         n = min(len(x) for x in lists)
-        res.unmatched += 0 if outside else sum(len(x) - n for x in lists)
-        lists = _lined_up(lists, n, key[1] == OUTSIDE_BEFORE)
-        for k in range(n):
-            row = [x[k] for x in lists]
-            if len({e[3] for e in row}) > 1:  # different collectives at the same position
-                res.unmatched += 0 if outside else len(row)
-                continue
-            nbytes = next((e[4] for e in row if e[4]), None)
-            into.append(
-                Instance(
-                    key[0],
-                    row[0][3],
-                    key[1],
-                    k,
-                    members,
-                    np.array([e[2] for e in row], np.int64),
-                    np.array([e[0] for e in row], np.int64),
-                    np.array([e[1] for e in row], np.int64),
-                    nbytes,
-                    np.array([e[5] for e in row], np.int64),
-                    np.array([e[6] for e in row], bool),
-                    np.array([e[7] for e in row], np.int64),
-                )
-            )
+        lined = lined_up(lists, n, key[1] == OUTSIDE_BEFORE)
+        made[key] = (members, lists, _instances(key, members, [[x[k] for x in lined] for k in range(n)], range(n)))
+    offs = end_offsets(i for _m, _l, made_ in made.values() for i in made_)
+    for key, (members, lists, found) in made.items():
+        if offs and not all(ends_agree(i, offs) for i in found):
+            if len(members) == 2:
+                pairs = repaired(lists[0], lists[1], members, offs)
+                found = _instances(key, members, [[lists[0][i], lists[1][j]] for i, j in pairs], [i for i, _ in pairs])
+            else:
+                found = [i for i in found if ends_agree(i, offs)]
+        if key[1] in OUTSIDE_STEPS:
+            res.outside.extend(found)
+            continue
+        res.instances.extend(found)
+        res.unmatched += sum(len(x) for x in lists) - len(members) * len(found)
+        paired = {int(i) for ins in found for i in ins.idx}
+        for r, x in zip(members, lists):
+            res.unmatched_rows.setdefault(r, []).extend((e[0], e[1], e[7]) for e in x if e[2] not in paired)
     return res
 
 
-def _lined_up(lists: list[list[tuple]], n: int, from_last: bool) -> list[list[tuple]]:
-    """The n arrivals of each member to pair, where some hold more than others (a capture cut
-    through earlier work, a collective one rank ran before its steps' range): the run whose kernels'
-    ends keep the steadiest distance to the shortest list's (a clock offset moves them all alike),
-    as the members of a collective finish together. HTA's trace_filter: rank 0 holds one more
-    all-to-all in step 551, and paired from the first, three of its kernels 'waited' 141 ms for
-    kernels that began after they ended. With one to pair, or a tie: from the first, or from the
-    last (from_last: kernels from before the capture, pp_gpu's 5 and 7)."""
-    ref = min(lists, key=len)
-    ref_end = np.array([e[1] for e in ref], np.int64)
+def _instances(key: tuple, members: list[int], rows: list[list[tuple]], orders) -> list[Instance]:
+    """One instance per row of the members' arrivals (rank_comm's tuples), but rows holding
+    different collectives at the same position."""
     out = []
-    for x in lists:
-        extra = len(x) - n
-        default = extra if from_last else 0
-        best = default
-        if extra and n > 1:
-            ends = np.array([e[1] for e in x], np.int64)
-
-            def spread(o: int) -> int:
-                d = ends[o : o + n] - ref_end
-                return int(np.abs(d - np.median(d)).sum())
-
-            cost = spread(default)
-            for o in range(extra + 1):
-                c = spread(o)
-                if c < cost:
-                    best, cost = o, c
-        out.append(x[best : best + n])
+    for k, row in zip(orders, rows):
+        if len({e[3] for e in row}) > 1:
+            continue
+        nbytes = next((e[4] for e in row if e[4]), None)
+        out.append(
+            Instance(
+                key[0],
+                row[0][3],
+                key[1],
+                k,
+                members,
+                np.array([e[2] for e in row], np.int64),
+                np.array([e[0] for e in row], np.int64),
+                np.array([e[1] for e in row], np.int64),
+                nbytes,
+                np.array([e[5] for e in row], np.int64),
+                np.array([e[6] for e in row], bool),
+                np.array([e[7] for e in row], np.int64),
+            )
+        )
     return out
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..model.categories import Cat
-from ..model.fmt import UNSPLIT_NCCL_NOTE, number_list
+from ..model.fmt import UNSPLIT_NCCL_NOTE, number_list, unmatched_nccl_note
 from ..model.trace import Trace
 from . import contention, launch, outliers, pipeline, syncs
 from .breakdown import RankBreakdown
@@ -79,7 +79,7 @@ def utilization(rb: RankBreakdown, unsplit: bool = False) -> list[dict]:
         f"{label} {sh[k]:.0%}{note}"
         for k, label, note in (
             ("nccl_wait", "NCCL waiting", ""),
-            ("nccl_transfer", "NCCL transfer", ""),
+            ("nccl_transfer", "NCCL transfer", unmatched_nccl_note(rb.nccl_unmatched_share())),
             ("nccl", "NCCL", UNSPLIT_NCCL_NOTE),
             ("copy", "copies", ""),
             ("idle", "idle", ""),

@@ -70,6 +70,14 @@ _GPU_PARTS = (("nccl_wait", "NCCL waiting"), ("nccl_transfer", "NCCL transfer"),
 UNSPLIT_NCCL_NOTE = " (waiting not told apart from transfer: none of its peers' arrivals on record)"
 
 
+def unmatched_nccl_note(share: float) -> str:
+    """The clause after "NCCL transfer X%" where part of it is kernels matched with no other
+    rank's (analysis.pairing: a sampled trace, kernels the other ranks' traces lack)."""
+    if share < 0.005:
+        return ""
+    return f" (including {share:.0%} in kernels matched with no other rank's: their waiting not told apart)"
+
+
 def utilization_line(r: dict) -> str:
     """One rank's utilization in words, from its analysis row (analyze --json's ranks[]): the GPU
     utilization is the compute share; beside it what else held the GPU, and the host's split."""
@@ -81,7 +89,10 @@ def utilization_line(r: dict) -> str:
         # no GPU time to share out (a CPU-only capture, no kernels in its steps): "utilization 0%,
         # idle 0%" would contradict itself
         out, said = "no GPU work on record", []
-    parts = [(label, sh[k], "") for k, label in said]
+    parts = [
+        (label, sh[k], unmatched_nccl_note(r.get("nccl_unmatched") or 0.0) if k == "nccl_transfer" else "")
+        for k, label in said
+    ]
     if r.get("nccl_split") is False:  # analysis.reduce._unsplit: none of its peers' arrivals on record
         nccl = sh.get("nccl_transfer", 0.0) + sh.get("nccl_wait", 0.0)
         parts = [("NCCL", nccl, UNSPLIT_NCCL_NOTE)] + [

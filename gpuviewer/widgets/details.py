@@ -135,6 +135,10 @@ class DetailsPanel(QTreeWidget):
         coll = self.collectives.get(int(i))
         if coll is not None:
             rows += _collective_rows(coll, lane.rank)
+        elif self.collectives and int(c["cat"][i]) == Cat.COMM_KERNEL:
+            # the analysis matched others: this one no other rank's trace holds (sampled away,
+            # a rank the session lacks), so its wait is not told apart from its transfer
+            rows.append(("Collective", "matched with no other rank's kernel: its waiting is not told apart"))
         if self.work is not None and int(c["cat"][i]) == Cat.KERNEL:
             try:
                 rows += self.work(int(i))

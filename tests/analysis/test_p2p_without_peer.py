@@ -85,4 +85,7 @@ def test_two_ranks_of_a_larger_job_pair_only_a_collectives_transfers():
         for r, v in per.items()
     }
     assert not match_arrivals(as_sends, [0, 1], 128).instances
-    assert len(match_arrivals(as_sends, [0, 1], 2).instances) == len(as_collective.instances)
+    # in a job of two they pair by position (a sender may end before its receiver arrives: their
+    # ends are not compared, as an all-to-all's are)
+    by_position = sum(min(len(as_sends[0].get(k, [])), len(as_sends[1].get(k, []))) for k in as_sends[0])
+    assert len(match_arrivals(as_sends, [0, 1], 2).instances) == by_position > len(as_collective.instances)

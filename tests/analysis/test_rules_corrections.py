@@ -311,8 +311,10 @@ def test_peerless_sendrecv_kernels_are_paired_by_their_collective():
     """HTA's trace_filter runs its all-to-alls, all-reduces and all-gather as SendRecv kernels with no
     peer on record, and its two ranks issue them in other orders in step 552. Paired by position, an
     all-to-all's kernel met an all-reduce's (rank 1 'waited' 130 ms there). Paired by the collective
-    around each launch (the raw nccl:* annotations, read here), each rank's wait a step is the sum of
-    min(the other's start - its start, its kernel's length) over its kernels, per collective in order."""
+    around each launch (the raw nccl:* annotations, read here), and within it by their ends (events
+    were sampled away: the n-th of one rank need not be the other's n-th; the members of a
+    collective end together, within 1 ms), each rank's wait a step is the sum of min(the other's
+    start - its start, its kernel's length) over its paired kernels."""
     folder = compat_path("facebookresearch__HolisticTraceAnalysis", "trace_filter")
     per: dict = {}
     seq: dict = {}  # (rank, step): the collective of each SendRecv kernel, in launch order
@@ -340,7 +342,13 @@ def test_peerless_sendrecv_kernels_are_paired_by_their_collective():
     for st in per[0]:
         want = [0.0, 0.0]
         for op in per[0][st]:
-            for (t0, d0), (t1, d1) in zip(per[0][st][op], per[1][st][op]):
+            ends = {t + d: (t, d) for t, d in per[1][st][op]}
+            pairs = [
+                (k0, next(ends[e] for e in ends if abs(e - k0[0] - k0[1]) <= 1000))
+                for k0 in per[0][st][op]
+                if any(abs(e - k0[0] - k0[1]) <= 1000 for e in ends)
+            ]
+            for (t0, d0), (t1, d1) in pairs:
                 want[0] += max(0.0, min(t1 - t0, d0)) / 1e3
                 want[1] += max(0.0, min(t0 - t1, d1)) / 1e3
         assert said[st]["0"] == pytest.approx(want[0], abs=0.01), (st, said[st], want)

@@ -90,3 +90,29 @@ def test_a_sender_done_before_its_peer_came_is_not_called_the_last(qtbot):
     QApplication.processEvents()
     items = {d.topLevelItem(k).text(0): d.topLevelItem(k).text(1) for k in range(d.topLevelItemCount())}
     assert items["Waiting for others"] == f"none (its kernel ended before rank {late} arrived: it sent without waiting)"
+
+
+def test_a_kernel_no_other_rank_holds_says_so(qtbot):
+    """HTA's trace_filter (2 of 128 ranks, events sampled away): an NCCL kernel the collectives
+    table does not hold (no other rank's kernel ran with it) says its wait is not told apart; one
+    the table holds shows its collective."""
+    from conftest import compat_path
+    from PySide6.QtWidgets import QApplication
+
+    from gpuviewer.model.categories import Cat
+    from gpuviewer.widgets.details import DetailsPanel
+
+    s = gpuviewer.open(compat_path("facebookresearch__HolisticTraceAnalysis", "trace_filter"))
+    held = set(s.sql("SELECT id FROM collectives")["id"].tolist())
+    nccl = np.flatnonzero(np.asarray(s.trace.columns["cat"]) == Cat.COMM_KERNEL).tolist()
+    lone = [i for i in nccl if i not in held]
+    assert lone and held
+    d = DetailsPanel()
+    qtbot.addWidget(d)
+    d.set_trace(s.trace)
+    d.collectives = s.analysis.kernel_collectives
+    for i, want in ((lone[0], "matched with no other rank's kernel"), (min(held), "SendRecv #")):
+        d.show_event(int(i))
+        QApplication.processEvents()
+        items = {d.topLevelItem(k).text(0): d.topLevelItem(k).text(1) for k in range(d.topLevelItemCount())}
+        assert items["Collective"].startswith(want), items
