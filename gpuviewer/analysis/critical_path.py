@@ -245,23 +245,18 @@ NAMED_HOST_NS = 1_000_000  # host work on the path this long is said: what the h
 def _name_host_work(trace: Trace, cps: dict[int, CriticalPath]) -> dict[int, CriticalPath]:
     """Host work on each path said as what the host did (its segments are named by the CUDA call
     that ends them: ddp's step 3 was 'host work before cudaStreamIsCapturing (and 2307 more)' around
-    its planted 50 ms sleep): time no op recorded where that is most of it (stall_on's sleep), else
-    the op with the most self time where it holds a quarter or more."""
-    from .host import recorded_ns, thread_activity
+    its planted 50 ms sleep), by host.host_did, as the what-if names a gap it removes."""
+    from .host import host_did
 
     for cp in cps.values():
         for sg in cp.segments:
-            n = sg.end_ns - sg.start_ns
-            if sg.resource != "host" or n < NAMED_HOST_NS or not sg.what.startswith("host work "):
+            if sg.resource != "host" or sg.end_ns - sg.start_ns < NAMED_HOST_NS or not sg.what.startswith("host work "):
                 continue
-            unseen = n - recorded_ns(trace, sg.rank, sg.start_ns, sg.end_ns)
-            if unseen >= 0.5 * n:
-                said = f"no op recorded for {unseen / 1e6:.1f} ms of it"
-            else:
-                rows = thread_activity(trace, sg.rank, sg.start_ns, sg.end_ns)
-                if not rows or rows[0]["ms"] * 1e6 < 0.25 * n:
-                    continue
-                said = f"{rows[0]['name']} {rows[0]['ms']:.1f} ms of it"
+            did = host_did(trace, sg.rank, sg.start_ns, sg.end_ns)
+            if did is None:
+                continue
+            name, ns = did
+            said = f"no op recorded for {ns / 1e6:.1f} ms of it" if name is None else f"{name} {ns / 1e6:.1f} ms of it"
             sg.what = f"host work ({said}) {sg.what.removeprefix('host work ')}"
     return cps
 

@@ -479,27 +479,22 @@ def apply(
 
 
 def _filled_by(g: dg.DepGraph, trace: Trace | None, edge: int) -> str:
-    """What the host did in a gap (host edge `edge`), where one recorded op or call took half of
-    it or more: nsys_ddp's 48 ms before a CUDA call was an OS runtime clock_nanosleep."""
+    """What the host did in a gap (host edge `edge`), by host.host_did, as the critical path
+    names host work: nsys_ddp's 48 ms before a CUDA call was an OS runtime clock_nanosleep."""
     if trace is None:
         return ""
-    from .host import COVER_MAX, covering_op, thread_activity
+    from .host import host_did
 
     u, v = int(g.e_src[edge]), int(g.e_dst[edge]) // 2
     a = g.t0 + int(g.rec_e[u // 2] if u % 2 else g.rec_s[u // 2])
     b = g.t0 + int(g.rec_s[v])
-    if b <= a:
+    did = host_did(trace, int(g.rank[v]), a, b) if b > a else None
+    if did is None:
         return ""
-    # the innermost op that spans most of the gap, its callees included (as analyze says it: a
-    # DataLoader's __next__ spans 68.8 ms of a 69.2 ms gap, 46.3 ms of it its own time), unless it
-    # is the script's outer frame, many times the gap; else the call with the most own time
-    cov = covering_op(trace, int(g.rank[v]), a, b, max_times=COVER_MAX)
-    if cov is not None:
-        return f"; the host was in {trace.name_of(cov[0])} for {cov[1] / 1e6:.1f} ms of its {(b - a) / 1e6:.1f} ms"
-    rows = thread_activity(trace, int(g.rank[v]), a, b)
-    if not rows or rows[0]["ms"] * 1e6 < 0.5 * (b - a):
-        return ""
-    return f"; the host was in {rows[0]['name']} for {rows[0]['ms']:.1f} ms of its {(b - a) / 1e6:.1f} ms"
+    name, ns = did
+    if name is None:
+        return f"; no op was recorded for {ns / 1e6:.1f} ms of its {(b - a) / 1e6:.1f} ms"
+    return f"; the host was in {name} for {ns / 1e6:.1f} ms of its {(b - a) / 1e6:.1f} ms"
 
 
 # an edge offset that never binds (a removed wait): far below any time, far from overflowing int64

@@ -94,6 +94,34 @@ def test_ddp_remove_gap_shortens_step_3():
     assert float(row[2]) == pytest.approx(step3["after_ms"], abs=1e-3)
 
 
+def test_a_removed_gap_no_op_recorded_says_so():
+    """stall_on sleeps ~25 ms a step where the profiler records no op. The removed gap was named
+    only where an op filled it; now by the critical path's rule (host.host_did): 'no op was recorded
+    for X ms of its Y ms', X the longest stretch of step 3 that the raw file's host events (every
+    'X' event on the CPU threads, step markers left out) leave uncovered."""
+    import re
+
+    r = run_cli("whatif", trace_path("whatif", "stall_on.json.gz"), "--remove-gap", "0:3")
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"no op was recorded for ([\d.]+) ms of its ([\d.]+) ms", r.stdout)
+    assert m, r.stdout
+    with gzip.open(trace_path("whatif", "stall_on.json.gz"), "rt") as f:
+        ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    (st,) = [e for e in ev if e.get("name") == "ProfilerStep#3" and e.get("cat") == "user_annotation"]
+    host = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in ev
+        if e.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime", "python_function")
+        and not str(e.get("name", "")).startswith("ProfilerStep#")
+        and st["ts"] <= e["ts"] < st["ts"] + st["dur"]
+    )
+    longest, reach = 0.0, st["ts"]
+    for a, b in host:
+        longest, reach = max(longest, a - reach), max(reach, b)
+    assert float(m[1]) == pytest.approx(longest / 1e3, abs=0.1), (m[1], longest / 1e3)
+    assert float(m[1]) <= float(m[2])
+
+
 @pytest.fixture(scope="module")
 def ddp_session():
     from gpuviewer.session import Session
