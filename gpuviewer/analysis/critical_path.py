@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..model.categories import LaneKind
+from ..model.categories import GPU_LANE_KINDS
 from ..model.trace import Trace
 from . import depgraph as dg
 from . import whatif as wi
@@ -269,7 +269,7 @@ def _whole_capture(trace: Trace, cps: dict[int, CriticalPath]) -> dict[int, Crit
         spans = [
             (int(np.asarray(c["start"][sl]).min()), int((np.asarray(c["start"][sl]) + np.asarray(c["dur"][sl])).max()))
             for i, ln in enumerate(trace.lanes)
-            if ln.kind in (LaneKind.GPU, LaneKind.COMM) and (sl := trace.lane_slice(i)).stop > sl.start
+            if ln.kind in GPU_LANE_KINDS and (sl := trace.lane_slice(i)).stop > sl.start
         ]
         for cp in cps.values():
             cp.loop = False

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..model import queries as q
-from ..model.categories import CAT_LABEL, GPU_WORK, Cat, LaneKind
+from ..model.categories import CAT_LABEL, GPU_LANE_KINDS, GPU_WORK, Cat, LaneKind
 from ..model.trace import Trace
 
 # Calls in which the host waits for the GPU (and so for other ranks through it).
@@ -499,7 +499,7 @@ def launched_before_capture(trace: Trace, rank: int) -> dict[int, np.ndarray]:
     c = trace.columns
     out: dict[int, list] = {}
     for i, ln in enumerate(trace.lanes):
-        if ln.rank != rank or ln.kind not in (LaneKind.GPU, LaneKind.COMM):
+        if ln.rank != rank or ln.kind not in GPU_LANE_KINDS:
             continue
         sl = trace.lane_slice(i)
         if sl.stop <= sl.start:

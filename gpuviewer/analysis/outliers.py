@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import queries as q
-from ..model.categories import CAT_LABEL, Cat, LaneKind
+from ..model.categories import CAT_LABEL, GPU_LANE_KINDS, Cat
 from ..model.trace import Trace
 from .breakdown import RankBreakdown
 from .host import HOST_KINDS, IDLE_WAIT, _step_markers, explain, launched_before_capture
@@ -146,9 +146,7 @@ def cause(trace: Trace, rank: int, s, others: list, excess_ns: float) -> tuple[d
     deepest host op explaining most of it; else whatever grew most."""
     gpu = [
         w
-        for w in explain(
-            trace, rank, _gpu_window(s), [_gpu_window(o) for o in others], kinds=(LaneKind.GPU, LaneKind.COMM), top=10
-        )
+        for w in explain(trace, rank, _gpu_window(s), [_gpu_window(o) for o in others], kinds=GPU_LANE_KINDS, top=10)
         if w["category"] in GPU_CATEGORIES
     ]
     host = (

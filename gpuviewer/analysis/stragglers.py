@@ -21,7 +21,7 @@ import re
 
 import numpy as np
 
-from ..model.categories import LaneKind
+from ..model.categories import GPU_LANE_KINDS, LaneKind
 from ..model.fmt import number_list
 from ..model.trace import Trace
 from .breakdown import RankBreakdown
@@ -437,7 +437,7 @@ def _why(maps: dict, rbs, colls: Collectives, r: int, steps: list[int], g: tuple
     return cause, ex, split
 
 
-GPU_KINDS = (LaneKind.GPU, LaneKind.COMM)
+GPU_KINDS = GPU_LANE_KINDS
 HOST_KINDS = (LaneKind.CPU, LaneKind.NVTX, LaneKind.OSRT, LaneKind.CUDA_API)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..model.categories import LaneKind
+from ..model.categories import GPU_LANE_KINDS, LaneKind
 from ..model.trace import Trace
 
 RESOURCES = ("host", "gpu", "comm", "copy", "idle")
@@ -236,9 +236,7 @@ def _place(trace: Trace, view: PathView) -> None:
             if near:
                 view.lane[i] = view.lane[near[0]]
                 continue
-            kinds = (
-                (LaneKind.CPU, LaneKind.CUDA_API) if RESOURCES[view.res[i]] == "host" else (LaneKind.GPU, LaneKind.COMM)
-            )
+            kinds = (LaneKind.CPU, LaneKind.CUDA_API) if RESOURCES[view.res[i]] == "host" else GPU_LANE_KINDS
             first = [ln for k in kinds for ln in lanes_of.get((int(r), k), [])]
             if first:
                 view.lane[i] = max(first, key=lambda ln: trace.lane_slice(ln).stop - trace.lane_slice(ln).start)
