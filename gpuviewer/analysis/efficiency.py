@@ -378,13 +378,14 @@ def _families(trace, keys, fam, kernels, dur, k_flops, k_bytes, parent, has_op, 
     time_ns = np.bincount(fam, weights=dur, minlength=n)
     count = np.bincount(fam, minlength=n)
     flops = np.bincount(fam, weights=np.nan_to_num(k_flops), minlength=n)
-    byts = np.bincount(fam, weights=np.nan_to_num(k_bytes), minlength=n)
+    byts = np.bincount(fam, weights=np.nan_to_num(k_bytes), minlength=n).astype(np.float64)
+    byts[np.bincount(fam, weights=has_op & np.isnan(k_bytes), minlength=n) > 0] = np.nan
     names = np.asarray(trace.columns["name"])[kernels]
     out = []
     for (kind, prec, tc, known), f in keys.items():
         m = fam == f
         t = float(time_ns[f])
-        fl, by = (float(flops[f]), float(byts[f])) if known else (None, None)
+        fl, by = (float(flops[f]), None if np.isnan(byts[f]) else float(byts[f])) if known else (None, None)
         tcb = {2: True, 1: False, 0: None}[tc]
         label = (
             kind
@@ -415,14 +416,15 @@ def _families(trace, keys, fam, kernels, dur, k_flops, k_bytes, parent, has_op, 
             "top_kernels": tops,
             "_id": f,
         }
-        if fl is not None and by is not None and t > 0:  # both None when the work is not known
+        if fl is not None and t > 0:  # bytes None too where an op's types are not on record (flops._bytes)
             row["tflops"] = fl / t / 1e3  # FLOP/ns = GFLOP/s
-            row["gbps"] = by / t  # B/ns = GB/s
-            row["intensity"] = fl / by if by > 0 else None
             roof = _roof(peaks, kind, prec, tcb, fl)
             if roof:
                 row["peak_tflops"] = roof
                 row["pct_of_peak"] = 100.0 * row["tflops"] / roof
+        if fl is not None and by is not None and t > 0:
+            row["gbps"] = by / t  # B/ns = GB/s
+            row["intensity"] = fl / by if by > 0 else None
             if peaks.gbps:
                 row["pct_of_bandwidth"] = 100.0 * row["gbps"] / peaks.gbps
             if fl == 0:

@@ -86,7 +86,10 @@ def _precision(ts) -> str | None:
 
 
 def _bytes(ts, out_elems: int | None = None) -> float:
-    """Inputs read once plus the output written once: out_elems, or the largest input's size."""
+    """Inputs read once plus the output written once: out_elems, or the largest input's size; NaN
+    where no tensor's type is on record (PyTorch 1.7-1.8 wrote 'Input type': []): not 0 bytes."""
+    if not ts:
+        return math.nan
     size = next((s for _, p, s in ts if p in FLOAT_PRECISIONS), 0) or next((s for _, _, s in ts if s), 0)
     read = sum(_numel(d) * (s or size) for d, _, s in ts)
     if out_elems is None:

@@ -35,8 +35,9 @@ _FIELDS = tuple(KEPT.values())
 _KEYS = tuple(msgspec.json.encode(k) + b":" for k in KEPT)
 _NULL = b"null"
 _COMM, _SHAPES = _FIELDS[:10], _FIELDS[10:]
-_GET_COMM, _GET_SHAPES = operator.attrgetter(*_COMM), operator.attrgetter(*_SHAPES)
-_NO_COMM, _NO_SHAPES = (None,) * len(_COMM), (None,) * len(_SHAPES)
+# the shapes and, last, PyTorch 1.7-1.8's "Input dims" (kept under "Input Dims" where that is absent)
+_GET_COMM, _GET_SHAPES = operator.attrgetter(*_COMM), operator.attrgetter(*_SHAPES, "in_dims_v1")
+_NO_COMM, _NO_SHAPES = (None,) * len(_COMM), (None,) * (len(_SHAPES) + 1)
 _ARGS = operator.attrgetter("args")
 
 
@@ -83,12 +84,14 @@ def capture(x: list, pos: np.ndarray, shapes_of: list[bool], comm_of: list[bool]
         if c == no_comm:
             if not want:
                 continue
-            d, ty, co = sh = shapes(a)
+            d, ty, co, d1 = sh = shapes(a)
             if sh == no_shapes:
                 continue
+            d = d if d is not None else d1
             vals: tuple = (None, d and bytes(d), ty and bytes(ty), co and bytes(co))
         else:
-            d, ty, co = shapes(a) if want else no_shapes
+            d, ty, co, d1 = shapes(a) if want else no_shapes
+            d = d if d is not None else d1
             vals = (tuple([v and bytes(v) for v in c]), d and bytes(d), ty and bytes(ty), co and bytes(co))
         r = index.get(vals)
         if r is None:

@@ -42,6 +42,8 @@ class KeptArgs(msgspec.Struct, gc=False):
     in_dims: msgspec.Raw = msgspec.field(default=None, name="Input Dims")  # type: ignore[assignment]
     in_types: msgspec.Raw = msgspec.field(default=None, name="Input type")  # type: ignore[assignment]
     concrete: msgspec.Raw = msgspec.field(default=None, name="Concrete Inputs")  # type: ignore[assignment]
+    # PyTorch 1.7-1.8's spelling of Input Dims (the TensorBoard plugin's ResNet-50 traces)
+    in_dims_v1: msgspec.Raw = msgspec.field(default=None, name="Input dims")  # type: ignore[assignment]
 
 
 class Args(KeptArgs, gc=False):

@@ -23,6 +23,7 @@ class _Shapes(msgspec.Struct):
     dims: Any = msgspec.field(default=None, name="Input Dims")
     types: Any = msgspec.field(default=None, name="Input type")
     concrete: Any = msgspec.field(default=None, name="Concrete Inputs")
+    dims_v1: Any = msgspec.field(default=None, name="Input dims")  # PyTorch 1.7-1.8's spelling
 
 
 _SPEC = ArgsSpec(_Shapes)
@@ -42,10 +43,20 @@ def op_shapes(trace: Trace, idx: np.ndarray) -> dict[int, dict]:
         return {}
     src = np.asarray(trace.columns["src"])[idx]
     first = idx[np.argsort(src, kind="stable")[:PROBE]]  # the earliest in the files: the first piece
-    probe = kept_args(trace, first, _SPEC)
+    probe = _v1(kept_args(trace, first, _SPEC))
     if not any("dims" in v for v in probe.values()):
         return {}
     rest = idx[~np.isin(idx, first)]
     out = {i: v for i, v in probe.items() if "dims" in v}
-    out.update({i: v for i, v in kept_args(trace, rest, _SPEC).items() if "dims" in v})
+    out.update({i: v for i, v in _v1(kept_args(trace, rest, _SPEC)).items() if "dims" in v})
     return out
+
+
+def _v1(got: dict[int, dict]) -> dict[int, dict]:
+    """PyTorch 1.7-1.8's "Input dims" as dims where "Input Dims" is absent (read from the file;
+    the capture at open keeps it under "Input Dims")."""
+    for v in got.values():
+        d1 = v.pop("dims_v1", None)
+        if "dims" not in v and d1 is not None:
+            v["dims"] = d1
+    return got
