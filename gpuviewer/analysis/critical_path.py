@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..model.categories import GPU_LANE_KINDS
+from ..model.categories import GPU_LANE_KINDS, GPU_WORK
 from ..model.trace import Trace
 from . import depgraph as dg
 from . import whatif as wi
@@ -152,11 +152,50 @@ def _edge_segment(g: dg.DepGraph, kind: int, off: int, i: int, u: int, busy=None
     return r, "idle", "?"
 
 
+def _idle_why(g: dg.DepGraph, launch: int, unlaunched: bool, T: np.ndarray, gap_start: int, op_start: int) -> str:
+    """Why a GPU op's stream sat idle before it, where the trace tells: its launch is not on
+    record; it was launched before the stream went idle, so the GPU waited with it queued for
+    something the trace does not show (HTA's negative_queue: a CUDA graph launched 66 ms before
+    its stream's 64 ms idle stretch began); or its launch call ran through the gap (a blocking or
+    pageable copy: the driver's own work before the copy, saxpy's DtoH)."""
+    if launch < 0:
+        return " (its launch not on record)" if unlaunched else ""
+    c0, c1 = int(T[launch & ~1]), int(T[launch | 1])
+    if c1 <= gap_start and op_start - gap_start >= dg.LAUNCH_MAX_NS:  # not a GPU's few us between ops
+        return " (launched before the stream went idle: it waited for something not on record)"
+    if c0 <= gap_start and c1 >= op_start:
+        return f" (its launch call, {_name(g, launch >> 1)}, ran through the gap)"
+    return ""
+
+
 def _own_resource(g: dg.DepGraph, i: int) -> str:
     return dg.KIND_NAME[int(g.kind[i])]
 
 
-def paths(g: dg.DepGraph, rp: wi.Replay, merge: bool = True) -> dict[int, CriticalPath]:
+def _launches(g: dg.DepGraph, trace: Trace | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per node: the slot of the CUDA call that launched it in the graph (-1: none), and whether
+    the trace holds no call of its correlation id on its rank (False where that is not known).
+    The graph links a launch to one op; a CUDA graph's ops share their launch's correlation id."""
+    slot = np.full(g.n, -1, np.int64)
+    lk = g.e_kind == dg.E_LAUNCH
+    slot[g.e_dst[lk] >> 1] = g.e_src[lk]
+    gpu = (g.kind >= dg.KERNEL) & (g.kind <= dg.COPY)
+    if trace is None:
+        return slot, np.zeros(g.n, bool)
+    c = trace.columns
+    corr = np.asarray(c["corr"]).astype(np.int64)
+    calls = np.flatnonzero((corr != 0) & ~np.isin(np.asarray(c["cat"]), list(GPU_WORK)))
+    none = np.zeros(g.n, bool)
+    ask = np.flatnonzero(gpu & (slot < 0))  # the ops the graph links to no launch: few
+    if len(calls) and len(ask):  # (a trace that pairs nothing records no launches: nothing to say)
+        call_rank = np.array([ln.rank for ln in trace.lanes], np.int64)[np.asarray(c["lane"])[calls]]
+        for r in np.unique(g.rank[ask]).tolist():
+            a = ask[g.rank[ask] == r]
+            none[a] = ~np.isin(corr[g.ev[a]], corr[calls[call_rank == r]])
+    return slot, none
+
+
+def paths(g: dg.DepGraph, rp: wi.Replay, merge: bool = True, trace: Trace | None = None) -> dict[int, CriticalPath]:
     o, _ = wi._incoming(g)
     src = g.e_src[o]
     kinds = g.e_kind[o]
@@ -166,6 +205,7 @@ def paths(g: dg.DepGraph, rp: wi.Replay, merge: bool = True) -> dict[int, Critic
     out: dict[int, CriticalPath] = {}
     gpu = np.flatnonzero((g.kind >= dg.KERNEL) & (g.kind <= dg.COPY))
     busy = _stream_busy(g, gpu)
+    launched, unlaunched = _launches(g, trace)
     for s, lo, hi in zip(steps, starts.tolist(), ends.tolist()):
         cp = CriticalPath(s, int(lo) + g.t0, int(hi) + g.t0)
         # the slot that ends the step: a rank's host end marker or a GPU op of the step
@@ -196,6 +236,8 @@ def paths(g: dg.DepGraph, rp: wi.Replay, merge: bool = True) -> dict[int, Critic
                 p = int(src[bi])
                 r, res, what = _edge_segment(g, int(kinds[bi]), int(offs[bi]), i, p >> 1, busy)
             tp = int(T[p])
+            if bi >= 0 and kinds[bi] == dg.E_STREAM and res == "idle":
+                what += _idle_why(g, int(launched[i]), bool(unlaunched[i]), T, tp, int(T[2 * i]))
             if tp < cursor:
                 segs.append(Segment(r, res, max(tp, int(lo)), cursor, what))
                 cursor = max(tp, int(lo))
@@ -236,7 +278,7 @@ def _merged(segs: list[Segment]) -> list[Segment]:
 def critical_paths(trace: Trace, args: dict[int, dict] | None = None) -> dict[int, CriticalPath]:
     """Each step's critical path as recorded (the replay with no change)."""
     g = wi.graph(trace, args)
-    return _whole_capture(trace, _name_host_work(trace, paths(g, wi.recorded(g))))
+    return _whole_capture(trace, _name_host_work(trace, paths(g, wi.recorded(g), trace=trace)))
 
 
 NAMED_HOST_NS = 1_000_000  # host work on the path this long is said: what the host did in it
@@ -318,7 +360,7 @@ def attach_paths(trace: Trace, analysis, args: dict[int, dict] | None = None) ->
         return
     try:
         g = wi.graph(trace, args, *_from_analysis(trace, analysis))
-        cps = _name_host_work(trace, paths(g, wi.recorded(g)))
+        cps = _name_host_work(trace, paths(g, wi.recorded(g), trace=trace))
     except (ValueError, IndexError) as e:  # a session the model cannot hold (no launches)
         analysis.notes.append(f"critical paths are not computed: {e}")
         return

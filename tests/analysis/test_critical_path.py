@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 
+import numpy as np
 import pytest
 from conftest import shared_listdir, shift_gpu_clock, trace_path
 
@@ -163,6 +164,77 @@ def test_host_work_in_one_op_says_its_time_with_its_callees():
         assert abs(float(m[1]) - max(spans) / 1e6) <= 0.1, (step, m[1], max(spans) / 1e6)
         checked += 1
     assert checked >= 5
+
+
+def test_an_idle_stream_gap_says_why_where_the_trace_tells():
+    """HTA's negative_queue (1 of 16 ranks): each step's path holds a 64 ms idle stretch before a
+    memset that a CUDA graph launch queued 66 ms before the stream went idle, and gaps before
+    kernels whose launch is not on record (Triton's, and ops launched before the capture). Each
+    idle segment so named is checked against the raw file: the GPU op that ends it, its launch
+    call by correlation id (ended before the gap began; the gap 0.2 ms or more), or none."""
+    import re
+
+    from conftest import compat_path
+
+    from gpuviewer.session import Session
+
+    path = compat_path("facebookresearch__HolisticTraceAnalysis", "negative_queue_length_values_check", "rank0.json.gz")
+    with gzip.open(path, "rt") as f:
+        ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    gpu = {round(e["ts"] * 1000): e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")}
+    calls = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "cuda_runtime" and "correlation" in e["args"]}
+    session = Session.open([path])
+    shift = {
+        st.step: st.start - next(e["ts"] for e in ev if e["name"] == f"ProfilerStep#{st.step}") * 1000
+        for st in session.trace.steps_of_rank(0)
+    }
+    seen = {"queued": 0, "unlaunched": 0}
+    for step, cp in session.critical_paths().items():
+        for sg in cp.segments:
+            if sg.resource != "idle" or " (and " in sg.what:
+                continue
+            op = gpu.get(round(sg.end_ns - shift[step]))
+            if "(launched before the stream went idle" in sg.what:
+                assert op is not None and sg.end_ns - sg.start_ns >= 200_000, sg
+                call = calls[op["args"]["correlation"]]
+                assert (call["ts"] + call["dur"]) * 1000 + shift[step] <= sg.start_ns, (sg, call)
+                assert re.match(r"stream gap before .+ \(launched before", sg.what)
+                seen["queued"] += 1
+            elif sg.what.endswith("(its launch not on record)"):
+                assert op is not None and op["args"].get("correlation") not in calls, sg
+                seen["unlaunched"] += 1
+    assert seen["queued"] >= 5 and seen["unlaunched"] >= 5, seen
+
+
+def test_a_stream_gap_inside_its_copys_call_says_so():
+    """pipit's saxpy (Nsight Systems): a device-to-pageable cudaMemcpy's copy starts microseconds
+    after the kernel before it, the call running all the while (the driver's staging): the gap is
+    the call's, said so, checked in the raw export (the copy by its start, its call by the
+    correlation id), its times moved by the export's own offset from the session's clock."""
+    import sqlite3
+
+    from conftest import compat_path
+
+    from gpuviewer.model.categories import Cat
+    from gpuviewer.session import Session
+
+    path = compat_path("hpcgroup__pipit", "saxpy-mpi-cuda_nsys_perlmutter0.sqlite")
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    copies = {r[0]: r[1] for r in db.execute("SELECT start, correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY")}
+    calls = {
+        r[2]: (r[0], r[1]) for r in db.execute("SELECT start, end, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+    }
+    (first,) = db.execute("SELECT MIN(start) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    session = Session.open([path])
+    c = session.trace.columns
+    kernels = np.asarray(c["cat"]) == Cat.KERNEL
+    shift = int(np.asarray(c["start"])[kernels].min()) - first
+    said = [sg for cp in session.critical_paths().values() for sg in cp.segments if "ran through the gap" in sg.what]
+    assert said
+    for sg in said:
+        assert sg.what.endswith("(its launch call, cudaMemcpy, ran through the gap)"), sg.what
+        call = calls[copies[sg.end_ns - shift]]
+        assert call[0] <= sg.start_ns - shift and call[1] >= sg.end_ns - shift, (sg, call)
 
 
 def test_an_op_queued_behind_the_gpus_work_is_gpu_time():
