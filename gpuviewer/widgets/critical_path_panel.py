@@ -80,6 +80,10 @@ class CriticalPathPanel(QWidget):
         hd = self.tree.header()  # "What" takes the room, so duration and share stay beside it
         hd.setStretchLastSection(False)
         hd.setSectionResizeMode(3, QHeaderView.Stretch)
+        # a click on a header sorts by it (the longest segments first: negative_queue's 64 ms idle
+        # stretch was row 150 of 300 in path order); # restores the path's order
+        self.tree.setSortingEnabled(True)
+        self.tree.sortByColumn(0, Qt.AscendingOrder)
         self.tree.itemActivated.connect(self._chosen)
         self.tree.itemClicked.connect(self._chosen)
         lay = QVBoxLayout(self)
@@ -136,7 +140,7 @@ class CriticalPathPanel(QWidget):
         self.tree.clear()
         items = []
         for n, r in enumerate(rows, 1):
-            it = QTreeWidgetItem(
+            it = _Row(
                 [
                     str(n),
                     str(r["rank"]),
@@ -147,6 +151,7 @@ class CriticalPathPanel(QWidget):
                 ]
             )
             it.setData(0, Qt.UserRole, r["index"])
+            it.keys = (n, r["rank"], r["resource"], r["what"], r["duration_ms"], r["share"])
             it.setToolTip(3, r["what"])
             for c in (0, 1, 4, 5):
                 it.setTextAlignment(c, Qt.AlignRight | Qt.AlignVCenter)
@@ -163,6 +168,18 @@ class CriticalPathPanel(QWidget):
         i = item.data(0, Qt.UserRole)
         if i is not None:
             self.segmentChosen.emit(int(i))
+
+
+class _Row(QTreeWidgetItem):
+    """A segment's row, sorted by its numbers (duration, share, rank, place), not their text."""
+
+    keys: tuple = ()
+
+    def __lt__(self, other) -> bool:
+        c = self.treeWidget().sortColumn() if self.treeWidget() is not None else 0
+        if isinstance(other, _Row) and self.keys and other.keys:
+            return self.keys[c] < other.keys[c]
+        return super().__lt__(other)
 
 
 def _shares(rows: list[dict]) -> str:

@@ -151,6 +151,23 @@ def test_the_step_details_list_its_path_and_a_click_goes_to_a_segment(opened, qa
     assert panel.step == n  # still this step's list
 
 
+def test_a_header_click_sorts_the_path_by_its_numbers(opened, qapp):
+    """Duration sorts by the segment's length (not the text: '9.9 ms' after '10.0 ms'), longest
+    first on a second click; # brings the path's order back."""
+    from PySide6.QtCore import Qt
+
+    w, cps, _ = opened
+    n, cp = max(cps.items(), key=lambda kv: len(kv[1].segments))
+    _show(w, qapp, n, on=False)
+    t = w.critical.panel.tree
+    lengths = sorted((s.end_ns - s.start_ns for s in cp.segments), reverse=True)
+    t.sortByColumn(4, Qt.DescendingOrder)
+    got = [float(t.topLevelItem(k).text(4).split()[0].replace(",", "")) for k in range(t.topLevelItemCount())]
+    assert got == [round(x / 1e6, 3) for x in lengths]
+    t.sortByColumn(0, Qt.AscendingOrder)
+    assert [t.topLevelItem(k).text(3) for k in range(t.topLevelItemCount())] == [s.what for s in cp.segments]
+
+
 def test_toggling_off_removes_the_layer(opened, qapp):
     w, cps, _ = opened
     n = sorted(cps)[1]
