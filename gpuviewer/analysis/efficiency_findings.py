@@ -24,7 +24,7 @@ from ..model import peaks as peak_table
 from ..model.categories import Cat
 from ..model.trace import Trace
 from . import kernel_class
-from .efficiency import Efficiency, conv_launched, step_gpu_time_ns
+from .efficiency import Efficiency, conv_launched, launch_parents, step_gpu_time_ns
 from .results import Analysis, Finding
 from .whatif import Change
 
@@ -380,13 +380,15 @@ def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[F
         s0, s1 = _span(ctx, m)
         # a convolution's FP32 kernels that multiply no matrices (Winograd and FFT transforms) run
         # without Tensor Cores too: said, not sped up (the V100 ResNet-50's 94% was 100% with them)
-        helpers = float(
-            sum(
-                r["time_ns"]
-                for r in eff.families
-                if r["kind"] == kind and r["tensor_cores"] is None and r["precision"] == "fp32"
-            )
-        )
+        # only those the same ops launched: nccl_parser_config's 1.0 ms of reductions came from the
+        # backward of its TF32 convolutions, not from the three SIMT ones
+        aids = [i for i, r in enumerate(eff.families) if r["kind"] == kind and r["tensor_cores"] is None]
+        aids = [i for i in aids if eff.families[i]["precision"] == "fp32"]
+        o = np.argsort(eff.kernel, kind="stable")
+        par = np.empty(len(o), np.int64)
+        par[o] = launch_parents(trace, kernels=eff.kernel[o])[1]  # each kernel's op, with work or not
+        ops = np.setdiff1d(par[m], [-1])
+        helpers = float(ctx["dur"][np.isin(eff.kernel_family, aids) & np.isin(par, ops)].sum())
         with_helpers = (
             f"; {(t + helpers) / of_kind:.0%} with the {helpers / 1e6:.1f} ms of FP32 helper kernels around them (transforms, "
             "reductions), which multiply no matrices (not sped up here)"

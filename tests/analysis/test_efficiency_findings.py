@@ -489,3 +489,30 @@ def test_a_split_k_reduce_belongs_to_the_gemm_before_it():
         out = json.loads(run_cli_once("analyze", path, "--json").stdout)
         (f,) = [f for f in _all(out["findings"]) if f["rule"] == "fp32_simt_gemm"]
         assert f["title"].startswith("FP32 matmuls without Tensor Cores: 100% of GEMM time"), (name, f["title"])
+
+
+def test_helper_kernels_are_counted_only_where_the_simt_convolutions_ops_launched_them():
+    """HTA's nccl_parser_config: three forward convolutions run on SIMT (scudnn) kernels, the rest
+    on TF32; the FP32 reductions (reduce_wgrad_nchw_helper, ReduceSplitK, 1.0 ms) are the TF32
+    convolutions' backward's. The finding said '6% with the 1.0 ms of FP32 helper kernels around
+    them'. From the raw file: each kernel's launching op (its launch call by correlation id, the
+    innermost cpu_op around the call); the reductions' ops launched no scudnn kernel, so no helper
+    clause."""
+    path = glob.glob(compat_path("facebookresearch__HolisticTraceAnalysis", "nccl_parser_config", "*.json.gz"))[0]
+    with gzip.open(path, "rt") as f:
+        ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    calls = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "cuda_runtime" and "correlation" in e["args"]}
+    ops = [e for e in ev if e.get("cat") == "cpu_op"]
+
+    def op_of(k):
+        c = calls.get(k["args"].get("correlation"))
+        around = [o for o in ops if c and o["tid"] == c["tid"] and o["ts"] <= c["ts"] <= o["ts"] + o["dur"]]
+        return id(min(around, key=lambda o: o["dur"])) if around else None
+
+    kernels = [e for e in ev if e.get("cat") == "kernel"]
+    simt_ops = {op_of(k) for k in kernels if "scudnn" in k["name"]} - {None}
+    aids = [k for k in kernels if "reduce_wgrad" in k["name"] or "ReduceSplitK" in k["name"]]
+    assert simt_ops and sum(k["dur"] for k in aids) > 500  # the premise: ~1 ms of reductions
+    assert not any(op_of(k) in simt_ops for k in aids)
+    (f,) = [x for x in _analyze(path)["findings"] if x["rule"] == "fp32_simt_conv"]
+    assert f["title"].startswith("FP32 convolutions without Tensor Cores") and "helper kernels" not in f["title"]
