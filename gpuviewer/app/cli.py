@@ -181,7 +181,7 @@ def show_analysis(a, args) -> int:
     for n in a.notes:
         _out(f"note: {n}")
     if a.efficiency:
-        from ..analysis.efficiency import summary_lines
+        from ..analysis.efficiency_text import summary_lines
 
         for ln in summary_lines(a.efficiency):
             _out(ln)
