@@ -75,6 +75,20 @@ def summary_lines(eff: dict) -> list[str]:
         pct = f" ({f['pct_of_peak']:.0f}% of peak)" if f.get("pct_of_peak") is not None else ""
         bw = f" {f['gbps']:.0f} GB/s" if f.get("gbps") and not f.get("flops") else ""
         bound = f", {f['bound']}-bound" if f.get("bound") else ""
+        if f.get("bound") == "memory" and not f.get("flops"):
+            # bytes only: 'memory-bound' is the roofline's verdict for no FLOPs, which says nothing
+            # of nearing the memory roof (the MI250 toy's 5x128 tensors: 6 GB/s, 0.4% of it)
+            pct_bw = f.get("pct_of_bandwidth")
+            if pct_bw is None:
+                bound = ""  # the device's bandwidth unknown: no verdict
+            elif round(pct_bw) < 10:
+                bound = (
+                    f", {pct_bw:.1g}% of the memory bandwidth: far below its roof (latency, launches or "
+                    "too little work per kernel)"
+                    if pct_bw < 1
+                    else f", {pct_bw:.0f}% of the memory bandwidth: far below its roof (latency, launches or too "
+                    "little work per kernel)"
+                )
         if (
             f.get("bound") == "memory"
             and f.get("flops")
@@ -96,6 +110,10 @@ def summary_lines(eff: dict) -> list[str]:
             f"  {f['name']}: {f['time_ns'] / total:.0%} of compute-kernel time"
             + (f",{rate}{pct}{bw}{bound}" if rate or bw else "")
         )
+    rest = (eff.get("families") or [])[6:]
+    if rest:  # the shares said add up to 100% with them
+        share = sum(f["time_ns"] for f in rest) / total
+        out.append(f"  {len(rest)} other famil{'y' if len(rest) == 1 else 'ies'}: {share:.0%} of compute-kernel time")
     o = eff.get("ops") or {}
     if o.get("unknown") or o.get("unknown_kernels"):
         names = ", ".join(f"{u['name']} ({u['ops']})" for u in o.get("unknown_names") or [])
