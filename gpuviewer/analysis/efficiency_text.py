@@ -110,10 +110,12 @@ def summary_lines(eff: dict) -> list[str]:
             f"  {f['name']}: {f['time_ns'] / total:.0%} of compute-kernel time"
             + (f",{rate}{pct}{bw}{bound}" if rate or bw else "")
         )
-    rest = (eff.get("families") or [])[6:]
-    if rest:  # the shares said add up to 100% with them
-        share = sum(f["time_ns"] for f in rest) / total
-        out.append(f"  {len(rest)} other famil{'y' if len(rest) == 1 else 'ies'}: {share:.0%} of compute-kernel time")
+    beyond = (eff.get("families") or [])[6:]
+    if beyond:  # the shares said add up to 100% with them
+        share = sum(f["time_ns"] for f in beyond) / total
+        out.append(
+            f"  {len(beyond)} other famil{'y' if len(beyond) == 1 else 'ies'}: {share:.0%} of compute-kernel time"
+        )
     o = eff.get("ops") or {}
     if o.get("unknown") or o.get("unknown_kernels"):
         names = ", ".join(f"{u['name']} ({u['ops']})" for u in o.get("unknown_names") or [])
