@@ -67,6 +67,7 @@ class _FileReader(PieceReader):
         self.lane_index: dict = {}
         self.chunks: list[dict] = []
         self.inst: list[tuple] = []
+        self._add = 0  # the shift onto the session axis, set at commit (finish)
         self.begins: list[tuple] = []  # B/E and b/e events, matched at the end
         # GPU memory samples in file order: a piece's columns (kineto_memory), or (ts, device,
         # allocated, reserved) of a piece the general path read
@@ -201,7 +202,7 @@ class _FileReader(PieceReader):
         """Commit this file's events to the builder as rank `rank`, shifted onto the session axis."""
         b = self.b
         self._match_begin_end()
-        add = base_ns + offset_ns
+        add = self._add = base_ns + offset_ns
         lane_map = np.empty(len(self.lanes), np.int32)
         for i, ln in enumerate(self.lanes):
             lane_map[i] = b.lane(rank, ln["kind"], ln["device"], ln["stream"], "", pid=ln["pid"], source=self.source)
@@ -447,6 +448,28 @@ class _FileReader(PieceReader):
                 "the last, after every other step) has no op, call or kernel starting in it, as the range a p.step() "
                 "right before the profiler's exit leaves: drawn on the timeline, not counted as a step"
             )
+        self._clip_to_record_window(first)
+
+    def _clip_to_record_window(self, first: int) -> None:
+        """A step range running past Kineto's 'Record Window End' instant ends there: nothing after
+        it was recorded (HTA's triton_example: ProfilerStep#1 closed 13.3 s after the window's end,
+        1.8 ms after its start; its host time was '100% no op recorded'). Said in a warning."""
+        nid = self.b.names.find("Record Window End")
+        if nid is None:
+            return
+        ends = [np.asarray(t)[np.asarray(nm) == nid] for t, _ln, nm in self.inst]
+        got = np.concatenate(ends) if ends else np.zeros(0, np.int64)
+        if not len(got):
+            return
+        end = int(got.max()) + self._add  # the instants are moved onto the session's axis at commit
+        for st in self.b.steps[first:]:
+            if st.start < end < st.end:
+                self.b.warnings.append(
+                    f"{os.path.basename(self.path)}: ProfilerStep#{st.step} runs "
+                    f"{duration_words(st.end - end)} past the profiler's record window (its 'Record Window End'): "
+                    "measured to the window's end, as nothing after it was recorded"
+                )
+                st.end = end
 
     def _optimizer_steps(self, rank: int) -> None:
         """No ProfilerStep ranges: a step is the span from one optimizer step's end to the next's

@@ -28,5 +28,9 @@ class Interner:
             append(i)
         return out
 
+    def find(self, s: str) -> int | None:
+        """The string's id, None where it was never interned."""
+        return self._index.get(s)
+
     def __len__(self) -> int:
         return len(self.strings)

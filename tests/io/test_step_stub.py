@@ -199,3 +199,25 @@ def test_the_last_step_of_a_file_cut_short_is_kept(tmp_path):
     # the same file whole, the last step's events removed: a stub
     p.write_text(json.dumps({"traceEvents": _steps_doc([(1000, 1900), (2000, 2900), (3000, 3900)], [0, 1])}))
     assert [x.step for x in gpuviewer.open(str(p), use_cache=False).trace.steps] == [0, 1]
+
+
+def test_a_step_running_past_the_record_window_ends_at_it():
+    """HTA's triton_example: ProfilerStep#1 was closed 13.3 s after Kineto's 'Record Window End'
+    instant, 1.8 ms after it began, so its host time read '100% no op recorded'. The step ends at
+    the window's end (from the raw file: its start and the instant, in microseconds), said in one
+    warning; the other shared traces' steps all end inside their windows and are untouched."""
+    path = compat_path("facebookresearch__HolisticTraceAnalysis", "triton_example", "triton_example.json.gz")
+    ev = _doc(path)["traceEvents"]
+    (win,) = [e["ts"] for e in ev if e.get("name") == "Record Window End"]
+    (st,) = [e for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")]
+    t = gpuviewer.open(path).trace
+    (s,) = t.steps_of_rank(0)
+    assert abs((s.end - s.start) - (win - st["ts"]) * 1000) <= 1_000, (s, win - st["ts"])
+    said = [w for w in t.warnings if "past the profiler's record window" in w]
+    over = (st["ts"] + st["dur"] - win) / 1e3
+    assert len(said) == 1 and "ProfilerStep#1" in said[0] and f"{over:,.2f} ms" in said[0], (said, over)
+    a = analyze_session(t)
+    assert a.ranks[0]["host_breakdown"]["framework"] > 0.5  # the recorded 1.8 ms: mostly ops
+    for name in ("ddp", "ddp_clean"):
+        other = gpuviewer.open(trace_path("kineto", name)).trace
+        assert not [w for w in other.warnings if "record window" in w]
