@@ -289,10 +289,16 @@ def compute(
     keys: dict[tuple, int] = {}
     fam = np.empty(len(kernels), np.int64)
     op_key = {}
+    # the precision an op's kernels' names say (volta_sgemm: fp32), where its types are not
+    # recorded (PyTorch 1.7-1.8's 'Input type': [])
+    op_prec: dict[int, str] = {}
+    if any(o in work and work[o].precision is None for o in op_ids.tolist()):
+        op_prec = {int(j): p for j, x in zip(op_inv.tolist(), inv.tolist()) if (p := k_prec[x])}
     for j, o in enumerate(op_ids.tolist()):
         if o in work:
             w = work[o]
-            prec = "tf32" if w.precision == "fp32" and op_tc[j] == 2 and w.kind in FLOP_KINDS else w.precision
+            wp = w.precision or op_prec.get(j)
+            prec = "tf32" if wp == "fp32" and op_tc[j] == 2 and w.kind in FLOP_KINDS else wp
             op_key[j] = keys.setdefault((w.kind, prec, int(op_tc[j]), True), len(keys))
     uk = np.flatnonzero(~has_op)
     if len(uk):

@@ -66,6 +66,8 @@ def test_matmul_work_from_either_spelling(name):
         assert row["flops"] == pytest.approx(raw[s], rel=1e-6), (s, row["flops"], raw[s])
     gemm = [f for f in a["efficiency"]["families"] if f["kind"] == "gemm"]
     assert gemm and all(f["flops"] for f in gemm) and not any("work unknown" in f["name"] for f in gemm)
+    # one family, fp32 as the kernels' names say where the types are not recorded (volta_sgemm)
+    assert len(gemm) == 1 and gemm[0]["precision"] == "fp32" and "sgemm" in " ".join(gemm[0]["top_kernels"]), gemm
 
 
 def test_bytes_are_unknown_where_the_types_are_not_recorded():
