@@ -31,7 +31,6 @@ from . import intervals as iv
 from .host import flows_by_dst
 from .host_split import host_split
 
-GPU_LANES = GPU_LANE_KINDS
 WARMUP_FACTOR = 2.0  # a first step this many times the median of the others is warm-up
 
 
@@ -206,7 +205,7 @@ class RankBreakdown:
 
 
 def gpu_ops(trace: Trace, rank: int) -> np.ndarray:
-    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in GPU_LANES]
+    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in GPU_LANE_KINDS]
     if not lanes:
         return np.zeros(0, np.int64)
     parts = [np.arange(trace.lane_slice(ln).start, trace.lane_slice(ln).stop) for ln in lanes]

@@ -188,7 +188,7 @@ def _launches(g: dg.DepGraph, trace: Trace | None) -> tuple[np.ndarray, np.ndarr
     none = np.zeros(g.n, bool)
     ask = np.flatnonzero(gpu & (slot < 0))  # the ops the graph links to no launch: few
     if len(calls) and len(ask):  # (a trace that pairs nothing records no launches: nothing to say)
-        call_rank = np.array([ln.rank for ln in trace.lanes], np.int64)[np.asarray(c["lane"])[calls]]
+        call_rank = trace.lane_rank_array()[np.asarray(c["lane"])[calls]]
         for r in np.unique(g.rank[ask]).tolist():
             a = ask[g.rank[ask] == r]
             none[a] = ~np.isin(corr[g.ev[a]], corr[calls[call_rank == r]])

@@ -426,7 +426,8 @@ def _families(trace, keys, fam, kernels, dur, k_flops, k_bytes, parent, has_op, 
             row["tflops"] = fl / t / 1e3  # FLOP/ns = GFLOP/s
             roof = _roof(peaks, kind, prec, tcb, fl)
             if roof:
-                row["peak_tflops"], row["pct_of_peak"] = roof, 100.0 * row["tflops"] / roof
+                row["peak_tflops"] = roof
+                row["pct_of_peak"] = 100.0 * row["tflops"] / roof
         if fl is not None and by is not None and t > 0:
             row["gbps"] = by / t  # B/ns = GB/s
             row["intensity"] = fl / by if by > 0 else None

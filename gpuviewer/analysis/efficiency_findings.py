@@ -382,13 +382,12 @@ def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[F
         # without Tensor Cores too: said, not sped up (the V100 ResNet-50's 94% was 100% with them)
         # only those the same ops launched: nccl_parser_config's 1.0 ms of reductions came from the
         # backward of its TF32 convolutions, not from the three SIMT ones
-        aids = [i for i, r in enumerate(eff.families) if r["kind"] == kind and r["tensor_cores"] is None]
-        aids = [i for i in aids if eff.families[i]["precision"] == "fp32"]
-        o = np.argsort(eff.kernel, kind="stable")
-        par = np.empty(len(o), np.int64)
-        par[o] = launch_parents(trace, kernels=eff.kernel[o])[1]  # each kernel's op, with work or not
-        ops = np.setdiff1d(par[m], [-1])
-        helpers = float(ctx["dur"][np.isin(eff.kernel_family, aids) & np.isin(par, ops)].sum())
+        helpers = 0.0
+        if kind == "conv":  # (the launching ops looked up only where the clause can be said)
+            aids = [i for i, r in enumerate(eff.families) if r["kind"] == kind and r["tensor_cores"] is None]
+            aids = [i for i in aids if eff.families[i]["precision"] == "fp32"]
+            par = launch_parents(trace, kernels=eff.kernel)[1]  # each kernel's op, with work or not
+            helpers = float(ctx["dur"][np.isin(eff.kernel_family, aids) & np.isin(par, par[m][par[m] >= 0])].sum())
         with_helpers = (
             f"; {(t + helpers) / of_kind:.0%} with the {helpers / 1e6:.1f} ms of FP32 helper kernels around them (transforms, "
             "reductions), which multiply no matrices (not sped up here)"

@@ -67,7 +67,6 @@ class _FileReader(PieceReader):
         self.lane_index: dict = {}
         self.chunks: list[dict] = []
         self.inst: list[tuple] = []
-        self._add = 0  # the shift onto the session axis, set at commit (finish)
         self.begins: list[tuple] = []  # B/E and b/e events, matched at the end
         # GPU memory samples in file order: a piece's columns (kineto_memory), or (ts, device,
         # allocated, reserved) of a piece the general path read
@@ -202,7 +201,7 @@ class _FileReader(PieceReader):
         """Commit this file's events to the builder as rank `rank`, shifted onto the session axis."""
         b = self.b
         self._match_begin_end()
-        add = self._add = base_ns + offset_ns
+        add = base_ns + offset_ns
         lane_map = np.empty(len(self.lanes), np.int32)
         for i, ln in enumerate(self.lanes):
             lane_map[i] = b.lane(rank, ln["kind"], ln["device"], ln["stream"], "", pid=ln["pid"], source=self.source)
@@ -235,7 +234,7 @@ class _FileReader(PieceReader):
         if isinstance(meta.get("host_name"), str):
             info.host = text(meta["host_name"], 4096)
         self._labels()
-        self._steps(rank)
+        self._steps(rank, add)
         self._memory(rank, add)
         for (pid, name), pts in self.counters.items():
             arr = np.array(pts, dtype=np.float64)
@@ -413,7 +412,9 @@ class _FileReader(PieceReader):
                 cat[host & np.isin(c["name"], comm_ops)] = Cat.COMM_OP
         mark_comm_lanes(self.b.lanes, self.chunks)
 
-    def _steps(self, rank: int) -> None:
+    def _steps(self, rank: int, add: int) -> None:
+        """The rank's steps from its ProfilerStep ranges (add: the shift onto the session's axis,
+        which the chunks have had and the instants have not)."""
         strings = self.b.names.strings
         step_ids = {i: int(m.group(1)) for i, s in enumerate(strings) if (m := _STEP.match(s))}
         huge = sum(1 for s in strings if s.startswith("ProfilerStep#") and _HUGE_STEP.match(s))
@@ -448,9 +449,9 @@ class _FileReader(PieceReader):
                 "the last, after every other step) has no op, call or kernel starting in it, as the range a p.step() "
                 "right before the profiler's exit leaves: drawn on the timeline, not counted as a step"
             )
-        self._clip_to_record_window(first)
+        self._clip_to_record_window(first, add)
 
-    def _clip_to_record_window(self, first: int) -> None:
+    def _clip_to_record_window(self, first: int, add: int) -> None:
         """A step range running past Kineto's 'Record Window End' instant ends there: nothing after
         it was recorded (HTA's triton_example: ProfilerStep#1 closed 13.3 s after the window's end,
         1.8 ms after its start; its host time was '100% no op recorded'). Said in a warning."""
@@ -461,7 +462,7 @@ class _FileReader(PieceReader):
         got = np.concatenate(ends) if ends else np.zeros(0, np.int64)
         if not len(got):
             return
-        end = int(got.max()) + self._add  # the instants are moved onto the session's axis at commit
+        end = int(got.max()) + add  # the instants are moved onto the session's axis at commit (add)
         for st in self.b.steps[first:]:
             if st.start < end < st.end:
                 self.b.warnings.append(
