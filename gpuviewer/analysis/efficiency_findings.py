@@ -25,6 +25,9 @@ from ..model.categories import Cat
 from ..model.trace import Trace
 from . import kernel_class
 from .efficiency import Efficiency, conv_launched, launch_parents, step_gpu_time_ns
+from .foreach import FOREACH as _FOREACH
+from .foreach import FUSED_ALREADY as _FUSED_ALREADY
+from .foreach import foreach_clause, optimizer_kernels, unfused_foreach
 from .results import Analysis, Finding
 from .whatif import Change
 
@@ -32,12 +35,8 @@ SIMT_MIN_SHARE = 0.01  # of kernel time: less is not worth a finding
 ELEMENTWISE_MIN_SHARE = 0.10  # of the steps' GPU time
 FUSED_PCT = 50.0  # fusing elementwise chains: assumed to halve their time (said in the saving)
 SHAPE_MIN_SHARE = 0.02  # of GEMM time
-FOREACH_SHARE = 0.25  # of the elementwise time: the optimizer's foreach kernels said apart
-_FOREACH = re.compile(r"multi_tensor_apply")
-# a fused optimizer's own kernels run through multi_tensor_apply too (PyTorch's fused Adam/AdamW/SGD:
-# FusedOptimizerTensorListMetadata, Fused*Functor; apex's and TransformerEngine's FusedAdam)
+FOREACH_SHARE = 0.25  # of the elementwise time: the foreach kernels said apart
 _NOT_OPTIMIZER = re.compile(r"unscale|NonFinite|Norm", re.IGNORECASE)  # AMP's unscale, gradient norms
-_FUSED_ALREADY = re.compile(r"FusedOptimizer|Fused\w*Functor|fused_adam|FusedAdam", re.IGNORECASE)
 SHAPE_PCT_BELOW = 0.6  # a shape under 60% of the best shape's % of peak
 # A Tensor-Core GEMM kernel takes about 3 µs however small (H200, cuBLAS through PyTorch 2.11:
 # 64x512x512 in bf16 2.9 µs, in TF32 3.6-3.9 µs; scripts/record_tf32_pair.py): the peak ratio
@@ -530,25 +529,13 @@ def _elementwise(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list
     kt = float(ctx["dur"][inside].sum())
     # the optimizer's foreach kernels (multi_tensor_apply) are fused across tensors already: a
     # fused optimizer, not torch.compile, is their fix (nsys_ddp: 47% of these kernels' time)
-    names = np.asarray(trace.columns["name"])[eff.kernel[m]]
-    opt_t = 0.0
-    if len(names):
-        ids, inv = np.unique(names, return_inverse=True)
-        foreach = np.array(
-            [
-                bool(_FOREACH.search(trace.names[int(i)])) and not _FUSED_ALREADY.search(trace.names[int(i)])
-                for i in ids
-            ],
-            bool,
-        )[inv]
-        opt_t = float(ctx["dur"][m][foreach].sum())
-    how = "fuse them (torch.compile)"
+    foreach = unfused_foreach(trace, np.asarray(trace.columns["name"])[eff.kernel[m]])
+    opt_t = float(ctx["dur"][m][foreach].sum())
+    how, in_opt = "fuse them (torch.compile)", None
     if opt_t >= FOREACH_SHARE * t:
-        how += (
-            f"; {opt_t / t:.0%} of that time is foreach kernels (multi_tensor_apply: the optimizer's, "
-            "gradient clipping's), fused across tensors already: for the optimizer's, a fused optimizer "
-            "is the fix (fused=True, as in torch.optim.AdamW(..., fused=True))"
-        )
+        where = optimizer_kernels(trace, eff.kernel[m][foreach])
+        in_opt = None if where is None else float(ctx["dur"][m][foreach][where[0]].sum())
+        how += foreach_clause(opt_t / t, None if in_opt is None else in_opt / t, where[1] if where else [])
     # a capture without steps (its one window: the GPU's first op to its last) has no steps to name
     of = "the GPU's time in the capture" if not trace.steps else "the steps' time on the GPU"
     title = (
@@ -560,7 +547,9 @@ def _elementwise(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list
         "share_of_kernels": round(t / kt, 4),
         "time_ms": round(t / 1e6, 3),
         "kernels": int(m.sum()),
-        "foreach_ms": round(opt_t / 1e6, 3),  # of time_ms: the optimizer's foreach kernels
+        "foreach_ms": round(opt_t / 1e6, 3),  # of time_ms: foreach kernels not of a fused optimizer
+        # of foreach_ms: launched in an optimizer's step (None: not said, or no step range on record)
+        "foreach_optimizer_ms": None if in_opt is None else round(in_opt / 1e6, 3),
         "steps": len(windows),
         "evidence": _evidence(trace, eff, ctx, m),
     }
