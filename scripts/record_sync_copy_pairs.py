@@ -14,31 +14,19 @@ Writes OUTDIR/{base,sync,copy,base_again}.json.gz and OUTDIR/pairs.json (each ru
 CUDA-synchronised wall time, and the unprofiled median).
 """
 
-import gzip
 import json
 import os
-import shutil
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile, schedule
+from record_common import record
 
 DEV = "cuda"
 L, D = 16, 2048
 B = int(os.environ.get("GV_BATCH", "4096"))  # 16384: the GPU bound, the host hidden behind it
 COPY_TARGET = os.environ.get("GV_COPY_TARGET", "1") == "1"  # the target copied too, or only the input
 ACTIVE = 6
-
-
-def export(prof, path):
-    raw = path[:-3]
-    prof.export_chrome_trace(raw)
-    with open(raw, "rb") as f, gzip.open(path, "wb", compresslevel=6) as g:
-        shutil.copyfileobj(f, g)
-    os.remove(raw)
 
 
 def make(kind):
@@ -76,37 +64,7 @@ def make(kind):
 
 def run(out, kind, tag):
     step = make(kind)
-    for _ in range(10):
-        step()
-    torch.cuda.synchronize()
-    plain = []
-    for _ in range(30):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        plain.append((time.perf_counter() - t0) * 1e3)
-    path = os.path.join(out, f"{tag}.json.gz")
-    prof_steps = []
-    with profile(
-        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-        schedule=schedule(wait=1, warmup=1, active=ACTIVE),
-        on_trace_ready=lambda p: export(p, path),
-        record_shapes=True,
-    ) as p:
-        for s in range(2 + ACTIVE):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            step()
-            torch.cuda.synchronize()
-            if s >= 2:
-                prof_steps.append(round((time.perf_counter() - t0) * 1e3, 3))
-            p.step()
-    return {
-        "mean_step_ms": statistics.mean(prof_steps),
-        "steps_ms": prof_steps,
-        "unprofiled_median_ms": round(statistics.median(plain), 3),
-    }
+    return record(step, os.path.join(out, f"{tag}.json.gz"), ACTIVE, warm=10)
 
 
 def main():

@@ -10,29 +10,19 @@ Usage (on the device machine): python3 scripts/record_tf32_pair.py OUTDIR
 Writes OUTDIR/{launch_eager,launch_graph}_{fp32,tf32}.json.gz and OUTDIR/tf32_pairs.json.
 """
 
-import gzip
 import json
 import os
-import shutil
 import statistics
 import sys
 import tempfile
-import time
 
 import torch
-from torch.profiler import ProfilerActivity, profile, schedule
+from record_common import record
+from torch.profiler import ProfilerActivity, profile
 
 DEV = "cuda"
 L, D, B, PASSES = 32, 512, 64, 10
 ACTIVE = 6
-
-
-def export(prof, path):
-    raw = path[:-3]
-    prof.export_chrome_trace(raw)
-    with open(raw, "rb") as f, gzip.open(path, "wb", compresslevel=6) as g:
-        shutil.copyfileobj(f, g)
-    os.remove(raw)
 
 
 def precision(p):
@@ -72,38 +62,7 @@ def run(out, mode, prec):
         def step():
             forward(layers, x)
 
-    for _ in range(20):
-        step()
-    torch.cuda.synchronize()
-    # unprofiled step times, CUDA-synchronised
-    plain = []
-    for _ in range(30):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        plain.append((time.perf_counter() - t0) * 1e3)
-    path = os.path.join(out, f"launch_{mode}_{prec}.json.gz")
-    prof_steps = []
-    with profile(
-        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-        schedule=schedule(wait=1, warmup=1, active=ACTIVE),
-        on_trace_ready=lambda p: export(p, path),
-        record_shapes=True,
-    ) as p:
-        for s in range(2 + ACTIVE):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            step()
-            torch.cuda.synchronize()
-            if s >= 2:
-                prof_steps.append(round((time.perf_counter() - t0) * 1e3, 3))
-            p.step()
-    return {
-        "mean_step_ms": statistics.mean(prof_steps),
-        "steps_ms": prof_steps,
-        "unprofiled_median_ms": round(statistics.median(plain), 3),
-    }
+    return record(step, os.path.join(out, f"launch_{mode}_{prec}.json.gz"), ACTIVE, warm=20)
 
 
 def kernel_times(fn, reps=50):
