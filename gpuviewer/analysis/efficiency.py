@@ -264,7 +264,7 @@ def compute(
             for tc, pr, kd, n in zip(tcs, k_prec, k_kind, nm)
         ]
     tc_code = np.array([{True: 2, False: 1, None: 0}[tc] for tc in tcs], np.int8)[inv]
-    kernel_class.follow_split_k(tc_code, nm, inv, np.asarray(c["lane"])[kernels])
+    fam_inv = kernel_class.follow_split_k(tc_code, nm, inv, np.asarray(c["lane"])[kernels])
     # a GEMM kernel a convolution launched is convolution work (cuDNN runs convolutions as
     # volta_sgemm, implicit GEMM or FFT gcgemm kernels): a matmul's advice does not apply to it.
     # Asked of the GEMM-named kernels only (their launching ops found where shapes were not)
@@ -302,7 +302,7 @@ def compute(
             op_key[j] = keys.setdefault((w.kind, prec, int(op_tc[j]), True), len(keys))
     uk = np.flatnonzero(~has_op)
     if len(uk):
-        combo, cinv = np.unique((inv[uk] * 3 + tc_code[uk]) * 2 + by_conv[uk], return_inverse=True)
+        combo, cinv = np.unique((fam_inv[uk] * 3 + tc_code[uk]) * 2 + by_conv[uk], return_inverse=True)
         ck = np.array(
             [
                 keys.setdefault((_kind_of(k_kind[x // 6], x % 2), k_prec[x // 6], x // 2 % 3, False), len(keys))

@@ -17,6 +17,7 @@ model, so only time on the critical path counts, never idle time):
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import numpy as np
 
@@ -538,9 +539,12 @@ def _elementwise(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list
         how += foreach_clause(opt_t / t, None if in_opt is None else in_opt / t, where[1] if where else [])
     # a capture without steps (its one window: the GPU's first op to its last) has no steps to name
     of = "the GPU's time in the capture" if not trace.steps else "the steps' time on the GPU"
+    n_steps = max(Counter(w[0] for w in windows).values())  # the time is their sum (an audit: read as a step's)
+    span = "" if not trace.steps else f" in {n_steps} step{'s' * (n_steps != 1)}"
     title = (
         f"Memory-bound elementwise and norm ops take {t / step_t:.0%} of {of} "
-        f"({t / kt:.0%} of its compute-kernel time; {t / 1e6:.1f} ms in {int(m.sum()):,} kernels{_over(ctx, m)}{bw}): {how}"
+        f"({t / kt:.0%} of its compute-kernel time; {t / 1e6:.1f} ms in {int(m.sum()):,} kernels{span}{_over(ctx, m)}{bw}): "
+        f"{how}"
     )
     metrics = {
         "share_of_steps": round(t / step_t, 4),

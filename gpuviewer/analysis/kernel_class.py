@@ -154,13 +154,18 @@ def newest_arch(names: list[str]) -> tuple[int, str] | None:
 _SPLIT_K = re.compile(r"splitKreduce|splitk_?reduce", re.IGNORECASE)
 
 
-def follow_split_k(tc_code: np.ndarray, names: list[str], inv: np.ndarray, lanes: np.ndarray) -> None:
+def follow_split_k(tc_code: np.ndarray, names: list[str], inv: np.ndarray, lanes: np.ndarray) -> np.ndarray:
     """Give each split-K reduce kernel the Tensor-Core verdict of the GEMM kernel before it on its
     lane (in place; kernels in event order, so a lane's are in start order). Without ops on record
     its family was its own 'gemm fp32' (launch_graph: 75% of GEMM time on the SIMT units where the
-    eager run of the same kernels, whose op joins them, said 100%)."""
+    eager run of the same kernels, whose op joins them, said 100%). Returns inv with each such
+    reduce given its GEMM's name: the family it joins (its own name's 'float' is no GEMM's
+    precision: launch_graph_tf32's reduces read 'gemm fp32, Tensor Cores' beside their TF32 GEMMs)."""
     split = np.array([bool(_SPLIT_K.search(n)) for n in names], bool)[inv] if len(inv) else np.zeros(0, bool)
     gemm = np.array([kind(n) == "gemm" and not _SPLIT_K.search(n) for n in names], bool)[inv] if len(inv) else split
     at = np.flatnonzero(split[1:]) + 1
     ok = gemm[at - 1] & (lanes[at] == lanes[at - 1])
     tc_code[at[ok]] = tc_code[at[ok] - 1]
+    joined = inv.copy()
+    joined[at[ok]] = inv[at[ok] - 1]
+    return joined

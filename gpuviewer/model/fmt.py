@@ -134,7 +134,9 @@ def utilization_line(r: dict) -> str:
                 # 4 places, so 0.005 is a share it can give): a GPU-bound run's host waiting in
                 # launch calls
                 ("queue", "blocked on a full launch queue"),
-                ("sync", "syncs"),
+                # a pageable copy's call holds the host as a sync does, and is counted with them
+                # (copy.json.gz: 53 of its 71 points; "syncs" alone sent an audit looking for them)
+                ("sync", "syncs and blocking copies"),
                 # only where one is on record: the Python tracer's (with_stack) sleep, lock or
                 # queue, or nsys's OS runtime trace's sleep or poll on the loop's thread
                 ("wait", "waits (sleep, locks, queues, polls)"),

@@ -196,7 +196,7 @@ _SYNC = re.compile(r"(Stream|Device|Event|Ctx)Synchroni[sz]e|^cudaMemcpy(_v\d+)?
 _HOST = re.compile(
     r"^rank (\d+): .*host: framework ops (\d+)%"
     r"(?: \(including \d+% in annotated ranges with no op recorded under them\))?, launch calls (\d+)%, "
-    r"(?:blocked on a full launch queue (\d+)%, )?syncs (\d+)%, no op recorded (\d+)%",
+    r"(?:blocked on a full launch queue (\d+)%, )?syncs and blocking copies (\d+)%, no op recorded (\d+)%",
     re.M,
 )
 

@@ -71,7 +71,7 @@ FIGURES = {
     "host_bound_idle": [(r"idle ([\d.]+) ms a step", "gap_ms_per_step", 1, max)],
     "step_outlier": [(r"took (\d+) ms", "duration_ms", 1, max)],
     "memory_headroom": [(r"\((\d+)%\)", "fraction", 100, max)],
-    "copy_bound": [(r"copies fill (\d+)% of the GPU's time", "copy_share", 100, max)],
+    "copy_bound": [(r"copies (?:and memsets )?fill (\d+)% of the GPU's time", "copy_share", 100, max)],
     "unattributed_ops": [(r"([\d,]+) (?:kernels|GPU ops) without", "ops", 1, max)],
     "host_sync": [(r"next launch: .*? \((\d+)% of its time\)", "idle_after_share", 100, max)],
 }
