@@ -17,6 +17,7 @@ import numpy as np
 
 from ..model.categories import LaneKind
 from ..model.trace import Trace
+from .breakdown import launch_times
 
 OPTIMIZER_STEP = "Optimizer.step#"
 FOREACH = re.compile(r"multi_tensor_apply")
@@ -50,12 +51,8 @@ def optimizer_kernels(trace: Trace, kernels: np.ndarray) -> tuple[np.ndarray, li
     inside = np.zeros(len(kernels), bool)
     if not len(ranges) or not len(kernels):
         return (inside, []) if len(ranges) else None
-    api, gpu = (np.asarray(a, np.int64) for a in trace.flows)
-    o = np.argsort(gpu, kind="stable")
-    gs, ap = gpu[o], api[o]
-    pos = np.minimum(np.searchsorted(gs, kernels), max(len(gs) - 1, 0))
-    has = (gs[pos] == kernels) if len(gs) else np.zeros(len(kernels), bool)
-    t = np.where(has, np.asarray(c["start"])[ap[pos]] if len(gs) else 0, 0).astype(np.int64)
+    t, has = launch_times(trace, kernels)
+    t = t.astype(np.int64)
     k_rank = lane_rank[np.asarray(c["lane"])[kernels]]
     r_rank = lane_rank[np.asarray(c["lane"])[ranges]]
     r_start = np.asarray(c["start"])[ranges].astype(np.int64)
