@@ -116,6 +116,7 @@ class Rank:
     coll: dict = field(default_factory=dict)  # op index -> collective args (NCCL kernels)
     step: np.ndarray | None = None  # step number of each op, -1: none
     launch_end: np.ndarray | None = None  # when the launch call returned (ns), meaningful where linked
+    syncs: tuple | None = None  # the host's synchronize calls and synchronous cudaMemcpy, as union() intervals
 
     def attribute(self) -> None:
         n = len(self.start)
@@ -208,7 +209,7 @@ def kineto_rank(path: str, fallback_rank: int = 0) -> Rank:
     dist = meta.get("distributedInfo") or {}
     rank = int(dist["rank"]) if isinstance(dist.get("rank"), int) else fallback_rank
     steps, launches = {}, {}
-    ops = []
+    ops, syncs = [], []
     for e in events:
         if e.get("ph") != "X":
             continue
@@ -219,6 +220,8 @@ def kineto_rank(path: str, fallback_rank: int = 0) -> Rank:
                 s = _ns(e["ts"])
                 steps[int(m.group(1))] = (int(m.group(1)), s, s + _ns(e["dur"]))
         elif cat in ("cuda_runtime", "cuda_driver"):
+            if "Synchronize" in str(e.get("name")) or e.get("name") == "cudaMemcpy":
+                syncs.append((_ns(e["ts"]), _ns(e["ts"]) + _ns(e.get("dur", 0))))
             c = (e.get("args") or {}).get("correlation")
             if c is not None and c not in launches:
                 launches[c] = (_ns(e["ts"]), _ns(e["ts"]) + _ns(e.get("dur", 0)))
@@ -262,6 +265,7 @@ def kineto_rank(path: str, fallback_rank: int = 0) -> Rank:
             }
     r = Rank(rank, sorted(steps.values(), key=lambda s: s[1]), start, end, kind, stream, linked, launch, names, coll)
     r.launch_end = launch_end
+    r.syncs = union([x[0] for x in syncs], [x[1] for x in syncs])
     r.attribute()
     return r
 
@@ -391,6 +395,24 @@ def rank_launch_gaps(r: Rank, us: np.ndarray, ue: np.ndarray, longer: bool = Fal
         return not r.linked[k] or ends[k] > t
 
     return launch_gaps(us, ue, r.start[work], late, longer)
+
+
+def rank_host_gaps(r: Rank, us: np.ndarray, ue: np.ndarray, blocked=None) -> int:
+    """The part of the rank's longer launch gaps (launch_gaps(longer=True)) up to the return of the
+    launch the GPU waited for (the latest among the ops starting the next stretch; the whole gap
+    where one has no launch on record), less its overlap with blocked (the host's sync calls, as
+    union() intervals): the time the GPU waited for a host busy elsewhere, in ns."""
+    work = np.flatnonzero(r.kind != COMM)
+    start = r.start[work]
+    ret = np.where(r.linked[work], r.launch_end[work], np.iinfo(np.int64).max)
+    gs, ge = [], []
+    for j in np.flatnonzero(us[1:] - ue[:-1] >= SHORT_GAP_NS):
+        t = ret[start == us[j + 1]].max(initial=np.iinfo(np.int64).min)
+        if t > ue[j]:  # the GPU waited for that launch
+            gs.append(int(ue[j]))
+            ge.append(int(min(t, us[j + 1])))
+    spans = union(np.array(gs, np.int64), np.array(ge, np.int64))
+    return length(spans) - (intersect_length(spans, blocked) if blocked is not None else 0)
 
 
 def step_breakdown(r: Rank) -> list[dict]:

@@ -61,7 +61,8 @@ def step_launch(trace: Trace, rb: RankBreakdown) -> dict:
     by one (count, total and median duration) and those a CUDA graph launched (graph_kernels),
     and inside its GPU window the time busy with work other than communication and the idle in
     gaps shorter than SHORT_GAP_NS between that work that end at an op launched on its own
-    (count, ns)."""
+    (count, ns); the longer gaps that end at such an op (long_gap_ns; long_gap_spans: each from the work's end to
+    the launch's return, as (starts, ends))."""
     c = trace.columns
     ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
     if not len(ops):
@@ -104,7 +105,8 @@ def step_launch(trace: Trace, rb: RankBreakdown) -> dict:
         # ...that end at an op whose launch returned after the GPU went idle
         waited = launched[1:] > b[:-1]
         short = g[(g > 0) & (g < SHORT_GAP_NS) & waited]
-        longer = g[(g >= SHORT_GAP_NS) & waited]  # the host later still: what a launch-free replay also shortens
+        lg = (g >= SHORT_GAP_NS) & waited
+        longer = g[lg]  # the host later still: what a launch-free replay also shortens
         in_step = (op_step == sb.step) if sb.step is not None else np.ones(len(ops), bool)
         d = (e - s)[kern & in_step]
         out[sb.step] = {
@@ -116,6 +118,8 @@ def step_launch(trace: Trace, rb: RankBreakdown) -> dict:
             "gap_ns": int(short.sum()),
             "gaps": int(len(short)),
             "long_gap_ns": int(longer.sum()),
+            # up to the launch's return: after it the op waited for something else (a recv)
+            "long_gap_spans": (b[:-1][lg], np.minimum(launched[1:], a[1:])[lg]),
         }
     return out
 

@@ -8,8 +8,9 @@ stages, each sending or receiving in every step. SendRecv kernels launched by al
 (`nccl:all_to_all`, `c10d::alltoall_base_`) are named as such.
 
 A stage's time in a step that is not computing is split in two: the idle between its own kernels
-(the launch path, launch.py), and the rest (waiting in send/recv for another stage, the host):
-the bubble the schedule causes is only the second. When the stage the others wait for (the one
+that ends at a launch while its host was not blocked in a sync (the launch path and the host's
+own work, launch.py), and the rest (waiting in send/recv for another stage, or a host blocked
+waiting for it): the bubble the schedule causes is only the second. When the stage the others wait for (the one
 with the most compute and launch gaps) is launch-bound, the pipeline is launch-bound: more
 micro-batches would add launches, not hide them."""
 
@@ -25,6 +26,7 @@ from ..model.trace import Trace
 from . import intervals as iv
 from . import launch as L
 from .breakdown import RankBreakdown
+from .host_split import host_events
 
 _SENDRECV = re.compile(r"SendRecv|nccl\w*Kernel_(Send|Recv)")
 _SEND = re.compile(r"^(?:nccl:send\b|ncclSend$)")
@@ -72,6 +74,7 @@ def pipeline_facts(trace: Trace, rb: RankBreakdown) -> dict:
     if not out["p2p_kernels"]:
         return out
     out["launch"] = L.step_launch(trace, rb)
+    _host_gaps(trace, rb.rank, out["launch"])
     steps = sorted(trace.steps_of_rank(rb.rank), key=lambda s: s.start)
     out["stepped"] = bool(steps)
     # without step ranges the whole capture is one window
@@ -131,6 +134,21 @@ def pipeline_facts(trace: Trace, rb: RankBreakdown) -> dict:
         out[key] = [int(x) for x in np.max(counts, axis=0)] if counts else []
     out["edges"] = sorted(edges)
     return out
+
+
+def _host_gaps(trace: Trace, rank: int, launch: dict) -> None:
+    """Per step, host_gap_ns: the GPU's longer gaps that end at a launch (launch.step_launch), up
+    to the launch's return, while its host was not blocked in a sync or a wait: the host busy
+    elsewhere (its own work, not the schedule's). A gap the host spent blocked is left in the bubble: a host that waits for the GPU
+    (a recv's result) launches late because of the other stage."""
+    ev = host_events(trace, rank)
+    c = trace.columns
+    blocked = np.concatenate([ev["sync"], ev["wait"]])
+    s = np.asarray(c["start"][blocked]).astype(np.int64)
+    held = iv.union(s, s + np.asarray(c["dur"][blocked]).astype(np.int64))
+    for x in launch.values():
+        gs, ge = x.pop("long_gap_spans")
+        x["host_gap_ns"] = int(iv.length((gs, ge)) - iv.length(iv.intersect((gs, ge), held)))
 
 
 def stage_chain(facts: dict[int, dict], ranks: list[int]) -> list[int] | None:
@@ -225,7 +243,7 @@ def all_to_all(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
 
 
 def pipeline(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
-    """Per stage and step, its bubble (time not computing and not between its own kernels, over
+    """Per stage and step, its bubble (time not computing and not waiting for its host, over
     its window) next to the ideal (p-1)/(m+p-1); or, when the stage the others wait for is
     launch-bound, that. facts: rank -> pipeline_facts() of its map."""
     from .rule_base import finding
@@ -247,12 +265,14 @@ def pipeline(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
         rb, lp = by_rank[r], facts[r]["launch"]
         st = [x for x in rb.measured if x.window_ns > 0]
         gap = [lp[x.step]["gap_ns"] if x.step in lp else 0 for x in st]
-        bub = [max(0, x.window_ns - x.compute_ns - g) / x.window_ns for x, g in zip(st, gap)]
+        host = [lp[x.step].get("host_gap_ns", 0) if x.step in lp else 0 for x in st]
+        bub = [max(0, x.window_ns - x.compute_ns - g - h) / x.window_ns for x, g, h in zip(st, gap, host)]
         per_stage.append(
             {
                 "rank": r,
                 "bubble": float(np.mean(bub)) if bub else 0.0,
                 "launch": float(np.mean([g / x.window_ns for x, g in zip(st, gap)])) if st else 0.0,
+                "host": float(np.mean([h / x.window_ns for x, h in zip(st, host)])) if st else 0.0,
                 "compute": float(np.mean([x.compute_ns for x in st])) if st else 0.0,
                 "own": float(np.mean([x.compute_ns + g for x, g in zip(st, gap)])) if st else 0.0,
                 "launch_ns": gap,
@@ -276,6 +296,7 @@ def pipeline(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
             "rank": x["rank"],
             "bubble_fraction": round(x["bubble"], 4),
             "launch_gap_fraction": round(x["launch"], 4),
+            "host_gap_fraction": round(x["host"], 4),
             "compute_ms_per_step": round(x["compute"] / 1e6, 3),
         }
         for x in per_stage
@@ -286,10 +307,16 @@ def pipeline(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
         xs = [lp[x.step] for x in lb]
         k = sum(x["kernels"] for x in xs) / len(xs)
         med = float(np.median([x["median_kernel_ns"] for x in xs])) / 1e3
+        host_part = (
+            f" and {slow['host']:.0%} more in longer gaps waiting for a launch while its host was not blocked"
+            if slow["host"] >= 0.005
+            else ""
+        )
         title = (
             f"Pipeline of {p} stages, {m} micro-batches, launch-bound: stage {i} (rank {slow['rank']}), the "
-            f"busiest stage (compute and launch gaps), idles {slow['launch']:.0%} of its step between its own kernels "
-            f"({k:,.0f} a step, median {med:.1f} µs); not computing and not between its own kernels: "
+            f"busiest stage (compute and launch gaps), idles {slow['launch']:.0%} of its step in gaps under "
+            f"{L.SHORT_GAP_NS // 1000} µs that end at a launch ({k:,.0f} kernels a step, median {med:.1f} µs)"
+            f"{host_part}; the rest, not computing and not waiting for its host (the bubble): "
             f"{rest} (ideal bubble {ideal:.1%})"
         )
         impact = float(sum(slow["launch_ns"]))

@@ -12,9 +12,13 @@ Definitions, as the finding means them:
 - compute: the union of the rank's non-NCCL kernels (any step) inside the window.
 - launch gaps ("between its own kernels"): gaps under 100 µs between consecutive stretches of
   non-NCCL GPU work (kernels, copies, memsets) inside the window.
-- a stage's "not computing and not between its own kernels" share (bubble): the mean over the
-  steps of max(0, window - compute - launch gaps) / window; "idles X% between its own kernels":
-  the mean of launch gaps / window; the busiest stage: the most compute + launch gaps a step.
+- host gaps: gaps of 100 µs or more between those stretches that end at an op launched after the
+  GPU went idle, from the stretch's end to that launch call's return, less the host's synchronize
+  calls (and synchronous cudaMemcpy): the GPU waiting for a host busy elsewhere.
+- a stage's "not computing and not waiting for its host" share (bubble): the mean over the steps
+  of max(0, window - compute - launch gaps - host gaps) / window; "idles X% in gaps under 100
+  µs": the mean of launch gaps / window; "Y% more in longer gaps": the mean of host gaps / window;
+  the busiest stage: the most compute + launch gaps a step.
 - kernels a step: the step's own non-NCCL kernels; the median: the median of the per-step medians
   of their durations (over the steps that are launch-bound).
 - micro-batches m: the fewest 'nccl:send' host ops a step (the median over steps) of any stage;
@@ -103,6 +107,12 @@ def rank_steps(path: str) -> dict:
         for e in ev
         if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
     }
+    sync_calls = [
+        (e["ts"], e["ts"] + e["dur"])
+        for e in ev
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and ("Synchronize" in e["name"] or e["name"] == "cudaMemcpy")
+    ]
+    syncs = _union(_ns([x[0] for x in sync_calls]), _ns([x[1] for x in sync_calls]))
     gpu = [e for e in ev if e["pid"] in devices and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     s = _ns([e["ts"] for e in gpu])
     e_ = s + _ns([e["dur"] for e in gpu])
@@ -144,12 +154,23 @@ def rank_steps(path: str) -> dict:
         ws, we = _clip(work, w0, w1)
         # launch gaps: the op after the gap was launched after the GPU went idle
         gap = int(T.launch_gaps(ws, we, s[~nccl], lambda i, t: np.rint(te[i] * 1000) > t).sum())
+        # longer gaps the GPU waited for a launch in, up to the launch's return, less the host's syncs
+        hs, he = [], []
+        for j in np.flatnonzero(ws[1:] - we[:-1] >= 100_000):
+            at = s[~nccl] == ws[j + 1]
+            ret = max((np.inf if np.isinf(x) else int(np.rint(x * 1000)) for x in te[at]), default=-np.inf)
+            if ret > we[j]:
+                hs.append(int(we[j]))
+                he.append(int(min(ret, ws[j + 1])))
+        spans = _union(np.array(hs, np.int64), np.array(he, np.int64))
+        host_gap = int((spans[1] - spans[0]).sum()) - T.intersect_length(spans, syncs)
         steps.append(
             {
                 "step": host[k][2],
                 "window": w1 - w0,
                 "compute": _covered(comp, w0, w1),
                 "gap": gap,
+                "host": host_gap,
                 "busy": int((we - ws).sum()),
                 "gpu_time": (w1 - w0) + before,
                 "kernel_durs": (e_ - s)[mine & kern],
@@ -198,8 +219,11 @@ def expected(*parts: str) -> dict:
             {
                 "rank": r["rank"],
                 "steps": st,
-                "bubble": float(np.mean([max(0, x["window"] - x["compute"] - x["gap"]) / x["window"] for x in st])),
+                "bubble": float(
+                    np.mean([max(0, x["window"] - x["compute"] - x["gap"] - x["host"]) / x["window"] for x in st])
+                ),
                 "launch": float(np.mean([x["gap"] / x["window"] for x in st])),
+                "host": float(np.mean([x["host"] / x["window"] for x in st])),
                 "compute": float(np.mean([x["compute"] for x in st])),
                 "own": float(np.mean([x["compute"] + x["gap"] for x in st])),
             }
@@ -230,9 +254,10 @@ def test_pp_launch_bound_sentence():
     slow = x["stages"][x["slow"]]
     want = (
         f"Pipeline of {x['p']} stages, {x['m']} micro-batches, launch-bound: stage {x['slow']} (rank {slow['rank']}), "
-        f"the busiest stage (compute and launch gaps), idles {slow['launch']:.0%} of its step between its own "
-        f"kernels ({x['kernels']:,.0f} a step, median {x['median_us']:.1f} µs); not computing and not between its own "
-        f"kernels: "
+        f"the busiest stage (compute and launch gaps), idles {slow['launch']:.0%} of its step in gaps under 100 µs "
+        f"that end at a launch ({x['kernels']:,.0f} kernels a step, median {x['median_us']:.1f} µs) and "
+        f"{slow['host']:.0%} more in longer gaps waiting for a launch while its host was not blocked; the rest, not "
+        f"computing and not waiting for its host (the bubble): "
         + ", ".join(f"stage {i} {s['bubble']:.0%}" for i, s in enumerate(x["stages"]))
         + f" (ideal bubble {x['ideal']:.1%})"
     )
@@ -246,6 +271,7 @@ def test_pp_launch_bound_sentence():
         assert got["rank"] == s["rank"]
         assert got["bubble_fraction"] == pytest.approx(s["bubble"], abs=1e-4)
         assert got["launch_gap_fraction"] == pytest.approx(s["launch"], abs=1e-4)
+        assert got["host_gap_fraction"] == pytest.approx(s["host"], abs=1e-4)
         assert got["compute_ms_per_step"] == pytest.approx(s["compute"] / 1e6, abs=0.002)
 
 
