@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.categories import LaneKind
+from ..model.categories import Cat, LaneKind
 from ..model.trace import Trace
 from . import intervals as iv
 from . import launch as L
@@ -70,6 +70,7 @@ def pipeline_facts(trace: Trace, rb: RankBreakdown) -> dict:
         return out
     ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
     out["p2p_kernel_count"] = int(np.isin(np.asarray(c["name"][ops]), ids["kernel"]).sum())
+    out["comm_kernel_count"] = int((np.asarray(c["cat"][ops]) == Cat.COMM_KERNEL).sum())
     out["p2p_kernels"] = out["p2p_kernel_count"] > 0
     if not out["p2p_kernels"]:
         return out
@@ -134,6 +135,18 @@ def pipeline_facts(trace: Trace, rb: RankBreakdown) -> dict:
         out[key] = [int(x) for x in np.max(counts, axis=0)] if counts else []
     out["edges"] = sorted(edges)
     return out
+
+
+def comm_nouns(f: dict) -> tuple[str, str]:
+    """What a rank's NCCL kernels are called in a sentence (a count of them, and what waits): a
+    pipeline stage's SendRecv kernels are sends and receives, not collectives (pp: '16 collectives
+    a step' were point-to-point transfers); all-to-all's are collectives. f: pipeline_facts."""
+    p2p = f.get("p2p_kernel_count", 0) if f.get("p2p_kernels") and not sum(f.get("a2a") or []) else 0
+    if not p2p:
+        return "collectives", "its collectives"
+    if p2p >= f.get("comm_kernel_count", p2p):
+        return "send/receive kernels", "its sends and receives"
+    return "NCCL kernels", "its NCCL kernels"
 
 
 def _host_gaps(trace: Trace, rank: int, launch: dict) -> None:

@@ -19,6 +19,7 @@ from . import rules as R
 from .breakdown import RankBreakdown, set_caused, split_wait
 from .collectives import Collectives, alone_summary, match_arrivals, world_of
 from .links import slow_links
+from .pipeline import comm_nouns
 from .merge import (
     attach,
     merge_persistent,
@@ -80,7 +81,8 @@ def reduce(
         per_rank += R.RANK_RULES["low_gpu_utilization"](rb, rb.rank in unsplit)
         per_rank += R.RANK_RULES["unattributed_ops"](rb)
         per_rank += [R.settle(f, rb) for name in R.SETTLED for f in found[name]]
-        per_rank += [_with_comm_kernels(f, p) for f in R.RANK_RULES["exposed_communication"](rb)]
+        nouns = comm_nouns(p.pipeline)
+        per_rank += [_with_comm_kernels(f, p) for f in R.RANK_RULES["exposed_communication"](rb, nouns)]
         per_rank += found["step_outlier"]
         per_rank += found.get("copy_bound", [])  # (get: parts mapped before the rule existed)
         per_rank += found.get("host_sync", [])

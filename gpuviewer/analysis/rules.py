@@ -239,16 +239,17 @@ def unplaced(rb: RankBreakdown) -> list[dict]:
     ]
 
 
-def wait_clause(exposed_ms: float, wait_ms: float) -> str:
+def wait_clause(exposed_ms: float, wait_ms: float, who: str = "its collectives") -> str:
     """What exposed communication's title says of the waiting, true as written: the wait is
     measured on the collective kernels, exposed or not, so it is never said to be part of the
     exposed time; when it is longer, some of it must have run beside compute."""
     beside = " (some of it while compute runs)" if wait_ms > exposed_ms else ""
     # "a median": in ddp_long rank 0 waits 0 ms in four steps and 26-55 ms in the other four
-    return f"; its collectives wait a median {wait_ms:.1f} ms a step for other ranks{beside}"
+    return f"; {who} wait a median {wait_ms:.1f} ms a step for other ranks{beside}"
 
 
-def exposed(rb: RankBreakdown) -> list[dict]:
+def exposed(rb: RankBreakdown, nouns: tuple[str, str] = ("collectives", "its collectives")) -> list[dict]:
+    """nouns: what its NCCL kernels are called (pipeline.comm_nouns)."""
     steps = rb.measured
     if not any(s.comm_ns > 0 for s in steps):
         return []
@@ -267,10 +268,10 @@ def exposed(rb: RankBreakdown) -> list[dict]:
     worst = min(steps, key=lambda s: (abs(s.exposed_comm_ns - exposed), s.step if s.step is not None else 0))
     title = (
         f"Rank {rb.rank}: {exposed / 1e6:.1f} ms a step of communication not overlapped with compute "
-        f"(a median {share:.0%} of the step; {per_step} collectives a step)"
+        f"(a median {share:.0%} of the step; {per_step} {nouns[0]} a step)"
     )
     if wait >= 500_000:
-        title += wait_clause(exposed / 1e6, wait / 1e6)
+        title += wait_clause(exposed / 1e6, wait / 1e6, nouns[1])
     return [
         finding(
             "exposed_communication",
