@@ -28,6 +28,7 @@ from ..model.peaks import Peaks
 from ..model.trace import Trace
 from ..model.work_ops import ruled_names
 from . import kernel_class
+from .breakdown import launch_calls
 from .flops import FLOP_KINDS, op_work
 
 ShapesFetcher = Callable[[Trace, np.ndarray], dict]  # io.op_shapes.op_shapes
@@ -135,14 +136,9 @@ def launch_parents(
     if rank is not None:
         kernels = kernels[trace.lane_rank_array()[np.asarray(c["lane"])[kernels]] == rank]
     parent = np.full(len(kernels), -1, np.int64)
-    api, gpu = (np.asarray(a, np.int64) for a in trace.flows)
-    if not len(kernels) or not len(api):
+    if not len(kernels) or not len(trace.flows[0]):
         return kernels, parent
-    o = np.argsort(gpu, kind="stable")
-    gs, ap = gpu[o], api[o]
-    pos = np.minimum(np.searchsorted(gs, kernels), len(gs) - 1)
-    has = gs[pos] == kernels
-    launch = np.where(has, ap[pos], -1)
+    launch = launch_calls(trace, kernels)  # the flows sorted once per session, not once per call
     ruled = ruled_names(trace)
     lane = np.asarray(c["lane"])
     cpu_lane = {(ln.rank, ln.pid, ln.stream): i for i, ln in enumerate(trace.lanes) if ln.kind == LaneKind.CPU}
