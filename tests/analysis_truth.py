@@ -385,6 +385,20 @@ def launch_gaps(us: np.ndarray, ue: np.ndarray, op_start: np.ndarray, late_at, l
     return g[keep]
 
 
+def rank_launch_gap_spans(r: Rank, us: np.ndarray, ue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where rank_launch_gaps' short gaps lie: (starts, ends)."""
+    g = us[1:] - ue[:-1]
+    work = np.flatnonzero(r.kind != COMM)
+    start = r.start[work]
+    gs, ge = [], []
+    for j in np.flatnonzero((g > 0) & (g < SHORT_GAP_NS)):
+        at = work[start == us[j + 1]]
+        if any(not r.linked[k] or r.launch_end[k] > ue[j] for k in at):
+            gs.append(int(ue[j]))
+            ge.append(int(us[j + 1]))
+    return np.array(gs, np.int64), np.array(ge, np.int64)
+
+
 def rank_launch_gaps(r: Rank, us: np.ndarray, ue: np.ndarray, longer: bool = False) -> np.ndarray:
     """launch_gaps for a rank's non-NCCL ops."""
     work = np.flatnonzero(r.kind != COMM)

@@ -61,7 +61,7 @@ def step_launch(trace: Trace, rb: RankBreakdown) -> dict:
     by one (count, total and median duration) and those a CUDA graph launched (graph_kernels),
     and inside its GPU window the time busy with work other than communication and the idle in
     gaps shorter than SHORT_GAP_NS between that work that end at an op launched on its own
-    (count, ns); the longer gaps that end at such an op (long_gap_ns; long_gap_spans: each from the work's end to
+    (count, ns, and gap_comm_ns: the part of them NCCL kernels ran in); the longer gaps that end at such an op (long_gap_ns; long_gap_spans: each from the work's end to
     the launch's return, as (starts, ends))."""
     c = trace.columns
     ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
@@ -72,6 +72,7 @@ def step_launch(trace: Trace, rb: RankBreakdown) -> dict:
     e = s + np.asarray(c["dur"][ops]).astype(np.int64)
     work = cat != Cat.COMM_KERNEL
     busy = iv.union(s[work], e[work])
+    comm = iv.union(s[~work], e[~work])  # NCCL kernels may run in the gaps between the other work
     graph = graph_launched(trace, ops)
     # a gap that ends where a graph-launched op starts is the graph's own scheduling, not a launch;
     # per start of an op launched on its own, the latest return of the calls that launched the ops
@@ -104,7 +105,9 @@ def step_launch(trace: Trace, rb: RankBreakdown) -> dict:
         g = a[1:] - b[:-1]  # gaps between the work inside the window
         # ...that end at an op whose launch returned after the GPU went idle
         waited = launched[1:] > b[:-1]
-        short = g[(g > 0) & (g < SHORT_GAP_NS) & waited]
+        sg = (g > 0) & (g < SHORT_GAP_NS) & waited
+        short = g[sg]
+        gap_comm = iv.length(iv.intersect((b[:-1][sg], a[1:][sg]), comm)) if len(comm[0]) else 0
         lg = (g >= SHORT_GAP_NS) & waited
         longer = g[lg]  # the host later still: what a launch-free replay also shortens
         in_step = (op_step == sb.step) if sb.step is not None else np.ones(len(ops), bool)
@@ -117,6 +120,7 @@ def step_launch(trace: Trace, rb: RankBreakdown) -> dict:
             "busy_ns": int((b - a).sum()),
             "gap_ns": int(short.sum()),
             "gaps": int(len(short)),
+            "gap_comm_ns": int(gap_comm),
             "long_gap_ns": int(longer.sum()),
             # up to the launch's return: after it the op waited for something else (a recv)
             "long_gap_spans": (b[:-1][lg], np.minimum(launched[1:], a[1:])[lg]),
@@ -195,6 +199,11 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
     med_k = float(np.median([x["median_kernel_ns"] for x in xs])) / 1e3
     mean_gap = gap_ns / max(gaps, 1) / 1e3
     per_step = n / len(hit)
+    # NCCL kernels running in the gaps (DDP's all-reduces beside the backward): the GPU is not idle
+    # there, its other work waits (ddp_long: a third of the gaps' time; an audit's finding)
+    comm_in = sum(x.get("gap_comm_ns", 0) for x in xs) / max(gap_ns, 1)
+    who = "its work other than NCCL's waits" if comm_in >= 0.005 else "the GPU waits"
+    nccl = f"; NCCL kernels ran in {comm_in:.0%} of that time" if comm_in >= 0.005 else ""
     # the compute share (what the GPU is there for) and idle share of the launch-bound steps' GPU
     # time: another step's 3 s pageable copy (step_outlier) must not make it "compute 1%"
     w = sum(s.gpu_time_ns for s in hit)
@@ -204,9 +213,10 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
     s0, s1 = min(s.start_ns for s in hit), max(s.end_ns for s in hit)
     title = (
         f"Rank {rb.rank}: launch-bound{where} — {per_step:,.0f} kernels a step of {mean_k:.1f} µs on average "
-        f"(median {med_k:.1f} µs); the GPU waits for the next launch {gaps / len(hit):,.0f} times a step, "
-        f"{mean_gap:.1f} µs on average (gaps under {SHORT_GAP_NS // 1000} µs), {gap_ns / len(hit) / 1e6:.1f} ms "
-        f"a step, {share:.0%} of the time it spends running kernels or waiting for the next launch{_longer(xs, hit)}; "
+        f"(median {med_k:.1f} µs); {who} for the next launch {gaps / len(hit):,.0f} times a step, "
+        f"{mean_gap:.1f} µs on average (gaps under {SHORT_GAP_NS // 1000} µs{nccl}), {gap_ns / len(hit) / 1e6:.1f} ms "
+        f"a step, {share:.0%} of the time it spends running {'that work' if nccl else 'kernels'} or waiting for the next "
+        f"launch{_longer(xs, hit)}; "
         f"compute {compute:.0%} of its time{' in them' if where else ''}"
     )
     return [
@@ -228,6 +238,7 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
                     "launch_waits_per_step": round(gaps / len(hit), 1),
                     "launch_idle_ms_per_step": round(gap_ns / len(hit) / 1e6, 3),
                     "launch_idle_share": round(share, 4),
+                    "launch_gap_nccl_share": round(comm_in, 4),
                     "idle_fraction": round(idle, 4),
                     "compute_share": round(compute, 4),
                     "launch_bound_steps": [s.step for s in hit if s.step is not None],

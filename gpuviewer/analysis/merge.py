@@ -237,9 +237,28 @@ def merge_persistent(roots: list[dict]) -> list[dict]:
     # the rest of the lead's title speaks of "its host": with several late ranks named, say whose
     rest = lead["title"][lead["title"].index(" in all)") + len(" in all)") :]
     rest = rest.replace("; its host", f"; rank {m['late_rank']}'s host", 1)
+    # the lead's lag figures are of its late steps free of stalls and their after-effects, which
+    # its own title named and the cut above drops: named again (ddp_long's 'those steps' read as
+    # steps 6-9, whose lag grew 5.2 ms a step, where the 1.6 ms was steps 8 and 9's)
+    typ = m.get("usual_from_steps") or []
+    if typ and set(typ) != set(m["steps"]):
+        which = f"step {typ[0]}" if len(typ) == 1 else f"steps {number_list(typ)}"
+        rest = rest.replace(
+            "starts those steps", f"starts {which} (its late steps that hold no stall and follow none)", 1
+        ).replace("from the first of those steps to the last", f"from step {typ[0]} to step {typ[-1]}", 1)
+    # the steps that hold a stall or follow one: their waits are the stall's finding's too
+    usual = {str(s) for f in pers for s in (f["metrics"].get("usual_from_steps") or f["metrics"]["steps"])}
+    stalled = sorted(int(k) for k in m["wait_caused_ms_per_step"] if k not in usual)
+    of_stall = sum(v for k, v in m["wait_caused_ms_per_step"].items() if k not in usual)
+    beside = (
+        f", {of_stall:.0f} ms of it in step{'s' if len(stalled) > 1 else ''} {number_list(stalled)}, which hold a "
+        "stall or follow one"
+        if stalled and of_stall >= 0.5
+        else ""
+    )
     lead["title"] = (
         f"The ranks take turns arriving last at the collectives ({who}): the others wait "
-        f"{each:.1f} ms a step each ({m['wait_caused_ms']:.0f} ms in all)" + rest
+        f"{each:.1f} ms a step each ({m['wait_caused_ms']:.0f} ms in all{beside})" + rest
     )
     lead["ranks"] = sorted({r for f in pers for r in f["ranks"]}, key=lambda r: (r != m["late_rank"], r))
     for f in pers[1:]:

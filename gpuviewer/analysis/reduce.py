@@ -19,7 +19,6 @@ from . import rules as R
 from .breakdown import RankBreakdown, set_caused, split_wait
 from .collectives import Collectives, alone_summary, match_arrivals, world_of
 from .links import slow_links
-from .pipeline import comm_nouns
 from .merge import (
     attach,
     merge_persistent,
@@ -31,6 +30,7 @@ from .merge import (
     thin_data,
     warmup_finding,
 )
+from .pipeline import comm_nouns
 from .rankmap import RankPart
 from .results import Analysis, Finding
 from .stragglers import late_ranks

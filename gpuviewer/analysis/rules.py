@@ -239,13 +239,26 @@ def unplaced(rb: RankBreakdown) -> list[dict]:
     ]
 
 
-def wait_clause(exposed_ms: float, wait_ms: float, who: str = "its collectives") -> str:
+def spread(ns: list[int]) -> str:
+    """Where the steps' figures spread wide, their range beside the median said (ddp_long's
+    exposed communication: 1.8-1.9 ms in steps 2-5, 19-48 ms in 6-9; the median of the eight,
+    10.5 ms, is no step's): '1.8 to 47.8 ms in the steps', else ''."""
+    if len(ns) < 2:
+        return ""
+    lo, hi, med = min(ns), max(ns), float(np.median(ns))
+    if hi - lo < max(1_000_000, 0.5 * med):
+        return ""
+    return f"{lo / 1e6:.1f} to {hi / 1e6:.1f} ms in the steps"
+
+
+def wait_clause(exposed_ms: float, wait_ms: float, who: str = "its collectives", spread_text: str = "") -> str:
     """What exposed communication's title says of the waiting, true as written: the wait is
     measured on the collective kernels, exposed or not, so it is never said to be part of the
     exposed time; when it is longer, some of it must have run beside compute."""
     beside = " (some of it while compute runs)" if wait_ms > exposed_ms else ""
     # "a median": in ddp_long rank 0 waits 0 ms in four steps and 26-55 ms in the other four
-    return f"; {who} wait a median {wait_ms:.1f} ms a step for other ranks{beside}"
+    wide = f" ({spread_text})" if spread_text else ""
+    return f"; {who} wait a median {wait_ms:.1f} ms a step{wide} for other ranks{beside}"
 
 
 def exposed(rb: RankBreakdown, nouns: tuple[str, str] = ("collectives", "its collectives")) -> list[dict]:
@@ -266,12 +279,13 @@ def exposed(rb: RankBreakdown, nouns: tuple[str, str] = ("collectives", "its col
     # the step shown (its window, its evidence): the one closest to the median said, not the worst,
     # which is a stall's where there is one (nsys_ddp's step 6: 64 ms of all-reduce, mostly waiting)
     worst = min(steps, key=lambda s: (abs(s.exposed_comm_ns - exposed), s.step if s.step is not None else 0))
+    wide = spread([s.exposed_comm_ns for s in steps])
     title = (
-        f"Rank {rb.rank}: {exposed / 1e6:.1f} ms a step of communication not overlapped with compute "
-        f"(a median {share:.0%} of the step; {per_step} {nouns[0]} a step)"
+        f"Rank {rb.rank}: {'a median ' if wide else ''}{exposed / 1e6:.1f} ms a step of communication not overlapped "
+        f"with compute ({wide + '; ' if wide else ''}a median {share:.0%} of the step; {per_step} {nouns[0]} a step)"
     )
     if wait >= 500_000:
-        title += wait_clause(exposed / 1e6, wait / 1e6, nouns[1])
+        title += wait_clause(exposed / 1e6, wait / 1e6, nouns[1], spread([s.wait_ns for s in steps]))
     return [
         finding(
             "exposed_communication",

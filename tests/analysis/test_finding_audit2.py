@@ -116,6 +116,7 @@ def rank_figures(parts: tuple[str, ...]) -> dict[int, dict]:
         a = w0
         comp, comm, copies, busy, wait = (_clip(u, a, b) for u in (comp, comm, copies, busy, wait))
         span = b - a + idle_pre
+        nccl = T.union(r.start[k == T.COMM], r.end[k == T.COMM])
         per_step = []
         for s in st:
             w0, w1 = s["start_ns"], s["end_ns"]
@@ -130,6 +131,8 @@ def rank_figures(parts: tuple[str, ...]) -> dict[int, dict]:
                     "gap": int(short.sum()),
                     "long": int(long_.sum()),
                     "host": T.rank_host_gaps(r, us, ue, r.syncs),
+                    # the short gaps' time NCCL kernels ran in
+                    "gap_nccl": T.intersect_length(T.rank_launch_gap_spans(r, us, ue), nccl),
                     "gaps": len(short),
                     "fed": int((ue - us).sum() + short.sum()),
                     "kernel_durs": (r.end - r.start)[mine],
@@ -362,9 +365,10 @@ def test_pp_launch_bound_pipeline_sentence():
 # -- 3. the launch-bound sentence ----------------------------------------------------------------------
 
 _LAUNCH = re.compile(
-    r"launch-bound — ([\d,]+) kernels a step of ([\d.]+) µs on average \(median ([\d.]+) µs\); the GPU waits "
-    r"for the next launch ([\d,]+) times a step, ([\d.]+) µs on average \(gaps under 100 µs\), ([\d.]+) ms a step, "
-    r"(\d+)% of the time it spends running kernels or waiting for the next launch"
+    r"launch-bound — ([\d,]+) kernels a step of ([\d.]+) µs on average \(median ([\d.]+) µs\); (?:the GPU|its work "
+    r"other than NCCL's) waits for the next launch ([\d,]+) times a step, ([\d.]+) µs on average \(gaps under 100 µs"
+    r"(?:; NCCL kernels ran in (?P<nccl>\d+)% of that time)?\), ([\d.]+) ms a step, "
+    r"(\d+)% of the time it spends running (?:kernels|that work) or waiting for the next launch"
     r"(?:, and ([\d.]+) ms a step more in longer gaps \(100 µs or more\) that end at a launch)?; "
     r"compute (\d+)% of its time(?: \(rank (\d+), the worst\))?"
 )
@@ -377,6 +381,7 @@ _LAUNCH = re.compile(
         ("whatif", "launch_eager.json.gz"),
         ("kineto", "ddp_clean"),
         ("kineto", "dataloader_stall.json.gz"),
+        ("kineto", "ddp_long"),
     ],
 )
 def test_the_launch_bound_sentence(parts):
@@ -391,7 +396,7 @@ def test_the_launch_bound_sentence(parts):
     m = _LAUNCH.search(f["title"])
     assert m, f["title"]
     fig = rank_figures(parts)
-    rank = int(m.group(10)) if m.group(10) else f["ranks"][0]
+    rank = int(m.group(11)) if m.group(11) else f["ranks"][0]
     st = fig[rank]["steps"]
     durs = np.concatenate([s["kernel_durs"] for s in st])
     gap = sum(s["gap"] for s in st)
@@ -407,15 +412,21 @@ def test_the_launch_bound_sentence(parts):
     }
     assert int(m.group(1).replace(",", "")) == want["kernels"], (f["title"], want)
     assert abs(int(m.group(4).replace(",", "")) - want["gaps"]) <= 1, (f["title"], want)
-    for i, k, tol in ((2, "mean", 0.06), (3, "median", 0.06), (5, "sep", 0.06), (6, "idle_ms", 0.06)):
+    for i, k, tol in ((2, "mean", 0.06), (3, "median", 0.06), (5, "sep", 0.06), (7, "idle_ms", 0.06)):
         assert abs(float(m.group(i)) - want[k]) <= tol, (k, f["title"], want)
-    assert abs(_pct(m.group(7)) - want["share"]) <= 0.006, (f["title"], want)
-    assert abs(_pct(m.group(9)) - want["compute"]) <= 0.015, (f["title"], want)
+    assert abs(_pct(m.group(8)) - want["share"]) <= 0.006, (f["title"], want)
+    assert abs(_pct(m.group(10)) - want["compute"]) <= 0.015, (f["title"], want)
+    # NCCL kernels running in those gaps (DDP's all-reduces): the GPU is not idle there, said so
+    nccl = sum(s["gap_nccl"] for s in st) / max(gap, 1)
+    if m.group("nccl"):
+        assert abs(_pct(m.group("nccl")) - nccl) <= 0.006 and "its work other than NCCL's waits" in f["title"]
+    else:
+        assert nccl < 0.005 and "the GPU waits" in f["title"], (f["title"], nccl)
     # the waits for a launch of 100 µs or more, said where they are a real part (its replay's
     # saving shortens them too: dataloader_stall said 9.8 ms a step of waits and saved 17.8)
     long_ms = sum(s["long"] for s in st) / len(st) / 1e6
-    if m.group(8):
-        assert abs(float(m.group(8)) - long_ms) <= 0.06, (f["title"], long_ms)
+    if m.group(9):
+        assert abs(float(m.group(9)) - long_ms) <= 0.06, (f["title"], long_ms)
     else:
         assert long_ms < 0.1 or long_ms < 0.05 * want["idle_ms"], (f["title"], long_ms)
 

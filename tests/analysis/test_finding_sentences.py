@@ -65,7 +65,12 @@ FIGURES = {
     "low_gpu_utilization": [(r"GPU utilization (\d+)%", "utilization", 100, min)],
     "exposed_communication": [(r"([\d.]+) ms a step of communication", "exposed_ms_per_step", 1, max)],
     "launch_bound": [
-        (r"(\d+)% of the time it spends running kernels or waiting for the next launch", "launch_idle_share", 100, max),
+        (
+            r"(\d+)% of the time it spends running (?:kernels|that work) or waiting for the next launch",
+            "launch_idle_share",
+            100,
+            max,
+        ),
         (r"the GPU is idle (\d+)% of the time", "idle_fraction", 100, max),
     ],
     "host_bound_idle": [(r"idle ([\d.]+) ms a step", "gap_ms_per_step", 1, max)],
