@@ -93,6 +93,12 @@ def device_name(trace: Trace) -> str | None:
     return d[2] if d is not None else None
 
 
+def device_props(trace: Trace) -> dict | None:
+    """The recorded properties of the device device_name() names (Kineto deviceProperties)."""
+    d = _named_device(trace)
+    return next((r.device_props.get(d[1]) for r in trace.ranks if r.rank == d[0]), None) if d is not None else None
+
+
 def device_memory(trace: Trace) -> int | None:
     """Bytes of memory of the device device_name() names (memory.capacity_bytes), None if not recorded."""
     from .memory import capacity_bytes
@@ -215,7 +221,9 @@ def compute(
     # and attach kernels to their ops only when shapes were recorded (no use otherwise)
     probe = _first_ruled_ops(trace, ruled)
     recorded = bool(len(probe)) and bool(shapes(trace, probe))
-    if recorded:
+    # with no op of a work rule in the trace the kernels' ops are still named (HTA's
+    # triton_example: an Inductor op with shapes recorded read 'no shapes recorded')
+    if recorded or not len(probe):
         kernels, parent = launch_parents(trace, rank)
     else:
         kernels = np.flatnonzero(np.asarray(c["cat"]) == Cat.KERNEL)
@@ -340,6 +348,9 @@ def compute(
             "unknown_no_launch_ns": int(dur[orphan].sum()),
             "kernels": int(len(kernels)),
             "shapes_recorded": bool(got),
+            # ops with a work rule (only theirs are read for shapes): none among the unknown ones
+            # means no rule, not no shapes (HTA's triton_example: shapes recorded, an Inductor op)
+            "unknown_ruled": int(len(ruled_ops)),
             "in_measured_steps": in_steps,
         },
         kernel=kernels,

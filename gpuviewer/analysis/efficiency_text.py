@@ -124,7 +124,9 @@ def summary_lines(eff: dict) -> list[str]:
             "no stride or padding)" + (f": {names}" if names else "")
         )
         orphans, total = o.get("unknown_no_launch_kernels") or 0, o.get("unknown_kernels", 0)
-        if not o.get("shapes_recorded"):
+        if not o.get("shapes_recorded") and o.get("unknown_ruled") == 0 and names:
+            said = f"their ops have no work rule: {names}"
+        elif not o.get("shapes_recorded"):
             said = "no shapes recorded"
         elif not orphans:
             said = f"their ops have {why}"

@@ -209,17 +209,44 @@ _TABLE = (
         5300.0,
         "AMD Instinct MI300X data sheet, amd.com/en/products/accelerators/instinct/mi300/mi300x",
     ),
+    # CDNA2 packages hold two dies (GCDs), each its own device to ROCm and in a trace: a row is one
+    # GCD, the data sheet's package figures halved (an MI250X trace read against the package's
+    # 383 TFLOP/s put its MFU at half; an audit's finding). An MI210 is one such die.
     (
-        "MI250X",
+        "MI250X (one GCD)",
+        r"mi250x",
+        23.95,
+        23.95,
+        None,
+        191.5,
+        191.5,
+        None,
+        1638.4,
+        "AMD Instinct MI250X data sheet, amd.com/en/products/accelerators/instinct/mi200/mi250x (package / 2)",
+    ),
+    (
+        "MI250 (one GCD)",
         r"mi250",
-        47.9,
-        47.9,
+        22.65,
+        22.65,
         None,
-        383.0,
-        383.0,
+        181.05,
+        181.05,
         None,
-        3276.8,
-        "AMD Instinct MI250X data sheet, amd.com/en/products/accelerators/instinct/mi200/mi250x",
+        1638.4,
+        "AMD Instinct MI250 data sheet, amd.com/en/products/accelerators/instinct/mi200/mi250 (package / 2)",
+    ),
+    (
+        "MI210",
+        r"mi210",
+        22.6,
+        22.6,
+        None,
+        181.0,
+        181.0,
+        None,
+        1638.4,
+        "AMD Instinct MI210 data sheet, amd.com/en/products/accelerators/instinct/mi200/mi210",
     ),
 )
 
@@ -258,17 +285,46 @@ class Peaks:
         }
 
 
-def lookup(device_name: str | None, memory_bytes: float | None = None) -> Peaks:
+# AMD devices ROCm names generically ("AMD Radeon Graphics", the marketing name unset): told by
+# their compute units (Kineto's numSms) and memory, a wavefront of 64 saying AMD. (CUs, lowest
+# and highest GB) -> (what to call it, the row whose roofs it has)
+_AMD_BY_CUS = {
+    104: (60, 70, "an AMD Instinct MI210 or one GCD of an MI250", "MI210"),
+    110: (60, 70, "one GCD of an AMD Instinct MI250X", "MI250X (one GCD)"),
+    304: (180, 200, "an AMD Instinct MI300X", "MI300X"),
+}
+
+
+def _amd_by_props(props: dict | None, memory_bytes: float | None) -> tuple[str, tuple] | None:
+    """(what the device is, its table row) of an AMD device the name does not tell, from its
+    properties; None where they do not say."""
+    if not props or props.get("warpSize") != 64:
+        return None
+    got = _AMD_BY_CUS.get(props.get("numSms"))  # type: ignore[arg-type]
+    gb = (memory_bytes or props.get("totalGlobalMem") or 0) / 2**30
+    if got is None or not got[0] <= gb <= got[1]:
+        return None
+    return got[2], next(r for r in _TABLE if r[0] == got[3])
+
+
+def lookup(device_name: str | None, memory_bytes: float | None = None, props: dict | None = None) -> Peaks:
     """The row whose pattern the device name matches; an unknown device has no roofs. A name
     that does not say its memory size ("NVIDIA A100-PG509-200", "A100-SXM4") matches the 80 GB
     row; the device's memory (totalGlobalMem), when under 60 GB, picks the 40 GB one, whose
-    memory bandwidth is lower."""
+    memory bandwidth is lower. props: the device's recorded properties, which tell an AMD device
+    its name does not (HTA's MI250 trace: 'AMD Radeon Graphics', 104 compute units, 64 GB)."""
     name = (device_name or "").strip()
     for row in _TABLE:
         if name and re.search(row[1], name, re.IGNORECASE):
             if row[0].endswith("80GB") and memory_bytes and 0 < memory_bytes < 60e9 and "80" not in name:
                 row = next((r for r in _TABLE if r[0] == row[0][:-4] + "40GB"), row)
             return Peaks(name, row[0], dict(zip(PRECISIONS, row[2:8])), row[8], row[9])
+    amd = _amd_by_props(props, memory_bytes)
+    if amd is not None and props is not None:
+        what, row = amd
+        cus, gb = props["numSms"], round((memory_bytes or props.get("totalGlobalMem") or 0) / 2**30)
+        model = f"{row[0]} roofs: by its {cus} compute units and {gb} GB, {what}"
+        return Peaks(name or "AMD GPU", model, dict(zip(PRECISIONS, row[2:8])), row[8], row[9])
     return Peaks(name or "unknown", None, {p: None for p in PRECISIONS}, None, None)
 
 

@@ -53,11 +53,11 @@ def efficiency_of(
 ):
     """analysis.efficiency.Efficiency: the ops' shapes read from the sources (io.op_shapes), the
     device's roofs from model.peaks; MFU per step where the analysis' step windows are given."""
-    from ..analysis.efficiency import compute, device_memory, device_name
+    from ..analysis.efficiency import compute, device_memory, device_name, device_props
     from ..io.op_shapes import op_shapes
     from ..model.peaks import lookup, overridden
 
-    peaks = overridden(lookup(device_name(trace), device_memory(trace)), peak_tflops, peak_gbps)
+    peaks = overridden(lookup(device_name(trace), device_memory(trace), device_props(trace)), peak_tflops, peak_gbps)
     steps = None
     if analysis is not None:
         steps = [

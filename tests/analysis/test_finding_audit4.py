@@ -9,7 +9,7 @@ import re
 import statistics
 
 import pytest
-from conftest import run_cli_once, trace_path
+from conftest import compat_path, run_cli_once, trace_path
 
 
 def _json(path) -> dict:
@@ -142,3 +142,128 @@ def test_a_median_that_is_no_steps_says_the_range():
     )
     clean = [f for f in _walk(_json(trace_path("kineto", "tp"))["findings"]) if f["rule"] == "exposed_communication"]
     assert clean and all("in the steps" not in f["title"] for f in clean)
+
+
+# -- helper-89's audit (gpu_straggler, memory_pressure, single_gpt_train, HTA's MI250 and triton
+# -- examples, pipit's cloverleaf) -----------------------------------------------------------------
+
+
+def _union_len(iv: list[tuple[float, float]]) -> float:
+    tot, cur = 0.0, None
+    for s, e in sorted(iv):
+        if cur is None or s > cur[1]:
+            tot += cur[1] - cur[0] if cur else 0.0
+            cur = [s, e]
+        else:
+            cur[1] = max(cur[1], e)
+    return tot + (cur[1] - cur[0] if cur else 0.0)
+
+
+def _host_work_ms(path) -> dict[int, float]:
+    """Per ProfilerStep: the union of the host's ops and CUDA calls in it, less its synchronize
+    calls (ms)."""
+    ev = [e for e in _events(path) if e.get("ph") == "X"]
+    steps = {
+        int(e["name"].split("#")[1]): (e["ts"], e["ts"] + e["dur"])
+        for e in ev
+        if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
+    }
+    api = ("cuda_runtime", "cuda_driver")
+    host = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") in ("cpu_op", "python_function", *api)]
+    sync = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") in api and "Synchronize" in e["name"]]
+
+    def within(iv, a, b):
+        return [(max(s, a), min(e, b)) for s, e in iv if min(e, b) > max(s, a)]
+
+    return {k: (_union_len(within(host, a, b)) - _union_len(within(sync, a, b))) / 1e3 for k, (a, b) in steps.items()}
+
+
+def test_a_host_slower_everywhere_is_not_blamed_on_one_op():
+    """gpu_straggler (helper-89): 'most extra host time: nn.Module: DistributedDataParallel_0 +4.2
+    ms a step' beside a host that works 12.5 ms a step longer (forward +4.4, backward +4.2,
+    optimizer +2.8): where the op holds under half of the extra, the title says the whole and that
+    it is spread. The host work here: the union of host ops and CUDA calls in each ProfilerStep
+    less its synchronize calls, medians over the steps."""
+    d = trace_path("kineto", "gpu_straggler")
+    (f,) = [f for f in _walk(_json(d)["findings"]) if f["rule"] == "straggler"]
+    said = re.search(
+        r"; its host works ([\d.]+) ms a step longer than the others' \(syncs left out\), spread over the step: "
+        r"the most in one op, (.+?) \+([\d.]+) ms a step",
+        f["title"],
+    )
+    assert said, f["title"]
+    late = f["metrics"]["late_rank"]
+    work = {r: _host_work_ms(f"{d}/gpu_straggler_rank{r}.json.gz") for r in (0, 1)}
+    more = statistics.median(work[late].values()) - statistics.median(work[1 - late].values())
+    assert float(said[1]) == pytest.approx(more, abs=0.3), (said[1], more)
+    assert float(said[3]) < 0.5 * more and "most extra host time" not in f["title"]
+
+
+def test_an_ops_missing_rule_is_not_called_missing_shapes():
+    """HTA's triton_example (helper-89): 'work unknown for 1 of 1 compute kernels: no shapes
+    recorded', where the trace recorded shapes (its Inductor op has Input Dims) and no rule gives
+    that op's work: now its op is named as having no work rule."""
+    path = compat_path("facebookresearch__HolisticTraceAnalysis", "triton_example", "triton_example.json.gz")
+    ev = [e for e in _events(path) if e.get("ph") == "X"]
+    (k,) = [e for e in ev if e.get("cat") == "kernel"]
+    (call,) = [
+        e
+        for e in ev
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and e["args"].get("correlation") == k["args"]["correlation"]
+    ]
+    around = [
+        e
+        for e in ev
+        if e.get("cat") == "cpu_op" and e["tid"] == call["tid"] and e["ts"] <= call["ts"] <= e["ts"] + e["dur"]
+    ]
+    op = max(around, key=lambda e: e["ts"])  # the innermost
+    assert op["args"].get("Input Dims")  # shapes recorded
+    p = run_cli_once("analyze", str(path))
+    assert p.returncode == 0, p.stderr[-2000:]
+    line = next(ln for ln in p.stdout.splitlines() if "work unknown for" in ln)
+    assert f"their ops have no work rule: {op['name']} (1)" in line and "no shapes recorded" not in line, line
+
+
+def test_a_captures_rank_line_says_what_its_shares_are_of():
+    """pipit's cloverleaf (helper-89): 'GPU utilization 86% … idle 11%' are shares of the 342.4 ms
+    from the GPU's first op to its last, beside a note that the capture runs from its first CUDA
+    call (618.4 ms; 240 ms of cudaMalloc before the first kernel): the line now says its span,
+    checked against the raw export's first and last GPU activity."""
+    import sqlite3
+
+    path = compat_path("hpcgroup__pipit", "perlmutter-cloverleaf-cuda.sqlite")
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+    gpu = [
+        t
+        for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+        if t in tables
+    ]
+    lo = min(con.execute(f"select min(start) from {t}").fetchone()[0] for t in gpu)
+    hi = max(con.execute(f"select max(end) from {t}").fetchone()[0] for t in gpu)
+    p = run_cli_once("analyze", str(path))
+    assert p.returncode == 0, p.stderr[-2000:]
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("rank 0:"))
+    assert f"(of the {(hi - lo) / 1e6:,.1f} ms from its GPU's first op to its last)" in line, (line, (hi - lo) / 1e6)
+
+
+def test_an_amd_device_named_generically_gets_its_roofs_from_its_properties():
+    """HTA's MI250 trace (helper-89): 'AMD Radeon Graphics (peak unknown)': ROCm left the marketing
+    name unset, but the recorded properties (104 compute units, a 64-wide wavefront, 64 GB) are an
+    MI210's or one GCD of an MI250's, whose roofs are the same: bf16 181 TFLOP/s, 1.6 TB/s. And a
+    ROCm device is one GCD: the MI250X's package figures (383 TFLOP/s, 3.2 TB/s) are halved."""
+    from gpuviewer.model.peaks import lookup
+
+    path = compat_path(
+        "facebookresearch__HolisticTraceAnalysis", "amd_trace", "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+    )
+    with gzip.open(path, "rt") as fh:
+        props = json.load(fh)["deviceProperties"][0]
+    assert props["name"] == "AMD Radeon Graphics" and props["numSms"] == 104 and props["warpSize"] == 64
+    out = _json(path)
+    peaks = out["efficiency"]["peaks"]
+    assert peaks["tflops"]["bf16"] == 181.0 and peaks["gbps"] == 1638.4, peaks
+    assert f"by its 104 compute units and {round(props['totalGlobalMem'] / 2**30)} GB" in peaks["model"]
+    assert lookup("AMD Instinct MI250X").tflops["bf16"] == 383.0 / 2
+    assert lookup("AMD Instinct MI250X").gbps == 3276.8 / 2
+    assert lookup("AMD Radeon Graphics").model is None  # without its properties: unknown, no roofs
