@@ -369,66 +369,6 @@ def load(path: str) -> list[Rank]:
 # -- per-step breakdown ------------------------------------------------------------------------
 
 
-def launch_gaps(us: np.ndarray, ue: np.ndarray, op_start: np.ndarray, late_at, longer: bool = False) -> np.ndarray:
-    """The launch gaps between stretches of work [us, ue) (sorted, disjoint): gaps under
-    SHORT_GAP_NS (longer: of SHORT_GAP_NS or more) where the GPU waited for a launch, that is, the
-    op starting the next stretch was launched by a call that returned after the stretch before
-    ended (or has no launch on record). late_at(i, t): whether op i's launch returned after t
-    (True where it has none)."""
-    g = us[1:] - ue[:-1]
-    keep = np.zeros(len(g), bool)
-    order = np.argsort(op_start, kind="stable")
-    starts = op_start[order]
-    for j in np.flatnonzero((g >= SHORT_GAP_NS) if longer else ((g > 0) & (g < SHORT_GAP_NS))):
-        lo, hi = np.searchsorted(starts, us[j + 1]), np.searchsorted(starts, us[j + 1], side="right")
-        keep[j] = any(late_at(int(i), int(ue[j])) for i in order[lo:hi])
-    return g[keep]
-
-
-def rank_launch_gap_spans(r: Rank, us: np.ndarray, ue: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Where rank_launch_gaps' short gaps lie: (starts, ends)."""
-    g = us[1:] - ue[:-1]
-    work = np.flatnonzero(r.kind != COMM)
-    start = r.start[work]
-    gs, ge = [], []
-    for j in np.flatnonzero((g > 0) & (g < SHORT_GAP_NS)):
-        at = work[start == us[j + 1]]
-        if any(not r.linked[k] or r.launch_end[k] > ue[j] for k in at):
-            gs.append(int(ue[j]))
-            ge.append(int(us[j + 1]))
-    return np.array(gs, np.int64), np.array(ge, np.int64)
-
-
-def rank_launch_gaps(r: Rank, us: np.ndarray, ue: np.ndarray, longer: bool = False) -> np.ndarray:
-    """launch_gaps for a rank's non-NCCL ops."""
-    work = np.flatnonzero(r.kind != COMM)
-    ends = r.launch_end
-
-    def late(i: int, t: int) -> bool:
-        k = work[i]
-        return not r.linked[k] or ends[k] > t
-
-    return launch_gaps(us, ue, r.start[work], late, longer)
-
-
-def rank_host_gaps(r: Rank, us: np.ndarray, ue: np.ndarray, blocked=None) -> int:
-    """The part of the rank's longer launch gaps (launch_gaps(longer=True)) up to the return of the
-    launch the GPU waited for (the latest among the ops starting the next stretch; the whole gap
-    where one has no launch on record), less its overlap with blocked (the host's sync calls, as
-    union() intervals): the time the GPU waited for a host busy elsewhere, in ns."""
-    work = np.flatnonzero(r.kind != COMM)
-    start = r.start[work]
-    ret = np.where(r.linked[work], r.launch_end[work], np.iinfo(np.int64).max)
-    gs, ge = [], []
-    for j in np.flatnonzero(us[1:] - ue[:-1] >= SHORT_GAP_NS):
-        t = ret[start == us[j + 1]].max(initial=np.iinfo(np.int64).min)
-        if t > ue[j]:  # the GPU waited for that launch
-            gs.append(int(ue[j]))
-            ge.append(int(min(t, us[j + 1])))
-    spans = union(np.array(gs, np.int64), np.array(ge, np.int64))
-    return length(spans) - (intersect_length(spans, blocked) if blocked is not None else 0)
-
-
 def step_breakdown(r: Rank) -> list[dict]:
     """Per step of the rank (in step order, steps with GPU ops only): GPU window and the times."""
     out = []

@@ -348,9 +348,9 @@ def compute(
             "unknown_no_launch_ns": int(dur[orphan].sum()),
             "kernels": int(len(kernels)),
             "shapes_recorded": bool(got),
-            # ops with a work rule (only theirs are read for shapes): none among the unknown ones
-            # means no rule, not no shapes (HTA's triton_example: shapes recorded, an Inductor op)
-            "unknown_ruled": int(len(ruled_ops)),
+            # the kernels' ops with a work rule (only theirs are read for shapes): with none, the
+            # work is unknown for want of a rule, not of shapes (HTA's triton_example: an Inductor op)
+            "ruled_ops": int(len(ruled_ops)),
             "in_measured_steps": in_steps,
         },
         kernel=kernels,

@@ -14,7 +14,7 @@ def summary_lines(eff: dict) -> list[str]:
     ref = next((k for k in ("bf16", "fp16") if tf.get(k)), None)
     rates = any(f.get("tflops") or f.get("gbps") for f in eff.get("families") or [])
     roof = (
-        f"{p.get('model')}, {ref} dense peak {tf[ref]:g} TFLOP/s"
+        f"{p.get('model')}{' roofs, ' + p['identified'] if p.get('identified') else ''}, {ref} dense peak {tf[ref]:g} TFLOP/s"
         if ref
         else "peak unknown: achieved rates only"
         if rates
@@ -124,14 +124,17 @@ def summary_lines(eff: dict) -> list[str]:
             "no stride or padding)" + (f": {names}" if names else "")
         )
         orphans, total = o.get("unknown_no_launch_kernels") or 0, o.get("unknown_kernels", 0)
-        if not o.get("shapes_recorded") and o.get("unknown_ruled") == 0 and names:
-            said = f"their ops have no work rule: {names}"
+        # kernels whose launch the capture missed have no op to read shapes from
+        lost = f"{orphans} ({(o.get('unknown_no_launch_ns') or 0) / 1e6:.1f} ms) have no launch call on record"
+        if not o.get("shapes_recorded") and o.get("ruled_ops") == 0 and names:
+            # no op of a rule among theirs: the work is unknown for want of a rule, not of shapes
+            rule = f"ops have no work rule: {names}"
+            said = f"{lost}, so no op; the others' {rule}" if orphans else f"their {rule}"
         elif not o.get("shapes_recorded"):
             said = "no shapes recorded"
         elif not orphans:
             said = f"their ops have {why}"
-        else:  # kernels whose launch the capture missed have no op to read shapes from
-            lost = f"{orphans} ({(o.get('unknown_no_launch_ns') or 0) / 1e6:.1f} ms) have no launch call on record"
+        else:
             said = f"{lost}, so no op" if orphans == total else f"{lost}, so no op; the others' ops have {why}"
         out.append(
             f"  work unknown for {o.get('unknown_kernels', 0)} of {o.get('kernels', 0)} compute kernels "

@@ -20,6 +20,7 @@ so a graph-replayed run of many short kernels is not launch-bound."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 
@@ -56,13 +57,14 @@ def graph_launched(trace: Trace, ops: np.ndarray) -> np.ndarray:
     return out
 
 
-def step_launch(trace: Trace, rb: RankBreakdown) -> dict:
+def step_launch(trace: Trace, rb: RankBreakdown, spans: bool = False) -> dict:
     """Per step (key: step number, None for a rank without steps): the step's kernels launched one
     by one (count, total and median duration) and those a CUDA graph launched (graph_kernels),
     and inside its GPU window the time busy with work other than communication and the idle in
     gaps shorter than SHORT_GAP_NS between that work that end at an op launched on its own
-    (count, ns, and gap_comm_ns: the part of them NCCL kernels ran in); the longer gaps that end at such an op (long_gap_ns; long_gap_spans: each from the work's end to
-    the launch's return, as (starts, ends))."""
+    (count, ns, and gap_comm_ns: the part of them NCCL kernels ran in); the longer gaps that end
+    at such an op (long_gap_ns; with spans, long_gap_spans: each from the work's end to the
+    launch's return, as (starts, ends))."""
     c = trace.columns
     ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
     if not len(ops):
@@ -112,7 +114,7 @@ def step_launch(trace: Trace, rb: RankBreakdown) -> dict:
         longer = g[lg]  # the host later still: what a launch-free replay also shortens
         in_step = (op_step == sb.step) if sb.step is not None else np.ones(len(ops), bool)
         d = (e - s)[kern & in_step]
-        out[sb.step] = {
+        row: dict[str, Any] = {
             "kernels": int(len(d)),
             "graph_kernels": int((gkern & in_step).sum()),
             "kernel_ns": int(d.sum()),
@@ -122,9 +124,10 @@ def step_launch(trace: Trace, rb: RankBreakdown) -> dict:
             "gaps": int(len(short)),
             "gap_comm_ns": int(gap_comm),
             "long_gap_ns": int(longer.sum()),
-            # up to the launch's return: after it the op waited for something else (a recv)
-            "long_gap_spans": (b[:-1][lg], np.minimum(launched[1:], a[1:])[lg]),
         }
+        if spans:  # up to the launch's return: after it the op waited for something else (a recv)
+            row["long_gap_spans"] = (b[:-1][lg], np.minimum(launched[1:], a[1:])[lg])
+        out[sb.step] = row
     return out
 
 

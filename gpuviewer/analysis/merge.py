@@ -161,6 +161,9 @@ def straggler_finding(x: dict) -> dict:
             "cause",
             "excess",
             "lateness_parts_ms",
+            "host_work_excess_ms",
+            "lag_steps",
+            "explained_named",
             "excess_over_usual_ms",
             "usual_ms",
             "usual_ms_per_step",
@@ -210,12 +213,14 @@ def merge_persistent(roots: list[dict]) -> list[dict]:
     lateness of the job: one finding listing who was late when, led by the rank that cost most
     (with any stall of its own as a child)."""
     pers = [f for f in roots if f["metrics"]["kind"] == "persistent"]
+    # the lead's explanation with its rank and steps named (stragglers._persistent), for here only
+    named = {id(f): f["metrics"].pop("explained_named", "") for f in pers}
     if len(pers) < 2:
         return roots
     # led by the rank that cost most in its late steps that hold no stall and follow none: a
     # stall is its own finding (ddp_long: rank 1 led by the 80 ms its sleep's steps caused, where
     # rank 0, late in four clean steps, caused 111 ms against rank 1's 54; an audit's finding)
-    pers.sort(key=lambda f: -f["metrics"].get("wait_caused_ms_usual", f["impact_ms"]))
+    pers.sort(key=lambda f: -f["metrics"]["wait_caused_ms_usual"])
     lead = pers[0]
     m = lead["metrics"]
     m["late_ranks"] = {str(r): f["metrics"]["steps"] for f in pers for r in _group(f)}
@@ -237,18 +242,11 @@ def merge_persistent(roots: list[dict]) -> list[dict]:
         3,
     )
     m["wait_caused_ms_each_per_step"] = each  # the figure the title gives
-    # the rest of the lead's title speaks of "its host": with several late ranks named, say whose
-    rest = lead["title"][lead["title"].index(" in all)") + len(" in all)") :]
-    rest = rest.replace("; its host", f"; rank {m['late_rank']}'s host", 1)
-    # the lead's lag figures are of its late steps free of stalls and their after-effects, which
-    # its own title named and the cut above drops: named again (ddp_long's 'those steps' read as
-    # steps 6-9, whose lag grew 5.2 ms a step, where the 1.6 ms was steps 8 and 9's)
-    typ = m.get("usual_from_steps") or []
-    if typ and set(typ) != set(m["steps"]):
-        which = f"step {typ[0]}" if len(typ) == 1 else f"steps {number_list(typ)}"
-        rest = rest.replace(
-            "starts those steps", f"starts {which} (its late steps that hold no stall and follow none)", 1
-        ).replace("from the first of those steps to the last", f"from step {typ[0]} to step {typ[-1]}", 1)
+    # the lead's explanation, with several late ranks and their steps listed before it, names the
+    # rank and the steps its figures are of ('its host starts the steps' read as every rank's
+    # steps; ddp_long's 'those steps' as 6-9, whose lag grew 5.2 ms a step, where the 1.6 ms was
+    # steps 8 and 9's)
+    rest = named[id(lead)]
     # the steps that hold a stall or follow one: their waits are the stall's finding's too
     usual = {str(s) for f in pers for s in (f["metrics"].get("usual_from_steps") or f["metrics"]["steps"])}
     stalled = sorted(int(k) for k in m["wait_caused_ms_per_step"] if k not in usual)

@@ -8,9 +8,10 @@ stages, each sending or receiving in every step. SendRecv kernels launched by al
 (`nccl:all_to_all`, `c10d::alltoall_base_`) are named as such.
 
 A stage's time in a step that is not computing is split in two: the idle between its own kernels
-that ends at a launch while its host was not blocked in a sync (the launch path and the host's
-own work, launch.py), and the rest (waiting in send/recv for another stage, or a host blocked
-waiting for it): the bubble the schedule causes is only the second. When the stage the others wait for (the one
+that ends at a launch (the launch path, launch.py; in gaps of 100 µs or more only the part its
+host was not blocked in a sync: the host's own work), and the rest (waiting in send/recv for
+another stage, or a host blocked waiting for it): the bubble the schedule causes is only the
+second. When the stage the others wait for (the one
 with the most compute and launch gaps) is launch-bound, the pipeline is launch-bound: more
 micro-batches would add launches, not hide them."""
 
@@ -74,7 +75,7 @@ def pipeline_facts(trace: Trace, rb: RankBreakdown) -> dict:
     out["p2p_kernels"] = out["p2p_kernel_count"] > 0
     if not out["p2p_kernels"]:
         return out
-    out["launch"] = L.step_launch(trace, rb)
+    out["launch"] = L.step_launch(trace, rb, spans=True)
     _host_gaps(trace, rb.rank, out["launch"])
     steps = sorted(trace.steps_of_rank(rb.rank), key=lambda s: s.start)
     out["stepped"] = bool(steps)
@@ -151,17 +152,16 @@ def comm_nouns(f: dict) -> tuple[str, str]:
 
 def _host_gaps(trace: Trace, rank: int, launch: dict) -> None:
     """Per step, host_gap_ns: the GPU's longer gaps that end at a launch (launch.step_launch), up
-    to the launch's return, while its host was not blocked in a sync or a wait: the host busy
-    elsewhere (its own work, not the schedule's). A gap the host spent blocked is left in the bubble: a host that waits for the GPU
-    (a recv's result) launches late because of the other stage."""
+    to the launch's return, less the time its host was blocked in a sync: a host busy elsewhere
+    (its own work, a sleep), not the schedule. A gap the host spent in a sync is left in the
+    bubble: a host that waits for the GPU (a recv's result) launches late because of the other
+    stage. The spans are dropped (the map's facts stay plain numbers)."""
     ev = host_events(trace, rank)
     c = trace.columns
-    blocked = np.concatenate([ev["sync"], ev["wait"]])
-    s = np.asarray(c["start"][blocked]).astype(np.int64)
-    held = iv.union(s, s + np.asarray(c["dur"][blocked]).astype(np.int64))
+    s = np.asarray(c["start"][ev["sync"]]).astype(np.int64)
+    held = iv.union(s, s + np.asarray(c["dur"][ev["sync"]]).astype(np.int64))
     for x in launch.values():
-        gs, ge = x.pop("long_gap_spans")
-        x["host_gap_ns"] = int(iv.length((gs, ge)) - iv.length(iv.intersect((gs, ge), held)))
+        x["host_gap_ns"] = iv.length(iv.subtract(x.pop("long_gap_spans"), held))
 
 
 def stage_chain(facts: dict[int, dict], ranks: list[int]) -> list[int] | None:
@@ -321,7 +321,7 @@ def pipeline(facts: dict[int, dict], rbs: list[RankBreakdown]) -> list[dict]:
         k = sum(x["kernels"] for x in xs) / len(xs)
         med = float(np.median([x["median_kernel_ns"] for x in xs])) / 1e3
         host_part = (
-            f" and {slow['host']:.0%} more in longer gaps waiting for a launch while its host was not blocked"
+            f" and {slow['host']:.0%} more in longer gaps waiting for a launch while its host was not in a sync"
             if slow["host"] >= 0.005
             else ""
         )

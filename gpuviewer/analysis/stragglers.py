@@ -18,6 +18,7 @@ their launch times, per step the time per op name), never the events.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 
@@ -27,10 +28,10 @@ from ..model.trace import Trace
 from .breakdown import RankBreakdown
 from .collectives import Collectives
 from .host import IDLE_WAIT, _per_name, _step_markers, sync_intervals
+from .lateness_text import EXPLAINS, HOST_WORK, LAG_STEPS, beside, explain_split
 from .merge import rank_list
 
 MAX_COMPARED = 16  # other ranks a late rank is compared with
-EXPLAINS = 0.25  # a host op named as a stall's reason took at least this share of its extra wait more
 PERSISTENT_SHARE = 1 / 3  # late in at least this share of the steps (and two of them)
 # Ranks that reach a collective within 2% of the wait they cause of the last one, or within
 # 0.5 ms, arrive together: the others wait for all of them, so blaming the one that happened to
@@ -170,7 +171,11 @@ def _persistent(parts, rbs, colls, g, typical, counts, per_step, all_steps, late
     cause, excess, split = _why(parts, rbs, colls, r, typical, g)
     waiting = _waiting(colls, g, all_steps)
     kind = "persistent"
-    what = "; " + (f"rank {r}, the last of them: " if len(g) > 1 else "") + _explain_split(cause, split, excess)
+    lead = f"rank {r}, the last of them: " if len(g) > 1 else ""
+    what = "; " + lead + explain_split(cause, split, excess)
+    # the same said where several late ranks' steps are listed before it (merge.merge_persistent):
+    # the rank and the steps named, not 'its' and 'the steps'
+    named = "; " + lead + explain_split(cause, split, excess, f"rank {r}'s", typical)
     arrive = "arrives last" if len(g) == 1 else "arrive together last"
     # where stalls and their next steps are left out, the median (and the lag's parts after it)
     # says which steps it is of (ddp_nop2p: 7.4 ms over steps 4 and 5 read as all four steps')
@@ -206,7 +211,9 @@ def _persistent(parts, rbs, colls, g, typical, counts, per_step, all_steps, late
         "usual_from_steps": typical,
         "wait_caused_ms_usual": usual_total,  # over usual_from_steps
         "wait_caused_ms_each_per_step": _ms(each),
-        "lateness_parts_ms": split,
+        "lateness_parts_ms": beside(split)[0],
+        **beside(split)[1],
+        "explained_named": named,
     }
 
 
@@ -271,7 +278,7 @@ def _episodic(parts, rbs, colls, g, s, c, usual_r, carry, quiet, per_step, each)
         **({} if usual_r is None else {"usual_ms": _ms(usual_r)}),
         "usual_from_steps": clean,
         **({} if carry is None else {"next_step": carry[0], "next_step_wait_ms": _ms(carry[1])}),
-        "lateness_parts_ms": split,
+        "lateness_parts_ms": beside(split)[0],
         "wait_caused_ms_each": _ms(c * share),
         "excess_over_usual_ms_each": _ms(over * share),
         "others_wait_ms": {str(k): _ms(v) for k, v in per_step[s]["wait"].items() if k not in g},
@@ -327,71 +334,6 @@ def _others(waiting: list[int]) -> str:
     return "the other rank waits" if len(waiting) == 1 else f"the other {len(waiting)} ranks wait"
 
 
-CARRIED_SHARE = 0.1  # an op's extra time a step under this share of the carried lag is a trifle beside it
-SPREAD_SHARE = 0.5  # an op holding less of the host's extra work than this: the extra is spread over the step
-
-
-def _explain_split(cause: str, split: dict, excess: list[dict]) -> str:
-    # an op's extra time a step feeds what the rank adds to its lateness each step (the lag's
-    # growth, a later launch, a longer queue): it stands out at a quarter of that. A lag that does
-    # not grow is an offset from before the capture, and an op under a tenth of it is a trifle
-    # beside it (a growing lag's size grows with the capture's length: not compared)
-    added = sum(max(0.0, split.get(k, 0.0)) for k in ("step_start_growth", "host_to_launch", "gpu_queue"))
-    steady = split.get("step_start_growth", 0.0) < 0.5
-    carried = max(0.0, split.get("step_start_median", 0.0)) if steady else 0.0
-    small = bool(excess) and (excess[0]["ms"] < EXPLAINS * added or excess[0]["ms"] < CARRIED_SHARE * carried)
-    # "most extra host time: cudaLaunchKernel +0.1 ms" beside a 14 ms lag explained nothing
-    top = f" ({excess[0]['name']} +{excess[0]['ms']:.1f} ms)" if excess and not small else ""
-    if cause == "gpu":
-        return (
-            f"its GPU is busy longer: at the collective that waits longest for it each step, its kernel waits "
-            f"{split['gpu_queue']:.1f} ms more in the GPU's queue after its launch{top}"
-        )
-    bits = []
-    if split["step_start"] >= 0.5:
-        grow = split.get("step_start_growth", 0.0)
-        rate = (
-            # the lag's change from its first late step to its last over the steps between: an
-            # average (tp's grew 22.8 then 6.1 ms), said as one
-            f"it grew {grow:.1f} ms a step on average"
-            if grow >= 0.05
-            else f"it shrank {-grow:.1f} ms a step on average"
-            if grow <= -0.05
-            else "it did not grow"
-        )
-        bits.append(
-            f"its host starts the steps {split['step_start_median']:.1f} ms after the others' in the median step "
-            f"(a lag carried over from the step before; from its first late step to its last {rate})"
-        )
-    if split["host_to_launch"] >= 0.5:
-        # measured at one collective a step (_why): said so, not as every collective's delay. The
-        # op is given as its reason only where its extra time fits in it: tp's "takes 1.4 ms longer
-        # ... (nn.Module: GPT_0 +9.5 ms)" named an op whose extra time went mostly elsewhere (the
-        # lag grew 14.5 ms a step); it is then said on its own, after
-        fits = bool(top) and excess[0]["ms"] <= 1.1 * split["host_to_launch"]
-        bits.append(
-            f"takes {split['host_to_launch']:.1f} ms longer from the step's start to launching the collective "
-            f"that waits longest for it{top if fits else ''}"
-        )
-    what = " and ".join(bits) if bits else "its host launches the collective that waits longest for it later" + top
-    more = split.get("host_work_excess", 0.0)
-    if top and top not in what and excess[0]["ms"] < SPREAD_SHARE * more:
-        # one op's extra time beside a host slower everywhere (gpu_straggler: DDP's forward +4.2
-        # ms of +12.5, its backward +4.2 and its optimizer +2.8 beside it; an audit's finding)
-        what += (
-            f"; its host works {more:.1f} ms a step longer than the others' (syncs left out), spread over the "
-            f"step: the most in one op, {excess[0]['name']} +{excess[0]['ms']:.1f} ms a step"
-        )
-    elif top and top not in what:
-        what += f"; most extra host time: {excess[0]['name']} +{excess[0]['ms']:.1f} ms a step"
-    elif small:
-        what += (
-            f"; no one op of its host stands out (the most extra host time: {excess[0]['name']} "
-            f"+{excess[0]['ms']:.1f} ms a step)"
-        )
-    return ("input: " if cause == "input" else "") + what
-
-
 def _why(maps: dict, rbs, colls: Collectives, r: int, steps: list[int], g: tuple = ()) -> tuple[str, list[dict], dict]:
     """Why rank r arrived last: 'host', 'gpu' or 'input'; the ops with the largest excess over
     the other ranks; and its lateness split into parts that add up to it, measured at the
@@ -425,15 +367,16 @@ def _why(maps: dict, rbs, colls: Collectives, r: int, steps: list[int], g: tuple
         for key, j in (("step_start", 0), ("host_to_launch", 1), ("gpu_queue", 2)):
             parts[key].append(rows[r][j] - float(np.median([b[j] for b in base])))
         at.append(s)
-    split = {k: _ms(np.mean(v)) if v else 0.0 for k, v in parts.items()}
-    # its host's work a step (ops, launch calls, waits such as sleeps; not syncs, a full launch
+    split: dict[str, Any] = {k: _ms(np.mean(v)) if v else 0.0 for k, v in parts.items()}
+    # its host's work a step (ops and launch calls; not syncs, waits such as sleeps, a full launch
     # queue or idle) beyond the others' median, over the same steps
-    work = {(rb.rank, x.step): x.host_framework_ns + x.host_launch_ns + x.host_wait_ns for rb in rbs for x in rb.steps}
+    work = {(rb.rank, x.step): x.host_framework_ns + x.host_launch_ns for rb in rbs for x in rb.steps}
     both = [s for s in at if (r, s) in work and any((o, s) in work for o in others)]
     # medians of each side, as the what-if's basis says them (savings._host_basis)
     mine = [work[(r, s)] for s in both]
     theirs = [float(np.median([work[(o, s)] for o in others if (o, s) in work])) for s in both]
-    split["host_work_excess"] = _ms(float(np.median(mine)) - float(np.median(theirs))) if both else 0.0
+    split[HOST_WORK] = _ms(float(np.median(mine)) - float(np.median(theirs))) if both else 0.0
+    split[LAG_STEPS] = [at[0], at[-1]] if at else []  # the steps the lag's growth is measured between
     # a later step start is a lag carried from step to step (a phase offset), not a cost of each
     # step: what feeds it is how much it grows a step
     # (over the steps between the first and the last, not the count of those measured: nsys_ddp's

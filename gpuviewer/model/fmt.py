@@ -120,11 +120,10 @@ def utilization_line(r: dict) -> str:
     elif said and 0 < busy < 1_000_000:  # nor below it of GPU work
         out += f" (of {busy / 1e3:,.0f} µs of GPU work: too little to judge)"
     elif said and len(steps) == 1 and steps[0].get("step") is None and gpu_ns > 0:
-        # a capture without steps: the shares are of its GPU's time, not of the capture the
-        # findings' savings are of (cloverleaf: 342 of 618 ms, 240 ms of cudaMalloc before)
-        edge = not (steps[0].get("idle_before_ns") or steps[0].get("idle_after_ns"))
-        span = "from its GPU's first op to its last" if edge else "of its GPU time"
-        out += f" (of the {gpu_ns / 1e6:,.1f} ms {span})"
+        # a capture without steps is measured from its GPU's first op to its last, not over the
+        # capture the findings' savings are of (cloverleaf: 342 of 618 ms, 240 ms of cudaMalloc
+        # before; breakdown.rank_breakdown)
+        out += f" (of the {gpu_ns / 1e6:,.1f} ms from its GPU's first op to its last)"
     host = r.get("host_breakdown") or {}
     if any(host.values()):
         # framework time under annotations alone (record_function ranges, no op under them on

@@ -260,6 +260,7 @@ class Peaks:
     tflops: dict
     gbps: float | None
     source: str | None
+    identified: str | None = None  # how the row was found where the name does not say it
 
     def peak(self, precision: str | None) -> float | None:
         if precision == "16-bit":  # fp16 or bf16 (a cuDNN kernel's name): one peak where both exist
@@ -282,6 +283,7 @@ class Peaks:
             "tflops": dict(self.tflops),
             "gbps": self.gbps,
             "source": self.source,
+            "identified": self.identified,
         }
 
 
@@ -295,16 +297,20 @@ _AMD_BY_CUS = {
 }
 
 
+_CDNA2 = ("MI250X (one GCD)", "MI250 (one GCD)", "MI210")
+
+
 def _amd_by_props(props: dict | None, memory_bytes: float | None) -> tuple[str, tuple] | None:
-    """(what the device is, its table row) of an AMD device the name does not tell, from its
+    """(what the device is and how it was told, its table row) of an AMD device from its
     properties; None where they do not say."""
     if not props or props.get("warpSize") != 64:
         return None
-    got = _AMD_BY_CUS.get(props.get("numSms"))  # type: ignore[arg-type]
+    cus = props.get("numSms")
+    got = _AMD_BY_CUS.get(cus)  # type: ignore[arg-type]
     gb = (memory_bytes or props.get("totalGlobalMem") or 0) / 2**30
     if got is None or not got[0] <= gb <= got[1]:
         return None
-    return got[2], next(r for r in _TABLE if r[0] == got[3])
+    return f"by its {cus} compute units and {gb:.0f} GB, {got[2]}", next(r for r in _TABLE if r[0] == got[3])
 
 
 def lookup(device_name: str | None, memory_bytes: float | None = None, props: dict | None = None) -> Peaks:
@@ -314,17 +320,18 @@ def lookup(device_name: str | None, memory_bytes: float | None = None, props: di
     memory bandwidth is lower. props: the device's recorded properties, which tell an AMD device
     its name does not (HTA's MI250 trace: 'AMD Radeon Graphics', 104 compute units, 64 GB)."""
     name = (device_name or "").strip()
+    amd = _amd_by_props(props, memory_bytes)
     for row in _TABLE:
         if name and re.search(row[1], name, re.IGNORECASE):
             if row[0].endswith("80GB") and memory_bytes and 0 < memory_bytes < 60e9 and "80" not in name:
                 row = next((r for r in _TABLE if r[0] == row[0][:-4] + "40GB"), row)
-            return Peaks(name, row[0], dict(zip(PRECISIONS, row[2:8])), row[8], row[9])
-    amd = _amd_by_props(props, memory_bytes)
-    if amd is not None and props is not None:
+            # ROCm names an MI250's dies "AMD Instinct MI250X / MI250": the compute units tell
+            if amd is None or row[0] not in _CDNA2:
+                return Peaks(name, row[0], dict(zip(PRECISIONS, row[2:8])), row[8], row[9])
+            break
+    if amd is not None:
         what, row = amd
-        cus, gb = props["numSms"], round((memory_bytes or props.get("totalGlobalMem") or 0) / 2**30)
-        model = f"{row[0]} roofs: by its {cus} compute units and {gb} GB, {what}"
-        return Peaks(name or "AMD GPU", model, dict(zip(PRECISIONS, row[2:8])), row[8], row[9])
+        return Peaks(name or "AMD GPU", row[0], dict(zip(PRECISIONS, row[2:8])), row[8], row[9], what)
     return Peaks(name or "unknown", None, {p: None for p in PRECISIONS}, None, None)
 
 

@@ -93,11 +93,18 @@ def build(trace: Trace, eff, rank: int | None = None, n_ranks: int = 1) -> Effic
     ]
     p = eff.peaks
     o = eff.ops
-    said = [f"{p.device}" + (f" ({p.model})" if p.model else ": not in the device table, achieved rates only")]
+    model = f"{p.model} roofs, {p.identified}" if p.identified else p.model
+    said = [f"{p.device}" + (f" ({model})" if model else ": not in the device table, achieved rates only")]
     if o.get("kernels"):
         said.append(
             f"work known for {o['kernels'] - o.get('unknown_kernels', 0):,} of {o['kernels']:,} kernels"
-            + ("" if o.get("shapes_recorded") else " (no shapes recorded)")
+            + (
+                ""
+                if o.get("shapes_recorded")
+                else " (their ops have no work rule)"
+                if o.get("ruled_ops") == 0 and o.get("unknown_names")
+                else " (no shapes recorded)"
+            )
         )
     if rank is not None:
         said.append(f"rank {rank} of {n_ranks} measured (`gpuviewer stats --report efficiency` measures every rank)")

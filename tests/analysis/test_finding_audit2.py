@@ -14,6 +14,7 @@ import re
 import statistics
 
 import analysis_truth as T
+import launch_truth as LT
 import numpy as np
 import pytest
 from conftest import run_cli_once, trace_path
@@ -121,8 +122,8 @@ def rank_figures(parts: tuple[str, ...]) -> dict[int, dict]:
         for s in st:
             w0, w1 = s["start_ns"], s["end_ns"]
             us, ue = _clip(T.union(r.start[k != T.COMM], r.end[k != T.COMM]), w0, w1)
-            short = T.rank_launch_gaps(r, us, ue)
-            long_ = T.rank_launch_gaps(r, us, ue, longer=True)
+            short = LT.rank_launch_gaps(r, us, ue)
+            long_ = LT.rank_launch_gaps(r, us, ue, longer=True)
             mine = (r.step == s["step"]) & (k == T.COMPUTE)
             per_step.append(
                 {
@@ -130,9 +131,9 @@ def rank_figures(parts: tuple[str, ...]) -> dict[int, dict]:
                     "compute": s["compute_ns"],
                     "gap": int(short.sum()),
                     "long": int(long_.sum()),
-                    "host": T.rank_host_gaps(r, us, ue, r.syncs),
+                    "host": LT.rank_host_gaps(r, us, ue, r.syncs),
                     # the short gaps' time NCCL kernels ran in
-                    "gap_nccl": T.intersect_length(T.rank_launch_gap_spans(r, us, ue), nccl),
+                    "gap_nccl": T.intersect_length(LT.rank_waited_gaps(r, us, ue)[:2], nccl),
                     "gaps": len(short),
                     "fed": int((ue - us).sum() + short.sum()),
                     "kernel_durs": (r.end - r.start)[mine],
@@ -335,7 +336,7 @@ def test_pp_launch_bound_pipeline_sentence():
     """pp: 'Pipeline of 2 stages, 8 micro-batches, launch-bound: stage 1 (rank 1), the busiest
     stage (compute and launch gaps), idles 57% of its step in gaps under 100 µs that end at a launch
     (2,325 kernels a step, median 5.6 µs) and 18% more in longer gaps waiting for a launch while its
-    host was not blocked; the rest, not computing and not waiting for its host (the bubble): stage 0
+    host was not in a sync; the rest, not computing and not waiting for its host (the bubble): stage 0
     71%, stage 1 9%'. The busiest stage has the most compute + launch gaps a step; its launch gaps
     over its windows (mean of the steps); its kernels a step and the median of the per-step median
     durations; the longer gaps' share up to the launch's return, less the host's syncs (the audit:
@@ -348,7 +349,7 @@ def test_pp_launch_bound_pipeline_sentence():
     said = re.search(
         r"launch-bound: stage (\d) \(rank (\d)\), the busiest stage \(compute and launch gaps\), idles (\d+)% of its "
         r"step in gaps under 100 µs that end at a launch \(([\d,]+) kernels a step, median ([\d.]+) µs\) and (\d+)% "
-        r"more in longer gaps waiting for a launch while its host was not blocked; the rest, not computing and not "
+        r"more in longer gaps waiting for a launch while its host was not in a sync; the rest, not computing and not "
         r"waiting for its host \(the bubble\): stage 0 (\d+)%, stage 1 (\d+)% \(ideal bubble 11.1%\)",
         f["title"],
     )

@@ -33,6 +33,7 @@ import os
 import re
 
 import analysis_truth as T
+import launch_truth as LT
 import numpy as np
 import pytest
 from conftest import run_cli_once, trace_path
@@ -153,7 +154,7 @@ def rank_steps(path: str) -> dict:
             before = _idle(busy_all, int(h0[k]), w0)
         ws, we = _clip(work, w0, w1)
         # launch gaps: the op after the gap was launched after the GPU went idle
-        gap = int(T.launch_gaps(ws, we, s[~nccl], lambda i, t: np.rint(te[i] * 1000) > t).sum())
+        gap = int(LT.launch_gaps(ws, we, s[~nccl], lambda i, t: np.rint(te[i] * 1000) > t).sum())
         # longer gaps the GPU waited for a launch in, up to the launch's return, less the host's syncs
         hs, he = [], []
         for j in np.flatnonzero(ws[1:] - we[:-1] >= 100_000):
@@ -256,7 +257,7 @@ def test_pp_launch_bound_sentence():
         f"Pipeline of {x['p']} stages, {x['m']} micro-batches, launch-bound: stage {x['slow']} (rank {slow['rank']}), "
         f"the busiest stage (compute and launch gaps), idles {slow['launch']:.0%} of its step in gaps under 100 µs "
         f"that end at a launch ({x['kernels']:,.0f} kernels a step, median {x['median_us']:.1f} µs) and "
-        f"{slow['host']:.0%} more in longer gaps waiting for a launch while its host was not blocked; the rest, not "
+        f"{slow['host']:.0%} more in longer gaps waiting for a launch while its host was not in a sync; the rest, not "
         f"computing and not waiting for its host (the bubble): "
         + ", ".join(f"stage {i} {s['bubble']:.0%}" for i, s in enumerate(x["stages"]))
         + f" (ideal bubble {x['ideal']:.1%})"
