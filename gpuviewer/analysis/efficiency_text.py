@@ -81,6 +81,13 @@ def summary_lines(eff: dict) -> list[str]:
             pct_bw = f.get("pct_of_bandwidth")
             if pct_bw is None:
                 bound = ""  # the device's bandwidth unknown: no verdict
+            elif 10 <= round(pct_bw) < 50:
+                # 'memory-bound' at 16% of the bandwidth read as at its roof (stall_on's bias
+                # gradients: 6x below it; an audit's finding)
+                bound = (
+                    f", {pct_bw:.0f}% of the memory bandwidth: under half its roof (latency, launches or too "
+                    "little work per kernel)"
+                )
             elif round(pct_bw) < 10:
                 bound = (
                     f", {pct_bw:.1g}% of the memory bandwidth: far below its roof (latency, launches or "
@@ -106,6 +113,24 @@ def summary_lines(eff: dict) -> list[str]:
             if round(f["pct_of_bandwidth"]) < 50 and round(f.get("pct_of_peak") or 0) < 50:  # as printed
                 # under both roofs by far: the roofline's verdict is not what limits it
                 bound += ", far from both roofs (latency, occupancy or too little work per kernel)"
+        elif (
+            f.get("bound") == "compute"
+            and f.get("intensity")
+            and f.get("pct_of_bandwidth") is not None
+            and round(f.get("pct_of_peak") or 0) < 50
+            and round(f["pct_of_bandwidth"]) < 50
+        ):
+            # above the ridge by intensity, yet under half of both roofs (launch_eager's 64x512
+            # SIMT GEMMs: 6% of peak, 3% of the bandwidth): not what limits it either
+            ridge = (
+                f", above the ridge at {f['peak_tflops'] * 1e3 / p['gbps']:.0f}"
+                if f.get("peak_tflops") and p.get("gbps")
+                else ""
+            )
+            bound += (
+                f" by intensity ({f['intensity']:.0f} FLOP/byte{ridge}); {f['pct_of_bandwidth']:.0f}% of the memory "
+                "bandwidth, far from both roofs (latency, occupancy or too little work per kernel)"
+            )
         out.append(
             f"  {f['name']}: {f['time_ns'] / total:.0%} of compute-kernel time"
             + (f",{rate}{pct}{bw}{bound}" if rate or bw else "")

@@ -32,6 +32,7 @@ from .nsys_report import (
     MEM_KIND,
     SYNC_TYPE,
     Report,
+    capture_losses,
     col,
     columns,
     rank_in_environment,
@@ -262,6 +263,9 @@ def read_report(
                 f"{n:,} row{'s' * (n != 1)} of {table} skipped: a time or id that is "
                 "missing, not an integer, out of range, or an end earlier than its start"
             )
+        lost = capture_losses(rep)
+        if lost:
+            warnings.append("Nsight Systems says the capture may have lost events: " + "; ".join(lost))
         for w in warnings + rep.notes + db.warnings:
             b.warnings.append(f"{os.path.basename(path)}: {w}")
         st = os.stat(path)

@@ -7,6 +7,7 @@ nothing is written to it or beside it.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -86,6 +87,7 @@ READ_TABLES = (
         "TARGET_INFO_CUDA_DEVICE",
         "CUDA_GPU_MEMORY_USAGE_EVENTS",
         "META_DATA_CAPTURE",
+        "DIAGNOSTIC_EVENT",
         GRAPH_TRACE,
         GRAPH_EVENTS,
     }
@@ -251,6 +253,30 @@ def rank_in_environment(rep: Report) -> int | None:
     except sqlite3.Error:
         return None
     return None
+
+
+# what Nsight Systems' own diagnostics say when the capture lost events (CUDA events not all
+# collected, CUPTI buffers full): a file with three driver calls and no kernel read as "no findings" where
+# nsys itself said events were missing (lighttransport's gemm profile; an audit's finding). NVTX's
+# absence is not such a loss.
+_LOSS = re.compile(r"might be missing|might have been collected|were lost|events? (?:were )?dropped", re.IGNORECASE)
+
+
+def capture_losses(rep: Report, most: int = 3) -> list[str]:
+    """Nsight Systems' diagnostics of events it may have lost (DIAGNOSTIC_EVENT), first first, at
+    most `most` of them, each cut to 200 characters."""
+    if "DIAGNOSTIC_EVENT" not in rep.tables:
+        return []
+    out: list[str] = []
+    try:
+        for (text,) in rep.db.execute("SELECT text FROM DIAGNOSTIC_EVENT ORDER BY timestamp"):
+            if isinstance(text, str) and _LOSS.search(text) and "NVTX" not in text:
+                out.append(" ".join(text.split())[:200])
+                if len(out) == most:
+                    break
+    except sqlite3.Error:
+        return []
+    return out
 
 
 def row_args(path: str, cat: int, rowid: int) -> dict:

@@ -118,7 +118,9 @@ def utilization_line(r: dict) -> str:
     if said and 0 < gpu_ns < 1_000_000:  # host_bound.MIN_GPU_TIME_NS: no low-utilization finding below it
         out += f" (of {gpu_ns / 1e3:,.0f} µs of GPU time: too little to judge)"
     elif said and 0 < busy < 1_000_000:  # nor below it of GPU work
-        out += f" (of {busy / 1e3:,.0f} µs of GPU work: too little to judge)"
+        # the shares are of the window, which holds that little work ('idle 98% (of 372 µs of
+        # GPU work …)' read as 98% of the 372 µs; an audit's finding)
+        out += f" (of {gpu_ns / 1e6:,.1f} ms holding {busy / 1e3:,.0f} µs of GPU work: too little to judge)"
     elif said and len(steps) == 1 and steps[0].get("step") is None and gpu_ns > 0:
         # a capture without steps is measured from its GPU's first op to its last, not over the
         # capture the findings' savings are of (cloverleaf: 342 of 618 ms, 240 ms of cudaMalloc

@@ -131,7 +131,7 @@ def test_a_toys_few_microseconds_of_gpu_work_are_not_judged():
     idle = [f for f in found if f["rule"] == "host_bound_idle"]
     assert idle and all(f["severity"] == "low" and f["metrics"].get("one_time") for f in idle)
     text = run_cli_once("analyze", path)
-    assert f"(of {round(work / 1e3)} µs of GPU work: too little to judge)" in text.stdout, text.stdout
+    assert f" holding {round(work / 1e3)} µs of GPU work: too little to judge)" in text.stdout, text.stdout
 
 
 def test_a_toys_idle_gpu_is_low():
