@@ -347,3 +347,22 @@ def test_too_little_gpu_work_says_the_window_it_is_in():
     assert p.returncode == 0, p.stderr[-2000:]
     line = next(ln for ln in p.stdout.splitlines() if ln.startswith("rank 0:"))
     assert f"(of {(hi - lo) / 1e3:,.1f} ms holding {busy / 1e3:,.0f} µs of GPU work: too little to judge)" in line, line
+
+
+def test_a_stalls_wait_says_it_is_summed_over_collectives():
+    """ddp (helper-92): 'Step 3: rank 1 held the other rank back 46.4 ms' is rank 0's waits at
+    the 14 all-reduces rank 1 came last at, added up (about 8.5 ms of them beside rank 0's own
+    compute; the step ran about 27 ms longer, as the what-if says): the title now says it is a
+    sum over that many collectives, counted here from the raw kernels (analysis_truth's matched
+    collectives of step 3 whose last arrival is rank 1)."""
+    d = trace_path("kineto", "ddp")
+    truth = load_truth()["ddp"]
+    step, late = truth["slow_step"], truth["slow_rank"]
+    inst = [i for i in T.match(T.load(d)) if i.last_rank == late and step in i.steps]
+    (f,) = [f for f in _json(d)["findings"] if f["title"].startswith(f"Step {step}: rank {late} held")]
+    said = re.search(
+        r"held the other rank back ([\d.]+) ms \(summed over the (\d+) collectives it came last at\)", f["title"]
+    )
+    assert said, f["title"]
+    assert int(said[2]) == len(inst) > 1
+    assert float(said[1]) == pytest.approx(sum(i.wait(r) for i in inst for r in i.ranks if r != late) / 1e6, abs=0.06)

@@ -473,7 +473,7 @@ def test_a_late_ranks_median_says_which_steps_it_is_of():
     )
     assert "its host starts those steps" in f["title"] and "from the first of those steps to the last" in f["title"]
     # the total is said of those steps too, beside every late step's (the stalls' steps held most of it)
-    tot = re.search(r"\(([\d.]+) ms in those steps, ([\d.]+) ms in all\)", f["title"])
+    tot = re.search(r"\(([\d.]+) ms in those steps, ([\d.]+) ms in all;", f["title"])
     assert tot, f["title"]
     per = m["wait_caused_ms_per_step"]
     assert float(tot[1]) == pytest.approx(sum(per[str(s)] for s in of), abs=0.6)
