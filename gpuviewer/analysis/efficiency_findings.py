@@ -312,7 +312,7 @@ def _simt_speedup(
     if "tf32" in x and tf32_on and "bf16" in x:
         # TF32 is already allowed: the library chose FP32 kernels for these shapes, so the flag
         # would change nothing (HTA's trace_filter: cutlass tensorop s1688 GEMMs beside ampere_sgemm)
-        advice = f"bf16 autocast would make them about {x['bf16']:.1f}x faster " + (
+        advice = f"bf16 autocast would make them up to about {x['bf16']:.1f}x faster " + (
             "(TF32 is already allowed for convolutions here: cuDNN runs other convolutions of this run on TF32 "
             "Tensor Cores and chose FP32 algorithms for these; torch.backends.cudnn.benchmark=True times the "
             "alternatives)"
@@ -326,7 +326,7 @@ def _simt_speedup(
         advice = (
             ("bf16 autocast or " if alt else "")
             + _TF32_FLAG[kind]
-            + "=True would make them about "
+            + "=True would make them up to about "
             + (f"{x['bf16']:.1f}x (bf16) or " if alt else "")
             + f"{x['tf32']:.1f}x (TF32) faster"
         )
@@ -338,7 +338,7 @@ def _simt_speedup(
         + ("with a GradScaler; " if q == "fp16" else "")
         + f"the {device} has no TF32"
         + (" or bf16" if q == "fp16" else "")
-        + f" Tensor Cores) would make them about {x[q]:.1f}x faster"
+        + f" Tensor Cores) would make them up to about {x[q]:.1f}x faster"
     )
     return {"advice": advice, "grounds": grounds, "speedup": work[q], "on": q, "speedups": x}
 
