@@ -184,6 +184,15 @@ def compat_path(*parts: str) -> str:
     return os.path.join(COMPAT, *parts)
 
 
+def raw_events(path: str) -> list[dict]:
+    """A gzip Kineto file's traceEvents, read with the standard library (no gpuviewer)."""
+    import gzip
+    import json
+
+    with gzip.open(path, "rt") as fh:
+        return json.load(fh)["traceEvents"]
+
+
 def flat_findings(findings: list[dict]):
     """analyze --json's findings and, after each, its symptoms, depth first."""
     for f in findings:

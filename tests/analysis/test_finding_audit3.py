@@ -3,14 +3,13 @@ its own scripts) found false or misleading, each checked here against the raw ev
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 import statistics
 from pathlib import Path
 
 import pytest
-from conftest import run_cli_once, trace_path
+from conftest import flat_findings, raw_events, run_cli_once, trace_path
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -27,23 +26,12 @@ def _text(path) -> str:
     return p.stdout
 
 
-def _events(path) -> list[dict]:
-    with gzip.open(path, "rt") as fh:
-        return json.load(fh)["traceEvents"]
-
-
-def _walk(fs):
-    for f in fs:
-        yield f
-        yield from _walk(f.get("children") or [])
-
-
 def test_a_saving_the_replay_moves_between_steps_is_not_called_unmeasurable():
     """sync.json.gz's fused elementwise, with the syncs fixed above it, replays steps 2-4 shorter
     and 5-7 longer: 'the other 3 steps it acts in not measurably' hid the longer ones. Where any
     step it acts in gets 0.05 ms or more longer, the text gives the average over the steps."""
     path = DATA / "whatif_sync_copy" / "sync.json.gz"
-    (f,) = [f for f in _walk(_json(path)["findings"]) if f["rule"] == "elementwise_bound"]
+    (f,) = [f for f in flat_findings(_json(path)["findings"]) if f["rule"] == "elementwise_bound"]
     by = f["saves_ms_by_step"]
     assert min(by.values()) <= -0.05 < max(by.values())  # the case: some steps longer in the replay
     line = next(ln for ln in _text(path).splitlines() if "the elementwise and norm kernels fused" in ln)
@@ -59,7 +47,7 @@ def test_exposed_communications_share_is_the_median_of_the_steps_shares():
     steps = [s for s in out["ranks"][0]["steps"] if not s["warmup"]]
     shares = [s["exposed_comm_ns"] / (s["end_ns"] - s["start_ns"]) for s in steps]
     assert max(shares) - min(shares) > 0.2  # steps that differ: the case the old ratio got wrong
-    (f,) = [f for f in _walk(out["findings"]) if f["rule"] == "exposed_communication" and f["ranks"] == [0]]
+    (f,) = [f for f in flat_findings(out["findings"]) if f["rule"] == "exposed_communication" and f["ranks"] == [0]]
     assert f["metrics"]["share"] == pytest.approx(statistics.median(shares), abs=5e-4)
     assert f"(a median {statistics.median(shares):.0%} of the step;" in f["title"]
 
@@ -68,7 +56,7 @@ def test_copy_time_with_memsets_says_so_and_the_direction_apart():
     """copy.json.gz: 'host-to-device copies fill 53% of the GPU's time (90.0 ms)' counted 0.3 ms of
     memsets as host-to-device copies; the raw H2D time is said apart."""
     path = DATA / "whatif_sync_copy" / "copy.json.gz"
-    ev = _events(path)
+    ev = raw_events(path)
     h2d = sum(e["dur"] for e in ev if e.get("cat") == "gpu_memcpy" and "HtoD" in e["name"]) / 1e3
     sets = sum(e["dur"] for e in ev if e.get("cat") == "gpu_memset") / 1e3
     assert sets >= 0.05
@@ -82,7 +70,7 @@ def test_the_rank_lines_host_share_says_blocking_copies_beside_syncs():
     """copy.json.gz: 'syncs 71%' sent the audit looking for synchronize calls; 53 of the points are
     the pageable copies' calls (the raw cudaMemcpyAsync time is most of it)."""
     path = DATA / "whatif_sync_copy" / "copy.json.gz"
-    ev = _events(path)
+    ev = raw_events(path)
     steps = sum(e["dur"] for e in ev if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
     copies = sum(e["dur"] for e in ev if e.get("cat") == "cuda_runtime" and e["name"] == "cudaMemcpyAsync")
     syncs = sum(e["dur"] for e in ev if e.get("cat") == "cuda_runtime" and "Synchronize" in e["name"])
@@ -97,7 +85,7 @@ def test_a_split_k_reduce_joins_its_gemms_family():
     whose name says 'float', was its own family 'gemm fp32, Tensor Cores' beside the TF32 GEMMs it
     finishes; it joins their family (its kernels' raw time with theirs)."""
     path = DATA / "whatif_tf32" / "launch_graph_tf32.json.gz"
-    ev = _events(path)
+    ev = raw_events(path)
     steps = [
         (e["ts"], e["ts"] + e["dur"])
         for e in ev

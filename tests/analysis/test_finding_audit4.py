@@ -11,7 +11,7 @@ import statistics
 import analysis_truth as T
 import numpy as np
 import pytest
-from conftest import compat_path, load_truth, run_cli_once, trace_path
+from conftest import compat_path, flat_findings, load_truth, raw_events, run_cli_once, trace_path
 
 
 def _json(path) -> dict:
@@ -20,21 +20,10 @@ def _json(path) -> dict:
     return json.loads(p.stdout)
 
 
-def _events(path) -> list[dict]:
-    with gzip.open(path, "rt") as fh:
-        return json.load(fh)["traceEvents"]
-
-
-def _walk(fs):
-    for f in fs:
-        yield f
-        yield from _walk(f.get("children") or [])
-
-
 def _nccl_per_step(path) -> tuple[set[str], list[int], bool]:
     """A rank's NCCL kernels' names, how many each ProfilerStep launched (by correlation with the
     launching call inside the step's host range), and whether it ran any all-to-all op."""
-    ev = [e for e in _events(path) if e.get("ph") == "X"]
+    ev = [e for e in raw_events(path) if e.get("ph") == "X"]
     steps = sorted(
         (e["ts"], e["ts"] + e["dur"])
         for e in ev
@@ -67,11 +56,13 @@ def test_a_pipelines_sendrecv_kernels_are_not_called_collectives():
     measured = [s["step"] for s in out["ranks"][0]["steps"] if not s["warmup"]]
     first = min(s["step"] for s in out["ranks"][0]["steps"])
     per_step = int(statistics.median(counts[s - first] for s in measured))
-    (f,) = [f for f in _walk(out["findings"]) if f["rule"] == "exposed_communication" and f["ranks"] == [0]]
+    (f,) = [f for f in flat_findings(out["findings"]) if f["rule"] == "exposed_communication" and f["ranks"] == [0]]
     assert f"; {per_step} send/receive kernels a step)" in f["title"], (f["title"], counts)
     assert "its sends and receives wait a median" in f["title"]
     assert "collective" not in f["title"]
-    ddp = [f for f in _walk(_json(trace_path("kineto", "ddp"))["findings"]) if f["rule"] == "exposed_communication"]
+    ddp = [
+        f for f in flat_findings(_json(trace_path("kineto", "ddp"))["findings"]) if f["rule"] == "exposed_communication"
+    ]
     assert ddp and all(re.search(r"\d+ collectives a step\)", f["title"]) for f in ddp)
 
 
@@ -79,7 +70,7 @@ def _step_starts(path) -> dict[int, float]:
     """ProfilerStep#N -> its host start, µs."""
     return {
         int(e["name"].split("#")[1]): e["ts"]
-        for e in _events(path)
+        for e in raw_events(path)
         if e.get("ph") == "X" and e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
     }
 
@@ -137,7 +128,7 @@ def test_a_median_that_is_no_steps_says_the_range():
     to the last rank's at each matched collective."""
     d = trace_path("kineto", "ddp_long")
     out = _json(d)
-    (f,) = [f for f in _walk(out["findings"]) if f["rule"] == "exposed_communication"]
+    (f,) = [f for f in flat_findings(out["findings"]) if f["rule"] == "exposed_communication"]
     worst = int(re.search(r"\(rank (\d+), the worst\)", f["title"])[1])
     ranks = T.load(d)
     (r,) = [x for x in ranks if x.rank == worst]
@@ -156,7 +147,9 @@ def test_a_median_that_is_no_steps_says_the_range():
     got = [float(x) for x in said.groups()]
     want = [statistics.median(ex), min(ex), max(ex), statistics.median(wait), min(wait), max(wait)]
     assert got == pytest.approx(want, abs=0.06), (got, want)
-    tp = [f for f in _walk(_json(trace_path("kineto", "tp"))["findings"]) if f["rule"] == "exposed_communication"]
+    tp = [
+        f for f in flat_findings(_json(trace_path("kineto", "tp"))["findings"]) if f["rule"] == "exposed_communication"
+    ]
     assert tp and all("in the steps" not in f["title"] for f in tp)
 
 
@@ -167,7 +160,7 @@ def test_a_median_that_is_no_steps_says_the_range():
 def _host_work_ms(path) -> dict[int, float]:
     """Per ProfilerStep: the union of the host's ops and CUDA calls in it, less its synchronize
     calls (ms)."""
-    ev = [e for e in _events(path) if e.get("ph") == "X"]
+    ev = [e for e in raw_events(path) if e.get("ph") == "X"]
     steps = {
         int(e["name"].split("#")[1]): (e["ts"], e["ts"] + e["dur"])
         for e in ev
@@ -191,7 +184,7 @@ def test_a_host_slower_everywhere_is_not_blamed_on_one_op():
     it is spread. The host work here: the union of host ops and CUDA calls in each ProfilerStep
     less its synchronize calls, medians over the steps (the trace holds no sleeps or waits)."""
     d = trace_path("kineto", "gpu_straggler")
-    (f,) = [f for f in _walk(_json(d)["findings"]) if f["rule"] == "straggler"]
+    (f,) = [f for f in flat_findings(_json(d)["findings"]) if f["rule"] == "straggler"]
     said = re.search(
         r"; its host works ([\d.]+) ms a step longer than the others' in ops and launch calls \(syncs and waits left "
         r"out\), spread over the step: "
@@ -211,7 +204,7 @@ def test_an_ops_missing_rule_is_not_called_missing_shapes():
     recorded', where the trace recorded shapes (its Inductor op has Input Dims) and no rule gives
     that op's work: now its op is named as having no work rule."""
     path = compat_path("facebookresearch__HolisticTraceAnalysis", "triton_example", "triton_example.json.gz")
-    ev = [e for e in _events(path) if e.get("ph") == "X"]
+    ev = [e for e in raw_events(path) if e.get("ph") == "X"]
     (k,) = [e for e in ev if e.get("cat") == "kernel"]
     (call,) = [
         e
@@ -340,7 +333,7 @@ def test_too_little_gpu_work_says_the_window_it_is_in():
         "cuda_event_sync_multi_stream",
         "event_sync_trace.json.gz",
     )
-    gpu = [e for e in _events(path) if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    gpu = [e for e in raw_events(path) if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     lo, hi = min(e["ts"] for e in gpu), max(e["ts"] + e["dur"] for e in gpu)
     busy = T.union_length(np.rint([e["ts"] * 1e3 for e in gpu]), np.rint([(e["ts"] + e["dur"]) * 1e3 for e in gpu]))
     p = run_cli_once("analyze", str(path))
