@@ -359,3 +359,55 @@ def test_a_stalls_wait_says_it_is_summed_over_collectives():
     assert said, f["title"]
     assert int(said[2]) == len(inst) > 1
     assert float(said[1]) == pytest.approx(sum(i.wait(r) for i in inst for r in i.ranks if r != late) / 1e6, abs=0.06)
+
+
+# -- helper-93's audit (HTA's trace_filter and ns_resolution, nsys-ai's h100_2gpu_1s and mock,
+# -- extra-p's con_kernel, flameox) --------------------------------------------------------------
+
+
+def test_a_launch_queue_that_tops_out_under_1024_is_full():
+    """HTA's V100 ns_resolution trace (helper-93): 'launch calls 69%' where the calls block on a
+    full launch queue: every launch call over 100 µs starts with 1,021 launched ops not yet begun,
+    the most the trace ever shows (the queue's other entries, event records and stream waits, are
+    no GPU ops). A count that tops out within 32 of the 1,024-entry depth is the full queue. Here
+    from the raw events: each launch call's ops launched before it and not yet started."""
+    path = compat_path(
+        "facebookresearch__HolisticTraceAnalysis", "ns_resolution_trace", "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+    )
+    ev = [e for e in raw_events(path) if e.get("ph") == "X"]
+    began = {
+        e["args"]["correlation"]: e["ts"]
+        for e in ev
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and "correlation" in e.get("args", {})
+    }
+    calls = sorted(
+        (e["ts"], e["dur"], began[c])
+        for e in ev
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and (c := e.get("args", {}).get("correlation")) in began
+    )
+    starts = np.sort([b for _, _, b in calls])
+    pending = np.arange(len(calls)) - np.searchsorted(starts, [t for t, _, _ in calls], side="right")
+    long_ = np.array([d > 100 for _, d, _ in calls])
+    top = int(pending.max())
+    assert 1024 - 32 <= top < 1024 and (pending[long_] == top).mean() > 0.9, (top, long_.sum())
+    out = _json(path)
+    assert out["ranks"][0]["host_breakdown"]["queue"] > 0.5, out["ranks"][0]["host_breakdown"]
+    p = run_cli_once("analyze", str(path))
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("rank 0:"))
+    assert re.search(r"blocked on a full launch queue [5-9]\d%", line), line
+
+
+def test_copies_from_pinned_memory_already_say_so():
+    """nsys-ai's h100_2gpu_1s (helper-93): the copy-bound finding's what-if names copying from
+    pinned memory asynchronously as a fix, where 223 of the 225 host-to-device copies on each GPU
+    are pinned already (and 2% compute to hide them behind): the title says how much of that time
+    comes from pinned memory, from the export's srcKind (ENUM_CUDA_MEM_KIND: 1 pinned)."""
+    import sqlite3
+
+    path = compat_path("GindaChen__nsys-ai", "h100_2gpu_1s.sqlite")
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    rows = con.execute("SELECT srcKind, end - start FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 1").fetchall()
+    pinned = sum(d for k, d in rows if k == 1) / sum(d for _, d in rows)
+    assert 0.995 <= pinned < 1
+    (f,) = [f for f in flat_findings(_json(path)["findings"]) if f["rule"] == "copy_bound"]
+    assert "over 99% of that from pinned memory already" in f["title"], f["title"]

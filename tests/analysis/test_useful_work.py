@@ -247,7 +247,7 @@ def test_copies_that_fill_the_capture_are_the_finding():
     ).fetchall()
     con.close()
     # the title is the worst rank's: one of the two GPUs' host-to-device time
-    assert any(f"host-to-device {htod / 1e6:,.1f} ms of it)" in top.title for _d, htod, _p in per_gpu), top.title
+    assert any(f"host-to-device {htod / 1e6:,.1f} ms of it" in top.title for _d, htod, _p in per_gpu), top.title
     assert all(p >= 0.99 * h for _d, h, p in per_gpu)
     assert "pin_memory=True" not in top.advice
     # where they come from: FSDP's CPU offload, each unit's parameters copied in before its
