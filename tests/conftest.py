@@ -193,6 +193,38 @@ def raw_events(path: str) -> list[dict]:
         return json.load(fh)["traceEvents"]
 
 
+def profiler_steps(ev: list[dict]) -> tuple[list[tuple[int, float, float]], dict]:
+    """Of a Kineto file's complete events: its ProfilerStep#N ranges as (N, start, end) in µs, and
+    each CUDA call's start by its correlation id (the launch of the GPU op with that id)."""
+    steps = [
+        (int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"])
+        for e in ev
+        if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
+    ]
+    launch = {
+        e["args"]["correlation"]: e["ts"]
+        for e in ev
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    return steps, launch
+
+
+def nsys_gpu_span(path: str) -> tuple[int, int]:
+    """An Nsight Systems export's first GPU activity's start and last one's end (kernels, copies,
+    memsets; ns), read with sqlite3 (no gpuviewer)."""
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        have = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        kinds = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+        union = " UNION ALL ".join(f"SELECT start s, end e FROM {t}" for t in kinds if t in have)
+        lo, hi = db.execute(f"SELECT min(s), max(e) FROM ({union})").fetchone()
+    finally:
+        db.close()
+    return int(lo), int(hi)
+
+
 def flat_findings(findings: list[dict]):
     """analyze --json's findings and, after each, its symptoms, depth first."""
     for f in findings:

@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import shared_listdir, shift_gpu_clock, trace_path
+from conftest import profiler_steps, shared_listdir, shift_gpu_clock, trace_path
 
 # every shared trace with steps (launch_bound_big: 200,000 kernels in one step, left out for time:
 # about 3 s of path walking on top of a 1M-event open)
@@ -59,16 +59,7 @@ def _raw_step_times_ms(folder: str) -> dict[int, float]:
     for f in sorted(os.listdir(folder)):
         with gzip.open(os.path.join(folder, f), "rt") as fh:
             ev = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
-        steps = [
-            (int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"])
-            for e in ev
-            if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
-        ]
-        launch = {
-            e["args"]["correlation"]: e["ts"]
-            for e in ev
-            if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
-        }
+        steps, launch = profiler_steps(ev)
         gpu = [
             (launch.get(e.get("args", {}).get("correlation")), e["ts"] + e["dur"])
             for e in ev

@@ -11,7 +11,16 @@ import statistics
 import analysis_truth as T
 import numpy as np
 import pytest
-from conftest import compat_path, flat_findings, load_truth, raw_events, run_cli_once, trace_path
+from conftest import (
+    compat_path,
+    flat_findings,
+    load_truth,
+    nsys_gpu_span,
+    profiler_steps,
+    raw_events,
+    run_cli_once,
+    trace_path,
+)
 
 
 def _json(path) -> dict:
@@ -24,16 +33,8 @@ def _nccl_per_step(path) -> tuple[set[str], list[int], bool]:
     """A rank's NCCL kernels' names, how many each ProfilerStep launched (by correlation with the
     launching call inside the step's host range), and whether it ran any all-to-all op."""
     ev = [e for e in raw_events(path) if e.get("ph") == "X"]
-    steps = sorted(
-        (e["ts"], e["ts"] + e["dur"])
-        for e in ev
-        if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
-    )
-    launch = {
-        e["args"]["correlation"]: e["ts"]
-        for e in ev
-        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
-    }
+    ranges, launch = profiler_steps(ev)
+    steps = sorted((a, b) for _n, a, b in ranges)
     nccl = [e for e in ev if e.get("cat") == "kernel" and e["name"].startswith("nccl")]
     counts = [0] * len(steps)
     for k in nccl:
@@ -229,18 +230,8 @@ def test_a_captures_rank_line_says_what_its_shares_are_of():
     from the GPU's first op to its last, beside a note that the capture runs from its first CUDA
     call (618.4 ms; 240 ms of cudaMalloc before the first kernel): the line now says its span,
     checked against the raw export's first and last GPU activity."""
-    import sqlite3
-
     path = compat_path("hpcgroup__pipit", "perlmutter-cloverleaf-cuda.sqlite")
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
-    gpu = [
-        t
-        for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
-        if t in tables
-    ]
-    lo = min(con.execute(f"select min(start) from {t}").fetchone()[0] for t in gpu)
-    hi = max(con.execute(f"select max(end) from {t}").fetchone()[0] for t in gpu)
+    lo, hi = nsys_gpu_span(path)
     p = run_cli_once("analyze", str(path))
     assert p.returncode == 0, p.stderr[-2000:]
     line = next(ln for ln in p.stdout.splitlines() if ln.startswith("rank 0:"))

@@ -181,18 +181,11 @@ def test_a_capture_without_steps_rates_nothing_high_and_says_what_its_share_is_o
     import re
     import sqlite3
 
-    from conftest import run_cli_once
+    from conftest import nsys_gpu_span, run_cli_once
 
     path = compat_path("hpcgroup__pipit", "perlmutter-cloverleaf-cuda.sqlite")
+    gpu = nsys_gpu_span(path)
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    have = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    ops = [
-        t
-        for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
-        if t in have
-    ]
-    union = " UNION ALL ".join(f"SELECT start s, end e FROM {t}" for t in ops)
-    gpu = db.execute(f"SELECT min(s), max(e) FROM ({union})").fetchone()
     api = db.execute("SELECT min(start), max(end) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
     db.close()
     out = run_cli_once("analyze", path)
