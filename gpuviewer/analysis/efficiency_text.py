@@ -5,6 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.peaks import roof_label
+
+
+def for_want_of_rule(ops: dict) -> bool:
+    """Whether the kernels' work is unknown because none of their ops has a work rule (their
+    shapes are read only for ops with one), not because no shapes were recorded (HTA's
+    triton_example: an Inductor op with shapes). ops: Efficiency.ops."""
+    return not ops.get("shapes_recorded") and ops.get("ruled_ops") == 0 and bool(ops.get("unknown_names"))
+
 
 def summary_lines(eff: dict) -> list[str]:
     """What `gpuviewer analyze` prints of the efficiency (its JSON): the device and its roof, MFU
@@ -14,7 +23,7 @@ def summary_lines(eff: dict) -> list[str]:
     ref = next((k for k in ("bf16", "fp16") if tf.get(k)), None)
     rates = any(f.get("tflops") or f.get("gbps") for f in eff.get("families") or [])
     roof = (
-        f"{p.get('model')}{' roofs, ' + p['identified'] if p.get('identified') else ''}, {ref} dense peak {tf[ref]:g} TFLOP/s"
+        f"{roof_label(p.get('model'), p.get('identified'))}, {ref} dense peak {tf[ref]:g} TFLOP/s"
         if ref
         else "peak unknown: achieved rates only"
         if rates
@@ -151,7 +160,7 @@ def summary_lines(eff: dict) -> list[str]:
         orphans, total = o.get("unknown_no_launch_kernels") or 0, o.get("unknown_kernels", 0)
         # kernels whose launch the capture missed have no op to read shapes from
         lost = f"{orphans} ({(o.get('unknown_no_launch_ns') or 0) / 1e6:.1f} ms) have no launch call on record"
-        if not o.get("shapes_recorded") and o.get("ruled_ops") == 0 and names:
+        if for_want_of_rule(o):
             # no op of a rule among theirs: the work is unknown for want of a rule, not of shapes
             rule = f"ops have no work rule: {names}"
             said = f"{lost}, so no op; the others' {rule}" if orphans else f"their {rule}"

@@ -170,9 +170,10 @@ def copy_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     # said apart where it would not print as the whole (0.1 ms steps): memsets are in the copy time
     lead = f", {what[key]} {lead_ns / 1e6:,.1f} ms of it" if key and round(lead_ns / 1e5) < round(copy_ms * 10) else ""
     pinned = sum(v for n, v in top if key and key in n and "(Pinned" in n)
+    pinned_already = key == "HtoD" and lead_ns and pinned >= 0.9 * lead_ns
     # said where the host-to-device copies come from pinned memory already: pinning is no fix
     # (h100_2gpu_1s: 223 of 225 pinned, 2% compute to hide them behind; an audit's finding)
-    if key == "HtoD" and lead and lead_ns and pinned >= 0.9 * lead_ns:
+    if pinned_already and lead:
         part = "all" if pinned >= lead_ns else "over 99%" if pinned / lead_ns >= 0.995 else f"{pinned / lead_ns:.0%}"
         lead += f", {part} of that from pinned memory already"
     kind = f"{what[key]} copies" if key and not lead else "copies and memsets" if sets else "copies"
@@ -201,7 +202,7 @@ def copy_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         },
         impact_ns=rb.total("memcpy_ns"),
     )
-    if key == "HtoD" and lead_ns and pinned >= 0.9 * lead_ns:
+    if pinned_already:
         f["advice"] = COPY_PINNED_ADVICE  # pin_memory is done already: what is left to do
     if key == "HtoD" and issued is not None and issued[0].startswith("FSDP::pre_"):
         f["advice"] = FSDP_OFFLOAD_ADVICE

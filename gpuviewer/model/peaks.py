@@ -313,6 +313,12 @@ def _amd_by_props(props: dict | None, memory_bytes: float | None) -> tuple[str, 
     return f"by its {cus} compute units and {gb:.0f} GB, {got[2]}", next(r for r in _TABLE if r[0] == got[3])
 
 
+def roof_label(model: str | None, identified: str | None) -> str | None:
+    """The table row a device's roofs come from, and how it was told where its name does not say
+    it (analyze's efficiency line and the Efficiency tab say the same)."""
+    return f"{model} roofs, {identified}" if model and identified else model
+
+
 def lookup(device_name: str | None, memory_bytes: float | None = None, props: dict | None = None) -> Peaks:
     """The row whose pattern the device name matches; an unknown device has no roofs. A name
     that does not say its memory size ("NVIDIA A100-PG509-200", "A100-SXM4") matches the 80 GB

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..analysis.efficiency_text import for_want_of_rule
+from ..model.peaks import roof_label
 from ..model.trace import Trace
 
 # the table's columns, in order (units in the names: the table shows them as they are)
@@ -93,7 +95,7 @@ def build(trace: Trace, eff, rank: int | None = None, n_ranks: int = 1) -> Effic
     ]
     p = eff.peaks
     o = eff.ops
-    model = f"{p.model} roofs, {p.identified}" if p.identified else p.model
+    model = roof_label(p.model, p.identified)
     said = [f"{p.device}" + (f" ({model})" if model else ": not in the device table, achieved rates only")]
     if o.get("kernels"):
         said.append(
@@ -102,7 +104,7 @@ def build(trace: Trace, eff, rank: int | None = None, n_ranks: int = 1) -> Effic
                 ""
                 if o.get("shapes_recorded")
                 else " (their ops have no work rule)"
-                if o.get("ruled_ops") == 0 and o.get("unknown_names")
+                if for_want_of_rule(o)
                 else " (no shapes recorded)"
             )
         )
