@@ -39,10 +39,19 @@ class Fallback(Exception):
     """The fast path could not cut this document; walk it exactly (json_scan)."""
 
 
-# on_chunk(events or None, chunk index, JSON array bytes): events is None when the sink is to
-# decode the bytes itself (possibly in a worker process); a sink raises Fallback when they do not
-# decode, and the whole document is then walked exactly.
-OnChunk = Callable[[list | None, int, bytes], None]
+# on_chunk(events or None, chunk index, JSON array): events is None when the sink is to decode
+# the array itself (possibly in a worker process); a sink raises Fallback when it does not
+# decode, and the whole document is then walked exactly. The array is bytes, or (events not
+# given) a tuple of parts ('[', a view of the events' bytes, ']') valid only during the call,
+# which the sink copies once where it wants them (piece_reader: into a worker's slot) rather
+# than a join here and a copy there (10M events: 0.35 s of the main process's CPU).
+Piece = bytes | tuple[bytes, memoryview, bytes]
+OnChunk = Callable[[list | None, int, Piece], None]
+
+
+def joined(piece: Piece) -> bytes:
+    """The array's bytes from what on_chunk was given."""
+    return piece if isinstance(piece, bytes) else b"".join(piece)
 
 
 class _Out:
@@ -56,7 +65,7 @@ class _Out:
 
     def send(self, offset: int, piece: bytes | memoryview) -> None:
         """A piece for the sink to decode (maybe in a worker)."""
-        self.on_chunk(None, len(self.chunks), b"".join((b"[", piece, b"]")))  # one copy, not two
+        self.on_chunk(None, len(self.chunks), (b"[", memoryview(piece), b"]"))
         self.chunks.append([offset, len(piece), len(self.chunks)])
 
     def emit(self, evs: list, offset: int, piece: bytes, decoded: bytes) -> None:
@@ -222,7 +231,7 @@ def _fast(reader: BlockReader, out: _Out) -> dict:
                 return meta
             parts, size, chunk_bytes = [data], len(data), out.chunk_bytes
             continue
-        out.send(data_abs, memoryview(data)[:cut])  # copied once, with its brackets, by send
+        out.send(data_abs, memoryview(data)[:cut])  # copied once, with its brackets, by the sink
         comma = data.find(b",", cut)  # the comma between this piece and the next event
         rest = data[comma + 1 :]
         data_abs += comma + 1

@@ -20,8 +20,9 @@ import numpy as np
 
 from ..model.build import TraceBuilder, mark_comm_lanes
 from ..model.categories import Cat, LaneKind
+from ..model.distinct import narrow_ids
 from ..model.trace import Step, Trace
-from .chrome_json import read_chrome_json
+from .chrome_json import Piece, read_chrome_json
 from .chrome_values import floats, us_to_ns
 from .errors import Cancelled, TraceError, file_names, unexpected
 from .jax_piece import extract
@@ -70,7 +71,7 @@ class _FileReader(PieceReader):
         self.reset_pieces()
         self.min_ts = np.inf
 
-    def on_chunk(self, _evs, chunk: int, buf: bytes) -> None:
+    def on_chunk(self, _evs, chunk: int, buf: Piece) -> None:
         # the events handed in (if any) are Kineto's structs, which lack XLA's arguments: the
         # piece's bytes are decoded here (in a worker when the file is big)
         self.piece(extract, buf, chunk)
@@ -175,17 +176,10 @@ class _FileReader(PieceReader):
         self._instants(lane)
 
     def _dense_correlation(self) -> None:
-        """The store keeps correlation ids as uint32; ids past that (merged or scaled traces)
-        are renumbered densely, keeping which events share one."""
-        if not any(len(c["corr"]) and int(c["corr"].max()) > 0xFFFFFFFF for c in self.chunks):
-            return
-        allc = np.concatenate([c["corr"] for c in self.chunks])
-        uniq, inv = np.unique(allc, return_inverse=True)
-        dense = inv.astype(np.int64) + (0 if uniq[0] == 0 else 1)  # 0 stays "none"
-        pos = 0
-        for c in self.chunks:
-            c["corr"] = dense[pos : pos + len(c["corr"])]
-            pos += len(c["corr"])
+        """The store keeps correlation ids as uint32 (model.distinct.narrow_ids: ids past that,
+        of merged or scaled traces, renumbered, keeping which events share one)."""
+        for c, q in zip(self.chunks, narrow_ids([c["corr"] for c in self.chunks])):
+            c["corr"] = q
 
     def _steps(self, rank: int) -> None:
         """StepTraceAnnotation ranges (the most common name carrying step_num), else each run of

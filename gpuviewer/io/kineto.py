@@ -16,10 +16,10 @@ import numpy as np
 
 from ..model.build import TraceBuilder, mark_comm_lanes, nccl_name_ids
 from ..model.categories import Cat, LaneKind
-from ..model.distinct import distinct
+from ..model.distinct import narrow_ids
 from ..model.trace import Counter, Step
 from .arg_capture import Collected
-from .chrome_json import ENDS_EARLY, read_chrome_json
+from .chrome_json import ENDS_EARLY, Piece, read_chrome_json
 from .chrome_values import floats, num, text, us_to_ns
 from .errors import TraceError
 from .kineto_cats import PROFILER_RANGE, CatMap, device_processes, profiler_range_warning, unknown_warning
@@ -100,7 +100,7 @@ class _FileReader(PieceReader):
         return i
 
     # -- pieces ----------------------------------------------------------------------------
-    def on_chunk(self, evs, chunk: int, buf: bytes) -> None:
+    def on_chunk(self, evs, chunk: int, buf: Piece) -> None:
         # pieces already decoded (by the exact walk) are turned into columns here
         self.piece(extract_piece, buf, chunk, evs, here=evs is not None)
 
@@ -243,19 +243,10 @@ class _FileReader(PieceReader):
             b.counters.append(Counter(rank, -1 if dev is None else dev, name, us_to_ns(arr[o, 0]) + add, arr[o, 1]))
 
     def _densify_correlation(self) -> None:
-        """Correlation ids only matter for equality within a rank; ids past 32 bits (merged or
-        scaled traces) are renumbered densely so the column stays uint32."""
-        big = any(len(c["corr"]) and int(c["corr"].max()) > 0xFFFFFFFF for c in self.chunks)
-        if big:
-            # the distinct ids, then each piece's rank among them: no inverse of the whole
-            # session held at once (10M events: 0.26 GB less at the peak)
-            uniq = distinct(np.concatenate([c["corr"] for c in self.chunks]))
-            add = 0 if uniq[0] == 0 else 1
-            for c in self.chunks:
-                c["corr"] = (np.searchsorted(uniq, c["corr"]) + add).astype(np.uint32)
-            del uniq
-        for c in self.chunks:
-            c["corr"] = c["corr"].astype(np.uint32)
+        """Correlation ids only matter for equality within a rank: ids past 32 bits (merged or
+        scaled traces) are renumbered (model.distinct.narrow_ids) so the column stays uint32."""
+        for c, q in zip(self.chunks, narrow_ids([c["corr"] for c in self.chunks])):
+            c["corr"] = q
 
     def device_lanes(self) -> dict[str, int]:
         """Lanes of a device's process (its name or label 'MTIA 0', 'GPU 1'...) that hold only

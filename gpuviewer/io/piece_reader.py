@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import msgspec
 
 from ..model.trace import Source
-from .chrome_json import Fallback
+from .chrome_json import Fallback, Piece, joined
 from .interrupts import held
 
 _POOL = None
@@ -115,21 +115,25 @@ def _from_slot(decode: Callable[..., dict], slot: int, n: int, chunk: int, *args
     return decode(_SLOTS[at : at + n], chunk, *args)
 
 
-def _submit(pool, decode: Callable[..., dict], buf, chunk: int, args: tuple):
+def _submit(pool, decode: Callable[..., dict], buf: Piece, chunk: int, args: tuple):
     slots, slot = _SLOTS, None
-    if slots is not None and len(buf) <= _SLOT_BYTES:
+    parts = (buf,) if isinstance(buf, bytes) else buf
+    n = sum(map(len, parts))
+    if slots is not None and n <= _SLOT_BYTES:
         try:
             slot = _FREE.get_nowait()
         except queue.Empty:
             pass
     if slots is None or slot is None:
-        return pool.submit(decode, buf, chunk, *args)
+        return pool.submit(decode, joined(buf), chunk, *args)
     at = slot * _SLOT_BYTES
     # held: an interrupt between submit and add_done_callback would leave the slot taken
     with held():
         try:
-            slots[at : at + len(buf)] = buf
-            fut = pool.submit(_from_slot, decode, slot, len(buf), chunk, *args)
+            for p in parts:  # the piece's parts copied once, straight into the slot
+                slots[at : at + len(p)] = p
+                at += len(p)
+            fut = pool.submit(_from_slot, decode, slot, n, chunk, *args)
         except BaseException:
             _FREE.put(slot)
             raise
@@ -171,8 +175,8 @@ class PieceReader:
         self.next_ordinal = 0  # ordinal (position in traceEvents) of the next piece's first event
         self.chunk_first: dict[int, int] = {}
 
-    def piece(self, decode: Callable[..., dict], buf: bytes, chunk: int, *args, here: bool = False) -> None:
-        """decode(buf, chunk, *args) in a worker, or here when there is no pool or `here`."""
+    def piece(self, decode: Callable[..., dict], buf: Piece, chunk: int, *args, here: bool = False) -> None:
+        """decode(buf's bytes, chunk, *args) in a worker, or here when there is no pool or `here`."""
         if self.pool is not None and not here:
             self.pending.append(_submit(self.pool, decode, buf, chunk, args))
             while len(self.pending) > _IN_FLIGHT:
@@ -180,7 +184,7 @@ class PieceReader:
             return
         self.flush()
         try:
-            res = decode(buf, chunk, *args)
+            res = decode(joined(buf), chunk, *args)
         except msgspec.DecodeError:
             raise Fallback() from None
         self._merge(res)

@@ -55,3 +55,71 @@ def test_the_boundary_search_answers_as_the_regex_scan():
     # a run of '}' inside a string, longer than the tries, before and after a real boundary
     for data in (b'{"a": 1}, {"name": "' + b"}" * 5000 + b'"', b"}" * 5000, b'{"x": "}, {' + b"}" * 100 + b'"'):
         assert _last_boundary(data, len(data)) == _reference(data, len(data))
+
+
+def _tiled_trace(path) -> list[dict]:
+    """A trace past the pool's 4 MB with launch/kernel pairs whose correlation ids run past 32
+    bits (ten tiles, ids + k * 10**9, as scale_trace.py makes them), written as Kineto does."""
+    import json
+
+    evs: list[dict] = []
+    for k in range(10):
+        for i in range(2500):
+            t = k * 10_000_000 + i * 1000
+            cid = k * 10**9 + 100 + i
+            evs.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t, "dur": 20})
+            evs.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": t + 2,
+                    "dur": 5,
+                    "args": {"correlation": cid},
+                }
+            )
+            evs.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": f"gemm_{i % 7}",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": t + 10,
+                    "dur": 30,
+                    "args": {"correlation": cid, "pad": "x" * 60},
+                }
+            )
+    with open(path, "w") as f:
+        f.write('{"schemaVersion": 1, "traceEvents": [\n')
+        f.write(",\n".join(json.dumps(e, indent=2) for e in evs))
+        f.write("\n]}\n")
+    return evs
+
+
+def test_pieces_decoded_by_the_pool_are_read_as_in_one_process(tmp_path, monkeypatch):
+    import os
+
+    import numpy as np
+
+    import gpuviewer.io.kineto as kineto
+    from gpuviewer.io.session import load
+
+    p = tmp_path / "tiled.json"
+    evs = _tiled_trace(p)
+    assert os.path.getsize(p) > kineto._PARALLEL_MIN_BYTES * 2  # several slots' worth of pieces
+    pooled = load([str(p)], use_cache=False)
+    monkeypatch.setattr(kineto, "_PARALLEL_MIN_BYTES", 1 << 62)
+    here = load([str(p)], use_cache=False)
+    for k in pooled.columns:
+        np.testing.assert_array_equal(np.asarray(pooled.columns[k]), np.asarray(here.columns[k]), err_msg=k)
+    # each launch is paired with the kernel of its file id, ids past 32 bits included
+    c = pooled.columns
+    src, dst = (np.asarray(x) for x in pooled.flows)
+    assert len(src) == sum(1 for e in evs if e["cat"] == "kernel")
+    launched = {(int(c["start"][s]), int(c["start"][d])) for s, d in zip(src, dst)}
+    t0 = min(e["ts"] for e in evs)
+    want = {(e["ts"] - 8, e["ts"]) for e in evs if e["cat"] == "kernel"}  # its launch starts 8 us before it
+    assert {((a - pooled.start_ns) // 1000 + t0, (b - pooled.start_ns) // 1000 + t0) for a, b in launched} == want
