@@ -123,3 +123,36 @@ def test_pieces_decoded_by_the_pool_are_read_as_in_one_process(tmp_path, monkeyp
     t0 = min(e["ts"] for e in evs)
     want = {(e["ts"] - 8, e["ts"]) for e in evs if e["cat"] == "kernel"}  # its launch starts 8 us before it
     assert {((a - pooled.start_ns) // 1000 + t0, (b - pooled.start_ns) // 1000 + t0) for a, b in launched} == want
+
+
+def test_pieces_are_the_files_bytes_at_their_chunk_offsets(tmp_path):
+    """Pieces cut in the last block and sent as their parts (not joined) are the file's bytes at
+    the offsets the chunk table says (arguments are fetched again from there), and together
+    hold every event once, in order."""
+    import gzip
+    import json
+
+    import msgspec
+
+    from gpuviewer.io.chrome_json import joined, read_chrome_json
+
+    p = tmp_path / "tiled.json"
+    evs = _tiled_trace(p)
+    raw = p.read_bytes()
+    gz = tmp_path / "tiled.json.gz"
+    gz.write_bytes(gzip.compress(raw, 1))
+    for path in (p, gz):
+        pieces: list[bytes] = []
+
+        def sink(decoded, chunk, piece, pieces=pieces):
+            # the last piece comes decoded (its bytes with it); the views are valid only now
+            assert chunk == len(pieces) and (decoded is None or isinstance(piece, bytes))
+            pieces.append(joined(piece))
+
+        _meta, chunks, _warnings, _gz = read_chrome_json(str(path), sink)
+        assert len(pieces) == len(chunks) > 4
+        got = []
+        for (offset, length, _), piece in zip(chunks, pieces):
+            assert piece == b"[" + raw[offset : offset + length] + b"]"
+            got += msgspec.json.decode(piece)
+        assert got == json.loads(raw)["traceEvents"] == evs
