@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..model.categories import Cat, LaneKind
+from ..model.numbered import kept_share
 from ..model.trace import Trace
 from . import intervals as iv
 from . import rules as R
@@ -247,6 +248,13 @@ def _host_ops(trace: Trace, rank: int) -> np.ndarray:
     return _rank_events(trace, rank, HOST_OP_KINDS)
 
 
+def _kept(trace: Trace, rank: int) -> float | None:
+    shares = [
+        kept_share(pf.get("host_numbered")) for pf in trace.metadata.get("per_file") or [] if pf.get("rank") == rank
+    ]
+    return min((s for s in shares if s is not None), default=None)
+
+
 def _info(trace: Trace, rank: int) -> dict:
     """The rank's line of `gpuviewer info` (model.summary.summarize), from its lanes alone."""
     c = trace.columns
@@ -276,6 +284,9 @@ def _info(trace: Trace, rank: int) -> dict:
         "end_ns": max(hi) if hi else 0,
         "memory_peak_bytes": {str(d): v for d, v in peaks.items()},
         "files": list(r.files),
+        # the share of the host events its files' profiler numbered that they hold, where they
+        # were sampled or filtered (io/kineto_numbered.py); None: all there, or not numbered
+        "host_events_kept": _kept(trace, rank),
         "world_size": r.world_size,
         "format": trace.format,
         # what the reduce compares collective bandwidth with (links.py): the GPUs' own properties

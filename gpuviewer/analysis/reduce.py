@@ -111,7 +111,10 @@ def reduce(
         f["children"].sort(key=order_key)
     out = plain(
         {
-            "ranks": [_unsplit(rank_json(rb, by_rank[rb.rank].kernels), rb.rank in unsplit) for rb in rbs],
+            "ranks": [
+                _kept(_unsplit(rank_json(rb, by_rank[rb.rank].kernels), rb.rank in unsplit), by_rank[rb.rank].info)
+                for rb in rbs
+            ],
             "findings": findings,
             # and those the session holds one member of: what one rank's trace can say of them
             "collectives": colls.summary() + alone_summary({p.rank: p.arrivals for p in parts}),
@@ -188,6 +191,14 @@ def nccl_unsplit(rbs: list[RankBreakdown], colls: Collectives) -> set[int]:
     trace of a job): their NCCL time is not split into waiting and transfer."""
     matched = {r for ins in colls.instances for r in ins.ranks}
     return {rb.rank for rb in rbs if rb.total("comm_ns") > 0 and rb.rank not in matched}
+
+
+def _kept(row: dict, info: dict) -> dict:
+    """A rank whose trace was sampled or filtered: the share of its host events it holds, which
+    its line says beside the host's shares (model.fmt.utilization_line)."""
+    if (k := info.get("host_events_kept")) is not None:
+        row["host_events_kept"] = round(k, 4)
+    return row
 
 
 def _unsplit(row: dict, unsplit: bool) -> dict:

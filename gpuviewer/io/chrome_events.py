@@ -27,6 +27,8 @@ class KeptArgs(msgspec.Struct, gc=False):
     kept for the analysis; every other key is skipped by the decoder."""
 
     correlation: Any = None
+    # the profiler's number for each host op ("Ev Idx"): gaps tell a sampled or filtered trace
+    ev_idx: Any = msgspec.field(default=None, name="Ev Idx")
     # kept as raw JSON for the analysis (io/arg_capture.py: the keys and their order there): NCCL
     # kernels' collective arguments and CPU ops' recorded shapes; decoded only when asked about
     pg_name: msgspec.Raw = msgspec.field(default=None, name="Process Group Name")  # type: ignore[assignment]
@@ -171,6 +173,7 @@ def _as_typed(e: Ev) -> EvTyped:
     if isinstance(a, dict):
         args = Args(
             correlation=a.get("correlation"),
+            ev_idx=a.get("Ev Idx"),
             total_allocated=a.get("Total Allocated"),
             total_reserved=a.get("Total Reserved"),
             device_id=a.get("Device Id"),

@@ -18,6 +18,7 @@ from ..model.build import TraceBuilder, mark_comm_lanes, nccl_name_ids
 from ..model.categories import Cat, LaneKind
 from ..model.distinct import narrow_ids
 from ..model.trace import Counter, Step
+from . import kineto_numbered
 from .arg_capture import Collected
 from .chrome_json import ENDS_EARLY, Piece, read_chrome_json
 from .chrome_values import floats, num, text, us_to_ns
@@ -74,6 +75,7 @@ class _FileReader(PieceReader):
         self.counters: dict[tuple, list] = {}
         self.meta_events: list[tuple] = []
         self.n_flow = 0
+        self.numbered: list[int] | None = None  # [how many, lowest, highest] "Ev Idx" (kineto_numbered)
         self.min_ts = np.inf
         self.reset_pieces()
         self.bad: dict[str, int] = {}  # events skipped or coerced, by reason (kineto_piece)
@@ -106,6 +108,7 @@ class _FileReader(PieceReader):
 
     def merge_piece(self, r: dict, base: int) -> None:
         self.n_flow += r["n_flow"]
+        self.numbered = kineto_numbered.add(self.numbered, r.get("numbered"))
         for k, n in r.get("bad", {}).items():
             self.bad[k] = self.bad.get(k, 0) + n
         if "mem" in r:
@@ -557,6 +560,8 @@ def read_kineto(
     fr.chunk_ordinals(chunks)
     early = next((w for w in warnings if ENDS_EARLY in w), None)
     fr.cut_short = early is not None  # its last step is not judged (step_stub)
+    if fr.cut_short:  # its numbers end where it does: lost, not filtered (the cut is said)
+        fr.numbered = None
     if fr.min_ts == np.inf:  # no slices or instants: begin/end pairs, memory or counters only?
         mem = fr._memory_columns()
         times = (
@@ -566,6 +571,8 @@ def read_kineto(
         )
         fr.min_ts = float(min(times)) if times else np.inf
     warnings.extend(bad_warnings(fr.bad))
+    if w := kineto_numbered.warning(fr.numbered):
+        warnings.append(w)
     if fr.unknown_cats:
         warnings.append(unknown_warning(fr.unknown_cats, fr.device_lanes()))
     if fr.profiler_ranges:

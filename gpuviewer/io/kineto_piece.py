@@ -9,6 +9,7 @@ tid, name or category belongs is turned into text. Each is counted in out["bad"]
 
 from __future__ import annotations
 
+from collections import Counter
 from itertools import repeat
 from operator import attrgetter
 
@@ -31,6 +32,7 @@ from .chrome_values import (
     us_to_ns,
 )
 from .kineto_memory import memory_instants
+from .kineto_numbered import numbered
 from .limits import max_string_bytes
 
 FLOW_PHASES = ("s", "t", "f")
@@ -67,12 +69,13 @@ def extract_piece(buf: bytes, chunk: int, evs: list | None = None) -> dict:
         evs, buf = decode_events(buf)
     bad: dict = {}
     phs = list(map(_PH, evs))
-    try:
-        n_flow = phs.count("s") + phs.count("t") + phs.count("f")
-    except TypeError:  # pragma: no cover - list.count compares, it does not hash
-        n_flow = 0
+    try:  # every phase counted in one pass (list.count compares each event: 10 ns a count)
+        n_ph = Counter(phs)
+    except TypeError:  # a phase that is a list or an object (the loose decode)
+        n_ph = Counter(p for p in phs if isinstance(p, str))
+    n_flow = n_ph["s"] + n_ph["t"] + n_ph["f"]
     out: dict = {"chunk": chunk, "n_flow": n_flow, "bad": bad}
-    if len(evs) and phs.count("X") == len(evs):
+    if len(evs) and n_ph["X"] == len(evs):
         x = evs
         pos = np.arange(len(evs), dtype=np.int64)
     else:
@@ -80,7 +83,7 @@ def extract_piece(buf: bytes, chunk: int, evs: list | None = None) -> dict:
         x = [evs[i] for i in xi]
         pos = np.asarray(xi, dtype=np.int64)
         out["other"] = _others(evs, phs, bad, out)
-    if "C" in phs:
+    if n_ph["C"]:
         out["counters"] = _counters(buf, bad)
     keys, names = _Index(), _Index()
     try:
@@ -94,6 +97,7 @@ def extract_piece(buf: bytes, chunk: int, evs: list | None = None) -> dict:
     lane_key = np.array(key_ids, np.int32)
     name = np.array(name_ids, np.int32)
     out["keys"], out["names"] = _clean_keys(list(keys), lane_key, bad), _clean_names(list(names), name, bad)
+    out["numbered"] = numbered(x, evs, phs, n_ph["i"] + n_ph["I"], out["keys"], lane_key)
     ts = floats(list(map(_TS, x)))
     durs = list(map(_DUR, x))
     dur = floats([d if d is not None else 0.0 for d in durs] if None in durs else durs)

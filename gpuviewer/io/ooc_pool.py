@@ -161,6 +161,7 @@ def _read_rank(i: int, path: str, optional: bool) -> dict:
         "base_ns": info["base_ns"],
         "min_ts_us": info["min_ts_us"],
         "n_flow": fr.n_flow,
+        "host_numbered": fr.numbered,
         "n_events": fr.next_ordinal,
         "path": fr.path,
     }

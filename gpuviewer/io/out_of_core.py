@@ -194,6 +194,7 @@ def _build(files: list[str], job: Job, store) -> tuple[dict, list]:
                 "clock_offset_ns": pf["offset"],
                 "base_ns": pf["base_ns"],
                 "flow_events": pf["n_flow"],
+                "host_numbered": pf["host_numbered"],
                 "file_rank": pf["file_rank"],
                 "min_ts_us": pf["min_ts_us"] if math.isfinite(pf["min_ts_us"]) else None,
             }
@@ -231,6 +232,7 @@ def _commit_file(b: TraceBuilder, parts: _Parts, info: dict, used: set, rank_war
     out = {
         "path": fr.path,
         "n_flow": fr.n_flow,
+        "host_numbered": fr.numbered,
         "meta": info["meta"],
         "rank": r,
         "file_rank": info["rank"],
@@ -283,6 +285,7 @@ def _commit_worker_part(b: TraceBuilder, parts: _Parts, res: dict, used: set, ra
     out = {
         "path": res["path"],
         "n_flow": res["n_flow"],
+        "host_numbered": res.get("host_numbered"),
         "meta": res["meta"],
         "rank": r,
         "file_rank": res["file_rank"],

@@ -132,7 +132,18 @@ def utilization_line(r: dict) -> str:
         # record: HTA's trace_filter, 98% framework of which about half is '## backward ##' alone)
         note = r.get("host_annotation_only") or 0.0
         within = {"framework": f" (including {note:.0%} in annotated ranges with no op recorded under them)"}
-        out += "; host: " + ", ".join(
+        kept = r.get("host_events_kept")
+        # a sampled or filtered trace: the shares are of the host events left in it (HTA's
+        # trace_filter: 1% of them, where "framework ops 98%" read as the host's own time)
+        out += (
+            "; host"
+            + (
+                f" (of the {_kept_pct(kept)} of its host events its trace holds: sampled or filtered)"
+                if kept is not None
+                else ""
+            )
+            + ": "
+        ) + ", ".join(
             f"{label} {host[k]:.0%}" + (within.get(k, "") if f"{note:.0%}" != "0%" else "")
             for k, label in (
                 ("framework", "framework ops"),
@@ -162,3 +173,7 @@ def utilization_line(r: dict) -> str:
                 "within it: a condition variable, lock or join)"
             )
     return out
+
+
+def _kept_pct(share: float) -> str:
+    return "under 0.1%" if share < 0.001 else f"{share:.1%}" if share < 0.1 else f"{share:.0%}"

@@ -47,6 +47,12 @@ def bases(tmp_path_factory):
         doc = json.loads(f.read())
     t0 = min(e["ts"] for e in doc["traceEvents"] if e.get("ph") == "X")
     doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("ph") == "M" or e.get("ts", t0) < t0 + 60_000]
+    # the kept host events numbered afresh, as the profiler numbers a capture's ("Ev Idx"): cut
+    # by time they hold 46% of the numbers they span, which the reader rightly calls filtered
+    # (io/kineto_numbered.py), a warning these cases are not about
+    numbered = [e["args"] for e in doc["traceEvents"] if isinstance(e.get("args"), dict) and "Ev Idx" in e["args"]]
+    for k, a in enumerate(numbered):
+        a["Ev Idx"] = k
     text = json.dumps(doc, indent=1).encode()
     (d / "base.json").write_bytes(text)
     (d / "base.json.gz").write_bytes(gzip.compress(text, 6))

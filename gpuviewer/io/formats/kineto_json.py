@@ -138,6 +138,8 @@ def _assign_ranks_and_clocks(b: TraceBuilder, per_file: list[dict]) -> None:
                 "clock_offset_ns": offset,
                 "base_ns": info["base_ns"],
                 "flow_events": info["reader"].n_flow,
+                # [how many, lowest, highest] "Ev Idx" of its host events (io/kineto_numbered.py)
+                "host_numbered": info["reader"].numbered,
                 # what a session of this file and others needs of it (io/cache_join.py): the rank
                 # the file names (None: none) and its first time
                 "file_rank": info["rank"],

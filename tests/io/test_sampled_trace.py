@@ -1,0 +1,79 @@
+"""A Kineto trace sampled or filtered after it was written (HTA's trace filter kept ~1% of its
+host events) says so: PyTorch's profiler numbers its host events in order ("Ev Idx"), and a file
+holding few of the numbers between its first and its last has lost the rest. Checked against the
+numbers counted here from the raw files, on HTA's sampled traces, on a complete trace (no word),
+and on the complete trace with host ops dropped (the warning appears, with their count), through
+the in-memory, out-of-core and cached paths; the analysis' rank line says the host shares are of
+what is left."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+import pytest
+from conftest import compat_path, raw_events, run_cli, trace_path
+
+from gpuviewer.io.session import load
+
+SAMPLED = compat_path("facebookresearch__HolisticTraceAnalysis", "trace_filter", "sampled_rank-0.json.gz")
+
+
+def _numbers(events: list[dict]) -> list[int]:
+    return [e["args"]["Ev Idx"] for e in events if isinstance(e.get("args"), dict) and "Ev Idx" in e["args"]]
+
+
+def _warned(t, name: str) -> list[str]:
+    return [w for w in t.warnings if w.startswith(name + ":") and "host events the profiler numbered" in w]
+
+
+def test_a_sampled_trace_is_told_with_the_numbers_it_holds():
+    idx = _numbers(raw_events(SAMPLED))
+    lo, hi = min(idx), max(idx)
+    t = load([SAMPLED], use_cache=False)
+    (w,) = _warned(t, "sampled_rank-0.json.gz")
+    assert f"it holds {len(idx):,} of the {hi - lo + 1:,} host events" in w
+    assert f"(Ev Idx {lo:,} to {hi:,}; {len(idx) / (hi - lo + 1):.1%})" in w
+    assert "sampled or filtered" in w
+
+
+def test_a_complete_trace_says_nothing_and_one_with_ops_dropped_does(tmp_path):
+    src = trace_path("kineto", "ddp", "ddp_rank0.json.gz")
+    with gzip.open(src, "rt") as fh:
+        doc = json.load(fh)
+    t = load([src], use_cache=False)
+    assert not _warned(t, "ddp_rank0.json.gz")
+    assert all(pf.get("host_numbered") for pf in t.metadata["per_file"])
+    # every other CPU op dropped, as a filter would: half the numbers of ops gone
+    ops = [i for i, e in enumerate(doc["traceEvents"]) if e.get("cat") == "cpu_op"]
+    drop = set(ops[::2][: len(ops) // 2])
+    doc["traceEvents"] = [e for i, e in enumerate(doc["traceEvents"]) if i not in drop]
+    cut = tmp_path / "filtered_rank0.json"
+    cut.write_text(json.dumps(doc))
+    idx = _numbers(doc["traceEvents"])
+    assert len(idx) < 0.9 * (max(idx) - min(idx) + 1)
+    (w,) = _warned(load([str(cut)], use_cache=False), "filtered_rank0.json")
+    assert f"it holds {len(idx):,} of the {max(idx) - min(idx) + 1:,} host events" in w
+
+
+@pytest.mark.parametrize("out_of_core", [False, True])
+def test_the_rank_line_says_its_host_shares_are_of_what_is_left(tmp_path, monkeypatch, out_of_core):
+    folder = compat_path("facebookresearch__HolisticTraceAnalysis", "trace_filter")
+    env = {"GPUVIEWER_CACHE_DIR": str(tmp_path / "cache")}
+    if out_of_core:
+        env["GPUVIEWER_OUT_OF_CORE_MB"] = "0"  # built rank by rank, as a big session is
+    kept = {}
+    for name in sorted(os.listdir(folder)):
+        idx = _numbers(raw_events(os.path.join(folder, name)))
+        kept[int(name.split("-")[1].split(".")[0])] = len(idx) / (max(idx) - min(idx) + 1)
+    for _ in range(2):  # built, then from the cache
+        p = run_cli("analyze", folder, "--json", env=env)
+        assert p.returncode == 0, p.stderr
+        ranks = {r["rank"]: r for r in json.loads(p.stdout)["ranks"]}
+        assert {r: ranks[r]["host_events_kept"] for r in ranks} == {r: round(k, 4) for r, k in kept.items()}
+    p = run_cli("analyze", folder, env=env)
+    for r, k in kept.items():
+        line = next(ln for ln in p.stdout.splitlines() if ln.startswith(f"rank {r}:"))
+        assert f"host (of the {k:.1%} of its host events its trace holds: sampled or filtered):" in line
+    assert p.stderr.count("host events the profiler numbered") == 2
