@@ -28,7 +28,7 @@ def numbered(
     its ends, not from every event (a pass over them all cost 5% of the decode); any other piece
     is counted event by event."""
     host = [k for k, key in enumerate(keys) if key[0] in _HOST_CATS]
-    at = np.flatnonzero(np.isin(lane_key, host)) if host else ()
+    at = np.flatnonzero(np.isin(lane_key, host)) if host else np.zeros(0, np.intp)
     if not len(at) and not n_inst:
         return None
     ends = [x[at[0]], x[at[-1]]] if len(at) else []
