@@ -76,6 +76,11 @@ def _how_heavier(mix: dict, rows: list) -> str:
         return ""
     new, n_hi, n_lo = [], [], []
     longer: dict[str, float] = {}
+    # of each kernel's extra time, the part its extra launches make at the light rank's mean
+    # duration, and its launches a step on each rank (pp_gpu's last stage: its LM head's GEMMs, 56
+    # launches a step against 48, were said to be "the same kernels running longer")
+    more: dict[str, float] = {}
+    counts: dict[str, list] = {}
     for st, hi, lo, _, _ in rows:
         h, lt = mix[hi][st], mix[lo][st]
         new.append(sum(v[1] for k, v in h.items() if k not in lt))
@@ -84,6 +89,8 @@ def _how_heavier(mix: dict, rows: list) -> str:
         for k, v in h.items():
             if k in lt:
                 longer[k] = longer.get(k, 0.0) + (v[1] - lt[k][1]) / len(rows)
+                more[k] = more.get(k, 0.0) + (v[0] - lt[k][0]) * (lt[k][1] / max(lt[k][0], 1)) / len(rows)
+                counts.setdefault(k, []).append((v[0], lt[k][0]))
     extra = float(np.median([x[4] for x in rows]))
     kh, kl = int(np.median(n_hi)), int(np.median(n_lo))
     if float(np.median(new)) >= 0.5 * extra:
@@ -91,6 +98,17 @@ def _how_heavier(mix: dict, rows: list) -> str:
     if kh > (1 + SAME_WORK) * kl:
         return f" and runs more kernels ({kh:,} a step vs {kl:,})"
     top = [(k, x) for k, x in sorted(longer.items(), key=lambda kv: -kv[1])[:2] if x > 0]
+    if top and sum(max(0.0, more[k]) for k, _ in top) >= 0.5 * sum(x for _, x in top):
+        # most of their extra time is extra launches: more work, not slower kernels
+        def launches(k: str) -> str:
+            ch, cl = (int(np.median([c[j] for c in counts[k]])) for j in (0, 1))
+            return f"{short_name(k)} +{longer[k] / 1e6:.1f} ms ({ch:,} launches a step vs {cl:,})"
+
+        return (
+            f": it launches some kernels more often ({kh:,} kernels a step vs {kl:,} in all), most in "
+            f"{', '.join(launches(k) for k, _ in top)} (more work on it: layers or a part of the model only it "
+            "runs, or an uneven split)"
+        )
     named = ", ".join(f"{short_name(k)} +{x / 1e6:.1f} ms" for k, x in top)
     return (
         f": the same kernels run longer on it ({kh:,} kernels a step vs {kl:,}), most in "

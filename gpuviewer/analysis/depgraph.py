@@ -32,6 +32,7 @@ from ..model.categories import Cat, LaneKind
 from ..model.trace import Step, Trace
 from .breakdown import breakdown
 from .collectives import bus_factor, match
+from .event_waits import recorded_waits
 from .gpu_clock import FLOOR_PERCENTILE, gpu_ahead
 from .host import launch_sources, reads_copy, sync_name_ids
 
@@ -309,6 +310,8 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
                 "before the work launched before it ended): its GPU times are taken that much earlier"
             )
     launch_floor: dict[int, int] = {}
+    names_all = g_name(ev)
+    n_waits = 0
     for r in host_nodes:
         mine = gpu_nodes[rank[gpu_nodes] == r]
         if not len(mine):
@@ -369,8 +372,18 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         if waits_x.any():
             edges(2 * xdep[waits_x] + 1, 2 * mine[waits_x], rec_s[mine[waits_x]] - rec_e[xdep[waits_x]], E_XSTREAM)
         # an unlinked op first on its stream, with nothing before it: anchored where recorded
+        wu, wv, wo = recorded_waits(trace, host_nodes[r], names_all, lane, rec_s, rec_e, launch_node, mine)
+        if len(wu):
+            edges(2 * wu + 1, 2 * wv, wo, E_XSTREAM)
+            n_waits += len(wu)
+    if n_waits:
+        assumptions.append(
+            f"cross-stream waits: {n_waits:,} cudaStreamWaitEvent calls made right after a cudaEventRecord "
+            "(their streams and events are not recorded) are taken as the op its thread launches next "
+            "waiting for the op it launched last before the record"
+        )
     assumptions.append(
-        "cross-stream waits (CUDA events) are not recorded: an op that started after "
+        "other cross-stream waits are not recorded: an op that started after "
         "both its launch and its stream allowed, within 20 us of an op ending on another "
         "stream of its rank, is taken to wait for that op"
     )

@@ -26,24 +26,19 @@ from ..model.categories import Cat
 from ..model.trace import Trace
 from . import kernel_class
 from .efficiency import Efficiency, conv_launched, launch_parents, step_gpu_time_ns
+from .efficiency_parts import TC_FIXED_NS, _evidence, _over, _span
 from .foreach import FOREACH as _FOREACH
 from .foreach import FUSED_ALREADY as _FUSED_ALREADY
 from .foreach import foreach_clause, optimizer_kernels, unfused_foreach
+from .gemm_shapes import gemm_shapes
 from .results import Analysis, Finding
 from .whatif import Change
 
 SIMT_MIN_SHARE = 0.01  # of kernel time: less is not worth a finding
 ELEMENTWISE_MIN_SHARE = 0.10  # of the steps' GPU time
 FUSED_PCT = 50.0  # fusing elementwise chains: assumed to halve their time (said in the saving)
-SHAPE_MIN_SHARE = 0.02  # of GEMM time
 FOREACH_SHARE = 0.25  # of the elementwise time: the foreach kernels said apart
 _NOT_OPTIMIZER = re.compile(r"unscale|NonFinite|Norm", re.IGNORECASE)  # AMP's unscale, gradient norms
-SHAPE_PCT_BELOW = 0.6  # a shape under 60% of the best shape's % of peak
-# A Tensor-Core GEMM kernel takes about 3 µs however small (H200, cuBLAS through PyTorch 2.11:
-# 64x512x512 in bf16 2.9 µs, in TF32 3.6-3.9 µs; scripts/record_tf32_pair.py): the peak ratio
-# speeds up only a SIMT kernel's time past that. Without it launch_eager's 7 µs SGEMMs were said
-# to run 7.4x faster on TF32; measured, 1.8x (whatif/tf32 pair in tests/data).
-TC_FIXED_NS = 3_000
 # less gain than this over the kernels' whole time (tiny GEMMs, mostly that fixed cost) is no finding
 MIN_SIMT_SPEEDUP = 1.2
 _DATACENTRE = ("A100", "H100", "H200", "B200")
@@ -129,33 +124,11 @@ def findings(trace: Trace, eff: Efficiency, analysis: Analysis) -> list[Finding]
         "rank": trace.lane_rank_array()[np.asarray(c["lane"])[eff.kernel]],
     }
     out = []
-    for rule in (_fp32_simt, _shapes, _elementwise):
+    for rule in (_fp32_simt, gemm_shapes, _elementwise):
         out.extend(rule(trace, eff, analysis, ctx))
+    for f in out:
+        f.advice = f.advice or ADVICE[f.rule]
     return out
-
-
-def _over(ctx, m) -> str:
-    """' over both ranks' / ' over the 8 ranks' / ' over 2 of the 8 ranks' after a time summed over
-    the ranks the kernels run on ('38.8 ms' read as one rank's was twice its share of a step); ''
-    for one rank."""
-    n, of = len(np.unique(ctx["rank"][m])), len(np.unique(ctx["rank"]))
-    if n < 2:
-        return ""
-    if n < of:
-        return f" over {n} of the {of} ranks"
-    return " over both ranks" if n == 2 else f" over the {n} ranks"
-
-
-def _span(ctx, m) -> tuple[int, int]:
-    s = ctx["start"][m]
-    return int(s.min()), int((s + ctx["dur"][m].astype(np.int64)).max())
-
-
-def _evidence(trace: Trace, eff: Efficiency, ctx, m, top: int = 3) -> list[dict]:
-    names = np.asarray(trace.columns["name"])[eff.kernel[m]]
-    uniq, inv = np.unique(names, return_inverse=True)
-    t = np.bincount(inv, weights=ctx["dur"][m])
-    return [{"name": trace.names[int(uniq[i])], "ms": round(float(t[i]) / 1e6, 3)} for i in np.argsort(-t)[:top]]
 
 
 def _same_names(trace: Trace, eff: Efficiency, m, conv: bool | None = None) -> np.ndarray:
@@ -413,73 +386,6 @@ def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[F
             f.advice = TF32_ALLOWED_ADVICE[rule]
         out.append(f)
     return out
-
-
-def _shapes(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[Finding]:
-    """Tensor-Core GEMM shapes (by their op's M, N, K) far under the best shape's % of peak."""
-    if not eff.op_shape:
-        return []
-    groups: dict[tuple, list[int]] = {}
-    for j, (o, f) in enumerate(zip(eff.kernel_op.tolist(), eff.kernel_family.tolist())):
-        fam = eff.families[f]
-        if o >= 0 and o in eff.op_shape and fam["tensor_cores"] is True and fam.get("peak_tflops"):
-            groups.setdefault((eff.op_shape[o][:3], f), []).append(j)
-    gemm_t = float(sum(r["time_ns"] for r in eff.families if r["kind"] == "gemm")) or 1.0
-    rows = []
-    for (shape, f), members in groups.items():
-        idx = np.asarray(members)
-        t = float(ctx["dur"][idx].sum())
-        fl = float(np.nansum(eff.kernel_flops[idx]))
-        if t > 0 and fl > 0:
-            rows.append((shape, f, idx, t, 100.0 * fl / t / 1e3 / eff.families[f]["peak_tflops"]))
-    big = [r for r in rows if r[3] >= SHAPE_MIN_SHARE * gemm_t]
-    if len(big) < 2:
-        return []
-    best = max(big, key=lambda r: r[4])
-    out = []
-    for shape, f, idx, t, pct in sorted(big, key=lambda r: -r[3]):
-        odd8 = [f"{n}={v}" for n, v in zip("MNK", shape) if v % 8]
-        odd64 = [f"{n}={v}" for n, v in zip("MNK", shape) if v % 64 and v % 8 == 0]
-        if not (odd8 or odd64) or pct >= SHAPE_PCT_BELOW * best[4]:
-            continue
-        m = np.zeros(len(eff.kernel), bool)
-        m[idx] = True
-        said = "; ".join(
-            x
-            for x in (
-                f"{', '.join(odd8)} not a multiple of 8" if odd8 else "",
-                f"{', '.join(odd64)} not a multiple of 64" if odd64 else "",
-            )
-            if x
-        )
-        prec = eff.families[f]["precision"]
-        fix = [
-            Change(
-                "faster",
-                pct=100 * (1 - pct / best[4]),
-                events=eff.kernel[idx],
-                label=f"the {'x'.join(map(str, shape))} GEMMs at the best shape's % of peak,",
-            )
-        ]
-        s0, s1 = _span(ctx, m)
-        title = (
-            f"GEMM of shape {shape[0]}x{shape[1]}x{shape[2]} (MxNxK, {prec}) at {pct:.0f}% of peak, the best of the "
-            f"run's shapes with {SHAPE_MIN_SHARE:.0%} or more of GEMM time {'x'.join(map(str, best[0]))} at "
-            f"{best[4]:.0f}%: {said} ({t / gemm_t:.0%} of GEMM time)"
-        )
-        metrics = {
-            "shape": list(shape),
-            "precision": prec,
-            "pct_of_peak": round(pct, 2),
-            "best_shape": list(best[0]),
-            "best_pct_of_peak": round(best[4], 2),
-            "time_ms": round(t / 1e6, 3),
-            "share_of_gemm": round(t / gemm_t, 4),
-            "kernels": int(len(idx)),
-            "evidence": _evidence(trace, eff, ctx, m),
-        }
-        out.append(_finding("gemm_shape", title, np.unique(ctx["rank"][m]).tolist(), s0, s1, metrics, fix))
-    return out[:3]
 
 
 def _elementwise(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[Finding]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.categories import Cat, LaneKind
 from ..model.trace import Trace
 from . import intervals as iv
 from .breakdown import RankBreakdown, launch_calls
@@ -271,20 +272,41 @@ def _runtime_call(rows: list[dict], span: int) -> tuple[dict | None, str | None]
     return api, rows[0]["name"]
 
 
+def _first_cuda_call(trace: Trace, rank: int) -> str | None:
+    """The name of the rank's first CUDA runtime call (the runtime makes the context at its first
+    call; a driver query before it, profile1's cuDeviceGetLuid, makes none)."""
+    c = trace.columns
+    best = None
+    for i, ln in enumerate(trace.lanes):
+        lo, hi = int(trace.lane_offsets[i]), int(trace.lane_offsets[i + 1])
+        if ln.rank != rank or ln.kind != LaneKind.CUDA_API or lo >= hi:
+            continue
+        rt = np.flatnonzero(np.asarray(c["cat"][lo : min(hi, lo + 64)]) == Cat.CUDA_RUNTIME)
+        if len(rt) and (best is None or int(c["start"][lo + int(rt[0])]) < best[0]):
+            best = (int(c["start"][lo + int(rt[0])]), lo + int(rt[0]))
+    return None if best is None else trace.name_of(best[1])
+
+
 def _before_gpu(trace: Trace, rank: int, first_op: int, longest: float) -> str:
     """A capture without steps: the host time before the GPU's first op, and the op that took
     most of it, where it outlasts the longest idle stretch between ops (HTA's alexnet: 30.5 s
     before its first kernel, 29.9 s of it in one cudaDeviceGetStreamPriorityRange, the CUDA
     context made at the process's first CUDA call); "" otherwise."""
-    # each lane's events are sorted by start: its first one opens it
-    firsts = [
-        int(trace.lane_offsets[i])
-        for i, ln in enumerate(trace.lanes)
-        if ln.rank == rank and ln.kind in HOST_KINDS and trace.lane_offsets[i] < trace.lane_offsets[i + 1]
-    ]
+    # each lane's events are sorted by start: its first one with a duration opens it (a zero-length
+    # mark is none: Nsight Systems' own "OS runtime libraries profiling started", 16 ms before
+    # ex-gpu's first call, was taken as its host's first op; an audit's finding)
+    c = trace.columns
+    firsts = []
+    for i, ln in enumerate(trace.lanes):
+        lo, hi = int(trace.lane_offsets[i]), int(trace.lane_offsets[i + 1])
+        if ln.rank != rank or ln.kind not in HOST_KINDS or lo >= hi:
+            continue
+        timed = np.flatnonzero(np.asarray(c["dur"][lo : min(hi, lo + 64)]) > 0)
+        if len(timed):
+            firsts.append(lo + int(timed[0]))
     if not firsts:
         return ""
-    t0 = int(trace.columns["start"][firsts].min())
+    t0 = int(c["start"][firsts].min())
     lead = first_op - t0
     if lead <= longest:
         return ""
@@ -293,6 +315,9 @@ def _before_gpu(trace: Trace, rank: int, first_op: int, longest: float) -> str:
     most = ""
     if api is not None:
         most = f", {api['ms']:,.1f} ms of that in {api['name']}" + (f" inside {outer}" if outer else "")
+        if api["name"] == _first_cuda_call(trace, rank):
+            # (ex-gpu's 210 ms cudaMalloc, profile1's 205 ms cudaStreamCreate: the others took microseconds)
+            most += " (the process's first CUDA runtime call: it creates the CUDA context)"
     elif rows and rows[0]["ms"] * 1e6 >= 0.5 * lead:
         most = f", {rows[0]['ms']:,.1f} ms of that in {rows[0]['name']}"
     return f"; the GPU's first op came {lead / 1e6:,.1f} ms after the host's first recorded op{most}"

@@ -265,8 +265,8 @@ class Finding:
             each = "" if len(some) == 1 else " each, on average"
             return (
                 f"what-if, {self.saving}: {fixing} would make step{'' if len(some) == 1 else 's'} "
-                f"{number_list(some)} about {mean:.1f} ms faster{each}, the other {rest_n} step"
-                f"{'' if rest_n == 1 else 's'} it acts in not measurably ({self.saves_ms_in_steps:.1f} ms a step "
+                f"{number_list(some)} about {mean:.1f} ms faster{each}, the other "
+                f"{'step' if rest_n == 1 else f'{rest_n} steps'} it acts in not measurably ({self.saves_ms_in_steps:.1f} ms a step "
                 f"it acts in, {pct}; {self.saves_ms:.1f} ms over the {n} profiled steps){tail}"
             )
         if len(acted) >= n:

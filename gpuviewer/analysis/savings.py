@@ -125,7 +125,17 @@ def _gap(f: Finding) -> list[Change]:
 
 def _heaviest(f: Finding) -> list[Change]:
     r = f.metrics.get("heaviest_rank")
-    return [] if r is None else [Change("rank_like_median", rank=int(r), part="gpu")]
+    if r is None:
+        return []
+    # more work on it (load imbalance): the fix moves work, it makes no GPU faster, and the others
+    # take on what it sheds (pp_gpu's last stage; an audit's finding): an upper bound, said so
+    label = (
+        f"rank {r}'s GPU compute a step as the median of the other ranks' (the work split evenly; an upper "
+        "bound: the work moved adds to theirs)"
+        if f.rule == "load_imbalance"
+        else None
+    )
+    return [Change("rank_like_median", rank=int(r), part="gpu", label=label)]
 
 
 # rule -> the changes that remove its cause

@@ -99,6 +99,9 @@ def _around(trace: Trace, calls: np.ndarray) -> list[str | None]:
     return out
 
 
+RETURNED_AT_ONCE_NS = 20_000  # a sync call this short found the GPU with nothing left to do
+
+
 def host_syncs(trace: Trace, rb: RankBreakdown) -> list[dict]:
     """The rank's synchronize calls in its measured steps, where the GPU's idle after them (each up
     to the call's wait) is COST_SHARE of its time or more in most of those steps."""
@@ -135,9 +138,20 @@ def host_syncs(trace: Trace, rb: RankBreakdown) -> list[dict]:
         if 2 * k >= count:  # say where most of them are called from
             where = f", {'all' if k == count else f'{k:,} of the {count:,}'} in {op}"
     per_step = "" if whole else " a step"
+    # calls that returned at once found the GPU drained already: no wait (launch_graph: two a step,
+    # one of them 4-7 µs; "waits 2 times a step" was an audit's finding)
+    waited = int((wait[sel] >= RETURNED_AT_ONCE_NS).sum())
+    times = _times(count, n_steps, whole)
+    k = waited if whole or n_steps <= 1 else waited / n_steps
+    rest = (count - waited) if whole or n_steps <= 1 else (count - waited) / n_steps
+    how = (
+        f"calls {lead_name}{where} {times} and waits in {_num(k)} of them for the GPU to finish its queued work "
+        f"(the other{'' if rest == 1 else 's'} returned within {RETURNED_AT_ONCE_NS // 1000} µs)"
+        if 0 < waited < count
+        else f"waits for the GPU to finish its queued work {times} in {lead_name}{where}"
+    )
     title = (
-        f"Rank {rb.rank}: the host waits for the GPU to finish its queued work {_times(count, n_steps, whole)} "
-        f"in {lead_name}{where} ({wait_ns / 1e6 / n_steps:,.1f} ms{per_step}); the GPU, drained, then idles "
+        f"Rank {rb.rank}: the host {how} ({wait_ns / 1e6 / n_steps:,.1f} ms{per_step}); the GPU, drained, then idles "
         f"until the host's next launch: {idle_ns / 1e6 / n_steps:,.1f} ms{per_step} "
         # the share's base named: next to a capture's saving "of its 618 ms", "of its time" read as
         # that capture's (cloverleaf: 7% is of the GPU's 342 ms from its first op to its last)
@@ -159,6 +173,7 @@ def host_syncs(trace: Trace, rb: RankBreakdown) -> list[dict]:
             {
                 "syncs": count,
                 "syncs_per_step": round(count / n_steps, 2),
+                "syncs_waited": waited,
                 "wait_ms_per_step": round(wait_ns / 1e6 / n_steps, 3),
                 "idle_after_ms_per_step": round(idle_ns / 1e6 / n_steps, 3),
                 "idle_after_share": round(idle_ns / max(gpu_ns, 1), 4),
@@ -189,3 +204,7 @@ def _times(n: int, steps: int, whole: bool) -> str:
     if k == 1:
         return "once a step"
     return f"{k:.0f} times a step" if k == int(k) or k >= 10 else f"{k:.1f} times a step"
+
+
+def _num(k: float) -> str:
+    return f"{k:,.0f}" if k == int(k) or k >= 10 else f"{k:.1f}"

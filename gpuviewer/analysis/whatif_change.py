@@ -60,6 +60,8 @@ class Change:
                 f"step {self.step}" if self.step is not None else "every step"
             )
         if self.kind == "rank_like_median":
+            if self.label:
+                return self.label
             part = {"both": "host and GPU", "host": "host", "gpu": "GPU"}[self.part]
             return f"rank {self.rank}'s {part} as fast as the median of the other ranks'"
         if self.kind == "no_launch_overhead":

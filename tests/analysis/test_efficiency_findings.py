@@ -205,7 +205,7 @@ def test_odd_gemm_shape_found(tmp_path):
     m = f["metrics"]
     assert m["shape"] == [4096, 1001, 600] and m["precision"] == "bf16"
     assert "GEMM of shape 4096x1001x600 (MxNxK, bf16)" in f["title"]
-    assert "N=1001 not a multiple of 8; K=600 not a multiple of 64" in f["title"]
+    assert "N=1001 not a multiple of 8 (Tensor Cores read rows of 16 bytes); K=600 not a multiple of 64" in f["title"]
     assert f"at {m['pct_of_peak']:.0f}% of peak" in f["title"] and m["pct_of_peak"] < 0.6 * m["best_pct_of_peak"]
     best = "x".join(map(str, m["best_shape"]))
     # the best of the shapes that count (2% of GEMM time or more), said so: HTA's trace_diff has
@@ -215,7 +215,11 @@ def test_odd_gemm_shape_found(tmp_path):
         in f["title"]
     )
     k = m["best_pct_of_peak"] / m["pct_of_peak"]
-    assert f["saving"] == f"the 4096x1001x600 GEMMs at the best shape's % of peak, {k:.1f}x faster"
+    # (a Tensor-Core kernel's own first few µs are not sped up: efficiency_parts.TC_FIXED_NS)
+    assert (
+        f["saving"]
+        == f"the 4096x1001x600 GEMMs at the best shape's % of peak, {k:.1f}x faster past their first 3 µs each"
+    )
     assert 0 <= f["saves_ms"] <= m["time_ms"] * (1 - 1 / k) + 1e-3
 
 

@@ -369,7 +369,7 @@ def test_a_nested_cause_is_priced_on_the_fixes_above_its_parent():
     assert 0.5 * extra <= child["saves_ms_in_steps"] <= 1.1 * extra
     r = run_cli("analyze", trace_path("kineto", "gpu_straggler"))
     assert r.returncode == 0, r.stderr
-    line = next(ln for ln in r.stdout.splitlines() if "rank 1's GPU as fast as the median" in ln)
+    line = next(ln for ln in r.stdout.splitlines() if "rank 1's GPU compute a step as the median" in ln)
     assert (
         "with the top-level findings above its cause fixed, fixing this (instead of its cause) would make steps about"
         in line

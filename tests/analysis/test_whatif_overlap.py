@@ -118,7 +118,8 @@ def test_host_bound_ddp_saves_nothing():
     only where the wait is on record)."""
     res = _session("kineto", "ddp_clean").whatif("overlap-comm", "all")
     assert [st.saves_ns for st in res.steps] == [0] * len(res.steps)
-    assert res.notes[0].startswith("0 of the ")
+    # (the waits the host recorded, cudaStreamWaitEvent, are taken off: none held a collective back)
+    assert "no longer wait for compute or copies on another stream" in res.notes[0]
 
 
 def test_a_trace_without_collectives():
@@ -178,10 +179,15 @@ def test_exposed_communication_is_priced_by_overlapping(parts):
         recv = sum(e["dur"] for e in raw if (e.get("args") or {}).get("Collective name") == "recv") / 1e3
         assert 0 < sum(f["saves_ms"] for f in fs if not f["saves_after_above"]) <= recv
     else:
-        assert all(f["saves_ms_alone_in_steps"] == 0 and f["severity"] == "low" for f in fs)
+        # alone it saves nothing (the hosts are the bottleneck); once the launch overhead above is
+        # gone the all-reduces wait for the compute their host recorded a wait for
+        # (cudaStreamWaitEvent), and overlapping them may save some: rated by that saving
+        assert all(f["saves_ms_alone_in_steps"] == 0 for f in fs)
+        assert all(f["severity"] == "low" for f in fs if not f["saves_after_above"])
         lines = run_cli("analyze", trace_path(*parts)).stdout.splitlines()
         at = [i for i, ln in enumerate(lines) if "exposed_communication" in ln]
         assert at and all(
             lines[i + 1].strip().startswith("what-if, collectives overlapped with the compute") for i in at
         )
-        assert all("would not make the steps measurably faster" in lines[i + 1] for i in at)
+        # nothing alone: said so, or said as a saving on top of the fixes above
+        assert all("would not make the steps measurably faster" in lines[i + 1] or "above" in lines[i + 1] for i in at)
