@@ -142,10 +142,10 @@ def host_syncs(trace: Trace, rb: RankBreakdown) -> list[dict]:
     # one of them 4-7 µs; "waits 2 times a step" was an audit's finding)
     waited = int((wait[sel] >= RETURNED_AT_ONCE_NS).sum())
     times = _times(count, n_steps, whole)
-    per: float = waited if whole or n_steps <= 1 else waited / n_steps
+    waited_n: float = waited if whole or n_steps <= 1 else waited / n_steps
     rest: float = (count - waited) if whole or n_steps <= 1 else (count - waited) / n_steps
     how = (
-        f"calls {lead_name}{where} {times} and waits in {_num(per)} of them for the GPU to finish its queued work "
+        f"calls {lead_name}{where} {times} and waits in {_num(waited_n)} of them for the GPU to finish its queued work "
         f"(the other{'' if rest == 1 else 's'} returned within {RETURNED_AT_ONCE_NS // 1000} µs)"
         if 0 < waited < count
         else f"waits for the GPU to finish its queued work {times} in {lead_name}{where}"
