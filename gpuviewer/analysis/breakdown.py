@@ -64,6 +64,7 @@ class StepBreakdown:
     # and ops (said only where there is some)
     backlog_ns: int = 0
     backlog_ops: int = 0
+    backlog_warm: bool = False  # warm-up for that reason (_mark_backlog), not for its length
     # the host's step range, split (host_split.host_split): Python / framework ops, launch API calls,
     # launch calls blocked on a full launch queue, blocking syncs, Python calls that block (sleep,
     # locks, queues), nothing on record; they add up to host_end_ns - host_start_ns
@@ -108,6 +109,8 @@ class StepBreakdown:
         d = asdict(self)
         if not self.backlog_ns:
             del d["backlog_ns"], d["backlog_ops"]
+        if not self.backlog_warm:
+            del d["backlog_warm"]
         d["utilization"] = round(self.utilization, 4)
         d["busy_share"] = round(self.busy_share, 4)
         return d
@@ -393,7 +396,7 @@ def _mark_backlog(trace: Trace, rb: RankBreakdown, ops: np.ndarray, s: np.ndarra
     sb.backlog_ops = int(inside.sum())
     numbered = [x for x in rb.steps if x.step is not None]
     if len(numbered) >= 2 and sb.backlog_ns >= BACKLOG_SHARE * sb.window_ns:
-        sb.warmup = True
+        sb.warmup = sb.backlog_warm = True
 
 
 def _fill(sb: StepBreakdown, filled: tuple, ct: np.ndarray) -> None:

@@ -75,12 +75,11 @@ def _how_heavier(mix: dict, rows: list) -> str:
     if not all(st in mix[hi] and st in mix[lo] for st, hi, lo, _, _ in rows):
         return ""
     new, n_hi, n_lo = [], [], []
-    longer: dict[str, float] = {}
-    # of each kernel's extra time, the part its extra launches make at the light rank's mean
-    # duration, and its launches a step on each rank (pp_gpu's last stage: its LM head's GEMMs, 56
-    # launches a step against 48, were said to be "the same kernels running longer")
-    more: dict[str, float] = {}
-    counts: dict[str, list] = {}
+    # per kernel and step: its extra time on the heavy rank, the part its extra launches make at the
+    # light rank's mean duration, and its launches on each (pp_gpu's last stage: its LM head's GEMMs,
+    # 56 launches a step against 48, were said to be "the same kernels running longer"); medians
+    # over the steps throughout, as the counts printed are
+    per: dict[str, list[tuple]] = {}
     for st, hi, lo, _, _ in rows:
         h, lt = mix[hi][st], mix[lo][st]
         new.append(sum(v[1] for k, v in h.items() if k not in lt))
@@ -88,9 +87,11 @@ def _how_heavier(mix: dict, rows: list) -> str:
         n_lo.append(sum(v[0] for v in lt.values()))
         for k, v in h.items():
             if k in lt:
-                longer[k] = longer.get(k, 0.0) + (v[1] - lt[k][1]) / len(rows)
-                more[k] = more.get(k, 0.0) + (v[0] - lt[k][0]) * (lt[k][1] / max(lt[k][0], 1)) / len(rows)
-                counts.setdefault(k, []).append((v[0], lt[k][0]))
+                per.setdefault(k, []).append(
+                    (v[1] - lt[k][1], (v[0] - lt[k][0]) * lt[k][1] / max(lt[k][0], 1), v[0], lt[k][0])
+                )
+    med = {k: [float(np.median([x[j] for x in xs])) for j in range(4)] for k, xs in per.items() if len(xs) == len(rows)}
+    longer = {k: m[0] for k, m in med.items()}
     extra = float(np.median([x[4] for x in rows]))
     kh, kl = int(np.median(n_hi)), int(np.median(n_lo))
     if float(np.median(new)) >= 0.5 * extra:
@@ -98,15 +99,20 @@ def _how_heavier(mix: dict, rows: list) -> str:
     if kh > (1 + SAME_WORK) * kl:
         return f" and runs more kernels ({kh:,} a step vs {kl:,})"
     top = [(k, x) for k, x in sorted(longer.items(), key=lambda kv: -kv[1])[:2] if x > 0]
-    if top and sum(max(0.0, more[k]) for k, _ in top) >= 0.5 * sum(x for _, x in top):
+    more_of = [k for k, _ in top if med[k][2] > med[k][3]]  # launched more often, as printed
+    if top and more_of and sum(max(0.0, med[k][1]) for k, _ in top) >= 0.5 * sum(x for _, x in top):
         # most of their extra time is extra launches: more work, not slower kernels
         def launches(k: str) -> str:
-            ch, cl = (int(np.median([c[j] for c in counts[k]])) for j in (0, 1))
-            return f"{short_name(k)} +{longer[k] / 1e6:.1f} ms ({ch:,} launches a step vs {cl:,})"
+            return f"{short_name(k)} +{longer[k] / 1e6:.1f} ms ({med[k][2]:,.0f} launches a step vs {med[k][3]:,.0f})"
 
+        in_all = (
+            f"though fewer kernels in all: {kh:,} a step vs {kl:,}"
+            if kh < kl
+            else f"{kh:,} kernels a step vs {kl:,} in all"
+        )
         return (
-            f": it launches some kernels more often ({kh:,} kernels a step vs {kl:,} in all), most in "
-            f"{', '.join(launches(k) for k, _ in top)} (more work on it: layers or a part of the model only it "
+            f": it launches some kernels more often ({in_all}), most in "
+            f"{', '.join(launches(k) for k in more_of)} (more work on it: layers or a part of the model only it "
             "runs, or an uneven split)"
         )
     named = ", ".join(f"{short_name(k)} +{x / 1e6:.1f} ms" for k, x in top)

@@ -371,19 +371,19 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         edges(2 * mine[:-1][sk[1:]] + 1, 2 * mine[sk], np.where(keep_gap[sk], gap[sk], 0), E_STREAM)
         if waits_x.any():
             edges(2 * xdep[waits_x] + 1, 2 * mine[waits_x], rec_s[mine[waits_x]] - rec_e[xdep[waits_x]], E_XSTREAM)
-        # an unlinked op first on its stream, with nothing before it: anchored where recorded
+        # (an unlinked op first on its stream, with nothing before it: anchored where recorded)
         wu, wv, wo = recorded_waits(trace, host_nodes[r], names_all, lane, rec_s, rec_e, launch_node, mine)
         if len(wu):
             edges(2 * wu + 1, 2 * wv, wo, E_XSTREAM)
             n_waits += len(wu)
     if n_waits:
         assumptions.append(
-            f"cross-stream waits: {n_waits:,} cudaStreamWaitEvent calls made right after a cudaEventRecord "
-            "(their streams and events are not recorded) are taken as the op its thread launches next "
-            "waiting for the op it launched last before the record"
+            f"cross-stream waits: {n_waits:,} cudaStreamWaitEvent calls with no launch between them and the "
+            "cudaEventRecord before them (their streams and events are not recorded): each is taken as the op "
+            "its thread launches next waiting for the op it launched last before the record"
         )
     assumptions.append(
-        "other cross-stream waits are not recorded: an op that started after "
+        f"{'other ' if n_waits else ''}cross-stream waits are not recorded: an op that started after "
         "both its launch and its stream allowed, within 20 us of an op ending on another "
         "stream of its rank, is taken to wait for that op"
     )

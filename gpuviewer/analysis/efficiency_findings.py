@@ -26,7 +26,7 @@ from ..model.categories import Cat
 from ..model.trace import Trace
 from . import kernel_class
 from .efficiency import Efficiency, conv_launched, launch_parents, step_gpu_time_ns
-from .efficiency_parts import TC_FIXED_NS, _evidence, _over, _span
+from .efficiency_parts import TC_FIXED_NS, kernel_evidence, kernel_span, ranks_over
 from .foreach import FOREACH as _FOREACH
 from .foreach import FUSED_ALREADY as _FUSED_ALREADY
 from .foreach import foreach_clause, optimizer_kernels, unfused_foreach
@@ -350,7 +350,7 @@ def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[F
                 fixed_ns=TC_FIXED_NS,
             )
         ]
-        s0, s1 = _span(ctx, m)
+        s0, s1 = kernel_span(ctx, m)
         # a convolution's FP32 kernels that multiply no matrices (Winograd and FFT transforms) run
         # without Tensor Cores too: said, not sped up (the V100 ResNet-50's 94% was 100% with them)
         # only those the same ops launched: nccl_parser_config's 1.0 ms of reductions came from the
@@ -368,7 +368,7 @@ def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[F
             else ""
         )
         title = (
-            f"FP32 {what} without Tensor Cores: {t / of_kind:.0%} of {kernels} time ({t / 1e6:.1f} ms{_over(ctx, m)}, "
+            f"FP32 {what} without Tensor Cores: {t / of_kind:.0%} of {kernels} time ({t / 1e6:.1f} ms{ranks_over(ctx, m)}, "
             f"{t / total:.0%} of compute-kernel time{with_helpers}); {got['advice']} ({got['grounds']})"
         )
         metrics = {
@@ -377,7 +377,7 @@ def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[F
             "share_of_kernels": round(t / total, 4),
             "kernels": int(m.sum()),
             **{f"speedup_{q}": round(v, 2) for q, v in got["speedups"].items()},
-            "evidence": _evidence(trace, eff, ctx, m),
+            "evidence": kernel_evidence(trace, eff, ctx, m),
         }
         f = _finding(rule, title, np.unique(ctx["rank"][m]).tolist(), s0, s1, metrics, fix)
         if got["on"] == "fp16":  # bf16 and TF32 advice would be false on this GPU (ns_resolution's V100)
@@ -430,7 +430,7 @@ def _elementwise(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list
             label="the elementwise and norm kernels fused (assumed to halve their time),",
         )
     ]
-    s0, s1 = _span(ctx, m)
+    s0, s1 = kernel_span(ctx, m)
     # the steps' time (the GPU's busy and idle time in them) is what a fix shortens; their share
     # of the compute kernels' time beside it (stall_on: 15% of the steps, most of the kernels)
     kt = float(ctx["dur"][inside].sum())
@@ -449,7 +449,7 @@ def _elementwise(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list
     span = "" if not trace.steps else f" in {n_steps} step{'s' * (n_steps != 1)}"
     title = (
         f"Memory-bound elementwise and norm ops take {t / step_t:.0%} of {of} "
-        f"({t / kt:.0%} of its compute-kernel time; {t / 1e6:.1f} ms in {int(m.sum()):,} kernels{span}{_over(ctx, m)}{bw}): "
+        f"({t / kt:.0%} of its compute-kernel time; {t / 1e6:.1f} ms in {int(m.sum()):,} kernels{span}{ranks_over(ctx, m)}{bw}): "
         f"{how}"
     )
     metrics = {
@@ -461,7 +461,7 @@ def _elementwise(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list
         # of foreach_ms: launched in an optimizer's step (None: not said, or no step range on record)
         "foreach_optimizer_ms": None if in_opt is None else round(in_opt / 1e6, 3),
         "steps": len(windows),
-        "evidence": _evidence(trace, eff, ctx, m),
+        "evidence": kernel_evidence(trace, eff, ctx, m),
     }
     f = _finding("elementwise_bound", title, sorted({w[0] for w in windows}), s0, s1, metrics, fix)
     f.advice = _elementwise_advice(trace, eff)

@@ -15,7 +15,7 @@ from .efficiency import Efficiency
 TC_FIXED_NS = 3_000
 
 
-def _over(ctx, m) -> str:
+def ranks_over(ctx, m) -> str:
     """' over both ranks' / ' over the 8 ranks' / ' over 2 of the 8 ranks' after a time summed over
     the ranks the kernels run on ('38.8 ms' read as one rank's was twice its share of a step); ''
     for one rank."""
@@ -27,12 +27,12 @@ def _over(ctx, m) -> str:
     return " over both ranks" if n == 2 else f" over the {n} ranks"
 
 
-def _span(ctx, m) -> tuple[int, int]:
+def kernel_span(ctx, m) -> tuple[int, int]:
     s = ctx["start"][m]
     return int(s.min()), int((s + ctx["dur"][m].astype(np.int64)).max())
 
 
-def _evidence(trace: Trace, eff: Efficiency, ctx, m, top: int = 3) -> list[dict]:
+def kernel_evidence(trace: Trace, eff: Efficiency, ctx, m, top: int = 3) -> list[dict]:
     names = np.asarray(trace.columns["name"])[eff.kernel[m]]
     uniq, inv = np.unique(names, return_inverse=True)
     t = np.bincount(inv, weights=ctx["dur"][m])

@@ -45,7 +45,9 @@ def recorded_waits(
     linked = gpu[launch_node[gpu] >= 0]
     if not len(linked):
         return none, none, none
-    # each launching call's first and last op (a graph launch feeds many)
+    # each launching call's first and last op (a graph launch feeds many: its last to start is taken,
+    # which may be on another stream than the one the event was recorded on: a guess, as the whole
+    # pairing is; several waits after one record each make an edge, and each is counted)
     by = np.lexsort((rec_s[linked], launch_node[linked]))
     calls, first_at = np.unique(launch_node[linked][by], return_index=True)
     last_at = np.r_[first_at[1:], len(by)] - 1

@@ -81,6 +81,14 @@ def _tensors(dims, types) -> list[tuple[list, str | None, int]]:
     return out
 
 
+def _arg(dims, types, i: int) -> tuple[int, int] | None:
+    """(elements, element size) of tensor argument i, None where it is not a tensor of a known type."""
+    if i >= len(dims) or not _is_shape(dims[i]) or i >= len(types):
+        return None
+    size = dtype_of(types[i])[1]
+    return (_numel(dims[i]), size) if size else None
+
+
 def _precision(ts) -> str | None:
     return next((p for _, p, _ in ts if p in FLOAT_PRECISIONS), None)
 
@@ -312,12 +320,16 @@ def _moves(kind: str, op: str = ""):
         ts = _tensors(dims, types)
         if not ts:
             return None
-        if op in _WRITE_ONLY:
-            b = float(_numel(ts[0][0]) * (ts[0][2] or 0))
-        elif op == "copy" and len(ts) >= 2:  # copy_(self, src): src read, self written
-            b = _bytes(ts[1:2], _numel(ts[0][0]))
+        # by the arguments' positions (a tensor of a type not known is left out of ts) and each
+        # tensor's own element size (AMP's copy_ from fp32 into bf16 moves 6 bytes an element)
+        dest = _arg(dims, types, 0)
+        if op in _WRITE_ONLY and dest:
+            b = float(dest[0] * dest[1])
+        elif op == "copy" and dest and (src := _arg(dims, types, 1)):  # copy_(self, src)
+            b = float(src[0] * src[1] + dest[0] * dest[1])
         elif arity is not None and len(ts) == arity + 1 and _numel(ts[-1][0]) == max(_numel(d) for d, _, _ in ts):
-            b = _bytes(ts[:-1], _numel(ts[-1][0]))
+            out_shape, _, out_size = ts[-1]  # out=: written at its own element size
+            b = _bytes(ts[:-1], 0) + _numel(out_shape) * (out_size or ts[0][2])
         else:
             b = _bytes(ts)
         return Work(kind, 0.0, b, _precision(ts)) if b > 0 else None  # a tensor list without types: unknown

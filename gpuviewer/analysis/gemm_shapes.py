@@ -8,7 +8,7 @@ import numpy as np
 
 from ..model.trace import Trace
 from .efficiency import Efficiency
-from .efficiency_parts import TC_FIXED_NS, _evidence, _span
+from .efficiency_parts import TC_FIXED_NS, kernel_evidence, kernel_span
 from .results import Analysis, Finding
 from .whatif import Change
 
@@ -17,12 +17,13 @@ SHAPE_PCT_BELOW = 0.6  # a shape under 60% of the best shape's % of peak
 
 
 def _sm_count(trace: Trace, ctx) -> int | None:
-    """The SMs of the GPUs the kernels ran on (Kineto's numSms), where they agree."""
+    """The SMs of the session's GPUs (Kineto's numSms), where they all have the same number; None
+    where they differ or none is recorded."""
     got = set()
     for r in trace.ranks:
         for d in r.devices:
             n = (r.device_props.get(d) or {}).get("numSms")
-            if isinstance(n, int) and n > 0:
+            if type(n) is int and n > 0:
                 got.add(n)
     return got.pop() if len(got) == 1 else None
 
@@ -53,7 +54,9 @@ def gemm_shapes(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[
     for shape, f, idx, t, pct in sorted(big, key=lambda r: -r[3]):
         prec = eff.families[f]["precision"]
         # Tensor Cores want rows of 16 bytes: 8 halves, 4 TF32 words, 16 FP8 bytes
-        align = {"fp16": 8, "bf16": 8, "tf32": 4, "fp32": 4}.get(str(prec), 16 if str(prec).startswith("fp8") else 8)
+        align = {"fp16": 8, "bf16": 8, "tf32": 4, "fp32": 4, "fp64": 2}.get(
+            str(prec), 16 if str(prec).startswith("fp8") else 8
+        )
         odd = [f"{n}={v}" for n, v in zip("MNK", shape[:3]) if v % align]
         odd64 = [f"{n}={v}" for n, v in zip("MNK", shape[:3]) if v % 64 and v % align == 0]
         if not (odd or odd64) or pct >= SHAPE_PCT_BELOW * best[4]:
@@ -62,7 +65,7 @@ def gemm_shapes(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[
         m[idx] = True
         batch = shape[3] if len(shape) > 3 and shape[3] else 1
         # output tiles of 128x128 a call: fewer than the GPU's SMs leave it part idle whatever the
-        # alignment (HTA's trace_diff: 1024x96x512, 32 tiles on 108 SMs, a split-K reduce after
+        # alignment (HTA's trace_diff: 1024x96x512, 8 tiles on 108 SMs, a split-K reduce after
         # each; "N=96 not a multiple of 64" named a fix that would not help; an audit's finding)
         tiles = -(-shape[0] // 128) * -(-shape[1] // 128) * batch
         small = sms is not None and tiles < sms
@@ -83,11 +86,12 @@ def gemm_shapes(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[
                 "faster",
                 pct=100 * (1 - pct / best[4]),
                 events=eff.kernel[idx],
-                label=f"the {'x'.join(map(str, shape[:3]))} GEMMs at the best shape's % of peak,",
+                label=f"the {'x'.join(map(str, shape[:3]))}{f' (batch {batch:,})' if batch > 1 else ''} {prec} GEMMs at "
+                "the best shape's % of peak,",
                 fixed_ns=TC_FIXED_NS,  # a Tensor-Core kernel's own few microseconds stay
             )
         ]
-        s0, s1 = _span(ctx, m)
+        s0, s1 = kernel_span(ctx, m)
         per = f", a batch of {batch:,}" if batch > 1 else ""
         title = (
             f"GEMM of shape {shape[0]}x{shape[1]}x{shape[2]} (MxNxK{per}, {prec}) at {pct:.0f}% of peak, the best of the "
@@ -105,7 +109,7 @@ def gemm_shapes(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[
             "time_ms": round(t / 1e6, 3),
             "share_of_gemm": round(t / gemm_t, 4),
             "kernels": int(len(idx)),
-            "evidence": _evidence(trace, eff, ctx, m),
+            "evidence": kernel_evidence(trace, eff, ctx, m),
         }
         ranks = sorted(int(r) for r in np.unique(ctx["rank"][m]))
         # (its advice: efficiency_findings.ADVICE, set there)

@@ -272,19 +272,19 @@ def _runtime_call(rows: list[dict], span: int) -> tuple[dict | None, str | None]
     return api, rows[0]["name"]
 
 
-def _first_cuda_call(trace: Trace, rank: int) -> str | None:
-    """The name of the rank's first CUDA runtime call (the runtime makes the context at its first
-    call; a driver query before it, profile1's cuDeviceGetLuid, makes none)."""
+def _first_cuda_call(trace: Trace, rank: int) -> int | None:
+    """The rank's first CUDA runtime call (an event index): the runtime makes the context at its
+    first call; a driver query before it (profile1's cuDeviceGetLuid) makes none."""
     c = trace.columns
     best = None
     for i, ln in enumerate(trace.lanes):
         lo, hi = int(trace.lane_offsets[i]), int(trace.lane_offsets[i + 1])
         if ln.rank != rank or ln.kind != LaneKind.CUDA_API or lo >= hi:
             continue
-        rt = np.flatnonzero(np.asarray(c["cat"][lo : min(hi, lo + 64)]) == Cat.CUDA_RUNTIME)
+        rt = np.flatnonzero(np.asarray(c["cat"][lo:hi]) == Cat.CUDA_RUNTIME)
         if len(rt) and (best is None or int(c["start"][lo + int(rt[0])]) < best[0]):
             best = (int(c["start"][lo + int(rt[0])]), lo + int(rt[0]))
-    return None if best is None else trace.name_of(best[1])
+    return None if best is None else best[1]
 
 
 def _before_gpu(trace: Trace, rank: int, first_op: int, longest: float) -> str:
@@ -315,8 +315,14 @@ def _before_gpu(trace: Trace, rank: int, first_op: int, longest: float) -> str:
     most = ""
     if api is not None:
         most = f", {api['ms']:,.1f} ms of that in {api['name']}" + (f" inside {outer}" if outer else "")
-        if api["name"] == _first_cuda_call(trace, rank):
-            # (ex-gpu's 210 ms cudaMalloc, profile1's 205 ms cudaStreamCreate: the others took microseconds)
+        first = _first_cuda_call(trace, rank)
+        # that one call, not calls of its name summed (ex-gpu's 210 ms cudaMalloc, profile1's 205 ms
+        # cudaStreamCreate: the others of their names took microseconds)
+        if (
+            first is not None
+            and trace.name_of(first) == api["name"]
+            and int(trace.columns["dur"][first]) >= 0.5 * api["ms"] * 1e6
+        ):
             most += " (the process's first CUDA runtime call: it creates the CUDA context)"
     elif rows and rows[0]["ms"] * 1e6 >= 0.5 * lead:
         most = f", {rows[0]['ms']:,.1f} ms of that in {rows[0]['name']}"

@@ -144,7 +144,7 @@ def _longer(xs: list[dict], hit: list) -> str:
     # NCCL kernels running in them (df_index_resolver: 33 of their 98 ms a step, which with the
     # short gaps came to more than the GPU's whole idle time; an audit's finding)
     comm = sum(x.get("long_gap_comm_ns", 0) for x in xs) / len(hit) / 1e6
-    nccl = f"; NCCL kernels ran in {comm / ms:.0%} of them" if comm >= 0.005 * ms else ""
+    nccl = f"; NCCL kernels ran in {comm / ms:.0%} of that time" if f"{comm / ms:.0%}" != "0%" else ""
     return (
         f", and {ms:.1f} ms a step more in longer gaps ({SHORT_GAP_NS // 1000} µs or more{nccl}) that end at a launch"
     )
@@ -213,8 +213,9 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
     # NCCL kernels running in the gaps (DDP's all-reduces beside the backward): the GPU is not idle
     # there, its other work waits (ddp_long: a third of the gaps' time; an audit's finding)
     comm_in = sum(x.get("gap_comm_ns", 0) for x in xs) / max(gap_ns, 1)
-    who = "its work other than NCCL's waits" if comm_in >= 0.005 else "the GPU waits"
-    nccl = f"; NCCL kernels ran in {comm_in:.0%} of that time" if comm_in >= 0.005 else ""
+    said = f"{comm_in:.0%}" != "0%"  # (a share that rounds to 0% is not said)
+    who = "its work other than NCCL's waits" if said else "the GPU waits"
+    nccl = f"; NCCL kernels ran in {comm_in:.0%} of that time" if said else ""
     # the compute share (what the GPU is there for) and idle share of the launch-bound steps' GPU
     # time: another step's 3 s pageable copy (step_outlier) must not make it "compute 1%"
     w = sum(s.gpu_time_ns for s in hit)

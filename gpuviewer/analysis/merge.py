@@ -129,13 +129,14 @@ def warmup_finding(rbs: list[RankBreakdown]) -> list[dict]:
     med = [x.window_ns for rb in rbs for x in rb.measured]
     med_ms = sorted(med)[len(med) // 2] if med else 0
     said = warmup_text(ms, med_ms)
-    back = [s for _, s in w if s.backlog_ns]
+    back = [(rb, s) for rb, s in w if s.backlog_warm]
     if back:  # (breakdown._mark_backlog) work of the step before, not a slow first step
-        n_ops, b_ms = sum(s.backlog_ops for s in back), max(s.backlog_ns for s in back) / 1e6
+        rb, s = max(back, key=lambda x: x[1].backlog_ns)  # one rank's figures: the most held
+        who = f"rank {rb.rank}: " if len(w) > 1 else ""
         title = (
-            f"Step {step} starts while GPU work launched before the capture still runs ({n_ops:,} ops, "
-            f"{b_ms:.1f} ms of its {ms / 1e6:.1f} ms GPU window): shown, but left out of utilization, outliers, "
-            "savings and late-rank analysis"
+            f"Step {step} starts while GPU work launched before the capture still runs ({who}{s.backlog_ops:,} ops, "
+            f"{s.backlog_ns / 1e6:.1f} ms of its {s.window_ns / 1e6:.1f} ms GPU window): shown, but left out of "
+            "utilization, outliers, savings and late-rank analysis"
         )
     else:
         title = f"Step {step} is warm-up ({said}): shown, but left out of utilization, outliers and late-rank analysis"

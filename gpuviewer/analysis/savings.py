@@ -42,6 +42,7 @@ from .idle_gaps import SHORT_NS, name_the_idle
 from .results import Analysis, Finding
 from .step_figures import restate
 from .whatif import Change, apply, graph, recorded, recorded_begin, replay, step_times
+from .whatif_change import EVEN_SPLIT
 
 # Larger sessions are left without savings for now: building and replaying their model takes
 # seconds per finding (say so, never a silent absence).
@@ -127,14 +128,7 @@ def _heaviest(f: Finding) -> list[Change]:
     r = f.metrics.get("heaviest_rank")
     if r is None:
         return []
-    # more work on it (load imbalance): the fix moves work, it makes no GPU faster, and the others
-    # take on what it sheds (pp_gpu's last stage; an audit's finding): an upper bound, said so
-    label = (
-        f"rank {r}'s GPU compute a step as the median of the other ranks' (the work split evenly; an upper "
-        "bound: the work moved adds to theirs)"
-        if f.rule == "load_imbalance"
-        else None
-    )
+    label = EVEN_SPLIT.format(rank=r) if f.rule == "load_imbalance" else None  # moves work: an upper bound
     return [Change("rank_like_median", rank=int(r), part="gpu", label=label)]
 
 

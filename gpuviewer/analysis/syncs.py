@@ -142,14 +142,19 @@ def host_syncs(trace: Trace, rb: RankBreakdown) -> list[dict]:
     # one of them 4-7 µs; "waits 2 times a step" was an audit's finding)
     waited = int((wait[sel] >= RETURNED_AT_ONCE_NS).sum())
     times = _times(count, n_steps, whole)
-    waited_n: float = waited if whole or n_steps <= 1 else waited / n_steps
-    rest: float = (count - waited) if whole or n_steps <= 1 else (count - waited) / n_steps
-    how = (
-        f"calls {lead_name}{where} {times} and waits in {_num(waited_n)} of them for the GPU to finish its queued work "
-        f"(the other{'' if rest == 1 else 's'} returned within {RETURNED_AT_ONCE_NS // 1000} µs)"
-        if 0 < waited < count
-        else f"waits for the GPU to finish its queued work {times} in {lead_name}{where}"
-    )
+    if 0 < waited < count:
+        # a step's counts where whole numbers, else the steps' totals (10.5 a step read as "10" beside
+        # "waits in 10 of them")
+        each = whole or n_steps <= 1 or (count % n_steps == 0 and waited % n_steps == 0)
+        k = 1 if whole or n_steps <= 1 or not each else n_steps
+        how_often = times if each else f"{count:,} times in the {n_steps} steps"
+        rest = (count - waited) // k
+        how = (
+            f"calls {lead_name} {how_often}{where}, and waits in {waited // k:,} of them for the GPU to finish its "
+            f"queued work (the other{'' if rest == 1 else 's'} returned within {RETURNED_AT_ONCE_NS // 1000} µs)"
+        )
+    else:
+        how = f"waits for the GPU to finish its queued work {times} in {lead_name}{where}"
     title = (
         f"Rank {rb.rank}: the host {how} ({wait_ns / 1e6 / n_steps:,.1f} ms{per_step}); the GPU, drained, then idles "
         f"until the host's next launch: {idle_ns / 1e6 / n_steps:,.1f} ms{per_step} "
@@ -204,7 +209,3 @@ def _times(n: int, steps: int, whole: bool) -> str:
     if k == 1:
         return "once a step"
     return f"{k:.0f} times a step" if k == int(k) or k >= 10 else f"{k:.1f} times a step"
-
-
-def _num(k: float) -> str:
-    return f"{k:,.0f}" if k == int(k) or k >= 10 else f"{k:.1f}"

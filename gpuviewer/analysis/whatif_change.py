@@ -17,6 +17,14 @@ DEFAULT_PEAK_BUSBW_GBPS = 450.0
 OTHER_WORK_NS = 1_000_000
 
 
+# a load imbalance's fix moves work, it makes no GPU faster, and the other ranks take on what the
+# heavy one sheds (pp_gpu's last stage; an audit's finding): its what-if is an upper bound, said so
+EVEN_SPLIT = (
+    "rank {rank}'s GPU compute a step as the median of the other ranks' (the work split evenly; an upper "
+    "bound: the work moved adds to theirs)"
+)
+
+
 @dataclass
 class Change:
     # remove_gap | rank_like_median | no_launch_overhead | comm_at_peak | faster | no_copies | no_syncs |

@@ -40,7 +40,8 @@ from .cache_paths import identity, respell
 # 23: an nsys device is the adapter with its properties recorded, not another of the same cuDevice
 # 24: PyTorch 1.7-1.8's "Input dims" kept as the ops' shapes
 # 25: a Kineto step range ends at the profiler's 'Record Window End' (and its warning)
-STORE_VERSION = 25
+# 26: a Kineto file's host event numbers (per_file host_numbered) and the sampled-trace warning
+STORE_VERSION = 26
 # Entries up to this size are checked whole when opened: 256 MB hash in ~12 ms from the page
 # cache, under 5% of a warm open (BENCHMARKS.md). Bigger ones check each column when first read.
 EAGER_CHECK_BYTES = 256 << 20

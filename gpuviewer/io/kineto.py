@@ -560,8 +560,6 @@ def read_kineto(
     fr.chunk_ordinals(chunks)
     early = next((w for w in warnings if ENDS_EARLY in w), None)
     fr.cut_short = early is not None  # its last step is not judged (step_stub)
-    if fr.cut_short:  # its numbers end where it does: lost, not filtered (the cut is said)
-        fr.numbered = None
     if fr.min_ts == np.inf:  # no slices or instants: begin/end pairs, memory or counters only?
         mem = fr._memory_columns()
         times = (

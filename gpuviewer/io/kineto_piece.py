@@ -63,11 +63,11 @@ def _corr(x) -> np.ndarray:
     return a  # int64 here; the file reader densifies ids above 2**32 before storing uint32
 
 
-def _times(x: list, get) -> np.ndarray | None:
-    """The events' times or durations as float64 from one C pass (18 ns an event less than a list
-    made into an array), or None where one is not a plain number (floats() reads them then)."""
+def _times(values, n: int) -> np.ndarray | None:
+    """Times or durations as float64 from one C pass (18 ns an event less than a list made into an
+    array; None becomes NaN), or None where one is not a plain number (floats() reads them then)."""
     try:
-        return np.fromiter(map(get, x), np.float64, len(x))
+        return np.fromiter(values, np.float64, n)
     except (TypeError, ValueError, OverflowError):
         return None
 
@@ -107,12 +107,13 @@ def extract_piece(buf: bytes, chunk: int, evs: list | None = None) -> dict:
     name = np.array(name_ids, np.int32)
     out["keys"], out["names"] = _clean_keys(list(keys), lane_key, bad), _clean_names(list(names), name, bad)
     out["numbered"] = numbered(x, evs, phs, n_ph["i"] + n_ph["I"], out["keys"], lane_key)
-    ts = _times(x, _TS)
+    ts = _times(map(_TS, x), len(x))
     if ts is None:
         ts = floats(list(map(_TS, x)))
-    dur = _times(x, _DUR)
+    durs = list(map(_DUR, x))
+    # (no duration is 0, not unreadable: np.fromiter would make None NaN, and the event be skipped)
+    dur = None if None in durs else _times(durs, len(durs))
     if dur is None:
-        durs = list(map(_DUR, x))
         dur = floats([d if d is not None else 0.0 for d in durs] if None in durs else durs)
     ok_ts = np.abs(ts) <= TS_MAX_US  # False for NaN
     ok = ok_ts & (dur >= 0) & (dur <= TS_MAX_US)

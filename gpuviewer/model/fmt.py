@@ -7,6 +7,8 @@ from __future__ import annotations
 import html
 import math
 
+from .numbered import kept_pct
+
 
 def format_ns(v: float, spacing: float | None = None, ref: float | None = None) -> str:
     """A time in the unit of its size (or of `ref`'s: one unit along an axis), with decimals
@@ -138,7 +140,7 @@ def utilization_line(r: dict) -> str:
         out += (
             "; host"
             + (
-                f" (of the {_kept_pct(kept)} of its host events its trace holds: sampled or filtered)"
+                f" (of the {kept_pct(kept)} of its host events its trace holds: sampled or filtered)"
                 if kept is not None
                 else ""
             )
@@ -173,7 +175,3 @@ def utilization_line(r: dict) -> str:
                 "within it: a condition variable, lock or join)"
             )
     return out
-
-
-def _kept_pct(share: float) -> str:
-    return "under 0.1%" if share < 0.001 else f"{share:.1%}" if share < 0.1 else f"{share:.0%}"

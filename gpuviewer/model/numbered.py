@@ -10,10 +10,18 @@ KEPT_MIN = 0.9
 
 
 def kept_share(n: list[int] | None) -> float | None:
-    """Of [how many, lowest, highest] numbers a file holds: the share of the numbers from the
-    lowest to the highest it holds, where under KEPT_MIN; None for a file that holds (nearly) all,
-    or none."""
-    if not n or n[0] < 1:
+    """Of [how many, lowest, highest, widest gap, ...] numbers a file holds: the share of the
+    numbers from the lowest to the highest it holds, where under KEPT_MIN and the missing ones
+    spread through them (the widest gap under half of them: one stray number far off, or two
+    captures' numbers side by side, leave one gap that is most of them, and no filter did that);
+    None for a file that holds (nearly) all, or none, or an entry without the gaps (an older one)."""
+    if not n or len(n) < 4 or n[0] < 2:
         return None
-    share = n[0] / (n[2] - n[1] + 1)
-    return share if share < KEPT_MIN else None
+    span = n[2] - n[1] + 1
+    share = n[0] / span
+    return share if share < KEPT_MIN and n[3] < 0.5 * (span - n[0]) else None
+
+
+def kept_pct(share: float) -> str:
+    """A kept share as words: 'under 0.1%', '1.0%', '46%'."""
+    return "under 0.1%" if share < 0.001 else f"{share:.1%}" if share < 0.1 else f"{share:.0%}"

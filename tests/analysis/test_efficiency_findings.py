@@ -218,7 +218,7 @@ def test_odd_gemm_shape_found(tmp_path):
     # (a Tensor-Core kernel's own first few µs are not sped up: efficiency_parts.TC_FIXED_NS)
     assert (
         f["saving"]
-        == f"the 4096x1001x600 GEMMs at the best shape's % of peak, {k:.1f}x faster past their first 3 µs each"
+        == f"the 4096x1001x600 bf16 GEMMs at the best shape's % of peak, {k:.1f}x faster past their first 3 µs each"
     )
     assert 0 <= f["saves_ms"] <= m["time_ms"] * (1 - 1 / k) + 1e-3
 

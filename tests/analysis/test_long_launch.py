@@ -7,7 +7,6 @@ long call submits as it returns moves with the call's end. Checked against the r
 
 import gzip
 import json
-import re
 
 from conftest import compat_path, run_cli_once
 
@@ -130,10 +129,11 @@ def test_a_first_step_long_by_the_gpus_backlog_says_so():
     """The same trace: the first step's GPU window is 368 ms against 216 in the others ("1.7x the
     median"), though its host step (ProfilerStep#550, read here) is the shortest of the five: the
     GPU runs ops launched before the capture began (no launch call on record) and stays as far behind
-    its host to the end. The outlier finding says that most of the extra time is that backlog, which
-    came with the capture (an audit: "fell behind in this step" was false). From the raw file: the
-    host steps, the last kernel each step launched (by correlation id) ending about as far after its
-    host step as in the first, and the ops without a launch on record ahead of the launched ones."""
+    its host to the end. That step is warm-up, said for that reason, and no outlier (audits: "fell
+    behind in this step" was false, then its NCCL time "22 ms over its mean" was that backlog's). From
+    the raw file: the host steps, the last kernel each step launched (by correlation id) ending about
+    as far after its host step as in the first, and the ops without a launch on record ahead of the
+    launched ones."""
     path = compat_path("facebookresearch__HolisticTraceAnalysis", "negative_queue_length_values_check", "rank0.json.gz")
     with gzip.open(path, "rt") as f:
         ev = json.load(f)["traceEvents"]
@@ -159,7 +159,10 @@ def test_a_first_step_long_by_the_gpus_backlog_says_so():
     assert lag[0] > 100_000 and all(x > 0.8 * lag[0] for x in lag[1:]), lag
     p = run_cli_once("analyze", path, "--json")
     assert p.returncode == 0, p.stderr[-2000:]
-    (f,) = [x for x in json.loads(p.stdout)["findings"] if x["rule"] == "step_outlier"]
+    out = json.loads(p.stdout)
+    assert not [x for x in out["findings"] if x["rule"] == "step_outlier" and x["step"] == 550]
+    (w,) = [x for x in out["findings"] if x["rule"] == "warmup"]
+    assert w["step"] == 550 and "starts while GPU work launched before the capture still runs" in w["title"]
     # the backlog came with the capture: GPU ops with no launch call on record (their correlation
     # is no runtime call's) ran on their streams ahead of every op launched in the capture
     launched = {
@@ -170,14 +173,7 @@ def test_a_first_step_long_by_the_gpus_backlog_says_so():
     for e in gpu:
         if e["args"].get("correlation") in launched:
             first[e["tid"]] = min(first.get(e["tid"], e["ts"]), e["ts"])
-    early = sum(1 for e in gpu if e["args"].get("correlation") not in launched and e["ts"] < first.get(e["tid"], 1e30))
-    assert early > 0
-    m = re.search(
-        r"the GPU first ran ([\d,]+) ops launched before the capture began, and ends this step and every later one "
-        r"about (\d+) ms behind its host: most of the extra time is that backlog, not slower work",
-        f["title"],
-    )
-    assert m and "its host took about as long as in the other steps" in f["title"], f["title"]
-    assert "behind its host in this step" not in f["title"]  # it did not fall behind there
-    assert int(m.group(1).replace(",", "")) == early
-    assert abs(int(m.group(2)) - lag[0] / 1e3) < 0.1 * lag[0] / 1e3  # within 10% of the raw lag
+    early = [e for e in gpu if e["args"].get("correlation") not in launched and e["ts"] < first.get(e["tid"], 1e30)]
+    st = out["ranks"][0]["steps"][0]
+    inside = sum(1 for e in early if e["ts"] + e["dur"] > st["start_ns"] / 1e3 and e["ts"] < st["end_ns"] / 1e3)
+    assert 0 < inside <= len(early) and f"({inside:,} ops, " in w["title"], (inside, w["title"])

@@ -73,7 +73,21 @@ def test_the_sync_finding_counts_the_calls_in_the_raw_trace():
     assert min(per) >= 32
     top = _top("sync.json.gz")
     assert top["metrics"]["syncs"] == sum(per)
-    assert f"{sum(per) // 6} times a step in cudaDeviceSynchronize" in top["title"]
+    # (and those that waited, over 20 µs: per step where whole numbers, else the steps' totals)
+    waited = [sum(1 for c in calls if s["ts"] <= c["ts"] < s["ts"] + s["dur"] and c["dur"] >= 20) for s in steps]
+    if 0 < sum(waited) < sum(per):
+        n = len(steps)
+        each = sum(per) % n == 0 and sum(waited) % n == 0
+        said = (
+            f"calls cudaDeviceSynchronize {sum(per) // n} times a step"
+            if each
+            else f"calls cudaDeviceSynchronize {sum(per):,} times in the {n} steps"
+        )
+        assert said in top["title"] and f"waits in {sum(waited) // (n if each else 1):,} of them" in top["title"], top[
+            "title"
+        ]
+    else:
+        assert f"{sum(per) // 6} times a step in cudaDeviceSynchronize" in top["title"]
 
 
 def test_the_base_run_has_neither_finding():

@@ -67,7 +67,10 @@ def _tiled_trace(path) -> list[dict]:
         for i in range(2500):
             t = k * 10_000_000 + i * 1000
             cid = k * 10**9 + 100 + i
-            evs.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t, "dur": 20})
+            op = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t, "dur": 20}
+            if i % 100 == 7:  # a complete event without a duration: kept, at zero length
+                del op["dur"]
+            evs.append(op)
             evs.append(
                 {
                     "ph": "X",
@@ -115,6 +118,9 @@ def test_pieces_decoded_by_the_pool_are_read_as_in_one_process(tmp_path, monkeyp
     here = load([str(p)], use_cache=False)
     for k in pooled.columns:
         np.testing.assert_array_equal(np.asarray(pooled.columns[k]), np.asarray(here.columns[k]), err_msg=k)
+    # every event kept, those without a duration at zero length, none said to be unreadable
+    assert len(pooled) == len(evs) and not [w for w in pooled.warnings if "duration" in w]
+    assert int((np.asarray(pooled.columns["dur"]) == 0).sum()) == sum(1 for e in evs if "dur" not in e)
     # each launch is paired with the kernel of its file id, ids past 32 bits included
     c = pooled.columns
     src, dst = (np.asarray(x) for x in pooled.flows)

@@ -57,6 +57,27 @@ def test_a_complete_trace_says_nothing_and_one_with_ops_dropped_does(tmp_path):
     assert f"it holds {len(idx):,} of the {max(idx) - min(idx) + 1:,} host events" in w
 
 
+def test_a_stray_or_huge_number_is_no_filter(tmp_path):
+    """One number far off (a complete file with one odd value) gives no warning: the numbers must
+    have gaps throughout, not only at their ends; a number past any int64 neither makes the file
+    unreadable nor counts (a review's findings)."""
+    src = trace_path("kineto", "ddp", "ddp_rank0.json.gz")
+    with gzip.open(src, "rt") as fh:
+        text = fh.read()
+    doc = json.loads(text)
+    numbered = [e["args"] for e in doc["traceEvents"] if isinstance(e.get("args"), dict) and "Ev Idx" in e["args"]]
+    numbered[len(numbered) // 2]["Ev Idx"] = 10 * len(numbered)  # one stray number
+    stray = tmp_path / "stray_rank0.json"
+    stray.write_text(json.dumps(doc))
+    t = load([str(stray)], use_cache=False)
+    assert len(t) > 0 and not _warned(t, "stray_rank0.json")
+    huge = tmp_path / "huge_rank0.json"
+    huge.write_text(json.dumps(doc).replace(f'"Ev Idx": {10 * len(numbered)}', '"Ev Idx": ' + "9" * 400, 1))
+    assert "9" * 400 in huge.read_text()
+    t2 = load([str(huge)], use_cache=False)
+    assert len(t2) == len(t) and not _warned(t2, "huge_rank0.json")
+
+
 @pytest.mark.parametrize("out_of_core", [False, True])
 def test_the_rank_line_says_its_host_shares_are_of_what_is_left(tmp_path, monkeypatch, out_of_core):
     folder = compat_path("facebookresearch__HolisticTraceAnalysis", "trace_filter")
