@@ -4,6 +4,7 @@ all analyse through here, so they agree."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from ..model.trace import Trace
@@ -105,7 +106,7 @@ def _analyze(trace: Trace, keep_parts: bool = False, savings: bool = True) -> tu
     from ..analysis.advice_cuda import for_plain_cuda
 
     for_plain_cuda(a, trace)  # CUDA's, for a program that is neither
-    a.notes.extend(_partial_notes(trace) + _step_notes(trace) + _memory_notes(trace))
+    a.notes.extend(_partial_notes(trace) + _step_notes(trace) + _rank_notes(trace) + _memory_notes(trace))
     a.warnings = list(trace.warnings)
     if savings:
         attach_savings(trace, a, args)
@@ -170,6 +171,28 @@ def _memory_notes(trace: Trace) -> list[str]:
             else f"{name}: the {what} holds no allocation"
         )
     return out
+
+
+def _rank_notes(trace: Trace) -> list[str]:
+    """Files that record no rank (no distributedInfo): the rank they are shown as is the reader's
+    number, not the job's (HTA's distributed_info_unavailable: 'rank 0' read as the job's rank 0; an
+    audit's finding)."""
+    unnamed = [
+        (os.path.basename(pf["path"]), pf["rank"])
+        for pf in trace.metadata.get("per_file") or []
+        if "file_rank" in pf and pf["file_rank"] is None and "rank" in pf
+    ]
+    # said only of a job's files: a one-GPU run records no rank and needs none
+    from ..model.categories import is_nccl_name
+
+    collective = any(n.startswith(("nccl:", "c10d::", "gloo:")) or is_nccl_name(n) for n in trace.names)
+    if not unnamed or not collective:
+        return []
+    said = ", ".join(f"{name} as rank {r}" for name, r in unnamed[:4]) + (" ..." if len(unnamed) > 4 else "")
+    files = f"{len(unnamed)} files record" if len(unnamed) > 1 else "1 file records"
+    return [
+        f"ranks: {files} no rank (no distributedInfo) though the job runs collectives, shown by the order read: {said}"
+    ]
 
 
 def _step_notes(trace: Trace) -> list[str]:

@@ -328,3 +328,27 @@ def test_a_first_step_full_of_work_launched_before_the_capture_is_warm_up():
     for r in _json(trace_path("kineto", "ddp"))["ranks"]:
         s0 = r["steps"][0]
         assert not s0["warmup"] and s0.get("backlog_ns", 0) < 0.1 * (s0["end_ns"] - s0["start_ns"])
+
+
+def test_a_file_of_a_job_that_records_no_rank_says_so():
+    """HTA's distributed_info_unavailable: no distributedInfo, yet nccl:all_to_all ops (a rank of a
+    job: helper-95 found it is rank 3's capture): 'rank 0' is the reader's number, said in a note. A
+    one-GPU run (single_gpt_train: no rank, no collective) gets no such note."""
+    import glob
+    import gzip
+
+    (path,) = glob.glob(compat_path("facebookresearch__HolisticTraceAnalysis", "distributed_info_unavailable", "*.gz"))
+    with gzip.open(path, "rt") as fh:
+        doc = json.load(fh)
+    assert "distributedInfo" not in doc
+    assert any(str(e.get("name", "")).startswith("nccl:") for e in doc["traceEvents"])
+    name = path.rsplit("/", 1)[1]
+    assert (
+        f"note: ranks: 1 file records no rank (no distributedInfo) though the job runs collectives, shown by the order read: {name} as rank 0"
+        in _text(path)
+    )
+    single = trace_path("kineto", "single_gpt_train.json.gz")
+    with __import__("gzip").open(single, "rt") as fh:
+        one = json.load(fh)
+    assert "distributedInfo" not in one or not one["distributedInfo"].get("world_size", 1) > 1
+    assert "note: ranks:" not in _text(single)
