@@ -299,6 +299,22 @@ def run_cli_once(*args: str):
     return subprocess.CompletedProcess([sys.executable, "-m", "gpuviewer", *args], rc, out, err)
 
 
+def analyzed_json(path) -> dict:
+    """`gpuviewer analyze PATH --json` (run once in the test run: run_cli_once), its answer read."""
+    import json
+
+    p = run_cli_once("analyze", str(path), "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout)
+
+
+def analyzed_text(path) -> str:
+    """`gpuviewer analyze PATH` (run once in the test run), what it printed."""
+    p = run_cli_once("analyze", str(path))
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout
+
+
 def make_window(qtbot, tmp_path, *, block_analysis: bool = False, size: tuple[int, int] | None = None):
     """A main window with its own settings file, errors kept off dialogs; shown at `size`."""
     from PySide6.QtCore import QSettings

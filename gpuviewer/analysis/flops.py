@@ -18,7 +18,7 @@ import ast
 import math
 from dataclasses import dataclass
 
-from ..model.work_ops import ELEMENTWISE, NORM, REDUCTION
+from ..model.work_ops import BINARY, ELEMENTWISE, NORM, REDUCTION, UNARY
 
 # Input type -> (precision, bytes an element)
 _DTYPES = {
@@ -293,28 +293,11 @@ def _attention(dims, types, concrete, q, layout, causal_at, backward, causal_mas
 # (an audit found fill_'s and copy_'s destinations and mul's out= counted as read: HTA's
 # negative_queue trace's elementwise fp32 at 1462 GB/s where the bytes moved give about 950)
 _WRITE_ONLY = ("fill", "zero")  # fill_(self, value), zero_(self): self written, nothing read
-_UNARY = (
-    "neg",
-    "abs",
-    "exp",
-    "log",
-    "sqrt",
-    "rsqrt",
-    "sigmoid",
-    "tanh",
-    "relu",
-    "gelu",
-    "silu",
-    "reciprocal",
-    "sin",
-    "cos",
-)
-_BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
 
 
 def _moves(kind: str, op: str = ""):
     # a tensor past the op's operands is its out= (written, not read)
-    arity = 1 if op in _UNARY else 2 if op in _BINARY else None
+    arity = 1 if op in UNARY else 2 if op in BINARY else None
 
     def rule(dims, types, concrete):
         ts = _tensors(dims, types)

@@ -40,17 +40,13 @@ FLOP_OPS = (
     "aten::_flash_attention_backward",
     "aten::_efficient_attention_backward",
 )
-# bytes moved only; each also in place (name_)
-ELEMENTWISE = (
-    "add",
-    "sub",
-    "mul",
-    "div",
+# elementwise ops of one and of two tensor operands (analysis/flops.py: a tensor past them is an
+# out=, written and not read)
+UNARY = (
     "neg",
     "abs",
     "exp",
     "log",
-    "pow",
     "sqrt",
     "rsqrt",
     "sigmoid",
@@ -58,6 +54,23 @@ ELEMENTWISE = (
     "relu",
     "gelu",
     "silu",
+    "reciprocal",
+    "sin",
+    "cos",
+)
+BINARY = (
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "pow",
+    "maximum",
+    "minimum",
+)
+# bytes moved only; each also in place (name_)
+ELEMENTWISE = (
+    *BINARY,
+    *UNARY,
     "gelu_backward",
     "silu_backward",
     "threshold_backward",
@@ -84,11 +97,6 @@ ELEMENTWISE = (
     "embedding_dense_backward",
     "nll_loss_forward",
     "nll_loss_backward",
-    "maximum",
-    "minimum",
-    "reciprocal",
-    "sin",
-    "cos",
     "clone",
     "_to_copy",
     "stack",

@@ -3,27 +3,16 @@ its own scripts) found false or misleading, each checked here against the raw ev
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 from pathlib import Path
 
 import pytest
-from conftest import flat_findings, raw_events, run_cli_once, trace_path
+from conftest import analyzed_json as _json
+from conftest import analyzed_text as _text
+from conftest import flat_findings, raw_events, trace_path
 
 DATA = Path(__file__).resolve().parent.parent / "data"
-
-
-def _json(path) -> dict:
-    p = run_cli_once("analyze", str(path), "--json")
-    assert p.returncode == 0, p.stderr[-2000:]
-    return json.loads(p.stdout)
-
-
-def _text(path) -> str:
-    p = run_cli_once("analyze", str(path))
-    assert p.returncode == 0, p.stderr[-2000:]
-    return p.stdout
 
 
 def test_a_saving_the_replay_moves_between_steps_is_not_called_unmeasurable():

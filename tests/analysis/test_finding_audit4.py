@@ -12,6 +12,9 @@ import analysis_truth as T
 import numpy as np
 import pytest
 from conftest import (
+    analyzed_json as _json,
+)
+from conftest import (
     compat_path,
     flat_findings,
     load_truth,
@@ -21,12 +24,6 @@ from conftest import (
     run_cli_once,
     trace_path,
 )
-
-
-def _json(path) -> dict:
-    p = run_cli_once("analyze", str(path), "--json")
-    assert p.returncode == 0, p.stderr[-2000:]
-    return json.loads(p.stdout)
 
 
 def _nccl_per_step(path) -> tuple[set[str], list[int], bool]:

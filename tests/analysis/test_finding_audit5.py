@@ -10,6 +10,12 @@ from collections import defaultdict
 
 import pytest
 from conftest import (
+    analyzed_json as _json,
+)
+from conftest import (
+    analyzed_text as _text,
+)
+from conftest import (
     compat_path,
     flat_findings,
     nsys_gpu_span,
@@ -17,24 +23,10 @@ from conftest import (
     raw_events,
     raw_sql,
     run_cli,
-    run_cli_once,
     trace_path,
 )
 
 from gpuviewer.analysis.flops import op_work
-
-
-def _json(path) -> dict:
-    p = run_cli_once("analyze", str(path), "--json")
-    assert p.returncode == 0, p.stderr[-2000:]
-    return json.loads(p.stdout)
-
-
-def _text(path) -> str:
-    p = run_cli_once("analyze", str(path))
-    assert p.returncode == 0, p.stderr[-2000:]
-    return p.stdout
-
 
 # -- the dependency model's recorded cross-stream waits ---------------------------------------------
 
