@@ -250,11 +250,12 @@ def launch_times(trace: Trace, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 def attribute_steps(
     trace: Trace, ops: np.ndarray, host_st: np.ndarray, host_en: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Index into the host steps of each op (-1: none), by launch, then by stream order, then
-    by time; and which ops had no launch on record and still got no step."""
+    by time; which ops had no launch on record and still got no step; and which were launched
+    before the capture (no launch on record, ahead of their stream's first op with one)."""
     if not len(ops):
-        return np.zeros(0, np.int64), np.zeros(0, bool)
+        return np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, bool)
     launch, linked = launch_times(trace, ops)
     k = np.searchsorted(host_st, launch, side="right") - 1
     inside = linked & (k >= 0) & (launch <= host_en[np.maximum(k, 0)])
@@ -274,6 +275,8 @@ def attribute_steps(
     k_o = np.where(linked_o, k_o, filled)
     out = np.empty_like(k)
     out[order] = k_o
+    before = np.empty(len(ops), bool)
+    before[order] = ~linked_o & (carried < 0)
     # A stream with no launch record at all: the step whose host range holds the op's start, or
     # whose range ended before it while the next had not begun (the GPU runs behind the host);
     # after the last step's range, none. (Unlinked ops before a stream's first linked op are not
@@ -285,7 +288,7 @@ def attribute_steps(
         last = len(host_st) - 1
         ok = (kt >= 0) & ((kt < last) | (t <= host_en[min(last, len(host_en) - 1)]))
         out[loose] = np.where(ok, kt, -1)
-    return out, loose & (out < 0)
+    return out, loose & (out < 0), before & ~loose
 
 
 def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
@@ -300,7 +303,7 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
     if steps:
         host_st = np.array([s.start for s in steps], np.int64)
         host_en = np.array([s.end for s in steps], np.int64)
-        k, unplaced = attribute_steps(trace, ops, host_st, host_en)
+        k, unplaced, pre = attribute_steps(trace, ops, host_st, host_en)
         rb.unplaced = int(unplaced.sum())
         rb.unplaced_kernels = bool(np.all(np.isin(cat[unplaced], (Cat.KERNEL, Cat.COMM_KERNEL))))
         windows = [(s.step, s.start, s.end) for s in steps]
@@ -364,27 +367,20 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
                 sb.host_idle_thread_ns,
                 sb.host_annotation_ns,
             ) = hs
-    if rb.steps and rb.steps[0].step is not None:
-        _mark_backlog(trace, rb, ops, s_all, e_all)
+    if steps:
+        _mark_backlog(rb, pre, s_all, e_all)
     _mark_warmup(rb)
     return rb
 
 
-def _mark_backlog(trace: Trace, rb: RankBreakdown, ops: np.ndarray, s: np.ndarray, e: np.ndarray) -> None:
-    """The first step's GPU window holds GPU work launched before the capture: ops with no launch on
-    record ahead of their stream's first op launched in the capture (a stream runs in launch order).
+def _mark_backlog(rb: RankBreakdown, pre: np.ndarray, s: np.ndarray, e: np.ndarray) -> None:
+    """The first step's GPU window holds GPU work launched before the capture (`pre`, from
+    attribute_steps: ops with no launch on record ahead of their stream's first op launched in the
+    capture; a stream runs in launch order).
     Where they fill BACKLOG_SHARE of the window or more, the step is warm-up: its figures hold the
     step before's work (HTA's rank0: 59 ms of 368, a 24 ms SendRecv launched before the capture made
     step 550 an 'outlier'; trace_diff's test: step 1009's compute 120 ms against 84-88; audits'
     findings)."""
-    if not len(ops):
-        return
-    _launch, linked = launch_times(trace, ops)
-    lane = np.asarray(trace.columns["lane"][ops])
-    pre = np.zeros(len(ops), bool)
-    for ln in np.unique(lane[linked]).tolist():
-        m = lane == ln
-        pre |= m & ~linked & (s < s[m & linked].min())
     sb = rb.steps[0]
     if not pre.any() or sb.window_ns <= 0:
         return

@@ -372,7 +372,7 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
         if waits_x.any():
             edges(2 * xdep[waits_x] + 1, 2 * mine[waits_x], rec_s[mine[waits_x]] - rec_e[xdep[waits_x]], E_XSTREAM)
         # (an unlinked op first on its stream, with nothing before it: anchored where recorded)
-        wu, wv, wo = recorded_waits(trace, host_nodes[r], names_all, lane, rec_s, rec_e, launch_node, mine)
+        wu, wv, wo = recorded_waits(trace, host_nodes[r], names_all, lane, rec_s, rec_e, launch_node, mine, XDEP_TOL_NS)
         if len(wu):
             edges(2 * wu + 1, 2 * wv, wo, E_XSTREAM)
             n_waits += len(wu)

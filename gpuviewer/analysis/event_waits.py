@@ -20,7 +20,6 @@ from .host import name_ids
 
 RECORD = re.compile(r"^(cuda|hip)EventRecord(WithFlags)?(_v\d+|_ptsz)?$")
 WAIT = re.compile(r"^(cuda|hip)StreamWaitEvent(_v\d+|_ptsz)?$")
-TOL_NS = 20_000  # as depgraph.XDEP_TOL_NS: an op starting within this of the other's end waited for it
 
 
 def recorded_waits(
@@ -32,10 +31,11 @@ def recorded_waits(
     rec_e: np.ndarray,
     launch_node: np.ndarray,
     gpu: np.ndarray,
+    tol_ns: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Of one rank (its host nodes `nodes` in time order, its GPU nodes `gpu`): the (op before,
     op after, offset) of each recorded wait whose two ops are on different streams. The offset is
-    the recorded slack where the op started within TOL_NS of the other's end, else 0 (its launch
+    the recorded slack where the op started within tol_ns of the other's end, else 0 (its launch
     came later); a pair whose op after started before the op before ended is no such wait (the
     guess of its ops is wrong) and is left out."""
     rec_ids, wait_ids = name_ids(trace, RECORD), name_ids(trace, WAIT)
@@ -55,8 +55,9 @@ def recorded_waits(
     nm = name[nodes]
     u, v = [], []
     for ln in np.unique(lane[nodes]).tolist():
-        seq = nodes[lane[nodes] == ln]
-        is_rec, is_wait = np.isin(nm[lane[nodes] == ln], rec_ids), np.isin(nm[lane[nodes] == ln], wait_ids)
+        on = lane[nodes] == ln
+        seq = nodes[on]
+        is_rec, is_wait = np.isin(nm[on], rec_ids), np.isin(nm[on], wait_ids)
         k = np.searchsorted(calls, seq)
         is_launch = (k < len(calls)) & (calls[np.minimum(k, len(calls) - 1)] == seq)
         if not is_wait.any() or not is_rec.any() or not is_launch.any():
@@ -84,4 +85,4 @@ def recorded_waits(
     gap = rec_s[b] - rec_e[a]
     keep = (lane[a] != lane[b]) & (gap >= 0)
     a, b, gap = a[keep], b[keep], gap[keep]
-    return a, b, np.where(gap <= TOL_NS, gap, 0)
+    return a, b, np.where(gap <= tol_ns, gap, 0)

@@ -16,7 +16,7 @@ SHAPE_MIN_SHARE = 0.02  # of GEMM time
 SHAPE_PCT_BELOW = 0.6  # a shape under 60% of the best shape's % of peak
 
 
-def _sm_count(trace: Trace, ctx) -> int | None:
+def _sm_count(trace: Trace) -> int | None:
     """The SMs of the session's GPUs (Kineto's numSms), where they all have the same number; None
     where they differ or none is recorded."""
     got = set()
@@ -49,7 +49,7 @@ def gemm_shapes(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[
     if len(big) < 2:
         return []
     best = max(big, key=lambda r: r[4])
-    sms = _sm_count(trace, ctx)
+    sms = _sm_count(trace)
     out = []
     for shape, f, idx, t, pct in sorted(big, key=lambda r: -r[3]):
         prec = eff.families[f]["precision"]

@@ -133,18 +133,15 @@ def step_launch(trace: Trace, rb: RankBreakdown, spans: bool = False) -> dict:
     return out
 
 
-def _longer(xs: list[dict], hit: list) -> str:
-    """The waits for a launch of 100 us or more, said beside the short ones where they are a real
-    part: a replay without launch overhead shortens them too, so its saving is more than the short
-    gaps (dataloader_stall: 9.8 ms a step of short gaps, 17.8 ms saved)."""
-    ms = sum(x.get("long_gap_ns", 0) for x in xs) / len(hit) / 1e6
-    short = sum(x["gap_ns"] for x in xs) / len(hit) / 1e6
+def _longer(ms: float, short: float, nccl_share: float) -> str:
+    """The waits for a launch of 100 us or more (ms a step), said beside the short ones (ms a step)
+    where they are a real part: a replay without launch overhead shortens them too, so its saving is
+    more than the short gaps (dataloader_stall: 9.8 ms a step of short gaps, 17.8 ms saved)."""
     if ms < 0.1 or ms < 0.05 * short:
         return ""
     # NCCL kernels running in them (df_index_resolver: 33 of their 98 ms a step, which with the
     # short gaps came to more than the GPU's whole idle time; an audit's finding)
-    comm = sum(x.get("long_gap_comm_ns", 0) for x in xs) / len(hit) / 1e6
-    nccl = f"; NCCL kernels ran in {comm / ms:.0%} of that time" if f"{comm / ms:.0%}" != "0%" else ""
+    nccl = f"; NCCL kernels ran in {nccl_share:.0%} of that time" if f"{nccl_share:.0%}" != "0%" else ""
     return (
         f", and {ms:.1f} ms a step more in longer gaps ({SHORT_GAP_NS // 1000} µs or more{nccl}) that end at a launch"
     )
@@ -210,6 +207,8 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
     med_k = float(np.median([x["median_kernel_ns"] for x in xs])) / 1e3
     mean_gap = gap_ns / max(gaps, 1) / 1e3
     per_step = n / len(hit)
+    long_ns = sum(x.get("long_gap_ns", 0) for x in xs)  # the longer gaps that end at a launch
+    long_nccl = sum(x.get("long_gap_comm_ns", 0) for x in xs) / max(1, long_ns)  # the part NCCL kernels ran in
     # NCCL kernels running in the gaps (DDP's all-reduces beside the backward): the GPU is not idle
     # there, its other work waits (ddp_long: a third of the gaps' time; an audit's finding)
     comm_in = sum(x.get("gap_comm_ns", 0) for x in xs) / max(gap_ns, 1)
@@ -228,7 +227,7 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
         f"(median {med_k:.1f} µs); {who} for the next launch {gaps / len(hit):,.0f} times a step, "
         f"{mean_gap:.1f} µs on average (gaps under {SHORT_GAP_NS // 1000} µs{nccl}), {gap_ns / len(hit) / 1e6:.1f} ms "
         f"a step, {share:.0%} of the time it spends running {'that work' if nccl else 'kernels'} or waiting for the next "
-        f"launch{_longer(xs, hit)}; "
+        f"launch{_longer(long_ns / len(hit) / 1e6, gap_ns / len(hit) / 1e6, long_nccl)}; "
         f"compute {compute:.0%} of its time{' in them' if where else ''}"
     )
     return [
@@ -251,13 +250,8 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
                     "launch_idle_ms_per_step": round(gap_ns / len(hit) / 1e6, 3),
                     "launch_idle_share": round(share, 4),
                     "launch_gap_nccl_share": round(comm_in, 4),
-                    # the longer gaps that end at a launch, and the part NCCL kernels ran in
-                    "long_gap_ms_per_step": round(sum(x.get("long_gap_ns", 0) for x in xs) / len(hit) / 1e6, 3),
-                    "long_gap_nccl_share": round(
-                        sum(x.get("long_gap_comm_ns", 0) for x in xs)
-                        / max(1, sum(x.get("long_gap_ns", 0) for x in xs)),
-                        4,
-                    ),
+                    "long_gap_ms_per_step": round(long_ns / len(hit) / 1e6, 3),
+                    "long_gap_nccl_share": round(long_nccl, 4),
                     "idle_fraction": round(idle, 4),
                     "compute_share": round(compute, 4),
                     "launch_bound_steps": [s.step for s in hit if s.step is not None],

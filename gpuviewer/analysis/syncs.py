@@ -145,9 +145,9 @@ def host_syncs(trace: Trace, rb: RankBreakdown) -> list[dict]:
     if 0 < waited < count:
         # a step's counts where whole numbers, else the steps' totals (10.5 a step read as "10" beside
         # "waits in 10 of them")
-        each = whole or n_steps <= 1 or (count % n_steps == 0 and waited % n_steps == 0)
-        k = 1 if whole or n_steps <= 1 or not each else n_steps
-        how_often = times if each else f"{count:,} times in the {n_steps} steps"
+        split = not whole and n_steps > 1
+        k = n_steps if split and count % n_steps == 0 and waited % n_steps == 0 else 1
+        how_often = f"{count:,} times in the {n_steps} steps" if split and k == 1 else times
         rest = (count - waited) // k
         how = (
             f"calls {lead_name} {how_often}{where}, and waits in {waited // k:,} of them for the GPU to finish its "

@@ -75,7 +75,7 @@ class _FileReader(PieceReader):
         self.counters: dict[tuple, list] = {}
         self.meta_events: list[tuple] = []
         self.n_flow = 0
-        self.numbered: list[int] | None = None  # [how many, lowest, highest] "Ev Idx" (kineto_numbered)
+        self.numbered: list[int] | None = None  # its "Ev Idx" numbers, summed up (kineto_numbered.add)
         self.min_ts = np.inf
         self.reset_pieces()
         self.bad: dict[str, int] = {}  # events skipped or coerced, by reason (kineto_piece)

@@ -76,10 +76,9 @@ class TraceBuilder:
     # -- finish --------------------------------------------------------------------------
     def finish(self) -> Trace:
         chunks, self._chunks = self._chunks, []  # _concat empties them column by column
-        lane_rank = np.array([ln.rank for ln in self.lanes], np.int64)
         cols = sort_and_nest(_concat(chunks), 0, len(self.lanes))
-        flows = link_flows(cols, lane_rank)
         inst = _concat_inst(self._inst)
+        flows = link_flows(cols, np.array([ln.rank for ln in self.lanes], np.int64))
         self.finish_tables()
         t = Trace(
             format=self.format,

@@ -138,7 +138,7 @@ def _assign_ranks_and_clocks(b: TraceBuilder, per_file: list[dict]) -> None:
                 "clock_offset_ns": offset,
                 "base_ns": info["base_ns"],
                 "flow_events": info["reader"].n_flow,
-                # [how many, lowest, highest] "Ev Idx" of its host events (io/kineto_numbered.py)
+                # its host events' "Ev Idx" numbers, summed up (io/kineto_numbered.add)
                 "host_numbered": info["reader"].numbered,
                 # what a session of this file and others needs of it (io/cache_join.py): the rank
                 # the file names (None: none) and its first time
