@@ -36,6 +36,14 @@ def format_duration(ns: float) -> str:
     return format_ns(float(ns))
 
 
+def under_ms(ns: float) -> str:
+    """A time under a millisecond for a sentence: '20 ns', '1.5 µs', '188 µs' (a 20 ns span
+    printed as '0 µs' read as nothing at all)."""
+    if ns < 1_000:
+        return f"{ns:.0f} ns"
+    return f"{ns / 1e3:.1f} µs" if ns < 10_000 else f"{ns / 1e3:,.0f} µs"
+
+
 def esc(s: str) -> str:
     """Text for HTML (reports, Qt rich text): quotes too, since reports put names in attributes."""
     return html.escape(s)
@@ -118,11 +126,11 @@ def utilization_line(r: dict) -> str:
     )
     busy = sum(s.get("busy_ns", 0) for s in steps)
     if said and 0 < gpu_ns < 1_000_000:  # host_bound.MIN_GPU_TIME_NS: no low-utilization finding below it
-        out += f" (of {gpu_ns / 1e3:,.0f} µs of GPU time: too little to judge)"
+        out += f" (of {under_ms(gpu_ns)} of GPU time: too little to judge)"
     elif said and 0 < busy < 1_000_000:  # nor below it of GPU work
         # the shares are of the window, which holds that little work ('idle 98% (of 372 µs of
         # GPU work …)' read as 98% of the 372 µs; an audit's finding)
-        out += f" (of {gpu_ns / 1e6:,.1f} ms holding {busy / 1e3:,.0f} µs of GPU work: too little to judge)"
+        out += f" (of {gpu_ns / 1e6:,.1f} ms holding {under_ms(busy)} of GPU work: too little to judge)"
     elif said and len(steps) == 1 and steps[0].get("step") is None and gpu_ns > 0:
         # a capture without steps is measured from its GPU's first op to its last, not over the
         # capture the findings' savings are of (cloverleaf: 342 of 618 ms, 240 ms of cudaMalloc

@@ -92,7 +92,7 @@ def test_an_nsys_capture_without_steps_is_told_about_nvtx():
 def test_microseconds_of_gpu_work_are_too_little_to_judge():
     """HTA's large_integer trace holds one 50 us NCCL kernel (read here from the raw file): its
     "NCCL transfer 100%" was a [medium] low-utilization finding. No finding now; the rank line
-    keeps its shares and says how little GPU time they are of."""
+    keeps its shares and says how little GPU time they are of, and so does the verdict."""
     import gzip
     import json
     import os
@@ -108,6 +108,10 @@ def test_microseconds_of_gpu_work_are_too_little_to_judge():
     assert out.returncode == 0, out.stderr
     assert "low_gpu_utilization" not in out.stdout
     assert "(of 50 µs of GPU time: too little to judge)" in out.stdout
+    # its critical path is that one kernel, whose peers' arrivals are not on record: not 'link'
+    (bound,) = [ln for ln in out.stdout.splitlines() if ln.startswith("bound by:")]
+    assert "bound by: NCCL kernels (no peer's arrival on record: waiting not told apart from transfer)" in bound
+    assert "of 50 µs: too little to judge" in bound and "link" not in bound
 
 
 def test_a_toys_few_microseconds_of_gpu_work_are_not_judged():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuviewer.model.fmt import format_ns
+from gpuviewer.model.fmt import format_ns, under_ms
 
 
 @pytest.mark.parametrize(
@@ -31,3 +31,12 @@ def test_ticks_a_spacing_apart_never_print_alike():
         for base in (0, 1_019_178_800, 3_600e9):
             labels = [format_ns(base + k * spacing, spacing, base + 10 * spacing) for k in range(10)]
             assert len(set(labels)) == 10, (spacing, base, labels)
+
+
+@pytest.mark.parametrize(
+    "ns, want",
+    [(20, "20 ns"), (999, "999 ns"), (1_500, "1.5 µs"), (50_000, "50 µs"), (188_400, "188 µs"), (999_000, "999 µs")],
+)
+def test_times_under_a_millisecond_in_a_sentence_never_read_as_zero(ns, want):
+    # the Kineto docs' trace: 20 ns of GPU work was 'of 0 µs of GPU time'
+    assert under_ms(ns) == want
