@@ -26,7 +26,8 @@ class KeptArgs(msgspec.Struct, gc=False):
     """The arguments of complete ('X') events that are read: the correlation id, and the keys
     kept for the analysis; every other key is skipped by the decoder."""
 
-    correlation: Any = None
+    # absent: 0, the store's "no correlation", so the ids are read in one C pass (kineto_piece._corr)
+    correlation: Any = 0
     # the profiler's number for each host op ("Ev Idx"): gaps tell a sampled or filtered trace
     ev_idx: Any = msgspec.field(default=None, name="Ev Idx")
     # kept as raw JSON for the analysis (io/arg_capture.py: the keys and their order there): NCCL
@@ -172,7 +173,7 @@ def _as_typed(e: Ev) -> EvTyped:
     args = None
     if isinstance(a, dict):
         args = Args(
-            correlation=a.get("correlation"),
+            correlation=a.get("correlation", 0),
             ev_idx=a.get("Ev Idx"),
             total_allocated=a.get("Total Allocated"),
             total_reserved=a.get("Total Reserved"),

@@ -10,15 +10,15 @@ tid, name or category belongs is turned into text. Each is counted in out["bad"]
 from __future__ import annotations
 
 from collections import Counter
-from itertools import repeat
-from operator import attrgetter
+from itertools import compress, repeat
+from operator import attrgetter, eq, is_
 
 import numpy as np
 
 from ..model.categories import is_nccl_name
 from ..model.work_ops import NAMES as WORK_OPS
 from .arg_capture import capture
-from .chrome_events import decode_events, generic_events
+from .chrome_events import KeptArgs, decode_events, generic_events
 from .chrome_values import (
     TS_MAX_US,
     bump,
@@ -32,7 +32,7 @@ from .chrome_values import (
     us_to_ns,
 )
 from .kineto_memory import memory_instants
-from .kineto_numbered import numbered
+from .kineto_numbered import host_positions, numbered
 from .limits import max_string_bytes
 
 FLOW_PHASES = ("s", "t", "f")
@@ -40,6 +40,8 @@ _SKIP = dict.fromkeys(("X", *FLOW_PHASES), False)  # phases _others passes over
 # the per-event fields taken by map() in C rather than by a Python loop over the events
 _PH, _NAME, _TS, _DUR = attrgetter("ph"), attrgetter("name"), attrgetter("ts"), attrgetter("dur")
 _KEY, _CORRELATION = attrgetter("cat", "pid", "tid"), attrgetter("args.correlation")
+_ARGS, _CORR_OF = attrgetter("args"), attrgetter("correlation")
+_NO_ARGS = KeptArgs()
 
 
 class _Index(dict):
@@ -50,17 +52,38 @@ class _Index(dict):
         return v
 
 
-def _corr(x) -> np.ndarray:
-    try:  # one C pass when every event has args (most pieces of GPU and launch events)
-        vals = list(map(_CORRELATION, x))
-    except AttributeError:  # some have none
-        vals = [(e.args.correlation if e.args is not None else None) for e in x]
-    try:
-        a = np.array([c if c is not None else 0 for c in vals], dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        a = np.array([c if type(c) is int and 0 <= c < 2**63 else 0 for c in vals], np.int64)
+def _corr(x: list, host: np.ndarray) -> np.ndarray:
+    """The events' correlation ids (0: none). The host's ops, annotations and Python functions
+    (at positions `host`) carry none (the profiler links them to their launches by External id):
+    only the others are read (a quarter of a launch-bound trace's events)."""
+    a = np.zeros(len(x), np.int64)
+    rest = np.ones(len(x), bool)
+    rest[host] = False
+    at = np.flatnonzero(rest)
+    if not len(at):
+        return a
+    args = list(map(_ARGS, map(x.__getitem__, at.tolist())))
+    # the few events without args (Kineto's 'overhead' ones) as ones without an id, so the ids
+    # are read in one C pass
+    for i in compress(range(len(args)), map(is_, args, repeat(None))):
+        args[i] = _NO_ARGS
+    try:  # every id a plain int (absent: the default 0)
+        a[at] = np.fromiter(map(_CORR_OF, args), np.int64, len(args))
+    except (TypeError, ValueError, OverflowError):  # null, text, past 63 bits
+        a[at] = _corr_loose([x[i] for i in at.tolist()])
     a[a < 0] = 0
     return a  # int64 here; the file reader densifies ids above 2**32 before storing uint32
+
+
+def _corr_loose(x) -> np.ndarray:
+    try:
+        vals = list(map(_CORRELATION, x))
+    except AttributeError:  # some have no args
+        vals = [(e.args.correlation if e.args is not None else None) for e in x]
+    try:
+        return np.array([c if c is not None else 0 for c in vals], dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        return np.array([c if type(c) is int and 0 <= c < 2**63 else 0 for c in vals], np.int64)
 
 
 def _times(values, n: int) -> np.ndarray | None:
@@ -88,7 +111,7 @@ def extract_piece(buf: bytes, chunk: int, evs: list | None = None) -> dict:
         x = evs
         pos = np.arange(len(evs), dtype=np.int64)
     else:
-        xi = [i for i, p in enumerate(phs) if p == "X"]
+        xi = list(compress(range(len(phs)), map(eq, phs, repeat("X"))))  # in C (eq: a phase may be a list)
         x = [evs[i] for i in xi]
         pos = np.asarray(xi, dtype=np.int64)
         out["other"] = _others(evs, phs, bad, out)
@@ -106,7 +129,8 @@ def extract_piece(buf: bytes, chunk: int, evs: list | None = None) -> dict:
     lane_key = np.array(key_ids, np.int32)
     name = np.array(name_ids, np.int32)
     out["keys"], out["names"] = _clean_keys(list(keys), lane_key, bad), _clean_names(list(names), name, bad)
-    out["numbered"] = numbered(x, evs, phs, n_ph["i"] + n_ph["I"], out["keys"], lane_key)
+    host = host_positions(out["keys"], lane_key)
+    out["numbered"] = numbered(x, evs, phs, n_ph["i"] + n_ph["I"], host)
     ts = _times(map(_TS, x), len(x))
     if ts is None:
         ts = floats(list(map(_TS, x)))
@@ -117,7 +141,7 @@ def extract_piece(buf: bytes, chunk: int, evs: list | None = None) -> dict:
         dur = floats([d if d is not None else 0.0 for d in durs] if None in durs else durs)
     ok_ts = np.abs(ts) <= TS_MAX_US  # False for NaN
     ok = ok_ts & (dur >= 0) & (dur <= TS_MAX_US)
-    corr = _corr(x)
+    corr = _corr(x, host)
     # the analysis' arguments, while the events are at hand: of NCCL kernels, the collective
     # keys (io/comm_args.py asks no other event), of the ops with a work rule, the shapes
     # (io/op_shapes.py); no other event is looked at (most are neither)

@@ -98,3 +98,31 @@ def test_the_rank_line_says_its_host_shares_are_of_what_is_left(tmp_path, monkey
         line = next(ln for ln in p.stdout.splitlines() if ln.startswith(f"rank {r}:"))
         assert f"host (of the {k:.1%} of its host events its trace holds: sampled or filtered):" in line
     assert p.stderr.count("host events the profiler numbered") == 2
+
+
+@pytest.mark.parametrize("head", [0, 2, 70])
+def test_a_piece_whose_ends_hold_no_number_is_read_as_its_numbers_say(head):
+    """A piece's numbers are read from the numbered events nearest its ends (a tiled or merged
+    trace's pieces start with instants that hold none: 'Iteration Start' has no args); the
+    answer equals the one counted here from the raw events, with `head` unnumbered instants and
+    as many unnumbered ops ahead of the events and behind them."""
+    from gpuviewer.io.kineto_piece import extract_piece
+
+    evs = raw_events(trace_path("kineto", "ddp", "ddp_rank0.json.gz"))[:20_000]
+    bare = [{"ph": "i", "name": "Iteration Start: PyTorch Profiler", "ts": 1.0, "pid": 1, "tid": 1, "s": "t"}] * head
+    ops = [{"ph": "X", "cat": "cpu_op", "name": "untagged", "ts": 1.0, "dur": 1.0, "pid": 1, "tid": 1}] * head
+    piece = bare + ops + evs + ops + bare
+    got = extract_piece(json.dumps(piece).encode(), 0)["numbered"]
+    host = [
+        e["args"]["Ev Idx"]
+        for e in evs
+        if (e.get("cat") in ("cpu_op", "user_annotation", "python_function") and e.get("ph") == "X")
+        or e.get("ph") in ("i", "I")
+        if isinstance(e.get("args"), dict) and "Ev Idx" in e["args"]
+    ]
+    s = sorted(host)
+    assert len(set(s)) == len(s)  # the profiler's numbers are unique in a real file
+    widest = max(b - a for a, b in zip(s, s[1:])) - 1
+    assert got[1:3] == (s[0], s[-1])
+    # every number between the first and last is there, as the count here says, or the gap is told
+    assert (got[0], got[3]) == ((len(s), widest) if widest else (s[-1] - s[0] + 1, 0))
