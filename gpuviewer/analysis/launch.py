@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.categories import Cat
+from ..model.categories import Cat, LaneKind
 from ..model.trace import Trace
 from . import intervals as iv
 from .breakdown import RankBreakdown, launch_calls
@@ -147,6 +147,40 @@ def _longer(ms: float, short: float, nccl_share: float) -> str:
     )
 
 
+# autograd's accumulation of a parameter's gradient: one call a parameter a backward
+ACCUMULATE_GRAD = re.compile(r"^torch::autograd::AccumulateGrad$")
+
+
+def _per_gradient(trace: Trace, rb: RankBreakdown, hit: list) -> tuple[str, float, float | None]:
+    """Where a launch-bound rank issues as many NCCL collectives a step as autograd accumulates
+    gradients (df_index_resolver: 404 all-reduces and 404 AccumulateGrad calls a step, each of
+    its parameters' gradients reduced on its own), said with the fix; (clause, collectives a step,
+    accumulations a step, None where not counted: under 16 collectives a step or no AccumulateGrad
+    on record)."""
+    from .host import name_ids
+
+    coll = float(np.median([s.comm_kernels for s in hit]))
+    ids = name_ids(trace, ACCUMULATE_GRAD)
+    if coll < 16 or not len(ids):
+        return "", coll, None
+    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rb.rank and ln.kind == LaneKind.CPU]
+    parts = [np.arange(trace.lane_slice(i).start, trace.lane_slice(i).stop, dtype=np.int64) for i in lanes]
+    idx = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    idx = idx[np.isin(np.asarray(trace.columns["name"][idx]), ids)]
+    t = np.sort(np.asarray(trace.columns["start"][idx]).astype(np.int64))
+    grads = float(np.median([np.searchsorted(t, s.host_end_ns) - np.searchsorted(t, s.host_start_ns) for s in hit]))
+    if not grads or abs(coll - grads) > 0.05 * grads:
+        return "", coll, grads
+    return (
+        f"; {coll:,.0f} of those kernels a step are NCCL collectives, as many as the gradients autograd "
+        f"accumulates (AccumulateGrad, {grads:,.0f} a step): a collective for each parameter's gradient, "
+        "by the counts; bucketing them (DDP's gradient buckets, or one collective over the flattened "
+        "gradients) launches a few instead",
+        coll,
+        grads,
+    )
+
+
 def _launch_end(trace: Trace, ops: np.ndarray) -> np.ndarray:
     """When the call that launched each op returned; the largest int64 where none is on record."""
     call = launch_calls(trace, ops)
@@ -230,6 +264,8 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
         f"launch{_longer(long_ns / len(hit) / 1e6, gap_ns / len(hit) / 1e6, long_nccl)}; "
         f"compute {compute:.0%} of its time{' in them' if where else ''}"
     )
+    per_grad, coll, grads = _per_gradient(trace, rb, hit)
+    title += per_grad
     return [
         deferred(
             finding(
@@ -257,6 +293,8 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
                     "launch_bound_steps": [s.step for s in hit if s.step is not None],
                     "steps_judged": len(steps),
                     "evidence": _most_launched(trace, rb, {s.step for s in hit}),
+                    "collectives_per_step": coll,
+                    "grad_accumulations_per_step": grads,
                 },
             ),
             {s.step: per[s.step]["gap_ns"] for s in hit},

@@ -10,6 +10,7 @@ import re
 import numpy as np
 
 from ..model.fmt import number_list
+from ..model.numbered import kept_pct
 from .breakdown import RankBreakdown
 from .rule_base import WHOLE_CAPTURE_IDLE_ADVICE, finding
 
@@ -405,10 +406,13 @@ THIN_ADVICE = (
 )
 
 
-def thin_data(findings: list[dict], rbs: list[RankBreakdown], world_size: int | None) -> list[dict]:
+def thin_data(
+    findings: list[dict], rbs: list[RankBreakdown], world_size: int | None, kept: dict[int, float] | None = None
+) -> list[dict]:
     """Say when the data is thin: the session holds fewer ranks than the job's world size (as
-    the trace records it), or fewer than THIN_STEPS measured steps; findings whose figures are
-    taken over steps say from how many (" (from 3 steps)")."""
+    the trace records it), fewer than THIN_STEPS measured steps, or ranks whose traces were
+    sampled or filtered (kept: rank -> the share of its host events it holds); findings whose
+    figures are taken over steps say from how many (" (from 3 steps)")."""
     n_steps = {rb.rank: sum(1 for s in rb.measured if s.step is not None) for rb in rbs}
 
     def note(f: dict) -> None:
@@ -442,6 +446,18 @@ def thin_data(findings: list[dict], rbs: list[RankBreakdown], world_size: int | 
             f"{n} step{'s' if n > 1 else ''} measured{warm}: per-step figures are from {n} step"
             + ("s" if n > 1 else "")
         )
+    kept = kept or {}
+    if kept:
+        # (said in a finding, not only among the reader's warnings, which the window keeps behind a
+        # status-bar link: HTA's trace filter's output read as a whole trace there)
+        low, high = min(kept.values()), max(kept.values())
+        share = kept_pct(low) if kept_pct(low) == kept_pct(high) else f"{kept_pct(low)}-{kept_pct(high)}"
+        many = len(kept) > 1
+        said.append(
+            f"rank{'s' if many else ''} {rank_list(sorted(kept))}: {'their traces hold' if many else 'its trace holds'} "
+            f"{share} of the host events the profiler numbered (sampled or filtered after it was written): "
+            "host idle time and the host's shares are of what is left"
+        )
     if not said:
         return findings
     spans = [(s.start_ns, s.end_ns) for rb in rbs for s in rb.steps]
@@ -458,6 +474,7 @@ def thin_data(findings: list[dict], rbs: list[RankBreakdown], world_size: int | 
                 "ranks_in_session": len(rbs),
                 "world_size": world_size,
                 "steps_measured": min(stepped) if stepped else 0,
+                **({"host_events_kept": {str(r): round(v, 4) for r, v in sorted(kept.items())}} if kept else {}),
             },
             "advice": THIN_ADVICE,
             "impact_ms": 0.0,

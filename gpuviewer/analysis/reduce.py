@@ -102,7 +102,8 @@ def reduce(
     )
     findings += extra_findings or []
     findings = attach(merge_persistent(roots), findings)
-    findings = thin_data(findings, rbs, world)
+    kept = {p.rank: k for p in parts if (k := (p.info or {}).get("host_events_kept")) is not None}
+    findings = thin_data(findings, rbs, world, kept)
     # no rank marks a step (as the session's note and the savings decide it: the trace has none)
     if any(rb.steps for rb in rbs) and not any(s.step is not None for rb in rbs for s in rb.steps):
         _capture_not_high(findings)

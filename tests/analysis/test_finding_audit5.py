@@ -344,3 +344,38 @@ def test_a_file_of_a_job_that_records_no_rank_says_so():
         one = json.load(fh)
     assert "distributedInfo" not in one or not one["distributedInfo"].get("world_size", 1) > 1
     assert "note: ranks:" not in _text(single)
+
+
+def _per_step_counts(path: str) -> tuple[float, float]:
+    """(NCCL kernels launched, AccumulateGrad calls) a ProfilerStep, medians, from the raw events."""
+    ev = [e for e in raw_events(path) if e.get("ph") == "X"]
+    steps, launch = profiler_steps(ev)
+    grads = [e["ts"] for e in ev if e.get("cat") == "cpu_op" and e["name"] == "torch::autograd::AccumulateGrad"]
+    nccl = [
+        launch[e["args"]["correlation"]]
+        for e in ev
+        if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel") and e["args"].get("correlation") in launch
+    ]
+    per = [(sum(a <= t < b for t in nccl), sum(a <= t < b for t in grads)) for _n, a, b in steps]
+    return statistics.median(c for c, _ in per), statistics.median(g for _, g in per)
+
+
+def test_a_collective_for_each_gradient_is_named_with_the_fix():
+    """HTA's df_index_resolver launches an all-reduce for each parameter's gradient: as many NCCL
+    kernels a step as AccumulateGrad calls (counted here). Its launch-bound finding says so and
+    names bucketing; DDP's bucketed all-reduces (ddp_clean: far fewer than its gradients) do not."""
+    d = compat_path("facebookresearch__HolisticTraceAnalysis", "df_index_resolver")
+    coll, grads = _per_step_counts(f"{d}/df_index_resolver.json.gz")
+    assert coll >= 100 and abs(coll - grads) <= 0.05 * grads
+    (f,) = [f for f in flat_findings(_json(d)["findings"]) if f["rule"] == "launch_bound"]
+    assert f["metrics"]["collectives_per_step"] == coll and f["metrics"]["grad_accumulations_per_step"] == grads
+    assert (
+        f"; {coll:,.0f} of those kernels a step are NCCL collectives, as many as the gradients autograd "
+        f"accumulates (AccumulateGrad, {grads:,.0f} a step): a collective for each parameter's gradient"
+    ) in f["title"]
+    assert "bucketing them" in f["title"]
+    ddp = trace_path("kineto", "ddp_clean")
+    coll, grads = _per_step_counts(f"{ddp}/ddp_clean_rank0.json.gz")
+    assert coll < grads / 2
+    for f in flat_findings(_json(ddp)["findings"]):
+        assert "AccumulateGrad" not in f["title"]

@@ -79,7 +79,7 @@ def test_a_stray_or_huge_number_is_no_filter(tmp_path):
 
 
 @pytest.mark.parametrize("out_of_core", [False, True])
-def test_the_rank_line_says_its_host_shares_are_of_what_is_left(tmp_path, monkeypatch, out_of_core):
+def test_the_rank_line_and_a_finding_say_its_host_shares_are_of_what_is_left(tmp_path, monkeypatch, out_of_core):
     folder = compat_path("facebookresearch__HolisticTraceAnalysis", "trace_filter")
     env = {"GPUVIEWER_CACHE_DIR": str(tmp_path / "cache")}
     if out_of_core:
@@ -93,6 +93,11 @@ def test_the_rank_line_says_its_host_shares_are_of_what_is_left(tmp_path, monkey
         assert p.returncode == 0, p.stderr
         ranks = {r["rank"]: r for r in json.loads(p.stdout)["ranks"]}
         assert {r: ranks[r]["host_events_kept"] for r in ranks} == {r: round(k, 4) for r, k in kept.items()}
+        # and in a finding, which the window lists (its warnings sit behind a status-bar link)
+        (thin,) = [f for f in json.loads(p.stdout)["findings"] if f["rule"] == "thin_data"]
+        assert thin["metrics"]["host_events_kept"] == {str(r): round(k, 4) for r, k in kept.items()}
+        lo, hi = (f"{min(kept.values()):.1%}", f"{max(kept.values()):.1%}")
+        assert f"ranks 0 and 1: their traces hold {lo}-{hi} of the host events the profiler numbered" in thin["title"]
     p = run_cli("analyze", folder, env=env)
     for r, k in kept.items():
         line = next(ln for ln in p.stdout.splitlines() if ln.startswith(f"rank {r}:"))
