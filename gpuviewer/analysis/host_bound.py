@@ -93,8 +93,11 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         if first and other_instances_before(trace, rb.rank, first):
             which = f"this instance of {which} (other instances of it ran before)"
         hint = (
-            f" (the first launch of {which} in the capture: a launch takes microseconds, the first one of a "
-            "kernel also loads its code, a one-time cost)"
+            # (not 'loads its code' alone: extra-p's ex-gpu vector_dot's 3 ms first launch is its
+            # localMemoryTotal growing from 127 MB to 1.9 GB, which the export records; an audit's)
+            f" (the first launch of {which} in the capture: a launch takes microseconds; a kernel's first "
+            "also loads its code, and grows the GPU's local memory where it needs more than the kernels "
+            "before it: one-time costs)"
             if first
             else " (a launch call takes microseconds; one this long waited in the runtime, as it does when it "
             "loads a kernel's code at its first launch)"
