@@ -3,9 +3,14 @@ analysis.efficiency.Efficiency: a summary or a Dask run prints the same)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ..model.peaks import roof_label
+
+# torch.compile's autograd functions: their generated code calls kernels with no aten op recorded
+COMPILED = re.compile(r"^CompiledFunction(Backward)?$")
 
 
 def for_want_of_rule(ops: dict) -> bool:
@@ -152,11 +157,22 @@ def summary_lines(eff: dict) -> list[str]:
         )
     o = eff.get("ops") or {}
     if o.get("unknown") or o.get("unknown_kernels"):
-        names = ", ".join(f"{u['name']} ({u['ops']})" for u in o.get("unknown_names") or [])
+        unknown = o.get("unknown_names") or []
+        names = ", ".join(
+            f"{u['name']} ({u['ops']}"
+            + (f" op{'s' if u['ops'] > 1 else ''}, {u['ms']:,.1f} ms of kernels)" if u.get("ms") else ")")
+            for u in unknown
+        )
         why = (
             "no shapes, no rule, or arguments a rule cannot read (older PyTorch versions recorded no Concrete Inputs: "
             "no stride or padding)" + (f": {names}" if names else "")
         )
+        compiled = [u["name"] for u in unknown if COMPILED.match(u["name"])]
+        if compiled:
+            why += (
+                f"; {' and '.join(compiled)} {'are' if len(compiled) > 1 else 'is'} torch.compile's: its generated "
+                "code launches kernels with no op recorded under it, so no shapes"
+            )
         orphans, total = o.get("unknown_no_launch_kernels") or 0, o.get("unknown_kernels", 0)
         # kernels whose launch the capture missed have no op to read shapes from
         lost = f"{orphans} ({(o.get('unknown_no_launch_ns') or 0) / 1e6:.1f} ms) have no launch call on record"

@@ -219,7 +219,9 @@ def test_an_ops_missing_rule_is_not_called_missing_shapes():
     p = run_cli_once("analyze", str(path))
     assert p.returncode == 0, p.stderr[-2000:]
     line = next(ln for ln in p.stdout.splitlines() if "work unknown for" in ln)
-    assert f"their ops have no work rule: {op['name']} (1)" in line and "no shapes recorded" not in line, line
+    ms = k["dur"] / 1e3  # its one kernel's time
+    said = f"their ops have no work rule: {op['name']} (1 op, {ms:,.1f} ms of kernels)"
+    assert said in line and "no shapes recorded" not in line, line
 
 
 def test_a_captures_rank_line_says_what_its_shares_are_of():

@@ -379,3 +379,32 @@ def test_a_collective_for_each_gradient_is_named_with_the_fix():
     assert coll < grads / 2
     for f in flat_findings(_json(ddp)["findings"]):
         assert "AccumulateGrad" not in f["title"]
+
+
+def test_the_ops_of_unknown_work_are_listed_by_their_kernels_time():
+    """HTA's trace_diff test: most GEMM kernels of unknown work are launched inside torch.compile's
+    CompiledFunction(Backward), with no aten op under them (found here from the raw events: the
+    innermost CPU op around each launch). The list named aten::nan_to_num's 65 ops first; it now
+    leads with the ops that launched the most kernel time and says what CompiledFunction is."""
+    path = compat_path("facebookresearch__HolisticTraceAnalysis", "trace_diff", "test", "test.json.gz")
+    ev = [e for e in raw_events(path) if e.get("ph") == "X"]
+    launch = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "cuda_runtime" and "correlation" in e["args"]}
+    ops = defaultdict(list)
+    for e in ev:
+        if e.get("cat") == "cpu_op":
+            ops[e["tid"]].append(e)
+    inside = defaultdict(float)  # innermost op's name -> its GEMM kernels' ms
+    for k in ev:
+        if k.get("cat") == "kernel" and "gemm" in k["name"] and k["args"].get("correlation") in launch:
+            r = launch[k["args"]["correlation"]]
+            around = [o for o in ops[r["tid"]] if o["ts"] <= r["ts"] <= o["ts"] + o["dur"]]
+            if around:
+                inside[min(around, key=lambda o: o["dur"])["name"]] += k["dur"] / 1e3
+    top = max(inside, key=inside.get)
+    assert top.startswith("CompiledFunction") and inside[top] > 0.5 * sum(inside.values())
+    line = next(ln for ln in _text(path).splitlines() if "work unknown for" in ln)
+    listed = re.findall(r"([\w:<>_]+) \((\d+) ops?, ([\d,.]+) ms of kernels\)", line)
+    assert listed[0][0].startswith("CompiledFunction")
+    ms = [float(m.replace(",", "")) for _n, _c, m in listed]
+    assert ms == sorted(ms, reverse=True)
+    assert "are torch.compile's: its generated code launches kernels with no op recorded under it" in line
