@@ -38,6 +38,13 @@ class ManyResult:
     map_seconds: list[float] = field(default_factory=list)
 
 
+MAP_REDUCE_NOTE = (
+    "a map/reduce run (--dask) computes no what-if savings, critical paths or kernel efficiency "
+    "(MFU, and the findings made from it: elementwise_bound, fp32_simt_gemm, gemm_shape...): they need every "
+    "rank's events in one process; analyze without --dask for them"
+)
+
+
 def analyze_many(
     paths: list[str],
     *,
@@ -113,6 +120,9 @@ def analyze_many(
         alignment = {"method": "none", "residual_ns": None, "why": "alignment turned off"}
         offsets = {p.rank: 0 for p in parts}
     analysis = reduce(parts, hosts=host_of, alignment=alignment)
+    # what needs every rank's events in one process is not made from the maps: said, so a finding
+    # without a saving ('-') or a run without efficiency lines is not read as 'nothing to gain'
+    analysis.notes.append(MAP_REDUCE_NOTE)
     return ManyResult(
         analysis,
         sorted(parts, key=lambda p: p.rank),
