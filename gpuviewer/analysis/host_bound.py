@@ -8,11 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.categories import Cat, LaneKind
+from ..model.fmt import format_bytes
 from ..model.trace import Trace
 from . import intervals as iv
 from .breakdown import RankBreakdown, launch_calls
 from .host import API_CATS, COPY_CALL, HOST_KINDS, covering_op, explain, recorded_ns
-from .issuers import first_call, first_launch, other_instances_before, short_name
+from .issuers import first_call, first_launch, launched_op, local_memory_grown, other_instances_before, short_name
 from .rule_base import WHOLE_CAPTURE_ADVICE, deferred, finding
 
 HOST_GAP_MIN_NS = 1_000_000  # gaps shorter than 1 ms are launch gaps, not host stalls
@@ -92,10 +93,16 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         which = short_name(first) if first else ""
         if first and other_instances_before(trace, rb.rank, first):
             which = f"this instance of {which} (other instances of it ran before)"
+        # (not 'loads its code' alone: extra-p's ex-gpu vector_dot's 3 ms first launch grew the
+        # device's local memory from 127 MB to 1.9 GB, which the export records; an audit's)
+        grown = local_memory_grown(trace, rb.rank, launched_op(trace, rb.rank, g0, g1, api["name"])) if first else None
         hint = (
-            # (not 'loads its code' alone: extra-p's ex-gpu vector_dot's 3 ms first launch is its
-            # localMemoryTotal growing from 127 MB to 1.9 GB, which the export records; an audit's)
-            f" (the first launch of {which} in the capture: a launch takes microseconds; a kernel's first "
+            f" (the first launch of {which} in the capture: a launch takes microseconds; this one grew the "
+            f"GPU's local memory from {format_bytes(grown[0])} to {format_bytes(grown[1])} (the export's "
+            "localMemoryTotal: the kernel needs more than any before it), which the driver does while the "
+            "call waits; a kernel's first launch may also load its code: one-time costs)"
+            if grown
+            else f" (the first launch of {which} in the capture: a launch takes microseconds; a kernel's first "
             "also loads its code, and grows the GPU's local memory where it needs more than the kernels "
             "before it: one-time costs)"
             if first

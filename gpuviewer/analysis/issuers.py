@@ -62,10 +62,8 @@ def short_name(kernel: str) -> str:
     return k[:cut]
 
 
-def first_launch(trace: Trace, rank: int, t0: int, t1: int, name: str) -> str | None:
-    """The kernel a long launch call in [t0, t1] launched, where it is that kernel's first run on
-    the rank in the capture (its code is loaded at its first launch: HTA's MI250 trace, a 6.5 ms
-    hipLaunchKernel); None otherwise."""
+def launched_op(trace: Trace, rank: int, t0: int, t1: int, name: str) -> int | None:
+    """The GPU op the longest `name` call of the rank in [t0, t1] launched, or None."""
     c = trace.columns
     try:
         code = trace.names.index(name)
@@ -80,15 +78,36 @@ def first_launch(trace: Trace, rank: int, t0: int, t1: int, name: str) -> str | 
     call = int(idx[np.argmax(np.asarray(c["dur"][idx]))])
     src, dst = (np.asarray(a, np.int64) for a in trace.flows)
     hit = dst[src == call]
-    if not len(hit):
+    return int(hit[0]) if len(hit) else None
+
+
+def first_launch(trace: Trace, rank: int, t0: int, t1: int, name: str) -> str | None:
+    """The kernel a long launch call in [t0, t1] launched, where it is that kernel's first run on
+    the rank in the capture (its code is loaded at its first launch: HTA's MI250 trace, a 6.5 ms
+    hipLaunchKernel); None otherwise."""
+    c = trace.columns
+    op = launched_op(trace, rank, t0, t1, name)
+    if op is None:
         return None
-    op = int(hit[0])
     kname = int(c["name"][op])
     mine = gpu_ops(trace, rank)  # the rank's GPU ops only, not the whole name column
     same = mine[np.asarray(c["name"][mine]) == kname]
     if (np.asarray(c["start"][same]) < int(c["start"][op])).any():
         return None
     return trace.names[kname]
+
+
+def local_memory_grown(trace: Trace, rank: int, op: int | None) -> tuple[int, int] | None:
+    """(bytes before, after) where the kernel op grew its device's local memory (an Nsight Systems
+    export's localMemoryTotal, io/nsys.local_memory_growth), else None."""
+    if op is None:
+        return None
+    corr = str(int(trace.columns["corr"][op]))
+    for pf in trace.metadata.get("per_file") or []:
+        got = ((pf.get("local_memory_growth") or {}).get(str(rank)) or {}).get(corr)
+        if got:
+            return int(got[0]), int(got[1])
+    return None
 
 
 def other_instances_before(trace: Trace, rank: int, kernel: str) -> int:

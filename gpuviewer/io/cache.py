@@ -41,7 +41,8 @@ from .cache_paths import identity, respell
 # 24: PyTorch 1.7-1.8's "Input dims" kept as the ops' shapes
 # 25: a Kineto step range ends at the profiler's 'Record Window End' (and its warning)
 # 26: a Kineto file's host event numbers (per_file host_numbered) and the sampled-trace warning
-STORE_VERSION = 26
+# 27: an Nsight Systems export's kernels that grew the device's local memory (per_file local_memory_growth)
+STORE_VERSION = 27
 # Entries up to this size are checked whole when opened: 256 MB hash in ~12 ms from the page
 # cache, under 5% of a warm open (BENCHMARKS.md). Bigger ones check each column when first read.
 EAGER_CHECK_BYTES = 256 << 20

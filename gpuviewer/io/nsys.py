@@ -62,7 +62,11 @@ def copy_name(code: int) -> str | None:
     return f"Memcpy {what}"
 
 
-def _gpu_table(rep: Report, table: str, cat: Cat, name_sql: str | Callable[[set[str]], str] | None) -> dict | None:
+def _gpu_table(
+    rep: Report, table: str, cat: Cat, name_sql: str | Callable[[set[str]], str] | None, extra: tuple[str, ...] = ()
+) -> dict | None:
+    """The GPU activity of a table as columns; `extra`: integer columns also taken (0 where the
+    export has none)."""
     if table not in rep.tables:
         return None
     have = columns(rep.db, table)
@@ -80,6 +84,7 @@ def _gpu_table(rep: Report, table: str, cat: Cat, name_sql: str | Callable[[set[
         col(have, "correlationId", default="0"),
         pid,
         name,
+        *(col(have, c, default="0") for c in extra),
     ]
     a = rep.fetch(table, exprs, required=(0, 1, 2, 6) if pid != "-1" else (0, 1, 2))
     p = (a[:, 6] >> 24) & 0xFFFFFF if pid != "-1" else a[:, 6]
@@ -93,7 +98,33 @@ def _gpu_table(rep: Report, table: str, cat: Cat, name_sql: str | Callable[[set[
         "pid": p,
         "name": a[:, 7],
         "cat": cat,
+        **{c: a[:, 8 + k] for k, c in enumerate(extra)},
     }
+
+
+GROWTH_KEPT = 64  # growths kept a rank and device: each is a one-time cost, a few in a capture
+
+
+def local_memory_growth(t: dict | None, rank_of: dict[int, int]) -> dict:
+    """{rank: {correlation id: [bytes before, bytes after]}} of the kernels whose local memory
+    (the export's localMemoryTotal, for the whole device) exceeds that of every kernel before them
+    on their process and device: their launch grew it, which the driver does while the launch
+    call waits (extra-p's ex-gpu: vector_dot's 3 ms first launch, 127 MB -> 1.9 GB)."""
+    out: dict = {}
+    if t is None or not len(t["start"]):
+        return out
+    lm = t["localMemoryTotal"].astype(np.int64)
+    for p, d in sorted(set(zip(t["pid"].tolist(), t["device"].tolist()))):
+        if p not in rank_of:
+            continue
+        at = np.flatnonzero((t["pid"] == p) & (t["device"] == d))
+        at = at[np.argsort(t["start"][at], kind="stable")]
+        v = lm[at]
+        top = np.maximum.accumulate(v)
+        grew = np.flatnonzero(v[1:] > top[:-1])[:GROWTH_KEPT] + 1  # (the first kernel: nothing to compare)
+        for g in grew.tolist():
+            out.setdefault(str(rank_of[p]), {})[str(int(t["corr"][at[g]]))] = [int(top[g - 1]), int(v[g])]
+    return out
 
 
 def _graph_table(rep: Report) -> dict | None:
@@ -142,7 +173,7 @@ def read_report(
         gpu = [
             t
             for t in (
-                _gpu_table(rep, "CUPTI_ACTIVITY_KIND_KERNEL", Cat.KERNEL, _kernel_name),
+                _gpu_table(rep, "CUPTI_ACTIVITY_KIND_KERNEL", Cat.KERNEL, _kernel_name, ("localMemoryTotal",)),
                 _gpu_table(rep, "CUPTI_ACTIVITY_KIND_MEMCPY", Cat.MEMCPY, _copy_code),
                 _gpu_table(rep, "CUPTI_ACTIVITY_KIND_MEMSET", Cat.MEMSET, "-1"),
                 _gpu_table(
@@ -270,11 +301,13 @@ def read_report(
             b.warnings.append(f"{os.path.basename(path)}: {w}")
         st = os.stat(path)
         b.sources.append(Source(path=os.path.abspath(path), format="nsys", size=st.st_size, mtime_ns=st.st_mtime_ns))
+        growth = local_memory_growth(next((t for t in gpu if "localMemoryTotal" in t), None), rank_of)
         return {
             "ranks": len(rank_of),
             "utc_ns": rep.utc_ns,
             "version": rep.version(),
             "pids": {str(p): r for p, r in rank_of.items()},
+            **({"local_memory_growth": growth} if growth else {}),
         }
     except sqlite3.DatabaseError as e:
         raise sq.explain(db, path, e) from None

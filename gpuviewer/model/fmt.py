@@ -44,6 +44,14 @@ def under_ms(ns: float) -> str:
     return f"{ns / 1e3:.1f} µs" if ns < 10_000 else f"{ns / 1e3:,.0f} µs"
 
 
+def format_bytes(n: float) -> str:
+    """A size in decimal units, as the memory findings say them: '127.4 MB', '1.9 GB'."""
+    for unit, name in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "KB")):
+        if abs(n) >= unit:
+            return f"{n / unit:.1f} {name}"
+    return f"{n:.0f} B"
+
+
 def esc(s: str) -> str:
     """Text for HTML (reports, Qt rich text): quotes too, since reports put names in attributes."""
     return html.escape(s)

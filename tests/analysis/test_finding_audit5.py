@@ -408,3 +408,34 @@ def test_the_ops_of_unknown_work_are_listed_by_their_kernels_time():
     ms = [float(m.replace(",", "")) for _n, _c, m in listed]
     assert ms == sorted(ms, reverse=True)
     assert "are torch.compile's: its generated code launches kernels with no op recorded under it" in line
+
+
+def test_a_first_launch_that_grew_local_memory_says_so():
+    """extra-p's ex-gpu export: vector_dot's first launch held cudaLaunchKernel 3 ms; its
+    localMemoryTotal is far above every kernel's before it on the device (read here with sqlite3),
+    so the launch grew the device's local memory: said with the sizes, not blamed on code loading
+    alone. The reader keeps every such growth of a rank (per_file local_memory_growth)."""
+    from gpuviewer.io.session import load
+    from gpuviewer.model.fmt import format_bytes
+
+    path = compat_path("extra-p__extrap", "ex-gpu.s10.sqlite")
+    rows = raw_sql(
+        path,
+        "SELECT k.start, k.localMemoryTotal, k.correlationId, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+        "JOIN StringIds s ON s.id = k.shortName ORDER BY k.start",
+    )
+    grew, top = {}, None
+    for _start, lm, corr, name in rows:
+        if top is not None and lm > top:
+            grew[str(corr)] = [top, lm, name]
+        top = lm if top is None else max(top, lm)
+    (corr, (before, after, name)) = next(iter(grew.items()))
+    assert len(grew) == 1 and name == "vector_dot" and after > 10 * before
+    t = load([path], use_cache=False)
+    assert t.metadata["per_file"][0]["local_memory_growth"] == {"0": {corr: [before, after]}}
+    (f,) = [f for f in flat_findings(_json(path)["findings"]) if f["rule"] == "host_bound_idle"]
+    said = (
+        f"(the first launch of vector_dot in the capture: a launch takes microseconds; this one grew the GPU's "
+        f"local memory from {format_bytes(before)} to {format_bytes(after)} (the export's localMemoryTotal"
+    )
+    assert said in f["title"], f["title"]
