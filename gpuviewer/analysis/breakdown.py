@@ -155,6 +155,9 @@ class RankBreakdown:
     # whether they are all kernels: the per-step numbers leave them out, which must be said
     unplaced: int = 0
     unplaced_kernels: bool = True
+    # any framework op or range (CPU op, NVTX range other than the steps') on the launching threads:
+    # an nsys capture without op ranges has none, and its "framework ops 0%" is unmeasured, not none
+    host_ops_recorded: bool = True
 
     @property
     def measured(self) -> list[StepBreakdown]:
@@ -356,7 +359,8 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
         rb.steps.append(sb)
         prev_end = w1
     if steps:
-        for sb, hs in zip(rb.steps, host_split(trace, rank, [(w[1], w[2]) for w in windows])):
+        info: dict = {}
+        for sb, hs in zip(rb.steps, host_split(trace, rank, [(w[1], w[2]) for w in windows], info)):
             (
                 sb.host_framework_ns,
                 sb.host_launch_ns,
@@ -367,6 +371,7 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
                 sb.host_idle_thread_ns,
                 sb.host_annotation_ns,
             ) = hs
+        rb.host_ops_recorded = bool(info.get("ops", 1))
     if steps:
         _mark_backlog(rb, pre, s_all, e_all)
     _mark_warmup(rb)

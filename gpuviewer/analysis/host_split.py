@@ -135,7 +135,7 @@ def host_events(trace: Trace, rank: int) -> dict[str, np.ndarray]:
 
 
 def host_split(
-    trace: Trace, rank: int, windows: list[tuple[int, int]]
+    trace: Trace, rank: int, windows: list[tuple[int, int]], info: dict | None = None
 ) -> list[tuple[int, int, int, int, int, int, int, int]]:
     """Per host step window: (framework, launch, queue, sync, wait, idle, idle_thread,
     annotation_only) ns of the threads that launch the rank's GPU work. sync: blocking synchronize calls, blocking copies and framework
@@ -149,6 +149,8 @@ def host_split(
     framework inside annotated ranges alone (record_function: no op under them on record)."""
     c = trace.columns
     ev = host_events(trace, rank)
+    if info is not None:  # whether any framework op or range is on record (info["ops"]: how many)
+        info["ops"] = len(ev["framework"])
 
     def ivs(idx):
         s = np.asarray(c["start"][idx]).astype(np.int64)

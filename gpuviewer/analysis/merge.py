@@ -55,6 +55,8 @@ def rank_json(rb: RankBreakdown, ks: dict) -> dict:
         # a part of utilization_breakdown's nccl_transfer, only where the rank has such kernels:
         # NCCL kernels matched with no other rank's (their wait not told apart)
         **({"nccl_unmatched": round(u, 4)} if (u := rb.nccl_unmatched_share()) > 0 else {}),
+        # said only where none is (nsys_single: no op ranges, only the steps')
+        **({} if rb.host_ops_recorded else {"host_ops_recorded": False}),
         "steps": [s.as_dict() for s in rb.steps],
         "kernels": ks,
     }

@@ -111,6 +111,7 @@ class RankPart:
     tables: dict[str, Lazy] = field(default_factory=dict)
     unplaced: int = 0  # RankBreakdown.unplaced: GPU ops with no launch record and no step
     unplaced_kernels: bool = True
+    host_ops_recorded: bool = True  # (breakdown.RankBreakdown's)
 
     def table(self, name: str):
         return self.tables[name].value()
@@ -196,6 +197,7 @@ def _map_rank(trace: Trace, rank: int, comm_args: dict[int, dict] | None) -> Ran
         info=_info(trace, rank),
         unplaced=rb.unplaced,
         unplaced_kernels=rb.unplaced_kernels,
+        host_ops_recorded=rb.host_ops_recorded,
     )
     names = Lazy(_measured, trace, step_name_times, trace, rb)
     part.tables = {

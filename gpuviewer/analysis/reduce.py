@@ -59,6 +59,7 @@ def reduce(
             n_ops=p.n_ops,
             unplaced=getattr(p, "unplaced", 0),
             unplaced_kernels=getattr(p, "unplaced_kernels", True),
+            host_ops_recorded=getattr(p, "host_ops_recorded", True),
         )
         for p in parts
     ]  # (getattr: parts pickled before these fields existed)

@@ -171,7 +171,14 @@ def show_analysis(a, args) -> int:
             "after the medium and high savings, the low ones last)"
         )
     if not a.findings:
-        _out("no findings")
+        # a session without GPU work has nothing to judge: not a clean bill of health (lighttransport's
+        # gemm export: three driver calls, its CUDA trace lost)
+        gpu = any((r.get("gpu_utilization") or any((r.get("utilization_breakdown") or {}).values())) for r in a.ranks)
+        _out(
+            "no findings"
+            if gpu or not a.ranks
+            else "no findings: no GPU work on record, so nothing to judge (see the warnings)"
+        )
     if a.bound_by:
         _out(f"bound by: {a.bound_by} (the critical path across ranks; each step's: analyze --json steps[])")
     from ..model.fmt import utilization_line

@@ -259,19 +259,36 @@ def rank_in_environment(rep: Report) -> int | None:
 # collected, CUPTI buffers full): a file with three driver calls and no kernel read as "no findings" where
 # nsys itself said events were missing (lighttransport's gemm profile; an audit's finding). NVTX's
 # absence is not such a loss.
-_LOSS = re.compile(r"might be missing|might have been collected|were lost|events? (?:were )?dropped", re.IGNORECASE)
+# A driver newer than the nsys build is said too: its CUDA trace may then be incomplete (the same
+# file: "Installed CUDA driver version (13.3) is not supported by this build").
+_LOSS = re.compile(
+    r"might be missing|might have been collected|were lost|events? (?:were )?dropped|not supported by this build",
+    re.IGNORECASE,
+)
+_SAID = 300  # characters of one diagnostic kept
+
+
+def _cut(text: str) -> str:
+    """A diagnostic in one line, at most _SAID characters, cut after a sentence (else a word),
+    never mid-word ('... and make sure cudaD' was printed), without its closing period."""
+    text = " ".join(text.split())
+    if len(text) > _SAID:
+        head = text[:_SAID]
+        end = head.rfind(". ")
+        text = head[: end + 1] if end > _SAID // 3 else head.rsplit(" ", 1)[0] + " …"
+    return text.rstrip(".")
 
 
 def capture_losses(rep: Report, most: int = 3) -> list[str]:
-    """Nsight Systems' diagnostics of events it may have lost (DIAGNOSTIC_EVENT), first first, at
-    most `most` of them, each cut to 200 characters."""
+    """Nsight Systems' diagnostics of events it may have lost (DIAGNOSTIC_EVENT), or of a driver its
+    build does not support, first first, at most `most` of them, each cut (_cut)."""
     if "DIAGNOSTIC_EVENT" not in rep.tables:
         return []
     out: list[str] = []
     try:
         for (text,) in rep.db.execute("SELECT text FROM DIAGNOSTIC_EVENT ORDER BY timestamp"):
             if isinstance(text, str) and _LOSS.search(text) and "NVTX" not in text:
-                out.append(" ".join(text.split())[:200])
+                out.append(_cut(text))
                 if len(out) == most:
                     break
     except sqlite3.Error:

@@ -162,7 +162,11 @@ def utilization_line(r: dict) -> str:
             )
             + ": "
         ) + ", ".join(
-            f"{label} {host[k]:.0%}" + (within.get(k, "") if f"{note:.0%}" != "0%" else "")
+            # (nsys_single: its 'framework ops 0%' read as no framework overhead, where the capture
+            # records no op ranges at all and 'no op recorded 80%' holds that work; an audit's)
+            "framework ops: none on record (no op ranges in this capture)"
+            if k == "framework" and r.get("host_ops_recorded") is False
+            else f"{label} {host[k]:.0%}" + (within.get(k, "") if f"{note:.0%}" != "0%" else "")
             for k, label in (
                 ("framework", "framework ops"),
                 ("launch", "launch calls"),

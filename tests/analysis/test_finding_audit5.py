@@ -439,3 +439,25 @@ def test_a_first_launch_that_grew_local_memory_says_so():
         f"local memory from {format_bytes(before)} to {format_bytes(after)} (the export's localMemoryTotal"
     )
     assert said in f["title"], f["title"]
+
+
+def test_a_capture_without_op_ranges_says_framework_ops_are_not_on_record():
+    """nsys_single records NVTX ranges for its steps only (counted here): its 'framework ops 0%'
+    read as no framework overhead where the work is unmeasured; nsys_ddp_big (emit_nvtx: an NVTX
+    range for every op) keeps its share."""
+    path = trace_path("nsys", "nsys_single.sqlite")
+    names = [
+        n
+        for (n,) in raw_sql(
+            path,
+            "SELECT coalesce(e.text, s.value) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId WHERE e.end > e.start",
+        )
+    ]
+    # (cuBLAS's own API ranges, nsys -t cublas, are library calls, not framework ops)
+    assert names and all(n is None or re.fullmatch(r"step \d+|cublas\w+", n) for n in names), set(names)
+    line = next(ln for ln in _text(path).splitlines() if ln.startswith("rank 0:"))
+    assert "host: framework ops: none on record (no op ranges in this capture)," in line
+    assert _json(path)["ranks"][0]["host_ops_recorded"] is False
+    big = trace_path("nsys", "nsys_ddp_big.sqlite")
+    for r in _json(big)["ranks"]:
+        assert "host_ops_recorded" not in r and r["host_breakdown"]["framework"] > 0.3
