@@ -396,7 +396,24 @@ def attach_paths(trace: Trace, analysis, args: dict[int, dict] | None = None) ->
     _whole_capture(trace, cps)
     warm = {s.step for rb in analysis.breakdowns for s in rb.steps if s.warmup}
     analysis.steps = [cp.step_json(s in warm) for s, cp in sorted(cps.items())]
-    analysis.bound_by = bound_by({s: cp for s, cp in cps.items() if s not in warm} or cps)
+    verdict = bound_by({s: cp for s, cp in cps.items() if s not in warm} or cps)
+    analysis.bound_by = verdict + _sampled(analysis, verdict)
+
+
+def _sampled(analysis, verdict: str) -> str:
+    """Where ranks' traces were sampled or filtered (ranks[].host_events_kept), said beside a verdict
+    that names a host: its time on the path is whatever the filter left (HTA's trace_filter: 'rank 1
+    host loop' from 1% of its host events and none of its sync calls; an audit's finding)."""
+    kept = [r["host_events_kept"] for r in analysis.ranks or [] if r.get("host_events_kept") is not None]
+    if not kept or "host" not in verdict:
+        return ""
+    from ..model.numbered import kept_pct
+
+    lo, hi = kept_pct(min(kept)), kept_pct(max(kept))
+    return (
+        f" (from traces holding {lo if lo == hi else f'{lo}-{hi}'} of their host events, sampled or filtered: "
+        "the host's time here is what was left, not what it did)"
+    )
 
 
 def _from_analysis(trace: Trace, analysis) -> tuple[list | None, object]:

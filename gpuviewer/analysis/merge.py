@@ -87,6 +87,23 @@ def _worst(fs: list[dict]) -> dict:
     return max((f for f in fs if f["metrics"][name] == best), key=lambda f: f["impact_ms"])
 
 
+def _held_by_nccl(fs: list[dict], worst: dict) -> str:
+    """Of a launch-bound finding over several ranks: the other ranks whose launch gaps NCCL kernels
+    mostly ran in, said (gpu_straggler's rank 0: its GPU in all-reduces waiting for rank 1 through
+    72% of its gaps; 'Ranks 0 and 1: launch-bound' read as both GPUs idle; an audit's finding)."""
+    if worst["rule"] != "launch_bound":
+        return ""
+    held = [
+        (f["ranks"][0], share)
+        for f in fs
+        if f is not worst and (share := f["metrics"].get("launch_gap_nccl_share") or 0.0) >= 0.5
+    ]
+    return "".join(
+        f"; on rank {r}, NCCL kernels ran in {share:.0%} of those gaps (its GPU held by collectives there, not idle)"
+        for r, share in sorted(held)
+    )
+
+
 def merge_ranks(found: list[dict]) -> list[dict]:
     """One finding per (rule, step) listing its ranks; the worst rank's numbers (by the figure
     its title leads with, HEADLINE) in the title and every rank's in metrics.per_rank; the
@@ -112,7 +129,7 @@ def merge_ranks(found: list[dict]) -> list[dict]:
         body = _RANK_PREFIX.sub("", worst["title"]).lstrip(": ")
         if worst["rule"] == "memory_headroom":
             body = "GPU " + body
-        m["title"] = f"Ranks {who}: {body} (rank {worst['ranks'][0]}, the worst)"
+        m["title"] = f"Ranks {who}: {body} (rank {worst['ranks'][0]}, the worst)" + _held_by_nccl(fs, worst)
         m["ranks"] = [worst["ranks"][0]] + [r for r in ranks if r != worst["ranks"][0]]
         m["metrics"] = dict(worst["metrics"], per_rank={str(f["ranks"][0]): f["metrics"] for f in fs})
         m["impact_ms"] = round(sum(f["impact_ms"] for f in fs), 3)

@@ -257,6 +257,12 @@ def _kept(trace: Trace, rank: int) -> float | None:
     return min((s for s in shares if s is not None), default=None)
 
 
+def _op_nvtx(trace: Trace, cat: np.ndarray, idx: np.ndarray) -> int:
+    """How many of the rank's events idx (their categories cat) are NVTX ranges (emit_nvtx pushes
+    one for every op; the reader keeps their names without its ', seq = N, op_id = N' parts)."""
+    return int((cat == Cat.NVTX).sum()) if len(idx) else 0
+
+
 def _info(trace: Trace, rank: int) -> dict:
     """The rank's line of `gpuviewer info` (model.summary.summarize), from its lanes alone."""
     c = trace.columns
@@ -289,6 +295,9 @@ def _info(trace: Trace, rank: int) -> dict:
         # the share of the host events its files' profiler numbered that they hold, where they
         # were sampled or filtered (io/kineto_numbered.py); None: all there, or not numbered
         "host_events_kept": _kept(trace, rank),
+        # NVTX ranges (torch.autograd.profiler.emit_nvtx pushes one for every op): their cost is
+        # in the host's time (the reduce says so where they are many a step)
+        "nvtx_ranges": _op_nvtx(trace, cat, idx),
         "world_size": r.world_size,
         "format": trace.format,
         # what the reduce compares collective bandwidth with (links.py): the GPUs' own properties

@@ -75,11 +75,13 @@ def reduce(
     per_step = colls.per_step()
     set_caused(rbs, per_step)
     per_rank: list[dict] = []
-    unsplit = nccl_unsplit(rbs, colls)
+    unsplit = nccl_unsplit(rbs, colls, world)
+    # (n, world): a part of the job's ranks, said in the rank lines' NCCL note
+    partial = (len(rbs), int(world)) if world and world > len(rbs) else None
     for rb, p in zip(rbs, parts):
         # the map's findings as the job's warm-up decided (rankmap computed both answers)
         found = copy.deepcopy(p.rules["warmup"] if keep_warm else p.rules.get("no_warmup", p.rules["warmup"]))
-        per_rank += R.RANK_RULES["low_gpu_utilization"](rb, rb.rank in unsplit)
+        per_rank += R.RANK_RULES["low_gpu_utilization"](rb, rb.rank in unsplit, partial)
         per_rank += R.RANK_RULES["unattributed_ops"](rb)
         per_rank += [R.settle(f, rb) for name in R.SETTLED for f in found[name]]
         nouns = comm_nouns(p.pipeline)
@@ -103,7 +105,12 @@ def reduce(
     )
     findings += extra_findings or []
     findings = attach(merge_persistent(roots), findings)
+    _op_ranges(findings, parts, rbs)
     kept = {p.rank: k for p in parts if (k := (p.info or {}).get("host_events_kept")) is not None}
+    for f in findings:
+        if f["rule"] == "all_to_all" and set(f["ranks"]) & set(kept):
+            # 'no send or receive op' from a host trace the filter left 1% of (HTA's trace_filter)
+            f["title"] += "; from host traces sampled or filtered after they were written: an op may have been left out"
     findings = thin_data(findings, rbs, world, kept)
     # no rank marks a step (as the session's note and the savings decide it: the trace has none)
     if any(rb.steps for rb in rbs) and not any(s.step is not None for rb in rbs for s in rb.steps):
@@ -114,7 +121,10 @@ def reduce(
     out = plain(
         {
             "ranks": [
-                _kept(_unsplit(rank_json(rb, by_rank[rb.rank].kernels), rb.rank in unsplit), by_rank[rb.rank].info)
+                _kept(
+                    _unsplit(rank_json(rb, by_rank[rb.rank].kernels), rb.rank in unsplit, partial),
+                    by_rank[rb.rank].info,
+                )
                 for rb in rbs
             ],
             "findings": findings,
@@ -188,11 +198,40 @@ def _with_comm_kernels(f: dict, p: RankPart) -> dict:
     return f
 
 
-def nccl_unsplit(rbs: list[RankBreakdown], colls: Collectives) -> set[int]:
+OP_RANGES_A_STEP = 500  # NVTX ranges a step from which their cost is said (an op's each, not a step's few)
+
+
+def _op_ranges(findings: list[dict], parts, rbs: list[RankBreakdown]) -> None:
+    """Where a rank's capture holds an NVTX range for every op (torch.autograd.profiler.emit_nvtx:
+    nsys_ddp_big, 3,500 a step), the host-time findings say that their push and pop are in it
+    (the same job without them: 19 ms host steps against 24; an audit's finding)."""
+    n_steps = {rb.rank: max(1, len(rb.measured)) for rb in rbs}
+    rate = {p.rank: (p.info or {}).get("nvtx_ranges", 0) / n_steps.get(p.rank, 1) for p in parts}
+    top = max(rate, key=rate.__getitem__) if rate else None
+    if top is None or rate[top] < OP_RANGES_A_STEP:
+        return
+    stack = list(findings)
+    while stack:  # (symptoms included: the savings may lift one to the top)
+        f = stack.pop()
+        stack += f["children"]
+        if f["rule"] in ("launch_bound", "pipeline_launch_bound", "host_bound_idle"):
+            r = f["ranks"][0] if f["ranks"] and rate.get(f["ranks"][0], 0) >= OP_RANGES_A_STEP else top
+            f["title"] += (
+                f"; the capture records {rate[r]:,.0f} NVTX ranges a step on rank {r} (as emit_nvtx does, one for "
+                "every op), whose push and pop are in the host's time: profile without them to size this"
+            )
+            f["metrics"]["nvtx_ranges_per_step"] = round(rate[r], 1)
+
+
+def nccl_unsplit(rbs: list[RankBreakdown], colls: Collectives, world: int | None = None) -> set[int]:
     """The ranks with NCCL kernels none of which was matched with another rank's (one rank's
-    trace of a job): their NCCL time is not split into waiting and transfer."""
+    trace of a job), and every rank with NCCL kernels where the session holds fewer ranks than
+    the job's world size (HTA's trace_filter: 2 of 128; the time after the last of the two arrived
+    may be waiting for any of the other 126, not transfer; an audit's finding): their NCCL time is
+    not split into waiting and transfer."""
     matched = {r for ins in colls.instances for r in ins.ranks}
-    return {rb.rank for rb in rbs if rb.total("comm_ns") > 0 and rb.rank not in matched}
+    part = bool(world and world > len(rbs))
+    return {rb.rank for rb in rbs if rb.total("comm_ns") > 0 and (part or rb.rank not in matched)}
 
 
 def _kept(row: dict, info: dict) -> dict:
@@ -203,9 +242,12 @@ def _kept(row: dict, info: dict) -> dict:
     return row
 
 
-def _unsplit(row: dict, unsplit: bool) -> dict:
-    """Its row says so ("nccl_split": false), so its line does not print "NCCL waiting 0%" as if
-    measured (model.fmt.utilization_line)."""
+def _unsplit(row: dict, unsplit: bool, partial: tuple[int, int] | None = None) -> dict:
+    """Its row says so ("nccl_split": false; "nccl_ranks": [ranks on record, world size] where the
+    session holds a part of the job), so its line does not print "NCCL waiting 0%" as if measured
+    (model.fmt.utilization_line)."""
     if unsplit:
         row["nccl_split"] = False
+        if partial:
+            row["nccl_ranks"] = list(partial)
     return row

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..model.categories import Cat
-from ..model.fmt import UNSPLIT_NCCL_NOTE, number_list, unmatched_nccl_note
+from ..model.fmt import number_list, unmatched_nccl_note, unsplit_nccl_note
 from ..model.trace import Trace
 from . import contention, launch, outliers, pipeline, syncs
 from .breakdown import RankBreakdown
@@ -45,7 +45,7 @@ def _warm_note(rb: RankBreakdown) -> str:
     return f" (warm-up step {w[0]} left out)" if w else ""
 
 
-def utilization(rb: RankBreakdown, unsplit: bool = False) -> list[dict]:
+def utilization(rb: RankBreakdown, unsplit: bool = False, partial: tuple[int, int] | None = None) -> list[dict]:
     """GPU utilization is the compute share: NCCL kernels spinning while they wait for another
     rank, and copies, keep the GPU busy without doing the model's work. unsplit: none of the
     rank's collectives was matched with another rank's, so its NCCL time is not split into
@@ -80,7 +80,7 @@ def utilization(rb: RankBreakdown, unsplit: bool = False) -> list[dict]:
         for k, label, note in (
             ("nccl_wait", "NCCL waiting", ""),
             ("nccl_transfer", "NCCL transfer", unmatched_nccl_note(rb.nccl_unmatched_share())),
-            ("nccl", "NCCL", UNSPLIT_NCCL_NOTE),
+            ("nccl", "NCCL", unsplit_nccl_note(partial)),
             ("copy", "copies", ""),
             ("idle", "idle", ""),
         )
@@ -185,11 +185,21 @@ def copy_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         where = f"; {n_in:,} of its {len(lead_ops):,} {what[key] + ' ' if key else ''}copies ({ms_in:,.1f} ms) were issued in {src}"
         if known < len(lead_ops):  # h100_2gpu_1s: 116 of 225 copies have no launch call in the capture
             where += f" ({n_in:,} of the {known:,} whose launch call is on record)"
+    compute_ms = rb.total("compute_ns") / 1e6
+    # copies far beyond the compute beside them cannot hide behind it: only moving less data helps
+    # (h100_2gpu_1s: 920.8 ms of copies, 22.4 ms of compute a GPU; its what-if named 'copying behind
+    # compute' beside keeping the data on the GPU for the whole 765 ms; an audit's finding)
+    behind = (
+        f"; copying behind compute could hide at most its {compute_ms:,.1f} ms of compute: only moving less "
+        "data removes the rest"
+        if compute_ms < 0.5 * copy_ms
+        else ""
+    )
     f = finding(
         "copy_bound",
         "high" if sh["copy"] >= 0.5 else "medium",
         f"Rank {rb.rank}: {kind} fill {sh['copy']:.0%} of the GPU's time ({copy_ms:,.1f} ms{lead}); "
-        f"compute {sh['compute']:.0%}{where}",
+        f"compute {sh['compute']:.0%}{where}{behind}",
         [rb.rank],
         None,
         s0,

@@ -88,8 +88,8 @@ class Change:
             )
         if self.kind == "no_copies":
             return (
-                "memory copies take no time, nor their calls on the host (the most that keeping data on the GPU, "
-                "or copying from pinned memory asynchronously behind compute, could save)"
+                "memory copies take no time, nor their calls on the host (the most that moving less data, "
+                "keeping it on the GPU, could save; copying behind compute hides at most the compute beside it)"
             )
         if self.kind == "no_syncs":
             who = "the host" if self.rank is None else f"rank {self.rank}'s host"

@@ -88,6 +88,14 @@ _GPU_PARTS = (("nccl_wait", "NCCL waiting"), ("nccl_transfer", "NCCL transfer"),
 UNSPLIT_NCCL_NOTE = " (waiting not told apart from transfer: none of its peers' arrivals on record)"
 
 
+def unsplit_nccl_note(partial: list[int] | tuple[int, int] | None) -> str:
+    """The NCCL note of a rank whose waiting is not told apart: none of its peers on record, or
+    (partial: ranks on record, world size) only a part of the job's ranks."""
+    if partial:
+        return f" (waiting not told apart from transfer: {partial[0]} of the job's {partial[1]} ranks on record)"
+    return UNSPLIT_NCCL_NOTE
+
+
 def unmatched_nccl_note(share: float) -> str:
     """The clause after "NCCL transfer X%" where part of it is kernels matched with no other
     rank's (analysis.pairing: a sampled trace, kernels the other ranks' traces lack)."""
@@ -113,7 +121,7 @@ def utilization_line(r: dict) -> str:
     ]
     if r.get("nccl_split") is False:  # analysis.reduce._unsplit: none of its peers' arrivals on record
         nccl = sh.get("nccl_transfer", 0.0) + sh.get("nccl_wait", 0.0)
-        parts = [("NCCL", nccl, UNSPLIT_NCCL_NOTE)] + [
+        parts = [("NCCL", nccl, unsplit_nccl_note(r.get("nccl_ranks")))] + [
             (label, sh[k], "") for k, label in said if not k.startswith("nccl_")
         ]
     if parts:

@@ -80,6 +80,9 @@ def test_a_sync_after_every_kernel_is_a_finding_with_the_raw_numbers():
         "title"
     ]
     assert f"{idle.sum() / 1e6:,.1f} ms" in f["title"], f["title"]
+    # the time said beside them is the waiting calls' (an audit: 301.7 ms was all 1,312 calls')
+    long = (ce - cs)[(ce - cs) >= 20_000]
+    assert f"({long.sum() / 1e6:,.1f} ms in those)" in f["title"], f["title"]
     # its saving is the replay's: no more than the waits, and here (a sync after every kernel,
     # the host's next launch right after it) close to the GPU's idle after them
     assert 0 < f["saves_ms"] <= (ce - cs).sum() / 1e6
