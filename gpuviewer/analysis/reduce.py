@@ -76,12 +76,14 @@ def reduce(
     set_caused(rbs, per_step)
     per_rank: list[dict] = []
     unsplit = nccl_unsplit(rbs, colls, world)
-    # (n, world): a part of the job's ranks, said in the rank lines' NCCL note
-    partial = (len(rbs), int(world)) if world and world > len(rbs) else None
+    # (n, world): a part of the job's ranks, said in the NCCL note of a rank matched with others
+    # (a rank matched with none says that none of its peers' arrivals is on record)
+    part = (len(rbs), int(world)) if world and world > len(rbs) else None
+    matched = {r for ins in colls.instances for r in ins.ranks}
     for rb, p in zip(rbs, parts):
         # the map's findings as the job's warm-up decided (rankmap computed both answers)
         found = copy.deepcopy(p.rules["warmup"] if keep_warm else p.rules.get("no_warmup", p.rules["warmup"]))
-        per_rank += R.RANK_RULES["low_gpu_utilization"](rb, rb.rank in unsplit, partial)
+        per_rank += R.RANK_RULES["low_gpu_utilization"](rb, rb.rank in unsplit, part if rb.rank in matched else None)
         per_rank += R.RANK_RULES["unattributed_ops"](rb)
         per_rank += [R.settle(f, rb) for name in R.SETTLED for f in found[name]]
         nouns = comm_nouns(p.pipeline)
@@ -122,7 +124,11 @@ def reduce(
         {
             "ranks": [
                 _kept(
-                    _unsplit(rank_json(rb, by_rank[rb.rank].kernels), rb.rank in unsplit, partial),
+                    _unsplit(
+                        rank_json(rb, by_rank[rb.rank].kernels),
+                        rb.rank in unsplit,
+                        part if rb.rank in matched else None,
+                    ),
                     by_rank[rb.rank].info,
                 )
                 for rb in rbs
