@@ -80,6 +80,9 @@ class StepBreakdown:
     # of host_framework_ns: inside annotated ranges alone (record_function, '## backward ##'), no
     # op under them on record: Python ran there, the profiler did not say what
     host_annotation_ns: int = 0
+    # collectives gloo runs on the host (host_split.HOST_COLL): apart from the framework's time,
+    # said only where there are some (a CPU-only job's gloo all-reduces)
+    host_coll_ns: int = 0
 
     @property
     def window_ns(self) -> int:
@@ -111,6 +114,8 @@ class StepBreakdown:
             del d["backlog_ns"], d["backlog_ops"]
         if not self.backlog_warm:
             del d["backlog_warm"]
+        if not self.host_coll_ns:
+            del d["host_coll_ns"]
         d["utilization"] = round(self.utilization, 4)
         d["busy_share"] = round(self.busy_share, 4)
         return d
@@ -187,12 +192,16 @@ class RankBreakdown:
         return {k: (sum(getattr(s, a) for s in steps) / w if w else 0.0) for k, a in keys}
 
     def host_shares(self) -> dict[str, float]:
-        """The measured steps' host time split: framework, launch, queue, sync, wait, idle (shares)."""
+        """The measured steps' host time split: framework, launch, queue, sync, wait, idle, and coll
+        where gloo ran collectives on the host (shares)."""
         steps = self.measured
-        keys = ("framework", "launch", "queue", "sync", "wait", "idle")
+        keys = ("framework", "launch", "queue", "sync", "wait", "idle", "coll")
         tot = [sum(getattr(s, f"host_{k}_ns") for s in steps) for k in keys]
         w = sum(tot)
-        return {k: (v / w if w else 0.0) for k, v in zip(keys, tot)}
+        out = {k: (v / w if w else 0.0) for k, v in zip(keys, tot)}
+        if not tot[-1]:  # (only where gloo ran collectives on the host)
+            del out["coll"]
+        return out
 
     def host_thread_wait_share(self) -> float:
         """Of the measured steps' host time: the loop's thread blocked on another of its threads
@@ -370,6 +379,7 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
                 sb.host_idle_ns,
                 sb.host_idle_thread_ns,
                 sb.host_annotation_ns,
+                sb.host_coll_ns,
             ) = hs
         rb.host_ops_recorded = bool(info.get("ops", 1))
     if steps:

@@ -122,7 +122,7 @@ def _parts(rb: RankBreakdown, labels: list[int]) -> pd.DataFrame:
             s.idle_total_ns,
             # kinds of GPU work at once (NCCL beside compute): the parts above less this are GPU time
             max(0, s.compute_ns + s.comm_ns + s.memcpy_ns - s.busy_ns),
-            s.host_framework_ns,
+            s.host_framework_ns + s.host_coll_ns,  # (gloo's host collectives: framework here, so the parts add up)
             s.host_launch_ns,
             s.host_queue_ns,
             s.host_sync_ns,

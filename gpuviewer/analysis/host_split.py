@@ -29,6 +29,9 @@ from .host import (
 # on it (a copy to or from pageable memory): counted with the syncs, not as a launch
 _ASYNC_COPY = re.compile(r"memcpy.*async", re.IGNORECASE)
 BLOCKING_COPY_NS = 50_000
+# collectives run on the host by gloo (record_function "gloo:all_reduce" on the gloo threads): the
+# host communicating, not framework work (HTA's cpu_only: 85% of its step, read as 'framework ops')
+HOST_COLL = re.compile(r"^gloo:")
 
 
 def _blocking_copies(trace: Trace, api: np.ndarray) -> np.ndarray:
@@ -87,7 +90,7 @@ def _loop_thread_osrt(trace: Trace, lanes: list[int]) -> np.ndarray:
 
 def host_events(trace: Trace, rank: int) -> dict[str, np.ndarray]:
     """Event indices of each host part of the rank's launching threads ("framework", "launch",
-    "queue", "sync", "wait", the parts host_split counts; "os_wait": the
+    "queue", "sync", "wait", "coll", the parts host_split counts; "os_wait": the
     loop's OS calls that wait, "thread_wait": those waiting on another thread), before the split
     makes them exclusive: a launch call inside a framework op is in both lists."""
     c = trace.columns
@@ -112,6 +115,9 @@ def host_events(trace: Trace, rank: int) -> dict[str, np.ndarray]:
     waits = name_ids(trace, HOST_SYNC_OP)
     cpu_sync = cpu[np.isin(np.asarray(c["name"][cpu]), waits)] if len(waits) else cpu[:0]
     cpu = cpu[~np.isin(np.asarray(c["name"][cpu]), list(_step_markers(trace)))]
+    gloo = name_ids(trace, HOST_COLL)
+    coll = cpu[np.isin(np.asarray(c["name"][cpu]), gloo)] if len(gloo) else cpu[:0]
+    cpu = cpu[~np.isin(cpu, coll)] if len(coll) else cpu
     blocked = name_ids(trace, PY_WAIT)
     py_wait = cpu[np.isin(np.asarray(c["name"][cpu]), blocked)] if len(blocked) else cpu[:0]
     full = queue_full_calls(trace, rank)
@@ -122,6 +128,7 @@ def host_events(trace: Trace, rank: int) -> dict[str, np.ndarray]:
         "queue": full,
         "sync": np.concatenate([api[is_sync], cpu_sync]),
         "wait": py_wait,
+        "coll": coll,
         "os_wait": np.zeros(0, np.int64),
         "thread_wait": np.zeros(0, np.int64),
     }
@@ -136,9 +143,11 @@ def host_events(trace: Trace, rank: int) -> dict[str, np.ndarray]:
 
 def host_split(
     trace: Trace, rank: int, windows: list[tuple[int, int]], info: dict | None = None
-) -> list[tuple[int, int, int, int, int, int, int, int]]:
+) -> list[tuple[int, int, int, int, int, int, int, int, int]]:
     """Per host step window: (framework, launch, queue, sync, wait, idle, idle_thread,
-    annotation_only) ns of the threads that launch the rank's GPU work. sync: blocking synchronize calls, blocking copies and framework
+    annotation_only, coll) ns of the threads that launch the rank's GPU work (coll: collectives gloo
+    runs on the host, HOST_COLL, after sync, queue and launch and before the rest; those a CPU-only
+    capture's gloo threads record count, as its every thread does). sync: blocking synchronize calls, blocking copies and framework
     calls that wait for the device (JAX's block_until_ready, device_get); queue: launch calls
     made with the launch queue full (queue_full_calls); launch: the other CUDA API calls; wait:
     Python calls that block (PY_WAIT: sleep, locks, queues) outside those; framework: Python and
@@ -159,24 +168,27 @@ def host_split(
     sync = ivs(ev["sync"])
     queue = iv.subtract(ivs(ev["queue"]), sync)
     launch = iv.subtract(iv.subtract(ivs(ev["launch"]), sync), queue)
-    py_wait = iv.subtract(iv.subtract(iv.subtract(ivs(ev["wait"]), sync), launch), queue)
-    fw = iv.subtract(iv.subtract(iv.subtract(iv.subtract(ivs(ev["framework"]), sync), launch), queue), py_wait)
+    coll = iv.subtract(iv.subtract(iv.subtract(ivs(ev["coll"]), sync), launch), queue)
+    py_wait = iv.subtract(iv.subtract(iv.subtract(iv.subtract(ivs(ev["wait"]), sync), launch), queue), coll)
+    fw = iv.subtract(
+        iv.subtract(iv.subtract(iv.subtract(iv.subtract(ivs(ev["framework"]), sync), launch), queue), py_wait), coll
+    )
     # of framework: inside a user's or the framework's annotated ranges alone (record_function,
     # '## backward ##', Optimizer.step#...): Python ran there, no op of it is on record
     ops = ev["framework"][np.asarray(c["cat"][ev["framework"]]) != Cat.USER_ANNOTATION]
     note_only = iv.subtract(fw, ivs(ops))
     # the OS's waits only where nothing else is on record (a framework op around a sleep keeps it)
     os_wait, thread_wait = ivs(ev["os_wait"]), ivs(ev["thread_wait"])
-    for x in (sync, launch, queue, py_wait, fw):
+    for x in (sync, launch, queue, coll, py_wait, fw):
         os_wait = iv.subtract(os_wait, x)
     py_wait = iv.union(np.concatenate([py_wait[0], os_wait[0]]), np.concatenate([py_wait[1], os_wait[1]]))
-    for x in (sync, launch, queue, py_wait, fw):
+    for x in (sync, launch, queue, coll, py_wait, fw):
         thread_wait = iv.subtract(thread_wait, x)
     out = []
     for t0, t1 in windows:
-        a, b, e, d, w, th, n = (
-            iv.length(iv.clip(x, t0, t1)) for x in (fw, launch, queue, sync, py_wait, thread_wait, note_only)
+        a, b, e, d, w, th, n, g = (
+            iv.length(iv.clip(x, t0, t1)) for x in (fw, launch, queue, sync, py_wait, thread_wait, note_only, coll)
         )
-        idle = max(0, int(t1 - t0) - a - b - e - d - w)
-        out.append((a, b, e, d, w, idle, min(th, idle), min(n, a)))
+        idle = max(0, int(t1 - t0) - a - b - e - d - w - g)
+        out.append((a, b, e, d, w, idle, min(th, idle), min(n, a), g))
     return out

@@ -188,11 +188,13 @@ def utilization_line(r: dict) -> str:
                 # only where one is on record: the Python tracer's (with_stack) sleep, lock or
                 # queue, or nsys's OS runtime trace's sleep or poll on the loop's thread
                 ("wait", "waits (sleep, locks, queues, polls)"),
+                # only where gloo ran them: collectives run on the host's threads (HTA's cpu_only)
+                ("coll", "collectives on the host (gloo)"),
                 # host time inside no recorded op: untraced Python (an nsys run without NVTX
                 # ranges), a sleep, I/O; the profiler cannot tell which, so never called "idle"
                 ("idle", "no op recorded"),
             )
-            if k in host and (k not in ("queue", "wait") or f"{host[k]:.0%}" != "0%")
+            if k in host and (k not in ("queue", "wait", "coll") or f"{host[k]:.0%}" != "0%")
         )
         tw = r.get("host_thread_wait") or 0.0
         if "idle" in host and f"{tw:.0%}" != "0%":

@@ -391,7 +391,7 @@ _GPU_PART_CATS = {
     "memcpy/memset": ("MEMCPY", "MEMSET"),
 }
 _HOST_PART_EVENTS = {
-    "host: framework ops": ("framework",),
+    "host: framework ops": ("framework", "coll"),
     "host: launch calls": ("launch",),
     "host: launch queue": ("queue",),
     "host: syncs": ("sync",),

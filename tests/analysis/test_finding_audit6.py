@@ -146,3 +146,26 @@ def test_an_nvtx_range_for_every_op_is_said_beside_the_host_time_it_costs():
     assert f"; the capture records {per_step:,.0f} NVTX ranges a step on rank {r} (as emit_nvtx does" in f["title"]
     small = trace_path("nsys", "nsys_ddp.sqlite")
     assert "NVTX ranges a step" not in _text(small)
+
+
+def test_gloo_collectives_on_the_host_are_not_framework_ops():
+    """HTA's cpu_only rank: its step is spent in gloo:all_reduce ranges on two gloo threads (their
+    union over the ProfilerStep, computed here), which the host line called 'framework ops 85%
+    (including 85% in annotated ranges ...)'. They are the host's collectives now."""
+    d = compat_path("facebookresearch__HolisticTraceAnalysis", "cpu_only")
+    (name,) = os.listdir(d)
+    ev = [e for e in raw_events(os.path.join(d, name)) if e.get("ph") == "X"]
+    ((_n, a, b),), _launch = profiler_steps(ev)
+    spans = sorted((max(e["ts"], a), min(e["ts"] + e["dur"], b)) for e in ev if e["name"].startswith("gloo:"))
+    covered, end = 0.0, a
+    for s, e in spans:
+        s = max(s, end)
+        if e > s:
+            covered, end = covered + e - s, e
+    share = covered / (b - a)
+    assert share > 0.5
+    line = next(ln for ln in _text(d).splitlines() if ln.startswith("rank 34:"))
+    assert f"collectives on the host (gloo) {share:.0%}" in line, (line, share)
+    assert "in annotated ranges" not in line
+    (r,) = _json(d)["ranks"]
+    assert abs(r["host_breakdown"]["coll"] - share) < 0.01
