@@ -124,7 +124,11 @@ def test_a_stall_is_compared_with_steps_it_did_not_touch(parts, key):
         assert "not the late rank in" in f["title"], f["title"]
     nxt = steps[steps.index(s) + 1]
     if caused[nxt] > 0 and nxt not in stalls:
-        then = re.search(rf"and ([\d.]+) ms in step {nxt}, right after it", f["title"])
+        # an after-effect only where it exceeds what the rank causes where it is late without a
+        # stall (ddp_long: 25.7 ms in step 7 against 25.6 and 28.7 in steps 8 and 9)
+        like = [caused[x] for x in clean if caused[x] > 0]
+        how = "as in step" if like and caused[nxt] <= 1.2 * max(like) else "right after it"
+        then = re.search(rf"and ([\d.]+) ms in step {nxt}, {how}", f["title"])
         assert then and abs(float(then.group(1)) - caused[nxt]) <= 0.1, (f["title"], caused[nxt])
 
 
