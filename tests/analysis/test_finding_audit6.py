@@ -212,3 +212,15 @@ def test_a_late_ranks_host_work_is_compared_step_by_step_too():
     raw = statistics.median(work[0, n] - work[1, n] for n in which)
     assert abs(raw - paired) <= 0.5, (raw, paired, which)
     assert f["saves_ms_in_steps"] <= 2 * paired + 1.0  # the replay's saving is of the paired size
+
+
+def test_a_second_runtime_call_in_the_same_gap_is_named():
+    """HTA's alexnet: the GPU's 10 s idle stretch holds cudaFree calls (6.5 s) and one 3 s
+    cudaLaunchKernel (found here); only cudaFree was named (helper-100)."""
+    d = compat_path("facebookresearch__HolisticTraceAnalysis", "critical_path", "alexnet")
+    (name,) = os.listdir(d)
+    ev = [e for e in raw_events(os.path.join(d, name)) if e.get("ph") == "X" and e.get("cat") == "cuda_runtime"]
+    launch = max((e for e in ev if e["name"] == "cudaLaunchKernel"), key=lambda e: e["dur"])
+    assert launch["dur"] > 1e6  # over a second
+    (f,) = [f for f in flat_findings(_json(d)["findings"]) if f["rule"] == "host_bound_idle"]
+    assert f", and in cudaLaunchKernel for {launch['dur'] / 1e3:,.1f} ms" in f["title"], f["title"]
