@@ -126,7 +126,9 @@ def late_ranks(
             # no more than half of them keeps its 0 and the sentence that says so (ddp_long)
             typical = float(np.median([late[t][1] for t in typical_of[g]]))
         nxt = after.get(s)
-        carry = (nxt, late[nxt][1]) if nxt in late and late[nxt][0] == g and nxt not in stall_steps else None
+        carry: tuple | None = (
+            (nxt, late[nxt][1]) if nxt in late and late[nxt][0] == g and nxt not in stall_steps else None
+        )
         # the next step's wait is an after-effect only where it exceeds what the rank causes in the
         # clean steps it is late in (ddp_long: 25.7 ms in step 7 against 25.6 and 28.7 in steps 8
         # and 9, said 'right after it'; an audit's finding)
