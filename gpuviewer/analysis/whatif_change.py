@@ -41,6 +41,7 @@ class Change:
     events: np.ndarray | None = field(default=None, repr=False, compare=False)
     label: str | None = None
     label_whole: bool = False  # the label says the whole change: no "Nx faster" after it
+    after: str = ""  # faster: said after "Nx faster ..." (what the speed-up rests on)
     # faster: each op's first fixed_ns are not shortened (a kernel's fixed cost: filling the GPU,
     # the first tiles' loads, the epilogue), only its time past them; ops shorter keep their time
     fixed_ns: int = 0
@@ -60,7 +61,7 @@ class Change:
             if self.label_whole:
                 return self.label
             said = f"{self.label} {1 / max(1 - self.pct / 100, 1e-9):.1f}x faster"
-            return said + (f" past their first {_us(self.fixed_ns)} µs each" if self.fixed_ns else "")
+            return said + (f" past their first {_us(self.fixed_ns)} µs each" if self.fixed_ns else "") + self.after
         if self.kind == "shorten_host":  # "": said by another change of the same fix
             return self.label if self.label is not None else f"rank {self.rank}'s host op at its usual time"
         if self.kind == "remove_gap":
