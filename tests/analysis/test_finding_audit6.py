@@ -224,3 +224,20 @@ def test_a_second_runtime_call_in_the_same_gap_is_named():
     assert launch["dur"] > 1e6  # over a second
     (f,) = [f for f in flat_findings(_json(d)["findings"]) if f["rule"] == "host_bound_idle"]
     assert f", and in cudaLaunchKernel for {launch['dur'] / 1e3:,.1f} ms" in f["title"], f["title"]
+
+
+def test_a_launch_bound_host_mostly_in_framework_ops_says_so():
+    """tp: its launch-bound rank's host spends most of each step in framework ops and about a tenth
+    in CUDA runtime calls (summed here within its ProfilerSteps); 'launch-bound' read as the calls'
+    own cost (helper-101). The finding says the work between launches keeps the GPU waiting."""
+    d = trace_path("kineto", "tp")
+    (f,) = [f for f in flat_findings(_json(d)["findings"]) if f["rule"] == "launch_bound"]
+    r = f["ranks"][0]
+    ev = [e for e in raw_events(f"{d}/tp_rank{r}.json.gz") if e.get("ph") == "X"]
+    steps, _launch = profiler_steps(ev)
+    total = sum(b - a for _n, a, b in steps)
+    calls = sum(e["dur"] for e in ev if e.get("cat") == "cuda_runtime" and any(a <= e["ts"] < b for _n, a, b in steps))
+    got = re.search(r"; its host spends (\d+)% of its time in framework ops and (\d+)% in launch calls", f["title"])
+    assert got, f["title"]
+    assert abs(int(got.group(2)) / 100 - calls / total) <= 0.03, (got.group(0), calls / total)
+    assert int(got.group(1)) >= 2 * int(got.group(2))
