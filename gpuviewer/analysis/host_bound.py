@@ -136,7 +136,8 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         who = f": {where}the host was in {outer} for {cov[1] / 1e6:,.1f} ms of its {gap / 1e6:,.1f} ms gap"
         who += _first_call_hint(warm)
     elif what and what[0]["ms"] * 1e6 >= 0.5 * gap:
-        who = f": the host was in {what[0]['name']}"
+        # how much of the gap, said (profile1: init_data covers 14.7 ms of its 21.1 ms; an audit's)
+        who = f": the host was in {what[0]['name']} for {what[0]['ms']:,.1f} ms of the {gap / 1e6:,.1f} ms"
     elif unseen >= 0.5 * gap:
         who = (
             f": {'' if whole else f'in step {s.step} '}its host ran no recorded op for {unseen / 1e6:,.1f} ms of the "

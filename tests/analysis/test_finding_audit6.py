@@ -241,3 +241,37 @@ def test_a_launch_bound_host_mostly_in_framework_ops_says_so():
     assert got, f["title"]
     assert abs(int(got.group(2)) / 100 - calls / total) <= 0.03, (got.group(0), calls / total)
     assert int(got.group(1)) >= 2 * int(got.group(2))
+
+
+def test_the_op_a_gap_is_put_on_says_how_much_of_it_it_covers():
+    """extra-p's profile1: the GPU's longest idle stretch (21.1 ms between two GPU ops) is 14.7 ms
+    inside the NVTX range main->test_copies->init_data (both found here with sqlite3); 'the host was
+    in init_data' read as the whole of it (helper-101)."""
+    from conftest import raw_sql
+
+    path = compat_path("extra-p__extrap", "profile1.sqlite")
+    ops = sorted(
+        raw_sql(
+            path,
+            "SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY "
+            "UNION ALL SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMSET",
+        )
+    )
+    gaps, end = [], ops[0][1]
+    for s, e in ops[1:]:
+        if s > end:
+            gaps.append((s - end, end, s))
+        end = max(end, e)
+    gap, g0, g1 = max(gaps)
+    name = "main->test_copies->init_data"
+    rng = raw_sql(
+        path,
+        "SELECT e.start, e.end FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+        "WHERE coalesce(e.text, s.value) = ?",
+        name,
+    )
+    inside = sum(max(0, min(b, g1) - max(a, g0)) for a, b in rng)
+    assert 0 < inside < 0.9 * gap
+    (f,) = [f for f in flat_findings(_json(path)["findings"]) if f["rule"] == "host_bound_idle"]
+    said = f"the host was in {name} for {inside / 1e6:,.1f} ms of the {gap / 1e6:,.1f} ms"
+    assert said in f["title"], (f["title"], said)
