@@ -407,11 +407,10 @@ def _sampled(analysis, verdict: str) -> str:
     kept = [r["host_events_kept"] for r in analysis.ranks or [] if r.get("host_events_kept") is not None]
     if not kept or "host" not in verdict:
         return ""
-    from ..model.numbered import kept_pct
+    from ..model.numbered import kept_range
 
-    lo, hi = kept_pct(min(kept)), kept_pct(max(kept))
     return (
-        f" (from traces holding {lo if lo == hi else f'{lo}-{hi}'} of their host events, sampled or filtered: "
+        f" (from traces holding {kept_range(kept)} of their host events, sampled or filtered: "
         "the host's time here is what was left, not what it did)"
     )
 

@@ -13,7 +13,15 @@ from ..model.trace import Trace
 from . import intervals as iv
 from .breakdown import RankBreakdown, launch_calls
 from .host import API_CATS, COPY_CALL, HOST_KINDS, covering_op, explain, recorded_ns
-from .issuers import first_call, first_launch, launched_op, local_memory_grown, other_instances_before, short_name
+from .issuers import (
+    first_call,
+    first_launch,
+    first_run,
+    launched_op,
+    local_memory_grown,
+    other_instances_before,
+    short_name,
+)
 from .rule_base import WHOLE_CAPTURE_ADVICE, deferred, finding
 
 HOST_GAP_MIN_NS = 1_000_000  # gaps shorter than 1 ms are launch gaps, not host stalls
@@ -89,13 +97,14 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     warm = None  # the op around the gap is its first call, far longer than its later ones
     if api is not None:
         around = f", inside {outer}" if outer else ""
-        first = first_launch(trace, rb.rank, g0, g1, api["name"]) if "launch" in api["name"].lower() else None
+        op = launched_op(trace, rb.rank, g0, g1, api["name"]) if "launch" in api["name"].lower() else None
+        first = first_run(trace, rb.rank, op)
         which = short_name(first) if first else ""
         if first and other_instances_before(trace, rb.rank, first):
             which = f"this instance of {which} (other instances of it ran before)"
         # (not 'loads its code' alone: extra-p's ex-gpu vector_dot's 3 ms first launch grew the
         # device's local memory from 127 MB to 1.9 GB, which the export records; an audit's)
-        grown = local_memory_grown(trace, rb.rank, launched_op(trace, rb.rank, g0, g1, api["name"])) if first else None
+        grown = local_memory_grown(trace, rb.rank, op) if first else None
         hint = (
             f" (the first launch of {which} in the capture: a launch takes microseconds; this one grew the "
             f"GPU's local memory from {format_bytes(grown[0])} to {format_bytes(grown[1])} (the export's "

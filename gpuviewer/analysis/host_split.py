@@ -166,24 +166,20 @@ def host_split(
         return iv.union(s, s + np.asarray(c["dur"][idx]).astype(np.int64))
 
     sync = ivs(ev["sync"])
-    queue = iv.subtract(ivs(ev["queue"]), sync)
-    launch = iv.subtract(iv.subtract(ivs(ev["launch"]), sync), queue)
-    coll = iv.subtract(iv.subtract(iv.subtract(ivs(ev["coll"]), sync), launch), queue)
-    py_wait = iv.subtract(iv.subtract(iv.subtract(iv.subtract(ivs(ev["wait"]), sync), launch), queue), coll)
-    fw = iv.subtract(
-        iv.subtract(iv.subtract(iv.subtract(iv.subtract(ivs(ev["framework"]), sync), launch), queue), py_wait), coll
-    )
+    queue = _less(ivs(ev["queue"]), sync)
+    launch = _less(ivs(ev["launch"]), sync, queue)
+    coll = _less(ivs(ev["coll"]), sync, launch, queue)
+    py_wait = _less(ivs(ev["wait"]), sync, launch, queue, coll)
+    fw = _less(ivs(ev["framework"]), sync, launch, queue, py_wait, coll)
     # of framework: inside a user's or the framework's annotated ranges alone (record_function,
     # '## backward ##', Optimizer.step#...): Python ran there, no op of it is on record
     ops = ev["framework"][np.asarray(c["cat"][ev["framework"]]) != Cat.USER_ANNOTATION]
     note_only = iv.subtract(fw, ivs(ops))
     # the OS's waits only where nothing else is on record (a framework op around a sleep keeps it)
     os_wait, thread_wait = ivs(ev["os_wait"]), ivs(ev["thread_wait"])
-    for x in (sync, launch, queue, coll, py_wait, fw):
-        os_wait = iv.subtract(os_wait, x)
+    os_wait = _less(os_wait, sync, launch, queue, coll, py_wait, fw)
     py_wait = iv.union(np.concatenate([py_wait[0], os_wait[0]]), np.concatenate([py_wait[1], os_wait[1]]))
-    for x in (sync, launch, queue, coll, py_wait, fw):
-        thread_wait = iv.subtract(thread_wait, x)
+    thread_wait = _less(thread_wait, sync, launch, queue, coll, py_wait, fw)
     out = []
     for t0, t1 in windows:
         a, b, e, d, w, th, n, g = (
@@ -192,3 +188,10 @@ def host_split(
         idle = max(0, int(t1 - t0) - a - b - e - d - w - g)
         out.append((a, b, e, d, w, idle, min(th, idle), min(n, a), g))
     return out
+
+
+def _less(a, *others):
+    """The intervals a less each of others, in turn."""
+    for b in others:
+        a = iv.subtract(a, b)
+    return a

@@ -85,8 +85,12 @@ def first_launch(trace: Trace, rank: int, t0: int, t1: int, name: str) -> str | 
     """The kernel a long launch call in [t0, t1] launched, where it is that kernel's first run on
     the rank in the capture (its code is loaded at its first launch: HTA's MI250 trace, a 6.5 ms
     hipLaunchKernel); None otherwise."""
+    return first_run(trace, rank, launched_op(trace, rank, t0, t1, name))
+
+
+def first_run(trace: Trace, rank: int, op: int | None) -> str | None:
+    """The kernel op's name where it is that kernel's first run on the rank in the capture."""
     c = trace.columns
-    op = launched_op(trace, rank, t0, t1, name)
     if op is None:
         return None
     kname = int(c["name"][op])

@@ -163,9 +163,7 @@ def _per_gradient(trace: Trace, rb: RankBreakdown, hit: list) -> tuple[str, floa
     ids = name_ids(trace, ACCUMULATE_GRAD)
     if coll < 16 or not len(ids):
         return "", coll, None
-    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rb.rank and ln.kind == LaneKind.CPU]
-    parts = [np.arange(trace.lane_slice(i).start, trace.lane_slice(i).stop, dtype=np.int64) for i in lanes]
-    idx = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    idx = trace.events_of_rank(rb.rank, (LaneKind.CPU,))
     idx = idx[np.isin(np.asarray(trace.columns["name"][idx]), ids)]
     t = np.sort(np.asarray(trace.columns["start"][idx]).astype(np.int64))
     grads = float(np.median([np.searchsorted(t, s.host_end_ns) - np.searchsorted(t, s.host_start_ns) for s in hit]))

@@ -10,7 +10,7 @@ import re
 import numpy as np
 
 from ..model.fmt import number_list
-from ..model.numbered import kept_pct
+from ..model.numbered import kept_range
 from .breakdown import RankBreakdown
 from .rule_base import WHOLE_CAPTURE_IDLE_ADVICE, finding
 
@@ -469,8 +469,7 @@ def thin_data(
     if kept:
         # (said in a finding, not only among the reader's warnings, which the window keeps behind a
         # status-bar link: HTA's trace filter's output read as a whole trace there)
-        low, high = min(kept.values()), max(kept.values())
-        share = kept_pct(low) if kept_pct(low) == kept_pct(high) else f"{kept_pct(low)}-{kept_pct(high)}"
+        share = kept_range(kept.values())
         many = len(kept) > 1
         said.append(
             f"rank{'s' if many else ''} {rank_list(sorted(kept))}: {'their traces hold' if many else 'its trace holds'} "

@@ -240,14 +240,8 @@ def _rank_rules(trace: Trace, rb: RankBreakdown, ks: dict) -> dict[str, list[dic
     return {name: fn(trace, rb, ks) for name, fn in R.MAP_RULES.items()}
 
 
-def _rank_events(trace: Trace, rank: int, kinds=None) -> np.ndarray:
-    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and (kinds is None or ln.kind in kinds)]
-    parts = [np.arange(trace.lane_slice(ln).start, trace.lane_slice(ln).stop) for ln in lanes]
-    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
-
-
 def _host_ops(trace: Trace, rank: int) -> np.ndarray:
-    return _rank_events(trace, rank, HOST_OP_KINDS)
+    return trace.events_of_rank(rank, HOST_OP_KINDS)
 
 
 def _kept(trace: Trace, rank: int) -> float | None:
@@ -257,16 +251,10 @@ def _kept(trace: Trace, rank: int) -> float | None:
     return min((s for s in shares if s is not None), default=None)
 
 
-def _op_nvtx(trace: Trace, cat: np.ndarray, idx: np.ndarray) -> int:
-    """How many of the rank's events idx (their categories cat) are NVTX ranges (emit_nvtx pushes
-    one for every op; the reader keeps their names without its ', seq = N, op_id = N' parts)."""
-    return int((cat == Cat.NVTX).sum()) if len(idx) else 0
-
-
 def _info(trace: Trace, rank: int) -> dict:
     """The rank's line of `gpuviewer info` (model.summary.summarize), from its lanes alone."""
     c = trace.columns
-    idx = _rank_events(trace, rank)
+    idx = trace.events_of_rank(rank)
     lanes = set(trace.lanes_of_rank(rank))
     il = np.asarray(trace.instants["lane"])
     inst = np.asarray(trace.instants["t"])[np.isin(il, list(lanes))] if len(il) else np.zeros(0, np.int64)
@@ -295,9 +283,10 @@ def _info(trace: Trace, rank: int) -> dict:
         # the share of the host events its files' profiler numbered that they hold, where they
         # were sampled or filtered (io/kineto_numbered.py); None: all there, or not numbered
         "host_events_kept": _kept(trace, rank),
-        # NVTX ranges (torch.autograd.profiler.emit_nvtx pushes one for every op): their cost is
-        # in the host's time (the reduce says so where they are many a step)
-        "nvtx_ranges": _op_nvtx(trace, cat, idx),
+        # NVTX ranges (torch.autograd.profiler.emit_nvtx pushes one for every op; the reader keeps
+        # their names without its ', seq = N, op_id = N'): their cost is in the host's time (the
+        # reduce says so where they are many a step)
+        "nvtx_ranges": int((cat == Cat.NVTX).sum()),
         "world_size": r.world_size,
         "format": trace.format,
         # what the reduce compares collective bandwidth with (links.py): the GPUs' own properties

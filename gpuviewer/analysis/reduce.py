@@ -75,11 +75,11 @@ def reduce(
     per_step = colls.per_step()
     set_caused(rbs, per_step)
     per_rank: list[dict] = []
-    unsplit = nccl_unsplit(rbs, colls, world)
+    matched = {r for ins in colls.instances for r in ins.ranks}  # ranks matched with another at a collective
+    unsplit = nccl_unsplit(rbs, matched, world)
     # (n, world): a part of the job's ranks, said in the NCCL note of a rank matched with others
     # (a rank matched with none says that none of its peers' arrivals is on record)
     part = (len(rbs), int(world)) if world and world > len(rbs) else None
-    matched = {r for ins in colls.instances for r in ins.ranks}
     for rb, p in zip(rbs, parts):
         # the map's findings as the job's warm-up decided (rankmap computed both answers)
         found = copy.deepcopy(p.rules["warmup"] if keep_warm else p.rules.get("no_warmup", p.rules["warmup"]))
@@ -229,13 +229,12 @@ def _op_ranges(findings: list[dict], parts, rbs: list[RankBreakdown]) -> None:
             f["metrics"]["nvtx_ranges_per_step"] = round(rate[r], 1)
 
 
-def nccl_unsplit(rbs: list[RankBreakdown], colls: Collectives, world: int | None = None) -> set[int]:
+def nccl_unsplit(rbs: list[RankBreakdown], matched: set[int], world: int | None = None) -> set[int]:
     """The ranks with NCCL kernels none of which was matched with another rank's (one rank's
     trace of a job), and every rank with NCCL kernels where the session holds fewer ranks than
     the job's world size (HTA's trace_filter: 2 of 128; the time after the last of the two arrived
     may be waiting for any of the other 126, not transfer; an audit's finding): their NCCL time is
-    not split into waiting and transfer."""
-    matched = {r for ins in colls.instances for r in ins.ranks}
+    not split into waiting and transfer. matched: the ranks matched with another at a collective."""
     part = bool(world and world > len(rbs))
     return {rb.rank for rb in rbs if rb.total("comm_ns") > 0 and (part or rb.rank not in matched)}
 

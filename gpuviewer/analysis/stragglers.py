@@ -126,15 +126,14 @@ def late_ranks(
             # no more than half of them keeps its 0 and the sentence that says so (ddp_long)
             typical = float(np.median([late[t][1] for t in typical_of[g]]))
         nxt = after.get(s)
-        carry: tuple | None = (
-            (nxt, late[nxt][1]) if nxt in late and late[nxt][0] == g and nxt not in stall_steps else None
-        )
-        # the next step's wait is an after-effect only where it exceeds what the rank causes in the
-        # clean steps it is late in (ddp_long: 25.7 ms in step 7 against 25.6 and 28.7 in steps 8
-        # and 9, said 'right after it'; an audit's finding)
-        like = [late[t][1] for t in clean if t in late and late[t][0] == g]
-        if carry is not None and like and carry[1] <= 1.2 * max(like):
-            carry = (carry[0], carry[1], sorted(t for t in clean if t in late and late[t][0] == g))
+        carry = None
+        if nxt in late and late[nxt][0] == g and nxt not in stall_steps:
+            # the next step's wait is an after-effect only where it exceeds what the rank causes in
+            # the clean steps it is late in (ddp_long: 25.7 ms in step 7 against 25.6 and 28.7 in
+            # steps 8 and 9, said 'right after it'; an audit's finding): those steps, else none
+            like = [t for t in clean if t in late and late[t][0] == g]
+            as_in = sorted(like) if like and late[nxt][1] <= 1.2 * max(late[t][1] for t in like) else []
+            carry = (nxt, late[nxt][1], as_in)
         not_late = [t for t, x in zip(clean, caused) if x == 0.0]
         out.append(_episodic(parts, rbs, colls, g, s, c, typical, carry, (not_late, clean), per_step, each_of[s]))
     if len({h for h in hosts.values() if h}) > 1 and (alignment or {}).get("method") != "collectives":
@@ -229,7 +228,8 @@ def _persistent(parts, rbs, colls, g, typical, counts, per_step, all_steps, late
 def _episodic(parts, rbs, colls, g, s, c, usual_r, carry, quiet, per_step, each) -> dict:
     """usual_r: the median wait g caused in the steps free of stalls and their after-effects (none
     where another rank was late; None: no such step); carry: (the next step, the wait g caused in
-    it) where g was late there too; quiet: (the clean steps where g was not late, the clean steps)."""
+    it, the clean steps g is late in that wait as long, empty where it waits longer) where g was late
+    there too; quiet: (the clean steps where g was not late, the clean steps)."""
     r = _lead(colls, g, [s])
     cause, excess, split = _why(parts, rbs, colls, r, [s], g)
     # what this rank's host did in this step beyond its own other steps (host.explain_steps)
@@ -257,7 +257,7 @@ def _episodic(parts, rbs, colls, g, s, c, usual_r, carry, quiet, per_step, each)
     its = "its" if len(g) == 1 else "their"
     usual = f", {_ms(over * share):.1f} ms more than {its} usual {_ms(usual_r * share):.1f} ms" if usual_r else ""
     notes = []
-    if carry is not None and len(carry) > 2:  # no more than it causes where it is late otherwise
+    if carry is not None and carry[2]:  # no more than it causes where it is late otherwise
         notes.append(
             f"and {_ms(carry[1] * share):.1f} ms in step {carry[0]}, as in step{'s' if len(carry[2]) > 1 else ''} "
             f"{number_list(carry[2])}, where it is late without a stall"

@@ -173,10 +173,11 @@ def show_analysis(a, args) -> int:
     if not a.findings:
         # a session without GPU work has nothing to judge: not a clean bill of health (lighttransport's
         # gemm export: three driver calls, its CUDA trace lost)
-        gpu = any((r.get("gpu_utilization") or any((r.get("utilization_breakdown") or {}).values())) for r in a.ranks)
+        from ..model.fmt import gpu_on_record
+
         _out(
             "no findings"
-            if gpu or not a.ranks
+            if not a.ranks or any(gpu_on_record(r) for r in a.ranks)
             else "no findings: no GPU work on record, so nothing to judge (see the warnings)"
         )
     if a.bound_by:

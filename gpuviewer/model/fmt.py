@@ -104,6 +104,12 @@ def unmatched_nccl_note(share: float) -> str:
     return f" (including {share:.0%} in kernels matched with no other rank's: their waiting not told apart)"
 
 
+def gpu_on_record(r: dict) -> bool:
+    """Whether a rank's analysis row (analyze --json's ranks[]) has GPU time to share out."""
+    sh = r.get("utilization_breakdown") or {}
+    return bool(r.get("gpu_utilization")) or any(sh.get(k) for k, _ in _GPU_PARTS)
+
+
 def utilization_line(r: dict) -> str:
     """One rank's utilization in words, from its analysis row (analyze --json's ranks[]): the GPU
     utilization is the compute share; beside it what else held the GPU, and the host's split."""
@@ -111,7 +117,7 @@ def utilization_line(r: dict) -> str:
     out = f"GPU utilization {u:.0%} (compute)"
     sh = r.get("utilization_breakdown") or {}
     said = [(k, label) for k, label in _GPU_PARTS if k in sh]
-    if not u and not any(sh.get(k) for k, _ in _GPU_PARTS):
+    if not gpu_on_record(r):
         # no GPU time to share out (a CPU-only capture, no kernels in its steps): "utilization 0%,
         # idle 0%" would contradict itself
         out, said = "no GPU work on record", []

@@ -25,3 +25,9 @@ def kept_share(n: list[int] | None) -> float | None:
 def kept_pct(share: float) -> str:
     """A kept share as words: 'under 0.1%', '1.0%', '46%'."""
     return "under 0.1%" if share < 0.001 else f"{share:.1%}" if share < 0.1 else f"{share:.0%}"
+
+
+def kept_range(shares) -> str:
+    """Several files' kept shares as words: '1.0%', or the least and most, '0.9%-1.0%'."""
+    lo, hi = kept_pct(min(shares)), kept_pct(max(shares))
+    return lo if lo == hi else f"{lo}-{hi}"

@@ -177,6 +177,15 @@ class Trace:
     def lanes_of_rank(self, rank: int) -> list[int]:
         return [i for i, ln in enumerate(self.lanes) if ln.rank == rank]
 
+    def events_of_rank(self, rank: int, kinds=None) -> np.ndarray:
+        """Event indices of the rank's lanes (of those kinds, where given), lane by lane."""
+        parts = [
+            np.arange(self.lane_slice(i).start, self.lane_slice(i).stop, dtype=np.int64)
+            for i, ln in enumerate(self.lanes)
+            if ln.rank == rank and (kinds is None or ln.kind in kinds)
+        ]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
     def name_of(self, i: int) -> str:
         return self.names[int(self.columns["name"][i])]
 
