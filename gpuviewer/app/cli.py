@@ -175,10 +175,12 @@ def show_analysis(a, args) -> int:
         # gemm export: three driver calls, its CUDA trace lost)
         from ..model.fmt import gpu_on_record
 
+        # ('see the warnings' only where there are some: a topology file alone has none)
         _out(
             "no findings"
             if not a.ranks or any(gpu_on_record(r) for r in a.ranks)
-            else "no findings: no GPU work on record, so nothing to judge (see the warnings)"
+            else "no findings: no GPU work on record, so nothing to judge"
+            + (" (see the warnings)" if a.warnings else "")
         )
     if a.bound_by:
         _out(f"bound by: {a.bound_by} (the critical path across ranks; each step's: analyze --json steps[])")

@@ -275,3 +275,16 @@ def test_the_op_a_gap_is_put_on_says_how_much_of_it_it_covers():
     (f,) = [f for f in flat_findings(_json(path)["findings"]) if f["rule"] == "host_bound_idle"]
     said = f"the host was in {name} for {inside / 1e6:,.1f} ms of the {gap / 1e6:,.1f} ms"
     assert said in f["title"], (f["title"], said)
+
+
+def test_no_gpu_work_points_at_warnings_only_where_there_are_some():
+    """'no findings: no GPU work on record' points at the warnings where the reader gave some
+    (lighttransport's lost CUDA trace), not for a topology file alone, which has none."""
+    from conftest import run_cli
+
+    topo = trace_path("topology", "topo_matrix.txt")
+    p = run_cli("analyze", topo)
+    assert p.returncode == 0 and not p.stderr.strip(), p.stderr
+    assert "no findings: no GPU work on record, so nothing to judge\n" in p.stdout, p.stdout
+    lost = _text(compat_path("lighttransport__gemm", "profile.sqlite"))
+    assert "no findings: no GPU work on record, so nothing to judge (see the warnings)" in lost
