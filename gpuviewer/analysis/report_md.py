@@ -31,7 +31,7 @@ def to_markdown(a, title: str = "gpuviewer analysis") -> str:
         # added up): a finding without a what-if says what its time is (as the window's details)
         over = "summed over its ranks and" if len(f.ranks) > 1 else "over"
         cost = (
-            f"saves {f.saves_figure} {f.saves_where}"
+            f"saves {f.saves_figure} {f.saves_where}" + (" once the fixes above are made" if f.saves_once_above else "")
             if f.saves_figure is not None
             else f"no what-if; it counts {f.impact_ms:.1f} ms {over} the profiled steps, not a saving"
             if f.impact_ms >= 0.05

@@ -136,7 +136,7 @@ def show_analysis(a, args) -> int:
     def show(f, depth=0):
         lead = "    " * depth + ("└ " if depth else "")
         # per step its cause acts in (the findings' order); the what-if line says which steps
-        saves = f"{f.saves_figure or '-':>12}"
+        saves = f"{f.saves_column or '-':>12}"
         _out(f"{lead}[{f.severity:<6}] {saves}  {f.rule:<22} {f.title}")
         if f.saving_text:
             _out(f"{' ' * len(lead)}{'':>23}  {f.saving_text}")
@@ -155,11 +155,16 @@ def show_analysis(a, args) -> int:
         )
     for f in a.findings:
         show(f)
+    then = (
+        "'then': what it saves once the findings above it are fixed, alone far less (its what-if line says); "
+        if any(f.saves_once_above for f in a.all_findings())
+        else ""
+    )
     if a.findings and capture:
         _out(
             "(listed by saves, what fixing it saves of the capture in a what-if replay; severity: that as a share "
             "of the capture, medium >= 2%, none high (one capture without steps does not show a steady state); "
-            "'-': no what-if, "
+            f"{then}'-': no what-if, "
             "severity from the evidence; the medium of these listed after the medium savings, the low ones last)"
         )
     elif a.findings:
@@ -167,8 +172,8 @@ def show_analysis(a, args) -> int:
         _out(
             "(listed by saves/step, what fixing it saves a step it acts in, in a what-if replay; severity: that as a "
             "share of the median step, high >= 10%, medium >= 2% (the what-if line's % is of the steps it acts in, "
-            "not the median step); '-': no what-if, severity from the evidence; the medium and high of these listed "
-            "after the medium and high savings, the low ones last)"
+            f"not the median step); {then}'-': no what-if, severity from the evidence; the medium and high of these "
+            "listed after the medium and high savings, the low ones last)"
         )
     if not a.findings:
         # a session without GPU work has nothing to judge: not a clean bill of health (lighttransport's

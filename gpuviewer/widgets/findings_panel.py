@@ -177,7 +177,7 @@ class FindingsPanel(QWidget):
         # (no step beside "< 0.05 ms": saving nothing measurable in step 5 beside a finding shown
         # from step 4 read as two steps for one finding)
         unmeasured = f.saves_figure is not None and f.saves_figure.startswith("<")
-        saves = "–" if f.saves_figure is None else f.saves_figure + ("" if unmeasured else _where_short(f))
+        saves = "–" if f.saves_column is None else f.saves_column + ("" if unmeasured else _where_short(f))
         it = QTreeWidgetItem(
             [f.severity, saves, f.title, f.rule, ranks_text(f.ranks), "" if f.step is None else str(f.step)]
         )
@@ -186,6 +186,8 @@ class FindingsPanel(QWidget):
         it.setData(0, Qt.UserRole, len(self._shown))
         self._shown.append(f)
         it.setToolTip(2, f.title)
+        if f.saves_once_above:  # 'then 5.4 ms': the details' what-if line says how little it saves alone
+            it.setToolTip(1, "what it saves once the findings above it are fixed; alone far less")
         for c in f.children:
             it.addChild(self._item(c))
         return it

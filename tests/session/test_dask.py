@@ -60,6 +60,7 @@ SAVINGS = (
     "saves_after_above",
     "saves_ms_alone_in_steps",
     "saves_beside_cause",
+    "saves_once_above",
 )
 EFFICIENCY_RULES = set(EFFICIENCY_ADVICE)  # findings from the kernels' efficiency: in process only
 
