@@ -14,14 +14,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import queries as q
-from ..model.categories import CAT_LABEL, GPU_LANE_KINDS, Cat
+from ..model.categories import CAT_LABEL, GPU_LANE_KINDS, Cat, LaneKind
 from ..model.trace import Trace
 from .breakdown import RankBreakdown
-from .host import HOST_KINDS, IDLE_WAIT, _step_markers, explain, launched_before_capture
+from .host import API_CATS, COPY_CALL, HOST_KINDS, IDLE_WAIT, SYNC_CALL, _step_markers, explain, launched_before_capture
 
 GPU_CATEGORIES = ("memcpy", "memset", "kernel", "communication")
 GPU_LEAD = 0.3  # a GPU op explaining this share of the extra time leads (the copy, the wait in a collective)
 HOST_LEAD = 0.5  # a host op must explain most of the extra time to be named its cause
+STEP_OWN = "(the step's own range)"  # host_self_excess's name for the step markers' own time
 MIN_Z, MIN_RATIO = 3.5, 1.5  # robust z-score and times the median a step must both exceed
 
 
@@ -42,6 +43,8 @@ def step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
             if also and lead["category"] in GPU_CATEGORIES:
                 w = also[0]
                 cause_text += f", and {w['name']} {_took(w)} ({w['excess_ms']:.1f} ms over)"
+            if lead["category"] in GPU_CATEGORIES:
+                cause_text += _host_own(trace, rb.rank, s, others, (x - med) / 1e6)
         built = _backlog(steps, s, x - med)
         if built:
             early = _queued_before_capture(trace, rb, s)
@@ -80,6 +83,33 @@ def step_outliers(trace: Trace, rb: RankBreakdown) -> list[dict]:
             )
         )
     return out
+
+
+def _host_own(trace: Trace, rank: int, s, others: list, excess_ms: float) -> str:
+    """Beside GPU ops named as a slow step's cause: the host op whose own time (no op recorded under
+    it) grew most, where that is a real part of the extra time (2%, 1 ms or more); the host's calls
+    that wait for the GPU (copies, syncs) left out, their time is the GPU ops'. step_outlier's
+    what-if removed a 116 ms host gap its sentence never named."""
+    if s.host_end_ns <= s.host_start_ns:
+        return ""
+    rows = host_self_excess(
+        trace, rank, (s.host_start_ns, s.host_end_ns), [(o.host_start_ns, o.host_end_ns) for o in others]
+    )
+    waits = [
+        w for w in rows if w["category"] in API_CATS and (SYNC_CALL.search(w["name"]) or COPY_CALL.search(w["name"]))
+    ]
+    rows = [w for w in rows if w not in waits]
+    if not rows or rows[0]["excess_ms"] < max(1.0, 0.02 * excess_ms):
+        return ""
+    w = rows[0]
+    where = (
+        "in the step's range with no op recorded under it (code the profiler did not trace)"
+        if w["name"] == STEP_OWN
+        else f"in {w['name']} with no op recorded under it"
+        if w["category"] not in API_CATS
+        else f"in {w['name']}"
+    )
+    return f"; and its host {w['excess_ms']:.1f} ms more {where}"
 
 
 def took_text(step: int, x: float, med: float) -> str:
@@ -262,4 +292,85 @@ def _inclusive(trace: Trace, lanes: list[int], window: tuple[int, int]) -> dict[
         }
     if memo is not None:
         memo[key] = out
+    return out
+
+
+def host_self_excess(
+    trace: Trace, rank: int, window: tuple[int, int], baseline: list[tuple[int, int]], top: int = 5
+) -> list[dict]:
+    """Per host op (name, category, lane): its own time in `window` (clipped to it, less the time
+    of the ops recorded under it) minus its mean over the baseline windows, largest first. A frame
+    whose own time grew holds work no op under it recorded (step_outlier's 116 ms in
+    gen.py(127): profiled between two calls, of 3.3 s the copies explain)."""
+    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in HOST_KINDS]
+    now = _own(trace, lanes, window)
+    base: dict = {}
+    for w in baseline:
+        for k, v in _own(trace, lanes, w).items():
+            base[k] = base.get(k, 0) + v
+    nb = max(1, len(baseline))
+    rows = sorted(
+        ((v - base.get(k, 0) / nb, k) for k, v in now.items() if v - base.get(k, 0) / nb > 0),
+        key=lambda r: (-r[0], trace.names[r[1][0]] if r[1][0] >= 0 else "", r[1][1], r[1][2]),
+    )
+    return [
+        {
+            "name": STEP_OWN if name < 0 else trace.names[name],
+            "category": CAT_LABEL.get(Cat(ct), str(ct)),
+            "lane": trace.lanes[ln].label,
+            "excess_ms": round(ex / 1e6, 3),
+        }
+        for ex, (name, ct, ln) in rows[:top]
+        if name < 0 or not IDLE_WAIT.match(trace.names[name])
+    ]
+
+
+def _own(trace: Trace, lanes: list[int], window: tuple[int, int]) -> dict[tuple[int, int, int], int]:
+    """(name, category, lane) -> the ops' own ns in the window: clipped to it, less the ops recorded
+    under them, a thread's CUDA calls (their own lane) counted under the op of that thread that
+    encloses them (aten::copy_ blocked in cudaMemcpyAsync is not its own time). Step markers share
+    one key (-1): ProfilerStep#7's own time is compared with the other steps' markers."""
+    t0, t1 = window
+    c = trace.columns
+    markers = _step_markers(trace)
+    cpu_of = {(trace.lanes[ln].pid, trace.lanes[ln].stream): ln for ln in lanes if trace.lanes[ln].kind == LaneKind.CPU}
+    per: dict[int, tuple] = {}
+    for ln in lanes:
+        idx = q.events_in_range(trace, ln, t0, t1)
+        if len(idx):
+            s = np.asarray(c["start"][idx]).astype(np.int64)
+            e = s + np.asarray(c["dur"][idx]).astype(np.int64)
+            per[ln] = (idx, s, e, (np.minimum(e, t1) - np.maximum(s, t0)).clip(0))
+    own = {ln: v[3].copy() for ln, v in per.items()}
+    for ln, (idx, s, e, incl) in per.items():
+        sl = trace.lane_slice(ln)
+        pos = idx - sl.start
+        where = np.full(sl.stop - sl.start, -1, np.int64)
+        where[pos] = np.arange(len(idx))
+        parent = q.lane_parents(trace, ln)[pos]
+        up = np.where(parent >= 0, where[np.maximum(parent, 0)], -1)
+        np.subtract.at(own[ln], up[up >= 0], incl[up >= 0])
+        lane = trace.lanes[ln]
+        host = cpu_of.get((lane.pid, lane.stream))
+        if lane.kind == LaneKind.CUDA_API and host in per:
+            # the deepest op of the thread enclosing each call
+            _, hs, he, _ = per[host]
+            hd = np.asarray(c["depth"][per[host][0]]).astype(np.int64)
+            found = np.full(len(idx), -1, np.int64)
+            for d in sorted(set(hd.tolist()), reverse=True):
+                at = np.flatnonzero(hd == d)
+                k = np.searchsorted(hs[at], s, side="right") - 1
+                ok = (k >= 0) & (found < 0)
+                k = np.maximum(k, 0)
+                ok &= he[at[k]] >= e
+                found[ok] = at[k[ok]]
+            np.subtract.at(own[host], found[found >= 0], incl[found >= 0])
+    out: dict = {}
+    for ln, (idx, _s, _e, _i) in per.items():
+        names = np.asarray(c["name"][idx]).astype(np.int64)
+        cats = np.asarray(c["cat"][idx]).astype(np.int64)
+        for n, ct, v in zip(names.tolist(), cats.tolist(), own[ln].clip(0).tolist()):
+            if v > 0:
+                key = (-1 if n in markers else n, ct, ln)
+                out[key] = out.get(key, 0) + v
     return out
