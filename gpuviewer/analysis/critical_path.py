@@ -397,7 +397,18 @@ def attach_paths(trace: Trace, analysis, args: dict[int, dict] | None = None) ->
     warm = {s.step for rb in analysis.breakdowns for s in rb.steps if s.warmup}
     analysis.steps = [cp.step_json(s in warm) for s, cp in sorted(cps.items())]
     verdict = bound_by({s: cp for s, cp in cps.items() if s not in warm} or cps)
-    analysis.bound_by = verdict + _sampled(analysis, verdict)
+    analysis.bound_by = verdict + _sampled(analysis, verdict) + _no_gpu(analysis, verdict)
+
+
+def _no_gpu(analysis, verdict: str) -> str:
+    """A host verdict where no rank has GPU work on record, said as such: a CPU-only capture of a
+    GPU job (HTA's distributed_info_not_found: CPU ops and NCCL op ranges, no kernel, no CUDA call)
+    holds the host's waits for its GPU as the host's own time (an audit's finding)."""
+    from ..model.fmt import gpu_on_record
+
+    if "host" not in verdict or not analysis.ranks or any(gpu_on_record(r) for r in analysis.ranks):
+        return ""
+    return " (no GPU work on record: if the job used a GPU, the host's waits for it count as host time)"
 
 
 def _sampled(analysis, verdict: str) -> str:

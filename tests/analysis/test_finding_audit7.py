@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import statistics
 
-from conftest import analyzed_json, analyzed_text, profiler_steps, raw_events, trace_path
+from conftest import analyzed_json, analyzed_text, compat_path, profiler_steps, raw_events, trace_path
 
 
 def _untraced_ms(ev: list[dict], tid, a: float, b: float) -> float:
@@ -48,3 +48,18 @@ def test_a_slow_steps_host_time_beyond_its_copies_is_named():
     assert said, f["title"]
     assert abs(float(said[1]) - extra) <= max(0.5, 0.02 * extra), (said[0], extra)
     assert said[0] in analyzed_text(path)
+
+
+def test_a_host_verdict_without_gpu_work_says_so():
+    """HTA's distributed_info_not_found holds CPU ops and NCCL op ranges, no kernel and no CUDA
+    call (the raw file): 'bound by: rank 0 host loop' alone read as a measured host bound, while
+    the host's time there may hold its waits for a GPU the capture did not record (helper-103)."""
+    path = compat_path(
+        "facebookresearch__HolisticTraceAnalysis", "distributed_info_unavailable", "distributed_info_not_found.json.gz"
+    )
+    cats = {e.get("cat") for e in raw_events(path) if e.get("ph") == "X"}
+    assert not cats & {"kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver"}, cats
+    assert any("nccl" in e.get("name", "") for e in raw_events(path))
+    said = "(no GPU work on record: if the job used a GPU, the host's waits for it count as host time)"
+    assert analyzed_json(path)["bound_by"].endswith(said)
+    assert said not in analyzed_json(trace_path("kineto", "ddp"))["bound_by"]
