@@ -327,13 +327,19 @@ def host_self_excess(
 
 def _own(trace: Trace, lanes: list[int], window: tuple[int, int]) -> dict[tuple[int, int, int], int]:
     """(name, category, lane) -> the ops' own ns in the window: clipped to it, less the ops recorded
-    under them, a thread's CUDA calls (their own lane) counted under the op of that thread that
-    encloses them (aten::copy_ blocked in cudaMemcpyAsync is not its own time). Step markers share
+    under them, a thread's CUDA and OS calls (their own lanes) counted under the op of that thread
+    that encloses them (aten::copy_ blocked in cudaMemcpyAsync is not its own time). Step markers share
     one key (-1): ProfilerStep#7's own time is compared with the other steps' markers."""
     t0, t1 = window
     c = trace.columns
     markers = _step_markers(trace)
-    cpu_of = {(trace.lanes[ln].pid, trace.lanes[ln].stream): ln for ln in lanes if trace.lanes[ln].kind == LaneKind.CPU}
+    # a thread's ops: its CPU lane (Kineto), else its NVTX ranges (Nsight Systems, emit_nvtx)
+    cpu_of = {
+        (trace.lanes[ln].pid, trace.lanes[ln].stream): ln for ln in lanes if trace.lanes[ln].kind == LaneKind.NVTX
+    }
+    cpu_of.update(
+        {(trace.lanes[ln].pid, trace.lanes[ln].stream): ln for ln in lanes if trace.lanes[ln].kind == LaneKind.CPU}
+    )
     per: dict[int, tuple] = {}
     for ln in lanes:
         idx = q.events_in_range(trace, ln, t0, t1)
@@ -352,7 +358,7 @@ def _own(trace: Trace, lanes: list[int], window: tuple[int, int]) -> dict[tuple[
         np.subtract.at(own[ln], up[up >= 0], incl[up >= 0])
         lane = trace.lanes[ln]
         host = cpu_of.get((lane.pid, lane.stream))
-        if lane.kind == LaneKind.CUDA_API and host in per:
+        if lane.kind in (LaneKind.CUDA_API, LaneKind.OSRT) and host in per:
             # the deepest op of the thread enclosing each call
             _, hs, he, _ = per[host]
             hd = np.asarray(c["depth"][per[host][0]]).astype(np.int64)
