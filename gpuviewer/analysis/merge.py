@@ -188,6 +188,7 @@ def straggler_finding(x: dict) -> dict:
             "steps",
             "kind",
             "wait_caused_ms",
+            "longest_wait_ms",
             "wait_caused_ms_per_step",
             "cause",
             "excess",

@@ -276,7 +276,13 @@ def _episodic(parts, rbs, colls, g, s, c, usual_r, carry, quiet, per_step, each)
     # compute where it ran beside them (ddp: 46.4 ms summed over 14 all-reduces, about 27 ms of
     # step time; an audit's finding)
     n = sum(1 for ins in colls.instances if ins.step == s and ins.late_rank in g)
-    summed = f" (summed over the {n} collectives {'it' if len(g) == 1 else 'they'} came last at)" if n > 1 else ""
+    # ...and the longest single wait: the later collectives queue behind the first on the NCCL
+    # stream, each then waiting a little (ddp step 3: 31.7 ms of the 46.4; helper-102)
+    longest = _ms(_longest_wait(colls, s, g))
+    single = f"; the longest single wait {longest:.1f} ms" if longest <= 0.9 * _ms(c * share) else ""
+    summed = (
+        f" (summed over the {n} collectives {'it' if len(g) == 1 else 'they'} came last at{single})" if n > 1 else ""
+    )
     title = (
         f"Step {s}: {who} held {'the other rank' if k == 1 else f'each of the other {k} ranks'} back "
         f"{_ms(c * share):.1f} ms{summed}{usual}{then}{what}"
@@ -294,6 +300,7 @@ def _episodic(parts, rbs, colls, g, s, c, usual_r, carry, quiet, per_step, each)
         "evidence": host,
         **({} if named is None else {"named_op": named}),
         "wait_caused_ms": _ms(c),
+        "longest_wait_ms": longest,
         "wait_caused_ms_per_step": {str(s): _ms(c)},
         "excess_over_usual_ms": _ms(over),
         **({} if usual_r is None else {"usual_ms": _ms(usual_r)}),
@@ -342,6 +349,18 @@ def _caused_by(colls: Collectives, s: int, g: tuple) -> tuple[float, float]:
             tot += x
             each += x / len(out)
     return tot, each
+
+
+def _longest_wait(colls: Collectives, s: int, g: tuple) -> float:
+    """The longest wait of one rank outside g at one collective of step s where one of g came last."""
+    gs = set(g)
+    most = 0.0
+    for ins in colls.instances:
+        if ins.step == s and ins.late_rank in gs:
+            out = [k for k, r in enumerate(ins.ranks) if r not in gs]
+            if out:
+                most = max(most, float(ins.waits()[out].max()))
+    return most
 
 
 def _waiting(colls: Collectives, g: tuple, steps) -> list[int]:
