@@ -307,7 +307,7 @@ class CriticalPathDock(QObject):
         s.set_highlight((t0, t1, {rank}))
         lane = int(v.lane[i])
         tl = self.win.timeline
-        if lane >= 0 and tl.layout_model is not None and tl.layout_model.lane_y(lane) is not None:
-            tl.scroll_to_lane(lane)
+        if lane >= 0 and tl.layout_model is not None:
+            tl.reveal_lane(lane)  # a host segment's thread, unfolded from its rank's Host group
         else:
             tl.scroll_to_rank(rank)

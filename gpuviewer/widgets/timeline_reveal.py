@@ -70,10 +70,22 @@ class RevealMixin:
         if not (y0 <= y < y0 + self._rows_visible() - 1):
             self.scroll.setValue(int(max(0, y - 2) * 10))
 
-    def _reveal(self, i: int) -> None:
-        """Unfold what hides the event: its rank, its lane group, its lane's deeper rows."""
+    def reveal_lane(self, lane: int) -> None:
+        """Unfold what hides a lane (its rank, its lane group) and scroll it into view: a critical
+        path's host segment outlined on a folded 'Host' row showed nothing of the thread that set
+        the step's time (an audit of the window)."""
+        if self.layout_model is None:
+            return
+        if self._unfold(lane):
+            self.layout_model.rebuild()
+            self._relayout()
+            self._lanes_edited()
+        self.scroll_to_lane(lane)
+
+    def _unfold(self, lane: int) -> bool:
+        """Unfold the lane's rank, its host lanes' group and its kind's group, and show it if
+        hidden; whether anything changed (the layout then wants a rebuild)."""
         lm = self.layout_model
-        lane = int(self.trace.columns["lane"][i])
         ln = self.trace.lanes[lane]
         changed = False
         if ln.rank in lm.state.collapsed_ranks:
@@ -95,6 +107,14 @@ class RevealMixin:
         if ln.key in lm.state.hidden:
             lm.state.hidden.discard(ln.key)
             changed = True
+        return changed
+
+    def _reveal(self, i: int) -> None:
+        """Unfold what hides the event: its rank, its lane group, its lane's deeper rows."""
+        lm = self.layout_model
+        lane = int(self.trace.columns["lane"][i])
+        ln = self.trace.lanes[lane]
+        changed = self._unfold(lane)
         if (
             int(self.trace.columns["depth"][i]) >= min(lm.depths[lane], 6)
             and ln.key not in lm.state.expanded

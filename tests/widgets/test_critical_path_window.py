@@ -149,6 +149,18 @@ def test_the_step_details_list_its_path_and_a_click_goes_to_a_segment(opened, qa
     assert w.session.view.highlight == (seg.start_ns, seg.end_ns, {seg.rank})
     assert w.critical.action.isChecked() and w.timeline.item.critical.has_content()
     assert panel.step == n  # still this step's list
+    # its lane unfolded (a host segment's thread lay in its rank's folded Host group) and in view
+    v = w.critical.view
+    i = next(
+        j
+        for j in range(len(v.start))
+        if (int(v.start[j]), int(v.end[j]), int(v.rank[j])) == (seg.start_ns, seg.end_ns, seg.rank)
+    )
+    tl = w.timeline
+    y = tl.layout_model.lane_y(int(v.lane[i]))
+    assert y is not None, (seg.resource, w.trace.lanes[int(v.lane[i])].label)
+    y0 = tl.scroll.value() / 10.0
+    assert y0 <= y < y0 + tl._rows_visible(), (y, y0)
 
 
 def test_a_header_click_sorts_the_path_by_its_numbers(opened, qapp):
