@@ -55,4 +55,9 @@ def for_plain_cuda(analysis, trace) -> None:
     for f in analysis.all_findings():
         if f.rule == "host_bound_idle" and not trace.steps:
             continue  # a whole capture's advice is about marking steps, in any program
+        if f.metrics.get("host_paced"):  # the host's work between launches, not the calls' cost
+            from .host_paced import CUDA_ADVICE as PACED
+
+            f.advice = PACED
+            continue
         f.advice = CUDA_ADVICE.get(f.rule, f.advice)

@@ -89,6 +89,11 @@ def for_framework(analysis, trace) -> None:
     program = one_program_per_step(trace)
     for f in analysis.all_findings():
         mostly = f.metrics.get("mostly", "idle") if f.rule == "low_gpu_utilization" else "idle"
+        if f.metrics.get("host_paced"):  # the host's Python between dispatches, not the launches' cost
+            from .host_paced import JAX_ADVICE as PACED
+
+            f.advice = PACED
+            continue
         if mostly == "copy":
             f.advice = JAX_ADVICE["copy_bound"]  # copies fill the GPU: what copy_bound tells a JAX user
         elif mostly == "idle" and program is not None and f.rule in ONE_JIT_ADVICE:

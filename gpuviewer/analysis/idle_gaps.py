@@ -26,10 +26,11 @@ SHORT_NS, LONG_NS = SHORT_GAP_NS, HOST_GAP_MIN_NS  # launch_bound's and host_bou
 MAX_GAPS = 2000  # the longest gaps named per rank: their ops are found one gap at a time
 
 
-def idle_split(trace: Trace, rb: RankBreakdown) -> dict | None:
+def idle_split(trace: Trace, rb: RankBreakdown, around: bool = True) -> dict | None:
     """Per measured step (mean): the GPU's idle ns in gaps under SHORT_NS, up to LONG_NS and
     longer, and the host ops covering most of the gaps of SHORT_NS or more (name, ns a step), most
-    first; None where the rank has no GPU work in its measured steps."""
+    first; None where the rank has no GPU work in its measured steps. around: with the idle before
+    and after the step's GPU window (else the gaps between its first op and its last only)."""
     ops = rb.ops if rb.ops is not None else gpu_ops(trace, rb.rank)  # (the map drops them)
     fed = [s for s in rb.measured if s.busy_ns > 0]
     if not fed or not len(ops):
@@ -39,7 +40,8 @@ def idle_split(trace: Trace, rb: RankBreakdown) -> dict | None:
     busy = iv.union(s0, s0 + np.asarray(c["dur"][ops]).astype(np.int64))
     a_all, b_all = [], []
     for s in fed:
-        g0, g1 = iv.gaps(busy, s.start_ns - s.idle_before_ns, s.end_ns + s.idle_after_ns)
+        lo, hi = (s.start_ns - s.idle_before_ns, s.end_ns + s.idle_after_ns) if around else (s.start_ns, s.end_ns)
+        g0, g1 = iv.gaps(busy, lo, hi)
         a_all.append(np.asarray(g0, np.int64))
         b_all.append(np.asarray(g1, np.int64))
     a, b = np.concatenate(a_all), np.concatenate(b_all)
@@ -76,16 +78,80 @@ def sentence(split: dict, rank: int, ranks: int) -> str:
         f"(launch gaps), {ms(split['mid_ns'])} in gaps of 0.1-1 ms and {ms(split['long_ns'])} in "
         "gaps of 1 ms or more"
     )
+    return text + ops_sentence(split)
+
+
+def ops_sentence(split: dict) -> str:
+    """'; the gaps of 0.1 ms or more by the host op they mostly fall in: ...' (up to three ops
+    holding 5% of those gaps or more), or ''."""
     top = [(n, v) for n, v in split["ops"] if v >= 0.05 * (split["mid_ns"] + split["long_ns"])][:3]
-    if top:
-        ops = ", ".join(f"{n} {ms(v)}" for n, v in top)
-        # the gaps' length, not the ops' own time (nccl_parser_config's batch norm "25.1 ms" ran
-        # 20.8 ms of those gaps): said so
-        text += (
-            f"; the gaps of 0.1 ms or more by the host op they mostly fall in: {ops} a step (each gap's "
-            "whole length, not the op's own time)"
-        )
-    return text
+    if not top:
+        return ""
+    ops = ", ".join(f"{n} {v / 1e6:,.1f} ms" for n, v in top)
+    # the gaps' length, not the ops' own time (nccl_parser_config's batch norm "25.1 ms" ran
+    # 20.8 ms of those gaps): said so
+    return (
+        f"; the gaps of 0.1 ms or more by the host op they mostly fall in: {ops} a step (each gap's "
+        "whole length, not the op's own time)"
+    )
+
+
+def launch_path(f, measure) -> float | None:
+    """What the launch path alone (launch calls and the host's gaps under SHORT_NS between launches
+    gone) saves a step f's change acts in, by the replay `measure` (savings._Start.measure)."""
+    import dataclasses
+
+    from .whatif_change import Change
+
+    probe = dataclasses.replace(f, children=[])
+    try:
+        measure(probe, [Change("no_launch_overhead", gap_ns=SHORT_NS)])
+    except ValueError:
+        return None
+    return probe.saves_ms_in_steps
+
+
+def _launch_path_clause(ms: float | None) -> str:
+    if ms is None:
+        return ""
+    said = f"about {ms:,.1f} ms" if ms >= 0.05 else "under 0.05 ms"
+    return (
+        f"; the launch path alone (the launch calls' own host time and the host's gaps under 0.1 ms between "
+        f"launches gone; the calls run in the longer gaps too) would save {said} a step in a replay"
+    )
+
+
+def name_the_waits(trace: Trace, breakdowns: list[RankBreakdown], f, launch_path_ms: float | None) -> None:
+    """A host-paced finding (launch.py, host_paced.py) names the host ops its GPU's longer waits
+    fall in, on the rank of its ranks waiting most in them, and what the launch path alone saves:
+    the rest of its saving is the host's work between launches (fsdp's FSDP hooks). Only the gaps
+    inside the steps' GPU windows, as the finding's own figures (not the data loader's wait before
+    ARRAYFORM's first kernel, host_bound_idle's)."""
+    splits = [
+        (sp, int(r))
+        for r in f.ranks
+        if (rb := next((x for x in breakdowns if x.rank == int(r)), None)) is not None
+        and (sp := idle_split(trace, rb, around=False)) is not None
+    ]
+    if splits:
+        split, rank = max(splits, key=lambda t: (t[0]["mid_ns"] + t[0]["long_ns"], -t[1]))
+        said = ops_sentence(split)
+        if said and len(f.ranks) > 1:
+            said = said.replace("they mostly fall in:", f"they mostly fall in (rank {rank}):", 1)
+        f.title += said
+        f.metrics["idle_gaps"] = _figures(split, rank, launch_path_ms) | {"around": False}
+    f.title += _launch_path_clause(launch_path_ms)
+
+
+def _figures(split: dict, rank: int, launch_path_ms: float | None) -> dict:
+    return {
+        "rank": rank,
+        "short_ms": round(split["short_ns"] / 1e6, 3),
+        "mid_ms": round(split["mid_ns"] / 1e6, 3),
+        "long_ms": round(split["long_ns"] / 1e6, 3),
+        "ops": [{"name": n, "ms": round(v / 1e6, 3)} for n, v in split["ops"][:10]],
+        "launch_path_saves_ms": launch_path_ms,
+    }
 
 
 def name_the_idle(trace: Trace, breakdowns: list[RankBreakdown], f, launch_path_ms: float | None = None) -> None:
@@ -100,18 +166,5 @@ def name_the_idle(trace: Trace, breakdowns: list[RankBreakdown], f, launch_path_
     split = idle_split(trace, rb) if rb is not None else None
     if split is None:
         return
-    f.title += sentence(split, rank, len(f.ranks))
-    if launch_path_ms is not None:
-        said = f"about {launch_path_ms:,.1f} ms" if launch_path_ms >= 0.05 else "under 0.05 ms"
-        f.title += (
-            f"; the launch path alone (the launch calls' own host time and the host's gaps under 0.1 ms between "
-            f"launches gone; the calls run in the longer gaps too) would save {said} a step in a replay"
-        )
-    f.metrics["idle_gaps"] = {
-        "rank": rank,
-        "short_ms": round(split["short_ns"] / 1e6, 3),
-        "mid_ms": round(split["mid_ns"] / 1e6, 3),
-        "long_ms": round(split["long_ns"] / 1e6, 3),
-        "ops": [{"name": n, "ms": round(v / 1e6, 3)} for n, v in split["ops"][:10]],
-        "launch_path_saves_ms": launch_path_ms,
-    }
+    f.title += sentence(split, rank, len(f.ranks)) + _launch_path_clause(launch_path_ms)
+    f.metrics["idle_gaps"] = _figures(split, rank, launch_path_ms)

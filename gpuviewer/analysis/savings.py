@@ -29,7 +29,6 @@ findings carry no saving and keep the order of their time lost.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -38,7 +37,7 @@ from ..model.fmt import number_list
 from ..model.trace import Trace
 from . import usual_op
 from .depgraph import COPY, KERNEL
-from .idle_gaps import SHORT_NS, name_the_idle
+from .idle_gaps import launch_path, name_the_idle, name_the_waits
 from .results import Analysis, Finding
 from .step_figures import restate
 from .whatif import Change, apply, graph, recorded, recorded_begin, replay, step_times
@@ -420,12 +419,9 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
                 continue
             # what the launch path alone saves, beside the bound: on nccl_parser_config most of
             # the bound is the host's framework work in gaps of 0.1-1 ms, not launches
-            probe = dataclasses.replace(f, children=[])
-            try:
-                start.measure(probe, [Change("no_launch_overhead", gap_ns=SHORT_NS)])
-            except ValueError:
-                probe.saves_ms_in_steps = None
-            name_the_idle(trace, analysis.breakdowns, f, probe.saves_ms_in_steps)
+            name_the_idle(trace, analysis.breakdowns, f, launch_path(f, start.measure))
+        if f.metrics.get("host_paced") and len(base) >= 2:  # as low utilization's, said of the host's pace
+            name_the_waits(trace, analysis.breakdowns, f, launch_path(f, start.measure))
         changes = f.fix or CAUSES[f.rule](f)
         if f.rule == "step_outlier":
             changes = (_outlier_host_op(trace, g, f) or changes) + _slow_ops(g, f)

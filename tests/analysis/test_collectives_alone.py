@@ -12,7 +12,7 @@ import os
 import statistics
 
 import pytest
-from conftest import COMPAT, run_cli, run_cli_once, trace_path
+from conftest import COMPAT, flat_findings, run_cli, run_cli_once, trace_path
 
 ONE_RANK = os.path.join(COMPAT, "facebookresearch__HolisticTraceAnalysis", "nccl_parser_config")
 _SIZE = {"Float": 4, "BFloat16": 2, "Half": 2, "Byte": 1, "Char": 1, "Long": 8, "Int": 4, "Double": 8}
@@ -102,7 +102,7 @@ def test_one_ranks_nccl_time_is_not_split_into_waiting_and_transfer():
     nccl = r["utilization_breakdown"]["nccl_wait"] + r["utilization_breakdown"]["nccl_transfer"]
     assert f"NCCL {nccl:.0%} (waiting not told apart from transfer: none of its peers' arrivals on record)" in line
     assert "NCCL waiting" not in line and "NCCL transfer" not in line
-    low = [f for f in out["findings"] if f["rule"] == "low_gpu_utilization"]
+    low = [f for f in flat_findings(out["findings"]) if f["rule"] == "low_gpu_utilization"]
     assert low and all("NCCL transfer" not in f["title"] and "NCCL waiting" not in f["title"] for f in low)
     both = json.loads(_analyze(trace_path("kineto", "ddp_clean"), "--json"))
     assert not any("nccl_split" in x for x in both["ranks"])

@@ -166,8 +166,11 @@ def test_fsdp_late_rank_saves_its_extra_host_time():
     a = analyze("kineto", "fsdp")
     pers = next(f for f in a["findings"] if f["rule"] == "straggler" and f["metrics"]["late_rank"] == 1)
     assert pers["metrics"]["kind"] == "persistent" and "rank 1" in pers["saving"]
-    assert abs(pers["saves_ms"] - estimate) <= 0.2 * estimate, (pers["saves_ms"], estimate)
-    assert pers["saves_ms"] < 0.5 * pers["metrics"]["wait_caused_ms"]  # not the 322 ms of waits
+    # alone (the host-bound finding above it, once fixed, leaves it little: its listed saving)
+    alone = pers["saves_ms_alone_in_steps"] * len(pers["saves_steps"])
+    assert abs(alone - estimate) <= 0.2 * estimate, (alone, estimate)
+    assert alone < 0.5 * pers["metrics"]["wait_caused_ms"]  # not the 322 ms of waits
+    assert pers["saves_after_above"] and pers["saves_ms"] < alone
     # the saving says what it rests on: each rank's host work a step, syncs left out (the raw files)
     said = re.search(r"rank 1's host works a median ([\d.]+) ms a step, the others' ([\d.]+) ms", pers["saving"])
     assert said, pers["saving"]
