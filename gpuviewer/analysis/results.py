@@ -78,6 +78,9 @@ class Finding:
     # a cause or symptom nested under another finding, measured with the fixes of the top-level
     # findings listed before that one made, not that one's own (savings._chained_children)
     saves_beside_cause: bool = False
+    # what its fix alone saves in each profiled step (saves_ms_alone_in_steps' steps), said where
+    # that is some steps only (ddp_nop2p's slow link: 0.9 ms in step 5, not '0.2 ms a step')
+    saves_ms_alone_by_step: dict[str, float] | None = None
     # the what-if changes that remove its cause, where its rule knows them when it makes the finding
     # (the efficiency findings: a kernel family made faster); else savings.CAUSES maps its rule
     fix: list | None = field(default=None, repr=False, compare=False)
@@ -117,6 +120,7 @@ class Finding:
             d.get("saves_ms_alone_in_steps"),
             d.get("capture_ms"),
             bool(d.get("saves_beside_cause", False)),
+            d.get("saves_ms_alone_by_step"),
         )
 
     def evidence_rows(self, with_excess: bool = False) -> list[dict]:
@@ -153,6 +157,11 @@ class Finding:
                             **({"capture_ms": self.capture_ms} if self.capture_ms is not None else {}),
                             **({"saves_beside_cause": True} if self.saves_beside_cause else {}),
                             **({"saves_once_above": True} if self.saves_once_above else {}),
+                            **(
+                                {"saves_ms_alone_by_step": self.saves_ms_alone_by_step}
+                                if self.saves_after_above and self.saves_ms_alone_by_step is not None
+                                else {}
+                            ),
                         }
                         if self.saves_steps is not None
                         else {}
@@ -204,10 +213,10 @@ class Finding:
             return "a step"
         return f"in step{'s' if len(acted) > 1 else ''} {number_list(acted)} ({len(acted)} of {n})"
 
-    def _measurable(self, acted: list[int]) -> list[int] | None:
-        """Of the steps the change acts in, those it makes measurably faster, where that is some
-        but not all of them (None otherwise)."""
-        by = self.saves_ms_by_step or {}
+    def _measurable(self, acted: list[int], by: dict[str, float] | None = None) -> list[int] | None:
+        """Of the steps the change acts in, those it makes measurably faster (by: per step, the
+        saving's own by default), where that is some but not all of them (None otherwise)."""
+        by = (self.saves_ms_by_step if by is None else by) or {}
         if len(acted) < 2 or not all(str(x) in by for x in acted):
             return None
         if any(by[str(x)] <= -UNMEASURABLE_MS for x in acted):
@@ -217,6 +226,20 @@ class Finding:
             return None
         some = [x for x in acted if by[str(x)] >= UNMEASURABLE_MS]
         return some if 0 < len(some) < len(acted) else None
+
+    def _alone_words(self, alone: float, per: str, acted: list[int]) -> str:
+        """'about 0.2 ms a step it acts in', or where alone it saves in some of those steps only
+        'about 0.9 ms in step 5, the other steps not measurably'."""
+        by = self.saves_ms_alone_by_step
+        some = self._measurable(acted, by) if by else None
+        if not some or not by:
+            return f"about {alone:.1f} ms{per}"
+        mean = sum(by[str(x)] for x in some) / len(some)
+        each = "" if len(some) == 1 else " each, on average"
+        return (
+            f"about {mean:.1f} ms in step{'s' if len(some) > 1 else ''} {number_list(some)}{each}, "
+            "the other steps not measurably"
+        )
 
     @property
     def saving_text(self) -> str | None:
@@ -241,12 +264,16 @@ class Finding:
         alone = self.saves_ms_alone_in_steps
         if self.saves_after_above and alone is not None and alone - self.saves_ms_in_steps >= max(1.0, 0.5 * alone):
             # '< 0.05 ms' beside a late rank whose fix alone saves 34.5 ms reads as 'no effect'
-            tail += f"; alone it would save about {alone:.1f} ms{per}, time {above} also remove"
+            tail += f"; alone it would save {self._alone_words(alone, per, acted)}, time {above} also remove"
         elif self.saves_once_above and alone is not None:
             # fusing kernels of a GPU that waits for its host saves nothing until the host is fixed
             # (nsys_single: 1.4 ms after the launch fix, 0.08 alone): said, or the order reads as optional
-            few = f"about {alone:.1f} ms" if alone >= UNMEASURABLE_MS else f"under {UNMEASURABLE_MS:g} ms"
-            tail += f"; alone it would save {few}{per}: it saves more once {above} are made"
+            few = (
+                self._alone_words(alone, per, acted)
+                if alone >= UNMEASURABLE_MS
+                else f"under {UNMEASURABLE_MS:g} ms{per}"
+            )
+            tail += f"; alone it would save {few}: it saves more once {above} are made"
         if self.saves_ms_in_steps < UNMEASURABLE_MS:  # never "0.0 ms faster"
             total = f"; {self.saves_ms:.1f} ms over all {n}" if self.saves_ms >= UNMEASURABLE_MS else ""
             steps = "the capture" if capture else "the one profiled step" if n == 1 else "the steps"

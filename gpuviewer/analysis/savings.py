@@ -438,7 +438,7 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
             start.measure(f, changes)  # each alone, against the recording
         except ValueError:  # the change does not apply (a rank or step the model lacks)
             continue
-        f.saves_ms_alone_in_steps = f.saves_ms_in_steps
+        f.saves_ms_alone_in_steps, f.saves_ms_alone_by_step = f.saves_ms_in_steps, f.saves_ms_by_step
         changes_of[id(f)] = changes
     _promote(analysis, changes_of)
     _one_fix_once(analysis)
@@ -491,9 +491,9 @@ def _sequence(fs: list[Finding], start: _Start, changes_of: dict[int, list[Chang
 def _chained_children(f: Finding, start: _Start, changes_of: dict[int, list[Change]]) -> None:
     for c in f.children:
         if id(c) in changes_of:
-            alone = c.saves_ms_alone_in_steps
+            alone = c.saves_ms_alone_in_steps, c.saves_ms_alone_by_step
             start.measure(c, changes_of[id(c)])
-            c.saves_ms_alone_in_steps = alone
+            c.saves_ms_alone_in_steps, c.saves_ms_alone_by_step = alone
             c.saves_beside_cause = True
         _chained_children(c, start, changes_of)
 
