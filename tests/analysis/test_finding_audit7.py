@@ -150,3 +150,27 @@ def test_a_fix_that_alone_saves_in_one_step_says_which():
     assert step is not None, steps
     said = f"alone it would save about {steps[step]:.1f} ms in step {step}, the other steps not measurably"
     assert said in analyzed_text(path)
+
+
+def test_pageable_copies_name_pinning_as_a_fix():
+    """pipit's saxpy: every copy is from or to pageable host memory (the export's srcKind/dstKind,
+    ENUM_CUDA_MEM_KIND 'pageable'), yet copy_bound said 'only moving less data removes the rest',
+    ruling out pinning (helper-104). Now the pageable share is said with pinning as a fix; a
+    capture whose copies are pinned (nsys-ai's h100_2gpu_1s) says nothing of it."""
+    import sqlite3
+
+    path = compat_path("hpcgroup__pipit", "saxpy-mpi-cuda_nsys_perlmutter0.sqlite")
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT srcKind, dstKind, end - start FROM CUPTI_ACTIVITY_KIND_MEMCPY").fetchall()
+    finally:
+        db.close()
+    # ENUM_CUDA_MEM_KIND (formats.md; this export holds no ENUM table): 0 Pageable, 1 Pinned, 2 Device
+    paged = sum(d for s, k, d in rows if 0 in (s, k))
+    assert rows and paged == sum(d for _s, _k, d in rows)  # all of them
+    f = next(f for f in analyzed_json(path)["findings"] if f["rule"] == "copy_bound")
+    assert "; all of the copy time is from or to pageable host memory: pinned buffers" in f["title"]
+    assert "only faster copies (pinned memory) or moving less data remove the rest" in f["title"]
+    pinned = compat_path("GindaChen__nsys-ai", "h100_2gpu_1s.sqlite")
+    g = next(f for f in analyzed_json(pinned)["findings"] if f["rule"] == "copy_bound")
+    assert "pageable" not in g["title"] and "only moving less data removes the rest" in g["title"]
