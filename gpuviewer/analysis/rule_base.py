@@ -12,6 +12,11 @@ from .breakdown import RankBreakdown
 # default advice says it waits for work): by that share, when it is half the GPU's time or more
 # (shares may overlap compute, so a smaller one says nothing about what is exposed); framework-neutral
 LOW_UTIL_ADVICE = {
+    "queued": "The GPU idles with its next work already launched: it waits on a dependency, not on the "
+    "host. Look at what the op after each long gap waits for: an event recorded on another stream "
+    "(cudaStreamWaitEvent, a stream's wait_stream), a collective or copy on another stream or rank, or "
+    "a CUDA graph's own order; start that work earlier or overlap it, and move host syncs (.item(), "
+    ".cpu()) that then wait on this backlog later in the step.",
     "copy": "Memory copies fill most of the GPU's time, not compute. Keep data on the device between "
     "steps (no round trips to the host), copy input batches from pinned memory asynchronously so "
     "the copy overlaps compute, and move less data per step.",

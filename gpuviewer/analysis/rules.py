@@ -91,11 +91,23 @@ def utilization(rb: RankBreakdown, unsplit: bool = False, partial: tuple[int, in
     mostly = max((k for k in ("nccl_wait", "nccl_transfer", "nccl", "copy", "idle") if k in sh), key=lambda k: sh[k])
     if mostly != "idle" and sh[mostly] < 0.5:
         mostly = "idle"  # nothing fills most of it: the default advice, about the gaps
+    # where the GPU idles with its next work launched already: it waits on a dependency (another
+    # stream, an event, another rank, a graph's order), not on its host (HTA's rank0: 525 of 534
+    # ms of long gaps; the default advice, feeding the GPU faster, pointed the wrong way)
+    idle_in = sum(s.idle_ns for s in rb.measured)
+    queued = sum(s.idle_queued_ns for s in rb.measured) / idle_in if idle_in else 0.0
+    waited = (
+        f"; {queued:.0%} of its idle time inside the steps is in gaps of 0.1 ms or more before work already "
+        "launched: the GPU waited for something other than its host (another stream's or rank's work, an "
+        "event, a CUDA graph's own order)"
+        if mostly == "idle" and queued >= 0.5
+        else ""
+    )
     f = finding(
         "low_gpu_utilization",
         "high" if u < 0.4 else "medium",
         f"Rank {rb.rank}: GPU utilization {u:.0%} (compute kernels' share of its time, below "
-        f"{LOW_UTILIZATION:.0%}{typical}){'; ' + beside if beside else ''}{_warm_note(rb)}"
+        f"{LOW_UTILIZATION:.0%}{typical}){'; ' + beside if beside else ''}{_warm_note(rb)}{waited}"
         + (
             f"; {rb.unplaced:,} {'kernels' if rb.unplaced_kernels else 'GPU ops'} without a launch "
             "record are not in any step"
@@ -124,7 +136,9 @@ def utilization(rb: RankBreakdown, unsplit: bool = False, partial: tuple[int, in
         },
         impact_ns=critical(rb, {x.step: x.idle_total_ns for x in rb.measured}),
     )
-    f["advice"] = LOW_UTIL_ADVICE.get(mostly, f["advice"])
+    f["advice"] = LOW_UTIL_ADVICE.get("queued" if waited else mostly, f["advice"])
+    if waited:
+        f["metrics"]["idle_queued_share"] = round(queued, 4)
     return [f]
 
 

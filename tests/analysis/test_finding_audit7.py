@@ -4,12 +4,22 @@ gzip."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import statistics
 
 import pytest
-from conftest import analyzed_json, analyzed_text, compat_path, profiler_steps, raw_events, run_cli, trace_path
+from conftest import (
+    analyzed_json,
+    analyzed_text,
+    compat_path,
+    flat_findings,
+    profiler_steps,
+    raw_events,
+    run_cli,
+    trace_path,
+)
 
 
 def _untraced_ms(ev: list[dict], tid, a: float, b: float) -> float:
@@ -174,3 +184,58 @@ def test_pageable_copies_name_pinning_as_a_fix():
     pinned = compat_path("GindaChen__nsys-ai", "h100_2gpu_1s.sqlite")
     g = next(f for f in analyzed_json(pinned)["findings"] if f["rule"] == "copy_bound")
     assert "pageable" not in g["title"] and "only moving less data removes the rest" in g["title"]
+
+
+def test_an_idle_gpu_with_its_work_queued_is_not_sent_to_feed_it_faster():
+    """HTA's negative_queue rank0: its GPU idles 65% of the steps with the next op launched long
+    before (launches run about 160 ms ahead), yet the finding gave no cause and advised feeding
+    the GPU faster (helper-103). Now it says the share of the idle inside the steps that is in gaps
+    of 0.1 ms or more before work already launched, measured here from the raw file (the GPU ops'
+    union inside the analysis' step windows; a gap counts where every op starting after it was
+    launched by a call that had returned by the gap's start), with advice about dependencies."""
+    path = compat_path("facebookresearch__HolisticTraceAnalysis", "negative_queue_length_values_check", "rank0.json.gz")
+    out = analyzed_json(path)
+    f = next(f for f in out["findings"] if f["rule"] == "low_gpu_utilization")
+    said = re.search(
+        r"; (\d+)% of its idle time inside the steps is in gaps of 0\.1 ms or more before work already launched",
+        f["title"],
+    )
+    assert said, f["title"]
+    with gzip.open(path, "rt") as fh:
+        doc = json.load(fh)
+    base = doc.get("baseTimeNanoseconds", 0)
+    ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+
+    def ns(t):
+        return round(t * 1000) + base
+
+    ret = {
+        e["args"]["correlation"]: ns(e["ts"] + e["dur"])
+        for e in ev
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    ops = sorted(
+        (ns(e["ts"]), ns(e["ts"] + e["dur"]), ret.get(e.get("args", {}).get("correlation"), 1 << 62))
+        for e in ev
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+    )
+    steps = [s for s in out["ranks"][0]["steps"] if not s["warmup"]]
+    idle = queued = 0
+    for s in steps:
+        w0, w1 = s["start_ns"], s["end_ns"]
+        mine = [o for o in ops if o[1] > w0 and o[0] < w1]
+        reach = w0
+        for a, b, _r in mine:
+            if a > reach:
+                idle += a - reach
+                starting = [o[2] for o in mine if o[0] == a]
+                if a - reach >= 100_000 and all(r <= reach for r in starting):  # (no launch: 1 << 62)
+                    queued += a - reach
+            reach = max(reach, b)
+    assert int(said[1]) == round(100 * queued / idle), (said[1], queued / idle)
+    assert "waits on a dependency, not on the host" in f["advice"]
+    # a GPU that waits for its host (fsdp's rank 1) is not said so
+    assert not any(
+        "before work already launched" in g["title"]
+        for g in flat_findings(analyzed_json(trace_path("kineto", "fsdp"))["findings"])
+    )

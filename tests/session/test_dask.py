@@ -61,6 +61,7 @@ SAVINGS = (
     "saves_ms_alone_in_steps",
     "saves_beside_cause",
     "saves_once_above",
+    "saves_ms_alone_by_step",
 )
 EFFICIENCY_RULES = set(EFFICIENCY_ADVICE)  # findings from the kernels' efficiency: in process only
 
