@@ -115,7 +115,7 @@ def bound_by_text(share: dict[tuple[int, str], int], total: int, loop: bool = Tr
         "comm": "link",
         "nccl": "NCCL kernels (no peer's arrival on record: waiting not told apart from transfer)",
         "copy": "copies",
-        "idle": "idle",
+        "idle": "idle (a wait no recorded dependency explains)",
     }[res]
     if res == "host":
         return f"rank {top} {host}" if one or len({r for r, _ in share}) == 1 else f"{host} (every rank)"
