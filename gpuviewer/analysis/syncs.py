@@ -19,7 +19,7 @@ import numpy as np
 
 from ..model.categories import LaneKind
 from ..model.trace import Trace
-from .breakdown import RankBreakdown
+from .breakdown import RankBreakdown, launch_calls
 from .efficiency import _innermost
 from .host import EXPLICIT_SYNC, name_ids, reads_copy
 from .rule_base import finding
@@ -75,6 +75,33 @@ def _idle_after(trace: Trace, rb: RankBreakdown, calls: np.ndarray, wait: np.nda
     idle[lead] = s[p[lead]] - ret[lead]
     cost[lead] = np.minimum(group_wait, idle[lead])
     return idle, cost
+
+
+def _in_next_launch(trace: Trace, rb: RankBreakdown, calls: np.ndarray, idle: np.ndarray) -> tuple[np.ndarray, list]:
+    """Per call with idle after it: how much of that idle the host spent inside the call that
+    launched the GPU's next op (a CUDA graph's launch of 960 nodes takes 1.2 ms, and the GPU starts
+    when it returns: launch_graph's idle after its sync was that call, not the sync; an audit's
+    finding), and that call's name (None where none)."""
+    c = trace.columns
+    ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
+    inside = np.zeros(len(calls), np.int64)
+    names: list = [None] * len(calls)
+    at = np.flatnonzero(idle > 0)
+    if not len(ops) or not len(at):
+        return inside, names
+    s = np.asarray(c["start"][ops]).astype(np.int64)
+    o = np.argsort(s, kind="stable")
+    ret = np.asarray(c["start"][calls[at]]).astype(np.int64) + np.asarray(c["dur"][calls[at]]).astype(np.int64)
+    nxt = ops[o][np.minimum(np.searchsorted(s[o], ret + idle[at], side="left"), len(o) - 1)]
+    launch = launch_calls(trace, nxt)
+    for j, (k, lc) in enumerate(zip(at.tolist(), launch.tolist())):
+        if lc < 0:
+            continue
+        a = int(c["start"][lc])
+        b = a + int(c["dur"][lc])
+        inside[k] = max(0, min(b, int(ret[j] + idle[k])) - max(a, int(ret[j])))
+        names[k] = trace.name_of(lc)
+    return inside, names
 
 
 def _around(trace: Trace, calls: np.ndarray) -> list[str | None]:
@@ -169,6 +196,15 @@ def host_syncs(trace: Trace, rb: RankBreakdown) -> list[dict]:
         f"({idle_ns / max(gpu_ns, 1):.0%} of the GPU's time "
         f"{'from its first op to its last' if whole else 'in its steps'})"
     )
+    # most of that idle inside the next launch call itself: said, with the call
+    inside, launched_by = _in_next_launch(trace, rb, calls[sel], idle[sel])
+    in_call = int(inside.sum())
+    if idle_ns and in_call >= 0.5 * idle_ns:
+        call = Counter(n for n, x in zip(launched_by, inside.tolist()) if n and x).most_common(1)[0][0]
+        title += (
+            f", {in_call / 1e6 / n_steps:,.1f} ms{per_step} of it inside that launch call ({call}): a host "
+            "that did not wait would make that call while the GPU still runs"
+        )
     worst = max(per, key=lambda p: p[4])
     s0 = min(p[0].host_start_ns for p in per)
     s1 = max(p[0].host_end_ns for p in per)
