@@ -209,6 +209,7 @@ def straggler_finding(x: dict) -> dict:
             "wait_caused_ms_each",
             "excess_over_usual_ms_each",
             "wait_caused_ms_each_per_step",
+            "waiting_host_sync_ms",
         )
         if k in x
     }
