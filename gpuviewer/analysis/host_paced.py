@@ -12,7 +12,15 @@ from __future__ import annotations
 import numpy as np
 
 from .breakdown import RankBreakdown
-from .launch import SHORT_GAP_NS, _most_launched, _per_gradient, host_split
+from .launch import (
+    SHORT_GAP_NS,
+    _most_launched,
+    _per_gradient,
+    host_split,
+    is_host_paced,
+    is_launch_bound,
+    step_launch,
+)
 from .whatif_change import OTHER_WORK_NS
 
 ADVICE = (
@@ -32,6 +40,15 @@ JAX_ADVICE = (
     "the work it dispatches. Put the whole step in one jitted function (loops in lax.scan or fori_loop) "
     "so it dispatches once, and give each step more work (a larger batch)."
 )
+
+
+def host_paced_rule(trace, rb: RankBreakdown) -> list[dict]:
+    """The finding where most of the rank's measured steps are host-paced or launch-bound (a rank
+    launch.launch_bound did not find launch-bound: its rule runs first)."""
+    per = step_launch(trace, rb)
+    steps = [s for s in rb.measured if s.step in per]
+    hit = [s for s in steps if is_launch_bound(per[s.step], s.gpu_time_ns) or is_host_paced(per[s.step], s.gpu_time_ns)]
+    return host_paced(trace, rb, per, steps, hit) if steps and 2 * len(hit) > len(steps) else []
 
 
 def host_paced(trace, rb: RankBreakdown, per: dict, steps: list, hit: list) -> list[dict]:

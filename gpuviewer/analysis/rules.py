@@ -21,6 +21,7 @@ from ..model.trace import Trace
 from . import contention, launch, outliers, pipeline, syncs
 from .breakdown import RankBreakdown
 from .host_bound import MIN_GPU_TIME_NS, host_bound
+from .host_paced import host_paced_rule
 from .issuers import FSDP_OFFLOAD_ADVICE, issued_in
 from .memory import HELD_ADVICE, STEP_ADVICE, allocated_counters, capacity_bytes, held_and_added, peaks_per_step
 from .rule_base import (  # noqa: F401 - used here and by callers
@@ -412,7 +413,8 @@ def memory_rule(trace: Trace, rank: int) -> list[dict]:
 # fn(per_rank_facts, rbs) -> findings. The reduce and the map call rules only through these.
 MAP_RULES: dict[str, Callable] = {
     "host_bound_idle": lambda trace, rb, ks: host_bound(trace, rb),
-    "launch_bound": lambda trace, rb, ks: launch.launch_bound(trace, rb, ks),
+    # launch-bound, else host-bound between launches (the same family, one finding a rank)
+    "launch_bound": lambda trace, rb, ks: launch.launch_bound(trace, rb, ks) or host_paced_rule(trace, rb),
     "step_outlier": lambda trace, rb, ks: outliers.step_outliers(trace, rb),
     "copy_bound": lambda trace, rb, ks: copy_bound(trace, rb),
     "host_sync": lambda trace, rb, ks: syncs.host_syncs(trace, rb),
