@@ -1,15 +1,21 @@
 """The steps layer: a dashed line at each profiler step's start across its rank's rows, and the
-step's name in the rank's header where it fits."""
+step's name in the rank's header where it fits. Across a rank's GPU rows (its streams, NCCL and GPU
+annotation lanes) the line is dotted and drawn where the step's GPU work begins, as the analysis
+windows it (a GPU running behind its host ran step 6's wait after the host's 'step 7' line, while
+the findings said step 6; an audit of the window): Nsight Systems projects NVTX ranges onto the GPU
+rows the same way."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QLineF, QRectF, Qt
 from PySide6.QtGui import QPen
 
+from ..model.categories import LaneKind
 from . import theme
 from .layer import Frame, Layer, state
 
 _LABEL_FLAGS = Qt.AlignVCenter | Qt.AlignLeft  # combined once: enum arithmetic is slow in Python
+_GPU_KINDS = (LaneKind.GPU, LaneKind.COMM, LaneKind.GPU_ANNOTATION)
 
 
 class StepsItem(Layer):
@@ -20,6 +26,32 @@ class StepsItem(Layer):
         super().__init__(host, z)
         self._steps_by_rank: dict[int, list] | None = None  # rank -> its steps (drawn every frame)
         self.show_steps = True
+        # rank -> the starts of its steps' GPU windows (the analysis'), once it is known, and the
+        # windows with their steps' numbers (named on the rank's first GPU group row)
+        self.gpu_starts: dict[int, list[int]] = {}
+        self.gpu_windows: dict[int, list[tuple[int, int, int]]] = {}
+
+    def set_gpu_windows(self, ranks: list[dict]) -> None:
+        """The analysis' ranks (analyze --json's ranks[]): each step's GPU window start, drawn
+        across the rank's GPU rows in place of its host step's start."""
+        self.gpu_starts = {
+            int(r["rank"]): sorted(int(st["start_ns"]) for st in r.get("steps") or [] if st.get("step") is not None)
+            for r in ranks
+        }
+        self.gpu_windows = {
+            int(r["rank"]): sorted(
+                (int(st["start_ns"]), int(st["end_ns"]), int(st["step"]))
+                for st in r.get("steps") or []
+                if st.get("step") is not None
+            )
+            for r in ranks
+        }
+        self.host.update()
+
+    def _gpu_row(self, row) -> bool:
+        if row.kind == "lane" and row.lane >= 0:
+            return self.host.trace.lanes[row.lane].kind in _GPU_KINDS
+        return row.kind == "group" and row.group.rpartition("/")[2] in _GPU_KINDS
 
     def has_content(self) -> bool:
         return self._show_steps and bool(self.host.trace.steps)
@@ -27,14 +59,23 @@ class StepsItem(Layer):
     def draw(self, p, f: Frame) -> None:
         origin, sx, ox, sy, oy = self.host.origin, f.sx, f.ox, f.sy, f.oy
         fm = self.host.fm
-        by_rank: dict[int, list] = {}
+        # per rank, its runs of consecutive rows: (GPU rows or not, top, bottom)
+        by_rank: dict[int, list[list]] = {}
         headers: dict[int, object] = {}
+        gpu_rows: dict[int, object] = {}  # the rank's first GPU group row: its GPU steps' names
+        gpu_known = self.gpu_starts
         for row in f.rows:
             if row.rank >= 0:
-                lo, hi = by_rank.get(row.rank, (row.y, row.y + row.h))
-                by_rank[row.rank] = (min(lo, row.y), max(hi, row.y + row.h))
+                gpu = row.rank in gpu_known and self._gpu_row(row)
+                runs = by_rank.setdefault(row.rank, [])
+                if runs and runs[-1][0] == gpu and abs(runs[-1][2] - row.y) < 1e-6:
+                    runs[-1][2] = row.y + row.h
+                else:
+                    runs.append([gpu, row.y, row.y + row.h])
                 if row.kind == "header":
                     headers[row.rank] = row
+                elif gpu and row.kind == "group" and row.rank not in gpu_rows:
+                    gpu_rows[row.rank] = row
         steps = self._steps_by_rank
         if steps is None:
             steps = self._steps_by_rank = {}
@@ -44,14 +85,21 @@ class StepsItem(Layer):
         labelled = False
         p.setFont(self.host.font)
         th = theme.current()
+        lines: list = []
+        dots: list = []
+        for rank, runs in by_rank.items():
+            host_x = [(st.start - origin) * sx + ox for st in steps.get(rank, [])]
+            gpu_x = [(t - origin) * sx + ox for t in gpu_known.get(rank, [])]
+            for gpu, ya, yb in runs:
+                if yb <= f.y0 or ya >= f.y1:
+                    continue
+                Ya, Yb = max(ya, f.y0) * sy + oy, min(yb, f.y1) * sy + oy
+                (dots if gpu else lines).extend(QLineF(X, Ya, X, Yb) for X in (gpu_x if gpu else host_x))
         p.setPen(QPen(th.step, 1, Qt.DashLine))
-        lines = []
-        for rank, (ya, yb) in by_rank.items():
-            Ya, Yb = max(ya, f.y0) * sy + oy, min(yb, f.y1) * sy + oy
-            for st in steps.get(rank, []):
-                X = (st.start - origin) * sx + ox
-                lines.append(QLineF(X, Ya, X, Yb))
-        p.drawLines(lines)  # one call for every rank's step lines
+        p.drawLines(lines)  # one call for every rank's host step lines
+        if dots:
+            p.setPen(QPen(th.step, 1, Qt.DotLine))
+            p.drawLines(dots)
         p.setPen(th.step_label)
         for rank, hdr in headers.items():
             # summary rows (collapsed ranks) carry their GPU work: step names on the first only
@@ -66,4 +114,11 @@ class StepsItem(Layer):
                 label = f"step {st.step}"
                 if Xe - X > fm.horizontalAdvance(label) + 6:
                     p.drawText(QRectF(X + 3, hdr.y * sy + oy, Xe - X - 3, hdr.h * sy), _LABEL_FLAGS, label)
+        for rank, grp in gpu_rows.items():
+            for a, b, step in self.gpu_windows.get(rank, []):
+                X = max((a - origin) * sx + ox, f.left)
+                Xe = min((b - origin) * sx + ox, f.right)
+                label = f"GPU step {step}"
+                if Xe - X > fm.horizontalAdvance(label) + 6:
+                    p.drawText(QRectF(X + 3, grp.y * sy + oy, Xe - X - 3, grp.h * sy), _LABEL_FLAGS, label)
         p.setPen(Qt.NoPen)

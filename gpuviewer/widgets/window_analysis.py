@@ -44,6 +44,7 @@ class AnalysisMixin:
         self.details.collectives = kc
         if self.timeline.item is not None:
             self.timeline.item.set_comm_waits(kc)
+            self.timeline.item.steps.set_gpu_windows(a.ranks or [])  # GPU rows: the GPU's step starts
         self.overview.set_analysis(a)
         self.ranks_view.set_analysis(a, {r.rank: r.host for r in trace.ranks if r.host})
         if getattr(trace, "topology", None) is not None:
