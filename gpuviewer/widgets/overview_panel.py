@@ -66,6 +66,10 @@ class OverviewPanel(QWidget):
         self.rank_box.blockSignals(False)
         self._show()
 
+    def warm(self, rank: int) -> list[bool]:
+        """Per step (as stacks lists them): whether it is warm-up."""
+        return [bool(s.get("warmup")) for s in self.analysis.rank(rank)["steps"]]
+
     def stacks(self, rank: int) -> tuple[list, np.ndarray]:
         """Per step: compute, exposed communication, other GPU work, idle (ms); they add up to
         the step window."""
@@ -86,14 +90,29 @@ class OverviewPanel(QWidget):
         self.util.setText(f"  {utilization_line(r)}")
         self.plot.clear()
         steps, v = self.stacks(rank)
+        warm = np.array(self.warm(rank), bool)
         x = np.arange(len(steps))
         base = np.zeros(len(steps))
         for k, (label, rgb) in enumerate(PARTS):
-            bar = pg.BarGraphItem(x=x, height=v[:, k], y0=base, width=0.7, brush=QColor(*rgb), pen=None)
-            self.plot.addItem(bar)
+            for sel, alpha in ((~warm, 255), (warm, 70)):  # a warm-up step drawn faint: not a step to compare
+                if sel.any():
+                    bar = pg.BarGraphItem(
+                        x=x[sel], height=v[sel, k], y0=base[sel], width=0.7, brush=QColor(*rgb, alpha), pen=None
+                    )
+                    self.plot.addItem(bar)
             base = base + v[:, k]
         ax = self.plot.getAxis("bottom")
-        ax.setTicks([[(i, str(s)) for i, s in enumerate(steps)]])
+        ax.setTicks([[(i, f"{s} (warm-up)" if w else str(s)) for i, (s, w) in enumerate(zip(steps, warm))]])
+        # scaled to the profiled steps: nsys_ddp's 502 ms warm-up step 0 made steps 1-9 (15-69 ms)
+        # slivers (an audit of the window); a warm-up bar past the top says its time
+        self.plot.enableAutoRange()
+        if warm.any() and (~warm).any():
+            top_ms = float(base[~warm].max()) * 1.15 or 1.0
+            self.plot.setYRange(0, top_ms, padding=0)
+            for i in np.flatnonzero(warm & (base > top_ms)).tolist():
+                t = pg.TextItem(f"{base[i]:,.0f} ms", color=theme.current().text, anchor=(0.5, 0))
+                t.setPos(float(i), top_ms)
+                self.plot.addItem(t)
         top = (r.get("kernels") or {}).get("top", [])
         self.table.setRowCount(len(top))
         for i, row in enumerate(top):

@@ -116,7 +116,14 @@ class RankOverview(QWidget):
         self.table.clear()
         self.table.setRowCount(len(ranks))
         self.table.setColumnCount(len(steps))
-        self.table.setHorizontalHeaderLabels([f"step {s}" for s in steps])
+        # a warm-up step said so in its column's name (nsys_ddp's step 0, deep orange, read as a slow step)
+        warm = {
+            st["step"]
+            for r in (self.analysis.ranks if self.analysis is not None else [])
+            for st in r["steps"]
+            if st.get("warmup")
+        }
+        self.table.setHorizontalHeaderLabels([f"step {s} (warm-up)" if s in warm else f"step {s}" for s in steps])
         self.table.setVerticalHeaderLabels(
             [f"rank {r}" + (f" · {self.hosts[r]}" if self.hosts.get(r) else "") for r in ranks]
         )
