@@ -235,6 +235,8 @@ class ViewActions:
             if got is not None:  # shown where it is, on the worst rank
                 i, span, ranks = got[0], (got[1], got[2]), {rank}
                 self._say_idle_cause(rank, got)
+        if i is not None and f.rule == "launch_bound":
+            span, ranks = self._launch_window(f, i), {rank}
         # one range and one highlight: each change announced once
         self.set_range(*span, padding=0.08 if span == (f.start_ns, f.end_ns) else 0.5)
         self.set_highlight((span[0], span[1], ranks))
@@ -243,6 +245,21 @@ class ViewActions:
         if i is not None:
             self.select(i)
         return i
+
+    def _launch_window(self, f, i: int) -> tuple[int, int]:
+        """Around the selected kernel of a launch-bound finding, about 40 kernels' worth of its step
+        (the step's time over its kernels a step): the kernels and the gaps between them in view.
+        The whole capture showed the selected 7 µs kernel as a one-pixel tick (an audit of the
+        window)."""
+        c = self.trace.columns
+        t = int(c["start"][i])
+        rank = self.trace.lanes[int(c["lane"][i])].rank
+        step = next((st for st in self.trace.steps_of_rank(rank) if st.start <= t < st.end), None)
+        per = float(f.metrics.get("kernels_per_step") or 0.0)
+        if step is None or per <= 0:
+            return f.start_ns, f.end_ns
+        half = int(min(max(20 * (step.end - step.start) / per, 100_000), (step.end - step.start) / 2))
+        return t - half, t + int(c["dur"][i]) + half
 
     def _say_idle_cause(self, rank: int, got: tuple[int, int, int]) -> None:
         """Where a GPU's idle stretch is shown with a host event selected, say why that event: the

@@ -184,3 +184,30 @@ def test_low_utilization_never_selects_an_op_many_times_the_gap():
     i = s.show_finding(f)
     z0, z1 = s.view.range
     assert i is not None and int(s.trace.columns["dur"][i]) <= 4 * (z1 - z0) / 2
+
+
+def test_launch_bound_shows_kernels_and_their_gaps_around_the_one_selected():
+    """The launch-bound finding kept the whole capture in view with a 7 µs kernel selected, a
+    one-pixel tick (the window's audit): the view is now about 40 kernels' worth of the selected
+    kernel's step around it. Counted in the raw export: the kernels of that process starting in
+    the view are tens, not the capture's thousands, and the selected one lies inside."""
+    s = gpuviewer.open(NSYS_SINGLE)
+    f = next(x for x in s.analysis.all_findings() if x.rule == "launch_bound")
+    ev = s.show_finding(f)
+    assert ev is not None
+    t0, t1 = s.view.range
+    c = s.trace.columns
+    assert t0 <= int(c["start"][ev]) and int(c["start"][ev]) + int(c["dur"][ev]) <= t1
+    # the view's kernels, from the export: its times plus one base (the session's clock: the
+    # first kernels agree, and the selected kernel is an export kernel's start)
+    import numpy as np
+
+    from gpuviewer.model.categories import Cat
+
+    starts = sorted(a for (a,) in _raw(NSYS_SINGLE, "SELECT start FROM CUPTI_ACTIVITY_KIND_KERNEL"))
+    cat = np.asarray(c["cat"])
+    base = int(np.asarray(c["start"])[(cat == Cat.KERNEL) | (cat == Cat.COMM_KERNEL)].min()) - starts[0]
+    assert int(c["start"][ev]) - base in set(starts)
+    shown = sum(1 for a in starts if t0 <= a + base <= t1)
+    per_step = f.metrics["kernels_per_step"]
+    assert 10 <= shown <= 0.5 * per_step < len(starts), (shown, per_step, len(starts))
