@@ -42,7 +42,8 @@ from .cache_paths import identity, respell
 # 25: a Kineto step range ends at the profiler's 'Record Window End' (and its warning)
 # 26: a Kineto file's host event numbers (per_file host_numbered) and the sampled-trace warning
 # 27: an Nsight Systems export's kernels that grew the device's local memory (per_file local_memory_growth)
-STORE_VERSION = 27
+# 28: each level-of-detail run's busy time (lod_busy): merged runs drawn by how much of them is busy
+STORE_VERSION = 28
 # Entries up to this size are checked whole when opened: 256 MB hash in ~12 ms from the page
 # cache, under 5% of a warm open (BENCHMARKS.md). Bigger ones check each column when first read.
 EAGER_CHECK_BYTES = 256 << 20
@@ -482,7 +483,16 @@ def _read(d: str, key: str, files: list[str]) -> Trace:
     if "in" in meta:
         raise _Pointer(meta)
     n = int(meta["n"])
-    big = set(EVENT_COLUMNS) | {"inst_t", "inst_lane", "inst_name", "lod_start", "lod_end", "lod_rep", "lod_maxend"}
+    big = set(EVENT_COLUMNS) | {
+        "inst_t",
+        "inst_lane",
+        "inst_name",
+        "lod_start",
+        "lod_end",
+        "lod_rep",
+        "lod_maxend",
+        "lod_busy",
+    }
 
     def arr(name, length=None):
         fname = f"{name}.npy"
@@ -539,12 +549,12 @@ def _read(d: str, key: str, files: list[str]) -> Trace:
     if "span" in meta:
         t._span = (int(meta["span"][0]), int(meta["span"][1]))
         t.derived["initial_view"] = (int(meta["initial_view"][0]), int(meta["initial_view"][1]))
-    from ..model.queries import LOD_ARRAYS, lod_attach
+    from ..model.queries import LOD_ARRAYS, LOD_RUN_ARRAYS, lod_attach
 
     lod = {k: arr(k) for k in LOD_ARRAYS}
     if (
         len(lod["lod_index"]) != len(lod["lod_q"])
-        or len({len(lod[k]) for k in LOD_ARRAYS[:4]}) != 1
+        or len({len(lod[k]) for k in LOD_ARRAYS[:LOD_RUN_ARRAYS]}) != 1
         or (
             len(lod["lod_index"])
             and int((lod["lod_index"][:, 2] + lod["lod_index"][:, 3]).max()) > len(lod["lod_start"])

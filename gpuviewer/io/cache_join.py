@@ -215,7 +215,7 @@ def _join(files: list[str], parts: list[tuple[str, Trace]], skipped: list[str], 
             packed = lod_pack(t)
         else:
             packed = lod[0]
-        for k in ("start", "end", "maxend"):
+        for k in ("start", "end", "maxend", "busy"):
             store.append(f"lod_{k}", np.asarray(packed[f"lod_{k}"]), np.int64)
         store.append("lod_rep", np.asarray(packed["lod_rep"], np.int64) + at, np.int64)
         index = np.array(packed["lod_index"], np.int64).reshape(-1, 4)

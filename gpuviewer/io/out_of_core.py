@@ -112,7 +112,7 @@ class _Parts:
             st.append(f"inst_{k}", inst[k], dtype)
         st.append("flow_src", part["flow_src"].astype(np.int64) + at["events"], np.int64)
         st.append("flow_dst", part["flow_dst"].astype(np.int64) + at["events"], np.int64)
-        for k in ("start", "end", "maxend"):
+        for k in ("start", "end", "maxend", "busy"):
             st.append(f"lod_{k}", lod[f"lod_{k}"], np.int64)
         st.append("lod_rep", lod["lod_rep"] + at["events"], np.int64)
         index = lod["lod_index"].copy()

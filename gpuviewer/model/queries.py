@@ -47,9 +47,8 @@ def merge_runs(
         return z, z, z
     weight = (end - start) if weight is None else weight
     maxend = np.maximum.accumulate(end)
-    brk = np.flatnonzero(start[1:] - maxend[:-1] >= q) + 1
-    first = np.concatenate(([0], brk))
-    last = np.concatenate((brk - 1, [n - 1]))
+    first = run_firsts(start, maxend, q)
+    last = np.concatenate((first[1:] - 1, [n - 1]))
     best = np.maximum.reduceat(weight, first)
     run_id = np.repeat(np.arange(len(first)), np.diff(np.concatenate((first, [n]))))
     cand = np.flatnonzero(weight == best[run_id])
@@ -58,11 +57,26 @@ def merge_runs(
     return start[first], maxend[last], rep[cand[pos]]
 
 
+def run_firsts(start: np.ndarray, maxend: np.ndarray, q: float) -> np.ndarray:
+    """Where each run merge_runs makes begins (indices into start): a gap of q or more before."""
+    return np.concatenate(([0], np.flatnonzero(start[1:] - maxend[:-1] >= q) + 1))
+
+
 def lod_runs(
     trace: Trace, lane: int, depth: int, t0: int, t1: int, ns_per_px: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What to draw for one (lane, depth) row: runs at most a pixel apart, from the pyramid
     level whose bucket fits ns_per_px. Returns (starts, ends, representative event index)."""
+    s, e, rep, _busy = lod_runs_busy(trace, lane, depth, t0, t1, ns_per_px)
+    return s, e, rep
+
+
+def lod_runs_busy(
+    trace: Trace, lane: int, depth: int, t0: int, t1: int, ns_per_px: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """lod_runs and each run's busy time: the time its events cover (a run merged across gaps
+    under a pixel is drawn as one bar; its busy share tells a launch-bound GPU's 23% from a full
+    one, which drew as the same solid bar: an audit of the window)."""
     levels = _pyramid(trace, lane, depth)
     k = lod_level(trace, lane, depth, ns_per_px)
     lvl = levels[k]
@@ -72,7 +86,8 @@ def lod_runs(
     maxe = lvl[4] if len(lvl) > 4 else np.maximum.accumulate(e)  # kept with the level: not per frame
     lo = int(np.searchsorted(maxe, t0, side="left"))
     hi = int(np.searchsorted(s, t1, side="right"))
-    return s[lo:hi], e[lo:hi], rep[lo:hi]
+    busy = lvl[5][lo:hi] if len(lvl) > 5 and lvl[5] is not None else e[lo:hi] - s[lo:hi]
+    return s[lo:hi], e[lo:hi], rep[lo:hi], busy
 
 
 def lod_level(trace: Trace, lane: int, depth: int, ns_per_px: float) -> int:
@@ -85,7 +100,9 @@ def lod_level(trace: Trace, lane: int, depth: int, ns_per_px: float) -> int:
     return k
 
 
-LOD_ARRAYS = ("lod_start", "lod_end", "lod_maxend", "lod_rep", "lod_index", "lod_q")
+# the per-run arrays first (lod_busy: the time a run's events cover), then the index and gaps
+LOD_ARRAYS = ("lod_start", "lod_end", "lod_maxend", "lod_rep", "lod_busy", "lod_index", "lod_q")
+LOD_RUN_ARRAYS = 5
 
 
 def lod_pack(trace: Trace, lanes: range | None = None) -> dict[str, np.ndarray]:
@@ -95,7 +112,7 @@ def lod_pack(trace: Trace, lanes: range | None = None) -> dict[str, np.ndarray]:
     lanes: only these (a session built one file at a time packs each file's lanes)."""
     index: list = []
     qs: list = []
-    parts: dict[str, list] = {"start": [], "end": [], "maxend": [], "rep": []}
+    parts: dict[str, list] = {"start": [], "end": [], "maxend": [], "rep": [], "busy": []}
     off = 0
     for lane in range(len(trace.lanes)) if lanes is None else lanes:
         sl = trace.lane_slice(lane)
@@ -105,10 +122,10 @@ def lod_pack(trace: Trace, lanes: range | None = None) -> dict[str, np.ndarray]:
             levels = _pyramid(trace, lane, d)
             trace.derived.pop(("pyr", lane, d), None)  # one row at a time in memory
             keep = levels[1:] if len(levels) > 1 else levels  # a small row: its events
-            for q, st, en, rep, mx in keep:
+            for q, st, en, rep, mx, busy in keep:
                 index.append((lane, d, off, len(st)))
                 qs.append(q)
-                for k, a in zip(("start", "end", "rep", "maxend"), (st, en, rep, mx)):
+                for k, a in zip(("start", "end", "rep", "maxend", "busy"), (st, en, rep, mx, busy)):
                     parts[k].append(np.asarray(a, np.int64))
                 off += len(st)
     out = {f"lod_{k}": (np.concatenate(v) if v else np.zeros(0, np.int64)) for k, v in parts.items()}
@@ -131,7 +148,7 @@ def _level0(trace: Trace, lane: int, depth: int) -> tuple:
     idx = np.flatnonzero(d == depth) + sl.start
     s = np.asarray(trace.columns["start"][idx])
     e = s + np.asarray(trace.columns["dur"][idx])
-    return (0.0, s, e, idx, np.maximum.accumulate(e) if len(e) else e)
+    return (0.0, s, e, idx, np.maximum.accumulate(e) if len(e) else e, e - s)
 
 
 def _from_pack(trace: Trace, lane: int, depth: int) -> list | None:
@@ -149,6 +166,7 @@ def _from_pack(trace: Trace, lane: int, depth: int) -> list | None:
             packed["lod_end"][o : o + n],
             packed["lod_rep"][o : o + n],
             packed["lod_maxend"][o : o + n],
+            packed["lod_busy"][o : o + n] if "lod_busy" in packed else None,
         )
         for q, o, n in spec
     ]
@@ -158,7 +176,7 @@ def _from_pack(trace: Trace, lane: int, depth: int) -> list | None:
         if len(rep) and (int(rep.min()) < sl.start or int(rep.max()) >= sl.stop):
             return None
     if levels[0][0] > 0:  # the events themselves are read from the columns when first needed
-        levels.insert(0, (0.0, None, None, None, None))
+        levels.insert(0, (0.0, None, None, None, None, None))
     return levels
 
 
@@ -180,19 +198,21 @@ def _pyramid(trace: Trace, lane: int, depth: int) -> list:
     s = np.asarray(trace.columns["start"][idx])
     dur = np.asarray(trace.columns["dur"][idx])
     e = s + dur
-    levels = [(0.0, s, e, idx, np.maximum.accumulate(e) if len(e) else e)]
+    levels = [(0.0, s, e, idx, np.maximum.accumulate(e) if len(e) else e, e - s)]
     if len(s) > 64:
         gaps = s[1:] - np.maximum.accumulate(e)[:-1]
         pos = gaps[gaps > 0]
         # below the median gap a level would not halve the rectangles: start there
         q = float(max(np.median(pos), 1.0)) if len(pos) else 1.0
         span = float(e.max() - s.min()) or 1.0
-        cs, ce, crep, cw = s, e, idx, dur
+        # cb: each run's busy time, the sum of its members' (one depth's events do not overlap)
+        cs, ce, crep, cw, cb = s, e, idx, dur, (e - s).astype(np.int64)
         while q < span and len(cs) > 64:
+            first = run_firsts(cs, np.maximum.accumulate(ce), q)
             rs, re, k = merge_runs(cs, ce, q, np.arange(len(cs)), cw)
-            cs, ce, crep, cw = rs, re, crep[k], cw[k]
+            cs, ce, crep, cw, cb = rs, re, crep[k], cw[k], np.add.reduceat(cb, first)
             if len(cs) < 0.5 * len(levels[-1][1]):
-                levels.append((q, cs, ce, crep, np.maximum.accumulate(ce)))
+                levels.append((q, cs, ce, crep, np.maximum.accumulate(ce), cb))
             q *= 4
     trace.derived[key] = levels
     return levels

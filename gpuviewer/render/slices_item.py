@@ -23,6 +23,28 @@ from .rects import RectBuffer
 SUMMARY_GPU = QBrush(QColor(59, 130, 246))  # a collapsed rank's compute streams
 SUMMARY_COMM = QBrush(QColor(234, 88, 12))  # ...and its communication
 MAX_LABELS = 600
+# a merged run's busy share at or above each bound: drawn at the alpha beside it (solid from 75%)
+_FADE_AT = np.array([0.2, 0.45, 0.75])
+_ALPHA = (255, 150, 95, 50)  # solid, then fainter as the run is more idle
+_FADES = len(_ALPHA)
+_BRUSHES: dict[int, QBrush] = {}
+
+
+def _brush(key: int) -> QBrush:
+    """The brush of colour index key // _FADES at fade key % _FADES (0: solid)."""
+    got = _BRUSHES.get(key)
+    if got is None:
+        c, k = divmod(key, _FADES)
+        if k == 0:
+            got = BRUSHES[c]
+        else:
+            col = QColor(BRUSHES[c].color())
+            col.setAlpha(_ALPHA[k])
+            got = QBrush(col)
+        _BRUSHES[key] = got
+    return got
+
+
 _LABEL_FLAGS = Qt.AlignVCenter | Qt.AlignLeft  # combined once: enum arithmetic is slow in Python
 _NO_PEN, _ELIDE = Qt.NoPen, Qt.ElideRight  # ...and so is reading an enum member
 
@@ -70,7 +92,7 @@ class SlicesItem(Layer):
                 yd = row.y + d
                 if yd + 1 < f.y0 or yd > f.y1:
                     continue
-                s, e, rep = q.lod_runs(trace, row.lane, d, f.t0, f.t1, f.ns_per_px)
+                s, e, rep, busy = q.lod_runs_busy(trace, row.lane, d, f.t0, f.t1, f.ns_per_px)
                 s, e, rep = np.asarray(s), np.asarray(e), np.asarray(rep)
                 drawn[(row.lane, d)] = (s, e, rep)
                 if not len(s):
@@ -83,7 +105,12 @@ class SlicesItem(Layer):
                 ws.append(X1 - X0)
                 ys.append(np.full(len(s), yd * sy + oy + 0.08 * sy))
                 hs.append(np.full(len(s), 0.84 * sy))
-                cs.append(color_index(cat[rep], self.shades[name[rep]]))
+                # a run merged across sub-pixel gaps is drawn as faint as it is idle: a launch-bound
+                # GPU's stream (23% busy) drew as one solid bar at the opening zoom (an audit)
+                span = e - s
+                cov = np.where(span > 0, np.asarray(busy, np.float64) / np.maximum(span, 1), 1.0)
+                fade = np.searchsorted(_FADE_AT, cov, side="right")
+                cs.append(color_index(cat[rep], self.shades[name[rep]]) * _FADES + (len(_FADE_AT) - fade))
                 reps.append(rep)
         if summary_rows:
             self._summaries(p, summary_rows, f)
@@ -99,10 +126,11 @@ class SlicesItem(Layer):
             for a, b in zip(starts, ends):
                 sel = order[a:b]
                 n = self.buf.fill(X[sel], Y[sel], W[sel], H[sel])
-                p.setBrush(BRUSHES[int(C_sorted[a])])
+                p.setBrush(_brush(int(C_sorted[a])))
                 self.buf.draw(p, n)
                 n_total += n
-            self._labels(p, X, W, Y, H, C, name[R])
+            solid = C % _FADES == 0  # names on the solid runs only: a faint one is mostly gaps
+            self._labels(p, X[solid], W[solid], Y[solid], H[solid], C[solid] // _FADES, name[R[solid]])
         self.last_rect_count = n_total
         if len(self.wait_idx):
             self._waits(p, f)
