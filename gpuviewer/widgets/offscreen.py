@@ -29,6 +29,7 @@ def bare_view(session, size: tuple[int, int] = REPORT_VIEW_SIZE) -> TimelineView
     a = session.analysis_ready
     if a is not None and v.item is not None:
         v.item.set_comm_waits(a.kernel_collectives)
+        v.item.steps.set_gpu_windows(a.ranks or [])  # as the window's timeline draws its GPU rows
     if v.item is not None:
         v.item.annotations = session.notes.doc.annotations
         v.item.area = session.view.area  # the area selection, where the window shows it
