@@ -193,6 +193,18 @@ def raw_events(path: str) -> list[dict]:
         return json.load(fh)["traceEvents"]
 
 
+def covered(intervals, a: float, b: float) -> float:
+    """How much of [a, b] the sorted (start, end) intervals cover, each instant once (plain
+    Python: the tests' own union, not gpuviewer's)."""
+    total, end = 0.0, a
+    for s, e in intervals:
+        s, e = max(s, end), min(e, b)
+        if e > s:
+            total += e - s
+            end = e
+    return total
+
+
 def profiler_steps(ev: list[dict]) -> tuple[list[tuple[int, float, float]], dict]:
     """Of a Kineto file's complete events: its ProfilerStep#N ranges as (N, start, end) in µs, and
     each CUDA call's start by its correlation id (the launch of the GPU op with that id)."""

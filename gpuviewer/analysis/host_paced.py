@@ -14,12 +14,12 @@ import numpy as np
 from .breakdown import RankBreakdown
 from .launch import (
     SHORT_GAP_NS,
-    _most_launched,
     _per_gradient,
     host_split,
     is_host_paced,
     is_launch_bound,
     step_launch,
+    steps_metrics,
 )
 from .whatif_change import OTHER_WORK_NS
 
@@ -116,11 +116,7 @@ def host_paced(trace, rb: RankBreakdown, per: dict, steps: list, hit: list) -> l
             "host_wait_ms_per_step": round(waits / n / 1e6, 3),
             "idle_fraction": round(sum(s.idle_total_ns for s in hit) / w if w else 0.0, 4),
             "compute_share": round(compute, 4),
-            "launch_bound_steps": [s.step for s in hit if s.step is not None],
-            "steps_judged": len(steps),
-            "evidence": _most_launched(trace, rb, {s.step for s in hit}),
-            "collectives_per_step": coll,
-            "grad_accumulations_per_step": grads,
+            **steps_metrics(trace, rb, hit, steps, coll, grads),
         },
     )
     f["advice"] = ADVICE

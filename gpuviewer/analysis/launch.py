@@ -154,6 +154,17 @@ def _longer(ms: float, short: float, nccl_share: float) -> str:
     )
 
 
+def steps_metrics(trace: Trace, rb: RankBreakdown, hit: list, steps: list, coll: float, grads: float | None) -> dict:
+    """The launch-bound family's metrics of which steps it holds and what it selects."""
+    return {
+        "launch_bound_steps": [s.step for s in hit if s.step is not None],
+        "steps_judged": len(steps),
+        "evidence": _most_launched(trace, rb, {s.step for s in hit}),
+        "collectives_per_step": coll,
+        "grad_accumulations_per_step": grads,
+    }
+
+
 def host_split(hit: list) -> str:
     """Of the steps' host time, the framework ops' and the launch calls' shares, said where the
     framework's work is most of it."""
@@ -330,11 +341,7 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
                     "long_gap_nccl_share": round(long_nccl, 4),
                     "idle_fraction": round(idle, 4),
                     "compute_share": round(compute, 4),
-                    "launch_bound_steps": [s.step for s in hit if s.step is not None],
-                    "steps_judged": len(steps),
-                    "evidence": _most_launched(trace, rb, {s.step for s in hit}),
-                    "collectives_per_step": coll,
-                    "grad_accumulations_per_step": grads,
+                    **steps_metrics(trace, rb, hit, steps, coll, grads),
                 },
             ),
             {s.step: per[s.step]["gap_ns"] for s in hit},

@@ -17,6 +17,7 @@ from conftest import (
 )
 from conftest import (
     compat_path,
+    covered,
     flat_findings,
     profiler_steps,
     raw_events,
@@ -31,13 +32,7 @@ def _nccl_share(path: str) -> list[float]:
     nccl = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") == "kernel" and "nccl" in e["name"].lower())
     out = []
     for _n, a, b in steps:
-        covered, end = 0.0, a
-        for s, e in nccl:
-            s, e = max(s, end), min(e, b)
-            if e > s:
-                covered += e - s
-                end = e
-        out.append(covered / (b - a))
+        out.append(covered(nccl, a, b) / (b - a))
     return out
 
 

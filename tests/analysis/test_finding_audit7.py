@@ -14,6 +14,7 @@ from conftest import (
     analyzed_json,
     analyzed_text,
     compat_path,
+    covered,
     flat_findings,
     profiler_steps,
     raw_events,
@@ -34,13 +35,7 @@ def _untraced_ms(ev: list[dict], tid, a: float, b: float) -> float:
         and not e["name"].startswith("ProfilerStep#")
         and a <= e["ts"] < b
     )
-    covered, end = 0.0, a
-    for s, e in inside:
-        s, e = max(s, end), min(e, b)
-        if e > s:
-            covered += e - s
-            end = e
-    return (b - a - covered) / 1e3
+    return (b - a - covered(inside, a, b)) / 1e3
 
 
 def test_a_slow_steps_host_time_beyond_its_copies_is_named():

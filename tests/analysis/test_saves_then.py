@@ -6,7 +6,7 @@ import gzip
 import json
 
 import pytest
-from conftest import run_cli, trace_path
+from conftest import profiler_steps, run_cli, trace_path
 
 _cache: dict[str, tuple[dict, list[str]]] = {}
 
@@ -32,16 +32,8 @@ def raw_gpu_idle_and_compute(path: str) -> tuple[float, float]:
     the step's first and last GPU op launched in it, and its non-NCCL kernels' ms."""
     with gzip.open(path, "rt") as fh:
         ev = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
-    steps = sorted(
-        (e["ts"], e["ts"] + e["dur"])
-        for e in ev
-        if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")
-    )
-    launch = {
-        e["args"]["correlation"]: e["ts"]
-        for e in ev
-        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
-    }
+    ranges, launch = profiler_steps(ev)  # (launch: each CUDA call's start by correlation id)
+    steps = [(a, b) for _n, a, b in ranges]
     gpu = [
         e
         for e in ev

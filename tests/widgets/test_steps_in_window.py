@@ -1,0 +1,121 @@
+"""How the window draws nsys_ddp's steps, where its GPU runs behind its host and its warm-up step
+is ten times the others (audits of the window). A real window offscreen, opened once; the steps'
+figures from a separate `analyze --json`.
+
+- Step lines on the GPU rows are the steps' GPU windows (the analysis'), not the host's step
+  ranges: rank 0's 62.6 ms all-reduce wait of step 6 lay after the host's 'step 7' line on its GPU
+  rows while the top finding said step 6. The host steps are the window's (the export's NVTX
+  'step N' ranges); the picture is read at the two lines' x.
+- The Overview's step chart is scaled to the profiled steps: the warm-up step 0 (about 500 ms of
+  GPU window against 15-70 ms) set the axis and left steps 1-9 slivers, unmarked. Its bar is
+  faint, its tick says warm-up, and its time is written where it leaves the chart; the Ranks
+  heatmap names its warm-up column."""
+
+import json
+
+import numpy as np
+import pyqtgraph as pg
+import pytest
+from conftest import run_cli_once, trace_path
+from PySide6.QtCore import QPoint, QPointF
+
+NSYS = trace_path("nsys", "nsys_ddp.sqlite")
+
+
+@pytest.fixture(scope="module")
+def opened(qapp, tmp_path_factory):
+    """(the window, analyze --json's ranks by rank)."""
+    from PySide6.QtCore import QSettings
+
+    from gpuviewer.widgets.main_window import MainWindow
+
+    w = MainWindow(QSettings(str(tmp_path_factory.mktemp("settings") / "s.ini"), QSettings.IniFormat))
+    w.quiet_errors = True
+    w.controller.block_analysis = True
+    w.resize(1366, 768)
+    w.show()
+    assert w.open_paths([NSYS], block=True)
+    qapp.processEvents()
+    p = run_cli_once("analyze", NSYS, "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    yield w, {r["rank"]: r for r in json.loads(p.stdout)["ranks"]}
+    w.close()
+
+
+def test_gpu_rows_draw_the_steps_gpu_windows(opened, qapp):
+    w, ranks = opened
+    r0 = ranks[0]
+    gpu = {s["step"]: s["start_ns"] for s in r0["steps"] if s["step"] is not None}
+    layer = w.timeline.item.steps
+    assert layer.gpu_starts[0] == sorted(gpu.values())
+    # rank 0's host steps as the window has them (the export's NVTX 'step N' ranges)
+    host = {st.step: st.start for st in w.trace.steps if st.rank == 0}
+    g7, h7 = gpu[7], host[7]
+    assert g7 - h7 > 20_000_000  # the GPU begins step 7 tens of ms after the host
+    w.session.set_range(gpu[6] - 5_000_000, g7 + 20_000_000)
+    qapp.processEvents()
+    tv = w.timeline
+    img = tv.grab().toImage().convertToFormat(tv.grab().toImage().Format.Format_RGB32)
+    lanes = w.trace.lanes
+    c = w.trace.columns
+
+    def idle_near(lane: int) -> bool:  # no op of the lane within 2 ms of either time
+        sl = w.trace.lane_slice(lane)
+        st = np.asarray(c["start"][sl]).astype(np.int64)
+        en = st + np.asarray(c["dur"][sl]).astype(np.int64)
+        return not any(((st < t + 2_000_000) & (en > t - 2_000_000)).any() for t in (g7, h7))
+
+    from gpuviewer.model.categories import GPU_LANE_KINDS
+
+    row = next(
+        r
+        for r in tv.layout_model.rows
+        if r.kind == "lane" and lanes[r.lane].rank == 0 and lanes[r.lane].kind in GPU_LANE_KINDS and idle_near(r.lane)
+    )
+    port = tv.vb.scene().views()[0].viewport()  # the view box's device coordinates, in the grab's
+
+    def at(t: float, y: float) -> tuple[int, int]:
+        d = tv.vb.mapViewToDevice(QPointF(t, y))
+        q = port.mapTo(tv, QPoint(int(round(d.x())), int(round(d.y()))))
+        return q.x(), q.y()
+
+    y0, y1 = at(0.0, row.y)[1] + 1, at(0.0, row.y + row.h)[1] - 1
+    a = np.frombuffer(img.constBits(), np.uint32).reshape(img.height(), img.bytesPerLine() // 4)
+
+    def marked(t: int) -> int:
+        """Pixels of the row at t's column (and either side) unlike the row 6 px to the right:
+        a line drawn there (the lane idles around both times)."""
+        x = at(float(t - tv.origin), 0.0)[0]
+        col = a[y0:y1, x - 1 : x + 2] & 0xFFFFFF
+        ref = (a[y0:y1, x + 6] & 0xFFFFFF)[:, None]
+        return int((col != ref).sum())
+
+    assert marked(g7) > 0  # the GPU's step 7 begins here on its GPU rows
+    assert marked(h7) == 0  # the host's does not mark the GPU rows (its stream idles there)
+
+
+def test_the_step_chart_is_scaled_to_the_profiled_steps(opened):
+    w, ranks = opened
+    r0 = ranks[0]
+    window = {s["step"]: (s["end_ns"] - s["start_ns"]) / 1e6 for s in r0["steps"]}
+    warm = [s["step"] for s in r0["steps"] if s["warmup"]]
+    assert warm and max(window[s] for s in warm) > 3 * max(v for s, v in window.items() if s not in warm)
+    ov = w.overview
+    i = ov.rank_box.findData(0)
+    ov.rank_box.setCurrentIndex(i)
+    ov._show()
+    top = ov.plot.getViewBox().viewRange()[1][1]
+    profiled = max(v for s, v in window.items() if s not in warm)
+    assert profiled <= top <= 1.2 * profiled, (top, profiled)
+    ticks = dict(ov.plot.getAxis("bottom")._tickLevels[0]) if ov.plot.getAxis("bottom")._tickLevels else {}
+    assert any(t == f"{warm[0]} (warm-up)" for t in ticks.values()), ticks
+    texts = [it.textItem.toPlainText() for it in ov.plot.getPlotItem().items if isinstance(it, pg.TextItem)]
+    assert f"{window[warm[0]]:,.0f} ms" in texts, texts
+
+
+def test_the_ranks_heatmap_names_its_warm_up_column(opened):
+    w, ranks = opened
+    warm = {s["step"] for r in ranks.values() for s in r["steps"] if s["warmup"]}
+    t = w.ranks_view.table
+    names = [t.horizontalHeaderItem(j).text() for j in range(t.columnCount())]
+    assert [n for n in names if n.endswith("(warm-up)")] == [f"step {s} (warm-up)" for s in sorted(warm)], names
