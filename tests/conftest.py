@@ -193,6 +193,17 @@ def raw_events(path: str) -> list[dict]:
         return json.load(fh)["traceEvents"]
 
 
+def export_rows(path: str, sql: str, *args) -> list:
+    """Rows of an Nsight Systems export, read with sqlite3, read-only (no gpuviewer)."""
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return db.execute(sql, args).fetchall()
+    finally:
+        db.close()
+
+
 def covered(intervals, a: float, b: float) -> float:
     """How much of [a, b] the sorted (start, end) intervals cover, each instant once (plain
     Python: the tests' own union, not gpuviewer's)."""
@@ -325,6 +336,23 @@ def analyzed_text(path) -> str:
     p = run_cli_once("analyze", str(path))
     assert p.returncode == 0, p.stderr[-2000:]
     return p.stdout
+
+
+def opened_window(qapp, folder, paths: list[str], size: tuple[int, int] = (1366, 768)):
+    """A main window for a module's tests (settings in `folder`), shown at `size`, the session of
+    `paths` opened and analysed in this thread; close it when done."""
+    from PySide6.QtCore import QSettings
+
+    from gpuviewer.widgets.main_window import MainWindow
+
+    w = MainWindow(QSettings(str(folder / "s.ini"), QSettings.IniFormat))
+    w.quiet_errors = True
+    w.controller.block_analysis = True
+    w.resize(*size)
+    w.show()
+    assert w.open_paths(paths, block=True)
+    qapp.processEvents()
+    return w
 
 
 def make_window(qtbot, tmp_path, *, block_analysis: bool = False, size: tuple[int, int] | None = None):

@@ -15,6 +15,7 @@ from conftest import (
     analyzed_text,
     compat_path,
     covered,
+    export_rows,
     flat_findings,
     profiler_steps,
     raw_events,
@@ -162,14 +163,8 @@ def test_pageable_copies_name_pinning_as_a_fix():
     ENUM_CUDA_MEM_KIND 'pageable'), yet copy_bound said 'only moving less data removes the rest',
     ruling out pinning (helper-104). Now the pageable share is said with pinning as a fix; a
     capture whose copies are pinned (nsys-ai's h100_2gpu_1s) says nothing of it."""
-    import sqlite3
-
     path = compat_path("hpcgroup__pipit", "saxpy-mpi-cuda_nsys_perlmutter0.sqlite")
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        rows = db.execute("SELECT srcKind, dstKind, end - start FROM CUPTI_ACTIVITY_KIND_MEMCPY").fetchall()
-    finally:
-        db.close()
+    rows = export_rows(path, "SELECT srcKind, dstKind, end - start FROM CUPTI_ACTIVITY_KIND_MEMCPY")
     # ENUM_CUDA_MEM_KIND (formats.md; this export holds no ENUM table): 0 Pageable, 1 Pinned, 2 Device
     paged = sum(d for s, k, d in rows if 0 in (s, k))
     assert rows and paged == sum(d for _s, _k, d in rows)  # all of them

@@ -16,7 +16,7 @@ import json
 import numpy as np
 import pyqtgraph as pg
 import pytest
-from conftest import run_cli_once, trace_path
+from conftest import opened_window, run_cli_once, trace_path
 from PySide6.QtCore import QPoint, QPointF
 
 NSYS = trace_path("nsys", "nsys_ddp.sqlite")
@@ -25,17 +25,7 @@ NSYS = trace_path("nsys", "nsys_ddp.sqlite")
 @pytest.fixture(scope="module")
 def opened(qapp, tmp_path_factory):
     """(the window, analyze --json's ranks by rank)."""
-    from PySide6.QtCore import QSettings
-
-    from gpuviewer.widgets.main_window import MainWindow
-
-    w = MainWindow(QSettings(str(tmp_path_factory.mktemp("settings") / "s.ini"), QSettings.IniFormat))
-    w.quiet_errors = True
-    w.controller.block_analysis = True
-    w.resize(1366, 768)
-    w.show()
-    assert w.open_paths([NSYS], block=True)
-    qapp.processEvents()
+    w = opened_window(qapp, tmp_path_factory.mktemp("steps"), [NSYS])
     p = run_cli_once("analyze", NSYS, "--json")
     assert p.returncode == 0, p.stderr[-2000:]
     yield w, {r["rank"]: r for r in json.loads(p.stdout)["ranks"]}
