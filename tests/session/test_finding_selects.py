@@ -5,10 +5,9 @@ often in its steps, host_sync its longest sync call; both checked against the ra
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections import Counter
 
-from conftest import compat_path, trace_path
+from conftest import compat_path, export_rows, trace_path
 
 import gpuviewer
 
@@ -17,11 +16,7 @@ CLOVERLEAF = compat_path("hpcgroup__pipit", "perlmutter-cloverleaf-cuda.sqlite")
 
 
 def _raw(path: str, sql: str, *args) -> list:
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return db.execute(sql, args).fetchall()
-    finally:
-        db.close()
+    return export_rows(path, sql, *args)
 
 
 def test_launch_bound_selects_the_kernel_launched_most_often():
