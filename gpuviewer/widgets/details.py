@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from PySide6.QtCore import QPointF, QSize, Qt, Signal
 from PySide6.QtGui import QPalette, QTextLayout, QTextOption
-from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem, QTreeWidget, QTreeWidgetItem
+from PySide6.QtWidgets import (
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QTreeWidgetItemIterator,
+)
 
 from ..model.categories import CAT_LABEL, Cat
 from ..model.trace import Trace
@@ -187,8 +194,29 @@ class DetailsPanel(QTreeWidget):
         self.resizeColumnToContents(0)
         vw = self.viewport().width()
         # up to 42% of the pane: at 1366x768 it is ~270 px; a longer name ("registers per
-        # thread") wraps, and the values (a kernel's name, times with their ns) keep the rest
-        self.setColumnWidth(0, min(self.columnWidth(0), max(110, int(vw * 0.42))))
+        # thread") wraps, and the values (a kernel's name, times with their ns) keep the rest.
+        # Never narrower than the longest word of a name (up to 60% of the pane): 'returnValue'
+        # broke as 'returnValu/e' (the window's audit)
+        fm = self.fontMetrics()
+        word = max((fm.horizontalAdvance(w) + indent for w, indent in self.field_words()), default=0)
+        word += 2 * _WrapDelegate.PAD + 4
+        cap = max(110, int(vw * 0.42), min(word, int(vw * 0.6)))
+        self.setColumnWidth(0, min(self.columnWidth(0), cap))
+
+    def field_words(self) -> list[tuple[str, int]]:
+        """The words of every field's name, the arguments' (children of 'Arguments') too, each
+        with its item's indentation in pixels (an argument's name starts two levels in)."""
+        words = []
+        it = QTreeWidgetItemIterator(self)
+        root = 1 if self.rootIsDecorated() else 0
+        while it.value() is not None:
+            item, depth = it.value(), 0
+            p = item.parent()
+            while p is not None:
+                depth, p = depth + 1, p.parent()
+            words += [(w, self.indentation() * (depth + root)) for w in item.text(0).split()]
+            it += 1
+        return words
 
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)

@@ -116,3 +116,40 @@ def test_a_kernel_no_other_rank_holds_says_so(qtbot):
         QApplication.processEvents()
         items = {d.topLevelItem(k).text(0): d.topLevelItem(k).text(1) for k in range(d.topLevelItemCount())}
         assert items["Collective"].startswith(want), items
+
+
+def test_a_field_name_never_breaks_inside_a_word(qtbot):
+    """At a dock 270 px wide a CUDA call's fields from an Nsight export ('returnValue',
+    'nestingLevel', 'correlationId') broke mid-word ('returnValu/e'; the window's audit): the field
+    column is at least as wide as the longest word of its names (up to 60% of the pane)."""
+    from conftest import trace_path
+    from PySide6.QtWidgets import QApplication, QTreeWidgetItemIterator
+
+    from gpuviewer.model.categories import Cat
+    from gpuviewer.widgets.details import DetailsPanel
+
+    s = gpuviewer.open(trace_path("nsys", "nsys_single.sqlite"))
+    d = DetailsPanel()
+    qtbot.addWidget(d)
+    d.resize(270, 900)
+    d.show()
+    d.set_trace(s.trace)
+    i = int(np.flatnonzero(np.asarray(s.trace.columns["cat"]) == Cat.CUDA_RUNTIME)[0])
+    d.show_event(i)
+    for _ in range(3):
+        QApplication.processEvents()
+    fm = d.fontMetrics()
+    # each name's words with the item's indentation (an argument's name sits two levels in), from
+    # the tree's own items and the font's advance
+    need = []
+    it = QTreeWidgetItemIterator(d)
+    while it.value() is not None:
+        item, depth, p = it.value(), 0, it.value().parent()
+        while p is not None:
+            depth, p = depth + 1, p.parent()
+        indent = d.indentation() * (depth + (1 if d.rootIsDecorated() else 0))
+        need += [(fm.horizontalAdvance(w) + indent, w) for w in item.text(0).split()]
+        it += 1
+    width, word = max(need)
+    assert word in ("returnValue", "correlationId", "nestingLevel", "eventClass"), need
+    assert width + 6 <= d.columnWidth(0) <= 0.6 * d.viewport().width() + 1, (word, width, d.columnWidth(0))

@@ -341,7 +341,9 @@ def test_search_reveals_its_match_and_long_lane_names_are_whole_in_tooltips(qtbo
     name = w.trace.name_of(i)
     d = w.details
     assert d.topLevelItem(0).text(1) == name and d.topLevelItem(0).toolTip(1) == name
-    assert d.columnWidth(0) <= max(110, int(d.viewport().width() * 0.42)) + 1
+    fm, vw = d.fontMetrics(), d.viewport().width()
+    word = max(fm.horizontalAdvance(x) + indent for x, indent in d.field_words())
+    assert d.columnWidth(0) <= max(110, int(vw * 0.42), min(word + 14, int(vw * 0.6))) + 1
     # choosing a finding never scrolls the table sideways (the severity stays in view)
     w.findings.set_findings(w.session.analysis_ready.findings)
     w.findings.choose(len(w.findings.findings) - 1)
