@@ -107,8 +107,14 @@ class SlicesItem(Layer):
                 hs.append(np.full(len(s), 0.84 * sy))
                 # a run merged across sub-pixel gaps is drawn as faint as it is idle: a launch-bound
                 # GPU's stream (23% busy) drew as one solid bar at the opening zoom (an audit)
+                # (of at least a pixel: a 2 µs kernel every 16 µs drew as a solid 1-px tick at
+                # 14 µs a pixel, the stream a dense band at one step's zoom)
                 span = e - s
-                cov = np.where(span > 0, np.asarray(busy, np.float64) / np.maximum(span, 1), 1.0)
+                b = np.asarray(busy, np.float64)
+                cov = np.where(span > 0, b / np.maximum(span, f.ns_per_px), 1.0)
+                # ...but one event alone (no gap inside it) stays at least half strength: a short
+                # kernel on its own must not fade from sight
+                cov = np.where(b >= span, np.maximum(cov, 0.45), cov)
                 fade = np.searchsorted(_FADE_AT, cov, side="right")
                 cs.append(color_index(cat[rep], self.shades[name[rep]]) * _FADES + (len(_FADE_AT) - fade))
                 reps.append(rep)

@@ -32,20 +32,23 @@ class StepsItem(Layer):
         self.gpu_windows: dict[int, list[tuple[int, int, int]]] = {}
 
     def set_gpu_windows(self, ranks: list[dict]) -> None:
-        """The analysis' ranks (analyze --json's ranks[]): each step's GPU window start, drawn
-        across the rank's GPU rows in place of its host step's start."""
-        self.gpu_starts = {
-            int(r["rank"]): sorted(int(st["start_ns"]) for st in r.get("steps") or [] if st.get("step") is not None)
-            for r in ranks
-        }
+        """The analysis' ranks (analyze --json's ranks[]): each step's GPU time (its window with
+        the idle before it, while the host prepared the step, and after it), drawn across the
+        rank's GPU rows in place of its host step's range: the idle a late rank's stall leaves
+        before its step is that step's, as the findings and the Ranks heatmap count it."""
         self.gpu_windows = {
             int(r["rank"]): sorted(
-                (int(st["start_ns"]), int(st["end_ns"]), int(st["step"]))
+                (
+                    int(st["start_ns"]) - int(st.get("idle_before_ns") or 0),
+                    int(st["end_ns"]) + int(st.get("idle_after_ns") or 0),
+                    int(st["step"]),
+                )
                 for st in r.get("steps") or []
                 if st.get("step") is not None
             )
             for r in ranks
         }
+        self.gpu_starts = {r: [a for a, _b, _s in w] for r, w in self.gpu_windows.items()}
         self.host.update()
 
     def _gpu_row(self, row) -> bool:
@@ -64,9 +67,12 @@ class StepsItem(Layer):
         headers: dict[int, object] = {}
         gpu_rows: dict[int, object] = {}  # the rank's first GPU group row: its GPU steps' names
         gpu_known = self.gpu_starts
+        collapsed = self.host.layout.state.collapsed_ranks
         for row in f.rows:
             if row.rank >= 0:
-                gpu = row.rank in gpu_known and self._gpu_row(row)
+                # a collapsed rank's one row is its GPU work's summary: the GPU's steps
+                summary = row.kind == "header" and row.rank in collapsed
+                gpu = row.rank in gpu_known and (summary or self._gpu_row(row))
                 runs = by_rank.setdefault(row.rank, [])
                 if runs and runs[-1][0] == gpu and abs(runs[-1][2] - row.y) < 1e-6:
                     runs[-1][2] = row.y + row.h
@@ -81,7 +87,6 @@ class StepsItem(Layer):
             steps = self._steps_by_rank = {}
             for st in self.host.trace.steps:
                 steps.setdefault(st.rank, []).append(st)
-        collapsed = self.host.layout.state.collapsed_ranks
         labelled = False
         p.setFont(self.host.font)
         th = theme.current()
@@ -106,12 +111,17 @@ class StepsItem(Layer):
             if rank in collapsed and labelled:
                 continue
             labelled = labelled or rank in collapsed
-            for st in steps.get(rank, []):
+            named = (
+                self.gpu_windows[rank]
+                if rank in collapsed and rank in self.gpu_windows
+                else [(st.start, st.end, st.step) for st in steps.get(rank, [])]
+            )
+            for a, b, step in named:
                 # a step begun left of the view keeps its name at the view's left edge, as the
                 # slices' names do ('tep 2' was cut by the edge, a step filling the view unnamed)
-                X = max((st.start - origin) * sx + ox, f.left)
-                Xe = min((st.end - origin) * sx + ox, f.right)
-                label = f"step {st.step}"
+                X = max((a - origin) * sx + ox, f.left)
+                Xe = min((b - origin) * sx + ox, f.right)
+                label = f"step {step}"
                 if Xe - X > fm.horizontalAdvance(label) + 6:
                     p.drawText(QRectF(X + 3, hdr.y * sy + oy, Xe - X - 3, hdr.h * sy), _LABEL_FLAGS, label)
         for rank, grp in gpu_rows.items():

@@ -72,14 +72,16 @@ class OverviewPanel(QWidget):
 
     def stacks(self, rank: int) -> tuple[list, np.ndarray]:
         """Per step: compute, exposed communication, other GPU work, idle (ms); they add up to
-        the step window."""
+        the step's GPU time: its window and the idle before and after it that is the step's (a
+        late rank's stall before its step, which the Ranks heatmap and the findings count in
+        that step; an audit of the window)."""
         r = self.analysis.rank(rank)
         steps = [s["step"] if s["step"] is not None else 0 for s in r["steps"]]
         rows = []
         for s in r["steps"]:
             comp, exp_ = s["compute_ns"], s["exposed_comm_ns"]
             other = max(0, s["busy_ns"] - comp - exp_)
-            rows.append([comp, exp_, other, s["idle_ns"]])
+            rows.append([comp, exp_, other, s["idle_ns"] + s.get("idle_before_ns", 0) + s.get("idle_after_ns", 0)])
         return steps, np.array(rows, np.float64).reshape(-1, 4) / 1e6
 
     def _show(self) -> None:

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+WARM_CELL = QColor(226, 232, 240)  # a warm-up step's cells: grey, whatever their ms
 MEASURES = {"step time (GPU)": "gpu_time", "wait caused": "caused_ns", "wait suffered": "wait_ns"}
 ORDERS = ("rank", "host", "lateness")
 # The colour is absolute ms, not a share of the worst cell (which painted 1.3 ms of jitter like
@@ -135,7 +136,9 @@ class RankOverview(QWidget):
                 it = QTableWidgetItem("" if x is None else f"{x:.1f}")
                 it.setTextAlignment(Qt.AlignCenter)
                 it.setData(Qt.UserRole, (r, s))
-                if x is not None:
+                if x is not None and s in warm:  # not a step to compare: no colour of lateness
+                    it.setBackground(QBrush(WARM_CELL))
+                elif x is not None:
                     k = self.shades[(r, s)] = shade(x - base.get(s, 0.0))
                     it.setBackground(QBrush(colour(k)))
                 self.table.setItem(i, j, it)

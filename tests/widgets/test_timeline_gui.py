@@ -248,11 +248,12 @@ def test_findings_dock_takes_the_timeline_there(qtbot, tmp_path):
     w.findings.severity.setCurrentIndex(0)
     w.findings.text.setText("rank 1")
     assert all(1 in x.ranks for x in w.findings.visible_findings())
-    # overview stacks add up to each step window
+    # overview stacks add up to each step's GPU time (its window and the idle around it that is its)
     steps, v = w.overview.stacks(0)
     r0 = w.analysis.rank(0)
     for s, row_ in zip(r0["steps"], v):
-        assert row_.sum() == pytest.approx((s["end_ns"] - s["start_ns"]) / 1e6, rel=1e-6)
+        gpu_time = s["end_ns"] - s["start_ns"] + s["idle_before_ns"] + s["idle_after_ns"]
+        assert row_.sum() == pytest.approx(gpu_time / 1e6, rel=1e-6)
     assert w.overview.table.rowCount() > 0
 
 
