@@ -98,10 +98,18 @@ def _held_by_nccl(fs: list[dict], worst: dict) -> str:
         for f in fs
         if f is not worst and (share := f["metrics"].get("launch_gap_nccl_share") or 0.0) >= 0.5
     ]
-    return "".join(
+    said = "".join(
         f"; on rank {r}, NCCL kernels ran in {share:.0%} of those gaps (its GPU held by collectives there, not idle)"
         for r, share in sorted(held)
     )
+    # ranks of the other kind of the family, named: pp's rank 0 is host-bound between launches
+    # (gaps of 0.1-1 ms), its rank 1 launch-bound, and one title said both were the latter (a review)
+    paced = bool(worst["metrics"].get("host_paced"))
+    other = sorted(f["ranks"][0] for f in fs if bool(f["metrics"].get("host_paced")) != paced)
+    if other:
+        kind = "launch-bound (gaps under 100 µs)" if paced else "host-bound between launches (gaps of 100 µs to 1 ms)"
+        said += f"; rank{'s' if len(other) > 1 else ''} {rank_list(other)} {kind} instead"
+    return said
 
 
 def merge_ranks(found: list[dict]) -> list[dict]:

@@ -93,8 +93,8 @@ def _host_own(trace: Trace, rank: int, s, others: list, excess_ms: float) -> str
     if s.host_end_ns <= s.host_start_ns:
         return ""
     rows = host_self_excess(
-        trace, rank, (s.host_start_ns, s.host_end_ns), [(o.host_start_ns, o.host_end_ns) for o in others]
-    )
+        trace, rank, (s.host_start_ns, s.host_end_ns), [(o.host_start_ns, o.host_end_ns) for o in others], top=12
+    )  # (more than named: the calls that wait for the GPU are dropped first)
     waits = [
         w for w in rows if w["category"] in API_CATS and (SYNC_CALL.search(w["name"]) or COPY_CALL.search(w["name"]))
     ]

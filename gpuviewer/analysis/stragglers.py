@@ -360,8 +360,10 @@ def _blocked(rbs, waiting: list[int], steps: list, each: float) -> tuple[str, fl
     0.03 ms; fsdp's rank 0 107.7 ms while its host blocks 22.7: 'waits' read as the rank's lost
     time, which the what-if then contradicted with a few ms (helper-102)."""
     by = {rb.rank: {s.step: s for s in rb.steps} for rb in rbs if rb.rank in waiting}
-    per = [
-        sum(by[r][x].host_sync_ns for r in by if x in by[r]) / max(1, sum(1 for r in by if x in by[r])) for x in steps
+    per = [  # (a step no waiting rank holds is left out, not counted as no sync)
+        sum(by[r][x].host_sync_ns for r in by if x in by[r]) / sum(1 for r in by if x in by[r])
+        for x in steps
+        if any(x in by[r] for r in by)
     ]
     if not per or not by or each <= 0:
         return "", None

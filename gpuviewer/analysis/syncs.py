@@ -199,8 +199,9 @@ def host_syncs(trace: Trace, rb: RankBreakdown) -> list[dict]:
     # most of that idle inside the next launch call itself: said, with the call
     inside, launched_by = _in_next_launch(trace, rb, calls[sel], idle[sel])
     in_call = int(inside.sum())
-    if idle_ns and in_call >= 0.5 * idle_ns:
-        call = Counter(n for n, x in zip(launched_by, inside.tolist()) if n and x).most_common(1)[0][0]
+    most = Counter(n for n, x in zip(launched_by, inside.tolist()) if n and x).most_common(1)
+    if idle_ns and in_call >= 0.5 * idle_ns and most:
+        call = most[0][0]
         title += (
             f", {in_call / 1e6 / n_steps:,.1f} ms{per_step} of it inside that launch call ({call}): a host "
             "that did not wait would make that call while the GPU still runs"

@@ -254,7 +254,11 @@ class ViewActions:
         c = self.trace.columns
         t = int(c["start"][i])
         rank = self.trace.lanes[int(c["lane"][i])].rank
-        step = next((st for st in self.trace.steps_of_rank(rank) if st.start <= t < st.end), None)
+        # the host step the kernel ran in, else (a GPU behind its host) the last one begun before it
+        steps = sorted(self.trace.steps_of_rank(rank), key=lambda st: st.start)
+        step = next((st for st in steps if st.start <= t < st.end), None) or next(
+            (st for st in reversed(steps) if st.start <= t), None
+        )
         per = float(f.metrics.get("kernels_per_step") or 0.0)
         if step is None or per <= 0:
             return f.start_ns, f.end_ns
