@@ -287,6 +287,8 @@ def _info(trace: Trace, rank: int) -> dict:
         # their names without its ', seq = N, op_id = N'): their cost is in the host's time (the
         # reduce says so where they are many a step)
         "nvtx_ranges": int((cat == Cat.NVTX).sum()),
+        # Python calls the profiler's Python tracer recorded (with_stack): their tracing, too
+        "python_calls": int((cat == Cat.PYTHON).sum()),
         "world_size": r.world_size,
         "format": trace.format,
         # what the reduce compares collective bandwidth with (links.py): the GPUs' own properties

@@ -205,28 +205,44 @@ def _with_comm_kernels(f: dict, p: RankPart) -> dict:
 
 
 OP_RANGES_A_STEP = 500  # NVTX ranges a step from which their cost is said (an op's each, not a step's few)
+PY_CALLS_A_STEP = 1000  # Python calls traced a step from which their tracing's cost is said
 
 
 def _op_ranges(findings: list[dict], parts, rbs: list[RankBreakdown]) -> None:
     """Where a rank's capture holds an NVTX range for every op (torch.autograd.profiler.emit_nvtx:
     nsys_ddp_big, 3,500 a step), the host-time findings say that their push and pop are in it
-    (the same job without them: 19 ms host steps against 24; an audit's finding)."""
+    (the same job without them: 19 ms host steps against 24; an audit's finding); so where the
+    profiler's Python tracer recorded many calls a step (with_stack: fsdp's rank 1, about 28,000),
+    whose tracing is host time too (an audit of the host-bound finding)."""
     n_steps = {rb.rank: max(1, len(rb.measured)) for rb in rbs}
-    rate = {p.rank: (p.info or {}).get("nvtx_ranges", 0) / n_steps.get(p.rank, 1) for p in parts}
-    top = max(rate, key=rate.__getitem__) if rate else None
-    if top is None or rate[top] < OP_RANGES_A_STEP:
-        return
-    stack = list(findings)
-    while stack:  # (symptoms included: the savings may lift one to the top)
-        f = stack.pop()
-        stack += f["children"]
-        if f["rule"] in ("launch_bound", "pipeline_launch_bound", "host_bound_idle"):
-            r = f["ranks"][0] if f["ranks"] and rate.get(f["ranks"][0], 0) >= OP_RANGES_A_STEP else top
-            f["title"] += (
-                f"; the capture records {rate[r]:,.0f} NVTX ranges a step on rank {r} (as emit_nvtx does, one for "
-                "every op), whose push and pop are in the host's time: profile without them to size this"
-            )
-            f["metrics"]["nvtx_ranges_per_step"] = round(rate[r], 1)
+    for key, floor, rules, said in (
+        (
+            "nvtx_ranges",
+            OP_RANGES_A_STEP,
+            ("launch_bound", "pipeline_launch_bound", "host_bound_idle"),
+            "NVTX ranges a step on rank {r} (as emit_nvtx does, one for every op), whose push and pop are in "
+            "the host's time: profile without them to size this",
+        ),
+        (
+            "python_calls",
+            PY_CALLS_A_STEP,
+            ("launch_bound", "pipeline_launch_bound"),  # the host's pace, not one long gap (a sleep)
+            "Python calls a step on rank {r} (the profiler's Python tracer, as with_stack=True records), whose "
+            "tracing is in the host's time: profile without it to size this",
+        ),
+    ):
+        rate = {p.rank: (p.info or {}).get(key, 0) / n_steps.get(p.rank, 1) for p in parts}
+        top = max(rate, key=rate.__getitem__) if rate else None
+        if top is None or rate[top] < floor:
+            continue
+        stack = list(findings)
+        while stack:  # (symptoms included: the savings may lift one to the top)
+            f = stack.pop()
+            stack += f["children"]
+            if f["rule"] in rules:
+                r = f["ranks"][0] if f["ranks"] and rate.get(f["ranks"][0], 0) >= floor else top
+                f["title"] += f"; the capture records {rate[r]:,.0f} " + said.format(r=r)
+                f["metrics"][f"{key}_per_step"] = round(rate[r], 1)
 
 
 def nccl_unsplit(rbs: list[RankBreakdown], matched: set[int], world: int | None = None) -> set[int]:

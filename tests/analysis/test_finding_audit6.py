@@ -50,7 +50,7 @@ def test_a_launch_bound_rank_whose_gaps_nccl_fills_says_its_gpu_is_not_idle():
     held = f["metrics"]["per_rank"]["0"]["launch_gap_nccl_share"]
     assert held >= 0.5
     said = f"; on rank 0, NCCL kernels ran in {held:.0%} of those gaps (its GPU held by collectives there, not idle)"
-    assert f["title"].endswith(said), f["title"]
+    assert said in f["title"], f["title"]
     assert "on rank 1," not in f["title"]  # rank 1's gaps are its GPU's own idle time
 
 

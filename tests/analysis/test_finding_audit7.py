@@ -281,3 +281,23 @@ def test_a_late_ranks_waits_say_how_long_the_waiting_host_blocks():
         usual = [per[n] for n in f["metrics"]["usual_from_steps"]]
         assert abs(ms - statistics.median(usual)) <= max(0.06, 0.05 * ms), (ms, usual)
         assert (lo is None or ms >= lo) and (hi is None or ms <= hi)
+
+
+def test_a_host_verdict_over_traced_python_says_the_tracing_is_in_it():
+    """fsdp's traces record every Python call (the profiler's Python tracer, with_stack=True):
+    about 28,000 a step on rank 1, whose tracing is in the host's time that the host-bound finding
+    and its saving measure (helper-106). Counted here from the raw file: its python_function
+    events over the steps the analysis measures."""
+    path = trace_path("kineto", "fsdp", "fsdp_rank1.json.gz")
+    calls = sum(1 for e in raw_events(path) if e.get("ph") == "X" and e.get("cat") == "python_function")
+    a = analyzed_json(trace_path("kineto", "fsdp"))
+    n = sum(1 for s in a["ranks"][1]["steps"] if not s["warmup"])
+    f = a["findings"][0]
+    said = re.search(
+        r"; the capture records ([\d,]+) Python calls a step on rank 1 \(the profiler's Python tracer", f["title"]
+    )
+    assert f["rule"] == "launch_bound" and said, f["title"]
+    assert int(said[1].replace(",", "")) == round(calls / n)
+    # a capture without the Python tracer (Nsight Systems) says nothing of it
+    nsys = analyzed_json(trace_path("nsys", "nsys_ddp.sqlite"))["findings"]
+    assert "Python calls a step" not in " ".join(g["title"] for g in flat_findings(nsys))
