@@ -20,6 +20,7 @@ from .launch import (
     is_launch_bound,
     step_launch,
     steps_metrics,
+    zero_grad,
 )
 from .whatif_change import OTHER_WORK_NS
 
@@ -91,7 +92,7 @@ def host_paced(trace, rb: RankBreakdown, per: dict, steps: list, hit: list) -> l
         f"compute {compute:.0%} of its time{' in them' if where else ''}"
     )
     per_grad, coll, grads = _per_gradient(trace, rb, hit)
-    title += per_grad + host_split(hit)
+    title += per_grad + zero_grad(trace, rb, hit) + host_split(hit)
     f = finding(
         "launch_bound",
         "high" if share >= 0.5 else "medium",

@@ -165,6 +165,50 @@ def steps_metrics(trace: Trace, rb: RankBreakdown, hit: list, steps: list, coll:
     }
 
 
+# the optimizer's zero_grad range (PyTorch's Optimizer.zero_grad#SGD.zero_grad)
+ZERO_GRAD = re.compile(r"^Optimizer\.zero_grad#")
+ZERO_GRAD_KERNELS = 16  # kernels a step from which zeroing the gradients one by one is said
+
+
+def zero_grad(trace: Trace, rb: RankBreakdown, hit: list) -> str:
+    """Where the optimizer's zero_grad launches a kernel for each gradient (a median of 16 or more
+    a step in the steps `hit`): said with its host time and the fix. ARRAYFORM's SGD.zero_grad
+    took 12 ms a step launching 161 fill kernels, and its GPU idled between them (an audit)."""
+    from .breakdown import launch_times
+    from .host import name_ids
+
+    ids = name_ids(trace, ZERO_GRAD)
+    ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
+    if not len(ids) or not len(ops) or not hit:
+        return ""
+    c = trace.columns
+    idx = trace.events_of_rank(rb.rank, (LaneKind.CPU,))
+    idx = idx[np.isin(np.asarray(c["name"][idx]), ids)]
+    if not len(idx):
+        return ""
+    z0 = np.asarray(c["start"][idx]).astype(np.int64)
+    z1 = z0 + np.asarray(c["dur"][idx]).astype(np.int64)
+    o = np.argsort(z0)
+    z0, z1 = z0[o], z1[o]
+    t, linked = launch_times(trace, ops)
+    t = t[linked]
+    k = np.searchsorted(z0, t, side="right") - 1
+    inside = (k >= 0) & (t < z1[np.maximum(k, 0)])
+    counts, host = [], []
+    for s in hit:
+        m = (z0 >= s.host_start_ns) & (z0 < s.host_end_ns)
+        counts.append(int((inside & (t >= s.host_start_ns) & (t < s.host_end_ns)).sum()))
+        host.append(int((z1[m] - z0[m]).sum()))
+    n = float(np.median(counts))
+    if n < ZERO_GRAD_KERNELS:
+        return ""
+    return (
+        f"; the optimizer's zero_grad launches {n:,.0f} kernels a step ({np.median(host) / 1e6:.1f} ms of its host "
+        "time), one for each gradient it zeroes: zero_grad(set_to_none=True), PyTorch's default since 2.0, "
+        "launches none"
+    )
+
+
 def host_split(hit: list) -> str:
     """Of the steps' host time, the framework ops' and the launch calls' shares, said where the
     framework's work is most of it."""
@@ -316,7 +360,7 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
     # what the host does between launches, where it is mostly the framework's work, not the calls
     # (tp: 89% framework ops, 11% launch calls; 'launch-bound' read as the calls' cost; an audit's)
     # (of the launch-bound steps' host time: step_outlier's 3 s pageable-copy step is not one)
-    title += host_split(hit)
+    title += zero_grad(trace, rb, hit) + host_split(hit)
     return [
         deferred(
             finding(

@@ -301,3 +301,28 @@ def test_a_host_verdict_over_traced_python_says_the_tracing_is_in_it():
     # a capture without the Python tracer (Nsight Systems) says nothing of it
     nsys = analyzed_json(trace_path("nsys", "nsys_ddp.sqlite"))["findings"]
     assert "Python calls a step" not in " ".join(g["title"] for g in flat_findings(nsys))
+
+
+def test_zeroing_gradients_one_by_one_is_named_with_its_fix():
+    """ARRAYFORM's SGD.zero_grad launches a fill kernel for each of its 161 gradients, about 12 ms
+    of host time a step, and its GPU waits between them (helper-106): the host-pace finding says
+    so with zero_grad(set_to_none=True). Counted in the raw file: the launch calls inside each
+    Optimizer.zero_grad range, and the ranges' length (median over the steps)."""
+    path = compat_path("pytorch__kineto", "tb_plugin_resnet50_num_workers_0_worker0.ARRAYFORM.pt.trace.json.gz")
+    with gzip.open(path, "rt") as fh:
+        doc = json.load(fh)
+    ev = [e for e in (doc if isinstance(doc, list) else doc["traceEvents"]) if e.get("ph") == "X"]  # (an array file)
+    zg = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("name", "").startswith("Optimizer.zero_grad#")]
+    launches = [e["ts"] for e in ev if e.get("name") in ("cudaLaunchKernel", "cuLaunchKernel")]
+    per = [sum(1 for t in launches if a <= t < b) for a, b in zg]
+    ms = statistics.median((b - a) / 1e3 for a, b in zg)
+    f = analyzed_json(path)["findings"][0]
+    said = re.search(
+        r"; the optimizer's zero_grad launches (\d+) kernels a step \(([\d.]+) ms of its host time\)", f["title"]
+    )
+    assert f["rule"] == "launch_bound" and said, f["title"]
+    assert int(said[1]) == statistics.median(per) and abs(float(said[2]) - ms) <= 0.15, (said[0], per, ms)
+    assert "zero_grad(set_to_none=True)" in f["title"]
+    # an optimizer that zeroes with one foreach kernel (the DDP traces' AdamW) is not told so
+    ddp = analyzed_json(trace_path("kineto", "ddp"))["findings"]
+    assert "zero_grad launches" not in " ".join(g["title"] for g in flat_findings(ddp))
