@@ -116,8 +116,8 @@ def _launch_path_clause(ms: float | None) -> str:
         return ""
     said = f"about {ms:,.1f} ms" if ms >= 0.05 else "under 0.05 ms"
     return (
-        f"; the launch path alone (the launch calls' own host time and the host's gaps under 0.1 ms between "
-        f"launches gone; the calls run in the longer gaps too) would save {said} a step in a replay"
+        f"; the launch path alone (the CUDA calls' own host time and the host's gaps under 0.1 ms between "
+        f"them gone; the calls run in the longer gaps too) would save {said} a step in a replay"
     )
 
 

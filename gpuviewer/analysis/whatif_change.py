@@ -75,9 +75,13 @@ class Change:
             return f"rank {self.rank}'s {part} as fast as the median of the other ranks'"
         if self.kind == "no_launch_overhead":
             gap = "1 ms" if self.gap_ns == OTHER_WORK_NS else f"{_us(self.gap_ns)} µs"
+            # (what the replay does: every CUDA call but syncs, allocations and the like goes, and a
+            # stream's kernels follow each other at the spacing it shows back to back; the sentence
+            # said 'launch calls' and no spacing: launch_bound_big's 25% left read as unexplained)
             return (
-                f"no launch overhead: launch calls and the host's work between two launches (gaps under {gap}) gone "
-                "(as CUDA graphs would)"
+                "no launch overhead: the CUDA calls a graph would capture (launches, event records and waits) and "
+                f"the host's work between two of them (gaps under {gap}) gone, each stream's kernels then at its "
+                "recorded back-to-back spacing (as CUDA graphs would)"
             )
         if self.kind == "comm_at_peak":
             return f"collectives at {self.peak_gbps:g} GB/s bus bandwidth"

@@ -14,6 +14,13 @@ import statistics
 import pytest
 from conftest import TRACES, run_cli, shared_listdir, trace_path
 
+# the no-launch-overhead what-if in words (whatif_change.Change.describe)
+NO_LAUNCH_OVERHEAD = (
+    "no launch overhead: the CUDA calls a graph would capture (launches, event records and waits) and the host's "
+    "work between two of them (gaps under 1 ms) gone, each stream's kernels then at its recorded back-to-back "
+    "spacing (as CUDA graphs would)"
+)
+
 _cache: dict[str, dict] = {}
 
 
@@ -294,10 +301,7 @@ def test_a_launch_overhead_replay_on_every_rank_says_so():
     assert f["ranks"] == [0] and f["saving"].endswith(", on every rank, not only the finding's"), f["saving"]
     one = json.loads(run_cli_once("analyze", trace_path("whatif", "launch_eager.json.gz"), "--json").stdout)
     (g,) = [f for f in one["findings"] if f["rule"] == "launch_bound"]
-    assert (
-        g["saving"]
-        == "no launch overhead: launch calls and the host's work between two launches (gaps under 1 ms) gone (as CUDA graphs would)"
-    )
+    assert g["saving"] == NO_LAUNCH_OVERHEAD
 
 
 def test_a_saving_on_top_of_others_says_its_share_and_what_it_saves_alone():
@@ -310,11 +314,7 @@ def test_a_saving_on_top_of_others_says_its_share_and_what_it_saves_alone():
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     top, f = out["findings"][0], next(x for x in out["findings"] if x["rule"] == "elementwise_bound")
-    assert (
-        top["saving"]
-        == "no launch overhead: launch calls and the host's work between two launches (gaps under 1 ms) gone (as CUDA graphs would)"
-        and f["saves_after_above"]
-    )
+    assert top["saving"] == NO_LAUNCH_OVERHEAD and f["saves_after_above"]
     # the steps the fixes above leave: each recorded step less what the findings above it save
     # there (the top-level savings add up to what the fixes together save)
     above = out["findings"][: out["findings"].index(f)]

@@ -14,6 +14,13 @@ import re
 import pytest
 from conftest import compat_path, run_cli, run_cli_once, trace_path
 
+# the no-launch-overhead what-if in words (whatif_change.Change.describe)
+NO_LAUNCH_OVERHEAD = (
+    "no launch overhead: the CUDA calls a graph would capture (launches, event records and waits) and the host's "
+    "work between two of them (gaps under 1 ms) gone, each stream's kernels then at its recorded back-to-back "
+    "spacing (as CUDA graphs would)"
+)
+
 
 def _analyze(path: str) -> dict:
     p = run_cli_once("analyze", path, "--json")
@@ -27,11 +34,7 @@ def test_memory_pressure_idle_is_priced_by_the_launch_whatif():
     rules = [f["rule"] for f in out["findings"]]
     assert "launch_bound" not in rules and "host_bound_idle" not in rules and "straggler" not in rules
     f = next(f for f in out["findings"] if f["rule"] == "low_gpu_utilization")
-    assert (
-        f["metrics"]["mostly"] == "idle"
-        and f["saving"]
-        == "no launch overhead: launch calls and the host's work between two launches (gaps under 1 ms) gone (as CUDA graphs would)"
-    )
+    assert f["metrics"]["mostly"] == "idle" and f["saving"] == NO_LAUNCH_OVERHEAD
     p = run_cli("whatif", path, "--no-launch-overhead", "--json")
     assert p.returncode == 0, p.stderr
     alone = json.loads(p.stdout)
