@@ -103,7 +103,7 @@ def step_launch(trace: Trace, rb: RankBreakdown, spans: bool = False) -> dict:
         lo = int(np.searchsorted(be, sb.start_ns, side="right"))
         hi = int(np.searchsorted(bs, sb.end_ns, side="left"))
         a, b = np.maximum(bs[lo:hi], sb.start_ns), np.minimum(be[lo:hi], sb.end_ns)
-        keep = b > a
+        keep = (b > a) | ((b == a) & (a > sb.start_ns) & (a < sb.end_ns))  # (an op of no duration splits a gap)
         a, b, launched = a[keep], b[keep], late_b[lo:hi][keep]
         g = a[1:] - b[:-1]  # gaps between the work inside the window
         # ...that end at an op whose launch returned after the GPU went idle
