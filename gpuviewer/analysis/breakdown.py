@@ -255,6 +255,24 @@ def launch_calls(trace: Trace, ops: np.ndarray) -> np.ndarray:
     return out
 
 
+def launch_ends(trace: Trace, ops: np.ndarray) -> np.ndarray:
+    """When the call that launched each op returned; the largest int64 where none is on record."""
+    call = launch_calls(trace, ops)
+    hit = call >= 0
+    out = np.full(len(ops), np.iinfo(np.int64).max, np.int64)
+    c = trace.columns
+    out[hit] = np.asarray(c["start"][call[hit]]).astype(np.int64) + np.asarray(c["dur"][call[hit]]).astype(np.int64)
+    return out
+
+
+def latest_by_start(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each distinct start (sorted), and the latest of `ends` among the ops starting there: when
+    the last of the calls that launched them returned."""
+    o = np.argsort(starts, kind="stable")
+    uniq, first = np.unique(starts[o], return_index=True)
+    return uniq, (np.maximum.reduceat(ends[o], first) if len(first) else np.zeros(0, np.int64))
+
+
 def launch_times(trace: Trace, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start of the CUDA call that launched each op, and whether one is on record."""
     start = np.asarray(trace.columns["start"])
@@ -407,14 +425,7 @@ def _queued_gaps(trace: Trace, ops: np.ndarray, s_all: np.ndarray, busy) -> tupl
     none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     if len(bs) < 2 or not len(ops):
         return none
-    c = trace.columns
-    call = launch_calls(trace, ops)
-    ret = np.full(len(ops), np.iinfo(np.int64).max, np.int64)
-    has = call >= 0
-    ret[has] = np.asarray(c["start"][call[has]]).astype(np.int64) + np.asarray(c["dur"][call[has]]).astype(np.int64)
-    o = np.argsort(s_all, kind="stable")
-    starts, first = np.unique(s_all[o], return_index=True)
-    late = np.maximum.reduceat(ret[o], first)
+    starts, late = latest_by_start(s_all, launch_ends(trace, ops))
     nxt = bs[1:]
     pos = np.minimum(np.searchsorted(starts, nxt), len(starts) - 1)
     launched = np.where(starts[pos] == nxt, late[pos], np.iinfo(np.int64).max)

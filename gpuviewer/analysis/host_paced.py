@@ -9,8 +9,6 @@ host_paced), priced by the same replay."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from .breakdown import RankBreakdown
 from .launch import (
     SHORT_GAP_NS,
@@ -18,6 +16,8 @@ from .launch import (
     host_split,
     is_host_paced,
     is_launch_bound,
+    kernel_figures,
+    launch_bound,
     step_launch,
     steps_metrics,
     zero_grad,
@@ -43,10 +43,16 @@ JAX_ADVICE = (
 )
 
 
-def host_paced_rule(trace, rb: RankBreakdown) -> list[dict]:
-    """The finding where most of the rank's measured steps are host-paced or launch-bound (a rank
-    launch.launch_bound did not find launch-bound: its rule runs first)."""
+def launch_family(trace, rb: RankBreakdown, ks: dict) -> list[dict]:
+    """The launch_bound rule: launch-bound, else host-bound between launches, from one
+    step_launch of the rank."""
     per = step_launch(trace, rb)
+    return launch_bound(trace, rb, ks, per) or host_paced_rule(trace, rb, per)
+
+
+def host_paced_rule(trace, rb: RankBreakdown, per: dict) -> list[dict]:
+    """The finding where most of the rank's measured steps are host-paced or launch-bound (a rank
+    launch_bound did not find launch-bound: its rule runs first)."""
     steps = [s for s in rb.measured if s.step in per]
     hit = [s for s in steps if is_launch_bound(per[s.step], s.gpu_time_ns) or is_host_paced(per[s.step], s.gpu_time_ns)]
     return host_paced(trace, rb, per, steps, hit) if steps and 2 * len(hit) > len(steps) else []
@@ -67,12 +73,8 @@ def host_paced(trace, rb: RankBreakdown, per: dict, steps: list, hit: list) -> l
     busy = sum(x["busy_ns"] for x in xs)
     share = paced / max(1, busy + paced)
     comm_in = sum(x.get("gap_comm_ns", 0) + x.get("long_gap_comm_ns", 0) for x in xs) / max(waits, 1)
-    kernels = sum(x["kernels"] for x in xs)
-    mean_k = sum(x["kernel_ns"] for x in xs) / max(kernels, 1) / 1e3
-    med_k = float(np.median([x["median_kernel_ns"] for x in xs])) / 1e3
-    w = sum(s.gpu_time_ns for s in hit)
-    compute = sum(s.compute_ns for s in hit) / w if w else 0.0
-    where = "" if len(hit) == len(steps) else f" in {len(hit)} of {len(steps)} steps"
+    kf = kernel_figures(xs, hit, steps)
+    kernels, mean_k, med_k, compute, where = kf["kernels"], kf["mean_k"], kf["med_k"], kf["compute"], kf["where"]
     said = f"{comm_in:.0%}" != "0%"
     who = "its work other than NCCL's waits" if said else "the GPU waits"
     nccl = f"; NCCL kernels ran in {comm_in:.0%} of that time" if said else ""
@@ -115,7 +117,7 @@ def host_paced(trace, rb: RankBreakdown, per: dict, steps: list, hit: list) -> l
             "mid_gap_ms_per_step": round(mid_ns / n / 1e6, 3),
             "long_gap_ms_per_step": round(max(0, long_ns) / n / 1e6, 3),
             "host_wait_ms_per_step": round(waits / n / 1e6, 3),
-            "idle_fraction": round(sum(s.idle_total_ns for s in hit) / w if w else 0.0, 4),
+            "idle_fraction": round(kf["idle"], 4),
             "compute_share": round(compute, 4),
             **steps_metrics(trace, rb, hit, steps, coll, grads),
         },

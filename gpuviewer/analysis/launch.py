@@ -27,7 +27,7 @@ import numpy as np
 from ..model.categories import Cat, LaneKind
 from ..model.trace import Trace
 from . import intervals as iv
-from .breakdown import RankBreakdown, launch_calls
+from .breakdown import RankBreakdown, latest_by_start, launch_ends, launch_times
 from .whatif_change import OTHER_WORK_NS
 
 SHORT_GAP_NS = 100_000  # shorter gaps are the launch path; longer ones are the host doing something else
@@ -81,11 +81,7 @@ def step_launch(trace: Trace, rb: RankBreakdown, spans: bool = False) -> dict:
     # per start of an op launched on its own, the latest return of the calls that launched the ops
     # starting there (none on record: counted as late)
     own_i = np.nonzero(work & ~graph)[0]
-    own_s, own_end = s[own_i], _launch_end(trace, ops[own_i])
-    o = np.argsort(own_s, kind="stable")
-    own_s, own_end = own_s[o], own_end[o]
-    own_starts, first = np.unique(own_s, return_index=True)
-    own_late = np.maximum.reduceat(own_end, first) if len(first) else np.zeros(0, np.int64)
+    own_starts, own_late = latest_by_start(s[own_i], launch_ends(trace, ops[own_i]))
     kern = (cat == Cat.KERNEL) & ~graph
     gkern = (cat == Cat.KERNEL) & graph
     op_step = rb.op_step if rb.op_step is not None else np.zeros(len(ops), np.int64)
@@ -103,7 +99,7 @@ def step_launch(trace: Trace, rb: RankBreakdown, spans: bool = False) -> dict:
         lo = int(np.searchsorted(be, sb.start_ns, side="right"))
         hi = int(np.searchsorted(bs, sb.end_ns, side="left"))
         a, b = np.maximum(bs[lo:hi], sb.start_ns), np.minimum(be[lo:hi], sb.end_ns)
-        keep = (b > a) | ((b == a) & (a > sb.start_ns) & (a < sb.end_ns))  # (an op of no duration splits a gap)
+        keep = iv.clipped_kept(a, b, sb.start_ns, sb.end_ns)  # (an op of no duration splits a gap)
         a, b, launched = a[keep], b[keep], late_b[lo:hi][keep]
         g = a[1:] - b[:-1]  # gaps between the work inside the window
         # ...that end at an op whose launch returned after the GPU went idle
@@ -114,7 +110,6 @@ def step_launch(trace: Trace, rb: RankBreakdown, spans: bool = False) -> dict:
         lg = (g >= SHORT_GAP_NS) & waited
         longer = g[lg]  # the host later still: what a launch-free replay also shortens
         mg = lg & (g < OTHER_WORK_NS)  # ...of them, those the replay takes as the host's work between launches
-        mid_comm = iv.length(iv.intersect((b[:-1][mg], a[1:][mg]), comm)) if len(comm[0]) and mg.any() else 0
         long_comm = iv.length(iv.intersect((b[:-1][lg], a[1:][lg]), comm)) if len(comm[0]) and lg.any() else 0
         in_step = (op_step == sb.step) if sb.step is not None else np.ones(len(ops), bool)
         d = (e - s)[kern & in_step]
@@ -132,7 +127,6 @@ def step_launch(trace: Trace, rb: RankBreakdown, spans: bool = False) -> dict:
             "mid_gap_ns": int(g[mg].sum()),
             "mid_gaps": int(mg.sum()),
             "long_gaps": int(lg.sum()),
-            "mid_gap_comm_ns": int(mid_comm),
         }
         if spans:  # up to the launch's return: after it the op waited for something else (a recv)
             row["long_gap_spans"] = (b[:-1][lg], np.minimum(launched[1:], a[1:])[lg])
@@ -152,6 +146,22 @@ def _longer(ms: float, short: float, nccl_share: float) -> str:
     return (
         f", and {ms:.1f} ms a step more in longer gaps ({SHORT_GAP_NS // 1000} µs or more{nccl}) that end at a launch"
     )
+
+
+def kernel_figures(xs: list[dict], hit: list, steps: list) -> dict:
+    """Of the steps `hit` (step_launch's rows xs) of `steps`: the kernels' mean and median (µs), the
+    compute and idle shares of those steps' GPU time (another step's 3 s pageable copy,
+    step_outlier's, must not make it "compute 1%"), and ' in 2 of 3 steps' where not all are hit."""
+    kernels = sum(x["kernels"] for x in xs)
+    w = sum(s.gpu_time_ns for s in hit)
+    return {
+        "kernels": kernels,
+        "mean_k": sum(x["kernel_ns"] for x in xs) / max(kernels, 1) / 1e3,
+        "med_k": float(np.median([x["median_kernel_ns"] for x in xs])) / 1e3,
+        "idle": sum(s.idle_total_ns for s in hit) / w if w else 0.0,
+        "compute": sum(s.compute_ns for s in hit) / w if w else 0.0,
+        "where": "" if len(hit) == len(steps) else f" in {len(hit)} of {len(steps)} steps",
+    }
 
 
 def steps_metrics(trace: Trace, rb: RankBreakdown, hit: list, steps: list, coll: float, grads: float | None) -> dict:
@@ -174,7 +184,6 @@ def zero_grad(trace: Trace, rb: RankBreakdown, hit: list) -> str:
     """Where the optimizer's zero_grad launches a kernel for each gradient (a median of 16 or more
     a step in the steps `hit`): said with its host time and the fix. ARRAYFORM's SGD.zero_grad
     took 12 ms a step launching 161 fill kernels, and its GPU idled between them (an audit)."""
-    from .breakdown import launch_times
     from .host import name_ids
 
     ids = name_ids(trace, ZERO_GRAD)
@@ -255,16 +264,6 @@ def _per_gradient(trace: Trace, rb: RankBreakdown, hit: list) -> tuple[str, floa
     )
 
 
-def _launch_end(trace: Trace, ops: np.ndarray) -> np.ndarray:
-    """When the call that launched each op returned; the largest int64 where none is on record."""
-    call = launch_calls(trace, ops)
-    hit = call >= 0
-    out = np.full(len(ops), np.iinfo(np.int64).max, np.int64)
-    c = trace.columns
-    out[hit] = np.asarray(c["start"][call[hit]]).astype(np.int64) + np.asarray(c["dur"][call[hit]]).astype(np.int64)
-    return out
-
-
 def is_launch_bound(x: dict, gpu_time_ns: int) -> bool:
     work = x["busy_ns"] + x["gap_ns"]
     return bool(
@@ -315,10 +314,11 @@ def _most_launched(trace: Trace, rb: RankBreakdown, steps: set) -> list[dict]:
     return [{"name": trace.names[int(uk[k])], "count": int(cnt[k]), "ms": round(float(tot[k]) / 1e6, 3)} for k in top]
 
 
-def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
+def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict, per: dict | None = None) -> list[dict]:
+    """per: step_launch's rows, where the caller has them (host_paced.launch_family)."""
     from .rule_base import deferred, finding
 
-    per = step_launch(trace, rb)
+    per = step_launch(trace, rb) if per is None else per
     steps = [s for s in rb.measured if s.step in per]
     hit = [s for s in steps if is_launch_bound(per[s.step], s.gpu_time_ns)]
     if not steps or 2 * len(hit) <= len(steps):
@@ -328,8 +328,8 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
     gaps = sum(x["gaps"] for x in xs)
     gap_ns = sum(x["gap_ns"] for x in xs)
     share = gap_ns / max(1, sum(x["busy_ns"] + x["gap_ns"] for x in xs))
-    mean_k = sum(x["kernel_ns"] for x in xs) / max(n, 1) / 1e3
-    med_k = float(np.median([x["median_kernel_ns"] for x in xs])) / 1e3
+    kf = kernel_figures(xs, hit, steps)
+    mean_k, med_k, idle, compute, where = kf["mean_k"], kf["med_k"], kf["idle"], kf["compute"], kf["where"]
     mean_gap = gap_ns / max(gaps, 1) / 1e3
     per_step = n / len(hit)
     long_ns = sum(x.get("long_gap_ns", 0) for x in xs)  # the longer gaps that end at a launch
@@ -340,12 +340,6 @@ def launch_bound(trace: Trace, rb: RankBreakdown, ks: dict) -> list[dict]:
     said = f"{comm_in:.0%}" != "0%"  # (a share that rounds to 0% is not said)
     who = "its work other than NCCL's waits" if said else "the GPU waits"
     nccl = f"; NCCL kernels ran in {comm_in:.0%} of that time" if said else ""
-    # the compute share (what the GPU is there for) and idle share of the launch-bound steps' GPU
-    # time: another step's 3 s pageable copy (step_outlier) must not make it "compute 1%"
-    w = sum(s.gpu_time_ns for s in hit)
-    idle = sum(s.idle_total_ns for s in hit) / w if w else 0.0
-    compute = sum(s.compute_ns for s in hit) / w if w else 0.0
-    where = "" if len(hit) == len(steps) else f" in {len(hit)} of {len(steps)} steps"
     s0, s1 = min(s.start_ns for s in hit), max(s.end_ns for s in hit)
     title = (
         f"Rank {rb.rank}: launch-bound{where} — {per_step:,.0f} kernels a step of {mean_k:.1f} µs on average "

@@ -98,18 +98,24 @@ def _held_by_nccl(fs: list[dict], worst: dict) -> str:
         for f in fs
         if f is not worst and (share := f["metrics"].get("launch_gap_nccl_share") or 0.0) >= 0.5
     ]
-    said = "".join(
+    return "".join(
         f"; on rank {r}, NCCL kernels ran in {share:.0%} of those gaps (its GPU held by collectives there, not idle)"
         for r, share in sorted(held)
     )
-    # ranks of the other kind of the family, named: pp's rank 0 is host-bound between launches
-    # (gaps of 0.1-1 ms), its rank 1 launch-bound, and one title said both were the latter (a review)
+
+
+def _other_kind(fs: list[dict], worst: dict) -> str:
+    """Of a launch-bound finding over several ranks: the ranks of the family's other kind, named
+    (pp's rank 0 is host-bound between launches, gaps of 0.1-1 ms, its rank 1 launch-bound, and
+    one title said both were the latter; a review)."""
+    if worst["rule"] != "launch_bound":
+        return ""
     paced = bool(worst["metrics"].get("host_paced"))
     other = sorted(f["ranks"][0] for f in fs if bool(f["metrics"].get("host_paced")) != paced)
-    if other:
-        kind = "launch-bound (gaps under 100 µs)" if paced else "host-bound between launches (gaps of 100 µs to 1 ms)"
-        said += f"; rank{'s' if len(other) > 1 else ''} {rank_list(other)} {kind} instead"
-    return said
+    if not other:
+        return ""
+    kind = "launch-bound (gaps under 100 µs)" if paced else "host-bound between launches (gaps of 100 µs to 1 ms)"
+    return f"; rank{'s' if len(other) > 1 else ''} {rank_list(other)} {kind} instead"
 
 
 def merge_ranks(found: list[dict]) -> list[dict]:
@@ -137,7 +143,11 @@ def merge_ranks(found: list[dict]) -> list[dict]:
         body = _RANK_PREFIX.sub("", worst["title"]).lstrip(": ")
         if worst["rule"] == "memory_headroom":
             body = "GPU " + body
-        m["title"] = f"Ranks {who}: {body} (rank {worst['ranks'][0]}, the worst)" + _held_by_nccl(fs, worst)
+        m["title"] = (
+            f"Ranks {who}: {body} (rank {worst['ranks'][0]}, the worst)"
+            + _held_by_nccl(fs, worst)
+            + _other_kind(fs, worst)
+        )
         m["ranks"] = [worst["ranks"][0]] + [r for r in ranks if r != worst["ranks"][0]]
         m["metrics"] = dict(worst["metrics"], per_rank={str(f["ranks"][0]): f["metrics"] for f in fs})
         m["impact_ms"] = round(sum(f["impact_ms"] for f in fs), 3)

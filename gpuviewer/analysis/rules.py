@@ -18,10 +18,10 @@ import numpy as np
 from ..model.categories import Cat
 from ..model.fmt import number_list, unmatched_nccl_note, unsplit_nccl_note
 from ..model.trace import Trace
-from . import contention, launch, outliers, pipeline, syncs
+from . import contention, outliers, pipeline, syncs
 from .breakdown import RankBreakdown
 from .host_bound import MIN_GPU_TIME_NS, host_bound
-from .host_paced import host_paced_rule
+from .host_paced import launch_family
 from .issuers import FSDP_OFFLOAD_ADVICE, issued_in
 from .memory import HELD_ADVICE, STEP_ADVICE, allocated_counters, capacity_bytes, held_and_added, peaks_per_step
 from .rule_base import (  # noqa: F401 - used here and by callers
@@ -414,7 +414,7 @@ def memory_rule(trace: Trace, rank: int) -> list[dict]:
 MAP_RULES: dict[str, Callable] = {
     "host_bound_idle": lambda trace, rb, ks: host_bound(trace, rb),
     # launch-bound, else host-bound between launches (the same family, one finding a rank)
-    "launch_bound": lambda trace, rb, ks: launch.launch_bound(trace, rb, ks) or host_paced_rule(trace, rb),
+    "launch_bound": lambda trace, rb, ks: launch_family(trace, rb, ks),
     "step_outlier": lambda trace, rb, ks: outliers.step_outliers(trace, rb),
     "copy_bound": lambda trace, rb, ks: copy_bound(trace, rb),
     "host_sync": lambda trace, rb, ks: syncs.host_syncs(trace, rb),

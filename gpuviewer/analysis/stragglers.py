@@ -336,20 +336,24 @@ def late_group(colls: Collectives, s: int, r: int) -> tuple[int, ...]:
     return tuple(sorted({r} | {k for k, v in score.items() if total and v >= 0.5 * total}))
 
 
+def _waits_caused(colls: Collectives, s: int, g: tuple):
+    """At each collective of step s where one of the ranks g came last: the other ranks' waits."""
+    gs = set(g)
+    for ins in colls.instances:
+        if ins.step == s and ins.late_rank in gs:
+            out = [k for k, r in enumerate(ins.ranks) if r not in gs]
+            if out:
+                yield ins.waits()[out]
+
+
 def _caused_by(colls: Collectives, s: int, g: tuple) -> tuple[float, float]:
     """The wait the ranks g caused in step s: at the collectives where one of them came last,
     the others' waits summed, and that sum per rank that waited."""
-    gs = set(g)
     tot = each = 0.0
-    for ins in colls.instances:
-        if ins.step != s or ins.late_rank not in gs:
-            continue
-        w = ins.waits()
-        out = [k for k, r in enumerate(ins.ranks) if r not in gs]
-        if out:
-            x = float(w[out].sum())
-            tot += x
-            each += x / len(out)
+    for w in _waits_caused(colls, s, g):
+        x = float(w.sum())
+        tot += x
+        each += x / len(w)
     return tot, each
 
 
@@ -385,14 +389,7 @@ def _blocked(rbs, waiting: list[int], steps: list, each: float) -> tuple[str, fl
 
 def _longest_wait(colls: Collectives, s: int, g: tuple) -> float:
     """The longest wait of one rank outside g at one collective of step s where one of g came last."""
-    gs = set(g)
-    most = 0.0
-    for ins in colls.instances:
-        if ins.step == s and ins.late_rank in gs:
-            out = [k for k, r in enumerate(ins.ranks) if r not in gs]
-            if out:
-                most = max(most, float(ins.waits()[out].max()))
-    return most
+    return max((float(w.max()) for w in _waits_caused(colls, s, g)), default=0.0)
 
 
 def _waiting(colls: Collectives, g: tuple, steps) -> list[int]:

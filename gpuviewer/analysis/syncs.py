@@ -45,18 +45,21 @@ def _sync_calls(trace: Trace, rank: int) -> np.ndarray:
     return idx[np.argsort(np.asarray(c["start"][idx]), kind="stable")]
 
 
-def _idle_after(trace: Trace, rb: RankBreakdown, calls: np.ndarray, wait: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per call: the GPU's idle from its return to the rank's next GPU op, and that idle up to
-    the call's wait (the most a host that had not waited could have filled). Syncs that return
-    before the same op share one idle stretch: it is counted once, on the first of them (from
-    its return), capped by their waits together; the others get 0. 0 also where an op still ran
-    when the call returned, or none follows."""
+def _idle_after(
+    trace: Trace, rb: RankBreakdown, calls: np.ndarray, wait: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per call: the GPU's idle from its return to the rank's next GPU op, that idle up to the
+    call's wait (the most a host that had not waited could have filled), and that next op (-1
+    where no idle is counted). Syncs that return before the same op share one idle stretch: it is
+    counted once, on the first of them (from its return), capped by their waits together; the
+    others get 0. 0 also where an op still ran when the call returned, or none follows."""
     c = trace.columns
     ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
     idle = np.zeros(len(calls), np.int64)
     cost = np.zeros(len(calls), np.int64)
+    nxt = np.full(len(calls), -1, np.int64)
     if not len(ops) or not len(calls):
-        return idle, cost
+        return idle, cost, nxt
     s = np.asarray(c["start"][ops]).astype(np.int64)
     o = np.argsort(s, kind="stable")
     s = s[o]
@@ -67,34 +70,30 @@ def _idle_after(trace: Trace, rb: RankBreakdown, calls: np.ndarray, wait: np.nda
     ok[ok] &= (p[ok] == 0) | (e[np.maximum(p[ok] - 1, 0)] <= ret[ok])
     k = np.flatnonzero(ok)
     if not len(k):
-        return idle, cost
+        return idle, cost, nxt
     k = k[np.lexsort((ret[k], p[k]))]  # by the op they precede, the first to return first
     first = np.r_[True, p[k][1:] != p[k][:-1]]
     lead = k[first]
     group_wait = np.add.reduceat(wait[k], np.flatnonzero(first))
     idle[lead] = s[p[lead]] - ret[lead]
     cost[lead] = np.minimum(group_wait, idle[lead])
-    return idle, cost
+    nxt[lead] = ops[o[p[lead]]]
+    return idle, cost, nxt
 
 
-def _in_next_launch(trace: Trace, rb: RankBreakdown, calls: np.ndarray, idle: np.ndarray) -> tuple[np.ndarray, list]:
-    """Per call with idle after it: how much of that idle the host spent inside the call that
-    launched the GPU's next op (a CUDA graph's launch of 960 nodes takes 1.2 ms, and the GPU starts
-    when it returns: launch_graph's idle after its sync was that call, not the sync; an audit's
-    finding), and that call's name (None where none)."""
+def _in_next_launch(trace: Trace, calls: np.ndarray, idle: np.ndarray, nxt: np.ndarray) -> tuple[np.ndarray, list]:
+    """Per call with idle after it (to the GPU op nxt, _idle_after's): how much of that idle the
+    host spent inside the call that launched nxt (a CUDA graph's launch of 960 nodes takes 1.2 ms,
+    and the GPU starts when it returns: launch_graph's idle after its sync was that call, not the
+    sync; an audit's finding), and that call's name (None where none)."""
     c = trace.columns
-    ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
     inside = np.zeros(len(calls), np.int64)
     names: list = [None] * len(calls)
-    at = np.flatnonzero(idle > 0)
-    if not len(ops) or not len(at):
+    at = np.flatnonzero((idle > 0) & (nxt >= 0))
+    if not len(at):
         return inside, names
-    s = np.asarray(c["start"][ops]).astype(np.int64)
-    o = np.argsort(s, kind="stable")
     ret = np.asarray(c["start"][calls[at]]).astype(np.int64) + np.asarray(c["dur"][calls[at]]).astype(np.int64)
-    nxt = ops[o][np.minimum(np.searchsorted(s[o], ret + idle[at], side="left"), len(o) - 1)]
-    launch = launch_calls(trace, nxt)
-    for j, (k, lc) in enumerate(zip(at.tolist(), launch.tolist())):
+    for j, (k, lc) in enumerate(zip(at.tolist(), launch_calls(trace, nxt[at]).tolist())):
         if lc < 0:
             continue
         a = int(c["start"][lc])
@@ -141,7 +140,7 @@ def host_syncs(trace: Trace, rb: RankBreakdown) -> list[dict]:
     c = trace.columns
     start = np.asarray(c["start"][calls]).astype(np.int64)
     wait = np.asarray(c["dur"][calls]).astype(np.int64)
-    idle, cost = _idle_after(trace, rb, calls, wait)
+    idle, cost, nxt = _idle_after(trace, rb, calls, wait)
     per = []  # (step, calls in it, wait, idle, cost)
     for s in steps:
         m = (start >= s.host_start_ns) & (start < s.host_end_ns)
@@ -197,7 +196,7 @@ def host_syncs(trace: Trace, rb: RankBreakdown) -> list[dict]:
         f"{'from its first op to its last' if whole else 'in its steps'})"
     )
     # most of that idle inside the next launch call itself: said, with the call
-    inside, launched_by = _in_next_launch(trace, rb, calls[sel], idle[sel])
+    inside, launched_by = _in_next_launch(trace, calls[sel], idle[sel], nxt[sel])
     in_call = int(inside.sum())
     most = Counter(n for n, x in zip(launched_by, inside.tolist()) if n and x).most_common(1)
     if idle_ns and in_call >= 0.5 * idle_ns and most:

@@ -35,11 +35,16 @@ def clip(iv: Intervals, t0: int, t1: int) -> Intervals:
         return EMPTY
     cs = np.maximum(s[lo:hi], t0)
     ce = np.minimum(e[lo:hi], t1)
-    # an op of no duration inside the window is kept (it adds no length): the gaps on either side
-    # of it are two (ARRAYFORM's 0 µs memsets between zero_grad's fills made 75 µs launch gaps
-    # read as one 155 µs gap, of the 'longer gaps' an audit could not find)
-    keep = (ce > cs) | ((ce == cs) & (cs > t0) & (cs < t1))
+    keep = clipped_kept(cs, ce, t0, t1)
     return cs[keep], ce[keep]
+
+
+def clipped_kept(cs: np.ndarray, ce: np.ndarray, t0: int, t1: int) -> np.ndarray:
+    """Of intervals clipped to [t0, t1]: those left, an interval of no length inside the window
+    among them (it adds no length, and the gaps on either side of it are two: ARRAYFORM's 0 µs
+    memsets between zero_grad's fills made 75 µs launch gaps read as one 155 µs gap, of the
+    'longer gaps' an audit could not find)."""
+    return (ce > cs) | ((ce == cs) & (cs > t0) & (cs < t1))
 
 
 def intersect(a: Intervals, b: Intervals) -> Intervals:

@@ -26,9 +26,8 @@ class StepsItem(Layer):
         super().__init__(host, z)
         self._steps_by_rank: dict[int, list] | None = None  # rank -> its steps (drawn every frame)
         self.show_steps = True
-        # rank -> the starts of its steps' GPU windows (the analysis'), once it is known, and the
-        # windows with their steps' numbers (named on the rank's first GPU group row)
-        self.gpu_starts: dict[int, list[int]] = {}
+        # rank -> its steps' GPU windows (start, end, step; the analysis'), once it is known: lines at
+        # their starts on the GPU rows, their names on the rank's first GPU group row
         self.gpu_windows: dict[int, list[tuple[int, int, int]]] = {}
 
     def set_gpu_windows(self, ranks: list[dict]) -> None:
@@ -48,7 +47,6 @@ class StepsItem(Layer):
             )
             for r in ranks
         }
-        self.gpu_starts = {r: [a for a, _b, _s in w] for r, w in self.gpu_windows.items()}
         self.host.update()
 
     def _gpu_row(self, row) -> bool:
@@ -66,7 +64,7 @@ class StepsItem(Layer):
         by_rank: dict[int, list[list]] = {}
         headers: dict[int, object] = {}
         gpu_rows: dict[int, object] = {}  # the rank's first GPU group row: its GPU steps' names
-        gpu_known = self.gpu_starts
+        gpu_known = self.gpu_windows
         collapsed = self.host.layout.state.collapsed_ranks
         for row in f.rows:
             if row.rank >= 0:
@@ -94,7 +92,7 @@ class StepsItem(Layer):
         dots: list = []
         for rank, runs in by_rank.items():
             host_x = [(st.start - origin) * sx + ox for st in steps.get(rank, [])]
-            gpu_x = [(t - origin) * sx + ox for t in gpu_known.get(rank, [])]
+            gpu_x = [(a - origin) * sx + ox for a, _b, _s in gpu_known.get(rank, [])]
             for gpu, ya, yb in runs:
                 if yb <= f.y0 or ya >= f.y1:
                     continue
@@ -106,29 +104,26 @@ class StepsItem(Layer):
             p.setPen(QPen(th.step, 1, Qt.DotLine))
             p.drawLines(dots)
         p.setPen(th.step_label)
+
+        def name(row, windows, word: str) -> None:
+            for a, b, step in windows:
+                # a step begun left of the view keeps its name at the view's left edge, as the
+                # slices' names do ('tep 2' was cut by the edge, a step filling the view unnamed)
+                X = max((a - origin) * sx + ox, f.left)
+                Xe = min((b - origin) * sx + ox, f.right)
+                label = f"{word} {step}"
+                if Xe - X > fm.horizontalAdvance(label) + 6:
+                    p.drawText(QRectF(X + 3, row.y * sy + oy, Xe - X - 3, row.h * sy), _LABEL_FLAGS, label)
+
         for rank, hdr in headers.items():
             # summary rows (collapsed ranks) carry their GPU work: step names on the first only
             if rank in collapsed and labelled:
                 continue
             labelled = labelled or rank in collapsed
-            named = (
-                self.gpu_windows[rank]
-                if rank in collapsed and rank in self.gpu_windows
-                else [(st.start, st.end, st.step) for st in steps.get(rank, [])]
-            )
-            for a, b, step in named:
-                # a step begun left of the view keeps its name at the view's left edge, as the
-                # slices' names do ('tep 2' was cut by the edge, a step filling the view unnamed)
-                X = max((a - origin) * sx + ox, f.left)
-                Xe = min((b - origin) * sx + ox, f.right)
-                label = f"step {step}"
-                if Xe - X > fm.horizontalAdvance(label) + 6:
-                    p.drawText(QRectF(X + 3, hdr.y * sy + oy, Xe - X - 3, hdr.h * sy), _LABEL_FLAGS, label)
+            if rank in collapsed and rank in gpu_known:
+                name(hdr, gpu_known[rank], "step")
+            else:
+                name(hdr, [(st.start, st.end, st.step) for st in steps.get(rank, [])], "step")
         for rank, grp in gpu_rows.items():
-            for a, b, step in self.gpu_windows.get(rank, []):
-                X = max((a - origin) * sx + ox, f.left)
-                Xe = min((b - origin) * sx + ox, f.right)
-                label = f"GPU step {step}"
-                if Xe - X > fm.horizontalAdvance(label) + 6:
-                    p.drawText(QRectF(X + 3, grp.y * sy + oy, Xe - X - 3, grp.h * sy), _LABEL_FLAGS, label)
+            name(grp, gpu_known.get(rank, []), "GPU step")
         p.setPen(Qt.NoPen)
