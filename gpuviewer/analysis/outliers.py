@@ -347,15 +347,9 @@ def _own(trace: Trace, lanes: list[int], window: tuple[int, int]) -> dict[tuple[
             s = np.asarray(c["start"][idx]).astype(np.int64)
             e = s + np.asarray(c["dur"][idx]).astype(np.int64)
             per[ln] = (idx, s, e, (np.minimum(e, t1) - np.maximum(s, t0)).clip(0))
-    own = {ln: v[3].copy() for ln, v in per.items()}
+    # within a lane, each op's time less its children's (queries.self_times); then a thread's calls
+    own = {ln: q.self_times(trace, v[0], window) for ln, v in per.items()}
     for ln, (idx, s, e, incl) in per.items():
-        sl = trace.lane_slice(ln)
-        pos = idx - sl.start
-        where = np.full(sl.stop - sl.start, -1, np.int64)
-        where[pos] = np.arange(len(idx))
-        parent = q.lane_parents(trace, ln)[pos]
-        up = np.where(parent >= 0, where[np.maximum(parent, 0)], -1)
-        np.subtract.at(own[ln], up[up >= 0], incl[up >= 0])
         lane = trace.lanes[ln]
         host = cpu_of.get((lane.pid, lane.stream))
         if lane.kind in (LaneKind.CUDA_API, LaneKind.OSRT) and host in per:
