@@ -6,11 +6,16 @@ loop per segment, and each step's rows for its details (rank, resource, what, du
 A segment names its rank and resource, not a lane: host segments go to the host thread (CPU or
 CUDA API lane) whose events cover most of the segment, gpu/copy to the busiest GPU stream there,
 comm to the busiest NCCL (else GPU) stream; an idle segment (a gap: nothing covers it) goes to
-the lane of the path beside it on the same rank, else the rank's first GPU stream.
+the lane of the path beside it on the same rank, else the rank's first GPU stream. Where the
+segment names an op ('host work (clock_nanosleep 49.3 ms of it) ...', 'cudaMalloc (and 68 more)'),
+that op's longest stretch inside the segment on the rank is its event (the window selects it) and
+its lane the segment's: nsys_ddp's planted sleep was outlined on an empty autograd thread's CUDA API
+lane while the clock_nanosleep it names lay in the folded OS runtime group (an audit of the window).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +30,10 @@ _LANES_OF = {
     "copy": (LaneKind.GPU,),
     "comm": (LaneKind.COMM, LaneKind.GPU),
 }
+# where a segment's named op may lie: the host's threads and their OS calls, or the GPU's streams
+_NAMED_IN = {"host": (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.OSRT, LaneKind.NVTX)}
+_OP_OF_HOST_WORK = re.compile(r"^host work \((.+) \d+(?:\.\d+)? ms of it\)")
+_TAILS = (" (and ", " transfer (last arrival", " queued ", " waits for ", " returns")
 
 
 @dataclass
@@ -57,6 +66,7 @@ class PathView:
     steps: dict[int, StepPath] = field(default_factory=dict)
     bound_by: str | None = None
     windows: dict[int, tuple[int, int]] = field(default_factory=dict)  # step -> its ranks' first start, last end
+    event: np.ndarray | None = None  # per segment, the event of the op it names (-1: none)
 
     def __len__(self) -> int:
         return len(self.start)
@@ -105,6 +115,7 @@ class PathView:
                     "duration_ms": d / 1e6,
                     "share": d / total,
                     "lane": int(self.lane[i]),
+                    "event": int(self.event[i]) if self.event is not None else -1,
                 }
             )
         return out
@@ -180,7 +191,63 @@ def path_view(trace: Trace, analysis) -> PathView | None:
         lo, hi = view.windows.get(st.step, (st.start, st.end))
         view.windows[st.step] = (min(lo, st.start), max(hi, st.end))
     _place(trace, view)
+    _name_events(trace, view)
     return view
+
+
+def named_op(what: str) -> str | None:
+    """The op a segment's text names, None where it names none: 'host work (NAME 49.3 ms of it)
+    before ...' gives NAME ('no op recorded' none), 'NAME (and 68 more)', 'NAME returns', 'NAME
+    transfer (...)' give NAME; 'host work before X', 'launch of X' and a stream gap name the op the
+    path goes on to, not what it did, and give none."""
+    m = _OP_OF_HOST_WORK.match(what)
+    if m is not None:
+        return None if m.group(1).startswith("no op recorded") else m.group(1)
+    if what.startswith(("host work", "launch of ", "stream gap before ", "?")) or not what:
+        return None
+    cut = min((k for k in (what.find(t) for t in _TAILS) if k > 0), default=len(what))
+    return what[:cut] or None
+
+
+def _name_events(trace: Trace, view: PathView) -> None:
+    """view.event (and view.lane where found): each segment's named op, its event on the rank
+    overlapping the segment most (module docstring)."""
+    n = len(view)
+    view.event = np.full(n, -1, np.int64)
+    want: dict[tuple[int, str, str], list[int]] = {}  # (rank, resource kind, op) -> segments
+    for i in range(n):
+        op = named_op(view.what[i])
+        if op is not None:
+            res = RESOURCES[int(view.res[i])]
+            want.setdefault((int(view.rank[i]), "host" if res == "host" else "gpu", op), []).append(i)
+    if not want:
+        return
+    ids = {nm: k for k, nm in enumerate(trace.names)}
+    c = trace.columns
+    for (r, where, op), segs in want.items():
+        nid = ids.get(op)
+        if nid is None:
+            continue
+        kinds = _NAMED_IN.get(where, GPU_LANE_KINDS)
+        hits = []
+        for ln, lane in enumerate(trace.lanes):
+            if lane.rank != r or lane.kind not in kinds:
+                continue
+            sl = trace.lane_slice(ln)
+            at = sl.start + np.flatnonzero(np.asarray(c["name"][sl]) == nid)
+            hits.append(at)
+        at = np.concatenate(hits) if hits else np.zeros(0, np.int64)
+        if not len(at):
+            continue
+        s = np.asarray(c["start"][at], np.int64)
+        e = s + np.asarray(c["dur"][at], np.int64)
+        for i in segs:
+            ov = np.minimum(e, view.end[i]) - np.maximum(s, view.start[i])
+            k = int(np.argmax(ov))
+            if ov[k] > 0:
+                view.event[i] = int(at[k])
+                if where == "host":  # the thread that did it (a GPU run keeps its busiest stream)
+                    view.lane[i] = int(c["lane"][at[k]])
 
 
 def _coverage(trace: Trace, lane: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:

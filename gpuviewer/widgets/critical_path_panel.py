@@ -306,8 +306,14 @@ class CriticalPathDock(QObject):
             self.panel.hold = False
         s.set_highlight((t0, t1, {rank}))
         lane = int(v.lane[i])
+        ev = int(v.event[i]) if v.event is not None else -1
         tl = self.win.timeline
-        if lane >= 0 and tl.layout_model is not None:
+        if ev >= 0 and tl.layout_model is not None:
+            # the op the segment names, selected: its group and deeper rows unfold (fsdp's lm_step
+            # lies 171 rows down its thread's lane, under frames the profiler never closed)
+            s.select(ev)
+            tl.scroll_to_event(ev)
+        elif lane >= 0 and tl.layout_model is not None:
             tl.reveal_lane(lane)  # a host segment's thread, unfolded from its rank's Host group
         else:
             tl.scroll_to_rank(rank)

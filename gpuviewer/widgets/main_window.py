@@ -44,6 +44,7 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         self.settings = settings or QSettings("gpuviewer", "gpuviewer")
         self.last_error: str | None = None
         self._compact_start = False  # ranks started collapsed: open the top finding's late ranks
+        self._opening_said: tuple | None = None  # the opening view's status message and range
         # set by the command line and tests: log to stderr, keep errors off dialogs
         self.debug = False
         self.quiet_errors = False
@@ -183,11 +184,12 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
             a0, _a1 = steps_view(trace)
             v0, _v1 = self.timeline.visible_range()
             # the time hidden, said as such: not the warm-up step's length, which the findings give
-            self.statusBar().showMessage(
+            said = (
                 f"Opened on the steady steps: the first {(v0 - a0) / 1e6:,.0f} ms, with warm-up step {warm}, "
-                "are left of the view; Shift+Home shows them",
-                15000,
+                "are left of the view; Shift+Home shows them"
             )
+            self.statusBar().showMessage(said, 15000)
+            self._opening_said = (said, self.timeline.visible_range())  # gone once the view moves
         unread = trace.metadata.get("unread") or []
         if unread:  # files or folders left out of the session: said before anything else
             self.statusBar().showMessage(

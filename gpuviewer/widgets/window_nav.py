@@ -93,6 +93,13 @@ class NavMixin:
             f"visible {format_ns(t0 - o, sp, ref)} – {format_ns(t1 - o, sp, ref)}  ({format_duration(t1 - t0)})"
         )
         self._step_box_follows(t0, t1)
+        said = self._opening_said
+        if said is not None and said[1] != (t0, t1):
+            # 'opened on the steady steps ... left of the view' speaks of the opening view only: it
+            # stayed beside a finding or a critical-path segment chosen after (an audit)
+            self._opening_said = None
+            if self.statusBar().currentMessage() == said[0]:
+                self.statusBar().clearMessage()
 
     def _step_box_follows(self, t0: int, t1: int) -> None:
         """'go to step' names the step the view shows (model.view.step_shown), wherever the view

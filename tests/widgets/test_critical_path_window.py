@@ -160,7 +160,14 @@ def test_the_step_details_list_its_path_and_a_click_goes_to_a_segment(opened, qa
     y = tl.layout_model.lane_y(int(v.lane[i]))
     assert y is not None, (seg.resource, w.trace.lanes[int(v.lane[i])].label)
     y0 = tl.scroll.value() / 10.0
-    assert y0 <= y < y0 + tl._rows_visible(), (y, y0)
+    ev = int(v.event[i])
+    if ev >= 0:  # the op the segment names: selected, on the segment's lane, its row in view
+        assert w.session.view.selected == ev and w.trace.name_of(ev) in seg.what
+        assert int(w.trace.columns["lane"][ev]) == int(v.lane[i]) or seg.resource != "host"
+        a, b = tl.event_rows(ev)
+        assert y0 <= a and b <= y0 + tl._rows_visible(), (a, b, y0)
+    else:
+        assert y0 <= y < y0 + tl._rows_visible(), (y, y0)
 
 
 def test_a_header_click_sorts_the_path_by_its_numbers(opened, qapp):

@@ -122,3 +122,62 @@ def test_the_ranks_heatmap_names_its_warm_up_column(opened):
             item = t.item(i, j)
             if item is not None and item.text():
                 assert (item.background().color() == WARM_CELL) == (j in cols), (i, j)
+
+
+def test_a_critical_path_segment_click_selects_the_op_it_names(opened, qapp):
+    """Step 6's host segment says 'host work (clock_nanosleep 49.3 ms of it) ...': the click
+    selects that sleep (the raw OSRT_API row's duration), on its OS runtime lane, unfolded and in
+    view, and the outline sits on that lane. It was drawn on an empty autograd thread's CUDA API
+    lane while the sleep stayed in the folded 'OS runtime' group (an audit of the window)."""
+    import sqlite3
+
+    w, _ = opened
+    w.critical.action.setChecked(True)
+    w.goto_step(6)
+    qapp.processEvents()
+    w.critical.wait()
+    v = w.critical.view
+    row = max((r for r in v.rows(6) if r["resource"] == "host"), key=lambda r: r["duration_ms"])
+    assert "clock_nanosleep" in row["what"], row["what"]
+    db = sqlite3.connect(f"file:{NSYS}?mode=ro", uri=True)
+    raw = db.execute(
+        "SELECT o.start, o.end, (o.globalTid >> 24) & 16777215 FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId "
+        "WHERE s.value = 'clock_nanosleep'"
+    ).fetchall()
+    db.close()
+    w.critical.goto_segment(row["index"])
+    qapp.processEvents()
+    i = w.session.view.selected
+    assert i is not None and w.trace.name_of(i) == "clock_nanosleep"
+    t, d = int(w.trace.columns["start"][i]), int(w.trace.columns["dur"][i])
+    # the raw row it is (the session's clock shifted by an offset), and the longest raw sleep of
+    # its process inside the segment on that clock (the launcher's 100 ms sleeps are not the rank's)
+    pid = w.trace.lanes[int(w.trace.columns["lane"][i])].pid
+    raw = [(a, b) for a, b, p in raw if p == pid]
+    off = next(t - a for a, b in raw if b - a == d)
+    lo, hi = row["start_ns"] - off, row["end_ns"] - off
+    inside = min(t + d, row["end_ns"]) - max(t, row["start_ns"])
+    assert inside == max(min(b, hi) - max(a, lo) for a, b in raw if a < hi and b > lo) > 40_000_000
+    lane = int(w.trace.columns["lane"][i])
+    assert w.trace.lanes[lane].kind == "osrt" and int(v.lane[row["index"]]) == lane
+    tl = w.timeline
+    rows = tl.event_rows(i)
+    assert rows is not None  # its group unfolded
+    y0 = tl.scroll.value() / 10.0
+    assert y0 <= rows[0] and rows[1] <= y0 + tl._rows_visible(), (rows, y0)
+
+
+def test_the_opening_views_message_goes_once_the_view_moves(qapp, tmp_path):
+    """'Opened on the steady steps: ... left of the view' speaks of the opening view: it stayed in
+    the status bar beside a finding chosen after (an audit of the window)."""
+    w = opened_window(qapp, tmp_path, [NSYS])
+    try:
+        for _ in range(3):
+            qapp.processEvents()
+        said = w.statusBar().currentMessage()
+        assert said.startswith("Opened on the steady steps"), said
+        w.show_finding(w.findings.findings[0])
+        qapp.processEvents()
+        assert w.statusBar().currentMessage() != said
+    finally:
+        w.close()
