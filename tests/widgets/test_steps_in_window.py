@@ -181,3 +181,46 @@ def test_the_opening_views_message_goes_once_the_view_moves(qapp, tmp_path):
         assert w.statusBar().currentMessage() != said
     finally:
         w.close()
+
+
+def test_a_collapsed_ranks_row_draws_no_synchronization_as_compute(opened, qapp):
+    """nsys records a host's CUDA synchronizations on GPU lanes ('GPU 0 · context sync': rank
+    0's 52 ms Event Sync of step 6): a collapsed rank's summary row drew them as compute while its
+    GPU idled (an audit of the window). Its compute is the rank's kernels, copies and memsets."""
+    import sqlite3
+
+    from gpuviewer.model import intervals as iv
+    from gpuviewer.model.categories import Cat, LaneKind
+
+    w, _ = opened
+    tr, c = w.trace, w.trace.columns
+    sync = [
+        k
+        for i, ln in enumerate(tr.lanes)
+        if ln.rank == 0 and ln.kind == LaneKind.GPU
+        for k in range(tr.lane_slice(i).start, tr.lane_slice(i).stop)
+        if int(c["cat"][k]) == Cat.SYNC
+    ]
+    longest = max(sync, key=lambda k: int(c["dur"][k]))
+    a, b = int(c["start"][longest]), int(c["start"][longest]) + int(c["dur"][longest])
+    # the raw file's longest synchronization of the export is as long
+    db = sqlite3.connect(f"file:{NSYS}?mode=ro", uri=True)
+    assert b - a == db.execute("SELECT max(end - start) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION").fetchone()[0]
+    db.close()
+    assert b - a > 40_000_000
+    busy = w.timeline.item.slices._busy_of(0)[False]
+    work = [
+        k
+        for i, ln in enumerate(tr.lanes)
+        if ln.rank == 0 and ln.kind == LaneKind.GPU
+        for k in range(tr.lane_slice(i).start, tr.lane_slice(i).stop)
+        if int(c["cat"][k]) in (Cat.KERNEL, Cat.MEMCPY, Cat.MEMSET)
+    ]
+    st = np.array([int(c["start"][k]) for k in work])
+    ops = iv.union(st, st + np.array([int(c["dur"][k]) for k in work]))
+
+    def inside(u):
+        s, e = u
+        return int((np.minimum(e, b) - np.maximum(s, a)).clip(0).sum())
+
+    assert inside(busy) == inside(ops) < 0.5 * (b - a)
