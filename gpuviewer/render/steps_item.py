@@ -3,7 +3,9 @@ step's name in the rank's header where it fits. Across a rank's GPU rows (its st
 annotation lanes) the line is dotted and drawn where the step's GPU work begins, as the analysis
 windows it (a GPU running behind its host ran step 6's wait after the host's 'step 7' line, while
 the findings said step 6; an audit of the window): Nsight Systems projects NVTX ranges onto the GPU
-rows the same way."""
+rows the same way. Where the GPU rows have their own steps the header names the host's ('host step
+4') and the GPU's are named on the rank's first GPU group row, else on its first stream on the
+background's colour: kineto ddp's rank 0 had an unnamed dotted line beside the header's 'step 4'."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ class StepsItem(Layer):
         # rank -> its steps' GPU windows (start, end, step; the analysis'), once it is known: lines at
         # their starts on the GPU rows, their names on the rank's first GPU group row
         self.gpu_windows: dict[int, list[tuple[int, int, int]]] = {}
+        self.drawn: list[tuple[int, str, str, float]] = []  # the last draw's names: (rank, row kind, text, x)
 
     def set_gpu_windows(self, ranks: list[dict]) -> None:
         """The analysis' ranks (analyze --json's ranks[]): each step's GPU time (its window with
@@ -64,6 +67,7 @@ class StepsItem(Layer):
         by_rank: dict[int, list[list]] = {}
         headers: dict[int, object] = {}
         gpu_rows: dict[int, object] = {}  # the rank's first GPU group row: its GPU steps' names
+        gpu_lanes: dict[int, object] = {}  # else its first GPU lane's row (names on a background)
         gpu_known = self.gpu_windows
         collapsed = self.host.layout.state.collapsed_ranks
         for row in f.rows:
@@ -80,6 +84,8 @@ class StepsItem(Layer):
                     headers[row.rank] = row
                 elif gpu and row.kind == "group" and row.rank not in gpu_rows:
                     gpu_rows[row.rank] = row
+                elif gpu and row.kind == "lane" and row.rank not in gpu_lanes:
+                    gpu_lanes[row.rank] = row  # a rank without a GPU group row: its first stream
         steps = self._steps_by_rank
         if steps is None:
             steps = self._steps_by_rank = {}
@@ -105,15 +111,26 @@ class StepsItem(Layer):
             p.drawLines(dots)
         p.setPen(th.step_label)
 
-        def name(row, windows, word: str) -> None:
+        self.drawn = []
+
+        def name(row, windows, words: tuple[str, ...], boxed: bool = False) -> None:
             for a, b, step in windows:
                 # a step begun left of the view keeps its name at the view's left edge, as the
                 # slices' names do ('tep 2' was cut by the edge, a step filling the view unnamed)
                 X = max((a - origin) * sx + ox, f.left)
                 Xe = min((b - origin) * sx + ox, f.right)
-                label = f"{word} {step}"
-                if Xe - X > fm.horizontalAdvance(label) + 6:
-                    p.drawText(QRectF(X + 3, row.y * sy + oy, Xe - X - 3, row.h * sy), _LABEL_FLAGS, label)
+                # the longest form that fits: 'GPU step 5', 'GPU 5', '5' (1366 px lost 'GPU step 3')
+                for word in words:
+                    label = f"{word} {step}" if word else str(step)
+                    w = fm.horizontalAdvance(label)
+                    if Xe - X > w + 6:
+                        Y, H = row.y * sy + oy, row.h * sy
+                        if boxed:  # over a stream's slices: on the background's colour, as a tag
+                            H = min(H, fm.height() + 2)
+                            p.fillRect(QRectF(X + 1, Y, w + 4, H), th.background)
+                        p.drawText(QRectF(X + 3, Y, Xe - X - 3, H), _LABEL_FLAGS, label)
+                        self.drawn.append((row.rank, row.kind, label, X))
+                        break
 
         for rank, hdr in headers.items():
             # summary rows (collapsed ranks) carry their GPU work: step names on the first only
@@ -121,9 +138,14 @@ class StepsItem(Layer):
                 continue
             labelled = labelled or rank in collapsed
             if rank in collapsed and rank in gpu_known:
-                name(hdr, gpu_known[rank], "step")
+                name(hdr, gpu_known[rank], ("GPU step", "GPU", ""))
             else:
-                name(hdr, [(st.start, st.end, st.step) for st in steps.get(rank, [])], "step")
+                # 'host step' where the GPU rows name their own steps: the two lines told apart
+                words = ("host step", "step", "") if rank in gpu_known else ("step", "")
+                name(hdr, [(st.start, st.end, st.step) for st in steps.get(rank, [])], words)
         for rank, grp in gpu_rows.items():
-            name(grp, gpu_known.get(rank, []), "GPU step")
+            name(grp, gpu_known.get(rank, []), ("GPU step", "GPU", ""))
+        for rank, ln in gpu_lanes.items():
+            if rank not in gpu_rows and rank not in collapsed:
+                name(ln, gpu_known.get(rank, []), ("GPU step", "GPU", ""), boxed=True)
         p.setPen(Qt.NoPen)

@@ -224,3 +224,34 @@ def test_a_collapsed_ranks_row_draws_no_synchronization_as_compute(opened, qapp)
         return int((np.minimum(e, b) - np.maximum(s, a)).clip(0).sum())
 
     assert inside(busy) == inside(ops) < 0.5 * (b - a)
+
+
+def test_both_kinds_of_step_are_named_where_a_rank_has_no_gpu_group_row(qapp, tmp_path):
+    """kineto ddp's ranks have one stream and one NCCL lane, no GPU group row: the dotted lines of
+    their GPU steps went unnamed beside the header's 'step 4' (an audit of the window). The header
+    names the host's steps, the first stream the GPU's, each at its own line (the trace's
+    ProfilerStep ranges; analyze --json's GPU windows)."""
+    path = trace_path("kineto", "ddp")
+    p = run_cli_once("analyze", path, "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    r0 = next(r for r in json.loads(p.stdout)["ranks"] if r["rank"] == 0)
+    gpu3 = next(s["start_ns"] - s["idle_before_ns"] for s in r0["steps"] if s["step"] == 3)
+    w = opened_window(qapp, tmp_path, [path])
+    try:
+        assert not any(r.kind == "group" and r.rank == 0 and "gpu" in r.group for r in w.timeline.layout_model.rows)
+        w.goto_step(3)
+        qapp.processEvents()
+        w.timeline.grab()  # paints every layer now
+        layer = w.timeline.item.steps
+        drawn = {(rank, kind, text): x for rank, kind, text, x in layer.drawn}
+        host3 = next(st.start for st in w.trace.steps if st.rank == 0 and st.step == 3)
+        vb = w.timeline.vb
+        o = w.timeline.origin
+
+        def px(t):
+            return vb.mapViewToDevice(pg.Point(float(t - o), 0.0)).x()
+
+        assert abs(drawn[(0, "header", "host step 3")] - px(host3)) < 1.5
+        assert abs(drawn[(0, "lane", "GPU step 3")] - px(gpu3)) < 1.5
+    finally:
+        w.close()
