@@ -237,6 +237,17 @@ class ViewActions:
                 self._say_idle_cause(rank, got)
         if i is not None and f.rule == "launch_bound":
             span, ranks = self._launch_window(f, i), {rank}
+        if f.rule == "memory_headroom" and rank is not None:
+            # the curve's rise and fall over the steps, the peak's moment highlighted: its 2 ms
+            # alone showed a few kernels and none of what the finding says (an audit of the window)
+            steps = self.trace.steps_of_rank(rank)
+            if steps:
+                lo, hi = min(st.start for st in steps), max(st.end for st in steps)
+                if lo <= f.start_ns and f.end_ns <= hi:
+                    self.set_range(lo, hi, padding=0.03)
+                    self.set_highlight((f.start_ns, f.end_ns, set(f.ranks)))
+                    self.events.emit("reveal", rank=rank)
+                    return None
         # one range and one highlight: each change announced once
         self.set_range(*span, padding=0.08 if span == (f.start_ns, f.end_ns) else 0.5)
         self.set_highlight((span[0], span[1], ranks))

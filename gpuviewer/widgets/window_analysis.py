@@ -60,6 +60,10 @@ class AnalysisMixin:
         """Zoom to the finding's range on its ranks and select its first piece of evidence."""
         if self.session is not None:
             i = self.session.show_finding(f)
+            if f.rule == "memory_headroom" and self.memory.has_data():
+                # the curve is the evidence: its tab in front (beside Findings on a small screen)
+                self.memory_dock.show()
+                self.memory_dock.raise_()
             if i is None:
                 return
             lane = self.trace.lanes[int(self.trace.columns["lane"][i])]

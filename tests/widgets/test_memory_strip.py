@@ -116,3 +116,35 @@ def test_strip_key_axis_and_labels_never_overlap(window, qapp):
     finally:
         panel.multiples.setChecked(False)
         qapp.processEvents()
+
+
+def test_the_headroom_finding_shows_the_curve_over_the_steps_with_the_peak_marked(qapp, tmp_path):
+    """Choosing memory_pressure's headroom finding at 1366x768 brings the Memory tab in front and
+    the profiled steps into view, the moment of the peak highlighted: it zoomed to 2 ms of kernels
+    and left the curve behind the Findings tab (an audit of the window). The steps and the peak
+    from the raw file: its ProfilerStep ranges and its largest 'Total Allocated'."""
+    from conftest import opened_window, raw_events
+
+    path = trace_path("kineto", "memory_pressure.json.gz")
+    ev = raw_events(path)
+    steps = [e for e in ev if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    mem = [e for e in ev if e.get("name") == "[memory]" and "Total Allocated" in (e.get("args") or {})]
+    peak = max(mem, key=lambda e: e["args"]["Total Allocated"])
+    s0 = min(e["ts"] for e in steps)
+    span_us = max(e["ts"] + e["dur"] for e in steps) - s0
+    w = opened_window(qapp, tmp_path, [path])
+    try:
+        f = next(x for x in w.findings.findings if x.rule == "memory_headroom")
+        assert w.memory_dock.visibleRegion().isEmpty()  # a tab behind Findings on a laptop
+        w.show_finding(f)
+        for _ in range(3):
+            qapp.processEvents()
+        assert not w.memory_dock.visibleRegion().isEmpty()  # in front
+        a, b = w.session.view.range
+        first = min(st.start for st in w.trace.steps if st.rank == 0)
+        assert a <= first and b - a >= span_us * 1000 * 0.999  # every profiled step in view
+        lo, hi, ranks = w.session.view.highlight
+        t_peak = first + round((peak["ts"] - s0) * 1000)
+        assert ranks == {0} and lo <= t_peak <= hi, (lo, t_peak, hi)
+    finally:
+        w.close()
