@@ -55,6 +55,7 @@ class CriticalPathPanel(QWidget):
         super().__init__(parent)
         self.view: PathView | None = None
         self.step: int | None = None
+        self._several = False  # the step listed is the longest of several wholly in view
         self.hold = False  # going to one of its segments: the list stays on its step
         self.head = QLabel("Open a trace: each step's critical path comes with its analysis.")
         self.head.setWordWrap(True)
@@ -93,14 +94,14 @@ class CriticalPathPanel(QWidget):
 
     def say(self, html: str) -> None:
         """A note in place of the list (computing, or why there is no path)."""
-        self.view, self.step = None, None
+        self.view, self.step, self._several = None, None, False
         self.tree.clear()
         self.steps.clear()
         self.steps.setVisible(False)
         self.head.setText(html)
 
     def set_view(self, view: PathView | None, why: str = "") -> None:
-        self.view, self.step = view, None
+        self.view, self.step, self._several = view, None, False
         if view is None:
             self.say(esc(why or "No critical path for this session."))
             return
@@ -115,18 +116,25 @@ class CriticalPathPanel(QWidget):
             self.show_step(int(n))
             self.stepChosen.emit(int(n))
 
-    def show_step(self, step: int | None) -> None:
-        """List that step's path (a step with none: the nearest said)."""
+    def show_step(self, step: int | None, whole: int = 0) -> None:
+        """List that step's path (a step with none: the nearest said); whole: how many steps lie
+        wholly in view (several: the one listed is the longest of them, and said so)."""
         v = self.view
-        if v is None or step is None or step not in v.steps or step == self.step:
+        if v is None or step is None or step not in v.steps or (step, whole > 1) == (self.step, self._several):
             return
-        self.step = step
+        self.step, self._several = step, whole > 1
         sp = v.steps[step]
         warm = " (warm-up)" if sp.warmup else ""
         many = len(v.steps) > 1
         rows = v.rows(step)
+        # the whole capture in view showed 'Step 3 (the step most in view)' beside nine steps
+        which = (
+            f" (the longest of the {whole} steps in view: pick another above)"
+            if whole > 1
+            else " (the step most in view)"
+        )
         self.head.setText(
-            f"<b>Step {step}</b>{warm}{' (the step most in view)' if many else ''} · {sp.duration_ns / 1e6:,.2f} ms · "
+            f"<b>Step {step}</b>{warm}{which if many else ''} · {sp.duration_ns / 1e6:,.2f} ms · "
             f"bound by <b>{esc(sp.bound_by)}</b>"
             + (f" · the job: {esc(v.bound_by)}" if v.bound_by and many else "")
             # a session of one step (a whole capture): the job's verdict is the step's, not said twice
@@ -161,6 +169,14 @@ class CriticalPathPanel(QWidget):
     def follow(self, t0: int, t1: int) -> None:
         """The step the view shows (PathView.step_in)."""
         if self.view is not None and not self.hold:
+            inside = [
+                (hi - lo, n)
+                for n, (lo, hi) in self.view.windows.items()
+                if t0 <= lo and hi <= t1 and n in self.view.steps
+            ]
+            if len(inside) > 1:  # several steps wholly in view: the longest of them
+                self.show_step(max(inside)[1], len(inside))
+                return
             sp = self.view.step_in(t0, t1)
             self.show_step(sp.step if sp is not None else None)
 

@@ -299,3 +299,22 @@ def test_every_step_can_be_picked_and_the_timeline_goes_there(opened, qapp):
         mid = (cp.start_ns + cp.end_ns) // 2
         assert t0 <= mid <= t1, (n, t0, t1, cp.start_ns, cp.end_ns)
         assert panel.tree.topLevelItemCount() == len(panel.view.rows(n))
+
+
+def test_with_several_steps_in_view_the_list_says_which_it_shows(opened, qapp):
+    """The whole capture in view said 'Step 3 (the step most in view)' beside every step (an
+    audit of the window): with several steps wholly in view it lists the longest of them (by the
+    paths' own windows) and says so."""
+    w, cps, _ = opened
+    if len(cps) < 2:
+        pytest.skip("one step")
+    a = min(cp.start_ns for cp in cps.values()) - 1_000_000
+    b = max(cp.end_ns for cp in cps.values()) + 1_000_000
+    w.session.set_range(a, b)
+    qapp.processEvents()
+    panel = w.critical.panel
+    v = w.critical.view
+    inside = {n: hi - lo for n, (lo, hi) in v.windows.items() if a <= lo and hi <= b and n in v.steps}
+    assert len(inside) >= 2
+    assert panel.step == max(inside, key=inside.get)
+    assert f"(the longest of the {len(inside)} steps in view" in panel.head.text()
