@@ -123,6 +123,7 @@ class Layout:
         self.state = state if state is not None else default_state(trace)
         self.depths = depths if depths is not None else lane_depths(trace)
         self.rows: list[Row] = []
+        self._header_rows: tuple | None = None  # (the rows they were found in, rank -> header row)
         self.rebuild()
 
     def ordered_lanes(self, rank: int) -> list[int]:
@@ -263,6 +264,28 @@ class Layout:
         lo = max(0, int(np.searchsorted(self._ys, y0, side="right")) - 1)
         hi = int(np.searchsorted(self._ys, y1, side="right"))
         return [r for r in self.rows[lo:hi] if r.y + r.h >= y0]
+
+    def sticky_header(self, y0: float, y1: float) -> Row | None:
+        """The header of the rank whose lanes are at the top of a view of rows [y0, y1], when its
+        own row is above the view (None when the top row is a header or the header is in view):
+        the label column names the rank there, and the plot draws the header's band there too, so
+        a lane under it is hidden in both (rank 0's NCCL bars showed beside its pinned header)."""
+        # the first row below where the sticky header is drawn (the top may fall in the space
+        # between two rows: still that rank's). Taken at the top itself, a sliver of rank 0's last
+        # lane there put 'Rank 0' over rank 1's header and lanes just below it
+        rows = self.visible_rows(y0 + HEADER_H, y1)
+        top = rows[0] if rows else None
+        if top is None or top.kind == "header" or top.rank < 0:
+            return None
+        hdr = self._headers().get(top.rank)
+        return hdr if hdr is not None and hdr.y < y0 else None
+
+    def _headers(self) -> dict[int, Row]:
+        got = self._header_rows
+        if got is None or got[0] is not self.rows:  # made again once per layout
+            got = (self.rows, {r.rank: r for r in self.rows if r.kind == "header"})
+            self._header_rows = got
+        return got[1]
 
     # -- edits of the view state ---------------------------------------------------------
     def toggle_rank(self, rank: int) -> None:

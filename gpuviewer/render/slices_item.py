@@ -140,6 +140,11 @@ class SlicesItem(Layer):
         self.last_rect_count = n_total
         if len(self.wait_idx):
             self._waits(p, f)
+        hdr = self.host.layout.sticky_header(f.y0, f.y1)
+        if hdr is not None:
+            # the rank's header pinned at the top, as the label column has it: the lane under it
+            # hidden on both sides (its bars showed beside the header's name; an audit)
+            p.fillRect(QRectF(left - 1, f.y0 * sy + oy, right - left + 2, hdr.h * sy), theme.current().row_header)
 
     # -- summary rows (collapsed ranks) -------------------------------------------------------
     def _busy_of(self, rank: int) -> dict:

@@ -9,6 +9,8 @@ background's colour: kineto ddp's rank 0 had an unnamed dotted line beside the h
 
 from __future__ import annotations
 
+import dataclasses
+
 from PySide6.QtCore import QLineF, QRectF, Qt
 from PySide6.QtGui import QPen
 
@@ -132,6 +134,9 @@ class StepsItem(Layer):
                         self.drawn.append((row.rank, row.kind, label, X))
                         break
 
+        pinned = self.host.layout.sticky_header(f.y0, f.y1)
+        if pinned is not None and pinned.rank not in headers:  # the band at the top (slices_item)
+            headers[pinned.rank] = dataclasses.replace(pinned, y=f.y0)
         for rank, hdr in headers.items():
             # summary rows (collapsed ranks) carry their GPU work: step names on the first only
             if rank in collapsed and labelled:

@@ -141,22 +141,10 @@ class LaneLabels(QWidget):
         )
 
     def sticky_header(self):
-        """The header of the rank whose lanes are at the top, when its own row is above the
-        view (None when the top row is a header or the header is in view)."""
-        from ..model.layout import HEADER_H
-
+        """The header of the rank whose lanes are at the top (Layout.sticky_header)."""
         if self.layout_model is None:
             return None
-        y0, y1 = self.y_range
-        # the first row below where the sticky header is drawn (the top may fall in the space
-        # between two rows: still that rank's). Taken at the top itself, a sliver of rank 0's last
-        # lane there put 'Rank 0' over rank 1's header and lanes just below it
-        rows = self.layout_model.visible_rows(y0 + HEADER_H, y1)
-        top = rows[0] if rows else None
-        if top is None or top.kind == "header" or top.rank < 0:
-            return None
-        hdr = next((r for r in self.layout_model.rows if r.kind == "header" and r.rank == top.rank), None)
-        return hdr if hdr is not None and hdr.y < y0 else None
+        return self.layout_model.sticky_header(*self.y_range)
 
     def _sticky_bottom(self) -> float:
         from ..model.layout import HEADER_H

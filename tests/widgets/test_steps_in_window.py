@@ -255,3 +255,43 @@ def test_both_kinds_of_step_are_named_where_a_rank_has_no_gpu_group_row(qapp, tm
         assert abs(drawn[(0, "lane", "GPU step 3")] - px(gpu3)) < 1.5
     finally:
         w.close()
+
+
+def test_a_pinned_header_hides_the_lane_under_it_on_both_sides(opened, qapp):
+    """Scrolled so a rank's header is above the view, the label column pins it at the top; the plot
+    now draws the header's band there too: rank 0's NCCL bars showed beside 'Rank 0 · GPU 0 ...
+    host', that lane's name hidden (an audit of the window)."""
+    from gpuviewer.model.categories import LaneKind
+    from gpuviewer.render import theme
+
+    w, _ = opened
+    tl, lm = w.timeline, w.timeline.layout_model
+    w.goto_step(6)
+    qapp.processEvents()
+    # rank 0's busiest stream in view as the top lane, its header above the view
+    t0, t1 = w.session.view.range
+    c = w.trace.columns
+
+    def events_in_view(lane: int) -> int:
+        sl = w.trace.lane_slice(lane)
+        s = np.asarray(c["start"][sl]).astype(np.int64)
+        return int(((s < t1) & (s + np.asarray(c["dur"][sl]).astype(np.int64) > t0)).sum())
+
+    row = max(
+        (r for r in lm.rows if r.kind == "lane" and r.rank == 0 and w.trace.lanes[r.lane].kind == LaneKind.GPU),
+        key=lambda r: events_in_view(r.lane),
+    )
+    assert events_in_view(row.lane) > 10
+    tl.scroll.setValue(int((row.y - 0.2) * 10))
+    qapp.processEvents()
+    y0 = tl.scroll.value() / 10.0
+    assert y0 == pytest.approx(row.y - 0.2, abs=0.1), (y0, row.y, tl.scroll.maximum(), lm.height)
+    hdr = lm.sticky_header(y0, y0 + tl._rows_visible())
+    assert hdr is not None and hdr.rank == 0 and tl.labels.sticky_header() == hdr
+    img = tl.plot.viewport().grab().toImage().convertToFormat(tl.grab().toImage().Format.Format_RGB32)
+    vb = tl.vb.mapRectToDevice(tl.vb.rect())
+    y = int(vb.top() + 0.4 * hdr.h * vb.height() / tl._rows_visible())
+    band = theme.current().row_header.rgb() & 0xFFFFFF
+    xs = range(int(vb.left()) + 2, int(vb.right()) - 2)
+    same = sum(1 for x in xs if img.pixel(x, y) & 0xFFFFFF == band)
+    assert same > 0.8 * len(xs), (same, len(xs))
