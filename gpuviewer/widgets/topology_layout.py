@@ -89,6 +89,8 @@ def layout(
             island.bar = (bar_x, iy, SWITCH_W, inner_h)
         else:
             cols = 2 if len(isl) <= 4 else math.ceil(math.sqrt(len(isl)))
+            if vertical and len(isl) <= 4:
+                cols = 1  # a tall, narrow dock: one column (two side by side drew 6 px text at 2560x1440)
             cols = min(cols, len(isl))
             rows = math.ceil(len(isl) / cols)
             for j, g in enumerate(isl):

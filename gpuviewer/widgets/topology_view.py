@@ -55,6 +55,7 @@ class TopologyView(QWidget):
         self.view.setDragMode(QGraphicsView.ScrollHandDrag)
         self.view.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # the diagram is fitted
         self.view.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.view.setAlignment(Qt.AlignTop | Qt.AlignHCenter)  # under its summary, not mid-dock
         self.summary = QLabel(
             "Open or drop `nvidia-smi topo -m` output (a .txt file), or paste it with "
             "Edit > Paste topology, to see the GPUs and their links."
@@ -236,7 +237,8 @@ class TopologyView(QWidget):
             text = gpu_text.get(d.name) or other_text.get(d.name, d.name)
             self._text(text, x + 7, y + 5)
             r.setToolTip("\n".join(nic_far[d.name]) if d.kind == "nic" and nic_far.get(d.name) else text)
-        legend = self._text(LEGEND, 0, lay.height + 30)
+        # one entry a line in a tall dock: the three wide lines set the diagram's scale there
+        legend = self._text(LEGEND.replace("   ", "\n") if self._vertical else LEGEND, 0, lay.height + 30)
         legend.setBrush(QColor(71, 85, 105))
         self.view.fitInView(self.scene.itemsBoundingRect().adjusted(-20, -20, 20, 20), Qt.KeepAspectRatio)
         isl = [i for i in islands if len(i) > 1]

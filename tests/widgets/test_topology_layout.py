@@ -75,3 +75,22 @@ def test_all_to_all_island_is_a_bar_not_n_squared_lines(qtbot):
     nv_lines = [it for it in v.scene.items() if isinstance(it, QGraphicsLineItem) and "NV18" in it.toolTip()]
     assert len(nv_lines) == 16  # one per GPU (120 pairs otherwise)
     assert any("NVSwitch · NV18" == t for t, _ in v.text_rects())
+
+
+def test_a_tall_side_dock_draws_the_pair_at_a_readable_size(qtbot):
+    """At 2560x1440 the side dock is ~350 px wide and ~1000 tall: the pair of H200s side by side,
+    fitted to its width, drew their text about 6 px high (an audit of the window). In a tall dock
+    the GPUs of a small island stand in one column and the legend is one entry a line."""
+    from gpuviewer.widgets.topology_view import TopologyView
+
+    topo = parse_topo_matrix(CASES["h200_pair"](), "pair")
+    v = TopologyView()
+    qtbot.addWidget(v)
+    v.resize(350, 1000)
+    v.show()
+    qtbot.waitUntil(lambda: v.view.width() > 0)
+    v.set_topology(topo, {"GPU0": [0], "GPU1": [1]}, {"ranks": {0: {"nccl_ms": 70.3, "bytes": 1.42e9}}})
+    (x0, y0), (x1, y1) = v.pos["GPU0"].toTuple(), v.pos["GPU1"].toTuple()
+    assert x0 == x1 and y1 > y0  # one column
+    px = v.font.pixelSize() * v.view.transform().m11()
+    assert px >= 10, px
