@@ -11,6 +11,8 @@ and the ops name that work."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..model.trace import Trace
@@ -124,23 +126,65 @@ def _launch_path_clause(ms: float | None) -> str:
 def name_the_waits(trace: Trace, breakdowns: list[RankBreakdown], f, launch_path_ms: float | None) -> None:
     """A host-paced finding (launch.py, host_paced.py) names the host ops its GPU's longer waits
     fall in, on the rank of its ranks waiting most in them, and what the launch path alone saves:
-    the rest of its saving is the host's work between launches (fsdp's FSDP hooks). Only the gaps
-    inside the steps' GPU windows, as the finding's own figures (not the data loader's wait before
-    ARRAYFORM's first kernel, host_bound_idle's)."""
-    splits = [
-        (sp, int(r))
-        for r in f.ranks
-        if (rb := next((x for x in breakdowns if x.rank == int(r)), None)) is not None
-        and (sp := idle_split(trace, rb, around=False)) is not None
-    ]
+    the rest of its saving is the host's work between launches (fsdp's FSDP hooks). The waits are
+    the title's own (launch.step_launch: gaps of SHORT_NS or more between the work other than
+    NCCL's that end at an op launched after the GPU went idle, each up to its launch's return), in
+    the steps it judged host-paced: every gap in the GPU's ops was another set (NCCL ran in some)
+    and named fsdp's _unshard for 10.7 ms a step where 36 ms of the title's waits lie in it."""
+    from .launch import step_launch
+
+    hit = set(f.metrics.get("launch_bound_steps") or [])
+    splits = []
+    for r in f.ranks:
+        rb = next((x for x in breakdowns if x.rank == int(r)), None)
+        if rb is None:
+            continue
+        if rb.ops is None:  # (the map drops them)
+            rb = dataclasses.replace(rb, ops=gpu_ops(trace, rb.rank), op_step=None)
+        per = step_launch(trace, rb, spans=True)
+        steps = [k for k in per if k in hit] or [k for k in per if k is None]
+        if not steps:
+            continue
+        by: dict[str, float] = {}
+        total = 0.0
+        for k in steps:
+            a, b = per[k].get("long_gap_spans") or ((), ())
+            for x, y in zip(np.asarray(a).tolist(), np.asarray(b).tolist()):
+                total += (y - x) / len(steps)
+                got = covering_op(trace, rb.rank, int(x), int(y))
+                if got is None:
+                    continue
+                name = ADDRESS.sub("", _PARENS.sub("", trace.name_of(got[0])))
+                if not IDLE_WAIT.match(name):
+                    by[name] = by.get(name, 0.0) + (y - x) / len(steps)
+        ops = sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))
+        splits.append(({"ops": ops, "waits_ns": total}, int(r)))
     if splits:
-        split, rank = max(splits, key=lambda t: (t[0]["mid_ns"] + t[0]["long_ns"], -t[1]))
-        said = ops_sentence(split)
+        split, rank = max(splits, key=lambda t: (t[0]["waits_ns"], -t[1]))
+        said = waits_sentence(split)
         if said and len(f.ranks) > 1:
             said = said.replace("they mostly fall in:", f"they mostly fall in (rank {rank}):", 1)
         f.title += said
-        f.metrics["idle_gaps"] = _figures(split, rank, launch_path_ms) | {"around": False}
+        f.metrics["idle_gaps"] = {
+            "rank": rank,
+            "waits_ms": round(split["waits_ns"] / 1e6, 3),  # the title's waits of 0.1 ms or more, a step
+            "ops": [{"name": n, "ms": round(v / 1e6, 3)} for n, v in split["ops"][:10]],
+            "launch_path_saves_ms": launch_path_ms,
+        }
     f.title += _launch_path_clause(launch_path_ms)
+
+
+def waits_sentence(split: dict) -> str:
+    """'; the waits of 0.1 ms or more by the host op they mostly fall in: ...' (up to three ops
+    holding 5% of those waits or more), or ''."""
+    top = [(n, v) for n, v in split["ops"] if v >= 0.05 * split["waits_ns"]][:3]
+    if not top:
+        return ""
+    ops = ", ".join(f"{n} {v / 1e6:,.1f} ms" for n, v in top)
+    return (
+        f"; the waits of 0.1 ms or more by the host op they mostly fall in: {ops} a step (each wait "
+        "up to its launch's return, not the op's own time)"
+    )
 
 
 def _figures(split: dict, rank: int, launch_path_ms: float | None) -> dict:

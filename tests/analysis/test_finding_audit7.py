@@ -17,6 +17,7 @@ from conftest import (
     covered,
     export_rows,
     flat_findings,
+    launch_waits,
     profiler_steps,
     raw_events,
     run_cli,
@@ -73,51 +74,13 @@ def test_a_host_verdict_without_gpu_work_says_so():
     assert said not in analyzed_json(trace_path("kineto", "ddp"))["bound_by"]
 
 
-def _launch_waits(path: str) -> dict[int, dict[str, float]]:
-    """Per ProfilerStep of a Kineto rank file: the ms its GPU's work other than NCCL's waits for the
-    host's next launch, by gap length: between stretches of that work (ops launched in the step),
-    a gap counts where the op starting the next stretch was launched by a call that returned after
-    the GPU went idle."""
-    ev = [e for e in raw_events(path) if e.get("ph") == "X"]
-    steps, _ = profiler_steps(ev)
-    call = {
-        e["args"]["correlation"]: (e["ts"], e["ts"] + e["dur"])
-        for e in ev
-        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
-    }
-    ops = [
-        (e["ts"], e["ts"] + e["dur"], call[e["args"]["correlation"]])
-        for e in ev
-        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
-        and "nccl" not in e["name"].lower()
-        and e.get("args", {}).get("correlation") in call
-    ]
-    out = {}
-    for n, a, b in steps:
-        mine = sorted(o for o in ops if a <= o[2][0] < b)
-        short = mid = long = 0.0
-        end = None
-        for s, e, (_c0, c1) in mine:
-            if end is not None and s > end and c1 > end:  # the GPU idled, then waited for this launch
-                g = s - end
-                if g < 100:
-                    short += g
-                elif g < 1000:
-                    mid += g
-                else:
-                    long += g
-            end = e if end is None else max(end, e)
-        out[n] = {"short": short / 1e3, "mid": mid / 1e3, "long": long / 1e3}
-    return out
-
-
 def test_a_gpu_waiting_for_its_hosts_pace_between_launches_is_the_top_finding():
     """fsdp: rank 1's GPU waits for its host's next launch most of its step, mostly in gaps of 0.1
     to 4 ms inside FSDP's hooks (the raw file), too long for the launch-bound rule's 100 µs; no
     finding said so, and the late-rank finding led with a quarter of the saving (helper-102).
     The finding's gap figures match the raw file's, it leads, and its saving (the replay without
     launch overhead) is above the late rank's alone; that late rank saves little once it is made."""
-    waits = _launch_waits(trace_path("kineto", "fsdp", "fsdp_rank1.json.gz"))
+    waits = launch_waits(trace_path("kineto", "fsdp", "fsdp_rank1.json.gz"))
     med = {k: statistics.median(w[k] for w in waits.values()) for k in ("short", "mid", "long")}
     a = analyzed_json(trace_path("kineto", "fsdp"))
     top = a["findings"][0]
@@ -350,3 +313,40 @@ def test_an_op_of_no_duration_splits_the_gap_around_it():
     f = analyzed_json(path)["findings"][0]
     ops = {o["name"]: o["ms"] for o in f["metrics"]["idle_gaps"]["ops"]}
     assert ops.get("Optimizer.zero_grad#SGD.zero_grad", 0.0) <= max(per) + 0.05, (ops, per)
+
+
+def test_a_host_paced_findings_ops_are_named_over_its_own_waits():
+    """The ops a host-paced finding names are found over the waits its title counts (gaps of 0.1 ms
+    or more between work other than NCCL's, each up to its launch's return): every gap of the
+    GPU's ops was another set (NCCL ran in some) and named fsdp's _unshard for 10.7 ms a step
+    where the raw file has 30 ms or more of those waits inside it (helper-106). Each named op's
+    time is at most the waits an event of its name on the rank's host spans half of, and the
+    first, _unshard, is most of its bound."""
+    path = trace_path("kineto", "fsdp", "fsdp_rank1.json.gz")
+    top = analyzed_json(trace_path("kineto", "fsdp"))["findings"][0]
+    assert top["metrics"]["host_paced"] and top["ranks"] == [1]
+    hit = set(top["metrics"]["launch_bound_steps"])
+    waits = {n: w for n, w in launch_waits(path).items() if n in hit}
+    assert len(waits) == len(hit)
+    spans = [sp for w in waits.values() for sp in w["spans"]]
+    ev = [e for e in raw_events(path) if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "python_function")]
+
+    def bound(name: str) -> float:  # ms a step of the waits an event of this name spans half of
+        mine = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"] == name]
+        return (
+            sum(b - a for a, b in spans if any(min(b, o1) - max(a, o0) >= (b - a) / 2 for o0, o1 in mine))
+            / len(waits)
+            / 1e3
+        )
+
+    ops = top["metrics"]["idle_gaps"]["ops"]
+    m = re.search(r"the waits of 0\.1 ms or more by the host op they mostly fall in: (.*?) a step", top["title"])
+    assert m and ops[0]["name"] in m.group(1), top["title"]
+    assert top["metrics"]["idle_gaps"]["waits_ms"] == pytest.approx(
+        sum(b - a for a, b in spans) / len(waits) / 1e3, rel=0.05
+    )
+    for op in ops[:3]:
+        assert 0 < op["ms"] <= bound(op["name"]) + 0.05, (op, bound(op["name"]))
+    first = ops[0]
+    assert first["name"].endswith("_unshard") and bound(first["name"]) >= 30
+    assert first["ms"] >= 0.8 * bound(first["name"]), (first, bound(first["name"]))
