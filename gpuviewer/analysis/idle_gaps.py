@@ -134,7 +134,7 @@ def name_the_waits(trace: Trace, breakdowns: list[RankBreakdown], f, launch_path
     from .launch import step_launch
 
     hit = set(f.metrics.get("launch_bound_steps") or [])
-    splits = []
+    splits: list[tuple[dict, int]] = []
     for r in f.ranks:
         rb = next((x for x in breakdowns if x.rank == int(r)), None)
         if rb is None:
