@@ -67,6 +67,7 @@ class SlicesItem(Layer):
         self.wait_end = np.zeros(0, np.int64)  # ...and when their wait ended (the last arrival)
         self._elided: dict[tuple[int, int], str] = {}
         self._drawn: dict[tuple[int, int], tuple] = {}
+        self.picked_run = (0, 0, 0)  # the last hover_pick's run: its start, end and busy time (ns)
         self.last_rect_count = 0
 
     def draw(self, p, f: Frame) -> None:
@@ -94,7 +95,7 @@ class SlicesItem(Layer):
                     continue
                 s, e, rep, busy = q.lod_runs_busy(trace, row.lane, d, f.t0, f.t1, f.ns_per_px)
                 s, e, rep = np.asarray(s), np.asarray(e), np.asarray(rep)
-                drawn[(row.lane, d)] = (s, e, rep)
+                drawn[(row.lane, d)] = (s, e, rep, busy)
                 if not len(s):
                     continue
                 X0 = np.floor((s - origin) * sx + ox)
@@ -314,7 +315,7 @@ class SlicesItem(Layer):
         runs = self._drawn.get((row.lane, int(y - row.y)))
         if runs is None or not len(runs[0]):
             return None, False
-        s, e, rep = runs
+        s, e, rep, busy = runs
         t = self.host.origin + x
         k = int(np.searchsorted(s, t, side="right"))
         best, dist = None, tol_ns
@@ -328,6 +329,7 @@ class SlicesItem(Layer):
         if best is None:
             return None, False
         i = int(rep[best])
+        self.picked_run = (int(s[best]), int(e[best]), int(np.asarray(busy)[best]))
         return i, int(e[best] - s[best]) != int(self.host.trace.columns["dur"][i])
 
 

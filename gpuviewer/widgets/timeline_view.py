@@ -515,7 +515,14 @@ class TimelineView(RevealMixin, QWidget):
             f" · at {format_ns(int(c['start'][i]) - self.origin)}"
         )
         if merged:
-            text += "<br>several events drawn as one at this zoom: zoom in (W) to separate them"
+            r0, r1, busy = self.item.slices.picked_run
+            span = r1 - r0
+            share = busy / span if span > 0 else 1.0
+            text += (
+                f"<br>several events drawn as one at this zoom ({format_duration(span)}, busy {share:.0%} of it"
+                + (": drawn fainter for its idle time" if share < 0.75 else "")
+                + "): zoom in (W) to separate them"
+            )
         QToolTip.showText(
             self.plot.mapToGlobal(self.plot.mapFromScene(pos)).toPoint()
             if hasattr(self.plot.mapFromScene(pos), "toPoint")

@@ -104,6 +104,40 @@ def test_hover_comes_from_the_drawn_runs_and_agrees_with_a_range_query(qtbot, mo
     assert checked >= 0.9 * len(expected)
 
 
+def test_a_merged_runs_busy_time_is_its_events_union(qtbot):
+    """Zoomed out, events closer than a pixel are one run, drawn as faint as it is idle; its hover
+    says how busy it is. That busy time is the union of the run's events (from the columns)."""
+    from gpuviewer.io.session import load
+
+    v = _view(qtbot, load([PATHS[0]]))
+    t, c = v.trace, v.trace.columns
+    v.set_range(t.start_ns, t.end_ns)
+    _image(v)
+    item = v.item
+    (_x0, _x1), (y0, y1) = v.vb.viewRange()
+    lanes = [r for r in v.layout_model.visible_rows(y0, y1) if r.kind == "lane" and r.y + 1 <= y1]
+    rng = np.random.default_rng(3)
+    seen = 0
+    for _ in range(400):
+        row = lanes[int(rng.integers(len(lanes)))]
+        got, merged = item.hover_pick(float(rng.uniform(0, t.end_ns - t.start_ns)), row.y + 0.5, 0.0)
+        if got is None or not merged:
+            continue
+        r0, r1, busy = item.slices.picked_run
+        lane, d = int(c["lane"][got]), int(c["depth"][got])
+        sl = t.lane_slice(lane)
+        st = np.asarray(c["start"][sl]).astype(np.int64)
+        en = st + np.asarray(c["dur"][sl]).astype(np.int64)
+        m = (np.asarray(c["depth"][sl]) == d) & (st >= r0) & (en <= r1)
+        reach, total = r0, 0
+        for a, b in sorted(zip(st[m].tolist(), en[m].tolist())):
+            total += max(0, b - max(a, reach))
+            reach = max(reach, b)
+        assert busy == total and 0 < busy <= r1 - r0, (busy, total, r0, r1)
+        seen += 1
+    assert seen >= 20
+
+
 def test_a_horizontal_pan_does_not_repaint_the_lane_labels(qtbot):
     from gpuviewer.io.session import load
 
