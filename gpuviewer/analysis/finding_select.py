@@ -75,3 +75,32 @@ def _host_in(trace: Trace, rank: int, g0: int, g1: int) -> int | None:
             return int(ev[k])
     cov = covering_op(trace, rank, g0, g1, max_times=COVER_MAX)
     return cov[0] if cov is not None else None
+
+
+def paced_evidence(trace: Trace, rank: int, t0: int, t1: int, op: str | None) -> tuple[int, int, int] | None:
+    """For a host-paced finding of `rank` over [t0, t1]: (event, z0, z1), the GPU's longest wait
+    there that the host op the finding names first (`op`, as idle_gaps names it: the innermost op
+    spanning half the wait) ran through, and that op; else utilization_evidence's longest wait. The
+    longest wait alone showed fsdp's optimizer (_use_grad) beside a title naming FSDP's _unshard."""
+    from .idle_gaps import op_label
+
+    if op:
+        idx = gpu_ops(trace, rank)
+        c = trace.columns
+        s = np.asarray(c["start"][idx]).astype(np.int64)
+        e = s + np.asarray(c["dur"][idx]).astype(np.int64)
+        keep = (e > t0) & (s < t1)
+        if keep.any():
+            g0, g1 = iv.gaps(iv.union(s[keep], e[keep]), int(t0), int(t1))
+            order = np.argsort(-(np.asarray(g1) - np.asarray(g0)), kind="stable")[:MAX_TRIED]
+            for j in order.tolist():
+                a, b = int(g0[j]), int(g1[j])
+                if b - a < 100_000:
+                    break
+                got = covering_op(trace, rank, a, b)
+                if got is not None and op_label(trace, got[0]) == op:
+                    return got[0], a, b
+    return utilization_evidence(trace, rank, t0, t1, "idle")
+
+
+MAX_TRIED = 200  # the longest waits tried for the named op: each is a search of the host's lanes

@@ -28,6 +28,12 @@ SHORT_NS, LONG_NS = SHORT_GAP_NS, HOST_GAP_MIN_NS  # launch_bound's and host_bou
 MAX_GAPS = 2000  # the longest gaps named per rank: their ops are found one gap at a time
 
 
+def op_label(trace: Trace, i: int) -> str:
+    """An op's name as the idle findings say it: its module after the name and its object's
+    address left out."""
+    return ADDRESS.sub("", _PARENS.sub("", trace.name_of(i)))
+
+
 def idle_split(trace: Trace, rb: RankBreakdown, around: bool = True) -> dict | None:
     """Per measured step (mean): the GPU's idle ns in gaps under SHORT_NS, up to LONG_NS and
     longer, and the host ops covering most of the gaps of SHORT_NS or more (name, ns a step), most
@@ -61,7 +67,7 @@ def idle_split(trace: Trace, rb: RankBreakdown, around: bool = True) -> dict | N
         got = covering_op(trace, rb.rank, int(a[k]), int(b[k]))
         if got is None:
             continue
-        name = ADDRESS.sub("", _PARENS.sub("", trace.name_of(got[0])))
+        name = op_label(trace, got[0])
         if not IDLE_WAIT.match(name):
             by[name] = by.get(name, 0.0) + float(ln[k]) / n
     split["ops"] = sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -154,7 +160,7 @@ def name_the_waits(trace: Trace, breakdowns: list[RankBreakdown], f, launch_path
                 got = covering_op(trace, rb.rank, int(x), int(y))
                 if got is None:
                     continue
-                name = ADDRESS.sub("", _PARENS.sub("", trace.name_of(got[0])))
+                name = op_label(trace, got[0])
                 if not IDLE_WAIT.match(name):
                     by[name] = by.get(name, 0.0) + (y - x) / len(steps)
         ops = sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))

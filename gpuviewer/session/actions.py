@@ -235,7 +235,19 @@ class ViewActions:
             if got is not None:  # shown where it is, on the worst rank
                 i, span, ranks = got[0], (got[1], got[2]), {rank}
                 self._say_idle_cause(rank, got)
-        if i is not None and f.rule == "launch_bound":
+        if f.metrics.get("host_paced") and rank is not None:
+            # host-bound between launches: the GPU's longest wait in its steps and the host op it
+            # waited through (FSDP's _unshard), not a kernel, with the rank's host thread folded
+            # away below it (an audit of the window)
+            from ..analysis.finding_select import paced_evidence
+            from ..model.categories import GPU_LANE_KINDS
+
+            named = ((f.metrics.get("idle_gaps") or {}).get("ops") or [{}])[0].get("name")
+            got = paced_evidence(self.trace, rank, f.start_ns, f.end_ns, named)
+            if got is not None and self.trace.lanes[int(self.trace.columns["lane"][got[0]])].kind not in GPU_LANE_KINDS:
+                i, span, ranks = got[0], (got[1], got[2]), {rank}
+                self._say_idle_cause(rank, got)
+        elif i is not None and f.rule == "launch_bound":
             span, ranks = self._launch_window(f, i), {rank}
         if f.rule == "memory_headroom" and rank is not None:
             # the curve's rise and fall over the steps, the peak's moment highlighted: its 2 ms

@@ -67,7 +67,7 @@ class AnalysisMixin:
             if i is None:
                 return
             lane = self.trace.lanes[int(self.trace.columns["lane"][i])]
-            if f.rule == "low_gpu_utilization" and lane.kind not in GPU_LANE_KINDS:
+            if (f.rule == "low_gpu_utilization" or f.metrics.get("host_paced")) and lane.kind not in GPU_LANE_KINDS:
                 # the finding is about the GPU's time: its lanes, with the idle stretch highlighted,
                 # come first (a deep Python stack put the selected host event 30 rows below them)
                 self.timeline.scroll_to_rank(lane.rank)

@@ -206,3 +206,27 @@ def test_launch_bound_shows_kernels_and_their_gaps_around_the_one_selected():
     shown = sum(1 for a in starts if t0 <= a + base <= t1)
     per_step = f.metrics["kernels_per_step"]
     assert 10 <= shown <= 0.5 * per_step < len(starts), (shown, per_step, len(starts))
+
+
+def test_a_host_paced_finding_shows_a_wait_in_the_op_it_names_first():
+    """fsdp's top finding (host-bound between launches) names FSDP's _unshard first; a click
+    selected a kernel, the host op folded away. It now shows one of rank 1's GPU waits that op ran
+    through, the op selected. From the raw rank file: no GPU op of rank 1 inside the highlighted
+    stretch, the selected op (found by name and duration) spans half of it or more."""
+    path = trace_path("kineto", "fsdp")
+    s = gpuviewer.open(path)
+    f = s.analysis.findings[0]
+    assert f.metrics.get("host_paced") and f.ranks == [1]
+    named = f.metrics["idle_gaps"]["ops"][0]["name"]
+    assert named.endswith("_unshard")
+    i = s.show_finding(f)
+    assert i is not None and s.trace.name_of(i) == named
+    lo, hi, ranks = s.view.highlight
+    assert ranks == {1} and hi - lo >= 100_000
+    gpu, ev = _gpu_ops_raw(trace_path("kineto", "fsdp", "fsdp_rank1.json.gz"))
+    dur = int(s.trace.columns["dur"][i])
+    (raw,) = [e for e in ev if e.get("name") == named and abs(e["dur"] * 1e3 - dur) < 1.5]
+    off = int(s.trace.columns["start"][i]) - raw["ts"] * 1e3
+    a, b = (lo - off) / 1e3, (hi - off) / 1e3  # the stretch on the raw clock (us)
+    assert not any(x < b - 0.1 and y > a + 0.1 for x, y in gpu)  # the GPU idle through it (0.1 us: the raw rounding)
+    assert min(raw["ts"] + raw["dur"], b) - max(raw["ts"], a) >= 0.5 * (b - a)
