@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from PySide6.QtCore import QLineF, QRectF, Qt
-from PySide6.QtGui import QPen
+from PySide6.QtGui import QPainterPath, QPen
 
 from ..model.categories import LaneKind
 from . import theme
@@ -93,7 +93,6 @@ class StepsItem(Layer):
             steps = self._steps_by_rank = {}
             for st in self.host.trace.steps:
                 steps.setdefault(st.rank, []).append(st)
-        labelled = False
         p.setFont(self.host.font)
         th = theme.current()
         lines: list = []
@@ -114,6 +113,8 @@ class StepsItem(Layer):
         p.setPen(th.step_label)
 
         self.drawn = []
+        halo = QPen(th.background, 3)
+        halo.setJoinStyle(Qt.RoundJoin)
 
         def name(row, windows, words: tuple[str, ...], boxed: bool = False) -> None:
             for a, b, step in windows:
@@ -127,10 +128,18 @@ class StepsItem(Layer):
                     w = fm.horizontalAdvance(label)
                     if Xe - X > w + 6:
                         Y, H = row.y * sy + oy, row.h * sy
-                        if boxed:  # over a stream's slices: on the background's colour, as a tag
-                            H = min(H, fm.height() + 2)
-                            p.fillRect(QRectF(X + 1, Y, w + 4, H), th.background)
-                        p.drawText(QRectF(X + 3, Y, Xe - X - 3, H), _LABEL_FLAGS, label)
+                        if boxed:
+                            # over slices (a stream's kernels, a summary row's bars): haloed text,
+                            # the slices showing between its letters (an opaque tag hid 221 kernels
+                            # at a step's start and read as the GPU idling; an audit)
+                            path = QPainterPath()
+                            path.addText(
+                                X + 3, Y + min(H, fm.height() + 2) / 2 + fm.ascent() / 2 - 1, self.host.font, label
+                            )
+                            p.strokePath(path, halo)
+                            p.fillPath(path, th.step_label)
+                        else:
+                            p.drawText(QRectF(X + 3, Y, Xe - X - 3, H), _LABEL_FLAGS, label)
                         self.drawn.append((row.rank, row.kind, label, X))
                         break
 
@@ -138,19 +147,19 @@ class StepsItem(Layer):
         if pinned is not None and pinned.rank not in headers:  # the band at the top (slices_item)
             headers[pinned.rank] = dataclasses.replace(pinned, y=f.y0)
         for rank, hdr in headers.items():
-            # summary rows (collapsed ranks) carry their GPU work: step names on the first only
-            if rank in collapsed and labelled:
-                continue
-            labelled = labelled or rank in collapsed
             if rank in collapsed and rank in gpu_known:
-                name(hdr, gpu_known[rank], ("GPU step", "GPU", ""))
+                # a summary row carries its GPU work: its GPU steps, haloed over the bars
+                name(hdr, gpu_known[rank], ("GPU step", "GPU"), boxed=True)
+            elif rank in collapsed:
+                name(hdr, [(st.start, st.end, st.step) for st in steps.get(rank, [])], ("step", ""), boxed=True)
             else:
-                # 'host step' where the GPU rows name their own steps: the two lines told apart
-                words = ("host step", "step", "") if rank in gpu_known else ("step", "")
+                # 'host step' where the GPU rows name their own steps, shortened to 'host 5', never
+                # to a bare 'step 5' beside 'GPU step 5' (an audit)
+                words = ("host step", "host") if rank in gpu_known else ("step", "")
                 name(hdr, [(st.start, st.end, st.step) for st in steps.get(rank, [])], words)
         for rank, grp in gpu_rows.items():
-            name(grp, gpu_known.get(rank, []), ("GPU step", "GPU", ""))
+            name(grp, gpu_known.get(rank, []), ("GPU step", "GPU"))
         for rank, ln in gpu_lanes.items():
             if rank not in gpu_rows and rank not in collapsed:
-                name(ln, gpu_known.get(rank, []), ("GPU step", "GPU", ""), boxed=True)
+                name(ln, gpu_known.get(rank, []), ("GPU step", "GPU"), boxed=True)
         p.setPen(Qt.NoPen)

@@ -129,7 +129,7 @@ class CriticalPathPanel(QWidget):
         rows = v.rows(step)
         # the whole capture in view showed 'Step 3 (the step most in view)' beside nine steps
         which = (
-            f" (the longest of the {whole} steps in view: pick another above)"
+            f" (the longest path of the {whole} steps in view{'' if sp.warmup else ', warm-up aside'}: pick another above)"
             if whole > 1
             else " (the step most in view)"
         )
@@ -169,13 +169,12 @@ class CriticalPathPanel(QWidget):
     def follow(self, t0: int, t1: int) -> None:
         """The step the view shows (PathView.step_in)."""
         if self.view is not None and not self.hold:
-            inside = [
-                (hi - lo, n)
-                for n, (lo, hi) in self.view.windows.items()
-                if t0 <= lo and hi <= t1 and n in self.view.steps
-            ]
-            if len(inside) > 1:  # several steps wholly in view: the longest of them
-                self.show_step(max(inside)[1], len(inside))
+            v = self.view
+            inside = [n for n, (lo, hi) in v.windows.items() if t0 <= lo and hi <= t1 and n in v.steps]
+            if len(inside) > 1:  # several steps wholly in view: the longest path, a profiled step's
+                # (by the windows' spans, a normal step after a stall won over the stalled one)
+                pick = [n for n in inside if not v.steps[n].warmup] or inside
+                self.show_step(max(pick, key=lambda n: (v.steps[n].duration_ns, -n)), len(inside))
                 return
             sp = self.view.step_in(t0, t1)
             self.show_step(sp.step if sp is not None else None)

@@ -133,7 +133,8 @@ class TopologyView(QWidget):
         gsize = (max(120.0, max(w for w, _ in sizes) + 14), max(h for _, h in sizes) + 10)
         other_text = {d.name: f"{d.name}\n{d.label}" if d.label else d.name for d in topo.devices if d.kind != "gpu"}
         # beyond four GPUs the affinity lines are a thicket: the CPU box lists its GPUs instead
-        affinity_lines = len(topo.gpus) <= 4
+        # (nor in a column, where a CPU's line to the GPU below ran through the GPU above it)
+        affinity_lines = len(topo.gpus) <= 4 and not self._vertical
         if not affinity_lines:
             near: dict[str, list[str]] = {}
             for ln in topo.links:
@@ -300,8 +301,13 @@ class TopologyView(QWidget):
         sends += [f"{y}->{x}: {p2p[f'{y}->{x}']}" for x in ra for y in rb if f"{y}->{x}" in p2p]
         if sends:
             return "\nsend/recv " + ", ".join(sends)
-        ms = min((comm["ranks"].get(x) or {}).get("nccl_ms", 0) for x in ra + rb)
-        return f"\ncollectives {ms:.0f} ms"
+        rows = [comm["ranks"].get(x) or {} for x in ra + rb]
+        moved = [x["transfer_ms"] for x in rows if x.get("transfer_ms") is not None]
+        if moved:  # the transfer, not the kernels' time (mostly waiting for the other rank)
+            n = max(x.get("steps", 0) for x in rows)
+            return f"\ncollectives: transfer {max(moved):.1f} ms in {n} step{'s' if n != 1 else ''}"
+        ms = min(x.get("nccl_ms", 0) for x in rows)
+        return f"\nNCCL kernels {ms:.0f} ms (waiting included)"
 
     def _label(self, placer, text, a, b, color) -> None:
         w, h = self._size(text)

@@ -176,6 +176,12 @@ def test_the_opening_views_message_goes_once_the_view_moves(qapp, tmp_path):
             qapp.processEvents()
         said = w.statusBar().currentMessage()
         assert said.startswith("Opened on the steady steps"), said
+        # the Critical path tab lists the longest profiled step in view: the stalled step 6 (by
+        # analyze's step durations), not step 7 whose ranks' span a stall stretched (an audit)
+        p = run_cli_once("analyze", NSYS, "--json")
+        steps = [st for st in json.loads(p.stdout)["steps"] if not st.get("warmup")]
+        w.critical.wait()
+        assert w.critical.panel.step == max(steps, key=lambda st: st["duration_ms"])["step"] == 6
         w.show_finding(w.findings.findings[0])
         qapp.processEvents()
         assert w.statusBar().currentMessage() != said

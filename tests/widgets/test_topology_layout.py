@@ -94,3 +94,36 @@ def test_a_tall_side_dock_draws_the_pair_at_a_readable_size(qtbot):
     assert x0 == x1 and y1 > y0  # one column
     px = v.font.pixelSize() * v.view.transform().m11()
     assert px >= 10, px
+
+
+def test_the_link_between_two_ranks_gpus_says_their_transfer_not_their_waits(qapp, tmp_path):
+    """kineto ddp over the H200 pair: the NVLink said 'collectives 37 ms', the smaller rank's NCCL
+    kernel time, most of it waiting for the other rank (an audit of the window). It says the
+    transfer in the measured steps: analyze --json's ranks[].steps[].transfer_ns, summed."""
+    import json
+    import re
+
+    from conftest import opened_window, run_cli_once
+
+    path = trace_path("kineto", "ddp")
+    topo = trace_path("topology", "topo_matrix.txt")
+    p = run_cli_once("analyze", path, "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    ranks = json.loads(p.stdout)["ranks"]
+    measured = {r["rank"]: [s for s in r["steps"] if s["step"] is not None and not s["warmup"]] for r in ranks}
+    want = max(sum(s["transfer_ns"] for s in st) for st in measured.values()) / 1e6
+    w = opened_window(qapp, tmp_path, [path])
+    try:
+        assert w.attach_topology_files([topo])
+        for _ in range(3):
+            qapp.processEvents()
+        texts = [t for t, _ in w.topology.text_rects()]
+        said = [m for t in texts if (m := re.search(r"collectives: transfer ([\d.]+) ms in (\d+) steps", t))]
+        assert said, texts
+        assert float(said[0][1]) == pytest.approx(want, abs=0.06)
+        assert int(said[0][2]) == max(len(st) for st in measured.values())
+        # the NCCL kernels' time on a GPU's box is more: the waits are in it
+        nccl = [float(m[1]) for t in texts if (m := re.search(r"NCCL ([\d.]+) ms", t))]
+        assert nccl and min(nccl) > 2 * want
+    finally:
+        w.close()
