@@ -68,6 +68,10 @@ class MemoryPanel(QWidget):
         self.trace: Trace | None = None
         self.origin = 0
         self.multiples = QCheckBox("small multiples (one plot per rank)")
+        # the y axis from the data's low, not 0: 129.5 GB held and 3.6 GB a step drew three flat
+        # lines on a 0-180 GB axis (an audit); the memory headroom finding turns it on
+        self.from_data = QCheckBox("y from the data")
+        self.from_data.setToolTip("Start the y axis just under the lowest value shown, not at 0")
         self.info = QLabel("")
         # many ranks make a long line: it must never widen the window (the full text is its tooltip)
         from PySide6.QtWidgets import QSizePolicy
@@ -84,6 +88,7 @@ class MemoryPanel(QWidget):
         top.addWidget(self.info, 1)
         top.addWidget(self.key)
         top.addSpacing(12)
+        top.addWidget(self.from_data)
         top.addWidget(self.multiples)
         self.plots_box = QVBoxLayout()
         self.plots_box.setSpacing(0)
@@ -102,6 +107,7 @@ class MemoryPanel(QWidget):
         self.peak_labels: list[tuple[pg.PlotWidget, pg.TextItem]] = []  # placed on each range change
         self._category_keys: list[tuple[str, tuple]] = []
         self.multiples.toggled.connect(lambda _: self.rebuild())
+        self.from_data.toggled.connect(lambda _: [self._fit_y(p) for p in self.plots])
 
     def align_with(self, left_px: int, right_px: int) -> None:
         """Line the plot area up with the timeline's (its lane labels on the left, its scroll
@@ -130,6 +136,7 @@ class MemoryPanel(QWidget):
         self.peaks = []
         self.peak_labels = []
         self._ytop: dict = {}  # plot -> the highest value it shows (GB)
+        self._ylow: dict = {}  # plot -> its ranks (the lowest value in view is read from their series)
         self._category_keys: list[tuple[str, tuple]] = []  # snapshot categories named above the plot
         self.key.setText("")
 
@@ -168,6 +175,8 @@ class MemoryPanel(QWidget):
         try:
             for p in self.plots:
                 p.getViewBox().setXRange(x0, x1, padding=0)
+                if self.from_data.isChecked():
+                    self._fit_y(p)  # the lowest value in view moved with it
         finally:
             self._syncing = False
 
@@ -276,6 +285,7 @@ class MemoryPanel(QWidget):
                         notes.append(f"memory timeline: peak {s.allocated.max() / GB:.2f} GB by category")
             plot.getAxis("left").set_marks(marks)
             self._ytop[plot] = ymax
+            self._ylow[plot] = group
             self._fit_y(plot)
         import html
 
@@ -308,8 +318,24 @@ class MemoryPanel(QWidget):
             )
             # the top value `room` px under the plot's top, or 15% of the height under it
             frac = room / h if h >= 2.5 * room else 0.15
-            plot.setYRange(0, top / (1 - frac), padding=0)
+            low = self._low_in_view(plot) if self.from_data.isChecked() else 0.0
+            low = max(0.0, low - 0.1 * (top - low))  # a tenth of the swing under the lowest value
+            plot.setYRange(low, low + (top - low) / (1 - frac), padding=0)
         self._place_labels(plot)
+
+    def _low_in_view(self, plot) -> float:
+        """The lowest value the plot's curves take in its x range (GB; 0 where none)."""
+        x0, x1 = plot.getViewBox().viewRange()[0]
+        ranks = self._ylow.get(plot) or []
+        lows = []
+        for sr in self.series:
+            if sr["rank"] in ranks and len(sr["x"]):
+                # the value held at the view's left edge counts: a step curve keeps it until the next point
+                a = max(int(np.searchsorted(sr["x"], x0, side="right")) - 1, 0)
+                b = int(np.searchsorted(sr["x"], x1, side="right"))
+                if b > a:
+                    lows.append(float(sr["y"][a:b].min()))
+        return min(lows, default=0.0)
 
     def _place_labels(self, plot) -> None:
         """Each peak label above its point, centred, unless its measured text would leave the

@@ -64,6 +64,7 @@ class AnalysisMixin:
                 # the curve is the evidence: its tab in front (beside Findings on a small screen)
                 self.memory_dock.show()
                 self.memory_dock.raise_()
+                self.memory.from_data.setChecked(True)  # the held base and each step's rise in sight
             if i is None:
                 return
             lane = self.trace.lanes[int(self.trace.columns["lane"][i])]

@@ -128,7 +128,13 @@ def test_the_headroom_finding_shows_the_curve_over_the_steps_with_the_peak_marke
     path = trace_path("kineto", "memory_pressure.json.gz")
     ev = raw_events(path)
     steps = [e for e in ev if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
-    mem = [e for e in ev if e.get("name") == "[memory]" and "Total Allocated" in (e.get("args") or {})]
+    mem = [
+        e
+        for e in ev
+        if e.get("name") == "[memory]"
+        and "Total Allocated" in (e.get("args") or {})
+        and e["args"].get("Device Type") == 1
+    ]  # the GPU's (Device Type 1; 0 is the host's)
     peak = max(mem, key=lambda e: e["args"]["Total Allocated"])
     s0 = min(e["ts"] for e in steps)
     span_us = max(e["ts"] + e["dur"] for e in steps) - s0
@@ -146,5 +152,15 @@ def test_the_headroom_finding_shows_the_curve_over_the_steps_with_the_peak_marke
         lo, hi, ranks = w.session.view.highlight
         t_peak = first + round((peak["ts"] - s0) * 1000)
         assert ranks == {0} and lo <= t_peak <= hi, (lo, t_peak, hi)
+        # the y axis from the data: the raw file's lowest and highest allocation both inside it,
+        # the step's rise (3.6 GB over 129.5 held) a visible part of the height, not 2%
+        (plot,) = w.memory.plots
+        y0, y1 = plot.getViewBox().viewRange()[1]
+        # (the samples inside the profiled steps: the capture begins at 0 GB before the model loads)
+        inside = [e for e in mem if s0 <= e["ts"] <= s0 + span_us]
+        low = min(e["args"]["Total Allocated"] for e in inside) / 1e9
+        high = peak["args"]["Total Allocated"] / 1e9
+        assert w.memory.from_data.isChecked() and 0 < y0 <= low and high <= y1
+        assert (high - low) / (y1 - y0) > 0.1, (low, high, y0, y1)
     finally:
         w.close()
