@@ -298,6 +298,7 @@ def critical_paths(trace: Trace, args: dict[int, dict] | None = None) -> dict[in
     return _whole_capture(trace, _name_host_work(trace, paths(g, wi.recorded(g), trace=trace)))
 
 
+OWN = "'s own time"  # an op's time without the ops it calls (host.host_did's flag)
 NAMED_HOST_NS = 1_000_000  # host work on the path this long is said: what the host did in it
 
 
@@ -314,8 +315,12 @@ def _name_host_work(trace: Trace, cps: dict[int, CriticalPath]) -> dict[int, Cri
             did = host_did(trace, sg.rank, sg.start_ns, sg.end_ns)
             if did is None:
                 continue
-            name, ns = did
-            said = f"no op recorded for {ns / 1e6:.1f} ms of it" if name is None else f"{name} {ns / 1e6:.1f} ms of it"
+            name, ns, own = did
+            said = (
+                f"no op recorded for {ns / 1e6:.1f} ms of it"
+                if name is None
+                else f"{name}{OWN if own else ''} {ns / 1e6:.1f} ms of it"
+            )
             sg.what = f"host work ({said}) {sg.what.removeprefix('host work ')}"
     return cps
 

@@ -491,10 +491,11 @@ def _filled_by(g: dg.DepGraph, trace: Trace | None, edge: int) -> str:
     did = host_did(trace, int(g.rank[v]), a, b) if b > a else None
     if did is None:
         return ""
-    name, ns = did
+    name, ns, own = did
     if name is None:
         return f"; no op was recorded for {ns / 1e6:.1f} ms of its {(b - a) / 1e6:.1f} ms"
-    return f"; the host was in {name} for {ns / 1e6:.1f} ms of its {(b - a) / 1e6:.1f} ms"
+    where = f"{name}'s own code (not the ops it calls)" if own else name
+    return f"; the host was in {where} for {ns / 1e6:.1f} ms of its {(b - a) / 1e6:.1f} ms"
 
 
 # an edge offset that never binds (a removed wait): far below any time, far from overflowing int64

@@ -154,7 +154,7 @@ def nest(cols: dict[str, np.ndarray], lane_lo: int, lane_hi: int) -> dict[str, n
     """Each sorted event's depth in its lane, lanes in two threads (NumPy's sorts and searches
     run without the GIL), largest first: the CPU threads of an 8-rank session nest at once."""
     offsets = np.searchsorted(cols["lane"], np.arange(lane_lo, lane_hi + 1, dtype=cols["lane"].dtype))
-    depth, start, dur = cols["depth"], cols["start"], cols["dur"]
+    depth, start, dur, cat = cols["depth"], cols["start"], cols["dur"], cols["cat"]
     spans = sorted(
         ((int(offsets[j]), int(offsets[j + 1])) for j in range(lane_hi - lane_lo)), key=lambda ab: ab[0] - ab[1]
     )
@@ -162,7 +162,7 @@ def nest(cols: dict[str, np.ndarray], lane_lo: int, lane_hi: int) -> dict[str, n
     def one(ab: tuple[int, int]) -> None:
         a, b = ab
         if b > a:
-            depth[a:b] = lane_depth(start[a:b], dur[a:b])
+            depth[a:b] = lane_depth(start[a:b], dur[a:b], cat[a:b])
 
     with ThreadPoolExecutor(_THREADS) as pool:
         list(pool.map(one, spans))

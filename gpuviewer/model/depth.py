@@ -3,11 +3,20 @@
 Slices are sorted by (start, -duration). Properly nested slices get their depth from one
 vectorised formula; lanes where slices partially overlap (concurrent kernels on a stream,
 unmatched B/E) fall back to a stack, which never drops a slice: each one gets the first free row.
+
+A slice that never ended (it runs to the lane's last end, where the profiler stopped) although the
+slice it began in ended before is closed where that one ends: PyTorch's Python tracer writes a
+frame still open at the stop as ending there, and fsdp's 78 such `__exit__` frames, begun inside
+the steps, pushed every later op of their thread one row deeper each (lanes 415 rows deep, the ops'
+own times wrong: lm_step's 77 ms "own" time was its callees' under those frames). Its end is at
+most its caller's (a frame returns before its caller does).
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from .categories import Cat
 
 
 def _vector_depth(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -28,7 +37,12 @@ def _has_collision(start: np.ndarray, end: np.ndarray, depth: np.ndarray) -> boo
     return bool(np.any(same & (e[:-1] > s[1:])))
 
 
-def lane_depth(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+UNENDED_TOL_NS = 1_000  # an end within this of the lane's last end: the profiler's stop (its ts are in µs)
+
+
+def lane_depth(start: np.ndarray, dur: np.ndarray, cat: np.ndarray | None = None) -> np.ndarray:
+    """Each slice's depth; dur (a view of the column) is shortened in place for a Python frame
+    (cat: the slices' categories) that never ended and began in one that did (module docstring)."""
     end = start + dur
     if len(start) < 2 or not np.any(end[:-1] > start[1:]):
         # no slice starts before the one before it ends (a GPU stream, most launch threads):
@@ -38,18 +52,34 @@ def lane_depth(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
     if len(depth) and depth.min() < 0:
         depth = np.maximum(depth, 0)
     if _has_collision(start, end, depth):
-        depth = _open_stack_depth(start, end)
+        frames = (cat == Cat.PYTHON) if cat is not None else None
+        depth, closed = _open_stack_depth(start, end, frames)
+        for i, e in closed:
+            dur[i] = e - int(start[i])
     return depth
 
 
-def _open_stack_depth(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+def _open_stack_depth(
+    start: np.ndarray, end: np.ndarray, frames: np.ndarray | None = None
+) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """depth = slices still open on a stack popped from the top. Rows never collide: a slice
-    is popped only once it has ended, so the slice at stack position d owns row d."""
+    is popped only once it has ended, so the slice at stack position d owns row d. Also the
+    Python frames (frames: a mask) closed where the slice they began in ends: (position, end)."""
     out: list[int] = []  # a list, not numpy item assignment: a quarter less time a slice
     stack: list[int] = []
-    for s, e in zip(start.tolist(), end.tolist()):
+    owner: list[int] = []  # the position of the slice at each stack row
+    closed: list[tuple[int, int]] = []
+    last = int(end.max()) - UNENDED_TOL_NS if len(end) else 0
+    for i, (s, e) in enumerate(zip(start.tolist(), end.tolist())):
         while stack and stack[-1] <= s:
             stack.pop()
+            owner.pop()
+        if stack and e > stack[-1] and e >= last and frames is not None and frames[i] and frames[owner[-1]]:
+            # a frame that never ended, begun in a frame that did (a frame returns before its
+            # caller; not so a range such as ProfilerStep#4, which ends inside profiler.step())
+            e = stack[-1]
+            closed.append((i, e))
         out.append(len(stack))
         stack.append(e)
-    return np.array(out, dtype=np.int64)
+        owner.append(i)
+    return np.array(out, dtype=np.int64), closed

@@ -12,13 +12,14 @@ from __future__ import annotations
 import dataclasses
 
 from PySide6.QtCore import QLineF, QRectF, Qt
-from PySide6.QtGui import QPainterPath, QPen
+from PySide6.QtGui import QPen
 
 from ..model.categories import LaneKind
 from . import theme
 from .layer import Frame, Layer, state
 
 _LABEL_FLAGS = Qt.AlignVCenter | Qt.AlignLeft  # combined once: enum arithmetic is slow in Python
+_HALO = ((-1, 0), (1, 0), (0, -1), (0, 1))  # a step name's halo over slices: the text moved a pixel
 _GPU_KINDS = (LaneKind.GPU, LaneKind.COMM, LaneKind.GPU_ANNOTATION)
 
 
@@ -113,8 +114,6 @@ class StepsItem(Layer):
         p.setPen(th.step_label)
 
         self.drawn = []
-        halo = QPen(th.background, 3)
-        halo.setJoinStyle(Qt.RoundJoin)
 
         def name(row, windows, words: tuple[str, ...], boxed: bool = False) -> None:
             for a, b, step in windows:
@@ -129,17 +128,16 @@ class StepsItem(Layer):
                     if Xe - X > w + 6:
                         Y, H = row.y * sy + oy, row.h * sy
                         if boxed:
-                            # over slices (a stream's kernels, a summary row's bars): haloed text,
-                            # the slices showing between its letters (an opaque tag hid 221 kernels
-                            # at a step's start and read as the GPU idling; an audit)
-                            path = QPainterPath()
-                            path.addText(
-                                X + 3, Y + min(H, fm.height() + 2) / 2 + fm.ascent() / 2 - 1, self.host.font, label
-                            )
-                            p.strokePath(path, halo)
-                            p.fillPath(path, th.step_label)
-                        else:
-                            p.drawText(QRectF(X + 3, Y, Xe - X - 3, H), _LABEL_FLAGS, label)
+                            # over slices (a stream's kernels, a summary row's bars): text with a halo
+                            # of the background's colour, the slices showing between its letters (an
+                            # opaque tag hid 221 kernels at a step's start and read as the GPU idling;
+                            # an audit); drawn as text, so an SVG of the view keeps it as text
+                            H = min(H, fm.height() + 2)
+                            p.setPen(th.background)
+                            for dx, dy in _HALO:
+                                p.drawText(QRectF(X + 3 + dx, Y + dy, Xe - X - 3, H), _LABEL_FLAGS, label)
+                            p.setPen(th.step_label)
+                        p.drawText(QRectF(X + 3, Y, Xe - X - 3, H), _LABEL_FLAGS, label)
                         self.drawn.append((row.rank, row.kind, label, X))
                         break
 

@@ -32,7 +32,7 @@ _LANES_OF = {
 }
 # where a segment's named op may lie: the host's threads and their OS calls, or the GPU's streams
 _NAMED_IN = {"host": (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.OSRT, LaneKind.NVTX)}
-_OP_OF_HOST_WORK = re.compile(r"^host work \((.+) \d+(?:\.\d+)? ms of it\)")
+_OP_OF_HOST_WORK = re.compile(r"^host work \((.+?)(?:'s own time)? \d+(?:\.\d+)? ms of it\)")
 _TAILS = (" (and ", " transfer (last arrival", " queued ", " waits for ", " returns")
 
 

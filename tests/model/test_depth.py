@@ -71,3 +71,68 @@ def test_no_two_slices_on_a_row_overlap_whatever_the_slices():
         for row in np.unique(d):
             s, e = start[d == row], end[d == row]
             assert not np.any(e[:-1] > s[1:])
+
+
+def test_a_python_frame_that_never_ended_is_closed_with_the_slice_it_began_in():
+    """PyTorch's Python tracer writes a frame still open at the profiler's stop as ending there:
+    fsdp's 78 `__exit__` frames, begun inside the steps, pushed every later op of their thread a row
+    deeper each (lanes 415 rows deep). Such a frame ends with the slice it began in; an op, a
+    kernel (concurrent on a stream), or a frame that ends before the stop, keeps its end."""
+    from gpuviewer.model.categories import Cat
+
+    ms = 1_000_000
+    # main [0,1000) ms  step [0,100)  f [10,50)  x: a frame from 20 to the stop (1000)  g [60,80)
+    start = np.array([0, 0, 10, 20, 60], np.int64) * ms
+    dur = np.array([1000, 100, 40, 980, 20], np.int64) * ms
+    cat = np.array([Cat.PYTHON] * 5, np.uint8)
+    d = lane_depth(start, dur, cat)
+    assert (dur // ms).tolist() == [1000, 100, 40, 30, 20]  # x closed at f's end
+    assert d.tolist() == [0, 1, 2, 3, 2]  # g sits beside f again, not under x
+    # the same shapes as kernels: nothing closed (a stream's concurrent kernels overlap for real)
+    dur2 = np.array([1000, 100, 40, 980, 20], np.int64) * ms
+    lane_depth(start, dur2, np.array([Cat.KERNEL] * 5, np.uint8))
+    assert (dur2 // ms).tolist() == [1000, 100, 40, 980, 20]
+    # ...and a frame begun in a range that is not a frame (ProfilerStep#4 ends inside
+    # profiler.step(), which runs to the stop): kept
+    dur4 = np.array([1000, 100, 40, 980, 20], np.int64) * ms
+    lane_depth(start, dur4, np.array([Cat.PYTHON, Cat.PYTHON, Cat.USER_ANNOTATION, Cat.PYTHON, Cat.PYTHON], np.uint8))
+    assert dur4[3] == 980 * ms
+    # a frame crossing its caller's end but ending before the stop: kept (its end is on record)
+    dur3 = np.array([1000, 100, 40, 500, 20], np.int64) * ms
+    lane_depth(start, dur3, cat)
+    assert dur3[3] == 500 * ms
+
+
+def test_fsdp_threads_are_as_deep_as_their_python_stacks():
+    """On the real fsdp rank 1 file: the frames that end at the profiler's stop although the frame
+    they began in ended are the ones closed (counted in the raw file), and the thread lanes are as
+    deep as the stacks that really nest (well under the 415-500 rows they were)."""
+    import gzip
+    import json
+
+    from conftest import trace_path
+
+    from gpuviewer.session import Session
+
+    path = trace_path("kineto", "fsdp", "fsdp_rank1.json.gz")
+    with gzip.open(path, "rt") as fh:
+        ev = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "python_function"]
+    stop = max(e["ts"] + e["dur"] for e in ev)
+    unended = [e for e in ev if e["ts"] + e["dur"] >= stop - 1]
+    # those begun inside a frame of their thread that ended before the stop (the innermost frame
+    # around its start: the one it was called from)
+    crossing = [
+        u
+        for u in unended
+        if any(p["tid"] == u["tid"] and p["ts"] <= u["ts"] < p["ts"] + p["dur"] < stop - 1 for p in ev)
+    ]
+    assert len(crossing) == 78
+    s = Session.open([path], use_cache=False)
+    c = s.trace.columns
+    end = max(int(c["start"][i]) + int(c["dur"][i]) for i in range(len(s.trace)) if c["cat"][i] == 8)
+    still = sum(
+        1 for i in range(len(s.trace)) if c["cat"][i] == 8 and int(c["start"][i]) + int(c["dur"][i]) >= end - 1000
+    )
+    assert still == len(unended) - len(crossing)  # the script's own frames (<module>, main...) still end there
+    depth = max(int(c["depth"][i]) for i in range(len(s.trace)) if s.trace.lanes[int(c["lane"][i])].kind == "cpu")
+    assert depth < 100
