@@ -108,20 +108,25 @@ class LaneLabels(QWidget):
             self._header(p, hdr, self.plot_top)
             sb = self._sticky_bottom()
             lane = self.layout_model.row_at(self.y_range[0] + hdr.h)
-            if lane is not None and lane.kind == "lane" and self._to_dev(lane.y) < sb:
+            # (a group's row too: '▾ CUDA API · 5 lanes' was cut in half under the header; an audit)
+            if lane is not None and lane.kind in ("lane", "group") and self._to_dev(lane.y) < sb:
                 # and the lane whose top went under it: named just below, unless its own name is
                 # still whole below the header; over it where that name is half hidden (two copies
                 # a few pixels apart read as garbled text)
                 own = (self._to_dev(lane.y) + self._to_dev(lane.y + min(lane.h, 1.0))) / 2
                 half = QFontMetrics(self.font_lane).height() / 2
                 if own - half < sb:
-                    p.fillRect(QRectF(0, sb, self.width(), max(14.0, own + half + 1 - sb)), th.panel)
+                    group = lane.kind == "group"
+                    p.fillRect(
+                        QRectF(0, sb, self.width(), max(14.0, own + half + 1 - sb)), th.group if group else th.panel
+                    )
                     p.setFont(self.font_lane)
                     p.setPen(th.text)
+                    mark = ("▸ " if self.layout_model.group_collapsed(lane.group) else "▾ ") if group else "   "
                     p.drawText(
                         QRectF(6, sb, self.width() - 10, 14),
                         Qt.AlignVCenter | Qt.AlignLeft,
-                        self.fit(p, "   " + lane.label, self.width() - 10),
+                        self.fit(p, mark + lane.label, self.width() - 10),
                     )
             p.setPen(th.line)
             p.drawLine(0, int(sb), self.width(), int(sb))
