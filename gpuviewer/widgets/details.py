@@ -5,6 +5,8 @@ anywhere: a kernel's name has none), as Perfetto's details do, and is whole in i
 
 from __future__ import annotations
 
+import re
+
 from PySide6.QtCore import QPointF, QSize, Qt, Signal
 from PySide6.QtGui import QPalette, QTextLayout, QTextOption
 from PySide6.QtWidgets import (
@@ -20,10 +22,27 @@ from ..model.categories import CAT_LABEL, Cat
 from ..model.trace import Trace
 from ..render.time_axis import format_duration, format_ns
 
+_BREAK_AFTER = re.compile(r"(::|[,<(_/])")  # where a C++ kernel name or a path may wrap
+_LONG_NUMBER = re.compile(r"\d{10,}")
+
+
+def breakable(text: str) -> str:
+    """The text as drawn: a zero-width break chance after '::', ',', '<', '(', '_' and '/', and a
+    long number's digits in threes (thin spaces): 'vectorized_ / elementwise_kernel<8 / ,' and
+    't = 179601085815031118 / 5 ns' were broken mid-word (an audit). Drawn only: the cell's text,
+    copied, stays as recorded."""
+    text = _BREAK_AFTER.sub("\\1\u200b", text)
+    return _LONG_NUMBER.sub(lambda m: "\u2009".join(_threes(m.group(0))), text)
+
+
+def _threes(digits: str) -> list[str]:
+    head = len(digits) % 3
+    return ([digits[:head]] if head else []) + [digits[k : k + 3] for k in range(head, len(digits), 3)]
+
 
 def _wrapped(text: str, font, width: float) -> tuple[QTextLayout, float]:
     """The text laid out in lines of at most `width` pixels, and its height."""
-    lay = QTextLayout(text, font)
+    lay = QTextLayout(breakable(text), font)
     opt = QTextOption()
     opt.setWrapMode(QTextOption.WrapAtWordBoundaryOrAnywhere)
     lay.setTextOption(opt)

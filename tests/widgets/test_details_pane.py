@@ -153,3 +153,28 @@ def test_a_field_name_never_breaks_inside_a_word(qtbot):
     width, word = max(need)
     assert word in ("returnValue", "correlationId", "nestingLevel", "eventClass"), need
     assert width + 6 <= d.columnWidth(0) <= 0.6 * d.viewport().width() + 1, (word, width, d.columnWidth(0))
+
+
+def test_long_names_and_stamps_wrap_at_their_joints_not_mid_word(qapp):
+    """Details broke 'vectorized_ / elementwise_kernel<8 / ,' and 't = 179601085815031118 / 5 ns'
+    (an audit). A kernel's name wraps after '::', ',', '<', '(', '_' or '/', a long number between
+    groups of three digits; the text itself (copied) is unchanged."""
+    from PySide6.QtGui import QFont
+
+    from gpuviewer.widgets.details import _wrapped, breakable
+
+    name = (
+        "void at::native::vectorized_elementwise_kernel<8, at::native::bfloat16_copy_kernel_cuda"
+        "(at::TensorIteratorBase&)::{lambda(float)#1}, std::array<char*, 2ul> >(int, std::array<char*, 2ul>)"
+    )
+    stamp = "9.094 s  (t = 1796010858150311185 ns)"
+    for text in (name, stamp):
+        drawn = breakable(text)
+        assert drawn.replace("\u200b", "").replace("\u2009", "") == text
+        lay, _h = _wrapped(text, QFont(), 150.0)
+        ends = [lay.lineAt(k).textStart() + lay.lineAt(k).textLength() for k in range(lay.lineCount() - 1)]
+        assert len(ends) >= 1
+        for e in ends:
+            before, after = drawn[e - 1], drawn[e] if e < len(drawn) else ""
+            # a line ends at a break chance: after a space, a zero-width break or a thin space
+            assert before in " \u200b\u2009" or after in " \u200b\u2009", (text, drawn[max(0, e - 12) : e + 4])
