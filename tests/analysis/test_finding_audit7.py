@@ -319,9 +319,10 @@ def test_a_host_paced_findings_ops_are_named_over_its_own_waits():
     """The ops a host-paced finding names are found over the waits its title counts (gaps of 0.1 ms
     or more between work other than NCCL's, each up to its launch's return): every gap of the
     GPU's ops was another set (NCCL ran in some) and named fsdp's _unshard for 10.7 ms a step
-    where the raw file has 30 ms or more of those waits inside it (helper-106). Each named op's
-    time is at most the waits an event of its name on the rank's host spans half of, and the
-    first, _unshard, is most of its bound."""
+    where the raw file has 30 ms or more of those waits inside it (helper-106). Each named op's time
+    is what it runs inside the waits (not their whole length: 36.0 ms was said of an op whose calls
+    run 29.6 ms a step; helper-110): at most its time inside the waits it spans half of, and the
+    first, _unshard, most of that."""
     path = trace_path("kineto", "fsdp", "fsdp_rank1.json.gz")
     top = analyzed_json(trace_path("kineto", "fsdp"))["findings"][0]
     assert top["metrics"]["host_paced"] and top["ranks"] == [1]
@@ -331,26 +332,35 @@ def test_a_host_paced_findings_ops_are_named_over_its_own_waits():
     spans = [sp for w in waits.values() for sp in w["spans"]]
     ev = [e for e in raw_events(path) if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "python_function")]
 
-    def bound(name: str) -> float:  # ms a step of the waits an event of this name spans half of
+    def inside(name: str) -> float:
+        """ms a step that events of this name run inside the waits they span half of (the time
+        the host was in the op while its GPU waited)."""
         # (an op's object address is left out of its name as said: '... of torch._C._EngineBase>')
         mine = [(e["ts"], e["ts"] + e["dur"]) for e in ev if re.sub(r" object at 0x[0-9a-f]+", "", e["name"]) == name]
-        return (
-            sum(b - a for a, b in spans if any(min(b, o1) - max(a, o0) >= (b - a) / 2 for o0, o1 in mine))
-            / len(waits)
-            / 1e3
-        )
+        got = 0.0
+        for a, b in spans:
+            over = [min(b, o1) - max(a, o0) for o0, o1 in mine if min(b, o1) > max(a, o0)]
+            if over and max(over) >= (b - a) / 2:
+                got += max(over)
+        return got / len(waits) / 1e3
+
+    def calls(name: str) -> float:  # ms a step the op's calls run in all (the waits' steps)
+        return sum(e["dur"] for e in ev if e["name"] == name) / len(waits) / 1e3 if name.endswith("_unshard") else 0
 
     ops = top["metrics"]["idle_gaps"]["ops"]
-    m = re.search(r"the waits of 0\.1 ms or more by the host op they mostly fall in: (.*?) a step", top["title"])
+    m = re.search(r"the host was longest in: (.*?) a step", top["title"])
     assert m and ops[0]["name"] in m.group(1), top["title"]
     assert top["metrics"]["idle_gaps"]["waits_ms"] == pytest.approx(
         sum(b - a for a, b in spans) / len(waits) / 1e3, rel=0.05
     )
     for op in ops[:3]:
-        assert 0 < op["ms"] <= bound(op["name"]) + 0.05, (op, bound(op["name"]))
+        # at most its time inside the waits (a wait another op spans more of is that op's)
+        assert 0 < op["ms"] <= inside(op["name"]) + 0.05, (op, inside(op["name"]))
     first = ops[0]
-    assert first["name"].endswith("_unshard") and bound(first["name"]) >= 30
-    assert first["ms"] >= 0.8 * bound(first["name"]), (first, bound(first["name"]))
+    assert first["name"].endswith("_unshard") and first["ms"] >= 0.8 * inside(first["name"]) >= 15
+    # never more than the op ran (its time inside the waits, not the waits' whole length: 36.0 ms
+    # was said of an op whose calls ran 29.6 ms a step; helper-110)
+    assert first["ms"] <= calls(first["name"])
 
 
 @pytest.mark.parametrize("parts", [("kineto", "fsdp"), ("kineto", "ddp"), ("nsys", "nsys_ddp.sqlite")])

@@ -176,10 +176,10 @@ def test_idle_says_where_the_gpu_waits_and_what_the_host_runs(path, rule, around
         ]
         n = len(hit)
         assert ig["waits_ms"] == pytest.approx(sum(b - a for a, b in gaps) / n / 1e6, rel=0.05)
-        assert "the waits of 0.1 ms or more by the host op they mostly fall in: " in f["title"]
+        assert "waits of 0.1 ms or more (each up to its launch's return) the host was longest in: " in f["title"]
     else:
         assert [ig["short_ms"], ig["mid_ms"], ig["long_ms"]] == pytest.approx(want, abs=0.01)
-        assert ig["ops"] and "the gaps of 0.1 ms or more by the host op they mostly fall in: " in f["title"]
+        assert ig["ops"] and "in the gaps of 0.1 ms or more the host was longest in: " in f["title"]
     if rule == "low_gpu_utilization":
         m = _SPLIT.search(f["title"])
         assert m, f["title"]
@@ -192,18 +192,22 @@ def test_idle_says_where_the_gpu_waits_and_what_the_host_runs(path, rule, around
     assert ig["ops"]
     # the innermost op is the shortest covering one, whatever its thread: the main thread sits in
     # '## backward ##' through the backward while the autograd thread runs AccumulateGrad in those gaps
-    assert all(op["name"] != "## backward ##" for op in ig["ops"][:3]), ig["ops"]
+    # (ranked by their time inside the gaps, the range fills the gaps where no shorter op spans half)
+    assert ig["ops"][0]["name"] != "## backward ##", ig["ops"]
+    if path == NCCL_PARSER:
+        assert any("AccumulateGrad" in op["name"] for op in ig["ops"][:5]), ig["ops"]
     for op in ig["ops"][:3]:
         mine = [
             (round(e["ts"] * 1000) + base, round((e["ts"] + e["dur"]) * 1000) + base)
             for e in ev
             if e.get("name") == op["name"] and e.get("cat") in ("cpu_op", "user_annotation", "python_function")
         ]
-        bound = sum(
-            b - a
-            for a, b in gaps
-            if b - a >= 100_000 and any(min(b, o1) - max(a, o0) >= (b - a) / 2 for o0, o1 in mine)
-        )
+        # its time inside the gaps it spans half of (not their whole length)
+        bound = 0
+        for a, b in gaps:
+            over = [min(b, o1) - max(a, o0) for o0, o1 in mine if min(b, o1) > max(a, o0)]
+            if b - a >= 100_000 and over and max(over) >= (b - a) / 2:
+                bound += max(over)
         assert 0 < op["ms"] <= bound / n / 1e6 + 1e-3, (op, bound / n / 1e6)
 
 
