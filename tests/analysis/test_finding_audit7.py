@@ -363,17 +363,25 @@ def test_a_host_paced_findings_ops_are_named_over_its_own_waits():
     assert first["ms"] <= calls(first["name"])
 
 
-@pytest.mark.parametrize("parts", [("kineto", "fsdp"), ("kineto", "ddp"), ("nsys", "nsys_ddp.sqlite")])
-def test_a_path_segments_named_op_spans_what_it_says(parts):
+ARRAYFORM = compat_path("pytorch__kineto", "tb_plugin_resnet50_num_workers_0_worker0.ARRAYFORM.pt.trace.json.gz")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [trace_path("kineto", "fsdp"), trace_path("kineto", "ddp"), trace_path("nsys", "nsys_ddp.sqlite"), ARRAYFORM],
+    ids=["fsdp", "ddp", "nsys_ddp", "resnet50_arrayform"],
+)
+def test_a_path_segments_named_op_spans_what_it_says(path):
     """'host work (X 77.0 ms of it)': fsdp's step 3 said lm_step 77.0 ms of a 120.9 ms segment that
     lm_step spans whole (the number was its own time, and wrong: frames the profiler never closed
     had pushed its callees out of it), and the click selects a 124.6 ms op (an audit of the
     window). Each named op's number is what events of its name span inside the segment, on the
     rank's threads (from the trace's events, not the analysis); where it is the op's own time the
-    text says so ("X's own time N ms of it"), and then the op spans more."""
+    text says so ("X's own time N ms of it"), and then the op spans more. Where no one op holds the
+    segment (resnet50's whole forward and backward) it names the ops with the most own time."""
     import gpuviewer
 
-    s = gpuviewer.open(trace_path(*parts))
+    s = gpuviewer.open(path)
     c = s.trace.columns
     checked = 0
     for cp in s.critical_paths().values():
@@ -401,3 +409,9 @@ def test_a_path_segments_named_op_spans_what_it_says(parts):
                 assert said == pytest.approx(span / 1e6, abs=0.15), (g.what, span / 1e6)
             checked += 1
     assert checked >= 1
+    if path == ARRAYFORM:  # its longest host segments name the ops with most own time in them
+        longest = max(
+            (g for cp in s.critical_paths().values() for g in cp.segments if g.resource == "host"),
+            key=lambda g: g.end_ns - g.start_ns,
+        )
+        assert longest.what.startswith("host work (most own time in it: "), longest.what
