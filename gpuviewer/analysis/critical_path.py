@@ -316,17 +316,20 @@ def _name_host_work(trace: Trace, cps: dict[int, CriticalPath]) -> dict[int, Cri
             if did is None:
                 # no one op holds it (resnet50's whole forward and backward, 86-160 ms): the ops
                 # with the most own time in it, said as such (an audit: it named none)
-                top = thread_activity(trace, sg.rank, sg.start_ns, sg.end_ns, top=3)
-                top = [r for r in top if r["ms"] * 1e6 >= 0.05 * (sg.end_ns - sg.start_ns)]
+                by: dict[str, float] = {}  # own time by name, over the rank's threads (rows are per thread)
+                for r in thread_activity(trace, sg.rank, sg.start_ns, sg.end_ns, top=12):
+                    by[r["name"]] = by.get(r["name"], 0.0) + r["ms"]
+                top = sorted(by.items(), key=lambda kv: -kv[1])[:3]
+                top = [(k, v) for k, v in top if v * 1e6 >= 0.05 * (sg.end_ns - sg.start_ns)]
                 if top:
-                    ops = ", ".join(f"{r['name']} {r['ms']:.1f} ms" for r in top)
+                    ops = ", ".join(f"{k} {v:.1f} ms" for k, v in top)
                     sg.what = f"host work (most own time in it: {ops}) {sg.what.removeprefix('host work ')}"
                 continue
-            name, ns, own = did
+            name, ns, its_own = did
             said = (
                 f"no op recorded for {ns / 1e6:.1f} ms of it"
                 if name is None
-                else f"{name}{OWN if own else ''} {ns / 1e6:.1f} ms of it"
+                else f"{name}{OWN if its_own else ''} {ns / 1e6:.1f} ms of it"
             )
             sg.what = f"host work ({said}) {sg.what.removeprefix('host work ')}"
     return cps

@@ -152,17 +152,20 @@ def name_the_waits(trace: Trace, breakdowns: list[RankBreakdown], f, launch_path
         if not steps:
             continue
         by: dict[str, float] = {}
-        total = 0.0
-        for k in steps:
-            a, b = per[k].get("long_gap_spans") or ((), ())
-            for x, y in zip(np.asarray(a).tolist(), np.asarray(b).tolist()):
-                total += (y - x) / len(steps)
-                got = covering_op(trace, rb.rank, int(x), int(y))
-                if got is None:
-                    continue
-                name = op_label(trace, got[0])
-                if not IDLE_WAIT.match(name):
-                    by[name] = by.get(name, 0.0) + got[1] / len(steps)  # its time inside the wait
+        spans = [
+            (x, y)
+            for k in steps
+            for x, y in zip(*(np.asarray(v).tolist() for v in (per[k].get("long_gap_spans") or ((), ()))))
+        ]
+        total = sum(y - x for x, y in spans) / len(steps)
+        # the longest MAX_GAPS named, as idle_split does: each is a search of the host's lanes
+        for x, y in sorted(spans, key=lambda g: g[0] - g[1])[:MAX_GAPS]:
+            got = covering_op(trace, rb.rank, int(x), int(y))
+            if got is None:
+                continue
+            name = op_label(trace, got[0])
+            if not IDLE_WAIT.match(name):
+                by[name] = by.get(name, 0.0) + got[1] / len(steps)  # its time inside the wait
         ops = sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))
         splits.append(({"ops": ops, "waits_ns": total}, int(r)))
     if splits:

@@ -242,7 +242,9 @@ class ViewActions:
             from ..analysis.finding_select import paced_evidence
             from ..model.categories import GPU_LANE_KINDS
 
-            named = ((f.metrics.get("idle_gaps") or {}).get("ops") or [{}])[0].get("name")
+            ig = f.metrics.get("idle_gaps") or {}
+            named = (ig.get("ops") or [{}])[0].get("name")
+            rank = int(ig.get("rank", rank))  # the rank whose waits name the op (a merged finding's)
             got = paced_evidence(self.trace, rank, f.start_ns, f.end_ns, named)
             if got is not None and self.trace.lanes[int(self.trace.columns["lane"][got[0]])].kind not in GPU_LANE_KINDS:
                 i, span, ranks = got[0], (got[1], got[2]), {rank}

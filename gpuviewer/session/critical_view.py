@@ -33,7 +33,7 @@ _LANES_OF = {
 # where a segment's named op may lie: the host's threads and their OS calls, or the GPU's streams
 _NAMED_IN = {"host": (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.OSRT, LaneKind.NVTX)}
 _OP_OF_HOST_WORK = re.compile(r"^host work \((.+?)(?:'s own time)? \d+(?:\.\d+)? ms of it\)")
-_TAILS = (" (and ", " transfer (last arrival", " queued ", " waits for ", " returns")
+_TAILS = (" (and ", " transfer (last arrival", " returns")
 
 
 @dataclass
@@ -205,6 +205,8 @@ def named_op(what: str) -> str | None:
         return None if m.group(1).startswith("no op recorded") else m.group(1)
     if what.startswith(("host work", "launch of ", "stream gap before ", "?")) or not what:
         return None
+    if " queued " in what or " waits for " in what:
+        return None  # the segment is the time before that op (an earlier one of its name may overlap it)
     cut = min((k for k in (what.find(t) for t in _TAILS) if k > 0), default=len(what))
     return what[:cut] or None
 

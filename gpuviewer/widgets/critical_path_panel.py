@@ -55,7 +55,8 @@ class CriticalPathPanel(QWidget):
         super().__init__(parent)
         self.view: PathView | None = None
         self.step: int | None = None
-        self._several = False  # the step listed is the longest of several wholly in view
+        self._several = 0  # how many steps wholly in view (several: the one listed is the longest)
+        self._warm_in = False  # a warm-up step among them, left aside
         self.hold = False  # going to one of its segments: the list stays on its step
         self.head = QLabel("Open a trace: each step's critical path comes with its analysis.")
         self.head.setWordWrap(True)
@@ -94,14 +95,14 @@ class CriticalPathPanel(QWidget):
 
     def say(self, html: str) -> None:
         """A note in place of the list (computing, or why there is no path)."""
-        self.view, self.step, self._several = None, None, False
+        self.view, self.step, self._several = None, None, 0
         self.tree.clear()
         self.steps.clear()
         self.steps.setVisible(False)
         self.head.setText(html)
 
     def set_view(self, view: PathView | None, why: str = "") -> None:
-        self.view, self.step, self._several = view, None, False
+        self.view, self.step, self._several = view, None, 0
         if view is None:
             self.say(esc(why or "No critical path for this session."))
             return
@@ -116,20 +117,25 @@ class CriticalPathPanel(QWidget):
             self.show_step(int(n))
             self.stepChosen.emit(int(n))
 
-    def show_step(self, step: int | None, whole: int = 0) -> None:
+    def show_step(self, step: int | None, whole: int = 0, warm_in: bool = False) -> None:
         """List that step's path (a step with none: the nearest said); whole: how many steps lie
         wholly in view (several: the one listed is the longest of them, and said so)."""
         v = self.view
-        if v is None or step is None or step not in v.steps or (step, whole > 1) == (self.step, self._several):
+        if (
+            v is None
+            or step is None
+            or step not in v.steps
+            or (step, whole, warm_in) == (self.step, self._several, self._warm_in)
+        ):
             return
-        self.step, self._several = step, whole > 1
+        self.step, self._several, self._warm_in = step, whole, warm_in
         sp = v.steps[step]
         warm = " (warm-up)" if sp.warmup else ""
         many = len(v.steps) > 1
         rows = v.rows(step)
         # the whole capture in view showed 'Step 3 (the step most in view)' beside nine steps
         which = (
-            f" (the longest path of the {whole} steps in view{'' if sp.warmup else ', warm-up aside'}: pick another above)"
+            f" (the longest path of the {whole} steps in view{', warm-up aside' if warm_in and not sp.warmup else ''}: pick another above)"
             if whole > 1
             else " (the step most in view)"
         )
@@ -174,7 +180,8 @@ class CriticalPathPanel(QWidget):
             if len(inside) > 1:  # several steps wholly in view: the longest path, a profiled step's
                 # (by the windows' spans, a normal step after a stall won over the stalled one)
                 pick = [n for n in inside if not v.steps[n].warmup] or inside
-                self.show_step(max(pick, key=lambda n: (v.steps[n].duration_ns, -n)), len(inside))
+                warm_in = len(pick) < len(inside)
+                self.show_step(max(pick, key=lambda n: (v.steps[n].duration_ns, -n)), len(inside), warm_in)
                 return
             sp = self.view.step_in(t0, t1)
             self.show_step(sp.step if sp is not None else None)

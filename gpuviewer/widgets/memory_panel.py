@@ -318,7 +318,8 @@ class MemoryPanel(QWidget):
             )
             # the top value `room` px under the plot's top, or 15% of the height under it
             frac = room / h if h >= 2.5 * room else 0.15
-            low = self._low_in_view(plot) if self.from_data.isChecked() else 0.0
+            # (not under a snapshot's stacked bands: they are drawn from 0)
+            low = self._low_in_view(plot) if self.from_data.isChecked() and not self._category_keys else 0.0
             low = max(0.0, low - 0.1 * (top - low))  # a tenth of the swing under the lowest value
             plot.setYRange(low, low + (top - low) / (1 - frac), padding=0)
         self._place_labels(plot)

@@ -320,3 +320,23 @@ def test_with_several_steps_in_view_the_list_says_which_it_shows(opened, qapp):
     profiled = [n for n in inside if not v.steps[n].warmup] or inside
     assert panel.step == max(profiled, key=lambda n: (cps[n].duration_ns, -n))
     assert f"(the longest path of the {len(inside)} steps in view" in panel.head.text()
+
+
+def test_the_steps_in_view_count_follows_the_view(opened, qapp):
+    """The header kept 'of the 5 steps in view' after a zoom out to more steps when the longest
+    stayed the same (helper-111): the count is the view's, and 'warm-up aside' only where a
+    warm-up step is among them."""
+    w, cps, _ = opened
+    v = w.critical.view
+    if len([n for n in v.steps if not v.steps[n].warmup]) < 2:
+        pytest.skip("fewer than two profiled steps")
+    panel = w.critical.panel
+    wins = sorted((lo, hi, n) for n, (lo, hi) in v.windows.items() if n in v.steps)
+    for k in (2, len(wins)):
+        a, b = wins[0][0] - 1, wins[k - 1][1] + 1
+        w.session.set_range(a, b)
+        qapp.processEvents()
+        inside = [n for lo, hi, n in wins if a <= lo and hi <= b]
+        assert f"the {len(inside)} steps in view" in panel.head.text(), (k, panel.head.text())
+        warm = any(v.steps[n].warmup for n in inside)
+        assert ("warm-up aside" in panel.head.text()) == (warm and not v.steps[panel.step].warmup)
