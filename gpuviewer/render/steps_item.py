@@ -117,10 +117,14 @@ class StepsItem(Layer):
 
         def name(row, windows, words: tuple[str, ...], boxed: bool = False) -> None:
             for a, b, step in windows:
+                if b < f.t0 or a > f.t1:
+                    continue  # out of view: nothing to measure
                 # a step begun left of the view keeps its name at the view's left edge, as the
                 # slices' names do ('tep 2' was cut by the edge, a step filling the view unnamed)
                 X = max((a - origin) * sx + ox, f.left)
                 Xe = min((b - origin) * sx + ox, f.right)
+                if Xe - X <= 12:
+                    continue  # no room for any name
                 # the longest form that fits: 'GPU step 5', 'GPU 5', '5' (1366 px lost 'GPU step 3')
                 for word in words:
                     label = f"{word} {step}" if word else str(step)
@@ -142,8 +146,13 @@ class StepsItem(Layer):
                         break
 
         pinned = self.host.layout.sticky_header(f.y0, f.y1)
-        if pinned is not None and pinned.rank not in headers:  # the band at the top (slices_item)
+        if pinned is not None:  # the band at the top (slices_item), its real row partly above or gone
             headers[pinned.rank] = dataclasses.replace(pinned, y=f.y0)
+            # nor a GPU step name in the band, on a row under it
+            under = f.y0 + pinned.h
+            for rows in (gpu_rows, gpu_lanes):
+                if pinned.rank in rows and rows[pinned.rank].y < under:
+                    del rows[pinned.rank]
         for rank, hdr in headers.items():
             if rank in collapsed and rank in gpu_known:
                 # a summary row carries its GPU work: its GPU steps, haloed over the bars
