@@ -90,7 +90,7 @@ def sentence(split: dict, rank: int, ranks: int) -> str:
 
 
 def ops_sentence(split: dict) -> str:
-    """'; in the gaps of 0.1 ms or more the host was longest in: ...' (up to three ops holding 5%
+    """'; in the gaps of 0.1 ms or more the host was in: ...' (up to three ops holding 5%
     of those gaps or more), or ''."""
     top = [(n, v) for n, v in split["ops"] if v >= 0.05 * (split["mid_ns"] + split["long_ns"])][:3]
     if not top:
@@ -99,7 +99,7 @@ def ops_sentence(split: dict) -> str:
     # each op's time inside the gaps, not the gaps' whole length (nccl_parser_config's batch norm
     # was said for 25.1 ms of gaps it ran 19.6 ms of, more than it ran in all; audits)
     return (
-        f"; in the gaps of 0.1 ms or more the host was longest in: {ops} a step (each op's time inside the "
+        f"; in the gaps of 0.1 ms or more the host was in: {ops} a step (each op's time inside the "
         "gaps it spans half of or more, its callees' included)"
     )
 
@@ -172,7 +172,7 @@ def name_the_waits(trace: Trace, breakdowns: list[RankBreakdown], f, launch_path
         split, rank = max(splits, key=lambda t: (t[0]["waits_ns"], -t[1]))
         said = waits_sentence(split)
         if said and len(f.ranks) > 1:
-            said = said.replace("the host was longest in:", f"rank {rank}'s host was longest in:", 1)
+            said = said.replace("the host was in:", f"rank {rank}'s host was in:", 1)
         f.title += said
         f.metrics["idle_gaps"] = {
             "rank": rank,
@@ -184,7 +184,7 @@ def name_the_waits(trace: Trace, breakdowns: list[RankBreakdown], f, launch_path
 
 
 def waits_sentence(split: dict) -> str:
-    """'; in those waits of 0.1 ms or more ... the host was longest in: ...' (up to three ops
+    """'; in those waits of 0.1 ms or more ... the host was in: ...' (up to three ops
     holding 5% of the waits or more), or ''."""
     top = [(n, v) for n, v in split["ops"] if v >= 0.05 * split["waits_ns"]][:3]
     if not top:
@@ -193,7 +193,7 @@ def waits_sentence(split: dict) -> str:
     # each op's time inside the waits, not the waits' whole length (fsdp's _unshard was said for
     # 36.0 ms a step, more than its 29.6 ms of calls; helper-110)
     return (
-        f"; in those waits of 0.1 ms or more (each up to its launch's return) the host was longest in: "
+        f"; in those waits of 0.1 ms or more (each up to its launch's return) the host was in: "
         f"{ops} a step (each op's time inside the waits it spans half of or more, its callees' included)"
     )
 

@@ -14,7 +14,7 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QBrush, QColor
 
 from ..model import queries as q
-from ..model.categories import Cat, LaneKind
+from ..model.categories import GPU_WORK, LaneKind
 from . import theme
 from .colors import BRUSHES, color_index, name_shades, text_color
 from .layer import Frame, Layer
@@ -23,6 +23,8 @@ from .rects import RectBuffer
 SUMMARY_GPU = QBrush(QColor(59, 130, 246))  # a collapsed rank's compute streams
 SUMMARY_COMM = QBrush(QColor(234, 88, 12))  # ...and its communication
 MAX_LABELS = 600
+_WORK = np.array(sorted(GPU_WORK), np.uint8)  # a GPU's work: not its synchronizations or event records
+
 # a merged run's busy share at or above each bound: drawn at the alpha beside it (solid from 75%)
 _FADE_AT = np.array([0.2, 0.45, 0.75])
 _ALPHA = (255, 150, 95, 50)  # solid, then fainter as the run is more idle
@@ -171,7 +173,7 @@ class SlicesItem(Layer):
                     en = st + np.concatenate([np.asarray(c["dur"][x]) for x in sl]).astype(np.int64)
                     # a synchronization the GPU records is its host waiting, not work: nsys_ddp's
                     # 52 ms 'Event Sync' drew a collapsed rank as computing while its GPU idled
-                    work = np.concatenate([np.asarray(c["cat"][x]) for x in sl]) != Cat.SYNC
+                    work = np.isin(np.concatenate([np.asarray(c["cat"][x]) for x in sl]), _WORK)
                     got[comm] = iv.union(st[work], en[work])
             self._gpu_busy[rank] = got
         return got

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..analysis.critical_path import OWN
 from ..model.categories import GPU_LANE_KINDS, LaneKind
 from ..model.trace import Trace
 
@@ -32,7 +33,7 @@ _LANES_OF = {
 }
 # where a segment's named op may lie: the host's threads and their OS calls, or the GPU's streams
 _NAMED_IN = {"host": (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.OSRT, LaneKind.NVTX)}
-_OP_OF_HOST_WORK = re.compile(r"^host work \((.+?)(?:'s own time)? \d+(?:\.\d+)? ms of it\)")
+_OP_OF_HOST_WORK = re.compile(r"^host work \((.+?)(?:" + re.escape(OWN) + r")? \d+(?:\.\d+)? ms of it\)")
 _TAILS = (" (and ", " transfer (last arrival", " returns")
 
 
