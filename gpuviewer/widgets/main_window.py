@@ -35,6 +35,67 @@ def compact_start(win, session) -> bool:
     return True
 
 
+_FILL_MIN_PX = 120  # a view lower than this is not laid out yet (or has no room to fill)
+
+
+def fill_start(win, session) -> bool:
+    """Where the screen has room, the ranks' folded host lanes open while every row still fits: each
+    rank's host row (onto a row a kind), then each kind's lanes (NVTX, CUDA API, CPU, OS runtime)
+    on every rank in turn:
+    at 2560x1440 nsys_ddp left a third of the timeline empty while the top finding's sleep lay in
+    a folded OS runtime group (an audit). Not over a view the sidecar restored, nor a compact start."""
+    from ..model.categories import LaneKind
+
+    view = session.notes.doc.view or {}
+    tl = win.timeline
+    lm = tl.layout_model
+    if lm is None or view.get("lanes") or win._compact_start:
+        return False
+    room = tl._rows_visible()
+    if lm.height > room:
+        return False
+    kinds = sorted(
+        (LaneKind.CUDA_API, LaneKind.CPU, LaneKind.NVTX, LaneKind.OSRT, LaneKind.OTHER), key=LaneKind.ORDER.get
+    )
+    changed = False
+
+    def opened(g: str) -> bool:
+        """Unfold group g if it is a folded group row and all still fits; whether it did."""
+        if not lm.group_collapsed(g) or not any(r.kind == "group" and r.group == g for r in lm.rows):
+            return False
+        lm.state.groups[g] = False
+        lm.rebuild()
+        if lm.height > room:  # no room for it
+            lm.state.groups[g] = True
+            lm.rebuild()
+            return False
+        return True
+
+    ranks = sorted({r.rank for r in session.trace.ranks})
+    for rank in ranks:  # each rank's host row first, onto a row a kind...
+        host = f"r{rank}/host"
+        if lm.group_collapsed(host) and any(r.kind == "group" and r.group == host for r in lm.rows):
+            subs = {f"r{rank}/{k}": lm.state.groups.get(f"r{rank}/{k}") for k in kinds}
+            for g in subs:  # its kinds' groups folded first: the host row opens onto a row each
+                lm.state.groups[g] = True
+            if not opened(host):
+                for g, v in subs.items():  # as it was
+                    if v is None:
+                        lm.state.groups.pop(g, None)
+                    else:
+                        lm.state.groups[g] = v
+                lm.rebuild()
+                break
+            changed = True
+    for k in kinds:  # ...then each kind on every rank in turn: no rank takes all the room
+        for rank in ranks:
+            changed = opened(f"r{rank}/{k}") or changed
+    if changed:
+        tl._relayout()
+        tl._lanes_edited()
+    return changed
+
+
 class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
     analysisReady = Signal(object)
 
@@ -45,6 +106,7 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         self.last_error: str | None = None
         self._compact_start = False  # ranks started collapsed: open the top finding's late ranks
         self._opening_said: tuple | None = None  # the opening view's status message and range
+        self._fill_pending = False  # the host lanes to open where there is room, once shown (fill_start)
         # set by the command line and tests: log to stderr, keep errors off dialogs
         self.debug = False
         self.quiet_errors = False
@@ -202,6 +264,12 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
         session.open_annotations()  # and the view saved with them
         self._apply_annotations()
         self._compact_start = compact_start(self, session)
+        # filled once the lanes have their height: now if shown, else at the first resize (a window
+        # opened before it is shown, as a screenshot's, has a few rows of view at this point)
+        laid_out = self.isVisible() and self.timeline.vb.height() >= _FILL_MIN_PX
+        if laid_out:
+            fill_start(self, session)
+        self._fill_pending = not laid_out
         self._range_changed(*self.timeline.visible_range())
         if blocking:
             self.controller.run_analysis()
@@ -295,12 +363,21 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
 
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)
+        if self._fill_pending:
+            from PySide6.QtCore import QTimer
+
+            QTimer.singleShot(0, self, self._fill_now)  # once the children have their sizes
         from .window_fit import size_docks, small
 
         now = small(self)
         if getattr(self, "_was_small", now) != now:  # crossed 1000 px: the other layout
             size_docks(self, self.width(), self.height())
         self._was_small = now
+
+    def _fill_now(self) -> None:
+        if self._fill_pending and self.session is not None and self.timeline.vb.height() >= _FILL_MIN_PX:
+            self._fill_pending = False
+            fill_start(self, self.session)
 
     def closeEvent(self, ev) -> None:
         from .window_fit import save_geometry

@@ -301,3 +301,27 @@ def test_a_pinned_header_hides_the_lane_under_it_on_both_sides(opened, qapp):
     xs = range(int(vb.left()) + 2, int(vb.right()) - 2)
     same = sum(1 for x in xs if img.pixel(x, y) & 0xFFFFFF == band)
     assert same > 0.8 * len(xs), (same, len(xs))
+
+
+def test_a_tall_screen_opens_the_host_lanes_that_fit(opened, qapp, tmp_path):
+    """At 2560x1440 nsys_ddp's first screen left a third of the timeline empty, the host lanes
+    folded (the top finding's cause among them; an audit). Where there is room the hosts' lanes
+    open while every row fits; on a laptop screen they stay folded."""
+    w_small, _ = opened
+    lm = w_small.timeline.layout_model
+    assert all(lm.group_collapsed(f"r{r.rank}/host") for r in w_small.trace.ranks)
+    w = opened_window(qapp, tmp_path, [NSYS], size=(2560, 1440))
+    try:
+        for _ in range(3):
+            qapp.processEvents()
+        lm, tl = w.timeline.layout_model, w.timeline
+        opened_hosts = [r.rank for r in w.trace.ranks if not lm.group_collapsed(f"r{r.rank}/host")]
+        assert opened_hosts == sorted(r.rank for r in w.trace.ranks)
+        assert lm.height <= tl._rows_visible()  # every row on the screen
+        # and no more room: the next folded group would not fit
+        nxt = next(r for r in lm.rows if r.kind == "group" and lm.group_collapsed(r.group))
+        lm.state.groups[nxt.group] = False
+        lm.rebuild()
+        assert lm.height > tl._rows_visible(), nxt.group
+    finally:
+        w.close()
