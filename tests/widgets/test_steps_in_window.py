@@ -16,7 +16,7 @@ import json
 import numpy as np
 import pyqtgraph as pg
 import pytest
-from conftest import opened_window, run_cli_once, trace_path
+from conftest import opened_window, raw_sql, run_cli_once, trace_path
 from PySide6.QtCore import QPoint, QPointF
 
 NSYS = trace_path("nsys", "nsys_ddp.sqlite")
@@ -129,8 +129,6 @@ def test_a_critical_path_segment_click_selects_the_op_it_names(opened, qapp):
     selects that sleep (the raw OSRT_API row's duration), on its OS runtime lane, unfolded and in
     view, and the outline sits on that lane. It was drawn on an empty autograd thread's CUDA API
     lane while the sleep stayed in the folded 'OS runtime' group (an audit of the window)."""
-    import sqlite3
-
     w, _ = opened
     w.critical.action.setChecked(True)
     w.goto_step(6)
@@ -139,12 +137,11 @@ def test_a_critical_path_segment_click_selects_the_op_it_names(opened, qapp):
     v = w.critical.view
     row = max((r for r in v.rows(6) if r["resource"] == "host"), key=lambda r: r["duration_ms"])
     assert "clock_nanosleep" in row["what"], row["what"]
-    db = sqlite3.connect(f"file:{NSYS}?mode=ro", uri=True)
-    raw = db.execute(
+    raw = raw_sql(
+        NSYS,
         "SELECT o.start, o.end, (o.globalTid >> 24) & 16777215 FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId "
-        "WHERE s.value = 'clock_nanosleep'"
-    ).fetchall()
-    db.close()
+        "WHERE s.value = 'clock_nanosleep'",
+    )
     w.critical.goto_segment(row["index"])
     qapp.processEvents()
     i = w.session.view.selected
@@ -193,8 +190,6 @@ def test_a_collapsed_ranks_row_draws_no_synchronization_as_compute(opened, qapp)
     """nsys records a host's CUDA synchronizations on GPU lanes ('GPU 0 · context sync': rank
     0's 52 ms Event Sync of step 6): a collapsed rank's summary row drew them as compute while its
     GPU idled (an audit of the window). Its compute is the rank's kernels, copies and memsets."""
-    import sqlite3
-
     from gpuviewer.model import intervals as iv
     from gpuviewer.model.categories import Cat, LaneKind
 
@@ -210,9 +205,7 @@ def test_a_collapsed_ranks_row_draws_no_synchronization_as_compute(opened, qapp)
     longest = max(sync, key=lambda k: int(c["dur"][k]))
     a, b = int(c["start"][longest]), int(c["start"][longest]) + int(c["dur"][longest])
     # the raw file's longest synchronization of the export is as long
-    db = sqlite3.connect(f"file:{NSYS}?mode=ro", uri=True)
-    assert b - a == db.execute("SELECT max(end - start) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION").fetchone()[0]
-    db.close()
+    assert b - a == raw_sql(NSYS, "SELECT max(end - start) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION")[0][0]
     assert b - a > 40_000_000
     busy = w.timeline.item.slices._busy_of(0)[False]
     work = [
@@ -303,13 +296,16 @@ def test_a_pinned_header_hides_the_lane_under_it_on_both_sides(opened, qapp):
     assert same > 0.8 * len(xs), (same, len(xs))
 
 
-def test_a_tall_screen_opens_the_host_lanes_that_fit(opened, qapp, tmp_path):
+def test_a_tall_screen_opens_the_host_lanes_that_fit(qapp, tmp_path):
     """At 2560x1440 nsys_ddp's first screen left a third of the timeline empty, the host lanes
     folded (the top finding's cause among them; an audit). Where there is room the hosts' lanes
     open while every row fits; on a laptop screen they stay folded."""
-    w_small, _ = opened
-    lm = w_small.timeline.layout_model
-    assert all(lm.group_collapsed(f"r{r.rank}/host") for r in w_small.trace.ranks)
+    w_small = opened_window(qapp, tmp_path / "small", [NSYS])
+    try:
+        lm = w_small.timeline.layout_model
+        assert all(lm.group_collapsed(f"r{r.rank}/host") for r in w_small.trace.ranks)
+    finally:
+        w_small.close()
     w = opened_window(qapp, tmp_path, [NSYS], size=(2560, 1440))
     try:
         for _ in range(3):
