@@ -35,6 +35,7 @@ _LANES_OF = {
 _NAMED_IN = {"host": (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.OSRT, LaneKind.NVTX)}
 _OP_OF_HOST_WORK = re.compile(r"^host work \((.+?)(?:" + re.escape(OWN) + r")? \d+(?:\.\d+)? ms of it\)")
 _TAILS = (" (and ", " transfer (last arrival", " returns")
+_BEFORE = (" queued ", " waits for ")  # 'X queued 3.1 ms behind ...', 'X waits for Y on another stream'
 
 
 @dataclass
@@ -206,8 +207,9 @@ def named_op(what: str) -> str | None:
         return None if m.group(1).startswith("no op recorded") else m.group(1)
     if what.startswith(("host work", "launch of ", "stream gap before ", "?")) or not what:
         return None
-    if " queued " in what or " waits for " in what:
-        return None  # the segment is the time before that op (an earlier one of its name may overlap it)
+    for tail in _BEFORE:  # the segment is the time before that op: its event is the one after it
+        if tail in what:
+            return what[: what.find(tail)] or None
     cut = min((k for k in (what.find(t) for t in _TAILS) if k > 0), default=len(what))
     return what[:cut] or None
 
@@ -245,6 +247,12 @@ def _name_events(trace: Trace, view: PathView) -> None:
         s = np.asarray(c["start"][at], np.int64)
         e = s + np.asarray(c["dur"][at], np.int64)
         for i in segs:
+            if any(t in view.what[i] for t in _BEFORE):
+                # the time before the op: the one of its name starting nearest the segment's end
+                # (the model's GPU times may be shifted by a clock offset; an earlier one of its
+                # name could overlap the segment: helper-111)
+                view.event[i] = int(at[np.argmin(np.abs(s - int(view.end[i])))])
+                continue
             ov = np.minimum(e, view.end[i]) - np.maximum(s, view.start[i])
             k = int(np.argmax(ov))
             if ov[k] > 0:

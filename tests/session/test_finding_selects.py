@@ -230,3 +230,24 @@ def test_a_host_paced_finding_shows_a_wait_in_the_op_it_names_first():
     a, b = (lo - off) / 1e3, (hi - off) / 1e3  # the stretch on the raw clock (us)
     assert not any(x < b - 0.1 and y > a + 0.1 for x, y in gpu)  # the GPU idle through it (0.1 us: the raw rounding)
     assert min(raw["ts"] + raw["dur"], b) - max(raw["ts"], a) >= 0.5 * (b - a)
+
+
+def test_a_path_segment_before_an_op_selects_the_op_that_follows_it():
+    """A critical-path segment 'X waits for Y on another stream' (or 'X queued ... behind') is the
+    time before X: its event is the X that starts where the segment ends, not an earlier X that
+    happens to overlap it (nsys_ddp: an earlier Memcpy DtoD; helper-111): the op chosen starts
+    within 50 µs of the segment's end and runs past it."""
+    from gpuviewer.session import Session
+    from gpuviewer.session.critical_view import path_view
+
+    path = trace_path("nsys", "nsys_ddp.sqlite")
+    s = Session.open([path])
+    v = path_view(s.trace, s.run_analysis())
+    before = [i for i in range(len(v)) if " waits for " in v.what[i] or " queued " in v.what[i]]
+    assert before
+    c = s.trace.columns
+    for i in before:
+        e = int(v.event[i])
+        assert e >= 0 and v.what[i].startswith(s.trace.name_of(e))
+        assert abs(int(c["start"][e]) - int(v.end[i])) < 50_000  # it starts where the segment ends
+        assert int(c["start"][e]) + int(c["dur"][e]) > int(v.end[i])
