@@ -307,6 +307,7 @@ def _name_host_work(trace: Trace, cps: dict[int, CriticalPath]) -> dict[int, Cri
     that ends them: ddp's step 3 was 'host work before cudaStreamIsCapturing (and 2307 more)' around
     its planted 50 ms sleep), by host.host_did, as the what-if names a gap it removes."""
     from .host import host_did, thread_activity
+    from .stragglers import ADDRESS
 
     for cp in cps.values():
         for sg in cp.segments:
@@ -322,15 +323,15 @@ def _name_host_work(trace: Trace, cps: dict[int, CriticalPath]) -> dict[int, Cri
                 top = sorted(by.items(), key=lambda kv: -kv[1])[:3]
                 top = [(k, v) for k, v in top if v * 1e6 >= 0.05 * (sg.end_ns - sg.start_ns)]
                 if top:
-                    ops = ", ".join(f"{k} {v:.1f} ms" for k, v in top)
+                    ops = ", ".join(f"{ADDRESS.sub('', k)} {v:.1f} ms" for k, v in top)
                     sg.what = f"host work (most own time in it: {ops}) {sg.what.removeprefix('host work ')}"
                 continue
             name, ns, its_own = did
             said = (
                 f"no op recorded for {ns / 1e6:.1f} ms of it"
                 if name is None
-                else f"{name}{OWN if its_own else ''} {ns / 1e6:.1f} ms of it"
-            )
+                else f"{ADDRESS.sub('', name)}{OWN if its_own else ''} {ns / 1e6:.1f} ms of it"
+            )  # (an object's address left out, as the findings say an op)
             sg.what = f"host work ({said}) {sg.what.removeprefix('host work ')}"
     return cps
 

@@ -227,7 +227,11 @@ def _name_events(trace: Trace, view: PathView) -> None:
             want.setdefault((int(view.rank[i]), "host" if res == "host" else "gpu", op), []).append(i)
     if not want:
         return
-    ids = {nm: k for k, nm in enumerate(trace.names)}
+    from ..analysis.stragglers import ADDRESS
+
+    ids: dict[str, list[int]] = {}  # a name as the path says it (an object's address left out) -> ids
+    for k, nm in enumerate(trace.names):
+        ids.setdefault(ADDRESS.sub("", nm), []).append(k)
     c = trace.columns
     for (r, where, op), segs in want.items():
         nid = ids.get(op)
@@ -239,7 +243,7 @@ def _name_events(trace: Trace, view: PathView) -> None:
             if lane.rank != r or lane.kind not in kinds:
                 continue
             sl = trace.lane_slice(ln)
-            at = sl.start + np.flatnonzero(np.asarray(c["name"][sl]) == nid)
+            at = sl.start + np.flatnonzero(np.isin(np.asarray(c["name"][sl]), nid))
             hits.append(at)
         at = np.concatenate(hits) if hits else np.zeros(0, np.int64)
         if not len(at):
