@@ -306,7 +306,7 @@ def _name_host_work(trace: Trace, cps: dict[int, CriticalPath]) -> dict[int, Cri
     """Host work on each path said as what the host did (its segments are named by the CUDA call
     that ends them: ddp's step 3 was 'host work before cudaStreamIsCapturing (and 2307 more)' around
     its planted 50 ms sleep), by host.host_did, as the what-if names a gap it removes."""
-    from .host import host_did, thread_activity
+    from .host import host_did, own_by_name, thread_activity
     from .stragglers import ADDRESS
 
     for cp in cps.values():
@@ -317,9 +317,7 @@ def _name_host_work(trace: Trace, cps: dict[int, CriticalPath]) -> dict[int, Cri
             if did is None:
                 # no one op holds it (resnet50's whole forward and backward, 86-160 ms): the ops
                 # with the most own time in it, said as such (an audit: it named none)
-                by: dict[str, float] = {}  # own time by name, over the rank's threads (rows are per thread)
-                for r in thread_activity(trace, sg.rank, sg.start_ns, sg.end_ns, top=12):
-                    by[r["name"]] = by.get(r["name"], 0.0) + r["ms"]
+                by = own_by_name(thread_activity(trace, sg.rank, sg.start_ns, sg.end_ns, top=12))
                 top = sorted(by.items(), key=lambda kv: -kv[1])[:3]
                 top = [(k, v) for k, v in top if v * 1e6 >= 0.05 * (sg.end_ns - sg.start_ns)]
                 if top:

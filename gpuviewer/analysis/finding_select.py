@@ -22,11 +22,7 @@ def utilization_evidence(trace: Trace, rank: int, t0: int, t1: int, mostly: str)
     thread left out; else an op covering it, not many times longer), else the GPU op that ends
     it. None where the rank has no GPU ops there."""
     c = trace.columns
-    idx = gpu_ops(trace, rank)
-    s = np.asarray(c["start"][idx]).astype(np.int64)
-    e = s + np.asarray(c["dur"][idx]).astype(np.int64)
-    keep = (e > t0) & (s < t1)
-    idx, s, e = idx[keep], s[keep], e[keep]
+    idx, s, e = _ops_in(trace, rank, t0, t1)
     if not len(idx):
         return None
     cat = np.asarray(c["cat"][idx])
@@ -53,6 +49,16 @@ def utilization_evidence(trace: Trace, rank: int, t0: int, t1: int, mostly: str)
         return int(idx[k]), g0, g1
     k = int(after[np.argmin(s[after])])  # the GPU op that ends the idle stretch
     return int(idx[k]), g0, g1
+
+
+def _ops_in(trace: Trace, rank: int, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rank's GPU ops that reach into [t0, t1]: their indices, starts and ends."""
+    c = trace.columns
+    idx = gpu_ops(trace, rank)
+    s = np.asarray(c["start"][idx]).astype(np.int64)
+    e = s + np.asarray(c["dur"][idx]).astype(np.int64)
+    keep = (e > t0) & (s < t1)
+    return idx[keep], s[keep], e[keep]
 
 
 def _host_in(trace: Trace, rank: int, g0: int, g1: int) -> int | None:
@@ -85,13 +91,9 @@ def paced_evidence(trace: Trace, rank: int, t0: int, t1: int, op: str | None) ->
     from .idle_gaps import op_label
 
     if op:
-        idx = gpu_ops(trace, rank)
-        c = trace.columns
-        s = np.asarray(c["start"][idx]).astype(np.int64)
-        e = s + np.asarray(c["dur"][idx]).astype(np.int64)
-        keep = (e > t0) & (s < t1)
-        if keep.any():
-            g0, g1 = iv.gaps(iv.union(s[keep], e[keep]), int(t0), int(t1))
+        _idx, s, e = _ops_in(trace, rank, t0, t1)
+        if len(s):
+            g0, g1 = iv.gaps(iv.union(s, e), int(t0), int(t1))
             order = np.argsort(-(np.asarray(g1) - np.asarray(g0)), kind="stable")[:MAX_TRIED]
             for j in order.tolist():
                 a, b = int(g0[j]), int(g1[j])

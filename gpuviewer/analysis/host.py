@@ -280,9 +280,9 @@ def host_did(trace: Trace, rank: int, t0: int, t1: int) -> tuple[str | None, int
         name = rows[0]["name"]
         if covered is not None and covered[0] == name:
             return covered
-        # its own time on every thread of the rank (the rows are per thread), beside what its
-        # events span: an op that runs on two threads at once, or calls nothing, is said by its span
-        own = int(round(sum(r["ms"] for r in rows if r["name"] == name) * 1e6))
+        # its own time on every thread of the rank, beside what its events span: an op that runs
+        # on two threads at once, or calls nothing, is said by its span
+        own = int(round(own_by_name(rows)[name] * 1e6))
         span = _spans(trace, rank, name, t0, t1)
         if span > 1.05 * own + 100_000:
             return name, int(round(rows[0]["ms"] * 1e6)), True
@@ -290,6 +290,14 @@ def host_did(trace: Trace, rank: int, t0: int, t1: int) -> tuple[str | None, int
         # thread's own time said 13.1; an audit)
         return name, span or own, False
     return covered
+
+
+def own_by_name(rows: list[dict]) -> dict[str, float]:
+    """thread_activity's rows (one a name and thread) as ms of own time a name, over the threads."""
+    by: dict[str, float] = {}
+    for r in rows:
+        by[r["name"]] = by.get(r["name"], 0.0) + r["ms"]
+    return by
 
 
 def _spans(trace: Trace, rank: int, name: str, t0: int, t1: int) -> int:

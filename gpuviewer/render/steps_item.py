@@ -4,8 +4,9 @@ annotation lanes) the line is dotted and drawn where the step's GPU work begins,
 windows it (a GPU running behind its host ran step 6's wait after the host's 'step 7' line, while
 the findings said step 6; an audit of the window): Nsight Systems projects NVTX ranges onto the GPU
 rows the same way. Where the GPU rows have their own steps the header names the host's ('host step
-4') and the GPU's are named on the rank's first GPU group row, else on its first stream on the
-background's colour: kineto ddp's rank 0 had an unnamed dotted line beside the header's 'step 4'."""
+4') and the GPU's are named on the rank's first GPU group row, else on its first stream in text
+haloed by the background's colour: kineto ddp's rank 0 had an unnamed dotted line beside the
+header's 'step 4'."""
 
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..analysis.critical_path import OWN
+from ..analysis.stragglers import ADDRESS
 from ..model.categories import GPU_LANE_KINDS, LaneKind
 from ..model.trace import Trace
 
@@ -227,8 +228,6 @@ def _name_events(trace: Trace, view: PathView) -> None:
             want.setdefault((int(view.rank[i]), "host" if res == "host" else "gpu", op), []).append(i)
     if not want:
         return
-    from ..analysis.stragglers import ADDRESS
-
     ids: dict[str, list[int]] = {}  # a name as the path says it (an object's address left out) -> ids
     for k, nm in enumerate(trace.names):
         ids.setdefault(ADDRESS.sub("", nm), []).append(k)

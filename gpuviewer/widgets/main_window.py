@@ -41,9 +41,9 @@ _FILL_MIN_PX = 120  # a view lower than this is not laid out yet (or has no room
 def fill_start(win, session) -> bool:
     """Where the screen has room, the ranks' folded host lanes open while every row still fits: each
     rank's host row (onto a row a kind), then each kind's lanes (NVTX, CUDA API, CPU, OS runtime)
-    on every rank in turn:
-    at 2560x1440 nsys_ddp left a third of the timeline empty while the top finding's sleep lay in
-    a folded OS runtime group (an audit). Not over a view the sidecar restored, nor a compact start."""
+    on every rank in turn. At 2560x1440 nsys_ddp left a third of the timeline empty while the top
+    finding's sleep lay in a folded OS runtime group (an audit). Not over a view the sidecar
+    restored, nor a compact start."""
     from ..model.categories import LaneKind
 
     view = session.notes.doc.view or {}
@@ -59,9 +59,12 @@ def fill_start(win, session) -> bool:
     )
     changed = False
 
+    def folded(g: str) -> bool:  # a folded group's row on screen
+        return lm.group_collapsed(g) and any(r.kind == "group" and r.group == g for r in lm.rows)
+
     def opened(g: str) -> bool:
         """Unfold group g if it is a folded group row and all still fits; whether it did."""
-        if not lm.group_collapsed(g) or not any(r.kind == "group" and r.group == g for r in lm.rows):
+        if not folded(g):
             return False
         lm.state.groups[g] = False
         lm.rebuild()
@@ -74,7 +77,7 @@ def fill_start(win, session) -> bool:
     ranks = sorted({r.rank for r in session.trace.ranks})
     for rank in ranks:  # each rank's host row first, onto a row a kind...
         host = f"r{rank}/host"
-        if lm.group_collapsed(host) and any(r.kind == "group" and r.group == host for r in lm.rows):
+        if folded(host):
             subs = {f"r{rank}/{k}": lm.state.groups.get(f"r{rank}/{k}") for k in kinds}
             for g in subs:  # its kinds' groups folded first: the host row opens onto a row each
                 lm.state.groups[g] = True

@@ -136,7 +136,7 @@ class MemoryPanel(QWidget):
         self.peaks = []
         self.peak_labels = []
         self._ytop: dict = {}  # plot -> the highest value it shows (GB)
-        self._ylow: dict = {}  # plot -> its ranks (the lowest value in view is read from their series)
+        self._plot_ranks: dict = {}  # plot -> its ranks (the lowest value in view is read from their series)
         self._category_keys: list[tuple[str, tuple]] = []  # snapshot categories named above the plot
         self.key.setText("")
 
@@ -285,7 +285,7 @@ class MemoryPanel(QWidget):
                         notes.append(f"memory timeline: peak {s.allocated.max() / GB:.2f} GB by category")
             plot.getAxis("left").set_marks(marks)
             self._ytop[plot] = ymax
-            self._ylow[plot] = group
+            self._plot_ranks[plot] = group
             self._fit_y(plot)
         import html
 
@@ -327,7 +327,7 @@ class MemoryPanel(QWidget):
     def _low_in_view(self, plot) -> float:
         """The lowest value the plot's curves take in its x range (GB; 0 where none)."""
         x0, x1 = plot.getViewBox().viewRange()[0]
-        ranks = self._ylow.get(plot) or []
+        ranks = self._plot_ranks.get(plot) or []
         lows = []
         for sr in self.series:
             if sr["rank"] in ranks and len(sr["x"]):
