@@ -403,12 +403,13 @@ def launch_waits(path: str) -> dict[int, dict]:
     """Per ProfilerStep of a Kineto rank file: the ms its GPU's work other than NCCL's waits for the
     host's next launch, by gap length: between stretches of that work (ops launched in the step),
     a gap counts where the op starting the next stretch was launched by a call that returned after
-    the GPU went idle; and the waits of 0.1 ms or more, each up to its launch's return (spans, µs).
-    Computed here from the raw file, for tests of host-paced findings."""
+    the GPU went idle; and the waits of 0.1 ms or more, each up to its launch's return (spans, µs),
+    with the thread that made that launch (threads, its tid). Computed here from the raw file, for
+    tests of host-paced findings."""
     ev = [e for e in raw_events(path) if e.get("ph") == "X"]
     steps, _ = profiler_steps(ev)
     call = {
-        e["args"]["correlation"]: (e["ts"], e["ts"] + e["dur"])
+        e["args"]["correlation"]: (e["ts"], e["ts"] + e["dur"], e["tid"])
         for e in ev
         if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
     }
@@ -424,8 +425,9 @@ def launch_waits(path: str) -> dict[int, dict]:
         mine = sorted(o for o in ops if a <= o[2][0] < b)
         short = mid = long = 0.0
         spans = []  # the waits of 0.1 ms or more, each up to its launch's return (µs)
+        threads = []  # the tid of each one's launch
         end = None
-        for s, e, (_c0, c1) in mine:
+        for s, e, (_c0, c1, tid) in mine:
             if end is not None and s > end and c1 > end:  # the GPU idled, then waited for this launch
                 g = s - end
                 if g < 100:
@@ -436,6 +438,7 @@ def launch_waits(path: str) -> dict[int, dict]:
                     long += g
                 if g >= 100:
                     spans.append((end, min(s, c1)))
+                    threads.append(tid)
             end = e if end is None else max(end, e)
-        out[n] = {"short": short / 1e3, "mid": mid / 1e3, "long": long / 1e3, "spans": spans}
+        out[n] = {"short": short / 1e3, "mid": mid / 1e3, "long": long / 1e3, "spans": spans, "threads": threads}
     return out

@@ -222,13 +222,21 @@ COVER_MAX = 4
 
 
 def covering_op(
-    trace: Trace, rank: int, t0: int, t1: int, share: float = 0.5, max_times: float | None = None
+    trace: Trace,
+    rank: int,
+    t0: int,
+    t1: int,
+    share: float = 0.5,
+    max_times: float | None = None,
+    thread: tuple[int, int] | None = None,
 ) -> tuple[int, int] | None:
     """The innermost recorded op of the rank's host (CPU threads; a step marker left out) that
     spans at least `share` of [t0, t1], as (event, ns of the window it spans); None when none does.
     Its wall time, children included: a DataLoader's __next__ spans 50.7 ms of a 51.2 ms gap while
-    its own self time is 25.2 ms."""
-    feeding = _launching_threads(trace, rank)  # a loader worker's or watchdog's op is not the step's
+    its own self time is 25.2 ms. thread: (pid, tid) to search alone (the thread that made a
+    wait's late launch), else every thread that launches GPU work."""
+    # a loader worker's or watchdog's op is not the step's
+    feeding = {thread} if thread is not None else _launching_threads(trace, rank)
     lanes = [
         i
         for i, ln in enumerate(trace.lanes)

@@ -21,7 +21,7 @@ from .breakdown import RankBreakdown, gpu_ops
 from .host import IDLE_WAIT, covering_op
 from .host_bound import HOST_GAP_MIN_NS
 from .issuers import _PARENS  # the module after an op's name: "FSDP::pre_forward (encoder...)"
-from .launch import SHORT_GAP_NS
+from .launch import SHORT_GAP_NS, launch_thread
 from .stragglers import ADDRESS
 
 SHORT_NS, LONG_NS = SHORT_GAP_NS, HOST_GAP_MIN_NS  # launch_bound's and host_bound_idle's limits
@@ -64,7 +64,9 @@ def idle_split(trace: Trace, rb: RankBreakdown, around: bool = True) -> dict | N
     longer = np.flatnonzero(ln >= SHORT_NS)
     longer = longer[np.argsort(-ln[longer], kind="stable")][:MAX_GAPS]
     for k in longer.tolist():
-        got = covering_op(trace, rb.rank, int(a[k]), int(b[k]))
+        # on the thread that launched the op ending the gap (fsdp's backward: the autograd thread,
+        # not the main thread sitting in run_backward)
+        got = covering_op(trace, rb.rank, int(a[k]), int(b[k]), thread=launch_thread(trace, ops, int(b[k])))
         if got is None:
             continue
         name = op_label(trace, got[0])
@@ -90,7 +92,7 @@ def sentence(split: dict, rank: int, ranks: int) -> str:
 
 
 def ops_sentence(split: dict) -> str:
-    """'; in the gaps of 0.1 ms or more the host was in: ...' (up to three ops holding 5%
+    """'; in the gaps of 0.1 ms or more the launching thread was in: ...' (up to three ops holding 5%
     of those gaps or more), or ''."""
     ops = _top_ops(split["ops"], split["mid_ns"] + split["long_ns"])
     if not ops:
@@ -98,7 +100,7 @@ def ops_sentence(split: dict) -> str:
     # each op's time inside the gaps, not the gaps' whole length (nccl_parser_config's batch norm
     # was said for 25.1 ms of gaps it ran 19.6 ms of, more than it ran in all; audits)
     return (
-        f"; in the gaps of 0.1 ms or more the host was in: {ops} a step (each op's time inside the "
+        f"; in the gaps of 0.1 ms or more the launching thread was in: {ops} a step (each op's time inside the "
         "gaps it spans half of or more, its callees' included)"
     )
 
@@ -158,14 +160,20 @@ def name_the_waits(trace: Trace, breakdowns: list[RankBreakdown], f, launch_path
             continue
         by: dict[str, float] = {}
         spans = [
-            (x, y)
+            (x, y, z)
             for k in steps
-            for x, y in zip(*(np.asarray(v).tolist() for v in (per[k].get("long_gap_spans") or ((), ()))))
+            for x, y, z in zip(
+                *(
+                    np.asarray(v).tolist()
+                    for v in (*(per[k].get("long_gap_spans") or ((), ())), per[k].get("long_gap_next", ()))
+                )
+            )
         ]
-        total = sum(y - x for x, y in spans) / len(steps)
-        # the longest MAX_GAPS named, as idle_split does: each is a search of the host's lanes
-        for x, y in sorted(spans, key=lambda g: g[0] - g[1])[:MAX_GAPS]:
-            got = covering_op(trace, rb.rank, int(x), int(y))
+        total = sum(y - x for x, y, _z in spans) / len(steps)
+        # the longest MAX_GAPS named, as idle_split does: each is a search of the host's lanes, the
+        # thread's whose launch ended the wait
+        for x, y, z in sorted(spans, key=lambda g: g[0] - g[1])[:MAX_GAPS]:
+            got = covering_op(trace, rb.rank, int(x), int(y), thread=launch_thread(trace, rb.ops, int(z)))
             if got is None:
                 continue
             name = op_label(trace, got[0])
@@ -177,7 +185,7 @@ def name_the_waits(trace: Trace, breakdowns: list[RankBreakdown], f, launch_path
         split, rank = max(splits, key=lambda t: (t[0]["waits_ns"], -t[1]))
         said = waits_sentence(split)
         if said and len(f.ranks) > 1:
-            said = said.replace("the host was in:", f"rank {rank}'s host was in:", 1)
+            said = said.replace("the launching thread was in:", f"rank {rank}'s launching thread was in:", 1)
         f.title += said
         f.metrics["idle_gaps"] = {
             "rank": rank,
@@ -189,7 +197,7 @@ def name_the_waits(trace: Trace, breakdowns: list[RankBreakdown], f, launch_path
 
 
 def waits_sentence(split: dict) -> str:
-    """'; in those waits of 0.1 ms or more ... the host was in: ...' (up to three ops
+    """'; in those waits of 0.1 ms or more ... the launching thread was in: ...' (up to three ops
     holding 5% of the waits or more), or ''."""
     ops = _top_ops(split["ops"], split["waits_ns"])
     if not ops:
@@ -197,7 +205,7 @@ def waits_sentence(split: dict) -> str:
     # each op's time inside the waits, not the waits' whole length (fsdp's _unshard was said for
     # 36.0 ms a step, more than its 29.6 ms of calls; helper-110)
     return (
-        f"; in those waits of 0.1 ms or more (each up to its launch's return) the host was in: "
+        f"; in those waits of 0.1 ms or more (each up to its launch's return) the launching thread was in: "
         f"{ops} a step (each op's time inside the waits it spans half of or more, its callees' included)"
     )
 

@@ -27,7 +27,7 @@ import numpy as np
 from ..model.categories import Cat, LaneKind
 from ..model.trace import Trace
 from . import intervals as iv
-from .breakdown import RankBreakdown, latest_by_start, launch_ends, launch_times
+from .breakdown import RankBreakdown, latest_by_start, launch_calls, launch_ends, launch_times
 from .whatif_change import OTHER_WORK_NS
 
 SHORT_GAP_NS = 100_000  # shorter gaps are the launch path; longer ones are the host doing something else
@@ -65,7 +65,8 @@ def step_launch(trace: Trace, rb: RankBreakdown, spans: bool = False) -> dict:
     gaps shorter than SHORT_GAP_NS between that work that end at an op launched on its own
     (count, ns, and gap_comm_ns: the part of them NCCL kernels ran in); the longer gaps that end
     at such an op (long_gap_ns, long_gap_comm_ns: the part NCCL kernels ran in; with spans,
-    long_gap_spans: each from the work's end to the launch's return, as (starts, ends))."""
+    long_gap_spans: each from the work's end to the launch's return, as (starts, ends), and
+    long_gap_next: where the op it waited for starts)."""
     c = trace.columns
     ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
     if not len(ops):
@@ -130,8 +131,27 @@ def step_launch(trace: Trace, rb: RankBreakdown, spans: bool = False) -> dict:
         }
         if spans:  # up to the launch's return: after it the op waited for something else (a recv)
             row["long_gap_spans"] = (b[:-1][lg], np.minimum(launched[1:], a[1:])[lg])
+            row["long_gap_next"] = a[1:][lg]  # the op each waited for starts there
         out[sb.step] = row
     return out
+
+
+def launch_thread(trace: Trace, ops: np.ndarray, at: int) -> tuple[int, int] | None:
+    """(pid, tid) of the thread whose call launched the op of `ops` (a rank's GPU ops) starting at
+    `at` (the latest to return, where several start there): the thread a GPU's wait for that op
+    waited on. fsdp's backward waits end at launches of the autograd thread while the main thread
+    sits in run_backward; naming run_backward for them said the wrong thread's op. None where no
+    launch of an op starting there is on record."""
+    c = trace.columns
+    st = np.asarray(c["start"][ops]).astype(np.int64)
+    at_ = ops[st == at]
+    calls = launch_calls(trace, at_)
+    calls = calls[calls >= 0]
+    if not len(calls):
+        return None
+    ends = np.asarray(c["start"][calls]).astype(np.int64) + np.asarray(c["dur"][calls]).astype(np.int64)
+    ln = trace.lanes[int(c["lane"][int(calls[int(np.argmax(ends))])])]
+    return ln.pid, ln.stream
 
 
 def _longer(ms: float, short: float, nccl_share: float) -> str:

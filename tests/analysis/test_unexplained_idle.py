@@ -176,10 +176,10 @@ def test_idle_says_where_the_gpu_waits_and_what_the_host_runs(path, rule, around
         ]
         n = len(hit)
         assert ig["waits_ms"] == pytest.approx(sum(b - a for a, b in gaps) / n / 1e6, rel=0.05)
-        assert "waits of 0.1 ms or more (each up to its launch's return) the host was in: " in f["title"]
+        assert "waits of 0.1 ms or more (each up to its launch's return) the launching thread was in: " in f["title"]
     else:
         assert [ig["short_ms"], ig["mid_ms"], ig["long_ms"]] == pytest.approx(want, abs=0.01)
-        assert ig["ops"] and "in the gaps of 0.1 ms or more the host was in: " in f["title"]
+        assert ig["ops"] and "in the gaps of 0.1 ms or more the launching thread was in: " in f["title"]
     if rule == "low_gpu_utilization":
         m = _SPLIT.search(f["title"])
         assert m, f["title"]
@@ -190,7 +190,7 @@ def test_idle_says_where_the_gpu_waits_and_what_the_host_runs(path, rule, around
         assert sum(want) == pytest.approx(idle, rel=1e-3)
     # the ops named: each at most what events of its name cover half of, in the longer gaps
     assert ig["ops"]
-    # the innermost op is the shortest covering one, whatever its thread: the main thread sits in
+    # the op is the launching thread's (the one whose launch ended the gap): the main thread sits in
     # '## backward ##' through the backward while the autograd thread runs AccumulateGrad in those gaps
     # (ranked by their time inside the gaps, the range fills the gaps where no shorter op spans half)
     assert ig["ops"][0]["name"] != "## backward ##", ig["ops"]
