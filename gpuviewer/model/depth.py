@@ -62,24 +62,50 @@ def lane_depth(start: np.ndarray, dur: np.ndarray, cat: np.ndarray | None = None
 def _open_stack_depth(
     start: np.ndarray, end: np.ndarray, frames: np.ndarray | None = None
 ) -> tuple[np.ndarray, list[tuple[int, int]]]:
-    """depth = slices still open on a stack popped from the top. Rows never collide: a slice
-    is popped only once it has ended, so the slice at stack position d owns row d. Also the
-    Python frames (frames: a mask) closed where the slice they began in ends: (position, end)."""
+    """Each slice on the first row above the slices still open around it (ones that began before
+    it and end at or after its end) whose last slice has ended: rows never collide, and a
+    slice sits under what encloses it. Rows of slices that ended under one still open are used
+    again: fsdp's ProfilerStep#N begins inside profiler.step()'s frames and ends after them, a
+    chain that kept four more dead rows a step under every later op (thread lanes 60 rows deep
+    where the stacks nest 37). Also the Python frames (frames: a mask) closed where the slice they
+    began in ends: (position, end)."""
     out: list[int] = []  # a list, not numpy item assignment: a quarter less time a slice
-    stack: list[int] = []
-    owner: list[int] = []  # the position of the slice at each stack row
+    stack: list[int] = []  # ends of the slices open, innermost last (one not enclosing may sit on top)
+    rows: list[int] = []  # their rows
+    owner: list[int] = []  # their positions
+    top: list[int] = []  # the highest row at or under each stack position
+    row_end: list[int] = []  # per row, the end of the last slice placed on it
     closed: list[tuple[int, int]] = []
     last = int(end.max()) - UNENDED_TOL_NS if len(end) else 0
     for i, (s, e) in enumerate(zip(start.tolist(), end.tolist())):
         while stack and stack[-1] <= s:
             stack.pop()
+            rows.pop()
             owner.pop()
+            top.pop()
         if stack and e > stack[-1] and e >= last and frames is not None and frames[i] and frames[owner[-1]]:
             # a frame that never ended, begun in a frame that did (a frame returns before its
             # caller; not so a range such as ProfilerStep#4, which ends inside profiler.step())
             e = stack[-1]
             closed.append((i, e))
-        out.append(len(stack))
+        # above every open slice enclosing this one: from the top down, until no slice below
+        # sits higher (top[k]: the highest row at or under k; a row used again may sit on top
+        # of the stack over a deeper one). Nested slices stop at the top one.
+        r = 0
+        k = len(stack) - 1
+        while k >= 0 and top[k] >= r:
+            if stack[k] >= e and stack[k] > s and rows[k] >= r:  # (open: one ended at s is not)
+                r = rows[k] + 1
+            k -= 1
+        while r < len(row_end) and row_end[r] > s:
+            r += 1
+        if r == len(row_end):
+            row_end.append(e)
+        else:
+            row_end[r] = e
+        out.append(r)
         stack.append(e)
+        rows.append(r)
         owner.append(i)
+        top.append(max(r, top[-1]) if top else r)
     return np.array(out, dtype=np.int64), closed

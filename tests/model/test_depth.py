@@ -63,6 +63,7 @@ def test_slices_one_after_another_are_all_at_depth_0():
 
 
 def test_no_two_slices_on_a_row_overlap_whatever_the_slices():
+    """And a slice sits below every slice that encloses it (begins no later, ends no earlier)."""
     rng = np.random.default_rng(6)
     for _ in range(30):
         start, dur = _sorted(rng.integers(0, 200, 150), rng.integers(0, 40, 150))
@@ -71,6 +72,21 @@ def test_no_two_slices_on_a_row_overlap_whatever_the_slices():
         for row in np.unique(d):
             s, e = start[d == row], end[d == row]
             assert not np.any(e[:-1] > s[1:])
+        for i in range(len(start)):  # (the earlier of two alike encloses the later)
+            around = (start[:i] <= start[i]) & (end[:i] >= end[i]) & (end[:i] > start[i])
+            assert np.all(d[:i][around] < d[i])
+
+
+def test_rows_of_slices_that_ended_under_an_open_one_are_used_again():
+    """A chain of slices each beginning inside the one before and ending after it (a ProfilerStep
+    range begins inside profiler.step()'s frames and ends after them, step after step): each
+    slice takes the first row whose last slice has ended, so the chain alternates two rows where
+    a stack popped from the top climbed a row a link (fsdp's main thread: 60 rows for stacks
+    nesting 37 deep); what encloses the chain stays under it."""
+    # an outer slice [0, 100), then links [10k + 1, 10k + 15) for k = 0..7: each overlaps the next
+    start = np.array([0] + [10 * k + 1 for k in range(8)], np.int64)
+    dur = np.array([100] + [14] * 8, np.int64)
+    assert lane_depth(start, dur).tolist() == [0, 1, 2, 1, 2, 1, 2, 1, 2]
 
 
 def test_a_python_frame_that_never_ended_is_closed_with_the_slice_it_began_in():
