@@ -294,9 +294,11 @@ def read_report(
                 f"{n:,} row{'s' * (n != 1)} of {table} skipped: a time or id that is "
                 "missing, not an integer, out of range, or an end earlier than its start"
             )
-        lost = capture_losses(rep)
+        lost, caveats = capture_losses(rep)
         if lost:
             warnings.append("Nsight Systems says the capture may have lost events: " + "; ".join(lost))
+        if caveats:
+            warnings.append("Nsight Systems notes: " + "; ".join(caveats))
         for w in warnings + rep.notes + db.warnings:
             b.warnings.append(f"{os.path.basename(path)}: {w}")
         st = os.stat(path)

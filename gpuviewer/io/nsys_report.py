@@ -259,12 +259,12 @@ def rank_in_environment(rep: Report) -> int | None:
 # collected, CUPTI buffers full): a file with three driver calls and no kernel read as "no findings" where
 # nsys itself said events were missing (lighttransport's gemm profile; an audit's finding). NVTX's
 # absence is not such a loss.
-# A driver newer than the nsys build is said too: its CUDA trace may then be incomplete (the same
-# file: "Installed CUDA driver version (13.3) is not supported by this build").
-_LOSS = re.compile(
-    r"might be missing|might have been collected|were lost|events? (?:were )?dropped|not supported by this build",
-    re.IGNORECASE,
-)
+# A driver newer than the nsys build is said too, as a note: its CUDA trace may then be incomplete
+# (the same file: "Installed CUDA driver version (13.3) is not supported by this build"), or whole.
+_LOSS = re.compile(r"might be missing|might have been collected|were lost|events? (?:were )?dropped", re.IGNORECASE)
+# said apart: a caveat of the capture, not a loss (flameox's export: the driver notice alone, all
+# 37 CUDA events it counted on record, was passed on as 'may have lost events'; an audit)
+_CAVEAT = re.compile(r"not supported by this build", re.IGNORECASE)
 _SAID = 300  # characters of one diagnostic kept
 
 
@@ -279,21 +279,23 @@ def _cut(text: str) -> str:
     return text.rstrip(".")
 
 
-def capture_losses(rep: Report, most: int = 3) -> list[str]:
-    """Nsight Systems' diagnostics of events it may have lost (DIAGNOSTIC_EVENT), or of a driver its
-    build does not support, first first, at most `most` of them, each cut (_cut)."""
+def capture_losses(rep: Report, most: int = 3) -> tuple[list[str], list[str]]:
+    """Nsight Systems' diagnostics (DIAGNOSTIC_EVENT) of events it may have lost, and its caveats
+    (a driver its build does not support), first first, at most `most` of each, each cut (_cut)."""
     if "DIAGNOSTIC_EVENT" not in rep.tables:
-        return []
-    out: list[str] = []
+        return [], []
+    lost: list[str] = []
+    caveats: list[str] = []
     try:
         for (text,) in rep.db.execute("SELECT text FROM DIAGNOSTIC_EVENT ORDER BY timestamp"):
-            if isinstance(text, str) and _LOSS.search(text) and "NVTX" not in text:
-                out.append(_cut(text))
-                if len(out) == most:
-                    break
+            if not isinstance(text, str) or "NVTX" in text:
+                continue
+            into = lost if _LOSS.search(text) else caveats if _CAVEAT.search(text) else None
+            if into is not None and len(into) < most:
+                into.append(_cut(text))
     except sqlite3.Error:
-        return []
-    return out
+        return [], []
+    return lost, caveats
 
 
 def row_args(path: str, cat: int, rowid: int) -> dict:
