@@ -37,6 +37,7 @@ from ..model.fmt import number_list
 from ..model.trace import Trace
 from . import usual_op
 from .depgraph import COPY, KERNEL
+from .finding_order import best_saving, minor_last, order_by_saving, severity
 from .idle_gaps import launch_path, name_the_idle, name_the_waits
 from .results import Analysis, Finding
 from .step_figures import restate
@@ -444,9 +445,9 @@ def attach_savings(trace: Trace, analysis: Analysis, args: dict[int, dict] | Non
     _one_fix_once(analysis)
     _sequence(analysis.findings, start, changes_of)
     _unmeasured(analysis.findings, None)
-    _minor_last(analysis.findings)
+    minor_last(analysis.findings)
     for f in analysis.findings:
-        _order(f.children)
+        order_by_saving(f.children)
 
 
 def _sequence(fs: list[Finding], start: _Start, changes_of: dict[int, list[Change]]) -> None:
@@ -461,7 +462,7 @@ def _sequence(fs: list[Finding], start: _Start, changes_of: dict[int, list[Chang
     pending = [f for f in fs if id(f) in changes_of]
     made: dict[int, tuple] = {}  # a candidate's durations, offsets and step times on the current start
     while pending:
-        f = max(pending, key=lambda x: (_best(x) or 0.0, -fs.index(x)))
+        f = max(pending, key=lambda x: (best_saving(x) or 0.0, -fs.index(x)))
         if start.fixed:
             # its causes and symptoms with their own fix: measured on the same fixes above (alone,
             # gpu_straggler's rank-1 GPU "would not make the steps measurably faster" under a late
@@ -480,9 +481,10 @@ def _sequence(fs: list[Finding], start: _Start, changes_of: dict[int, list[Chang
         made = {id(x): start.measure(x, changes_of[id(x)]) for x in pending}
     # findings whose saving is their children's: where that saving falls among the sequence
     for f in sorted(
-        (f for f in fs if id(f) not in changes_of and _best(f) is not None), key=lambda x: -(_best(x) or 0.0)
+        (f for f in fs if id(f) not in changes_of and best_saving(f) is not None),
+        key=lambda x: -(best_saving(x) or 0.0),
     ):
-        at = next((i for i, x in enumerate(done) if (_best(x) or 0.0) < (_best(f) or 0.0)), len(done))
+        at = next((i for i, x in enumerate(done) if (best_saving(x) or 0.0) < (best_saving(f) or 0.0)), len(done))
         done.insert(at, f)
     rest = [f for f in fs if f not in done]
     fs[:] = done + rest
@@ -555,64 +557,3 @@ def _one_fix_once(analysis: Analysis) -> None:
         else:
             holder.children.append(f)
     analysis.findings[:] = kept
-
-
-def severity(share: float) -> str:
-    """A finding's severity from what fixing it saves a step it acts in, as a share of the median
-    profiled step: a tenth or more is high, a fiftieth medium, less low (so no "high" finding saves
-    nothing, and the label falls with the findings' order)."""
-    return "high" if share >= 0.10 else "medium" if share >= 0.02 else "low"
-
-
-NOTES = ("thin_data", "warmup", "all_to_all")  # say how to read the rest, judge nothing
-
-
-def _minor_last(fs: list[Finding]) -> None:
-    """Top level: a finding whose fix saves under 2% of a step ('low') is listed after the findings
-    without a what-if that the evidence rates medium or high (memory_pressure's 89%-full GPU
-    came third, under 'fuse elementwise ops: 0.1 ms'); one saving under 1% (nothing a user would
-    measure) after the low ones too, but for the notes (HTA's alexnet led with TF32 matmuls for
-    0.9 ms of a 42.9 s capture above the start-up that fills it; an audit); each group keeps its
-    order, so the savings still add up in the order listed."""
-
-    # the measured ones under 1% from the last up (a saving 'with the findings above fixed' keeps
-    # every finding it was measured after above it)
-    tiny: set[int] = set()
-    for f in reversed(fs):
-        if _best(f) is None:
-            continue
-        if f.severity != "low" or _best_pct(f) >= 0.01:
-            break
-        tiny.add(id(f))
-
-    def group(f: Finding) -> int:
-        if f.severity != "low":
-            return 0 if _best(f) is not None else 1
-        if _best(f) is None:
-            return 5 if f.rule in NOTES else 3
-        return 4 if id(f) in tiny else 2
-
-    fs[:] = sorted(fs, key=group)  # stable
-
-
-def _best_pct(f: Finding) -> float:
-    """The most f or a cause under it saves, as a share of the steps it acts in."""
-    got = [x for x in [f.saves_pct_in_steps, *(_best_pct(c) for c in f.children)] if x is not None]
-    return max(got) if got else 0.0
-
-
-def _best(f: Finding) -> float | None:
-    """The most a finding or a cause nested under it saves in the steps its cause acts in, per
-    such step (None: nothing in it has a saving): what a user asks first, how much faster the
-    steps it touches get; how many steps those are is said beside it."""
-    got = [x for x in [f.saves_ms_in_steps, *(_best(c) for c in f.children)] if x is not None]
-    return max(got) if got else None
-
-
-def _order(fs: list[Finding]) -> None:
-    """What a fix would save first, at every level (a finding by the most it or anything under it
-    saves); ties and findings without a saving keep the analysis' order."""
-    order = {id(f): i for i, f in enumerate(fs)}
-    fs.sort(key=lambda f: (_best(f) is None, -(_best(f) or 0.0), order[id(f)]))
-    for f in fs:
-        _order(f.children)

@@ -25,7 +25,7 @@ from .host import EXPLICIT_SYNC, name_ids, reads_copy
 from .rule_base import finding
 
 # the GPU's idle after the syncs, capped at their waits, from a fiftieth of its time: the share
-# savings.severity calls medium (below it, no fix of them would be worth listing)
+# finding_order.severity calls medium (below it, no fix of them would be worth listing)
 COST_SHARE = 0.02
 
 

@@ -693,7 +693,7 @@ def test_findings_ranked_by_impact_and_not_repeated_per_rank(rel):
     # savings of 2% of a step or more, then findings without a what-if rated medium or high by
     # their evidence, then the low savings, then the low findings without one, then the last low
     # savings that are under 1% of a step (nothing a user would measure), then the notes
-    # (savings.py _minor_last)
+    # (finding_order.minor_last)
     tail = 0  # the low savings under 1% at the end of the measured ones
     for f in reversed([f for f in top if best(f) is not None]):
         if f["severity"] != "low" or pct(f) >= 0.01:
