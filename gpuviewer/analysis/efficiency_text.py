@@ -50,6 +50,13 @@ def summary_lines(eff: dict) -> list[str]:
             else "  no matmul/conv/attention kernel in the steps: no MFU to measure"
         )
         steps = []
+    if any(s.get("flops") for s in steps):
+        # the window each line's time is: ddp_long's 'rank 0 step 6 ... in 73.1 ms' beside a 40.0 ms
+        # ProfilerStep#6 and a job step of 79 ms read as a third length for one step (an audit)
+        out.append(
+            "  (each step's GPU time: from its first GPU op to its last, with the GPU's idle before and after "
+            "them while its host prepared or finished the step; not the host's step range)"
+        )
     for s in steps:
         # where the known work would print as "0.00 TFLOP" or "MFU at least 0.0%"
         if s.get("flop_kernels_unknown") and ((s.get("flops") or 0) < 5e9 or (s.get("mfu") or 0) < 0.0005):
@@ -69,7 +76,8 @@ def summary_lines(eff: dict) -> list[str]:
         rate = f"{s['tflops']:.1f} TFLOP/s" if s.get("tflops") is not None else "-"
         out.append(
             f"  rank {s['rank']} step {s['step']}{' (warm-up)' if s.get('warmup') else ''}: "
-            f"{s['flops'] / 1e12:.2f} TFLOP of matmul/conv/attention work in {s['time_ns'] / 1e6:.1f} ms = {rate}, {mfu}"
+            f"{s['flops'] / 1e12:.2f} TFLOP of matmul/conv/attention work in {s['time_ns'] / 1e6:.1f} ms of GPU time "
+            f"= {rate}, {mfu}"
         )
     work: dict[int, list[float]] = {}  # per rank, its measured steps' known work
     for s in steps:

@@ -541,7 +541,7 @@ def model_work(path: str) -> dict[int, tuple[float, int]]:
 
 
 _STEP_LINE = re.compile(
-    r"^  rank (\d+) step (\d+): ([\d.]+) TFLOP of matmul/conv/attention work in ([\d.]+) ms = ([\d.]+) TFLOP/s, MFU ([\d.]+)%$",
+    r"^  rank (\d+) step (\d+): ([\d.]+) TFLOP of matmul/conv/attention work in ([\d.]+) ms of GPU time = ([\d.]+) TFLOP/s, MFU ([\d.]+)%$",
     re.M,
 )
 
