@@ -125,7 +125,9 @@ def worst_errors(out: dict) -> tuple[int, list[str]]:
 _NAMED = re.compile(
     r"; most extra host time: .*? \+([\d.]+) ms a step|launching the collective that waits longest for it \(.*? \+([\d.]+) ms\)"
 )
-_DISMISSED = re.compile(r"no one op of its host stands out \(the most extra host time: .*? \+([\d.]+) ms a step\)")
+_DISMISSED = re.compile(
+    r"no one op of its host stands out \(the most extra host time: .*? \+([\d.]+) ms a step on average\)"
+)
 _CARRIED = re.compile(r"starts (?:the|those) steps ([\d.]+) ms after")
 _GREW = re.compile(r"it grew ([\d.]+) ms a step")
 _LAUNCH = re.compile(r"takes ([\d.]+) ms longer from the step's start to launching")
