@@ -214,7 +214,7 @@ def _op_ranges(findings: list[dict], parts, rbs: list[RankBreakdown]) -> None:
     (the same job without them: 19 ms host steps against 24; an audit's finding); so where the
     profiler's Python tracer recorded many calls a step (with_stack: fsdp's rank 1, about 28,000),
     whose tracing is host time too (an audit of the host-bound finding)."""
-    n_steps = {rb.rank: max(1, len(rb.measured)) for rb in rbs}
+    measured = {rb.rank: [s.step for s in rb.measured] for rb in rbs}
     for key, floor, rules, said in (
         (
             "nvtx_ranges",
@@ -231,7 +231,7 @@ def _op_ranges(findings: list[dict], parts, rbs: list[RankBreakdown]) -> None:
             "tracing is in the host's time: profile without it to size this",
         ),
     ):
-        rate = {p.rank: (p.info or {}).get(key, 0) / n_steps.get(p.rank, 1) for p in parts}
+        rate = {p.rank: _rate(p.info or {}, key, measured.get(p.rank, [])) for p in parts}
         top = max(rate, key=rate.__getitem__) if rate else None
         if top is None or rate[top] < floor:
             continue
@@ -243,6 +243,17 @@ def _op_ranges(findings: list[dict], parts, rbs: list[RankBreakdown]) -> None:
                 r = f["ranks"][0] if f["ranks"] and rate.get(f["ranks"][0], 0) >= floor else top
                 f["title"] += f"; the capture records {rate[r]:,.0f} " + said.format(r=r)
                 f["metrics"][f"{key}_per_step"] = round(rate[r], 1)
+
+
+def _rate(info: dict, key: str, steps: list) -> float:
+    """A rank's NVTX ranges or Python calls a measured step: those beginning in its measured host
+    steps, a step; the capture's over its measured steps where the steps are not the host's (a
+    rank without step ranges) or a part from before they were counted."""
+    per = info.get("in_steps") or {}
+    got = [per[str(k)][key] for k in steps if str(k) in per]
+    if got and len(got) == len(steps):
+        return sum(got) / len(got)
+    return info.get(key, 0) / max(1, len(steps))
 
 
 def nccl_unsplit(rbs: list[RankBreakdown], matched: set[int], world: int | None = None) -> set[int]:
