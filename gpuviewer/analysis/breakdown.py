@@ -77,6 +77,9 @@ class StepBreakdown:
     # of host_idle_ns: the loop's thread blocked on another of its threads (an OS trace's
     # pthread_cond_wait: the main thread while the autograd thread runs the backward)
     host_idle_thread_ns: int = 0
+    # all the loop's thread spent blocked on another of its threads, while they worked too (nsys_ddp_big:
+    # 50-57% of each step, 8% with nothing else on record; an audit)
+    host_loop_wait_ns: int = 0
     # of host_framework_ns: inside annotated ranges alone (record_function, '## backward ##'), no
     # op under them on record: Python ran there, the profiler did not say what
     host_annotation_ns: int = 0
@@ -214,6 +217,13 @@ class RankBreakdown:
         steps = self.measured
         w = sum(s.host_end_ns - s.host_start_ns for s in steps)
         return sum(s.host_idle_thread_ns for s in steps) / w if w > 0 else 0.0
+
+    def host_loop_wait_share(self) -> float:
+        """Of the measured steps' host time: the loop's thread blocked on another of its threads,
+        all of it (whether or not its other threads' work is on record meanwhile)."""
+        steps = self.measured
+        w = sum(s.host_end_ns - s.host_start_ns for s in steps)
+        return sum(s.host_loop_wait_ns for s in steps) / w if w > 0 else 0.0
 
     def host_annotation_share(self) -> float:
         """Of the measured steps' host time: framework time inside annotated ranges alone (a part
@@ -405,6 +415,7 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
                 sb.host_idle_thread_ns,
                 sb.host_annotation_ns,
                 sb.host_coll_ns,
+                sb.host_loop_wait_ns,
             ) = hs
         rb.host_ops_recorded = bool(info.get("ops", 1))
     if steps:

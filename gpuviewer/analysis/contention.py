@@ -74,7 +74,7 @@ def _how_heavier(mix: dict, rows: list) -> str:
     more kernels'). Empty where a step's kernels are not on record."""
     if not all(st in mix[hi] and st in mix[lo] for st, hi, lo, _, _ in rows):
         return ""
-    new, n_hi, n_lo = [], [], []
+    new, n_hi, n_lo, both = [], [], [], []
     # per kernel and step: its extra time on the heavy rank, the part its extra launches make at the
     # light rank's mean duration, and its launches on each (pp_gpu's last stage: its LM head's GEMMs,
     # 56 launches a step against 48, were said to be "the same kernels running longer"); medians
@@ -85,6 +85,15 @@ def _how_heavier(mix: dict, rows: list) -> str:
         new.append(sum(v[1] for k, v in h.items() if k not in lt))
         n_hi.append(sum(v[0] for v in h.values()))
         n_lo.append(sum(v[0] for v in lt.values()))
+        # the kernels both run: the heavy rank's time, the light one's, and the light one's beside
+        # its own NCCL kernels
+        both.append(
+            (
+                sum(v[1] for k, v in h.items() if k in lt),
+                sum(v[1] for k, v in lt.items() if k in h),
+                sum(v[3] for k, v in lt.items() if k in h),
+            )
+        )
         for k, v in h.items():
             if k in lt:
                 per.setdefault(k, []).append(
@@ -95,7 +104,18 @@ def _how_heavier(mix: dict, rows: list) -> str:
     extra = float(np.median([x[4] for x in rows]))
     kh, kl = int(np.median(n_hi)), int(np.median(n_lo))
     if float(np.median(new)) >= 0.5 * extra:
-        return f" and runs kernels the lightest rank does not ({float(np.median(new)) / 1e6:.1f} ms a step of them)"
+        said = f" and runs kernels the lightest rank does not ({float(np.median(new)) / 1e6:.1f} ms a step of them)"
+        hi_t, lo_t, lo_beside = (float(np.median([b[j] for b in both])) for j in range(3))
+        if lo_t > 1.05 * hi_t and lo_beside > 0.5 * lo_t:
+            # the light rank's share runs beside its NCCL kernels spinning while it waits, slower:
+            # compared with it the extra work reads smaller (gpu_straggler: the same kernels 14.2 ms
+            # a step there, 12.1 on rank 1; its six planted GEMMs 7.6 ms; an audit)
+            said += (
+                f"; on the kernels both run it takes {hi_t / 1e6:.1f} ms a step, the lightest rank "
+                f"{lo_t / 1e6:.1f} ms, most of them beside that rank's NCCL kernels (sharing its SMs while it "
+                "waits for the others): the lightest rank's compute is inflated by its waits"
+            )
+        return said
     if kh > (1 + SAME_WORK) * kl:
         return f" and runs more kernels ({kh:,} a step vs {kl:,})"
     top = [(k, x) for k, x in sorted(longer.items(), key=lambda kv: -kv[1])[:2] if x > 0]

@@ -143,9 +143,9 @@ def host_events(trace: Trace, rank: int) -> dict[str, np.ndarray]:
 
 def host_split(
     trace: Trace, rank: int, windows: list[tuple[int, int]], info: dict | None = None
-) -> list[tuple[int, int, int, int, int, int, int, int, int]]:
+) -> list[tuple[int, int, int, int, int, int, int, int, int, int]]:
     """Per host step window: (framework, launch, queue, sync, wait, idle, idle_thread,
-    annotation_only, coll) ns of the threads that launch the rank's GPU work (coll: collectives gloo
+    annotation_only, coll, loop_wait) ns of the threads that launch the rank's GPU work (coll: collectives gloo
     runs on the host, HOST_COLL, after sync, queue and launch and before the rest; those a CPU-only
     capture's gloo threads record count, as its every thread does). sync: blocking synchronize calls, blocking copies and framework
     calls that wait for the device (JAX's block_until_ready, device_get); queue: launch calls
@@ -155,7 +155,9 @@ def host_split(
     idle: nothing on record. Exclusive, in that order: they add up to the window. OS calls that
     wait (OS_WAIT) count as wait where nothing else is on record; idle_thread: the part of idle in
     which the loop's thread waits for another thread (THREAD_WAIT); annotation_only: the part of
-    framework inside annotated ranges alone (record_function: no op under them on record)."""
+    framework inside annotated ranges alone (record_function: no op under them on record);
+    loop_wait: all the loop's thread waits on another thread (THREAD_WAIT), other threads' work
+    meanwhile or not."""
     c = trace.columns
     ev = host_events(trace, rank)
     if info is not None:  # whether any framework op or range is on record (info["ops"]: how many)
@@ -170,24 +172,47 @@ def host_split(
     launch = _less(ivs(ev["launch"]), sync, queue)
     coll = _less(ivs(ev["coll"]), sync, launch, queue)
     py_wait = _less(ivs(ev["wait"]), sync, launch, queue, coll)
-    fw = _less(ivs(ev["framework"]), sync, launch, queue, py_wait, coll)
+    # a framework op or range around a whole window (the script's frames, the training loop's
+    # function) says nothing of what the host did in it: its time under none else is 'no op
+    # recorded' (step_outlier's 116 ms after the step's work was said as framework, beside a
+    # finding naming it time with no op under it; an audit). Those ops are at least as long as
+    # the shortest window: the rest are one union for every window.
+    fw_ev = ev["framework"]
+    dur = np.asarray(c["dur"][fw_ev]).astype(np.int64)
+    shortest = min((t1 - t0 for t0, t1 in windows), default=0)
+    outer = fw_ev[dur >= shortest] if shortest > 0 else fw_ev[:0]
+    o0 = np.asarray(c["start"][outer]).astype(np.int64)
+    o1 = o0 + np.asarray(c["dur"][outer]).astype(np.int64)
+    fw_all = ivs(fw_ev[dur < shortest]) if len(outer) else ivs(fw_ev)
     # of framework: inside a user's or the framework's annotated ranges alone (record_function,
     # '## backward ##', Optimizer.step#...): Python ran there, no op of it is on record
-    ops = ev["framework"][np.asarray(c["cat"][ev["framework"]]) != Cat.USER_ANNOTATION]
-    note_only = iv.subtract(fw, ivs(ops))
-    # the OS's waits only where nothing else is on record (a framework op around a sleep keeps it)
-    os_wait, thread_wait = ivs(ev["os_wait"]), ivs(ev["thread_wait"])
-    os_wait = _less(os_wait, sync, launch, queue, coll, py_wait, fw)
-    py_wait = iv.union(np.concatenate([py_wait[0], os_wait[0]]), np.concatenate([py_wait[1], os_wait[1]]))
-    thread_wait = _less(thread_wait, sync, launch, queue, coll, py_wait, fw)
+    notes = np.asarray(c["cat"][fw_ev]) == Cat.USER_ANNOTATION
+    ops_short = fw_ev[~notes & (dur < shortest)] if len(outer) else fw_ev[~notes]
+    outer_op = np.asarray(c["cat"][outer]) != Cat.USER_ANNOTATION
+    ops_all = ivs(ops_short)
+    os_all, thread_all = ivs(ev["os_wait"]), ivs(ev["thread_wait"])
     out = []
     for t0, t1 in windows:
-        a, b, e, d, w, th, n, g = (
-            iv.length(iv.clip(x, t0, t1)) for x in (fw, launch, queue, sync, py_wait, thread_wait, note_only, coll)
-        )
+        sy, la, qu, pw, co = (iv.clip(x, t0, t1) for x in (sync, launch, queue, py_wait, coll))
+        keep = ~((o0 <= t0) & (o1 >= t1))  # the long ops not around the whole window
+        fw_raw = _with(fw_all, o0[keep], o1[keep]) if keep.any() else fw_all
+        fw = _less(iv.clip(fw_raw, t0, t1), sy, la, qu, pw, co)
+        k2 = keep & outer_op
+        ops = _with(ops_all, o0[k2], o1[k2]) if k2.any() else ops_all
+        note_only = iv.subtract(fw, iv.clip(ops, t0, t1))
+        # the OS's waits only where nothing else is on record (a framework op around a sleep keeps it)
+        os_wait = _less(iv.clip(os_all, t0, t1), sy, la, qu, co, pw, fw)
+        py_w = iv.union(np.concatenate([pw[0], os_wait[0]]), np.concatenate([pw[1], os_wait[1]]))
+        thread_wait = _less(iv.clip(thread_all, t0, t1), sy, la, qu, co, py_w, fw)
+        a, b, e, d, w, th, n, g = (iv.length(x) for x in (fw, la, qu, sy, py_w, thread_wait, note_only, co))
         idle = max(0, int(t1 - t0) - a - b - e - d - w - g)
-        out.append((a, b, e, d, w, idle, min(th, idle), min(n, a), g))
+        out.append((a, b, e, d, w, idle, min(th, idle), min(n, a), g, iv.length(iv.clip(thread_all, t0, t1))))
     return out
+
+
+def _with(u, s: np.ndarray, e: np.ndarray):
+    """The union u with the intervals (s, e)."""
+    return iv.union(np.concatenate([u[0], s]), np.concatenate([u[1], e]))
 
 
 def _less(a, *others):

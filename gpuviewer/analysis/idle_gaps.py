@@ -155,6 +155,7 @@ def name_the_waits(trace: Trace, breakdowns: list[RankBreakdown], f, launch_path
         if rb.ops is None:  # (the map drops them)
             rb = dataclasses.replace(rb, ops=gpu_ops(trace, rb.rank), op_step=None)
         per = step_launch(trace, rb, spans=True)
+        gpu = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
         steps = [k for k in per if k in hit] or [k for k in per if k is None]
         if not steps:
             continue
@@ -173,7 +174,7 @@ def name_the_waits(trace: Trace, breakdowns: list[RankBreakdown], f, launch_path
         # the longest MAX_GAPS named, as idle_split does: each is a search of the host's lanes, the
         # thread's whose launch ended the wait
         for x, y, z in sorted(spans, key=lambda g: g[0] - g[1])[:MAX_GAPS]:
-            got = covering_op(trace, rb.rank, int(x), int(y), thread=launch_thread(trace, rb.ops, int(z)))
+            got = covering_op(trace, rb.rank, int(x), int(y), thread=launch_thread(trace, gpu, int(z)))
             if got is None:
                 continue
             name = op_label(trace, got[0])

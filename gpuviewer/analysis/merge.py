@@ -50,6 +50,8 @@ def rank_json(rb: RankBreakdown, ks: dict) -> dict:
         "host_breakdown": {k: round(v, 4) for k, v in rb.host_shares().items()},
         # a part of host_breakdown's idle: the loop's thread waiting for another of its threads
         "host_thread_wait": round(rb.host_thread_wait_share(), 4),
+        # all the loop's thread waits on another of its threads (they may work meanwhile)
+        "host_loop_wait": round(rb.host_loop_wait_share(), 4),
         # a part of host_breakdown's framework: annotated ranges with no op under them on record
         "host_annotation_only": round(rb.host_annotation_share(), 4),
         # a part of utilization_breakdown's nccl_transfer, only where the rank has such kernels:

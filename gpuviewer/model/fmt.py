@@ -205,9 +205,13 @@ def utilization_line(r: dict) -> str:
         tw = r.get("host_thread_wait") or 0.0
         if "idle" in host and f"{tw:.0%}" != "0%":
             # an OS trace shows the loop's thread waiting on another of its threads (nsys_single's
-            # main thread in pthread_cond_wait while the autograd thread runs the backward)
+            # main thread in pthread_cond_wait while the autograd thread runs the backward); all
+            # of its wait said beside the part in 'no op recorded' (nsys_ddp_big's '8%' read as the
+            # loop's whole wait, 50-57% of each step; an audit)
+            lw = max(r.get("host_loop_wait") or 0.0, tw)
             out += (
-                f" (the loop's thread waiting on another of its threads in {tw:.0%} of the host time, "
-                "within it: a condition variable, lock or join)"
+                f" (the loop's thread waits on another of its threads, in a condition variable, lock or join, "
+                f"{lw:.0%} of the host time, {tw:.0%} with no op of any of its threads on record: within 'no op "
+                "recorded')"
             )
     return out

@@ -99,6 +99,40 @@ def test_host_breakdown_adds_up_to_the_host_step():
     assert sum(r["host_breakdown"].values()) == pytest.approx(1.0, abs=1e-3)
 
 
+def test_time_under_only_the_frames_around_a_step_is_no_op_recorded():
+    """step_outlier's step 7 ends with 116 ms in which its thread records nothing but the script's
+    frames around every step (<module>, main, the loop's function): the host line said it as
+    framework ops ('no op recorded 0%') beside a finding naming it time with no op recorded
+    (helper-113). Recomputed here from the raw file: the step's range less every host event of its
+    launching thread (the step's own range and the frames around the whole range left out)."""
+    path = trace_path("kineto", "step_outlier.json.gz")
+    ev = [e for e in _raw_events(path) if e.get("ph") == "X"]
+    tids = {e["tid"] for e in ev if e.get("cat") == "cuda_runtime" and e["name"] == "cudaLaunchKernel"}
+    host = [
+        e
+        for e in ev
+        if e["tid"] in tids
+        and e.get("cat") in ("cpu_op", "python_function", "user_annotation", "cuda_runtime", "cuda_driver")
+        and not e["name"].startswith("ProfilerStep#")
+    ]
+    r = _session(path).analysis.rank(0)
+    worst = max(r["steps"], key=lambda s: s["host_idle_ns"])
+    assert worst["step"] == 7
+    for s in r["steps"]:
+        t0, t1 = _raw_host_window(path, s["step"])
+        mine = [
+            (max(e["ts"], t0), min(e["ts"] + e["dur"], t1))
+            for e in host
+            if not (e["ts"] <= t0 and e["ts"] + e["dur"] >= t1)
+        ]
+        mine = [(a, b) for a, b in mine if b > a]
+        unseen_us = (t1 - t0) - T.union_length([a for a, _b in mine], [b for _a, b in mine])
+        assert s["host_idle_ns"] / 1e3 == pytest.approx(unseen_us, abs=5 + 0.001 * (t1 - t0)), s["step"]
+    assert worst["host_idle_ns"] > 100e6  # the 116 ms after the step's work
+    line = run_cli_once("analyze", path).stdout
+    assert f"no op recorded {r['host_breakdown']['idle']:.0%}" in line and r["host_breakdown"]["idle"] >= 0.02, line
+
+
 def test_a_python_sleep_is_a_wait_not_framework_work():
     """dataloader_stall's input pipeline sleeps in Python each step (the tracer's
     '<built-in function sleep>' event, inside the step's Python frames): the host split says it as
