@@ -28,6 +28,10 @@ JAX_ADVICE = {
     "logging a device array) blocks until the device catches up; a recompilation (a new "
     "shape or a Python value passed as a static argument: jax.log_compiles shows it); "
     "checkpointing or evaluation inside the step.",
+    "host_sync": "The host waits in block_until_ready (or another wait for the device) until the GPU has "
+    "finished its queued work, so it cannot dispatch the next step meanwhile and the GPU waits for it "
+    "after each wait. JAX dispatches asynchronously: block only where a value is needed on the host "
+    "(logging every N steps, not every step), and let the next step's dispatch overlap this one's work.",
     "copy_bound": "The GPU spends its time copying memory, not computing. Keep arrays on the device "
     "between steps (no jax.device_get / np.asarray round trips), put input batches on the "
     "device once (jax.device_put, prefetching the next one), and donate buffers you replace "

@@ -34,7 +34,7 @@ from .breakdown import breakdown
 from .collectives import bus_factor, match
 from .event_waits import recorded_waits
 from .gpu_clock import FLOOR_PERCENTILE, gpu_ahead
-from .host import launch_sources, reads_copy, sync_name_ids
+from .host import HOST_SYNC_OP, framework_waits, launch_sources, name_ids, reads_copy, sync_name_ids
 
 # node kinds
 HOST, SYNC, KERNEL, COMM, COPY, MARK = 0, 1, 2, 3, 4, 5  # MARK: a step's host start or end
@@ -99,7 +99,11 @@ class DepGraph:
 
 
 def _host_nodes(trace: Trace, rank: int, launch_src: np.ndarray) -> np.ndarray:
-    """Top-level CUDA API calls of the rank's threads that launched GPU work, by start."""
+    """Top-level CUDA API calls of the rank's threads that launched GPU work, by start; and those
+    threads' framework calls that wait for the device (JAX's block_until_ready, device_get:
+    HOST_SYNC_OP) where no CUDA call of theirs is on record inside them (one that is, a
+    synchronize, is the node). jax_train_stall's host waits in block_until_ready each step while
+    its GPU runs: held as host work, no GPU change could shorten its steps in a replay."""
     c = trace.columns
     lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind == LaneKind.CUDA_API]
     out = []
@@ -111,7 +115,7 @@ def _host_nodes(trace: Trace, rank: int, launch_src: np.ndarray) -> np.ndarray:
         out.append(idx[np.asarray(c["depth"][idx]) == 0])
     if not out:
         return np.zeros(0, np.int64)
-    idx = np.concatenate(out)
+    idx = np.r_[np.concatenate(out), framework_waits(trace, rank, HOST_SYNC_OP)]
     return idx[np.argsort(np.asarray(c["start"][idx]), kind="stable")]
 
 
@@ -167,7 +171,7 @@ def build(trace: Trace, args: dict[int, dict] | None = None, rbs: list | None = 
     # nsys_ddp's planted 50.3 ms sleep at 48.2 ms)
     launch_src = launch_sources(trace)
     t0 = int(trace.start_ns)
-    sync_ids = set(sync_name_ids(trace).tolist())
+    sync_ids = set(sync_name_ids(trace).tolist()) | set(name_ids(trace, HOST_SYNC_OP).tolist())
 
     # a session with no step ranges (a capture of a few seconds, an inference run): the whole
     # capture of each rank is one step, WHOLE, so the what-if and the critical path still have one

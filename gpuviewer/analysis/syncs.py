@@ -21,7 +21,7 @@ from ..model.categories import LaneKind
 from ..model.trace import Trace
 from .breakdown import RankBreakdown, launch_calls
 from .efficiency import _innermost
-from .host import EXPLICIT_SYNC, name_ids, reads_copy
+from .host import EXPLICIT_SYNC, framework_waits, name_ids, reads_copy
 from .rule_base import finding
 
 # the GPU's idle after the syncs, capped at their waits, from a fiftieth of its time: the share
@@ -30,7 +30,8 @@ COST_SHARE = 0.02
 
 
 def _sync_calls(trace: Trace, rank: int) -> np.ndarray:
-    """The rank's synchronize calls on its CUDA API lanes, by start."""
+    """The rank's synchronize calls on its CUDA API lanes and its framework waits for the device
+    (framework_waits), by start."""
     ids = name_ids(trace, EXPLICIT_SYNC)
     if not len(ids):
         return np.zeros(0, np.int64)
@@ -41,7 +42,9 @@ def _sync_calls(trace: Trace, rank: int) -> np.ndarray:
             sl = trace.lane_slice(i)
             at = sl.start + np.flatnonzero(np.isin(np.asarray(c["name"][sl]), ids))
             parts.append(at[~reads_copy(trace, at)])  # the host needs that data: no wait to remove
-    idx = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    # and JAX's block_until_ready, with no CUDA sync call recorded under it
+    parts.append(framework_waits(trace, rank, EXPLICIT_SYNC))
+    idx = np.concatenate(parts)
     return idx[np.argsort(np.asarray(c["start"][idx]), kind="stable")]
 
 
@@ -125,6 +128,18 @@ def _around(trace: Trace, calls: np.ndarray) -> list[str | None]:
     return out
 
 
+def _median_beside(per: list, idle_ns: int) -> str:
+    """' on average (a median 0.4 ms)' where one step's idle lifts the mean far above the usual
+    step's (jax_train_stall: 4.0 ms a step, 30 ms of it after step 4's planted sleep; the idle
+    after the sync is about 0.4 ms in the other steps), else ''."""
+    if len(per) < 3:
+        return ""
+    med = float(np.median([p[3] for p in per]))
+    if idle_ns / len(per) <= 1.5 * med + 50_000:
+        return ""
+    return f" on average (a median {med / 1e6:,.1f} ms)"
+
+
 RETURNED_AT_ONCE_NS = 20_000  # a sync call this short found the GPU with nothing left to do
 
 
@@ -189,7 +204,7 @@ def host_syncs(trace: Trace, rb: RankBreakdown) -> list[dict]:
         how = f"waits for the GPU to finish its queued work {times} in {lead_name}{where}"
     title = (
         f"Rank {rb.rank}: the host {how} ({said_ms / 1e6 / n_steps:,.1f} ms{per_step}{in_them}); the GPU, drained, then idles "
-        f"until the host's next launch: {idle_ns / 1e6 / n_steps:,.1f} ms{per_step} "
+        f"until the host's next launch: {idle_ns / 1e6 / n_steps:,.1f} ms{per_step}{_median_beside(per, idle_ns)} "
         # the share's base named: next to a capture's saving "of its 618 ms", "of its time" read as
         # that capture's (cloverleaf: 7% is of the GPU's 342 ms from its first op to its last)
         f"({idle_ns / max(gpu_ns, 1):.0%} of the GPU's time "

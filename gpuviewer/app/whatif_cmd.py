@@ -43,7 +43,7 @@ def add_parser(sub, common) -> None:
     ch.add_argument(
         "--no-syncs",
         metavar="RANK|all",
-        help="the host does not wait in synchronize calls (stream, event, device syncs) on RANK or "
+        help="the host does not wait in synchronize calls (stream, event, device syncs, JAX's block_until_ready) on RANK or "
         "every rank ('all'); blocking copies, and a sync right after an async copy (.item(), .cpu()), "
         "still wait for their data",
     )
