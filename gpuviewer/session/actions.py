@@ -303,7 +303,7 @@ class ViewActions:
         self.events.emit(
             "message",
             text=f"Rank {rank}'s GPU idle {format_duration(g1 - g0)} (highlighted): its launching thread was in "
-            f"{self.trace.name_of(i)} (selected, {lane.label})",
+            f"{_short_frame(self.trace.name_of(i))} (selected, {lane.label})",
             error=False,
         )
 
@@ -439,3 +439,10 @@ class TopologyActions:
         from ..io.topo import parse_topo_matrix
 
         self.attach_topology(parse_topo_matrix(text, "pasted"))
+
+
+def _short_frame(name: str) -> str:
+    """A Python frame's name without its file's directories ('_runtime_utils.py(276): _unshard'):
+    the status line has room for one line (the whole path cut the thread off at 1366 px)."""
+    head, sep, tail = name.partition("): ")
+    return (head.rsplit("/", 1)[-1] + sep + tail) if sep and "/" in head else name

@@ -230,6 +230,40 @@ def test_a_host_paced_finding_shows_a_wait_in_the_op_it_names_first():
     a, b = (lo - off) / 1e3, (hi - off) / 1e3  # the stretch on the raw clock (us)
     assert not any(x < b - 0.1 and y > a + 0.1 for x, y in gpu)  # the GPU idle through it (0.1 us: the raw rounding)
     assert min(raw["ts"] + raw["dur"], b) - max(raw["ts"], a) >= 0.5 * (b - a)
+    # 'its launching thread was in': the op is on the thread whose call launched the GPU op that
+    # ended the wait (the backward's launches are the autograd thread's; helper-110)
+    calls = {
+        e["args"]["correlation"]: e["tid"]
+        for e in ev
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    after = min(
+        (
+            e
+            for e in ev
+            if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+            and "nccl" not in e["name"].lower()
+            and e["ts"] >= b - 0.1
+        ),
+        key=lambda e: e["ts"],
+    )
+    assert calls[after["args"]["correlation"]] == raw["tid"]
+
+
+def test_the_status_line_names_a_python_frame_by_its_file_not_its_path():
+    """fsdp at 1366 px: 'its launching thread was in torch/distributed/fsdp/_runtime_utils.py(276):
+    _unshard (selected, thread 688 (python3))' ran under the status bar's file count, the thread
+    cut off: the frame is said by its file's name."""
+    s = gpuviewer.open(trace_path("kineto", "fsdp"))
+    said: list[str] = []
+    s.events.connect("message", lambda text, error: said.append(text))
+    f = s.analysis.findings[0]
+    i = s.show_finding(f)
+    full = s.trace.name_of(i)
+    assert "/" in full.split("): ")[0]
+    (line,) = said
+    assert full.split("): ")[0].rsplit("/", 1)[1] + "): " + full.split("): ")[1] in line and "/" not in line, line
+    assert line.endswith(f"(selected, {s.trace.lanes[int(s.trace.columns['lane'][i])].label})")
 
 
 def test_a_path_segment_before_an_op_selects_the_op_that_follows_it():
