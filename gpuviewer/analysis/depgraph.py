@@ -34,7 +34,8 @@ from .breakdown import breakdown
 from .collectives import bus_factor, match
 from .event_waits import recorded_waits
 from .gpu_clock import FLOOR_PERCENTILE, gpu_ahead
-from .host import HOST_SYNC_OP, framework_waits, launch_sources, name_ids, reads_copy, sync_name_ids
+from .host import HOST_SYNC_OP, launch_sources, name_ids, reads_copy, sync_name_ids
+from .host_split import framework_waits
 
 # node kinds
 HOST, SYNC, KERNEL, COMM, COPY, MARK = 0, 1, 2, 3, 4, 5  # MARK: a step's host start or end

@@ -12,7 +12,7 @@ from ..model.categories import Cat
 from ..model.trace import Trace
 from .breakdown import gpu_ops
 from .host import COVER_MAX, IDLE_WAIT, _step_markers, covering_op, feeding_lanes
-from .launch import launch_thread
+from .launch import launch_threads
 
 
 def utilization_evidence(trace: Trace, rank: int, t0: int, t1: int, mostly: str) -> tuple[int, int, int] | None:
@@ -96,11 +96,12 @@ def paced_evidence(trace: Trace, rank: int, t0: int, t1: int, op: str | None) ->
         if len(s):
             g0, g1 = iv.gaps(iv.union(s, e), int(t0), int(t1))
             order = np.argsort(-(np.asarray(g1) - np.asarray(g0)), kind="stable")[:MAX_TRIED]
+            thread_at = launch_threads(trace, idx)
             for j in order.tolist():
                 a, b = int(g0[j]), int(g1[j])
                 if b - a < 100_000:
                     break
-                got = covering_op(trace, rank, a, b, thread=launch_thread(trace, idx, b))  # as idle_gaps
+                got = covering_op(trace, rank, a, b, thread=thread_at(b))  # as idle_gaps
                 if got is not None and op_label(trace, got[0]) == op:
                     return got[0], a, b
     return utilization_evidence(trace, rank, t0, t1, "idle")

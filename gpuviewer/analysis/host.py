@@ -468,32 +468,6 @@ def feeding_lanes(trace: Trace, rank: int) -> list[int]:
     ]
 
 
-def framework_waits(trace: Trace, rank: int, rx: re.Pattern) -> np.ndarray:
-    """Framework calls named by rx (HOST_SYNC_OP: JAX's block_until_ready, device_get) on the
-    rank's threads that launch GPU work, where no CUDA call of their thread is on record inside
-    them (one that is, a synchronize, is the wait itself), by start: JAX records no CUDA sync
-    call under its waits."""
-    ids = name_ids(trace, rx)
-    if not len(ids):
-        return np.zeros(0, np.int64)
-    c = trace.columns
-    out = []
-    for t in _launching_threads(trace, rank):
-        lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and (ln.pid, ln.stream) == t]
-        api = [np.asarray(c["start"][trace.lane_slice(i)]) for i in lanes if trace.lanes[i].kind == LaneKind.CUDA_API]
-        calls = np.sort(np.concatenate(api).astype(np.int64)) if api else np.zeros(0, np.int64)
-        for i in lanes:
-            if trace.lanes[i].kind != LaneKind.CPU:
-                continue
-            sl = trace.lane_slice(i)
-            ev = sl.start + np.flatnonzero(np.isin(np.asarray(c["name"][sl]), ids))
-            a = np.asarray(c["start"][ev]).astype(np.int64)
-            b = a + np.asarray(c["dur"][ev]).astype(np.int64)
-            out.append(ev[np.searchsorted(calls, a, side="left") == np.searchsorted(calls, b, side="left")])
-    idx = np.concatenate(out) if out else np.zeros(0, np.int64)
-    return idx[np.argsort(np.asarray(c["start"][idx]), kind="stable")]
-
-
 def _launching_threads(trace: Trace, rank: int) -> set[tuple[int, int]]:
     """(pid, tid) of the rank's threads that launched GPU work (all its CUDA API threads when no
     launch is on record): a data loader's worker or the NCCL watchdog does not feed the step (the

@@ -179,7 +179,8 @@ def host_split(
     # the shortest window: the rest are one union for every window.
     fw_ev = ev["framework"]
     dur = np.asarray(c["dur"][fw_ev]).astype(np.int64)
-    shortest = min((t1 - t0 for t0, t1 in windows), default=0)
+    # (a window of no length holds nothing: it must not turn the rule off for the others)
+    shortest = min((t1 - t0 for t0, t1 in windows if t1 > t0), default=0)
     outer = fw_ev[dur >= shortest] if shortest > 0 else fw_ev[:0]
     o0 = np.asarray(c["start"][outer]).astype(np.int64)
     o1 = o0 + np.asarray(c["dur"][outer]).astype(np.int64)
@@ -194,12 +195,13 @@ def host_split(
     out = []
     for t0, t1 in windows:
         sy, la, qu, pw, co = (iv.clip(x, t0, t1) for x in (sync, launch, queue, py_wait, coll))
-        keep = ~((o0 <= t0) & (o1 >= t1))  # the long ops not around the whole window
-        fw_raw = _with(fw_all, o0[keep], o1[keep]) if keep.any() else fw_all
-        fw = _less(iv.clip(fw_raw, t0, t1), sy, la, qu, pw, co)
+        # the long ops in the window but not around the whole of it, cut to it: each union is
+        # of the window's intervals only (the capture's, once a window, grew with steps x events)
+        keep = (o0 < t1) & (o1 > t0) & ~((o0 <= t0) & (o1 >= t1))
+        l0, l1 = np.maximum(o0, t0), np.minimum(o1, t1)
+        fw = _less(_with(iv.clip(fw_all, t0, t1), l0[keep], l1[keep]), sy, la, qu, pw, co)
         k2 = keep & outer_op
-        ops = _with(ops_all, o0[k2], o1[k2]) if k2.any() else ops_all
-        note_only = iv.subtract(fw, iv.clip(ops, t0, t1))
+        note_only = iv.subtract(fw, _with(iv.clip(ops_all, t0, t1), l0[k2], l1[k2]))
         # the OS's waits only where nothing else is on record (a framework op around a sleep keeps it)
         os_wait = _less(iv.clip(os_all, t0, t1), sy, la, qu, co, pw, fw)
         py_w = iv.union(np.concatenate([pw[0], os_wait[0]]), np.concatenate([pw[1], os_wait[1]]))
@@ -212,6 +214,8 @@ def host_split(
 
 def _with(u, s: np.ndarray, e: np.ndarray):
     """The union u with the intervals (s, e)."""
+    if not len(s):
+        return u
     return iv.union(np.concatenate([u[0], s]), np.concatenate([u[1], e]))
 
 
@@ -220,3 +224,29 @@ def _less(a, *others):
     for b in others:
         a = iv.subtract(a, b)
     return a
+
+
+def framework_waits(trace: Trace, rank: int, rx: re.Pattern) -> np.ndarray:
+    """Framework calls named by rx (HOST_SYNC_OP: JAX's block_until_ready, device_get) on the
+    rank's threads that launch GPU work, where no CUDA call of their thread is on record inside
+    them (one that is, a synchronize, is the wait itself), by start: JAX records no CUDA sync
+    call under its waits."""
+    ids = name_ids(trace, rx)
+    if not len(ids):
+        return np.zeros(0, np.int64)
+    c = trace.columns
+    out = []
+    for t in _launching_threads(trace, rank):
+        lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and (ln.pid, ln.stream) == t]
+        api = [np.asarray(c["start"][trace.lane_slice(i)]) for i in lanes if trace.lanes[i].kind == LaneKind.CUDA_API]
+        calls = np.sort(np.concatenate(api).astype(np.int64)) if api else np.zeros(0, np.int64)
+        for i in lanes:
+            if trace.lanes[i].kind != LaneKind.CPU:
+                continue
+            sl = trace.lane_slice(i)
+            ev = sl.start + np.flatnonzero(np.isin(np.asarray(c["name"][sl]), ids))
+            a = np.asarray(c["start"][ev]).astype(np.int64)
+            b = a + np.asarray(c["dur"][ev]).astype(np.int64)
+            out.append(ev[np.searchsorted(calls, a, side="left") == np.searchsorted(calls, b, side="left")])
+    idx = np.concatenate(out) if out else np.zeros(0, np.int64)
+    return idx[np.argsort(np.asarray(c["start"][idx]), kind="stable")]

@@ -21,7 +21,7 @@ from .breakdown import RankBreakdown, gpu_ops
 from .host import IDLE_WAIT, covering_op
 from .host_bound import HOST_GAP_MIN_NS
 from .issuers import _PARENS  # the module after an op's name: "FSDP::pre_forward (encoder...)"
-from .launch import SHORT_GAP_NS, launch_thread
+from .launch import SHORT_GAP_NS, launch_threads
 from .stragglers import ADDRESS
 
 SHORT_NS, LONG_NS = SHORT_GAP_NS, HOST_GAP_MIN_NS  # launch_bound's and host_bound_idle's limits
@@ -63,10 +63,11 @@ def idle_split(trace: Trace, rb: RankBreakdown, around: bool = True) -> dict | N
     by: dict[str, float] = {}
     longer = np.flatnonzero(ln >= SHORT_NS)
     longer = longer[np.argsort(-ln[longer], kind="stable")][:MAX_GAPS]
+    thread_at = launch_threads(trace, ops)
     for k in longer.tolist():
         # on the thread that launched the op ending the gap (fsdp's backward: the autograd thread,
         # not the main thread sitting in run_backward)
-        got = covering_op(trace, rb.rank, int(a[k]), int(b[k]), thread=launch_thread(trace, ops, int(b[k])))
+        got = covering_op(trace, rb.rank, int(a[k]), int(b[k]), thread=thread_at(int(b[k])))
         if got is None:
             continue
         name = op_label(trace, got[0])
@@ -173,8 +174,9 @@ def name_the_waits(trace: Trace, breakdowns: list[RankBreakdown], f, launch_path
         total = sum(y - x for x, y, _z in spans) / len(steps)
         # the longest MAX_GAPS named, as idle_split does: each is a search of the host's lanes, the
         # thread's whose launch ended the wait
+        thread_at = launch_threads(trace, gpu)
         for x, y, z in sorted(spans, key=lambda g: g[0] - g[1])[:MAX_GAPS]:
-            got = covering_op(trace, rb.rank, int(x), int(y), thread=launch_thread(trace, gpu, int(z)))
+            got = covering_op(trace, rb.rank, int(x), int(y), thread=thread_at(int(z)))
             if got is None:
                 continue
             name = op_label(trace, got[0])

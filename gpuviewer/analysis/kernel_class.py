@@ -101,17 +101,19 @@ def tensor_cores(name: str) -> bool | None:
     return None
 
 
-# XLA's fused kernels (JAX): a loop fusion is elementwise ops fused into one loop, an input fusion
-# is rooted in a reduction (jax_train_stall's loop_subtract_fusion_3, loop_add_fusion: 31% of its
-# compute said as "other"; an audit)
-_XLA = re.compile(r"^(loop|input)_[a-z0-9_]*fusion(?:_\d+)?$", re.IGNORECASE)
+# XLA's fused kernels (JAX): a loop fusion is elementwise ops fused into one loop; an input fusion
+# is named for its root op, a reduction (input_reduce_fusion) or else a scatter, transpose... moving
+# data (jax_train_stall's loop_subtract_fusion_3, loop_add_fusion: 31% of its compute said as
+# "other"; an audit). A copy's number follows as _N or .N.
+_XLA = re.compile(r"^(loop|input)_([a-z0-9_]*)fusion(?:[._]\d+)?$", re.IGNORECASE)
 
 
 def kind(name: str) -> str:
     m = _TRITON.match(name)
     x = _XLA.match(name) if m is None else None
     if x is not None:
-        return "fused elementwise" if x.group(1).lower() == "loop" else "fused reduction"
+        reduce = x.group(1).lower() == "input" and "reduce" in x.group(2).lower()
+        return "fused reduction" if reduce else "fused elementwise"
     if m is None:
         return next((k for k, rx in _KINDS if rx.search(name)), "other")
     k = _TRITON_KIND[m.group(1).lower()]

@@ -20,6 +20,7 @@ so a graph-replayed run of many short kernels is not launch-bound."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -136,22 +137,34 @@ def step_launch(trace: Trace, rb: RankBreakdown, spans: bool = False) -> dict:
     return out
 
 
-def launch_thread(trace: Trace, ops: np.ndarray, at: int) -> tuple[int, int] | None:
-    """(pid, tid) of the thread whose call launched the op of `ops` (a rank's GPU ops) starting at
-    `at` (the latest to return, where several start there): the thread a GPU's wait for that op
-    waited on. fsdp's backward waits end at launches of the autograd thread while the main thread
-    sits in run_backward; naming run_backward for them said the wrong thread's op. None where no
-    launch of an op starting there is on record."""
+def launch_threads(trace: Trace, ops: np.ndarray) -> Callable[[int], tuple[int, int] | None]:
+    """A lookup, built once for a rank's GPU ops: the (pid, tid) of the thread whose call launched
+    the op other than NCCL's starting at a given time (the latest to return, where several start
+    there), the thread a GPU's wait for that op waited on; None where no such op or launch is on
+    record. fsdp's backward waits end at launches of the autograd thread while the main thread
+    sits in run_backward; naming run_backward for them said the wrong thread's op."""
     c = trace.columns
-    st = np.asarray(c["start"][ops]).astype(np.int64)
-    at_ = ops[st == at]
-    calls = launch_calls(trace, at_)
-    calls = calls[calls >= 0]
-    if not len(calls):
-        return None
-    ends = np.asarray(c["start"][calls]).astype(np.int64) + np.asarray(c["dur"][calls]).astype(np.int64)
-    ln = trace.lanes[int(c["lane"][int(calls[int(np.argmax(ends))])])]
-    return ln.pid, ln.stream
+    work = ops[np.asarray(c["cat"][ops]) != Cat.COMM_KERNEL]  # (the waits are for work other than NCCL's)
+    st = np.asarray(c["start"][work]).astype(np.int64)
+    o = np.argsort(st, kind="stable")
+    st = st[o]
+    calls = launch_calls(trace, work[o])
+    cs = np.maximum(calls, 0)
+    ends = np.where(
+        calls >= 0, np.asarray(c["start"][cs]).astype(np.int64) + np.asarray(c["dur"][cs]).astype(np.int64), -1
+    )
+
+    def at(t: int) -> tuple[int, int] | None:
+        lo, hi = int(np.searchsorted(st, t, side="left")), int(np.searchsorted(st, t, side="right"))
+        if hi == lo:
+            return None
+        k = lo + int(np.argmax(ends[lo:hi]))
+        if ends[k] < 0:
+            return None
+        ln = trace.lanes[int(c["lane"][int(calls[k])])]
+        return ln.pid, ln.stream
+
+    return at
 
 
 def _longer(ms: float, short: float, nccl_share: float) -> str:

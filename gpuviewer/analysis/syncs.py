@@ -21,7 +21,8 @@ from ..model.categories import LaneKind
 from ..model.trace import Trace
 from .breakdown import RankBreakdown, launch_calls
 from .efficiency import _innermost
-from .host import EXPLICIT_SYNC, framework_waits, name_ids, reads_copy
+from .host import EXPLICIT_SYNC, name_ids, reads_copy
+from .host_split import framework_waits
 from .rule_base import finding
 
 # the GPU's idle after the syncs, capped at their waits, from a fiftieth of its time: the share

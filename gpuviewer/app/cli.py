@@ -166,7 +166,7 @@ def show_analysis(a, args) -> int:
             "of the capture, medium >= 2%, none high (one capture without steps does not show a steady state); "
             f"{then}'-': no what-if, "
             "severity from the evidence; the medium of these listed after the medium savings, the low ones after "
-            "the low savings but those under 1%, the notes last)"
+            "the low savings (savings under 1% of their steps after these), the notes last)"
         )
     elif a.findings:
         # under the list (scripts read its first row): what its columns and order mean
@@ -174,8 +174,8 @@ def show_analysis(a, args) -> int:
             "(listed by saves/step, what fixing it saves a step it acts in, in a what-if replay; severity: that as a "
             "share of the median step, high >= 10%, medium >= 2% (the what-if line's % is of the steps it acts in, "
             f"not the median step); {then}'-': no what-if, severity from the evidence; the medium and high of these "
-            "listed after the medium and high savings, the low ones after the low savings but those under 1%, the "
-            "notes last)"
+            "listed after the medium and high savings, the low ones after the low savings (savings under 1% of their "
+            "steps after these), the notes last)"
         )
     if not a.findings:
         # a session without GPU work has nothing to judge: not a clean bill of health (lighttransport's

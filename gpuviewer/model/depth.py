@@ -93,10 +93,26 @@ def _open_stack_depth(
         # of the stack over a deeper one). Nested slices stop at the top one.
         r = 0
         k = len(stack) - 1
+        dead = False
         while k >= 0 and top[k] >= r:
-            if stack[k] >= e and stack[k] > s and rows[k] >= r:  # (open: one ended at s is not)
+            if stack[k] <= s:
+                dead = True  # ended under one still open: dropped below, once
+            elif stack[k] >= e and rows[k] >= r:
                 r = rows[k] + 1
             k -= 1
+        if dead:
+            # starts only grow: a slice that has ended never encloses a later one. Dropping them
+            # keeps a chain of slices each overlapping the next from walking the whole chain a
+            # slice (32k such slices: 15 s, not 0.02; helper-114)
+            keep = [j for j, en in enumerate(stack) if en > s]
+            stack[:] = [stack[j] for j in keep]
+            rows[:] = [rows[j] for j in keep]
+            owner[:] = [owner[j] for j in keep]
+            hi = -1
+            for j, rw in enumerate(rows):
+                hi = rw if rw > hi else hi
+                top[j] = hi
+            del top[len(rows) :]
         while r < len(row_end) and row_end[r] > s:
             r += 1
         if r == len(row_end):

@@ -211,7 +211,7 @@ def utilization_line(r: dict) -> str:
             lw = max(r.get("host_loop_wait") or 0.0, tw)
             out += (
                 f" (the loop's thread waits on another of its threads, in a condition variable, lock or join, "
-                f"{lw:.0%} of the host time, {tw:.0%} with no op of any of its threads on record: within 'no op "
-                "recorded')"
+                f"{lw:.0%} of the host time, {tw:.0%} with nothing else of its launching threads on record: within "
+                "'no op recorded')"
             )
     return out

@@ -574,6 +574,8 @@ def test_xla_fusions_are_fused_elementwise_or_reductions():
     assert loops
     assert {kernel_class.kind(n) for n in loops} == {"fused elementwise"}
     assert kernel_class.kind("input_reduce_fusion_2") == "fused reduction"
+    assert kernel_class.kind("input_scatter_fusion") == "fused elementwise"  # named for its root op
+    assert kernel_class.kind("loop_add_fusion.3") == "fused elementwise"
     assert kernel_class.kind("loop_fusionist_kernel") != "fused elementwise"  # (a name, not XLA's form)
     assert all(kernel_class.kind(n) != "other" for n in names if not n.startswith("Memset"))
     p = run_cli("analyze", JAX)
