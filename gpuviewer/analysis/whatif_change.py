@@ -99,7 +99,7 @@ class Change:
         if self.kind == "no_syncs":
             who = "the host" if self.rank is None else f"rank {self.rank}'s host"
             return (
-                f"{who} does not wait in synchronize calls (stream, event, device syncs, JAX's block_until_ready; not one reading a "
+                f"{who} does not wait in synchronize calls (stream, event, device syncs, a framework's wait for the device; not one reading a "
                 "copy's result)"
             )
         past = f" past their first {_us(self.fixed_ns)} µs each" if self.fixed_ns else ""
