@@ -137,8 +137,8 @@ def _how_heavier(mix: dict, rows: list) -> str:
         )
     named = ", ".join(f"{short_name(k)} +{x / 1e6:.1f} ms" for k, x in top)
     return (
-        f": the same kernels run longer on it ({kh:,} kernels a step vs {kl:,}), most in "
-        f"{named} a step (more work in each kernel, or a slower GPU)"
+        f": kernels both ranks run take longer on it (it runs {kh:,} kernels a step, the lightest rank {kl:,}), "
+        f"most in {named} a step (more work in each kernel, or a slower GPU)"
         if top
         else ""
     )

@@ -149,7 +149,8 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         who = f": the host was in {what[0]['name']} for {what[0]['ms']:,.1f} ms of the {gap / 1e6:,.1f} ms"
     elif unseen >= 0.5 * gap:
         who = (
-            f": {'' if whole else f'in step {s.step} '}its host ran no recorded op for {unseen / 1e6:,.1f} ms of the "
+            f": {'' if whole else _which_unseen(trace, rb.rank, per_step, s.step)}its host ran no recorded op for "
+            f"{unseen / 1e6:,.1f} ms of the "
             f"{gap / 1e6:.1f} ms (time the profiler did not see: a sleep, I/O or untraced code)"
         )
     elif what:
@@ -250,6 +251,20 @@ def _which_steps(trace: Trace, rank: int, per_step: list, outer: str, shown) -> 
     same = sum(
         1 for p in per_step if (c := covering_op(trace, rank, p[2], p[3])) is not None and trace.name_of(c[0]) == outer
     )
+    n = len(per_step)
+    if same <= 1 or n <= 1:
+        return f"in step {shown} "
+    return (
+        f"in every step ({same} of {n}; step {shown} shown) "
+        if same == n
+        else f"in {same} of {n} steps (step {shown} shown) "
+    )
+
+
+def _which_unseen(trace: Trace, rank: int, per_step: list, shown) -> str:
+    """As _which_steps, for a gap most of which no op was recorded in: stall_on's host sleeps
+    unrecorded before every one of its 6 steps, and 'in step 2' read as a one-off (an audit)."""
+    same = sum(1 for p in per_step if p[3] > p[2] and 2 * recorded_ns(trace, rank, p[2], p[3]) <= p[3] - p[2])
     n = len(per_step)
     if same <= 1 or n <= 1:
         return f"in step {shown} "

@@ -106,6 +106,26 @@ def _held_by_nccl(fs: list[dict], worst: dict) -> str:
     )
 
 
+def _other_causes(fs: list[dict], worst: dict) -> str:
+    """Of a slow step over several ranks: each other rank whose step was slow for another cause,
+    said (nsys_ddp's 'Ranks 0 and 1: step 6 took 70 ms: clock_nanosleep 50.3 ms' is rank 1's; rank
+    0's step 6 ran as long from its host's start to its GPU work's end, its all-reduce waiting for
+    rank 1, while its host step took 17 ms; an audit)."""
+    if worst["rule"] != "step_outlier":
+        return ""
+    lead = ((worst["metrics"].get("causes") or [{}])[0]).get("name")
+    out = []
+    for f in sorted(fs, key=lambda f: f["ranks"][0]):
+        c = (f["metrics"].get("causes") or [{}])[0]
+        if f is worst or not c.get("name") or c.get("name") == lead:
+            continue
+        what = f"{c['name']} {c.get('excess_ms', 0.0):,.1f} ms over its mean in the other steps"
+        if c.get("category") == "communication":
+            what += " (a collective: its wait for the other ranks in it)"
+        out.append(f"; on rank {f['ranks'][0]}, {f['metrics'].get('duration_text', '')}: {what}")
+    return "".join(out)
+
+
 def _other_kind(fs: list[dict], worst: dict) -> str:
     """Of a launch-bound finding over several ranks: the ranks of the family's other kind, named
     (pp's rank 0 is host-bound between launches, gaps of 0.1-1 ms, its rank 1 launch-bound, and
@@ -149,6 +169,7 @@ def merge_ranks(found: list[dict]) -> list[dict]:
             f"Ranks {who}: {body} (rank {worst['ranks'][0]}, the worst)"
             + _held_by_nccl(fs, worst)
             + _other_kind(fs, worst)
+            + _other_causes(fs, worst)
         )
         m["ranks"] = [worst["ranks"][0]] + [r for r in ranks if r != worst["ranks"][0]]
         m["metrics"] = dict(worst["metrics"], per_rank={str(f["ranks"][0]): f["metrics"] for f in fs})
