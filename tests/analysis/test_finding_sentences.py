@@ -567,3 +567,43 @@ def test_exposed_communications_evidence_says_it_is_every_kernel_of_the_step():
     ]
     assert len(kernels) > 1
     assert abs(row["ms"] - sum(e["dur"] for e in kernels) / 1e3) <= 0.01
+
+
+def test_a_slow_step_over_two_ranks_says_each_ranks_own_cause():
+    """nsys_ddp: rank 1 sleeps 50 ms in step 6; 'Ranks 0 and 1: step 6 took 70 ms: clock_nanosleep
+    50.3 ms' named rank 1's cause for both, while rank 0's step ran long in its all-reduce waiting
+    for rank 1 (helper-115). Rank 0's clause names an NCCL kernel; from the raw export, rank 0's
+    NCCL kernel over rank 1's sleep waits through most of it, and the excess said is at most that
+    kernel's time."""
+    import sqlite3
+
+    path = trace_path("nsys", "nsys_ddp.sqlite")
+    out = json.loads(run_cli_once("analyze", path, "--json").stdout)
+    f = next(f for f in flat_findings(out["findings"]) if f["rule"] == "step_outlier" and f["step"] == 6)
+    assert "clock_nanosleep" in f["title"] and f["ranks"][0] == 1
+    m = re.search(
+        r"; on rank 0, step 6 took [\d,]+ ms[^:]*: (\S+) ([\d,.]+) ms over its mean in the other steps", f["title"]
+    )
+    assert m and m[1].startswith("ncclDevKernel_"), f["title"]
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        dev = dict(
+            db.execute("SELECT globalPid >> 24 & 16777215, MIN(deviceId) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1")
+        )
+        rank0, rank1 = sorted(dev, key=lambda p: (dev[p], p))
+        sleep = db.execute(
+            "SELECT o.start, o.end FROM OSRT_API o JOIN StringIds n ON n.id = o.nameId "
+            "WHERE n.value LIKE 'clock_nanosleep%' AND (o.globalTid >> 24 & 16777215) = ? "
+            "ORDER BY o.end - o.start DESC LIMIT 1",
+            (rank1,),
+        ).fetchone()
+        nccl = db.execute(
+            "SELECT k.start, k.end FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds n ON n.id = k.shortName "
+            "WHERE n.value LIKE 'ncclDevKernel%' AND (k.globalPid >> 24 & 16777215) = ? AND k.start < ? AND k.end > ? "
+            "ORDER BY k.end - k.start DESC LIMIT 1",
+            (rank0, sleep[1], sleep[0]),
+        ).fetchone()
+    finally:
+        db.close()
+    assert nccl[1] - nccl[0] >= 0.8 * (sleep[1] - sleep[0])  # rank 0's collective waits through rank 1's sleep
+    assert 0.5 * (sleep[1] - sleep[0]) / 1e6 <= float(m[2].replace(",", "")) <= (nccl[1] - nccl[0]) / 1e6
