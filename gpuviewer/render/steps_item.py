@@ -126,7 +126,9 @@ class StepsItem(Layer):
                 Xe = min((b - origin) * sx + ox, f.right)
                 if Xe - X <= 12:
                     continue  # no room for any name
-                # the longest form that fits: 'GPU step 5', 'GPU 5', '5' (1366 px lost 'GPU step 3')
+                # the longest form that fits: 'GPU step 5', 'step 5', '5' (1366 px lost 'GPU step 3'; 'GPU
+                # 5' read as a device beside GPU 0's lanes, an audit): on a GPU row a bare 'step' is
+                # the GPU's, the host's rows say 'host 5' 
                 for word in words:
                     label = f"{word} {step}" if word else str(step)
                     w = fm.horizontalAdvance(label)
@@ -157,7 +159,7 @@ class StepsItem(Layer):
         for rank, hdr in headers.items():
             if rank in collapsed and rank in gpu_known:
                 # a summary row carries its GPU work: its GPU steps, haloed over the bars
-                name(hdr, gpu_known[rank], ("GPU step", "GPU"), boxed=True)
+                name(hdr, gpu_known[rank], ("GPU step", "step", ""), boxed=True)
             elif rank in collapsed:
                 name(hdr, [(st.start, st.end, st.step) for st in steps.get(rank, [])], ("step", ""), boxed=True)
             else:
@@ -166,8 +168,8 @@ class StepsItem(Layer):
                 words = ("host step", "host") if rank in gpu_known else ("step", "")
                 name(hdr, [(st.start, st.end, st.step) for st in steps.get(rank, [])], words)
         for rank, grp in gpu_rows.items():
-            name(grp, gpu_known.get(rank, []), ("GPU step", "GPU"))
+            name(grp, gpu_known.get(rank, []), ("GPU step", "step", ""))
         for rank, ln in gpu_lanes.items():
             if rank not in gpu_rows and rank not in collapsed:
-                name(ln, gpu_known.get(rank, []), ("GPU step", "GPU"), boxed=True)
+                name(ln, gpu_known.get(rank, []), ("GPU step", "step", ""), boxed=True)
         p.setPen(Qt.NoPen)

@@ -55,6 +55,21 @@ class RevealMixin:
             target = a - HEADER_H - 1.0  # a row of context under the sticky header
         self.scroll.setValue(int(max(0.0, target) * 10))
 
+    def scroll_down_to_event(self, i: int) -> None:
+        """From the current scroll (a rank's header at the top), scroll down only as far as brings
+        the event's row to the viewport's bottom: the rows above it stay in view as far as they fit
+        (a host-paced finding's GPU lanes with the idle stretch highlighted, and the host op it
+        names, selected 30 rows below them at 1366x768; an audit of the window)."""
+        rows = self.event_rows(i)
+        if rows is None:
+            return
+        a, b = rows
+        y0 = self.scroll.value() / 10.0
+        page = self._rows_visible()
+        if b <= y0 + page:
+            return  # in view already
+        self.scroll.setValue(int(max(0.0, b - page + 0.5) * 10))
+
     def scroll_to_rank(self, rank: int) -> None:
         """Scroll so that a rank's header is the top row."""
         lm = self.layout_model

@@ -72,6 +72,7 @@ class AnalysisMixin:
                 # the finding is about the GPU's time: its lanes, with the idle stretch highlighted,
                 # come first (a deep Python stack put the selected host event 30 rows below them)
                 self.timeline.scroll_to_rank(lane.rank)
+                self.timeline.scroll_down_to_event(i)  # the op it names too, as far as both fit
             else:
                 self.timeline.scroll_to_event(i)  # the event itself inside the viewport
 

@@ -321,3 +321,46 @@ def test_a_tall_screen_opens_the_host_lanes_that_fit(qapp, tmp_path):
         assert lm.height > tl._rows_visible(), nxt.group
     finally:
         w.close()
+
+
+def test_a_shortened_gpu_step_name_never_reads_as_a_device(qapp, tmp_path):
+    """JAX's 8 short steps over the whole capture: the GPU step names shortened to 'GPU 1', 'GPU 2'
+    beside GPU 0's lanes, read as other devices (helper-116). Shortened, a GPU row says 'step N' or
+    'N'; only a host row says 'host N'. The steps are the trace's own (its `train` ranges)."""
+    import re
+
+    path = trace_path("jax", "jax_train_stall.trace.json.gz")
+    w = opened_window(qapp, tmp_path, [path])
+    try:
+        w.timeline.fit_all()
+        qapp.processEvents()
+        w.timeline.grab()
+        drawn = [(kind, text) for _rank, kind, text, _x in w.timeline.item.steps.drawn]
+        assert drawn
+        gpu = [t for k, t in drawn if k != "header"]
+        assert gpu and not any(re.fullmatch(r"GPU \d+", t) for t in gpu), gpu
+        assert all(re.fullmatch(r"(GPU step |step )?\d+", t) for t in gpu), gpu
+        assert any(re.fullmatch(r"step \d+|\d+", t) for t in gpu), gpu  # the capture's steps are narrow
+    finally:
+        w.close()
+
+
+def test_a_host_paced_findings_selected_op_is_in_view(qapp, tmp_path):
+    """fsdp at 1366x768: the top finding selects the host op its waits ran through (_unshard, on
+    the autograd thread, 30 rows under the GPU lanes) and the view stayed on the rank's GPU lanes,
+    the op below the viewport (helper-116). The view now scrolls down as far as brings the op in:
+    its row lies inside the viewport, under the pinned header."""
+    w = opened_window(qapp, tmp_path, [trace_path("kineto", "fsdp")])
+    try:
+        f = w.findings.findings[0]
+        assert f.metrics.get("host_paced")
+        w.show_finding(f)
+        qapp.processEvents()
+        tl = w.timeline
+        i = tl.selected
+        assert i is not None and w.trace.name_of(i).endswith("_unshard")
+        a, b = tl.event_rows(i)
+        y0 = tl.scroll.value() / 10.0
+        assert y0 < a and b <= y0 + tl._rows_visible() + 1e-6, (a, b, y0, tl._rows_visible())
+    finally:
+        w.close()
