@@ -128,7 +128,7 @@ class StepsItem(Layer):
                     continue  # no room for any name
                 # the longest form that fits: 'GPU step 5', 'step 5', '5' (1366 px lost 'GPU step 3'; 'GPU
                 # 5' read as a device beside GPU 0's lanes, an audit): on a GPU row a bare 'step' is
-                # the GPU's, the host's rows say 'host 5' 
+                # the GPU's, the host's rows say 'host 5'
                 for word in words:
                     label = f"{word} {step}" if word else str(step)
                     w = fm.horizontalAdvance(label)
