@@ -70,6 +70,7 @@ class PathView:
     bound_by: str | None = None
     windows: dict[int, tuple[int, int]] = field(default_factory=dict)  # step -> its ranks' first start, last end
     event: np.ndarray | None = None  # per segment, the event of the op it names (-1: none)
+    whole: bool = False  # the session marks no steps: its one 'step' is the whole capture
 
     def __len__(self) -> int:
         return len(self.start)
@@ -190,6 +191,7 @@ def path_view(trace: Trace, analysis) -> PathView | None:
         sps,
         getattr(analysis, "bound_by", None),
     )
+    view.whole = not trace.steps
     for st in trace.steps:
         lo, hi = view.windows.get(st.step, (st.start, st.end))
         view.windows[st.step] = (min(lo, st.start), max(hi, st.end))

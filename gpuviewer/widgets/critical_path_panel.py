@@ -139,8 +139,11 @@ class CriticalPathPanel(QWidget):
             if whole > 1
             else " (the step most in view)"
         )
+        # a capture without steps is one 'step' of the analysis: said as the capture (alexnet's
+        # 'Step 0' beside a status line saying it has none; an audit of the window)
+        title = "The capture (no steps)" if v.whole else f"Step {step}"
         self.head.setText(
-            f"<b>Step {step}</b>{warm}{which if many else ''} · {sp.duration_ns / 1e6:,.2f} ms · "
+            f"<b>{title}</b>{warm}{which if many else ''} · {sp.duration_ns / 1e6:,.2f} ms · "
             f"bound by <b>{esc(sp.bound_by)}</b>"
             + (f" · the job: {esc(v.bound_by)}" if v.bound_by and many else "")
             # a session of one step (a whole capture): the job's verdict is the step's, not said twice
@@ -171,6 +174,11 @@ class CriticalPathPanel(QWidget):
                 it.setTextAlignment(c, Qt.AlignRight | Qt.AlignVCenter)
             items.append(it)
         self.tree.addTopLevelItems(items)
+        # the numbers whole: the duration column as wide as its widest value (alexnet's 29,935.198 ms
+        # was elided to '29,93…98 ms' in a column sized for '0.012 ms'; an audit of the window)
+        fm = self.tree.fontMetrics()
+        widest = max((fm.horizontalAdvance(it.text(4)) for it in items), default=0)
+        self.tree.setColumnWidth(4, max(90, widest + 16))
 
     def follow(self, t0: int, t1: int) -> None:
         """The step the view shows (PathView.step_in)."""

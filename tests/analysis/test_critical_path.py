@@ -294,7 +294,7 @@ def test_a_capture_without_steps_is_judged_from_the_gpus_first_op_to_its_last():
     p = run_cli_once("analyze", path, "--json")
     assert p.returncode == 0, p.stderr[-2000:]
     out = json.loads(p.stdout)
-    said = "GPU compute, from the GPU's first op to its last (the capture's start-up and teardown left out)"
+    said = "GPU compute, judged from the GPU's first op to its last (the capture's start-up and teardown, in its path, left out)"
     assert out["bound_by"] == said, out["bound_by"]
     assert all("loop" not in s["bound_by"] for s in out["steps"])
     # the path itself keeps the start-up: its first segment is the host's

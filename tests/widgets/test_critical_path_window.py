@@ -344,3 +344,33 @@ def test_the_steps_in_view_count_follows_the_view(opened, qapp):
         assert f"the {len(inside)} steps in view" in panel.head.text(), (k, panel.head.text())
         warm = any(v.steps[n].warmup for n in inside)
         assert ("warm-up aside" in panel.head.text()) == (warm and not v.steps[panel.step].warmup)
+
+
+def test_a_capture_without_steps_is_listed_as_the_capture_its_durations_whole(qtbot, tmp_path, qapp):
+    """HTA's alexnet marks no steps: the tab said 'Step 0' and cut its 29,935 ms start-up row to
+    '29,93…98 ms' in a column sized for '0.012 ms' (helper-116). It says 'The capture (no steps)'
+    and every duration is drawn whole (the column at least as wide as its widest value). The raw
+    file has no ProfilerStep range."""
+    import gzip
+    import json
+    import os
+
+    from conftest import compat_path
+
+    folder = compat_path("facebookresearch__HolisticTraceAnalysis", "critical_path", "alexnet")
+    (name,) = os.listdir(folder)
+    with gzip.open(os.path.join(folder, name), "rt") as fh:
+        assert not any(str(e.get("name", "")).startswith("ProfilerStep#") for e in json.load(fh)["traceEvents"])
+    w = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 768))
+    assert w.open_paths([folder], block=True)
+    qapp.processEvents()
+    w.critical.action.setChecked(True)
+    w.critical.wait()
+    qapp.processEvents()
+    panel = w.critical.panel
+    assert "The capture (no steps)" in panel.head.text() and "Step 0" not in panel.head.text()
+    tree = panel.tree
+    fm = tree.fontMetrics()
+    texts = [tree.topLevelItem(k).text(4) for k in range(tree.topLevelItemCount())]
+    assert any(float(t.split()[0].replace(",", "")) > 10_000 for t in texts)  # the start-up's row
+    assert tree.columnWidth(4) >= max(fm.horizontalAdvance(t) for t in texts) + 8
