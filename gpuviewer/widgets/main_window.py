@@ -93,6 +93,17 @@ def fill_start(win, session) -> bool:
     for k in kinds:  # ...then each kind on every rank in turn: no rank takes all the room
         for rank in ranks:
             changed = opened(f"r{rank}/{k}") or changed
+    # ...then the deeper rows of the lanes that show some, top down, where they fit (JAX's one host
+    # thread kept 7 of its rows folded under two-thirds of an empty screen; an audit of the window)
+    for r in [r for r in lm.rows if r.kind == "lane" and r.hidden_rows > 0]:
+        key = session.trace.lanes[r.lane].key
+        lm.state.expanded.add(key)
+        lm.rebuild()
+        if lm.height > room:
+            lm.state.expanded.discard(key)
+            lm.rebuild()
+        else:
+            changed = True
     if changed:
         tl._relayout()
         tl._lanes_edited()

@@ -364,3 +364,29 @@ def test_a_host_paced_findings_selected_op_is_in_view(qapp, tmp_path):
         assert y0 < a and b <= y0 + tl._rows_visible() + 1e-6, (a, b, y0, tl._rows_visible())
     finally:
         w.close()
+
+
+def test_a_host_threads_deeper_rows_open_where_they_fit(qapp, tmp_path):
+    """JAX's one host thread kept its deeper rows folded ('+7 deeper rows') under an empty two
+    thirds of a 1366x768 screen (helper-116): they open where every row still fits (the lane is the
+    raw trace's thread)."""
+    import gzip
+
+    path = trace_path("jax", "jax_train_stall.trace.json.gz")
+    with gzip.open(path, "rt") as fh:
+        doc = json.load(fh)
+    ev = doc["traceEvents"] if isinstance(doc, dict) else doc
+    w = opened_window(qapp, tmp_path, [path])
+    try:
+        for _ in range(3):
+            qapp.processEvents()
+        lm, tl = w.timeline.layout_model, w.timeline
+        lanes = [r for r in lm.rows if r.kind == "lane" and w.trace.lanes[r.lane].kind == "cpu"]
+        deep = max(lanes, key=lambda r: r.depths)
+        assert deep.hidden_rows == 0 and deep.depths > 6  # (COLLAPSED_ROWS shown before)
+        tid = w.trace.lanes[deep.lane].stream
+        mine = [e for e in ev if e.get("ph") == "X" and e.get("tid") == tid]
+        assert mine  # the lane is the raw thread's
+        assert lm.height <= tl._rows_visible()
+    finally:
+        w.close()
