@@ -89,3 +89,18 @@ def test_a_finding_without_a_what_if_says_its_time_is_counted_over_its_ranks(qtb
     assert f"summed over its 2 ranks and the profiled steps: {f.impact_ms:.1f} ms (not what fixing it saves)" in text
     one = _details(qtbot, dataclasses.replace(f, ranks=[0]))
     assert f"over the profiled steps: {f.impact_ms:.1f} ms" in one and "summed" not in one
+
+
+def test_the_titles_sentences_are_not_repeated_as_metrics(qtbot):
+    """jax_train_stall's slow step: the table listed 'duration text: step 4 took 31 ms, 29.8x the
+    median' under a title saying 29.7x (the job's ratio; helper-116): sentences kept for the
+    title's rewording are not figures, and the table lists none; its ratio is the title's."""
+    from conftest import trace_path
+
+    s = gpuviewer.open(trace_path("jax", "jax_train_stall.trace.json.gz"))
+    f = next(f for f in s.analysis.findings if f.rule == "step_outlier")
+    assert any(k.endswith("_text") for k in f.metrics)
+    text = _details(qtbot, f)
+    assert "duration text" not in text
+    ratios = set(re.findall(r"([\d.]+)x the median", text))
+    assert len(ratios) == 1, ratios
