@@ -45,7 +45,8 @@ from .cache_paths import identity, respell
 # 28: each level-of-detail run's busy time (lod_busy): merged runs drawn by how much of them is busy
 # 29: a Python frame that never ended, begun in a slice that did, closed where that slice ends (model.depth)
 # 30: rows of slices that ended under one still open used again (model.depth: ProfilerStep chains)
-STORE_VERSION = 30
+# 31: a Kineto GPU lane of stream -1 (CUPTI's context synchronizations) is labelled 'context sync'
+STORE_VERSION = 31
 # Entries up to this size are checked whole when opened: 256 MB hash in ~12 ms from the page
 # cache, under 5% of a warm open (BENCHMARKS.md). Bigger ones check each column when first read.
 EAGER_CHECK_BYTES = 256 << 20

@@ -369,7 +369,9 @@ class _FileReader(PieceReader):
             pid, tid = local["pidtid"]
             tname = thread.get((pid, tid))
             if lane.kind in _GPU_KINDS or lane.kind == LaneKind.COMM:
-                base = f"stream {lane.stream}"
+                # stream -1: CUPTI's context-wide synchronizations ('Context Sync'), as nsys names
+                # them (alexnet's 'GPU 0 · stream -1'; an audit of the window)
+                base = "context sync" if lane.stream == -1 else f"stream {lane.stream}"
                 lane.label = f"{base} annotations" if lane.kind == LaneKind.GPU_ANNOTATION else base
                 if i in self.range_lanes and i not in self.annotated_lanes:
                     lane.label = "kernels under CUPTI's range profiler"

@@ -169,3 +169,31 @@ def test_every_compat_and_kineto_trace_opens():
     for p in paths:
         t = load([p])
         assert t.n_events > 0, p
+
+
+def test_cuptis_context_synchronizations_lane_is_named_so():
+    """HTA's alexnet records CUPTI's 'Context Sync' events on stream -1 of its GPU: the lane read
+    'GPU 0 · stream -1' (helper-116); it is 'context sync', as Nsight Systems names the same. The
+    events on it are the raw file's stream -1 ones."""
+    import gzip
+    import json
+    import os
+
+    from conftest import compat_path
+
+    from gpuviewer.session import Session
+
+    folder = compat_path("facebookresearch__HolisticTraceAnalysis", "critical_path", "alexnet")
+    (name,) = os.listdir(folder)
+    with gzip.open(os.path.join(folder, name), "rt") as fh:
+        raw = [
+            e
+            for e in json.load(fh)["traceEvents"]
+            if e.get("ph") == "X" and e.get("cat") == "cuda_sync" and e.get("tid") == -1
+        ]
+    assert raw and {e["name"] for e in raw} == {"Context Sync"}
+    s = Session.open([folder], use_cache=False)
+    lanes = [i for i, ln in enumerate(s.trace.lanes) if ln.stream == -1 and ln.kind == "gpu"]
+    assert [s.trace.lanes[i].label for i in lanes] == ["context sync"]
+    sl = s.trace.lane_slice(lanes[0])
+    assert sl.stop - sl.start == len(raw)
