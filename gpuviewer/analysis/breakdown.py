@@ -80,6 +80,9 @@ class StepBreakdown:
     # all the loop's thread spent blocked on another of its threads, while they worked too (nsys_ddp_big:
     # 50-57% of each step, 8% with nothing else on record; an audit)
     host_loop_wait_ns: int = 0
+    # of host_framework_ns: inside Python frames alone (the Python tracer's: no op, range or call
+    # under them on record)
+    host_python_ns: int = 0
     # of host_framework_ns: inside annotated ranges alone (record_function, '## backward ##'), no
     # op under them on record: Python ran there, the profiler did not say what
     host_annotation_ns: int = 0
@@ -224,6 +227,13 @@ class RankBreakdown:
         steps = self.measured
         w = sum(s.host_end_ns - s.host_start_ns for s in steps)
         return sum(s.host_loop_wait_ns for s in steps) / w if w > 0 else 0.0
+
+    def host_python_share(self) -> float:
+        """Of the measured steps' host time: framework time inside Python frames alone (a part of
+        host_shares' framework)."""
+        steps = self.measured
+        w = sum(s.host_end_ns - s.host_start_ns for s in steps)
+        return sum(s.host_python_ns for s in steps) / w if w > 0 else 0.0
 
     def host_annotation_share(self) -> float:
         """Of the measured steps' host time: framework time inside annotated ranges alone (a part
@@ -416,6 +426,7 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
                 sb.host_annotation_ns,
                 sb.host_coll_ns,
                 sb.host_loop_wait_ns,
+                sb.host_python_ns,
             ) = hs
         rb.host_ops_recorded = bool(info.get("ops", 1))
     if steps:

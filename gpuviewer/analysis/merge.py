@@ -54,6 +54,8 @@ def rank_json(rb: RankBreakdown, ks: dict) -> dict:
         "host_loop_wait": round(rb.host_loop_wait_share(), 4),
         # a part of host_breakdown's framework: annotated ranges with no op under them on record
         "host_annotation_only": round(rb.host_annotation_share(), 4),
+        # a part of host_breakdown's framework: Python frames alone, no op or call under them
+        "host_python_only": round(rb.host_python_share(), 4),
         # a part of utilization_breakdown's nccl_transfer, only where the rank has such kernels:
         # NCCL kernels matched with no other rank's (their wait not told apart)
         **({"nccl_unmatched": round(u, 4)} if (u := rb.nccl_unmatched_share()) > 0 else {}),

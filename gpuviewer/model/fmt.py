@@ -163,7 +163,17 @@ def utilization_line(r: dict) -> str:
         # framework time under annotations alone (record_function ranges, no op under them on
         # record: HTA's trace_filter, 98% framework of which about half is '## backward ##' alone)
         note = r.get("host_annotation_only") or 0.0
-        within = {"framework": f" (including {note:.0%} in annotated ranges with no op recorded under them)"}
+        pyo = r.get("host_python_only") or 0.0
+        # and in Python frames alone: the Python tracer's events, no op or call under them (ddp_clean
+        # rank 1's 'framework ops 84%', a quarter of it Python only; an audit)
+        incl = [
+            f"{note:.0%} in annotated ranges with no op recorded under them" if f"{note:.0%}" != "0%" else "",
+            f"{pyo:.0%} in Python code with no op or call under it: the Python tracer's frames alone"
+            if f"{pyo:.0%}" != "0%"
+            else "",
+        ]
+        inc = "; ".join(x for x in incl if x)
+        within = {"framework": f" (including {inc})" if inc else ""}
         kept = r.get("host_events_kept")
         # a sampled or filtered trace: the shares are of the host events left in it (HTA's
         # trace_filter: 1% of them, where "framework ops 98%" read as the host's own time)
@@ -180,7 +190,7 @@ def utilization_line(r: dict) -> str:
             # records no op ranges at all and 'no op recorded 80%' holds that work; an audit's)
             "framework ops: none on record (no op ranges in this capture)"
             if k == "framework" and r.get("host_ops_recorded") is False
-            else f"{label} {host[k]:.0%}" + (within.get(k, "") if f"{note:.0%}" != "0%" else "")
+            else f"{label} {host[k]:.0%}" + within.get(k, "")
             for k, label in (
                 ("framework", "framework ops"),
                 ("launch", "launch calls"),
