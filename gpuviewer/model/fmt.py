@@ -213,15 +213,19 @@ def utilization_line(r: dict) -> str:
             if k in host and (k not in ("queue", "wait", "coll") or f"{host[k]:.0%}" != "0%")
         )
         tw = r.get("host_thread_wait") or 0.0
-        if "idle" in host and f"{tw:.0%}" != "0%":
+        if "idle" in host and (f"{tw:.0%}" != "0%" or f"{r.get('host_loop_wait') or 0.0:.0%}" != "0%"):
             # an OS trace shows the loop's thread waiting on another of its threads (nsys_single's
             # main thread in pthread_cond_wait while the autograd thread runs the backward); all
             # of its wait said beside the part in 'no op recorded' (nsys_ddp_big's '8%' read as the
             # loop's whole wait, 50-57% of each step; an audit)
             lw = max(r.get("host_loop_wait") or 0.0, tw)
             out += (
-                f" (the loop's thread waits on another of its threads, in a condition variable, lock or join, "
-                f"{lw:.0%} of the host time, {tw:.0%} with nothing else of its launching threads on record: within "
-                "'no op recorded')"
+                f" (the loop's thread waits on another of its threads, in a condition variable, lock or join or in "
+                f"autograd's run_backward, {lw:.0%} of the host time"
+                + (
+                    f", {tw:.0%} with nothing else of its launching threads on record: within 'no op recorded')"
+                    if f"{tw:.0%}" != "0%"
+                    else ": its other threads' work, in the shares above)"
+                )
             )
     return out
