@@ -335,6 +335,13 @@ def test_two_of_128_ranks_said():
     assert len(thin) == 1
     assert f"the session holds {len(files)} of the job's {world} ranks" in thin[0]["title"]
     assert thin[0]["metrics"]["world_size"] == world and thin[0]["metrics"]["ranks_in_session"] == len(files)
+    # a wait for other ranks measured among these two is said as such, at least that (helper-115)
+    exposed = [f for f in flat_findings(out["findings"]) if f["rule"] == "exposed_communication"]
+    waiting = [f for f in exposed if " wait a median " in f["title"]]
+    assert waiting
+    for f in waiting:
+        assert f"for the other ranks on record ({len(files)} of the job's {world}: at least that)" in f["title"]
+        assert " for other ranks" not in f["title"]
 
 
 def test_findings_from_three_steps_say_so():
