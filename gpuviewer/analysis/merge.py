@@ -352,7 +352,7 @@ def attach(roots: list[dict], found: list[dict]) -> list[dict]:
     """Findings a cause explains become its children: under a late rank, the waiting ranks'
     exposed communication (when waiting is most of it), slow steps at its steps and compute
     imbalance (its own extra work, or the waiting ranks' kernels slowed by the collectives
-    spinning beside them); under a pipeline bubble, the send/recv exposure; under launch-bound,
+    spinning beside them, SM contention); under a pipeline bubble, the send/recv exposure; under launch-bound,
     host-bound idle or copy-bound, the low utilization of the same ranks."""
 
     def steps_of(root):
@@ -388,6 +388,15 @@ def attach(roots: list[dict], found: list[dict]) -> list[dict]:
                     root,
                 )
             elif f["rule"] == "load_imbalance":
+                parent = root
+            elif (
+                f["rule"] == "sm_contention"
+                and f["metrics"].get("heaviest_rank") not in late
+                and (f["metrics"].get("wait_ms_per_step") or 0.0) > 0
+            ):
+                # the waiting rank's kernels slowed by its collectives spinning beside them: a
+                # symptom of the wait for the late rank, fixed with it (nsys_ddp's rank 0, rated
+                # medium above the straggler while the step waits for rank 1 anyway; an audit)
                 parent = root
             elif (
                 f["rule"] == "low_gpu_utilization"

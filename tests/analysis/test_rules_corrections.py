@@ -242,6 +242,13 @@ def test_identical_kernels_slowed_beside_nccl_are_sm_contention(parts):
     waits = {r: sum(x["wait_ms"].get(str(r), 0) for x in w) for r in (0, 1)}
     assert max(waits, key=waits.get) == hi
     assert f"rank {hi} runs the same {m['kernels_per_step']:,} kernels a step" in f[0]["title"]
+    # a symptom of that wait: listed under the late rank's finding, not above it as its own fix
+    # (nsys_ddp's medium sm_contention above the straggler, saving nothing; helper-115)
+    top = analysis(path)["findings"]
+    late = max(waits, key=lambda r: -waits[r])
+    parents = [p for p in top if any(c["rule"] == "sm_contention" for c in p["children"])]
+    assert not any(p["rule"] == "sm_contention" for p in top)
+    assert len(parents) == 1 and parents[0]["rule"] == "straggler" and parents[0]["metrics"]["late_rank"] == late
 
 
 def test_extra_kernels_stay_load_imbalance():
