@@ -229,11 +229,15 @@ def host_split(
     out = []
     for t0, t1 in windows:
         sy, la, qu, pw, co = (iv.clip(x, t0, t1) for x in (sync, launch, queue, py_wait, coll))
+        # (disjoint already: one union of them, one subtraction from each part below)
+        oth = iv.union(
+            np.concatenate([x[0] for x in (sy, la, qu, pw, co)]), np.concatenate([x[1] for x in (sy, la, qu, pw, co)])
+        )
         # the long ops in the window but not around the whole of it, cut to it: each union is
         # of the window's intervals only (the capture's, once a window, grew with steps x events)
         keep = (o0 < t1) & (o1 > t0) & ~((o0 <= t0) & (o1 >= t1))
         l0, l1 = np.maximum(o0, t0), np.minimum(o1, t1)
-        fw = _less(_with(iv.clip(fw_all, t0, t1), l0[keep], l1[keep]), sy, la, qu, pw, co)
+        fw = iv.subtract(_with(iv.clip(fw_all, t0, t1), l0[keep], l1[keep]), oth)
         k2 = keep & outer_op
         note_only = iv.subtract(fw, _with(iv.clip(ops_all, t0, t1), l0[k2], l1[k2]))
         k3 = keep & outer_nonpy
@@ -244,12 +248,18 @@ def host_split(
             else iv.EMPTY
         )
         # the OS's waits only where nothing else is on record (a framework op around a sleep keeps it)
-        os_wait = _less(iv.clip(os_all, t0, t1), sy, la, qu, co, pw, fw)
-        py_w = iv.union(np.concatenate([pw[0], os_wait[0]]), np.concatenate([pw[1], os_wait[1]]))
-        thread_wait = _less(iv.clip(thread_all, t0, t1), sy, la, qu, co, py_w, fw)
+        os_c = iv.clip(os_all, t0, t1)
+        os_wait = iv.subtract(iv.subtract(os_c, oth), fw) if len(os_c[0]) else iv.EMPTY
+        py_w = (
+            iv.union(np.concatenate([pw[0], os_wait[0]]), np.concatenate([pw[1], os_wait[1]]))
+            if len(os_wait[0])
+            else pw
+        )
+        tw_c = iv.clip(thread_all, t0, t1)
+        thread_wait = _less(tw_c, oth, os_wait, fw) if len(tw_c[0]) else iv.EMPTY
         a, b, e, d, w, th, n, g = (iv.length(x) for x in (fw, la, qu, sy, py_w, thread_wait, note_only, co))
         idle = max(0, int(t1 - t0) - a - b - e - d - w - g)
-        loop_wait = iv.length(iv.clip(thread_all, t0, t1))
+        loop_wait = iv.length(tw_c)
         out.append((a, b, e, d, w, idle, min(th, idle), min(n, a), g, loop_wait, min(iv.length(py_only), a)))
     return out
 
