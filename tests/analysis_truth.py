@@ -76,6 +76,21 @@ def union(s, e):
     return s[first], np.maximum.reduceat(e, first)
 
 
+def gaps(intervals, w0, w1) -> list:
+    """The parts of [w0, w1) that none of the intervals (sorted by start) cover, in order."""
+    out = []
+    reach = w0
+    for a, b in intervals:
+        if b <= w0 or a >= w1:
+            continue
+        if a > reach:
+            out.append((reach, a))
+        reach = max(reach, b)
+    if reach < w1:
+        out.append((reach, w1))
+    return out
+
+
 def length(iv) -> int:
     return int((iv[1] - iv[0]).sum())
 

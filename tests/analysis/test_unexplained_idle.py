@@ -11,6 +11,7 @@ import json
 import os
 import re
 
+import analysis_truth as T
 import pytest
 from conftest import compat_path, launch_waits, run_cli, run_cli_once, trace_path
 
@@ -147,15 +148,7 @@ def test_idle_says_where_the_gpu_waits_and_what_the_host_runs(path, rule, around
             if around
             else (s["start_ns"], s["end_ns"])
         )
-        reach = w0
-        for a, b in gpu:
-            if b <= w0 or a >= w1:
-                continue
-            if a > reach:
-                gaps.append((reach, a))
-            reach = max(reach, b)
-        if reach < w1:
-            gaps.append((reach, w1))
+        gaps += T.gaps(gpu, w0, w1)
     n = len(steps)
     lens = [b - a for a, b in gaps]
     want = [
