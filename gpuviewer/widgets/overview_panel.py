@@ -37,6 +37,9 @@ class OverviewPanel(QWidget):
         self.plot.setBackground(theme.current().background)
         self.plot.setLabel("left", "ms")
         self.plot.setLabel("bottom", "step")
+        # (pyqtgraph's SI prefix read 'step (x0.001)' under alexnet's one bar; an audit of the window)
+        for side in ("left", "bottom"):
+            self.plot.getAxis(side).enableAutoSIPrefix(False)
         self.plot.setMouseEnabled(x=False, y=False)
         self.plot.setMenuEnabled(False)
         # the colours' key in a row of its own above the plot: drawn inside it (pyqtgraph's
@@ -104,7 +107,13 @@ class OverviewPanel(QWidget):
                     self.plot.addItem(bar)
             base = base + v[:, k]
         ax = self.plot.getAxis("bottom")
-        ax.setTicks([[(i, f"{s} (warm-up)" if w else str(s)) for i, (s, w) in enumerate(zip(steps, warm))]])
+        if all(st["step"] is None for st in r["steps"]):
+            # a capture without steps is measured as one: its bar is the capture's, not 'step 0'
+            self.plot.setLabel("bottom", "no steps: the whole capture, measured as one")
+            ax.setTicks([[(0, "the capture")]])
+        else:
+            self.plot.setLabel("bottom", "step")
+            ax.setTicks([[(i, f"{s} (warm-up)" if w else str(s)) for i, (s, w) in enumerate(zip(steps, warm))]])
         # scaled to the profiled steps: nsys_ddp's 502 ms warm-up step 0 made steps 1-9 (15-69 ms)
         # slivers (an audit of the window); a warm-up bar past the top says its time
         self.plot.enableAutoRange()

@@ -58,3 +58,28 @@ def test_the_overview_key_is_above_its_plot_not_over_the_bars(qtbot, tmp_path):
     qtbot.waitUntil(key.isVisible)
     plot = w.overview.plot
     assert key.mapTo(w, key.rect().bottomLeft()).y() <= plot.mapTo(w, plot.rect().topLeft()).y()
+
+
+def test_a_capture_without_steps_is_the_overviews_one_bar_named_so(qtbot):
+    """HTA's alexnet marks no steps (no ProfilerStep range in its raw file): the Overview drew
+    one bar over 'step (x0.001)' and a tick '0' (helper-116). The bar is named the capture and
+    no axis carries pyqtgraph's SI prefix."""
+    import gzip
+    import json
+
+    from conftest import compat_path
+
+    import gpuviewer
+    from gpuviewer.widgets.overview_panel import OverviewPanel
+
+    folder = compat_path("facebookresearch__HolisticTraceAnalysis", "critical_path", "alexnet")
+    (name,) = os.listdir(folder)
+    with gzip.open(os.path.join(folder, name), "rt") as fh:
+        assert not any(str(e.get("name", "")).startswith("ProfilerStep#") for e in json.load(fh)["traceEvents"])
+    s = gpuviewer.open(folder)
+    p = OverviewPanel()
+    qtbot.addWidget(p)
+    p.set_analysis(s.analysis)
+    ax = p.plot.getAxis("bottom")
+    assert ax.labelText.startswith("no steps") and ax._tickLevels == [[(0, "the capture")]]
+    assert not ax.autoSIPrefix and not p.plot.getAxis("left").autoSIPrefix
