@@ -147,9 +147,16 @@ class RankOverview(QWidget):
             f"<span style='background:{colour(shade(m)).name()}; color:#000'>&nbsp;{t}&nbsp;</span>"
             for m, t in ((THRESHOLD_MS, f"≤{THRESHOLD_MS:g}"), (7, "7"), (20, "20"), (FULL_MS, f"≥{FULL_MS:g}"))
         )
+        if not steps:
+            # (alexnet: '1 ranks x 0 steps' over an empty grid; an audit of the window)
+            self.note.setText(
+                "no steps: the capture marks none, so there is no ranks x steps grid (the Overview measures the whole capture as one)"
+            )
+            self._fit_rows()
+            return
         self.note.setText(
-            f"{len(ranks)} ranks x {len(steps)} steps, ms · colour by absolute ms{over}: "
-            f"{swatch} ms (up to {THRESHOLD_MS:g} ms is jitter: white)"
+            f"{len(ranks)} rank{'s' * (len(ranks) != 1)} x {len(steps)} step{'s' * (len(steps) != 1)}, ms · colour by "
+            f"absolute ms{over}: {swatch} ms (up to {THRESHOLD_MS:g} ms is jitter: white)"
         )
         self._fit_rows()
 

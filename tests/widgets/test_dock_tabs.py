@@ -83,3 +83,18 @@ def test_a_capture_without_steps_is_the_overviews_one_bar_named_so(qtbot):
     ax = p.plot.getAxis("bottom")
     assert ax.labelText.startswith("no steps") and ax._tickLevels == [[(0, "the capture")]]
     assert not ax.autoSIPrefix and not p.plot.getAxis("left").autoSIPrefix
+
+
+def test_a_capture_without_steps_says_so_in_the_ranks_tab(qtbot, tmp_path):
+    """alexnet: the Ranks tab read '1 ranks x 0 steps' over an empty grid (helper-116): it says
+    the capture marks no steps."""
+    from conftest import compat_path
+
+    w = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 768))
+    assert w.open_paths(
+        [compat_path("facebookresearch__HolisticTraceAnalysis", "critical_path", "alexnet")], block=True
+    )
+    qtbot.waitUntil(lambda: w.ranks_view.note.text() != "", timeout=60_000)
+    note = w.ranks_view.note.text()
+    assert note.startswith("no steps: the capture marks none") and "0 steps" not in note, note
+    assert w.ranks_view.table.columnCount() == 0
