@@ -162,6 +162,11 @@ def test_a_critical_path_segment_click_selects_the_op_it_names(opened, qapp):
     assert rows is not None  # its group unfolded
     y0 = tl.scroll.value() / 10.0
     assert y0 <= rows[0] and rows[1] <= y0 + tl._rows_visible(), (rows, y0)
+    # the sleep whole in view (it begins before the segment: the view cut it on the left; helper-116),
+    # the segment still the highlight
+    z0, z1 = w.session.view.range
+    assert z0 <= t and t + d <= z1 and t < row["start_ns"]
+    assert w.session.view.highlight[:2] == (row["start_ns"], row["end_ns"])
 
 
 def test_the_opening_views_message_goes_once_the_view_moves(qapp, tmp_path):
