@@ -22,7 +22,12 @@ from ..model.categories import CAT_LABEL, Cat
 from ..model.trace import Trace
 from ..render.time_axis import format_duration, format_ns
 
-_BREAK_AFTER = re.compile(r"(::|[,<(_/])")  # where a C++ kernel name or a path may wrap
+# where a C++ kernel name or a path may wrap; after '_' too within a piece of LONG_WORD characters
+# or more between those (ncclDevKernel_AllReduce_Sum_f32_RING_LL)
+_BREAK_NO_UNDERSCORE = re.compile(r"(::|[,<(/])")
+_PIECE = re.compile(r"[^\s:,<(/]+")
+_UNDERSCORE = re.compile(r"_(?!$)")
+LONG_WORD = 24
 _LONG_NUMBER = re.compile(r"\d{10,}")
 
 
@@ -31,7 +36,12 @@ def breakable(text: str) -> str:
     long number's digits in threes (thin spaces): 'vectorized_ / elementwise_kernel<8 / ,' and
     't = 179601085815031118 / 5 ns' were broken mid-word (an audit). Drawn only: the cell's text,
     copied, stays as recorded."""
-    text = _BREAK_AFTER.sub("\\1\u200b", text)
+    # '_' only inside a long piece (between the other break chances): 'run_ / backward', '_ /
+    # runtime_utils' broke names a space or a '/' could wrap before (an audit of the window)
+    text = _PIECE.sub(
+        lambda m: _UNDERSCORE.sub("_\u200b", m.group(0)) if len(m.group(0)) > LONG_WORD else m.group(0), text
+    )
+    text = _BREAK_NO_UNDERSCORE.sub("\\1\u200b", text)
     return _LONG_NUMBER.sub(lambda m: "\u2009".join(_threes(m.group(0))), text)
 
 

@@ -178,3 +178,19 @@ def test_long_names_and_stamps_wrap_at_their_joints_not_mid_word(qapp):
             before, after = drawn[e - 1], drawn[e] if e < len(drawn) else ""
             # a line ends at a break chance: after a space, a zero-width break or a thin space
             assert before in " \u200b\u2009" or after in " \u200b\u2009", (text, drawn[max(0, e - 12) : e + 4])
+
+
+def test_short_names_do_not_wrap_after_an_underscore(qapp):
+    """'run_ / backward of torch._C._ / EngineBase' and '_ / runtime_utils.py(276): _ / unshard'
+    (helper-116): a name wraps after '_' only inside a piece of 24 characters or more between its
+    other break chances (a long NCCL kernel name still does)."""
+    from gpuviewer.widgets.details import breakable
+
+    for text in (
+        "<built-in method run_backward of torch._C._EngineBase>",
+        "torch/distributed/fsdp/_runtime_utils.py(276): _unshard",
+    ):
+        assert "_\u200b" not in breakable(text), breakable(text)
+    assert "Kernel_\u200bAllReduce_\u200b" in breakable(
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+    )
