@@ -33,8 +33,8 @@ _LONG_NUMBER = re.compile(r"\d{10,}")
 
 def breakable(text: str) -> str:
     """The text as drawn: a zero-width break chance after '::', ',', '<', '(' and '/' (and '_' in a
-    long piece between those), and a
-    long number's digits in threes (thin spaces): 'vectorized_ / elementwise_kernel<8 / ,' and
+    long piece between those), and a long number's digits in threes (thin spaces):
+    'vectorized_ / elementwise_kernel<8 / ,' and
     't = 179601085815031118 / 5 ns' were broken mid-word (an audit). Drawn only: the cell's text,
     copied, stays as recorded."""
     # '_' only inside a long piece (between the other break chances): 'run_ / backward', '_ /
