@@ -122,8 +122,14 @@ def test_the_link_between_two_ranks_gpus_says_their_transfer_not_their_waits(qap
         assert said, texts
         assert float(said[0][1]) == pytest.approx(want, abs=0.06)
         assert int(said[0][2]) == max(len(st) for st in measured.values())
-        # the NCCL kernels' time on a GPU's box is more: the waits are in it
-        nccl = [float(m[1]) for t in texts if (m := re.search(r"NCCL ([\d.]+) ms", t))]
+        # the NCCL kernels' time on a GPU's box is more, and says the waits are in it; its rank's
+        # transfer beside it (helper-116: 'NCCL 70.3 ms' read as the transfer)
+        nccl = [float(m[1]) for t in texts if (m := re.search(r"NCCL ([\d.]+) ms[^\n]*\n\(waits incl\.", t))]
         assert nccl and min(nccl) > 2 * want
+        moved = [
+            float(m[1]) for t in texts if (m := re.search(r"\(waits incl\.; transfer ([\d.]+) ms, (\d+) steps\)", t))
+        ]
+        per_rank = sorted(sum(s["transfer_ns"] for s in st) / 1e6 for st in measured.values())
+        assert sorted(moved) == pytest.approx(per_rank, abs=0.06)
     finally:
         w.close()
