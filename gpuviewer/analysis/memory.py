@@ -65,9 +65,10 @@ STEP_ADVICE = (
 )
 
 
-def held_and_added(trace: Trace, rank: int, device: int) -> tuple[int, int] | None:
+def held_and_added(trace: Trace, rank: int, device: int) -> tuple[int, int, int] | None:
     """(bytes held across the steps: the least allocated inside any step, bytes a step adds on
-    top: the median over the steps of its peak above that), or None without steps or samples."""
+    top: the median over the steps of its peak above that, and how much the steps' lows grew from
+    the first step's to the last's), or None without steps or samples."""
     cs = [c for c in allocated_counters(trace) if c.rank == rank and c.device == device]
     if not cs:
         return None
@@ -81,4 +82,4 @@ def held_and_added(trace: Trace, rank: int, device: int) -> tuple[int, int] | No
     if not floors:
         return None
     held = min(floors)
-    return held, int(np.median([p - held for p in peaks]))
+    return held, int(np.median([p - held for p in peaks])), max(0, floors[-1] - floors[0])

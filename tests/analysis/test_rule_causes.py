@@ -174,6 +174,22 @@ def _held_and_added(doc: dict) -> tuple[float, float]:
     return held, float(np.median([p - held for p in peaks]))
 
 
+def _step_lows(doc: dict) -> list[int]:
+    """The least allocated on GPU 0 inside each ProfilerStep range, from the raw [memory] samples."""
+    ev = doc["traceEvents"]
+    steps = [
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+        for e in ev
+        if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")
+    ]
+    mem = [
+        (float(e["ts"]), int(e["args"]["Total Allocated"]))
+        for e in ev
+        if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1 and e["args"].get("Device Id") == 0
+    ]
+    return [min(a for t, a in mem if s0 <= t <= s1) for s0, s1 in steps if any(s0 <= t <= s1 for t, _a in mem)]
+
+
 def test_memory_pressure_advises_on_what_is_held():
     path = trace_path("kineto", "memory_pressure.json.gz")
     with gzip.open(path, "rt") as f:
@@ -183,6 +199,12 @@ def test_memory_pressure_advises_on_what_is_held():
     (f,) = found(analysis(path), "memory_headroom")
     assert f"{held / 1e9:.1f} GB is held across steps and each step adds {added / 1e9:.1f} GB on top" in f["title"]
     assert f["metrics"]["held_bytes"] == held and abs(f["metrics"]["added_per_step_bytes"] - added) <= 1
+    # every step's low is the held memory again: the step's part is freed, no leak (helper-117:
+    # 'adds' read as growth); the raw samples' lowest allocation in each step
+    with gzip.open(path, "rt") as fh:
+        lows = _step_lows(json.load(fh))
+    assert max(lows) - min(lows) < 64 << 20
+    assert ", freed again by the next step" in f["title"] and "grew" not in f["title"]
     assert "Shard parameters, gradients and optimizer state" in f["advice"]
     assert "activation checkpointing would not lower it" in f["advice"]
 
