@@ -614,3 +614,22 @@ def test_a_slow_step_over_two_ranks_says_each_ranks_own_cause():
         db.close()
     assert nccl[1] - nccl[0] >= 0.8 * (sleep[1] - sleep[0])  # rank 0's collective waits through rank 1's sleep
     assert 0.5 * (sleep[1] - sleep[0]) / 1e6 <= float(m[2].replace(",", "")) <= (nccl[1] - nccl[0]) / 1e6
+
+
+def test_a_stages_send_recv_wait_held_by_one_step_says_so():
+    """pp: stage 1's '8% waiting in send/recv' is one step's 29 ms, the others' under 1 ms
+    (helper-117): the clause says which step holds most of it, where one step holds three quarters
+    of a stage's wait (the steps' waits of analyze --json, which an audit reproduced from the raw
+    files)."""
+    out = json.loads(run_cli_once("analyze", trace_path("kineto", "pp"), "--json").stdout)
+    f = next(f for f in flat_findings(out["findings"]) if f["rule"] in ("pipeline_bubble", "pipeline_launch_bound"))
+    said = dict(re.findall(r"stage (\d+) \d+% \(\d+% waiting in send/recv for the other stage([^)]*)\)", f["title"]))
+    assert said, f["title"]
+    order = [s["rank"] for s in f["metrics"]["stages"]]
+    for stage, tail in said.items():
+        r = next(x for x in out["ranks"] if x["rank"] == order[int(stage)])
+        waits = {s["step"]: s["wait_ns"] for s in r["steps"] if not s["warmup"]}
+        top = max(waits, key=waits.get)
+        held = waits[top] >= 0.75 * sum(waits.values())
+        assert (tail == f", most of it in step {top}") == held, (stage, tail, waits)
+    assert any(tail for tail in said.values())  # stage 1's, in step 2
