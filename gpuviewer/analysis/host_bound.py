@@ -251,21 +251,19 @@ def _which_steps(trace: Trace, rank: int, per_step: list, outer: str, shown) -> 
     same = sum(
         1 for p in per_step if (c := covering_op(trace, rank, p[2], p[3])) is not None and trace.name_of(c[0]) == outer
     )
-    n = len(per_step)
-    if same <= 1 or n <= 1:
-        return f"in step {shown} "
-    return (
-        f"in every step ({same} of {n}; step {shown} shown) "
-        if same == n
-        else f"in {same} of {n} steps (step {shown} shown) "
-    )
+    return _steps_said(same, len(per_step), shown)
 
 
 def _which_unseen(trace: Trace, rank: int, per_step: list, shown) -> str:
     """As _which_steps, for a gap most of which no op was recorded in: stall_on's host sleeps
     unrecorded before every one of its 6 steps, and 'in step 2' read as a one-off (an audit)."""
     same = sum(1 for p in per_step if p[3] > p[2] and 2 * recorded_ns(trace, rank, p[2], p[3]) <= p[3] - p[2])
-    n = len(per_step)
+    return _steps_said(same, len(per_step), shown)
+
+
+def _steps_said(same: int, n: int, shown) -> str:
+    """'in step 4 ', 'in every step (3 of 3; step 4 shown) ' or 'in 5 of 8 steps (step 4 shown) ':
+    of n steps, `same` hold the same gap."""
     if same <= 1 or n <= 1:
         return f"in step {shown} "
     return (

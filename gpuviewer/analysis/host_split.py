@@ -64,22 +64,28 @@ def _blocking_copies(trace: Trace, api: np.ndarray) -> np.ndarray:
     return out
 
 
-def _loop_thread_osrt(trace: Trace, lanes: list[int]) -> np.ndarray:
-    """The OS-call events of the threads among lanes that hold the step ranges (the training
-    loop's: its sleep is the host's; another launching thread's poll may beside unrecorded work
-    of the loop); of every thread in lanes where no step range is on record."""
-    osrt = [i for i in lanes if trace.lanes[i].kind == LaneKind.OSRT]
-    if not osrt:  # no OS runtime trace (every Kineto trace): no step range to look for
-        return np.zeros(0, np.int64)
+def _loop_threads(trace: Trace, lanes: list[int]) -> set[tuple[int, int]]:
+    """(pid, tid) of the threads among lanes that hold the step ranges: the training loop's."""
     c = trace.columns
     marks = np.fromiter(_step_markers(trace), np.int64)
-    loop = {
+    if not len(marks):
+        return set()
+    return {
         (trace.lanes[i].pid, trace.lanes[i].stream)
         for i in lanes
         if trace.lanes[i].kind in (LaneKind.CPU, LaneKind.NVTX)
-        and len(marks)
         and np.isin(np.asarray(c["name"][trace.lane_slice(i)]), marks).any()
     }
+
+
+def _loop_thread_osrt(trace: Trace, lanes: list[int]) -> np.ndarray:
+    """The OS-call events of the loop's threads among lanes (its sleep is the host's; another
+    launching thread's poll may beside unrecorded work of the loop); of every thread in lanes
+    where no step range is on record."""
+    osrt = [i for i in lanes if trace.lanes[i].kind == LaneKind.OSRT]
+    if not osrt:  # no OS runtime trace (every Kineto trace): no step range to look for
+        return np.zeros(0, np.int64)
+    loop = _loop_threads(trace, lanes)
     parts = [
         np.arange(trace.lane_slice(i).start, trace.lane_slice(i).stop)
         for i in osrt
@@ -151,19 +157,15 @@ BACKWARD_WAIT = re.compile(r"^<built-in method run_backward of torch\._C\._Engin
 
 
 def _loop_backward(trace: Trace, lanes: list[int]) -> np.ndarray:
-    """The run_backward calls on the threads among lanes that hold the step ranges."""
+    """The run_backward calls on the loop's threads among lanes (_loop_threads)."""
     ids = name_ids(trace, BACKWARD_WAIT)
-    marks = np.fromiter(_step_markers(trace), np.int64)
-    if not len(ids) or not len(marks):
-        return np.zeros(0, np.int64)
+    loop = _loop_threads(trace, lanes) if len(ids) else set()
     c = trace.columns
-    parts = []
-    for i in lanes:
-        if trace.lanes[i].kind != LaneKind.CPU:
-            continue
-        names = np.asarray(c["name"][trace.lane_slice(i)])
-        if np.isin(names, marks).any():
-            parts.append(trace.lane_slice(i).start + np.flatnonzero(np.isin(names, ids)))
+    parts = [
+        trace.lane_slice(i).start + np.flatnonzero(np.isin(np.asarray(c["name"][trace.lane_slice(i)]), ids))
+        for i in lanes
+        if trace.lanes[i].kind == LaneKind.CPU and (trace.lanes[i].pid, trace.lanes[i].stream) in loop
+    ]
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
@@ -208,23 +210,19 @@ def host_split(
     dur = np.asarray(c["dur"][fw_ev]).astype(np.int64)
     # (a window of no length holds nothing: it must not turn the rule off for the others)
     shortest = min((t1 - t0 for t0, t1 in windows if t1 > t0), default=0)
-    outer = fw_ev[dur >= shortest] if shortest > 0 else fw_ev[:0]
-    o0 = np.asarray(c["start"][outer]).astype(np.int64)
-    o1 = o0 + np.asarray(c["dur"][outer]).astype(np.int64)
-    fw_all = ivs(fw_ev[dur < shortest]) if len(outer) else ivs(fw_ev)
+    long_ = dur >= shortest if shortest > 0 else np.zeros(len(fw_ev), bool)
+    o0 = np.asarray(c["start"][fw_ev[long_]]).astype(np.int64)
+    o1 = o0 + dur[long_]
+    cat = np.asarray(c["cat"][fw_ev])
     # of framework: inside a user's or the framework's annotated ranges alone (record_function,
-    # '## backward ##', Optimizer.step#...): Python ran there, no op of it is on record
-    notes = np.asarray(c["cat"][fw_ev]) == Cat.USER_ANNOTATION
-    ops_short = fw_ev[~notes & (dur < shortest)] if len(outer) else fw_ev[~notes]
-    outer_op = np.asarray(c["cat"][outer]) != Cat.USER_ANNOTATION
-    ops_all = ivs(ops_short)
-    # ...and inside Python frames alone (the Python tracer's, with_stack): no framework op, range
-    # or call under them on record (ddp_clean rank 1: 24% of its host time, said as framework ops;
-    # an audit)
-    py = np.asarray(c["cat"][fw_ev]) == Cat.PYTHON
+    # '## backward ##', Optimizer.step#...): Python ran there, no op of it is on record; ...and
+    # inside Python frames alone (the Python tracer's, with_stack): no framework op, range or call
+    # under them on record (ddp_clean rank 1: 24% of its host time, said as framework ops; an audit)
+    notes, py = cat == Cat.USER_ANNOTATION, cat == Cat.PYTHON
     proper = ~py & ~notes  # ops (aten, NVTX, collectives): neither frames nor annotated ranges
-    nonpy_all = ivs(fw_ev[proper & (dur < shortest)] if len(outer) else fw_ev[proper])
-    outer_nonpy = (np.asarray(c["cat"][outer]) != Cat.PYTHON) & outer_op
+    # each kind's short events as one union for every window, its long ones kept apart
+    fw_all, ops_all, nonpy_all = (ivs(fw_ev[m & ~long_]) for m in (np.ones(len(fw_ev), bool), ~notes, proper))
+    outer_op, outer_nonpy = ~notes[long_], proper[long_]
     os_all, thread_all = ivs(ev["os_wait"]), ivs(ev["thread_wait"])
     out = []
     for t0, t1 in windows:
@@ -237,16 +235,14 @@ def host_split(
         # of the window's intervals only (the capture's, once a window, grew with steps x events)
         keep = (o0 < t1) & (o1 > t0) & ~((o0 <= t0) & (o1 >= t1))
         l0, l1 = np.maximum(o0, t0), np.minimum(o1, t1)
-        fw = iv.subtract(_with(iv.clip(fw_all, t0, t1), l0[keep], l1[keep]), oth)
-        k2 = keep & outer_op
-        note_only = iv.subtract(fw, _with(iv.clip(ops_all, t0, t1), l0[k2], l1[k2]))
-        k3 = keep & outer_nonpy
+
+        def cut(u, k, t0=t0, t1=t1, l0=l0, l1=l1):  # a union's part in the window, with its long ops
+            return _with(iv.clip(u, t0, t1), l0[k], l1[k])
+
+        fw = iv.subtract(cut(fw_all, keep), oth)
+        note_only = iv.subtract(fw, cut(ops_all, keep & outer_op))
         # (frames with annotated ranges around, no op under either; the ranges alone are note_only)
-        py_only = (
-            iv.subtract(iv.subtract(fw, _with(iv.clip(nonpy_all, t0, t1), l0[k3], l1[k3])), note_only)
-            if py.any()
-            else iv.EMPTY
-        )
+        py_only = iv.subtract(iv.subtract(fw, cut(nonpy_all, keep & outer_nonpy)), note_only) if py.any() else iv.EMPTY
         # the OS's waits only where nothing else is on record (a framework op around a sleep keeps it)
         os_c = iv.clip(os_all, t0, t1)
         os_wait = iv.subtract(iv.subtract(os_c, oth), fw) if len(os_c[0]) else iv.EMPTY

@@ -60,21 +60,28 @@ def idle_split(trace: Trace, rb: RankBreakdown, around: bool = True) -> dict | N
         "mid_ns": int(ln[(ln >= SHORT_NS) & (ln < LONG_NS)].sum()) / n,
         "long_ns": int(ln[ln >= LONG_NS].sum()) / n,
     }
-    by: dict[str, float] = {}
     longer = np.flatnonzero(ln >= SHORT_NS)
-    longer = longer[np.argsort(-ln[longer], kind="stable")][:MAX_GAPS]
+    # each gap ends at an op's start: the thread that launched it is the one the gap waited on
+    split["ops"] = _ops_over(trace, rb.rank, ops, [(int(a[k]), int(b[k]), int(b[k])) for k in longer.tolist()], n)
+    return split
+
+
+def _ops_over(trace: Trace, rank: int, ops: np.ndarray, gaps: list[tuple[int, int, int]], n: int) -> list:
+    """The host ops the GPU's gaps (start, end, where the op it waited for starts) fall in: the
+    innermost op spanning half of each on the thread that launched that op (fsdp's backward: the
+    autograd thread, not the main thread sitting in run_backward), the longest MAX_GAPS gaps named
+    (each is a search of the host's lanes); per op name, its time inside them over n steps, most
+    first."""
     thread_at = launch_threads(trace, ops)
-    for k in longer.tolist():
-        # on the thread that launched the op ending the gap (fsdp's backward: the autograd thread,
-        # not the main thread sitting in run_backward)
-        got = covering_op(trace, rb.rank, int(a[k]), int(b[k]), thread=thread_at(int(b[k])))
+    by: dict[str, float] = {}
+    for x, y, z in sorted(gaps, key=lambda g: g[0] - g[1])[:MAX_GAPS]:
+        got = covering_op(trace, rank, x, y, thread=thread_at(z))
         if got is None:
             continue
         name = op_label(trace, got[0])
         if not IDLE_WAIT.match(name):
             by[name] = by.get(name, 0.0) + float(got[1]) / n  # its time inside the gap
-    split["ops"] = sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))
-    return split
+    return sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def sentence(split: dict, rank: int, ranks: int) -> str:
@@ -153,14 +160,13 @@ def name_the_waits(trace: Trace, breakdowns: list[RankBreakdown], f, launch_path
         rb = next((x for x in breakdowns if x.rank == int(r)), None)
         if rb is None:
             continue
+        gpu = rb.ops if rb.ops is not None else gpu_ops(trace, rb.rank)
         if rb.ops is None:  # (the map drops them)
-            rb = dataclasses.replace(rb, ops=gpu_ops(trace, rb.rank), op_step=None)
+            rb = dataclasses.replace(rb, ops=gpu, op_step=None)
         per = step_launch(trace, rb, spans=True)
-        gpu = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
         steps = [k for k in per if k in hit] or [k for k in per if k is None]
         if not steps:
             continue
-        by: dict[str, float] = {}
         spans = [
             (x, y, z)
             for k in steps
@@ -172,18 +178,7 @@ def name_the_waits(trace: Trace, breakdowns: list[RankBreakdown], f, launch_path
             )
         ]
         total = sum(y - x for x, y, _z in spans) / len(steps)
-        # the longest MAX_GAPS named, as idle_split does: each is a search of the host's lanes, the
-        # thread's whose launch ended the wait
-        thread_at = launch_threads(trace, gpu)
-        for x, y, z in sorted(spans, key=lambda g: g[0] - g[1])[:MAX_GAPS]:
-            got = covering_op(trace, rb.rank, int(x), int(y), thread=thread_at(int(z)))
-            if got is None:
-                continue
-            name = op_label(trace, got[0])
-            if not IDLE_WAIT.match(name):
-                by[name] = by.get(name, 0.0) + got[1] / len(steps)  # its time inside the wait
-        ops = sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))
-        splits.append(({"ops": ops, "waits_ns": total}, int(r)))
+        splits.append(({"ops": _ops_over(trace, rb.rank, gpu, spans, len(steps)), "waits_ns": total}, int(r)))
     if splits:
         split, rank = max(splits, key=lambda t: (t[0]["waits_ns"], -t[1]))
         said = waits_sentence(split)

@@ -284,7 +284,7 @@ def unplaced(rb: RankBreakdown) -> list[dict]:
 
 
 def _held_text(held: int, added: int, grew: int) -> str:
-    """': 129.5 GB is held across steps and each step adds 3.6 GB on top, freed again by its end'
+    """': 129.5 GB is held across steps and each step adds 3.6 GB on top, freed again by the next step'
     where the steps' lows do not grow (memory_pressure: 'adds' read as a leak; an audit), else
     what they grew by."""
     said = f": {held / 1e9:.1f} GB is held across steps and each step adds {added / 1e9:.1f} GB on top"

@@ -62,17 +62,21 @@ def fill_start(win, session) -> bool:
     def folded(g: str) -> bool:  # a folded group's row on screen
         return lm.group_collapsed(g) and any(r.kind == "group" and r.group == g for r in lm.rows)
 
-    def opened(g: str) -> bool:
-        """Unfold group g if it is a folded group row and all still fits; whether it did."""
-        if not folded(g):
-            return False
-        lm.state.groups[g] = False
+    def fits(do, undo) -> bool:
+        """Apply a change to the layout's state and keep it if every row still fits; whether it did."""
+        do()
         lm.rebuild()
         if lm.height > room:  # no room for it
-            lm.state.groups[g] = True
+            undo()
             lm.rebuild()
             return False
         return True
+
+    def opened(g: str) -> bool:
+        """Unfold group g if it is a folded group row and all still fits; whether it did."""
+        return folded(g) and fits(
+            lambda: lm.state.groups.__setitem__(g, False), lambda: lm.state.groups.__setitem__(g, True)
+        )
 
     ranks = sorted({r.rank for r in session.trace.ranks})
     for rank in ranks:  # each rank's host row first, onto a row a kind...
@@ -97,13 +101,7 @@ def fill_start(win, session) -> bool:
     # thread kept 7 of its rows folded under two-thirds of an empty screen; an audit of the window)
     for r in [r for r in lm.rows if r.kind == "lane" and r.hidden_rows > 0]:
         key = session.trace.lanes[r.lane].key
-        lm.state.expanded.add(key)
-        lm.rebuild()
-        if lm.height > room:
-            lm.state.expanded.discard(key)
-            lm.rebuild()
-        else:
-            changed = True
+        changed = fits(lambda k=key: lm.state.expanded.add(k), lambda k=key: lm.state.expanded.discard(k)) or changed
     if changed:
         tl._relayout()
         tl._lanes_edited()
