@@ -312,6 +312,28 @@ class _Start:
         warm = [s_ for s_ in g.steps() if s_ not in base]
         self.warm_node = np.isin(g.step, warm)  # all False where no step is warm-up
         self.warm_edge = self.warm_node[g.e_dst // 2]
+        self._kept: dict[int, tuple] = {}  # _own's, by the id of the list of changes
+
+    def _own(self, changes: list[Change]) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """A finding's changes applied to the recording (warm-up steps kept as recorded) and the
+        steps they act in: the same each time _sequence measures it again on later fixes, so
+        kept (as the values that differ from the recording's: a few megabytes a finding at 64
+        ranks), with the list itself, so its id names no other list while kept."""
+        g = self.g
+        got = self._kept.get(id(changes))
+        if got is not None and got[0] is changes:
+            _, dn, dv, en, ev, acted = got
+            dur, off = g.dur.copy(), g.e_off.copy()
+            dur[dn], off[en] = dv, ev
+            return dur, off, acted
+        dur, off = _changed(g, changes, self.args)
+        if self.warm_node.any():
+            dur = np.where(self.warm_node, g.dur, dur)
+            off = np.where(self.warm_edge, g.e_off, off)
+        acted = _touched_steps(g, dur, off, sorted(self.base)) or sorted(self.base)
+        dn, en = np.flatnonzero(dur != g.dur), np.flatnonzero(off != g.e_off)
+        self._kept[id(changes)] = (changes, dn, dur[dn], en, off[en], acted)
+        return dur, off, acted
 
     def floor(self, state: tuple) -> tuple[np.ndarray, np.ndarray, dict[int, int]]:
         """The first fix made as later fixes are measured on it: each value the least of the fix's
@@ -326,10 +348,7 @@ class _Start:
         """Set f's saving (its changes on top of this start); returns the durations, offsets and
         step times with them."""
         g, base = self.g, self.base
-        own_dur, own_off = _changed(g, changes, self.args)
-        if self.warm_node.any():
-            own_dur = np.where(self.warm_node, g.dur, own_dur)
-            own_off = np.where(self.warm_edge, g.e_off, own_off)
+        own_dur, own_off, acted = self._own(changes)
         if self.fixed:
             # on top of earlier fixes: the least of each value (what a fix lengthens is left out:
             # exact for the first finding, an approximation after it; merging exactly made two
@@ -342,7 +361,6 @@ class _Start:
         before = self.times
         per = {s: before.get(s, base[s]) - after.get(s, before.get(s, base[s])) for s in base}
         saved = max(0, sum(per.values()))
-        acted = _touched_steps(g, own_dur, own_off, sorted(base)) or sorted(base)
         in_acted = max(0, sum(per[s] for s in acted)) if saved > 0 else 0
         n, total = len(base), sum(base.values())
         f.saves_ms = round(saved / 1e6, 3)
@@ -468,8 +486,9 @@ def _sequence(fs: list[Finding], start: _Start, changes_of: dict[int, list[Chang
             # gpu_straggler's rank-1 GPU "would not make the steps measurably faster" under a late
             # rank saving 5.8 ms once the launch overhead is gone); the alone figure kept beside
             _chained_children(f, start, changes_of)
-        state = made.get(id(f)) or start.measure(f, changes_of[id(f)])
-        start.dur, start.off, start.times = start.floor(state) if not start.fixed else state
+            start.dur, start.off, start.times = made.get(id(f)) or start.measure(f, changes_of[id(f)])
+        else:  # the first: its saving is the one measured alone against the recording (attach_savings)
+            start.dur, start.off, start.times = start.floor(start._own(changes_of[id(f)]))
         start.fixed += 1
         for k, v in (f.saves_ms_by_step or {}).items():
             if int(k) in start.left:
