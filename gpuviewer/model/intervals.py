@@ -47,6 +47,22 @@ def clipped_kept(cs: np.ndarray, ce: np.ndarray, t0: int, t1: int) -> np.ndarray
     return (ce > cs) | ((ce == cs) & (cs > t0) & (cs < t1))
 
 
+def lengths_in(iv: Intervals, t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
+    """The length of iv inside each window [t0[k], t1[k]] (t1 >= t0), all at once: the length
+    before t1 less the length before t0."""
+    s, e = iv
+    if not len(s):
+        return np.zeros(len(t0), np.int64)
+    before = np.r_[0, np.cumsum(e - s)]
+
+    def upto(t):
+        k = np.searchsorted(s, t, side="right")  # intervals starting at or before t
+        j = np.maximum(k - 1, 0)
+        return before[k] - np.where(k > 0, np.maximum(0, e[j] - np.maximum(t, s[j])), 0)
+
+    return upto(np.asarray(t1, np.int64)) - upto(np.asarray(t0, np.int64))
+
+
 def intersect(a: Intervals, b: Intervals) -> Intervals:
     """Intersection of two disjoint sorted interval sets."""
     if not len(a[0]) or not len(b[0]):

@@ -31,3 +31,18 @@ def test_against_boolean_masks():
         want_g[:100] = False
         want_g[700:] = False
         assert np.array_equal(_mask(g), want_g)
+
+
+def test_lengths_in_windows_against_boolean_masks():
+    """lengths_in: an interval set's length inside each of many windows at once, windows that
+    overlap each other, touch, hold nothing or have no length among them."""
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        a_s = rng.integers(0, 900, 40)
+        a = iv.union(a_s, a_s + rng.integers(1, 60, 40))
+        ma = _mask(a)
+        t0 = rng.integers(0, 1000, 25)
+        t1 = np.minimum(1000, t0 + rng.integers(0, 200, 25))
+        got = iv.lengths_in(a, t0, t1)
+        assert got.tolist() == [int(ma[x:y].sum()) for x, y in zip(t0, t1)]
+    assert iv.lengths_in(iv.EMPTY, np.array([0]), np.array([5])).tolist() == [0]
