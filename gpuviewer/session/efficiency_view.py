@@ -96,7 +96,10 @@ def build(trace: Trace, eff, rank: int | None = None, n_ranks: int = 1) -> Effic
     p = eff.peaks
     o = eff.ops
     model = roof_label(p.model, p.identified)
-    said = [f"{p.device}" + (f" ({model})" if model else ": not in the device table, achieved rates only")]
+    if p.device in ("", "unknown"):  # (JAX's trace names no device: 'unknown: not in the table' read oddly)
+        said = ["the trace names no device: achieved rates only, no peaks"]
+    else:
+        said = [f"{p.device}" + (f" ({model})" if model else ": not in the device table, achieved rates only")]
     if o.get("kernels"):
         said.append(
             f"work known for {o['kernels'] - o.get('unknown_kernels', 0):,} of {o['kernels']:,} kernels"

@@ -29,13 +29,20 @@ _POINT = {True: "#2ca02c", False: "#d62728", None: "#7f7f7f"}  # Tensor Cores, S
 # the table's headers as a user reads them (the view's columns keep their names for the code)
 _HEADERS = {
     "time_ms": "time (ms)",
-    "share_pct": "% of compute-kernel time",
+    "share_pct": "% of time",
     "tflops": "TFLOP/s",
     "pct_of_peak": "% of peak",
     "gbps": "GB/s",
     "flop_per_byte": "FLOP/byte",
     "tensor_cores": "Tensor Cores",
     "top_kernel": "top kernel",
+}
+# short headers (at 1366 px the pane shows five columns), each said in full on hover
+_TIPS = {
+    "% of time": "the family's share of compute-kernel time (every kernel but NCCL's)",
+    "% of peak": "achieved TFLOP/s as a share of the device's peak for the family's precision (on Tensor Cores or not)",
+    "FLOP/byte": "arithmetic intensity: the family's FLOPs per byte it moves",
+    "bound": "compute- or memory-bound: which side of the roofline's ridge the family sits",
 }
 
 
@@ -145,9 +152,10 @@ class EfficiencyPanel(QWidget):
         self.status = QLabel("")
         self.status.setWordWrap(True)
         self.table = FrameTable()
+        self.table.model_.tips = dict(_TIPS)
         self.table.rowActivated.connect(self._row)
         self.roofline = Roofline()
-        split = QSplitter(Qt.Horizontal)
+        self.split = split = QSplitter(Qt.Horizontal)
         split.addWidget(self.table)
         split.addWidget(self.roofline)
         split.setStretchFactor(0, 3)
@@ -163,6 +171,7 @@ class EfficiencyPanel(QWidget):
         if old is not None:  # the last session's rows go (pandas is not imported before a session)
             self.table.set_frame(old.table.iloc[0:0])
         self.roofline.show_view(None)
+        self.roofline.setVisible(True)
         self.status.setText("")
         if self.wanted:
             self.refresh()
@@ -193,10 +202,37 @@ class EfficiencyPanel(QWidget):
         self.view = view
         self.table.set_frame(view.table.rename(columns=_HEADERS))
         self.roofline.show_view(view)
+        # a roofline with no point is an empty plot whose note the pane cut off at 1366 px: the
+        # table takes the width and the line above says why there is no plot
+        plotted = bool(view.points())
+        self.roofline.setVisible(plotted)
+        why = "" if plotted else " No roofline: no family's FLOPs and bytes are known."
+        if plotted:
+            self._fit_table()
         self.status.setText(
-            f"{view.summary}. Click a family to mark its kernels on the timeline "
+            f"{view.summary}.{why} Click a family to mark its kernels on the timeline "
             "(Enter / Shift+Enter in the search box step through them)."
         )
+
+    # the table's columns up to '% of peak' in view, the plot keeping at least this much
+    SHOWN_COLUMNS, PLOT_MIN_PX = 6, 420
+
+    def _fit_table(self) -> None:
+        """The table as wide as its first columns (family to % of peak: at 1366 px the 3:2 split
+        cut TFLOP/s), the roofline the rest, never under PLOT_MIN_PX."""
+        t = self.table
+        total = sum(self.split.sizes())
+        if total <= 0:
+            return
+        n = min(self.SHOWN_COLUMNS, t.model().columnCount())
+        want = (
+            t.verticalHeader().sizeHint().width()
+            + sum(t.columnWidth(c) for c in range(n))
+            + t.verticalScrollBar().sizeHint().width()
+            + 2 * t.frameWidth()
+        )
+        left = max(min(want, total - self.PLOT_MIN_PX), total // 3)
+        self.split.setSizes([left, total - left])
 
     def _failed(self, token: int, msg: str) -> None:
         if token == self.bg.token:

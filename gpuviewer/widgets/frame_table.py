@@ -86,6 +86,7 @@ class FrameModel(QAbstractTableModel):
         super().__init__(parent)
         self._df = None  # an empty frame until one is set or asked for (pandas not imported before)
         self.ns: frozenset = frozenset()  # result columns in ns whose names do not say so
+        self.tips: dict[str, str] = {}  # a column's header tooltip, by its name (a short header's meaning)
 
     @property
     def df(self):
@@ -126,7 +127,11 @@ class FrameModel(QAbstractTableModel):
         return None
 
     def headerData(self, section, orientation, role=Qt.DisplayRole):  # noqa: N802
-        if role != Qt.DisplayRole or self._df is None:
+        if self._df is None:
+            return None
+        if role == Qt.ToolTipRole and orientation == Qt.Horizontal and section < len(self._df.columns):
+            return self.tips.get(str(self._df.columns[section]))
+        if role != Qt.DisplayRole:
             return None
         if orientation == Qt.Horizontal:
             return header_label(self.df.columns[section], self.ns) if section < len(self.df.columns) else None
