@@ -185,14 +185,31 @@ def recorded_ns(trace: Trace, rank: int, t0: int, t1: int) -> int:
     if not len(idx):
         return 0
     c = trace.columns
-    names = np.asarray(c["name"][idx]).astype(np.int64)
+    idx = idx[~np.isin(np.asarray(c["name"][idx]).astype(np.int64), _not_ops(trace))]
+    st = np.asarray(c["start"][idx]).astype(np.int64)
+    return length(clip(union(st, st + np.asarray(c["dur"][idx]).astype(np.int64)), int(t0), int(t1)))
+
+
+def _not_ops(trace: Trace) -> list[int]:
+    """Name ids that are no host work on record: a helper thread's idle wait, a step marker."""
     idle = trace.derived.get("idle_wait_names")  # matched once per session, not once per rank
     if idle is None:
         idle = trace.derived["idle_wait_names"] = {i for i, n in enumerate(trace.names) if IDLE_WAIT.match(n)}
-    idle = idle | _step_markers(trace)
-    idx = idx[~np.isin(names, list(idle))]
+    return list(idle | _step_markers(trace))
+
+
+def recorded_in(trace: Trace, rank: int, t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
+    """recorded_ns of many windows at once: one union of the rank's recorded host ops, measured in
+    each window (a capture's every idle stretch, where a window at a time rereads the lanes)."""
+    from ..model.intervals import lengths_in, union
+
+    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in HOST_KINDS]
+    parts = [np.arange(trace.lane_slice(i).start, trace.lane_slice(i).stop) for i in lanes]
+    idx = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    c = trace.columns
+    idx = idx[~np.isin(np.asarray(c["name"][idx]).astype(np.int64), _not_ops(trace))]
     st = np.asarray(c["start"][idx]).astype(np.int64)
-    return length(clip(union(st, st + np.asarray(c["dur"][idx]).astype(np.int64)), int(t0), int(t1)))
+    return lengths_in(union(st, st + np.asarray(c["dur"][idx]).astype(np.int64)), t0, t1)
 
 
 def explain(

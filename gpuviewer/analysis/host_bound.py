@@ -12,7 +12,7 @@ from ..model.fmt import format_bytes
 from ..model.trace import Trace
 from . import intervals as iv
 from .breakdown import RankBreakdown, launch_calls
-from .host import API_CATS, COPY_CALL, HOST_KINDS, covering_op, explain, recorded_ns
+from .host import API_CATS, COPY_CALL, HOST_KINDS, covering_op, explain, recorded_in, recorded_ns
 from .issuers import (
     first_call,
     first_launch,
@@ -50,6 +50,7 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     if not fed:
         return []
     queued = _queued_gaps(trace, rb)
+    stretches = iv.EMPTY  # a whole capture's: every idle stretch that waits for the host
     for s in fed:
         g = iv.gaps(busy, s.start_ns - s.idle_before_ns, s.end_ns + s.idle_after_ns)
         glen = g[1] - g[0]
@@ -58,6 +59,8 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         # (HTA's negative_queue: a memset queued by cudaGraphLaunch 66 ms before each 64 ms gap,
         # while the host waited in a blocking copy for the GPU)
         big[big] = ~queued(g[0][big], g[1][big])
+        if whole:
+            stretches = (g[0][big], g[1][big])
         if big.any():
             k = int(np.flatnonzero(big)[np.argmax(glen[big])])
             per_step.append((s, int(glen[k]), int(g[0][k]), int(g[1][k]), int(glen[big].sum())))
@@ -93,6 +96,7 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
     # aten::add_ held one 6.5 ms hipLaunchKernel); its fix is that call at its usual time
     api, outer = _runtime_call(what, gap)
     named = None
+    extra: dict = {}  # a whole capture's stretches like its longest (_unseen_alike)
     first = None
     warm = None  # the op around the gap is its first call, far longer than its later ones
     if api is not None:
@@ -153,6 +157,10 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
             f"{unseen / 1e6:,.1f} ms of the "
             f"{gap / 1e6:.1f} ms (time the profiler did not see: a sleep, I/O or untraced code)"
         )
+        if whole:
+            alike = _unseen_alike(trace, rb.rank, stretches, (g0, g1))
+            who += alike[0]
+            extra = alike[1]
     elif what:
         who = f": its host's longest op in it was {what[0]['name']} ({what[0]['ms']:.1f} ms of the {gap / 1e6:.1f} ms)"
     else:
@@ -191,6 +199,7 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
                 **({"one_time": True, "first_launch_of": first} if first else {}),
                 **({"one_time": True, "first_call_of": outer} if warm else {}),
                 **({"whole_capture": True} if whole else {}),
+                **extra,
             },
         ),
         {p[0].step: p[4] for p in per_step},
@@ -231,6 +240,35 @@ def _queued_gaps(trace: Trace, rb: RankBreakdown):
         return np.array([hi[k] > lo[k] and bool((ret[lo[k] : hi[k]] <= g0[k]).all()) for k in range(len(g1))], bool)
 
     return test
+
+
+def _unseen_alike(trace: Trace, rank: int, stretches, longest: tuple[int, int]) -> tuple[str, dict]:
+    """A capture without steps: the other idle stretches (1 ms or more, waiting for the host) that
+    its host, like in the longest, spent mostly outside any recorded op, said with their total
+    (saxpy's 4 stretches of 172-196 ms, 545.7 ms unrecorded of 723.6 ms idle, read as one stall;
+    an audit's), and those figures for the metrics."""
+    a, b = stretches
+    if len(a) < 2:
+        return "", {}
+    unseen = (b - a) - recorded_in(trace, rank, a, b)
+    alike = 2 * unseen >= b - a
+    others = alike & ~((a == longest[0]) & (b == longest[1]))
+    n = int(others.sum())
+    if not n:
+        return "", {}
+    lens = np.sort((b - a)[others])[::-1]
+    listed = ", ".join(f"{x / 1e6:,.1f}" for x in lens[:4]) + (", ..." if n > 4 else "")
+    idle_ns, unseen_ns = int((b - a)[alike].sum()), int(unseen[alike].sum())
+    text = (
+        f"; {n} more stretch{'es' if n > 1 else ''} like it ({listed} ms), the host without a recorded op for most "
+        f"of each: {n + 1} in all, {idle_ns / 1e6:,.1f} ms of GPU idle, {unseen_ns / 1e6:,.1f} ms of it unrecorded "
+        "host time"
+    )
+    return text, {
+        "stretches_alike": n + 1,
+        "idle_alike_ms": round(idle_ns / 1e6, 3),
+        "unrecorded_alike_ms": round(unseen_ns / 1e6, 3),
+    }
 
 
 def _steps_in_call(trace: Trace, rank: int, per_step: list, name: str) -> dict[str, float]:
