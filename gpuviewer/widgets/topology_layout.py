@@ -125,17 +125,37 @@ class LabelPlacer:
     def take(self, r: Rect) -> None:
         self.taken.append(r)
 
-    def on_line(self, a: tuple[float, float], b: tuple[float, float], w: float, h: float) -> Rect | None:
-        """A spot for a w x h label beside the segment a-b, near its middle first."""
+    def on_line(
+        self, a: tuple[float, float], b: tuple[float, float], w: float, h: float, within: Rect | None = None
+    ) -> tuple[Rect, bool] | None:
+        """A spot for a w x h label beside the segment a-b, near its middle first, and whether it
+        lies over the line. within: a box the label must stay inside where it can (an NVLink
+        island's: its link's label ran across the island's border, cut at the dock's edge), over
+        the line if neither side has room there; elsewhere beside the line as before."""
         dx, dy = b[0] - a[0], b[1] - a[1]
         n = math.hypot(dx, dy) or 1.0
         px, py = -dy / n, dx / n  # the perpendicular
-        for t in (0.5, 0.4, 0.6, 0.3, 0.7, 0.2, 0.8):
-            cx, cy = a[0] + dx * t, a[1] + dy * t
-            for side in (1, -1):
-                off = side * (abs(px) * w / 2 + abs(py) * h / 2 + 4)
-                r = (cx + px * off - w / 2, cy + py * off - h / 2, w, h)
+        ts = (0.5, 0.4, 0.6, 0.3, 0.7, 0.2, 0.8)
+
+        def spots(sides):
+            for t in ts:
+                cx, cy = a[0] + dx * t, a[1] + dy * t
+                for side in sides:
+                    off = side * (abs(px) * w / 2 + abs(py) * h / 2 + 4)
+                    yield (cx + px * off - w / 2, cy + py * off - h / 2, w, h), side == 0
+
+        tries = [spots((1, -1))]
+        if within is not None:
+            x, y, bw, bh = within
+            inside = (
+                (r, over)
+                for r, over in spots((1, -1, 0))
+                if x <= r[0] and r[0] + r[2] <= x + bw and y <= r[1] and r[1] + r[3] <= y + bh
+            )
+            tries.insert(0, inside)
+        for cand in tries:
+            for r, over in cand:
                 if self.free(r):
                     self.take(r)
-                    return r
+                    return r, over
         return None

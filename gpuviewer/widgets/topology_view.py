@@ -236,7 +236,8 @@ class TopologyView(QWidget):
             tip = f"{ln.a} – {ln.b}: {ln.type}" + self._traffic(ln, ranks_of_gpu, comm)
             line.setToolTip(tip)
             if ln.type != "affinity":
-                self._label(placer, tip.split(": ", 1)[1], *self._exposed(a, b, ra_, rb_), col.darker(130))
+                home = next((i.box for i in lay.islands if ln.a in i.gpus and ln.b in i.gpus), None)
+                self._label(placer, tip.split(": ", 1)[1], *self._exposed(a, b, ra_, rb_), col.darker(130), home)
         # boxes and their text (sized to it)
         for d in topo.devices:
             if d.name not in lay.pos:
@@ -323,11 +324,21 @@ class TopologyView(QWidget):
         ms = min(x.get("nccl_ms", 0) for x in rows)
         return f"\nNCCL kernels {ms:.0f} ms (waiting included)"
 
-    def _label(self, placer, text, a, b, color) -> None:
-        w, h = self._size(text)
-        r = placer.on_line(a, b, w, h)
-        if r is not None:
-            self._text(text, r[0], r[1], color)
+    def _label(self, placer, text, a, b, color, within=None) -> None:
+        """A link's label beside it (within: the island's box it stays inside where it can)."""
+        got = placer.on_line(a, b, *self._size(text), within)
+        if got is None and "\n" in text:  # no room for it all: its link type, the rest in the tooltip
+            text = text.split("\n", 1)[0]
+            got = placer.on_line(a, b, *self._size(text), within)
+        if got is None:
+            return
+        r, over = got
+        if over:  # on the line: a backdrop, so the line does not strike through the text
+            back = QGraphicsRectItem(QRectF(*r))
+            back.setBrush(QBrush(self.palette().color(self.backgroundRole())))
+            back.setPen(QPen(Qt.NoPen))
+            self.scene.addItem(back)
+        self._text(text, r[0], r[1], color)
 
     def text_rects(self) -> list[tuple[str, QRectF]]:
         """Every text item's scene rectangle (for tests: none may overlap another)."""

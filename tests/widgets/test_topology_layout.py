@@ -133,3 +133,30 @@ def test_the_link_between_two_ranks_gpus_says_their_transfer_not_their_waits(qap
         assert sorted(moved) == pytest.approx(per_rank, abs=0.06)
     finally:
         w.close()
+
+
+@pytest.mark.parametrize("size", [(330, 520), (350, 1000), (640, 420), (1100, 300)])
+def test_a_links_label_stays_inside_its_nvlink_island(qtbot, size):
+    """The H200 pair's NVLink label ('NV18 / collectives: transfer 5.9 ms in 3 steps') ran across
+    the island's dashed border, cut at the side dock's edge at 1366x768 (an audit of the window):
+    it stays inside the island, over the line on a backdrop where neither side has room."""
+    from gpuviewer.widgets.topology_view import TopologyView
+
+    topo = parse_topo_matrix(CASES["h200_pair"](), "pair")
+    v = TopologyView()
+    qtbot.addWidget(v)
+    v.resize(*size)
+    v.show()
+    qtbot.waitUntil(lambda: v.view.width() > 0)
+    rows = {i: {"nccl_ms": 70.3 - 33 * i, "bytes": 1.42e9, "transfer_ms": 5.7 + 0.2 * i, "steps": 3} for i in (0, 1)}
+    v.set_topology(topo, {"GPU0": [0], "GPU1": [1]}, {"ranks": rows})
+    islands = [
+        it.sceneBoundingRect() for it in v.scene.items() if isinstance(it, QGraphicsRectItem) and it.zValue() == -5
+    ]
+    labels = [(t, r) for t, r in v.text_rects() if t.startswith("NV18")]
+    assert len(islands) == 1 and len(labels) == 1
+    assert islands[0].contains(labels[0][1]), (size, islands[0], labels[0])
+    # the whole label where the island has room for it (a side dock's column); else the link type
+    assert labels[0][0] in ("NV18", "NV18\ncollectives: transfer 5.9 ms in 3 steps")
+    if size[1] > size[0]:
+        assert "collectives" in labels[0][0]
