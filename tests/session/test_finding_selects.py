@@ -285,3 +285,36 @@ def test_a_path_segment_before_an_op_selects_the_op_that_follows_it():
         assert e >= 0 and v.what[i].startswith(s.trace.name_of(e))
         assert abs(int(c["start"][e]) - int(v.end[i])) < 50_000  # it starts where the segment ends
         assert int(c["start"][e]) + int(c["dur"][e]) > int(v.end[i])
+
+
+def test_a_path_segment_says_the_length_of_a_longer_op_it_selects():
+    """kineto ddp step 3: 'host work (<built-in function sleep> 34.2 ms of it) ...' selects the
+    50.1 ms sleep, which began before the segment; Details' 50.087 ms beside the row's 34.2 read as
+    two lengths of one op (an audit of the window). The row says the op's length too, from the raw
+    file's sleep event; a row whose op lies within it says none."""
+    import gzip
+    import json
+
+    from gpuviewer.session import Session
+    from gpuviewer.session.critical_view import path_view
+
+    path = trace_path("kineto", "ddp")
+    with gzip.open(trace_path("kineto", "ddp", "ddp_rank1.json.gz"), "rt") as fh:
+        raw = [e["dur"] for e in json.load(fh)["traceEvents"] if e.get("name") == "<built-in function sleep>"]
+    s = Session.open([path])
+    v = path_view(s.trace, s.run_analysis())
+    c = s.trace.columns
+    said = 0
+    for i in range(len(v)):
+        m = re.match(r"host work \((.+?) (\d+\.\d) ms of it(; the op: (\d+\.\d) ms)?\)", v.what[i])
+        if m is None or int(v.event[i]) < 0:
+            continue
+        dur = int(c["dur"][int(v.event[i])]) / 1e6
+        longer = dur >= 1.05 * float(m.group(2)) + 0.1
+        assert bool(m.group(3)) == longer, v.what[i]
+        if longer:
+            assert m.group(4) == f"{dur:.1f}"
+            said += m.group(1) == "<built-in function sleep>"
+            if m.group(1) == "<built-in function sleep>":
+                assert any(m.group(4) == f"{d / 1e3:.1f}" for d in raw), (v.what[i], raw)
+    assert said >= 1
