@@ -260,9 +260,9 @@ def _unseen_alike(trace: Trace, rank: int, stretches, longest: tuple[int, int]) 
     listed = ", ".join(f"{x / 1e6:,.1f}" for x in lens[:4]) + (", ..." if n > 4 else "")
     idle_ns, unseen_ns = int((b - a)[alike].sum()), int(unseen[alike].sum())
     text = (
-        f"; {n} more stretch{'es' if n > 1 else ''} like it ({listed} ms), the host without a recorded op for most "
-        f"of each: {n + 1} in all, {idle_ns / 1e6:,.1f} ms of GPU idle, {unseen_ns / 1e6:,.1f} ms of it unrecorded "
-        "host time"
+        f"; {n} more idle stretch{'es' if n > 1 else ''} ({listed} ms) {'are' if n > 1 else 'is'} like it, the host "
+        f"mostly outside any recorded op: {n + 1} stretches, {idle_ns / 1e6:,.1f} ms of GPU idle time, "
+        f"{unseen_ns / 1e6:,.1f} ms of which the host spent in no recorded op"
     )
     return text, {
         "stretches_alike": n + 1,

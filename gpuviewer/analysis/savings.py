@@ -318,7 +318,8 @@ class _Start:
         """A finding's changes applied to the recording (warm-up steps kept as recorded) and the
         steps they act in: the same each time _sequence measures it again on later fixes, so
         kept (as the values that differ from the recording's: a few megabytes a finding at 64
-        ranks), with the list itself, so its id names no other list while kept."""
+        ranks), with the list itself, so its id names no other list while kept (launch_path's
+        one-off lists too, unused again: a start lives for one analysis)."""
         g = self.g
         got = self._kept.get(id(changes))
         if got is not None and got[0] is changes:
@@ -366,7 +367,7 @@ class _Start:
         f.saves_ms = round(saved / 1e6, 3)
         f.saves_ms_per_step = round(saved / 1e6 / n, 3)
         f.saves_pct = round(saved / total, 4) if total else 0.0
-        f.saves_steps = acted
+        f.saves_steps = list(acted)  # (the kept list is _own's, shared by every measure of these changes)
         f.saves_ms_by_step = {str(s): round(v / 1e6, 3) for s, v in sorted(per.items())}
         f.saves_ms_in_steps = round(in_acted / 1e6 / len(acted), 3)
         acted_base = sum(self.left.get(s, base[s]) for s in acted)
@@ -488,7 +489,8 @@ def _sequence(fs: list[Finding], start: _Start, changes_of: dict[int, list[Chang
             _chained_children(f, start, changes_of)
             start.dur, start.off, start.times = made.get(id(f)) or start.measure(f, changes_of[id(f)])
         else:  # the first: its saving is the one measured alone against the recording (attach_savings)
-            start.dur, start.off, start.times = start.floor(start._own(changes_of[id(f)]))
+            dur, off, _acted = start._own(changes_of[id(f)])
+            start.dur, start.off, start.times = start.floor((dur, off))
         start.fixed += 1
         for k, v in (f.saves_ms_by_step or {}).items():
             if int(k) in start.left:

@@ -62,9 +62,9 @@ def test_recurring_unrecorded_stretches_are_said_with_their_total():
     f = next(f for f in out["findings"] if f["rule"] == "host_bound_idle")
     longest = max(alike, key=lambda x: x[1] - x[0])
     m = re.search(
-        r"longest idle stretch, ([\d.,]+) ms .* ran no recorded op for ([\d.,]+) ms .*; (\d+) more stretches like it "
-        r"\(([\d., ]+) ms\), the host without a recorded op for most of each: (\d+) in all, ([\d.,]+) ms of GPU idle, "
-        r"([\d.,]+) ms of it unrecorded host time",
+        r"longest idle stretch, ([\d.,]+) ms .* ran no recorded op for ([\d.,]+) ms .*; (\d+) more idle stretches "
+        r"\(([\d., ]+) ms\) are like it, the host mostly outside any recorded op: (\d+) stretches, ([\d.,]+) ms of "
+        r"GPU idle time, ([\d.,]+) ms of which the host spent in no recorded op",
         f["title"],
     )
     assert m, f["title"]
