@@ -72,6 +72,7 @@ class PathView:
     bound_by: str | None = None
     windows: dict[int, tuple[int, int]] = field(default_factory=dict)  # step -> its ranks' first start, last end
     event: np.ndarray | None = None  # per segment, the event of the op it names (-1: none)
+    said: dict[int, str] = field(default_factory=dict)  # a segment's text as the tab lists it, where not `what`
     whole: bool = False  # the session marks no steps: its one 'step' is the whole capture
 
     def __len__(self) -> int:
@@ -115,7 +116,7 @@ class PathView:
                     "index": i,
                     "rank": int(self.rank[i]),
                     "resource": RESOURCES[int(self.res[i])],
-                    "what": self.what[i],
+                    "what": self.said.get(i, self.what[i]),
                     "start_ns": int(self.start[i]),
                     "end_ns": int(self.end[i]),
                     "duration_ms": d / 1e6,
@@ -266,7 +267,9 @@ def _name_events(trace: Trace, view: PathView) -> None:
                 view.event[i] = int(at[k])
                 if where == "host":  # the thread that did it (a GPU run keeps its busiest stream)
                     view.lane[i] = int(c["lane"][at[k]])
-                    view.what[i] = _op_length_said(view.what[i], int(e[k] - s[k]))
+                    said = _op_length_said(view.what[i], int(e[k] - s[k]))
+                    if said != view.what[i]:  # (what stays the analysis' text: the outline's)
+                        view.said[i] = said
 
 
 _MS_OF_IT = re.compile(r" (\d+(?:\.\d+)?) ms of it\)")
