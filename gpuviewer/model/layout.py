@@ -81,8 +81,9 @@ class Row:
     lane: int = -1
     depths: int = 0  # rows of nesting shown for the lane
     label: str = ""
-    hidden_rows: int = 0  # deeper rows not shown until the lane is expanded
+    hidden_rows: int = 0  # rows not shown until the lane is expanded (deeper ones, and `first`)
     group: str = ""  # group key of a "group" row
+    first: int = 0  # the first depth row shown (a folded lane's frames around all of it skipped)
 
 
 def lane_depths(trace: Trace) -> np.ndarray:
@@ -94,6 +95,34 @@ def lane_depths(trace: Trace) -> np.ndarray:
         if sl.stop > sl.start:
             out[i] = int(np.asarray(d[sl]).max()) + 1
     return out
+
+
+OUTER_SHARE = 0.9  # a top row's one slice spanning this much of its lane's time is a frame around it all
+DENSE_NEAR = 0.95  # rows as full as this share of the fullest choice are as good, the higher kept
+
+
+def _first_row(trace: Trace, ln: int, full: int) -> int:
+    """Layout.first_row: past the lane's top rows that each hold one slice spanning OUTER_SHARE of
+    its time or more (frames around all of it), the first of the COLLAPSED_ROWS rows in a run that
+    covers the most time (within DENSE_NEAR of it, the highest): rows of a few short frames at each
+    step's edge (the profiler's step call) are skipped for the ops under them."""
+    sl = trace.lane_slice(ln)
+    if sl.stop <= sl.start or full <= COLLAPSED_ROWS:
+        return 0
+    c = trace.columns
+    d = np.asarray(c["depth"][sl]).astype(np.int64)
+    st = np.asarray(c["start"][sl]).astype(np.int64)
+    dur = np.asarray(c["dur"][sl]).astype(np.int64)
+    span = max(int((st + dur).max() - st.min()), 1)
+    n = np.bincount(d, minlength=full)
+    cover = np.bincount(d, weights=dur, minlength=full) / span  # a row's slices do not overlap
+    outer = 0
+    while outer < full - COLLAPSED_ROWS and n[outer] == 1 and cover[outer] >= OUTER_SHARE:
+        outer += 1
+    runs = np.convolve(cover, np.ones(COLLAPSED_ROWS), mode="valid")[outer:]  # run k: rows k..k+5
+    if not len(runs):
+        return outer
+    return outer + int(np.flatnonzero(runs >= DENSE_NEAR * runs.max())[0])
 
 
 def rank_title(trace: Trace, rank: int) -> str:
@@ -124,6 +153,7 @@ class Layout:
         self.depths = depths if depths is not None else lane_depths(trace)
         self.rows: list[Row] = []
         self._header_rows: tuple | None = None  # (the rows they were found in, rank -> header row)
+        self._first: dict[int, int] = {}  # first_row, by lane
         self.rebuild()
 
     def ordered_lanes(self, rank: int) -> list[int]:
@@ -216,10 +246,40 @@ class Layout:
 
     def _add_lane(self, rows: list, y: float, ln: int, label: str) -> float:
         full = int(self.depths[ln])
-        shown = full if self.trace.lanes[ln].key in self.state.expanded else min(full, COLLAPSED_ROWS)
+        first, shown = self.rows_shown(ln)
         h = shown * ROW_H
-        rows.append(Row("lane", y, h, self.trace.lanes[ln].rank, ln, shown, label, full - shown))
+        rows.append(Row("lane", y, h, self.trace.lanes[ln].rank, ln, shown, label, full - shown, first=first))
         return y + h + GAP
+
+    def first_row(self, ln: int) -> int:
+        """The first depth row a folded lane shows (_first_row), kept per lane."""
+        got = self._first.get(ln)
+        if got is None:
+            got = self._first[ln] = _first_row(self.trace, ln, int(self.depths[ln]))
+        return got
+
+    def rows_shown(self, lane: int) -> tuple[int, int]:
+        """(the first depth row shown, how many): every row of an expanded lane; COLLAPSED_ROWS of a
+        folded one, from first_row (a Python stack's <module>, main and training function drew four
+        full-width bars over every step, the ops under them folded; an audit of the window)."""
+        full = int(self.depths[lane])
+        if full <= COLLAPSED_ROWS or self.trace.lanes[lane].key in self.state.expanded:
+            return 0, full
+        return min(self.first_row(lane), full - COLLAPSED_ROWS), COLLAPSED_ROWS
+
+    def depth_shown(self, lane: int, depth: int) -> bool:
+        """Whether the lane's row of that depth is among those its layout shows (as its lane
+        group or rank may hide it: rows_shown's test only)."""
+        first, shown = self.rows_shown(lane)
+        return first <= depth < first + shown
+
+    def depth_y(self, lane: int, depth: int) -> float | None:
+        """Where a slice of that depth is drawn: its lane's y plus its row among those shown
+        (None where the lane is not laid out)."""
+        for row in self.rows:
+            if row.kind == "lane" and row.lane == lane:
+                return row.y + depth - row.first
+        return None
 
     def group_collapsed(self, gkey: str) -> bool:
         v = self.state.groups.get(gkey)

@@ -25,10 +25,9 @@ def event_rect(host, i: int, f: Frame) -> QRectF | None:
     """Event i's box in device pixels, or None when its lane is not laid out."""
     c = host.trace.columns
     lane = int(c["lane"][i])
-    y = host.layout.lane_y(lane)
-    if y is None:
+    yd = host.layout.depth_y(lane, int(c["depth"][i]))
+    if yd is None:
         return None
-    yd = y + int(c["depth"][i])
     X0 = (int(c["start"][i]) - host.origin) * f.sx + f.ox
     X1 = max((int(c["start"][i]) + int(c["dur"][i]) - host.origin) * f.sx + f.ox, X0 + 2)
     return QRectF(X0, yd * f.sy + f.oy + 0.04 * f.sy, X1 - X0, 0.92 * f.sy)

@@ -91,8 +91,8 @@ class SlicesItem(Layer):
             if row.kind == "group":
                 p.fillRect(QRectF(left - 1, Y, right - left + 2, row.h * sy), theme.current().row_group)
                 continue
-            for d in range(row.depths):
-                yd = row.y + d
+            for d in range(row.first, row.first + row.depths):
+                yd = row.y + d - row.first
                 if yd + 1 < f.y0 or yd > f.y1:
                     continue
                 s, e, rep, busy = q.lod_runs_busy(trace, row.lane, d, f.t0, f.t1, f.ns_per_px)
@@ -245,7 +245,7 @@ class SlicesItem(Layer):
             X0 = (st - origin) * sx + ox
             X1 = (en - origin) * sx + ox
             wide = X1 - X0 >= 1
-            Y = (row.y + np.asarray(c["depth"][i][wide])) * sy + oy + 0.08 * sy
+            Y = (row.y - row.first + np.asarray(c["depth"][i][wide])) * sy + oy + 0.08 * sy
             n = self.buf.fill(X0[wide], Y, (X1 - X0)[wide], np.full(int(wide.sum()), 0.84 * sy))
             self.buf.draw(p, n)
 
@@ -292,7 +292,7 @@ class SlicesItem(Layer):
         row = self.host.layout.row_at(y)
         if row is None or row.kind != "lane":
             return None
-        d = int(y - row.y)
+        d = int(y - row.y) + row.first
         t = self.host.origin + x
         idx = q.events_in_range(trace, row.lane, int(t - tol_ns), int(t + tol_ns))
         c = trace.columns
@@ -314,7 +314,7 @@ class SlicesItem(Layer):
         row = self.host.layout.row_at(y)
         if row is None or row.kind != "lane":
             return None, False
-        runs = self._drawn.get((row.lane, int(y - row.y)))
+        runs = self._drawn.get((row.lane, int(y - row.y) + row.first))
         if runs is None or not len(runs[0]):
             return None, False
         s, e, rep, busy = runs

@@ -98,7 +98,7 @@ class LaneLabels(QWidget):
                     p.drawText(
                         QRectF(20, bot, self.width() - 24, max(nb - bot, 12)),
                         Qt.AlignVCenter | Qt.AlignLeft,
-                        f"+{row.hidden_rows} deeper row{'s' if row.hidden_rows > 1 else ''} (click)",
+                        _folded_said(row),
                     )
                 p.setPen(th.line)
                 yb = self._to_dev(row.y + row.h)
@@ -222,3 +222,12 @@ class LaneLabels(QWidget):
         if lm.state.hidden:
             m.addAction(f"Show {len(lm.state.hidden)} hidden lanes", lambda: (lm.show_all(), self.changed.emit()))
         m.exec(self.mapToGlobal(pos))
+
+
+def _folded_said(row) -> str:
+    """What a folded lane's rows hide: '+20 deeper rows (click)', or where rows above those shown
+    are folded too, '8 rows above, 10 below (click)'."""
+    deeper = row.hidden_rows - row.first
+    if not row.first:
+        return f"+{deeper} deeper row{'s' if deeper != 1 else ''} (click)"
+    return f"{row.first} row{'s' if row.first != 1 else ''} above, {deeper} below (click)"

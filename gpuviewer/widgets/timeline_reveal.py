@@ -31,7 +31,7 @@ class RevealMixin:
         row = next((r for r in lm.rows if r.kind == "lane" and r.lane == lane), None) if lm else None
         if row is None:
             return None
-        d = min(int(c["depth"][i]), max(0, row.depths - 1))
+        d = min(max(int(c["depth"][i]) - row.first, 0), max(0, row.depths - 1))
         return row.y + d * LAYOUT_ROW_H, row.y + (d + 1) * LAYOUT_ROW_H
 
     def scroll_to_event(self, i: int) -> None:
@@ -130,12 +130,8 @@ class RevealMixin:
         lane = int(self.trace.columns["lane"][i])
         ln = self.trace.lanes[lane]
         changed = self._unfold(lane)
-        if (
-            int(self.trace.columns["depth"][i]) >= min(lm.depths[lane], 6)
-            and ln.key not in lm.state.expanded
-            and int(self.trace.columns["depth"][i]) >= 6
-        ):
-            lm.state.expanded.add(ln.key)
+        if ln.key not in lm.state.expanded and not lm.depth_shown(lane, int(self.trace.columns["depth"][i])):
+            lm.state.expanded.add(ln.key)  # a row of a folded lane: deeper, or a frame above those shown
             changed = True
         if changed:
             lm.rebuild()

@@ -241,7 +241,7 @@ def test_findings_dock_takes_the_timeline_there(qtbot, tmp_path):
     # the selected evidence is on a visible row (its lane was unfolded)
     lane = int(w.trace.columns["lane"][sel])
     row = next(r for r in w.timeline.layout_model.rows if r.kind == "lane" and r.lane == lane)
-    assert int(w.trace.columns["depth"][sel]) < row.depths
+    assert row.first <= int(w.trace.columns["depth"][sel]) < row.first + row.depths
     # filter
     w.findings.severity.setCurrentIndex(1)
     assert all(x.severity == "high" for x in w.findings.visible_findings())
