@@ -55,7 +55,10 @@ class TimeAxis(pg.AxisItem):
         return sp, major, minor
 
     def paint(self, p, opt, widget=None) -> None:
-        rect = self.boundingRect()
+        # the axis' own box, not boundingRect(): pyqtgraph extends that by the tick length into the
+        # plot, and the line drawn at its edge crossed the top row's text 5 px inside the lanes (a
+        # collapsed rank 0's step names; an audit of the window)
+        rect = self.mapRectFromParent(self.geometry())
         lo, hi = self.range
         if hi == lo or rect.width() <= 0:
             return
