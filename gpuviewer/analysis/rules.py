@@ -386,6 +386,18 @@ def memory_rule(trace: Trace, rank: int) -> list[dict]:
         t = int(cnt.t[k])
         split = held_and_added(trace, rank, cnt.device)
         what = "" if split is None else _held_text(*split)
+        # already there at the capture's first memory record (allocated before the profiler ran or
+        # recorded: a schedule's wait and warm-up steps record none), so no allocation in the trace
+        # says what holds it (memory_pressure's 128 GB tensor; an audit: 'held across steps' read as
+        # the model's own state)
+        before = int(cnt.v[int(np.argmin(cnt.t))]) if len(cnt.t) else 0
+        if split is not None and before >= 0.5 * split[0] and before >= 1 << 30:
+            # (the record's total includes its own allocation, whose size the curve does not keep:
+            # 'allocated before the capture' is not said, the record's total is)
+            what += (
+                f"; the capture's first memory record already shows {before / 1e9:.1f} GB allocated (an "
+                "allocator snapshot, torch.cuda.memory._record_memory_history in PyTorch, names what holds it)"
+            )
         f = finding(
             "memory_headroom",
             "high" if frac >= 0.85 else "medium",
@@ -404,6 +416,7 @@ def memory_rule(trace: Trace, rank: int) -> list[dict]:
                 "per_step": per_step,
                 "held_bytes": None if split is None else split[0],
                 "added_per_step_bytes": None if split is None else split[1],
+                "allocated_at_first_record_bytes": before,
             },
         )
         if split is not None:  # advise on the larger part

@@ -148,6 +148,17 @@ def test_memory_headroom():
     assert round(m["capacity_bytes"] / 1e9, 1) == 150.1
     assert m["per_step"] and max(p["peak_bytes"] for p in m["per_step"]) <= m["peak_bytes"]
     assert not rules(findings("kineto/dataloader_stall.json.gz"), "memory_headroom")
+    # what the capture's first memory record already holds (the 128 GB tensor made before the
+    # profiler recorded memory), from the raw file's first GPU [memory] event
+    import gzip
+
+    with gzip.open(trace_path("kineto", "memory_pressure.json.gz"), "rt") as fh:
+        mem = [
+            e for e in json.load(fh)["traceEvents"] if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1
+        ]
+    first = min(mem, key=lambda e: e["ts"])["args"]["Total Allocated"]
+    assert m["allocated_at_first_record_bytes"] == first
+    assert f"first memory record already shows {first / 1e9:.1f} GB allocated" in f[0]["title"]
 
 
 def test_breakdown_adds_up():
