@@ -319,3 +319,30 @@ def test_a_path_segment_says_the_length_of_a_longer_op_it_selects():
             if m.group(1) == "<built-in function sleep>":
                 assert any(m.group(4) == f"{d / 1e3:.1f}" for d in raw), (rows[i], raw)
     assert said >= 1
+
+
+def test_a_findings_op_around_its_gap_is_selected():
+    """HTA's alexnet: the top finding's idle stretch lies inside one 10.8 s aten::cudnn_convolution
+    (its first call), which began before the stretch; the click selected nothing, as evidence was
+    looked for among events starting inside the stretch (an audit of the window). It selects that
+    convolution: the raw file's longest one, covering the stretch."""
+    import gzip
+    import json
+
+    path = compat_path(
+        "facebookresearch__HolisticTraceAnalysis",
+        "critical_path",
+        "alexnet",
+        "benchmark_result_2869224_1695835535_trace.json.gz",
+    )
+    with gzip.open(path, "rt") as fh:
+        convs = [e for e in json.load(fh)["traceEvents"] if e.get("name") == "aten::cudnn_convolution" and "dur" in e]
+    longest = max(convs, key=lambda e: e["dur"])
+    s = gpuviewer.open(path)
+    f = s.analysis.findings[0]
+    assert f.rule == "host_bound_idle" and "inside aten::cudnn_convolution" in f.title
+    i = s.show_finding(f)
+    assert i is not None and s.trace.name_of(i) == "aten::cudnn_convolution"
+    c = s.trace.columns
+    assert abs(int(c["dur"][i]) - round(longest["dur"] * 1000)) <= 1000  # the raw µs, to the µs
+    assert int(c["start"][i]) < f.start_ns and int(c["start"][i]) + int(c["dur"][i]) > f.end_ns
