@@ -107,27 +107,19 @@ class LaneLabels(QWidget):
         if hdr is not None:  # its own row scrolled away: the rank stays named at the top
             self._header(p, hdr, self.plot_top)
             sb = self._sticky_bottom()
-            lane = self.layout_model.row_at(self.y_range[0] + hdr.h)
-            # (a group's row too: '▾ CUDA API · 5 lanes' was cut in half under the header; an audit)
-            if lane is not None and lane.kind in ("lane", "group") and self._to_dev(lane.y) < sb:
-                # and the lane whose top went under it: named just below, unless its own name is
-                # still whole below the header; over it where that name is half hidden (two copies
-                # a few pixels apart read as garbled text)
-                own = (self._to_dev(lane.y) + self._to_dev(lane.y + min(lane.h, 1.0))) / 2
-                half = QFontMetrics(self.font_lane).height() / 2
-                if own - half < sb:
-                    group = lane.kind == "group"
-                    p.fillRect(
-                        QRectF(0, sb, self.width(), max(14.0, own + half + 1 - sb)), th.group if group else th.panel
-                    )
-                    p.setFont(self.font_lane)
-                    p.setPen(th.text)
-                    mark = ("▸ " if self.layout_model.group_collapsed(lane.group) else "▾ ") if group else "   "
-                    p.drawText(
-                        QRectF(6, sb, self.width() - 10, 14),
-                        Qt.AlignVCenter | Qt.AlignLeft,
-                        self.fit(p, mark + lane.label, self.width() - 10),
-                    )
+            named = self.named_under_header(hdr)
+            if named is not None:
+                lane, fill_h = named
+                group = lane.kind == "group"
+                p.fillRect(QRectF(0, sb, self.width(), fill_h), th.group if group else th.panel)
+                p.setFont(self.font_lane)
+                p.setPen(th.text)
+                mark = ("▸ " if self.layout_model.group_collapsed(lane.group) else "▾ ") if group else "   "
+                p.drawText(
+                    QRectF(6, sb, self.width() - 10, 14),
+                    Qt.AlignVCenter | Qt.AlignLeft,
+                    self.fit(p, mark + lane.label, self.width() - 10),
+                )
             p.setPen(th.line)
             p.drawLine(0, int(sb), self.width(), int(sb))
         p.end()
@@ -150,6 +142,23 @@ class LaneLabels(QWidget):
         if self.layout_model is None:
             return None
         return self.layout_model.sticky_header(*self.y_range)
+
+    def named_under_header(self, hdr):
+        """(the row whose top went under the pinned header, the height its name's backdrop takes)
+        where its name is drawn again just below the header: a lane or group row (a group's
+        '▾ CUDA API · 5 lanes' was cut in half under it; an audit) whose own name is half hidden
+        (two copies a few pixels apart read as garbled text), with a name's height of it still
+        below the header (else its name lay over the next lane's: ddp at 2560x1440, two CUDA API
+        threads' names garbled; an audit). None where no name is drawn there."""
+        sb = self._sticky_bottom()
+        lane = self.layout_model.row_at(self.y_range[0] + hdr.h)
+        if lane is None or lane.kind not in ("lane", "group") or self._to_dev(lane.y) >= sb:
+            return None
+        own = (self._to_dev(lane.y) + self._to_dev(lane.y + min(lane.h, 1.0))) / 2
+        half = QFontMetrics(self.font_lane).height() / 2
+        if own - half >= sb or self._to_dev(lane.y + lane.h) - sb < 2 * half:
+            return None
+        return lane, max(14.0, own + half + 1 - sb)
 
     def _sticky_bottom(self) -> float:
         from ..model.layout import HEADER_H
