@@ -59,7 +59,9 @@ class EfficiencyView:
             {
                 "name": f["name"],
                 "intensity": f["intensity"],
-                "tflops": f["tflops"],
+                "tflops": f["tflops"]
+                if f.get("flops") != 0
+                else None,  # a family that only moves bytes: no rate, not 0
                 "share": f["time_ns"] / total,
                 "tensor_cores": f["tensor_cores"],
             }
@@ -82,7 +84,7 @@ def build(trace: Trace, eff, rank: int | None = None, n_ranks: int = 1) -> Effic
             "kernels": f["kernels"],
             "time_ms": f["time_ns"] / 1e6,
             "share_pct": 100.0 * f["time_ns"] / total,
-            "tflops": f["tflops"],
+            "tflops": f["tflops"] if f.get("flops") != 0 else None,  # a family that only moves bytes: no rate, not 0
             "pct_of_peak": f["pct_of_peak"],
             "gbps": f["gbps"],
             "flop_per_byte": f["intensity"],

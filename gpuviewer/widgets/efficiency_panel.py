@@ -107,7 +107,8 @@ class Roofline(pg.PlotWidget):
                 symbolPen=pg.mkPen("#222"),
             )
             # named below its point: the roofs' names sit above their lines
-            t = pg.TextItem(q["name"], anchor=(0, 0), color="#444")
+            # on a backdrop: the roofs' flat lines ran through the labels at their heights (an audit)
+            t = pg.TextItem(q["name"], anchor=(0, 0), color="#444", fill=pg.mkBrush(255, 255, 255, 200))
             t.setPos(math.log10(q["intensity"]), math.log10(q["tflops"]))
             p.addItem(t)
             self.labels.append(t)

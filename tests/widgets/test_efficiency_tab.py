@@ -56,6 +56,9 @@ def test_table_roofline_timeline_and_details(win, qtbot, tmp_path, raw_mm):
     m = panel.table.model()
     tip = m.headerData(list(df.columns).index("% of time"), Qt.Horizontal, Qt.ToolTipRole)
     assert "compute-kernel time" in tip
+    # a family that only moves bytes has no rate (blank, not a measured 0 TFLOP/s; an audit)
+    moves = [f["name"] for f in fams if f.get("flops") == 0]
+    assert moves and df.set_index("family").loc[moves, "TFLOP/s"].isna().all()
     # sortable: by TFLOP/s, the GEMM family (the fastest) first
     col = list(df.columns).index("TFLOP/s")
     panel.table.sortByColumn(col, Qt.DescendingOrder)
