@@ -67,10 +67,14 @@ class ViewActions:
         self.notes = notes
 
     def set_range(self, t0: int, t1: int, padding: float = 0.0) -> tuple[int, int]:
-        """Show [t0, t1] (widened by `padding` of its span on each side; 50 ns at least)."""
+        """Show [t0, t1] (widened by `padding` of its span on each side, not past the capture's
+        ends: a finding's view ran to -29.7 ms, empty grey before the trace; an audit of the
+        window; 50 ns at least)."""
         span = max(int(t1) - int(t0), 50)
         pad = int(span * padding)
-        rng = (int(t0) - pad, int(t0) + span + pad)
+        a, b = int(t0), int(t0) + span
+        lo, hi = self.trace.start_ns, self.trace.end_ns
+        rng = (max(a - pad, min(a, lo)), min(b + pad, max(b, hi)))
         if rng != self.view.range:
             self.view.range = rng
             self.events.emit("range", t0=rng[0], t1=rng[1])

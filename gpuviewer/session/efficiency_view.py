@@ -99,7 +99,7 @@ def build(trace: Trace, eff, rank: int | None = None, n_ranks: int = 1) -> Effic
     o = eff.ops
     model = roof_label(p.model, p.identified)
     if p.device in ("", "unknown"):  # (JAX's trace names no device: 'unknown: not in the table' read oddly)
-        said = ["the trace names no device: achieved rates only, no peaks"]
+        said = ["the trace names no device: no peaks to measure against"]
     else:
         said = [f"{p.device}" + (f" ({model})" if model else ": not in the device table, achieved rates only")]
     if o.get("kernels"):

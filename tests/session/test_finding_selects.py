@@ -346,3 +346,20 @@ def test_a_findings_op_around_its_gap_is_selected():
     c = s.trace.columns
     assert abs(int(c["dur"][i]) - round(longest["dur"] * 1000)) <= 1000  # the raw µs, to the µs
     assert int(c["start"][i]) < f.start_ns and int(c["start"][i]) + int(c["dur"][i]) > f.end_ns
+
+
+def test_a_findings_view_is_padded_no_further_than_the_capture():
+    """A finding near the capture's start was shown from -5.6 ms (gpt), -29.7 ms (fsdp): the
+    padding ran past the trace into empty grey (an audit of the window). The padding stops at the
+    capture's ends; a range asked for beyond them is kept as asked."""
+    s = gpuviewer.open(trace_path("kineto", "single_gpt_train.json.gz"))
+    t0, t1 = s.trace.start_ns, s.trace.end_ns
+    for f in s.analysis.all_findings():
+        if t0 <= f.start_ns and f.end_ns <= t1:
+            s.show_finding(f)
+            a, b = s.view.range
+            assert t0 <= a and b <= t1, (f.rule, a - t0, t1 - b)
+    # padding that fits is kept whole; a range asked for outside the capture stays as asked
+    mid = (t0 + t1) // 2
+    assert s.set_range(mid, mid + 1_000_000, padding=0.1) == (mid - 100_000, mid + 1_100_000)
+    assert s.set_range(t0 - 5_000_000, t0 + 1_000_000) == (t0 - 5_000_000, t0 + 1_000_000)

@@ -169,7 +169,7 @@ def test_no_roofline_where_no_family_has_known_work(qtbot, tmp_path):
     panel = eff.panel
     assert not panel.view.points() and panel.roofline.isHidden()
     text = panel.status.text()
-    assert text.startswith("the trace names no device: achieved rates only") and "No roofline" in text
+    assert text.startswith("the trace names no device: no peaks to measure against") and "No roofline" in text
     assert "unknown:" not in text
 
 
