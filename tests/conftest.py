@@ -184,6 +184,16 @@ def compat_path(*parts: str) -> str:
     return os.path.join(COMPAT, *parts)
 
 
+def alexnet_path() -> str:
+    """HTA's alexnet benchmark trace (a capture without steps, 30 s of start-up), used by several tests."""
+    return compat_path(
+        "facebookresearch__HolisticTraceAnalysis",
+        "critical_path",
+        "alexnet",
+        "benchmark_result_2869224_1695835535_trace.json.gz",
+    )
+
+
 def raw_events(path: str) -> list[dict]:
     """A gzip Kineto file's traceEvents, read with the standard library (no gpuviewer)."""
     import gzip

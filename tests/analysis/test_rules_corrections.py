@@ -12,7 +12,7 @@ import sqlite3
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import compat_path, run_cli_once, trace_path
+from conftest import alexnet_path, compat_path, run_cli_once, trace_path
 
 import gpuviewer
 
@@ -299,12 +299,7 @@ def test_low_utilization_of_a_capture_without_steps_is_not_told_to_feed_a_data_l
     """HTA's alexnet marks no steps (no ProfilerStep range in the raw file) and its GPU idles 99% of the
     capture through 30 s of start-up: its low-utilization symptom, under the host-bound finding,
     was advised 'DataLoader workers, pin_memory', which nothing in the capture calls for."""
-    path = compat_path(
-        "facebookresearch__HolisticTraceAnalysis",
-        "critical_path",
-        "alexnet",
-        "benchmark_result_2869224_1695835535_trace.json.gz",
-    )
+    path = alexnet_path()
     with gzip.open(path, "rt") as fh:
         ev = json.load(fh)["traceEvents"]
     assert not any(str(e.get("name", "")).startswith("ProfilerStep#") for e in ev)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from conftest import compat_path, export_rows, trace_path
+from conftest import alexnet_path, compat_path, export_rows, trace_path
 
 import gpuviewer
 
@@ -329,12 +329,7 @@ def test_a_findings_op_around_its_gap_is_selected():
     import gzip
     import json
 
-    path = compat_path(
-        "facebookresearch__HolisticTraceAnalysis",
-        "critical_path",
-        "alexnet",
-        "benchmark_result_2869224_1695835535_trace.json.gz",
-    )
+    path = alexnet_path()
     with gzip.open(path, "rt") as fh:
         convs = [e for e in json.load(fh)["traceEvents"] if e.get("name") == "aten::cudnn_convolution" and "dur" in e]
     longest = max(convs, key=lambda e: e["dur"])
