@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from PySide6.QtCore import QLineF, QRectF, Qt
-from PySide6.QtGui import QPen
+from PySide6.QtGui import QColor, QPen
 
 from ..model.categories import LaneKind
 from . import theme
@@ -140,6 +140,12 @@ class StepsItem(Layer):
                             # opaque tag hid 221 kernels at a step's start and read as the GPU idling;
                             # an audit); drawn as text, so an SVG of the view keeps it as text
                             H = min(H, fm.height() + 2)
+                            # ...on a see-through backdrop of the background's colour: a kernel's own
+                            # name under it ran into the step's ('void..GPU step 4'; an audit), while
+                            # its kernels stay seen, faded
+                            back = QColor(th.row_header if row.kind == "header" else th.background)
+                            back.setAlpha(170)
+                            p.fillRect(QRectF(X + 1, Y + 1, w + 4, H - 2), back)
                             p.setPen(th.background)
                             for dx, dy in _HALO:
                                 p.drawText(QRectF(X + 3 + dx, Y + dy, Xe - X - 3, H), _LABEL_FLAGS, label)
