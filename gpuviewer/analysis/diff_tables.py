@@ -21,7 +21,7 @@ from ..model.trace import Trace
 from .breakdown import RankBreakdown, breakdown, split_wait
 from .collectives import OUTSIDE_STEPS, arg_int, match, rank_comm
 from .diff_text import NO_STEP  # the one unit of a rank without steps (kept where no pandas is imported)
-from .host import HOST_KINDS, IDLE_WAIT, _step_markers
+from .host import IDLE_WAIT, _step_markers, host_lanes
 from .memory import peak_bytes_by_rank
 
 KIND = {Cat.KERNEL: "compute", Cat.COMM_KERNEL: "comm", Cat.MEMCPY: "memcpy", Cat.MEMSET: "memset"}
@@ -177,7 +177,7 @@ def _positions(labels: list[int], steps: np.ndarray) -> np.ndarray:
 
 
 def _host_totals(trace: Trace, rb: RankBreakdown, labels: list[int]) -> pd.DataFrame:
-    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rb.rank and ln.kind in HOST_KINDS]
+    lanes = host_lanes(trace, rb.rank)
     if not lanes or not rb.steps:
         return pd.DataFrame()
     idx = np.concatenate([np.arange(trace.lane_slice(ln).start, trace.lane_slice(ln).stop) for ln in lanes])

@@ -177,39 +177,42 @@ def recorded_ns(trace: Trace, rank: int, t0: int, t1: int) -> int:
     """How much of [t0, t1] the rank's host spent inside any recorded op (a step marker and a
     helper thread's idle wait left out): the rest is time the profiler did not see (a sleep or
     I/O without an op around it), so no op may be named as what the host was doing then."""
-    from ..model.intervals import clip, length, union
+    from ..model.intervals import clip, length
 
-    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in HOST_KINDS]
-    parts = [q.events_in_range(trace, ln, t0, t1) for ln in lanes]
+    parts = [q.events_in_range(trace, ln, t0, t1) for ln in host_lanes(trace, rank)]
     idx = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     if not len(idx):
         return 0
-    c = trace.columns
-    idx = idx[~np.isin(np.asarray(c["name"][idx]).astype(np.int64), _not_ops(trace))]
-    st = np.asarray(c["start"][idx]).astype(np.int64)
-    return length(clip(union(st, st + np.asarray(c["dur"][idx]).astype(np.int64)), int(t0), int(t1)))
+    return length(clip(_recorded_union(trace, idx), int(t0), int(t1)))
 
 
-def _not_ops(trace: Trace) -> list[int]:
-    """Name ids that are no host work on record: a helper thread's idle wait, a step marker."""
+def host_lanes(trace: Trace, rank: int) -> list[int]:
+    """The rank's host lanes (threads, CUDA API, OS runtime, NVTX)."""
+    return [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in HOST_KINDS]
+
+
+def _recorded_union(trace: Trace, idx: np.ndarray):
+    """The union of the events idx that are host work on record: a helper thread's idle wait and
+    a step marker left out."""
+    from ..model.intervals import union
+
     idle = trace.derived.get("idle_wait_names")  # matched once per session, not once per rank
     if idle is None:
         idle = trace.derived["idle_wait_names"] = {i for i, n in enumerate(trace.names) if IDLE_WAIT.match(n)}
-    return list(idle | _step_markers(trace))
+    c = trace.columns
+    idx = idx[~np.isin(np.asarray(c["name"][idx]).astype(np.int64), list(idle | _step_markers(trace)))]
+    st = np.asarray(c["start"][idx]).astype(np.int64)
+    return union(st, st + np.asarray(c["dur"][idx]).astype(np.int64))
 
 
 def recorded_in(trace: Trace, rank: int, t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
     """recorded_ns of many windows at once: one union of the rank's recorded host ops, measured in
     each window (a capture's every idle stretch, where a window at a time rereads the lanes)."""
-    from ..model.intervals import lengths_in, union
+    from ..model.intervals import lengths_in
 
-    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in HOST_KINDS]
-    parts = [np.arange(trace.lane_slice(i).start, trace.lane_slice(i).stop) for i in lanes]
+    parts = [np.arange(trace.lane_slice(i).start, trace.lane_slice(i).stop) for i in host_lanes(trace, rank)]
     idx = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    c = trace.columns
-    idx = idx[~np.isin(np.asarray(c["name"][idx]).astype(np.int64), _not_ops(trace))]
-    st = np.asarray(c["start"][idx]).astype(np.int64)
-    return lengths_in(union(st, st + np.asarray(c["dur"][idx]).astype(np.int64)), t0, t1)
+    return lengths_in(_recorded_union(trace, idx), t0, t1)
 
 
 def explain(
@@ -401,7 +404,7 @@ def explain_steps(trace: Trace, rank: int, top: int = 5) -> dict[int, list[dict]
     3 are both slow; against their mean run_backward was "8 ms more than usual" in step 3, against
     the ordinary steps 11-14 ms). Each step's times are measured once, not once per other step."""
     steps = trace.steps_of_rank(rank)
-    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in HOST_KINDS]
+    lanes = host_lanes(trace, rank)
     per = [_per_name(trace, lanes, x.start, x.end) for x in steps]
     keys = sorted({k for p in per for k in p})
     col = {k: i for i, k in enumerate(keys)}

@@ -229,7 +229,9 @@ def host_split(
     # windows that overlap none of each other are computed together: each part as one interval
     # set over all of them, measured in each window (a window at a time cost 0.3 s at 64 ranks)
     for ks in _disjoint_sets(windows):
-        t0, t1 = (np.array([max(windows[k][j], windows[k][0]) for k in ks], np.int64) for j in (0, 1))
+        # (a window ending before it starts is one of no length, as _disjoint_sets takes it)
+        t0 = np.array([windows[k][0] for k in ks], np.int64)
+        t1 = np.array([max(windows[k]) for k in ks], np.int64)
         inside = iv.union(t0, t1)
         # the long ops in a window but not around the whole of it, cut to it: as the windows are
         # disjoint, only the first and the last window an op reaches into can be such a window

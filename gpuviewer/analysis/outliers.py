@@ -17,7 +17,16 @@ from ..model import queries as q
 from ..model.categories import CAT_LABEL, GPU_LANE_KINDS, Cat, LaneKind
 from ..model.trace import Trace
 from .breakdown import RankBreakdown
-from .host import API_CATS, COPY_CALL, HOST_KINDS, IDLE_WAIT, SYNC_CALL, _step_markers, explain, launched_before_capture
+from .host import (
+    API_CATS,
+    COPY_CALL,
+    IDLE_WAIT,
+    SYNC_CALL,
+    _step_markers,
+    explain,
+    host_lanes,
+    launched_before_capture,
+)
 
 GPU_CATEGORIES = ("memcpy", "memset", "kernel", "communication")
 GPU_LEAD = 0.3  # a GPU op explaining this share of the extra time leads (the copy, the wait in a collective)
@@ -223,7 +232,7 @@ def host_tree_excess(
     """Per host op (name, category, lane): its inclusive time in `window` (its children
     included, clipped to the window; an op inside another of its name counted once) minus its
     mean over the baseline windows, largest first; with the op's least nesting depth."""
-    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in HOST_KINDS]
+    lanes = host_lanes(trace, rank)
     now = _inclusive(trace, lanes, window)
     base: dict = {}
     for w in baseline:
@@ -302,7 +311,7 @@ def host_self_excess(
     of the ops recorded under it) minus its mean over the baseline windows, largest first. A frame
     whose own time grew holds work no op under it recorded (step_outlier's 116 ms in
     gen.py(127): profiled between two calls, of 3.3 s the copies explain)."""
-    lanes = [i for i, ln in enumerate(trace.lanes) if ln.rank == rank and ln.kind in HOST_KINDS]
+    lanes = host_lanes(trace, rank)
     now = _own(trace, lanes, window)
     base: dict = {}
     for w in baseline:

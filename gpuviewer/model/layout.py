@@ -276,10 +276,8 @@ class Layout:
     def depth_y(self, lane: int, depth: int) -> float | None:
         """Where a slice of that depth is drawn: its lane's y plus its row among those shown
         (None where the lane is not laid out)."""
-        for row in self.rows:
-            if row.kind == "lane" and row.lane == lane:
-                return row.y + depth - row.first
-        return None
+        row = self.lane_row(lane)
+        return None if row is None else row.y + depth - row.first
 
     def group_collapsed(self, gkey: str) -> bool:
         v = self.state.groups.get(gkey)
@@ -312,11 +310,13 @@ class Layout:
         row = self.rows[k]
         return row if y < row.y + row.h else None
 
+    def lane_row(self, lane: int) -> Row | None:
+        """The lane's row, None where it is not laid out (its rank or group folded, or hidden)."""
+        return next((r for r in self.rows if r.kind == "lane" and r.lane == lane), None)
+
     def lane_y(self, lane: int) -> float | None:
-        for row in self.rows:
-            if row.kind == "lane" and row.lane == lane:
-                return row.y
-        return None
+        row = self.lane_row(lane)
+        return None if row is None else row.y
 
     def visible_rows(self, y0: float, y1: float) -> list[Row]:
         if not len(self._ys):

@@ -330,13 +330,13 @@ def longest_named(trace: Trace, name: str, rank: int, t0: int, t1: int) -> int |
     where none starts there, the one of that name covering most of [t0, t1] (an op around a gap:
     alexnet's 10.8 s cudnn_convolution began before the idle stretch its finding names, and the
     finding selected nothing; an audit of the window)."""
-    got = _longest_starting(trace, name, rank, t0, t1)
-    if got is not None:
-        return got
     try:
         nid = trace.names.index(name)
     except ValueError:
         return None
+    got = _longest_starting(trace, nid, rank, t0, t1)
+    if got is not None:
+        return got
     c = trace.columns
     best, best_ov = None, 0
     for ln in trace.lanes_of_rank(rank):
@@ -351,12 +351,8 @@ def longest_named(trace: Trace, name: str, rank: int, t0: int, t1: int) -> int |
     return best
 
 
-def _longest_starting(trace: Trace, name: str, rank: int, t0: int, t1: int) -> int | None:
-    """The longest event called `name` on a rank that starts in [t0, t1]."""
-    try:
-        nid = trace.names.index(name)
-    except ValueError:
-        return None
+def _longest_starting(trace: Trace, nid: int, rank: int, t0: int, t1: int) -> int | None:
+    """The longest event of name id nid on a rank that starts in [t0, t1]."""
     c = trace.columns
     best, best_dur = None, -1
     for ln in trace.lanes_of_rank(rank):

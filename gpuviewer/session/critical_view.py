@@ -35,7 +35,7 @@ _LANES_OF = {
 # where a segment's named op may lie: the host's threads and their OS calls, or the GPU's streams
 _NAMED_IN = {"host": (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.OSRT, LaneKind.NVTX)}
 _OP_OF_HOST_WORK = re.compile(
-    r"^host work \((.+?)(?:" + re.escape(OWN) + r")? \d+(?:\.\d+)? ms of it(?:; the op: [\d.]+ ms)?\)"
+    r"^host work \((.+?)(?:" + re.escape(OWN) + r")? (\d+(?:\.\d+)?) ms of it(; the op: [\d.]+ ms)?\)"
 )
 _TAILS = (" (and ", " transfer (last arrival", " returns")
 _BEFORE = (" queued ", " waits for ")  # 'X queued 3.1 ms behind ...', 'X waits for Y on another stream'
@@ -272,18 +272,12 @@ def _name_events(trace: Trace, view: PathView) -> None:
                         view.said[i] = said
 
 
-_MS_OF_IT = re.compile(r" (\d+(?:\.\d+)?) ms of it\)")
-
-
 def _op_length_said(what: str, dur_ns: int) -> str:
     """'host work (sleep 34.2 ms of it) ...' beside a selected 50.1 ms sleep read as two lengths
     of one op (an audit of the window): where the op the click selects is longer than its part
     in the segment, its length is said too ('sleep 34.2 ms of it; the op: 50.1 ms')."""
-    m = _MS_OF_IT.search(what)
-    if m is None or not _OP_OF_HOST_WORK.match(what):
-        return what
-    part = float(m.group(1))
-    if dur_ns / 1e6 < 1.05 * part + 0.1:
+    m = _OP_OF_HOST_WORK.match(what)
+    if m is None or m.group(3) or dur_ns / 1e6 < 1.05 * float(m.group(2)) + 0.1:
         return what
     return f"{what[: m.end() - 1]}; the op: {dur_ns / 1e6:.1f} ms{what[m.end() - 1 :]}"
 

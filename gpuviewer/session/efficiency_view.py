@@ -59,9 +59,7 @@ class EfficiencyView:
             {
                 "name": f["name"],
                 "intensity": f["intensity"],
-                "tflops": f["tflops"]
-                if f.get("flops") != 0
-                else None,  # a family that only moves bytes: no rate, not 0
+                "tflops": f["tflops"],
                 "share": f["time_ns"] / total,
                 "tensor_cores": f["tensor_cores"],
             }

@@ -28,7 +28,7 @@ class RevealMixin:
         lm = self.layout_model
         c = self.trace.columns
         lane = int(c["lane"][i])
-        row = next((r for r in lm.rows if r.kind == "lane" and r.lane == lane), None) if lm else None
+        row = lm.lane_row(lane) if lm else None
         if row is None:
             return None
         d = min(max(int(c["depth"][i]) - row.first, 0), max(0, row.depths - 1))
