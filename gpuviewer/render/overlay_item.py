@@ -15,6 +15,7 @@ from PySide6.QtGui import QBrush, QColor, QPen, QPolygonF
 
 from ..model import queries as q
 from . import theme
+from .colors import BRUSHES, color_index, text_color
 from .layer import Frame, Layer, state
 
 MATCH_PEN = QPen(QColor(250, 204, 21), 2)
@@ -97,9 +98,31 @@ class SelectionItem(Layer):
     def draw(self, p, f: Frame) -> None:
         r = event_rect(self.host, self._selected, f)
         if r is not None:
+            self._draw_named(p, f, r)
             p.setBrush(Qt.NoBrush)
             p.setPen(QPen(theme.current().ink, 2))
             p.drawRect(r)
+
+    def _draw_named(self, p, f: Frame, r: QRectF) -> None:
+        """The selected op drawn again over the layers under this one, with its name: a finding's
+        range tint and the critical path's outline crossed its name, half of it in another
+        colour ('<built-in function sle|ep>' on ddp's critical-path row; a review)."""
+        left, right = max(r.left(), f.left - 2), min(r.right(), f.right + 2)
+        box = QRectF(left, r.top() + 0.04 * f.sy, right - left, 0.84 * f.sy)
+        if box.width() <= 40 or box.height() < 9:  # as the slices layer: too small for a name
+            return
+        host, i = self.host, self._selected
+        cat, name = int(host.trace.columns["cat"][i]), int(host.trace.columns["name"][i])
+        c = int(color_index(np.array([cat]), host.slices.shades[[name]])[0])
+        p.fillRect(box, BRUSHES[c])
+        x = max(box.left(), 0.0) + 3
+        w = box.right() - x - 3
+        if w < 20:
+            return
+        p.setFont(host.font)
+        p.setPen(text_color(c))
+        text = host.fm.elidedText(host.trace.names[name], Qt.ElideRight, int(w))
+        p.drawText(QRectF(x, box.top(), w, box.height()), Qt.AlignVCenter | Qt.AlignLeft, text)
 
 
 class CursorItem(Layer):

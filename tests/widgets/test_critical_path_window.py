@@ -6,6 +6,7 @@ windows; the Critical path tab lists the segments with "bound by"; a click on on
 toggling off removes the layer (no pixel of its colour left in the picture)."""
 
 import re
+import zlib
 
 import numpy as np
 import pytest
@@ -180,6 +181,57 @@ def test_the_step_details_list_its_path_and_a_click_goes_to_a_segment(opened, qa
         assert y0 <= a and b <= y0 + tl._rows_visible(), (a, b, y0)
     else:
         assert y0 <= y < y0 + tl._rows_visible(), (y, y0)
+
+
+def test_the_selected_op_is_drawn_whole_over_the_outline_and_the_tint(opened, qapp):
+    """A segment clicked selects the op it names; that op is drawn in its own colour over the
+    step's range tint and the path's outline (kineto/ddp: the segment starts inside the 50 ms
+    sleep, and the outline's edge crossed its name, half of it tinted; a review). A pixel row
+    across the op, above its name, is the op's colour from edge to edge."""
+    from PySide6.QtGui import QImage
+    from PySide6.QtWidgets import QWidget
+
+    from gpuviewer.render.colors import COLORS, SHADES
+    from gpuviewer.render.critical_path_item import PATH_COLOR
+
+    w, cps, _ = opened
+    n, cp = max(cps.items(), key=lambda kv: max(s.end_ns - s.start_ns for s in kv[1].segments))
+    _show(w, qapp, n, on=True)
+    seg = max(cp.segments, key=lambda s: s.end_ns - s.start_ns)
+    panel = w.critical.panel
+    panel.tree.itemClicked.emit(panel.tree.topLevelItem(cp.segments.index(seg)), 0)
+    qapp.processEvents()
+    ev = w.session.view.selected
+    assert ev is not None and w.timeline.item.critical.has_content()
+    tl, c = w.timeline, w.trace.columns
+    img = QImage(tl.plot.size(), QImage.Format_RGB32)
+    QWidget.render(tl.plot, img)
+    start, end = int(c["start"][ev]), int(c["start"][ev]) + int(c["dur"][ev])
+    box = tl.vb.mapRectToDevice(tl.vb.boundingRect())
+    x0 = max(tl.vb.mapViewToDevice(QPointF(float(start - tl.origin), 0.0)).x(), box.left())
+    x1 = min(tl.vb.mapViewToDevice(QPointF(float(end - tl.origin), 0.0)).x(), box.right())
+    yd = tl.layout_model.depth_y(int(c["lane"][ev]), int(c["depth"][ev]))
+    top = tl.vb.mapViewToDevice(QPointF(0.0, yd)).y()
+    sy = tl.vb.mapViewToDevice(QPointF(0.0, yd + 1)).y() - top
+    name = w.trace.names[int(c["name"][ev])]
+    shade = zlib.crc32(name.encode("utf-8", "replace")) % SHADES
+    want = COLORS[int(c["cat"][ev]) * SHADES + shade].rgb() & 0xFFFFFF
+    red = PATH_COLOR.rgb() & 0xFFFFFF
+    inside = [
+        img.pixel(x, y) & 0xFFFFFF
+        for y in range(int(top + 0.08 * sy) + 2, int(top + 0.92 * sy) - 1)
+        for x in range(int(x0) + 3, int(x1) - 3)
+    ]
+    assert inside and red not in inside  # the outline's edge does not cross the op
+    # right of its name, the op's own colour, untinted
+    after = int(x0) + 3 + tl.item.fm.horizontalAdvance(name) + 6
+    xs = range(after, int(x1) - 4)
+    assert len(xs) > 20  # the op is wide on screen: the case the review saw
+    got = [img.pixel(x, int(top + sy / 2)) & 0xFFFFFF for x in xs]
+    assert all(g == want for g in got), sorted({hex(g) for g in got if g != want})
+    if seg.start_ns > start:  # the outline's edge falls inside the op: hidden under it
+        xe = int(tl.vb.mapViewToDevice(QPointF(float(seg.start_ns - tl.origin), 0.0)).x())
+        assert int(x0) + 4 < xe < int(x1) - 4
 
 
 def test_a_header_click_sorts_the_path_by_its_numbers(opened, qapp):
