@@ -162,10 +162,13 @@ class DetailsPanel(QTreeWidget):
             ("Category", CAT_LABEL.get(Cat(int(c["cat"][i])), str(int(c["cat"][i])))),
             ("Rank", str(lane.rank)),
             ("Lane", (f"GPU {lane.device} · " if lane.device >= 0 else "") + lane.label),
-            ("Start", f"{format_ns(start - self.origin)}  (t = {start} ns)"),
+            ("Start", format_ns(start - self.origin)),
             ("Duration", format_duration(dur)),
             ("End", format_ns(start + dur - self.origin)),
             ("Depth", str(int(c["depth"][i]))),
+            # its own row, after the fields read first: beside Start it wrapped over three lines
+            # at 1366 px and pushed them down (a review); the producer's clock, to find it elsewhere
+            ("Absolute start", f"{start} ns"),
         ]
         if int(c["corr"][i]):
             rows.append(("Correlation id", str(int(c["corr"][i]))))

@@ -194,3 +194,33 @@ def test_short_names_do_not_wrap_after_an_underscore(qapp):
     assert "Kernel_\u200bAllReduce_\u200b" in breakable(
         "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
     )
+
+
+def test_the_start_fits_one_line_and_the_producers_clock_has_its_own_row(qtbot):
+    """'Start 41.650 ms (t = 1 796 010 649 571 461 877 ns)' wrapped over three lines at 1366 px
+    and pushed the fields below it down (a review): the start on the trace's axis fits one line
+    of a 270 px pane; the producer's clock, in ns, is a row of its own after the fields."""
+    from PySide6.QtWidgets import QApplication
+
+    from gpuviewer.model.fmt import format_ns
+    from gpuviewer.widgets.details import DetailsPanel
+
+    s = gpuviewer.open(os.path.join(SAMPLES, "ddp"))
+    d = DetailsPanel()
+    qtbot.addWidget(d)
+    d.resize(270, 900)
+    d.show()
+    d.set_trace(s.trace)
+    c = s.trace.columns
+    i = int(np.argmax(np.asarray(c["start"])))  # the latest start: the longest offset
+    d.show_event(i)
+    QApplication.processEvents()
+    rows = {d.topLevelItem(k).text(0): d.topLevelItem(k) for k in range(d.topLevelItemCount())}
+    start = int(c["start"][i])
+    assert rows["Start"].text(1) == format_ns(start - s.trace.start_ns)
+    assert rows["Absolute start"].text(1) == f"{start} ns"
+    fm = d.fontMetrics()
+    rect = d.visualRect(d.indexFromItem(rows["Start"], 1))
+    assert rect.height() < 2 * fm.height(), rect
+    names = [d.topLevelItem(k).text(0) for k in range(d.topLevelItemCount())]
+    assert names.index("Absolute start") > names.index("Depth") > names.index("Start")
