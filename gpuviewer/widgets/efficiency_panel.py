@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
 from .background import Background
-from .frame_table import FrameTable
+from .frame_table import FrameTable, cell_text
 
 _ROOF_PENS = {
     "fp64": "#8c564b",
@@ -202,6 +202,12 @@ class EfficiencyPanel(QWidget):
             return
         self.view = view
         self.table.set_frame(view.table.rename(columns=_HEADERS))
+        # a column with no value in any row is hidden (copied and exported still): JAX's rates,
+        # peaks and bounds are all unknown, and its blank columns pushed the top kernel's name
+        # past the dock's edge at 1366 px (a review)
+        df = self.table.frame
+        for k, name in enumerate(df.columns):
+            self.table.setColumnHidden(k, all(cell_text(v) == "" for v in df[name]))
         self.roofline.show_view(view)
         # a roofline with no point is an empty plot whose note the pane cut off at 1366 px: the
         # table takes the width and the line above says why there is no plot

@@ -162,6 +162,8 @@ def test_no_roofline_where_no_family_has_known_work(qtbot, tmp_path):
     with gzip.open(path, "rt") as f:  # the raw file: no device name anywhere in it
         assert "H200" not in f.read()
     assert w.controller.open([path], block=True)
+    w.show()
+    qtbot.waitExposed(w)
     eff = w.efficiency
     eff.dock.show()
     eff.dock.raise_()
@@ -171,6 +173,16 @@ def test_no_roofline_where_no_family_has_known_work(qtbot, tmp_path):
     text = panel.status.text()
     assert text.startswith("the trace names no device: no peaks to measure against") and "No roofline" in text
     assert "unknown:" not in text
+    # the columns no row has a value in are hidden, and the rest fit the pane: the top kernel's
+    # name was cut at the dock's edge behind six blank columns (a review)
+    t = panel.table
+    cols = list(t.frame.columns)
+    blank = {c for c in cols if t.frame[c].isna().all()}
+    assert {"TFLOP/s", "% of peak", "GB/s"} <= blank
+    assert [c for c in cols if not t.isColumnHidden(cols.index(c))] == [c for c in cols if c not in blank]
+    last = max(k for k in range(len(cols)) if not t.isColumnHidden(k))
+    assert cols[last] == "top kernel"
+    assert t.columnViewportPosition(last) + t.columnWidth(last) <= t.viewport().width()
 
 
 def test_table_columns_to_peak_in_view_at_1366(qtbot, tmp_path):
