@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..model.fmt import esc
+from ..render.critical_path_item import PATH_COLOR
 from ..session.critical_view import PathView, path_view
 from .controller import keep_running
 from .docks import dock
@@ -239,6 +240,17 @@ class CriticalPathDock(QObject):
         self.action.setToolTip("Outline each step's critical path on the timeline")
         self.action.setChecked(str(win.settings.value(_SETTING, "false")) == "true")
         self.action.toggled.connect(self.set_shown)
+        # the choice is remembered, so a trace can open with the outline on: said for as long as
+        # it is, with a way out (red boxes over every step read as part of the trace; a review)
+        self.badge = QLabel(
+            f"<span style='color:{PATH_COLOR.name()}'>&#9632;</span> critical path outlined (<a href='off'>hide</a>, C)"
+        )
+        self.badge.setTextFormat(Qt.RichText)
+        self.badge.setToolTip("Each step's critical path is outlined on the timeline; C or View > Show critical path")
+        self.badge.linkActivated.connect(lambda _l: self.action.setChecked(False))
+        self.badge.setContentsMargins(0, 0, 10, 0)
+        win.statusBar().addPermanentWidget(self.badge)
+        self.badge.hide()  # shown with a trace (reset)
         win.addAction(self.action)  # the key works with the menu closed
         self.panel.outline.setChecked(self.action.isChecked())
         self.panel.outline.toggled.connect(self.action.setChecked)
@@ -255,6 +267,7 @@ class CriticalPathDock(QObject):
     # -- the paths -------------------------------------------------------------------------
     def reset(self) -> None:
         self.view = None
+        self.badge.setVisible(self.action.isChecked())
         self.panel.say("Each step's critical path comes with the analysis (running)…")
         self._apply()
 
@@ -304,6 +317,7 @@ class CriticalPathDock(QObject):
     # -- the outline -----------------------------------------------------------------------
     def set_shown(self, on: bool) -> None:
         self.win.settings.setValue(_SETTING, "true" if on else "false")
+        self.badge.setVisible(on and self.win.trace is not None)
         if self.panel.outline.isChecked() != on:
             self.panel.outline.setChecked(on)
         if on and self.view is None and self.win.trace is not None:

@@ -295,6 +295,16 @@ def test_paths_placed_off_the_ui_thread(qtbot, tmp_path, qapp):
     w.settings.sync()
     again = make_window(qtbot, tmp_path)  # the same settings file: the choice is remembered
     assert again.critical.action.isChecked() and again.critical.panel.outline.isChecked()
+    # ...and said while a trace is shown with it, with a link that hides it (a review: a trace
+    # opened with red boxes over every step, nothing saying why)
+    badge = again.critical.badge
+    assert badge.isHidden()  # no trace yet
+    assert again.open_paths([f"{SAMPLES}/ddp"], block=True)
+    assert not badge.isHidden() and "critical path outlined" in badge.text()
+    badge.linkActivated.emit("off")
+    assert not again.critical.action.isChecked() and badge.isHidden()
+    again.critical.action.setChecked(True)
+    assert not badge.isHidden()
 
 
 def test_collapsed_ranks_carry_the_outline_on_their_summary_row(opened, qapp):
