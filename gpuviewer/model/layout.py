@@ -99,13 +99,15 @@ def lane_depths(trace: Trace) -> np.ndarray:
 
 OUTER_SHARE = 0.9  # a top row's one slice spanning this much of its lane's time is a frame around it all
 DENSE_NEAR = 0.95  # rows as full as this share of the fullest choice are as good, the higher kept
+REPEATS = 0.98  # a row covering this share of the time of the row above repeats it (one frame's bounds)
 
 
 def _first_row(trace: Trace, ln: int, full: int) -> int:
     """Layout.first_row: past the lane's top rows that each hold one slice spanning OUTER_SHARE of
     its time or more (frames around all of it), the first of the COLLAPSED_ROWS rows in a run that
     covers the most time (within DENSE_NEAR of it, the highest): rows of a few short frames at each
-    step's edge (the profiler's step call) are skipped for the ops under them."""
+    step's edge (the profiler's step call) are skipped for the ops under them; then past first
+    rows that the row under them repeats (REPEATS)."""
     sl = trace.lane_slice(ln)
     if sl.stop <= sl.start or full <= COLLAPSED_ROWS:
         return 0
@@ -122,7 +124,16 @@ def _first_row(trace: Trace, ln: int, full: int) -> int:
     runs = np.convolve(cover, np.ones(COLLAPSED_ROWS), mode="valid")[outer:]  # run k: rows k..k+5
     if not len(runs):
         return outer
-    return outer + int(np.flatnonzero(runs >= DENSE_NEAR * runs.max())[0])
+    k = int(np.flatnonzero(runs >= DENSE_NEAR * runs.max())[0])
+    # a first row whose time the row under it covers (nearly) all of adds nothing the row under
+    # it does not show: the run starts lower (single_gpt_train's thread showed ProfilerStep#N,
+    # <lambda> and lm_step, one frame's bounds three times, above the forward / backward /
+    # optimizer row; a review). Only through such rows: where the next row covers less, the
+    # deeper rows are sparser, and sliding on reached near-empty ones (a first try)
+    at = outer + k
+    while at + 1 <= full - COLLAPSED_ROWS and cover[at + 1] >= REPEATS * cover[at]:
+        at += 1
+    return at
 
 
 def rank_title(trace: Trace, rank: int) -> str:

@@ -1,6 +1,7 @@
 """A folded deep lane (a Python stack, with_stack=True) shows COLLAPSED_ROWS of its rows: not the
 frames around the whole capture (<module>, main, the training function: four full-width bars over
-every step; an audit of the window) but the run of rows under them that covers the most time.
+every step; an audit of the window) but the run of rows under them that covers the most time,
+below rows that only repeat the one above (a step's frame, then <lambda> and lm_step inside it).
 Picking, hover, the selection's outline and revealing a hidden row all follow the rows shown.
 single_gpt_train's main thread, its frames' names and nesting from the raw file."""
 
@@ -28,7 +29,32 @@ def raw_outer():
     mine = [e for e in ev if e["tid"] == tid and e.get("cat") in ("python_function", "user_annotation", "cpu_op")]
     lo = min(e["ts"] for e in mine)
     hi = max(e["ts"] + e["dur"] for e in mine)
-    return tid, {e["name"] for e in mine if e["cat"] == "python_function" and e["dur"] >= 0.9 * (hi - lo)}
+    outer = {e["name"] for e in mine if e["cat"] == "python_function" and e["dur"] >= 0.9 * (hi - lo)}
+    # each step's frame and the frames inside it that each fill their parent (98% or more, one
+    # child): <lambda> and lm_step repeat ProfilerStep#N's bounds
+    chain, under = set(), set()
+    for st in (e for e in mine if e["name"].startswith("ProfilerStep#")):
+        parent = st
+        while True:
+            kids = [
+                e
+                for e in mine
+                if e is not parent
+                and parent["ts"] <= e["ts"]
+                and e["ts"] + e["dur"] <= parent["ts"] + parent["dur"]
+                and e["dur"] >= 0.98 * parent["dur"]
+            ]
+            if not kids:
+                break
+            chain.add(parent["name"])
+            parent = max(kids, key=lambda e: e["dur"])
+        chain.add(parent["name"])
+        under |= {
+            e["name"]
+            for e in mine
+            if parent["ts"] <= e["ts"] and e["ts"] + e["dur"] <= parent["ts"] + parent["dur"] and e is not parent
+        }
+    return tid, outer, chain, under
 
 
 @pytest.fixture
@@ -53,7 +79,7 @@ def _lane_row(v, tid):
 
 def test_a_folded_python_lane_shows_the_rows_under_its_outer_frames(view, raw_outer, qtbot):
     v = view
-    tid, outer = raw_outer
+    tid, outer, chain, under = raw_outer
     assert len(outer) >= 3  # <module>, main, the training function
     lane, row = _lane_row(v, tid)
     t, c = v.trace, v.trace.columns
@@ -63,7 +89,14 @@ def test_a_folded_python_lane_shows_the_rows_under_its_outer_frames(view, raw_ou
     assert row.depths == COLLAPSED_ROWS and row.first >= len(outer)
     shown = {n for n, d in zip(names, depth) if row.first <= d < row.first + row.depths}
     assert not shown & outer  # none of the capture-wide frames...
-    assert any(n.startswith("ProfilerStep#") for n in shown)  # ...but the steps and what runs in them
+    # ...nor the step's frame and those repeating its bounds (ProfilerStep#N, <lambda>, lm_step:
+    # three rows of one frame's bounds; a review), but what runs in them
+    assert {"gen.py(160): <lambda>", "gen.py(134): lm_step"} <= chain and any(
+        n.startswith("ProfilerStep#") for n in chain
+    )
+    assert not shown & chain
+    assert "Optimizer.step#AdamW.step" in shown and any(n.startswith("nn.Module: GPT") for n in shown)
+    assert len(shown & under) >= 0.9 * len(shown)
     assert row.hidden_rows == int(depth.max()) + 1 - row.depths
     # a pick in the first row shown gives an event of that depth; the selection's outline sits there
     v.set_range(t.start_ns, t.end_ns)
