@@ -26,12 +26,14 @@ def analyze(
     event_args: Callable[[Trace, int], dict] | None = None,
     *,
     keep_parts: bool = False,
+    mem_bytes: Callable[[Trace], tuple] | None = None,
 ) -> Analysis:
     """comm_args: event index -> NCCL kernel arguments (io.comm_args.collective_args); without
     them collectives are matched by kernel name and stream order. event_args: one event's
     arguments (io.args.event_args), for the bytes of the communication over a topology.
-    keep_parts: also keep the ranks' maps in Analysis.parts (a summary is written from them)."""
-    parts = [map_rank(trace, r.rank, comm_args) for r in trace.ranks]
+    keep_parts: also keep the ranks' maps in Analysis.parts (a summary is written from them).
+    mem_bytes: the memory copies' sizes (io.mem_args.memop_bytes), asked where copies fill a GPU."""
+    parts = [map_rank(trace, r.rank, comm_args, mem_bytes) for r in trace.ranks]
     extra, comm, links = [], None, None
     topo = getattr(trace, "topology", None)
     if topo is not None:

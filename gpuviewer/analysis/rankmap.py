@@ -166,24 +166,29 @@ def _shift_finding(f: dict, d: Callable[[int], int]) -> dict:
     return g
 
 
-def map_rank(trace: Trace, rank: int, comm_args: dict[int, dict] | None = None) -> RankPart:
+def map_rank(
+    trace: Trace, rank: int, comm_args: dict[int, dict] | None = None, mem_bytes: R.MemBytes | None = None
+) -> RankPart:
     """One rank of `trace` -> its RankPart. comm_args: event index -> NCCL kernel arguments
-    (io.comm_args.collective_args; the analysis never reads files)."""
+    (io.comm_args.collective_args); mem_bytes: the memory copies' sizes, asked where copies fill
+    the GPU (io.mem_args.memop_bytes). The analysis never reads files."""
     with measured_once(trace):
-        return _map_rank(trace, rank, comm_args)
+        return _map_rank(trace, rank, comm_args, mem_bytes)
 
 
-def _map_rank(trace: Trace, rank: int, comm_args: dict[int, dict] | None) -> RankPart:
+def _map_rank(
+    trace: Trace, rank: int, comm_args: dict[int, dict] | None, mem_bytes: R.MemBytes | None = None
+) -> RankPart:
     rb = rank_breakdown(trace, rank)
     # each op's step, kept with the trace: the dependency model of the same session needs them and
     # a part does not carry them (in one process, measuring them again was a third of building it)
     trace.derived.setdefault("rank_ops", {})[rank] = (rb.ops, rb.op_step)
     ks = kernel_stats(trace, rb)
-    rules = {"warmup": _rank_rules(trace, rb, ks)}
+    rules = {"warmup": _rank_rules(trace, rb, ks, mem_bytes)}
     if any(s.warmup for s in rb.steps):
         # the job keeps a warm-up only when every rank has one: the other answer, ready
         plain_rb = dataclasses.replace(rb, steps=[dataclasses.replace(s, warmup=False) for s in rb.steps])
-        rules["no_warmup"] = _rank_rules(trace, plain_rb, ks)
+        rules["no_warmup"] = _rank_rules(trace, plain_rb, ks, mem_bytes)
     part = RankPart(
         rank=rank,
         steps=rb.steps,
@@ -235,9 +240,9 @@ def _measured(trace: Trace, fn: Callable, *args):
         return fn(*args)
 
 
-def _rank_rules(trace: Trace, rb: RankBreakdown, ks: dict) -> dict[str, list[dict]]:
+def _rank_rules(trace: Trace, rb: RankBreakdown, ks: dict, mem_bytes: R.MemBytes | None) -> dict[str, list[dict]]:
     """The map rules' findings by rule name (rules.MAP_RULES)."""
-    return {name: fn(trace, rb, ks) for name, fn in R.MAP_RULES.items()}
+    return {name: fn(trace, rb, ks, mem_bytes) for name, fn in R.MAP_RULES.items()}
 
 
 def _host_ops(trace: Trace, rank: int) -> np.ndarray:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..model.categories import Cat
-from ..model.fmt import number_list, unmatched_nccl_note, unsplit_nccl_note
+from ..model.fmt import format_bytes, number_list, unmatched_nccl_note, unsplit_nccl_note
 from ..model.trace import Trace
 from . import contention, outliers, pipeline, syncs
 from .breakdown import RankBreakdown
@@ -153,9 +153,38 @@ def _copy_heavy(copy: float, compute: float) -> bool:
     return (copy >= COPY_SHARE and copy > compute) or (copy >= COPY_MIN and copy >= COPY_OVER_COMPUTE * compute)
 
 
-def copy_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
+MemBytes = Callable[[Trace], "tuple[np.ndarray, np.ndarray]"]
+
+
+def _copy_rate(trace: Trace, ops: np.ndarray, mem_bytes: MemBytes, what: str) -> tuple[str, dict] | None:
+    """The bytes the copies moved and their rate, said where every one's size is on record: the
+    rate tells a link's limit (host-to-device copies near a PCIe link's rate: only moving less
+    helps) from copies too small or too scattered to reach it (h100_2gpu_1s: 25.5 GB at 27.7 GB/s
+    a GPU; an audit). ('its host-to-device copies move 25.5 GB ... at 27.7 GB/s; ', metrics)."""
+    idx, nbytes = mem_bytes(trace)
+    if not len(ops) or not len(idx):
+        return None
+    at = np.minimum(np.searchsorted(idx, ops), len(idx) - 1)
+    if not (idx[at] == ops).all():
+        return None
+    got = nbytes[at]
+    if (got < 0).any():  # a size not on record: no rate rather than one of a part
+        return None
+    total, ns = int(got.sum()), int(np.asarray(trace.columns["dur"][ops]).astype(np.int64).sum())
+    if total <= 0 or ns <= 0:
+        return None
+    n = len(ops)
+    each = f", {format_bytes(total / n)} each on average" if n > 1 else ""
+    copies = f"{n:,} {what} copies" if n > 1 else f"{what} copy"
+    text = f"its {copies} move{'' if n > 1 else 's'} {format_bytes(total)}{each}, at {total / ns:,.1f} GB/s; "
+    return text, {"lead_copy_bytes": total, "lead_copy_gbps": round(total / ns, 3)}
+
+
+def copy_bound(trace: Trace, rb: RankBreakdown, mem_bytes: MemBytes | None = None) -> list[dict]:
     """Memory copies fill the GPU's time, not compute (a pageable host-to-device copy of every
-    batch, tensors moved back and forth): the GPU is busy and does none of the model's work."""
+    batch, tensors moved back and forth): the GPU is busy and does none of the model's work.
+    mem_bytes: (trace) -> (the memcpy/memset events, the bytes of each; -1 unknown), read from the
+    files by the caller (io.mem_args.memop_bytes) and asked only here: the copies' rate."""
     sh = rb.shares()
     if not rb.measured or not _copy_heavy(sh["copy"], sh["compute"]):
         return []
@@ -193,6 +222,7 @@ def copy_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         lead += f", {part} of that from pinned memory already"
     kind = f"{what[key]} copies" if key and not lead else "copies and memsets" if sets else "copies"
     lead_ops = ops[np.isin(names, [i for i in uk.tolist() if key and key in trace.names[int(i)]])] if key else ops
+    rate = _copy_rate(trace, lead_ops, mem_bytes, what[key]) if key and mem_bytes is not None else None
     issued = issued_in(trace, lead_ops)
     where = ""
     if issued is not None:
@@ -227,7 +257,7 @@ def copy_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         "copy_bound",
         "high" if sh["copy"] >= 0.5 else "medium",
         f"Rank {rb.rank}: {kind} fill {sh['copy']:.0%} of the GPU's time ({copy_ms:,.1f} ms{lead}); "
-        f"compute {sh['compute']:.0%}{where}{paged}{behind}",
+        f"{rate[0] if rate else ''}compute {sh['compute']:.0%}{where}{paged}{behind}",
         [rb.rank],
         None,
         s0,
@@ -237,6 +267,7 @@ def copy_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
             "compute_share": round(sh["compute"], 4),
             "copy_ms": round(copy_ms, 3),
             "evidence": [{"name": n, "ms": round(v / 1e6, 3)} for n, v in top[:5]],
+            **(rate[1] if rate else {}),
         },
         impact_ns=rb.total("memcpy_ns"),
     )
@@ -426,17 +457,17 @@ def memory_rule(trace: Trace, rank: int) -> list[dict]:
 
 
 # -- the registry: every rule by name, where it runs and what it takes -------------------------
-# Map rules run once per rank on its events (rankmap.map_rank): fn(trace, rb, kernel_stats) ->
-# findings, their impact settled by the reduce (settle). Rank rules run in the reduce on one
+# Map rules run once per rank on its events (rankmap.map_rank): fn(trace, rb, kernel_stats,
+# mem_bytes) -> findings (mem_bytes: copy_bound's sizes, or None), their impact settled by the reduce (settle). Rank rules run in the reduce on one
 # rank's breakdown once the waits are known: fn(rb) -> findings. Job rules see every rank:
 # fn(per_rank_facts, rbs) -> findings. The reduce and the map call rules only through these.
 MAP_RULES: dict[str, Callable] = {
-    "host_bound_idle": lambda trace, rb, ks: host_bound(trace, rb),
+    "host_bound_idle": lambda trace, rb, ks, mem_bytes: host_bound(trace, rb),
     # launch-bound, else host-bound between launches (the same family, one finding a rank)
-    "launch_bound": lambda trace, rb, ks: launch_family(trace, rb, ks),
-    "step_outlier": lambda trace, rb, ks: outliers.step_outliers(trace, rb),
-    "copy_bound": lambda trace, rb, ks: copy_bound(trace, rb),
-    "host_sync": lambda trace, rb, ks: syncs.host_syncs(trace, rb),
+    "launch_bound": lambda trace, rb, ks, mem_bytes: launch_family(trace, rb, ks),
+    "step_outlier": lambda trace, rb, ks, mem_bytes: outliers.step_outliers(trace, rb),
+    "copy_bound": lambda trace, rb, ks, mem_bytes: copy_bound(trace, rb, mem_bytes),
+    "host_sync": lambda trace, rb, ks, mem_bytes: syncs.host_syncs(trace, rb),
 }
 RANK_RULES: dict[str, Callable] = {
     "low_gpu_utilization": utilization,

@@ -28,6 +28,7 @@ def map_file(path: str, use_cache: bool = True, ranks: dict[int, int] | None = N
     from ..analysis.rankmap import map_rank
     from ..io.comm_args import collective_args
     from ..io.errors import TraceError, unexpected
+    from ..io.mem_args import memop_bytes
     from ..io.session import load
 
     t0 = time.perf_counter()
@@ -60,7 +61,7 @@ def map_file(path: str, use_cache: bool = True, ranks: dict[int, int] | None = N
             relabel(trace, ranks)
         args = collective_args(trace)
         # materialized: the parts leave this process without the trace
-        out["parts"] = [map_rank(trace, r.rank, args).materialize() for r in trace.ranks]
+        out["parts"] = [map_rank(trace, r.rank, args, memop_bytes).materialize() for r in trace.ranks]
     except Exception as e:  # noqa: BLE001
         out["error"] = (
             f"{path}: the analysis failed on this file, a bug in gpuviewer ({type(e).__name__}: "

@@ -97,9 +97,10 @@ def _analyze(trace: Trace, keep_parts: bool = False, savings: bool = True) -> tu
     from ..analysis.savings import attach_savings
     from ..io.args import event_args
     from ..io.comm_args import collective_args
+    from ..io.mem_args import memop_bytes
 
     args = collective_args(trace)
-    a = analyze(trace, args, event_args, keep_parts=keep_parts)
+    a = analyze(trace, args, event_args, keep_parts=keep_parts, mem_bytes=memop_bytes)
     from ..analysis.advice_jax import for_framework
 
     for_framework(a, trace)  # JAX's own terms, not PyTorch's
