@@ -32,3 +32,23 @@ def test_info_on_shipped_sample_readable_and_json():
         "start_ns",
         "end_ns",
     }
+
+
+def test_analyze_says_what_to_do_under_each_cause():
+    """The text listed each finding's evidence and saving but not its advice, which only --json,
+    the report and the window carried: resnet50's DataLoader stall never named num_workers>0 (an
+    audit read the text). Each top-level finding's advice is its 'to do:' line, under its what-if
+    line; a symptom's is left to its cause."""
+    from conftest import analyzed_json, analyzed_text, trace_path
+
+    path = trace_path("kineto", "ddp")
+    got = analyzed_json(path)["findings"]
+    lines = analyzed_text(path).splitlines()
+    todo = [ln.strip().removeprefix("to do: ") for ln in lines if ln.strip().startswith("to do: ")]
+    assert todo == [f["advice"] for f in got if f["advice"]]
+    assert len(todo) >= 3
+    # right under its finding (and its what-if line), before the next finding or symptom
+    for f in got:
+        k = next(i for i, ln in enumerate(lines) if f["title"] in ln)
+        after = lines[k + 1 : k + 3]
+        assert any(ln.strip() == f"to do: {f['advice']}" for ln in after), (f["rule"], after)
