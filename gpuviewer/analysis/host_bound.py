@@ -147,7 +147,7 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         where = "" if whole else _which_steps(trace, rb.rank, per_step, outer, s.step)
         warm = first_call(trace, rb.rank, g0, g1, outer) if whole else None
         who = f": {where}the host was in {outer} for {cov[1] / 1e6:,.1f} ms of its {gap / 1e6:,.1f} ms gap"
-        who += _first_call_hint(warm)
+        who += _first_call_hint(warm) + _loader_kind(outer)
     elif what and what[0]["ms"] * 1e6 >= 0.5 * gap:
         # how much of the gap, said (profile1: init_data covers 14.7 ms of its 21.1 ms; an audit's)
         who = f": the host was in {what[0]['name']} for {what[0]['ms']:,.1f} ms of the {gap / 1e6:,.1f} ms"
@@ -422,3 +422,12 @@ def _before_gpu(trace: Trace, rank: int, first_op: int, longest: float) -> str:
     elif rows and rows[0]["ms"] * 1e6 >= 0.5 * lead:
         most = f", {rows[0]['ms']:,.1f} ms of that in {rows[0]['name']}"
     return f"; the GPU's first op came {lead / 1e6:,.1f} ms after the host's first recorded op{most}"
+
+
+def _loader_kind(name: str) -> str:
+    """What a PyTorch DataLoader's iterator says of its set-up, where its name tells: the
+    single-process one (PyTorch's for num_workers=0) loads every batch on the training loop's own
+    thread (resnet50's stall named it and not the fix; an audit)."""
+    if "_SingleProcessDataLoaderIter" in name:
+        return " (the DataLoader loads in the training process itself, num_workers=0: no worker prepares the next batch meanwhile)"
+    return ""

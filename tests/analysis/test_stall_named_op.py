@@ -167,3 +167,24 @@ def test_an_outlier_step_named_for_a_host_op_is_priced_by_that_op():
     top = json.loads(r.stdout)["findings"][0]
     assert top["rule"] == "step_outlier" and top["saving"].startswith("rank 0's $time sleep in step 4 at its usual")
     assert 0.9 * sleeps[0] <= top["saves_ms_in_steps"] <= sleeps[0] + 0.01, (top["saves_ms_in_steps"], sleeps)
+
+
+def test_a_single_process_dataloader_is_named_as_such():
+    """resnet50's stall named enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ and not
+    what it means (helper-120): PyTorch uses that iterator only with num_workers=0, loading every
+    batch on the training process. The raw file's op covering the GPU's gap is that iterator; the
+    finding says so. dataloader_stall's gap (no such iterator in the file) says nothing of it."""
+    from conftest import analyzed_json, compat_path
+
+    path = compat_path("pytorch__kineto", "tb_plugin_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz")
+    with gzip.open(path, "rt") as fh:
+        names = {e.get("name", "") for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"}
+    assert any("_SingleProcessDataLoaderIter" in n for n in names)
+    assert not any("_MultiProcessingDataLoaderIter" in n for n in names)
+    (f,) = [f for f in analyzed_json(path)["findings"] if f["rule"] == "host_bound_idle"]
+    assert "the host was in enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ for" in f["title"]
+    assert "(the DataLoader loads in the training process itself, num_workers=0" in f["title"]
+    assert "num_workers>0" in f["advice"]
+    other = trace_path("kineto", "dataloader_stall.json.gz")
+    for g in analyzed_json(other)["findings"]:
+        assert "num_workers=0" not in g["title"]
