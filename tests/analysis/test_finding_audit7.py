@@ -443,3 +443,42 @@ def test_a_path_segments_named_op_spans_what_it_says(path):
             key=lambda g: g.end_ns - g.start_ns,
         )
         assert longest.what.startswith("host work (most own time in it: "), longest.what
+
+
+def test_a_late_ranks_fix_says_the_step_far_from_the_others():
+    """tp: the late rank's what-if said 'rank 0's host works a median 56.8 ms a step, the others'
+    50.5 ms' and 'alone it would save about 11.5 ms a step'; its replay scales each step to the
+    other rank's in it, and step 2 (58.1 against 35.3 ms) gave 22.1 of it, the others about 6
+    (helper-120). Both now say the spread and its step: the host steps from the raw files
+    (ProfilerStep#N less its syncs), the savings from the whatif command's own replay."""
+    import os
+
+    path = trace_path("kineto", "tp")
+    host = {}
+    for rank in (0, 1):
+        ev = [e for e in raw_events(os.path.join(path, f"tp_rank{rank}.json.gz")) if e.get("ph") == "X"]
+        syncs = [e for e in ev if e.get("cat") == "cuda_runtime" and "Synchronize" in e["name"]]
+        # each step's host time less its waits for the GPU (as the what-if's basis leaves them out)
+        host[rank] = {
+            n: (b - a - sum(e["dur"] for e in syncs if a <= e["ts"] < b)) / 1e3 for n, a, b in profiler_steps(ev)[0]
+        }
+    f = next(f for f in analyzed_json(path)["findings"] if f["rule"] == "straggler")
+    late = f["ranks"][0]
+    other = 1 - late
+    steps = sorted(s for s in host[late] if s in f["saves_steps"])
+    diffs = {s: host[late][s] - host[other][s] for s in steps}
+    top = max(diffs, key=diffs.get)
+    m = re.search(r"step by step ([\d.]+) to ([\d.]+) ms more, the most in step (\d+)", f["saving"])
+    assert m, f["saving"]
+    assert float(m[1]) == pytest.approx(min(diffs.values()), abs=0.15)
+    assert float(m[2]) == pytest.approx(max(diffs.values()), abs=0.15)
+    assert int(m[3]) == top and max(diffs.values()) > 3 * statistics.median(diffs.values())
+    p = run_cli("whatif", path, f"--rank-like-median={late}", "--json")
+    assert p.returncode == 0, p.stderr
+    saved = {s["step"]: s["saves_ms"] for s in json.loads(p.stdout)["steps"] if s["step"] in steps}
+    best = max(saved, key=saved.get)
+    said = (
+        f"alone it would save {min(saved.values()):.1f} to {max(saved.values()):.1f} ms a step it acts in, "
+        f"the most in step {best} ({sum(saved.values()) / len(saved):.1f} ms on average)"
+    )
+    assert said in analyzed_text(path)
