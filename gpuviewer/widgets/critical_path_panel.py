@@ -149,6 +149,13 @@ class CriticalPathPanel(QWidget):
             + (f" · the job: {esc(v.bound_by)}" if v.bound_by and many else "")
             # a session of one step (a whole capture): the job's verdict is the step's, not said twice
             + f"<br>{esc(_shares(rows))}"
+            # the verdict leaves the capture's start-up out, the path listed does not: said, or
+            # saxpy's 512 ms cudaHostRegister (before the GPU's first op) read as judged (a review)
+            + (
+                "; the path, its time and shares: the whole capture, start-up and teardown included"
+                if v.whole and "left out" in sp.bound_by
+                else ""
+            )
         )
         k = self.steps.findData(step)
         if k >= 0 and k != self.steps.currentIndex():
