@@ -4,7 +4,8 @@ Qt's middle elision cut "GPU 0 · stream 14 · compute + NCCL" and its neighbour
 to the same "GPU 0 · stre… compute + NCCL". A name here is parts joined by " · "; the parts
 without a number (a lane's kind: "compute + NCCL", "host") give way first, cut at their end;
 then the words around the numbers of the others (GPU 0, stream 14, thread 4711), whose numbers
-name the lane and are never cut. Only when all of that is at its shortest is the whole name
+name the lane and are never cut. A GPU's vendor goes before all that; digits inside a word (a
+model's "A100-SXM4-40GB", a file's "rank0.json") are no such number. Only when all of that is at its shortest is the whole name
 cut in its middle, as Qt would.
 """
 
@@ -18,8 +19,19 @@ ELL = "…"
 _MIN = 3  # characters a part keeps besides the ellipsis
 
 
-def _has_digit(s: str) -> bool:
-    return any(c.isdigit() for c in s)
+# a number that names a lane or rank stands alone ("GPU 0", "stream 14", "thread 4711"); digits
+# inside a word are part of a name ("A100-SXM4-40GB", "perlmutter0.sqlite", "python3"), which
+# split at them read as "GPU 0...100-SXM4-40GB · s...0...." (a review)
+_NUMBER = re.compile(r"(?<![\w.\-])\d+(?![\w.\-])")
+# a GPU's vendor, the first thing a rank's title gives up (the model says it: "A100-SXM4-40GB")
+_VENDOR = re.compile(r"\b(?:NVIDIA|Tesla|AMD) ")
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def _has_digit(s: str, number: re.Pattern = _NUMBER) -> bool:
+    return number.search(s) is not None
 
 
 def _cut_end(s: str, n: int) -> str:
@@ -53,17 +65,20 @@ def _pieces(text: str) -> tuple[list[str], list[tuple[int, Callable[[str, int], 
     middle), longest first. Digits and separators are never cut."""
     mark = re.match(r"[^\w]*", text).group()  # type: ignore[union-attr]  # the arrow and indent stay
     pieces: list[str] = [mark] if mark else []
+    # a name of parts: its numbers stand alone; one without (a kernel's name) keeps its digits'
+    # runs as they are, cut between them
+    number = _NUMBER if SEP in text else _DIGITS
     kinds: list[tuple[int, int, int, Callable[[str, int], str]]] = []  # (rank, -len, index, cut)
     for k, part in enumerate(text[len(mark) :].split(SEP)):
         if k:
             pieces.append(SEP)
-        if not _has_digit(part):
+        if not _has_digit(part, number):
             kinds.append((0, -len(part), len(pieces), _cut_end))
             pieces.append(part)
             continue
-        runs = re.findall(r"\d+|\D+", part)
+        runs = [r for r in re.split(f"({number.pattern})", part) if r]
         for j, run in enumerate(runs):
-            if not run[0].isdigit():
+            if not number.fullmatch(run):
                 kinds.append((1, -len(run), len(pieces), _cut_end if j == len(runs) - 1 else _cut_middle))
             pieces.append(run)
     kinds.sort(key=lambda t: t[:3])
@@ -72,6 +87,9 @@ def _pieces(text: str) -> tuple[list[str], list[tuple[int, Callable[[str, int], 
 
 def fit_label(text: str, width: float, advance: Callable[[str], float]) -> str:
     """`text` as it fits in `width` pixels, `advance` measuring a string's width."""
+    if advance(text) <= width:
+        return text
+    text = _VENDOR.sub("", text)  # lossless enough: the tooltip has the whole name
     if advance(text) <= width:
         return text
     pieces, order = _pieces(text)

@@ -93,3 +93,26 @@ def test_a_narrow_column_draws_two_lanes_of_one_gpu_apart(qtbot, tmp_path):
     b = next(v for k, v in drawn.items() if k.endswith("GPU 0 · stream 17 annotations"))
     assert ELL in a and ELL in b  # both had to be shortened
     assert "stream 7" in a and "stream 17" in b, (a, b)
+
+
+def test_a_rank_title_gives_up_the_vendor_and_file_before_the_model(qapp):
+    """'Ra… 0 · GPU 0…100-SXM4-40GB · s…0….' and 'GPU 0 T…V100-D…-32GB' (a review): digits inside
+    a word (a model's A100-SXM4-40GB, a file's perlmutter0.sqlite) were taken for numbers that name
+    the lane, and the words between them cut. The vendor goes first, then the file, cut at its end;
+    'Rank 0 · GPU 0' and the model's start stay."""
+    adv = _metrics(bold=True)
+    for title, model in (
+        ("▾ Rank 0 · GPU 0 NVIDIA A100-SXM4-40GB · saxpy-mpi-cuda_nsys_perlmutter0.sqlite", "A100-SXM4"),
+        (
+            "▾ Rank 0 · GPU 0 Tesla V100-DGXS-32GB · tb_plugin_resnet50_num_workers_0_worker0.pt.trace.json.gz",
+            "V100-DGXS",
+        ),
+    ):
+        for width in (adv(title) - 10, 300, 250):
+            got = fit_label(title, width, adv)
+            assert adv(got) <= width, (width, got)
+            assert got.startswith("▾ Rank 0 · GPU 0 ") and model in got, (width, got)
+            assert "NVIDIA" not in got and "Tesla" not in got
+        # the file part is cut at its end, never in the middle of its digits
+        tail = fit_label(title, 250, adv).rsplit(" · ", 1)[1]
+        assert tail.endswith(ELL) and title.rsplit(" · ", 1)[1].startswith(tail[:-1])
