@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.categories import Cat
+from ..model.fmt import short_name
 from ..model.trace import Trace
 from . import intervals as iv
 from .breakdown import RankBreakdown
-from .issuers import short_name
 
 SAME_WORK = 0.01  # kernel counts per name differing by at most 1% of the step's kernels: the same work
 IMBALANCE = 0.10  # the heavy rank computes at least this share more than the lightest

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.categories import Cat, LaneKind
-from ..model.fmt import format_bytes
+from ..model.fmt import format_bytes, short_name
 from ..model.trace import Trace
 from . import intervals as iv
 from .breakdown import RankBreakdown, launch_calls
@@ -20,7 +20,6 @@ from .issuers import (
     launched_op,
     local_memory_grown,
     other_instances_before,
-    short_name,
 )
 from .rule_base import WHOLE_CAPTURE_ADVICE, deferred, finding
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..model import queries as q
 from ..model.categories import LaneKind
+from ..model.fmt import short_name
 from ..model.trace import Trace
 from .breakdown import gpu_ops, launch_calls
 from .host import outermost_ops
@@ -51,15 +52,6 @@ FSDP_OFFLOAD_ADVICE = (
     "across more GPUs, use larger FSDP units or a lower-precision copy (mixed precision's "
     "param_dtype), and prefetch (forward_prefetch, backward_prefetch) so the copies overlap compute."
 )
-
-
-def short_name(kernel: str) -> str:
-    """A kernel's name without its return type, namespaces' templates and arguments, as a sentence
-    can carry it ('void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)' ->
-    'at::native::vectorized_elementwise_kernel')."""
-    k = kernel.removeprefix("void ").strip()
-    cut = min((i for i in (k.find("<"), k.find("(")) if i > 0), default=len(k))
-    return k[:cut]
 
 
 def launched_op(trace: Trace, rank: int, t0: int, t1: int, name: str) -> int | None:

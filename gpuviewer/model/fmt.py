@@ -52,6 +52,18 @@ def format_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+def short_name(kernel: str) -> str:
+    """A kernel's name without its return type, namespaces' templates and arguments, as a sentence
+    can carry it ('void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)' ->
+    'at::native::vectorized_elementwise_kernel'); an anonymous namespace is no argument list
+    ('at::native::(anonymous namespace)::distribution_..._kernel<...>(...)' was cut to
+    'at::native::')."""
+    k = kernel.removeprefix("void ").strip()
+    k = k.replace("(anonymous namespace)::", "")
+    cut = min((i for i in (k.find("<"), k.find("(")) if i > 0), default=len(k))
+    return k[:cut]
+
+
 def esc(s: str) -> str:
     """Text for HTML (reports, Qt rich text): quotes too, since reports put names in attributes."""
     return html.escape(s)

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..model.categories import CAT_LABEL, Cat
+from ..model.fmt import short_name
 from ..model.trace import Trace
 from ..render.time_axis import format_duration, format_ns
 
@@ -28,6 +29,7 @@ _BREAK_NO_UNDERSCORE = re.compile(r"(::|[,<(/])")
 _PIECE = re.compile(r"[^\s:,<(/]+")
 _UNDERSCORE = re.compile(r"_(?!$)")
 LONG_WORD = 24
+LONG_NAME = 100  # characters: a name longer is said short first, whole after the fields
 _LONG_NUMBER = re.compile(r"\d{10,}")
 
 
@@ -157,8 +159,12 @@ class DetailsPanel(QTreeWidget):
         c = t.columns
         lane = t.lanes[int(c["lane"][i])]
         start, dur = int(c["start"][i]), int(c["dur"][i])
+        name = t.names[int(c["name"][i])]
+        # a C++ kernel's whole name (templates, arguments) wrapped over 12 to 40 lines and pushed
+        # every other field out of the pane (a review): its short name first, the whole last
+        short = short_name(name) if len(name) > LONG_NAME else name
         rows = [
-            ("Name", t.names[int(c["name"][i])]),
+            ("Name", short or name),
             ("Category", CAT_LABEL.get(Cat(int(c["cat"][i])), str(int(c["cat"][i])))),
             ("Rank", str(lane.rank)),
             ("Lane", (f"GPU {lane.device} · " if lane.device >= 0 else "") + lane.label),
@@ -170,6 +176,8 @@ class DetailsPanel(QTreeWidget):
             # at 1366 px and pushed them down (a review); the producer's clock, to find it elsewhere
             ("Absolute start", f"{start} ns"),
         ]
+        if short and short != name:
+            rows.append(("Full name", name))
         if int(c["corr"][i]):
             rows.append(("Correlation id", str(int(c["corr"][i]))))
         coll = self.collectives.get(int(i))
@@ -210,6 +218,7 @@ class DetailsPanel(QTreeWidget):
             args_item.setText(1, "none")
         args_item.setExpanded(True)
         self._fit()
+        self.topLevelItem(0).setToolTip(1, name)  # the whole name, where the row says it short
 
     def _fit(self) -> None:
         """Tooltips with every value whole; the field column sized to its names (at most 42%)."""
