@@ -40,3 +40,25 @@ def test_ticks_a_spacing_apart_never_print_alike():
 def test_times_under_a_millisecond_in_a_sentence_never_read_as_zero(ns, want):
     # the Kineto docs' trace: 20 ns of GPU work was 'of 0 µs of GPU time'
     assert under_ms(ns) == want
+
+
+def test_a_kernels_short_name_reads_past_an_anonymous_namespace():
+    """'(anonymous namespace)' is no argument list: the short name was cut to 'at::native::'."""
+    from gpuviewer.model.fmt import short_name
+
+    assert (
+        short_name(
+            "void at::native::(anonymous namespace)::cunn_SoftMaxForwardReg<float, float, float, "
+            "at::native::(anonymous namespace)::LogSoftMaxForwardEpilogue, long, 8>(float*, float const*, long)"
+        )
+        == "at::native::cunn_SoftMaxForwardReg"
+    )
+    assert short_name("void at::native::vectorized_elementwise_kernel<4, X>(int, X)") == (
+        "at::native::vectorized_elementwise_kernel"
+    )
+    assert short_name("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == (
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+    )
+    assert (
+        short_name("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT") == "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
+    )
