@@ -482,3 +482,34 @@ def test_a_late_ranks_fix_says_the_step_far_from_the_others():
         f"the most in step {best} ({sum(saved.values()) / len(saved):.1f} ms on average)"
     )
     assert said in analyzed_text(path)
+
+
+def test_a_launch_bound_host_says_its_calls_share_where_they_are_much_of_it():
+    """launch_bound_big's and launch_eager's launch-bound findings said nothing of their hosts'
+    split, though the rule says it of every other trace (its clause needed the framework's ops at
+    twice the calls' time; helper-120: 35% in calls, 44% in ops). Where the calls are a fifth of
+    the host's time or more the shares are said plainly. Recomputed from the raw file in the
+    measured steps' ProfilerStep ranges: the CUDA calls' union, and the ops' union less the calls'."""
+    path = trace_path("whatif", "launch_eager.json.gz")
+    out = analyzed_json(path)
+    f = next(f for f in out["findings"] if f["rule"] == "launch_bound")
+    m = re.search(r"its host spends (\d+)% of its time in launch calls and (\d+)% in framework ops", f["title"])
+    assert m, f["title"]
+    ev = [e for e in raw_events(path) if e.get("ph") == "X"]
+    # CUDA's runtime and driver calls (cuLaunchKernel called on its own: 1,920 in this file)
+    calls = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver"))
+    ops = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") == "cpu_op")
+    measured = {s["step"] for s in out["ranks"][0]["steps"] if not s["warmup"] and s["step"] is not None}
+    host = in_calls = in_ops = 0.0
+    for n, a, b in profiler_steps(ev)[0]:  # the measured steps' host ranges, from the file
+        if n not in measured:
+            continue
+        host += b - a
+        c = covered(calls, a, b)
+        in_calls += c
+        # an op's time with a call under it is the call's: the ops' union less the calls' inside it
+        both = covered(sorted(ops + calls), a, b)
+        in_ops += both - c
+    assert abs(int(m[1]) - 100 * in_calls / host) <= 1.5, (m[0], in_calls / host)
+    assert abs(int(m[2]) - 100 * in_ops / host) <= 1.5, (m[0], in_ops / host)
+    assert in_calls / host >= 0.2 and in_ops < 2 * in_calls
