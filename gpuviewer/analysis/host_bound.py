@@ -106,12 +106,14 @@ def host_bound(trace: Trace, rb: RankBreakdown) -> list[dict]:
         if first and other_instances_before(trace, rb.rank, first):
             which = f"this instance of {which} (other instances of it ran before)"
         # (not 'loads its code' alone: extra-p's ex-gpu vector_dot's 3 ms first launch grew the
-        # device's local memory from 127 MB to 1.9 GB, which the export records; an audit's)
+        # device's local memory from 127 MB to 1.9 GB, which the export records; an audit's). What
+        # the kernel itself needs is not said: the export's localMemoryPerThread is 0 for it
+        # (helper-120), the total is what grew
         grown = local_memory_grown(trace, rb.rank, op) if first else None
         hint = (
             f" (the first launch of {which} in the capture: a launch takes microseconds; this one grew the "
             f"GPU's local memory from {format_bytes(grown[0])} to {format_bytes(grown[1])} (the export's "
-            "localMemoryTotal: the kernel needs more than any before it), which the driver does while the "
+            "localMemoryTotal at its launch, above every kernel's before it), which the driver does while the "
             "call waits; a kernel's first launch may also load its code: one-time costs)"
             if grown
             else f" (the first launch of {which} in the capture: a launch takes microseconds; a kernel's first "

@@ -436,9 +436,18 @@ def test_a_first_launch_that_grew_local_memory_says_so():
     (f,) = [f for f in flat_findings(_json(path)["findings"]) if f["rule"] == "host_bound_idle"]
     said = (
         f"(the first launch of vector_dot in the capture: a launch takes microseconds; this one grew the GPU's "
-        f"local memory from {format_bytes(before)} to {format_bytes(after)} (the export's localMemoryTotal"
+        f"local memory from {format_bytes(before)} to {format_bytes(after)} (the export's localMemoryTotal at its "
+        "launch, above every kernel's before it)"
     )
     assert said in f["title"], f["title"]
+    # no claim of what the kernel needs: the export records 0 local memory a thread for it
+    per_thread = raw_sql(
+        path,
+        "SELECT k.localMemoryPerThread FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName "
+        "WHERE s.value = 'vector_dot'",
+    )
+    assert per_thread and all(v == 0 for (v,) in per_thread)
+    assert "the kernel needs" not in f["title"]
 
 
 def test_a_capture_without_op_ranges_says_framework_ops_are_not_on_record():
