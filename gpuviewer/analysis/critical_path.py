@@ -100,7 +100,7 @@ def bound_by_text(share: dict[tuple[int, str], int], total: int, loop: bool = Tr
     whole capture without steps, whose host time is start-up and teardown as much as any loop
     ('rank 0 host')."""
     if not share or total <= 0:
-        return "nothing on record"
+        return "nothing to judge: no path on record"
     per_res: dict[str, int] = {}
     for (r, res), v in share.items():
         per_res[res] = per_res.get(res, 0) + v

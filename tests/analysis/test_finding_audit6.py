@@ -283,3 +283,6 @@ def test_no_gpu_work_points_at_warnings_only_where_there_are_some():
     assert "no findings: no GPU work on record, so nothing to judge\n" in p.stdout, p.stdout
     lost = _text(compat_path("lighttransport__gemm", "profile.sqlite"))
     assert "no findings: no GPU work on record, so nothing to judge (see the warnings)" in lost
+    # nor a bound: 'bound by: nothing on record' read as a verdict beside recorded host calls
+    # (HTA's cupti_profiler capture; helper-120)
+    assert "bound by: nothing to judge: no path on record" in lost and "nothing on record" not in lost
