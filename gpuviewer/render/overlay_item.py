@@ -109,12 +109,16 @@ class SelectionItem(Layer):
         colour ('<built-in function sle|ep>' on ddp's critical-path row; a review)."""
         left, right = max(r.left(), f.left - 2), min(r.right(), f.right + 2)
         box = QRectF(left, r.top() + 0.04 * f.sy, right - left, 0.84 * f.sy)
-        if box.width() <= 40 or box.height() < 9:  # as the slices layer: too small for a name
+        if box.width() < 3 or box.height() < 3:
             return
         host, i = self.host, self._selected
         cat, name = int(host.trace.columns["cat"][i]), int(host.trace.columns["name"][i])
         c = int(color_index(np.array([cat]), host.slices.shades[[name]])[0])
+        # filled however narrow: a run of short ops is drawn with one of their names, which read
+        # inside a narrow selected op's outline as its own ('torch/' in DDP_0's box; a review)
         p.fillRect(box, BRUSHES[c])
+        if box.width() <= 40 or box.height() < 9:  # as the slices layer: too small for a name
+            return
         x = max(box.left(), 0.0) + 3
         w = box.right() - x - 3
         if w < 20:
