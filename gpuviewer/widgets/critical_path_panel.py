@@ -250,10 +250,10 @@ class CriticalPathDock(QObject):
         # the choice is remembered, so a trace can open with the outline on: said for as long as
         # it is, with a way out (red boxes over every step read as part of the trace; a review)
         self.badge = QLabel(
-            f"<span style='color:{PATH_COLOR.name()}'>&#9632;</span> critical path outlined (<a href='off'>hide</a>, C)"
+            f"<span style='color:{PATH_COLOR.name()}'>&#9632;</span> critical path (<a href='off'>hide</a>)"
         )
         self.badge.setTextFormat(Qt.RichText)
-        self.badge.setToolTip("Each step's critical path is outlined on the timeline; C or View > Show critical path")
+        self.badge.setToolTip("Each step's critical path is outlined on the timeline (C or View > Show critical path)")
         self.badge.linkActivated.connect(lambda _l: self.action.setChecked(False))
         self.badge.setContentsMargins(0, 0, 10, 0)
         win.statusBar().addPermanentWidget(self.badge)

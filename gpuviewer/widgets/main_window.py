@@ -261,9 +261,10 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
             # a rank whose warm-up step ends inside the view keeps its end in sight: 'most of'
             # (nsys_ddp's rank 1 ends step 0 at the view's left edge; an audit)
             tail = any(st.step == warm and st.end > v0 for st in trace.steps)
+            # the key first: a narrow status bar cut 'Shift+Home shows them' off the end (a review)
             said = (
-                f"Opened on the steady steps: the first {(v0 - a0) / 1e6:,.0f} ms, with "
-                f"{'most of ' if tail else ''}warm-up step {warm}, are left of the view; Shift+Home shows them"
+                f"Shift+Home shows the first {(v0 - a0) / 1e6:,.0f} ms, with "
+                f"{'most of ' if tail else ''}warm-up step {warm}, left of the view (opened on the steady steps)"
             )
             self.statusBar().showMessage(said, 15000)
             self._opening_said = (said, self.timeline.visible_range())  # gone once the view moves

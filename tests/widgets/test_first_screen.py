@@ -168,7 +168,7 @@ def test_nsys_ddp_opens_on_its_steps_not_the_whole_capture(qtbot, tmp_path):
     assert a0 <= min(a for a, _ in rows) + (0 if utc is None or v0 < 10**17 else int(utc[0])) and a1 >= t1 - 2
     # the status line's figure is the time left of the view, which the key shows (not the warm-up
     # step's own length, which the findings give in the job's step time)
-    m = re.search(r"the first ([\d,]+) ms, with (most of )?warm-up step 0, are left of the view", said)
+    m = re.search(r"^Shift\+Home shows the first ([\d,]+) ms, with (most of )?warm-up step 0, left of the view", said)
     hidden = float(m[1].replace(",", ""))
     # 'most of' where a rank's warm-up step (the two earliest 'step N' ranges) ends inside the view
     off = 0 if utc is None or v0 < 10**17 else int(utc[0])

@@ -170,14 +170,14 @@ def test_a_critical_path_segment_click_selects_the_op_it_names(opened, qapp):
 
 
 def test_the_opening_views_message_goes_once_the_view_moves(qapp, tmp_path):
-    """'Opened on the steady steps: ... left of the view' speaks of the opening view: it stayed in
+    """'Shift+Home shows ... left of the view (opened on the steady steps)' speaks of the opening view: it stayed in
     the status bar beside a finding chosen after (an audit of the window)."""
     w = opened_window(qapp, tmp_path, [NSYS])
     try:
         for _ in range(3):
             qapp.processEvents()
         said = w.statusBar().currentMessage()
-        assert said.startswith("Opened on the steady steps"), said
+        assert said.startswith("Shift+Home shows the first") and "(opened on the steady steps)" in said, said
         # the Critical path tab lists the longest profiled step in view: the stalled step 6 (by
         # analyze's step durations), not step 7 whose ranks' span a stall stretched (an audit)
         p = run_cli_once("analyze", NSYS, "--json")
