@@ -170,8 +170,9 @@ class StepsItem(Layer):
                 name(hdr, [(st.start, st.end, st.step) for st in steps.get(rank, [])], ("step", ""), boxed=True)
             else:
                 # 'host step' where the GPU rows name their own steps, shortened to 'host 5', never
-                # to a bare 'step 5' beside 'GPU step 5' (an audit)
-                words = ("host step", "host") if rank in gpu_known else ("step", "")
+                # to a bare 'step 5' beside 'GPU step 5' (an audit); then the bare number, as the
+                # GPU row has it (nsys_ddp_big at 1366 named host steps 0 and 7 of 30; a review)
+                words = ("host step", "host", "") if rank in gpu_known else ("step", "")
                 name(hdr, [(st.start, st.end, st.step) for st in steps.get(rank, [])], words)
         for rank, grp in gpu_rows.items():
             name(grp, gpu_known.get(rank, []), ("GPU step", "step", ""))

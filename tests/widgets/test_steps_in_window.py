@@ -395,3 +395,35 @@ def test_a_host_threads_deeper_rows_open_where_they_fit(qapp, tmp_path):
         assert lm.height <= tl._rows_visible()
     finally:
         w.close()
+
+
+def test_every_host_step_wide_enough_for_its_number_is_named(qapp, tmp_path):
+    """nsys_ddp_big at 1366 px: the host row named steps 0 and 7 of the 30 in view ('host step 7'
+    where it fitted, nothing where it did not), while the GPU row named each by its number (a
+    review). A host step falls back to its bare number: every one in view with room for it is named,
+    at its own start, from the export's NVTX 'step N' ranges as the window holds them."""
+    w = opened_window(qapp, tmp_path, [trace_path("nsys", "nsys_ddp_big.sqlite")])
+    try:
+        qapp.processEvents()  # the opening view: the steady steps
+        w.timeline.grab()
+        layer = w.timeline.item.steps
+        named = {text.rsplit(" ", 1)[-1] for rank, kind, text, _x in layer.drawn if rank == 0 and kind == "header"}
+        vb, o = w.timeline.vb, w.timeline.origin
+        fm = w.timeline.item.fm
+
+        def px(t):
+            return vb.mapViewToDevice(pg.Point(float(t - o), 0.0)).x()
+
+        t0, t1 = w.timeline.visible_range()
+        roomy = [
+            st.step
+            for st in w.trace.steps
+            if st.rank == 0
+            and t0 <= st.start
+            and st.end <= t1
+            and px(st.end) - px(st.start) > fm.horizontalAdvance(str(st.step)) + 8
+        ]
+        assert len(roomy) >= 20, roomy
+        assert {str(s) for s in roomy} <= named, sorted(set(map(str, roomy)) - named)
+    finally:
+        w.close()
