@@ -125,9 +125,18 @@ class RankOverview(QWidget):
             if st.get("warmup")
         }
         self.table.setHorizontalHeaderLabels([f"step {s} (warm-up)" if s in warm else f"step {s}" for s in steps])
+        self._columns = (steps, warm)
+        self._label_columns()
+        # a host (or file) every rank shares says nothing of a row: in the tooltip only (30 steps
+        # lost 195 px to 'rank 0 · nsys_ddp_big.sqlite' twice; a review)
+        shared = len({self.hosts.get(r) for r in ranks}) == 1
         self.table.setVerticalHeaderLabels(
-            [f"rank {r}" + (f" · {self.hosts[r]}" if self.hosts.get(r) else "") for r in ranks]
+            [f"rank {r}" + (f" · {self.hosts[r]}" if self.hosts.get(r) and not shared else "") for r in ranks]
         )
+        for i, r in enumerate(ranks):
+            item = self.table.verticalHeaderItem(i)
+            if item is not None and self.hosts.get(r):
+                item.setToolTip(f"rank {r} · {self.hosts[r]}")
         base = self.baselines(vals)
         self.shades = {}
         for i, r in enumerate(ranks):
@@ -157,6 +166,7 @@ class RankOverview(QWidget):
         self.note.setText(
             f"{len(ranks)} rank{'s' * (len(ranks) != 1)} x {len(steps)} step{'s' * (len(steps) != 1)}, ms · colour by "
             f"absolute ms{over}: {swatch} ms (up to {THRESHOLD_MS:g} ms is jitter: white)"
+            + (" · grey, N*: a warm-up step" if warm else "")
         )
         self._fit_rows()
 
@@ -176,6 +186,36 @@ class RankOverview(QWidget):
     def resizeEvent(self, ev) -> None:  # noqa: N802 - Qt's name
         super().resizeEvent(ev)
         self._fit_rows()
+        self._label_columns()
+
+    def _label_columns(self) -> None:
+        """Each column named 'step N' where the stretched columns have room for it, else by its
+        number ('0*' a warm-up step, said in full in its tooltip); where not even the numbers fit,
+        the columns keep their numbers' width and the table scrolls (30 steps at 1366 px read
+        'tep 1(', 'tep 1!'; a review)."""
+        steps, warm = getattr(self, "_columns", ([], set()))
+        if not steps:
+            return
+        hdr = self.table.horizontalHeader()
+        fm = hdr.fontMetrics()
+        full = [f"step {s} (warm-up)" if s in warm else f"step {s}" for s in steps]
+        short = [f"{s}*" if s in warm else str(s) for s in steps]
+        each = self.table.viewport().width() / len(steps)
+        pad = 12
+        labels = full if max(fm.horizontalAdvance(t) for t in full) + pad <= each else short
+        for j, (text, whole) in enumerate(zip(labels, full)):
+            item = self.table.horizontalHeaderItem(j)
+            if item is not None and item.text() != text:
+                item.setText(text)
+            if item is not None:
+                item.setToolTip(whole)
+        need = max(fm.horizontalAdvance(t) for t in labels) + pad
+        if need <= each:
+            hdr.setSectionResizeMode(QHeaderView.Stretch)
+        else:
+            hdr.setSectionResizeMode(QHeaderView.Fixed)
+            for j in range(len(steps)):
+                hdr.resizeSection(j, need)
 
     def _fit_rows(self) -> None:
         """Rows shrink (to 11 px) so that up to 8 ranks fit in the dock without scrolling."""

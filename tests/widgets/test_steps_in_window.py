@@ -111,8 +111,12 @@ def test_the_ranks_heatmap_names_its_warm_up_column(opened):
     w, ranks = opened
     warm = {s["step"] for r in ranks.values() for s in r["steps"] if s["warmup"]}
     t = w.ranks_view.table
-    names = [t.horizontalHeaderItem(j).text() for j in range(t.columnCount())]
+    # said in full in each column's tooltip; its header says it where the column has room, else
+    # its number with a star (30 steps at 1366 px cut 'step 12' to 'tep 1('; a review)
+    names = [t.horizontalHeaderItem(j).toolTip() for j in range(t.columnCount())]
     assert [n for n in names if n.endswith("(warm-up)")] == [f"step {s} (warm-up)" for s in sorted(warm)], names
+    shown = [t.horizontalHeaderItem(j).text() for j in range(t.columnCount())]
+    assert all(a in (b, b.split()[1] + ("*" if b.endswith("(warm-up)") else "")) for a, b in zip(shown, names)), shown
     # its cells grey, not coloured as the lateness of a step to compare (87.7 ms read deeper than the stall's 62.6)
     from gpuviewer.widgets.rank_overview import WARM_CELL
 
@@ -425,5 +429,32 @@ def test_every_host_step_wide_enough_for_its_number_is_named(qapp, tmp_path):
         ]
         assert len(roomy) >= 20, roomy
         assert {str(s) for s in roomy} <= named, sorted(set(map(str, roomy)) - named)
+    finally:
+        w.close()
+
+
+def test_the_ranks_heatmap_names_thirty_steps_whole(qapp, tmp_path):
+    """nsys_ddp_big's 30 steps at 1366 px: the stretched columns cut their names to 'tep 1(',
+    'tep 1!' and the rows spent 195 px on the one file both ranks share (a review). The columns
+    say their numbers whole (a warm-up's with a star, in full in the tooltip) and the shared file
+    is left to the rows' tooltips."""
+    w = opened_window(qapp, tmp_path, [trace_path("nsys", "nsys_ddp_big.sqlite")])
+    try:
+        w.ranks_dock.show()
+        w.ranks_dock.raise_()
+        for _ in range(3):
+            qapp.processEvents()
+        t = w.ranks_view.table
+        hdr = t.horizontalHeader()
+        fm = hdr.fontMetrics()
+        assert t.columnCount() == 30
+        for j in range(t.columnCount()):
+            text = t.horizontalHeaderItem(j).text()
+            assert fm.horizontalAdvance(text) + 6 <= hdr.sectionSize(j), (j, text, hdr.sectionSize(j))
+            tip = t.horizontalHeaderItem(j).toolTip()
+            assert tip.startswith("step ") and text.rstrip("*") in tip.split()
+        rows = [t.verticalHeaderItem(i).text() for i in range(t.rowCount())]
+        assert rows == ["rank 0", "rank 1"], rows
+        assert all("nsys_ddp_big.sqlite" in t.verticalHeaderItem(i).toolTip() for i in range(t.rowCount()))
     finally:
         w.close()
