@@ -55,6 +55,22 @@ class RevealMixin:
             target = a - HEADER_H - 1.0  # a row of context under the sticky header
         self.scroll.setValue(int(max(0.0, target) * 10))
 
+    def scroll_to_events(self, i: int, j: int) -> bool:
+        """Scroll so both events' rows lie in the viewport, where they fit (i's rank's header or
+        the sticky one above the higher of them); False where they do not (nothing moved)."""
+        ri, rj = self.event_rows(i), self.event_rows(j)
+        if ri is None or rj is None:
+            return False
+        top, bottom = min(ri[0], rj[0]), max(ri[1], rj[1])
+        page = self._rows_visible()
+        if bottom - top + HEADER_H + 0.5 > page:
+            return False
+        y0 = self.scroll.value() / 10.0
+        if top >= y0 + HEADER_H and bottom <= y0 + page:
+            return True  # both in view already
+        self.scroll.setValue(int(max(0.0, top - HEADER_H - 0.5) * 10))
+        return True
+
     def scroll_down_to_event(self, i: int) -> None:
         """From the current scroll (a rank's header at the top), scroll down only as far as brings
         the event's row to the viewport's bottom: the rows above it stay in view as far as they fit

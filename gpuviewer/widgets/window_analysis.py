@@ -75,6 +75,34 @@ class AnalysisMixin:
                 self.timeline.scroll_down_to_event(i)  # the op it names too, as far as both fit
             else:
                 self.timeline.scroll_to_event(i)  # the event itself inside the viewport
+                if f.rule == "straggler":
+                    # the wait it describes beside its cause: the waiting rank's longest collective
+                    # kernel in the range, in view too where both fit (the waiting rank's NCCL lane
+                    # was scrolled out above the late rank's sleep; a review)
+                    j = self._longest_wait(f)
+                    if j is not None:
+                        self.timeline.scroll_to_events(i, j)
+
+    def _longest_wait(self, f) -> int | None:
+        """Of the ranks the finding says waited, the longest NCCL kernel in its range."""
+        import numpy as np
+
+        from ..model import queries as q
+        from ..model.categories import Cat
+
+        waiting = [int(r) for r in f.metrics.get("waiting_ranks") or [] if int(r) != f.metrics.get("late_rank")]
+        t = self.trace
+        best, best_dur = None, -1
+        for ln, lane in enumerate(t.lanes):
+            if lane.rank not in waiting or lane.kind not in GPU_LANE_KINDS:
+                continue
+            idx = q.events_in_range(t, ln, int(f.start_ns), int(f.end_ns))
+            idx = idx[np.asarray(t.columns["cat"][idx]) == Cat.COMM_KERNEL]
+            if len(idx):
+                k = int(idx[np.argmax(np.asarray(t.columns["dur"][idx]))])
+                if int(t.columns["dur"][k]) > best_dur:
+                    best, best_dur = k, int(t.columns["dur"][k])
+        return best
 
     # -- topology -------------------------------------------------------------------------
     def attach_topology_files(self, paths: list[str]) -> bool:
