@@ -233,6 +233,12 @@ class MainWindow(NotesMixin, AnalysisMixin, NavMixin, QMainWindow):
             else "Step numbers too large for this box: use [ and ] to go through the steps"
         )
         self.step_label.setText(f"  {len(steps)} step{'s' if len(steps) != 1 else ''}" if steps else "  no steps")
+        # the box widens for its range's digits: the bar in the menu's corner too (HTA's step 551
+        # had its arrows and the step count cut at the window's edge; a review)
+        bar = self.menuBar().cornerWidget(Qt.TopRightCorner)
+        if bar is not None:
+            bar.updateGeometry()
+            self.menuBar().setCornerWidget(bar, Qt.TopRightCorner)  # placed again by its new hint
         from ..model.plain import line
 
         names = ", ".join(line(os.path.basename(p)) for p in paths)  # (control characters escaped)

@@ -4,7 +4,7 @@ behaviour lives in its mixins (window_notes, window_analysis, window_nav) and ma
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QSpinBox, QStatusBar, QToolBar
 
@@ -253,9 +253,20 @@ def menus(win) -> None:
     h.addAction("About", lambda: QMessageBox.about(win, "gpuviewer", f"gpuviewer {__version__}"))
 
 
+class _CornerBar(QToolBar):
+    """The steps' bar in the menu bar's corner, asking for its widgets' width and some more: the
+    menu bar places a corner widget by its size hint, so a minimum width beyond it ran past the
+    window's right edge (HTA's 'go to step 551' lost its arrows and its step count; a review),
+    and a hint of the widgets' width alone put the last of them behind a » button."""
+
+    def sizeHint(self):  # noqa: N802 - Qt's name
+        s = super().sizeHint()
+        return QSize(s.width() + 40, s.height())
+
+
 def steps_toolbar(win) -> None:
     """Previous / next step and go to step N."""
-    tb = QToolBar("Steps", win)
+    tb = _CornerBar("Steps", win)
     tb.setObjectName("steps")
     # in the menu bar's free right end, not a row of its own: 34 px more for the timeline
     tb.setStyleSheet("QToolBar { border: 0; padding: 0; spacing: 2px; }")
@@ -281,7 +292,6 @@ def steps_toolbar(win) -> None:
     win.step_label = QLabel("")
     win.step_label.setToolTip("Profiled steps in this session")
     tb.addWidget(win.step_label)
-    tb.setMinimumWidth(tb.sizeHint().width() + 40)  # all of it, never behind a » button
 
 
 def status(win) -> None:

@@ -21,3 +21,24 @@ def test_the_analysed_window_fits_a_laptop_screen(qtbot, tmp_path, path):
     qtbot.waitUntil(lambda: w.overview.util.text().strip() != "", timeout=10_000)  # set from the analysis
     assert w.minimumSizeHint().width() <= LAPTOP_WIDTH
     assert w.width() <= LAPTOP_WIDTH
+
+
+def test_the_steps_bar_stays_inside_the_window_with_its_steps_digits(qtbot, tmp_path):
+    """HTA's trace_filter numbers its steps 550-554: the 'go to step' box widened for three digits
+    past the window's right edge at 1366 px, its arrows and the step count cut (a review). The bar
+    in the menu's corner is placed again by its new width, wholly inside the window."""
+    from conftest import compat_path, make_window
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QApplication
+
+    w = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 768))
+    assert w.open_paths([compat_path("facebookresearch__HolisticTraceAnalysis", "trace_filter")], block=True)
+    QApplication.processEvents()
+    assert w.step_box.maximum() >= 550
+    bar = w.menuBar().cornerWidget(Qt.TopRightCorner)
+    right = bar.mapTo(w, bar.rect().topRight()).x()
+    assert right < w.width(), (right, w.width())
+    for child in (w.step_box, w.step_label):
+        edge = child.mapTo(w, child.rect().topRight()).x()
+        assert edge < w.width() and child.width() >= child.sizeHint().width(), (child, edge)
+    assert w.step_label.text().strip().endswith("steps")
