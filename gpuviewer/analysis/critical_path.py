@@ -413,7 +413,28 @@ def attach_paths(trace: Trace, analysis, args: dict[int, dict] | None = None) ->
     warm = {s.step for rb in analysis.breakdowns for s in rb.steps if s.warmup}
     analysis.steps = [cp.step_json(s in warm) for s, cp in sorted(cps.items())]
     verdict = bound_by({s: cp for s, cp in cps.items() if s not in warm} or cps)
-    analysis.bound_by = verdict + _sampled(analysis, verdict) + _no_gpu(analysis, verdict)
+    analysis.bound_by = _undetermined(analysis, verdict) or (
+        verdict + _sampled(analysis, verdict) + _no_gpu(analysis, verdict)
+    )
+
+
+SAMPLED_MOST = 0.5  # a trace holding under this share of its host events lost most of its host's work
+
+
+def _undetermined(analysis, verdict: str) -> str:
+    """A host verdict from traces that lost most of their host events is no verdict: the path ran
+    through what the filter left, the host's gaps where its work was dropped (HTA's trace_filter,
+    1% of its host events: 'rank 1 host loop, 100%' of the path; a review). Said so, with what the
+    path went through; '' where the verdict stands."""
+    kept = [r["host_events_kept"] for r in analysis.ranks or [] if r.get("host_events_kept") is not None]
+    if "host" not in verdict or not kept or max(kept) >= SAMPLED_MOST:
+        return ""
+    from ..model.numbered import kept_range
+
+    return (
+        f"undetermined: the traces hold {kept_range(kept)} of their host events (sampled or filtered), so the "
+        f"host's work cannot be told from its gaps; on what was left the path runs through the {verdict}"
+    )
 
 
 def _no_gpu(analysis, verdict: str) -> str:

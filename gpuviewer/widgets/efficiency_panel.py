@@ -150,7 +150,6 @@ class Roofline(pg.PlotWidget):
             self.note.setPos(math.log10(lo), 0.0)
             p.addItem(self.note)
 
-
     def _anchor(self, q: dict, pts: list[dict], lo: float, hi: float) -> tuple[float, float]:
         """Where a point's label goes: beside it (right or left; level with it, above, or a line
         lower), the first place that stays in the plot below the roofs' names and covers no point
