@@ -70,6 +70,8 @@ class SlicesItem(Layer):
         self._elided: dict[tuple[int, int], str] = {}
         self._drawn: dict[tuple[int, int], tuple] = {}
         self.picked_run = (0, 0, 0)  # the last hover_pick's run: its start, end and busy time (ns)
+        self.labelled: list[tuple[float, float, float, float]] = []
+        self.chips: dict[int, list[tuple[float, float]]] = {}  # the step names its last names gave way to
         self.last_rect_count = 0
 
     def draw(self, p, f: Frame) -> None:
@@ -77,6 +79,7 @@ class SlicesItem(Layer):
         sx, ox, sy, oy, left, right = f.sx, f.ox, f.sy, f.oy, f.left, f.right
         xs, ys, ws, hs, cs, reps = [], [], [], [], [], []
         drawn = self._drawn = {}  # (lane, depth) -> the runs on screen, for hover
+        self.labelled = []
         summary_rows = []
         collapsed = self.host.layout.state.collapsed_ranks
         # plain arrays: indexing a memory-mapped column runs numpy's memmap hooks in Python
@@ -139,7 +142,8 @@ class SlicesItem(Layer):
                 self.buf.draw(p, n)
                 n_total += n
             solid = C % _FADES == 0  # names on the solid runs only: a faint one is mostly gaps
-            self._labels(p, X[solid], W[solid], Y[solid], H[solid], C[solid] // _FADES, name[R[solid]])
+            chips = self.chips = self.host.steps.chip_spans(f)
+            self._labels(p, X[solid], W[solid], Y[solid], H[solid], C[solid] // _FADES, name[R[solid]], chips, f.sy)
         self.last_rect_count = n_total
         if len(self.wait_idx):
             self._waits(p, f)
@@ -250,8 +254,11 @@ class SlicesItem(Layer):
             self.buf.draw(p, n)
 
     # -- labels -------------------------------------------------------------------------------
-    def _labels(self, p, X, W, Y, H, C, N) -> None:
-        """Names inside the slices wide enough for one (N: the name id of each slice)."""
+    def _labels(self, p, X, W, Y, H, C, N, chips=None, sy: float = 1.0) -> None:
+        """Names inside the slices wide enough for one (N: the name id of each slice); on a row
+        where the steps layer names GPU steps over the slices (chips: {row top px: [(x0, x1)]}),
+        a name ends before a step's name and resumes after one it starts under."""
+        drawn = self.labelled = []  # the last frame's names: (x, y, width, height) in pixels
         wide = np.flatnonzero((W > 40) & (H >= 9))
         if not len(wide):
             return
@@ -270,6 +277,9 @@ class SlicesItem(Layer):
         for name_id, x, w, y, h, c in zip(
             nid, xs.tolist(), ws.tolist(), Y[wide].tolist(), H[wide].tolist(), C[wide].tolist()
         ):
+            spans = chips.get(round(y - 0.08 * sy)) if chips else None
+            if spans:
+                x, w = _around(x, w, spans)
             if w < 20:
                 continue
             # a pan keeps a slice's width (only those cut by the edges change): elide once
@@ -282,6 +292,7 @@ class SlicesItem(Layer):
                 p.setPen(col)
                 pen = col
             p.drawText(QRectF(x, y, w, h), _LABEL_FLAGS, text)
+            drawn.append((x, y, w, h))
         p.setPen(_NO_PEN)
 
     # -- picking ------------------------------------------------------------------------------
@@ -359,3 +370,18 @@ def level_for(levels: list, gap: float) -> tuple[np.ndarray, np.ndarray]:
         if lv[0] <= gap:
             best = lv
     return best[1], best[2]
+
+
+def _around(x: float, w: float, spans: list[tuple[float, float]]) -> tuple[float, float]:
+    """A name's room [x, x + w] less the step names over it: it starts after one it begins
+    under and ends before the next."""
+    end = x + w
+    for c0, c1 in sorted(spans):
+        if c1 <= x or c0 >= end:
+            continue
+        if c0 <= x + 2:
+            x = c1 + 2
+        else:
+            end = c0 - 2
+            break
+    return x, end - x

@@ -24,6 +24,24 @@ _HALO = ((-1, 0), (1, 0), (0, -1), (0, 1))  # a step name's halo over slices: th
 _GPU_KINDS = (LaneKind.GPU, LaneKind.COMM, LaneKind.GPU_ANNOTATION)
 
 
+def fit_name(a: int, b: int, step: int, words: tuple[str, ...], f: Frame, origin: int, fm):
+    """A step's name where it fits between its window's ends on screen: (x, x_end, text, width)
+    of the longest form that fits ('GPU step 5', 'step 5', '5'), None where none does. A step
+    begun left of the view keeps its name at the view's left edge."""
+    if b < f.t0 or a > f.t1:
+        return None
+    X = max((a - origin) * f.sx + f.ox, f.left)
+    Xe = min((b - origin) * f.sx + f.ox, f.right)
+    if Xe - X <= 12:
+        return None
+    for word in words:
+        label = f"{word} {step}" if word else str(step)
+        w = fm.horizontalAdvance(label)
+        if Xe - X > w + 6:
+            return X, Xe, label, w
+    return None
+
+
 class StepsItem(Layer):
     keep = "calls"  # translucent lines and antialiased text over the slices: replayed, never copied
     show_steps = state()
@@ -63,6 +81,37 @@ class StepsItem(Layer):
 
     def has_content(self) -> bool:
         return self._show_steps and bool(self.host.trace.steps)
+
+    def chip_spans(self, f: Frame) -> dict[int, list[tuple[float, float]]]:
+        """The GPU step names this frame draws over a stream's slices (a rank without a GPU group
+        row names its steps on its first GPU lane): {that row's top in pixels: [(x0, x1)]}, so the
+        slices layer ends a kernel's name before them ('ncclDevKernel GPU step 2 Sum_bf16...';
+        a review)."""
+        if not self.has_content() or not self.gpu_windows:
+            return {}
+        collapsed = self.host.layout.state.collapsed_ranks
+        grouped, first = set(), {}
+        for row in f.rows:
+            if row.rank < 0 or row.rank not in self.gpu_windows or row.rank in collapsed:
+                continue
+            if row.kind == "group" and self._gpu_row(row):
+                grouped.add(row.rank)
+            elif row.kind == "lane" and self._gpu_row(row) and row.rank not in first:
+                first[row.rank] = row
+        pinned = self.host.layout.sticky_header(f.y0, f.y1)
+        out: dict[int, list[tuple[float, float]]] = {}
+        fm, origin = self.host.fm, self.host.origin
+        for rank, row in first.items():
+            if rank in grouped or (pinned is not None and pinned.rank == rank and row.y < f.y0 + pinned.h):
+                continue
+            spans = []
+            for a, b, step in self.gpu_windows.get(rank, []):
+                got = fit_name(a, b, step, ("GPU step", "step", ""), f, origin, fm)
+                if got is not None:
+                    spans.append((got[0] + 1, got[0] + got[3] + 5))
+            if spans:
+                out[round(row.y * f.sy + f.oy)] = spans
+        return out
 
     def draw(self, p, f: Frame) -> None:
         origin, sx, ox, sy, oy = self.host.origin, f.sx, f.ox, f.sy, f.oy
@@ -118,41 +167,33 @@ class StepsItem(Layer):
 
         def name(row, windows, words: tuple[str, ...], boxed: bool = False) -> None:
             for a, b, step in windows:
-                if b < f.t0 or a > f.t1:
-                    continue  # out of view: nothing to measure
-                # a step begun left of the view keeps its name at the view's left edge, as the
-                # slices' names do ('tep 2' was cut by the edge, a step filling the view unnamed)
-                X = max((a - origin) * sx + ox, f.left)
-                Xe = min((b - origin) * sx + ox, f.right)
-                if Xe - X <= 12:
-                    continue  # no room for any name
-                # the longest form that fits: 'GPU step 5', 'step 5', '5' (1366 px lost 'GPU step 3'; 'GPU
-                # 5' read as a device beside GPU 0's lanes, an audit): on a GPU row a bare 'step' is
-                # the GPU's, the host's rows say 'host 5'
-                for word in words:
-                    label = f"{word} {step}" if word else str(step)
-                    w = fm.horizontalAdvance(label)
-                    if Xe - X > w + 6:
-                        Y, H = row.y * sy + oy, row.h * sy
-                        if boxed:
-                            # over slices (a stream's kernels, a summary row's bars): text with a halo
-                            # of the background's colour, the slices showing between its letters (an
-                            # opaque tag hid 221 kernels at a step's start and read as the GPU idling;
-                            # an audit); drawn as text, so an SVG of the view keeps it as text
-                            H = min(H, fm.height() + 2)
-                            # ...on a see-through backdrop of the background's colour: a kernel's own
-                            # name under it ran into the step's ('void..GPU step 4'; an audit), while
-                            # its kernels stay seen, faded
-                            back = QColor(th.row_header if row.kind == "header" else th.background)
-                            back.setAlpha(170)
-                            p.fillRect(QRectF(X + 1, Y + 1, w + 4, H - 2), back)
-                            p.setPen(th.background)
-                            for dx, dy in _HALO:
-                                p.drawText(QRectF(X + 3 + dx, Y + dy, Xe - X - 3, H), _LABEL_FLAGS, label)
-                            p.setPen(th.step_label)
-                        p.drawText(QRectF(X + 3, Y, Xe - X - 3, H), _LABEL_FLAGS, label)
-                        self.drawn.append((row.rank, row.kind, label, X))
-                        break
+                # (a step begun left of the view named at its edge, as the slices' names are: 'tep
+                # 2' was cut by the edge; the longest form that fits: 1366 px lost 'GPU step 3', and
+                # 'GPU 5' read as a device beside GPU 0's lanes, an audit: on a GPU row a bare 'step'
+                # is the GPU's, the host's rows say 'host 5')
+                got = fit_name(a, b, step, words, f, origin, fm)
+                if got is None:
+                    continue
+                X, Xe, label, w = got
+                Y, H = row.y * sy + oy, row.h * sy
+                if boxed:
+                    # over slices (a stream's kernels, a summary row's bars): text with a halo
+                    # of the background's colour, the slices showing between its letters (an
+                    # opaque tag hid 221 kernels at a step's start and read as the GPU idling;
+                    # an audit); drawn as text, so an SVG of the view keeps it as text
+                    H = min(H, fm.height() + 2)
+                    # ...on a see-through backdrop of the background's colour: a kernel's own
+                    # name under it ran into the step's ('void..GPU step 4'; an audit), while
+                    # its kernels stay seen, faded
+                    back = QColor(th.row_header if row.kind == "header" else th.background)
+                    back.setAlpha(170)
+                    p.fillRect(QRectF(X + 1, Y + 1, w + 4, H - 2), back)
+                    p.setPen(th.background)
+                    for dx, dy in _HALO:
+                        p.drawText(QRectF(X + 3 + dx, Y + dy, Xe - X - 3, H), _LABEL_FLAGS, label)
+                    p.setPen(th.step_label)
+                p.drawText(QRectF(X + 3, Y, Xe - X - 3, H), _LABEL_FLAGS, label)
+                self.drawn.append((row.rank, row.kind, label, X))
 
         pinned = self.host.layout.sticky_header(f.y0, f.y1)
         if pinned is not None:  # the band at the top (slices_item), its real row partly above or gone

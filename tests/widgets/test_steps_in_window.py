@@ -458,3 +458,29 @@ def test_the_ranks_heatmap_names_thirty_steps_whole(qapp, tmp_path):
         assert all("nsys_ddp_big.sqlite" in t.verticalHeaderItem(i).toolTip() for i in range(t.rowCount()))
     finally:
         w.close()
+
+
+def test_a_kernels_name_gives_way_to_the_gpu_steps_names_over_it(qapp, tmp_path):
+    """tp's rank 1: one NCCL kernel waits across GPU steps 2 and 3, and its name ran through the
+    step names drawn over it ('ncclDevKernel GPU step 2 Sum_bf16_RING_LL(...Stor GPU step 3 >)';
+    a review). The slices' names on that row end before a step's name and resume after it: no
+    name drawn overlaps one (the step names as the steps layer drew them)."""
+    w = opened_window(qapp, tmp_path, [trace_path("kineto", "tp")])
+    try:
+        qapp.processEvents()
+        w.timeline.grab()  # paints every layer now
+        item = w.timeline.item
+        fm = item.fm
+        steps = [(x, text) for _r, kind, text, x in item.steps.drawn if kind == "lane" and text.startswith("GPU step")]
+        assert len(steps) >= 4, item.steps.drawn  # both ranks' GPU steps named over their streams
+        boxes = [(x + 1, x + fm.horizontalAdvance(text) + 5) for x, text in steps]
+        chips = item.slices.chips
+        assert sorted(b for spans in chips.values() for b in spans) == sorted(boxes)
+        sy = w.timeline.vb.mapViewToDevice(pg.Point(0, 1)).y() - w.timeline.vb.mapViewToDevice(pg.Point(0, 0)).y()
+        on_rows = [(lx, lw, top) for lx, ly, lw, _lh in item.slices.labelled if (top := round(ly - 0.08 * sy)) in chips]
+        assert on_rows  # names on those rows (tp's NCCL kernel's among them)
+        for lx, lw, top in on_rows:
+            for c0, c1 in chips[top]:
+                assert lx + lw <= c0 or c1 <= lx, (lx, lw, c0, c1)
+    finally:
+        w.close()
