@@ -196,6 +196,11 @@ def copy_bound(trace: Trace, rb: RankBreakdown, mem_bytes: MemBytes | None = Non
         return []
     c = trace.columns
     ops = rb.ops if rb.ops is not None else np.zeros(0, np.int64)
+    # the measured steps' copies, as the time and share the finding leads with (warm-up and copies
+    # outside every step were counted in its figures beside them; a review)
+    steps = [s.step for s in rb.measured if s.step is not None]
+    if steps and rb.op_step is not None and len(rb.op_step) == len(ops):
+        ops = ops[np.isin(rb.op_step, steps)]
     cats = np.asarray(c["cat"][ops])
     sets = bool((cats == Cat.MEMSET).any())  # the copy time counts memsets too (copy.json.gz: 0.3 of 90.0 ms)
     ops = ops[cats == Cat.MEMCPY]

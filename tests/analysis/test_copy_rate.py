@@ -44,10 +44,38 @@ def test_nsys_copies_rate_per_gpu_from_the_export():
     assert 27 < b / d < 28.5  # 25.5 GB a GPU at 27.7 GB/s (the audit's figure)
 
 
+def _in_steps(path: str, measured: set[int]) -> list[dict]:
+    """The file's host-to-device copies launched inside the measured ProfilerStep#N ranges (a
+    GPU op is its launching call's step)."""
+    with gzip.open(path, "rt") as fh:
+        ev = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
+    steps = [
+        (int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"])
+        for e in ev
+        if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
+    ]
+    launch = {
+        e["args"]["correlation"]: e["ts"]
+        for e in ev
+        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+    }
+    out = []
+    for e in ev:
+        if e.get("cat") != "gpu_memcpy" or "HtoD" not in e["name"]:
+            continue
+        t = launch.get(e["args"].get("correlation"))
+        if t is not None and any(n in measured and a <= t < b for n, a, b in steps):
+            out.append(e)
+    return out
+
+
+def _measured(path: str) -> set[int]:
+    out = analyzed_json(path) if path == COPY else None
+    return {s["step"] for s in out["ranks"][0]["steps"] if not s["warmup"]} if out else set()
+
+
 def test_kineto_copies_rate_from_their_bytes_argument():
-    with gzip.open(COPY, "rt") as fh:
-        ev = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "gpu_memcpy"]
-    h2d = [e for e in ev if "HtoD" in e["name"]]
+    h2d = _in_steps(COPY, _measured(COPY))
     assert h2d and all(isinstance(e["args"].get("bytes"), int) for e in h2d)
     b = sum(e["args"]["bytes"] for e in h2d)
     ns = round(sum(e["dur"] for e in h2d) * 1e3)
@@ -78,3 +106,36 @@ def test_a_copy_of_unknown_size_leaves_the_rate_out():
     (g,) = [g for g in part.findings if g.rule == "copy_bound"]
     assert "GB/s" not in g.title and "lead_copy_gbps" not in g.metrics
     assert g.title == f.title.replace(f.title[f.title.index("its 6 ") : f.title.index("compute ")], "")
+
+
+def test_copies_outside_the_measured_steps_are_not_counted(tmp_path):
+    """The rate clause counted every copy of the rank while the time beside it was the measured
+    steps' (a review: 3 copies added before ProfilerStep#2 read 'its 9 host-to-device copies'
+    beside the 6 copies' 90.0 ms). copy.json.gz with those 3 copies added: the finding counts
+    the measured steps' copies, from the raw file, and none of the added."""
+    import copy as copying
+
+    with gzip.open(COPY, "rt") as fh:
+        doc = json.load(fh)
+    ev = doc["traceEvents"]
+    first = next(e for e in ev if e.get("ph") == "X" and e.get("cat") == "gpu_memcpy")
+    for k in range(3):
+        e = copying.deepcopy(first)
+        e["ts"] = first["ts"] - 60000 + k * 16000
+        e["dur"] = 15000.0
+        e["args"]["correlation"] = 99990 + k
+        e["args"].pop("External id", None)
+        ev.append(e)
+    path = tmp_path / "copy_outside.json.gz"
+    with gzip.open(path, "wt") as fh:
+        json.dump(doc, fh)
+    from gpuviewer.io.session import load
+    from gpuviewer.session.analysis import analyze_session
+
+    a = analyze_session(load([str(path)], use_cache=False))
+    (f,) = [f for f in a.findings if f.rule == "copy_bound"]
+    measured = {s["step"] for s in a.ranks[0]["steps"] if not s["warmup"]}
+    h2d = _in_steps(str(path), measured)
+    assert len(h2d) == 6
+    assert f"its {len(h2d)} host-to-device copies move {format_bytes(sum(e['args']['bytes'] for e in h2d))}" in f.title
+    assert f.metrics["lead_copy_bytes"] == sum(e["args"]["bytes"] for e in h2d)
