@@ -12,6 +12,7 @@ launch explains, or time before anything on record).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -413,26 +414,33 @@ def attach_paths(trace: Trace, analysis, args: dict[int, dict] | None = None) ->
     warm = {s.step for rb in analysis.breakdowns for s in rb.steps if s.warmup}
     analysis.steps = [cp.step_json(s in warm) for s, cp in sorted(cps.items())]
     verdict = bound_by({s: cp for s, cp in cps.items() if s not in warm} or cps)
-    analysis.bound_by = _undetermined(analysis, verdict) or (
-        verdict + _sampled(analysis, verdict) + _no_gpu(analysis, verdict)
-    )
+    undetermined = _undetermined(analysis, verdict)
+    analysis.bound_by = undetermined or (verdict + _sampled(analysis, verdict) + _no_gpu(analysis, verdict))
+    if undetermined:  # each step's host verdict too (the Critical path tab's bold line)
+        for st in analysis.steps:
+            if "host" in st["bound_by"]:
+                st["bound_by"] = f"undetermined (host events sampled): on what was left, the {st['bound_by']}"
 
 
 SAMPLED_MOST = 0.5  # a trace holding under this share of its host events lost most of its host's work
 
 
 def _undetermined(analysis, verdict: str) -> str:
-    """A host verdict from traces that lost most of their host events is no verdict: the path ran
-    through what the filter left, the host's gaps where its work was dropped (HTA's trace_filter,
-    1% of its host events: 'rank 1 host loop, 100%' of the path; a review). Said so, with what the
-    path went through; '' where the verdict stands."""
-    kept = [r["host_events_kept"] for r in analysis.ranks or [] if r.get("host_events_kept") is not None]
-    if "host" not in verdict or not kept or max(kept) >= SAMPLED_MOST:
+    """A host verdict from traces that all lost most of their host events is no verdict: the path
+    ran through what the filter left, the host's gaps where its work was dropped (HTA's
+    trace_filter, 1% of its host events: 'rank 1 host loop, 100%' of the path; a review). Said so,
+    with what the path went through; '' where the verdict stands."""
+    # every rank's share (a complete trace holds all of its): a verdict stands where any rank's
+    # host is whole on record (a complete rank beside a filtered one; a review)
+    kept = [r.get("host_events_kept") for r in analysis.ranks or []]
+    if "host" not in verdict or not kept or any(k is None or k >= SAMPLED_MOST for k in kept):
         return ""
     from ..model.numbered import kept_range
 
+    held = "the trace holds" if len(kept) == 1 else "the traces hold"
+    their = "its" if len(kept) == 1 else "their"
     return (
-        f"undetermined: the traces hold {kept_range(kept)} of their host events (sampled or filtered), so the "
+        f"undetermined: {held} {kept_range(kept)} of {their} host events (sampled or filtered), so the "
         f"host's work cannot be told from its gaps; on what was left the path runs through the {verdict}"
     )
 
@@ -454,6 +462,11 @@ def _sampled(analysis, verdict: str) -> str:
     host loop' from 1% of its host events and none of its sync calls; an audit's finding)."""
     kept = [r["host_events_kept"] for r in analysis.ranks or [] if r.get("host_events_kept") is not None]
     if not kept or "host" not in verdict:
+        return ""
+    # a verdict naming a rank whose trace is whole needs no caveat (a complete rank beside a
+    # filtered one; a review)
+    named = re.match(r"rank (\d+) ", verdict)
+    if named and any(r["rank"] == int(named[1]) and r.get("host_events_kept") is None for r in analysis.ranks):
         return ""
     from ..model.numbered import kept_range
 

@@ -291,3 +291,39 @@ def test_no_gpu_work_points_at_warnings_only_where_there_are_some():
     # nor a bound: 'bound by: nothing on record' read as a verdict beside recorded host calls
     # (HTA's cupti_profiler capture; helper-120)
     assert "bound by: nothing to judge: no path on record" in lost and "nothing on record" not in lost
+
+
+def test_a_verdict_on_a_whole_ranks_host_stands_beside_a_filtered_rank(tmp_path):
+    """'undetermined' needs every rank's host events thinned: with rank 1's trace whole (its event
+    indices renumbered without gaps, as a complete trace's are) and rank 0's filtered, the verdict
+    on rank 1's host stands, with no caveat about traces it is not from (a review: 'the traces hold
+    1.0%' of a session whose named rank was complete). Each step's verdict on a thinned session
+    says the same as the job's."""
+    import shutil
+
+    src = compat_path("facebookresearch__HolisticTraceAnalysis", "trace_filter")
+    with gzip.open(os.path.join(src, "sampled_rank-1.json.gz"), "rt") as fh:
+        doc = json.load(fh)
+    idx = sorted(
+        (e for e in doc["traceEvents"] if "Ev Idx" in (e.get("args") or {})), key=lambda e: e["args"]["Ev Idx"]
+    )
+    for k, e in enumerate(idx):
+        e["args"]["Ev Idx"] = k
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    shutil.copy(os.path.join(src, "sampled_rank-0.json.gz"), mixed)
+    with gzip.open(mixed / "sampled_rank-1.json.gz", "wt") as fh:
+        json.dump(doc, fh)
+    from gpuviewer.io.session import load
+    from gpuviewer.session.analysis import analyze_session
+
+    a = analyze_session(load([str(mixed)], use_cache=False))
+    kept = {r["rank"]: r.get("host_events_kept") for r in a.ranks}
+    assert kept[1] is None and kept[0] is not None and kept[0] < 0.5
+    assert a.bound_by == "rank 1 host loop", a.bound_by
+    thinned = _json(src)
+    assert thinned["bound_by"].startswith("undetermined: the traces hold ")
+    assert all(
+        st["bound_by"].startswith("undetermined (host events sampled): on what was left, the rank")
+        for st in thinned["steps"]
+    )
