@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtWidgets import QLabel, QSplitter, QVBoxLayout, QWidget
 
 from .background import Background
@@ -61,6 +61,7 @@ class Roofline(pg.PlotWidget):
         p.getAxis("bottom").enableAutoSIPrefix(False)
         p.getAxis("left").enableAutoSIPrefix(False)
         p.getViewBox().sigResized.connect(lambda *_: self._place_labels())
+        p.getViewBox().sigRangeChanged.connect(lambda *_: self._place_labels())
         self.note = pg.TextItem("", anchor=(0, 0), color="#888")
         self.labels: list[pg.TextItem] = []
         self.roofs_text: pg.TextItem | None = None  # the roofs' names, one line
@@ -69,13 +70,12 @@ class Roofline(pg.PlotWidget):
         p = self.getPlotItem()
         p.clear()
         self.labels = []
-        self._placed: list[tuple[float, float, float, float]] = []  # the labels' boxes so far (_anchor)
         self._point_labels: list[tuple[dict, pg.TextItem]] = []
+        self.roofs_text = None
         pts = view.points() if view is not None else []
         xs = [q["intensity"] for q in pts]
         lo = min(xs + [1.0]) / 10
         hi = max(xs + [1e3]) * 10
-        self._x_span = (lo, hi)
         said = []
         if view is not None and view.gbps and view.roofs:
             grid = np.logspace(math.log10(lo), math.log10(hi), 200)
@@ -116,9 +116,7 @@ class Roofline(pg.PlotWidget):
             # under it: to the right it ran past the plot's edge ('gemm bf16, Tensor Core' cut),
             # and to the left it hid the attention point (a review)
             x, y = math.log10(q["intensity"]), math.log10(q["tflops"])
-            t = pg.TextItem(
-                q["name"], anchor=self._anchor(q, pts, lo, hi), color="#444", fill=pg.mkBrush(255, 255, 255, 200)
-            )
+            t = pg.TextItem(q["name"], anchor=(0, 0), color="#444", fill=pg.mkBrush(255, 255, 255, 200))
             t.setZValue(5)  # over the other families' points (a label drawn under a later point lost letters)
             t.setPos(x, y)
             self._point_labels.append((q, t))
@@ -149,59 +147,53 @@ class Roofline(pg.PlotWidget):
             self.note.setAnchor((0, 0))
             self.note.setPos(math.log10(lo), 0.0)
             p.addItem(self.note)
-
-    def _anchor(self, q: dict, pts: list[dict], lo: float, hi: float) -> tuple[float, float]:
-        """Where a point's label goes: beside it (right or left; level with it, above, or a line
-        lower), the first place that stays in the plot below the roofs' names and covers no point
-        and no label placed before it (in the plot's pixels, as show_view ranges it)."""
-        vb = self.getPlotItem().getViewBox()
-        w = vb.width() if vb.width() > 50 else 330.0
-        h = vb.height() if vb.height() > 50 else 200.0
-        top = max([p["tflops"] for p in pts] + [1.0])
-        y0, y1 = math.log10(min([p["tflops"] for p in pts] + [top / 1e4])) - 0.3, math.log10(top) + 0.9
-        x0, x1 = math.log10(lo), math.log10(hi)
-
-        def px(p: dict) -> tuple[float, float]:
-            return (
-                (math.log10(p["intensity"]) - x0) / max(x1 - x0, 1e-9) * w,
-                (y1 - math.log10(p["tflops"])) / max(y1 - y0, 1e-9) * h,
-            )
-
-        fm = self.fontMetrics()
-        tw, th = fm.horizontalAdvance(q["name"]) + 10, fm.height() + 4
-        cx, cy = px(q)
-        others = [px(p) for p in pts if p is not q]
-        placed = getattr(self, "_placed", [])
-        best = None
-        for ay in (0.0, 1.0, -1.0, 2.0):
-            for ax in (0.0, 1.0):
-                bx, by = cx - ax * tw + (4 if ax == 0 else -4), cy - ay * th
-                if bx < 0 or bx + tw > w or by < 0 or by + th > h:
-                    continue
-                # what it would cover, worst first: another label, another point, the roofs' names
-                cost = 3 * sum(
-                    bx < px1 and px0 < bx + tw and by < py1 and py0 < by + th for px0, py0, px1, py1 in placed
-                )
-                cost += 2 * sum(bx - 6 <= ox <= bx + tw + 6 and by - 6 <= oy <= by + th + 6 for ox, oy in others)
-                cost += by < th + 2  # the top line
-                if best is None or cost < best[0]:
-                    best = (cost, (ax, ay), (bx, by, bx + tw, by + th))
-        if best is None:
-            return (1.0, 0.0) if cx + tw > w else (0.0, 0.0)
-        self._placed = placed + [best[2]]
-        return best[1]
+        self._place_labels()
 
     def _place_labels(self) -> None:
-        """The points' labels placed again for the plot's size (show_view may run before the
-        plot has its final size)."""
+        """Each family's label beside its point (right or left; level with it, above or a line
+        lower; then centred under or over it): the first place inside the plot covering no other
+        point, no label placed before it and neither the roofs' names nor the note. Where its whole
+        name has none, its short name (before the comma) is tried; where that has none either, the
+        label is hidden (the table beside names every family) rather than drawn over what it
+        would hide. In scene pixels, from the plot's own view range, placed again when the plot is
+        resized or its range changes (show_view runs before the plot has its final size)."""
         got = getattr(self, "_point_labels", [])
         if not got:
             return
-        self._placed = []
-        pts = [q for q, _t in got]
-        lo, hi = self._x_span
+        vb = self.getPlotItem().getViewBox()
+        area = vb.sceneBoundingRect()
+        if area.width() < 50 or area.height() < 30:
+            return
+        names = [
+            it.sceneBoundingRect() for it in (self.roofs_text, self.note) if it is not None and it.scene() is not None
+        ]
+        at = {id(q): vb.mapViewToScene(QPointF(math.log10(q["intensity"]), math.log10(q["tflops"]))) for q, _t in got}
+        fm = self.fontMetrics()
+        placed: list[QRectF] = []
+        spots = [(ax, ay) for ay in (0.0, 1.0, -1.0, 2.0) for ax in (0.0, 1.0)] + [(0.5, -0.7), (0.5, 1.7)]
         for q, t in got:
-            t.setAnchor(self._anchor(q, pts, lo, hi))
+            c = at[id(q)]
+            others = [at[id(o)] for o, _u in got if o is not q]
+            found = None
+            for text in dict.fromkeys((q["name"], q["name"].split(",")[0])):
+                tw, th = fm.horizontalAdvance(text) + 10, fm.height() + 4
+                for ax, ay in spots:
+                    nudge = 4 if ax == 0 else -4 if ax == 1 else 0
+                    box = QRectF(c.x() - ax * tw + nudge, c.y() - ay * th, tw, th)
+                    if (
+                        area.contains(box)
+                        and not any(box.intersects(r) for r in placed + names)
+                        and not any(box.adjusted(-6, -6, 6, 6).contains(o) for o in others)
+                    ):
+                        found = (text, (ax, ay), box)
+                        break
+                if found:
+                    break
+            t.setVisible(found is not None)
+            if found:
+                t.setText(found[0])
+                t.setAnchor(found[1])
+                placed.append(found[2])
 
 
 class EfficiencyPanel(QWidget):
