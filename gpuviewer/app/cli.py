@@ -140,7 +140,8 @@ def show_analysis(a, args) -> int:
         _out(f"{lead}[{f.severity:<6}] {saves}  {f.rule:<22} {f.title}")
         if f.saving_text:
             _out(f"{' ' * len(lead)}{'':>23}  {f.saving_text}")
-        if not depth and f.advice:  # what to change, said once under the cause (its symptoms share it)
+        # what to change, under each cause (a symptom's own advice is in --json, the report and the window)
+        if not depth and f.advice:
             _out(f"{'':>23}  to do: {f.advice}")
         for c in f.children:
             show(c, depth + 1)

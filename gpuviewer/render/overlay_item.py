@@ -112,6 +112,9 @@ class SelectionItem(Layer):
         if box.width() < 3 or box.height() < 3:
             return
         host, i = self.host, self._selected
+        lane, depth = int(host.trace.columns["lane"][i]), int(host.trace.columns["depth"][i])
+        if not host.layout.depth_shown(lane, depth):  # its lane folded again: its row is another's
+            return
         cat, name = int(host.trace.columns["cat"][i]), int(host.trace.columns["name"][i])
         c = int(color_index(np.array([cat]), host.slices.shades[[name]])[0])
         # filled however narrow: a run of short ops is drawn with one of their names, which read

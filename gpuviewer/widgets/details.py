@@ -162,7 +162,10 @@ class DetailsPanel(QTreeWidget):
         name = t.names[int(c["name"][i])]
         # a C++ kernel's whole name (templates, arguments) wrapped over 12 to 40 lines and pushed
         # every other field out of the pane (a review): its short name first, the whole last
-        short = short_name(name) if len(name) > LONG_NAME else name
+        # (a kernel's only: host ops' long names differ in their template arguments, which a short
+        # name would drop, and read alike; a review)
+        kernel = int(c["cat"][i]) in (Cat.KERNEL, Cat.COMM_KERNEL)
+        short = short_name(name) if kernel and len(name) > LONG_NAME else name
         rows = [
             ("Name", short or name),
             ("Category", CAT_LABEL.get(Cat(int(c["cat"][i])), str(int(c["cat"][i])))),

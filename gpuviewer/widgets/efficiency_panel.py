@@ -263,8 +263,8 @@ class EfficiencyPanel(QWidget):
         # peaks and bounds are all unknown, and its blank columns pushed the top kernel's name
         # past the dock's edge at 1366 px (a review)
         df = self.table.frame
-        for k, name in enumerate(df.columns):
-            self.table.setColumnHidden(k, all(cell_text(v) == "" for v in df[name]))
+        for k, name in enumerate(df.columns):  # (a table without rows keeps its headers: cpu_only's)
+            self.table.setColumnHidden(k, len(df) > 0 and all(cell_text(v) == "" for v in df[name]))
         self.roofline.show_view(view)
         # a roofline with no point is an empty plot whose note the pane cut off at 1366 px: the
         # table takes the width and the line above says why there is no plot

@@ -22,7 +22,7 @@ _MIN = 3  # characters a part keeps besides the ellipsis
 # a number that names a lane or rank stands alone ("GPU 0", "stream 14", "thread 4711"); digits
 # inside a word are part of a name ("A100-SXM4-40GB", "perlmutter0.sqlite", "python3"), which
 # split at them read as "GPU 0...100-SXM4-40GB · s...0...." (a review)
-_NUMBER = re.compile(r"(?<![\w.\-])\d+(?![\w.\-])")
+_NUMBER = re.compile(r"(?<![\w.\-])\d+(?!\w)")  # (followed by '-' or '.': "stream 14-copy")
 # a GPU's vendor, the first thing a rank's title gives up (the model says it: "A100-SXM4-40GB")
 _VENDOR = re.compile(r"\b(?:NVIDIA|Tesla|AMD) ")
 

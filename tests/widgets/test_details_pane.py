@@ -224,3 +224,34 @@ def test_the_start_fits_one_line_and_the_producers_clock_has_its_own_row(qtbot):
     assert rect.height() < 2 * fm.height(), rect
     names = [d.topLevelItem(k).text(0) for k in range(d.topLevelItemCount())]
     assert names.index("Absolute start") > names.index("Depth") > names.index("Start")
+
+
+def test_a_long_host_ops_name_is_whole_a_kernels_short_first(qtbot):
+    """A kernel's long C++ name is said short first and whole in 'Full name'; a host op's is not
+    shortened (its template arguments tell ops apart: HTA's autograd CppNode<...> ops all read
+    alike short; a review). samples/ddp: a Python function's name over 100 characters, and a
+    kernel's."""
+    from PySide6.QtWidgets import QApplication
+
+    from gpuviewer.model.categories import Cat
+    from gpuviewer.model.fmt import short_name
+    from gpuviewer.widgets.details import DetailsPanel
+
+    s = gpuviewer.open(os.path.join(SAMPLES, "ddp"))
+    d = DetailsPanel()
+    qtbot.addWidget(d)
+    d.resize(270, 900)
+    d.show()
+    d.set_trace(s.trace)
+    c, names = s.trace.columns, s.trace.names
+    cats, ids = np.asarray(c["cat"]), np.asarray(c["name"])
+    long_ids = [k for k, n in enumerate(names) if len(n) > 100]
+    host = int(np.flatnonzero(np.isin(ids, long_ids) & ~np.isin(cats, [Cat.KERNEL, Cat.COMM_KERNEL]))[0])
+    kernel = int(np.flatnonzero(np.isin(ids, long_ids) & (cats == Cat.KERNEL))[0])
+    for i, shortened in ((host, False), (kernel, True)):
+        d.show_event(i)
+        QApplication.processEvents()
+        rows = {d.topLevelItem(k).text(0): d.topLevelItem(k).text(1) for k in range(d.topLevelItemCount())}
+        name = s.trace.name_of(i)
+        assert rows["Name"] == (short_name(name) if shortened else name)
+        assert ("Full name" in rows) == shortened and rows.get("Full name", name) == name

@@ -116,3 +116,13 @@ def test_a_rank_title_gives_up_the_vendor_and_file_before_the_model(qapp):
         # the file part is cut at its end, never in the middle of its digits
         tail = fit_label(title, 250, adv).rsplit(" · ", 1)[1]
         assert tail.endswith(ELL) and title.rsplit(" · ", 1)[1].startswith(tail[:-1])
+
+
+def test_a_number_before_a_dash_still_names_its_lane(qapp):
+    """'stream 14-copy': the number before '-' names the lane and is kept (a review: it was taken
+    for part of a word and cut to 'str…')."""
+    adv = _metrics()
+    a, b = "▾ GPU 0 · stream 14-copy", "▾ GPU 0 · stream 18-copy"
+    for width in (adv(a) - 8, 110, 95):
+        fa, fb = fit_label(a, width, adv), fit_label(b, width, adv)
+        assert adv(fa) <= width and fa != fb and "14" in fa and "18" in fb, (width, fa, fb)
