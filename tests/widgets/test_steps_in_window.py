@@ -433,7 +433,7 @@ def test_every_host_step_wide_enough_for_its_number_is_named(qapp, tmp_path):
         w.close()
 
 
-def test_the_ranks_heatmap_names_thirty_steps_whole(qapp, tmp_path):
+def test_the_ranks_heatmap_names_thirty_steps_whole(qapp, qtbot, tmp_path):
     """nsys_ddp_big's 30 steps at 1366 px: the stretched columns cut their names to 'tep 1(',
     'tep 1!' and the rows spent 195 px on the one file both ranks share (a review). The columns
     say their numbers whole (a warm-up's with a star, in full in the tooltip) and the shared file
@@ -442,9 +442,9 @@ def test_the_ranks_heatmap_names_thirty_steps_whole(qapp, tmp_path):
     try:
         w.ranks_dock.show()
         w.ranks_dock.raise_()
-        for _ in range(3):
-            qapp.processEvents()
         t = w.ranks_view.table
+        qtbot.waitUntil(lambda: t.viewport().width() > 1000, timeout=10_000)  # laid out at the window's width
+        qapp.processEvents()
         hdr = t.horizontalHeader()
         fm = hdr.fontMetrics()
         assert t.columnCount() == 30
