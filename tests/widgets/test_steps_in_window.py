@@ -401,63 +401,65 @@ def test_a_host_threads_deeper_rows_open_where_they_fit(qapp, tmp_path):
         w.close()
 
 
-def test_every_host_step_wide_enough_for_its_number_is_named(qapp, tmp_path):
+@pytest.fixture(scope="module")
+def big(qapp, tmp_path_factory):
+    """nsys_ddp_big (30 steps) in a 1366x768 window, opened once for the tests below."""
+    w = opened_window(qapp, tmp_path_factory.mktemp("big"), [trace_path("nsys", "nsys_ddp_big.sqlite")])
+    yield w
+    w.close()
+
+
+def test_every_host_step_wide_enough_for_its_number_is_named(qapp, big):
     """nsys_ddp_big at 1366 px: the host row named steps 0 and 7 of the 30 in view ('host step 7'
     where it fitted, nothing where it did not), while the GPU row named each by its number (a
     review). A host step falls back to its bare number: every one in view with room for it is named,
     at its own start, from the export's NVTX 'step N' ranges as the window holds them."""
-    w = opened_window(qapp, tmp_path, [trace_path("nsys", "nsys_ddp_big.sqlite")])
-    try:
-        qapp.processEvents()  # the opening view: the steady steps
-        w.timeline.grab()
-        layer = w.timeline.item.steps
-        named = {text.rsplit(" ", 1)[-1] for rank, kind, text, _x in layer.drawn if rank == 0 and kind == "header"}
-        vb, o = w.timeline.vb, w.timeline.origin
-        fm = w.timeline.item.fm
+    w = big
+    qapp.processEvents()  # the opening view: the steady steps
+    w.timeline.grab()
+    layer = w.timeline.item.steps
+    named = {text.rsplit(" ", 1)[-1] for rank, kind, text, _x in layer.drawn if rank == 0 and kind == "header"}
+    vb, o = w.timeline.vb, w.timeline.origin
+    fm = w.timeline.item.fm
 
-        def px(t):
-            return vb.mapViewToDevice(pg.Point(float(t - o), 0.0)).x()
+    def px(t):
+        return vb.mapViewToDevice(pg.Point(float(t - o), 0.0)).x()
 
-        t0, t1 = w.timeline.visible_range()
-        roomy = [
-            st.step
-            for st in w.trace.steps
-            if st.rank == 0
-            and t0 <= st.start
-            and st.end <= t1
-            and px(st.end) - px(st.start) > fm.horizontalAdvance(str(st.step)) + 8
-        ]
-        assert len(roomy) >= 20, roomy
-        assert {str(s) for s in roomy} <= named, sorted(set(map(str, roomy)) - named)
-    finally:
-        w.close()
+    t0, t1 = w.timeline.visible_range()
+    roomy = [
+        st.step
+        for st in w.trace.steps
+        if st.rank == 0
+        and t0 <= st.start
+        and st.end <= t1
+        and px(st.end) - px(st.start) > fm.horizontalAdvance(str(st.step)) + 8
+    ]
+    assert len(roomy) >= 20, roomy
+    assert {str(s) for s in roomy} <= named, sorted(set(map(str, roomy)) - named)
 
 
-def test_the_ranks_heatmap_names_thirty_steps_whole(qapp, qtbot, tmp_path):
+def test_the_ranks_heatmap_names_thirty_steps_whole(qapp, qtbot, big):
     """nsys_ddp_big's 30 steps at 1366 px: the stretched columns cut their names to 'tep 1(',
     'tep 1!' and the rows spent 195 px on the one file both ranks share (a review). The columns
     say their numbers whole (a warm-up's with a star, in full in the tooltip) and the shared file
     is left to the rows' tooltips."""
-    w = opened_window(qapp, tmp_path, [trace_path("nsys", "nsys_ddp_big.sqlite")])
-    try:
-        w.ranks_dock.show()
-        w.ranks_dock.raise_()
-        t = w.ranks_view.table
-        qtbot.waitUntil(lambda: t.viewport().width() > 1000, timeout=10_000)  # laid out at the window's width
-        qapp.processEvents()
-        hdr = t.horizontalHeader()
-        fm = hdr.fontMetrics()
-        assert t.columnCount() == 30
-        for j in range(t.columnCount()):
-            text = t.horizontalHeaderItem(j).text()
-            assert fm.horizontalAdvance(text) + 6 <= hdr.sectionSize(j), (j, text, hdr.sectionSize(j))
-            tip = t.horizontalHeaderItem(j).toolTip()
-            assert tip.startswith("step ") and text.rstrip("*") in tip.split()
-        rows = [t.verticalHeaderItem(i).text() for i in range(t.rowCount())]
-        assert rows == ["rank 0", "rank 1"], rows
-        assert all("nsys_ddp_big.sqlite" in t.verticalHeaderItem(i).toolTip() for i in range(t.rowCount()))
-    finally:
-        w.close()
+    w = big
+    w.ranks_dock.show()
+    w.ranks_dock.raise_()
+    t = w.ranks_view.table
+    qtbot.waitUntil(lambda: t.viewport().width() > 1000, timeout=10_000)  # laid out at the window's width
+    qapp.processEvents()
+    hdr = t.horizontalHeader()
+    fm = hdr.fontMetrics()
+    assert t.columnCount() == 30
+    for j in range(t.columnCount()):
+        text = t.horizontalHeaderItem(j).text()
+        assert fm.horizontalAdvance(text) + 6 <= hdr.sectionSize(j), (j, text, hdr.sectionSize(j))
+        tip = t.horizontalHeaderItem(j).toolTip()
+        assert tip.startswith("step ") and text.rstrip("*") in tip.split()
+    rows = [t.verticalHeaderItem(i).text() for i in range(t.rowCount())]
+    assert rows == ["rank 0", "rank 1"], rows
+    assert all("nsys_ddp_big.sqlite" in t.verticalHeaderItem(i).toolTip() for i in range(t.rowCount()))
 
 
 def test_a_kernels_name_gives_way_to_the_gpu_steps_names_over_it(qapp, tmp_path):
