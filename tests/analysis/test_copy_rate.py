@@ -11,7 +11,7 @@ import json
 import os
 
 import numpy as np
-from conftest import analyzed_json, compat_path, export_rows
+from conftest import analyzed_json, compat_path, export_rows, profiler_steps
 
 from gpuviewer.model.fmt import format_bytes
 
@@ -49,16 +49,7 @@ def _in_steps(path: str, measured: set[int]) -> list[dict]:
     GPU op is its launching call's step)."""
     with gzip.open(path, "rt") as fh:
         ev = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
-    steps = [
-        (int(e["name"].split("#")[1]), e["ts"], e["ts"] + e["dur"])
-        for e in ev
-        if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
-    ]
-    launch = {
-        e["args"]["correlation"]: e["ts"]
-        for e in ev
-        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
-    }
+    steps, launch = profiler_steps(ev)
     out = []
     for e in ev:
         if e.get("cat") != "gpu_memcpy" or "HtoD" not in e["name"]:

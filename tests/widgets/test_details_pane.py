@@ -15,11 +15,8 @@ from conftest import SAMPLES
 import gpuviewer
 
 
-def test_long_values_wrap_onto_the_lines_they_need(qtbot):
-    from PySide6.QtWidgets import QApplication, QTreeWidgetItemIterator
-
-    import gpuviewer
-    from gpuviewer.model.categories import Cat
+def _pane(qtbot):
+    """samples/ddp's session and a Details pane 270 px wide showing it (the 1366 px dock's width)."""
     from gpuviewer.widgets.details import DetailsPanel
 
     s = gpuviewer.open(os.path.join(SAMPLES, "ddp"))
@@ -28,6 +25,15 @@ def test_long_values_wrap_onto_the_lines_they_need(qtbot):
     d.resize(270, 900)
     d.show()
     d.set_trace(s.trace)
+    return s, d
+
+
+def test_long_values_wrap_onto_the_lines_they_need(qtbot):
+    from PySide6.QtWidgets import QApplication, QTreeWidgetItemIterator
+
+    from gpuviewer.model.categories import Cat
+
+    s, d = _pane(qtbot)
     c = s.trace.columns
     i = int(np.flatnonzero(np.asarray(c["cat"]) == Cat.COMM_KERNEL)[0])
     d.show_event(i)
@@ -203,14 +209,8 @@ def test_the_start_fits_one_line_and_the_producers_clock_has_its_own_row(qtbot):
     from PySide6.QtWidgets import QApplication
 
     from gpuviewer.model.fmt import format_ns
-    from gpuviewer.widgets.details import DetailsPanel
 
-    s = gpuviewer.open(os.path.join(SAMPLES, "ddp"))
-    d = DetailsPanel()
-    qtbot.addWidget(d)
-    d.resize(270, 900)
-    d.show()
-    d.set_trace(s.trace)
+    s, d = _pane(qtbot)
     c = s.trace.columns
     i = int(np.argmax(np.asarray(c["start"])))  # the latest start: the longest offset
     d.show_event(i)
@@ -235,14 +235,8 @@ def test_a_long_host_ops_name_is_whole_a_kernels_short_first(qtbot):
 
     from gpuviewer.model.categories import Cat
     from gpuviewer.model.fmt import short_name
-    from gpuviewer.widgets.details import DetailsPanel
 
-    s = gpuviewer.open(os.path.join(SAMPLES, "ddp"))
-    d = DetailsPanel()
-    qtbot.addWidget(d)
-    d.resize(270, 900)
-    d.show()
-    d.set_trace(s.trace)
+    s, d = _pane(qtbot)
     c, names = s.trace.columns, s.trace.names
     cats, ids = np.asarray(c["cat"]), np.asarray(c["name"])
     long_ids = [k for k, n in enumerate(names) if len(n) > 100]

@@ -187,17 +187,23 @@ def test_no_roofline_where_no_family_has_known_work(qtbot, tmp_path):
     assert t.columnViewportPosition(last) + t.columnWidth(last) <= t.viewport().width()
 
 
-def test_table_columns_to_peak_in_view_at_1366(qtbot, tmp_path):
-    """At 1366x768 the table shows its columns from the family to '% of peak' without scrolling
-    (the 3:2 split hid TFLOP/s behind a scrollbar), the roofline keeping the rest."""
+def _eff(qtbot, tmp_path, path):
+    """A 1366x768 window on `path` with its Efficiency tab in front, measured: (window, tab)."""
     w = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 768))
-    assert w.controller.open([trace_path(*GPT)], block=True)
+    assert w.controller.open([path], block=True)
     w.show()
     qtbot.waitExposed(w)
     eff = w.efficiency
     eff.dock.show()
     eff.dock.raise_()
     qtbot.waitUntil(lambda: eff.panel.view is not None, timeout=120_000)
+    return w, eff
+
+
+def test_table_columns_to_peak_in_view_at_1366(qtbot, tmp_path):
+    """At 1366x768 the table shows its columns from the family to '% of peak' without scrolling
+    (the 3:2 split hid TFLOP/s behind a scrollbar), the roofline keeping the rest."""
+    w, eff = _eff(qtbot, tmp_path, trace_path(*GPT))
     t = eff.panel.table
     col = list(t.frame.columns).index("% of peak")
     right = t.columnViewportPosition(col) + t.columnWidth(col)
@@ -213,14 +219,7 @@ def test_the_roofline_labels_stay_in_the_plot_and_off_the_points(qtbot, tmp_path
     from PySide6.QtCore import QPointF
     from PySide6.QtWidgets import QApplication
 
-    w = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 768))
-    assert w.controller.open([trace_path("kineto", "gpu_straggler")], block=True)
-    w.show()
-    qtbot.waitExposed(w)
-    eff = w.efficiency
-    eff.dock.show()
-    eff.dock.raise_()
-    qtbot.waitUntil(lambda: eff.panel.view is not None, timeout=120_000)
+    w, eff = _eff(qtbot, tmp_path, trace_path("kineto", "gpu_straggler"))
     roof = eff.panel.roofline
     vb = roof.getPlotItem().getViewBox()
     for size in ((1366, 768), (1024, 700)):
