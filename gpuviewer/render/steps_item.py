@@ -82,28 +82,36 @@ class StepsItem(Layer):
     def has_content(self) -> bool:
         return self._show_steps and bool(self.host.trace.steps)
 
+    def _gpu_name_rows(self, f: Frame) -> tuple[dict[int, object], dict[int, object]]:
+        """The rows a frame names GPU steps on: each rank's first GPU group row, and where a rank
+        has none in view, its first GPU lane (the names drawn over its slices); a row under the
+        pinned rank header left out. ({rank: group row}, {rank: lane row})."""
+        gpu_known, collapsed = self.gpu_windows, self.host.layout.state.collapsed_ranks
+        groups: dict[int, object] = {}
+        lanes: dict[int, object] = {}
+        for row in f.rows:
+            if row.rank < 0 or row.rank not in gpu_known or not self._gpu_row(row):
+                continue
+            if row.kind == "group":
+                groups.setdefault(row.rank, row)
+            elif row.kind == "lane":
+                lanes.setdefault(row.rank, row)
+        pinned = self.host.layout.sticky_header(f.y0, f.y1)
+        if pinned is not None:  # no GPU step name in the band, on a row under it
+            for rows in (groups, lanes):
+                if pinned.rank in rows and rows[pinned.rank].y < f.y0 + pinned.h:
+                    del rows[pinned.rank]
+        return groups, {r: ln for r, ln in lanes.items() if r not in groups and r not in collapsed}
+
     def chip_spans(self, f: Frame) -> dict[int, list[tuple[float, float]]]:
-        """The GPU step names this frame draws over a stream's slices (a rank without a GPU group
-        row names its steps on its first GPU lane): {that row's top in pixels: [(x0, x1)]}, so the
-        slices layer ends a kernel's name before them ('ncclDevKernel GPU step 2 Sum_bf16...';
-        a review)."""
+        """The GPU step names this frame draws over a stream's slices (_gpu_name_rows' lanes):
+        {that row's top in pixels: [(x0, x1)]}, so the slices layer ends a kernel's name before
+        them ('ncclDevKernel GPU step 2 Sum_bf16...'; a review)."""
         if not self.has_content() or not self.gpu_windows:
             return {}
-        collapsed = self.host.layout.state.collapsed_ranks
-        grouped, first = set(), {}
-        for row in f.rows:
-            if row.rank < 0 or row.rank not in self.gpu_windows or row.rank in collapsed:
-                continue
-            if row.kind == "group" and self._gpu_row(row):
-                grouped.add(row.rank)
-            elif row.kind == "lane" and self._gpu_row(row) and row.rank not in first:
-                first[row.rank] = row
-        pinned = self.host.layout.sticky_header(f.y0, f.y1)
-        out: dict[int, list[tuple[float, float]]] = {}
         fm, origin = self.host.fm, self.host.origin
-        for rank, row in first.items():
-            if rank in grouped or (pinned is not None and pinned.rank == rank and row.y < f.y0 + pinned.h):
-                continue
+        out: dict[int, list[tuple[float, float]]] = {}
+        for rank, row in self._gpu_name_rows(f)[1].items():
             spans = []
             for a, b, step in self.gpu_windows.get(rank, []):
                 got = fit_name(a, b, step, ("GPU step", "step", ""), f, origin, fm)
@@ -119,8 +127,6 @@ class StepsItem(Layer):
         # per rank, its runs of consecutive rows: (GPU rows or not, top, bottom)
         by_rank: dict[int, list[list]] = {}
         headers: dict[int, object] = {}
-        gpu_rows: dict[int, object] = {}  # the rank's first GPU group row: its GPU steps' names
-        gpu_lanes: dict[int, object] = {}  # else its first GPU lane's row (names on a background)
         gpu_known = self.gpu_windows
         collapsed = self.host.layout.state.collapsed_ranks
         for row in f.rows:
@@ -135,10 +141,6 @@ class StepsItem(Layer):
                     runs.append([gpu, row.y, row.y + row.h])
                 if row.kind == "header":
                     headers[row.rank] = row
-                elif gpu and row.kind == "group" and row.rank not in gpu_rows:
-                    gpu_rows[row.rank] = row
-                elif gpu and row.kind == "lane" and row.rank not in gpu_lanes:
-                    gpu_lanes[row.rank] = row  # a rank without a GPU group row: its first stream
         steps = self._steps_by_rank
         if steps is None:
             steps = self._steps_by_rank = {}
@@ -198,11 +200,6 @@ class StepsItem(Layer):
         pinned = self.host.layout.sticky_header(f.y0, f.y1)
         if pinned is not None:  # the band at the top (slices_item), its real row partly above or gone
             headers[pinned.rank] = dataclasses.replace(pinned, y=f.y0)
-            # nor a GPU step name in the band, on a row under it
-            under = f.y0 + pinned.h
-            for rows in (gpu_rows, gpu_lanes):
-                if pinned.rank in rows and rows[pinned.rank].y < under:
-                    del rows[pinned.rank]
         for rank, hdr in headers.items():
             if rank in collapsed and rank in gpu_known:
                 # a summary row carries its GPU work: its GPU steps, haloed over the bars
@@ -215,9 +212,11 @@ class StepsItem(Layer):
                 # GPU row has it (nsys_ddp_big at 1366 named host steps 0 and 7 of 30; a review)
                 words = ("host step", "host", "") if rank in gpu_known else ("step", "")
                 name(hdr, [(st.start, st.end, st.step) for st in steps.get(rank, [])], words)
+        # GPU steps named on the rank's first GPU group row, else over its first stream's slices
+        # (the rows chip_spans tells the slices layer of)
+        gpu_rows, gpu_lanes = self._gpu_name_rows(f)
         for rank, grp in gpu_rows.items():
             name(grp, gpu_known.get(rank, []), ("GPU step", "step", ""))
         for rank, ln in gpu_lanes.items():
-            if rank not in gpu_rows and rank not in collapsed:
-                name(ln, gpu_known.get(rank, []), ("GPU step", "step", ""), boxed=True)
+            name(ln, gpu_known.get(rank, []), ("GPU step", "step", ""), boxed=True)
         p.setPen(Qt.NoPen)
