@@ -16,6 +16,7 @@ from .rankmap import map_rank
 from .reduce import reduce
 from .results import Analysis
 from .rule_base import ADVICE
+from .rules import MemBytes
 
 __all__ = ["analyze", "ADVICE"]
 
@@ -26,7 +27,7 @@ def analyze(
     event_args: Callable[[Trace, int], dict] | None = None,
     *,
     keep_parts: bool = False,
-    mem_bytes: Callable[[Trace], tuple] | None = None,
+    mem_bytes: MemBytes | None = None,
 ) -> Analysis:
     """comm_args: event index -> NCCL kernel arguments (io.comm_args.collective_args); without
     them collectives are matched by kernel name and stream order. event_args: one event's

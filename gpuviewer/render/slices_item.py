@@ -79,7 +79,7 @@ class SlicesItem(Layer):
         sx, ox, sy, oy, left, right = f.sx, f.ox, f.sy, f.oy, f.left, f.right
         xs, ys, ws, hs, cs, reps = [], [], [], [], [], []
         drawn = self._drawn = {}  # (lane, depth) -> the runs on screen, for hover
-        self.labelled = []
+        self.labelled = []  # the frame's names: (x, y, width, height) in pixels (_labels)
         summary_rows = []
         collapsed = self.host.layout.state.collapsed_ranks
         # plain arrays: indexing a memory-mapped column runs numpy's memmap hooks in Python
@@ -258,7 +258,7 @@ class SlicesItem(Layer):
         """Names inside the slices wide enough for one (N: the name id of each slice); on a row
         where the steps layer names GPU steps over the slices (chips: {row top px: [(x0, x1)]}),
         a name ends before a step's name and resumes after one it starts under."""
-        drawn = self.labelled = []  # the last frame's names: (x, y, width, height) in pixels
+        drawn = self.labelled
         wide = np.flatnonzero((W > 40) & (H >= 9))
         if not len(wide):
             return

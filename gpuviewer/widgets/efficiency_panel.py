@@ -60,17 +60,18 @@ class Roofline(pg.PlotWidget):
         p.setLabel("left", "achieved", units="TFLOP/s")
         p.getAxis("bottom").enableAutoSIPrefix(False)
         p.getAxis("left").enableAutoSIPrefix(False)
-        p.getViewBox().sigResized.connect(lambda *_: self._place_labels())
-        p.getViewBox().sigRangeChanged.connect(lambda *_: self._place_labels())
         self.note = pg.TextItem("", anchor=(0, 0), color="#888")
         self.labels: list[pg.TextItem] = []
         self.roofs_text: pg.TextItem | None = None  # the roofs' names, one line
+        self._point_labels: list[tuple[dict, pg.TextItem]] = []  # each family's label (_place_labels)
+        p.getViewBox().sigResized.connect(lambda *_: self._place_labels())
+        p.getViewBox().sigRangeChanged.connect(lambda *_: self._place_labels())
 
     def show_view(self, view) -> None:
         p = self.getPlotItem()
         p.clear()
         self.labels = []
-        self._point_labels: list[tuple[dict, pg.TextItem]] = []
+        self._point_labels = []
         self.roofs_text = None
         pts = view.points() if view is not None else []
         xs = [q["intensity"] for q in pts]
@@ -110,15 +111,11 @@ class Roofline(pg.PlotWidget):
                 symbolBrush=pg.mkBrush(_POINT[q["tensor_cores"]] + "c0"),
                 symbolPen=pg.mkPen("#222"),
             )
-            # named below its point: the roofs' names sit above their lines
-            # on a backdrop: the roofs' flat lines ran through the labels at their heights (an audit)
-            # beside its point where the plot has room for it and no other family's point is
-            # under it: to the right it ran past the plot's edge ('gemm bf16, Tensor Core' cut),
-            # and to the left it hid the attention point (a review)
-            x, y = math.log10(q["intensity"]), math.log10(q["tflops"])
+            # on a backdrop: the roofs' flat lines ran through the labels at their heights (an
+            # audit); where beside its point, _place_labels decides
             t = pg.TextItem(q["name"], anchor=(0, 0), color="#444", fill=pg.mkBrush(255, 255, 255, 200))
             t.setZValue(5)  # over the other families' points (a label drawn under a later point lost letters)
-            t.setPos(x, y)
+            t.setPos(math.log10(q["intensity"]), math.log10(q["tflops"]))
             self._point_labels.append((q, t))
             p.addItem(t)
             self.labels.append(t)
@@ -157,7 +154,7 @@ class Roofline(pg.PlotWidget):
         label is hidden (the table beside names every family) rather than drawn over what it
         would hide. In scene pixels, from the plot's own view range, placed again when the plot is
         resized or its range changes (show_view runs before the plot has its final size)."""
-        got = getattr(self, "_point_labels", [])
+        got = self._point_labels
         if not got:
             return
         vb = self.getPlotItem().getViewBox()

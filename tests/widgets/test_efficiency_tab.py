@@ -154,13 +154,9 @@ def test_tab_computes_nothing_until_shown(qtbot, tmp_path):
     assert "Name" in shown and "FLOPs" not in shown
 
 
-def test_no_roofline_where_no_family_has_known_work(qtbot, tmp_path):
-    """JAX's trace names no device and no op's work is known (XLA's command buffers): no empty
-    plot beside the table (its note was cut at 1366 px), the line above the table says why."""
+def _eff(qtbot, tmp_path, path):
+    """A 1366x768 window on `path` with its Efficiency tab in front, measured: (window, tab)."""
     w = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 768))
-    path = trace_path("jax", "jax_train_stall.trace.json.gz")
-    with gzip.open(path, "rt") as f:  # the raw file: no device name anywhere in it
-        assert "H200" not in f.read()
     assert w.controller.open([path], block=True)
     w.show()
     qtbot.waitExposed(w)
@@ -168,6 +164,16 @@ def test_no_roofline_where_no_family_has_known_work(qtbot, tmp_path):
     eff.dock.show()
     eff.dock.raise_()
     qtbot.waitUntil(lambda: eff.panel.view is not None, timeout=120_000)
+    return w, eff
+
+
+def test_no_roofline_where_no_family_has_known_work(qtbot, tmp_path):
+    """JAX's trace names no device and no op's work is known (XLA's command buffers): no empty
+    plot beside the table (its note was cut at 1366 px), the line above the table says why."""
+    path = trace_path("jax", "jax_train_stall.trace.json.gz")
+    with gzip.open(path, "rt") as f:  # the raw file: no device name anywhere in it
+        assert "H200" not in f.read()
+    _w, eff = _eff(qtbot, tmp_path, path)
     panel = eff.panel
     assert not panel.view.points() and panel.roofline.isHidden()
     text = panel.status.text()
@@ -185,19 +191,6 @@ def test_no_roofline_where_no_family_has_known_work(qtbot, tmp_path):
     last = max(k for k in range(len(cols)) if not t.isColumnHidden(k))
     assert cols[last] == "top kernel"
     assert t.columnViewportPosition(last) + t.columnWidth(last) <= t.viewport().width()
-
-
-def _eff(qtbot, tmp_path, path):
-    """A 1366x768 window on `path` with its Efficiency tab in front, measured: (window, tab)."""
-    w = make_window(qtbot, tmp_path, block_analysis=True, size=(1366, 768))
-    assert w.controller.open([path], block=True)
-    w.show()
-    qtbot.waitExposed(w)
-    eff = w.efficiency
-    eff.dock.show()
-    eff.dock.raise_()
-    qtbot.waitUntil(lambda: eff.panel.view is not None, timeout=120_000)
-    return w, eff
 
 
 def test_table_columns_to_peak_in_view_at_1366(qtbot, tmp_path):
