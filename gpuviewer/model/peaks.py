@@ -319,6 +319,18 @@ def roof_label(model: str | None, identified: str | None) -> str | None:
     return f"{model} roofs, {identified}" if model and identified else model
 
 
+def _h100_guess(name: str, model: str, memory_bytes: float | None) -> str | None:
+    """Said where a bare "NVIDIA H100" is taken as the SXM part though its memory is not an
+    SXM's 80 GB (a docs trace's 95 GiB, 132 SMs: an NVL card or a 96 GB part, whose peaks differ)."""
+    gib = (memory_bytes or 0) / 2**30
+    if model != "H100 SXM" or gib <= 82 or re.search(r"sxm|gh200", name, re.IGNORECASE):
+        return None
+    return (
+        f"assumed: the name does not say which H100 and its {gib:.0f} GiB is no H100 SXM's 80 GB "
+        "(an H100 NVL has 94 GB and lower peaks; --peak-tflops sets the device's own)"
+    )
+
+
 def lookup(device_name: str | None, memory_bytes: float | None = None, props: dict | None = None) -> Peaks:
     """The row whose pattern the device name matches; an unknown device has no roofs. A name
     that does not say its memory size ("NVIDIA A100-PG509-200", "A100-SXM4") matches the 80 GB
@@ -333,7 +345,14 @@ def lookup(device_name: str | None, memory_bytes: float | None = None, props: di
                 row = next((r for r in _TABLE if r[0] == row[0][:-4] + "40GB"), row)
             # ROCm names an MI250's dies "AMD Instinct MI250X / MI250": the compute units tell
             if amd is None or row[0] not in _CDNA2:
-                return Peaks(name, row[0], dict(zip(PRECISIONS, row[2:8])), row[8], row[9])
+                return Peaks(
+                    name,
+                    row[0],
+                    dict(zip(PRECISIONS, row[2:8])),
+                    row[8],
+                    row[9],
+                    _h100_guess(name, row[0], memory_bytes),
+                )
             break
     if amd is not None:
         what, row = amd

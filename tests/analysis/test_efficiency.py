@@ -153,6 +153,11 @@ def test_peaks_table_matches_device_names():
     assert lookup("NVIDIA A100 80GB PCIe", 42e9).model == "A100 PCIe 80GB"  # the name says 80
     assert lookup("NVIDIA A100-PCIE", 85e9).model == "A100 PCIe 80GB"
     assert lookup("NVIDIA H200", 40e9).model == "H200 SXM"  # only the A100 rows come in two sizes
+    # a bare "NVIDIA H100" with more than an SXM's 80 GB (a Kineto docs trace: 102,085,492,736 B)
+    # keeps the SXM roofs but says they are assumed; 80 GB ones, and names that say, are not flagged
+    assert "95 GiB" in (lookup("NVIDIA H100", 102_085_492_736).identified or "")
+    assert lookup("NVIDIA H100 80GB HBM3", 85_045_035_008).identified is None
+    assert lookup("NVIDIA H100", None).identified is None and lookup("NVIDIA GH200 480GB", 102e9).identified is None
     assert lookup("NVIDIA L4").model == "L4" and lookup("NVIDIA L40S").model == "L40S"
     assert lookup("AMD Instinct MI300X").model == "MI300X"
     unknown = lookup("GeForce GTX 1060 with Max-Q Design")
