@@ -132,6 +132,25 @@ def test_a_stall_is_compared_with_steps_it_did_not_touch(parts, key):
         assert then and abs(float(then.group(1)) - caused[nxt]) <= 0.1, (f["title"], caused[nxt])
 
 
+def test_half_the_steps_standing_out_are_no_stalls():
+    """ddp_nop2p (nothing planted, 4 steps): steps 2 and 3 were two "stalls" 5.0 and 8.5 ms above
+    the median, each against a usual read from the other two steps, one of them its own
+    after-effect (an audit). Where half the steps or more would be stalls, none is: the late rank's
+    persistent finding covers every step, its median wait that of all the measured steps' waits
+    (from the raw file). ddp's one planted stall in 3 steps stays one."""
+    a = analyze("kineto", "ddp_nop2p")
+    assert not episodic(a), [f["title"] for f in episodic(a)]
+    warm = {s["step"] for s in a["steps"] if s.get("warmup")}
+    waits = T.step_waits(T.match(T.load(trace_path("kineto", "ddp_nop2p"))))
+    steps = sorted(s for s in waits if s not in warm and s in {x["step"] for x in a["steps"]})
+    (late,) = [f for f in flat(a["findings"]) if f["rule"] == "straggler"]
+    r = late["ranks"][0]
+    caused = [waits[s]["caused"].get(r, 0) / 1e6 if waits[s]["late_rank"] == r else 0.0 for s in steps]
+    m = re.search(r"waits a median ([\d.]+) ms a step \(", late["title"])
+    assert m and abs(float(m[1]) - statistics.median(caused)) <= 0.05, (late["title"], caused)
+    assert len(episodic(analyze("kineto", "ddp"))) == 1
+
+
 # -- 3. a one-off fix whose next step gets longer says why ----------------------------------------------
 
 
@@ -268,7 +287,7 @@ def test_a_gap_no_host_op_covers_is_not_blamed_on_an_op():
 # -- 7. a stall's named reason is a real part of it --------------------------------------------------
 
 
-@pytest.mark.parametrize("parts", [("kineto", "ddp_nop2p"), ("nsys", "nsys_ddp_big.sqlite"), ("kineto", "ddp")])
+@pytest.mark.parametrize("parts", [("nsys", "nsys_ddp_big.sqlite"), ("kineto", "ddp")])
 def test_a_stall_names_an_op_only_if_it_explains_a_real_part_of_it(parts):
     """'Step 1: rank 0 held the other rank back 30.1 ms ...: aten::empty took 1 ms more than usual'
     (nsys_ddp_big) blamed 30 ms on 1 ms. An op is named as the reason only where its extra time is

@@ -463,19 +463,20 @@ def test_an_op_is_the_reason_of_a_later_launch_only_where_it_fits_in_it():
 
 
 def test_a_late_ranks_median_says_which_steps_it_is_of():
-    """ddp_nop2p: rank 1 is late in all 4 steps, but steps 2 and 3 hold stalls and 3 and 4 follow
-    one, so the usual wait is the median of steps 4 and 5: an audit found "waits a median 7.4 ms a
-    step" read as all four steps' (their median is 16.3 ms), and the lag's "13.5 ms" and "shrank
-    15.8 ms a step" likewise. The title now names the steps, and its figure is their median."""
+    """nsys_ddp: rank 1 is late in all 9 steps, but step 6 holds the planted stall and step 7
+    follows it, so the usual wait is the median of the other steps. An audit found such a median
+    ("waits a median 7.4 ms a step", ddp_nop2p's then) read as all the steps', and the lag's figures
+    likewise. The title names the steps, and its figure is their median."""
     import statistics
 
-    out = analyze(trace_path("kineto", "ddp_nop2p"))
+    out = analyze(trace_path("nsys", "nsys_ddp.sqlite"))
     (f,) = [f for f in out["findings"] if f["rule"] == "straggler" and f["metrics"]["kind"] == "persistent"]
     m = f["metrics"]
     assert set(m["usual_from_steps"]) < set(m["steps"])
     said = re.search(r"waits a median ([\d.]+) ms a step in steps? ([\d, and-]+) \(the others hold a stall", f["title"])
     assert said, f["title"]
-    of = [int(x) for x in re.findall(r"\d+", said[2])]
+    # "1-5, 8 and 9": ranges written out
+    of = [k for a, b in re.findall(r"(\d+)(?:-(\d+))?", said[2]) for k in range(int(a), int(b or a) + 1)]
     assert of == sorted(m["usual_from_steps"])
     assert float(said[1]) == pytest.approx(
         statistics.median(m["wait_caused_ms_per_step"][str(s)] for s in of), abs=0.06
