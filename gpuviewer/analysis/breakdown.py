@@ -89,6 +89,9 @@ class StepBreakdown:
     # collectives gloo runs on the host (host_split.HOST_COLL): apart from the framework's time,
     # said only where there are some (a CPU-only job's gloo all-reduces)
     host_coll_ns: int = 0
+    # of host_launch_ns: calls that allocate or free memory (host_split.ALLOC_CALL), said only
+    # where there are some
+    host_alloc_ns: int = 0
     # of idle_ns: in gaps of QUEUED_GAP_NS or more before work launched before the gap began (the
     # GPU waited on something not on record, not on its host; HTA's rank0: 525 of 534 ms)
     idle_queued_ns: int = 0
@@ -125,6 +128,8 @@ class StepBreakdown:
             del d["backlog_warm"]
         if not self.host_coll_ns:
             del d["host_coll_ns"]
+        if not self.host_alloc_ns:
+            del d["host_alloc_ns"]
         if not self.idle_queued_ns:
             del d["idle_queued_ns"]
         d["utilization"] = round(self.utilization, 4)
@@ -234,6 +239,13 @@ class RankBreakdown:
         steps = self.measured
         w = sum(s.host_end_ns - s.host_start_ns for s in steps)
         return sum(s.host_python_ns for s in steps) / w if w > 0 else 0.0
+
+    def host_alloc_share(self) -> float:
+        """Of the measured steps' host time: launch-part time in calls that allocate or free
+        memory (a part of host_shares' launch)."""
+        steps = self.measured
+        w = sum(s.host_end_ns - s.host_start_ns for s in steps)
+        return sum(s.host_alloc_ns for s in steps) / w if w > 0 else 0.0
 
     def host_annotation_share(self) -> float:
         """Of the measured steps' host time: framework time inside annotated ranges alone (a part
@@ -412,7 +424,10 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
             sb.idle_before_ns = iv.length(iv.gaps(busy_all, int(h0), w0))
         rb.steps.append(sb)
         prev_end = w1
-    if steps:
+    if steps or windows[0][2] - windows[0][1] >= HOST_SPAN_NS:
+        # a capture without steps: its host is measured over its GPU's window, as its GPU is (its
+        # start-up's cudaMalloc calls, cloverleaf's 240 ms, are no loop's launch calls); it used
+        # to have no host line at all (an audit)
         info: dict = {}
         for sb, hs in zip(rb.steps, host_split(trace, rank, [(w[1], w[2]) for w in windows], info)):
             (
@@ -427,12 +442,18 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
                 sb.host_coll_ns,
                 sb.host_loop_wait_ns,
                 sb.host_python_ns,
+                sb.host_alloc_ns,
             ) = hs
         rb.host_ops_recorded = bool(info.get("ops", 1))
     if steps:
         _mark_backlog(rb, pre, s_all, e_all)
     _mark_warmup(rb)
     return rb
+
+
+# the shortest GPU window of a capture without steps whose host is split (host_bound.MIN_GPU_TIME_NS:
+# a shorter one is too little to judge)
+HOST_SPAN_NS = 1_000_000
 
 
 QUEUED_GAP_NS = 100_000  # shorter gaps between queued ops are the GPU's own scheduling

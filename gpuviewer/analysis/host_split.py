@@ -32,6 +32,14 @@ BLOCKING_COPY_NS = 50_000
 # collectives run on the host by gloo (record_function "gloo:all_reduce" on the gloo threads): the
 # host communicating, not framework work (HTA's cpu_only: 85% of its step, read as 'framework ops')
 HOST_COLL = re.compile(r"^gloo:")
+# CUDA calls that allocate or free memory (device, pinned host, virtual): start-up and memory work,
+# no launch, said apart from the launches they are counted with (extra-p's profile1: 29 of its
+# 31 ms of "launch calls" were cudaHostAlloc, cudaFreeHost, cudaMalloc and cudaFree)
+ALLOC_CALL = re.compile(
+    r"^cu(da)?(Malloc|Free|HostAlloc|HostRegister|HostUnregister|MemAlloc|MemFree|MemCreate|MemMap|MemUnmap"
+    r"|MemRelease|MemAddressReserve|MemAddressFree|MemHostAlloc|MemHostRegister|MemHostUnregister|MemSetAccess"
+    r"|MemPool(Create|Destroy|TrimTo))(?![a-z])"
+)
 
 
 def _blocking_copies(trace: Trace, api: np.ndarray) -> np.ndarray:
@@ -96,7 +104,8 @@ def _loop_thread_osrt(trace: Trace, lanes: list[int]) -> np.ndarray:
 
 def host_events(trace: Trace, rank: int) -> dict[str, np.ndarray]:
     """Event indices of each host part of the rank's launching threads ("framework", "launch",
-    "queue", "sync", "wait", "coll", the parts host_split counts; "os_wait": the
+    "queue", "sync", "wait", "coll", the parts host_split counts; "alloc": the launch part's
+    allocation calls (ALLOC_CALL); "os_wait": the
     loop's OS calls that wait, "thread_wait": those waiting on another thread), before the split
     makes them exclusive: a launch call inside a framework op is in both lists."""
     c = trace.columns
@@ -128,7 +137,9 @@ def host_events(trace: Trace, rank: int) -> dict[str, np.ndarray]:
     py_wait = cpu[np.isin(np.asarray(c["name"][cpu]), blocked)] if len(blocked) else cpu[:0]
     full = queue_full_calls(trace, rank)
     calls = api[~is_sync]
+    alloc_ids = name_ids(trace, ALLOC_CALL)
     out = {
+        "alloc": calls[np.isin(np.asarray(c["name"][calls]), alloc_ids)] if len(alloc_ids) else calls[:0],
         "framework": cpu,
         "launch": calls[~np.isin(calls, full)],
         "queue": full,
@@ -171,9 +182,9 @@ def _loop_backward(trace: Trace, lanes: list[int]) -> np.ndarray:
 
 def host_split(
     trace: Trace, rank: int, windows: list[tuple[int, int]], info: dict | None = None
-) -> list[tuple[int, int, int, int, int, int, int, int, int, int, int]]:
+) -> list[tuple[int, int, int, int, int, int, int, int, int, int, int, int]]:
     """Per host step window: (framework, launch, queue, sync, wait, idle, idle_thread,
-    annotation_only, coll, loop_wait, python_only) ns of the threads that launch the rank's GPU work (coll: collectives gloo
+    annotation_only, coll, loop_wait, python_only, alloc) ns of the threads that launch the rank's GPU work (coll: collectives gloo
     runs on the host, HOST_COLL, after sync, queue and launch and before the rest; those a CPU-only
     capture's gloo threads record count, as its every thread does). sync: blocking synchronize calls, blocking copies and framework
     calls that wait for the device (JAX's block_until_ready, device_get); queue: launch calls
@@ -186,7 +197,8 @@ def host_split(
     framework inside annotated ranges alone (record_function: no op under them on record);
     loop_wait: all the loop's thread waits on another thread (THREAD_WAIT), other threads' work
     meanwhile or not; python_only: the part of framework inside Python frames alone (the Python
-    tracer's events, no op, range or call under them)."""
+    tracer's events, no op, range or call under them); alloc: the part of launch in calls that
+    allocate or free memory (ALLOC_CALL)."""
     c = trace.columns
     ev = host_events(trace, rank)
     if info is not None:  # whether any framework op or range is on record (info["ops"]: how many)
@@ -200,6 +212,7 @@ def host_split(
     queue = _less(ivs(ev["queue"]), sync)
     launch = _less(ivs(ev["launch"]), sync, queue)
     coll = _less(ivs(ev["coll"]), sync, launch, queue)
+    alloc = iv.intersect(launch, ivs(ev["alloc"])) if len(ev["alloc"]) else iv.EMPTY
     py_wait = _less(ivs(ev["wait"]), sync, launch, queue, coll)
     # a framework op or range around a whole window (the script's frames, the training loop's
     # function) says nothing of what the host did in it: its time under none else is 'no op
@@ -259,12 +272,25 @@ def host_split(
         py_w = _with(py_wait, *os_wait)
         tw_c = iv.intersect(thread_all, inside)
         thread_wait = _less(tw_c, oth, os_wait, fw) if len(tw_c[0]) else iv.EMPTY
-        a, b, e, d, w, th, n, g, lw, po = (
+        a, b, e, d, w, th, n, g, lw, po, al = (
             iv.lengths_in(x, t0, t1)
-            for x in (fw, launch, queue, sync, py_w, thread_wait, note_only, coll, tw_c, py_only)
+            for x in (fw, launch, queue, sync, py_w, thread_wait, note_only, coll, tw_c, py_only, alloc)
         )
         idle = np.maximum(0, (t1 - t0) - a - b - e - d - w - g)
-        cols = (a, b, e, d, w, idle, np.minimum(th, idle), np.minimum(n, a), g, lw, np.minimum(po, a))
+        cols = (
+            a,
+            b,
+            e,
+            d,
+            w,
+            idle,
+            np.minimum(th, idle),
+            np.minimum(n, a),
+            g,
+            lw,
+            np.minimum(po, a),
+            np.minimum(al, b),
+        )
         for j, row in enumerate(zip(*(x.tolist() for x in cols))):
             out[ks[j]] = row
     return out

@@ -258,7 +258,8 @@ def host_split(hit: list) -> str:
     ops, said nowhere, though the rule says it of every other trace; an audit)."""
     host_ns = sum(s.host_end_ns - s.host_start_ns for s in hit)
     fw = sum(s.host_framework_ns for s in hit) / host_ns if host_ns > 0 else 0.0
-    calls = sum(s.host_launch_ns for s in hit) / host_ns if host_ns > 0 else 0.0
+    # (allocation calls, counted with the launch part, are not launch calls: host_split.ALLOC_CALL)
+    calls = sum(s.host_launch_ns - s.host_alloc_ns for s in hit) / host_ns if host_ns > 0 else 0.0
     if fw >= 0.5 and fw >= 2 * calls:
         return (
             f"; its host spends {fw:.0%} of its time in framework ops and {calls:.0%} in "

@@ -56,6 +56,8 @@ def rank_json(rb: RankBreakdown, ks: dict) -> dict:
         "host_annotation_only": round(rb.host_annotation_share(), 4),
         # a part of host_breakdown's framework: Python frames alone, no op or call under them
         "host_python_only": round(rb.host_python_share(), 4),
+        # a part of host_breakdown's launch, only where there is some: calls allocating or freeing memory
+        **({"host_alloc_calls": round(a, 4)} if (a := rb.host_alloc_share()) > 0 else {}),
         # a part of utilization_breakdown's nccl_transfer, only where the rank has such kernels:
         # NCCL kernels matched with no other rank's (their wait not told apart)
         **({"nccl_unmatched": round(u, 4)} if (u := rb.nccl_unmatched_share()) > 0 else {}),

@@ -154,6 +154,7 @@ def utilization_line(r: dict) -> str:
             why = "work ran on two streams at once" if real >= 0.002 else "rounded"
             out += f" (they add up to {100 + over}%: {why})"
     steps = [s for s in r.get("steps") or [] if not s.get("warmup")] or r.get("steps") or []
+    span = ""
     gpu_ns = sum(
         s.get("end_ns", 0) - s.get("start_ns", 0) + s.get("idle_before_ns", 0) + s.get("idle_after_ns", 0)
         for s in steps
@@ -170,8 +171,11 @@ def utilization_line(r: dict) -> str:
         # capture the findings' savings are of (cloverleaf: 342 of 618 ms, 240 ms of cudaMalloc
         # before; breakdown.rank_breakdown)
         out += f" (of the {gpu_ns / 1e6:,.1f} ms from its GPU's first op to its last)"
+        span = ", over the same span"  # the host is split over that window too (breakdown.rank_breakdown)
+    whole = len(steps) == 1 and steps[0].get("step") is None
     host = r.get("host_breakdown") or {}
-    if any(host.values()):
+    # a capture without steps whose GPU work is too little to judge: its host's shares neither
+    if any(host.values()) and (span or not whole):
         # framework time under annotations alone (record_function ranges, no op under them on
         # record: HTA's trace_filter, 98% framework of which about half is '## backward ##' alone)
         note = r.get("host_annotation_only") or 0.0
@@ -186,11 +190,22 @@ def utilization_line(r: dict) -> str:
         ]
         inc = "; ".join(x for x in incl if x)
         within = {"framework": f" (including {inc})" if inc else ""}
+        # calls allocating or freeing memory, counted with the launches (extra-p's profile1: 43% of
+        # its host time in cudaHostAlloc, cudaFreeHost, cudaMalloc and cudaFree, said as 'launch calls 45%')
+        alloc = r.get("host_alloc_calls") or 0.0
+        launch_label = "launch calls"
+        # (where they are a tenth of that part or more: nsys_single's 1% of 20% is left unsaid)
+        if f"{alloc:.0%}" != "0%" and alloc >= 0.1 * (host.get("launch") or 0.0):
+            launch_label = "launch and other CUDA calls"
+            within["launch"] = (
+                f" (including {alloc:.0%} in calls allocating or freeing memory: cudaMalloc, cudaFree, cudaHostAlloc…)"
+            )
         kept = r.get("host_events_kept")
         # a sampled or filtered trace: the shares are of the host events left in it (HTA's
         # trace_filter: 1% of them, where "framework ops 98%" read as the host's own time)
         out += (
             "; host"
+            + span
             + (
                 f" (of the {kept_pct(kept)} of its host events its trace holds: sampled or filtered)"
                 if kept is not None
@@ -205,7 +220,7 @@ def utilization_line(r: dict) -> str:
             else f"{label} {host[k]:.0%}" + within.get(k, "")
             for k, label in (
                 ("framework", "framework ops"),
-                ("launch", "launch calls"),
+                ("launch", launch_label),
                 # said only where it happened (never as 0%: analyze --json rounds the shares to
                 # 4 places, so 0.005 is a share it can give): a GPU-bound run's host waiting in
                 # launch calls

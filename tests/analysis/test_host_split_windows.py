@@ -34,5 +34,6 @@ def test_a_window_split_alone_is_the_split_among_others(parts, rank):
     together = host_split(trace, rank, asked)
     for w, got in zip(asked, together):
         assert got == host_split(trace, rank, [w])[0], w
-        fw, la, qu, sy, wa, idle, _th, _note, coll, _lw, _py = got
+        fw, la, qu, sy, wa, idle, _th, _note, coll, _lw, _py, alloc = got
+        assert alloc <= la
         assert fw + la + qu + sy + wa + idle + coll == max(0, w[1] - w[0])

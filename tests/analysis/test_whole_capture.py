@@ -216,6 +216,62 @@ def test_a_capture_without_steps_rates_nothing_high_and_says_what_its_share_is_o
     assert any("no finding is rated high" in n for n in d["notes"]), d["notes"]
 
 
+@pytest.mark.parametrize(
+    "parts", [("hpcgroup__pipit", "perlmutter-cloverleaf-cuda.sqlite"), ("extra-p__extrap", "profile1.sqlite")]
+)
+def test_a_capture_without_steps_splits_its_host_over_its_gpus_span(parts):
+    """cloverleaf and profile1 (nsys, no steps): their rank lines had no host part. The host is now
+    split over the GPU's span, as the GPU is: the blocking syncs (cudaDeviceSynchronize, ...Stream...,
+    ...Event...) and synchronous copies (cudaMemcpy), the other runtime calls and, of those, the
+    ones allocating or freeing memory, summed from the raw export, clipped to that span.
+    cloverleaf's 240 ms of start-up cudaMalloc lie before the span; profile1's 29 ms of
+    cudaHostAlloc, cudaFreeHost, cudaMalloc and cudaFree inside it are not called launch calls."""
+    import re
+    import sqlite3
+
+    from conftest import nsys_gpu_span, run_cli_once
+
+    path = compat_path(*parts)
+    lo, hi = nsys_gpu_span(path)
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    rows = db.execute(
+        "SELECT s.value, r.start, r.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+        "WHERE r.end > ? AND r.start < ?",
+        (lo, hi),
+    ).fetchall()
+    db.close()
+    blocking = re.compile(r"^cuda(Device|Stream|Event)Synchronize|^cudaMemcpy_")  # cudaMemcpy: synchronous
+    alloc = re.compile(r"^cuda(Malloc|Free|HostAlloc|FreeHost)")
+    part = {"sync": 0, "calls": 0, "alloc": 0}
+    for n, s0, e0 in rows:
+        d = min(e0, hi) - max(s0, lo)
+        part["sync" if blocking.search(n) else "calls"] += d
+        part["alloc"] += d if alloc.search(n) else 0
+    share = {k: 100 * v / (hi - lo) for k, v in part.items()}
+    out = run_cli_once("analyze", path)
+    line = next(x for x in out.stdout.splitlines() if x.startswith("rank 0:"))
+    m = re.search(
+        r"; host, over the same span: .*(launch calls|launch and other CUDA calls) (\d+)%(?: \(including (\d+)% in "
+        r"calls allocating or freeing memory[^)]*\))?, syncs and blocking copies (\d+)%",
+        line,
+    )
+    assert m, line
+    assert abs(int(m[4]) - share["sync"]) <= 0.5 + 1e-9
+    assert abs(int(m[2]) - share["calls"]) <= 0.5 + 1e-9
+    if round(share["alloc"]) >= 1 and share["alloc"] >= 0.1 * share["calls"]:  # a tenth of the part or more
+        assert m[1] == "launch and other CUDA calls" and abs(int(m[3]) - share["alloc"]) <= 0.5 + 1e-9, line
+    else:
+        assert m[1] == "launch calls" and m[3] is None, line
+
+
+def test_too_little_gpu_work_keeps_no_host_part():
+    """A GPU span too short to judge keeps no host part (the docs trace's 20 ns kernel)."""
+    from conftest import run_cli_once
+
+    docs = run_cli_once("analyze", compat_path("pytorch__kineto", "docs_traces_before_fix_trace.json"))
+    assert "too little to judge" in docs.stdout and "; host" not in docs.stdout
+
+
 def _repeat_steps(src: str, dst: str, times: int) -> None:
     """The capture's events copied `times` times, each copy shifted past the last and numbered as
     the next ProfilerStep, its correlation and flow ids kept apart: a kernel's first launch in the
