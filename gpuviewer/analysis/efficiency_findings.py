@@ -369,9 +369,16 @@ def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[F
             if kind == "conv" and helpers >= 0.005 * of_kind
             else ""
         )
+        # cuBLAS's split-K reduces join their GEMM's family (kernel_class.follow_split_k): said, as
+        # they multiply no matrices (launch_graph: 4.6 of its 18.1 ms; an audit)
+        ids = np.asarray(trace.columns["name"])[eff.kernel[m]]
+        red = np.isin(ids, [i for i in np.unique(ids) if kernel_class.SPLIT_K.search(trace.names[int(i)])])
+        t_red = float(ctx["dur"][m][red].sum())
+        split_k = f", {t_red / 1e6:.1f} ms of it in their split-K reduce kernels" if t_red >= 0.05e6 else ""
         title = (
-            f"FP32 {what} without Tensor Cores: {t / of_kind:.0%} of {kernels} time ({t / 1e6:.1f} ms{ranks_over(ctx, m)}, "
-            f"{t / total:.0%} of compute-kernel time{with_helpers}); {got['advice']} ({got['grounds']})"
+            f"FP32 {what} without Tensor Cores: {t / of_kind:.0%} of {kernels} time ({t / 1e6:.1f} ms{split_k}"
+            f"{ranks_over(ctx, m)}, {t / total:.0%} of compute-kernel time{with_helpers}); {got['advice']} "
+            f"({got['grounds']})"
         )
         metrics = {
             "time_ms": round(t / 1e6, 3),

@@ -162,7 +162,7 @@ def newest_arch(names: list[str]) -> tuple[int, str] | None:
 
 # cuBLAS's split-K reduce (cublasLt::splitKreduce_kernel) sums the partial products of the GEMM
 # launched right before it on its stream: part of that GEMM's work
-_SPLIT_K = re.compile(r"splitKreduce|splitk_?reduce", re.IGNORECASE)
+SPLIT_K = re.compile(r"splitKreduce|splitk_?reduce", re.IGNORECASE)
 
 
 def follow_split_k(tc_code: np.ndarray, names: list[str], inv: np.ndarray, lanes: np.ndarray) -> np.ndarray:
@@ -172,8 +172,8 @@ def follow_split_k(tc_code: np.ndarray, names: list[str], inv: np.ndarray, lanes
     eager run of the same kernels, whose op joins them, said 100%). Returns inv with each such
     reduce given its GEMM's name: the family it joins (its own name's 'float' is no GEMM's
     precision: launch_graph_tf32's reduces read 'gemm fp32, Tensor Cores' beside their TF32 GEMMs)."""
-    split = np.array([bool(_SPLIT_K.search(n)) for n in names], bool)[inv] if len(inv) else np.zeros(0, bool)
-    gemm = np.array([kind(n) == "gemm" and not _SPLIT_K.search(n) for n in names], bool)[inv] if len(inv) else split
+    split = np.array([bool(SPLIT_K.search(n)) for n in names], bool)[inv] if len(inv) else np.zeros(0, bool)
+    gemm = np.array([kind(n) == "gemm" and not SPLIT_K.search(n) for n in names], bool)[inv] if len(inv) else split
     at = np.flatnonzero(split[1:]) + 1
     ok = gemm[at - 1] & (lanes[at] == lanes[at - 1])
     tc_code[at[ok]] = tc_code[at[ok] - 1]

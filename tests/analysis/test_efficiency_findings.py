@@ -120,6 +120,9 @@ def test_graph_run_saving_is_the_whatif_replay(eager_and_graph):
     names = sorted({e["name"] for e in simt})
     assert sorted(e["name"] for e in f["metrics"]["evidence"]) == names and len(names) < 3  # every name listed
     assert f["metrics"]["time_ms"] == pytest.approx(sum(e["dur"] for e in simt) / 1e3, abs=2e-3)
+    # the reduces multiply no matrices: their part of that time is said (an audit)
+    red = sum(e["dur"] for e in _raw_kernels(path, "splitKreduce")) / 1e3
+    assert f" ms, {red:.1f} ms of it in their split-K reduce kernels, " in f["title"], f["title"]
     assert f["saving"] == (
         "the FP32 SIMT GEMM kernels on TF32 Tensor Cores, 7.4x faster past their first 3 µs each"
         " (at the same share of that peak as of the FP32 one: an upper bound)"
