@@ -298,7 +298,7 @@ def test_html_markdown_text_escape_trace_names(tmp_path):
             n += 1
     assert n > 0
     hostile = tmp_path / "hostile.json.gz"
-    with gzip.open(hostile, "wt", encoding="utf-8") as f:
+    with gzip.open(hostile, "wt", encoding="utf-8", compresslevel=1) as f:
         f.write(json.dumps(doc))  # C encoder; json.dump runs the Python one
     out = tmp_path / "d.html"
     p = run_cli("diff", SINGLE, str(hostile), "-o", str(out))

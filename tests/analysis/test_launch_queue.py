@@ -44,7 +44,7 @@ def _trace(path, devices: tuple[int, ...]) -> str:
             }
         )
     p = path / f"q{len(devices)}.json.gz"
-    with gzip.open(p, "wt") as f:
+    with gzip.open(p, "wt", compresslevel=1) as f:
         f.write(json.dumps({"traceEvents": ev}))
     return str(p)
 

@@ -269,7 +269,7 @@ def _recategorized(tmp_path, cat: str) -> str:
         if e.get("cat") == "cuda_profiler_range":
             e["cat"] = cat
     out = tmp_path / f"{cat}.json.gz"
-    with gzip.open(out, "wt") as f:
+    with gzip.open(out, "wt", compresslevel=1) as f:
         f.write(json.dumps({**meta, "traceEvents": events}))  # C encoder; json.dump runs the Python one
     return str(out)
 

@@ -145,7 +145,7 @@ def test_links_and_other_spellings_of_the_same_files_find_their_entries(tmp_path
     with gzip.open(run / "b.json.gz", "rt") as f:
         doc = json.load(f)
     doc["distributedInfo"]["rank"] = 0
-    with gzip.open(run / "b.json.gz", "wt") as f:
+    with gzip.open(run / "b.json.gz", "wt", compresslevel=1) as f:
         f.write(json.dumps(doc))
     first = _json("info", str(run), "--json", env=env)
     assert first["file_caches"] == {"reused": 0, "read": 2}

@@ -96,7 +96,7 @@ def hostile(tmp_path_factory):
             if "Process Group Description" in args:
                 args["Process Group Description"] = HOSTILE
         assert renamed
-        with gzip.open(d / name, "wt", encoding="utf-8") as f:
+        with gzip.open(d / name, "wt", encoding="utf-8", compresslevel=1) as f:
             f.write(json.dumps(doc))  # C encoder; json.dump runs the Python one
     return str(d)
 

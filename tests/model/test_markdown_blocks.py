@@ -111,7 +111,7 @@ def hostile(tmp_path_factory):
     assert all(renamed.values()), renamed
     folder = tmp_path_factory.mktemp("hostile") / FOLDER
     folder.mkdir()
-    with gzip.open(folder / FILE, "wt", encoding="utf-8") as f:
+    with gzip.open(folder / FILE, "wt", encoding="utf-8", compresslevel=1) as f:
         f.write(json.dumps(doc))  # C encoder; json.dump runs the Python one
     return str(folder)
 
