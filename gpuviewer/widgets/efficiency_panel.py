@@ -154,12 +154,21 @@ class Roofline(pg.PlotWidget):
         label is hidden (the table beside names every family) rather than drawn over what it
         would hide. In scene pixels, from the plot's own view range, placed again when the plot is
         resized or its range changes (show_view runs before the plot has its final size)."""
-        got = self._point_labels
-        if not got:
-            return
         vb = self.getPlotItem().getViewBox()
         area = vb.sceneBoundingRect()
         if area.width() < 50 or area.height() < 30:
+            return
+        # the roofs' names and the note wrap inside the plot (at 1024 px both ran past its edges):
+        # the names run right from their left anchor, the note left from its right one
+        for it in (self.roofs_text, self.note):
+            if it is not None and it.scene() is not None:
+                it.setTextWidth(-1)
+                x = vb.mapViewToScene(it.pos()).x()
+                room = (area.right() - x if it.anchor.x() == 0 else x - area.left()) - 4
+                if it.boundingRect().width() > room:
+                    it.setTextWidth(max(40.0, room))
+        got = self._point_labels
+        if not got:
             return
         names = [
             it.sceneBoundingRect() for it in (self.roofs_text, self.note) if it is not None and it.scene() is not None
