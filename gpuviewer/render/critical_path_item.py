@@ -87,7 +87,7 @@ class CriticalPathItem(Layer):
         halo = QPen(theme.current().background, 4)
         for buf, sel, style in ((self._bufs[0], ~idle, Qt.SolidLine), (self._bufs[1], idle, Qt.DashLine)):
             if sel.any():
-                n = buf.fill(X0[sel], Y[sel], W[sel], H[sel])
+                n = buf.fill(*_merged(X0[sel], X0[sel] + W[sel], Y[sel], H[sel]))
                 halo.setStyle(style)
                 p.setPen(halo)  # the background's colour under the line: it reads on any slice colour
                 buf.draw(p, n)
@@ -120,3 +120,20 @@ class CriticalPathItem(Layer):
         p.setPen(QPen(PATH_COLOR, 1))
         buf = self._bufs[2]
         buf.draw(p, buf.fill(X, np.minimum(m0, m1), np.zeros(len(a)), np.abs(m1 - m0)))
+
+
+MERGE_PX = 3.0  # boxes of one row this close are drawn as one
+
+
+def _merged(x0: np.ndarray, x1: np.ndarray, y: np.ndarray, h: np.ndarray):
+    """(x, y, w, h) of the boxes with those of one row that touch or lie within MERGE_PX of each
+    other drawn as one: a run of tiny kernels on the path was a comb of boxes whose halos cut the
+    names under them into fragments ('GPU ste 5 leta l::d gr d ngi'; a review)."""
+    o = np.lexsort((x0, y))
+    x0, x1, y, h = x0[o], x1[o], y[o], h[o]
+    # a row's path segments follow each other in time: each ends before the next begins
+    new = np.ones(len(x0), bool)
+    new[1:] = (y[1:] != y[:-1]) | (x0[1:] > x1[:-1] + MERGE_PX)
+    at = np.flatnonzero(new)
+    right = np.maximum.reduceat(x1, at)
+    return x0[at], y[at], right - x0[at], h[at]

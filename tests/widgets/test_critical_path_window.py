@@ -453,3 +453,25 @@ def test_a_capture_without_steps_is_listed_as_the_capture_its_durations_whole(qt
     assert "the path, its time and shares: the whole capture, start-up and teardown included" in head
     total = sum(float(t.split()[0].replace(",", "")) for t in texts)
     assert f"{total:,.2f} ms" in head or abs(total - float(head.split(" · ")[1].split()[0].replace(",", ""))) < 0.05
+
+
+def test_boxes_of_one_row_within_a_few_pixels_are_drawn_as_one():
+    """A run of tiny kernels on the path was a comb of outlined boxes whose halos cut the names
+    under them into fragments (a review): boxes of one row that touch or lie within MERGE_PX of
+    each other are drawn as one, those farther apart or on another row are not."""
+    import numpy as np
+
+    from gpuviewer.render.critical_path_item import MERGE_PX, _merged
+
+    x0 = np.array([0.0, 10.0, 21.0, 60.0, 5.0, 12.0 + MERGE_PX + 0.5])
+    x1 = np.array([9.0, 20.0, 30.0, 70.0, 12.0, 40.0])
+    y = np.array([100.0, 100.0, 100.0, 100.0, 120.0, 120.0])
+    h = np.full(6, 18.0)
+    got = sorted(zip(*(a.tolist() for a in _merged(x0, x1, y, h))))
+    # (x, y, w, h): row 100's first three are one box, 60-70 its own; row 120's two stay apart
+    assert got == [
+        (0.0, 100.0, 30.0, 18.0),
+        (5.0, 120.0, 7.0, 18.0),
+        (12.0 + MERGE_PX + 0.5, 120.0, 40.0 - 15.5, 18.0),
+        (60.0, 100.0, 10.0, 18.0),
+    ]
