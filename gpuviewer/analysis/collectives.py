@@ -87,7 +87,7 @@ def p2p_issuers(trace: Trace, ops: np.ndarray) -> list[str]:
     threads = {thread(x) for x in calls.tolist() if x >= 0}
     spans: dict[tuple[int, int], list[tuple[int, int, str]]] = {}  # per thread: its nccl:* ops
     for i, ln in enumerate(trace.lanes):
-        if ln.kind in (LaneKind.CPU, LaneKind.NVTX) and (ln.pid, ln.stream) in threads:
+        if ln.kind in (LaneKind.CPU, LaneKind.NVTX) and (ln.pid, ln.thread) in threads:
             sl = trace.lane_slice(i)
             nm = np.asarray(c["name"][sl])
             for k in np.flatnonzero(np.isin(nm, _nccl_op_ids(trace))).tolist():

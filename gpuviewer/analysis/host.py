@@ -484,7 +484,7 @@ def feeding_lanes(trace: Trace, rank: int) -> list[int]:
     return [
         i
         for i, ln in enumerate(trace.lanes)
-        if ln.rank == rank and ln.kind in HOST_KINDS and (ln.pid, ln.stream) in feeding
+        if ln.rank == rank and ln.kind in HOST_KINDS and (ln.pid, ln.thread) in feeding
     ]
 
 
@@ -515,6 +515,29 @@ LAUNCH_QUEUE_DEPTH = 1024
 QUEUE_HIDDEN = 32  # queue entries a trace may not show as GPU ops (event records, stream waits)
 
 
+# the calls that put an op in the launch queue (nsys names carry a version suffix: _v7000)
+LAUNCH_CALL = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Memcpy\w*Async|Memset\w*Async)")
+
+
+def _unlinked_tail(trace: Trace, rank: int, linked: np.ndarray) -> np.ndarray:
+    """The rank's launch calls after its last one with its op on record, none of theirs on record:
+    ops the capture ended before (h100_2gpu_1s: 20 calls of 2.4-110 ms at its end, the queue full,
+    said as launch calls; an audit). Sorted event indices."""
+    ids = name_ids(trace, LAUNCH_CALL)
+    if not len(ids) or not len(linked):
+        return np.zeros(0, np.int64)
+    c = trace.columns
+    last = int(np.asarray(c["start"][linked]).max())
+    out = []
+    for i, ln in enumerate(trace.lanes):
+        if ln.rank == rank and ln.kind == LaneKind.CUDA_API:
+            sl = trace.lane_slice(i)
+            x = np.arange(sl.start, sl.stop, dtype=np.int64)
+            x = x[np.isin(np.asarray(c["name"][sl]), ids) & (np.asarray(c["start"][sl]).astype(np.int64) > last)]
+            out.append(x[~np.isin(x, linked)])
+    return np.sort(np.concatenate(out)) if out else np.zeros(0, np.int64)
+
+
 def queue_full_calls(trace: Trace, rank: int) -> np.ndarray:
     """Indices of the rank's launch calls made while LAUNCH_QUEUE_DEPTH or more of the ops launched
     onto the same device had not started on the GPU (from the launch -> op flows; a process that
@@ -532,7 +555,15 @@ def queue_full_calls(trace: Trace, rank: int) -> np.ndarray:
     device = lane_device[np.asarray(trace.columns["lane"][ops]).astype(np.int64)]
     early = launched_before_capture(trace, rank)
     full = []
-    for d in np.unique(device):
+    devices = np.unique(device)
+    if len(devices) == 1:  # (one device: the unlinked calls' ops are its; several: not guessed)
+        tail = _unlinked_tail(trace, rank, calls)
+        if len(tail):  # their ops never start inside the capture: pending to its end
+            calls = np.concatenate([calls, tail])
+            called = np.concatenate([called, np.asarray(start[tail]).astype(np.int64)])
+            began = np.concatenate([began, np.full(len(tail), np.iinfo(np.int64).max)])
+            device = np.concatenate([device, np.full(len(tail), devices[0])])
+    for d in devices:
         on = device == d
         order = np.argsort(called[on], kind="stable")
         # an op cannot start before its launch: those started by a call's start were launched before it

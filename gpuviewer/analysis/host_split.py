@@ -31,7 +31,9 @@ _ASYNC_COPY = re.compile(r"memcpy.*async", re.IGNORECASE)
 BLOCKING_COPY_NS = 50_000
 # collectives run on the host by gloo (record_function "gloo:all_reduce" on the gloo threads): the
 # host communicating, not framework work (HTA's cpu_only: 85% of its step, read as 'framework ops')
-HOST_COLL = re.compile(r"^gloo:")
+# ...and MPI's calls on the launching thread (nsys's MPI trace: saxpy's MPI_Send and MPI_Recv, 16% of
+# its span, said as 'framework ops' once their domain's lane was matched to the thread; an audit)
+HOST_COLL = re.compile(r"^(gloo:|MPI_)")
 # CUDA calls that allocate or free memory (device, pinned host, virtual): start-up and memory work,
 # no launch, said apart from the launches they are counted with (extra-p's profile1: 29 of its
 # 31 ms of "launch calls" were cudaHostAlloc, cudaFreeHost, cudaMalloc and cudaFree)
@@ -114,7 +116,7 @@ def host_events(trace: Trace, rank: int) -> dict[str, np.ndarray]:
         i
         for i, ln in enumerate(trace.lanes)
         if ln.rank == rank
-        and (ln.pid, ln.stream) in threads
+        and (ln.pid, ln.thread) in threads
         and ln.kind in (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.NVTX, LaneKind.OSRT)
     ]
 

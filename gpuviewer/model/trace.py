@@ -40,6 +40,19 @@ class Lane:
     pid: int = -1
 
     @property
+    def thread(self) -> int:
+        """The host thread whose events the lane holds: its stream, except an nsys NVTX lane of a
+        named domain, numbered thread * 1000 + domain (one lane per thread and domain), whose label
+        ends with its thread ('NVTX extra_prof · thread 4711'; io/nsys_nvtx.py). Matching lanes to
+        a thread by stream missed those: MPI and tool ranges on the launching thread were 'no op
+        recorded' (an audit)."""
+        if self.kind == "nvtx" and " · thread " in self.label:
+            tail = self.label.rsplit(" · thread ", 1)[1]
+            if tail.isdigit():
+                return int(tail)
+        return self.stream
+
+    @property
     def key(self) -> str:
         """Stable identity for saved view state (independent of lane numbering)."""
         return f"r{self.rank}/{self.kind}/{self.device}/{self.pid}/{self.stream}"
