@@ -207,10 +207,13 @@ def test_the_rank_lines_say_what_filled_the_steps_gpu_time(parts):
         total = round(100 * sum(said.values()))
         told = f"(they add up to {total}%: work ran on two streams at once)"
         excess = sum(want[rank][k] for k in said) - 1
-        if total >= 102 and excess >= 0.015:
-            assert told in m.string[m.start() : m.string.index("\n", m.start())], (parts, rank, total)
-        else:
-            assert "add up to" not in m.string[m.start() : m.string.index("\n", m.start())], (parts, rank, excess)
+        line = m.string[m.start() : m.string.index("\n", m.start())]
+        # 101% is said too where half a percent of the time or more held two kinds of work
+        # (con_kernel's 100.84%; an audit); away from that edge, by the raw file's own figures
+        if (total >= 102 and excess >= 0.015) or (total == 101 and excess >= 0.0055):
+            assert told in line, (parts, rank, total)
+        elif total <= 100 or (total == 101 and excess < 0.0045):
+            assert "add up to" not in line, (parts, rank, excess)
 
 
 _SYNC = re.compile(r"(Stream|Device|Event|Ctx)Synchroni[sz]e|^cudaMemcpy(_v\d+)?$", re.IGNORECASE)

@@ -113,3 +113,24 @@ def test_a_lag_that_rose_and_fell_is_said_by_its_range():
     nsys = json.loads(run_cli_once("analyze", trace_path("nsys", "nsys_ddp.sqlite"), "--json").stdout)
     (g,) = [x for x in nsys["findings"] if x["rule"] == "straggler" and x["metrics"]["kind"] == "persistent"]
     assert re.search(r"it (grew|shrank) [\d.]+ ms a step on average", g["title"]), g["title"]
+
+
+def test_a_line_adding_up_to_101_percent_says_why_where_work_overlapped():
+    """con_kernel (nsys, no steps): kernels and copies overlap 0.8% of the GPU's span, and its shares
+    printed 98 + 3 + 0 = 101% without the note profile1's 104% had (an audit). Overlap from the
+    raw export: the span less the union of kernels and copies is the idle; the kernels' and copies'
+    own unions add up to more than the busy union by the overlap."""
+    path = compat_path("extra-p__extrap", "con_kernel.sqlite")
+    lo, hi = nsys_gpu_span(path)
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        k = db.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
+        c = db.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY").fetchall()
+    finally:
+        db.close()
+    overlap = (_union_in(k, lo, hi) + _union_in(c, lo, hi) - _union_in(k + c, lo, hi)) / (hi - lo)
+    assert overlap >= 0.005
+    line = _rank_line(path)
+    shares = [int(x) for x in re.findall(r" (\d+)%", line.split(" (they")[0].split(" (of the")[0])]
+    assert sum(shares) == 101, line
+    assert "(they add up to 101%: work ran on two streams at once)" in line, line
