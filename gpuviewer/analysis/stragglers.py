@@ -28,7 +28,7 @@ from ..model.trace import Trace
 from .breakdown import RankBreakdown
 from .collectives import Collectives
 from .host import IDLE_WAIT, _per_name, _step_markers, sync_intervals
-from .lateness_text import EXPLAINS, HOST_WORK, LAG_STEPS, beside, explain_split
+from .lateness_text import EXPLAINS, HOST_WORK, LAG_STEPS, beside, blocked_clause, explain_split, halves_clause
 from .merge import rank_list
 
 MAX_COMPARED = 16  # other ranks a late rank is compared with
@@ -204,9 +204,10 @@ def _persistent(parts, rbs, colls, g, typical, counts, per_step, all_steps, late
         what = what.replace("its host starts the steps", "its host starts those steps", 1).replace(
             "from its first late step to its last", "from the first of those steps to the last", 1
         )
-    blocked = _blocked(rbs, waiting, typical, each)
+    blocked = blocked_clause(rbs, waiting, typical, each)
     title = (
-        f"{_who(g)} {arrive} at the collectives in {n_late} of {n_steps} steps: {_others(waiting)} "
+        f"{_who(g)} {arrive} at the collectives in {n_late} of {n_steps} steps{halves_clause(colls, g, all_steps)}: "
+        f"{_others(waiting)} "
         f"a median {_ms(each):.1f} ms a step{of} ({in_those}{_ms(total):.0f} ms in all; the waits at the collectives "
         f"{'it' if len(g) == 1 else 'they'} came last at, summed){blocked[0]}{what}"
     )
@@ -361,37 +362,6 @@ def _caused_by(colls: Collectives, s: int, g: tuple) -> tuple[float, float]:
         tot += x
         each += x / len(w)
     return tot, each
-
-
-def _blocked(rbs, waiting: list[int], steps: list, each: float) -> tuple[str, float | None]:
-    """Beside the waits (NCCL kernels spinning on the waiting ranks' GPUs): how long the waiting
-    ranks' hosts block in syncs a step (median of the steps, mean over those ranks), where that is
-    under half the waits. ddp_clean's rank 0 waits 36.5 ms a step on its GPU while its host blocks
-    0.03 ms; fsdp's rank 0 107.7 ms while its host blocks 22.7: 'waits' read as the rank's lost
-    time, which the what-if then contradicted with a few ms (helper-102)."""
-    by = {rb.rank: {s.step: s for s in rb.steps} for rb in rbs if rb.rank in waiting}
-    per = [  # (a step no waiting rank holds is left out, not counted as no sync)
-        sum(by[r][x].host_sync_ns for r in by if x in by[r]) / sum(1 for r in by if x in by[r])
-        for x in steps
-        if any(x in by[r] for r in by)
-    ]
-    if not per or not by or each <= 0:
-        return "", None
-    blocked = float(np.median(per))
-    if blocked >= 0.5 * each:
-        return "", None
-    from ..model.fmt import under_ms
-
-    gpu = "the waiting rank's GPU, whose host" if len(waiting) == 1 else "the waiting ranks' GPUs, whose hosts"
-    verb = "blocks" if len(waiting) == 1 else "block"
-    if blocked <= 0:
-        return f"; those waits are NCCL kernels spinning on {gpu} {verb} in no sync in the median step", 0.0
-    # (from the ns, as the metric is: _ms's 3 places first said 5.949949 ms as 6.0)
-    said = under_ms(blocked) if blocked < 1e6 else f"{blocked / 1e6:.1f} ms"
-    return (
-        f"; those waits are NCCL kernels spinning on {gpu} {verb} {said} in syncs in the median step",
-        round(blocked / 1e6, 6),
-    )
 
 
 def _longest_wait(colls: Collectives, s: int, g: tuple) -> float:
