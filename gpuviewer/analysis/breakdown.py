@@ -29,7 +29,7 @@ from ..model.categories import GPU_LANE_KINDS, Cat
 from ..model.trace import Trace
 from . import intervals as iv
 from .host import flows_by_dst
-from .host_split import host_split
+from .host_split import host_split, longest_call
 
 WARMUP_FACTOR = 2.0  # a first step this many times the median of the others is warm-up
 # ...or one whose GPU window this much of is work launched before the capture (the shared and
@@ -179,6 +179,9 @@ class RankBreakdown:
     # any framework op or range (CPU op, NVTX range other than the steps') on the launching threads:
     # an nsys capture without op ranges has none, and its "framework ops 0%" is unmeasured, not none
     host_ops_recorded: bool = True
+    # a capture without steps: its launch part's one long call, where it holds much of that part
+    # (host_split.longest_call: a first launch loading its module); None otherwise
+    host_longest_call: tuple[str, int] | None = None
 
     @property
     def measured(self) -> list[StepBreakdown]:
@@ -445,6 +448,11 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
                 sb.host_alloc_ns,
             ) = hs
         rb.host_ops_recorded = bool(info.get("ops", 1))
+        if not steps:
+            sb = rb.steps[0]
+            rb.host_longest_call = longest_call(
+                trace, rank, sb.start_ns, sb.end_ns, sb.host_launch_ns - sb.host_alloc_ns
+            )
     if steps:
         _mark_backlog(rb, pre, s_all, e_all)
     _mark_warmup(rb)

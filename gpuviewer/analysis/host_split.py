@@ -353,3 +353,22 @@ def framework_waits(trace: Trace, rank: int, rx: re.Pattern) -> np.ndarray:
             out.append(ev[np.searchsorted(calls, a, side="left") == np.searchsorted(calls, b, side="left")])
     idx = np.concatenate(out) if out else np.zeros(0, np.int64)
     return idx[np.argsort(np.asarray(c["start"][idx]), kind="stable")]
+
+
+def longest_call(trace: Trace, rank: int, t0: int, t1: int, part_ns: int) -> tuple[str, int] | None:
+    """(name, ns inside [t0, t1]) of the launch part's longest call (no allocation, no call on a
+    full queue), where it holds a quarter or more of part_ns (that part's time less its
+    allocations) and a millisecond or more: a capture without steps holds its start-up, where one
+    first launch loading its module can be most of it (HTA's alexnet: one 3,055.6 ms
+    cudaLaunchKernel, 24% of its span, said as launch calls beside 78 others of 0.99 ms; an audit)."""
+    ev = host_events(trace, rank)
+    x = np.setdiff1d(ev["launch"], np.concatenate([ev["alloc"], ev["queue"]]))
+    if not len(x) or part_ns <= 0:
+        return None
+    c = trace.columns
+    s = np.asarray(c["start"][x]).astype(np.int64)
+    d = np.minimum(s + np.asarray(c["dur"][x]).astype(np.int64), t1) - np.maximum(s, t0)
+    k = int(np.argmax(d))
+    if d[k] < max(1_000_000, 0.25 * part_ns):
+        return None
+    return trace.names[int(c["name"][x[k]])], int(d[k])

@@ -63,6 +63,20 @@ def rank_json(rb: RankBreakdown, ks: dict) -> dict:
         **({"nccl_unmatched": round(u, 4)} if (u := rb.nccl_unmatched_share()) > 0 else {}),
         # said only where none is (nsys_single: no op ranges, only the steps')
         **({} if rb.host_ops_recorded else {"host_ops_recorded": False}),
+        # a capture without steps: its launch part's one long call, where it holds much of it
+        **(
+            {
+                "host_longest_call": {
+                    "name": rb.host_longest_call[0],
+                    "ms": round(rb.host_longest_call[1] / 1e6, 3),
+                    "share": round(
+                        rb.host_longest_call[1] / max(1, rb.steps[0].host_end_ns - rb.steps[0].host_start_ns), 4
+                    ),
+                }
+            }
+            if rb.host_longest_call
+            else {}
+        ),
         "steps": [s.as_dict() for s in rb.steps],
         "kernels": ks,
     }

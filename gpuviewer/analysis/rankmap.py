@@ -112,6 +112,7 @@ class RankPart:
     unplaced: int = 0  # RankBreakdown.unplaced: GPU ops with no launch record and no step
     unplaced_kernels: bool = True
     host_ops_recorded: bool = True  # (breakdown.RankBreakdown's)
+    host_longest_call: tuple[str, int] | None = None  # (breakdown.RankBreakdown's)
 
     def table(self, name: str):
         return self.tables[name].value()
@@ -203,6 +204,7 @@ def _map_rank(
         unplaced=rb.unplaced,
         unplaced_kernels=rb.unplaced_kernels,
         host_ops_recorded=rb.host_ops_recorded,
+        host_longest_call=rb.host_longest_call,
     )
     names = Lazy(_measured, trace, step_name_times, trace, rb)
     part.tables = {

@@ -60,6 +60,7 @@ def reduce(
             unplaced=getattr(p, "unplaced", 0),
             unplaced_kernels=getattr(p, "unplaced_kernels", True),
             host_ops_recorded=getattr(p, "host_ops_recorded", True),
+            host_longest_call=getattr(p, "host_longest_call", None),
         )
         for p in parts
     ]  # (getattr: parts pickled before these fields existed)

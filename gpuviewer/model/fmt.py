@@ -197,11 +197,15 @@ def utilization_line(r: dict) -> str:
         alloc = r.get("host_alloc_calls") or 0.0
         launch_label = "launch calls"
         # (where they are a tenth of that part or more: nsys_single's 1% of 20% is left unsaid)
+        inside = []
         if f"{alloc:.0%}" != "0%" and alloc >= 0.1 * (host.get("launch") or 0.0):
             launch_label = "launch and other CUDA calls"
-            within["launch"] = (
-                f" (including {alloc:.0%} in calls allocating or freeing memory: cudaMalloc, cudaFree, cudaHostAlloc…)"
-            )
+            inside.append(f"{alloc:.0%} in calls allocating or freeing memory: cudaMalloc, cudaFree, cudaHostAlloc…")
+        lc = r.get("host_longest_call")  # a capture without steps' one long call (host_split.longest_call)
+        if lc:
+            inside.append(f"{lc['share']:.0%} in one {lc['name']} call of {lc['ms']:,.1f} ms")
+        if inside:
+            within["launch"] = f" (including {'; '.join(inside)})"
         kept = r.get("host_events_kept")
         # a sampled or filtered trace: the shares are of the host events left in it (HTA's
         # trace_filter: 1% of them, where "framework ops 98%" read as the host's own time)

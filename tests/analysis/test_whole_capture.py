@@ -264,6 +264,29 @@ def test_a_capture_without_steps_splits_its_host_over_its_gpus_span(parts):
         assert m[1] == "launch calls" and m[3] is None, line
 
 
+def test_one_long_call_holding_much_of_the_launch_part_is_said(analysis):
+    """alexnet (no steps): 'launch and other CUDA calls 95%' held one cudaLaunchKernel of 3,055.6
+    ms, the first cuDNN kernel's launch loading its module, beside 78 others of 0.99 ms (an
+    audit). The longest CUDA runtime call inside the GPU's span that allocates nothing, from the
+    raw file, is said with its share of the span."""
+    from conftest import run_cli_once
+
+    ev = _raw()
+    gpu = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    lo, hi = min(a for a, _ in gpu), max(b for _, b in gpu)
+    alloc = ("cudaMalloc", "cudaFree", "cudaHostAlloc", "cudaFreeHost")
+    calls = [
+        (min(e["ts"] + e["dur"], hi) - max(e["ts"], lo), e["name"])
+        for e in ev
+        if e.get("cat") == "cuda_runtime" and not e["name"].startswith(alloc) and "Synchronize" not in e["name"]
+    ]
+    us, name = max(calls)
+    got = analysis["ranks"][0]["host_longest_call"]
+    assert got["name"] == name and abs(got["ms"] - us / 1e3) <= 0.002, (got, name, us)
+    line = next(x for x in run_cli_once("analyze", ALEXNET).stdout.splitlines() if x.startswith("rank 0:"))
+    assert f"; {us / (hi - lo):.0%} in one {name} call of {us / 1e3:,.1f} ms)" in line, line
+
+
 def test_too_little_gpu_work_keeps_no_host_part():
     """A GPU span too short to judge keeps no host part (the docs trace's 20 ns kernel)."""
     from conftest import run_cli_once
