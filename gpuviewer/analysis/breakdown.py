@@ -427,7 +427,9 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
             sb.idle_before_ns = iv.length(iv.gaps(busy_all, int(h0), w0))
         rb.steps.append(sb)
         prev_end = w1
-    if steps or windows[0][2] - windows[0][1] >= HOST_SPAN_NS:
+    # (where the text says the GPU's shares too little to judge, the JSON holds no host split either)
+    judged = bool(rb.steps) and min(rb.steps[0].window_ns, rb.steps[0].busy_ns) >= HOST_SPAN_NS
+    if steps or judged:
         # a capture without steps: its host is measured over its GPU's window, as its GPU is (its
         # start-up's cudaMalloc calls, cloverleaf's 240 ms, are no loop's launch calls); it used
         # to have no host line at all (an audit)
@@ -459,8 +461,8 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
     return rb
 
 
-# the shortest GPU window of a capture without steps whose host is split (host_bound.MIN_GPU_TIME_NS:
-# a shorter one is too little to judge)
+# the least GPU window and GPU work of a capture without steps whose host is split (as
+# host_bound.MIN_GPU_TIME_NS and the rank line, model.fmt: less is too little to judge)
 HOST_SPAN_NS = 1_000_000
 
 

@@ -94,7 +94,7 @@ def p2p_issuers(trace: Trace, ops: np.ndarray) -> list[str]:
                 st = int(c["start"][sl.start + k])
                 m = _NCCL_OP.match(trace.names[int(nm[k])])
                 assert m is not None
-                spans.setdefault((ln.pid, ln.stream), []).append(
+                spans.setdefault((ln.pid, ln.thread), []).append(
                     (st, st + int(c["dur"][sl.start + k]), f"nccl:{m.group(1)}")
                 )
     for j, x in enumerate(calls.tolist()):

@@ -515,8 +515,11 @@ LAUNCH_QUEUE_DEPTH = 1024
 QUEUE_HIDDEN = 32  # queue entries a trace may not show as GPU ops (event records, stream waits)
 
 
-# the calls that put an op in the launch queue (nsys names carry a version suffix: _v7000)
-LAUNCH_CALL = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|Memcpy\w*Async|Memset\w*Async)")
+# the calls that put an op in the launch queue (CUDA's and ROCm's HIP spellings)
+LAUNCH_CALL = re.compile(
+    r"^(cu(da)?|hip)(LaunchKernel|ExtLaunchKernel|ModuleLaunchKernel|LaunchCooperativeKernel|GraphLaunch"
+    r"|Memcpy\w*Async|Memset\w*Async)"
+)
 
 
 def _unlinked_tail(trace: Trace, rank: int, linked: np.ndarray) -> np.ndarray:

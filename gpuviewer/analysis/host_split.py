@@ -33,12 +33,19 @@ BLOCKING_COPY_NS = 50_000
 # host communicating, not framework work (HTA's cpu_only: 85% of its step, read as 'framework ops')
 # ...and MPI's calls on the launching thread (nsys's MPI trace: saxpy's MPI_Send and MPI_Recv, 16% of
 # its span, said as 'framework ops' once their domain's lane was matched to the thread; an audit)
-HOST_COLL = re.compile(r"^(gloo:|MPI_)")
+# (MPI's set-up and bookkeeping calls, MPI_Init's 645 ms in saxpy, are not communication)
+HOST_COLL = re.compile(r"^(gloo:|MPI_(?!(Init|Finalize|Initialized|Finalized|Comm_|Get_|Wtime|Wtick|Error)))")
+# NVTX domains of the libraries under the framework (nsys traces cuBLAS's and cuDNN's calls, NCCL's
+# API): their ranges sit inside ops and calls already counted, and a capture with no op ranges of
+# its own keeps 'framework ops: none on record' (nsys_single's cublasCreate_v2; a review)
+LIBRARY_DOMAIN = re.compile(
+    r"^(cuBLAS|cuBLASLt|cuDNN|NCCL|cuFFT|cuSPARSE|cuSOLVER|cuRAND|NVSHMEM|TensorRT|nvJPEG|NPP)\b", re.I
+)
 # CUDA calls that allocate or free memory (device, pinned host, virtual): start-up and memory work,
 # no launch, said apart from the launches they are counted with (extra-p's profile1: 29 of its
 # 31 ms of "launch calls" were cudaHostAlloc, cudaFreeHost, cudaMalloc and cudaFree)
 ALLOC_CALL = re.compile(
-    r"^cu(da)?(Malloc|Free|HostAlloc|HostRegister|HostUnregister|MemAlloc|MemFree|MemCreate|MemMap|MemUnmap"
+    r"^(cu(da)?|hip)(Malloc|Free|HostAlloc|HostMalloc|HostFree|HostRegister|HostUnregister|MemAlloc|MemFree|MemCreate|MemMap|MemUnmap"
     r"|MemRelease|MemAddressReserve|MemAddressFree|MemHostAlloc|MemHostRegister|MemHostUnregister|MemSetAccess"
     r"|MemPool(Create|Destroy|TrimTo))(?![a-z])"
 )
@@ -81,7 +88,7 @@ def _loop_threads(trace: Trace, lanes: list[int]) -> set[tuple[int, int]]:
     if not len(marks):
         return set()
     return {
-        (trace.lanes[i].pid, trace.lanes[i].stream)
+        (trace.lanes[i].pid, trace.lanes[i].thread)  # (step ranges in a named NVTX domain too)
         for i in lanes
         if trace.lanes[i].kind in (LaneKind.CPU, LaneKind.NVTX)
         and np.isin(np.asarray(c["name"][trace.lane_slice(i)]), marks).any()
@@ -117,6 +124,7 @@ def host_events(trace: Trace, rank: int) -> dict[str, np.ndarray]:
         for i, ln in enumerate(trace.lanes)
         if ln.rank == rank
         and (ln.pid, ln.thread) in threads
+        and not (ln.kind == LaneKind.NVTX and LIBRARY_DOMAIN.match(ln.domain))
         and ln.kind in (LaneKind.CPU, LaneKind.CUDA_API, LaneKind.NVTX, LaneKind.OSRT)
     ]
 

@@ -54,8 +54,8 @@ def explain_split(cause: str, split: dict, excess: list[dict], whose: str = "its
     if split["step_start"] >= 0.5:
         grow = split.get("step_start_growth", 0.0)
         rate = (
-            # rose and fell by half a millisecond or more: no rate, its range (stragglers._why)
-            f"it rose and fell, between {split['step_start_min']:.1f} and {split['step_start_max']:.1f} ms"
+            # a swing over twice its net change: no rate, its range (stragglers._why)
+            f"it varied, between {split['step_start_min']:.1f} and {split['step_start_max']:.1f} ms"
             if "step_start_min" in split
             # the lag's change from its first late step to its last over the steps between: an
             # average (tp's grew 22.8 then 6.1 ms), said as one

@@ -46,7 +46,8 @@ from .cache_paths import identity, respell
 # 29: a Python frame that never ended, begun in a slice that did, closed where that slice ends (model.depth)
 # 30: rows of slices that ended under one still open used again (model.depth: ProfilerStep chains)
 # 31: a Kineto GPU lane of stream -1 (CUPTI's context synchronizations) is labelled 'context sync'
-STORE_VERSION = 31
+# 32: an nsys NVTX lane of a named domain keeps its thread and domain (Lane.tid, Lane.domain)
+STORE_VERSION = 32
 # Entries up to this size are checked whole when opened: 256 MB hash in ~12 ms from the page
 # cache, under 5% of a warm open (BENCHMARKS.md). Bigger ones check each column when first read.
 EAGER_CHECK_BYTES = 256 << 20
@@ -265,6 +266,8 @@ class _LaneS(msgspec.Struct):
     order: int
     source: int
     pid: int
+    tid: int = -1
+    domain: str = ""
 
 
 def _lane_dict(ln: Lane) -> dict:
@@ -277,6 +280,8 @@ def _lane_dict(ln: Lane) -> dict:
         "order": ln.order,
         "source": ln.source,
         "pid": ln.pid,
+        "tid": ln.tid,
+        "domain": ln.domain,
     }
 
 

@@ -189,7 +189,7 @@ def _join(files: list[str], parts: list[tuple[str, Trace]], skipped: list[str], 
         lane_lo, at, at_lod = len(b.lanes), store.length("start"), store.length("lod_start")
         names = np.array(b.names.ids(t.names), np.int32) if t.names else np.zeros(0, np.int32)
         for ln in t.lanes:
-            b.lanes.append(Lane(r, ln.kind, ln.device, ln.stream, ln.label, 0, src, ln.pid))
+            b.lanes.append(Lane(r, ln.kind, ln.device, ln.stream, ln.label, 0, src, ln.pid, ln.tid, ln.domain))
         old = t.ranks[0]
         b.ranks[r] = RankInfo(r, [f], list(old.devices), dict(old.device_props), old.host, 0, old.world_size)
         cols = t.columns

@@ -159,7 +159,8 @@ def _part_trace(s: Trace, part: dict, f: str, ids: np.ndarray) -> Trace:
     old = next(i for i in s.ranks if i.rank == r)
     b = TraceBuilder(s.format)  # the lanes' order and the rank's devices, as a read of the file alone
     b.lanes = [
-        Lane(r, ln.kind, ln.device, ln.stream, ln.label, 0, 0, ln.pid) for ln in s.lanes[lane_lo : lane_lo + n_lanes]
+        Lane(r, ln.kind, ln.device, ln.stream, ln.label, 0, 0, ln.pid, ln.tid, ln.domain)
+        for ln in s.lanes[lane_lo : lane_lo + n_lanes]
     ]
     b.ranks[r] = RankInfo(r, [f], list(old.devices), dict(old.device_props), old.host, 0, old.world_size)
     b.finish_tables()

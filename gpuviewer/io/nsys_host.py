@@ -182,7 +182,7 @@ def thread_labels(rep, b, source) -> None:
     for ln in b.lanes:
         if ln.source != source or ln.device >= 0:
             continue
-        tid = ln.stream // 1000 if ln.kind == LaneKind.NVTX and ln.stream >= 1000 * (1 << 24) else ln.stream
+        tid = ln.thread  # (a named NVTX domain's lane: its stream is thread * 1000 + domain)
         n = names.get((ln.pid, ln.stream)) or names.get((ln.pid, tid))
         if n:
             ln.label = ln.label.replace(f"thread {tid}", f"{n} ({tid})")

@@ -256,7 +256,17 @@ def read_nvtx(rep, b, rank_of, source, warnings, nv: dict | None) -> None:
         p, th = th_key >> 24, th_key & 0xFFFFFF
         dname = domains.get((p, int(dom[i])))
         label = f"NVTX{' ' + dname if dname else ''} · thread {th}"
-        lane_of[k] = b.lane(rank_of[p], LaneKind.NVTX, -1, th * 1000 + d0 if d0 else th, label, pid=p, source=source)
+        lane_of[k] = b.lane(
+            rank_of[p],
+            LaneKind.NVTX,
+            -1,
+            th * 1000 + d0 if d0 else th,
+            label,
+            pid=p,
+            source=source,
+            tid=th if d0 else -1,
+            domain=(dname or "") if d0 else "",
+        )
     del thread, dom, dom0
     lane_a = lane_of[lane_pos]
     del lane_pos

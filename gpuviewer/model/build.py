@@ -41,13 +41,23 @@ class TraceBuilder:
 
     # -- lanes ---------------------------------------------------------------------------
     def lane(
-        self, rank: int, kind: str, device: int, stream: int, label: str, *, pid: int = -1, source: int = 0
+        self,
+        rank: int,
+        kind: str,
+        device: int,
+        stream: int,
+        label: str,
+        *,
+        pid: int = -1,
+        source: int = 0,
+        tid: int = -1,
+        domain: str = "",
     ) -> int:
         key = (rank, kind, device, pid, stream)
         i = self._lane_index.get(key)
         if i is None:
             i = self._lane_index[key] = len(self.lanes)
-            self.lanes.append(Lane(rank, kind, device, stream, label, 0, source, pid))
+            self.lanes.append(Lane(rank, kind, device, stream, label, 0, source, pid, tid, domain))
         return i
 
     def rank(self, r: int) -> RankInfo:

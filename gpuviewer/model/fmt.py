@@ -238,7 +238,7 @@ def utilization_line(r: dict) -> str:
                 # queue, or nsys's OS runtime trace's sleep or poll on the loop's thread
                 ("wait", "waits (sleep, locks, queues, polls)"),
                 # only where gloo or MPI ran them on the host's threads (HTA's cpu_only, saxpy's MPI_Send)
-                ("coll", "communication on the host (gloo, MPI)"),
+                ("coll", "communication on the host (gloo or MPI)"),
                 # host time inside no recorded op: untraced Python (an nsys run without NVTX
                 # ranges), a sleep, I/O; the profiler cannot tell which, so never called "idle"
                 ("idle", "no op recorded"),

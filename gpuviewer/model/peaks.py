@@ -322,12 +322,13 @@ def roof_label(model: str | None, identified: str | None) -> str | None:
 def _h100_guess(name: str, model: str, memory_bytes: float | None) -> str | None:
     """Said where a bare "NVIDIA H100" is taken as the SXM part though its memory is not an
     SXM's 80 GB (a docs trace's 95 GiB, 132 SMs: an NVL card or a 96 GB part, whose peaks differ)."""
-    gib = (memory_bytes or 0) / 2**30
-    if model != "H100 SXM" or gib <= 82 or re.search(r"sxm|gh200", name, re.IGNORECASE):
+    gb = (memory_bytes or 0) / 1e9
+    if model != "H100 SXM" or gb <= 88 or re.search(r"sxm|gh200", name, re.IGNORECASE):
         return None
+    # (one unit: '95 GiB' beside 'an NVL has 94 GB' read as an NVL; a review)
     return (
-        f"assumed: the name does not say which H100 and its {gib:.0f} GiB is no H100 SXM's 80 GB "
-        "(an H100 NVL has 94 GB and lower peaks; --peak-tflops sets the device's own)"
+        f"assumed: the name does not say which H100, and its {gb:.0f} GB of memory is more than an H100 SXM's "
+        "80 GB; other H100s have lower peaks (--peak-tflops sets the device's own)"
     )
 
 
@@ -369,8 +370,8 @@ def of_model(model: str) -> Peaks:
 def overridden(p: Peaks, tflops: float | None = None, gbps: float | None = None) -> Peaks:
     """--peak-tflops replaces every precision's compute roof with one number (the user knows the
     device's real peak, clocks or power cap included); --peak-gbps the memory roof."""
-    if tflops is not None:
-        p = replace(p, tflops={k: float(tflops) for k in PRECISIONS}, source="--peak-tflops")
+    if tflops is not None:  # (the user's peak: no row assumed any more)
+        p = replace(p, tflops={k: float(tflops) for k in PRECISIONS}, source="--peak-tflops", identified=None)
     if gbps is not None:
         p = replace(p, gbps=float(gbps), source=(p.source + "; " if p.source else "") + "--peak-gbps")
     return p

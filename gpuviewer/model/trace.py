@@ -38,19 +38,17 @@ class Lane:
     order: int = 0
     source: int = 0  # index into Trace.sources
     pid: int = -1
+    # an nsys NVTX lane of a named domain (one lane per thread and domain, its stream numbered
+    # thread * 1000 + domain; io/nsys_nvtx.py): its thread and its domain's name; -1 and "" else
+    tid: int = -1
+    domain: str = ""
 
     @property
     def thread(self) -> int:
-        """The host thread whose events the lane holds: its stream, except an nsys NVTX lane of a
-        named domain, numbered thread * 1000 + domain (one lane per thread and domain), whose label
-        ends with its thread ('NVTX extra_prof · thread 4711'; io/nsys_nvtx.py). Matching lanes to
-        a thread by stream missed those: MPI and tool ranges on the launching thread were 'no op
-        recorded' (an audit)."""
-        if self.kind == "nvtx" and " · thread " in self.label:
-            tail = self.label.rsplit(" · thread ", 1)[1]
-            if tail.isdigit():
-                return int(tail)
-        return self.stream
+        """The host thread whose events the lane holds: its stream, or its tid where the stream is
+        not the thread (a named NVTX domain's lane). Matching lanes to a thread by stream missed
+        those: MPI's and tools' ranges on the launching thread were 'no op recorded' (an audit)."""
+        return self.tid if self.tid >= 0 else self.stream
 
     @property
     def key(self) -> str:

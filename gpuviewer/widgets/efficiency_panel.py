@@ -63,6 +63,7 @@ class Roofline(pg.PlotWidget):
         self.note = pg.TextItem("", anchor=(0, 0), color="#888")
         self.labels: list[pg.TextItem] = []
         self.roofs_text: pg.TextItem | None = None  # the roofs' names, one line
+        self._roof_html: tuple[str, ...] = ()  # its text, whole and short
         self._point_labels: list[tuple[dict, pg.TextItem]] = []  # each family's label (_place_labels)
         p.getViewBox().sigResized.connect(lambda *_: self._place_labels())
         p.getViewBox().sigRangeChanged.connect(lambda *_: self._place_labels())
@@ -90,13 +91,16 @@ class Roofline(pg.PlotWidget):
             # corner (the bandwidth slope is low there and no family can sit above it): named at
             # their ridges, the H200's tf32, bf16 and fp8 names printed over each other (their ridges
             # 0.3 decades apart) at the 120 px the plot has in a 1366x768 window
+            # (a non-breaking space inside each: a narrow plot wraps between roofs, never in one)
             names = " · ".join(
-                f'<span style="color:{_ROOF_PENS.get(precs[0], "#888")}">{"/".join(precs)} {peak:g}</span>'
+                f'<span style="color:{_ROOF_PENS.get(precs[0], "#888")}">{"/".join(precs)}&nbsp;{peak:g}</span>'
                 for peak, precs in sorted(same.items(), reverse=True)
             )
             self.roofs_text = pg.TextItem(anchor=(0, 0))
-            self.roofs_text.setHtml(f'<span style="color:#666">roofs, TFLOP/s:</span> {names}')
-            p.addItem(self.roofs_text)
+            # the whole line, and without its lead where that does not fit (_place_labels)
+            self._roof_html = (f'<span style="color:#666">roofs, TFLOP/s:</span> {names}', names)
+            self.roofs_text.setHtml(self._roof_html[0])
+            p.addItem(self.roofs_text, ignoreBounds=True)  # (placed at the view's corner: no say in its range)
             self.labels.append(self.roofs_text)
         elif view is not None:
             said.append(f"{view.device}: not in the device table, no roofs drawn")
@@ -139,7 +143,7 @@ class Roofline(pg.PlotWidget):
             # printed over the roofs' names)
             self.note.setAnchor((1, 1))
             self.note.setPos(math.log10(hi), math.log10(low) - 0.3)
-            p.addItem(self.note)
+            p.addItem(self.note, ignoreBounds=True)
         elif said:  # nothing drawn: the note alone
             self.note.setAnchor((0, 0))
             self.note.setPos(math.log10(lo), 0.0)
@@ -158,20 +162,34 @@ class Roofline(pg.PlotWidget):
         area = vb.sceneBoundingRect()
         if area.width() < 50 or area.height() < 30:
             return
-        # the roofs' names and the note wrap inside the plot (at 1024 px both ran past its edges):
-        # the names run right from their left anchor, the note left from its right one
-        for it in (self.roofs_text, self.note):
-            if it is not None and it.scene() is not None:
-                it.setTextWidth(-1)
-                x = vb.mapViewToScene(it.pos()).x()
-                room = (area.right() - x if it.anchor.x() == 0 else x - area.left()) - 4
-                if it.boundingRect().width() > room:
-                    it.setTextWidth(max(40.0, room))
+        # the roofs' names in the view's top left corner and the note in its bottom right, wherever
+        # the view was panned, each wrapped inside the plot (at 1024 px both ran past its edges);
+        # one over a family's point, or taller than this share of the plot, is hidden rather than
+        # drawn over the points (the table beside names every family's figures; a review)
         got = self._point_labels
+        points = [vb.mapViewToScene(QPointF(math.log10(q["intensity"]), math.log10(q["tflops"]))) for q, _t in got]
+        (x0, x1), (y0, y1) = vb.viewRange()
+        for it, corner, most in ((self.roofs_text, (x0, y1), 0.45), (self.note, (x1, y0), 0.3)):
+            if it is None or it.scene() is None or (it is self.note and it.anchor.x() == 0):
+                continue
+            it.setPos(*corner)
+            for html in self._roof_html if it is self.roofs_text else (None,):
+                if html is not None:
+                    it.setHtml(html)
+                it.setTextWidth(-1)
+                if it.boundingRect().width() > area.width() - 8:
+                    it.setTextWidth(max(40.0, area.width() - 8))
+                box = it.sceneBoundingRect()
+                fits = box.height() <= most * area.height() and not any(box.contains(c) for c in points)
+                if fits:
+                    break
+            it.setVisible(fits)
         if not got:
             return
         names = [
-            it.sceneBoundingRect() for it in (self.roofs_text, self.note) if it is not None and it.scene() is not None
+            it.sceneBoundingRect()
+            for it in (self.roofs_text, self.note)
+            if it is not None and it.scene() is not None and it.isVisible()
         ]
         at = {id(q): vb.mapViewToScene(QPointF(math.log10(q["intensity"]), math.log10(q["tflops"]))) for q, _t in got}
         fm = self.fontMetrics()

@@ -155,7 +155,8 @@ def test_peaks_table_matches_device_names():
     assert lookup("NVIDIA H200", 40e9).model == "H200 SXM"  # only the A100 rows come in two sizes
     # a bare "NVIDIA H100" with more than an SXM's 80 GB (a Kineto docs trace: 102,085,492,736 B)
     # keeps the SXM roofs but says they are assumed; 80 GB ones, and names that say, are not flagged
-    assert "95 GiB" in (lookup("NVIDIA H100", 102_085_492_736).identified or "")
+    assert "its 102 GB of memory" in (lookup("NVIDIA H100", 102_085_492_736).identified or "")
+    assert overridden(lookup("NVIDIA H100", 102_085_492_736), 800.0).identified is None  # the user's peak
     assert lookup("NVIDIA H100 80GB HBM3", 85_045_035_008).identified is None
     assert lookup("NVIDIA H100", None).identified is None and lookup("NVIDIA GH200 480GB", 102e9).identified is None
     assert lookup("NVIDIA L4").model == "L4" and lookup("NVIDIA L40S").model == "L40S"

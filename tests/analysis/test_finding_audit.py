@@ -162,6 +162,30 @@ def test_half_the_steps_standing_out_are_no_stalls():
     assert halves == 1
 
 
+def test_a_stall_in_one_of_two_steps_stays_a_stall(tmp_path):
+    """Metamorphic: ddp with its last step's ProfilerStep ranges taken out keeps 2 measured steps,
+    its planted sleep in one. Half the steps hold a stall there, but rank 1 is late in one step
+    only (rank 0 in the other): no persistent lateness explains it, so the stall stays (it vanished
+    from every finding under a rule that counted stalls alone; a review)."""
+    import gzip
+    import os
+
+    src = trace_path("kineto", "ddp")
+    for f in sorted(os.listdir(src)):
+        with gzip.open(os.path.join(src, f), "rt") as fh:
+            doc = json.load(fh)
+        doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("name") != "ProfilerStep#4"]
+        with gzip.open(tmp_path / f, "wt", compresslevel=1) as fh:
+            fh.write(json.dumps(doc))
+    p = run_cli_once("analyze", str(tmp_path), "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    a = json.loads(p.stdout)
+    assert sorted(s["step"] for s in a["steps"] if not s.get("warmup")) == [2, 3]
+    planted = load_truth()["ddp"]
+    got = episodic(a)
+    assert [(f["step"], f["metrics"]["late_rank"]) for f in got] == [(planted["slow_step"], planted["slow_rank"])]
+
+
 # -- 3. a one-off fix whose next step gets longer says why ----------------------------------------------
 
 

@@ -48,7 +48,7 @@ def test_mpi_calls_on_the_launching_thread_are_communication():
     assert mpi, "no MPI ranges on the launching thread"
     share = 100 * _union_in(mpi, lo, hi) / (hi - lo)
     line = _rank_line(path)
-    m = re.search(r"communication on the host \(gloo, MPI\) (\d+)%, no op recorded (\d+)%", line)
+    m = re.search(r"communication on the host \(gloo or MPI\) (\d+)%, no op recorded (\d+)%", line)
     assert m, line
     assert abs(int(m[1]) - share) <= 1.0, (line, share)  # (exclusive parts: a sync inside one counts as sync)
 
@@ -90,7 +90,7 @@ def test_launch_calls_the_capture_ended_before_their_ops_wait_on_a_full_queue():
     assert int(m[2]) >= lost_share - 0.5, (line, lost_share)
 
 
-def test_a_lag_that_rose_and_fell_is_said_by_its_range():
+def test_a_lag_that_varied_is_said_by_its_range():
     """ddp_nop2p (nothing planted): rank 1 starts its steps 9.3, 15.4, 21.4 and 5.6 ms after rank
     0. 'It shrank 1.2 ms a step on average' (first to last) misdescribed it; the range is said, from
     the raw ProfilerStep ranges' starts. nsys_ddp's lag (14.9 -> 7.1 ms with bumps) keeps its rate."""
@@ -106,7 +106,7 @@ def test_a_lag_that_rose_and_fell_is_said_by_its_range():
     out = run_cli_once("analyze", folder, "--json")
     (f,) = [x for x in json.loads(out.stdout)["findings"] if x["rule"] == "straggler"]
     lags = [(start[(1, s)] - start[(0, s)]) / 1e3 for s in sorted(f["metrics"]["usual_from_steps"])]
-    m = re.search(r"it rose and fell, between ([\d.]+) and ([\d.]+) ms\)", f["title"])
+    m = re.search(r"it varied, between ([\d.]+) and ([\d.]+) ms\)", f["title"])
     assert m, f["title"]
     assert abs(float(m[1]) - min(lags)) <= 0.1 and abs(float(m[2]) - max(lags)) <= 0.1, (f["title"], lags)
     assert "ms a step on average" not in f["title"].split("a lag carried over")[1].split(")")[0]
