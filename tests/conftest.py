@@ -391,6 +391,17 @@ def png_size(path) -> tuple[int, int]:
     return struct.unpack(">II", head[16:24])
 
 
+def write_json_gz(path, doc) -> None:
+    """doc written as gzip'd JSON at path, fast: json.dumps is the C encoder (json.dump streams
+    through the pure-Python one, into gzip's many small writes) at compresslevel 1 (an fsdp rank:
+    0.45 s against 3.0 s)."""
+    import gzip
+    import json
+
+    with gzip.open(path, "wt", encoding="utf-8", compresslevel=1) as f:
+        f.write(json.dumps(doc))
+
+
 def shift_gpu_clock(src: str, dst, rank: int, us: int) -> None:
     """The folder's Kineto traces written to dst, with one rank's GPU events `us` later (its GPU
     clock's offset from its host's)."""
@@ -405,8 +416,7 @@ def shift_gpu_clock(src: str, dst, rank: int, us: int) -> None:
             for e in d["traceEvents"]:
                 if e.get("cat") in gpu:
                     e["ts"] += us
-        with gzip.open(os.path.join(dst, f), "wt", compresslevel=1) as fh:
-            fh.write(json.dumps(d))  # C encoder; json.dump runs the Python one
+        write_json_gz(os.path.join(dst, f), d)
 
 
 def launch_waits(path: str) -> dict[int, dict]:

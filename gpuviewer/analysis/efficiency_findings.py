@@ -341,15 +341,24 @@ def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[F
         if max(got["speedups"].values()) < MIN_SIMT_SPEEDUP:
             continue  # the kernels are mostly a kernel's fixed cost: Tensor Cores would not help
         k = got["speedup"]
+        # cuBLAS's split-K reduces join their GEMM's family (kernel_class.follow_split_k): said, as
+        # they multiply no matrices (launch_graph: 4.6 of its 18.1 ms; an audit)
+        ids = np.asarray(trace.columns["name"])[eff.kernel[m]]
+        red = np.isin(ids, [i for i in np.unique(ids) if kernel_class.SPLIT_K.search(trace.names[int(i)])])
+        t_red = float(ctx["dur"][m][red].sum())
+        fast = m.copy()  # the what-if's: the reduces left as they are (no matrix work for Tensor Cores)
+        fast[np.flatnonzero(m)[red]] = False
+        split_k = f", {t_red / 1e6:.1f} ms of it in their split-K reduce kernels" if t_red >= 0.05e6 else ""
         fix = [
             Change(
                 "faster",
                 pct=100 * (1 - 1 / k),
-                events=_same_names(trace, eff, m, conv=kind == "conv"),
+                events=_same_names(trace, eff, fast, conv=kind == "conv"),
                 label=f"the FP32 SIMT {kernels} kernels on {got['on']} Tensor Cores,",
                 fixed_ns=TC_FIXED_NS,
                 # (ns_resolution: its 47.3 ms (49%) read as a prediction; helper-100's)
-                after=" (at the same share of that peak as of the FP32 one: an upper bound)",
+                after=" (at the same share of that peak as of the FP32 one: an upper bound"
+                + ("; their split-K reduce kernels as they are)" if split_k else ")"),
             )
         ]
         s0, s1 = kernel_span(ctx, m)
@@ -369,12 +378,6 @@ def _fp32_simt(trace: Trace, eff: Efficiency, analysis: Analysis, ctx) -> list[F
             if kind == "conv" and helpers >= 0.005 * of_kind
             else ""
         )
-        # cuBLAS's split-K reduces join their GEMM's family (kernel_class.follow_split_k): said, as
-        # they multiply no matrices (launch_graph: 4.6 of its 18.1 ms; an audit)
-        ids = np.asarray(trace.columns["name"])[eff.kernel[m]]
-        red = np.isin(ids, [i for i in np.unique(ids) if kernel_class.SPLIT_K.search(trace.names[int(i)])])
-        t_red = float(ctx["dur"][m][red].sum())
-        split_k = f", {t_red / 1e6:.1f} ms of it in their split-K reduce kernels" if t_red >= 0.05e6 else ""
         title = (
             f"FP32 {what} without Tensor Cores: {t / of_kind:.0%} of {kernels} time ({t / 1e6:.1f} ms{split_k}"
             f"{ranks_over(ctx, m)}, {t / total:.0%} of compute-kernel time{with_helpers}); {got['advice']} "

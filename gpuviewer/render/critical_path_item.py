@@ -128,12 +128,16 @@ MERGE_PX = 3.0  # boxes of one row this close are drawn as one
 def _merged(x0: np.ndarray, x1: np.ndarray, y: np.ndarray, h: np.ndarray):
     """(x, y, w, h) of the boxes with those of one row that touch or lie within MERGE_PX of each
     other drawn as one: a run of tiny kernels on the path was a comb of boxes whose halos cut the
-    names under them into fragments ('GPU ste 5 leta l::d gr d ngi'; a review)."""
+    names under them into fragments ('GPU ste 5 leta l::d gr d ngi'; a review). (An idle gap as
+    narrow between two busy boxes is drawn over by the solid one: too narrow to show dashed.)"""
     o = np.lexsort((x0, y))
     x0, x1, y, h = x0[o], x1[o], y[o], h[o]
-    # a row's path segments follow each other in time: each ends before the next begins
+    # each row's running right edge (boxes of one row may overlap: a box is 1 px at least), the
+    # rows set apart by an offset far past any x (they are clipped to the view)
+    row = np.concatenate([[0], np.cumsum(y[1:] != y[:-1])]).astype(np.float64) * 1e7
+    end = np.maximum.accumulate(x1 + row) - row
     new = np.ones(len(x0), bool)
-    new[1:] = (y[1:] != y[:-1]) | (x0[1:] > x1[:-1] + MERGE_PX)
+    new[1:] = (y[1:] != y[:-1]) | (x0[1:] > end[:-1] + MERGE_PX)
     at = np.flatnonzero(new)
     right = np.maximum.reduceat(x1, at)
     return x0[at], y[at], right - x0[at], h[at]

@@ -12,7 +12,7 @@ import os
 import statistics
 
 import pytest
-from conftest import COMPAT, flat_findings, run_cli, run_cli_once, trace_path
+from conftest import COMPAT, flat_findings, run_cli, run_cli_once, trace_path, write_json_gz
 
 ONE_RANK = os.path.join(COMPAT, "facebookresearch__HolisticTraceAnalysis", "nccl_parser_config")
 _SIZE = {"Float": 4, "BFloat16": 2, "Half": 2, "Byte": 1, "Char": 1, "Long": 8, "Int": 4, "Double": 8}
@@ -78,8 +78,7 @@ def test_a_rank_with_a_step_more_than_its_peer_is_not_alone(tmp_path):
         if name.endswith("1.json.gz"):
             last = max(e["ts"] for e in d["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#"))
             d["traceEvents"] = [e for e in d["traceEvents"] if e.get("ph") == "M" or e.get("ts", 0) < last]
-        with gzip.open(out / name, "wt", compresslevel=1) as f:
-            f.write(json.dumps(d))  # C encoder; json.dump runs the Python one
+        write_json_gz(out / name, d)
     p = run_cli("analyze", str(out), "--json")
     assert p.returncode == 0, p.stderr[-2000:]
     got = json.loads(p.stdout)

@@ -11,7 +11,7 @@ import json
 import os
 
 import numpy as np
-from conftest import analyzed_json, compat_path, export_rows, profiler_steps
+from conftest import analyzed_json, compat_path, export_rows, profiler_steps, write_json_gz
 
 from gpuviewer.model.fmt import format_bytes
 
@@ -118,8 +118,7 @@ def test_copies_outside_the_measured_steps_are_not_counted(tmp_path):
         e["args"].pop("External id", None)
         ev.append(e)
     path = tmp_path / "copy_outside.json.gz"
-    with gzip.open(path, "wt", compresslevel=1) as fh:
-        fh.write(json.dumps(doc))  # C encoder; json.dump runs the Python one
+    write_json_gz(path, doc)
     from gpuviewer.io.session import load
     from gpuviewer.session.analysis import analyze_session
 

@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import profiler_steps, shared_listdir, shift_gpu_clock, trace_path
+from conftest import profiler_steps, shared_listdir, shift_gpu_clock, trace_path, write_json_gz
 
 # every shared trace with steps (launch_bound_big: 200,000 kernels in one step, left out for time:
 # about 3 s of path walking on top of a 1M-event open)
@@ -364,8 +364,7 @@ def test_the_first_steps_gpu_lag_does_not_rest_on_one_kernel(tmp_path, change):
             for e in ev:
                 if e.get("cat") in gpu:
                     e["ts"] += 50_000
-        with gzip.open(tmp_path / f, "wt", compresslevel=1) as fh:
-            fh.write(json.dumps(d))  # C encoder; json.dump runs the Python one
+        write_json_gz(tmp_path / f, d)
     from gpuviewer.session import Session
 
     before = _open(os.path.join("kineto", "pp_gpu")).critical_paths()

@@ -16,7 +16,7 @@ from collections import defaultdict
 
 import pytest
 import shift_gpu
-from conftest import run_cli, run_cli_once, trace_path
+from conftest import run_cli, run_cli_once, trace_path, write_json_gz
 from kineto_truth import load_json
 
 K = "kineto"
@@ -298,8 +298,7 @@ def test_html_markdown_text_escape_trace_names(tmp_path):
             n += 1
     assert n > 0
     hostile = tmp_path / "hostile.json.gz"
-    with gzip.open(hostile, "wt", encoding="utf-8", compresslevel=1) as f:
-        f.write(json.dumps(doc))  # C encoder; json.dump runs the Python one
+    write_json_gz(hostile, doc)
     out = tmp_path / "d.html"
     p = run_cli("diff", SINGLE, str(hostile), "-o", str(out))
     assert p.returncode == 0, p.stderr

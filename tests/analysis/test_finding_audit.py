@@ -11,7 +11,7 @@ import statistics
 
 import analysis_truth as T
 import pytest
-from conftest import load_truth, run_cli_once, trace_path
+from conftest import load_truth, run_cli_once, trace_path, write_json_gz
 
 _NOT_MEASURABLE = "would not make the steps measurably faster"
 _SEVERITY = {"low": 0, "medium": 1, "high": 2}
@@ -175,8 +175,7 @@ def test_a_stall_in_one_of_two_steps_stays_a_stall(tmp_path):
         with gzip.open(os.path.join(src, f), "rt") as fh:
             doc = json.load(fh)
         doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("name") != "ProfilerStep#4"]
-        with gzip.open(tmp_path / f, "wt", compresslevel=1) as fh:
-            fh.write(json.dumps(doc))
+        write_json_gz(tmp_path / f, doc)
     p = run_cli_once("analyze", str(tmp_path), "--json")
     assert p.returncode == 0, p.stderr[-2000:]
     a = json.loads(p.stdout)

@@ -22,6 +22,7 @@ from conftest import (
     profiler_steps,
     raw_events,
     trace_path,
+    write_json_gz,
 )
 
 
@@ -312,8 +313,7 @@ def test_a_verdict_on_a_whole_ranks_host_stands_beside_a_filtered_rank(tmp_path)
     mixed = tmp_path / "mixed"
     mixed.mkdir()
     shutil.copy(os.path.join(src, "sampled_rank-0.json.gz"), mixed)
-    with gzip.open(mixed / "sampled_rank-1.json.gz", "wt", compresslevel=1) as fh:
-        fh.write(json.dumps(doc))  # C encoder; json.dump runs the Python one
+    write_json_gz(mixed / "sampled_rank-1.json.gz", doc)
     from gpuviewer.io.session import load
     from gpuviewer.session.analysis import analyze_session
 

@@ -21,7 +21,7 @@ import statistics
 
 import analysis_truth as T
 import pytest
-from conftest import COMPAT, TRACES, flat_findings, run_cli_once, trace_path
+from conftest import COMPAT, TRACES, flat_findings, run_cli_once, trace_path, write_json_gz
 
 _TRACE_FILES = sorted(
     glob.glob(os.path.join(TRACES, "**", "*.json.gz"), recursive=True)
@@ -253,8 +253,7 @@ def _four_ranks(d, folder: str, names: tuple[str, str]) -> str:
             for e in doc["traceEvents"]:
                 if "ts" in e and e.get("ph") != "M":
                     e["ts"] = float(e["ts"]) + LAG_US
-        with gzip.open(d / f"rank{rank}.json.gz", "wt", compresslevel=1) as f:
-            f.write(json.dumps(doc))  # C encoder; json.dump runs the Python one
+        write_json_gz(d / f"rank{rank}.json.gz", doc)
     return str(d)
 
 

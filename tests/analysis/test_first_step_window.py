@@ -7,7 +7,7 @@ import gzip
 import json
 
 import pytest
-from conftest import shift_gpu_clock, trace_path
+from conftest import shift_gpu_clock, trace_path, write_json_gz
 
 LAUNCHES = 50  # a step
 PROLOGUE_US = 1000  # host work before a step's first launch
@@ -37,8 +37,7 @@ def _gpu_behind_after_an_idle_start(path) -> str:
             gpu_free = start + KERNEL_US
             ev.append(_x("kernel", "gemm", 0, 7, start, KERNEL_US, correlation=corr, device=0, stream=7))
     p = path / "idle_start.json.gz"
-    with gzip.open(p, "wt", compresslevel=1) as f:
-        f.write(json.dumps({"traceEvents": ev}))  # C encoder; json.dump runs the Python one
+    write_json_gz(p, {"traceEvents": ev})
     return str(p)
 
 

@@ -10,7 +10,7 @@ import gzip
 import json
 
 import pytest
-from conftest import run_cli, trace_path
+from conftest import run_cli, trace_path, write_json_gz
 
 SRC = trace_path("kineto", "memory_pressure.json.gz")
 
@@ -22,8 +22,7 @@ def _doc() -> dict:
 
 def _write(tmp_path, doc: dict):
     path = tmp_path / "memory_pressure.json.gz"
-    with gzip.open(path, "wt", compresslevel=1) as fh:
-        fh.write(json.dumps(doc))  # C encoder; json.dump runs the Python one
+    write_json_gz(path, doc)
     return path
 
 

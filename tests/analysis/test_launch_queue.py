@@ -3,10 +3,8 @@ process that drives two GPUs has a queue for each, so 1,500 launches alternating
 750 a device behind, never fill one; the same launches onto one device do. The expected times are
 counted here from the events the test writes."""
 
-import gzip
-import json
-
 import pytest
+from conftest import write_json_gz
 
 N = 1500  # launches: 750 a device when they alternate, under the queue's 1,024
 
@@ -44,8 +42,7 @@ def _trace(path, devices: tuple[int, ...]) -> str:
             }
         )
     p = path / f"q{len(devices)}.json.gz"
-    with gzip.open(p, "wt", compresslevel=1) as f:
-        f.write(json.dumps({"traceEvents": ev}))
+    write_json_gz(p, {"traceEvents": ev})
     return str(p)
 
 

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import compat_path, run_cli, trace_path
+from conftest import compat_path, run_cli, trace_path, write_json_gz
 from kineto_truth import load_json
 
 from gpuviewer.analysis import intervals as iv
@@ -262,15 +262,13 @@ def test_cupti_range_profiler_kernels_are_drawn_on_the_device_but_not_timed():
 
 def _recategorized(tmp_path, cat: str) -> str:
     """The CUPTI trace with its device events put under another category (a copy in tmp_path)."""
-    import gzip
 
     events, meta = load_json(CUPTI_RANGES)
     for e in events:
         if e.get("cat") == "cuda_profiler_range":
             e["cat"] = cat
     out = tmp_path / f"{cat}.json.gz"
-    with gzip.open(out, "wt", compresslevel=1) as f:
-        f.write(json.dumps({**meta, "traceEvents": events}))  # C encoder; json.dump runs the Python one
+    write_json_gz(out, {**meta, "traceEvents": events})
     return str(out)
 
 

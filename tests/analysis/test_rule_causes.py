@@ -17,7 +17,7 @@ import sqlite3
 
 import analysis_truth as T
 import numpy as np
-from conftest import trace_path
+from conftest import trace_path, write_json_gz
 
 import gpuviewer
 
@@ -220,8 +220,7 @@ def test_memory_advice_on_activations_when_steps_add_more(tmp_path):
     for p in doc["deviceProperties"]:
         p["totalGlobalMem"] = 4 * 10**9
     small = tmp_path / "single_gpt_train_4gb.json.gz"
-    with gzip.open(small, "wt", compresslevel=1) as f:
-        f.write(json.dumps(doc))  # C encoder; json.dump runs the Python one
+    write_json_gz(small, doc)
     (f,) = found(analysis(str(small)), "memory_headroom")
     assert f"{held / 1e9:.1f} GB is held across steps and each step adds {added / 1e9:.1f} GB on top" in f["title"]
     assert "activation checkpointing" in f["advice"] and "would not lower it" not in f["advice"]

@@ -13,7 +13,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, run_cli_once, trace_path
+from conftest import run_cli, run_cli_once, trace_path, write_json_gz
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "whatif_tf32"
 
@@ -109,8 +109,7 @@ def test_gemms_that_are_mostly_the_fixed_cost_get_no_finding(tmp_path):
             n += 1
     assert n == 1920
     out = tmp_path / "tiny_simt.json.gz"
-    with gzip.open(out, "wt", compresslevel=1) as fh:
-        fh.write(json.dumps(d))  # C encoder; json.dump runs the Python one
+    write_json_gz(out, d)
     p = run_cli("analyze", str(out), "--json")
     assert p.returncode == 0, p.stderr[-2000:]
     assert not [f for f in json.loads(p.stdout)["findings"] if f["rule"] == "fp32_simt_gemm"]

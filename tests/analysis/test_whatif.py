@@ -7,7 +7,7 @@ import json
 import statistics
 
 import pytest
-from conftest import compat_path, run_cli, trace_path
+from conftest import compat_path, run_cli, trace_path, write_json_gz
 from shift_gpu import shift
 
 WHATIF = trace_path("whatif")
@@ -276,8 +276,7 @@ def _pause_host(src: str, dst: str, pause_us: float) -> float:
             e["ts"] = ts + pause_us
         elif e.get("ph") == "X" and ts + e.get("dur", 0) > t:
             e["dur"] += pause_us
-    with gzip.open(dst, "wt", compresslevel=1) as f:
-        f.write(json.dumps(doc))  # C encoder; json.dump runs the Python one
+    write_json_gz(dst, doc)
     return t
 
 

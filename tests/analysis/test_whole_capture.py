@@ -9,7 +9,7 @@ import json
 import os
 
 import pytest
-from conftest import compat_path, flat_findings, run_cli
+from conftest import compat_path, flat_findings, run_cli, write_json_gz
 
 ALEXNET = compat_path("facebookresearch__HolisticTraceAnalysis", "critical_path", "alexnet")
 
@@ -319,8 +319,7 @@ def _repeat_steps(src: str, dst: str, times: int) -> None:
                 c["name"] = f"ProfilerStep#{1 + k}"
             out.append(c)
     t["traceEvents"] = out
-    with gzip.open(dst, "wt", compresslevel=1) as f:
-        f.write(json.dumps(t))  # C encoder; json.dump runs the Python one
+    write_json_gz(dst, t)
 
 
 def test_a_first_launch_in_one_step_does_not_hide_a_gap_that_recurs(tmp_path):

@@ -15,7 +15,7 @@ import json
 import os
 import shutil
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, write_json_gz
 
 DDP = os.path.join(ROOT, "samples", "ddp")
 
@@ -95,8 +95,7 @@ def _ranks_in(folder, placed: dict[int, str]) -> None:
         doc["distributedInfo"]["rank"] = r
         path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        with gzip.open(path, "wt", compresslevel=1) as f:
-            f.write(json.dumps(doc))  # C encoder; json.dump runs the Python one
+        write_json_gz(path, doc)
 
 
 def test_a_folder_opened_cold_leaves_each_files_entry_for_later_sessions(tmp_path):
@@ -145,8 +144,7 @@ def test_links_and_other_spellings_of_the_same_files_find_their_entries(tmp_path
     with gzip.open(run / "b.json.gz", "rt") as f:
         doc = json.load(f)
     doc["distributedInfo"]["rank"] = 0
-    with gzip.open(run / "b.json.gz", "wt", compresslevel=1) as f:
-        f.write(json.dumps(doc))
+    write_json_gz(run / "b.json.gz", doc)
     first = _json("info", str(run), "--json", env=env)
     assert first["file_caches"] == {"reused": 0, "read": 2}
     assert any(w.startswith("b.json.gz: rank 0 appears twice") for w in first["warnings"])

@@ -11,7 +11,7 @@ import random
 import re
 
 import pytest
-from conftest import run_cli, trace_path
+from conftest import run_cli, trace_path, write_json_gz
 
 import gpuviewer
 from gpuviewer.io.sniff import sniff
@@ -123,8 +123,7 @@ def build_trace(steps: int = 3, devices: tuple = (0,), meta_last: bool = False) 
 def write(doc: dict, path) -> str:
     """Write the trace without the test's "_role" marks, gzipped as XLA writes it."""
     clean = dict(doc, traceEvents=[{k: v for k, v in e.items() if k != "_role"} for e in doc["traceEvents"]])
-    with gzip.open(path, "wt", compresslevel=1) as f:
-        f.write(json.dumps(clean))  # C encoder; json.dump runs the Python one
+    write_json_gz(path, clean)
     return str(path)
 
 
@@ -373,8 +372,7 @@ def test_run_folder_with_the_perfetto_copy_is_one_host(tmp_path):
     write(doc, tmp_path / "node7.trace.json.gz")
     copy = {k: v for k, v in doc.items() if k != "displayTimeUnit"}
     copy["traceEvents"] = [{k: v for k, v in e.items() if k != "_role"} for e in doc["traceEvents"]]
-    with gzip.open(tmp_path / "perfetto_trace.json.gz", "wt", compresslevel=1) as f:
-        f.write(json.dumps(copy))
+    write_json_gz(tmp_path / "perfetto_trace.json.gz", copy)
     assert sniff(str(tmp_path / "perfetto_trace.json.gz")) == "jax"
     s = gpuviewer.open([str(tmp_path)])
     assert [(r.rank, r.host) for r in s.trace.ranks] == [(0, "node7")]

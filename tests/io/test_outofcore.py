@@ -8,7 +8,7 @@ import os
 import shutil
 
 import numpy as np
-from conftest import trace_path
+from conftest import trace_path, write_json_gz
 
 from gpuviewer.io import cache
 from gpuviewer.io.session import load, session_files
@@ -122,8 +122,7 @@ def test_mixed_clocks_repeated_ranks_and_skipped_json(tmp_path, monkeypatch):
     doc.pop("baseTimeNanoseconds")
     t0 = min(e["ts"] for e in doc["traceEvents"] if "ts" in e)
     doc["traceEvents"] = [dict(e, ts=e["ts"] - t0 + 5) if "ts" in e else e for e in doc["traceEvents"]]
-    with gzip.open(d / "b_relative.json.gz", "wt", compresslevel=1) as f:
-        f.write(json.dumps(doc))  # C encoder; json.dump runs the Python one
+    write_json_gz(d / "b_relative.json.gz", doc)
     (d / "c_config.json").write_text('{"lr": 0.1}')
     old, new, d_old, d_new = _both([str(d)], tmp_path, monkeypatch)
     assert any("no absolute clock" in w for w in new.warnings)

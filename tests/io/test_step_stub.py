@@ -10,7 +10,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import compat_path, trace_path
+from conftest import compat_path, trace_path, write_json_gz
 
 import gpuviewer
 from gpuviewer.session.analysis import analyze_session
@@ -59,8 +59,7 @@ def test_the_step_the_profiler_stopped_in_is_not_counted():
 
 def _write(tmp_path, doc: dict, name: str = "t.json.gz") -> str:
     p = tmp_path / name
-    with gzip.open(p, "wt", compresslevel=1) as f:
-        f.write(json.dumps(doc))  # C encoder; json.dump runs the Python one
+    write_json_gz(p, doc)
     return str(p)
 
 

@@ -10,7 +10,7 @@ import shutil
 from html.parser import HTMLParser
 
 import pytest
-from conftest import SAMPLES, run_cli
+from conftest import SAMPLES, run_cli, write_json_gz
 from markdown_it import MarkdownIt
 
 from gpuviewer.model.markdown import Code, table
@@ -96,8 +96,7 @@ def hostile(tmp_path_factory):
             if "Process Group Description" in args:
                 args["Process Group Description"] = HOSTILE
         assert renamed
-        with gzip.open(d / name, "wt", encoding="utf-8", compresslevel=1) as f:
-            f.write(json.dumps(doc))  # C encoder; json.dump runs the Python one
+        write_json_gz(d / name, doc)
     return str(d)
 
 

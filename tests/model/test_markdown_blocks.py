@@ -10,7 +10,7 @@ import json
 from html.parser import HTMLParser
 
 import pytest
-from conftest import run_cli, trace_path
+from conftest import run_cli, trace_path, write_json_gz
 from markdown_it import MarkdownIt
 
 HOSTILE = "a|b_*c*`d`<script>\n# x"
@@ -111,8 +111,7 @@ def hostile(tmp_path_factory):
     assert all(renamed.values()), renamed
     folder = tmp_path_factory.mktemp("hostile") / FOLDER
     folder.mkdir()
-    with gzip.open(folder / FILE, "wt", encoding="utf-8", compresslevel=1) as f:
-        f.write(json.dumps(doc))  # C encoder; json.dump runs the Python one
+    write_json_gz(folder / FILE, doc)
     return str(folder)
 
 

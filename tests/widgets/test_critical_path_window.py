@@ -463,10 +463,11 @@ def test_boxes_of_one_row_within_a_few_pixels_are_drawn_as_one():
 
     from gpuviewer.render.critical_path_item import MERGE_PX, _merged
 
-    x0 = np.array([0.0, 10.0, 21.0, 60.0, 5.0, 12.0 + MERGE_PX + 0.5])
-    x1 = np.array([9.0, 20.0, 30.0, 70.0, 12.0, 40.0])
-    y = np.array([100.0, 100.0, 100.0, 100.0, 120.0, 120.0])
-    h = np.full(6, 18.0)
+    # (row 100's 15-16 box lies inside 10-20: the run's right edge is its widest box's)
+    x0 = np.array([0.0, 10.0, 15.0, 21.0, 60.0, 5.0, 12.0 + MERGE_PX + 0.5])
+    x1 = np.array([9.0, 20.0, 16.0, 30.0, 70.0, 12.0, 40.0])
+    y = np.array([100.0, 100.0, 100.0, 100.0, 100.0, 120.0, 120.0])
+    h = np.full(7, 18.0)
     got = sorted(zip(*(a.tolist() for a in _merged(x0, x1, y, h))))
     # (x, y, w, h): row 100's first three are one box, 60-70 its own; row 120's two stay apart
     assert got == [
