@@ -21,9 +21,9 @@ from .host import (
     _launching_threads,
     _step_markers,
     name_ids,
-    queue_full_calls,
     sync_name_ids,
 )
+from .launch_queue import queue_full_calls
 
 # an asynchronous copy call that lasts this long, most of it while its copy ran, blocked the host
 # on it (a copy to or from pageable memory): counted with the syncs, not as a launch

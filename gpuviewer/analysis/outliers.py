@@ -25,8 +25,8 @@ from .host import (
     _step_markers,
     explain,
     host_lanes,
-    launched_before_capture,
 )
+from .launch_queue import launched_before_capture
 
 GPU_CATEGORIES = ("memcpy", "memset", "kernel", "communication")
 GPU_LEAD = 0.3  # a GPU op explaining this share of the extra time leads (the copy, the wait in a collective)
@@ -164,7 +164,7 @@ def _backlog(steps: list, s, excess: float) -> float:
 
 
 def _queued_before_capture(trace: Trace, rb: RankBreakdown, s) -> int:
-    """How many GPU ops of the rank launched before the capture began (host.launched_before_capture)
+    """How many GPU ops of the rank launched before the capture began (launch_queue.launched_before_capture)
     ran before the step's end: the backlog the capture came with."""
     early = launched_before_capture(trace, rb.rank)
     return sum(int(np.searchsorted(v, s.end_ns)) for v in early.values())

@@ -203,12 +203,13 @@ def test_sql_headers_carry_units(nsys_window, qtbot):
 
 def test_a_saving_too_small_to_measure_names_no_step(qapp):
     """A saving under 0.05 ms in some steps only names no step (gpu_straggler's exposed
-    communication read '< 0.05 ms (step 5)' beside 'Step 4'); ddp_nop2p's late rank in steps 2 and 3
-    is such a case now. Real findings of the trace in a real panel."""
+    communication read '< 0.05 ms (step 5)' beside 'Step 4'); nsys_ddp's late rank, acting in steps
+    3-9 of 1-9, is such a case now (ddp_nop2p's stalls, the case before, are no stalls now). Real
+    findings of the trace in a real panel."""
     from gpuviewer.session import Session
     from gpuviewer.widgets.findings_panel import FindingsPanel
 
-    s = Session.open([trace_path("kineto", "ddp_nop2p")])
+    s = Session.open([trace_path("nsys", "nsys_ddp.sqlite")])
     s.run_analysis()
     panel = FindingsPanel()
     panel.set_findings(s.analysis.findings)
