@@ -45,8 +45,32 @@ def _needs_shared(path: str, seen: frozenset = frozenset()) -> bool:
     return _needs[path]
 
 
+# the files that take longest (their tests' time summed, `pytest --durations=0`, 2026-12-05): handed
+# to pytest-xdist's workers first, so that no long file starts last while the other worker idles
+_LONGEST_FIRST = (
+    "app/test_packaging.py",
+    "session/test_dask.py",
+    "analysis/test_finding_sentences.py",
+    "io/test_hostile_json.py",
+    "analysis/test_critical_path.py",
+    "analysis/test_finding_audit2.py",
+    "widgets/test_hosts_alignment.py",
+    "analysis/test_analysis_v2.py",
+    "app/test_hostile_cli.py",
+    "io/test_file_cache.py",
+    "io/test_fuzz_inputs.py",
+    "widgets/test_summary_window.py",
+)
+
+
+def _first_rank(item) -> int:
+    path = str(item.fspath).replace(os.sep, "/")
+    return next((k for k, f in enumerate(_LONGEST_FIRST) if path.endswith("tests/" + f)), len(_LONGEST_FIRST))
+
+
 def pytest_collection_modifyitems(config, items):
     global _skipped_for_shared
+    items.sort(key=_first_rank)  # (stable: a file's tests keep their order, the others theirs)
     if HAVE_SHARED:
         return
     skip = pytest.mark.skip(reason=f"needs the real traces at {TRACES} (set GPUVIEWER_SHARED)")
