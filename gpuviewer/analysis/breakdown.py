@@ -222,40 +222,36 @@ class RankBreakdown:
             del out["coll"]
         return out
 
+    def _of_host(self, attr: str) -> float:
+        """The measured steps' `attr` (a StepBreakdown host part's ns) as a share of their host time."""
+        steps = self.measured
+        w = sum(s.host_end_ns - s.host_start_ns for s in steps)
+        return sum(getattr(s, attr) for s in steps) / w if w > 0 else 0.0
+
     def host_thread_wait_share(self) -> float:
         """Of the measured steps' host time: the loop's thread blocked on another of its threads
         where nothing else is on record (a part of host_shares' idle)."""
-        steps = self.measured
-        w = sum(s.host_end_ns - s.host_start_ns for s in steps)
-        return sum(s.host_idle_thread_ns for s in steps) / w if w > 0 else 0.0
+        return self._of_host("host_idle_thread_ns")
 
     def host_loop_wait_share(self) -> float:
         """Of the measured steps' host time: the loop's thread blocked on another of its threads,
         all of it (whether or not its other threads' work is on record meanwhile)."""
-        steps = self.measured
-        w = sum(s.host_end_ns - s.host_start_ns for s in steps)
-        return sum(s.host_loop_wait_ns for s in steps) / w if w > 0 else 0.0
+        return self._of_host("host_loop_wait_ns")
 
     def host_python_share(self) -> float:
         """Of the measured steps' host time: framework time inside Python frames alone (a part of
         host_shares' framework)."""
-        steps = self.measured
-        w = sum(s.host_end_ns - s.host_start_ns for s in steps)
-        return sum(s.host_python_ns for s in steps) / w if w > 0 else 0.0
+        return self._of_host("host_python_ns")
 
     def host_alloc_share(self) -> float:
         """Of the measured steps' host time: launch-part time in calls that allocate or free
         memory (a part of host_shares' launch)."""
-        steps = self.measured
-        w = sum(s.host_end_ns - s.host_start_ns for s in steps)
-        return sum(s.host_alloc_ns for s in steps) / w if w > 0 else 0.0
+        return self._of_host("host_alloc_ns")
 
     def host_annotation_share(self) -> float:
         """Of the measured steps' host time: framework time inside annotated ranges alone (a part
         of host_shares' framework)."""
-        steps = self.measured
-        w = sum(s.host_end_ns - s.host_start_ns for s in steps)
-        return sum(s.host_annotation_ns for s in steps) / w if w > 0 else 0.0
+        return self._of_host("host_annotation_ns")
 
     def nccl_unmatched_share(self) -> float:
         """Of the measured steps' GPU time: NCCL kernels matched with no other rank's (a part of
@@ -453,7 +449,7 @@ def rank_breakdown(trace: Trace, rank: int) -> RankBreakdown:
         if not steps:
             sb = rb.steps[0]
             rb.host_longest_call = longest_call(
-                trace, rank, sb.start_ns, sb.end_ns, sb.host_launch_ns - sb.host_alloc_ns
+                trace, info["events"], sb.start_ns, sb.end_ns, sb.host_launch_ns - sb.host_alloc_ns
             )
     if steps:
         _mark_backlog(rb, pre, s_all, e_all)

@@ -213,6 +213,7 @@ def host_split(
     ev = host_events(trace, rank)
     if info is not None:  # whether any framework op or range is on record (info["ops"]: how many)
         info["ops"] = len(ev["framework"])
+        info["events"] = ev  # (longest_call reads them again, not classified twice)
 
     def ivs(idx):
         s = np.asarray(c["start"][idx]).astype(np.int64)
@@ -363,13 +364,13 @@ def framework_waits(trace: Trace, rank: int, rx: re.Pattern) -> np.ndarray:
     return idx[np.argsort(np.asarray(c["start"][idx]), kind="stable")]
 
 
-def longest_call(trace: Trace, rank: int, t0: int, t1: int, part_ns: int) -> tuple[str, int] | None:
+def longest_call(trace: Trace, ev: dict, t0: int, t1: int, part_ns: int) -> tuple[str, int] | None:
     """(name, ns inside [t0, t1]) of the launch part's longest call (no allocation, no call on a
     full queue), where it holds a quarter or more of part_ns (that part's time less its
     allocations) and a millisecond or more: a capture without steps holds its start-up, where one
     first launch loading its module can be most of it (HTA's alexnet: one 3,055.6 ms
-    cudaLaunchKernel, 24% of its span, said as launch calls beside 78 others of 0.99 ms; an audit)."""
-    ev = host_events(trace, rank)
+    cudaLaunchKernel, 24% of its span, said as launch calls beside 78 others of 0.99 ms; an audit).
+    ev: the rank's host_events, as host_split classified them."""
     x = np.setdiff1d(ev["launch"], np.concatenate([ev["alloc"], ev["queue"]]))
     if not len(x) or part_ns <= 0:
         return None

@@ -167,7 +167,8 @@ class Roofline(pg.PlotWidget):
         # one over a family's point, or taller than this share of the plot, is hidden rather than
         # drawn over the points (the table beside names every family's figures; a review)
         got = self._point_labels
-        points = [vb.mapViewToScene(QPointF(math.log10(q["intensity"]), math.log10(q["tflops"]))) for q, _t in got]
+        at = {id(q): vb.mapViewToScene(QPointF(math.log10(q["intensity"]), math.log10(q["tflops"]))) for q, _t in got}
+        points = list(at.values())
         (x0, x1), (y0, y1) = vb.viewRange()
         for it, corner, most in ((self.roofs_text, (x0, y1), 0.45), (self.note, (x1, y0), 0.3)):
             if it is None or it.scene() is None or (it is self.note and it.anchor.x() == 0):
@@ -191,7 +192,6 @@ class Roofline(pg.PlotWidget):
             for it in (self.roofs_text, self.note)
             if it is not None and it.scene() is not None and it.isVisible()
         ]
-        at = {id(q): vb.mapViewToScene(QPointF(math.log10(q["intensity"]), math.log10(q["tflops"]))) for q, _t in got}
         fm = self.fontMetrics()
         placed: list[QRectF] = []
         spots = [(ax, ay) for ay in (0.0, 1.0, -1.0, 2.0) for ax in (0.0, 1.0)] + [(0.5, -0.7), (0.5, 1.7)]
