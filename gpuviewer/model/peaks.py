@@ -370,8 +370,16 @@ def of_model(model: str) -> Peaks:
 def overridden(p: Peaks, tflops: float | None = None, gbps: float | None = None) -> Peaks:
     """--peak-tflops replaces every precision's compute roof with one number (the user knows the
     device's real peak, clocks or power cap included); --peak-gbps the memory roof."""
-    if tflops is not None:  # (the user's peak: no row assumed any more)
-        p = replace(p, tflops={k: float(tflops) for k in PRECISIONS}, source="--peak-tflops", identified=None)
+    if tflops is not None:
+        # the user's peak: the H100 row is no longer assumed (_h100_guess); how an AMD device was
+        # told (_amd_by_props) still holds, its memory roof the row's
+        guess = (p.identified or "").startswith("assumed:")
+        p = replace(
+            p,
+            tflops={k: float(tflops) for k in PRECISIONS},
+            source="--peak-tflops",
+            identified=None if guess else p.identified,
+        )
     if gbps is not None:
         p = replace(p, gbps=float(gbps), source=(p.source + "; " if p.source else "") + "--peak-gbps")
     return p

@@ -157,6 +157,8 @@ def test_peaks_table_matches_device_names():
     # keeps the SXM roofs but says they are assumed; 80 GB ones, and names that say, are not flagged
     assert "its 102 GB of memory" in (lookup("NVIDIA H100", 102_085_492_736).identified or "")
     assert overridden(lookup("NVIDIA H100", 102_085_492_736), 800.0).identified is None  # the user's peak
+    mi = lookup("AMD Radeon Graphics", 68_702_699_520, {"warpSize": 64, "numSms": 104})
+    assert mi.identified and overridden(mi, 150.0).identified == mi.identified  # how it was told still holds
     assert lookup("NVIDIA H100 80GB HBM3", 85_045_035_008).identified is None
     assert lookup("NVIDIA H100", None).identified is None and lookup("NVIDIA GH200 480GB", 102e9).identified is None
     assert lookup("NVIDIA L4").model == "L4" and lookup("NVIDIA L40S").model == "L40S"
